@@ -1,0 +1,101 @@
+//! Decodes a checkpoint, checking everything in the order of `docs/format/checkpoint.md`.
+
+#![deny(clippy::unwrap_used, clippy::indexing_slicing)]
+
+use super::format::{BODY_SEED, HEADER_LEN, HEADER_SEED, MAGIC, MIN_RECORD_BYTES, SUPPORTED};
+use crate::codec::{DecodeError, Decoder};
+use crate::record::{self, Memory};
+
+/// A decoded checkpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checkpoint {
+    /// Last log sequence number included.
+    pub seq: u64,
+    /// Next id the store assigns.
+    pub next_id: u64,
+    /// Sealed segments: `(segment_id, rows)`.
+    pub segments: Vec<(u64, u64)>,
+    /// Live records, in id order.
+    pub records: Vec<Memory>,
+}
+
+/// Why a checkpoint was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckpointError {
+    /// Damaged: where and why.
+    Corrupted(DecodeError),
+    /// A version this build cannot read.
+    Unsupported(u16),
+}
+
+fn crc(seed: u32, b: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new_with_initial(seed);
+    h.update(b);
+    h.finalize()
+}
+
+/// Decodes a checkpoint.
+///
+/// # Errors
+/// `CheckpointError`; never panics on any input.
+pub fn decode(b: &[u8]) -> Result<Checkpoint, CheckpointError> {
+    let corrupt = |offset, reason| CheckpointError::Corrupted(DecodeError { offset, reason });
+    let mut d = Decoder::new(b);
+    let e = CheckpointError::Corrupted;
+    if b.len() < HEADER_LEN {
+        return Err(corrupt(0, "shorter than the header"));
+    }
+    if d.take(4).map_err(e)? != MAGIC {
+        return Err(corrupt(0, "bad magic"));
+    }
+    let version = d.u16().map_err(e)?;
+    let flags = d.u16().map_err(e)?;
+    let seq = d.u64().map_err(e)?;
+    let next_id = d.u64().map_err(e)?;
+    let record_count = d.u64().map_err(e)?;
+    let segment_count = d.u64().map_err(e)?;
+    let body_len = d.u64().map_err(e)?;
+    let body_crc = d.u32().map_err(e)?;
+    let reserved = d.u64().map_err(e)?;
+    let hdr_crc = d.u32().map_err(e)?;
+    if crc(HEADER_SEED, b.get(..60).unwrap_or(&[])) != hdr_crc {
+        return Err(corrupt(60, "header checksum mismatch"));
+    }
+    if !SUPPORTED.contains(&version) {
+        return Err(CheckpointError::Unsupported(version));
+    }
+    if flags != 0 || reserved != 0 {
+        return Err(corrupt(6, "unknown flags or reserved bytes set"));
+    }
+    let body = b.get(HEADER_LEN..).unwrap_or(&[]);
+    if body_len != body.len() as u64 {
+        return Err(corrupt(40, "body length differs from the file"));
+    }
+    if crc(BODY_SEED, body) != body_crc {
+        return Err(corrupt(48, "body checksum mismatch"));
+    }
+    let needed = segment_count.checked_mul(16).and_then(|s| record_count.checked_mul(MIN_RECORD_BYTES).and_then(|r| r.checked_add(s)));
+    if needed.is_none_or(|n| n > body_len) {
+        return Err(corrupt(24, "counts exceed the body"));
+    }
+    let mut d = Decoder::new(body);
+    let at = |e: DecodeError| CheckpointError::Corrupted(DecodeError { offset: e.offset + HEADER_LEN, reason: e.reason });
+    let mut segments = Vec::with_capacity(usize::try_from(segment_count).unwrap_or(0));
+    for _ in 0..segment_count {
+        segments.push((d.u64().map_err(at)?, d.u64().map_err(at)?));
+    }
+    let mut records = Vec::with_capacity(usize::try_from(record_count).unwrap_or(0));
+    let mut last_id = 0;
+    for _ in 0..record_count {
+        let m = record::decode(&mut d).map_err(at)?;
+        if m.id.0 <= last_id || m.id.0 >= next_id {
+            return Err(corrupt(HEADER_LEN + d.pos(), "record ids not increasing or not below next_id"));
+        }
+        last_id = m.id.0;
+        records.push(m);
+    }
+    if d.remaining() != 0 {
+        return Err(corrupt(HEADER_LEN + d.pos(), "trailing bytes"));
+    }
+    Ok(Checkpoint { seq, next_id, segments, records })
+}

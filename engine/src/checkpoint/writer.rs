@@ -1,0 +1,45 @@
+//! Encodes a checkpoint.
+
+use super::format::{BODY_SEED, HEADER_SEED, MAGIC, VERSION};
+use crate::codec::Encoder;
+use crate::record::{self, Memory};
+
+fn crc(seed: u32, b: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new_with_initial(seed);
+    h.update(b);
+    h.finalize()
+}
+
+/// Encodes the checkpoint at `seq`: sealed `segments` (`(id, rows)`, in id order) and
+/// `records` (in id order).
+#[must_use]
+pub fn encode<'a>(seq: u64, next_id: u64, segments: &[(u64, u64)], records: impl ExactSizeIterator<Item = &'a Memory>) -> Vec<u8> {
+    let record_count = records.len() as u64;
+    let mut body = Vec::with_capacity(segments.len() * 16 + records.len() * 256);
+    {
+        let mut e = Encoder::new(&mut body);
+        for (id, rows) in segments {
+            e.u64(*id);
+            e.u64(*rows);
+        }
+        for m in records {
+            record::encode(m, &mut e);
+        }
+    }
+    let mut out = Vec::with_capacity(64 + body.len());
+    let mut e = Encoder::new(&mut out);
+    e.bytes(&MAGIC);
+    e.u16(VERSION);
+    e.u16(0);
+    e.u64(seq);
+    e.u64(next_id);
+    e.u64(record_count);
+    e.u64(segments.len() as u64);
+    e.u64(body.len() as u64);
+    e.u32(crc(BODY_SEED, &body));
+    e.u64(0);
+    let h = crc(HEADER_SEED, &out);
+    out.extend_from_slice(&h.to_le_bytes());
+    out.extend_from_slice(&body);
+    out
+}

@@ -1,0 +1,116 @@
+//! Group commit: concurrent writers share fsyncs (`docs/durability.md` step 6).
+//!
+//! Writers append their frame under the writer lock and publish its sequence number as
+//! `written`. To make it durable, a writer either becomes the sync leader (no sync in flight):
+//! it fsyncs the active log file outside every lock and then marks everything up to the
+//! `written` it saw before the fsync as durable; or it waits on the condition variable for a
+//! leader whose sync covers it. One fsync thus acknowledges every frame appended before it
+//! started. A failed fsync poisons the store for good (invariant 7): the page cache can no
+//! longer be trusted, so nothing is retried and every waiter gets `Poisoned`.
+
+use crate::error::{EngineError, Result};
+use crate::storage::StorageFile;
+use parking_lot::{Condvar, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+#[derive(Debug)]
+struct SyncState {
+    durable: u64,
+    syncing: bool,
+}
+
+/// Shared sync state of one store.
+#[derive(Debug)]
+pub(crate) struct GroupCommit {
+    state: Mutex<SyncState>,
+    cond: Condvar,
+    written: AtomicU64,
+    poisoned: AtomicBool,
+    file: Mutex<Arc<dyn StorageFile>>,
+    fsyncs: AtomicU64,
+}
+
+impl GroupCommit {
+    /// `durable`: the last sequence number known durable at open; `file`: the active log file.
+    pub(crate) fn new(durable: u64, file: Arc<dyn StorageFile>) -> GroupCommit {
+        GroupCommit {
+            state: Mutex::new(SyncState { durable, syncing: false }),
+            cond: Condvar::new(),
+            written: AtomicU64::new(durable),
+            poisoned: AtomicBool::new(false),
+            file: Mutex::new(file),
+            fsyncs: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn poison(&self) {
+        self.poisoned.store(true, Ordering::SeqCst);
+        let _guard = self.state.lock();
+        self.cond.notify_all();
+    }
+
+    pub(crate) fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::SeqCst)
+    }
+
+    /// Errors with `Poisoned` if the store is poisoned.
+    pub(crate) fn check(&self) -> Result<()> {
+        if self.is_poisoned() { Err(EngineError::Poisoned) } else { Ok(()) }
+    }
+
+    /// Publishes that frames up to `seq` are appended. Called under the writer lock.
+    pub(crate) fn set_written(&self, seq: u64) {
+        self.written.store(seq, Ordering::SeqCst);
+    }
+
+    pub(crate) fn written(&self) -> u64 {
+        self.written.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn durable(&self) -> u64 {
+        self.state.lock().durable
+    }
+
+    /// Fsyncs performed so far.
+    pub(crate) fn fsyncs(&self) -> u64 {
+        self.fsyncs.load(Ordering::Relaxed)
+    }
+
+    /// Switches to a new active log file. Called under the writer lock, after
+    /// `wait_durable(written())`, so the old file holds nothing unsynced.
+    pub(crate) fn set_file(&self, file: Arc<dyn StorageFile>) {
+        *self.file.lock() = file;
+    }
+
+    /// Returns once every frame up to `seq` is durable.
+    ///
+    /// # Errors
+    /// `Poisoned` if the store is or becomes poisoned first.
+    pub(crate) fn wait_durable(&self, seq: u64) -> Result<()> {
+        let mut s = self.state.lock();
+        loop {
+            if self.is_poisoned() {
+                return Err(EngineError::Poisoned);
+            }
+            if s.durable >= seq {
+                return Ok(());
+            }
+            if s.syncing {
+                self.cond.wait(&mut s);
+                continue;
+            }
+            s.syncing = true;
+            let target = self.written();
+            let file = Arc::clone(&self.file.lock());
+            let synced = parking_lot::MutexGuard::unlocked(&mut s, || file.sync());
+            s.syncing = false;
+            self.fsyncs.fetch_add(1, Ordering::Relaxed);
+            match synced {
+                Ok(()) => s.durable = s.durable.max(target),
+                Err(_) => self.poisoned.store(true, Ordering::SeqCst),
+            }
+            self.cond.notify_all();
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! The one error type of mnemo-engine.
+
+use crate::record::MemoryId;
+use std::ops::RangeInclusive;
+use std::path::PathBuf;
+
+/// Which party a failure belongs to; the server maps each to a reply code in one `match`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The caller asked for something invalid; nothing changed.
+    Caller,
+    /// The environment failed (I/O, lock held, store poisoned).
+    Environment,
+    /// Bytes on disk are damaged or of an unknown version.
+    Data,
+}
+
+/// Everything that can go wrong in the engine.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// A field of a request is invalid.
+    #[error("invalid {field}: {reason}")]
+    Invalid {
+        /// The field.
+        field: &'static str,
+        /// What is wrong and what is allowed.
+        reason: String,
+    },
+    /// A request exceeds a documented limit; nothing was truncated or stored.
+    #[error("{what} is {got}, over the limit of {limit}")]
+    LimitExceeded {
+        /// What was measured.
+        what: &'static str,
+        /// The limit.
+        limit: usize,
+        /// What was given.
+        got: usize,
+    },
+    /// The same content already exists for this user.
+    #[error("memory already exists: {existing}")]
+    AlreadyExists {
+        /// The id of the existing record.
+        existing: MemoryId,
+    },
+    /// No live memory has this id.
+    #[error("memory not found: {id}")]
+    NotFound {
+        /// The id asked for.
+        id: MemoryId,
+    },
+    /// The store holds as many memories as its limit allows.
+    #[error("memory limit reached: {limit}")]
+    MemoryLimitReached {
+        /// The configured limit.
+        limit: usize,
+    },
+    /// A vector of the wrong dimension.
+    #[error("dimension mismatch: expected {expected}, got {got}")]
+    DimensionMismatch {
+        /// The store's dimension.
+        expected: usize,
+        /// What was given.
+        got: usize,
+    },
+    /// The store was created with another embedder.
+    #[error("store was created with embedder {stored_model} ({stored_dim}-d), opened with {given_model} ({given_dim}-d)")]
+    EmbedderMismatch {
+        /// Model id recorded in the store.
+        stored_model: String,
+        /// Dimension recorded in the store.
+        stored_dim: usize,
+        /// Model id of the embedder given to `open`.
+        given_model: String,
+        /// Its dimension.
+        given_dim: usize,
+    },
+    /// Another process (or another `Store` in this one) has the store open.
+    #[error("store {path} is locked by another process")]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+    },
+    /// An earlier write or fsync failed; the store refuses writes until it is reopened.
+    #[error("store is poisoned by an earlier failed write or fsync; reopen it to recover")]
+    Poisoned,
+    /// An I/O call failed.
+    #[error("i/o on {path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Bytes on disk failed a check.
+    #[error("{file}: corrupted at offset {offset}: {reason}")]
+    Corrupted {
+        /// The file.
+        file: PathBuf,
+        /// Byte offset of the damage.
+        offset: u64,
+        /// Which check failed.
+        reason: &'static str,
+    },
+    /// A file of a format version this build cannot read.
+    #[error("{file}: format version {found} not in {supported:?}")]
+    UnsupportedVersion {
+        /// The file.
+        file: PathBuf,
+        /// The version found.
+        found: u16,
+        /// The versions this build reads.
+        supported: RangeInclusive<u16>,
+    },
+    /// The embedder failed.
+    #[error("embedding failed: {0}")]
+    Embed(#[from] mnemo_embed::EmbedError),
+}
+
+impl EngineError {
+    /// Whose failure this is.
+    #[must_use]
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            EngineError::Invalid { .. }
+            | EngineError::LimitExceeded { .. }
+            | EngineError::AlreadyExists { .. }
+            | EngineError::NotFound { .. }
+            | EngineError::MemoryLimitReached { .. }
+            | EngineError::DimensionMismatch { .. }
+            | EngineError::EmbedderMismatch { .. } => ErrorKind::Caller,
+            EngineError::Locked { .. } | EngineError::Poisoned | EngineError::Io { .. } | EngineError::Embed(_) => {
+                ErrorKind::Environment
+            }
+            EngineError::Corrupted { .. } | EngineError::UnsupportedVersion { .. } => ErrorKind::Data,
+        }
+    }
+
+    pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> EngineError {
+        let path = path.into();
+        move |source| EngineError::Io { path, source }
+    }
+}
+
+/// Result alias of mnemo-engine.
+pub type Result<T, E = EngineError> = std::result::Result<T, E>;

@@ -1,0 +1,80 @@
+//! mnemo-engine: the mnemo database.
+//!
+//! A store is a directory: a CRC-framed log of every change (`wal-*.log`), checkpoints of the
+//! metadata table (`ckpt-*.ckpt`), sealed vector segments (`seg-*.mnsf`, mapped read-only),
+//! an `IDENTITY` that pins the embedder, and a `LOCK`. `docs/architecture.md` walks the data
+//! path; `docs/durability.md` is the commit protocol the code cites step by step.
+//!
+//! Guarantees: an acknowledged write is durable under the default `SyncPolicy::Always`;
+//! each operation has one commit point (its log frame); torn tails are truncated, damage
+//! followed by valid data is reported as `Corrupted`, never dropped; derived state (vector
+//! segments, tag frequencies) is rebuilt from the log when a checkpoint is unusable; one
+//! process owns a store; a failed fsync poisons it; another embedder is refused.
+//! Not here yet: tag and category normalization, semantic dedup, keyword search (later issues).
+//!
+//! ```
+//! use mnemo_engine::{Category, Filter, NewMemory, SearchRequest, Store, StoreOptions};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let store = Store::open(dir.path(), StoreOptions::hashing())?;
+//! let id = store.store(
+//!     NewMemory::new("cargo test needs --workspace to run every crate's tests")
+//!         .category(Category::ToolUsage)
+//!         .tags(["rust", "cargo"]),
+//! )?;
+//! store.store(NewMemory::new("the staging database password rotates every monday"))?;
+//!
+//! let hits = store.search(&SearchRequest::text("how do I run the tests of every crate", 1))?;
+//! assert_eq!(hits[0].memory.id, id);
+//!
+//! // Durable: close, reopen, still there.
+//! store.close()?;
+//! let store = Store::open(dir.path(), StoreOptions::hashing())?;
+//! assert_eq!(store.get(id)?.tags, vec!["rust", "cargo"]);
+//! let mine = SearchRequest::text("cargo", 5).filter(Filter { tags_any: vec!["cargo".into()], ..Filter::default() });
+//! assert_eq!(store.search(&mine)?.len(), 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod checkpoint;
+pub mod codec;
+mod commit;
+pub mod error;
+pub mod identity;
+pub mod log;
+pub mod options;
+pub mod record;
+mod recovery;
+pub mod segment_file;
+pub mod storage;
+mod store;
+mod table;
+
+pub use error::{EngineError, ErrorKind, Result};
+pub use mnemo_embed::{Embedder, HashingEmbedder};
+pub use options::{MAX_MEMORY_LIMIT, StoreOptions, SyncPolicy};
+pub use record::{Category, Kind, Memory, MemoryId, NewMemory, Role, Timestamp};
+pub use recovery::OpenReport;
+pub use store::{Filter, Hit, MAX_K, Query, ScanMode, SearchRequest, Stats, Store};
+
+/// Decoders of bytes from disk, exposed for the fuzz targets and their proptests. Each runs
+/// its decoder on arbitrary bytes and never panics.
+pub mod fuzzing {
+    /// Scans arbitrary bytes as a log file. Returns the number of valid frames.
+    #[must_use]
+    pub fn log_scan(data: &[u8]) -> u64 {
+        crate::log::reader::scan::<()>(data, |_, _| Ok(())).map_or(0, |s| s.frames)
+    }
+
+    /// Decodes arbitrary bytes as a checkpoint. Returns whether they were accepted.
+    #[must_use]
+    pub fn checkpoint_decode(data: &[u8]) -> bool {
+        crate::checkpoint::reader::decode(data).is_ok()
+    }
+
+    /// Decodes arbitrary bytes as an identity file. Returns whether they were accepted.
+    #[must_use]
+    pub fn identity_decode(data: &[u8]) -> bool {
+        crate::identity::decode(data).is_ok()
+    }
+}

@@ -1,0 +1,64 @@
+//! Appends frames to the active log file.
+
+use super::format::{Op, encode_frame, encode_header};
+use crate::storage::{Storage, StorageFile};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The file name of the log file whose first frame is `first_seq`.
+#[must_use]
+pub fn file_name(first_seq: u64) -> String {
+    format!("wal-{first_seq:020}.log")
+}
+
+/// Parses a log file name back to its first sequence number.
+#[must_use]
+pub fn parse_file_name(name: &str) -> Option<u64> {
+    name.strip_prefix("wal-")?.strip_suffix(".log").filter(|d| d.len() == 20)?.parse().ok()
+}
+
+/// The active log file.
+#[derive(Debug, Clone)]
+pub struct LogWriter {
+    pub(crate) path: PathBuf,
+    pub(crate) file: Arc<dyn StorageFile>,
+    pub(crate) bytes: u64,
+}
+
+impl LogWriter {
+    /// Creates a new log file starting at `first_seq`: header written and fsynced, directory
+    /// fsynced (`docs/durability.md` step C5).
+    ///
+    /// # Errors
+    /// Any I/O failure; the caller poisons the store.
+    pub fn create(storage: &dyn Storage, dir: &Path, first_seq: u64) -> io::Result<LogWriter> {
+        let path = dir.join(file_name(first_seq));
+        let file: Arc<dyn StorageFile> = Arc::from(storage.create(&path)?);
+        let header = encode_header(first_seq);
+        file.append(&header)?;
+        file.sync()?;
+        storage.sync_dir(dir)?;
+        Ok(LogWriter { path, file, bytes: header.len() as u64 })
+    }
+
+    /// Opens an existing, already recovered log file for appending after `len` bytes.
+    ///
+    /// # Errors
+    /// Any I/O failure.
+    pub fn open(storage: &dyn Storage, path: PathBuf, len: u64) -> io::Result<LogWriter> {
+        let file = Arc::from(storage.open_append(&path)?);
+        Ok(LogWriter { path, file, bytes: len })
+    }
+
+    /// Appends the frame of `op` (not synced). Returns the bytes written.
+    ///
+    /// # Errors
+    /// Any I/O failure; an unknown prefix may be on disk, so the caller poisons the store.
+    pub fn append(&mut self, seq: u64, op: &Op) -> io::Result<u64> {
+        let frame = encode_frame(seq, op);
+        self.file.append(&frame)?;
+        self.bytes += frame.len() as u64;
+        Ok(frame.len() as u64)
+    }
+}

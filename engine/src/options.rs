@@ -1,0 +1,111 @@
+//! How a store is opened.
+
+use crate::storage::{FsStorage, Storage};
+use mnemo_embed::{Embedder, HashingEmbedder};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// When an acknowledged write is made durable (`docs/durability.md`, "Sync policies").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncPolicy {
+    /// Default. Every write is fsynced (shared with concurrent writers) before it returns:
+    /// acknowledged means durable.
+    Always,
+    /// Writes return once appended; a background thread fsyncs every `interval`. A power cut
+    /// loses at most the writes of the last interval; a process crash loses nothing.
+    Batch {
+        /// Time between fsyncs.
+        interval: Duration,
+    },
+    /// Writes are fsynced only at checkpoint, `flush` and `close`. For bulk import: a power cut
+    /// can lose everything since the last of those.
+    None,
+}
+
+/// Options of `Store::open`.
+#[derive(Clone)]
+pub struct StoreOptions {
+    /// Turns text into vectors; recorded in the store and checked at every open.
+    pub embedder: Arc<dyn Embedder>,
+    /// Where the bytes go; `FsStorage` unless a test injects faults.
+    pub storage: Arc<dyn Storage>,
+    /// When writes become durable.
+    pub sync: SyncPolicy,
+    /// Most live memories the store holds (BRIEF §4: default 10,000, at most 10,000,000).
+    pub memory_limit: usize,
+    /// Growing-segment rows that trigger sealing it (and a checkpoint). Default 65,536:
+    /// 96 MiB of f32 at 384-d, scanned by 4 parallel chunks.
+    pub seal_rows: usize,
+    /// Log bytes since the last checkpoint that trigger a checkpoint. Default 64 MiB, which
+    /// bounds what an open must replay.
+    pub checkpoint_bytes: u64,
+    /// Whether sealed segments also carry i8 codes for the compact scan. Default true.
+    pub vector_codes: bool,
+}
+
+impl std::fmt::Debug for StoreOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreOptions")
+            .field("embedder", &self.embedder.model_id())
+            .field("storage", &self.storage)
+            .field("sync", &self.sync)
+            .field("memory_limit", &self.memory_limit)
+            .field("seal_rows", &self.seal_rows)
+            .field("checkpoint_bytes", &self.checkpoint_bytes)
+            .field("vector_codes", &self.vector_codes)
+            .finish()
+    }
+}
+
+/// Largest configurable memory limit.
+pub const MAX_MEMORY_LIMIT: usize = 10_000_000;
+
+impl StoreOptions {
+    /// Defaults around `embedder`.
+    #[must_use]
+    pub fn new(embedder: Arc<dyn Embedder>) -> StoreOptions {
+        StoreOptions {
+            embedder,
+            storage: Arc::new(FsStorage),
+            sync: SyncPolicy::Always,
+            memory_limit: 10_000,
+            seal_rows: 65_536,
+            checkpoint_bytes: 64 << 20,
+            vector_codes: true,
+        }
+    }
+
+    /// Defaults with the no-model `HashingEmbedder` (384-d).
+    #[must_use]
+    pub fn hashing() -> StoreOptions {
+        StoreOptions::new(Arc::new(HashingEmbedder::new()))
+    }
+
+    /// Sets the sync policy.
+    #[must_use]
+    pub fn sync(mut self, sync: SyncPolicy) -> StoreOptions {
+        self.sync = sync;
+        self
+    }
+
+    /// Sets the storage.
+    #[must_use]
+    pub fn storage(mut self, storage: Arc<dyn Storage>) -> StoreOptions {
+        self.storage = storage;
+        self
+    }
+
+    /// Sets the memory limit (checked against `MAX_MEMORY_LIMIT` at open).
+    #[must_use]
+    pub fn memory_limit(mut self, limit: usize) -> StoreOptions {
+        self.memory_limit = limit;
+        self
+    }
+
+    /// Sets the rows that seal the growing segment.
+    #[must_use]
+    pub fn seal_rows(mut self, rows: usize) -> StoreOptions {
+        self.seal_rows = rows;
+        self
+    }
+}

@@ -1,0 +1,471 @@
+//! The memory model (BRIEF §2): one record type for agent notes, chat messages and knowledge,
+//! its validation, and its byte encoding (`docs/format/log.md`, "Memory record encoding").
+
+use crate::codec::{DecodeError, Decoder, Encoder};
+use crate::error::{EngineError, Result};
+use sha2::{Digest, Sha256};
+use std::fmt;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Most characters (Unicode scalar values) a memory's content may have.
+pub const MAX_CONTENT_CHARS: usize = 10_000;
+/// Most tags on one memory.
+pub const MAX_TAGS: usize = 10;
+/// Most characters in one tag.
+pub const MAX_TAG_CHARS: usize = 100;
+/// Most characters in a user, session or agent id.
+pub const MAX_ID_CHARS: usize = 256;
+/// The user a request belongs to when it names none.
+pub const DEFAULT_USER: &str = "default";
+
+/// A memory's id: assigned by the store, monotonic, never reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MemoryId(pub u64);
+
+impl fmt::Display for MemoryId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// Microseconds since the Unix epoch, UTC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(pub i64);
+
+impl Timestamp {
+    /// The current time.
+    #[must_use]
+    pub fn now() -> Timestamp {
+        let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        Timestamp(i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+    }
+}
+
+macro_rules! closed_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident = $code:literal / $text:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name { $($(#[$vm])* $variant),+ }
+
+        impl $name {
+            /// Every value, in code order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The value's name as the protocol spells it.
+            #[must_use]
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+
+            /// Parses the protocol spelling.
+            ///
+            /// # Errors
+            /// `Invalid` naming the allowed values.
+            pub fn parse(s: &str) -> Result<$name> {
+                match s { $($text => Ok($name::$variant),)+ _ => Err(EngineError::Invalid {
+                    field: stringify!($name),
+                    reason: format!("{s:?} is not one of {:?}", [$($text),+]),
+                }) }
+            }
+
+            fn code(self) -> u8 {
+                match self { $($name::$variant => $code),+ }
+            }
+
+            fn from_code(c: u8) -> Option<$name> {
+                match c { $($code => Some($name::$variant),)+ _ => None }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { f.write_str(self.as_str()) }
+        }
+    };
+}
+
+closed_enum!(
+    /// What a record is.
+    Kind {
+        /// An agent's note.
+        Memory = 0 / "memory",
+        /// A chat turn: has a session and a role.
+        Message = 1 / "message",
+        /// A user-level fact.
+        Knowledge = 2 / "knowledge",
+    }
+);
+
+closed_enum!(
+    /// Who spoke a message.
+    Role {
+        /// The user.
+        User = 1 / "user",
+        /// The assistant.
+        Assistant = 2 / "assistant",
+        /// The system prompt.
+        System = 3 / "system",
+    }
+);
+
+closed_enum!(
+    /// The nine categories of the seed.
+    Category {
+        /// A solution in code.
+        CodeSolution = 0 / "code-solution",
+        /// A bug and its fix.
+        BugFix = 1 / "bug-fix",
+        /// A design decision.
+        Architecture = 2 / "architecture",
+        /// Something learned.
+        Learning = 3 / "learning",
+        /// How to use a tool.
+        ToolUsage = 4 / "tool-usage",
+        /// A debugging session.
+        Debugging = 5 / "debugging",
+        /// A performance finding.
+        Performance = 6 / "performance",
+        /// A security finding.
+        Security = 7 / "security",
+        /// Anything else.
+        Other = 8 / "other",
+    }
+);
+
+/// A stored memory, with every field of BRIEF §2.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Memory {
+    /// Assigned by the store.
+    pub id: MemoryId,
+    /// Tenant namespace; nothing ever crosses it.
+    pub user_id: String,
+    /// Note, message or knowledge.
+    pub kind: Kind,
+    /// The conversation a message belongs to.
+    pub session_id: Option<String>,
+    /// The agent that wrote it.
+    pub agent_id: Option<String>,
+    /// Who spoke (messages only).
+    pub role: Option<Role>,
+    /// The text.
+    pub content: String,
+    /// sha256 of the content, for exact dedup per user.
+    pub content_hash: [u8; 32],
+    /// One of the nine categories.
+    pub category: Category,
+    /// Canonical tags (trimmed, lowercase, unique, in the order given).
+    pub tags: Vec<String>,
+    /// When stored.
+    pub created_at: Timestamp,
+    /// When last changed.
+    pub updated_at: Timestamp,
+    /// When last returned by a read that counts as an access.
+    pub last_accessed_at: Timestamp,
+    /// Reads that counted as an access.
+    pub access_count: u64,
+    /// "Helpful" feedback received.
+    pub helpful_count: u32,
+    /// "Harmful" feedback received.
+    pub harmful_count: u32,
+    /// Confidence in [0, 1]; 1 for a new memory.
+    pub confidence: f32,
+    /// Ids this record replaced through a merge.
+    pub supersedes: Vec<MemoryId>,
+}
+
+/// What a caller gives to store a memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewMemory {
+    /// The text: 1..=10,000 characters, not only whitespace.
+    pub content: String,
+    /// Defaults to `other`.
+    pub category: Category,
+    /// At most 10, each 1..=100 characters after trimming.
+    pub tags: Vec<String>,
+    /// Defaults to `"default"`.
+    pub user_id: Option<String>,
+    /// Required for messages.
+    pub session_id: Option<String>,
+    /// Optional.
+    pub agent_id: Option<String>,
+    /// Defaults to `memory`.
+    pub kind: Kind,
+    /// Required for messages, refused otherwise.
+    pub role: Option<Role>,
+}
+
+impl NewMemory {
+    /// A `memory` of category `other`, no tags, for the default user.
+    #[must_use]
+    pub fn new(content: impl Into<String>) -> NewMemory {
+        NewMemory {
+            content: content.into(),
+            category: Category::Other,
+            tags: Vec::new(),
+            user_id: None,
+            session_id: None,
+            agent_id: None,
+            kind: Kind::Memory,
+            role: None,
+        }
+    }
+
+    /// Sets the category.
+    #[must_use]
+    pub fn category(mut self, category: Category) -> NewMemory {
+        self.category = category;
+        self
+    }
+
+    /// Sets the tags.
+    #[must_use]
+    pub fn tags<S: Into<String>>(mut self, tags: impl IntoIterator<Item = S>) -> NewMemory {
+        self.tags = tags.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets the user.
+    #[must_use]
+    pub fn user(mut self, user_id: impl Into<String>) -> NewMemory {
+        self.user_id = Some(user_id.into());
+        self
+    }
+
+    /// Makes it a message of `role` in `session_id`.
+    #[must_use]
+    pub fn message(mut self, session_id: impl Into<String>, role: Role) -> NewMemory {
+        self.kind = Kind::Message;
+        self.session_id = Some(session_id.into());
+        self.role = Some(role);
+        self
+    }
+
+    /// Sets the session.
+    #[must_use]
+    pub fn session(mut self, session_id: impl Into<String>) -> NewMemory {
+        self.session_id = Some(session_id.into());
+        self
+    }
+
+    /// Sets the agent.
+    #[must_use]
+    pub fn agent(mut self, agent_id: impl Into<String>) -> NewMemory {
+        self.agent_id = Some(agent_id.into());
+        self
+    }
+
+    /// Sets the kind.
+    #[must_use]
+    pub fn kind(mut self, kind: Kind) -> NewMemory {
+        self.kind = kind;
+        self
+    }
+}
+
+/// Checks a user, session or agent id: 1..=256 characters, no control characters.
+///
+/// # Errors
+/// `Invalid` or `LimitExceeded`.
+pub fn validate_id(field: &'static str, id: &str) -> Result<()> {
+    let chars = id.chars().count();
+    if id.trim().is_empty() {
+        return Err(EngineError::Invalid { field, reason: "must not be empty".into() });
+    }
+    if chars > MAX_ID_CHARS {
+        return Err(EngineError::LimitExceeded { what: field, limit: MAX_ID_CHARS, got: chars });
+    }
+    if id.chars().any(char::is_control) {
+        return Err(EngineError::Invalid { field, reason: "must not contain control characters".into() });
+    }
+    Ok(())
+}
+
+/// Canonical form of a tag: trimmed and lowercase.
+#[must_use]
+pub fn canonical_tag(tag: &str) -> String {
+    tag.trim().to_lowercase()
+}
+
+/// Validates a request and returns the canonical tags. Nothing is truncated: every limit is
+/// an error that names it.
+///
+/// # Errors
+/// `Invalid` or `LimitExceeded`.
+pub fn validate_new(m: &NewMemory) -> Result<Vec<String>> {
+    let chars = m.content.chars().count();
+    if m.content.trim().is_empty() {
+        return Err(EngineError::Invalid { field: "content", reason: "must not be empty".into() });
+    }
+    if chars > MAX_CONTENT_CHARS {
+        return Err(EngineError::LimitExceeded { what: "content length (characters)", limit: MAX_CONTENT_CHARS, got: chars });
+    }
+    if m.tags.len() > MAX_TAGS {
+        return Err(EngineError::LimitExceeded { what: "number of tags", limit: MAX_TAGS, got: m.tags.len() });
+    }
+    let mut tags: Vec<String> = Vec::with_capacity(m.tags.len());
+    for t in &m.tags {
+        let c = canonical_tag(t);
+        let n = c.chars().count();
+        if c.is_empty() {
+            return Err(EngineError::Invalid { field: "tags", reason: "a tag must not be empty".into() });
+        }
+        if n > MAX_TAG_CHARS {
+            return Err(EngineError::LimitExceeded { what: "tag length (characters)", limit: MAX_TAG_CHARS, got: n });
+        }
+        if c.chars().any(char::is_control) {
+            return Err(EngineError::Invalid { field: "tags", reason: "a tag must not contain control characters".into() });
+        }
+        if !tags.contains(&c) {
+            tags.push(c);
+        }
+    }
+    if let Some(u) = &m.user_id {
+        validate_id("user_id", u)?;
+    }
+    if let Some(s) = &m.session_id {
+        validate_id("session_id", s)?;
+    }
+    if let Some(a) = &m.agent_id {
+        validate_id("agent_id", a)?;
+    }
+    match (m.kind, m.role, &m.session_id) {
+        (Kind::Message, None, _) => Err(EngineError::Invalid { field: "role", reason: "a message needs a role (user, assistant or system)".into() }),
+        (Kind::Message, _, None) => Err(EngineError::Invalid { field: "session_id", reason: "a message needs a session".into() }),
+        (Kind::Memory | Kind::Knowledge, Some(_), _) => Err(EngineError::Invalid { field: "role", reason: "only messages have a role".into() }),
+        _ => Ok(tags),
+    }
+}
+
+/// sha256 of `content`.
+#[must_use]
+pub fn content_hash(content: &str) -> [u8; 32] {
+    Sha256::digest(content.as_bytes()).into()
+}
+
+/// Encodes a record (`docs/format/log.md`).
+pub(crate) fn encode(m: &Memory, e: &mut Encoder<'_>) {
+    e.u64(m.id.0);
+    e.u8(m.kind.code());
+    e.u8(m.role.map_or(0, Role::code));
+    e.u8(m.category.code());
+    e.u8(0);
+    e.i64(m.created_at.0);
+    e.i64(m.updated_at.0);
+    e.i64(m.last_accessed_at.0);
+    e.u64(m.access_count);
+    e.u32(m.helpful_count);
+    e.u32(m.harmful_count);
+    e.f32(m.confidence);
+    e.bytes(&m.content_hash);
+    e.str(&m.user_id);
+    e.opt_str(m.session_id.as_deref());
+    e.opt_str(m.agent_id.as_deref());
+    e.str(&m.content);
+    e.u8(u8::try_from(m.tags.len()).unwrap_or(u8::MAX));
+    for t in &m.tags {
+        e.str(t);
+    }
+    e.u32(u32::try_from(m.supersedes.len()).unwrap_or(u32::MAX));
+    for s in &m.supersedes {
+        e.u64(s.0);
+    }
+}
+
+/// Decodes a record, enforcing the limits of the memory model.
+pub(crate) fn decode(d: &mut Decoder<'_>) -> Result<Memory, DecodeError> {
+    let id = MemoryId(d.u64()?);
+    let kind = Kind::from_code(d.u8()?);
+    let role = match d.u8()? {
+        0 => Some(None),
+        c => Role::from_code(c).map(Some),
+    };
+    let category = Category::from_code(d.u8()?);
+    let (Some(kind), Some(role), Some(category)) = (kind, role, category) else {
+        return d.fail("unknown kind, role or category");
+    };
+    if d.u8()? != 0 {
+        return d.fail("record flags not zero");
+    }
+    let created_at = Timestamp(d.i64()?);
+    let updated_at = Timestamp(d.i64()?);
+    let last_accessed_at = Timestamp(d.i64()?);
+    let access_count = d.u64()?;
+    let helpful_count = d.u32()?;
+    let harmful_count = d.u32()?;
+    let confidence = d.f32()?;
+    if !confidence.is_finite() {
+        return d.fail("confidence not finite");
+    }
+    let content_hash = d.hash()?;
+    let id_bytes = MAX_ID_CHARS * 4;
+    let user_id = d.str(id_bytes)?;
+    let session_id = d.opt_str(id_bytes)?;
+    let agent_id = d.opt_str(id_bytes)?;
+    let content = d.str(MAX_CONTENT_CHARS * 4)?;
+    if content.chars().count() > MAX_CONTENT_CHARS {
+        return d.fail("content over the limit");
+    }
+    let ntags = usize::from(d.u8()?);
+    if ntags > MAX_TAGS {
+        return d.fail("too many tags");
+    }
+    let mut tags = Vec::with_capacity(ntags);
+    for _ in 0..ntags {
+        tags.push(d.str(MAX_TAG_CHARS * 4)?);
+    }
+    let nsup = d.u32()? as usize;
+    if nsup > d.remaining() / 8 {
+        return d.fail("supersedes count out of bounds");
+    }
+    let mut supersedes = Vec::with_capacity(nsup);
+    for _ in 0..nsup {
+        supersedes.push(MemoryId(d.u64()?));
+    }
+    Ok(Memory {
+        id,
+        user_id,
+        kind,
+        session_id,
+        agent_id,
+        role,
+        content,
+        content_hash,
+        category,
+        tags,
+        created_at,
+        updated_at,
+        last_accessed_at,
+        access_count,
+        helpful_count,
+        harmful_count,
+        confidence,
+        supersedes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validation_names_the_limit_and_never_truncates() {
+        let long = "x".repeat(MAX_CONTENT_CHARS + 1);
+        assert!(matches!(validate_new(&NewMemory::new(long)), Err(EngineError::LimitExceeded { limit: 10_000, got: 10_001, .. })));
+        assert!(matches!(validate_new(&NewMemory::new("  ")), Err(EngineError::Invalid { field: "content", .. })));
+        let eleven = NewMemory::new("x").tags((0..11).map(|i| format!("t{i}")));
+        assert!(matches!(validate_new(&eleven), Err(EngineError::LimitExceeded { limit: 10, got: 11, .. })));
+        let long_tag = NewMemory::new("x").tags(["y".repeat(101)]);
+        assert!(matches!(validate_new(&long_tag), Err(EngineError::LimitExceeded { limit: 100, .. })));
+        assert!(matches!(validate_new(&NewMemory::new("x").kind(Kind::Message)), Err(EngineError::Invalid { field: "role", .. })));
+        assert_eq!(validate_new(&NewMemory::new("x").tags([" Rust ", "rust", "Go"])).unwrap(), vec!["rust", "go"]);
+        assert_eq!(validate_new(&NewMemory::new("é".repeat(MAX_CONTENT_CHARS))).map(|_| ()).ok(), Some(()));
+    }
+
+    #[test]
+    fn enums_round_trip_their_spelling() {
+        for c in Category::ALL {
+            assert_eq!(Category::parse(c.as_str()).unwrap(), *c);
+            assert_eq!(Category::from_code(c.code()), Some(*c));
+        }
+        assert!(Category::parse("nope").is_err());
+    }
+}

@@ -1,0 +1,601 @@
+//! `Store`: the public handle of one mnemo database.
+//!
+//! Guarantees (each tested in `tests/it`): under `SyncPolicy::Always` a write that returns
+//! `Ok` is durable and visible to every later read; each store or delete is one log frame, so
+//! after any crash it is there whole or not at all; a failed append or fsync poisons the store
+//! (writes refused until reopened); invalid input is a typed error and changes nothing.
+//! Reads may observe a write while its fsync is still in flight (before it is acknowledged);
+//! see `docs/durability.md`, "Visibility".
+
+use crate::checkpoint::{format as ckpt_format, writer as ckpt_writer};
+use crate::commit::GroupCommit;
+use crate::error::{EngineError, Result};
+use crate::log::Op;
+use crate::log::writer::LogWriter;
+use crate::options::{MAX_MEMORY_LIMIT, StoreOptions, SyncPolicy};
+use crate::recovery::{self, OpenReport};
+use crate::record::{self, Category, DEFAULT_USER, Kind, Memory, MemoryId, NewMemory, Timestamp};
+use crate::segment_file;
+use crate::storage::StorageLock;
+use crate::table::Table;
+use mnemo_index::{Collection, Scan, SearchParams};
+use parking_lot::{Mutex, RwLock};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
+
+/// Most results one search may ask for.
+pub const MAX_K: usize = 1000;
+
+/// What to search with.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Query {
+    /// Text, embedded with the store's embedder.
+    Text(String),
+    /// A vector of the store's dimension.
+    Vector(Vec<f32>),
+}
+
+/// Which representation the scan reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ScanMode {
+    /// Exact f32 scores (default).
+    #[default]
+    Exact,
+    /// i8 codes first, exact re-rank of the candidates: fewer bytes, recall@10 >= 0.99.
+    Compact,
+}
+
+/// Conditions a hit must meet; all are applied inside the vector scan.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// The user; `"default"` when `None`. Searches never cross users.
+    pub user_id: Option<String>,
+    /// Only this session.
+    pub session_id: Option<String>,
+    /// Only this agent.
+    pub agent_id: Option<String>,
+    /// Only this kind.
+    pub kind: Option<Kind>,
+    /// Only this category.
+    pub category: Option<Category>,
+    /// At least one of these tags (canonical form compared); empty means no tag condition.
+    pub tags_any: Vec<String>,
+    /// Created at or after.
+    pub created_after: Option<Timestamp>,
+    /// Created before.
+    pub created_before: Option<Timestamp>,
+}
+
+impl Filter {
+    /// Everything of one user.
+    #[must_use]
+    pub fn user(user_id: impl Into<String>) -> Filter {
+        Filter { user_id: Some(user_id.into()), ..Filter::default() }
+    }
+
+    fn needs_record(&self) -> bool {
+        self.session_id.is_some()
+            || self.agent_id.is_some()
+            || self.kind.is_some()
+            || self.category.is_some()
+            || !self.tags_any.is_empty()
+            || self.created_after.is_some()
+            || self.created_before.is_some()
+    }
+
+    fn matches(&self, m: &Memory, tags: &[String]) -> bool {
+        self.session_id.as_ref().is_none_or(|s| m.session_id.as_ref() == Some(s))
+            && self.agent_id.as_ref().is_none_or(|a| m.agent_id.as_ref() == Some(a))
+            && self.kind.is_none_or(|k| m.kind == k)
+            && self.category.is_none_or(|c| m.category == c)
+            && (tags.is_empty() || m.tags.iter().any(|t| tags.contains(t)))
+            && self.created_after.is_none_or(|t| m.created_at >= t)
+            && self.created_before.is_none_or(|t| m.created_at < t)
+    }
+}
+
+/// A search.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchRequest {
+    /// Text or vector.
+    pub query: Query,
+    /// Results wanted, 1..=`MAX_K`.
+    pub k: usize,
+    /// Conditions.
+    pub filter: Filter,
+    /// Drop hits scoring below this cosine similarity.
+    pub min_score: Option<f32>,
+    /// Exact or compact scan.
+    pub scan: ScanMode,
+}
+
+impl SearchRequest {
+    /// The `k` best matches of `text` for the default user.
+    #[must_use]
+    pub fn text(text: impl Into<String>, k: usize) -> SearchRequest {
+        SearchRequest { query: Query::Text(text.into()), k, filter: Filter::default(), min_score: None, scan: ScanMode::Exact }
+    }
+
+    /// The `k` nearest to `vector` for the default user.
+    #[must_use]
+    pub fn vector(vector: Vec<f32>, k: usize) -> SearchRequest {
+        SearchRequest { query: Query::Vector(vector), k, filter: Filter::default(), min_score: None, scan: ScanMode::Exact }
+    }
+
+    /// Sets the filter.
+    #[must_use]
+    pub fn filter(mut self, filter: Filter) -> SearchRequest {
+        self.filter = filter;
+        self
+    }
+}
+
+/// One search result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    /// The record.
+    pub memory: Memory,
+    /// Cosine similarity to the query; higher is closer.
+    pub score: f32,
+}
+
+/// Counters of a store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stats {
+    /// Live memories, all users.
+    pub memories: usize,
+    /// Users with at least one memory.
+    pub users: usize,
+    /// Live memories per kind, in `Kind::ALL` order.
+    pub by_kind: Vec<(Kind, usize)>,
+    /// Live memories per category, in `Category::ALL` order.
+    pub by_category: Vec<(Category, usize)>,
+    /// Sealed vector segments.
+    pub sealed_segments: usize,
+    /// Rows in the growing segment.
+    pub growing_rows: usize,
+    /// Sequence number of the last logged operation.
+    pub last_seq: u64,
+    /// Sequence number of the last durable one.
+    pub durable_seq: u64,
+    /// Sequence number of the newest checkpoint (0 if none).
+    pub checkpoint_seq: u64,
+    /// fsyncs of the log since open (group commit shares them).
+    pub log_fsyncs: u64,
+    /// Whether writes are refused after a failed write or fsync.
+    pub poisoned: bool,
+    /// The configured memory limit.
+    pub memory_limit: usize,
+}
+
+struct State {
+    table: Table,
+    vectors: Collection,
+}
+
+struct Writer {
+    log: LogWriter,
+    next_seq: u64,
+    next_id: u64,
+    next_segment_id: u64,
+    checkpoint_seq: u64,
+    log_bytes_since_checkpoint: u64,
+    checkpoints: Vec<u64>,
+    segments: Vec<(u64, u64)>,
+}
+
+struct Inner {
+    dir: PathBuf,
+    options: StoreOptions,
+    state: RwLock<State>,
+    writer: Mutex<Writer>,
+    commit: GroupCommit,
+    report: OpenReport,
+    _lock: Box<dyn StorageLock>,
+}
+
+/// An open mnemo store. Cheap to clone; all clones share one database.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("dir", &self.inner.dir).finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Opens the store in `dir`, creating it if the directory is empty or missing.
+    ///
+    /// # Errors
+    /// `Locked` if another process has it open, `EmbedderMismatch` if it was created with
+    /// another embedder, `Corrupted` / `UnsupportedVersion` for damaged files (the message
+    /// names the file and offset), `Io`, or `LimitExceeded` for a bad memory limit.
+    pub fn open(dir: impl AsRef<Path>, options: StoreOptions) -> Result<Store> {
+        if options.memory_limit == 0 || options.memory_limit > MAX_MEMORY_LIMIT {
+            return Err(EngineError::LimitExceeded { what: "memory_limit", limit: MAX_MEMORY_LIMIT, got: options.memory_limit });
+        }
+        let dir = dir.as_ref().to_path_buf();
+        let r = recovery::recover(&dir, &options)?;
+        let commit = GroupCommit::new(r.last_seq, Arc::clone(&r.log.file));
+        let inner = Arc::new(Inner {
+            dir,
+            writer: Mutex::new(Writer {
+                log_bytes_since_checkpoint: 0,
+                log: r.log,
+                next_seq: r.last_seq + 1,
+                next_id: r.next_id,
+                next_segment_id: r.next_segment_id,
+                checkpoint_seq: r.checkpoint_seq,
+                checkpoints: r.checkpoints,
+                segments: r.segments,
+            }),
+            state: RwLock::new(State { table: r.table, vectors: r.vectors }),
+            commit,
+            report: r.report,
+            _lock: r.lock,
+            options,
+        });
+        if let SyncPolicy::Batch { interval } = inner.options.sync {
+            let weak = Arc::downgrade(&inner);
+            std::thread::Builder::new()
+                .name("mnemo-batch-sync".into())
+                .spawn(move || batch_sync_loop(&weak, interval))
+                .map_err(EngineError::io(&inner.dir))?;
+        }
+        Ok(Store { inner })
+    }
+
+    /// What opening found and repaired.
+    #[must_use]
+    pub fn open_report(&self) -> &OpenReport {
+        &self.inner.report
+    }
+
+    /// The store's directory.
+    #[must_use]
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Stores a memory, embedding its content with the store's embedder.
+    ///
+    /// # Errors
+    /// `Invalid` / `LimitExceeded` for bad input, `AlreadyExists` with the existing id for the
+    /// same content of the same user, `MemoryLimitReached`, `Poisoned`, `Io`, `Embed`.
+    pub fn store(&self, m: NewMemory) -> Result<MemoryId> {
+        record::validate_new(&m)?; // durability.md step 1
+        let vector = self.inner.options.embedder.embed(&m.content)?; // step 2
+        self.store_embedded(m, vector)
+    }
+
+    /// Stores a memory with a vector the caller computed (it must have the store's dimension).
+    ///
+    /// # Errors
+    /// As `store`, plus `DimensionMismatch` / `Invalid` for a bad vector.
+    pub fn store_embedded(&self, m: NewMemory, vector: Vec<f32>) -> Result<MemoryId> {
+        let tags = record::validate_new(&m)?; // step 1
+        mnemo_index::validate_vector(self.inner.options.embedder.dim(), &vector).map_err(|e| match e {
+            mnemo_index::IndexError::DimensionMismatch { expected, got } => EngineError::DimensionMismatch { expected, got },
+            other => EngineError::Invalid { field: "vector", reason: other.to_string() },
+        })?;
+        let user_id = m.user_id.unwrap_or_else(|| DEFAULT_USER.to_owned());
+        let content_hash = record::content_hash(&m.content);
+        let now = Timestamp::now();
+        let mut id = MemoryId(0);
+        self.commit(|w, state| {
+            // step 3: checks against the current table, under the writer lock.
+            if let Some(existing) = state.table.find_hash(&user_id, &content_hash) {
+                return Err(EngineError::AlreadyExists { existing });
+            }
+            if state.table.len() >= self.inner.options.memory_limit {
+                return Err(EngineError::MemoryLimitReached { limit: self.inner.options.memory_limit });
+            }
+            id = MemoryId(w.next_id);
+            Ok(Op::Store {
+                record: Box::new(Memory {
+                    id,
+                    user_id,
+                    kind: m.kind,
+                    session_id: m.session_id,
+                    agent_id: m.agent_id,
+                    role: m.role,
+                    content: m.content,
+                    content_hash,
+                    category: m.category,
+                    tags,
+                    created_at: now,
+                    updated_at: now,
+                    last_accessed_at: now,
+                    access_count: 0,
+                    helpful_count: 0,
+                    harmful_count: 0,
+                    confidence: 1.0,
+                    supersedes: Vec::new(),
+                }),
+                vector,
+            })
+        })?;
+        Ok(id)
+    }
+
+    /// Deletes a memory.
+    ///
+    /// # Errors
+    /// `NotFound` if no live memory has `id`; `Poisoned`, `Io`.
+    pub fn delete(&self, id: MemoryId) -> Result<()> {
+        self.commit(|_, state| {
+            if state.table.get(id).is_none() {
+                return Err(EngineError::NotFound { id });
+            }
+            Ok(Op::Delete { id })
+        })
+    }
+
+    /// The write path, steps 3–7 of `docs/durability.md`: `prepare` checks the operation
+    /// against the current state under the writer lock and returns it (or a caller error).
+    fn commit(&self, prepare: impl FnOnce(&Writer, &State) -> Result<Op>) -> Result<()> {
+        let inner = &*self.inner;
+        let seq = {
+            let mut w = inner.writer.lock();
+            inner.commit.check()?;
+            let mut state = inner.state.write();
+            let op = prepare(&w, &state)?;
+            let seq = w.next_seq;
+            // step 4: append; a failed append may leave a partial frame, so poison.
+            match w.log.append(seq, &op) {
+                Ok(n) => w.log_bytes_since_checkpoint += n,
+                Err(source) => {
+                    inner.commit.poison();
+                    return Err(EngineError::Io { path: w.log.path.clone(), source });
+                }
+            }
+            if let Op::Store { record, .. } = &op {
+                w.next_id = record.id.0 + 1;
+            }
+            // step 5: apply, publish.
+            let State { table, vectors } = &mut *state;
+            if let Err(reason) = recovery::apply(table, vectors, op) {
+                inner.commit.poison();
+                return Err(EngineError::Corrupted { file: w.log.path.clone(), offset: w.log.bytes, reason });
+            }
+            w.next_seq = seq + 1;
+            inner.commit.set_written(seq);
+            seq
+        };
+        // step 6: durability per policy.
+        if inner.options.sync == SyncPolicy::Always {
+            inner.commit.wait_durable(seq)?;
+        }
+        // step 7: acknowledged. Housekeeping may follow.
+        self.maybe_checkpoint()
+    }
+
+    fn maybe_checkpoint(&self) -> Result<()> {
+        let due = {
+            let w = self.inner.writer.lock();
+            w.log_bytes_since_checkpoint >= self.inner.options.checkpoint_bytes
+                || self.inner.state.read().vectors.growing_len() >= self.inner.options.seal_rows
+        };
+        if due { self.checkpoint() } else { Ok(()) }
+    }
+
+    /// Seals the growing segment and writes a checkpoint (`docs/durability.md` steps C0–C6),
+    /// so that the next open replays only what follows. Blocks writers while it runs.
+    ///
+    /// # Errors
+    /// `Poisoned`, or `Io` (which poisons the store).
+    pub fn checkpoint(&self) -> Result<()> {
+        let inner = &*self.inner;
+        let mut w = inner.writer.lock();
+        inner.commit.check()?;
+        let result = self.checkpoint_locked(&mut w);
+        if result.is_err() {
+            inner.commit.poison();
+        }
+        result
+    }
+
+    fn checkpoint_locked(&self, w: &mut Writer) -> Result<()> {
+        let inner = &*self.inner;
+        let storage = &*inner.options.storage;
+        let dir = &inner.dir;
+        // C0: everything appended is durable; the checkpoint covers exactly that.
+        let seq = inner.commit.written();
+        inner.commit.wait_durable(seq)?;
+        if seq == w.checkpoint_seq {
+            return Ok(());
+        }
+        // C1: seal the growing rows.
+        let (encoded, rows) = inner.state.read().vectors.encode_growing(inner.options.vector_codes).map_err(|e| EngineError::Invalid { field: "vectors", reason: e.to_string() })?;
+        let mut segments = w.segments.clone();
+        let sealed = if rows > 0 {
+            let id = w.next_segment_id;
+            let name = segment_file::file_name(id);
+            segment_file::write_atomic(storage, dir, &name, &encoded).map_err(EngineError::io(dir.join(&name)))?;
+            w.next_segment_id += 1;
+            segments.push((id, rows as u64));
+            Some(segment_file::open(storage, dir, id, rows as u64)?)
+        } else {
+            None
+        };
+        drop(encoded);
+        // C2–C3: the checkpoint, atomically.
+        let bytes = {
+            let state = inner.state.read();
+            ckpt_writer::encode(seq, w.next_id, &segments, state.table.iter())
+        };
+        let name = ckpt_format::file_name(seq);
+        segment_file::write_atomic(storage, dir, &name, &bytes).map_err(EngineError::io(dir.join(&name)))?;
+        // C4: the sealed segment replaces the growing rows.
+        if let Some(seg) = sealed {
+            inner.state.write().vectors.seal_growing(seg).map_err(|e| EngineError::Invalid { field: "vectors", reason: e.to_string() })?;
+        }
+        w.segments = segments;
+        w.checkpoint_seq = seq;
+        w.checkpoints.push(seq);
+        w.log_bytes_since_checkpoint = 0;
+        // C5: a new log file for what follows.
+        w.log = LogWriter::create(storage, dir, seq + 1).map_err(EngineError::io(dir))?;
+        inner.commit.set_file(Arc::clone(&w.log.file));
+        // C6: keep the two newest checkpoints.
+        while w.checkpoints.len() > 2 {
+            let old = w.checkpoints.remove(0);
+            let path = dir.join(ckpt_format::file_name(old));
+            storage.remove(&path).map_err(EngineError::io(&path))?;
+        }
+        storage.sync_dir(dir).map_err(EngineError::io(dir))
+    }
+
+    /// Makes every write so far durable (a no-op cost under `Always`).
+    ///
+    /// # Errors
+    /// `Poisoned` if the fsync fails.
+    pub fn flush(&self) -> Result<()> {
+        let seq = self.inner.commit.written();
+        self.inner.commit.wait_durable(seq)
+    }
+
+    /// Flushes and closes this handle. The store stays open while other clones live.
+    ///
+    /// # Errors
+    /// As `flush`.
+    pub fn close(self) -> Result<()> {
+        self.flush()
+    }
+
+    /// The memory with `id`. A plain read: it does not count as an access.
+    ///
+    /// # Errors
+    /// `NotFound`.
+    pub fn get(&self, id: MemoryId) -> Result<Memory> {
+        self.inner.state.read().table.get(id).cloned().ok_or(EngineError::NotFound { id })
+    }
+
+    /// The stored vector of `id`.
+    ///
+    /// # Errors
+    /// `NotFound`.
+    pub fn vector(&self, id: MemoryId) -> Result<Vec<f32>> {
+        self.inner.state.read().vectors.vector(id.0).map(<[f32]>::to_vec).ok_or(EngineError::NotFound { id })
+    }
+
+    /// The nearest memories to the query that pass the filter, best first (score, then id).
+    ///
+    /// # Errors
+    /// `Invalid` / `LimitExceeded` for a bad request, `DimensionMismatch`, `Embed`.
+    pub fn search(&self, req: &SearchRequest) -> Result<Vec<Hit>> {
+        if req.k == 0 || req.k > MAX_K {
+            return Err(EngineError::LimitExceeded { what: "k", limit: MAX_K, got: req.k });
+        }
+        if let Some(u) = &req.filter.user_id {
+            record::validate_id("user_id", u)?;
+        }
+        if req.min_score.is_some_and(|s| !s.is_finite()) {
+            return Err(EngineError::Invalid { field: "min_score", reason: "must be a finite number".into() });
+        }
+        let vector = match &req.query {
+            Query::Text(t) => {
+                if t.trim().is_empty() {
+                    return Err(EngineError::Invalid { field: "query", reason: "must not be empty".into() });
+                }
+                self.inner.options.embedder.embed(t)?
+            }
+            Query::Vector(v) => v.clone(),
+        };
+        let user = req.filter.user_id.as_deref().unwrap_or(DEFAULT_USER);
+        let tags: Vec<String> = req.filter.tags_any.iter().map(|t| record::canonical_tag(t)).collect();
+        let state = self.inner.state.read();
+        let Some(keys) = state.table.user_keys(user) else { return Ok(Vec::new()) };
+        let table = &state.table;
+        let needs_record = req.filter.needs_record();
+        let accept = |key: u64| {
+            keys.contains(key) && (!needs_record || table.get(MemoryId(key)).is_some_and(|m| req.filter.matches(m, &tags)))
+        };
+        let scan = match req.scan {
+            ScanMode::Exact => Scan::F32,
+            ScanMode::Compact => Scan::i8_for(req.k),
+        };
+        let params = SearchParams { k: req.k, filter: Some(&accept), scan, min_score: req.min_score.unwrap_or(f32::NEG_INFINITY) };
+        let found = state.vectors.search(&vector, &params).map_err(|e| match e {
+            mnemo_index::IndexError::DimensionMismatch { expected, got } => EngineError::DimensionMismatch { expected, got },
+            other => EngineError::Invalid { field: "query", reason: other.to_string() },
+        })?;
+        Ok(found.into_iter().filter_map(|n| Some(Hit { memory: table.get(MemoryId(n.key))?.clone(), score: n.score })).collect())
+    }
+
+    /// The `limit` most recently created memories of `user_id` (newest first).
+    ///
+    /// # Errors
+    /// `Invalid` for a bad user id.
+    pub fn list_recent(&self, user_id: &str, limit: usize) -> Result<Vec<Memory>> {
+        record::validate_id("user_id", user_id)?;
+        let state = self.inner.state.read();
+        let mut mine: Vec<&Memory> = state.table.iter().filter(|m| m.user_id == user_id).collect();
+        mine.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
+        Ok(mine.into_iter().take(limit).cloned().collect())
+    }
+
+    /// Tag frequencies of `user_id`, most frequent first (then alphabetical).
+    #[must_use]
+    pub fn tag_frequencies(&self, user_id: &str) -> Vec<(String, u64)> {
+        let state = self.inner.state.read();
+        let mut v: Vec<(String, u64)> = state.table.tag_frequencies(user_id).map(|f| f.iter().map(|(t, n)| (t.clone(), *n)).collect()).unwrap_or_default();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        v
+    }
+
+    /// Counters.
+    #[must_use]
+    pub fn stats(&self) -> Stats {
+        let w = self.inner.writer.lock();
+        let state = self.inner.state.read();
+        let mut by_kind: Vec<(Kind, usize)> = Kind::ALL.iter().map(|k| (*k, 0)).collect();
+        let mut by_category: Vec<(Category, usize)> = Category::ALL.iter().map(|c| (*c, 0)).collect();
+        for m in state.table.iter() {
+            if let Some(e) = by_kind.iter_mut().find(|e| e.0 == m.kind) {
+                e.1 += 1;
+            }
+            if let Some(e) = by_category.iter_mut().find(|e| e.0 == m.category) {
+                e.1 += 1;
+            }
+        }
+        Stats {
+            memories: state.table.len(),
+            users: state.table.users(),
+            by_kind,
+            by_category,
+            sealed_segments: state.vectors.sealed().len(),
+            growing_rows: state.vectors.growing_len(),
+            last_seq: w.next_seq - 1,
+            durable_seq: self.inner.commit.durable(),
+            checkpoint_seq: w.checkpoint_seq,
+            log_fsyncs: self.inner.commit.fsyncs(),
+            poisoned: self.inner.commit.is_poisoned(),
+            memory_limit: self.inner.options.memory_limit,
+        }
+    }
+}
+
+fn batch_sync_loop(store: &Weak<Inner>, interval: std::time::Duration) {
+    loop {
+        std::thread::sleep(interval);
+        let Some(inner) = store.upgrade() else { return };
+        if inner.commit.is_poisoned() {
+            return;
+        }
+        // A failure poisons the store; the next write reports it.
+        let _ = inner.commit.wait_durable(inner.commit.written());
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Best effort: make relaxed-policy writes durable before the lock is released.
+        if !self.commit.is_poisoned() {
+            let _ = self.commit.wait_durable(self.commit.written());
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! mnemo-index: vectors in, neighbours out.
+//!
+//! Guarantees:
+//! - Similarity kernels have one safe, length-checked entry each ([`kernels`]), tested against
+//!   scalar oracles.
+//! - Flat segments ([`segment`]) are validated completely (lengths, checksums, layout, key order)
+//!   before a single vector is read; bad bytes are a typed error, never a panic or SIGBUS.
+//! - [`Collection::search`] with [`Scan::F32`] equals brute force over the live rows that pass
+//!   the filter, ordered by score then key; filters and tombstones apply inside the scan.
+//!
+//! Not here: anything about memories, text or files on disk (the engine owns I/O and passes
+//! [`SealedBytes`] in), and approximate (IVF) segments, which come later.
+//!
+//! ```
+//! use mnemo_index::{Collection, SearchParams, Scan};
+//!
+//! let mut c = Collection::new(2);
+//! c.insert(1, &[1.0, 0.0])?;
+//! c.insert(2, &[0.0, 1.0])?;
+//! c.insert(3, &[0.6, 0.8])?;
+//! c.delete(2);
+//! let hits = c.search(&[0.0, 1.0], &SearchParams::top(2))?;
+//! assert_eq!(hits.iter().map(|n| n.key).collect::<Vec<_>>(), vec![3, 1]);
+//!
+//! let odd_only = |k: u64| k % 2 == 1;
+//! let p = SearchParams { k: 1, filter: Some(&odd_only), scan: Scan::F32, min_score: 0.5 };
+//! assert_eq!(c.search(&[1.0, 0.0], &p)?[0].key, 1);
+//! # Ok::<(), mnemo_index::IndexError>(())
+//! ```
+
+#[cfg(target_endian = "big")]
+compile_error!("mnemo-index reads little-endian files through casts; big-endian targets are not supported");
+
+pub mod collection;
+pub mod error;
+pub mod kernels;
+pub mod keyset;
+pub mod mmap;
+pub mod quantize;
+pub mod segment;
+pub mod topk;
+
+pub use collection::{Collection, KeyFilter, Scan, SearchParams, validate_vector};
+pub use error::{IndexError, Result};
+pub use keyset::KeySet;
+pub use mmap::SealedBytes;
+pub use segment::FlatSegment;
+pub use topk::{Neighbour, TopK};
+
+/// Runs the segment decoder on arbitrary bytes; the fuzz target and a proptest call this.
+/// Returns whether the bytes were accepted. Never panics.
+#[must_use]
+pub fn fuzz_segment_open(data: &[u8]) -> bool {
+    match FlatSegment::open("fuzz", SealedBytes::copy_from(data)) {
+        Ok(seg) => {
+            // Touch every block the decoder vouched for.
+            let _ = (seg.keys().len(), seg.vectors().len(), seg.codes().map(|(c, s)| c.len() + s.len()));
+            true
+        }
+        Err(_) => false,
+    }
+}

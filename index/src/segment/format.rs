@@ -1,0 +1,87 @@
+//! Byte layout of a flat segment. The table is `docs/format/segment-flat.md`; keep them equal.
+//!
+//! ```text
+//! off size field       meaning
+//!   0    4 magic       b"MNSF"
+//!   4    2 version     u16 LE; readers accept SUPPORTED
+//!   6    2 flags       u16 LE; bit 0 = i8 block present; other bits must be 0
+//!   8    4 dim         u32 LE; 1..=MAX_DIM
+//!  12    4 metric      u32 LE; 0 = dot over unit vectors
+//!  16    8 count       u64 LE
+//!  24    8 file_len    u64 LE
+//!  32   24 reserved    zero
+//!  56    4 body_crc    crc32 seeded BODY_SEED over bytes 64..file_len
+//!  60    4 hdr_crc     crc32 seeded HEADER_SEED over bytes 0..60
+//! ```
+
+use std::ops::{Range, RangeInclusive};
+
+/// File magic.
+pub const MAGIC: [u8; 4] = *b"MNSF";
+/// Version this build writes.
+pub const VERSION: u16 = 1;
+/// Versions this build reads.
+pub const SUPPORTED: RangeInclusive<u16> = 1..=1;
+/// Header length; every block starts on a multiple of this.
+pub const HEADER_LEN: usize = 64;
+/// Flag: an i8 code block and a scale block follow the f32 block.
+pub const FLAG_I8_CODES: u16 = 1;
+/// Largest dimension a segment may declare.
+pub const MAX_DIM: u32 = 4096;
+/// The only metric of v1: dot product over unit vectors.
+pub const METRIC_DOT: u32 = 0;
+/// CRC seed of the header.
+pub const HEADER_SEED: u32 = 0x4d4e_5346;
+/// CRC seed of the body.
+pub const BODY_SEED: u32 = 0x5345_474d;
+
+/// Rounds `n` up to a multiple of 64.
+#[must_use]
+pub const fn align64(n: u64) -> u64 {
+    n.div_ceil(64) * 64
+}
+
+/// Where each block of a segment lies, derived from `count`, `dim` and `flags` alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// Key block.
+    pub keys: Range<u64>,
+    /// f32 vector block.
+    pub vectors: Range<u64>,
+    /// i8 code block and f32 scale block, when present.
+    pub codes: Option<(Range<u64>, Range<u64>)>,
+    /// Total file length.
+    pub file_len: u64,
+}
+
+impl Layout {
+    /// The layout of a segment, or `None` when the sizes overflow u64.
+    #[must_use]
+    pub fn new(count: u64, dim: u32, with_codes: bool) -> Option<Layout> {
+        let dim = u64::from(dim);
+        let keys_start = HEADER_LEN as u64;
+        let keys_end = keys_start.checked_add(count.checked_mul(8)?)?;
+        let vec_start = align64(keys_end);
+        let vec_end = vec_start.checked_add(count.checked_mul(dim)?.checked_mul(4)?)?;
+        let mut end = align64(vec_end);
+        let codes = if with_codes {
+            let code_start = end;
+            let code_end = code_start.checked_add(count.checked_mul(dim)?)?;
+            let scale_start = align64(code_end);
+            let scale_end = scale_start.checked_add(count.checked_mul(4)?)?;
+            end = align64(scale_end);
+            Some((code_start..code_end, scale_start..scale_end))
+        } else {
+            None
+        };
+        Some(Layout { keys: keys_start..keys_end, vectors: vec_start..vec_end, codes, file_len: end })
+    }
+}
+
+/// A crc32 with a non-zero seed, so zeroed bytes never validate.
+#[must_use]
+pub fn seeded_crc(seed: u32, bytes: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new_with_initial(seed);
+    h.update(bytes);
+    h.finalize()
+}
