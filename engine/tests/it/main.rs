@@ -1,0 +1,9 @@
+//! Integration tests of mnemo-engine, one module per area.
+
+mod api;
+mod corruption;
+mod crash;
+mod fixtures;
+mod kill;
+mod model;
+mod support;
