@@ -1,1 +1,82 @@
-//! placeholder
+//! Shared setup of mnemo's benches: seeded data sets and prebuilt stores.
+
+use mnemo_engine::{NewMemory, Store, StoreOptions, SyncPolicy};
+use mnemo_index::segment::writer;
+use mnemo_index::synthetic::clustered;
+use mnemo_index::{Collection, FlatSegment, SealedBytes};
+use std::path::{Path, PathBuf};
+
+/// Dimension of every bench (MiniLM's).
+pub const DIM: usize = 384;
+/// Rows per sealed segment, as the engine seals them.
+pub const SEAL_ROWS: usize = 65_536;
+/// Seed of the data sets.
+pub const SEED: u64 = 0x00BE_7C11;
+
+/// `n` seeded clustered unit vectors (1,000 clusters, spread 0.5).
+#[must_use]
+pub fn vectors(n: usize, seed: u64) -> Vec<f32> {
+    clustered(n, DIM, 1000, 0.5, seed)
+}
+
+/// A collection of `vectors` (keys 1..=n) sealed into segments of `SEAL_ROWS`, with i8 codes.
+///
+/// # Panics
+/// If encoding fails, which it cannot for finite vectors.
+#[must_use]
+pub fn sealed_collection(vectors: &[f32]) -> Collection {
+    let mut c = Collection::new(DIM);
+    for (i, chunk) in vectors.chunks(SEAL_ROWS * DIM).enumerate() {
+        let first = (i * SEAL_ROWS) as u64 + 1;
+        let keys: Vec<u64> = (first..first + (chunk.len() / DIM) as u64).collect();
+        let bytes = writer::encode(&keys, chunk, DIM, true).expect("encode");
+        c.push_sealed(
+            FlatSegment::open(format!("bench-{i}"), SealedBytes::copy_from(&bytes)).expect("open"),
+        )
+        .expect("push");
+    }
+    c
+}
+
+/// Where benches keep data they build once (under `target/`, never tmpfs).
+#[must_use]
+pub fn bench_data_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench-data")
+}
+
+/// Builds (once) a store of `n` memories with a checkpoint covering all of them, and returns
+/// its directory. Uses `SyncPolicy::None` and synthetic vectors: the bench measures opening.
+///
+/// # Panics
+/// On any engine error.
+#[must_use]
+pub fn checkpointed_store(n: usize) -> PathBuf {
+    let dir = bench_data_dir().join(format!("open-{n}"));
+    let done = dir.join("BUILT");
+    if done.exists() {
+        return dir;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let options = StoreOptions::hashing()
+        .sync(SyncPolicy::None)
+        .memory_limit(n.max(1));
+    let store = Store::open(&dir, options).expect("open");
+    let v = vectors(n, SEED ^ 0x0BE7);
+    for (i, row) in v.chunks_exact(DIM).enumerate() {
+        let text = format!(
+            "memory {i}: an agent noted that service {} times out after {} ms under load",
+            i % 97,
+            i % 1000
+        );
+        store
+            .store_embedded(
+                NewMemory::new(text).tags(["bench", if i % 2 == 0 { "even" } else { "odd" }]),
+                row.to_vec(),
+            )
+            .expect("store");
+    }
+    store.checkpoint().expect("checkpoint");
+    store.close().expect("close");
+    std::fs::write(done, b"").expect("marker");
+    dir
+}

@@ -19,16 +19,132 @@ use std::collections::HashMap;
 
 /// English stop-words dropped before hashing.
 pub const STOP_WORDS: &[&str] = &[
-    "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be",
-    "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do",
-    "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having",
-    "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it",
-    "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on",
-    "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so",
-    "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these",
-    "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what",
-    "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours",
-    "yourself", "yourselves",
+    "a",
+    "about",
+    "above",
+    "after",
+    "again",
+    "against",
+    "all",
+    "am",
+    "an",
+    "and",
+    "any",
+    "are",
+    "as",
+    "at",
+    "be",
+    "because",
+    "been",
+    "before",
+    "being",
+    "below",
+    "between",
+    "both",
+    "but",
+    "by",
+    "can",
+    "could",
+    "did",
+    "do",
+    "does",
+    "doing",
+    "down",
+    "during",
+    "each",
+    "few",
+    "for",
+    "from",
+    "further",
+    "had",
+    "has",
+    "have",
+    "having",
+    "he",
+    "her",
+    "here",
+    "hers",
+    "herself",
+    "him",
+    "himself",
+    "his",
+    "how",
+    "i",
+    "if",
+    "in",
+    "into",
+    "is",
+    "it",
+    "its",
+    "itself",
+    "just",
+    "me",
+    "more",
+    "most",
+    "my",
+    "myself",
+    "no",
+    "nor",
+    "not",
+    "now",
+    "of",
+    "off",
+    "on",
+    "once",
+    "only",
+    "or",
+    "other",
+    "our",
+    "ours",
+    "ourselves",
+    "out",
+    "over",
+    "own",
+    "same",
+    "she",
+    "should",
+    "so",
+    "some",
+    "such",
+    "than",
+    "that",
+    "the",
+    "their",
+    "theirs",
+    "them",
+    "themselves",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "those",
+    "through",
+    "to",
+    "too",
+    "under",
+    "until",
+    "up",
+    "very",
+    "was",
+    "we",
+    "were",
+    "what",
+    "when",
+    "where",
+    "which",
+    "while",
+    "who",
+    "whom",
+    "why",
+    "will",
+    "with",
+    "would",
+    "you",
+    "your",
+    "yours",
+    "yourself",
+    "yourselves",
 ];
 
 /// Splits `text` into tokens by the rules in the module doc.
@@ -46,7 +162,9 @@ pub fn tokenize(text: &str) -> Vec<String> {
 }
 
 fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3))
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 /// The deterministic no-model embedder. Same text, same vector, on every machine.
@@ -67,12 +185,18 @@ impl HashingEmbedder {
     #[must_use]
     pub fn with_dim(dim: usize) -> HashingEmbedder {
         let dim = dim.max(1);
-        HashingEmbedder { dim, model_id: format!("mnemo-hashing-v1-{dim}") }
+        HashingEmbedder {
+            dim,
+            model_id: format!("mnemo-hashing-v1-{dim}"),
+        }
     }
 
     fn add(&self, v: &mut [f32], feature: &str, weight: f32) {
         let h = fnv1a(feature.as_bytes());
-        #[expect(clippy::cast_possible_truncation, reason = "modulo dim, which is a usize")]
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "modulo dim, which is a usize"
+        )]
         let bucket = (h % self.dim as u64) as usize;
         let sign = if h >> 63 == 0 { 1.0 } else { -1.0 };
         if let Some(x) = v.get_mut(bucket) {
@@ -91,7 +215,8 @@ impl HashingEmbedder {
         let mut v = vec![0.0f32; self.dim];
         for (term, count) in &tf {
             #[expect(clippy::cast_precision_loss, reason = "small counts and lengths")]
-            let weight = (1.0 + (*count as f32).ln()) * (1.0 + (term.chars().count() as f32).ln() / 4.0);
+            let weight =
+                (1.0 + (*count as f32).ln()) * (1.0 + (term.chars().count() as f32).ln() / 4.0);
             self.add(&mut v, term, weight);
         }
         for pair in tokens.windows(2) {

@@ -42,6 +42,13 @@ pub trait Embedder: Send + Sync {
     /// When the embedder cannot run or returns the wrong dimension.
     fn embed(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
         let v = self.embed_batch(&[text])?.pop().unwrap_or_default();
-        if v.len() == self.dim() { Ok(v) } else { Err(EmbedError::WrongDimension { expected: self.dim(), got: v.len() }) }
+        if v.len() == self.dim() {
+            Ok(v)
+        } else {
+            Err(EmbedError::WrongDimension {
+                expected: self.dim(),
+                got: v.len(),
+            })
+        }
     }
 }

@@ -7,34 +7,100 @@ use std::path::Path;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v1");
     if root.exists() {
-        return Err(format!("{} exists: fixtures are frozen, never regenerated", root.display()).into());
+        return Err(format!(
+            "{} exists: fixtures are frozen, never regenerated",
+            root.display()
+        )
+        .into());
     }
     let dir = root.join("store");
     let store = Store::open(&dir, StoreOptions::hashing())?;
     let notes = [
-        ("default", "Use cargo nextest for faster parallel test runs", Category::ToolUsage, vec!["rust", "testing"]),
-        ("default", "The flaky login test was a race on the session cookie", Category::BugFix, vec!["auth", "flaky"]),
-        ("default", "We chose an append-only log with checkpoints for durability", Category::Architecture, vec!["storage"]),
-        ("alice", "Alice prefers answers with code examples in Python", Category::Other, vec!["preference"]),
-        ("alice", "Postgres connection pool exhausted under load; raise max_connections", Category::Performance, vec!["postgres", "db"]),
-        ("default", "Rotate the API key every ninety days", Category::Security, vec!["keys"]),
+        (
+            "default",
+            "Use cargo nextest for faster parallel test runs",
+            Category::ToolUsage,
+            vec!["rust", "testing"],
+        ),
+        (
+            "default",
+            "The flaky login test was a race on the session cookie",
+            Category::BugFix,
+            vec!["auth", "flaky"],
+        ),
+        (
+            "default",
+            "We chose an append-only log with checkpoints for durability",
+            Category::Architecture,
+            vec!["storage"],
+        ),
+        (
+            "alice",
+            "Alice prefers answers with code examples in Python",
+            Category::Other,
+            vec!["preference"],
+        ),
+        (
+            "alice",
+            "Postgres connection pool exhausted under load; raise max_connections",
+            Category::Performance,
+            vec!["postgres", "db"],
+        ),
+        (
+            "default",
+            "Rotate the API key every ninety days",
+            Category::Security,
+            vec!["keys"],
+        ),
     ];
     let mut ids = Vec::new();
     for (user, text, category, tags) in &notes[..4] {
-        ids.push(store.store(NewMemory::new(*text).user(*user).category(*category).tags(tags.clone()))?);
+        ids.push(
+            store.store(
+                NewMemory::new(*text)
+                    .user(*user)
+                    .category(*category)
+                    .tags(tags.clone()),
+            )?,
+        );
     }
     store.checkpoint()?;
     for (user, text, category, tags) in &notes[4..] {
-        ids.push(store.store(NewMemory::new(*text).user(*user).category(*category).tags(tags.clone()))?);
+        ids.push(
+            store.store(
+                NewMemory::new(*text)
+                    .user(*user)
+                    .category(*category)
+                    .tags(tags.clone()),
+            )?,
+        );
     }
-    ids.push(store.store(NewMemory::new("How do I reset my password?").user("alice").message("s-1", Role::User))?);
+    ids.push(
+        store.store(
+            NewMemory::new("How do I reset my password?")
+                .user("alice")
+                .message("s-1", Role::User),
+        )?,
+    );
     store.delete(ids[1])?; // sealed row: tombstone
     store.delete(ids[4])?; // growing row
-    ids.push(store.store(NewMemory::new("Open the settings page and choose reset.").user("alice").message("s-1", Role::Assistant))?);
+    ids.push(
+        store.store(
+            NewMemory::new("Open the settings page and choose reset.")
+                .user("alice")
+                .message("s-1", Role::Assistant),
+        )?,
+    );
     let mut tsv = String::new();
     for id in &ids {
         if let Ok(m) = store.get(*id) {
-            tsv.push_str(&format!("{}\t{}\t{}\t{}\n", m.id, m.user_id, m.tags.join(","), m.content));
+            tsv.push_str(&format!(
+                "{}\t{}\t{}\t{}\n",
+                m.id,
+                m.user_id,
+                m.tags.join(","),
+                m.content
+            ));
         }
     }
     store.close()?;

@@ -79,7 +79,10 @@ impl<'a> Decoder<'a> {
         self.buf.len() - self.pos
     }
     pub(crate) fn fail<T>(&self, reason: &'static str) -> Result<T, DecodeError> {
-        Err(DecodeError { offset: self.pos, reason })
+        Err(DecodeError {
+            offset: self.pos,
+            reason,
+        })
     }
     pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
@@ -93,7 +96,10 @@ impl<'a> Decoder<'a> {
     }
     fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
         let at = self.pos;
-        self.take(N)?.try_into().map_err(|_| DecodeError { offset: at, reason: "truncated field" })
+        self.take(N)?.try_into().map_err(|_| DecodeError {
+            offset: at,
+            reason: "truncated field",
+        })
     }
     pub(crate) fn u8(&mut self) -> Result<u8, DecodeError> {
         Ok(self.array::<1>()?[0])
@@ -124,7 +130,12 @@ impl<'a> Decoder<'a> {
         }
         let at = self.pos;
         let bytes = self.take(len)?;
-        std::str::from_utf8(bytes).map(str::to_owned).map_err(|_| DecodeError { offset: at, reason: "invalid UTF-8" })
+        std::str::from_utf8(bytes)
+            .map(str::to_owned)
+            .map_err(|_| DecodeError {
+                offset: at,
+                reason: "invalid UTF-8",
+            })
     }
     pub(crate) fn opt_str(&mut self, max_bytes: usize) -> Result<Option<String>, DecodeError> {
         match self.u8()? {

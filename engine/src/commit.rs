@@ -35,7 +35,10 @@ impl GroupCommit {
     /// `durable`: the last sequence number known durable at open; `file`: the active log file.
     pub(crate) fn new(durable: u64, file: Arc<dyn StorageFile>) -> GroupCommit {
         GroupCommit {
-            state: Mutex::new(SyncState { durable, syncing: false }),
+            state: Mutex::new(SyncState {
+                durable,
+                syncing: false,
+            }),
             cond: Condvar::new(),
             written: AtomicU64::new(durable),
             poisoned: AtomicBool::new(false),
@@ -56,7 +59,11 @@ impl GroupCommit {
 
     /// Errors with `Poisoned` if the store is poisoned.
     pub(crate) fn check(&self) -> Result<()> {
-        if self.is_poisoned() { Err(EngineError::Poisoned) } else { Ok(()) }
+        if self.is_poisoned() {
+            Err(EngineError::Poisoned)
+        } else {
+            Ok(())
+        }
     }
 
     /// Publishes that frames up to `seq` are appended. Called under the writer lock.

@@ -64,7 +64,9 @@ pub enum EngineError {
         got: usize,
     },
     /// The store was created with another embedder.
-    #[error("store was created with embedder {stored_model} ({stored_dim}-d), opened with {given_model} ({given_dim}-d)")]
+    #[error(
+        "store was created with embedder {stored_model} ({stored_dim}-d), opened with {given_model} ({given_dim}-d)"
+    )]
     EmbedderMismatch {
         /// Model id recorded in the store.
         stored_model: String,
@@ -130,10 +132,13 @@ impl EngineError {
             | EngineError::MemoryLimitReached { .. }
             | EngineError::DimensionMismatch { .. }
             | EngineError::EmbedderMismatch { .. } => ErrorKind::Caller,
-            EngineError::Locked { .. } | EngineError::Poisoned | EngineError::Io { .. } | EngineError::Embed(_) => {
-                ErrorKind::Environment
+            EngineError::Locked { .. }
+            | EngineError::Poisoned
+            | EngineError::Io { .. }
+            | EngineError::Embed(_) => ErrorKind::Environment,
+            EngineError::Corrupted { .. } | EngineError::UnsupportedVersion { .. } => {
+                ErrorKind::Data
             }
-            EngineError::Corrupted { .. } | EngineError::UnsupportedVersion { .. } => ErrorKind::Data,
         }
     }
 

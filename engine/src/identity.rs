@@ -103,6 +103,12 @@ pub(crate) fn decode(b: &[u8]) -> Result<Identity, IdentityError> {
     if flags != 0 {
         return Err(corrupt(6, "unknown flags"));
     }
-    let model_id = std::str::from_utf8(model).map_err(|_| corrupt(24, "model id is not UTF-8"))?.to_owned();
-    Ok(Identity { model_id, dim, created_at })
+    let model_id = std::str::from_utf8(model)
+        .map_err(|_| corrupt(24, "model id is not UTF-8"))?
+        .to_owned();
+    Ok(Identity {
+        model_id,
+        dim,
+        created_at,
+    })
 }

@@ -36,7 +36,9 @@ impl Timestamp {
     /// The current time.
     #[must_use]
     pub fn now() -> Timestamp {
-        let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let d = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
         Timestamp(i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
     }
 }
@@ -268,13 +270,23 @@ impl NewMemory {
 pub fn validate_id(field: &'static str, id: &str) -> Result<()> {
     let chars = id.chars().count();
     if id.trim().is_empty() {
-        return Err(EngineError::Invalid { field, reason: "must not be empty".into() });
+        return Err(EngineError::Invalid {
+            field,
+            reason: "must not be empty".into(),
+        });
     }
     if chars > MAX_ID_CHARS {
-        return Err(EngineError::LimitExceeded { what: field, limit: MAX_ID_CHARS, got: chars });
+        return Err(EngineError::LimitExceeded {
+            what: field,
+            limit: MAX_ID_CHARS,
+            got: chars,
+        });
     }
     if id.chars().any(char::is_control) {
-        return Err(EngineError::Invalid { field, reason: "must not contain control characters".into() });
+        return Err(EngineError::Invalid {
+            field,
+            reason: "must not contain control characters".into(),
+        });
     }
     Ok(())
 }
@@ -293,26 +305,47 @@ pub fn canonical_tag(tag: &str) -> String {
 pub fn validate_new(m: &NewMemory) -> Result<Vec<String>> {
     let chars = m.content.chars().count();
     if m.content.trim().is_empty() {
-        return Err(EngineError::Invalid { field: "content", reason: "must not be empty".into() });
+        return Err(EngineError::Invalid {
+            field: "content",
+            reason: "must not be empty".into(),
+        });
     }
     if chars > MAX_CONTENT_CHARS {
-        return Err(EngineError::LimitExceeded { what: "content length (characters)", limit: MAX_CONTENT_CHARS, got: chars });
+        return Err(EngineError::LimitExceeded {
+            what: "content length (characters)",
+            limit: MAX_CONTENT_CHARS,
+            got: chars,
+        });
     }
     if m.tags.len() > MAX_TAGS {
-        return Err(EngineError::LimitExceeded { what: "number of tags", limit: MAX_TAGS, got: m.tags.len() });
+        return Err(EngineError::LimitExceeded {
+            what: "number of tags",
+            limit: MAX_TAGS,
+            got: m.tags.len(),
+        });
     }
     let mut tags: Vec<String> = Vec::with_capacity(m.tags.len());
     for t in &m.tags {
         let c = canonical_tag(t);
         let n = c.chars().count();
         if c.is_empty() {
-            return Err(EngineError::Invalid { field: "tags", reason: "a tag must not be empty".into() });
+            return Err(EngineError::Invalid {
+                field: "tags",
+                reason: "a tag must not be empty".into(),
+            });
         }
         if n > MAX_TAG_CHARS {
-            return Err(EngineError::LimitExceeded { what: "tag length (characters)", limit: MAX_TAG_CHARS, got: n });
+            return Err(EngineError::LimitExceeded {
+                what: "tag length (characters)",
+                limit: MAX_TAG_CHARS,
+                got: n,
+            });
         }
         if c.chars().any(char::is_control) {
-            return Err(EngineError::Invalid { field: "tags", reason: "a tag must not contain control characters".into() });
+            return Err(EngineError::Invalid {
+                field: "tags",
+                reason: "a tag must not contain control characters".into(),
+            });
         }
         if !tags.contains(&c) {
             tags.push(c);
@@ -328,9 +361,18 @@ pub fn validate_new(m: &NewMemory) -> Result<Vec<String>> {
         validate_id("agent_id", a)?;
     }
     match (m.kind, m.role, &m.session_id) {
-        (Kind::Message, None, _) => Err(EngineError::Invalid { field: "role", reason: "a message needs a role (user, assistant or system)".into() }),
-        (Kind::Message, _, None) => Err(EngineError::Invalid { field: "session_id", reason: "a message needs a session".into() }),
-        (Kind::Memory | Kind::Knowledge, Some(_), _) => Err(EngineError::Invalid { field: "role", reason: "only messages have a role".into() }),
+        (Kind::Message, None, _) => Err(EngineError::Invalid {
+            field: "role",
+            reason: "a message needs a role (user, assistant or system)".into(),
+        }),
+        (Kind::Message, _, None) => Err(EngineError::Invalid {
+            field: "session_id",
+            reason: "a message needs a session".into(),
+        }),
+        (Kind::Memory | Kind::Knowledge, Some(_), _) => Err(EngineError::Invalid {
+            field: "role",
+            reason: "only messages have a role".into(),
+        }),
         _ => Ok(tags),
     }
 }
@@ -449,15 +491,49 @@ mod tests {
     #[test]
     fn validation_names_the_limit_and_never_truncates() {
         let long = "x".repeat(MAX_CONTENT_CHARS + 1);
-        assert!(matches!(validate_new(&NewMemory::new(long)), Err(EngineError::LimitExceeded { limit: 10_000, got: 10_001, .. })));
-        assert!(matches!(validate_new(&NewMemory::new("  ")), Err(EngineError::Invalid { field: "content", .. })));
+        assert!(matches!(
+            validate_new(&NewMemory::new(long)),
+            Err(EngineError::LimitExceeded {
+                limit: 10_000,
+                got: 10_001,
+                ..
+            })
+        ));
+        assert!(matches!(
+            validate_new(&NewMemory::new("  ")),
+            Err(EngineError::Invalid {
+                field: "content",
+                ..
+            })
+        ));
         let eleven = NewMemory::new("x").tags((0..11).map(|i| format!("t{i}")));
-        assert!(matches!(validate_new(&eleven), Err(EngineError::LimitExceeded { limit: 10, got: 11, .. })));
+        assert!(matches!(
+            validate_new(&eleven),
+            Err(EngineError::LimitExceeded {
+                limit: 10,
+                got: 11,
+                ..
+            })
+        ));
         let long_tag = NewMemory::new("x").tags(["y".repeat(101)]);
-        assert!(matches!(validate_new(&long_tag), Err(EngineError::LimitExceeded { limit: 100, .. })));
-        assert!(matches!(validate_new(&NewMemory::new("x").kind(Kind::Message)), Err(EngineError::Invalid { field: "role", .. })));
-        assert_eq!(validate_new(&NewMemory::new("x").tags([" Rust ", "rust", "Go"])).unwrap(), vec!["rust", "go"]);
-        assert_eq!(validate_new(&NewMemory::new("é".repeat(MAX_CONTENT_CHARS))).map(|_| ()).ok(), Some(()));
+        assert!(matches!(
+            validate_new(&long_tag),
+            Err(EngineError::LimitExceeded { limit: 100, .. })
+        ));
+        assert!(matches!(
+            validate_new(&NewMemory::new("x").kind(Kind::Message)),
+            Err(EngineError::Invalid { field: "role", .. })
+        ));
+        assert_eq!(
+            validate_new(&NewMemory::new("x").tags([" Rust ", "rust", "Go"])).unwrap(),
+            vec!["rust", "go"]
+        );
+        assert_eq!(
+            validate_new(&NewMemory::new("é".repeat(MAX_CONTENT_CHARS)))
+                .map(|_| ())
+                .ok(),
+            Some(())
+        );
     }
 
     #[test]

@@ -4,10 +4,10 @@
 use crate::checkpoint::{format as ckpt_format, reader as ckpt_reader};
 use crate::error::{EngineError, Result};
 use crate::identity::{self, Identity, IdentityError};
+use crate::log::Op;
 use crate::log::format::HeaderError;
 use crate::log::reader::{ScanEnd, scan};
 use crate::log::writer::{self as log_writer, LogWriter};
-use crate::log::Op;
 use crate::options::StoreOptions;
 use crate::record::{MemoryId, Timestamp};
 use crate::segment_file;
@@ -49,17 +49,26 @@ pub(crate) struct Recovered {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> EngineError + '_ {
-    move |source| EngineError::Io { path: path.to_path_buf(), source }
+    move |source| EngineError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// Applies one logged operation to the in-memory state (also used by the write path).
-pub(crate) fn apply(table: &mut Table, vectors: &mut Collection, op: Op) -> Result<(), &'static str> {
+pub(crate) fn apply(
+    table: &mut Table,
+    vectors: &mut Collection,
+    op: Op,
+) -> Result<(), &'static str> {
     match op {
         Op::Store { record, vector } => {
             if table.get(record.id).is_some() {
                 return Err("store of an id that exists");
             }
-            vectors.insert(record.id.0, &vector).map_err(|_| "vector does not fit the store")?;
+            vectors
+                .insert(record.id.0, &vector)
+                .map_err(|_| "vector does not fit the store")?;
             table.insert(*record);
         }
         Op::Delete { id } => {
@@ -84,32 +93,63 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, dim: usize) -> R
     let path = dir.join(ckpt_format::file_name(seq));
     let bytes = storage.map(&path).map_err(io(&path))?;
     let ckpt = ckpt_reader::decode(bytes.as_slice()).map_err(|e| match e {
-        ckpt_reader::CheckpointError::Corrupted(d) => EngineError::Corrupted { file: path.clone(), offset: d.offset as u64, reason: d.reason },
-        ckpt_reader::CheckpointError::Unsupported(found) => {
-            EngineError::UnsupportedVersion { file: path.clone(), found, supported: ckpt_format::SUPPORTED }
-        }
+        ckpt_reader::CheckpointError::Corrupted(d) => EngineError::Corrupted {
+            file: path.clone(),
+            offset: d.offset as u64,
+            reason: d.reason,
+        },
+        ckpt_reader::CheckpointError::Unsupported(found) => EngineError::UnsupportedVersion {
+            file: path.clone(),
+            found,
+            supported: ckpt_format::SUPPORTED,
+        },
     })?;
     if ckpt.seq != seq {
-        return Err(EngineError::Corrupted { file: path, offset: 8, reason: "sequence number differs from the file name" });
+        return Err(EngineError::Corrupted {
+            file: path,
+            offset: 8,
+            reason: "sequence number differs from the file name",
+        });
     }
     let mut vectors = Collection::new(dim);
     for &(id, rows) in &ckpt.segments {
         let seg = segment_file::open(storage, dir, id, rows)?;
-        vectors.push_sealed(seg).map_err(|_| EngineError::Corrupted { file: dir.join(segment_file::file_name(id)), offset: 0, reason: "segment does not fit the store" })?;
+        vectors
+            .push_sealed(seg)
+            .map_err(|_| EngineError::Corrupted {
+                file: dir.join(segment_file::file_name(id)),
+                offset: 0,
+                reason: "segment does not fit the store",
+            })?;
     }
     let mut table = Table::default();
     for m in ckpt.records {
         table.insert(m);
     }
     // Tombstones are derived: a sealed key with no record is deleted (checkpoint.md).
-    let dead: Vec<u64> = vectors.sealed().iter().flat_map(|s| s.keys().iter().copied()).filter(|k| table.get(MemoryId(*k)).is_none()).collect();
+    let dead: Vec<u64> = vectors
+        .sealed()
+        .iter()
+        .flat_map(|s| s.keys().iter().copied())
+        .filter(|k| table.get(MemoryId(*k)).is_none())
+        .collect();
     for k in dead {
         vectors.delete(k);
     }
     if vectors.len() != table.len() {
-        return Err(EngineError::Corrupted { file: path, offset: 0, reason: "segments and records disagree" });
+        return Err(EngineError::Corrupted {
+            file: path,
+            offset: 0,
+            reason: "segments and records disagree",
+        });
     }
-    Ok(Base { seq, next_id: ckpt.next_id, table, vectors, segments: ckpt.segments })
+    Ok(Base {
+        seq,
+        next_id: ckpt.next_id,
+        table,
+        vectors,
+        segments: ckpt.segments,
+    })
 }
 
 /// Opens or creates the store in `dir` (`docs/durability.md`, steps R1–R8).
@@ -121,7 +161,16 @@ pub(crate) fn recover(dir: &Path, options: &StoreOptions) -> Result<Recovered> {
     storage.create_dir_all(dir).map_err(io(dir))?;
     let lock_path = dir.join("LOCK");
     let lock = storage.lock(&lock_path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::WouldBlock { EngineError::Locked { path: lock_path.clone() } } else { EngineError::Io { path: lock_path.clone(), source: e } }
+        if e.kind() == std::io::ErrorKind::WouldBlock {
+            EngineError::Locked {
+                path: lock_path.clone(),
+            }
+        } else {
+            EngineError::Io {
+                path: lock_path.clone(),
+                source: e,
+            }
+        }
     })?;
     // R2: leftovers of interrupted atomic writes.
     let mut names = storage.list(dir).map_err(io(dir))?;
@@ -132,12 +181,24 @@ pub(crate) fn recover(dir: &Path, options: &StoreOptions) -> Result<Recovered> {
     names.retain(|n| !n.ends_with(".tmp"));
     // R3: identity.
     let id_path = dir.join(identity::FILE_NAME);
-    let has_data = names.iter().any(|n| log_writer::parse_file_name(n).is_some() || ckpt_format::parse_file_name(n).is_some() || segment_file::parse_file_name(n).is_some());
+    let has_data = names.iter().any(|n| {
+        log_writer::parse_file_name(n).is_some()
+            || ckpt_format::parse_file_name(n).is_some()
+            || segment_file::parse_file_name(n).is_some()
+    });
     if names.iter().any(|n| n == identity::FILE_NAME) {
         let bytes = storage.read(&id_path).map_err(io(&id_path))?;
         let found = identity::decode(&bytes).map_err(|e| match e {
-            IdentityError::Corrupted(d) => EngineError::Corrupted { file: id_path.clone(), offset: d.offset as u64, reason: d.reason },
-            IdentityError::Unsupported(found) => EngineError::UnsupportedVersion { file: id_path.clone(), found, supported: identity::SUPPORTED },
+            IdentityError::Corrupted(d) => EngineError::Corrupted {
+                file: id_path.clone(),
+                offset: d.offset as u64,
+                reason: d.reason,
+            },
+            IdentityError::Unsupported(found) => EngineError::UnsupportedVersion {
+                file: id_path.clone(),
+                found,
+                supported: identity::SUPPORTED,
+            },
         })?;
         if found.model_id != embedder.model_id() || found.dim as usize != embedder.dim() {
             return Err(EngineError::EmbedderMismatch {
@@ -148,18 +209,36 @@ pub(crate) fn recover(dir: &Path, options: &StoreOptions) -> Result<Recovered> {
             });
         }
     } else if has_data {
-        return Err(EngineError::Corrupted { file: id_path, offset: 0, reason: "store files exist but IDENTITY is missing" });
+        return Err(EngineError::Corrupted {
+            file: id_path,
+            offset: 0,
+            reason: "store files exist but IDENTITY is missing",
+        });
     } else {
-        let dim = u32::try_from(embedder.dim()).map_err(|_| EngineError::Invalid { field: "embedder", reason: "dimension too large".into() })?;
+        let dim = u32::try_from(embedder.dim()).map_err(|_| EngineError::Invalid {
+            field: "embedder",
+            reason: "dimension too large".into(),
+        })?;
         let model_id = embedder.model_id();
         if model_id.is_empty() || model_id.len() > identity::MAX_MODEL_ID {
-            return Err(EngineError::Invalid { field: "embedder", reason: "model id must be 1..=256 bytes".into() });
+            return Err(EngineError::Invalid {
+                field: "embedder",
+                reason: "model id must be 1..=256 bytes".into(),
+            });
         }
-        let id = Identity { model_id: model_id.to_owned(), dim, created_at: Timestamp::now() };
-        segment_file::write_atomic(storage, dir, identity::FILE_NAME, &identity::encode(&id)).map_err(io(&id_path))?;
+        let id = Identity {
+            model_id: model_id.to_owned(),
+            dim,
+            created_at: Timestamp::now(),
+        };
+        segment_file::write_atomic(storage, dir, identity::FILE_NAME, &identity::encode(&id))
+            .map_err(io(&id_path))?;
     }
     // R4: newest usable checkpoint.
-    let mut checkpoints: Vec<u64> = names.iter().filter_map(|n| ckpt_format::parse_file_name(n)).collect();
+    let mut checkpoints: Vec<u64> = names
+        .iter()
+        .filter_map(|n| ckpt_format::parse_file_name(n))
+        .collect();
     checkpoints.sort_unstable();
     let mut base = None;
     for &seq in checkpoints.iter().rev() {
@@ -169,22 +248,48 @@ pub(crate) fn recover(dir: &Path, options: &StoreOptions) -> Result<Recovered> {
                 break;
             }
             Err(e) if e.kind() == crate::ErrorKind::Data || matches!(e, EngineError::Io { .. }) => {
-                report.skipped_checkpoints.push(format!("{}: {e}", ckpt_format::file_name(seq)));
+                report
+                    .skipped_checkpoints
+                    .push(format!("{}: {e}", ckpt_format::file_name(seq)));
             }
             Err(e) => return Err(e),
         }
     }
-    let Base { seq: ckpt_seq, mut next_id, mut table, mut vectors, segments } =
-        base.unwrap_or_else(|| Base { seq: 0, next_id: 1, table: Table::default(), vectors: Collection::new(embedder.dim()), segments: Vec::new() });
+    let Base {
+        seq: ckpt_seq,
+        mut next_id,
+        mut table,
+        mut vectors,
+        segments,
+    } = base.unwrap_or_else(|| Base {
+        seq: 0,
+        next_id: 1,
+        table: Table::default(),
+        vectors: Collection::new(embedder.dim()),
+        segments: Vec::new(),
+    });
     report.checkpoint_seq = (ckpt_seq > 0).then_some(ckpt_seq);
     let referenced: std::collections::HashSet<u64> = segments.iter().map(|s| s.0).collect();
-    let seg_ids: Vec<u64> = names.iter().filter_map(|n| segment_file::parse_file_name(n)).collect();
-    report.orphan_segments = seg_ids.iter().filter(|id| !referenced.contains(id)).map(|id| dir.join(segment_file::file_name(*id))).collect();
+    let seg_ids: Vec<u64> = names
+        .iter()
+        .filter_map(|n| segment_file::parse_file_name(n))
+        .collect();
+    report.orphan_segments = seg_ids
+        .iter()
+        .filter(|id| !referenced.contains(id))
+        .map(|id| dir.join(segment_file::file_name(*id)))
+        .collect();
     let next_segment_id = seg_ids.iter().max().map_or(1, |m| m + 1);
     // R5–R6: replay the log after the checkpoint.
-    let mut logs: Vec<u64> = names.iter().filter_map(|n| log_writer::parse_file_name(n)).collect();
+    let mut logs: Vec<u64> = names
+        .iter()
+        .filter_map(|n| log_writer::parse_file_name(n))
+        .collect();
     logs.sort_unstable();
-    let start = logs.iter().rposition(|&first| first <= ckpt_seq + 1).unwrap_or(0);
+    let start = logs
+        .iter()
+        .rposition(|&first| first <= ckpt_seq + 1)
+        .unwrap_or(0);
     let mut expected = ckpt_seq + 1;
     let mut last_file: Option<(PathBuf, u64)> = None;
     for (i, &first) in logs.iter().enumerate().skip(start) {
@@ -196,12 +301,20 @@ pub(crate) fn recover(dir: &Path, options: &StoreOptions) -> Result<Recovered> {
                 return Ok(());
             }
             if seq != expected {
-                return Err(EngineError::Corrupted { file: path.clone(), offset: 0, reason: "gap in log sequence numbers" });
+                return Err(EngineError::Corrupted {
+                    file: path.clone(),
+                    offset: 0,
+                    reason: "gap in log sequence numbers",
+                });
             }
             if let Op::Store { record, .. } = &op {
                 next_id = next_id.max(record.id.0 + 1);
             }
-            apply(&mut table, &mut vectors, op).map_err(|reason| EngineError::Corrupted { file: path.clone(), offset: 0, reason })?;
+            apply(&mut table, &mut vectors, op).map_err(|reason| EngineError::Corrupted {
+                file: path.clone(),
+                offset: 0,
+                reason,
+            })?;
             expected += 1;
             report.replayed_frames += 1;
             Ok(())
@@ -209,7 +322,11 @@ pub(crate) fn recover(dir: &Path, options: &StoreOptions) -> Result<Recovered> {
         match scan(&bytes, &mut on_frame) {
             Ok(s) => {
                 if s.first_seq > expected {
-                    return Err(EngineError::Corrupted { file: path, offset: 8, reason: "log file starts after a gap" });
+                    return Err(EngineError::Corrupted {
+                        file: path,
+                        offset: 8,
+                        reason: "log file starts after a gap",
+                    });
                 }
                 match s.end {
                     ScanEnd::Clean => {}
@@ -218,15 +335,29 @@ pub(crate) fn recover(dir: &Path, options: &StoreOptions) -> Result<Recovered> {
                         report.truncated_tail = Some((path.clone(), offset));
                     }
                     ScanEnd::TornTail { offset } => {
-                        return Err(EngineError::Corrupted { file: path, offset, reason: "bad frame in a log file that is not the newest" });
+                        return Err(EngineError::Corrupted {
+                            file: path,
+                            offset,
+                            reason: "bad frame in a log file that is not the newest",
+                        });
                     }
-                    ScanEnd::Corrupted { offset, reason } => return Err(EngineError::Corrupted { file: path, offset, reason }),
+                    ScanEnd::Corrupted { offset, reason } => {
+                        return Err(EngineError::Corrupted {
+                            file: path,
+                            offset,
+                            reason,
+                        });
+                    }
                 }
                 last_file = Some((path, s.valid_end));
             }
             Err(Err(e)) => return Err(e),
             Err(Ok(HeaderError::Unsupported(found))) => {
-                return Err(EngineError::UnsupportedVersion { file: path, found, supported: crate::log::format::SUPPORTED });
+                return Err(EngineError::UnsupportedVersion {
+                    file: path,
+                    found,
+                    supported: crate::log::format::SUPPORTED,
+                });
             }
             Err(Ok(HeaderError::Corrupted(reason))) => {
                 // A header torn while the file was being created (step C5) holds no frames.
@@ -235,7 +366,11 @@ pub(crate) fn recover(dir: &Path, options: &StoreOptions) -> Result<Recovered> {
                     storage.sync_dir(dir).map_err(io(dir))?;
                     report.truncated_tail = Some((path, 0));
                 } else {
-                    return Err(EngineError::Corrupted { file: path, offset: 0, reason });
+                    return Err(EngineError::Corrupted {
+                        file: path,
+                        offset: 0,
+                        reason,
+                    });
                 }
             }
         }
@@ -243,7 +378,11 @@ pub(crate) fn recover(dir: &Path, options: &StoreOptions) -> Result<Recovered> {
     // R7: the log must reach the checkpoint.
     let last_seq = expected - 1;
     if last_seq < ckpt_seq {
-        return Err(EngineError::Corrupted { file: dir.to_path_buf(), offset: 0, reason: "log ends before the checkpoint it was synced for" });
+        return Err(EngineError::Corrupted {
+            file: dir.to_path_buf(),
+            offset: 0,
+            reason: "log ends before the checkpoint it was synced for",
+        });
     }
     // R8: the active log file.
     let log = match last_file {
@@ -251,5 +390,17 @@ pub(crate) fn recover(dir: &Path, options: &StoreOptions) -> Result<Recovered> {
         None => LogWriter::create(storage, dir, last_seq + 1).map_err(io(dir))?,
     };
     let checkpoints = checkpoints.into_iter().filter(|&s| s <= ckpt_seq).collect();
-    Ok(Recovered { lock, table, vectors, log, last_seq, next_id, next_segment_id, checkpoint_seq: ckpt_seq, checkpoints, segments, report })
+    Ok(Recovered {
+        lock,
+        table,
+        vectors,
+        log,
+        last_seq,
+        next_id,
+        next_segment_id,
+        checkpoint_seq: ckpt_seq,
+        checkpoints,
+        segments,
+        report,
+    })
 }

@@ -13,8 +13,8 @@ use crate::error::{EngineError, Result};
 use crate::log::Op;
 use crate::log::writer::LogWriter;
 use crate::options::{MAX_MEMORY_LIMIT, StoreOptions, SyncPolicy};
-use crate::recovery::{self, OpenReport};
 use crate::record::{self, Category, DEFAULT_USER, Kind, Memory, MemoryId, NewMemory, Timestamp};
+use crate::recovery::{self, OpenReport};
 use crate::segment_file;
 use crate::storage::StorageLock;
 use crate::table::Table;
@@ -70,7 +70,10 @@ impl Filter {
     /// Everything of one user.
     #[must_use]
     pub fn user(user_id: impl Into<String>) -> Filter {
-        Filter { user_id: Some(user_id.into()), ..Filter::default() }
+        Filter {
+            user_id: Some(user_id.into()),
+            ..Filter::default()
+        }
     }
 
     fn needs_record(&self) -> bool {
@@ -84,8 +87,13 @@ impl Filter {
     }
 
     fn matches(&self, m: &Memory, tags: &[String]) -> bool {
-        self.session_id.as_ref().is_none_or(|s| m.session_id.as_ref() == Some(s))
-            && self.agent_id.as_ref().is_none_or(|a| m.agent_id.as_ref() == Some(a))
+        self.session_id
+            .as_ref()
+            .is_none_or(|s| m.session_id.as_ref() == Some(s))
+            && self
+                .agent_id
+                .as_ref()
+                .is_none_or(|a| m.agent_id.as_ref() == Some(a))
             && self.kind.is_none_or(|k| m.kind == k)
             && self.category.is_none_or(|c| m.category == c)
             && (tags.is_empty() || m.tags.iter().any(|t| tags.contains(t)))
@@ -113,13 +121,25 @@ impl SearchRequest {
     /// The `k` best matches of `text` for the default user.
     #[must_use]
     pub fn text(text: impl Into<String>, k: usize) -> SearchRequest {
-        SearchRequest { query: Query::Text(text.into()), k, filter: Filter::default(), min_score: None, scan: ScanMode::Exact }
+        SearchRequest {
+            query: Query::Text(text.into()),
+            k,
+            filter: Filter::default(),
+            min_score: None,
+            scan: ScanMode::Exact,
+        }
     }
 
     /// The `k` nearest to `vector` for the default user.
     #[must_use]
     pub fn vector(vector: Vec<f32>, k: usize) -> SearchRequest {
-        SearchRequest { query: Query::Vector(vector), k, filter: Filter::default(), min_score: None, scan: ScanMode::Exact }
+        SearchRequest {
+            query: Query::Vector(vector),
+            k,
+            filter: Filter::default(),
+            min_score: None,
+            scan: ScanMode::Exact,
+        }
     }
 
     /// Sets the filter.
@@ -202,7 +222,9 @@ pub struct Store {
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("dir", &self.inner.dir).finish_non_exhaustive()
+        f.debug_struct("Store")
+            .field("dir", &self.inner.dir)
+            .finish_non_exhaustive()
     }
 }
 
@@ -215,7 +237,11 @@ impl Store {
     /// names the file and offset), `Io`, or `LimitExceeded` for a bad memory limit.
     pub fn open(dir: impl AsRef<Path>, options: StoreOptions) -> Result<Store> {
         if options.memory_limit == 0 || options.memory_limit > MAX_MEMORY_LIMIT {
-            return Err(EngineError::LimitExceeded { what: "memory_limit", limit: MAX_MEMORY_LIMIT, got: options.memory_limit });
+            return Err(EngineError::LimitExceeded {
+                what: "memory_limit",
+                limit: MAX_MEMORY_LIMIT,
+                got: options.memory_limit,
+            });
         }
         let dir = dir.as_ref().to_path_buf();
         let r = recovery::recover(&dir, &options)?;
@@ -232,7 +258,10 @@ impl Store {
                 checkpoints: r.checkpoints,
                 segments: r.segments,
             }),
-            state: RwLock::new(State { table: r.table, vectors: r.vectors }),
+            state: RwLock::new(State {
+                table: r.table,
+                vectors: r.vectors,
+            }),
             commit,
             report: r.report,
             _lock: r.lock,
@@ -277,9 +306,16 @@ impl Store {
     /// As `store`, plus `DimensionMismatch` / `Invalid` for a bad vector.
     pub fn store_embedded(&self, m: NewMemory, vector: Vec<f32>) -> Result<MemoryId> {
         let tags = record::validate_new(&m)?; // step 1
-        mnemo_index::validate_vector(self.inner.options.embedder.dim(), &vector).map_err(|e| match e {
-            mnemo_index::IndexError::DimensionMismatch { expected, got } => EngineError::DimensionMismatch { expected, got },
-            other => EngineError::Invalid { field: "vector", reason: other.to_string() },
+        mnemo_index::validate_vector(self.inner.options.embedder.dim(), &vector).map_err(|e| {
+            match e {
+                mnemo_index::IndexError::DimensionMismatch { expected, got } => {
+                    EngineError::DimensionMismatch { expected, got }
+                }
+                other => EngineError::Invalid {
+                    field: "vector",
+                    reason: other.to_string(),
+                },
+            }
         })?;
         let user_id = m.user_id.unwrap_or_else(|| DEFAULT_USER.to_owned());
         let content_hash = record::content_hash(&m.content);
@@ -291,7 +327,9 @@ impl Store {
                 return Err(EngineError::AlreadyExists { existing });
             }
             if state.table.len() >= self.inner.options.memory_limit {
-                return Err(EngineError::MemoryLimitReached { limit: self.inner.options.memory_limit });
+                return Err(EngineError::MemoryLimitReached {
+                    limit: self.inner.options.memory_limit,
+                });
             }
             id = MemoryId(w.next_id);
             Ok(Op::Store {
@@ -349,7 +387,10 @@ impl Store {
                 Ok(n) => w.log_bytes_since_checkpoint += n,
                 Err(source) => {
                     inner.commit.poison();
-                    return Err(EngineError::Io { path: w.log.path.clone(), source });
+                    return Err(EngineError::Io {
+                        path: w.log.path.clone(),
+                        source,
+                    });
                 }
             }
             if let Op::Store { record, .. } = &op {
@@ -359,7 +400,11 @@ impl Store {
             let State { table, vectors } = &mut *state;
             if let Err(reason) = recovery::apply(table, vectors, op) {
                 inner.commit.poison();
-                return Err(EngineError::Corrupted { file: w.log.path.clone(), offset: w.log.bytes, reason });
+                return Err(EngineError::Corrupted {
+                    file: w.log.path.clone(),
+                    offset: w.log.bytes,
+                    reason,
+                });
             }
             w.next_seq = seq + 1;
             inner.commit.set_written(seq);
@@ -409,12 +454,21 @@ impl Store {
             return Ok(());
         }
         // C1: seal the growing rows.
-        let (encoded, rows) = inner.state.read().vectors.encode_growing(inner.options.vector_codes).map_err(|e| EngineError::Invalid { field: "vectors", reason: e.to_string() })?;
+        let (encoded, rows) = inner
+            .state
+            .read()
+            .vectors
+            .encode_growing(inner.options.vector_codes)
+            .map_err(|e| EngineError::Invalid {
+                field: "vectors",
+                reason: e.to_string(),
+            })?;
         let mut segments = w.segments.clone();
         let sealed = if rows > 0 {
             let id = w.next_segment_id;
             let name = segment_file::file_name(id);
-            segment_file::write_atomic(storage, dir, &name, &encoded).map_err(EngineError::io(dir.join(&name)))?;
+            segment_file::write_atomic(storage, dir, &name, &encoded)
+                .map_err(EngineError::io(dir.join(&name)))?;
             w.next_segment_id += 1;
             segments.push((id, rows as u64));
             Some(segment_file::open(storage, dir, id, rows as u64)?)
@@ -428,10 +482,19 @@ impl Store {
             ckpt_writer::encode(seq, w.next_id, &segments, state.table.iter())
         };
         let name = ckpt_format::file_name(seq);
-        segment_file::write_atomic(storage, dir, &name, &bytes).map_err(EngineError::io(dir.join(&name)))?;
+        segment_file::write_atomic(storage, dir, &name, &bytes)
+            .map_err(EngineError::io(dir.join(&name)))?;
         // C4: the sealed segment replaces the growing rows.
         if let Some(seg) = sealed {
-            inner.state.write().vectors.seal_growing(seg).map_err(|e| EngineError::Invalid { field: "vectors", reason: e.to_string() })?;
+            inner
+                .state
+                .write()
+                .vectors
+                .seal_growing(seg)
+                .map_err(|e| EngineError::Invalid {
+                    field: "vectors",
+                    reason: e.to_string(),
+                })?;
         }
         w.segments = segments;
         w.checkpoint_seq = seq;
@@ -471,7 +534,13 @@ impl Store {
     /// # Errors
     /// `NotFound`.
     pub fn get(&self, id: MemoryId) -> Result<Memory> {
-        self.inner.state.read().table.get(id).cloned().ok_or(EngineError::NotFound { id })
+        self.inner
+            .state
+            .read()
+            .table
+            .get(id)
+            .cloned()
+            .ok_or(EngineError::NotFound { id })
     }
 
     /// The stored vector of `id`.
@@ -479,7 +548,13 @@ impl Store {
     /// # Errors
     /// `NotFound`.
     pub fn vector(&self, id: MemoryId) -> Result<Vec<f32>> {
-        self.inner.state.read().vectors.vector(id.0).map(<[f32]>::to_vec).ok_or(EngineError::NotFound { id })
+        self.inner
+            .state
+            .read()
+            .vectors
+            .vector(id.0)
+            .map(<[f32]>::to_vec)
+            .ok_or(EngineError::NotFound { id })
     }
 
     /// The nearest memories to the query that pass the filter, best first (score, then id).
@@ -488,42 +563,84 @@ impl Store {
     /// `Invalid` / `LimitExceeded` for a bad request, `DimensionMismatch`, `Embed`.
     pub fn search(&self, req: &SearchRequest) -> Result<Vec<Hit>> {
         if req.k == 0 || req.k > MAX_K {
-            return Err(EngineError::LimitExceeded { what: "k", limit: MAX_K, got: req.k });
+            return Err(EngineError::LimitExceeded {
+                what: "k",
+                limit: MAX_K,
+                got: req.k,
+            });
         }
         if let Some(u) = &req.filter.user_id {
             record::validate_id("user_id", u)?;
         }
         if req.min_score.is_some_and(|s| !s.is_finite()) {
-            return Err(EngineError::Invalid { field: "min_score", reason: "must be a finite number".into() });
+            return Err(EngineError::Invalid {
+                field: "min_score",
+                reason: "must be a finite number".into(),
+            });
         }
         let vector = match &req.query {
             Query::Text(t) => {
                 if t.trim().is_empty() {
-                    return Err(EngineError::Invalid { field: "query", reason: "must not be empty".into() });
+                    return Err(EngineError::Invalid {
+                        field: "query",
+                        reason: "must not be empty".into(),
+                    });
                 }
                 self.inner.options.embedder.embed(t)?
             }
             Query::Vector(v) => v.clone(),
         };
         let user = req.filter.user_id.as_deref().unwrap_or(DEFAULT_USER);
-        let tags: Vec<String> = req.filter.tags_any.iter().map(|t| record::canonical_tag(t)).collect();
+        let tags: Vec<String> = req
+            .filter
+            .tags_any
+            .iter()
+            .map(|t| record::canonical_tag(t))
+            .collect();
         let state = self.inner.state.read();
-        let Some(keys) = state.table.user_keys(user) else { return Ok(Vec::new()) };
+        let Some(keys) = state.table.user_keys(user) else {
+            return Ok(Vec::new());
+        };
         let table = &state.table;
         let needs_record = req.filter.needs_record();
         let accept = |key: u64| {
-            keys.contains(key) && (!needs_record || table.get(MemoryId(key)).is_some_and(|m| req.filter.matches(m, &tags)))
+            keys.contains(key)
+                && (!needs_record
+                    || table
+                        .get(MemoryId(key))
+                        .is_some_and(|m| req.filter.matches(m, &tags)))
         };
         let scan = match req.scan {
             ScanMode::Exact => Scan::F32,
             ScanMode::Compact => Scan::i8_for(req.k),
         };
-        let params = SearchParams { k: req.k, filter: Some(&accept), scan, min_score: req.min_score.unwrap_or(f32::NEG_INFINITY) };
-        let found = state.vectors.search(&vector, &params).map_err(|e| match e {
-            mnemo_index::IndexError::DimensionMismatch { expected, got } => EngineError::DimensionMismatch { expected, got },
-            other => EngineError::Invalid { field: "query", reason: other.to_string() },
-        })?;
-        Ok(found.into_iter().filter_map(|n| Some(Hit { memory: table.get(MemoryId(n.key))?.clone(), score: n.score })).collect())
+        let params = SearchParams {
+            k: req.k,
+            filter: Some(&accept),
+            scan,
+            min_score: req.min_score.unwrap_or(f32::NEG_INFINITY),
+        };
+        let found = state
+            .vectors
+            .search(&vector, &params)
+            .map_err(|e| match e {
+                mnemo_index::IndexError::DimensionMismatch { expected, got } => {
+                    EngineError::DimensionMismatch { expected, got }
+                }
+                other => EngineError::Invalid {
+                    field: "query",
+                    reason: other.to_string(),
+                },
+            })?;
+        Ok(found
+            .into_iter()
+            .filter_map(|n| {
+                Some(Hit {
+                    memory: table.get(MemoryId(n.key))?.clone(),
+                    score: n.score,
+                })
+            })
+            .collect())
     }
 
     /// The `limit` most recently created memories of `user_id` (newest first).
@@ -533,7 +650,11 @@ impl Store {
     pub fn list_recent(&self, user_id: &str, limit: usize) -> Result<Vec<Memory>> {
         record::validate_id("user_id", user_id)?;
         let state = self.inner.state.read();
-        let mut mine: Vec<&Memory> = state.table.iter().filter(|m| m.user_id == user_id).collect();
+        let mut mine: Vec<&Memory> = state
+            .table
+            .iter()
+            .filter(|m| m.user_id == user_id)
+            .collect();
         mine.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
         Ok(mine.into_iter().take(limit).cloned().collect())
     }
@@ -542,7 +663,11 @@ impl Store {
     #[must_use]
     pub fn tag_frequencies(&self, user_id: &str) -> Vec<(String, u64)> {
         let state = self.inner.state.read();
-        let mut v: Vec<(String, u64)> = state.table.tag_frequencies(user_id).map(|f| f.iter().map(|(t, n)| (t.clone(), *n)).collect()).unwrap_or_default();
+        let mut v: Vec<(String, u64)> = state
+            .table
+            .tag_frequencies(user_id)
+            .map(|f| f.iter().map(|(t, n)| (t.clone(), *n)).collect())
+            .unwrap_or_default();
         v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         v
     }
@@ -553,7 +678,8 @@ impl Store {
         let w = self.inner.writer.lock();
         let state = self.inner.state.read();
         let mut by_kind: Vec<(Kind, usize)> = Kind::ALL.iter().map(|k| (*k, 0)).collect();
-        let mut by_category: Vec<(Category, usize)> = Category::ALL.iter().map(|c| (*c, 0)).collect();
+        let mut by_category: Vec<(Category, usize)> =
+            Category::ALL.iter().map(|c| (*c, 0)).collect();
         for m in state.table.iter() {
             if let Some(e) = by_kind.iter_mut().find(|e| e.0 == m.kind) {
                 e.1 += 1;

@@ -24,7 +24,10 @@ impl Table {
     }
 
     pub(crate) fn get(&self, id: MemoryId) -> Option<&Memory> {
-        usize::try_from(id.0).ok().and_then(|i| self.slots.get(i)).and_then(|s| s.as_deref())
+        usize::try_from(id.0)
+            .ok()
+            .and_then(|i| self.slots.get(i))
+            .and_then(|s| s.as_deref())
     }
 
     pub(crate) fn find_hash(&self, user: &str, hash: &[u8; 32]) -> Option<MemoryId> {
@@ -61,17 +64,28 @@ impl Table {
             }
         }
         impl ExactSizeIterator for Live<'_> {}
-        Live { inner: self.slots.iter(), left: self.live }
+        Live {
+            inner: self.slots.iter(),
+            left: self.live,
+        }
     }
 
     /// Inserts a record whose id is not present.
     pub(crate) fn insert(&mut self, m: Memory) {
-        let Ok(i) = usize::try_from(m.id.0) else { return };
+        let Ok(i) = usize::try_from(m.id.0) else {
+            return;
+        };
         if i >= self.slots.len() {
             self.slots.resize_with(i + 1, || None);
         }
-        self.by_hash.entry(m.user_id.clone()).or_default().insert(m.content_hash, m.id);
-        self.user_keys.entry(m.user_id.clone()).or_default().insert(m.id.0);
+        self.by_hash
+            .entry(m.user_id.clone())
+            .or_default()
+            .insert(m.content_hash, m.id);
+        self.user_keys
+            .entry(m.user_id.clone())
+            .or_default()
+            .insert(m.id.0);
         let freq = self.tag_freq.entry(m.user_id.clone()).or_default();
         for t in &m.tags {
             *freq.entry(t.clone()).or_default() += 1;
@@ -86,12 +100,15 @@ impl Table {
 
     /// Removes a record, returning it.
     pub(crate) fn remove(&mut self, id: MemoryId) -> Option<Box<Memory>> {
-        let m = usize::try_from(id.0).ok().and_then(|i| self.slots.get_mut(i)).and_then(Option::take)?;
+        let m = usize::try_from(id.0)
+            .ok()
+            .and_then(|i| self.slots.get_mut(i))
+            .and_then(Option::take)?;
         self.live -= 1;
-        if let Some(h) = self.by_hash.get_mut(&m.user_id) {
-            if h.get(&m.content_hash) == Some(&m.id) {
-                h.remove(&m.content_hash);
-            }
+        if let Some(h) = self.by_hash.get_mut(&m.user_id)
+            && h.get(&m.content_hash) == Some(&m.id)
+        {
+            h.remove(&m.content_hash);
         }
         if let Some(k) = self.user_keys.get_mut(&m.user_id) {
             k.remove(m.id.0);

@@ -36,7 +36,9 @@ impl Scan {
     /// The i8 scan with the candidate count used in the benchmarks: `max(8·k, 100)`.
     #[must_use]
     pub fn i8_for(k: usize) -> Scan {
-        Scan::I8 { candidates: (k * 8).max(100) }
+        Scan::I8 {
+            candidates: (k * 8).max(100),
+        }
     }
 }
 
@@ -60,7 +62,12 @@ impl SearchParams<'_> {
     /// Exact top-`k` with no filter and no score floor.
     #[must_use]
     pub fn top(k: usize) -> SearchParams<'static> {
-        SearchParams { k, filter: None, scan: Scan::F32, min_score: f32::NEG_INFINITY }
+        SearchParams {
+            k,
+            filter: None,
+            scan: Scan::F32,
+            min_score: f32::NEG_INFINITY,
+        }
     }
 }
 
@@ -80,6 +87,9 @@ enum Source {
     Sealed(usize),
     Growing,
 }
+
+/// The rows of one chunk: keys, f32 vectors, and i8 codes with scales when sealed with them.
+type ChunkRows<'a> = (&'a [u64], &'a [f32], Option<(&'a [i8], &'a [f32])>);
 
 #[derive(Debug, Clone, Copy)]
 struct Chunk {
@@ -105,10 +115,15 @@ pub struct Collection {
 /// `DimensionMismatch`, or `InvalidVector` for a non-finite value.
 pub fn validate_vector(dim: usize, v: &[f32]) -> Result<()> {
     if v.len() != dim {
-        return Err(IndexError::DimensionMismatch { expected: dim, got: v.len() });
+        return Err(IndexError::DimensionMismatch {
+            expected: dim,
+            got: v.len(),
+        });
     }
     if v.iter().any(|x| !x.is_finite()) {
-        return Err(IndexError::InvalidVector { reason: "non-finite value" });
+        return Err(IndexError::InvalidVector {
+            reason: "non-finite value",
+        });
     }
     Ok(())
 }
@@ -117,7 +132,14 @@ impl Collection {
     /// An empty collection of `dim`-dimensional vectors.
     #[must_use]
     pub fn new(dim: usize) -> Collection {
-        Collection { dim, sealed: Vec::new(), growing_keys: Vec::new(), growing_vectors: Vec::new(), deleted: KeySet::new(), live: 0 }
+        Collection {
+            dim,
+            sealed: Vec::new(),
+            growing_keys: Vec::new(),
+            growing_vectors: Vec::new(),
+            deleted: KeySet::new(),
+            live: 0,
+        }
     }
 
     /// Vector dimension.
@@ -151,7 +173,12 @@ impl Collection {
     }
 
     fn last_key(&self) -> Option<u64> {
-        self.growing_keys.last().copied().or_else(|| self.sealed.iter().rev().find_map(|s| s.keys().last().copied()))
+        self.growing_keys.last().copied().or_else(|| {
+            self.sealed
+                .iter()
+                .rev()
+                .find_map(|s| s.keys().last().copied())
+        })
     }
 
     /// Appends a sealed segment (loading a store). Segments must arrive in key order and
@@ -161,12 +188,15 @@ impl Collection {
     /// `DimensionMismatch`, or `KeyOrder` when its keys do not follow the existing ones.
     pub fn push_sealed(&mut self, segment: FlatSegment) -> Result<()> {
         if segment.dim() != self.dim {
-            return Err(IndexError::DimensionMismatch { expected: self.dim, got: segment.dim() });
+            return Err(IndexError::DimensionMismatch {
+                expected: self.dim,
+                got: segment.dim(),
+            });
         }
-        if let (Some(last), Some(&first)) = (self.last_key(), segment.keys().first()) {
-            if first <= last {
-                return Err(IndexError::KeyOrder { key: first, last });
-            }
+        if let (Some(last), Some(&first)) = (self.last_key(), segment.keys().first())
+            && first <= last
+        {
+            return Err(IndexError::KeyOrder { key: first, last });
         }
         self.live += segment.len();
         self.sealed.push(segment);
@@ -193,7 +223,9 @@ impl Collection {
         if let Ok(row) = self.growing_keys.binary_search(&key) {
             return Some((Source::Growing, row));
         }
-        let seg = self.sealed.partition_point(|s| s.keys().last().is_some_and(|&last| last < key));
+        let seg = self
+            .sealed
+            .partition_point(|s| s.keys().last().is_some_and(|&last| last < key));
         let row = self.sealed.get(seg)?.row_of(key)?;
         Some((Source::Sealed(seg), row))
     }
@@ -215,7 +247,9 @@ impl Collection {
 
     fn row_vector(&self, (source, row): (Source, usize)) -> Option<&[f32]> {
         match source {
-            Source::Growing => self.growing_vectors.get(row * self.dim..(row + 1) * self.dim),
+            Source::Growing => self
+                .growing_vectors
+                .get(row * self.dim..(row + 1) * self.dim),
             Source::Sealed(s) => self.sealed.get(s)?.vector(row),
         }
     }
@@ -241,10 +275,17 @@ impl Collection {
         for (row, &key) in self.growing_keys.iter().enumerate() {
             if !self.deleted.contains(key) {
                 keys.push(key);
-                vectors.extend_from_slice(self.growing_vectors.get(row * self.dim..(row + 1) * self.dim).unwrap_or(&[]));
+                vectors.extend_from_slice(
+                    self.growing_vectors
+                        .get(row * self.dim..(row + 1) * self.dim)
+                        .unwrap_or(&[]),
+                );
             }
         }
-        Ok((writer::encode(&keys, &vectors, self.dim, with_codes)?, keys.len()))
+        Ok((
+            writer::encode(&keys, &vectors, self.dim, with_codes)?,
+            keys.len(),
+        ))
     }
 
     /// Replaces the growing rows with `segment`, which must hold exactly the live growing rows
@@ -253,10 +294,18 @@ impl Collection {
     /// # Errors
     /// `KeyOrder` when the segment's keys differ from the live growing keys.
     pub fn seal_growing(&mut self, segment: FlatSegment) -> Result<()> {
-        let live: Vec<u64> = self.growing_keys.iter().copied().filter(|k| !self.deleted.contains(*k)).collect();
+        let live: Vec<u64> = self
+            .growing_keys
+            .iter()
+            .copied()
+            .filter(|k| !self.deleted.contains(*k))
+            .collect();
         if live != segment.keys() || segment.dim() != self.dim {
             let last = live.last().copied().unwrap_or(0);
-            return Err(IndexError::KeyOrder { key: segment.keys().last().copied().unwrap_or(0), last });
+            return Err(IndexError::KeyOrder {
+                key: segment.keys().last().copied().unwrap_or(0),
+                last,
+            });
         }
         for k in &self.growing_keys {
             self.deleted.remove(*k);
@@ -284,29 +333,41 @@ impl Collection {
         out
     }
 
-    fn chunk_rows(&self, c: Chunk) -> (&[u64], &[f32], Option<(&[i8], &[f32])>) {
+    fn chunk_rows(&self, c: Chunk) -> ChunkRows<'_> {
         match c.source {
             Source::Growing => (
                 self.growing_keys.get(c.start..c.end).unwrap_or(&[]),
-                self.growing_vectors.get(c.start * self.dim..c.end * self.dim).unwrap_or(&[]),
+                self.growing_vectors
+                    .get(c.start * self.dim..c.end * self.dim)
+                    .unwrap_or(&[]),
                 None,
             ),
             Source::Sealed(s) => {
-                let Some(seg) = self.sealed.get(s) else { return (&[], &[], None) };
+                let Some(seg) = self.sealed.get(s) else {
+                    return (&[], &[], None);
+                };
                 let codes = seg.codes().map(|(codes, scales)| {
                     (
-                        codes.get(c.start * self.dim..c.end * self.dim).unwrap_or(&[]),
+                        codes
+                            .get(c.start * self.dim..c.end * self.dim)
+                            .unwrap_or(&[]),
                         scales.get(c.start..c.end).unwrap_or(&[]),
                     )
                 });
-                (seg.keys().get(c.start..c.end).unwrap_or(&[]), seg.vectors().get(c.start * self.dim..c.end * self.dim).unwrap_or(&[]), codes)
+                (
+                    seg.keys().get(c.start..c.end).unwrap_or(&[]),
+                    seg.vectors()
+                        .get(c.start * self.dim..c.end * self.dim)
+                        .unwrap_or(&[]),
+                    codes,
+                )
             }
         }
     }
 
     #[inline]
     fn accepts(&self, key: u64, filter: Option<KeyFilter<'_>>) -> bool {
-        !(!self.deleted.is_empty() && self.deleted.contains(key)) && filter.is_none_or(|f| f(key))
+        (self.deleted.is_empty() || !self.deleted.contains(key)) && filter.is_none_or(|f| f(key))
     }
 
     fn scan_f32(&self, c: Chunk, query: &[f32], p: &SearchParams<'_>) -> TopK {
@@ -324,7 +385,14 @@ impl Collection {
     }
 
     /// Scans one chunk with codes when it has them; returns (approximate, exact) collectors.
-    fn scan_i8(&self, c: Chunk, query: &[f32], qcodes: &[i8], candidates: usize, p: &SearchParams<'_>) -> (TopK, TopK) {
+    fn scan_i8(
+        &self,
+        c: Chunk,
+        query: &[f32],
+        qcodes: &[i8],
+        candidates: usize,
+        p: &SearchParams<'_>,
+    ) -> (TopK, TopK) {
         let (keys, _, codes) = self.chunk_rows(c);
         let Some((codes, scales)) = codes else {
             return (TopK::new(candidates), self.scan_f32(c, query, p));
@@ -366,7 +434,10 @@ impl Collection {
                 let (approx, exact) = chunks
                     .par_iter()
                     .map(|c| self.scan_i8(*c, query, &qcodes, candidates, p))
-                    .reduce(|| (TopK::new(candidates), TopK::new(p.k)), |a, b| (a.0.merge(b.0), a.1.merge(b.1)));
+                    .reduce(
+                        || (TopK::new(candidates), TopK::new(p.k)),
+                        |a, b| (a.0.merge(b.0), a.1.merge(b.1)),
+                    );
                 let mut top = exact;
                 for n in approx.into_sorted() {
                     if let Some(v) = self.locate(n.key).and_then(|loc| self.row_vector(loc)) {
@@ -387,7 +458,11 @@ impl Collection {
     ///
     /// # Errors
     /// As `search`, for the first bad query.
-    pub fn search_batch(&self, queries: &[&[f32]], p: &SearchParams<'_>) -> Result<Vec<Vec<Neighbour>>> {
+    pub fn search_batch(
+        &self,
+        queries: &[&[f32]],
+        p: &SearchParams<'_>,
+    ) -> Result<Vec<Vec<Neighbour>>> {
         for q in queries {
             validate_vector(self.dim, q)?;
         }
@@ -413,7 +488,9 @@ impl Collection {
                 }
                 tops
             })
-            .reduce(fresh, |a, b| a.into_iter().zip(b).map(|(x, y)| x.merge(y)).collect());
+            .reduce(fresh, |a, b| {
+                a.into_iter().zip(b).map(|(x, y)| x.merge(y)).collect()
+            });
         Ok(tops.into_iter().map(TopK::into_sorted).collect())
     }
 }

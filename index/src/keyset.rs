@@ -21,7 +21,9 @@ impl KeySet {
         if word >= self.words.len() {
             self.words.resize(word + 1, 0);
         }
-        let Some(w) = self.words.get_mut(word) else { return false };
+        let Some(w) = self.words.get_mut(word) else {
+            return false;
+        };
         let was = *w & (1 << bit) != 0;
         *w |= 1 << bit;
         if !was {
@@ -33,7 +35,9 @@ impl KeySet {
     /// Removes `key`; returns whether it was present.
     pub fn remove(&mut self, key: u64) -> bool {
         let (word, bit) = (usize::try_from(key / 64).unwrap_or(usize::MAX), key % 64);
-        let Some(w) = self.words.get_mut(word) else { return false };
+        let Some(w) = self.words.get_mut(word) else {
+            return false;
+        };
         let was = *w & (1 << bit) != 0;
         *w &= !(1 << bit);
         if was {

@@ -29,7 +29,9 @@
 //! ```
 
 #[cfg(target_endian = "big")]
-compile_error!("mnemo-index reads little-endian files through casts; big-endian targets are not supported");
+compile_error!(
+    "mnemo-index reads little-endian files through casts; big-endian targets are not supported"
+);
 
 pub mod collection;
 pub mod error;
@@ -38,6 +40,7 @@ pub mod keyset;
 pub mod mmap;
 pub mod quantize;
 pub mod segment;
+pub mod synthetic;
 pub mod topk;
 
 pub use collection::{Collection, KeyFilter, Scan, SearchParams, validate_vector};
@@ -54,7 +57,11 @@ pub fn fuzz_segment_open(data: &[u8]) -> bool {
     match FlatSegment::open("fuzz", SealedBytes::copy_from(data)) {
         Ok(seg) => {
             // Touch every block the decoder vouched for.
-            let _ = (seg.keys().len(), seg.vectors().len(), seg.codes().map(|(c, s)| c.len() + s.len()));
+            let _ = (
+                seg.keys().len(),
+                seg.vectors().len(),
+                seg.codes().map(|(c, s)| c.len() + s.len()),
+            );
             true
         }
         Err(_) => false,

@@ -27,7 +27,13 @@ impl SealedBytes {
     /// # Errors
     /// `Io` when the map fails.
     pub fn map_file(file: &File, name: &str) -> Result<SealedBytes> {
-        let len = file.metadata().map_err(|source| IndexError::Io { file: name.to_owned(), source })?.len();
+        let len = file
+            .metadata()
+            .map_err(|source| IndexError::Io {
+                file: name.to_owned(),
+                source,
+            })?
+            .len();
         if len == 0 {
             // NOTE: a zero-length map is refused by the kernel; an empty owned buffer reads the same.
             return Ok(SealedBytes::copy_from(&[]));
@@ -37,19 +43,28 @@ impl SealedBytes {
         // and never opens for writing again (docs/durability.md step C1). It holds the store's
         // LOCK, so no other mnemo process writes the directory. Another process truncating
         // the file could still raise SIGBUS; docs/safety.md lists that as outside our contract.
-        let map = unsafe { memmap2::Mmap::map(file) }
-            .map_err(|source| IndexError::Io { file: name.to_owned(), source })?;
-        Ok(SealedBytes { backing: Arc::new(Backing::Mapped(map)) })
+        let map = unsafe { memmap2::Mmap::map(file) }.map_err(|source| IndexError::Io {
+            file: name.to_owned(),
+            source,
+        })?;
+        Ok(SealedBytes {
+            backing: Arc::new(Backing::Mapped(map)),
+        })
     }
 
     /// An owned, 8-byte-aligned copy of `bytes`.
     #[must_use]
     pub fn copy_from(bytes: &[u8]) -> SealedBytes {
         let mut words = vec![0u64; bytes.len().div_ceil(8)];
-        bytemuck::cast_slice_mut::<u64, u8>(&mut words)
-            .get_mut(..bytes.len())
-            .map(|dst| dst.copy_from_slice(bytes));
-        SealedBytes { backing: Arc::new(Backing::Owned { words, len: bytes.len() }) }
+        if let Some(dst) = bytemuck::cast_slice_mut::<u64, u8>(&mut words).get_mut(..bytes.len()) {
+            dst.copy_from_slice(bytes);
+        }
+        SealedBytes {
+            backing: Arc::new(Backing::Owned {
+                words,
+                len: bytes.len(),
+            }),
+        }
     }
 
     /// The bytes.
@@ -57,9 +72,9 @@ impl SealedBytes {
     pub fn as_slice(&self) -> &[u8] {
         match &*self.backing {
             Backing::Mapped(m) => m,
-            Backing::Owned { words, len } => {
-                bytemuck::cast_slice::<u64, u8>(words).get(..*len).unwrap_or(&[])
-            }
+            Backing::Owned { words, len } => bytemuck::cast_slice::<u64, u8>(words)
+                .get(..*len)
+                .unwrap_or(&[]),
         }
     }
 

@@ -16,7 +16,10 @@ pub fn encode_into(v: &[f32], codes: &mut [i8]) -> f32 {
     let scale = max / 127.0;
     let inv = 127.0 / max;
     for (c, x) in codes.iter_mut().zip(v) {
-        #[expect(clippy::cast_possible_truncation, reason = "rounded value is within [-127, 127]")]
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "rounded value is within [-127, 127]"
+        )]
         let q = (x * inv).round().clamp(-127.0, 127.0) as i8;
         *c = q;
     }

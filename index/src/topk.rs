@@ -18,7 +18,9 @@ impl Eq for Neighbour {}
 impl Ord for Neighbour {
     /// "Greater" means "better": higher score, then lower key.
     fn cmp(&self, other: &Self) -> Ordering {
-        self.score.total_cmp(&other.score).then_with(|| other.key.cmp(&self.key))
+        self.score
+            .total_cmp(&other.score)
+            .then_with(|| other.key.cmp(&self.key))
     }
 }
 
@@ -39,14 +41,21 @@ impl TopK {
     /// An empty collector of at most `k` results.
     #[must_use]
     pub fn new(k: usize) -> TopK {
-        TopK { k, heap: BinaryHeap::with_capacity(k.min(4096) + 1) }
+        TopK {
+            k,
+            heap: BinaryHeap::with_capacity(k.min(4096) + 1),
+        }
     }
 
     /// The score a new candidate must beat to enter, or `-inf` while not full.
     #[inline]
     #[must_use]
     pub fn threshold(&self) -> f32 {
-        if self.heap.len() < self.k { f32::NEG_INFINITY } else { self.heap.peek().map_or(f32::NEG_INFINITY, |r| r.0.score) }
+        if self.heap.len() < self.k {
+            f32::NEG_INFINITY
+        } else {
+            self.heap.peek().map_or(f32::NEG_INFINITY, |r| r.0.score)
+        }
     }
 
     /// Offers a candidate.

@@ -42,5 +42,9 @@ pub fn file_name(seq: u64) -> String {
 /// Parses a checkpoint file name back to its sequence number.
 #[must_use]
 pub fn parse_file_name(name: &str) -> Option<u64> {
-    name.strip_prefix("ckpt-")?.strip_suffix(".ckpt").filter(|d| d.len() == 20)?.parse().ok()
+    name.strip_prefix("ckpt-")?
+        .strip_suffix(".ckpt")
+        .filter(|d| d.len() == 20)?
+        .parse()
+        .ok()
 }

@@ -74,12 +74,21 @@ pub fn decode(b: &[u8]) -> Result<Checkpoint, CheckpointError> {
     if crc(BODY_SEED, body) != body_crc {
         return Err(corrupt(48, "body checksum mismatch"));
     }
-    let needed = segment_count.checked_mul(16).and_then(|s| record_count.checked_mul(MIN_RECORD_BYTES).and_then(|r| r.checked_add(s)));
+    let needed = segment_count.checked_mul(16).and_then(|s| {
+        record_count
+            .checked_mul(MIN_RECORD_BYTES)
+            .and_then(|r| r.checked_add(s))
+    });
     if needed.is_none_or(|n| n > body_len) {
         return Err(corrupt(24, "counts exceed the body"));
     }
     let mut d = Decoder::new(body);
-    let at = |e: DecodeError| CheckpointError::Corrupted(DecodeError { offset: e.offset + HEADER_LEN, reason: e.reason });
+    let at = |e: DecodeError| {
+        CheckpointError::Corrupted(DecodeError {
+            offset: e.offset + HEADER_LEN,
+            reason: e.reason,
+        })
+    };
     let mut segments = Vec::with_capacity(usize::try_from(segment_count).unwrap_or(0));
     for _ in 0..segment_count {
         segments.push((d.u64().map_err(at)?, d.u64().map_err(at)?));
@@ -89,7 +98,10 @@ pub fn decode(b: &[u8]) -> Result<Checkpoint, CheckpointError> {
     for _ in 0..record_count {
         let m = record::decode(&mut d).map_err(at)?;
         if m.id.0 <= last_id || m.id.0 >= next_id {
-            return Err(corrupt(HEADER_LEN + d.pos(), "record ids not increasing or not below next_id"));
+            return Err(corrupt(
+                HEADER_LEN + d.pos(),
+                "record ids not increasing or not below next_id",
+            ));
         }
         last_id = m.id.0;
         records.push(m);
@@ -97,5 +109,10 @@ pub fn decode(b: &[u8]) -> Result<Checkpoint, CheckpointError> {
     if d.remaining() != 0 {
         return Err(corrupt(HEADER_LEN + d.pos(), "trailing bytes"));
     }
-    Ok(Checkpoint { seq, next_id, segments, records })
+    Ok(Checkpoint {
+        seq,
+        next_id,
+        segments,
+        records,
+    })
 }

@@ -13,7 +13,12 @@ fn crc(seed: u32, b: &[u8]) -> u32 {
 /// Encodes the checkpoint at `seq`: sealed `segments` (`(id, rows)`, in id order) and
 /// `records` (in id order).
 #[must_use]
-pub fn encode<'a>(seq: u64, next_id: u64, segments: &[(u64, u64)], records: impl ExactSizeIterator<Item = &'a Memory>) -> Vec<u8> {
+pub fn encode<'a>(
+    seq: u64,
+    next_id: u64,
+    segments: &[(u64, u64)],
+    records: impl ExactSizeIterator<Item = &'a Memory>,
+) -> Vec<u8> {
     let record_count = records.len() as u64;
     let mut body = Vec::with_capacity(segments.len() * 16 + records.len() * 256);
     {

@@ -101,22 +101,33 @@ pub enum HeaderError {
 /// # Errors
 /// `HeaderError` in the order magic, checksum, version, flags, first_seq.
 pub fn decode_header(b: &[u8]) -> Result<u64, HeaderError> {
-    let h = b.get(..HEADER_LEN).ok_or(HeaderError::Corrupted("shorter than the header"))?;
+    let h = b
+        .get(..HEADER_LEN)
+        .ok_or(HeaderError::Corrupted("shorter than the header"))?;
     if h.get(..4) != Some(&MAGIC[..]) {
         return Err(HeaderError::Corrupted("bad magic"));
     }
-    let stored = h.get(28..32).and_then(|s| s.try_into().ok()).map(u32::from_le_bytes);
+    let stored = h
+        .get(28..32)
+        .and_then(|s| s.try_into().ok())
+        .map(u32::from_le_bytes);
     if stored != Some(crc(HEADER_SEED, &[h.get(..28).unwrap_or(&[])])) {
         return Err(HeaderError::Corrupted("header checksum mismatch"));
     }
-    let version = h.get(4..6).and_then(|s| s.try_into().ok()).map_or(0, u16::from_le_bytes);
+    let version = h
+        .get(4..6)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u16::from_le_bytes);
     if !SUPPORTED.contains(&version) {
         return Err(HeaderError::Unsupported(version));
     }
     if h.get(6..8) != Some(&[0, 0][..]) {
         return Err(HeaderError::Corrupted("unknown flags"));
     }
-    let first_seq = h.get(8..16).and_then(|s| s.try_into().ok()).map_or(0, u64::from_le_bytes);
+    let first_seq = h
+        .get(8..16)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u64::from_le_bytes);
     if first_seq == 0 {
         return Err(HeaderError::Corrupted("first sequence number is zero"));
     }
@@ -145,7 +156,10 @@ pub fn encode_frame(seq: u64, op: &Op) -> Vec<u8> {
         }
     }
     let len = u32::try_from(b.len() - FRAME_PREFIX).unwrap_or(u32::MAX);
-    let c = crc(FRAME_CRC_SEED, &[&len.to_le_bytes(), b.get(FRAME_PREFIX..).unwrap_or(&[])]);
+    let c = crc(
+        FRAME_CRC_SEED,
+        &[&len.to_le_bytes(), b.get(FRAME_PREFIX..).unwrap_or(&[])],
+    );
     if let Some(prefix) = b.get_mut(..FRAME_PREFIX) {
         prefix.copy_from_slice(&[len.to_le_bytes(), c.to_le_bytes()].concat());
     }
@@ -170,20 +184,36 @@ pub struct RawFrame<'a> {
 /// # Errors
 /// Which check failed.
 pub fn check_frame(b: &[u8]) -> Result<RawFrame<'_>, &'static str> {
-    let len_bytes: [u8; 4] = b.get(..4).and_then(|s| s.try_into().ok()).ok_or("truncated frame prefix")?;
+    let len_bytes: [u8; 4] = b
+        .get(..4)
+        .and_then(|s| s.try_into().ok())
+        .ok_or("truncated frame prefix")?;
     let len = u32::from_le_bytes(len_bytes);
     if !(MIN_FRAME_LEN..=MAX_FRAME_LEN).contains(&len) {
         return Err("frame length out of bounds");
     }
     let total = FRAME_PREFIX + len as usize;
-    let body = b.get(FRAME_PREFIX..total).ok_or("frame runs past the end of the file")?;
-    let stored = b.get(4..8).and_then(|s| s.try_into().ok()).map_or(0, u32::from_le_bytes);
+    let body = b
+        .get(FRAME_PREFIX..total)
+        .ok_or("frame runs past the end of the file")?;
+    let stored = b
+        .get(4..8)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u32::from_le_bytes);
     if crc(FRAME_CRC_SEED, &[&len_bytes, body]) != stored {
         return Err("frame checksum mismatch");
     }
     let frame_type = *body.first().ok_or("empty frame")?;
-    let seq = body.get(1..9).and_then(|s| s.try_into().ok()).map_or(0, u64::from_le_bytes);
-    Ok(RawFrame { frame_type, seq, payload: body.get(9..).unwrap_or(&[]), total_len: total })
+    let seq = body
+        .get(1..9)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u64::from_le_bytes);
+    Ok(RawFrame {
+        frame_type,
+        seq,
+        payload: body.get(9..).unwrap_or(&[]),
+        total_len: total,
+    })
 }
 
 /// Decodes the payload of a checked frame into an operation.
@@ -203,9 +233,14 @@ pub fn decode_op(f: &RawFrame<'_>) -> Result<Op, DecodeError> {
             for _ in 0..dim {
                 vector.push(d.f32()?);
             }
-            Op::Store { record: Box::new(record), vector }
+            Op::Store {
+                record: Box::new(record),
+                vector,
+            }
         }
-        TYPE_DELETE => Op::Delete { id: MemoryId(d.u64()?) },
+        TYPE_DELETE => Op::Delete {
+            id: MemoryId(d.u64()?),
+        },
         _ => return d.fail("unknown frame type"),
     };
     if d.remaining() != 0 {

@@ -49,30 +49,46 @@ fn any_valid_frame(b: &[u8]) -> bool {
 ///
 /// # Errors
 /// `Err(Ok(header_error))` for a bad header; `Err(Err(e))` for the callback's error.
-pub fn scan<E>(bytes: &[u8], mut on_frame: impl FnMut(u64, Op) -> Result<(), E>) -> Result<Scan, Result<HeaderError, E>> {
+pub fn scan<E>(
+    bytes: &[u8],
+    mut on_frame: impl FnMut(u64, Op) -> Result<(), E>,
+) -> Result<Scan, Result<HeaderError, E>> {
     let first_seq = decode_header(bytes).map_err(Ok)?;
     let mut pos = HEADER_LEN;
     let mut expected = first_seq;
     let mut frames = 0;
     let end = loop {
-        let Some(rest) = bytes.get(pos..).filter(|r| !r.is_empty()) else { break ScanEnd::Clean };
+        let Some(rest) = bytes.get(pos..).filter(|r| !r.is_empty()) else {
+            break ScanEnd::Clean;
+        };
         let frame: RawFrame<'_> = match check_frame(rest) {
             Ok(f) => f,
             Err(reason) => {
                 let after = rest.get(1..).unwrap_or(&[]);
                 break if any_valid_frame(after) {
-                    ScanEnd::Corrupted { offset: pos as u64, reason }
+                    ScanEnd::Corrupted {
+                        offset: pos as u64,
+                        reason,
+                    }
                 } else {
                     ScanEnd::TornTail { offset: pos as u64 }
                 };
             }
         };
         if frame.seq != expected {
-            break ScanEnd::Corrupted { offset: pos as u64, reason: "sequence number out of order" };
+            break ScanEnd::Corrupted {
+                offset: pos as u64,
+                reason: "sequence number out of order",
+            };
         }
         let op = match decode_op(&frame) {
             Ok(op) => op,
-            Err(e) => break ScanEnd::Corrupted { offset: (pos + 17 + e.offset) as u64, reason: e.reason },
+            Err(e) => {
+                break ScanEnd::Corrupted {
+                    offset: (pos + 17 + e.offset) as u64,
+                    reason: e.reason,
+                };
+            }
         };
         on_frame(frame.seq, op).map_err(Err)?;
         frames += 1;
@@ -83,5 +99,10 @@ pub fn scan<E>(bytes: &[u8], mut on_frame: impl FnMut(u64, Op) -> Result<(), E>)
         ScanEnd::Clean => bytes.len() as u64,
         ScanEnd::TornTail { offset } | ScanEnd::Corrupted { offset, .. } => *offset,
     };
-    Ok(Scan { first_seq, valid_end, frames, end })
+    Ok(Scan {
+        first_seq,
+        valid_end,
+        frames,
+        end,
+    })
 }

@@ -15,7 +15,11 @@ pub fn file_name(first_seq: u64) -> String {
 /// Parses a log file name back to its first sequence number.
 #[must_use]
 pub fn parse_file_name(name: &str) -> Option<u64> {
-    name.strip_prefix("wal-")?.strip_suffix(".log").filter(|d| d.len() == 20)?.parse().ok()
+    name.strip_prefix("wal-")?
+        .strip_suffix(".log")
+        .filter(|d| d.len() == 20)?
+        .parse()
+        .ok()
 }
 
 /// The active log file.
@@ -39,7 +43,11 @@ impl LogWriter {
         file.append(&header)?;
         file.sync()?;
         storage.sync_dir(dir)?;
-        Ok(LogWriter { path, file, bytes: header.len() as u64 })
+        Ok(LogWriter {
+            path,
+            file,
+            bytes: header.len() as u64,
+        })
     }
 
     /// Opens an existing, already recovered log file for appending after `len` bytes.
@@ -48,7 +56,11 @@ impl LogWriter {
     /// Any I/O failure.
     pub fn open(storage: &dyn Storage, path: PathBuf, len: u64) -> io::Result<LogWriter> {
         let file = Arc::from(storage.open_append(&path)?);
-        Ok(LogWriter { path, file, bytes: len })
+        Ok(LogWriter {
+            path,
+            file,
+            bytes: len,
+        })
     }
 
     /// Appends the frame of `op` (not synced). Returns the bytes written.

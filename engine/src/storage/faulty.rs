@@ -87,7 +87,10 @@ impl State {
     }
 
     fn inode(&self, path: &Path) -> io::Result<usize> {
-        self.entries.get(path).copied().ok_or_else(|| not_found(path))
+        self.entries
+            .get(path)
+            .copied()
+            .ok_or_else(|| not_found(path))
     }
 }
 
@@ -115,10 +118,9 @@ impl StorageFile for FaultyFile {
                 Ok(())
             }
             Err(torn) => {
-                if torn {
-                    if let Some(f) = s.inodes.get_mut(inode) {
-                        f.written.extend_from_slice(buf.get(..buf.len() / 2).unwrap_or(&[]));
-                    }
+                if torn && let Some(f) = s.inodes.get_mut(inode) {
+                    f.written
+                        .extend_from_slice(buf.get(..buf.len() / 2).unwrap_or(&[]));
                 }
                 Err(injected())
             }
@@ -192,10 +194,19 @@ impl FaultyStorage {
     #[must_use]
     pub fn crash_image(&self, image: CrashImage) -> FaultyStorage {
         let s = self.state.lock();
-        let entries = if image == CrashImage::KeepUnsynced { &s.entries } else { &s.durable_entries };
-        let mut out = State { dirs: s.dirs.clone(), ..State::default() };
+        let entries = if image == CrashImage::KeepUnsynced {
+            &s.entries
+        } else {
+            &s.durable_entries
+        };
+        let mut out = State {
+            dirs: s.dirs.clone(),
+            ..State::default()
+        };
         for (path, &inode) in entries {
-            let Some(f) = s.inodes.get(inode) else { continue };
+            let Some(f) = s.inodes.get(inode) else {
+                continue;
+            };
             let content = match image {
                 CrashImage::KeepUnsynced => f.written.clone(),
                 CrashImage::DropUnsynced => f.durable.clone(),
@@ -206,18 +217,26 @@ impl FaultyStorage {
                         if keep >= 512 {
                             keep -= keep % 512;
                         }
-                        f.written.get(..f.durable.len() + keep).unwrap_or(&f.durable).to_vec()
+                        f.written
+                            .get(..f.durable.len() + keep)
+                            .unwrap_or(&f.durable)
+                            .to_vec()
                     } else {
                         f.durable.clone()
                     }
                 }
             };
-            out.inodes.push(Inode { written: content.clone(), durable: content });
+            out.inodes.push(Inode {
+                written: content.clone(),
+                durable: content,
+            });
             let id = out.inodes.len() - 1;
             out.entries.insert(path.clone(), id);
             out.durable_entries.insert(path.clone(), id);
         }
-        FaultyStorage { state: Arc::new(Mutex::new(out)) }
+        FaultyStorage {
+            state: Arc::new(Mutex::new(out)),
+        }
     }
 
     /// Replaces the content of `path` (durably), for corruption tests.
@@ -256,13 +275,18 @@ impl Storage for FaultyStorage {
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
         let s = self.state.lock();
         let inode = s.inode(path)?;
-        Ok(s.inodes.get(inode).map(|f| f.written.clone()).unwrap_or_default())
+        Ok(s.inodes
+            .get(inode)
+            .map(|f| f.written.clone())
+            .unwrap_or_default())
     }
 
     fn map(&self, path: &Path) -> io::Result<SealedBytes> {
         let s = self.state.lock();
         let inode = s.inode(path)?;
-        Ok(SealedBytes::copy_from(s.inodes.get(inode).map_or(&[][..], |f| &f.written)))
+        Ok(SealedBytes::copy_from(
+            s.inodes.get(inode).map_or(&[][..], |f| &f.written),
+        ))
     }
 
     fn create(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
@@ -282,13 +306,19 @@ impl Storage for FaultyStorage {
                 i
             }
         };
-        Ok(Box::new(FaultyFile { state: Arc::clone(&self.state), inode }))
+        Ok(Box::new(FaultyFile {
+            state: Arc::clone(&self.state),
+            inode,
+        }))
     }
 
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
         let s = self.state.lock();
         let inode = s.inode(path)?;
-        Ok(Box::new(FaultyFile { state: Arc::clone(&self.state), inode }))
+        Ok(Box::new(FaultyFile {
+            state: Arc::clone(&self.state),
+            inode,
+        }))
     }
 
     fn truncate(&self, path: &Path, len: u64) -> io::Result<()> {
@@ -296,7 +326,8 @@ impl Storage for FaultyStorage {
         s.begin_sync()?;
         let inode = s.inode(path)?;
         if let Some(f) = s.inodes.get_mut(inode) {
-            f.written.truncate(usize::try_from(len).unwrap_or(usize::MAX));
+            f.written
+                .truncate(usize::try_from(len).unwrap_or(usize::MAX));
             f.durable.clone_from(&f.written);
         }
         Ok(())
@@ -313,13 +344,20 @@ impl Storage for FaultyStorage {
     fn remove(&self, path: &Path) -> io::Result<()> {
         let mut s = self.state.lock();
         s.begin_op().map_err(|_| injected())?;
-        s.entries.remove(path).map(|_| ()).ok_or_else(|| not_found(path))
+        s.entries
+            .remove(path)
+            .map(|_| ())
+            .ok_or_else(|| not_found(path))
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         let mut s = self.state.lock();
         s.begin_sync()?;
-        let State { entries, durable_entries, .. } = &mut *s;
+        let State {
+            entries,
+            durable_entries,
+            ..
+        } = &mut *s;
         durable_entries.retain(|p, _| p.parent() != Some(dir));
         for (p, i) in entries.iter().filter(|(p, _)| p.parent() == Some(dir)) {
             durable_entries.insert(p.clone(), *i);
@@ -332,7 +370,10 @@ impl Storage for FaultyStorage {
         if !s.locks.insert(path.to_path_buf()) {
             return Err(io::ErrorKind::WouldBlock.into());
         }
-        Ok(Box::new(FaultyLock { state: Arc::clone(&self.state), path: path.to_path_buf() }))
+        Ok(Box::new(FaultyLock {
+            state: Arc::clone(&self.state),
+            path: path.to_path_buf(),
+        }))
     }
 }
 
@@ -350,11 +391,28 @@ mod tests {
         f.sync().unwrap();
         f.append(b" world").unwrap();
         // Entry not yet durable: the file vanishes.
-        assert!(fs.crash_image(CrashImage::DropUnsynced).read(&dir.join("a")).is_err());
+        assert!(
+            fs.crash_image(CrashImage::DropUnsynced)
+                .read(&dir.join("a"))
+                .is_err()
+        );
         fs.sync_dir(dir).unwrap();
-        assert_eq!(fs.crash_image(CrashImage::DropUnsynced).read(&dir.join("a")).unwrap(), b"hello");
-        assert_eq!(fs.crash_image(CrashImage::KeepUnsynced).read(&dir.join("a")).unwrap(), b"hello world");
-        let torn = fs.crash_image(CrashImage::TearUnsynced { numerator: 128 }).read(&dir.join("a")).unwrap();
+        assert_eq!(
+            fs.crash_image(CrashImage::DropUnsynced)
+                .read(&dir.join("a"))
+                .unwrap(),
+            b"hello"
+        );
+        assert_eq!(
+            fs.crash_image(CrashImage::KeepUnsynced)
+                .read(&dir.join("a"))
+                .unwrap(),
+            b"hello world"
+        );
+        let torn = fs
+            .crash_image(CrashImage::TearUnsynced { numerator: 128 })
+            .read(&dir.join("a"))
+            .unwrap();
         assert_eq!(torn, b"hello wo");
     }
 
@@ -376,7 +434,10 @@ mod tests {
     fn lock_is_exclusive_until_dropped() {
         let fs = FaultyStorage::new();
         let l = fs.lock(Path::new("/LOCK")).unwrap();
-        assert_eq!(fs.lock(Path::new("/LOCK")).unwrap_err().kind(), io::ErrorKind::WouldBlock);
+        assert_eq!(
+            fs.lock(Path::new("/LOCK")).unwrap_err().kind(),
+            io::ErrorKind::WouldBlock
+        );
         drop(l);
         assert!(fs.lock(Path::new("/LOCK")).is_ok());
     }

@@ -54,11 +54,19 @@ impl Storage for FsStorage {
     }
 
     fn create(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
-        Ok(Box::new(FsFile(OpenOptions::new().create(true).write(true).truncate(true).open(path)?)))
+        Ok(Box::new(FsFile(
+            OpenOptions::new()
+                .create(true)
+                .write(true)
+                .truncate(true)
+                .open(path)?,
+        )))
     }
 
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
-        Ok(Box::new(FsFile(OpenOptions::new().append(true).open(path)?)))
+        Ok(Box::new(FsFile(
+            OpenOptions::new().append(true).open(path)?,
+        )))
     }
 
     fn truncate(&self, path: &Path, len: u64) -> io::Result<()> {
@@ -80,7 +88,11 @@ impl Storage for FsStorage {
     }
 
     fn lock(&self, path: &Path) -> io::Result<Box<dyn StorageLock>> {
-        let f = OpenOptions::new().create(true).truncate(false).write(true).open(path)?;
+        let f = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)?;
         match f.try_lock() {
             Ok(()) => Ok(Box::new(FsLock(f))),
             Err(std::fs::TryLockError::WouldBlock) => Err(io::ErrorKind::WouldBlock.into()),

@@ -18,8 +18,13 @@ fn build(n: u64, checkpoint: bool) -> (FaultyStorage, BTreeMap<MemoryId, String>
     let mut rng = Rng::new(n);
     let mut want = BTreeMap::new();
     for i in 0..n {
-        let content = format!("record {i} with some text to make frames longer {}", rng.next());
-        let id = store.store_embedded(NewMemory::new(&content).tags(["x"]), rng.unit_vector(8)).unwrap();
+        let content = format!(
+            "record {i} with some text to make frames longer {}",
+            rng.next()
+        );
+        let id = store
+            .store_embedded(NewMemory::new(&content).tags(["x"]), rng.unit_vector(8))
+            .unwrap();
         want.insert(id, content);
         if checkpoint && i == n / 2 {
             store.checkpoint().unwrap();
@@ -30,7 +35,12 @@ fn build(n: u64, checkpoint: bool) -> (FaultyStorage, BTreeMap<MemoryId, String>
 }
 
 fn files(fs: &FaultyStorage, prefix: &str) -> Vec<PathBuf> {
-    fs.list(Path::new(DIR)).unwrap().into_iter().filter(|n| n.starts_with(prefix)).map(|n| Path::new(DIR).join(n)).collect()
+    fs.list(Path::new(DIR))
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.starts_with(prefix))
+        .map(|n| Path::new(DIR).join(n))
+        .collect()
 }
 
 fn open(fs: &FaultyStorage) -> mnemo_engine::Result<Store> {
@@ -42,7 +52,11 @@ fn check_subset(store: &Store, want: &BTreeMap<MemoryId, String>) -> usize {
     let mut n = 0;
     for id in 1..=want.len() as u64 + 2 {
         if let Ok(m) = store.get(MemoryId(id)) {
-            assert_eq!(Some(&m.content), want.get(&MemoryId(id)), "wrong data for {id}");
+            assert_eq!(
+                Some(&m.content),
+                want.get(&MemoryId(id)),
+                "wrong data for {id}"
+            );
             n += 1;
         }
     }
@@ -70,12 +84,21 @@ fn every_torn_tail_is_truncated_to_a_prefix() {
         let img = fs.crash_image(mnemo_engine::storage::CrashImage::KeepUnsynced);
         img.overwrite(&wal, full[..cut].to_vec()).unwrap();
         let store = open(&img).unwrap_or_else(|e| panic!("cut {cut}: {e}"));
-        let whole = starts.iter().skip(1).chain(std::iter::once(&full.len())).filter(|&&end| end <= cut).count();
+        let whole = starts
+            .iter()
+            .skip(1)
+            .chain(std::iter::once(&full.len()))
+            .filter(|&&end| end <= cut)
+            .count();
         assert_eq!(check_subset(&store, &want), whole, "cut {cut}");
         for id in 1..=whole as u64 {
             assert!(store.get(MemoryId(id)).is_ok(), "cut {cut}: not a prefix");
         }
-        assert_eq!(store.open_report().truncated_tail.is_some(), !starts.contains(&cut), "cut {cut}");
+        assert_eq!(
+            store.open_report().truncated_tail.is_some(),
+            !starts.contains(&cut),
+            "cut {cut}"
+        );
     }
 }
 
@@ -85,13 +108,20 @@ fn zero_filled_and_garbage_tails_are_truncated() {
     let wal = files(&fs, "wal-").pop().unwrap();
     let mut rng = Rng::new(seed("zero_filled_and_garbage_tails_are_truncated", 11));
     let good = fs.read(&wal).unwrap();
-    for tail in [vec![0u8; 4096], (0..777).map(|_| rng.next() as u8).collect()] {
+    for tail in [
+        vec![0u8; 4096],
+        (0..777).map(|_| rng.next() as u8).collect(),
+    ] {
         let img = fs.crash_image(mnemo_engine::storage::CrashImage::KeepUnsynced);
         img.overwrite(&wal, [good.clone(), tail].concat()).unwrap();
         let store = open(&img).unwrap();
         assert_eq!(check_subset(&store, &want), want.len());
         assert!(store.open_report().truncated_tail.is_some());
-        assert_eq!(img.read(&wal).unwrap(), good, "tail not cut back to the last valid frame");
+        assert_eq!(
+            img.read(&wal).unwrap(),
+            good,
+            "tail not cut back to the last valid frame"
+        );
     }
 }
 
@@ -101,7 +131,10 @@ fn a_bit_flip_before_valid_frames_is_reported_with_its_offset() {
     let wal = files(&fs, "wal-").remove(0);
     let full = fs.read(&wal).unwrap();
     let starts = frame_starts(&full);
-    let mut rng = Rng::new(seed("a_bit_flip_before_valid_frames_is_reported_with_its_offset", 3));
+    let mut rng = Rng::new(seed(
+        "a_bit_flip_before_valid_frames_is_reported_with_its_offset",
+        3,
+    ));
     let mut flips = 0;
     for (i, &start) in starts.iter().enumerate() {
         let end = starts.get(i + 1).copied().unwrap_or(full.len());
@@ -119,20 +152,30 @@ fn a_bit_flip_before_valid_frames_is_reported_with_its_offset() {
                     assert_eq!(offset, start as u64, "frame {i}, flipped byte {at}");
                 }
                 Ok(store) => {
-                    assert_eq!(end, full.len(), "flip in frame {i} of {} went unreported", starts.len());
+                    assert_eq!(
+                        end,
+                        full.len(),
+                        "flip in frame {i} of {} went unreported",
+                        starts.len()
+                    );
                     assert_eq!(check_subset(&store, &want), want.len() - 1);
                 }
                 Err(e) => panic!("unexpected {e}"),
             }
         }
     }
-    eprintln!("{flips} log bit flips: each reported at its frame's offset, or cut as a torn last frame");
+    eprintln!(
+        "{flips} log bit flips: each reported at its frame's offset, or cut as a torn last frame"
+    );
 }
 
 #[test]
 fn damaged_checkpoints_and_segments_fall_back_to_the_log() {
     let (fs, want) = build(20, true);
-    let mut rng = Rng::new(seed("damaged_checkpoints_and_segments_fall_back_to_the_log", 5));
+    let mut rng = Rng::new(seed(
+        "damaged_checkpoints_and_segments_fall_back_to_the_log",
+        5,
+    ));
     let mut trials = 0;
     for prefix in ["ckpt-", "seg-"] {
         let path = files(&fs, prefix).remove(0);
@@ -143,8 +186,14 @@ fn damaged_checkpoints_and_segments_fall_back_to_the_log() {
             bad[at] ^= 1 << rng.below(8);
             let img = fs.crash_image(mnemo_engine::storage::CrashImage::KeepUnsynced);
             img.overwrite(&path, bad).unwrap();
-            let store = open(&img).unwrap_or_else(|e| panic!("{}: flip at {at}: {e}", path.display()));
-            assert_eq!(store.open_report().skipped_checkpoints.len(), 1, "{}: flip at {at}", path.display());
+            let store =
+                open(&img).unwrap_or_else(|e| panic!("{}: flip at {at}: {e}", path.display()));
+            assert_eq!(
+                store.open_report().skipped_checkpoints.len(),
+                1,
+                "{}: flip at {at}",
+                path.display()
+            );
             assert_eq!(store.open_report().checkpoint_seq, None);
             assert_eq!(check_subset(&store, &want), want.len());
             trials += 1;
@@ -168,18 +217,36 @@ fn a_damaged_identity_is_corruption() {
         let img = fs.crash_image(mnemo_engine::storage::CrashImage::KeepUnsynced);
         img.overwrite(&path, bad).unwrap();
         let err = open(&img).unwrap_err();
-        assert!(matches!(err, EngineError::Corrupted { .. } | EngineError::UnsupportedVersion { .. }), "byte {at}: {err}");
+        assert!(
+            matches!(
+                err,
+                EngineError::Corrupted { .. } | EngineError::UnsupportedVersion { .. }
+            ),
+            "byte {at}: {err}"
+        );
     }
     let img = fs.crash_image(mnemo_engine::storage::CrashImage::KeepUnsynced);
     img.remove(&path).unwrap();
-    assert!(matches!(open(&img).unwrap_err(), EngineError::Corrupted { .. }));
+    assert!(matches!(
+        open(&img).unwrap_err(),
+        EngineError::Corrupted { .. }
+    ));
 }
 
 #[test]
 fn random_overwrites_never_panic_or_return_wrong_data() {
     let (fs, want) = build(16, true);
-    let mut rng = Rng::new(seed("random_overwrites_never_panic_or_return_wrong_data", 99));
-    let all: Vec<PathBuf> = fs.list(Path::new(DIR)).unwrap().into_iter().filter(|n| n != "LOCK").map(|n| Path::new(DIR).join(n)).collect();
+    let mut rng = Rng::new(seed(
+        "random_overwrites_never_panic_or_return_wrong_data",
+        99,
+    ));
+    let all: Vec<PathBuf> = fs
+        .list(Path::new(DIR))
+        .unwrap()
+        .into_iter()
+        .filter(|n| n != "LOCK")
+        .map(|n| Path::new(DIR).join(n))
+        .collect();
     let (mut refused, mut opened) = (0, 0);
     for _ in 0..400 {
         let path = &all[rng.below(all.len() as u64) as usize];
@@ -200,10 +267,17 @@ fn random_overwrites_never_panic_or_return_wrong_data() {
                 opened += 1;
             }
             Err(e) => {
-                assert_eq!(e.kind(), mnemo_engine::ErrorKind::Data, "{}: {e}", path.display());
+                assert_eq!(
+                    e.kind(),
+                    mnemo_engine::ErrorKind::Data,
+                    "{}: {e}",
+                    path.display()
+                );
                 refused += 1;
             }
         }
     }
-    eprintln!("400 random overwrites: {refused} refused as corrupt, {opened} opened with only correct records, 0 panics");
+    eprintln!(
+        "400 random overwrites: {refused} refused as corrupt, {opened} opened with only correct records, 0 panics"
+    );
 }

@@ -24,10 +24,15 @@ fn workload(seed: u64) -> Vec<Attempt> {
     let mut stored = 0u64;
     for i in 0..40 {
         match rng.below(10) {
-            0 if stored > 0 => out.push(Attempt::Delete { id: MemoryId(1 + rng.below(stored)) }),
+            0 if stored > 0 => out.push(Attempt::Delete {
+                id: MemoryId(1 + rng.below(stored)),
+            }),
             1 => out.push(Attempt::Checkpoint),
             _ => {
-                out.push(Attempt::Store { content: format!("record {i} {}", rng.next()), vector: rng.unit_vector(8) });
+                out.push(Attempt::Store {
+                    content: format!("record {i} {}", rng.next()),
+                    vector: rng.unit_vector(8),
+                });
                 stored += 1;
             }
         }
@@ -56,7 +61,9 @@ fn run_until_failure(store: &Store, work: &[Attempt]) -> Ledger {
                     Ok(id) => {
                         l.acked.insert(id, content.clone());
                     }
-                    Err(mnemo_engine::EngineError::Poisoned | mnemo_engine::EngineError::Io { .. }) => return l,
+                    Err(
+                        mnemo_engine::EngineError::Poisoned | mnemo_engine::EngineError::Io { .. },
+                    ) => return l,
                     Err(e) => panic!("unexpected error {e}"),
                 }
             }
@@ -79,29 +86,49 @@ fn run_until_failure(store: &Store, work: &[Attempt]) -> Ledger {
 }
 
 fn verify(image: &FaultyStorage, ledger: &Ledger, what: &str) {
-    let store = Store::open(Path::new("/s"), small_options(image, 3)).unwrap_or_else(|e| panic!("{what}: reopen failed: {e}"));
+    let store = Store::open(Path::new("/s"), small_options(image, 3))
+        .unwrap_or_else(|e| panic!("{what}: reopen failed: {e}"));
     for (id, content) in &ledger.acked {
         if ledger.acked_deletes.contains(id) {
-            assert!(store.get(*id).is_err(), "{what}: acknowledged delete of {id} undone");
+            assert!(
+                store.get(*id).is_err(),
+                "{what}: acknowledged delete of {id} undone"
+            );
         } else if ledger.pending_delete != Some(*id) {
-            let m = store.get(*id).unwrap_or_else(|_| panic!("{what}: acknowledged store {id} lost"));
+            let m = store
+                .get(*id)
+                .unwrap_or_else(|_| panic!("{what}: acknowledged store {id} lost"));
             assert_eq!(&m.content, content, "{what}: record {id} changed");
         }
     }
     for id in 1..=ledger.attempted.len() as u64 + 1 {
         if let Ok(m) = store.get(MemoryId(id)) {
-            assert!(ledger.attempted.contains(&m.content), "{what}: record {id} was never written: {:?}", m.content);
-            assert_eq!(store.vector(MemoryId(id)).map(|v| v.len()).ok(), Some(8), "{what}: record {id} half there");
+            assert!(
+                ledger.attempted.contains(&m.content),
+                "{what}: record {id} was never written: {:?}",
+                m.content
+            );
+            assert_eq!(
+                store.vector(MemoryId(id)).map(|v| v.len()).ok(),
+                Some(8),
+                "{what}: record {id} half there"
+            );
         }
     }
     // The store accepts writes again.
-    store.store_embedded(NewMemory::new(format!("after {what}")), vec![0.5; 8]).unwrap_or_else(|e| panic!("{what}: write after reopen: {e}"));
+    store
+        .store_embedded(NewMemory::new(format!("after {what}")), vec![0.5; 8])
+        .unwrap_or_else(|e| panic!("{what}: write after reopen: {e}"));
 }
 
 fn images(seed: u64) -> [CrashImage; 3] {
     #[expect(clippy::cast_possible_truncation, reason = "any byte")]
     let numerator = (seed % 256) as u8;
-    [CrashImage::DropUnsynced, CrashImage::TearUnsynced { numerator }, CrashImage::KeepUnsynced]
+    [
+        CrashImage::DropUnsynced,
+        CrashImage::TearUnsynced { numerator },
+        CrashImage::KeepUnsynced,
+    ]
 }
 
 #[test]
@@ -113,10 +140,18 @@ fn every_sync_point_survives_a_power_cut() {
     let store = Store::open(Path::new("/s"), small_options(&clean, 3)).unwrap();
     let before = clean.syncs();
     let full = run_until_failure(&store, &work);
-    assert_eq!(full.acked.len(), work.iter().filter(|a| matches!(a, Attempt::Store { .. })).count());
+    assert_eq!(
+        full.acked.len(),
+        work.iter()
+            .filter(|a| matches!(a, Attempt::Store { .. }))
+            .count()
+    );
     let sync_points = clean.syncs() - before;
     drop(store);
-    assert!(sync_points > 40, "workload too small: {sync_points} sync points");
+    assert!(
+        sync_points > 40,
+        "workload too small: {sync_points} sync points"
+    );
     let mut cuts = 0;
     for k in 1..=sync_points {
         let fs = FaultyStorage::new();
@@ -125,11 +160,17 @@ fn every_sync_point_survives_a_power_cut() {
         let ledger = run_until_failure(&store, &work);
         assert!(fs.crashed(), "sync point {k} never reached");
         for image in images(seed.wrapping_add(k)) {
-            verify(&fs.crash_image(image), &ledger, &format!("sync point {k}, {image:?}"));
+            verify(
+                &fs.crash_image(image),
+                &ledger,
+                &format!("sync point {k}, {image:?}"),
+            );
             cuts += 1;
         }
     }
-    eprintln!("{sync_points} sync points x 3 crash images = {cuts} simulated power cuts, 0 acknowledged writes lost");
+    eprintln!(
+        "{sync_points} sync points x 3 crash images = {cuts} simulated power cuts, 0 acknowledged writes lost"
+    );
 }
 
 #[test]
@@ -149,17 +190,32 @@ fn every_failed_operation_poisons_and_loses_nothing() {
             fs.fail_op(n, torn);
             let ledger = run_until_failure(&store, &work);
             if ledger.acked.len() < work.len() && store.stats().poisoned {
-                assert!(matches!(store.store_embedded(NewMemory::new("refused"), vec![0.1; 8]), Err(mnemo_engine::EngineError::Poisoned)));
+                assert!(matches!(
+                    store.store_embedded(NewMemory::new("refused"), vec![0.1; 8]),
+                    Err(mnemo_engine::EngineError::Poisoned)
+                ));
                 // Reads still work on a poisoned store.
-                for id in ledger.acked.keys().filter(|id| !ledger.acked_deletes.contains(id) && ledger.pending_delete != Some(**id)) {
+                for id in ledger.acked.keys().filter(|id| {
+                    !ledger.acked_deletes.contains(id) && ledger.pending_delete != Some(**id)
+                }) {
                     assert!(store.get(*id).is_ok());
                 }
             }
             drop(store);
             // The process lives on: the disk keeps what was written.
-            verify(&fs.crash_image(CrashImage::KeepUnsynced), &ledger, &format!("failed op {n} torn={torn}"));
-            verify(&fs.crash_image(CrashImage::DropUnsynced), &ledger, &format!("failed op {n} torn={torn}, then power cut"));
+            verify(
+                &fs.crash_image(CrashImage::KeepUnsynced),
+                &ledger,
+                &format!("failed op {n} torn={torn}"),
+            );
+            verify(
+                &fs.crash_image(CrashImage::DropUnsynced),
+                &ledger,
+                &format!("failed op {n} torn={torn}, then power cut"),
+            );
         }
     }
-    eprintln!("{ops} operations x 2 (clean, torn) failed one at a time, 0 acknowledged writes lost");
+    eprintln!(
+        "{ops} operations x 2 (clean, torn) failed one at a time, 0 acknowledged writes lost"
+    );
 }

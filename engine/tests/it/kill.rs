@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 const TEST_NAME: &str = "kill::kill_9_loses_no_acknowledged_write";
 
 fn options() -> StoreOptions {
-    StoreOptions::hashing().seal_rows(300).memory_limit(10_000_000)
+    StoreOptions::hashing()
+        .seal_rows(300)
+        .memory_limit(10_000_000)
 }
 
 fn child(dir: &Path, cycle: u64) -> ! {
@@ -30,14 +32,17 @@ fn child(dir: &Path, cycle: u64) -> ! {
                 let mut last: Option<MemoryId> = None;
                 for i in 0u64.. {
                     let content = format!("kill cycle {cycle} thread {t} op {i}");
-                    let id = store.store(NewMemory::new(&content).tags([format!("t{t}")])).expect("child store");
+                    let id = store
+                        .store(NewMemory::new(&content).tags([format!("t{t}")]))
+                        .expect("child store");
                     writeln!(std::io::stdout().lock(), "ACK {} {content}", id.0).expect("stdout");
-                    if t == 3 && i % 10 == 9 {
-                        if let Some(prev) = last.take() {
-                            writeln!(std::io::stdout().lock(), "DELETING {}", prev.0).expect("stdout");
-                            store.delete(prev).expect("child delete");
-                            writeln!(std::io::stdout().lock(), "DEL {}", prev.0).expect("stdout");
-                        }
+                    if t == 3
+                        && i % 10 == 9
+                        && let Some(prev) = last.take()
+                    {
+                        writeln!(std::io::stdout().lock(), "DELETING {}", prev.0).expect("stdout");
+                        store.delete(prev).expect("child delete");
+                        writeln!(std::io::stdout().lock(), "DEL {}", prev.0).expect("stdout");
                     }
                     last = Some(id);
                 }
@@ -53,11 +58,17 @@ fn child(dir: &Path, cycle: u64) -> ! {
 #[test]
 fn kill_9_loses_no_acknowledged_write() {
     if let Ok(dir) = std::env::var("MNEMO_KILL_CHILD") {
-        let cycle = std::env::var("MNEMO_KILL_CYCLE").ok().and_then(|c| c.parse().ok()).unwrap_or(0);
+        let cycle = std::env::var("MNEMO_KILL_CYCLE")
+            .ok()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
         child(Path::new(&dir), cycle);
     }
     let seed = seed("kill_9_loses_no_acknowledged_write", 0x5EED);
-    let cycles: u64 = std::env::var("MNEMO_KILL_CYCLES").ok().and_then(|c| c.parse().ok()).unwrap_or(25);
+    let cycles: u64 = std::env::var("MNEMO_KILL_CYCLES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(25);
     let mut rng = Rng::new(seed);
     let dir = tempfile::tempdir().unwrap();
     let mut acked: BTreeMap<u64, String> = BTreeMap::new();
@@ -76,7 +87,11 @@ fn kill_9_loses_no_acknowledged_write() {
             .unwrap();
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         // One cycle in eight kills before the first acknowledgement (often during recovery).
-        let target = if rng.below(8) == 0 { 0 } else { 1 + rng.below(400) };
+        let target = if rng.below(8) == 0 {
+            0
+        } else {
+            1 + rng.below(400)
+        };
         let mut pending = None;
         let mut record = |line: &str, acked: &mut BTreeMap<u64, String>, deleted: &mut Vec<u64>| {
             if let Some(rest) = line.strip_prefix("ACK ") {
@@ -97,7 +112,11 @@ fn kill_9_loses_no_acknowledged_write() {
             while seen < target {
                 let Some(Ok(line)) = lines.next() else {
                     let out = child.wait_with_output().unwrap();
-                    panic!("child exited early ({}): {}", out.status, String::from_utf8_lossy(&out.stderr));
+                    panic!(
+                        "child exited early ({}): {}",
+                        out.status,
+                        String::from_utf8_lossy(&out.stderr)
+                    );
                 };
                 seen += u64::from(line.starts_with("ACK "));
                 record(&line, &mut acked, &mut deleted);
@@ -111,21 +130,29 @@ fn kill_9_loses_no_acknowledged_write() {
         }
         // A delete in flight at the kill either happened or not; both are correct.
         let in_flight = pending;
-        let store_check = Store::open(dir.path(), options()).unwrap_or_else(|e| panic!("cycle {cycle}: reopen failed: {e}"));
-        if let Some(id) = in_flight {
-            if store_check.get(MemoryId(id)).is_err() {
-                deleted.push(id);
-            }
+        let store_check = Store::open(dir.path(), options())
+            .unwrap_or_else(|e| panic!("cycle {cycle}: reopen failed: {e}"));
+        if let Some(id) = in_flight
+            && store_check.get(MemoryId(id)).is_err()
+        {
+            deleted.push(id);
         }
         drop(store_check);
-        let store = Store::open(dir.path(), options()).unwrap_or_else(|e| panic!("cycle {cycle}: reopen failed: {e}"));
+        let store = Store::open(dir.path(), options())
+            .unwrap_or_else(|e| panic!("cycle {cycle}: reopen failed: {e}"));
         for (id, content) in &acked {
             match store.get(MemoryId(*id)) {
                 Ok(m) => {
-                    assert!(!deleted.contains(id), "cycle {cycle}: acknowledged delete of {id} undone");
+                    assert!(
+                        !deleted.contains(id),
+                        "cycle {cycle}: acknowledged delete of {id} undone"
+                    );
                     assert_eq!(&m.content, content, "cycle {cycle}: record {id} changed");
                 }
-                Err(_) => assert!(deleted.contains(id), "cycle {cycle}: acknowledged store {id} lost"),
+                Err(_) => assert!(
+                    deleted.contains(id),
+                    "cycle {cycle}: acknowledged store {id} lost"
+                ),
             }
         }
     }
@@ -135,5 +162,8 @@ fn kill_9_loses_no_acknowledged_write() {
         deleted.len(),
         started.elapsed().as_secs_f64()
     );
-    assert!(acked.len() as u64 >= cycles * 10, "too few acknowledged writes to mean anything");
+    assert!(
+        acked.len() as u64 >= cycles * 10,
+        "too few acknowledged writes to mean anything"
+    );
 }

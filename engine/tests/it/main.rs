@@ -3,6 +3,7 @@
 mod api;
 mod corruption;
 mod crash;
+mod decoders;
 mod fixtures;
 mod kill;
 mod model;

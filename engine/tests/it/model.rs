@@ -12,9 +12,23 @@ const TAGS: [&str; 3] = ["rust", "db", "ops"];
 
 #[derive(Debug, Clone)]
 enum Step {
-    Store { text: u8, user: usize, category: usize, tag: usize, vector: Vec<f32> },
-    Delete { pick: usize },
-    Search { vector: Vec<f32>, k: usize, user: usize, by_category: Option<usize>, by_tag: Option<usize> },
+    Store {
+        text: u8,
+        user: usize,
+        category: usize,
+        tag: usize,
+        vector: Vec<f32>,
+    },
+    Delete {
+        pick: usize,
+    },
+    Search {
+        vector: Vec<f32>,
+        k: usize,
+        user: usize,
+        by_category: Option<usize>,
+        by_tag: Option<usize>,
+    },
     Reopen,
     Checkpoint,
 }
@@ -44,10 +58,21 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
-fn brute_force(rows: &[Row], q: &[f32], k: usize, user: usize, category: Option<Category>, tag: Option<&str>) -> Vec<(MemoryId, f32)> {
+fn brute_force(
+    rows: &[Row],
+    q: &[f32],
+    k: usize,
+    user: usize,
+    category: Option<Category>,
+    tag: Option<&str>,
+) -> Vec<(MemoryId, f32)> {
     let mut scored: Vec<(MemoryId, f32)> = rows
         .iter()
-        .filter(|r| r.user == user && category.is_none_or(|c| r.category == c) && tag.is_none_or(|t| r.tag == t))
+        .filter(|r| {
+            r.user == user
+                && category.is_none_or(|c| r.category == c)
+                && tag.is_none_or(|t| r.tag == t)
+        })
         .map(|r| (r.id, mnemo_index::kernels::dot(q, &r.vector).unwrap()))
         .collect();
     scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -63,23 +88,52 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
     let mut rows: Vec<Row> = Vec::new();
     for step in steps {
         match step {
-            Step::Store { text, user, category, tag, vector } => {
+            Step::Store {
+                text,
+                user,
+                category,
+                tag,
+                vector,
+            } => {
                 let content = format!("note {text}");
                 let category = Category::ALL[category];
-                let m = NewMemory::new(&content).user(USERS[user]).category(category).tags([TAGS[tag]]);
-                let existing = rows.iter().find(|r| r.user == user && r.content == content).map(|r| r.id);
+                let m = NewMemory::new(&content)
+                    .user(USERS[user])
+                    .category(category)
+                    .tags([TAGS[tag]]);
+                let existing = rows
+                    .iter()
+                    .find(|r| r.user == user && r.content == content)
+                    .map(|r| r.id);
                 match (store.store_embedded(m, vector.clone()), existing) {
                     (Ok(id), None) => {
                         prop_assert!(rows.iter().all(|r| r.id < id), "ids must grow");
-                        rows.push(Row { id, user, content, category, tag: TAGS[tag].into(), vector });
+                        rows.push(Row {
+                            id,
+                            user,
+                            content,
+                            category,
+                            tag: TAGS[tag].into(),
+                            vector,
+                        });
                     }
-                    (Err(EngineError::AlreadyExists { existing: got }), Some(want)) => prop_assert_eq!(got, want),
-                    (got, want) => prop_assert!(false, "store: got {:?}, model says existing {:?}", got, want),
+                    (Err(EngineError::AlreadyExists { existing: got }), Some(want)) => {
+                        prop_assert_eq!(got, want)
+                    }
+                    (got, want) => prop_assert!(
+                        false,
+                        "store: got {:?}, model says existing {:?}",
+                        got,
+                        want
+                    ),
                 }
             }
             Step::Delete { pick } => {
                 if rows.is_empty() {
-                    let missing = matches!(store.delete(MemoryId(9999)), Err(EngineError::NotFound { .. }));
+                    let missing = matches!(
+                        store.delete(MemoryId(9999)),
+                        Err(EngineError::NotFound { .. })
+                    );
                     prop_assert!(missing, "delete of a missing id");
                 } else {
                     let row = rows.remove(pick % rows.len());
@@ -88,11 +142,27 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                     prop_assert!(gone, "deleted record still readable");
                 }
             }
-            Step::Search { vector, k, user, by_category, by_tag } => {
+            Step::Search {
+                vector,
+                k,
+                user,
+                by_category,
+                by_tag,
+            } => {
                 let category = by_category.map(|c| Category::ALL[c]);
                 let tag = by_tag.map(|t| TAGS[t]);
-                let filter = Filter { user_id: Some(USERS[user].into()), category, tags_any: tag.iter().map(|t| (*t).to_string()).collect(), ..Filter::default() };
-                let got: Vec<(MemoryId, f32)> = store.search(&SearchRequest::vector(vector.clone(), k).filter(filter)).unwrap().iter().map(|h| (h.memory.id, h.score)).collect();
+                let filter = Filter {
+                    user_id: Some(USERS[user].into()),
+                    category,
+                    tags_any: tag.iter().map(|t| (*t).to_string()).collect(),
+                    ..Filter::default()
+                };
+                let got: Vec<(MemoryId, f32)> = store
+                    .search(&SearchRequest::vector(vector.clone(), k).filter(filter))
+                    .unwrap()
+                    .iter()
+                    .map(|h| (h.memory.id, h.score))
+                    .collect();
                 prop_assert_eq!(got, brute_force(&rows, &vector, k, user, category, tag));
             }
             Step::Reopen => {

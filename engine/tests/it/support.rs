@@ -7,7 +7,10 @@ use std::sync::Arc;
 /// The seed of a randomized test: `MNEMO_SEED` if set, else `default`. Printed so a failure
 /// can be replayed.
 pub fn seed(test: &str, default: u64) -> u64 {
-    let seed = std::env::var("MNEMO_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(default);
+    let seed = std::env::var("MNEMO_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default);
     eprintln!("{test}: seed {seed} (replay with MNEMO_SEED={seed})");
     seed
 }
@@ -31,7 +34,9 @@ impl Rng {
     }
     pub fn unit_vector(&mut self, dim: usize) -> Vec<f32> {
         #[expect(clippy::cast_precision_loss, reason = "test data")]
-        let mut v: Vec<f32> = (0..dim).map(|_| (self.below(2001) as f32 / 1000.0) - 1.0).collect();
+        let mut v: Vec<f32> = (0..dim)
+            .map(|_| (self.below(2001) as f32 / 1000.0) - 1.0)
+            .collect();
         let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-6);
         v.iter_mut().for_each(|x| *x /= n);
         v

@@ -14,7 +14,14 @@ use crate::error::{IndexError, Result};
 use simsimd::SpatialSimilarity;
 
 fn check_lengths(a: usize, b: usize) -> Result<()> {
-    if a == b { Ok(()) } else { Err(IndexError::DimensionMismatch { expected: a, got: b }) }
+    if a == b {
+        Ok(())
+    } else {
+        Err(IndexError::DimensionMismatch {
+            expected: a,
+            got: b,
+        })
+    }
 }
 
 /// Dot product of two f32 vectors. For unit vectors this is their cosine similarity.
@@ -53,7 +60,10 @@ pub fn dot_i8(a: &[i8], b: &[i8]) -> Result<i32> {
 #[inline]
 pub(crate) fn dot_unchecked_len(a: &[f32], b: &[f32]) -> f32 {
     debug_assert_eq!(a.len(), b.len());
-    #[expect(clippy::cast_possible_truncation, reason = "f32 inputs, f64 accumulator")]
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "f32 inputs, f64 accumulator"
+    )]
     <f32 as SpatialSimilarity>::dot(a, b).map_or(0.0, |d| d as f32)
 }
 
@@ -62,7 +72,10 @@ pub(crate) fn dot_unchecked_len(a: &[f32], b: &[f32]) -> f32 {
 #[inline]
 pub(crate) fn dot_i8_unchecked_len(a: &[i8], b: &[i8]) -> i32 {
     debug_assert_eq!(a.len(), b.len());
-    #[expect(clippy::cast_possible_truncation, reason = "exact integer result < 2^31")]
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "exact integer result < 2^31"
+    )]
     <i8 as SpatialSimilarity>::dot(a, b).map_or(0, |d| d as i32)
 }
 
@@ -93,8 +106,7 @@ mod tests {
                 let b = seeded_f32(len + offset, len as u64 + 7);
                 let (a, b) = (&a[offset..], &b[offset..]);
                 let oracle = scalar::dot_f32(a, b);
-                let magnitude: f64 =
-                    a.iter().zip(b).map(|(x, y)| f64::from((x * y).abs())).sum();
+                let magnitude: f64 = a.iter().zip(b).map(|(x, y)| f64::from((x * y).abs())).sum();
                 let got = f64::from(dot(a, b).unwrap());
                 assert!(
                     (got - oracle).abs() <= 1e-5 * (1.0 + magnitude),
@@ -109,20 +121,37 @@ mod tests {
         for len in 0..=1024usize {
             for offset in 0..16 {
                 #[expect(clippy::cast_possible_truncation, reason = "test data")]
-                let a: Vec<i8> = (0..len + offset).map(|i| ((i * 37 + len) % 255) as u8 as i8).collect();
+                let a: Vec<i8> = (0..len + offset)
+                    .map(|i| ((i * 37 + len) % 255) as u8 as i8)
+                    .collect();
                 #[expect(clippy::cast_possible_truncation, reason = "test data")]
-                let b: Vec<i8> = (0..len + offset).map(|i| ((i * 91 + 3) % 255) as u8 as i8).collect();
+                let b: Vec<i8> = (0..len + offset)
+                    .map(|i| ((i * 91 + 3) % 255) as u8 as i8)
+                    .collect();
                 let (a, b) = (&a[offset..], &b[offset..]);
-                assert_eq!(i64::from(dot_i8(a, b).unwrap()), scalar::dot_i8(a, b), "len {len}");
+                assert_eq!(
+                    i64::from(dot_i8(a, b).unwrap()),
+                    scalar::dot_i8(a, b),
+                    "len {len}"
+                );
             }
         }
     }
 
     #[test]
     fn mismatched_lengths_are_an_error() {
-        assert!(matches!(dot(&[1.0], &[1.0, 2.0]), Err(IndexError::DimensionMismatch { .. })));
-        assert!(matches!(cosine(&[1.0], &[]), Err(IndexError::DimensionMismatch { .. })));
-        assert!(matches!(dot_i8(&[1], &[]), Err(IndexError::DimensionMismatch { .. })));
+        assert!(matches!(
+            dot(&[1.0], &[1.0, 2.0]),
+            Err(IndexError::DimensionMismatch { .. })
+        ));
+        assert!(matches!(
+            cosine(&[1.0], &[]),
+            Err(IndexError::DimensionMismatch { .. })
+        ));
+        assert!(matches!(
+            dot_i8(&[1], &[]),
+            Err(IndexError::DimensionMismatch { .. })
+        ));
     }
 
     proptest! {

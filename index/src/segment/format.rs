@@ -74,7 +74,12 @@ impl Layout {
         } else {
             None
         };
-        Some(Layout { keys: keys_start..keys_end, vectors: vec_start..vec_end, codes, file_len: end })
+        Some(Layout {
+            keys: keys_start..keys_end,
+            vectors: vec_start..vec_end,
+            codes,
+            file_len: end,
+        })
     }
 }
 

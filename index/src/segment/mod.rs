@@ -44,7 +44,10 @@ mod tests {
         let bytes = sample(9, 4, true);
         for cut in 0..bytes.len() {
             let err = FlatSegment::open("t", SealedBytes::copy_from(&bytes[..cut])).unwrap_err();
-            assert!(matches!(err, IndexError::Corrupted { .. }), "cut {cut}: {err}");
+            assert!(
+                matches!(err, IndexError::Corrupted { .. }),
+                "cut {cut}: {err}"
+            );
         }
     }
 
@@ -57,7 +60,10 @@ mod tests {
                 b[byte] ^= 1 << bit;
                 let err = FlatSegment::open("t", SealedBytes::copy_from(&b)).unwrap_err();
                 assert!(
-                    matches!(err, IndexError::Corrupted { .. } | IndexError::UnsupportedVersion { .. }),
+                    matches!(
+                        err,
+                        IndexError::Corrupted { .. } | IndexError::UnsupportedVersion { .. }
+                    ),
                     "byte {byte} bit {bit}: {err}"
                 );
             }

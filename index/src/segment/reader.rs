@@ -39,7 +39,9 @@ impl FlatSegment {
             reason,
         };
         let b = bytes.as_slice();
-        let header = b.get(..HEADER_LEN).ok_or_else(|| corrupt(0, "shorter than the header"))?;
+        let header = b
+            .get(..HEADER_LEN)
+            .ok_or_else(|| corrupt(0, "shorter than the header"))?;
         if field::<4>(header, 0) != Some(MAGIC) {
             return Err(corrupt(0, "bad magic"));
         }
@@ -52,7 +54,11 @@ impl FlatSegment {
         }
         let version = u16_at(4);
         if !SUPPORTED.contains(&version) {
-            return Err(IndexError::UnsupportedVersion { file: name.clone(), found: version, supported: SUPPORTED });
+            return Err(IndexError::UnsupportedVersion {
+                file: name.clone(),
+                found: version,
+                supported: SUPPORTED,
+            });
         }
         let flags = u16_at(6);
         if flags & !FLAG_I8_CODES != 0 {
@@ -81,24 +87,38 @@ impl FlatSegment {
         }
         let count = usize::try_from(count).map_err(|_| corrupt(16, "count too large"))?;
         let name = name.clone();
-        let segment = FlatSegment { name, bytes, dim: dim as usize, count, layout };
+        let segment = FlatSegment {
+            name,
+            bytes,
+            dim: dim as usize,
+            count,
+            layout,
+        };
         let keys = segment.keys();
         if keys.len() != count || segment.vectors().len() != count * segment.dim {
             return Err(corrupt(HEADER_LEN as u64, "misaligned block"));
         }
         if let Some(i) = keys.windows(2).position(|w| w.first() >= w.get(1)) {
-            return Err(corrupt(HEADER_LEN as u64 + 8 * (i as u64 + 1), "keys not increasing"));
+            return Err(corrupt(
+                HEADER_LEN as u64 + 8 * (i as u64 + 1),
+                "keys not increasing",
+            ));
         }
         Ok(segment)
     }
 
     fn block<T: bytemuck::Pod>(&self, range: &Range<u64>) -> &[T] {
-        let (Ok(start), Ok(end)) = (usize::try_from(range.start), usize::try_from(range.end)) else {
+        let (Ok(start), Ok(end)) = (usize::try_from(range.start), usize::try_from(range.end))
+        else {
             return &[];
         };
         // NOTE: `open` checked that every block is in bounds and aligned, so the fallback to
         // an empty slice is never taken for a segment that exists.
-        self.bytes.as_slice().get(start..end).and_then(|b| bytemuck::try_cast_slice(b).ok()).unwrap_or(&[])
+        self.bytes
+            .as_slice()
+            .get(start..end)
+            .and_then(|b| bytemuck::try_cast_slice(b).ok())
+            .unwrap_or(&[])
     }
 
     /// The segment's name, as given at open.

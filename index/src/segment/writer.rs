@@ -4,8 +4,8 @@
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
 use super::format::{
-    BODY_SEED, FLAG_I8_CODES, HEADER_LEN, HEADER_SEED, Layout, MAGIC, MAX_DIM, METRIC_DOT,
-    VERSION, seeded_crc,
+    BODY_SEED, FLAG_I8_CODES, HEADER_LEN, HEADER_SEED, Layout, MAGIC, MAX_DIM, METRIC_DOT, VERSION,
+    seeded_crc,
 };
 use crate::error::{IndexError, Result};
 use crate::quantize;
@@ -19,25 +19,40 @@ pub fn encode(keys: &[u64], vectors: &[f32], dim: usize, with_codes: bool) -> Re
     let dim32 = u32::try_from(dim)
         .ok()
         .filter(|d| (1..=MAX_DIM).contains(d))
-        .ok_or(IndexError::InvalidVector { reason: "dimension must be 1..=4096" })?;
+        .ok_or(IndexError::InvalidVector {
+            reason: "dimension must be 1..=4096",
+        })?;
     if vectors.len() != keys.len() * dim {
-        return Err(IndexError::DimensionMismatch { expected: keys.len() * dim, got: vectors.len() });
+        return Err(IndexError::DimensionMismatch {
+            expected: keys.len() * dim,
+            got: vectors.len(),
+        });
     }
     if let Some(w) = keys.windows(2).find(|w| w.first() >= w.get(1)) {
-        let (last, key) = (w.first().copied().unwrap_or(0), w.get(1).copied().unwrap_or(0));
+        let (last, key) = (
+            w.first().copied().unwrap_or(0),
+            w.get(1).copied().unwrap_or(0),
+        );
         return Err(IndexError::KeyOrder { key, last });
     }
     if vectors.iter().any(|x| !x.is_finite()) {
-        return Err(IndexError::InvalidVector { reason: "non-finite value" });
+        return Err(IndexError::InvalidVector {
+            reason: "non-finite value",
+        });
     }
     let count = keys.len() as u64;
-    let layout = Layout::new(count, dim32, with_codes)
-        .ok_or(IndexError::InvalidVector { reason: "segment too large" })?;
-    let len = usize::try_from(layout.file_len)
-        .map_err(|_| IndexError::InvalidVector { reason: "segment too large" })?;
+    let layout = Layout::new(count, dim32, with_codes).ok_or(IndexError::InvalidVector {
+        reason: "segment too large",
+    })?;
+    let len = usize::try_from(layout.file_len).map_err(|_| IndexError::InvalidVector {
+        reason: "segment too large",
+    })?;
     let mut out = vec![0u8; len];
     let put = |out: &mut [u8], at: u64, bytes: &[u8]| {
-        #[expect(clippy::cast_possible_truncation, reason = "offsets < len, which fits usize")]
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "offsets < len, which fits usize"
+        )]
         let at = at as usize;
         if let Some(dst) = out.get_mut(at..at + bytes.len()) {
             dst.copy_from_slice(bytes);
@@ -47,14 +62,26 @@ pub fn encode(keys: &[u64], vectors: &[f32], dim: usize, with_codes: bool) -> Re
         put(&mut out, layout.keys.start + 8 * i as u64, &k.to_le_bytes());
     }
     for (i, x) in vectors.iter().enumerate() {
-        put(&mut out, layout.vectors.start + 4 * i as u64, &x.to_le_bytes());
+        put(
+            &mut out,
+            layout.vectors.start + 4 * i as u64,
+            &x.to_le_bytes(),
+        );
     }
     if let Some((codes, scales)) = &layout.codes {
         let mut buf = vec![0i8; dim];
         for (row, v) in vectors.chunks_exact(dim).enumerate() {
             let scale = quantize::encode_into(v, &mut buf);
-            put(&mut out, codes.start + (row * dim) as u64, bytemuck::cast_slice(&buf));
-            put(&mut out, scales.start + 4 * row as u64, &scale.to_le_bytes());
+            put(
+                &mut out,
+                codes.start + (row * dim) as u64,
+                bytemuck::cast_slice(&buf),
+            );
+            put(
+                &mut out,
+                scales.start + 4 * row as u64,
+                &scale.to_le_bytes(),
+            );
         }
     }
     let flags = if with_codes { FLAG_I8_CODES } else { 0 };

@@ -1,0 +1,26 @@
+//! The segment decoder on random and mutated bytes: never a panic (the body of the fuzz
+//! target `segment_open`).
+
+use mnemo_index::segment::writer;
+use proptest::prelude::*;
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..512)) {
+        let _ = mnemo_index::fuzz_segment_open(&data);
+    }
+
+    #[test]
+    fn mutated_segments_never_panic(at in 0usize..4096, value in any::<u8>(), cut in 0usize..4096) {
+        let keys: Vec<u64> = (1..=9).collect();
+        let bytes = writer::encode(&keys, &vec![0.25; 9 * 12], 12, true).unwrap();
+        let mut b = bytes.clone();
+        let i = at % b.len();
+        b[i] = value;
+        b.truncate(cut.max(1).min(b.len()));
+        let accepted = mnemo_index::fuzz_segment_open(&b);
+        prop_assert!(!accepted || b == bytes[..b.len()] && b.len() == bytes.len(), "accepted damaged bytes");
+    }
+}

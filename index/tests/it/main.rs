@@ -1,0 +1,4 @@
+//! Integration tests of mnemo-index.
+
+mod decoders;
+mod search;

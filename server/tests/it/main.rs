@@ -1,0 +1,3 @@
+//! Integration tests of the `mnemo` binary.
+
+mod cli;
