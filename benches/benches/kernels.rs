@@ -1,35 +1,69 @@
-//! Kernel ns/pair at 384-d: scalar oracle vs simsimd, for f32 and i8.
+//! Kernel ns/pair at 384-d: the scalar oracle, simsimd, and mnemo's scan kernels (AVX-512 F
+//! and VNNI when the CPU has them), for f32 and i8; and the scan itself over 1,024 rows held
+//! in cache (the figure that matters: per-call overheads are amortized there).
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use mnemo_benches::{DIM, SEED, vectors};
-use mnemo_index::{kernels, quantize};
+use mnemo_index::segment::writer;
+use mnemo_index::{Collection, FlatSegment, Scan, SealedBytes, SearchParams, kernels, quantize};
 use std::hint::black_box;
 
-fn bench(c: &mut Criterion) {
+fn pairs(c: &mut Criterion) {
     let v = vectors(2, SEED);
     let (a, b) = (&v[..DIM], &v[DIM..]);
     let (qa, _) = quantize::encode(a);
     let (qb, _) = quantize::encode(b);
     let mut g = c.benchmark_group("dot_f32_384");
-    g.bench_function("scalar", |bench| {
-        bench.iter(|| kernels::scalar::dot_f32(black_box(a), black_box(b)))
+    g.bench_function("scalar", |x| {
+        x.iter(|| kernels::scalar::dot_f32(black_box(a), black_box(b)))
     });
-    g.bench_function("simsimd", |bench| {
-        bench.iter(|| kernels::dot(black_box(a), black_box(b)))
+    g.bench_function("simsimd", |x| {
+        x.iter(|| kernels::dot_simsimd(black_box(a), black_box(b)))
     });
-    g.bench_function("simsimd_cosine", |bench| {
-        bench.iter(|| kernels::cosine(black_box(a), black_box(b)))
+    g.bench_function("simsimd_cosine", |x| {
+        x.iter(|| kernels::cosine(black_box(a), black_box(b)))
+    });
+    g.bench_function("mnemo", |x| {
+        x.iter(|| kernels::dot(black_box(a), black_box(b)))
     });
     g.finish();
     let mut g = c.benchmark_group("dot_i8_384");
-    g.bench_function("scalar", |bench| {
-        bench.iter(|| kernels::scalar::dot_i8(black_box(&qa), black_box(&qb)))
+    g.bench_function("scalar", |x| {
+        x.iter(|| kernels::scalar::dot_i8(black_box(&qa), black_box(&qb)))
     });
-    g.bench_function("simsimd", |bench| {
-        bench.iter(|| kernels::dot_i8(black_box(&qa), black_box(&qb)))
+    g.bench_function("simsimd", |x| {
+        x.iter(|| kernels::dot_i8_simsimd(black_box(&qa), black_box(&qb)))
+    });
+    g.bench_function("mnemo", |x| {
+        x.iter(|| kernels::dot_i8(black_box(&qa), black_box(&qb)))
     });
     g.finish();
 }
 
-criterion_group!(benches, bench);
+fn scan(c: &mut Criterion) {
+    let rows = vectors(1024, SEED + 2);
+    let query = vectors(1, SEED + 3);
+    let keys: Vec<u64> = (1..=1024).collect();
+    let bytes = writer::encode(&keys, &rows, DIM, true).expect("encode");
+    let mut sealed = Collection::new(DIM);
+    sealed
+        .push_sealed(FlatSegment::open("k", SealedBytes::copy_from(&bytes)).expect("open"))
+        .expect("push");
+    let mut g = c.benchmark_group("scan_1024_rows_384");
+    g.throughput(Throughput::Elements(1024));
+    let p = SearchParams::top(10);
+    g.bench_function("f32", |x| {
+        x.iter(|| sealed.search(black_box(&query), &p).expect("search"))
+    });
+    let p8 = SearchParams {
+        scan: Scan::i8_for(10),
+        ..p
+    };
+    g.bench_function("i8_rerank", |x| {
+        x.iter(|| sealed.search(black_box(&query), &p8).expect("search"))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, pairs, scan);
 criterion_main!(benches);

@@ -443,7 +443,8 @@ pub(crate) fn decode(d: &mut Decoder<'_>) -> Result<Memory, DecodeError> {
     let session_id = d.opt_str(id_bytes)?;
     let agent_id = d.opt_str(id_bytes)?;
     let content = d.str(MAX_CONTENT_CHARS * 4)?;
-    if content.chars().count() > MAX_CONTENT_CHARS {
+    // Characters never outnumber bytes: count them only when the bytes could exceed the limit.
+    if content.len() > MAX_CONTENT_CHARS && content.chars().count() > MAX_CONTENT_CHARS {
         return d.fail("content over the limit");
     }
     let ntags = usize::from(d.u8()?);

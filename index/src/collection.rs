@@ -9,7 +9,7 @@
 //! top-k whenever the true neighbours are among the candidates (`recall@10 >= 0.99` measured).
 
 use crate::error::{IndexError, Result};
-use crate::kernels::{dot_i8_unchecked_len, dot_unchecked_len};
+use crate::kernels::{each_dot_f32, each_dot_f32_batch, each_dot_i8};
 use crate::keyset::KeySet;
 use crate::quantize;
 use crate::segment::{FlatSegment, writer};
@@ -370,17 +370,20 @@ impl Collection {
         (self.deleted.is_empty() || !self.deleted.contains(key)) && filter.is_none_or(|f| f(key))
     }
 
+    /// Scores one chunk exactly. The filter runs only for rows that would enter the top-k,
+    /// so an expensive filter costs little on an unselective scan.
     fn scan_f32(&self, c: Chunk, query: &[f32], p: &SearchParams<'_>) -> TopK {
         let (keys, vectors, _) = self.chunk_rows(c);
         let mut top = TopK::new(p.k);
-        for (key, v) in keys.iter().zip(vectors.chunks_exact(self.dim)) {
-            if self.accepts(*key, p.filter) {
-                let score = dot_unchecked_len(query, v);
-                if score > top.threshold() && score >= p.min_score {
-                    top.push(Neighbour { key: *key, score });
-                }
+        each_dot_f32(query, vectors, |row, score| {
+            if score > top.threshold()
+                && score >= p.min_score
+                && let Some(&key) = keys.get(row)
+                && self.accepts(key, p.filter)
+            {
+                top.push(Neighbour { key, score });
             }
-        }
+        });
         top
     }
 
@@ -398,15 +401,16 @@ impl Collection {
             return (TopK::new(candidates), self.scan_f32(c, query, p));
         };
         let mut approx = TopK::new(candidates);
-        for ((key, row), scale) in keys.iter().zip(codes.chunks_exact(self.dim)).zip(scales) {
-            if self.accepts(*key, p.filter) {
-                #[expect(clippy::cast_precision_loss, reason = "approximate score")]
-                let score = dot_i8_unchecked_len(qcodes, row) as f32 * scale;
-                if score > approx.threshold() {
-                    approx.push(Neighbour { key: *key, score });
-                }
+        each_dot_i8(qcodes, codes, |row, dot| {
+            #[expect(clippy::cast_precision_loss, reason = "approximate score")]
+            let score = dot as f32 * scales.get(row).copied().unwrap_or(0.0);
+            if score > approx.threshold()
+                && let Some(&key) = keys.get(row)
+                && self.accepts(key, p.filter)
+            {
+                approx.push(Neighbour { key, score });
             }
-        }
+        });
         (approx, TopK::new(p.k))
     }
 
@@ -441,10 +445,11 @@ impl Collection {
                 let mut top = exact;
                 for n in approx.into_sorted() {
                     if let Some(v) = self.locate(n.key).and_then(|loc| self.row_vector(loc)) {
-                        let score = dot_unchecked_len(query, v);
-                        if score >= p.min_score {
-                            top.push(Neighbour { key: n.key, score });
-                        }
+                        each_dot_f32(query, v, |_, score| {
+                            if score >= p.min_score {
+                                top.push(Neighbour { key: n.key, score });
+                            }
+                        });
                     }
                 }
                 Ok(top.into_sorted())
@@ -476,16 +481,16 @@ impl Collection {
             .map(|c| {
                 let (keys, vectors, _) = self.chunk_rows(*c);
                 let mut tops = fresh();
-                for (key, v) in keys.iter().zip(vectors.chunks_exact(self.dim)) {
-                    if self.accepts(*key, p.filter) {
-                        for (q, top) in queries.iter().zip(tops.iter_mut()) {
-                            let score = dot_unchecked_len(q, v);
-                            if score > top.threshold() && score >= p.min_score {
-                                top.push(Neighbour { key: *key, score });
-                            }
-                        }
+                each_dot_f32_batch(queries, self.dim, vectors, |row, q, score| {
+                    if let Some(top) = tops.get_mut(q)
+                        && score > top.threshold()
+                        && score >= p.min_score
+                        && let Some(&key) = keys.get(row)
+                        && self.accepts(key, p.filter)
+                    {
+                        top.push(Neighbour { key, score });
                     }
-                }
+                });
                 tops
             })
             .reduce(fresh, |a, b| {

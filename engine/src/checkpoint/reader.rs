@@ -34,11 +34,26 @@ fn crc(seed: u32, b: &[u8]) -> u32 {
     h.finalize()
 }
 
-/// Decodes a checkpoint.
+/// A checkpoint's header and segment list, checked; its records are decoded separately so
+/// that opening can verify segments while it decodes them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    /// Last log sequence number included.
+    pub seq: u64,
+    /// Next id the store assigns.
+    pub next_id: u64,
+    /// Sealed segments: `(segment_id, rows)`.
+    pub segments: Vec<(u64, u64)>,
+    record_count: u64,
+    records_at: usize,
+}
+
+/// Checks everything but the records (they are covered by the body checksum already checked
+/// here) and decodes the segment list.
 ///
 /// # Errors
 /// `CheckpointError`; never panics on any input.
-pub fn decode(b: &[u8]) -> Result<Checkpoint, CheckpointError> {
+pub fn decode_head(b: &[u8]) -> Result<Head, CheckpointError> {
     let corrupt = |offset, reason| CheckpointError::Corrupted(DecodeError { offset, reason });
     let mut d = Decoder::new(b);
     let e = CheckpointError::Corrupted;
@@ -93,26 +108,79 @@ pub fn decode(b: &[u8]) -> Result<Checkpoint, CheckpointError> {
     for _ in 0..segment_count {
         segments.push((d.u64().map_err(at)?, d.u64().map_err(at)?));
     }
-    let mut records = Vec::with_capacity(usize::try_from(record_count).unwrap_or(0));
+    Ok(Head {
+        seq,
+        next_id,
+        segments,
+        record_count,
+        records_at: HEADER_LEN + d.pos(),
+    })
+}
+
+/// Decodes the records of a checkpoint whose head `decode_head` accepted, handing them to
+/// `sink` in batches of up to `batch` records, in id order (so a consumer can index them while
+/// the rest decode). Stops early, without error, if `sink` returns false.
+///
+/// # Errors
+/// `CheckpointError`; never panics on any input.
+pub fn decode_records_into(
+    b: &[u8],
+    head: &Head,
+    batch: usize,
+    mut sink: impl FnMut(Vec<Memory>) -> bool,
+) -> Result<(), CheckpointError> {
+    let corrupt = |offset, reason| CheckpointError::Corrupted(DecodeError { offset, reason });
+    let base = head.records_at;
+    let mut d = Decoder::new(b.get(base..).unwrap_or(&[]));
+    let at = |e: DecodeError| {
+        CheckpointError::Corrupted(DecodeError {
+            offset: e.offset + base,
+            reason: e.reason,
+        })
+    };
+    let batch = batch.max(1);
+    let mut records = Vec::with_capacity(batch);
     let mut last_id = 0;
-    for _ in 0..record_count {
+    for _ in 0..head.record_count {
         let m = record::decode(&mut d).map_err(at)?;
-        if m.id.0 <= last_id || m.id.0 >= next_id {
+        if m.id.0 <= last_id || m.id.0 >= head.next_id {
             return Err(corrupt(
-                HEADER_LEN + d.pos(),
+                base + d.pos(),
                 "record ids not increasing or not below next_id",
             ));
         }
         last_id = m.id.0;
         records.push(m);
+        if records.len() == batch
+            && !sink(std::mem::replace(&mut records, Vec::with_capacity(batch)))
+        {
+            return Ok(());
+        }
     }
     if d.remaining() != 0 {
-        return Err(corrupt(HEADER_LEN + d.pos(), "trailing bytes"));
+        return Err(corrupt(base + d.pos(), "trailing bytes"));
     }
+    if !records.is_empty() {
+        sink(records);
+    }
+    Ok(())
+}
+
+/// Decodes a whole checkpoint.
+///
+/// # Errors
+/// `CheckpointError`; never panics on any input.
+pub fn decode(b: &[u8]) -> Result<Checkpoint, CheckpointError> {
+    let head = decode_head(b)?;
+    let mut records = Vec::new();
+    decode_records_into(b, &head, 4096, |batch| {
+        records.extend(batch);
+        true
+    })?;
     Ok(Checkpoint {
-        seq,
-        next_id,
-        segments,
+        seq: head.seq,
+        next_id: head.next_id,
+        segments: head.segments,
         records,
     })
 }

@@ -1,14 +1,25 @@
 //! Similarity kernels: one safe, length-checked entry point per operation.
 //!
-//! Every kernel dispatches to simsimd (AVX-512 / VNNI where the CPU has them) and is tested
-//! against the plain loops in [`scalar`] for every length 0..=1024 and every start offset
-//! 0..16 (`tests` below). Tolerances: f32 dot within `1e-5 · (1 + Σ|aᵢbᵢ|)` of the f64 oracle
-//! (simsimd accumulates in f32 lanes); i8 dot exact.
+//! [`dot`] and [`dot_i8`] are the scan kernels (`x86.rs`): AVX-512 F and AVX-512 VNNI when the
+//! CPU has them, picked once at run time, simsimd otherwise. The collection scans with exactly
+//! these functions, so a brute force written with [`dot`] reproduces its scores bit for bit on
+//! the same machine. [`cosine`] and the `*_simsimd` baselines go through simsimd. Why the scan
+//! has its own AVX-512 path: simsimd's f32 dot accumulates in f64, and its i8 VNNI kernel needs
+//! the whole Ice Lake feature set, so on this project's machines it runs its AVX2 i8 kernel;
+//! `docs/benchmarks.md` (kernels) has the measurements.
+//!
+//! Every kernel is tested against the plain loops in [`scalar`] for every length 0..=1024 and
+//! every start offset 0..16 (`tests` below). Tolerances: f32 dot within
+//! `1e-5 · (1 + Σ|aᵢbᵢ|)` of the f64 oracle; i8 dot exact.
 //!
 //! Scores mean "higher is closer": simsimd's `cos` returns a *distance*, and
 //! [`cosine`] is the one function that turns it into a similarity.
 
 pub mod scalar;
+mod x86;
+
+pub use x86::backend;
+pub(crate) use x86::{each_dot_f32, each_dot_f32_batch, each_dot_i8};
 
 use crate::error::{IndexError, Result};
 use simsimd::SpatialSimilarity;
@@ -24,16 +35,30 @@ fn check_lengths(a: usize, b: usize) -> Result<()> {
     }
 }
 
-/// Dot product of two f32 vectors. For unit vectors this is their cosine similarity.
+/// Dot product of two f32 vectors, with the scan kernel. For unit vectors, their cosine.
 ///
 /// # Errors
 /// `DimensionMismatch` when the lengths differ.
 pub fn dot(a: &[f32], b: &[f32]) -> Result<f32> {
     check_lengths(a.len(), b.len())?;
-    Ok(dot_unchecked_len(a, b))
+    let mut score = 0.0;
+    each_dot_f32(a, b, |_, s| score = s);
+    Ok(score)
 }
 
-/// Cosine similarity (1 = same direction) of two f32 vectors; 0 for a zero vector.
+/// Dot product of two i8 vectors, exact, with the scan kernel.
+///
+/// # Errors
+/// `DimensionMismatch` when the lengths differ.
+pub fn dot_i8(a: &[i8], b: &[i8]) -> Result<i32> {
+    check_lengths(a.len(), b.len())?;
+    let mut score = 0;
+    each_dot_i8(a, b, |_, s| score = s);
+    Ok(score)
+}
+
+/// Cosine similarity (1 = same direction) of two f32 vectors through simsimd; 0 for a zero
+/// vector.
 ///
 /// # Errors
 /// `DimensionMismatch` when the lengths differ.
@@ -47,36 +72,30 @@ pub fn cosine(a: &[f32], b: &[f32]) -> Result<f32> {
     Ok((1.0 - distance) as f32)
 }
 
-/// Dot product of two i8 vectors, exact.
+/// simsimd's f32 dot product: the baseline the benches compare the scan kernel with.
 ///
 /// # Errors
 /// `DimensionMismatch` when the lengths differ.
-pub fn dot_i8(a: &[i8], b: &[i8]) -> Result<i32> {
+pub fn dot_simsimd(a: &[f32], b: &[f32]) -> Result<f32> {
     check_lengths(a.len(), b.len())?;
-    Ok(dot_i8_unchecked_len(a, b))
-}
-
-/// f32 dot for callers that already checked `a.len() == b.len()` (the scan loops).
-#[inline]
-pub(crate) fn dot_unchecked_len(a: &[f32], b: &[f32]) -> f32 {
-    debug_assert_eq!(a.len(), b.len());
     #[expect(
         clippy::cast_possible_truncation,
         reason = "f32 inputs, f64 accumulator"
     )]
-    <f32 as SpatialSimilarity>::dot(a, b).map_or(0.0, |d| d as f32)
+    Ok(<f32 as SpatialSimilarity>::dot(a, b).map_or(0.0, |d| d as f32))
 }
 
-/// i8 dot for callers that already checked the lengths. Exact: |sum| <= 127² · len < 2³¹
-/// for any len the segment format admits (dim <= 4096).
-#[inline]
-pub(crate) fn dot_i8_unchecked_len(a: &[i8], b: &[i8]) -> i32 {
-    debug_assert_eq!(a.len(), b.len());
+/// simsimd's i8 dot product: the baseline for [`dot_i8`].
+///
+/// # Errors
+/// `DimensionMismatch` when the lengths differ.
+pub fn dot_i8_simsimd(a: &[i8], b: &[i8]) -> Result<i32> {
+    check_lengths(a.len(), b.len())?;
     #[expect(
         clippy::cast_possible_truncation,
         reason = "exact integer result < 2^31"
     )]
-    <i8 as SpatialSimilarity>::dot(a, b).map_or(0, |d| d as i32)
+    Ok(<i8 as SpatialSimilarity>::dot(a, b).map_or(0, |d| d as i32))
 }
 
 #[cfg(test)]
@@ -107,11 +126,13 @@ mod tests {
                 let (a, b) = (&a[offset..], &b[offset..]);
                 let oracle = scalar::dot_f32(a, b);
                 let magnitude: f64 = a.iter().zip(b).map(|(x, y)| f64::from((x * y).abs())).sum();
-                let got = f64::from(dot(a, b).unwrap());
-                assert!(
-                    (got - oracle).abs() <= 1e-5 * (1.0 + magnitude),
-                    "len {len} offset {offset}: {got} vs {oracle}"
-                );
+                for got in [dot(a, b).unwrap(), dot_simsimd(a, b).unwrap()] {
+                    let got = f64::from(got);
+                    assert!(
+                        (got - oracle).abs() <= 1e-5 * (1.0 + magnitude),
+                        "len {len} offset {offset}: {got} vs {oracle}"
+                    );
+                }
             }
         }
     }

@@ -1,0 +1,254 @@
+//! The scan kernels. With AVX-512 (detected once at run time): f32 dot with four FMA
+//! accumulators, and i8 dot with AVX-512 VNNI (`vpdpbusd`, u8 × i8). Elsewhere: simsimd.
+//!
+//! `vpdpbusd` multiplies *unsigned* bytes by signed bytes, so the stored code `c` is read as
+//! `c ^ 0x80 = c + 128` (u8) and the kernel subtracts `128 · Σ q` for the query: exact. simsimd
+//! has a VNNI kernel too, but enables it only with the whole Ice Lake feature set
+//! (VBMI2, BITALG, ...), which this project's machines lack, so it falls back to AVX2 there.
+//! This file and `mmap.rs` hold the crate's only `unsafe`.
+
+use simsimd::SpatialSimilarity;
+use std::sync::OnceLock;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Cpu {
+    avx512: bool,
+    vnni: bool,
+}
+
+fn cpu() -> Cpu {
+    static DETECTED: OnceLock<Cpu> = OnceLock::new();
+    *DETECTED.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let avx512 = std::is_x86_feature_detected!("avx512f");
+            let vnni = avx512
+                && std::is_x86_feature_detected!("avx512bw")
+                && std::is_x86_feature_detected!("avx512vnni");
+            Cpu { avx512, vnni }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            Cpu {
+                avx512: false,
+                vnni: false,
+            }
+        }
+    })
+}
+
+/// Which kernels this process uses, for benchmark reports.
+#[must_use]
+pub fn backend() -> &'static str {
+    match cpu() {
+        Cpu {
+            avx512: true,
+            vnni: true,
+        } => "avx512f + avx512vnni",
+        Cpu {
+            avx512: true,
+            vnni: false,
+        } => "avx512f + simsimd i8",
+        _ => "simsimd",
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::{
+        __m512, __m512i, _mm512_add_epi32, _mm512_add_ps, _mm512_dpbusd_epi32, _mm512_fmadd_ps,
+        _mm512_loadu_ps, _mm512_loadu_si512, _mm512_reduce_add_epi32, _mm512_reduce_add_ps,
+        _mm512_set1_epi8, _mm512_setzero_ps, _mm512_setzero_si512, _mm512_xor_si512,
+    };
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn load_f32(block: &[f32; 16]) -> __m512 {
+        #[expect(unsafe_code, reason = "unaligned vector load")]
+        // SAFETY: `block` is 16 f32 = 64 readable bytes; loadu has no alignment requirement.
+        unsafe {
+            _mm512_loadu_ps(block.as_ptr())
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn load_i8(block: &[i8; 64]) -> __m512i {
+        #[expect(unsafe_code, reason = "unaligned vector load")]
+        // SAFETY: `block` is 64 readable bytes; loadu has no alignment requirement.
+        unsafe {
+            _mm512_loadu_si512(block.as_ptr().cast())
+        }
+    }
+
+    /// f32 dot: four independent FMA chains over 64-float blocks, one over the remaining
+    /// 16-float blocks, then a scalar tail.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
+        let (a64, a_rest) = a.as_chunks::<64>();
+        let (b64, b_rest) = b.as_chunks::<64>();
+        let (mut s0, mut s1, mut s2, mut s3) = (
+            _mm512_setzero_ps(),
+            _mm512_setzero_ps(),
+            _mm512_setzero_ps(),
+            _mm512_setzero_ps(),
+        );
+        for (x, y) in a64.iter().zip(b64) {
+            let (xs, _) = x.as_chunks::<16>();
+            let (ys, _) = y.as_chunks::<16>();
+            if let ([x0, x1, x2, x3], [y0, y1, y2, y3]) = (xs, ys) {
+                s0 = _mm512_fmadd_ps(load_f32(x0), load_f32(y0), s0);
+                s1 = _mm512_fmadd_ps(load_f32(x1), load_f32(y1), s1);
+                s2 = _mm512_fmadd_ps(load_f32(x2), load_f32(y2), s2);
+                s3 = _mm512_fmadd_ps(load_f32(x3), load_f32(y3), s3);
+            }
+        }
+        let (a16, a_tail) = a_rest.as_chunks::<16>();
+        let (b16, b_tail) = b_rest.as_chunks::<16>();
+        for (x, y) in a16.iter().zip(b16) {
+            s0 = _mm512_fmadd_ps(load_f32(x), load_f32(y), s0);
+        }
+        let mut sum =
+            _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+        for (x, y) in a_tail.iter().zip(b_tail) {
+            sum += x * y;
+        }
+        sum
+    }
+
+    /// 128 × the sum of the query bytes the VNNI blocks cover (the offset to remove).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn offset_i8(query: &[i8]) -> i32 {
+        let (blocks, _) = query.as_chunks::<64>();
+        128 * blocks.iter().flatten().map(|&q| i32::from(q)).sum::<i32>()
+    }
+
+    /// Exact i8 dot with `vpdpbusd`; `offset` is `offset_i8(q)`.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub(super) fn dot_i8(q: &[i8], c: &[i8], offset: i32) -> i32 {
+        let (q64, q_tail) = q.as_chunks::<64>();
+        let (c64, c_tail) = c.as_chunks::<64>();
+        let flip = _mm512_set1_epi8(i8::MIN);
+        let (mut even, mut odd) = (_mm512_setzero_si512(), _mm512_setzero_si512());
+        for (i, (x, y)) in q64.iter().zip(c64).enumerate() {
+            let unsigned_codes = _mm512_xor_si512(load_i8(y), flip);
+            if i % 2 == 0 {
+                even = _mm512_dpbusd_epi32(even, unsigned_codes, load_i8(x));
+            } else {
+                odd = _mm512_dpbusd_epi32(odd, unsigned_codes, load_i8(x));
+            }
+        }
+        let mut sum = _mm512_reduce_add_epi32(_mm512_add_epi32(even, odd)) - offset;
+        for (x, y) in q_tail.iter().zip(c_tail) {
+            sum += i32::from(*x) * i32::from(*y);
+        }
+        sum
+    }
+
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn each_dot_f32(query: &[f32], rows: &[f32], mut on_row: impl FnMut(usize, f32)) {
+        for (i, row) in rows.chunks_exact(query.len().max(1)).enumerate() {
+            on_row(i, dot_f32(query, row));
+        }
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub(super) fn each_dot_i8(query: &[i8], rows: &[i8], mut on_row: impl FnMut(usize, i32)) {
+        let offset = offset_i8(query);
+        for (i, row) in rows.chunks_exact(query.len().max(1)).enumerate() {
+            on_row(i, dot_i8(query, row, offset));
+        }
+    }
+
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn each_dot_f32_batch(
+        queries: &[&[f32]],
+        dim: usize,
+        rows: &[f32],
+        mut on_row: impl FnMut(usize, usize, f32),
+    ) {
+        for (i, row) in rows.chunks_exact(dim.max(1)).enumerate() {
+            for (q, query) in queries.iter().enumerate() {
+                on_row(i, q, dot_f32(query, row));
+            }
+        }
+    }
+}
+
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "f32 inputs, f64 accumulator; exact i32 for i8"
+)]
+fn simsimd_f32(a: &[f32], b: &[f32]) -> f32 {
+    <f32 as SpatialSimilarity>::dot(a, b).map_or(0.0, |d| d as f32)
+}
+
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "exact integer result < 2^31"
+)]
+fn simsimd_i8(a: &[i8], b: &[i8]) -> i32 {
+    <i8 as SpatialSimilarity>::dot(a, b).map_or(0, |d| d as i32)
+}
+
+/// Calls `on_row(i, dot(query, row_i))` for each `query.len()`-wide row of `rows`.
+#[inline]
+pub(crate) fn each_dot_f32(query: &[f32], rows: &[f32], mut on_row: impl FnMut(usize, f32)) {
+    #[cfg(target_arch = "x86_64")]
+    if cpu().avx512 {
+        #[expect(unsafe_code, reason = "calling a target_feature function")]
+        // SAFETY: `cpu()` detected every feature `avx512::each_dot_f32` enables.
+        unsafe {
+            avx512::each_dot_f32(query, rows, on_row);
+        }
+        return;
+    }
+    for (i, row) in rows.chunks_exact(query.len().max(1)).enumerate() {
+        on_row(i, simsimd_f32(query, row));
+    }
+}
+
+/// Calls `on_row(i, dot(query, row_i))` for each `query.len()`-wide row of i8 codes.
+#[inline]
+pub(crate) fn each_dot_i8(query: &[i8], rows: &[i8], mut on_row: impl FnMut(usize, i32)) {
+    #[cfg(target_arch = "x86_64")]
+    if cpu().vnni {
+        #[expect(unsafe_code, reason = "calling a target_feature function")]
+        // SAFETY: `cpu()` detected every feature `avx512::each_dot_i8` enables.
+        unsafe {
+            avx512::each_dot_i8(query, rows, on_row);
+        }
+        return;
+    }
+    for (i, row) in rows.chunks_exact(query.len().max(1)).enumerate() {
+        on_row(i, simsimd_i8(query, row));
+    }
+}
+
+/// Calls `on_row(i, q, dot(queries[q], row_i))` for each row and each query; each row is read
+/// from memory once for the whole batch.
+#[inline]
+pub(crate) fn each_dot_f32_batch(
+    queries: &[&[f32]],
+    dim: usize,
+    rows: &[f32],
+    mut on_row: impl FnMut(usize, usize, f32),
+) {
+    #[cfg(target_arch = "x86_64")]
+    if cpu().avx512 {
+        #[expect(unsafe_code, reason = "calling a target_feature function")]
+        // SAFETY: `cpu()` detected every feature `avx512::each_dot_f32_batch` enables.
+        unsafe {
+            avx512::each_dot_f32_batch(queries, dim, rows, on_row);
+        }
+        return;
+    }
+    for (i, row) in rows.chunks_exact(dim.max(1)).enumerate() {
+        for (q, query) in queries.iter().enumerate() {
+            on_row(i, q, simsimd_f32(query, row));
+        }
+    }
+}
