@@ -1,8 +1,8 @@
 //! `SealedBytes`: immutable bytes shared by `Arc`, either a read-only map of a sealed file or an
 //! owned, 8-byte-aligned copy (used by the fault-injecting storage and by tests).
 //!
-//! This file holds the only `unsafe` of the crate (the map itself); `docs/safety.md` states
-//! the contract.
+//! The map itself is one of the crate's two `unsafe` sites (the other is
+//! `kernels/x86.rs`); `docs/safety.md` states the contract.
 
 use crate::error::{IndexError, Result};
 use std::fs::File;

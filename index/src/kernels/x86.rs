@@ -5,7 +5,7 @@
 //! `c ^ 0x80 = c + 128` (u8) and the kernel subtracts `128 · Σ q` for the query: exact. simsimd
 //! has a VNNI kernel too, but enables it only with the whole Ice Lake feature set
 //! (VBMI2, BITALG, ...), which this project's machines lack, so it falls back to AVX2 there.
-//! This file and `mmap.rs` hold the crate's only `unsafe`.
+//! This file and `mmap.rs` hold the crate's only `unsafe` (`docs/safety.md`).
 
 use simsimd::SpatialSimilarity;
 use std::sync::OnceLock;
