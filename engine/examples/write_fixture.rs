@@ -4,6 +4,15 @@
 use mnemo_engine::{Category, NewMemory, Role, Store, StoreOptions};
 use std::path::Path;
 
+fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from)? {
+        let e = e?;
+        std::fs::copy(e.path(), to.join(e.file_name()))?;
+    }
+    Ok(())
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v1");
     if root.exists() {
@@ -53,28 +62,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             vec!["keys"],
         ),
     ];
-    let mut ids = Vec::new();
-    for (user, text, category, tags) in &notes[..4] {
-        ids.push(
-            store.store(
-                NewMemory::new(*text)
-                    .user(*user)
-                    .category(*category)
-                    .tags(tags.clone()),
-            )?,
-        );
-    }
+    let store_notes =
+        |notes: &[(&str, &str, Category, Vec<&str>)]| -> mnemo_engine::Result<Vec<_>> {
+            notes
+                .iter()
+                .map(|(user, text, category, tags)| {
+                    store.store(
+                        NewMemory::new(*text)
+                            .user(*user)
+                            .category(*category)
+                            .tags(tags.clone()),
+                    )
+                })
+                .collect()
+        };
+    let mut ids = store_notes(&notes[..4])?;
     store.checkpoint()?;
-    for (user, text, category, tags) in &notes[4..] {
-        ids.push(
-            store.store(
-                NewMemory::new(*text)
-                    .user(*user)
-                    .category(*category)
-                    .tags(tags.clone()),
-            )?,
-        );
-    }
+    ids.extend(store_notes(&notes[4..])?);
     ids.push(
         store.store(
             NewMemory::new("How do I reset my password?")
@@ -113,11 +117,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .max()
         .ok_or("no log file")?;
     for copy in ["torn", "corrupt"] {
-        std::fs::create_dir_all(root.join(copy))?;
-        for e in std::fs::read_dir(&dir)? {
-            let e = e?;
-            std::fs::copy(e.path(), root.join(copy).join(e.file_name()))?;
-        }
+        copy_dir(&dir, &root.join(copy))?;
     }
     let bytes = std::fs::read(dir.join(&wal))?;
     // torn: the last frame loses its final 100 bytes.

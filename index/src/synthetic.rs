@@ -22,6 +22,18 @@ impl SeededRng {
         self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
 
+    /// Uniform in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+
+    /// A random unit vector of `dim` values.
+    pub fn unit_vector(&mut self, dim: usize) -> Vec<f32> {
+        let mut v: Vec<f32> = (0..dim).map(|_| self.gaussian()).collect();
+        normalize(&mut v);
+        v
+    }
+
     /// Approximately standard normal (sum of uniforms).
     pub fn gaussian(&mut self) -> f32 {
         #[expect(clippy::cast_precision_loss, reason = "random bits to a float")]
@@ -30,6 +42,18 @@ impl SeededRng {
             .sum();
         (s - 2.0) * 1.732
     }
+}
+
+/// The seed of a randomized test: `MNEMO_SEED` if set, else `default`. Printed (to stderr) so
+/// that a failure can be replayed with `MNEMO_SEED=<n>`.
+#[must_use]
+pub fn seed_from_env(test: &str, default: u64) -> u64 {
+    let seed = std::env::var("MNEMO_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default);
+    eprintln!("{test}: seed {seed} (replay with MNEMO_SEED={seed})");
+    seed
 }
 
 fn normalize(v: &mut [f32]) {

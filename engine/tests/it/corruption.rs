@@ -20,7 +20,7 @@ fn build(n: u64, checkpoint: bool) -> (FaultyStorage, BTreeMap<MemoryId, String>
     for i in 0..n {
         let content = format!(
             "record {i} with some text to make frames longer {}",
-            rng.next()
+            rng.next_u64()
         );
         let id = store
             .store_embedded(NewMemory::new(&content).tags(["x"]), rng.unit_vector(8))
@@ -110,7 +110,7 @@ fn zero_filled_and_garbage_tails_are_truncated() {
     let good = fs.read(&wal).unwrap();
     for tail in [
         vec![0u8; 4096],
-        (0..777).map(|_| rng.next() as u8).collect(),
+        (0..777).map(|_| rng.next_u64() as u8).collect(),
     ] {
         let img = fs.crash_image(mnemo_engine::storage::CrashImage::KeepUnsynced);
         img.overwrite(&wal, [good.clone(), tail].concat()).unwrap();
@@ -257,7 +257,7 @@ fn random_overwrites_never_panic_or_return_wrong_data() {
         let at = rng.below(bytes.len() as u64) as usize;
         let len = 1 + rng.below(64) as usize;
         for b in bytes.iter_mut().skip(at).take(len) {
-            *b = rng.next() as u8;
+            *b = rng.next_u64() as u8;
         }
         let img = fs.crash_image(mnemo_engine::storage::CrashImage::KeepUnsynced);
         img.overwrite(path, bytes).unwrap();

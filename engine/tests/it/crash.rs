@@ -30,7 +30,7 @@ fn workload(seed: u64) -> Vec<Attempt> {
             1 => out.push(Attempt::Checkpoint),
             _ => {
                 out.push(Attempt::Store {
-                    content: format!("record {i} {}", rng.next()),
+                    content: format!("record {i} {}", rng.next_u64()),
                     vector: rng.unit_vector(8),
                 });
                 stored += 1;

@@ -2,18 +2,9 @@
 //! any thread count), and recall@10 >= 0.99 for the i8 scan with re-rank.
 
 use mnemo_index::segment::writer;
-use mnemo_index::synthetic::clustered;
+use mnemo_index::synthetic::{clustered, seed_from_env as seed};
 use mnemo_index::{Collection, FlatSegment, Scan, SealedBytes, SearchParams, kernels};
 use proptest::prelude::*;
-
-fn seed(test: &str, default: u64) -> u64 {
-    let seed = std::env::var("MNEMO_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default);
-    eprintln!("{test}: seed {seed} (replay with MNEMO_SEED={seed})");
-    seed
-}
 
 /// A collection of `n` rows with keys 1..=n, sealed in segments of `seal` rows (codes on),
 /// the rest growing.
