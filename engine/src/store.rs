@@ -376,7 +376,7 @@ impl Store {
     /// against the current state under the writer lock and returns it (or a caller error).
     fn commit(&self, prepare: impl FnOnce(&Writer, &State) -> Result<Op>) -> Result<()> {
         let inner = &*self.inner;
-        let seq = {
+        let (seq, checkpoint_due) = {
             let mut w = inner.writer.lock();
             inner.commit.check()?;
             let mut state = inner.state.write();
@@ -408,23 +408,39 @@ impl Store {
             }
             w.next_seq = seq + 1;
             inner.commit.set_written(seq);
-            seq
+            (seq, self.checkpoint_due(&w, &state))
         };
         // step 6: durability per policy.
         if inner.options.sync == SyncPolicy::Always {
             inner.commit.wait_durable(seq)?;
         }
         // step 7: acknowledged. Housekeeping may follow.
-        self.maybe_checkpoint()
+        if checkpoint_due {
+            self.checkpoint_if_due()
+        } else {
+            Ok(())
+        }
     }
 
-    fn maybe_checkpoint(&self) -> Result<()> {
-        let due = {
-            let w = self.inner.writer.lock();
-            w.log_bytes_since_checkpoint >= self.inner.options.checkpoint_bytes
-                || self.inner.state.read().vectors.growing_len() >= self.inner.options.seal_rows
-        };
-        if due { self.checkpoint() } else { Ok(()) }
+    fn checkpoint_due(&self, w: &Writer, state: &State) -> bool {
+        w.log_bytes_since_checkpoint >= self.inner.options.checkpoint_bytes
+            || state.vectors.growing_len() >= self.inner.options.seal_rows
+    }
+
+    /// Checkpoints if the thresholds are still crossed once the writer lock is held again
+    /// (another writer may have checkpointed in between).
+    fn checkpoint_if_due(&self) -> Result<()> {
+        let inner = &*self.inner;
+        let mut w = inner.writer.lock();
+        if !self.checkpoint_due(&w, &inner.state.read()) {
+            return Ok(());
+        }
+        inner.commit.check()?;
+        let result = self.checkpoint_locked(&mut w);
+        if result.is_err() {
+            inner.commit.poison();
+        }
+        result
     }
 
     /// Seals the growing segment and writes a checkpoint (`docs/durability.md` steps C0–C6),
