@@ -119,7 +119,6 @@ mod avx512 {
 
     /// 128 × the sum of the query bytes the VNNI blocks cover (the offset to remove).
     #[inline]
-    #[target_feature(enable = "avx512f")]
     pub(super) fn offset_i8(query: &[i8]) -> i32 {
         let (blocks, _) = query.as_chunks::<64>();
         128 * blocks.iter().flatten().map(|&q| i32::from(q)).sum::<i32>()
