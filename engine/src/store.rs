@@ -295,9 +295,9 @@ impl Store {
     /// `Invalid` / `LimitExceeded` for bad input, `AlreadyExists` with the existing id for the
     /// same content of the same user, `MemoryLimitReached`, `Poisoned`, `Io`, `Embed`.
     pub fn store(&self, m: NewMemory) -> Result<MemoryId> {
-        record::validate_new(&m)?; // durability.md step 1
+        let tags = record::validate_new(&m)?; // durability.md step 1
         let vector = self.inner.options.embedder.embed(&m.content)?; // step 2
-        self.store_embedded(m, vector)
+        self.store_validated(m, tags, vector)
     }
 
     /// Stores a memory with a vector the caller computed (it must have the store's dimension).
@@ -306,6 +306,17 @@ impl Store {
     /// As `store`, plus `DimensionMismatch` / `Invalid` for a bad vector.
     pub fn store_embedded(&self, m: NewMemory, vector: Vec<f32>) -> Result<MemoryId> {
         let tags = record::validate_new(&m)?; // step 1
+        self.store_validated(m, tags, vector)
+    }
+
+    /// Steps 1 (the vector) and 3–7 for a request whose fields `validate_new` accepted,
+    /// with `tags` its canonical tags.
+    fn store_validated(
+        &self,
+        m: NewMemory,
+        tags: Vec<String>,
+        vector: Vec<f32>,
+    ) -> Result<MemoryId> {
         mnemo_index::validate_vector(self.inner.options.embedder.dim(), &vector).map_err(|e| {
             match e {
                 mnemo_index::IndexError::DimensionMismatch { expected, got } => {
@@ -430,17 +441,7 @@ impl Store {
     /// Checkpoints if the thresholds are still crossed once the writer lock is held again
     /// (another writer may have checkpointed in between).
     fn checkpoint_if_due(&self) -> Result<()> {
-        let inner = &*self.inner;
-        let mut w = inner.writer.lock();
-        if !self.checkpoint_due(&w, &inner.state.read()) {
-            return Ok(());
-        }
-        inner.commit.check()?;
-        let result = self.checkpoint_locked(&mut w);
-        if result.is_err() {
-            inner.commit.poison();
-        }
-        result
+        self.checkpoint_under_lock(true)
     }
 
     /// Seals the growing segment and writes a checkpoint (`docs/durability.md` steps C0–C6),
@@ -449,8 +450,17 @@ impl Store {
     /// # Errors
     /// `Poisoned`, or `Io` (which poisons the store).
     pub fn checkpoint(&self) -> Result<()> {
+        self.checkpoint_under_lock(false)
+    }
+
+    /// Takes the writer lock and checkpoints (only if still due, when `only_if_due`); any
+    /// failure poisons the store.
+    fn checkpoint_under_lock(&self, only_if_due: bool) -> Result<()> {
         let inner = &*self.inner;
         let mut w = inner.writer.lock();
+        if only_if_due && !self.checkpoint_due(&w, &inner.state.read()) {
+            return Ok(());
+        }
         inner.commit.check()?;
         let result = self.checkpoint_locked(&mut w);
         if result.is_err() {
