@@ -1,5 +1,13 @@
 //! The one error type of mnemo-embed.
 
+use std::path::PathBuf;
+
+/// What a user runs to get the MiniLM files, and the explicit alternative. Every error about
+/// missing or broken model files ends with it.
+pub const MODEL_FIX: &str = "run `scripts/fetch-model` (it puts the model in \
+~/.cache/mnemo/all-MiniLM-L6-v2, or in $MNEMO_MODEL_DIR), or choose the no-model embedder \
+explicitly (`--embedder hashing`, `HashingEmbedder`)";
+
 /// Why text could not be turned into vectors.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -12,7 +20,41 @@ pub enum EmbedError {
         /// What it produced.
         got: usize,
     },
-    /// The embedder could not run (model files missing, runtime failure, ...).
+    /// A file the model needs is not there.
+    #[error("{what} not found at {}: {MODEL_FIX}", path.display())]
+    ModelFileMissing {
+        /// Which file (`"model directory"`, `"ONNX graph"`, `"tokenizer"`, `"ONNX Runtime library"`).
+        what: &'static str,
+        /// Where it was looked for.
+        path: PathBuf,
+    },
+    /// A model file is there but cannot be used: a library that does not load or is too old,
+    /// a corrupt `tokenizer.json`, a graph ONNX Runtime rejects or whose interface is not a
+    /// BERT encoder's.
+    #[error("{what} at {} is unusable: {reason}; {MODEL_FIX}", path.display())]
+    ModelFileInvalid {
+        /// Which file.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The graph's output width is not the dimension the embedder was configured for.
+    #[error(
+        "the model at {} produces {got}-dimensional vectors, expected {expected}: it is not the \
+         configured model; {MODEL_FIX}",
+        path.display()
+    )]
+    ModelDimension {
+        /// The graph.
+        path: PathBuf,
+        /// The configured dimension.
+        expected: usize,
+        /// What the graph declares.
+        got: usize,
+    },
+    /// The embedder could not run (a runtime failure on valid files).
     #[error("embedder {model_id} failed: {reason}")]
     Failed {
         /// Which embedder.

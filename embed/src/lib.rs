@@ -2,8 +2,12 @@
 //!
 //! Guarantees: an [`Embedder`] is deterministic for its `model_id` and returns vectors of
 //! exactly `dim()` values; the engine records both and refuses a store opened with another.
-//! [`HashingEmbedder`] needs no model files and is always available. Not here yet: the MiniLM
-//! embedder (ONNX) and the query cache.
+//! - [`OnnxEmbedder`] (feature `onnx`, on by default) runs all-MiniLM-L6-v2, the default model,
+//!   from files `scripts/fetch-model` puts in [`ModelFiles::default_dir`]; missing or broken
+//!   files are typed errors naming the path and [`MODEL_FIX`], never a panic and never a
+//!   silent switch to another embedder.
+//! - [`HashingEmbedder`] needs no model files and is always available, chosen explicitly.
+//! - [`CachedEmbedder`] keeps recent query vectors ([`Embedder::embed_query`]).
 //!
 //! ```
 //! use mnemo_embed::{Embedder, HashingEmbedder};
@@ -16,11 +20,17 @@
 //! # Ok::<(), mnemo_embed::EmbedError>(())
 //! ```
 
+pub mod cache;
 pub mod error;
 pub mod hashing;
+#[cfg(feature = "onnx")]
+pub mod onnx;
 
-pub use error::EmbedError;
+pub use cache::{CacheStats, CachedEmbedder, DEFAULT_QUERY_CACHE};
+pub use error::{EmbedError, MODEL_FIX};
 pub use hashing::HashingEmbedder;
+#[cfg(feature = "onnx")]
+pub use onnx::{MINILM_DIM, MINILM_MODEL_ID, ModelFiles, OnnxConfig, OnnxEmbedder};
 
 /// Turns texts into vectors of one fixed dimension.
 pub trait Embedder: Send + Sync {
@@ -51,4 +61,27 @@ pub trait Embedder: Send + Sync {
             })
         }
     }
+
+    /// Embeds a search query. Same vector as [`Embedder::embed`]; a caching embedder
+    /// ([`CachedEmbedder`]) answers repeated queries without running the model.
+    ///
+    /// # Errors
+    /// As [`Embedder::embed`].
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        self.embed(text)
+    }
+}
+
+/// MiniLM from the default model directory behind a query cache: what the library and the
+/// server use unless told otherwise.
+///
+/// # Errors
+/// When the model files are missing or broken (see [`OnnxEmbedder::open`]).
+#[cfg(feature = "onnx")]
+pub fn default_embedder() -> Result<std::sync::Arc<dyn Embedder>, EmbedError> {
+    let minilm = std::sync::Arc::new(OnnxEmbedder::minilm()?);
+    Ok(std::sync::Arc::new(CachedEmbedder::new(
+        minilm,
+        DEFAULT_QUERY_CACHE,
+    )))
 }

@@ -1,0 +1,330 @@
+//! The MiniLM embedder against the real model: parity with the Python reference, the semantic
+//! promises, batching, concurrency, and a typed error for every kind of bad model file.
+//!
+//! These tests need the files `scripts/fetch-model` fetches (`scripts/test` runs it first). When
+//! they are missing the tests fail saying so; they never skip.
+
+#![cfg(feature = "onnx")]
+
+use mnemo_embed::{EmbedError, Embedder, ModelFiles, OnnxConfig, OnnxEmbedder};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+fn model_dir() -> PathBuf {
+    let dir = ModelFiles::default_dir();
+    assert!(
+        dir.join("MANIFEST.sha256").is_file(),
+        "the MiniLM model is not at {}: run `scripts/fetch-model` first (scripts/test does)",
+        dir.display()
+    );
+    dir
+}
+
+/// One embedder per test process: loading the graph takes ~0.3 s.
+fn minilm() -> Arc<OnnxEmbedder> {
+    static MODEL: OnceLock<Arc<OnnxEmbedder>> = OnceLock::new();
+    MODEL
+        .get_or_init(|| {
+            let files = ModelFiles::in_dir(&model_dir());
+            Arc::new(OnnxEmbedder::open(&files, OnnxConfig::default()).expect("MiniLM loads"))
+        })
+        .clone()
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let na: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let nb: f32 = b.iter().map(|x| x * x).sum::<f32>().sqrt();
+    dot / (na * nb)
+}
+
+struct Reference {
+    texts: Vec<String>,
+    ids: Vec<Vec<u32>>,
+    vectors: Vec<Vec<f32>>,
+}
+
+/// `tests/fixtures/minilm_reference.{json,f32}`, written by `scripts/minilm/reference.py`
+/// (Python onnxruntime + tokenizers + numpy pooling).
+fn reference() -> Reference {
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("minilm_reference.json")).unwrap())
+            .unwrap();
+    let entries = json["texts"].as_array().unwrap();
+    let texts = entries
+        .iter()
+        .map(|e| e["text"].as_str().unwrap().to_owned())
+        .collect();
+    let ids = entries
+        .iter()
+        .map(|e| {
+            e["ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|id| u32::try_from(id.as_u64().unwrap()).unwrap())
+                .collect()
+        })
+        .collect();
+    let raw = std::fs::read(fixture("minilm_reference.f32")).unwrap();
+    let floats: Vec<f32> = raw
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    let vectors: Vec<Vec<f32>> = floats.chunks_exact(384).map(<[f32]>::to_vec).collect();
+    assert_eq!(vectors.len(), entries.len(), "fixture vectors per text");
+    Reference {
+        texts,
+        ids,
+        vectors,
+    }
+}
+
+#[test]
+fn parity_with_the_python_reference() {
+    let model = minilm();
+    let reference = reference();
+    assert!(reference.texts.len() >= 20);
+    assert!(
+        reference.ids.iter().any(|ids| ids.len() == 256),
+        "the fixture covers truncation"
+    );
+    let texts: Vec<&str> = reference.texts.iter().map(String::as_str).collect();
+    let batched = model.embed_batch(&texts).unwrap();
+    let mut worst = (f32::INFINITY, "");
+    for (i, text) in texts.iter().enumerate() {
+        assert_eq!(
+            model.token_ids(text).unwrap(),
+            reference.ids[i],
+            "token ids of {text:?}"
+        );
+        let alone = model.embed(text).unwrap();
+        for v in [&batched[i], &alone] {
+            assert_eq!(v.len(), 384);
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            assert!((norm - 1.0).abs() < 1e-5, "{text:?} has norm {norm}");
+            let cos = cosine(v, &reference.vectors[i]);
+            if cos < worst.0 {
+                worst = (cos, text);
+            }
+        }
+    }
+    eprintln!("parity: min cosine {:.8} ({:?})", worst.0, worst.1);
+    assert!(worst.0 >= 0.9999, "min cosine {} on {:?}", worst.0, worst.1);
+}
+
+#[test]
+fn meaning_not_spelling() {
+    let model = minilm();
+    let similarity = |a: &str, b: &str| {
+        let v = model.embed_batch(&[a, b]).unwrap();
+        cosine(&v[0], &v[1])
+    };
+    let car = similarity("car", "automobile");
+    let doctor = similarity("doctor", "physician");
+    let unrelated = similarity(
+        "The quarterly tax filing deadline is next Tuesday.",
+        "A penguin waddled across the frozen beach at dawn.",
+    );
+    eprintln!("car/automobile {car:.4}, doctor/physician {doctor:.4}, unrelated {unrelated:.4}");
+    assert!(car >= 0.8, "car/automobile {car}");
+    assert!(doctor >= 0.8, "doctor/physician {doctor}");
+    assert!(unrelated < 0.3, "unrelated pair {unrelated}");
+}
+
+#[test]
+fn sub_batches_keep_input_order_and_values() {
+    // A small token budget forces many sub-batches of different widths.
+    let files = ModelFiles::in_dir(&model_dir());
+    let config = OnnxConfig {
+        batch_tokens: 64,
+        max_batch: 5,
+        ..OnnxConfig::default()
+    };
+    let small = OnnxEmbedder::open(&files, config).unwrap();
+    let reference = reference();
+    let texts: Vec<&str> = reference.texts.iter().map(String::as_str).collect();
+    let vectors = small.embed_batch(&texts).unwrap();
+    assert_eq!(vectors.len(), texts.len());
+    for (i, v) in vectors.iter().enumerate() {
+        let cos = cosine(v, &reference.vectors[i]);
+        assert!(cos >= 0.9999, "text {i} ({:?}): cosine {cos}", texts[i]);
+    }
+    assert!(small.embed_batch(&[]).unwrap().is_empty());
+}
+
+#[test]
+fn shared_across_threads_with_a_session_pool() {
+    let files = ModelFiles::in_dir(&model_dir());
+    let config = OnnxConfig {
+        sessions: 2,
+        intra_threads: 1,
+        ..OnnxConfig::default()
+    };
+    let pool = Arc::new(OnnxEmbedder::open(&files, config).unwrap());
+    let reference = reference();
+    std::thread::scope(|scope| {
+        for worker in 0..4 {
+            let pool = Arc::clone(&pool);
+            let reference = &reference;
+            scope.spawn(move || {
+                for (i, text) in reference.texts.iter().enumerate().skip(worker).step_by(2) {
+                    let cos = cosine(&pool.embed(text).unwrap(), &reference.vectors[i]);
+                    assert!(cos >= 0.9999, "worker {worker}, text {i}: cosine {cos}");
+                }
+            });
+        }
+    });
+}
+
+/// A directory holding links to the real model files, minus or plus what a test changes.
+fn model_copy(without: &[&str]) -> tempfile::TempDir {
+    let real = model_dir();
+    let dir = tempfile::tempdir().unwrap();
+    for name in [
+        "model.onnx",
+        "tokenizer.json",
+        mnemo_embed::onnx::RUNTIME_LIBRARY,
+    ] {
+        if !without.contains(&name) {
+            std::os::unix::fs::symlink(real.join(name), dir.path().join(name)).unwrap();
+        }
+    }
+    dir
+}
+
+fn open_error(dir: &Path) -> EmbedError {
+    OnnxEmbedder::open(&ModelFiles::in_dir(dir), OnnxConfig::default())
+        .expect_err("bad model files must not load")
+}
+
+fn assert_names_path_and_fix(error: &EmbedError, path: &Path) {
+    let message = error.to_string();
+    assert!(
+        message.contains(&path.display().to_string()),
+        "{message:?} names {}",
+        path.display()
+    );
+    assert!(
+        message.contains("scripts/fetch-model") && message.contains("hashing"),
+        "{message:?} says how to fix it"
+    );
+}
+
+#[test]
+fn missing_model_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-model");
+    let error = open_error(&missing);
+    assert!(
+        matches!(&error, EmbedError::ModelFileMissing { what: "model directory", path } if *path == missing),
+        "{error:?}"
+    );
+    assert_names_path_and_fix(&error, &missing);
+}
+
+#[test]
+fn missing_files_are_named() {
+    for (file, what) in [
+        ("model.onnx", "ONNX graph"),
+        ("tokenizer.json", "tokenizer"),
+        (mnemo_embed::onnx::RUNTIME_LIBRARY, "ONNX Runtime library"),
+    ] {
+        let dir = model_copy(&[file]);
+        let error = open_error(dir.path());
+        let expected = dir.path().join(file);
+        assert!(
+            matches!(&error, EmbedError::ModelFileMissing { what: w, path } if *w == what && *path == expected),
+            "{file}: {error:?}"
+        );
+        assert_names_path_and_fix(&error, &expected);
+    }
+}
+
+#[test]
+fn corrupt_tokenizer() {
+    let dir = model_copy(&["tokenizer.json"]);
+    let path = dir.path().join("tokenizer.json");
+    std::fs::write(
+        &path,
+        b"{\"version\": \"1.0\", \"model\": {\"type\": \"Nope\"",
+    )
+    .unwrap();
+    let error = open_error(dir.path());
+    assert!(
+        matches!(
+            &error,
+            EmbedError::ModelFileInvalid {
+                what: "tokenizer",
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert_names_path_and_fix(&error, &path);
+}
+
+#[test]
+fn a_file_that_is_not_a_library() {
+    let dir = model_copy(&[mnemo_embed::onnx::RUNTIME_LIBRARY]);
+    let path = dir.path().join(mnemo_embed::onnx::RUNTIME_LIBRARY);
+    std::fs::write(&path, b"\x7fELF but not really a shared object").unwrap();
+    let error = open_error(dir.path());
+    assert!(
+        matches!(
+            &error,
+            EmbedError::ModelFileInvalid {
+                what: "ONNX Runtime library",
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert_names_path_and_fix(&error, &path);
+}
+
+#[test]
+fn wrong_dimension_model() {
+    let dir = model_copy(&["model.onnx"]);
+    let path = dir.path().join("model.onnx");
+    // A 16-wide graph with MiniLM's inputs (scripts/minilm/wrong_dim_onnx.py).
+    std::fs::copy(fixture("wrong_dim.onnx"), &path).unwrap();
+    let error = open_error(dir.path());
+    assert!(
+        matches!(
+            &error,
+            EmbedError::ModelDimension {
+                expected: 384,
+                got: 16,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert_names_path_and_fix(&error, &path);
+}
+
+#[test]
+fn corrupt_graph() {
+    let dir = model_copy(&["model.onnx"]);
+    let path = dir.path().join("model.onnx");
+    std::fs::write(&path, b"not a protobuf at all").unwrap();
+    let error = open_error(dir.path());
+    assert!(
+        matches!(
+            &error,
+            EmbedError::ModelFileInvalid {
+                what: "ONNX graph",
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert_names_path_and_fix(&error, &path);
+}
