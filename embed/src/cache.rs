@@ -137,7 +137,10 @@ mod tests {
         let first = cache.embed_query("where is the deploy runbook").unwrap();
         let again = cache.embed_query("where is the deploy runbook").unwrap();
         assert_eq!(first, again);
-        assert_eq!(first, counting.inner.embed("where is the deploy runbook").unwrap());
+        assert_eq!(
+            first,
+            counting.inner.embed("where is the deploy runbook").unwrap()
+        );
         assert_eq!(counting.calls.load(Ordering::Relaxed), 1);
         let stats = cache.stats();
         assert_eq!((stats.hits, stats.misses, stats.entries), (1, 1, 1));

@@ -65,7 +65,9 @@ pub enum EngineError {
     },
     /// The store was created with another embedder.
     #[error(
-        "store was created with embedder {stored_model} ({stored_dim}-d), opened with {given_model} ({given_dim}-d)"
+        "store was created with embedder {stored_model} ({stored_dim}-d), opened with {given_model} \
+         ({given_dim}-d): a store keeps the embedder it was created with, so open it with that one \
+         or create a new store"
     )]
     EmbedderMismatch {
         /// Model id recorded in the store.

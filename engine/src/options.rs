@@ -75,7 +75,20 @@ impl StoreOptions {
         }
     }
 
-    /// Defaults with the no-model `HashingEmbedder` (384-d).
+    /// Defaults with the default embedder: all-MiniLM-L6-v2 from
+    /// `mnemo_embed::ModelFiles::default_dir()` (what `scripts/fetch-model` fills), behind a
+    /// query cache.
+    ///
+    /// # Errors
+    /// When the model files are missing or broken: the error names the path, the command that
+    /// fetches them and the no-model alternative, [`StoreOptions::hashing`]. There is no silent
+    /// fallback: a store remembers its embedder and refuses any other.
+    #[cfg(feature = "onnx")]
+    pub fn minilm() -> Result<StoreOptions, mnemo_embed::EmbedError> {
+        Ok(StoreOptions::new(mnemo_embed::default_embedder()?))
+    }
+
+    /// Defaults with the no-model `HashingEmbedder` (384-d): the explicit zero-setup choice.
     #[must_use]
     pub fn hashing() -> StoreOptions {
         StoreOptions::new(Arc::new(HashingEmbedder::new()))

@@ -612,7 +612,7 @@ impl Store {
                         reason: "must not be empty".into(),
                     });
                 }
-                self.inner.options.embedder.embed(t)?
+                self.inner.options.embedder.embed_query(t)?
             }
             Query::Vector(v) => v.clone(),
         };

@@ -1,18 +1,54 @@
 //! mnemo-server: what the `mnemo` binary does, as a library so tests can call it.
 //!
-//! Today (issue #2) that is the demo the README runs and `stats`; the TCP line protocol, MCP
-//! over stdio and the rest of the CLI arrive with issue #6.
+//! Today that is the demo the README runs and `stats`; the TCP line protocol, MCP over stdio
+//! and the rest of the CLI arrive with issue #6. The embedder is MiniLM unless the user
+//! explicitly asks for the no-model one ([`EmbedderChoice`]); missing model files are an error
+//! that says how to fetch them, never a silent switch.
 //!
 //! ```
+//! use mnemo_server::{EmbedderChoice, open_options};
 //! let dir = tempfile::tempdir()?;
-//! let report = mnemo_server::demo(dir.path())?;
+//! let report = mnemo_server::demo(dir.path(), open_options(EmbedderChoice::Hashing, None)?)?;
 //! assert!(report.contains("reopened"));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+use mnemo_embed::{CachedEmbedder, DEFAULT_QUERY_CACHE, EmbedError, ModelFiles, OnnxEmbedder};
 use mnemo_engine::{Category, EngineError, NewMemory, Result, SearchRequest, Store, StoreOptions};
 use std::fmt::Write as _;
 use std::path::Path;
+use std::sync::Arc;
+
+/// Which embedder a store is opened with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EmbedderChoice {
+    /// sentence-transformers/all-MiniLM-L6-v2 (the default; needs `scripts/fetch-model`).
+    Minilm,
+    /// The no-model hashing embedder: zero setup, lexical rather than semantic.
+    Hashing,
+}
+
+/// Store options around the chosen embedder; MiniLM is loaded from `model_dir`, else from
+/// `ModelFiles::default_dir()`.
+///
+/// # Errors
+/// MiniLM's files are missing or broken (the message says which command fetches them).
+pub fn open_options(
+    choice: EmbedderChoice,
+    model_dir: Option<&Path>,
+) -> std::result::Result<StoreOptions, EmbedError> {
+    Ok(match choice {
+        EmbedderChoice::Hashing => StoreOptions::hashing(),
+        EmbedderChoice::Minilm => {
+            let dir = model_dir.map_or_else(ModelFiles::default_dir, Path::to_path_buf);
+            let minilm = OnnxEmbedder::open(&ModelFiles::in_dir(&dir), Default::default())?;
+            StoreOptions::new(Arc::new(CachedEmbedder::new(
+                Arc::new(minilm),
+                DEFAULT_QUERY_CACHE,
+            )))
+        }
+    })
+}
 
 /// What the demo stores: the kind of things an agent learns.
 const NOTES: &[(&str, Category, &[&str])] = &[
@@ -48,9 +84,10 @@ const NOTES: &[(&str, Category, &[&str])] = &[
 ///
 /// # Errors
 /// Any engine error, e.g. the store is locked by a running process.
-pub fn demo(dir: &Path) -> Result<String> {
+pub fn demo(dir: &Path, options: StoreOptions) -> Result<String> {
     let mut out = String::new();
-    let store = Store::open(dir, StoreOptions::hashing())?;
+    let _ = writeln!(out, "embedder {}", options.embedder.model_id());
+    let store = Store::open(dir, options.clone())?;
     for (text, category, tags) in NOTES {
         match store.store(
             NewMemory::new(*text)
@@ -67,7 +104,7 @@ pub fn demo(dir: &Path) -> Result<String> {
         }
     }
     store.close()?;
-    let store = Store::open(dir, StoreOptions::hashing())?;
+    let store = Store::open(dir, options)?;
     let _ = writeln!(
         out,
         "reopened {}: {} memories",
@@ -77,6 +114,7 @@ pub fn demo(dir: &Path) -> Result<String> {
     for query in [
         "why was the login test flaky",
         "database timeouts under load",
+        "keeping credentials secret",
     ] {
         let _ = writeln!(out, "search {query:?}:");
         for hit in store.search(&SearchRequest::text(query, 2))? {
@@ -94,8 +132,8 @@ pub fn demo(dir: &Path) -> Result<String> {
 ///
 /// # Errors
 /// Any engine error from opening the store.
-pub fn stats(dir: &Path) -> Result<String> {
-    let store = Store::open(dir, StoreOptions::hashing())?;
+pub fn stats(dir: &Path, options: StoreOptions) -> Result<String> {
+    let store = Store::open(dir, options)?;
     let s = store.stats();
     let mut out = String::new();
     let _ = writeln!(

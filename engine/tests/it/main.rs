@@ -6,5 +6,6 @@ mod crash;
 mod decoders;
 mod fixtures;
 mod kill;
+mod minilm;
 mod model;
 mod support;

@@ -1,0 +1,95 @@
+//! The store with its default embedder, the real MiniLM model (fetched by
+//! `scripts/fetch-model`, which `scripts/test` runs first; missing files fail these tests).
+
+use mnemo_engine::{EngineError, NewMemory, SearchRequest, Store, StoreOptions};
+
+fn minilm_options() -> StoreOptions {
+    StoreOptions::minilm().unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn a_search_for_car_finds_automobile_among_distractors() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), minilm_options()).unwrap();
+    let distractors = [
+        "physician",
+        "The quarterly tax filing deadline is next Tuesday.",
+        "A penguin waddled across the frozen beach at dawn.",
+        "User prefers tabs over spaces in Python files",
+        "the kubernetes pod is stuck in CrashLoopBackOff",
+        "banana bread needs three ripe bananas",
+    ];
+    for text in distractors {
+        store.store(NewMemory::new(text)).unwrap();
+    }
+    let automobile = store.store(NewMemory::new("automobile")).unwrap();
+    store.close().unwrap();
+
+    // After a reopen too: the vectors are the stored ones, the query is embedded fresh.
+    let store = Store::open(dir.path(), minilm_options()).unwrap();
+    let mut request = SearchRequest::text("car", 10);
+    request.min_score = Some(0.3);
+    let hits = store.search(&request).unwrap();
+    let found: Vec<(&str, f32)> = hits
+        .iter()
+        .map(|h| (h.memory.content.as_str(), h.score))
+        .collect();
+    eprintln!("car at 0.3: {found:?}");
+    assert_eq!(
+        hits.first().map(|h| h.memory.id),
+        Some(automobile),
+        "{found:?}"
+    );
+    assert!(hits[0].score >= 0.8, "{found:?}");
+    assert!(
+        hits.iter()
+            .all(|h| h.score >= 0.3 && !h.memory.content.contains("penguin")),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn a_store_keeps_the_embedder_it_was_created_with() {
+    let hashing_store = tempfile::tempdir().unwrap();
+    Store::open(hashing_store.path(), StoreOptions::hashing())
+        .unwrap()
+        .close()
+        .unwrap();
+    let minilm_store = tempfile::tempdir().unwrap();
+    Store::open(minilm_store.path(), minilm_options())
+        .unwrap()
+        .close()
+        .unwrap();
+
+    // Both are 384-d: only the recorded model id tells them apart.
+    for (dir, other) in [
+        (hashing_store.path(), minilm_options()),
+        (minilm_store.path(), StoreOptions::hashing()),
+    ] {
+        match Store::open(dir, other) {
+            Err(EngineError::EmbedderMismatch {
+                stored_model,
+                given_model,
+                ..
+            }) => {
+                assert_ne!(stored_model, given_model);
+            }
+            other => panic!("expected EmbedderMismatch, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn missing_model_files_say_how_to_get_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = mnemo_embed::ModelFiles::in_dir(&dir.path().join("nowhere"));
+    let error = mnemo_embed::OnnxEmbedder::open(&files, mnemo_embed::OnnxConfig::default())
+        .map(|_| ())
+        .map_err(EngineError::from)
+        .expect_err("no model there");
+    let message = error.to_string();
+    assert!(
+        message.contains("scripts/fetch-model") && message.contains("nowhere"),
+        "{message}"
+    );
+}
