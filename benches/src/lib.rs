@@ -80,3 +80,123 @@ pub fn checkpointed_store(n: usize) -> PathBuf {
     std::fs::write(done, b"").expect("marker");
     dir
 }
+
+/// Words the embedding benches draw texts from (plain English, mostly one word piece each).
+const BENCH_WORDS: &[&str] = &[
+    "the",
+    "agent",
+    "remembers",
+    "user",
+    "prefers",
+    "short",
+    "answers",
+    "with",
+    "code",
+    "examples",
+    "deploy",
+    "failed",
+    "because",
+    "cache",
+    "was",
+    "cold",
+    "after",
+    "restart",
+    "database",
+    "timeout",
+    "under",
+    "load",
+    "increase",
+    "pool",
+    "size",
+    "tests",
+    "flaky",
+    "shared",
+    "session",
+    "cookie",
+    "token",
+    "rotates",
+    "every",
+    "month",
+    "review",
+    "pull",
+    "request",
+    "before",
+    "merge",
+    "memory",
+    "search",
+    "meaning",
+    "vector",
+    "index",
+    "segment",
+    "log",
+    "checkpoint",
+    "recovery",
+    "coffee",
+    "morning",
+    "meeting",
+    "project",
+    "deadline",
+    "team",
+    "release",
+    "version",
+    "python",
+    "rust",
+    "server",
+    "client",
+    "network",
+    "latency",
+    "disk",
+    "write",
+    "read",
+    "query",
+    "result",
+    "error",
+    "message",
+    "config",
+    "file",
+    "path",
+    "build",
+    "script",
+    "install",
+    "package",
+    "weather",
+    "city",
+    "travel",
+    "book",
+    "music",
+    "dinner",
+    "friend",
+    "family",
+    "health",
+    "doctor",
+];
+
+/// `count` seeded texts of `words` words each: "short" texts are 10 words (~12 word pieces
+/// with `[CLS]`/`[SEP]`), "long" ones 200 (~202), as in `reference/embedding.md` §5.
+#[must_use]
+pub fn bench_texts(count: usize, words: usize, seed: u64) -> Vec<String> {
+    let mut rng = mnemo_index::synthetic::SeededRng::new(seed);
+    (0..count)
+        .map(|_| {
+            (0..words)
+                .map(|_| BENCH_WORDS[rng.below(BENCH_WORDS.len() as u64) as usize])
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
+
+/// MiniLM from the default model directory with `intra_threads`, or a panic that says to run
+/// `scripts/fetch-model`.
+///
+/// # Panics
+/// When the model is missing or broken.
+#[must_use]
+pub fn minilm(intra_threads: usize) -> mnemo_embed::OnnxEmbedder {
+    let files = mnemo_embed::ModelFiles::in_dir(&mnemo_embed::ModelFiles::default_dir());
+    let config = mnemo_embed::OnnxConfig {
+        intra_threads,
+        ..mnemo_embed::OnnxConfig::default()
+    };
+    mnemo_embed::OnnxEmbedder::open(&files, config).unwrap_or_else(|e| panic!("{e}"))
+}

@@ -247,16 +247,22 @@ fn missing_files_are_named() {
     }
 }
 
+/// Opens a model directory whose `file` holds `bytes`; returns the error and the file's path.
+fn open_with_replaced(file: &str, bytes: &[u8]) -> (EmbedError, PathBuf) {
+    let dir = model_copy(&[file]);
+    let path = dir.path().join(file);
+    std::fs::write(&path, bytes).unwrap();
+    let error = open_error(dir.path());
+    assert_names_path_and_fix(&error, &path);
+    (error, path)
+}
+
 #[test]
 fn corrupt_tokenizer() {
-    let dir = model_copy(&["tokenizer.json"]);
-    let path = dir.path().join("tokenizer.json");
-    std::fs::write(
-        &path,
+    let (error, _) = open_with_replaced(
+        "tokenizer.json",
         b"{\"version\": \"1.0\", \"model\": {\"type\": \"Nope\"",
-    )
-    .unwrap();
-    let error = open_error(dir.path());
+    );
     assert!(
         matches!(
             &error,
@@ -267,15 +273,14 @@ fn corrupt_tokenizer() {
         ),
         "{error:?}"
     );
-    assert_names_path_and_fix(&error, &path);
 }
 
 #[test]
 fn a_file_that_is_not_a_library() {
-    let dir = model_copy(&[mnemo_embed::onnx::RUNTIME_LIBRARY]);
-    let path = dir.path().join(mnemo_embed::onnx::RUNTIME_LIBRARY);
-    std::fs::write(&path, b"\x7fELF but not really a shared object").unwrap();
-    let error = open_error(dir.path());
+    let (error, _) = open_with_replaced(
+        mnemo_embed::onnx::RUNTIME_LIBRARY,
+        b"\x7fELF but not really a shared object",
+    );
     assert!(
         matches!(
             &error,
@@ -286,36 +291,22 @@ fn a_file_that_is_not_a_library() {
         ),
         "{error:?}"
     );
-    assert_names_path_and_fix(&error, &path);
 }
 
 #[test]
 fn wrong_dimension_model() {
-    let dir = model_copy(&["model.onnx"]);
-    let path = dir.path().join("model.onnx");
     // A 16-wide graph with MiniLM's inputs (scripts/minilm/wrong_dim_onnx.py).
-    std::fs::copy(fixture("wrong_dim.onnx"), &path).unwrap();
-    let error = open_error(dir.path());
+    let graph = std::fs::read(fixture("wrong_dim.onnx")).unwrap();
+    let (error, path) = open_with_replaced("model.onnx", &graph);
     assert!(
-        matches!(
-            &error,
-            EmbedError::ModelDimension {
-                expected: 384,
-                got: 16,
-                ..
-            }
-        ),
+        matches!(&error, EmbedError::ModelDimension { expected: 384, got: 16, path: p } if *p == path),
         "{error:?}"
     );
-    assert_names_path_and_fix(&error, &path);
 }
 
 #[test]
 fn corrupt_graph() {
-    let dir = model_copy(&["model.onnx"]);
-    let path = dir.path().join("model.onnx");
-    std::fs::write(&path, b"not a protobuf at all").unwrap();
-    let error = open_error(dir.path());
+    let (error, _) = open_with_replaced("model.onnx", b"not a protobuf at all");
     assert!(
         matches!(
             &error,
@@ -326,5 +317,4 @@ fn corrupt_graph() {
         ),
         "{error:?}"
     );
-    assert_names_path_and_fix(&error, &path);
 }

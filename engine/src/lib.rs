@@ -16,7 +16,9 @@
 //! use mnemo_engine::{Category, Filter, NewMemory, SearchRequest, Store, StoreOptions};
 //!
 //! let dir = tempfile::tempdir()?;
-//! let store = Store::open(dir.path(), StoreOptions::hashing())?;
+//! // The default embedder, all-MiniLM-L6-v2, from the directory `scripts/fetch-model` fills.
+//! // `StoreOptions::hashing()` is the no-model choice; a store keeps the one it was created with.
+//! let store = Store::open(dir.path(), StoreOptions::minilm()?)?;
 //! let id = store.store(
 //!     NewMemory::new("cargo test needs --workspace to run every crate's tests")
 //!         .category(Category::ToolUsage)
@@ -29,7 +31,7 @@
 //!
 //! // Durable: close, reopen, still there.
 //! store.close()?;
-//! let store = Store::open(dir.path(), StoreOptions::hashing())?;
+//! let store = Store::open(dir.path(), StoreOptions::minilm()?)?;
 //! assert_eq!(store.get(id)?.tags, vec!["rust", "cargo"]);
 //! let mine = SearchRequest::text("cargo", 5).filter(Filter { tags_any: vec!["cargo".into()], ..Filter::default() });
 //! assert_eq!(store.search(&mine)?.len(), 1);
