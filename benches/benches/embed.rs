@@ -1,11 +1,13 @@
 //! MiniLM throughput: short (~12 word pieces) and long (~202) texts in batches of 1, 8 and 32,
-//! with 1 and 2 ONNX Runtime threads; and a cached query next to an uncached one. Needs
+//! with 1 and 2 ONNX Runtime threads; a cached query next to an uncached one; and a durable
+//! store's write path, 32 memories by `store` each next to one `store_batch`. Needs
 //! `scripts/fetch-model`. Latency percentiles and peak RSS: `cargo run --release -p
 //! mnemo-benches --bin embedbench` (docs/benchmarks.md).
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use mnemo_benches::{SEED, bench_texts, minilm};
+use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use mnemo_benches::{SEED, bench_data_dir, bench_texts, minilm};
 use mnemo_embed::{CachedEmbedder, DEFAULT_QUERY_CACHE, Embedder};
+use mnemo_engine::{NewMemory, Store, StoreOptions};
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,5 +49,45 @@ fn query_cache(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, throughput, query_cache);
+fn write_path(c: &mut Criterion) {
+    std::fs::create_dir_all(bench_data_dir()).expect("bench dir");
+    let dir = tempfile::tempdir_in(bench_data_dir()).expect("tempdir");
+    let options = StoreOptions::new(Arc::new(minilm(2))).memory_limit(10_000_000);
+    let store = Store::open(dir.path(), options).expect("open");
+    let texts = bench_texts(4096, 10, SEED);
+    let mut next = 0_usize;
+    // Unique contents: a repeated one would be refused as a duplicate, not stored.
+    let mut batch = || -> Vec<NewMemory> {
+        (0..32)
+            .map(|_| {
+                next += 1;
+                NewMemory::new(format!("{} {next}", texts[next % texts.len()]))
+            })
+            .collect()
+    };
+    let mut g = c.benchmark_group("minilm_store_32");
+    g.sample_size(10).throughput(Throughput::Elements(32));
+    g.bench_function("store_each", |b| {
+        b.iter_batched(
+            &mut batch,
+            |memories| {
+                memories
+                    .into_iter()
+                    .map(|m| store.store(m).expect("store"))
+                    .collect::<Vec<_>>()
+            },
+            BatchSize::SmallInput,
+        );
+    });
+    g.bench_function("store_batch", |b| {
+        b.iter_batched(
+            &mut batch,
+            |memories| store.store_batch(memories).expect("batch"),
+            BatchSize::SmallInput,
+        );
+    });
+    g.finish();
+}
+
+criterion_group!(benches, throughput, query_cache, write_path);
 criterion_main!(benches);

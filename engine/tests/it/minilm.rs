@@ -93,3 +93,56 @@ fn missing_model_files_say_how_to_get_them() {
         "{message}"
     );
 }
+
+#[test]
+fn a_batch_is_embedded_once_and_stored_as_one_store_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), minilm_options()).unwrap();
+    let results = store
+        .store_batch(vec![
+            NewMemory::new("the deploy failed because the cache was cold"),
+            NewMemory::new("   "), // invalid: empty content
+            NewMemory::new("User prefers dark mode in every editor"),
+            NewMemory::new("the deploy failed because the cache was cold"), // same as the first
+            NewMemory::new("x".repeat(10_001)), // over the content limit: refused, not cut
+        ])
+        .unwrap();
+    assert_eq!(results.len(), 5);
+    let first = *results[0].as_ref().unwrap();
+    assert!(
+        matches!(
+            results[1],
+            Err(EngineError::Invalid {
+                field: "content",
+                ..
+            })
+        ),
+        "{results:?}"
+    );
+    let second = *results[2].as_ref().unwrap();
+    assert!(
+        matches!(results[3], Err(EngineError::AlreadyExists { existing }) if existing == first),
+        "{results:?}"
+    );
+    assert!(
+        matches!(results[4], Err(EngineError::LimitExceeded { .. })),
+        "{results:?}"
+    );
+    assert_eq!(store.stats().memories, 2);
+
+    // Each stored vector is the one `store` would have computed for that text alone.
+    let embedder = minilm_options().embedder;
+    for (id, text) in [
+        (first, "the deploy failed because the cache was cold"),
+        (second, "User prefers dark mode in every editor"),
+    ] {
+        let alone = embedder.embed(text).unwrap();
+        let stored = store.vector(id).unwrap();
+        let cos: f32 = alone.iter().zip(&stored).map(|(a, b)| a * b).sum();
+        assert!(cos > 0.9999, "{text}: cosine {cos}");
+    }
+    let hits = store
+        .search(&SearchRequest::text("which theme does the user like", 1))
+        .unwrap();
+    assert_eq!(hits[0].memory.id, second);
+}
