@@ -193,10 +193,18 @@ pub fn bench_texts(count: usize, words: usize, seed: u64) -> Vec<String> {
 /// When the model is missing or broken.
 #[must_use]
 pub fn minilm(intra_threads: usize) -> mnemo_embed::OnnxEmbedder {
-    let files = mnemo_embed::ModelFiles::in_dir(&mnemo_embed::ModelFiles::default_dir());
-    let config = mnemo_embed::OnnxConfig {
+    minilm_with(mnemo_embed::OnnxConfig {
         intra_threads,
         ..mnemo_embed::OnnxConfig::default()
-    };
+    })
+}
+
+/// MiniLM from the default model directory with `config`.
+///
+/// # Panics
+/// When the model is missing or broken.
+#[must_use]
+pub fn minilm_with(config: mnemo_embed::OnnxConfig) -> mnemo_embed::OnnxEmbedder {
+    let files = mnemo_embed::ModelFiles::in_dir(&mnemo_embed::ModelFiles::default_dir());
     mnemo_embed::OnnxEmbedder::open(&files, config).unwrap_or_else(|e| panic!("{e}"))
 }

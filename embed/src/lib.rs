@@ -72,16 +72,26 @@ pub trait Embedder: Send + Sync {
     }
 }
 
-/// MiniLM from the default model directory behind a query cache: what the library and the
+/// MiniLM from [`ModelFiles::default_dir`] behind a query cache: what the library and the
 /// server use unless told otherwise.
 ///
 /// # Errors
 /// When the model files are missing or broken (see [`OnnxEmbedder::open`]).
 #[cfg(feature = "onnx")]
 pub fn default_embedder() -> Result<std::sync::Arc<dyn Embedder>, EmbedError> {
-    let minilm = std::sync::Arc::new(OnnxEmbedder::minilm()?);
+    minilm_embedder(&ModelFiles::default_dir())
+}
+
+/// MiniLM from the model directory `dir` (the layout `scripts/fetch-model` writes), with the
+/// default [`OnnxConfig`], behind a query cache.
+///
+/// # Errors
+/// When the model files are missing or broken (see [`OnnxEmbedder::open`]).
+#[cfg(feature = "onnx")]
+pub fn minilm_embedder(dir: &std::path::Path) -> Result<std::sync::Arc<dyn Embedder>, EmbedError> {
+    let minilm = OnnxEmbedder::open(&ModelFiles::in_dir(dir), OnnxConfig::default())?;
     Ok(std::sync::Arc::new(CachedEmbedder::new(
-        minilm,
+        std::sync::Arc::new(minilm),
         DEFAULT_QUERY_CACHE,
     )))
 }

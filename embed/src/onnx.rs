@@ -191,17 +191,6 @@ fn runtime_environment(library: &Path) -> Result<ort::environment::Environment, 
 }
 
 impl OnnxEmbedder {
-    /// MiniLM from [`ModelFiles::default_dir`].
-    ///
-    /// # Errors
-    /// As [`OnnxEmbedder::open`].
-    pub fn minilm() -> Result<OnnxEmbedder, EmbedError> {
-        OnnxEmbedder::open(
-            &ModelFiles::in_dir(&ModelFiles::default_dir()),
-            OnnxConfig::default(),
-        )
-    }
-
     /// Loads the runtime library, the tokenizer and the graph, and checks the graph's interface
     /// and width.
     ///

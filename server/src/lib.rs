@@ -13,11 +13,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use mnemo_embed::{CachedEmbedder, DEFAULT_QUERY_CACHE, EmbedError, ModelFiles, OnnxEmbedder};
+use mnemo_embed::EmbedError;
 use mnemo_engine::{Category, EngineError, NewMemory, Result, SearchRequest, Store, StoreOptions};
 use std::fmt::Write as _;
 use std::path::Path;
-use std::sync::Arc;
 
 /// Which embedder a store is opened with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -39,14 +38,9 @@ pub fn open_options(
 ) -> std::result::Result<StoreOptions, EmbedError> {
     Ok(match choice {
         EmbedderChoice::Hashing => StoreOptions::hashing(),
-        EmbedderChoice::Minilm => {
-            let dir = model_dir.map_or_else(ModelFiles::default_dir, Path::to_path_buf);
-            let minilm = OnnxEmbedder::open(&ModelFiles::in_dir(&dir), Default::default())?;
-            StoreOptions::new(Arc::new(CachedEmbedder::new(
-                Arc::new(minilm),
-                DEFAULT_QUERY_CACHE,
-            )))
-        }
+        EmbedderChoice::Minilm => StoreOptions::new(
+            model_dir.map_or_else(mnemo_embed::default_embedder, mnemo_embed::minilm_embedder)?,
+        ),
     })
 }
 

@@ -9,8 +9,8 @@
 
 #![expect(clippy::print_stdout, reason = "a bench tool reports on stdout")]
 
-use mnemo_benches::{SEED, bench_data_dir, bench_texts, minilm};
-use mnemo_embed::{Embedder, ModelFiles, OnnxConfig, OnnxEmbedder};
+use mnemo_benches::{SEED, bench_data_dir, bench_texts, minilm, minilm_with};
+use mnemo_embed::{Embedder, OnnxConfig, OnnxEmbedder};
 use std::time::{Duration, Instant};
 
 fn main() -> anyhow::Result<()> {
@@ -39,7 +39,7 @@ fn main() -> anyhow::Result<()> {
     println!(
         "| texts | batch | 1 thread (sent/s) | 2 threads (sent/s) | 2 threads, spinning (sent/s) |\n|---|---|---|---|---|"
     );
-    let spinning = open(OnnxConfig {
+    let spinning = minilm_with(OnnxConfig {
         intra_threads: 2,
         spinning: true,
         ..OnnxConfig::default()
@@ -58,7 +58,7 @@ fn main() -> anyhow::Result<()> {
     println!("\nsingle short query, 500 distinct texts:");
     for spinning in [false, true] {
         for threads in [1, 2] {
-            let model = open(OnnxConfig {
+            let model = minilm_with(OnnxConfig {
                 intra_threads: threads,
                 spinning,
                 ..OnnxConfig::default()
@@ -85,7 +85,7 @@ fn main() -> anyhow::Result<()> {
 
     println!("\n2 callers, single short queries (1,000 in all):");
     for (sessions, threads) in [(1, 2), (2, 1)] {
-        let model = open(OnnxConfig {
+        let model = minilm_with(OnnxConfig {
             sessions,
             intra_threads: threads,
             ..OnnxConfig::default()
@@ -112,11 +112,6 @@ fn main() -> anyhow::Result<()> {
         String::from_utf8_lossy(&child.stderr)
     );
     Ok(())
-}
-
-fn open(config: OnnxConfig) -> OnnxEmbedder {
-    OnnxEmbedder::open(&ModelFiles::in_dir(&ModelFiles::default_dir()), config)
-        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Best of three ~1 s runs embedding `texts` in calls of `batch`.
