@@ -49,6 +49,29 @@ pub enum EngineError {
         /// The id asked for.
         id: MemoryId,
     },
+    /// The memory left the live set through a merge, an update or a compaction; its record is
+    /// kept in the archive (`Store::lineage`).
+    #[error("memory {id} was superseded{}", superseded_by.map(|b| format!(" by {b}")).unwrap_or_default())]
+    Archived {
+        /// The id asked for.
+        id: MemoryId,
+        /// The live memory that replaced it, if one does.
+        superseded_by: Option<MemoryId>,
+    },
+    /// A tag snapshot id that does not exist for this user.
+    #[error("snapshot not found: {snapshot_id}")]
+    SnapshotNotFound {
+        /// The id asked for.
+        snapshot_id: String,
+    },
+    /// A preview id that does not match the plan computed now.
+    #[error("preview id mismatch: expected {expected}, got {provided}")]
+    PreviewMismatch {
+        /// The id of the plan as it is now.
+        expected: String,
+        /// The id the caller gave.
+        provided: String,
+    },
     /// The store holds as many memories as its limit allows.
     #[error("memory limit reached: {limit}")]
     MemoryLimitReached {
@@ -131,6 +154,9 @@ impl EngineError {
             | EngineError::LimitExceeded { .. }
             | EngineError::AlreadyExists { .. }
             | EngineError::NotFound { .. }
+            | EngineError::Archived { .. }
+            | EngineError::SnapshotNotFound { .. }
+            | EngineError::PreviewMismatch { .. }
             | EngineError::MemoryLimitReached { .. }
             | EngineError::DimensionMismatch { .. }
             | EngineError::EmbedderMismatch { .. } => ErrorKind::Caller,
@@ -142,6 +168,56 @@ impl EngineError {
                 ErrorKind::Data
             }
         }
+    }
+
+    /// The seed's error shape: `{"success": false, "error": <kind>, "message": <what to do>}`,
+    /// plus `memory_id` where one helps (the existing memory of a duplicate, the successor of
+    /// an archived one).
+    #[must_use]
+    pub fn reply(&self) -> serde_json::Value {
+        let (error, message) = match self {
+            EngineError::Invalid { .. } => ("Invalid input", format!("{self}")),
+            EngineError::LimitExceeded { .. } => ("Limit exceeded", format!("{self}")),
+            EngineError::AlreadyExists { existing } => (
+                "Memory already exists",
+                format!("Memory already exists with id {existing}; nothing was stored"),
+            ),
+            EngineError::NotFound { .. } => ("Not found", format!("{self}")),
+            EngineError::Archived { .. } => (
+                "Not found",
+                format!("{self}; Store::lineage / the successor holds its content"),
+            ),
+            EngineError::SnapshotNotFound { .. } => ("Snapshot not found", format!("{self}")),
+            EngineError::PreviewMismatch { .. } => (
+                "Preview ID mismatch",
+                format!("{self}; run the preview again and apply its id"),
+            ),
+            EngineError::MemoryLimitReached { limit } => (
+                "Memory limit reached",
+                format!(
+                    "Memory limit reached ({limit}/{limit}). Use clear_old_memories to free space."
+                ),
+            ),
+            EngineError::DimensionMismatch { .. } => ("Invalid input", format!("{self}")),
+            EngineError::EmbedderMismatch { .. } => ("Embedder mismatch", format!("{self}")),
+            EngineError::Locked { .. } => ("Store locked", format!("{self}")),
+            EngineError::Poisoned => ("Store poisoned", format!("{self}")),
+            EngineError::Io { .. } => ("I/O error", format!("{self}")),
+            EngineError::Corrupted { .. } | EngineError::UnsupportedVersion { .. } => {
+                ("Data error", format!("{self}"))
+            }
+            EngineError::Embed(_) => ("Embedding failed", format!("{self}")),
+        };
+        let mut reply = serde_json::json!({"success": false, "error": error, "message": message});
+        let id = match self {
+            EngineError::AlreadyExists { existing } => Some(*existing),
+            EngineError::Archived { superseded_by, .. } => *superseded_by,
+            _ => None,
+        };
+        if let (Some(id), Some(obj)) = (id, reply.as_object_mut()) {
+            obj.insert("memory_id".into(), serde_json::json!(id.0));
+        }
+        reply
     }
 
     pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> EngineError {

@@ -42,8 +42,10 @@ pub mod checkpoint;
 pub mod codec;
 mod commit;
 pub mod error;
+pub mod hooks;
 pub mod identity;
 pub mod log;
+mod memory;
 pub mod options;
 pub mod record;
 mod recovery;
@@ -53,9 +55,16 @@ mod store;
 mod table;
 
 pub use error::{EngineError, ErrorKind, Result};
+pub use hooks::{HookConfig, HookOverrides, ReadHook, WriteHook};
+pub use memory::{
+    Cleared, Compacted, CompactionGroup, CompactionPreview, Feedback, FeedbackResult, Hits,
+    ListRecent, MemoryStats, Outcome, SearchMemories, SearchedHit, SnapshotCreated,
+    SnapshotRestored, StoreRequest, Stored, TagChange, TagPreview, TagsApplied, Unmerged,
+    UpdateRequest, Updated,
+};
 pub use mnemo_embed::{Embedder, HashingEmbedder};
 pub use options::{MAX_MEMORY_LIMIT, StoreOptions, SyncPolicy};
-pub use record::{Category, Kind, Memory, MemoryId, NewMemory, Role, Timestamp};
+pub use record::{Category, Kind, Memory, MemoryId, NewMemory, Role, TagSnapshot, Timestamp};
 pub use recovery::OpenReport;
 pub use store::{Filter, Hit, MAX_K, Query, ScanMode, SearchRequest, Stats, Store};
 

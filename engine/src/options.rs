@@ -1,5 +1,6 @@
 //! How a store is opened.
 
+use crate::hooks::HookConfig;
 use crate::storage::{FsStorage, Storage};
 use mnemo_embed::{Embedder, HashingEmbedder};
 use std::sync::Arc;
@@ -41,6 +42,8 @@ pub struct StoreOptions {
     pub checkpoint_bytes: u64,
     /// Whether sealed segments also carry i8 codes for the compact scan. Default true.
     pub vector_codes: bool,
+    /// Write and read hooks (`docs/semantics.md`). Default: all on.
+    pub hooks: HookConfig,
 }
 
 impl std::fmt::Debug for StoreOptions {
@@ -53,6 +56,7 @@ impl std::fmt::Debug for StoreOptions {
             .field("seal_rows", &self.seal_rows)
             .field("checkpoint_bytes", &self.checkpoint_bytes)
             .field("vector_codes", &self.vector_codes)
+            .field("hooks", &self.hooks)
             .finish()
     }
 }
@@ -72,6 +76,7 @@ impl StoreOptions {
             seal_rows: 65_536,
             checkpoint_bytes: 64 << 20,
             vector_codes: true,
+            hooks: HookConfig::default(),
         }
     }
 
@@ -112,6 +117,13 @@ impl StoreOptions {
     #[must_use]
     pub fn memory_limit(mut self, limit: usize) -> StoreOptions {
         self.memory_limit = limit;
+        self
+    }
+
+    /// Sets the hooks (`docs/semantics.md`); `HookConfig::none()` is the plain engine.
+    #[must_use]
+    pub fn hooks(mut self, hooks: HookConfig) -> StoreOptions {
+        self.hooks = hooks;
         self
     }
 

@@ -13,13 +13,16 @@ pub const MAX_CONTENT_CHARS: usize = 10_000;
 pub const MAX_TAGS: usize = 10;
 /// Most characters in one tag.
 pub const MAX_TAG_CHARS: usize = 100;
+/// Confidence of a new memory: a prior that feedback can move either way.
+pub const INITIAL_CONFIDENCE: f32 = 0.5;
 /// Most characters in a user, session or agent id.
 pub const MAX_ID_CHARS: usize = 256;
 /// The user a request belongs to when it names none.
 pub const DEFAULT_USER: &str = "default";
 
 /// A memory's id: assigned by the store, monotonic, never reused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(transparent)]
 pub struct MemoryId(pub u64);
 
 impl fmt::Display for MemoryId {
@@ -40,6 +43,43 @@ impl Timestamp {
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
         Timestamp(i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+    }
+
+    /// `days` days before this moment.
+    #[must_use]
+    pub fn minus_days(self, days: u64) -> Timestamp {
+        let micros = i64::try_from(days.saturating_mul(86_400_000_000)).unwrap_or(i64::MAX);
+        Timestamp(self.0.saturating_sub(micros))
+    }
+
+    /// ISO-8601 / RFC 3339 in UTC with microseconds: `2026-11-22T19:53:52.123456Z`.
+    #[must_use]
+    pub fn to_rfc3339(self) -> String {
+        let secs = self.0.div_euclid(1_000_000);
+        let micros = self.0.rem_euclid(1_000_000);
+        let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+        // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+        let z = days + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z.rem_euclid(146_097);
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = doy - (153 * mp + 2) / 5 + 1;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 };
+        let year = yoe + era * 400 + i64::from(month <= 2);
+        format!(
+            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{micros:06}Z",
+            sod / 3600,
+            sod % 3600 / 60,
+            sod % 60
+        )
+    }
+}
+
+impl serde::Serialize for Timestamp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_rfc3339())
     }
 }
 
@@ -81,6 +121,12 @@ macro_rules! closed_enum {
 
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { f.write_str(self.as_str()) }
+        }
+
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
         }
     };
 }
@@ -133,8 +179,12 @@ closed_enum!(
     }
 );
 
-/// A stored memory, with every field of BRIEF §2.
-#[derive(Debug, Clone, PartialEq)]
+fn hex<S: serde::Serializer>(h: &[u8; 32], s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&h.iter().map(|b| format!("{b:02x}")).collect::<String>())
+}
+
+/// A stored memory, with every field of BRIEF §2. Its JSON is the seed's memory shape.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Memory {
     /// Assigned by the store.
     pub id: MemoryId,
@@ -151,6 +201,7 @@ pub struct Memory {
     /// The text.
     pub content: String,
     /// sha256 of the content, for exact dedup per user.
+    #[serde(serialize_with = "hex")]
     pub content_hash: [u8; 32],
     /// One of the nine categories.
     pub category: Category,
@@ -168,7 +219,8 @@ pub struct Memory {
     pub helpful_count: u32,
     /// "Harmful" feedback received.
     pub harmful_count: u32,
-    /// Confidence in [0, 1]; 1 for a new memory.
+    /// Confidence in [0, 1]: 0.5 for a new memory; feedback and merges move it
+    /// (`docs/semantics.md`).
     pub confidence: f32,
     /// Ids this record replaced through a merge.
     pub supersedes: Vec<MemoryId>,
@@ -181,6 +233,9 @@ pub struct NewMemory {
     pub content: String,
     /// Defaults to `other`.
     pub category: Category,
+    /// Free text to normalize into a category (`auth`, `a speed-up`); overrides `category`
+    /// when set (`docs/semantics.md`, "Categories").
+    pub category_text: Option<String>,
     /// At most 10, each 1..=100 characters after trimming.
     pub tags: Vec<String>,
     /// Defaults to `"default"`.
@@ -202,6 +257,7 @@ impl NewMemory {
         NewMemory {
             content: content.into(),
             category: Category::Other,
+            category_text: None,
             tags: Vec::new(),
             user_id: None,
             session_id: None,
@@ -215,6 +271,13 @@ impl NewMemory {
     #[must_use]
     pub fn category(mut self, category: Category) -> NewMemory {
         self.category = category;
+        self
+    }
+
+    /// Sets the category as free text, to be normalized by the category hook.
+    #[must_use]
+    pub fn category_text(mut self, text: impl Into<String>) -> NewMemory {
+        self.category_text = Some(text.into());
         self
     }
 
@@ -375,6 +438,74 @@ pub fn validate_new(m: &NewMemory) -> Result<Vec<String>> {
         }),
         _ => Ok(tags),
     }
+}
+
+/// Every memory's tags of one user at one moment (`snapshot_create`), so a tag rewrite can be
+/// undone (`snapshot_restore`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TagSnapshot {
+    /// The user whose memories it covers.
+    pub user_id: String,
+    /// First 16 hex digits of the sha256 of the entries (`docs/semantics.md`).
+    pub snapshot_id: String,
+    /// What the caller said it is for.
+    pub description: String,
+    /// When taken.
+    pub created_at: Timestamp,
+    /// Each live memory and its tags, in id order.
+    pub entries: Vec<(MemoryId, Vec<String>)>,
+}
+
+/// Most characters of a snapshot description.
+pub const MAX_DESCRIPTION_CHARS: usize = 1000;
+
+/// Encodes a snapshot (`docs/format/log.md`, "Snapshot payload").
+pub(crate) fn encode_snapshot(s: &TagSnapshot, e: &mut Encoder<'_>) {
+    e.str(&s.user_id);
+    e.str(&s.snapshot_id);
+    e.str(&s.description);
+    e.i64(s.created_at.0);
+    e.u32(u32::try_from(s.entries.len()).unwrap_or(u32::MAX));
+    for (id, tags) in &s.entries {
+        e.u64(id.0);
+        e.u8(u8::try_from(tags.len()).unwrap_or(u8::MAX));
+        for t in tags {
+            e.str(t);
+        }
+    }
+}
+
+/// Decodes a snapshot.
+pub(crate) fn decode_snapshot(d: &mut Decoder<'_>) -> Result<TagSnapshot, DecodeError> {
+    let user_id = d.str(MAX_ID_CHARS * 4)?;
+    let snapshot_id = d.str(64)?;
+    let description = d.str(MAX_DESCRIPTION_CHARS * 4)?;
+    let created_at = Timestamp(d.i64()?);
+    let n = d.u32()? as usize;
+    // Each entry takes at least its id and tag count.
+    if n > d.remaining() / 9 {
+        return d.fail("snapshot entry count out of bounds");
+    }
+    let mut entries = Vec::with_capacity(n);
+    for _ in 0..n {
+        let id = MemoryId(d.u64()?);
+        let count = usize::from(d.u8()?);
+        if count > MAX_TAGS {
+            return d.fail("too many tags");
+        }
+        let mut tags = Vec::with_capacity(count);
+        for _ in 0..count {
+            tags.push(d.str(MAX_TAG_CHARS * 4)?);
+        }
+        entries.push((id, tags));
+    }
+    Ok(TagSnapshot {
+        user_id,
+        snapshot_id,
+        description,
+        created_at,
+        entries,
+    })
 }
 
 /// sha256 of `content`.

@@ -57,6 +57,9 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> EngineError + '_ {
 }
 
 /// Applies one logged operation to the in-memory state (also used by the write path).
+/// A batch is applied member by member: its frame is one commit point, and an error means
+/// the log is damaged (recovery refuses to open) or the write path has a bug (it poisons the
+/// store), so a half-applied batch is never used.
 pub(crate) fn apply(
     table: &mut Table,
     vectors: &mut Collection,
@@ -64,7 +67,7 @@ pub(crate) fn apply(
 ) -> Result<(), &'static str> {
     match op {
         Op::Store { record, vector } => {
-            if table.get(record.id).is_some() {
+            if table.get(record.id).is_some() || table.archived(record.id).is_some() {
                 return Err("store of an id that exists");
             }
             vectors
@@ -77,6 +80,70 @@ pub(crate) fn apply(
                 return Err("delete of an id that does not exist");
             }
             vectors.delete(id.0);
+        }
+        Op::Update { record } => {
+            let old = table
+                .remove(record.id)
+                .ok_or("update of an id that does not exist")?;
+            if old.content_hash != record.content_hash || old.user_id != record.user_id {
+                return Err("update changes the content or the user");
+            }
+            table.insert(*record);
+        }
+        Op::Touch { at, ids } => {
+            for id in ids {
+                let mut m = table
+                    .remove(id)
+                    .ok_or("touch of an id that does not exist")?;
+                m.access_count = m.access_count.saturating_add(1);
+                m.last_accessed_at = m.last_accessed_at.max(at);
+                table.insert(*m);
+            }
+        }
+        Op::SetTags { id, tags, at } => {
+            let mut m = table
+                .remove(id)
+                .ok_or("tags of an id that does not exist")?;
+            m.tags = tags;
+            m.updated_at = at;
+            table.insert(*m);
+        }
+        Op::Archive { id } => {
+            let vector = vectors
+                .vector(id.0)
+                .ok_or("archive of an id that does not exist")?
+                .to_vec();
+            let m = table
+                .remove(id)
+                .ok_or("archive of an id that does not exist")?;
+            vectors.delete(id.0);
+            table.insert_archived(*m, vector);
+        }
+        Op::StoreArchived { record, vector } => {
+            if vector.len() != vectors.dim() {
+                return Err("vector does not fit the store");
+            }
+            if !table.insert_archived(*record, vector) {
+                return Err("archived record of an id that exists");
+            }
+        }
+        Op::CanonicalTag {
+            user_id,
+            tag,
+            vector,
+        } => {
+            if vector.len() != vectors.dim() {
+                return Err("canonical tag vector does not fit the store");
+            }
+            if !table.add_canonical(&user_id, tag, &vector) {
+                return Err("canonical tag registered twice");
+            }
+        }
+        Op::Snapshot(s) => table.put_snapshot(*s),
+        Op::Batch(ops) => {
+            for op in ops {
+                apply(table, vectors, op)?;
+            }
         }
     }
     Ok(())
@@ -171,6 +238,14 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, dim: usize) -> R
             offset: 0,
             reason: "segments and records disagree",
         });
+    }
+    // The archive, canonical tags and snapshots (checkpoint.md, "Aux section").
+    for op in head.aux {
+        apply(&mut table, &mut vectors, op).map_err(|reason| EngineError::Corrupted {
+            file: path.clone(),
+            offset: 0,
+            reason,
+        })?;
     }
     Ok(Base {
         seq,
@@ -336,8 +411,8 @@ pub(crate) fn recover(dir: &Path, options: &StoreOptions) -> Result<Recovered> {
                     reason: "gap in log sequence numbers",
                 });
             }
-            if let Op::Store { record, .. } = &op {
-                next_id = next_id.max(record.id.0 + 1);
+            if let Some(id) = op.max_new_id() {
+                next_id = next_id.max(id + 1);
             }
             apply(&mut table, &mut vectors, op).map_err(|reason| EngineError::Corrupted {
                 file: path.clone(),

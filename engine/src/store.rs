@@ -11,9 +11,10 @@ use crate::checkpoint::{format as ckpt_format, writer as ckpt_writer};
 use crate::commit::GroupCommit;
 use crate::error::{EngineError, Result};
 use crate::log::Op;
+use crate::log::format::{FRAME_PREFIX, MAX_FRAME_LEN, encode_frame};
 use crate::log::writer::LogWriter;
 use crate::options::{MAX_MEMORY_LIMIT, StoreOptions, SyncPolicy};
-use crate::record::{self, Category, DEFAULT_USER, Kind, Memory, MemoryId, NewMemory, Timestamp};
+use crate::record::{self, Category, DEFAULT_USER, Kind, Memory, MemoryId, Timestamp};
 use crate::recovery::{self, OpenReport};
 use crate::segment_file;
 use crate::storage::StorageLock;
@@ -188,15 +189,15 @@ pub struct Stats {
     pub memory_limit: usize,
 }
 
-struct State {
-    table: Table,
-    vectors: Collection,
+pub(crate) struct State {
+    pub(crate) table: Table,
+    pub(crate) vectors: Collection,
 }
 
-struct Writer {
+pub(crate) struct Writer {
     log: LogWriter,
     next_seq: u64,
-    next_id: u64,
+    pub(crate) next_id: u64,
     next_segment_id: u64,
     checkpoint_seq: u64,
     log_bytes_since_checkpoint: u64,
@@ -204,10 +205,12 @@ struct Writer {
     segments: Vec<(u64, u64)>,
 }
 
-struct Inner {
+pub(crate) struct Inner {
     dir: PathBuf,
-    options: StoreOptions,
-    state: RwLock<State>,
+    pub(crate) options: StoreOptions,
+    pub(crate) state: RwLock<State>,
+    /// Embeddings of the category label texts, computed on first need.
+    pub(crate) category_labels: std::sync::OnceLock<Vec<Vec<f32>>>,
     writer: Mutex<Writer>,
     commit: GroupCommit,
     report: OpenReport,
@@ -217,7 +220,7 @@ struct Inner {
 /// An open mnemo store. Cheap to clone; all clones share one database.
 #[derive(Clone)]
 pub struct Store {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 impl std::fmt::Debug for Store {
@@ -243,6 +246,7 @@ impl Store {
                 got: options.memory_limit,
             });
         }
+        options.hooks.validate()?;
         let dir = dir.as_ref().to_path_buf();
         let r = recovery::recover(&dir, &options)?;
         let commit = GroupCommit::new(r.last_seq, Arc::clone(&r.log.file));
@@ -263,6 +267,7 @@ impl Store {
                 vectors: r.vectors,
             }),
             commit,
+            category_labels: std::sync::OnceLock::new(),
             report: r.report,
             _lock: r.lock,
             options,
@@ -289,129 +294,6 @@ impl Store {
         &self.inner.dir
     }
 
-    /// Stores a memory, embedding its content with the store's embedder.
-    ///
-    /// # Errors
-    /// `Invalid` / `LimitExceeded` for bad input, `AlreadyExists` with the existing id for the
-    /// same content of the same user, `MemoryLimitReached`, `Poisoned`, `Io`, `Embed`.
-    pub fn store(&self, m: NewMemory) -> Result<MemoryId> {
-        let tags = record::validate_new(&m)?; // durability.md step 1
-        let vector = self.inner.options.embedder.embed(&m.content)?; // step 2
-        self.store_validated(m, tags, vector)
-    }
-
-    /// Stores several memories, embedding their contents in one `embed_batch` call (about 2×
-    /// the rate of one `store` each with MiniLM, `docs/benchmarks.md`). Each memory is still its
-    /// own commit, made in input order, so a later one can be `AlreadyExists` of an earlier
-    /// one; the result for each is what `store` would have returned for it.
-    ///
-    /// # Errors
-    /// The outer error is the embedder failing (then nothing was stored); per-memory errors
-    /// are as `store`'s.
-    pub fn store_batch(&self, memories: Vec<NewMemory>) -> Result<Vec<Result<MemoryId>>> {
-        let validated: Vec<Result<Vec<String>>> =
-            memories.iter().map(record::validate_new).collect(); // step 1
-        let contents: Vec<&str> = memories
-            .iter()
-            .zip(&validated)
-            .filter(|(_, tags)| tags.is_ok())
-            .map(|(m, _)| m.content.as_str())
-            .collect();
-        let embedder = &self.inner.options.embedder;
-        let vectors = embedder.embed_batch(&contents)?; // step 2
-        if vectors.len() != contents.len() {
-            return Err(EngineError::Embed(mnemo_embed::EmbedError::Failed {
-                model_id: embedder.model_id().to_owned(),
-                reason: format!(
-                    "returned {} vectors for {} texts",
-                    vectors.len(),
-                    contents.len()
-                ),
-            }));
-        }
-        let mut vectors = vectors.into_iter();
-        Ok(memories
-            .into_iter()
-            .zip(validated)
-            .map(|(m, tags)| {
-                let tags = tags?;
-                // One vector per validated memory, in order (counted above).
-                let vector = vectors.next().unwrap_or_default();
-                self.store_validated(m, tags, vector)
-            })
-            .collect())
-    }
-
-    /// Stores a memory with a vector the caller computed (it must have the store's dimension).
-    ///
-    /// # Errors
-    /// As `store`, plus `DimensionMismatch` / `Invalid` for a bad vector.
-    pub fn store_embedded(&self, m: NewMemory, vector: Vec<f32>) -> Result<MemoryId> {
-        let tags = record::validate_new(&m)?; // step 1
-        self.store_validated(m, tags, vector)
-    }
-
-    /// Steps 1 (the vector) and 3–7 for a request whose fields `validate_new` accepted,
-    /// with `tags` its canonical tags.
-    fn store_validated(
-        &self,
-        m: NewMemory,
-        tags: Vec<String>,
-        vector: Vec<f32>,
-    ) -> Result<MemoryId> {
-        mnemo_index::validate_vector(self.inner.options.embedder.dim(), &vector).map_err(|e| {
-            match e {
-                mnemo_index::IndexError::DimensionMismatch { expected, got } => {
-                    EngineError::DimensionMismatch { expected, got }
-                }
-                other => EngineError::Invalid {
-                    field: "vector",
-                    reason: other.to_string(),
-                },
-            }
-        })?;
-        let user_id = m.user_id.unwrap_or_else(|| DEFAULT_USER.to_owned());
-        let content_hash = record::content_hash(&m.content);
-        let now = Timestamp::now();
-        let mut id = MemoryId(0);
-        self.commit(|w, state| {
-            // step 3: checks against the current table, under the writer lock.
-            if let Some(existing) = state.table.find_hash(&user_id, &content_hash) {
-                return Err(EngineError::AlreadyExists { existing });
-            }
-            if state.table.len() >= self.inner.options.memory_limit {
-                return Err(EngineError::MemoryLimitReached {
-                    limit: self.inner.options.memory_limit,
-                });
-            }
-            id = MemoryId(w.next_id);
-            Ok(Op::Store {
-                record: Box::new(Memory {
-                    id,
-                    user_id,
-                    kind: m.kind,
-                    session_id: m.session_id,
-                    agent_id: m.agent_id,
-                    role: m.role,
-                    content: m.content,
-                    content_hash,
-                    category: m.category,
-                    tags,
-                    created_at: now,
-                    updated_at: now,
-                    last_accessed_at: now,
-                    access_count: 0,
-                    helpful_count: 0,
-                    harmful_count: 0,
-                    confidence: 1.0,
-                    supersedes: Vec::new(),
-                }),
-                vector,
-            })
-        })?;
-        Ok(id)
-    }
-
     /// Deletes a memory.
     ///
     /// # Errors
@@ -419,24 +301,40 @@ impl Store {
     pub fn delete(&self, id: MemoryId) -> Result<()> {
         self.commit(|_, state| {
             if state.table.get(id).is_none() {
-                return Err(EngineError::NotFound { id });
+                return Err(crate::memory::missing(state, id));
             }
-            Ok(Op::Delete { id })
+            Ok((Some(Op::Delete { id }), ()))
         })
     }
 
     /// The write path, steps 3–7 of `docs/durability.md`: `prepare` checks the operation
-    /// against the current state under the writer lock and returns it (or a caller error).
-    fn commit(&self, prepare: impl FnOnce(&Writer, &State) -> Result<Op>) -> Result<()> {
+    /// against the current state under the writer lock and returns it (or a caller error),
+    /// with what the caller gets once it is durable. No operation means nothing to write.
+    pub(crate) fn commit<T>(
+        &self,
+        prepare: impl FnOnce(&Writer, &State) -> Result<(Option<Op>, T)>,
+    ) -> Result<T> {
         let inner = &*self.inner;
-        let (seq, checkpoint_due) = {
+        let (seq, checkpoint_due, value) = {
             let mut w = inner.writer.lock();
             inner.commit.check()?;
             let mut state = inner.state.write();
-            let op = prepare(&w, &state)?;
+            let (op, value) = prepare(&w, &state)?;
+            let Some(op) = op else {
+                return Ok(value);
+            };
             let seq = w.next_seq;
+            let frame = encode_frame(seq, &op);
+            let body = frame.len() - FRAME_PREFIX;
+            if body > MAX_FRAME_LEN as usize {
+                return Err(EngineError::LimitExceeded {
+                    what: "bytes of one atomic operation (its log frame)",
+                    limit: MAX_FRAME_LEN as usize,
+                    got: body,
+                });
+            }
             // step 4: append; a failed append may leave a partial frame, so poison.
-            match w.log.append(seq, &op) {
+            match w.log.append_frame(&frame) {
                 Ok(n) => w.log_bytes_since_checkpoint += n,
                 Err(source) => {
                     inner.commit.poison();
@@ -446,8 +344,8 @@ impl Store {
                     });
                 }
             }
-            if let Op::Store { record, .. } = &op {
-                w.next_id = record.id.0 + 1;
+            if let Some(id) = op.max_new_id() {
+                w.next_id = w.next_id.max(id + 1);
             }
             // step 5: apply, publish.
             let State { table, vectors } = &mut *state;
@@ -461,7 +359,7 @@ impl Store {
             }
             w.next_seq = seq + 1;
             inner.commit.set_written(seq);
-            (seq, self.checkpoint_due(&w, &state))
+            (seq, self.checkpoint_due(&w, &state), value)
         };
         // step 6: durability per policy.
         if inner.options.sync == SyncPolicy::Always {
@@ -469,10 +367,9 @@ impl Store {
         }
         // step 7: acknowledged. Housekeeping may follow.
         if checkpoint_due {
-            self.checkpoint_if_due()
-        } else {
-            Ok(())
+            self.checkpoint_if_due()?;
         }
+        Ok(value)
     }
 
     fn checkpoint_due(&self, w: &Writer, state: &State) -> bool {
@@ -547,7 +444,8 @@ impl Store {
         // C2–C3: the checkpoint, atomically.
         let bytes = {
             let state = inner.state.read();
-            ckpt_writer::encode(seq, w.next_id, &segments, state.table.iter())
+            let aux = state.table.aux_ops(inner.options.embedder.dim());
+            ckpt_writer::encode(seq, w.next_id, &segments, &aux, state.table.iter())
         };
         let name = ckpt_format::file_name(seq);
         segment_file::write_atomic(storage, dir, &name, &bytes)
@@ -600,15 +498,14 @@ impl Store {
     /// The memory with `id`. A plain read: it does not count as an access.
     ///
     /// # Errors
-    /// `NotFound`.
+    /// `NotFound`; `Archived` (with the successor) for a merged or superseded id.
     pub fn get(&self, id: MemoryId) -> Result<Memory> {
-        self.inner
-            .state
-            .read()
+        let state = self.inner.state.read();
+        state
             .table
             .get(id)
             .cloned()
-            .ok_or(EngineError::NotFound { id })
+            .ok_or_else(|| crate::memory::missing(&state, id))
     }
 
     /// The stored vector of `id`.

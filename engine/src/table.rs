@@ -1,10 +1,14 @@
-//! The in-memory metadata table: every live record by id, and per user the content-hash index,
-//! the key set (the scan's user filter) and the tag frequencies.
+//! The in-memory metadata table: every live record by id; the archive of records that left the
+//! live set through a merge or an update (with their vectors, for lineage and undo); and per
+//! user the content-hash index, the key set (the scan's user filter), the tag frequencies, the
+//! canonical tags with their embeddings, and the tag snapshots.
 //!
 //! Guarantees: all indexes change together in `insert` and `remove`, so they always agree
 //! with the records. Not durable by itself: the log and checkpoints are.
 
-use crate::record::{Memory, MemoryId};
+use crate::hooks::tags::TagForm;
+use crate::log::Op;
+use crate::record::{Memory, MemoryId, TagSnapshot};
 use mnemo_index::KeySet;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -32,12 +36,61 @@ impl Hasher for ContentHashHasher {
 
 type HashIndex = HashMap<[u8; 32], MemoryId, BuildHasherDefault<ContentHashHasher>>;
 
+/// A user's canonical tags (`docs/semantics.md`, "Tags"): never removed, in registration
+/// order, each with the embedding of its embedding form.
+#[derive(Debug, Default)]
+pub(crate) struct CanonicalTags {
+    tags: Vec<String>,
+    forms: Vec<TagForm>,
+    by_name: HashMap<String, usize>,
+    vectors: Vec<f32>,
+}
+
+impl CanonicalTags {
+    pub(crate) fn contains(&self, tag: &str) -> bool {
+        self.by_name.contains_key(tag)
+    }
+
+    /// Tags with their vectors, in registration order.
+    pub(crate) fn iter(&self, dim: usize) -> impl Iterator<Item = (&str, &[f32])> + '_ {
+        self.tags
+            .iter()
+            .zip(self.vectors.chunks_exact(dim.max(1)))
+            .map(|(t, v)| (t.as_str(), v))
+    }
+
+    pub(crate) fn names(&self) -> &[String] {
+        &self.tags
+    }
+
+    /// Tags with their merge-decision forms and vectors.
+    pub(crate) fn iter_with_forms(
+        &self,
+        dim: usize,
+    ) -> impl Iterator<Item = (&str, &TagForm, &[f32])> + '_ {
+        self.tags
+            .iter()
+            .zip(&self.forms)
+            .zip(self.vectors.chunks_exact(dim.max(1)))
+            .map(|((t, f), v)| (t.as_str(), f, v))
+    }
+}
+
+/// A record that left the live set, kept for lineage.
+#[derive(Debug, Clone)]
+pub(crate) struct Archived {
+    pub(crate) record: Memory,
+    pub(crate) vector: Vec<f32>,
+}
+
 /// Everything indexed per user.
 #[derive(Debug, Default)]
 struct UserIndex {
     by_hash: HashIndex,
     keys: KeySet,
     tag_freq: BTreeMap<String, u64>,
+    canonical: CanonicalTags,
+    snapshots: BTreeMap<String, TagSnapshot>,
 }
 
 impl UserIndex {
@@ -61,6 +114,8 @@ pub(crate) struct Table {
     slots: Vec<Option<Box<Memory>>>,
     live: usize,
     users: HashMap<String, UserIndex>,
+    archive: HashMap<MemoryId, Archived>,
+    superseded_by: HashMap<MemoryId, MemoryId>,
 }
 
 impl Table {
@@ -85,6 +140,122 @@ impl Table {
 
     pub(crate) fn tag_frequencies(&self, user: &str) -> Option<&BTreeMap<String, u64>> {
         self.users.get(user).map(|u| &u.tag_freq)
+    }
+
+    pub(crate) fn canonical(&self, user: &str) -> Option<&CanonicalTags> {
+        self.users.get(user).map(|u| &u.canonical)
+    }
+
+    /// Registers a canonical tag; false if the user has it already.
+    pub(crate) fn add_canonical(&mut self, user: &str, tag: String, vector: &[f32]) -> bool {
+        let c = &mut self.user_mut(user).canonical;
+        if c.by_name.contains_key(&tag) {
+            return false;
+        }
+        c.by_name.insert(tag.clone(), c.tags.len());
+        c.forms.push(TagForm::of(&tag));
+        c.tags.push(tag);
+        c.vectors.extend_from_slice(vector);
+        true
+    }
+
+    pub(crate) fn snapshots(&self, user: &str) -> Option<&BTreeMap<String, TagSnapshot>> {
+        self.users.get(user).map(|u| &u.snapshots)
+    }
+
+    /// Adds a snapshot, replacing one with the same id.
+    pub(crate) fn put_snapshot(&mut self, s: TagSnapshot) {
+        self.user_mut(&s.user_id)
+            .snapshots
+            .insert(s.snapshot_id.clone(), s);
+    }
+
+    pub(crate) fn archived(&self, id: MemoryId) -> Option<&Archived> {
+        self.archive.get(&id)
+    }
+
+    pub(crate) fn archive_len(&self) -> usize {
+        self.archive.len()
+    }
+
+    /// Archived records in id order.
+    pub(crate) fn archive_sorted(&self) -> Vec<&Archived> {
+        let mut v: Vec<&Archived> = self.archive.values().collect();
+        v.sort_by_key(|a| a.record.id);
+        v
+    }
+
+    /// The operations that rebuild the archive, the canonical tags and the snapshots
+    /// (a checkpoint's aux section): archived records in id order, then per user (sorted) the
+    /// canonical tags in registration order and the snapshots by id.
+    pub(crate) fn aux_ops(&self, dim: usize) -> Vec<Op> {
+        let mut ops: Vec<Op> = self
+            .archive_sorted()
+            .into_iter()
+            .map(|a| Op::StoreArchived {
+                record: Box::new(a.record.clone()),
+                vector: a.vector.clone(),
+            })
+            .collect();
+        let mut users: Vec<(&String, &UserIndex)> = self.users.iter().collect();
+        users.sort_by(|a, b| a.0.cmp(b.0));
+        for (user, index) in users {
+            ops.extend(
+                index
+                    .canonical
+                    .iter(dim)
+                    .map(|(tag, vector)| Op::CanonicalTag {
+                        user_id: user.clone(),
+                        tag: tag.to_owned(),
+                        vector: vector.to_vec(),
+                    }),
+            );
+            ops.extend(
+                index
+                    .snapshots
+                    .values()
+                    .map(|s| Op::Snapshot(Box::new(s.clone()))),
+            );
+        }
+        ops
+    }
+
+    /// Puts a record into the archive; false if its id is live or archived already.
+    pub(crate) fn insert_archived(&mut self, record: Memory, vector: Vec<f32>) -> bool {
+        if self.get(record.id).is_some() || self.archive.contains_key(&record.id) {
+            return false;
+        }
+        self.note_lineage(&record);
+        self.archive.insert(record.id, Archived { record, vector });
+        true
+    }
+
+    /// The live record that replaced `id` through a merge or an update, following the chain.
+    pub(crate) fn successor(&self, id: MemoryId) -> Option<MemoryId> {
+        let mut at = *self.superseded_by.get(&id)?;
+        // Lineage is acyclic (a record only supersedes older ids); the bound is a safeguard.
+        for _ in 0..64 {
+            match self.superseded_by.get(&at) {
+                Some(next) if self.get(at).is_none() => at = *next,
+                _ => break,
+            }
+        }
+        Some(at)
+    }
+
+    fn note_lineage(&mut self, m: &Memory) {
+        for s in &m.supersedes {
+            self.superseded_by.insert(*s, m.id);
+        }
+    }
+
+    fn user_mut(&mut self, user: &str) -> &mut UserIndex {
+        if !self.users.contains_key(user) {
+            self.users.insert(user.to_owned(), UserIndex::default());
+        }
+        self.users
+            .get_mut(user)
+            .unwrap_or_else(|| unreachable!("inserted above"))
     }
 
     pub(crate) fn users(&self) -> usize {
@@ -129,14 +300,8 @@ impl Table {
         if i >= self.slots.len() {
             self.slots.resize_with(i + 1, || None);
         }
-        match self.users.get_mut(&m.user_id) {
-            Some(u) => u.add(&m),
-            None => {
-                let mut u = UserIndex::default();
-                u.add(&m);
-                self.users.insert(m.user_id.clone(), u);
-            }
-        }
+        self.note_lineage(&m);
+        self.user_mut(&m.user_id).add(&m);
         if let Some(slot) = self.slots.get_mut(i) {
             if slot.is_none() {
                 self.live += 1;

@@ -11,9 +11,11 @@
 //!  32    8 segment_count  u64 LE
 //!  40    8 body_len       u64 LE
 //!  48    4 body_crc       crc32 seeded BODY_SEED over the body
-//!  52    8 reserved       zero
+//!  52    8 aux_count      u64 LE; v2 (zero in v1)
 //!  60    4 hdr_crc        crc32 seeded HEADER_SEED over bytes 0..60
-//! body: segment_count × { segment_id u64, rows u64 }, record_count × record (log.md)
+//! body: segment_count × { segment_id u64, rows u64 },
+//!       aux_count × { type u8, len u32, payload (log.md) }   (v2)
+//!       record_count × record (log.md)
 //! ```
 
 use std::ops::RangeInclusive;
@@ -21,9 +23,9 @@ use std::ops::RangeInclusive;
 /// File magic.
 pub const MAGIC: [u8; 4] = *b"MNCK";
 /// Version this build writes.
-pub const VERSION: u16 = 1;
-/// Versions this build reads.
-pub const SUPPORTED: RangeInclusive<u16> = 1..=1;
+pub const VERSION: u16 = 2;
+/// Versions this build reads (v1 has no aux section).
+pub const SUPPORTED: RangeInclusive<u16> = 1..=2;
 /// Header length.
 pub const HEADER_LEN: usize = 64;
 /// CRC seed of the header.

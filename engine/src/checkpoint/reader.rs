@@ -4,6 +4,8 @@
 
 use super::format::{BODY_SEED, HEADER_LEN, HEADER_SEED, MAGIC, MIN_RECORD_BYTES, SUPPORTED};
 use crate::codec::{DecodeError, Decoder};
+use crate::log::Op;
+use crate::log::format::{TYPE_CANONICAL_TAG, TYPE_SNAPSHOT, TYPE_STORE_ARCHIVED, decode_payload};
 use crate::record::{self, Memory};
 
 /// A decoded checkpoint.
@@ -15,6 +17,8 @@ pub struct Checkpoint {
     pub next_id: u64,
     /// Sealed segments: `(segment_id, rows)`.
     pub segments: Vec<(u64, u64)>,
+    /// The archive, canonical tags and snapshots, as operations.
+    pub aux: Vec<Op>,
     /// Live records, in id order.
     pub records: Vec<Memory>,
 }
@@ -36,7 +40,7 @@ fn crc(seed: u32, b: &[u8]) -> u32 {
 
 /// A checkpoint's header and segment list, checked; its records are decoded separately so
 /// that opening can verify segments while it decodes them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Head {
     /// Last log sequence number included.
     pub seq: u64,
@@ -44,6 +48,8 @@ pub struct Head {
     pub next_id: u64,
     /// Sealed segments: `(segment_id, rows)`.
     pub segments: Vec<(u64, u64)>,
+    /// The archive, canonical tags and snapshots, as operations (v2).
+    pub aux: Vec<Op>,
     record_count: u64,
     records_at: usize,
 }
@@ -71,7 +77,7 @@ pub fn decode_head(b: &[u8]) -> Result<Head, CheckpointError> {
     let segment_count = d.u64().map_err(e)?;
     let body_len = d.u64().map_err(e)?;
     let body_crc = d.u32().map_err(e)?;
-    let reserved = d.u64().map_err(e)?;
+    let aux_count = d.u64().map_err(e)?;
     let hdr_crc = d.u32().map_err(e)?;
     if crc(HEADER_SEED, b.get(..60).unwrap_or(&[])) != hdr_crc {
         return Err(corrupt(60, "header checksum mismatch"));
@@ -79,7 +85,7 @@ pub fn decode_head(b: &[u8]) -> Result<Head, CheckpointError> {
     if !SUPPORTED.contains(&version) {
         return Err(CheckpointError::Unsupported(version));
     }
-    if flags != 0 || reserved != 0 {
+    if flags != 0 || (version == 1 && aux_count != 0) {
         return Err(corrupt(6, "unknown flags or reserved bytes set"));
     }
     let body = b.get(HEADER_LEN..).unwrap_or(&[]);
@@ -89,10 +95,12 @@ pub fn decode_head(b: &[u8]) -> Result<Head, CheckpointError> {
     if crc(BODY_SEED, body) != body_crc {
         return Err(corrupt(48, "body checksum mismatch"));
     }
+    // Each aux entry takes at least its type and length.
     let needed = segment_count.checked_mul(16).and_then(|s| {
         record_count
             .checked_mul(MIN_RECORD_BYTES)
             .and_then(|r| r.checked_add(s))
+            .and_then(|n| n.checked_add(aux_count.checked_mul(5)?))
     });
     if needed.is_none_or(|n| n > body_len) {
         return Err(corrupt(24, "counts exceed the body"));
@@ -108,10 +116,37 @@ pub fn decode_head(b: &[u8]) -> Result<Head, CheckpointError> {
     for _ in 0..segment_count {
         segments.push((d.u64().map_err(at)?, d.u64().map_err(at)?));
     }
+    let mut aux = Vec::with_capacity(usize::try_from(aux_count).unwrap_or(0));
+    for _ in 0..aux_count {
+        let t = d.u8().map_err(at)?;
+        if ![TYPE_STORE_ARCHIVED, TYPE_CANONICAL_TAG, TYPE_SNAPSHOT].contains(&t) {
+            return Err(at(DecodeError {
+                offset: d.pos(),
+                reason: "aux entry of a type checkpoints do not hold",
+            }));
+        }
+        let len = d.u32().map_err(at)? as usize;
+        let start = d.pos();
+        let mut member = Decoder::new(d.take(len).map_err(at)?);
+        let op = decode_payload(t, &mut member, true).map_err(|e| {
+            at(DecodeError {
+                offset: start + e.offset,
+                reason: e.reason,
+            })
+        })?;
+        if member.remaining() != 0 {
+            return Err(at(DecodeError {
+                offset: d.pos(),
+                reason: "trailing bytes in an aux entry",
+            }));
+        }
+        aux.push(op);
+    }
     Ok(Head {
         seq,
         next_id,
         segments,
+        aux,
         record_count,
         records_at: HEADER_LEN + d.pos(),
     })
@@ -181,6 +216,7 @@ pub fn decode(b: &[u8]) -> Result<Checkpoint, CheckpointError> {
         seq: head.seq,
         next_id: head.next_id,
         segments: head.segments,
+        aux: head.aux,
         records,
     })
 }

@@ -2,6 +2,8 @@
 
 use super::format::{BODY_SEED, HEADER_SEED, MAGIC, VERSION};
 use crate::codec::Encoder;
+use crate::log::Op;
+use crate::log::format::{encode_payload, op_type};
 use crate::record::{self, Memory};
 
 fn crc(seed: u32, b: &[u8]) -> u32 {
@@ -10,13 +12,15 @@ fn crc(seed: u32, b: &[u8]) -> u32 {
     h.finalize()
 }
 
-/// Encodes the checkpoint at `seq`: sealed `segments` (`(id, rows)`, in id order) and
-/// `records` (in id order).
+/// Encodes the checkpoint at `seq`: sealed `segments` (`(id, rows)`, in id order), the `aux`
+/// operations that rebuild the archive, canonical tags and snapshots, and `records` (in id
+/// order).
 #[must_use]
 pub fn encode<'a>(
     seq: u64,
     next_id: u64,
     segments: &[(u64, u64)],
+    aux: &[Op],
     records: impl ExactSizeIterator<Item = &'a Memory>,
 ) -> Vec<u8> {
     let record_count = records.len() as u64;
@@ -26,6 +30,13 @@ pub fn encode<'a>(
         for (id, rows) in segments {
             e.u64(*id);
             e.u64(*rows);
+        }
+        for op in aux {
+            let mut payload = Vec::new();
+            encode_payload(op, &mut Encoder::new(&mut payload));
+            e.u8(op_type(op));
+            e.u32(u32::try_from(payload.len()).unwrap_or(u32::MAX));
+            e.bytes(&payload);
         }
         for m in records {
             record::encode(m, &mut e);
@@ -42,7 +53,7 @@ pub fn encode<'a>(
     e.u64(segments.len() as u64);
     e.u64(body.len() as u64);
     e.u32(crc(BODY_SEED, &body));
-    e.u64(0);
+    e.u64(aux.len() as u64);
     let h = crc(HEADER_SEED, &out);
     out.extend_from_slice(&h.to_le_bytes());
     out.extend_from_slice(&body);

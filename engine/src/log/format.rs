@@ -14,7 +14,7 @@
 //! off size field   meaning
 //!   0    4 len     u32 LE = 1 + 8 + payload; MIN_FRAME_LEN..=MAX_FRAME_LEN
 //!   4    4 crc     crc32 seeded FRAME_CRC_SEED over bytes 0..4 then 8..8+len
-//!   8    1 type    TYPE_STORE | TYPE_DELETE
+//!   8    1 type    TYPE_STORE ..= TYPE_BATCH
 //!   9    8 seq     u64 LE
 //!  17    * payload
 //! ```
@@ -22,15 +22,15 @@
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
 use crate::codec::{DecodeError, Decoder, Encoder};
-use crate::record::{self, Memory, MemoryId};
+use crate::record::{self, MAX_TAG_CHARS, MAX_TAGS, Memory, MemoryId, TagSnapshot, Timestamp};
 use std::ops::RangeInclusive;
 
 /// File magic.
 pub const MAGIC: [u8; 4] = *b"MNWL";
 /// Version this build writes.
-pub const VERSION: u16 = 1;
-/// Versions this build reads.
-pub const SUPPORTED: RangeInclusive<u16> = 1..=1;
+pub const VERSION: u16 = 2;
+/// Versions this build reads (v1 files hold only store and delete frames).
+pub const SUPPORTED: RangeInclusive<u16> = 1..=2;
 /// File header length.
 pub const HEADER_LEN: usize = 32;
 /// CRC seed of the file header.
@@ -47,6 +47,24 @@ pub const MAX_FRAME_LEN: u32 = 16 << 20;
 pub const TYPE_STORE: u8 = 1;
 /// Frame type: delete a memory.
 pub const TYPE_DELETE: u8 = 2;
+/// Frame type (v2): replace a live record's fields (same id, same content, same vector).
+pub const TYPE_UPDATE: u8 = 3;
+/// Frame type (v2): count an access of some memories.
+pub const TYPE_TOUCH: u8 = 4;
+/// Frame type (v2): replace one memory's tags.
+pub const TYPE_SET_TAGS: u8 = 5;
+/// Frame type (v2): move a live memory, with its vector, to the archive (lineage).
+pub const TYPE_ARCHIVE: u8 = 6;
+/// Frame type (v2): put a record and its vector straight into the archive.
+pub const TYPE_STORE_ARCHIVED: u8 = 7;
+/// Frame type (v2): register a canonical tag of a user, with its embedding.
+pub const TYPE_CANONICAL_TAG: u8 = 8;
+/// Frame type (v2): a tag snapshot.
+pub const TYPE_SNAPSHOT: u8 = 9;
+/// Frame type (v2): several of the above, applied as one commit.
+pub const TYPE_BATCH: u8 = 10;
+/// Most operations in one batch.
+pub const MAX_BATCH_OPS: usize = 1 << 20;
 
 /// One operation, as logged.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,6 +81,65 @@ pub enum Op {
         /// The deleted id.
         id: MemoryId,
     },
+    /// New field values for a live record; its id and content (so its vector) are unchanged.
+    Update {
+        /// The record as it is after the update.
+        record: Box<Memory>,
+    },
+    /// Reads that count as an access: `access_count += 1`, `last_accessed_at = at`.
+    Touch {
+        /// When.
+        at: Timestamp,
+        /// The memories read (each live).
+        ids: Vec<MemoryId>,
+    },
+    /// New tags for one live memory; `updated_at = at`.
+    SetTags {
+        /// The memory.
+        id: MemoryId,
+        /// Its tags from now on.
+        tags: Vec<String>,
+        /// When.
+        at: Timestamp,
+    },
+    /// A live memory leaves the live set (search, lists, counts) and is kept, with its
+    /// vector, in the archive, where lineage (`supersedes`) can still reach it.
+    Archive {
+        /// The memory.
+        id: MemoryId,
+    },
+    /// A record that goes straight to the archive (the new memory of a store-time merge).
+    StoreArchived {
+        /// The record.
+        record: Box<Memory>,
+        /// Its embedding.
+        vector: Vec<f32>,
+    },
+    /// A canonical tag of a user and the embedding normalization compares with.
+    CanonicalTag {
+        /// The user.
+        user_id: String,
+        /// The tag.
+        tag: String,
+        /// Its embedding (embedding form, `docs/semantics.md`).
+        vector: Vec<f32>,
+    },
+    /// A snapshot of every tag of a user's memories.
+    Snapshot(Box<TagSnapshot>),
+    /// Operations applied together: the frame is the one commit point of all of them.
+    Batch(Vec<Op>),
+}
+
+impl Op {
+    /// The largest memory id this operation creates, if any (the store's `next_id` follows it).
+    #[must_use]
+    pub fn max_new_id(&self) -> Option<u64> {
+        match self {
+            Op::Store { record, .. } | Op::StoreArchived { record, .. } => Some(record.id.0),
+            Op::Batch(ops) => ops.iter().filter_map(Op::max_new_id).max(),
+            _ => None,
+        }
+    }
 }
 
 fn crc(seed: u32, parts: &[&[u8]]) -> u32 {
@@ -139,22 +216,9 @@ pub fn decode_header(b: &[u8]) -> Result<u64, HeaderError> {
 pub fn encode_frame(seq: u64, op: &Op) -> Vec<u8> {
     let mut b = vec![0u8; FRAME_PREFIX];
     let mut e = Encoder::new(&mut b);
-    match op {
-        Op::Store { record, vector } => {
-            e.u8(TYPE_STORE);
-            e.u64(seq);
-            record::encode(record, &mut e);
-            e.u32(u32::try_from(vector.len()).unwrap_or(u32::MAX));
-            for x in vector {
-                e.f32(*x);
-            }
-        }
-        Op::Delete { id } => {
-            e.u8(TYPE_DELETE);
-            e.u64(seq);
-            e.u64(id.0);
-        }
-    }
+    e.u8(op_type(op));
+    e.u64(seq);
+    encode_payload(op, &mut e);
     let len = u32::try_from(b.len() - FRAME_PREFIX).unwrap_or(u32::MAX);
     let c = crc(
         FRAME_CRC_SEED,
@@ -216,35 +280,296 @@ pub fn check_frame(b: &[u8]) -> Result<RawFrame<'_>, &'static str> {
     })
 }
 
+/// The frame type of `op`.
+#[must_use]
+pub fn op_type(op: &Op) -> u8 {
+    match op {
+        Op::Store { .. } => TYPE_STORE,
+        Op::Delete { .. } => TYPE_DELETE,
+        Op::Update { .. } => TYPE_UPDATE,
+        Op::Touch { .. } => TYPE_TOUCH,
+        Op::SetTags { .. } => TYPE_SET_TAGS,
+        Op::Archive { .. } => TYPE_ARCHIVE,
+        Op::StoreArchived { .. } => TYPE_STORE_ARCHIVED,
+        Op::CanonicalTag { .. } => TYPE_CANONICAL_TAG,
+        Op::Snapshot(_) => TYPE_SNAPSHOT,
+        Op::Batch(_) => TYPE_BATCH,
+    }
+}
+
+fn encode_vector(v: &[f32], e: &mut Encoder<'_>) {
+    e.u32(u32::try_from(v.len()).unwrap_or(u32::MAX));
+    for x in v {
+        e.f32(*x);
+    }
+}
+
+fn encode_tags(tags: &[String], e: &mut Encoder<'_>) {
+    e.u8(u8::try_from(tags.len()).unwrap_or(u8::MAX));
+    for t in tags {
+        e.str(t);
+    }
+}
+
+/// Encodes `op`'s payload (everything after `type` and `seq`; a batch's members carry their
+/// own type and length).
+pub(crate) fn encode_payload(op: &Op, e: &mut Encoder<'_>) {
+    match op {
+        Op::Store { record, vector } | Op::StoreArchived { record, vector } => {
+            record::encode(record, e);
+            encode_vector(vector, e);
+        }
+        Op::Delete { id } | Op::Archive { id } => e.u64(id.0),
+        Op::Update { record } => record::encode(record, e),
+        Op::Touch { at, ids } => {
+            e.i64(at.0);
+            e.u32(u32::try_from(ids.len()).unwrap_or(u32::MAX));
+            for id in ids {
+                e.u64(id.0);
+            }
+        }
+        Op::SetTags { id, tags, at } => {
+            e.u64(id.0);
+            e.i64(at.0);
+            encode_tags(tags, e);
+        }
+        Op::CanonicalTag {
+            user_id,
+            tag,
+            vector,
+        } => {
+            e.str(user_id);
+            e.str(tag);
+            encode_vector(vector, e);
+        }
+        Op::Snapshot(s) => record::encode_snapshot(s, e),
+        Op::Batch(ops) => {
+            e.u32(u32::try_from(ops.len()).unwrap_or(u32::MAX));
+            for op in ops {
+                let mut member = Vec::new();
+                encode_payload(op, &mut Encoder::new(&mut member));
+                e.u8(op_type(op));
+                e.u32(u32::try_from(member.len()).unwrap_or(u32::MAX));
+                e.bytes(&member);
+            }
+        }
+    }
+}
+
+fn decode_vector(d: &mut Decoder<'_>) -> Result<Vec<f32>, DecodeError> {
+    let dim = d.u32()? as usize;
+    if dim > d.remaining() / 4 {
+        return d.fail("vector length out of bounds");
+    }
+    let mut vector = Vec::with_capacity(dim);
+    for _ in 0..dim {
+        vector.push(d.f32()?);
+    }
+    Ok(vector)
+}
+
+fn decode_tags(d: &mut Decoder<'_>) -> Result<Vec<String>, DecodeError> {
+    let n = usize::from(d.u8()?);
+    if n > MAX_TAGS {
+        return d.fail("too many tags");
+    }
+    let mut tags = Vec::with_capacity(n);
+    for _ in 0..n {
+        tags.push(d.str(MAX_TAG_CHARS * 4)?);
+    }
+    Ok(tags)
+}
+
+/// Decodes one payload of type `frame_type`, which must use up `d`. Batches may not nest.
+///
+/// # Errors
+/// An unknown type, a nested batch, or a payload that does not decode completely.
+pub(crate) fn decode_payload(
+    frame_type: u8,
+    d: &mut Decoder<'_>,
+    in_batch: bool,
+) -> Result<Op, DecodeError> {
+    let op = match frame_type {
+        TYPE_STORE | TYPE_STORE_ARCHIVED => {
+            let record = Box::new(record::decode(d)?);
+            let vector = decode_vector(d)?;
+            if frame_type == TYPE_STORE {
+                Op::Store { record, vector }
+            } else {
+                Op::StoreArchived { record, vector }
+            }
+        }
+        TYPE_DELETE => Op::Delete {
+            id: MemoryId(d.u64()?),
+        },
+        TYPE_ARCHIVE => Op::Archive {
+            id: MemoryId(d.u64()?),
+        },
+        TYPE_UPDATE => Op::Update {
+            record: Box::new(record::decode(d)?),
+        },
+        TYPE_TOUCH => {
+            let at = Timestamp(d.i64()?);
+            let n = d.u32()? as usize;
+            if n > d.remaining() / 8 {
+                return d.fail("touch count out of bounds");
+            }
+            let mut ids = Vec::with_capacity(n);
+            for _ in 0..n {
+                ids.push(MemoryId(d.u64()?));
+            }
+            Op::Touch { at, ids }
+        }
+        TYPE_SET_TAGS => {
+            let id = MemoryId(d.u64()?);
+            let at = Timestamp(d.i64()?);
+            Op::SetTags {
+                id,
+                tags: decode_tags(d)?,
+                at,
+            }
+        }
+        TYPE_CANONICAL_TAG => Op::CanonicalTag {
+            user_id: d.str(record::MAX_ID_CHARS * 4)?,
+            tag: d.str(MAX_TAG_CHARS * 4)?,
+            vector: decode_vector(d)?,
+        },
+        TYPE_SNAPSHOT => Op::Snapshot(Box::new(record::decode_snapshot(d)?)),
+        TYPE_BATCH if !in_batch => {
+            let n = d.u32()? as usize;
+            // Each member takes at least its type and length.
+            if n > MAX_BATCH_OPS || n > d.remaining() / 5 {
+                return d.fail("batch count out of bounds");
+            }
+            let mut ops = Vec::with_capacity(n);
+            for _ in 0..n {
+                let t = d.u8()?;
+                let len = d.u32()? as usize;
+                let mut member = Decoder::new(d.take(len)?);
+                ops.push(decode_payload(t, &mut member, true)?);
+                if member.remaining() != 0 {
+                    return d.fail("trailing bytes in a batch member");
+                }
+            }
+            Op::Batch(ops)
+        }
+        TYPE_BATCH => return d.fail("nested batch"),
+        _ => return d.fail("unknown frame type"),
+    };
+    Ok(op)
+}
+
 /// Decodes the payload of a checked frame into an operation.
 ///
 /// # Errors
 /// An unknown type or a payload that does not decode completely.
 pub fn decode_op(f: &RawFrame<'_>) -> Result<Op, DecodeError> {
     let mut d = Decoder::new(f.payload);
-    let op = match f.frame_type {
-        TYPE_STORE => {
-            let record = record::decode(&mut d)?;
-            let dim = d.u32()? as usize;
-            if dim > d.remaining() / 4 {
-                return d.fail("vector length out of bounds");
-            }
-            let mut vector = Vec::with_capacity(dim);
-            for _ in 0..dim {
-                vector.push(d.f32()?);
-            }
-            Op::Store {
-                record: Box::new(record),
-                vector,
-            }
-        }
-        TYPE_DELETE => Op::Delete {
-            id: MemoryId(d.u64()?),
-        },
-        _ => return d.fail("unknown frame type"),
-    };
+    let op = decode_payload(f.frame_type, &mut d, false)?;
     if d.remaining() != 0 {
         return d.fail("trailing bytes in frame");
     }
     Ok(op)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Category, Kind};
+
+    fn record(id: u64) -> Box<Memory> {
+        Box::new(Memory {
+            id: MemoryId(id),
+            user_id: "u".into(),
+            kind: Kind::Memory,
+            session_id: Some("s".into()),
+            agent_id: None,
+            role: None,
+            content: format!("content {id}"),
+            content_hash: record::content_hash("x"),
+            category: Category::Security,
+            tags: vec!["a".into(), "type:bug".into()],
+            created_at: Timestamp(1),
+            updated_at: Timestamp(2),
+            last_accessed_at: Timestamp(3),
+            access_count: 4,
+            helpful_count: 5,
+            harmful_count: 6,
+            confidence: 0.5,
+            supersedes: vec![MemoryId(1), MemoryId(2)],
+        })
+    }
+
+    fn round_trip(op: &Op) -> Op {
+        let frame = encode_frame(7, op);
+        let raw = check_frame(&frame).expect("frame checks");
+        assert_eq!((raw.seq, raw.frame_type), (7, op_type(op)));
+        decode_op(&raw).expect("frame decodes")
+    }
+
+    #[test]
+    fn every_operation_round_trips_alone_and_in_a_batch() {
+        let ops = vec![
+            Op::Store {
+                record: record(3),
+                vector: vec![0.5, -0.25],
+            },
+            Op::Delete { id: MemoryId(9) },
+            Op::Update { record: record(4) },
+            Op::Touch {
+                at: Timestamp(10),
+                ids: vec![MemoryId(1), MemoryId(5)],
+            },
+            Op::SetTags {
+                id: MemoryId(2),
+                tags: vec!["x".into()],
+                at: Timestamp(11),
+            },
+            Op::Archive { id: MemoryId(8) },
+            Op::StoreArchived {
+                record: record(12),
+                vector: vec![1.0, 0.0],
+            },
+            Op::CanonicalTag {
+                user_id: "u".into(),
+                tag: "api v2".into(),
+                vector: vec![0.0, 1.0],
+            },
+            Op::Snapshot(Box::new(TagSnapshot {
+                user_id: "u".into(),
+                snapshot_id: "0123456789abcdef".into(),
+                description: "before rename".into(),
+                created_at: Timestamp(13),
+                entries: vec![(MemoryId(1), vec!["a".into()]), (MemoryId(2), vec![])],
+            })),
+        ];
+        for op in &ops {
+            assert_eq!(&round_trip(op), op);
+        }
+        let batch = Op::Batch(ops);
+        assert_eq!(round_trip(&batch), batch);
+        assert_eq!(batch.max_new_id(), Some(12));
+    }
+
+    #[test]
+    fn a_nested_batch_or_a_short_member_is_refused() {
+        let nested = Op::Batch(vec![Op::Batch(vec![Op::Delete { id: MemoryId(1) }])]);
+        let frame = encode_frame(1, &nested);
+        let raw = check_frame(&frame).expect("frame checks");
+        assert_eq!(decode_op(&raw).expect_err("nested").reason, "nested batch");
+
+        let mut payload = Vec::new();
+        let mut e = Encoder::new(&mut payload);
+        e.u32(1);
+        e.u8(TYPE_DELETE);
+        e.u32(4); // a delete needs 8 bytes
+        e.u32(0);
+        let raw = RawFrame {
+            frame_type: TYPE_BATCH,
+            seq: 1,
+            payload: &payload,
+            total_len: 0,
+        };
+        assert!(decode_op(&raw).is_err());
+    }
 }

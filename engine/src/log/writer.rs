@@ -68,8 +68,15 @@ impl LogWriter {
     /// # Errors
     /// Any I/O failure; an unknown prefix may be on disk, so the caller poisons the store.
     pub fn append(&mut self, seq: u64, op: &Op) -> io::Result<u64> {
-        let frame = encode_frame(seq, op);
-        self.file.append(&frame)?;
+        self.append_frame(&encode_frame(seq, op))
+    }
+
+    /// Appends an encoded frame (not synced). Returns the bytes written.
+    ///
+    /// # Errors
+    /// As `append`.
+    pub fn append_frame(&mut self, frame: &[u8]) -> io::Result<u64> {
+        self.file.append(frame)?;
         self.bytes += frame.len() as u64;
         Ok(frame.len() as u64)
     }

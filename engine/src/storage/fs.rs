@@ -33,6 +33,10 @@ impl Storage for FsStorage {
         std::fs::create_dir_all(dir)
     }
 
+    fn len(&self, path: &Path) -> io::Result<u64> {
+        std::fs::metadata(path).map(|m| m.len())
+    }
+
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
         let mut names = Vec::new();
         for entry in std::fs::read_dir(dir)? {

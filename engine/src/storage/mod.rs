@@ -52,6 +52,13 @@ pub trait Storage: Send + Sync + Debug {
     /// # Errors
     /// As the operating system reports.
     fn read(&self, path: &Path) -> io::Result<Vec<u8>>;
+    /// The length of `path` in bytes (statistics only).
+    ///
+    /// # Errors
+    /// As the operating system reports.
+    fn len(&self, path: &Path) -> io::Result<u64> {
+        self.read(path).map(|b| b.len() as u64)
+    }
     /// A read-only view of a sealed (never again written) file.
     ///
     /// # Errors

@@ -1,15 +1,21 @@
 //! Shared helpers: seeded randomness (from `mnemo_index::synthetic`) and small stores.
 
 use mnemo_engine::storage::FaultyStorage;
-use mnemo_engine::{HashingEmbedder, StoreOptions};
+use mnemo_engine::{HashingEmbedder, HookConfig, StoreOptions, WriteHook};
 use std::sync::Arc;
 
 pub use mnemo_index::synthetic::{SeededRng as Rng, seed_from_env as seed};
 
-/// Options for a small 8-d store on `storage`, sealing every `seal_rows` rows.
+/// Options for a small 8-d store on `storage`, sealing every `seal_rows` rows, with exact
+/// dedup the only hook: the engine's own behaviour, which the model and crash tests check
+/// against a `Vec`.
 pub fn small_options(storage: &FaultyStorage, seal_rows: usize) -> StoreOptions {
     StoreOptions::new(Arc::new(HashingEmbedder::with_dim(8)))
         .storage(Arc::new(storage.clone()))
         .seal_rows(seal_rows)
         .memory_limit(1_000_000)
+        .hooks(HookConfig {
+            write: vec![WriteHook::ExactDedup],
+            ..HookConfig::none()
+        })
 }

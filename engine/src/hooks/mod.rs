@@ -1,0 +1,237 @@
+//! Engine hooks (`docs/semantics.md`, "Hooks"): the ordered lists of write hooks (tag and
+//! category normalization, exact and semantic dedup) and read hooks (load-time dedup, access
+//! counting) a store runs, configured per store and overridden per request.
+//!
+//! Guarantees: a hook never writes by itself; whatever the write hooks decide becomes part of
+//! the one log frame of the operation, decided under the writer lock. Switching every hook off
+//! gives the plain engine: tags trimmed and lowercased, the category as given, only the
+//! engine's limits checked, exact duplicates stored. Not here: the pipeline that runs them
+//! (`crate::memory`).
+
+pub mod category;
+pub mod dedup;
+pub mod facts;
+pub mod tags;
+
+use crate::error::{EngineError, Result};
+
+/// Default store-time dedup distance (cosine distance; similarity >= 0.65).
+pub const DEDUP_DISTANCE: f32 = 0.35;
+/// Default load-time cluster distance.
+pub const CLUSTER_DISTANCE: f32 = 0.40;
+/// Default compaction distance.
+pub const COMPACTION_DISTANCE: f32 = 0.20;
+/// Most candidates one semantic merge considers.
+pub const MAX_MERGE_GROUP: usize = 10;
+/// How many times the page a deduplicating search over-fetches.
+pub const LOAD_DEDUP_OVERFETCH: usize = 3;
+
+/// A hook on the write path, in the order the pipeline runs them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WriteHook {
+    /// Tag validation and semantic normalization.
+    Tags,
+    /// Category normalization.
+    Category,
+    /// Same content, same user: `AlreadyExists`.
+    ExactDedup,
+    /// Near duplicates: merge or supersede.
+    SemanticDedup,
+}
+
+/// A hook on the read path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReadHook {
+    /// Fold near-identical results into the best of each cluster.
+    LoadDedup,
+    /// Count returned memories as accessed.
+    Access,
+}
+
+impl WriteHook {
+    /// All write hooks, in pipeline order.
+    pub const ALL: &'static [WriteHook] = &[
+        WriteHook::Tags,
+        WriteHook::Category,
+        WriteHook::ExactDedup,
+        WriteHook::SemanticDedup,
+    ];
+}
+
+impl ReadHook {
+    /// All read hooks, in pipeline order.
+    pub const ALL: &'static [ReadHook] = &[ReadHook::LoadDedup, ReadHook::Access];
+}
+
+/// A store's hooks and their settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HookConfig {
+    /// Write hooks that run (the pipeline order is fixed; this says which are on).
+    pub write: Vec<WriteHook>,
+    /// Read hooks that run.
+    pub read: Vec<ReadHook>,
+    /// Store-time semantic dedup distance, in (0, 2).
+    pub dedup_distance: f32,
+    /// Load-time cluster distance, in (0, 2).
+    pub cluster_distance: f32,
+    /// Compaction distance, in (0, 2).
+    pub compaction_distance: f32,
+}
+
+impl Default for HookConfig {
+    fn default() -> HookConfig {
+        HookConfig {
+            write: WriteHook::ALL.to_vec(),
+            read: ReadHook::ALL.to_vec(),
+            dedup_distance: DEDUP_DISTANCE,
+            cluster_distance: CLUSTER_DISTANCE,
+            compaction_distance: COMPACTION_DISTANCE,
+        }
+    }
+}
+
+impl HookConfig {
+    /// No hooks: the plain engine.
+    #[must_use]
+    pub fn none() -> HookConfig {
+        HookConfig {
+            write: Vec::new(),
+            read: Vec::new(),
+            ..HookConfig::default()
+        }
+    }
+
+    /// Checks the distances.
+    ///
+    /// # Errors
+    /// `Invalid` naming the setting.
+    pub fn validate(&self) -> Result<()> {
+        check_distance("dedup_distance", self.dedup_distance)?;
+        check_distance("cluster_distance", self.cluster_distance)?;
+        check_distance("compaction_distance", self.compaction_distance)
+    }
+}
+
+/// Checks a cosine distance setting: finite, in (0, 2).
+///
+/// # Errors
+/// `Invalid` naming `field`.
+pub fn check_distance(field: &'static str, d: f32) -> Result<()> {
+    if d.is_finite() && d > 0.0 && d < 2.0 {
+        Ok(())
+    } else {
+        Err(EngineError::Invalid {
+            field,
+            reason: format!("{d} is not a cosine distance in (0, 2)"),
+        })
+    }
+}
+
+/// Per-request changes to a store's hooks. `None` keeps the store's setting.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HookOverrides {
+    /// Write hooks switched off for this request.
+    pub skip: Vec<WriteHook>,
+    /// Write hooks switched on for this request (even if the store has them off).
+    pub force: Vec<WriteHook>,
+    /// Store-time dedup distance for this request.
+    pub dedup_distance: Option<f32>,
+    /// Load-time dedup on or off for this request.
+    pub deduplicate: Option<bool>,
+    /// Load-time cluster distance for this request.
+    pub dedup_threshold: Option<f32>,
+    /// Count this read as an access, or not.
+    pub count_access: Option<bool>,
+}
+
+/// The hooks in effect for one request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Effective {
+    /// Tag normalization on.
+    pub tags: bool,
+    /// Category normalization on.
+    pub category: bool,
+    /// Exact dedup on.
+    pub exact_dedup: bool,
+    /// Semantic dedup on.
+    pub semantic_dedup: bool,
+    /// Load-time dedup on.
+    pub load_dedup: bool,
+    /// Access counting on.
+    pub access: bool,
+    /// Store-time dedup distance.
+    pub dedup_distance: f32,
+    /// Load-time cluster distance.
+    pub cluster_distance: f32,
+}
+
+impl Effective {
+    /// The store's config with `o` applied.
+    ///
+    /// # Errors
+    /// `Invalid` for a distance out of range.
+    pub fn of(config: &HookConfig, o: &HookOverrides) -> Result<Effective> {
+        let write = |h: WriteHook| {
+            o.force.contains(&h) || (config.write.contains(&h) && !o.skip.contains(&h))
+        };
+        let dedup_distance = o.dedup_distance.unwrap_or(config.dedup_distance);
+        let cluster_distance = o.dedup_threshold.unwrap_or(config.cluster_distance);
+        check_distance("dedup_distance", dedup_distance)?;
+        check_distance("dedup_threshold", cluster_distance)?;
+        Ok(Effective {
+            tags: write(WriteHook::Tags),
+            category: write(WriteHook::Category),
+            exact_dedup: write(WriteHook::ExactDedup),
+            semantic_dedup: write(WriteHook::SemanticDedup),
+            load_dedup: o
+                .deduplicate
+                .unwrap_or(config.read.contains(&ReadHook::LoadDedup)),
+            access: o
+                .count_access
+                .unwrap_or(config.read.contains(&ReadHook::Access)),
+            dedup_distance,
+            cluster_distance,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overrides_switch_hooks_and_thresholds_for_one_request() {
+        let store = HookConfig::default();
+        let e = Effective::of(&store, &HookOverrides::default()).unwrap();
+        assert!(e.tags && e.category && e.exact_dedup && e.semantic_dedup && e.load_dedup);
+        assert!((e.dedup_distance - 0.35).abs() < 1e-6);
+        let o = HookOverrides {
+            skip: vec![WriteHook::SemanticDedup],
+            dedup_threshold: Some(0.2),
+            deduplicate: Some(false),
+            ..HookOverrides::default()
+        };
+        let e = Effective::of(&store, &o).unwrap();
+        assert!(!e.semantic_dedup && e.exact_dedup && !e.load_dedup);
+        assert!((e.cluster_distance - 0.2).abs() < 1e-6);
+        let forced = HookOverrides {
+            force: vec![WriteHook::Tags],
+            ..HookOverrides::default()
+        };
+        let e = Effective::of(&HookConfig::none(), &forced).unwrap();
+        assert!(e.tags && !e.category && !e.semantic_dedup && !e.access);
+        let bad = HookOverrides {
+            dedup_distance: Some(f32::NAN),
+            ..HookOverrides::default()
+        };
+        assert!(Effective::of(&store, &bad).is_err());
+        assert!(
+            HookConfig {
+                cluster_distance: 2.0,
+                ..HookConfig::default()
+            }
+            .validate()
+            .is_err()
+        );
+    }
+}

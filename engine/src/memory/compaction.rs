@@ -1,0 +1,253 @@
+//! Compaction (`docs/semantics.md`, "Compaction"): the store-time merge over stored memories
+//! at a stricter distance, with a preview, one frame per merged group, and an undo through
+//! lineage.
+
+use super::short_id;
+use super::space::UserSpace;
+use super::write::merge;
+use crate::error::{EngineError, Result};
+use crate::hooks::{check_distance, dedup};
+use crate::log::Op;
+use crate::record::{self, DEFAULT_USER, Kind, Memory, MemoryId, Timestamp};
+use crate::store::Store;
+use std::collections::HashSet;
+
+/// Memories compaction would merge into one.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CompactionGroup {
+    /// The oldest member, whose neighbours formed the group.
+    pub anchor: MemoryId,
+    /// Every member, the anchor first.
+    pub members: Vec<MemoryId>,
+}
+
+/// `compact_preview`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CompactionPreview {
+    /// Always true.
+    pub success: bool,
+    /// Id of this plan: pass it to `compact_apply`.
+    pub preview_id: String,
+    /// The groups.
+    pub groups: Vec<CompactionGroup>,
+    /// Live memories of the user now.
+    pub memories_before: usize,
+    /// After applying.
+    pub memories_after: usize,
+    /// For people.
+    pub message: String,
+}
+
+/// `compact_apply`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Compacted {
+    /// Always true.
+    pub success: bool,
+    /// Each merged record and the ids it supersedes.
+    pub merged: Vec<(MemoryId, Vec<MemoryId>)>,
+    /// Groups skipped because a member changed since the plan.
+    pub skipped: usize,
+    /// For people.
+    pub message: String,
+}
+
+/// `compact_undo`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Unmerged {
+    /// Always true.
+    pub success: bool,
+    /// The merged record, now archived.
+    pub archived: MemoryId,
+    /// The sources, live again under new ids, in the merged record's `supersedes` order.
+    pub restored: Vec<MemoryId>,
+    /// For people.
+    pub message: String,
+}
+
+impl Store {
+    fn compaction_groups(&self, user: &str, distance: f32) -> (Vec<CompactionGroup>, usize) {
+        let state = self.inner.state.read();
+        let mut mine: Vec<&Memory> = state
+            .table
+            .iter()
+            .filter(|m| m.user_id == user && m.kind != Kind::Message)
+            .collect();
+        let live = state.table.iter().filter(|m| m.user_id == user).count();
+        mine.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        let mut grouped: HashSet<MemoryId> = HashSet::new();
+        let mut groups = Vec::new();
+        for m in mine {
+            if grouped.contains(&m.id) {
+                continue;
+            }
+            let Some(v) = state.vectors.vector(m.id.0) else {
+                continue;
+            };
+            let space = UserSpace {
+                state: &state,
+                user,
+                kind: m.kind,
+            };
+            let plan = dedup::plan(&space, v, &m.content, 1.0 - distance, Some(m.id));
+            let dups: Vec<MemoryId> = plan
+                .duplicates
+                .into_iter()
+                .filter(|d| !grouped.contains(d))
+                .collect();
+            if dups.is_empty() {
+                continue;
+            }
+            grouped.insert(m.id);
+            grouped.extend(dups.iter().copied());
+            let mut members = vec![m.id];
+            members.extend(dups);
+            groups.push(CompactionGroup {
+                anchor: m.id,
+                members,
+            });
+        }
+        (groups, live)
+    }
+
+    /// The groups `compact_apply` would merge, at `distance` (default 0.2), without writing.
+    ///
+    /// # Errors
+    /// `Invalid` for a bad user id or distance.
+    pub fn compact_preview(
+        &self,
+        user_id: Option<&str>,
+        distance: f32,
+    ) -> Result<CompactionPreview> {
+        let user = user_id.unwrap_or(DEFAULT_USER);
+        record::validate_id("user_id", user)?;
+        check_distance("distance", distance)?;
+        let (groups, live) = self.compaction_groups(user, distance);
+        let folded: usize = groups.iter().map(|g| g.members.len() - 1).sum();
+        Ok(CompactionPreview {
+            success: true,
+            preview_id: groups_id(&groups),
+            memories_before: live,
+            memories_after: live - folded,
+            message: format!("{} groups would merge {folded} memories away", groups.len()),
+            groups,
+        })
+    }
+
+    /// Merges the groups of `preview_id`, recomputed now (the id must match): each group is
+    /// one frame that archives its members and stores the merged record.
+    ///
+    /// # Errors
+    /// `PreviewMismatch`, `Invalid`; `Poisoned`, `Io`.
+    pub fn compact_apply(
+        &self,
+        user_id: Option<&str>,
+        distance: f32,
+        preview_id: &str,
+    ) -> Result<Compacted> {
+        let user = user_id.unwrap_or(DEFAULT_USER);
+        record::validate_id("user_id", user)?;
+        check_distance("distance", distance)?;
+        let (groups, _) = self.compaction_groups(user, distance);
+        let expected = groups_id(&groups);
+        if expected != preview_id {
+            return Err(EngineError::PreviewMismatch {
+                expected,
+                provided: preview_id.to_owned(),
+            });
+        }
+        let mut merged = Vec::new();
+        let mut skipped = 0;
+        for g in &groups {
+            let made = self.commit(|w, state| {
+                let members: Option<Vec<(&Memory, &[f32])>> = g
+                    .members
+                    .iter()
+                    .map(|id| Some((state.table.get(*id)?, state.vectors.vector(id.0)?)))
+                    .collect();
+                // A member deleted or merged since the plan: the group is skipped.
+                let Some(members) = members else {
+                    return Ok((None, None));
+                };
+                let Some(((anchor, anchor_vector), rest)) = members.split_first() else {
+                    return Ok((None, None));
+                };
+                let id = MemoryId(w.next_id);
+                let Ok((record, vector)) =
+                    merge(id, anchor, anchor_vector, rest, &[], Timestamp::now())
+                else {
+                    return Ok((None, None));
+                };
+                let mut ops: Vec<Op> = g.members.iter().map(|m| Op::Archive { id: *m }).collect();
+                let made = (id, record.supersedes.clone());
+                ops.push(Op::Store {
+                    record: Box::new(record),
+                    vector,
+                });
+                Ok((Some(Op::Batch(ops)), Some(made)))
+            })?;
+            match made {
+                Some(m) => merged.push(m),
+                None => skipped += 1,
+            }
+        }
+        Ok(Compacted {
+            success: true,
+            message: format!("Merged {} groups", merged.len()),
+            merged,
+            skipped,
+        })
+    }
+
+    /// Undoes a merge through lineage: one frame archives the merged record and stores each
+    /// record it superseded again, with its text, vector, tags, counts and timestamps, a new
+    /// id, and `supersedes` naming the archived record it restores.
+    ///
+    /// # Errors
+    /// `NotFound` / `Archived`; `Invalid` if the memory superseded nothing; `Poisoned`, `Io`.
+    pub fn compact_undo(&self, merged: MemoryId) -> Result<Unmerged> {
+        let restored = self.commit(|w, state| {
+            let m = state
+                .table
+                .get(merged)
+                .ok_or_else(|| super::missing(state, merged))?;
+            let sources: Vec<_> = m
+                .supersedes
+                .iter()
+                .filter_map(|s| state.table.archived(*s))
+                .collect();
+            if sources.is_empty() {
+                return Err(EngineError::Invalid {
+                    field: "memory_id",
+                    reason: format!("memory {merged} supersedes no archived memory"),
+                });
+            }
+            let mut ops = vec![Op::Archive { id: merged }];
+            let mut restored = Vec::new();
+            for (i, a) in sources.iter().enumerate() {
+                let mut r = a.record.clone();
+                r.id = MemoryId(w.next_id + i as u64);
+                r.supersedes = vec![a.record.id];
+                restored.push(r.id);
+                ops.push(Op::Store {
+                    record: Box::new(r),
+                    vector: a.vector.clone(),
+                });
+            }
+            Ok((Some(Op::Batch(ops)), restored))
+        })?;
+        Ok(Unmerged {
+            success: true,
+            archived: merged,
+            message: format!("Restored {} memories", restored.len()),
+            restored,
+        })
+    }
+}
+
+fn groups_id(groups: &[CompactionGroup]) -> String {
+    let ids: Vec<Vec<u64>> = groups
+        .iter()
+        .map(|g| g.members.iter().map(|m| m.0).collect())
+        .collect();
+    short_id(&serde_json::json!(ids))
+}

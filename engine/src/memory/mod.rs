@@ -1,0 +1,67 @@
+//! The seed's memory operations on `Store` (`docs/semantics.md`, "Operations"): the write
+//! pipeline that runs the hooks, and the typed calls whose JSON is the seed's result shape.
+//!
+//! Guarantees: every operation that changes more than one record (a merge, a supersede, a tag
+//! rewrite, a restore, a compaction group, a store that registers canonical tags) is one log
+//! frame; every parameter out of its documented range is an error naming the range, never
+//! clamped; the hooks' decisions are made under the writer lock.
+
+mod compaction;
+mod read;
+mod space;
+mod tags;
+mod write;
+
+pub use compaction::{Compacted, CompactionGroup, CompactionPreview, Unmerged};
+pub use read::{
+    Cleared, Feedback, FeedbackResult, Hits, ListRecent, MemoryStats, SearchMemories, SearchedHit,
+};
+pub use tags::{SnapshotCreated, SnapshotRestored, TagChange, TagPreview, TagsApplied};
+pub use write::{Outcome, StoreRequest, Stored, UpdateRequest, Updated};
+
+pub(crate) use read::missing;
+
+use crate::error::{EngineError, Result};
+
+/// The first 16 hex digits of the sha256 of `json` (snapshot and preview ids, as the peer).
+fn short_id(json: &serde_json::Value) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(json.to_string().as_bytes());
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// `value` must be in `range`, else `LimitExceeded` / `Invalid` naming it.
+fn in_range(what: &'static str, value: usize, min: usize, max: usize) -> Result<()> {
+    if value > max {
+        return Err(EngineError::LimitExceeded {
+            what,
+            limit: max,
+            got: value,
+        });
+    }
+    if value < min {
+        return Err(EngineError::Invalid {
+            field: what,
+            reason: format!("{value} is below the minimum of {min}"),
+        });
+    }
+    Ok(())
+}
+
+/// The first 100 characters and `...` when there is more (the peer's `content_preview`).
+fn preview(content: &str) -> String {
+    let mut p: String = content.chars().take(100).collect();
+    if content.chars().nth(100).is_some() {
+        p.push_str("...");
+    }
+    p
+}
+
+/// `ops` as one frame: nothing for none, the operation itself for one, a `Batch` for more.
+fn one_frame(mut ops: Vec<crate::log::Op>) -> Option<crate::log::Op> {
+    match ops.len() {
+        0 => None,
+        1 => ops.pop(),
+        _ => Some(crate::log::Op::Batch(ops)),
+    }
+}

@@ -1,0 +1,555 @@
+//! Reads and single-record changes of the seed: search with the read hooks, recent, get (an
+//! access), delete, stats, cleanup, feedback, lineage.
+
+use super::{in_range, preview};
+use crate::error::{EngineError, Result};
+use crate::hooks::dedup::fold;
+use crate::hooks::{Effective, HookOverrides, LOAD_DEDUP_OVERFETCH};
+use crate::log::Op;
+use crate::record::{self, Category, DEFAULT_USER, Memory, MemoryId, Timestamp};
+use crate::store::Store;
+use mnemo_index::{Scan, SearchParams};
+
+/// Longest search query, in characters.
+pub const MAX_QUERY_CHARS: usize = 1000;
+/// Most results one page may hold.
+pub const MAX_PAGE: usize = 50;
+/// Largest offset.
+pub const MAX_OFFSET: usize = 10_000;
+
+/// A `search_memories` request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchMemories {
+    /// The text to search by meaning: 1..=1,000 characters.
+    pub query: String,
+    /// The user; `"default"` when `None`.
+    pub user_id: Option<String>,
+    /// Results per page, 1..=50 (default 10).
+    pub limit: usize,
+    /// Results to skip, 0..=10,000.
+    pub offset: usize,
+    /// Only this category (an exact category name; anything else is an error).
+    pub category: Option<String>,
+    /// Only memories with at least one of these tags.
+    pub tags: Vec<String>,
+    /// Per-request hook changes (`deduplicate`, `dedup_threshold`, `count_access`).
+    pub hooks: HookOverrides,
+}
+
+impl SearchMemories {
+    /// The first 10 results for `query`.
+    #[must_use]
+    pub fn new(query: impl Into<String>) -> SearchMemories {
+        SearchMemories {
+            query: query.into(),
+            user_id: None,
+            limit: 10,
+            offset: 0,
+            category: None,
+            tags: Vec::new(),
+            hooks: HookOverrides::default(),
+        }
+    }
+}
+
+/// One search result.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SearchedHit {
+    /// The memory (as stored after this search's access was counted).
+    #[serde(flatten)]
+    pub memory: Memory,
+    /// Cosine similarity to the query.
+    pub similarity: f32,
+    /// `1 - similarity`.
+    pub distance: f32,
+    /// Results within the cluster distance of this one that load-time dedup folded into it.
+    pub folded: usize,
+}
+
+/// The result of `search_memories`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Hits {
+    /// Always true.
+    pub success: bool,
+    /// The page.
+    pub results: Vec<SearchedHit>,
+    /// Results on this page.
+    pub count: usize,
+    /// Memories of the user that match the filters (whatever their similarity).
+    pub total: usize,
+    /// Results folded away by load-time dedup among those fetched.
+    pub folded_total: usize,
+    /// For people.
+    pub message: String,
+}
+
+/// The result of `list_recent_memories`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ListRecent {
+    /// Always true.
+    pub success: bool,
+    /// Newest first.
+    pub memories: Vec<Memory>,
+    /// How many.
+    pub count: usize,
+    /// For people.
+    pub message: String,
+}
+
+/// `get_memory_stats`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct MemoryStats {
+    /// Always true.
+    pub success: bool,
+    /// The user's live memories.
+    pub total_memories: usize,
+    /// Live memories of every user.
+    pub store_memories: usize,
+    /// The store's memory limit.
+    pub memory_limit: usize,
+    /// `store_memories / memory_limit`, percent, one decimal.
+    pub usage_percentage: f64,
+    /// The user's memories per category, largest first.
+    pub categories: Vec<(Category, usize)>,
+    /// The user's memories created in the last 7 days.
+    pub recent_week_count: usize,
+    /// Bytes of the store's files, in MiB, two decimals.
+    pub database_size_mb: f64,
+    /// The embedder's model id.
+    pub embedding_model: String,
+    /// Its dimension.
+    pub embedding_dimensions: usize,
+    /// The user's five most accessed memories: id, preview, count.
+    pub top_accessed: Vec<(MemoryId, String, u64)>,
+    /// `Healthy` under 70% use, `Monitor - Consider cleanup` under 90%, else `Warning - Near
+    /// limit`.
+    pub health_status: &'static str,
+    /// Records kept in the archive (all users).
+    pub archived: usize,
+    /// For people.
+    pub message: String,
+}
+
+/// `clear_old_memories`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Cleared {
+    /// Always true.
+    pub success: bool,
+    /// How many were deleted.
+    pub deleted_count: usize,
+    /// Which.
+    pub deleted_ids: Vec<MemoryId>,
+    /// The user's live memories left.
+    pub remaining_count: usize,
+    /// For people.
+    pub message: String,
+}
+
+/// Feedback on a memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Feedback {
+    /// It helped: confidence moves 0.1 of the way to 1.
+    Helpful,
+    /// It misled: confidence moves 0.2 of the way to 0.
+    Harmful,
+}
+
+/// The result of `feedback`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct FeedbackResult {
+    /// Always true.
+    pub success: bool,
+    /// The memory.
+    pub memory_id: MemoryId,
+    /// Helpful feedback so far.
+    pub helpful_count: u32,
+    /// Harmful feedback so far.
+    pub harmful_count: u32,
+    /// Confidence now.
+    pub confidence: f32,
+    /// For people.
+    pub message: String,
+}
+
+impl Store {
+    /// Searches the user's memories by meaning, with the read hooks (load-time dedup, access
+    /// counting), pagination and filters applied inside the scan (`search_memories`).
+    ///
+    /// # Errors
+    /// `Invalid` / `LimitExceeded` naming the parameter; `Embed`; `Poisoned` / `Io` when the
+    /// access cannot be recorded.
+    pub fn search_memories(&self, req: &SearchMemories) -> Result<Hits> {
+        let eff = Effective::of(&self.inner.options.hooks, &req.hooks)?;
+        let chars = req.query.chars().count();
+        if req.query.trim().is_empty() {
+            return Err(EngineError::Invalid {
+                field: "query",
+                reason: "Search query cannot be empty".into(),
+            });
+        }
+        in_range("query length (characters)", chars, 1, MAX_QUERY_CHARS)?;
+        in_range("limit", req.limit, 1, MAX_PAGE)?;
+        in_range("offset", req.offset, 0, MAX_OFFSET)?;
+        let category = req
+            .category
+            .as_deref()
+            .map(|c| Category::parse(c.trim()))
+            .transpose()?;
+        let user = req.user_id.as_deref().unwrap_or(DEFAULT_USER);
+        record::validate_id("user_id", user)?;
+        let tags: Vec<String> = req.tags.iter().map(|t| record::canonical_tag(t)).collect();
+        let query = self.inner.options.embedder.embed_query(&req.query)?;
+        let mut hits: Vec<(Memory, f32)>;
+        let total;
+        let mut folded_counts: Vec<usize>;
+        let mut folded_total = 0;
+        {
+            let state = self.inner.state.read();
+            let Some(keys) = state.table.user_keys(user) else {
+                return Ok(empty_hits());
+            };
+            let table = &state.table;
+            let matches = |m: &Memory| {
+                category.is_none_or(|c| m.category == c)
+                    && (tags.is_empty() || m.tags.iter().any(|t| tags.contains(t)))
+            };
+            let accept =
+                |key: u64| keys.contains(key) && table.get(MemoryId(key)).is_some_and(matches);
+            total = if category.is_none() && tags.is_empty() {
+                keys.len()
+            } else {
+                table
+                    .iter()
+                    .filter(|m| m.user_id == user && matches(m))
+                    .count()
+            };
+            let page_end = req.offset + req.limit;
+            let fetch = if eff.load_dedup {
+                page_end * LOAD_DEDUP_OVERFETCH
+            } else {
+                page_end
+            };
+            let params = SearchParams {
+                k: fetch,
+                filter: Some(&accept),
+                scan: Scan::F32,
+                min_score: f32::NEG_INFINITY,
+            };
+            let found =
+                state
+                    .vectors
+                    .search(&query, &params)
+                    .map_err(|e| EngineError::Invalid {
+                        field: "query",
+                        reason: e.to_string(),
+                    })?;
+            let (kept, folds): (Vec<usize>, Vec<usize>) = if eff.load_dedup {
+                let vectors: Vec<&[f32]> = found
+                    .iter()
+                    .map(|n| state.vectors.vector(n.key).unwrap_or(&[]))
+                    .collect();
+                let kept = fold(&vectors, 1.0 - eff.cluster_distance);
+                folded_total = found.len() - kept.len();
+                kept.into_iter().unzip()
+            } else {
+                ((0..found.len()).collect(), vec![0; found.len()])
+            };
+            hits = Vec::new();
+            folded_counts = Vec::new();
+            for (i, f) in kept.into_iter().zip(folds).skip(req.offset).take(req.limit) {
+                if let Some(n) = found.get(i)
+                    && let Some(m) = table.get(MemoryId(n.key))
+                {
+                    hits.push((m.clone(), n.score));
+                    folded_counts.push(f);
+                }
+            }
+        }
+        if eff.access && !hits.is_empty() {
+            let at = self.touch(hits.iter().map(|(m, _)| m.id).collect())?;
+            for (m, _) in &mut hits {
+                m.access_count += 1;
+                m.last_accessed_at = m.last_accessed_at.max(at);
+            }
+        }
+        let results: Vec<SearchedHit> = hits
+            .into_iter()
+            .zip(folded_counts)
+            .map(|((memory, similarity), folded)| SearchedHit {
+                memory,
+                similarity,
+                distance: 1.0 - similarity,
+                folded,
+            })
+            .collect();
+        let message = if results.is_empty() {
+            "No matching memories found".to_owned()
+        } else {
+            format!("Found {} of {total} matching memories", results.len())
+        };
+        Ok(Hits {
+            success: true,
+            count: results.len(),
+            results,
+            total,
+            folded_total,
+            message,
+        })
+    }
+
+    /// Counts `ids` as accessed now: one `Touch` frame. Returns the time recorded.
+    fn touch(&self, ids: Vec<MemoryId>) -> Result<Timestamp> {
+        let at = Timestamp::now();
+        self.commit(|_, state| {
+            // A memory archived or deleted since the read is not counted.
+            let ids: Vec<MemoryId> = ids
+                .into_iter()
+                .filter(|id| state.table.get(*id).is_some())
+                .collect();
+            Ok(((!ids.is_empty()).then_some(Op::Touch { at, ids }), ()))
+        })?;
+        Ok(at)
+    }
+
+    /// The `limit` (1..=50) most recently created memories of the user, newest first
+    /// (`list_recent_memories`). Not an access.
+    ///
+    /// # Errors
+    /// `Invalid` / `LimitExceeded` for a bad limit or user.
+    pub fn list_recent_memories(&self, user_id: Option<&str>, limit: usize) -> Result<ListRecent> {
+        in_range("limit", limit, 1, MAX_PAGE)?;
+        let memories = self.list_recent(user_id.unwrap_or(DEFAULT_USER), limit)?;
+        Ok(ListRecent {
+            success: true,
+            count: memories.len(),
+            message: format!("{} recent memories", memories.len()),
+            memories,
+        })
+    }
+
+    /// The memory with `id`, counted as an access (the seed's documentation; the peer's code
+    /// does not count it).
+    ///
+    /// # Errors
+    /// `NotFound`; `Archived` with the successor for a merged or superseded id.
+    pub fn get_by_memory_id(&self, id: MemoryId) -> Result<Memory> {
+        let mut m = self.get(id)?;
+        let at = self.touch(vec![id])?;
+        m.access_count += 1;
+        m.last_accessed_at = m.last_accessed_at.max(at);
+        Ok(m)
+    }
+
+    /// Deletes a live memory for good (`delete_by_memory_id`); its tags' frequencies drop.
+    ///
+    /// # Errors
+    /// As `delete`.
+    pub fn delete_by_memory_id(&self, id: MemoryId) -> Result<serde_json::Value> {
+        self.delete(id)?;
+        Ok(serde_json::json!({
+            "success": true,
+            "memory_id": id,
+            "message": format!("Memory {id} deleted"),
+        }))
+    }
+
+    /// The seed's statistics for one user (`get_memory_stats`).
+    ///
+    /// # Errors
+    /// `Invalid` for a bad user id.
+    pub fn memory_stats(&self, user_id: Option<&str>) -> Result<MemoryStats> {
+        let user = user_id.unwrap_or(DEFAULT_USER);
+        record::validate_id("user_id", user)?;
+        let week_ago = Timestamp::now().minus_days(7);
+        let state = self.inner.state.read();
+        let mine: Vec<&Memory> = state.table.iter().filter(|m| m.user_id == user).collect();
+        let mut categories: Vec<(Category, usize)> = Category::ALL
+            .iter()
+            .map(|c| (*c, mine.iter().filter(|m| m.category == *c).count()))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        categories.sort_by_key(|c| std::cmp::Reverse(c.1));
+        let mut top: Vec<&Memory> = mine.clone();
+        top.sort_by(|a, b| b.access_count.cmp(&a.access_count).then(a.id.cmp(&b.id)));
+        let top_accessed = top
+            .iter()
+            .take(5)
+            .map(|m| (m.id, preview(&m.content), m.access_count))
+            .collect();
+        let limit = self.inner.options.memory_limit;
+        let store_memories = state.table.len();
+        #[expect(clippy::cast_precision_loss, reason = "a percentage")]
+        let usage = (store_memories as f64 / limit as f64 * 1000.0).round() / 10.0;
+        let health_status = if usage < 70.0 {
+            "Healthy"
+        } else if usage < 90.0 {
+            "Monitor - Consider cleanup"
+        } else {
+            "Warning - Near limit"
+        };
+        let storage = &*self.inner.options.storage;
+        let dir = self.dir();
+        let bytes: u64 = storage
+            .list(dir)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|n| storage.len(&dir.join(n)).ok())
+            .sum();
+        #[expect(clippy::cast_precision_loss, reason = "a size in MiB")]
+        let mb = (bytes as f64 / f64::from(1 << 20) * 100.0).round() / 100.0;
+        let embedder = &self.inner.options.embedder;
+        Ok(MemoryStats {
+            success: true,
+            total_memories: mine.len(),
+            store_memories,
+            memory_limit: limit,
+            usage_percentage: usage,
+            categories,
+            recent_week_count: mine.iter().filter(|m| m.created_at >= week_ago).count(),
+            database_size_mb: mb,
+            embedding_model: embedder.model_id().to_owned(),
+            embedding_dimensions: embedder.dim(),
+            top_accessed,
+            health_status,
+            archived: state.table.archive_len(),
+            message: format!("{} memories", mine.len()),
+        })
+    }
+
+    /// Deletes the user's memories older than `days_old` (1..=365) while more than
+    /// `max_to_keep` (100..=10,000) remain, least accessed first, then oldest: one frame
+    /// (`clear_old_memories`). Younger memories are never deleted.
+    ///
+    /// # Errors
+    /// `Invalid` / `LimitExceeded` naming the parameter; `Poisoned`, `Io`.
+    pub fn clear_old_memories(
+        &self,
+        user_id: Option<&str>,
+        days_old: u64,
+        max_to_keep: usize,
+    ) -> Result<Cleared> {
+        let user = user_id.unwrap_or(DEFAULT_USER).to_owned();
+        record::validate_id("user_id", &user)?;
+        in_range(
+            "days_old",
+            usize::try_from(days_old).unwrap_or(usize::MAX),
+            1,
+            365,
+        )?;
+        in_range("max_to_keep", max_to_keep, 100, 10_000)?;
+        let cutoff = Timestamp::now().minus_days(days_old);
+        let (deleted, remaining) = self.commit(|_, state| {
+            let mine: Vec<&Memory> = state.table.iter().filter(|m| m.user_id == user).collect();
+            let mut old: Vec<&&Memory> = mine.iter().filter(|m| m.created_at < cutoff).collect();
+            old.sort_by(|a, b| {
+                a.access_count
+                    .cmp(&b.access_count)
+                    .then(a.created_at.cmp(&b.created_at))
+                    .then(a.id.cmp(&b.id))
+            });
+            let n = old.len().min(mine.len().saturating_sub(max_to_keep));
+            let deleted: Vec<MemoryId> = old.iter().take(n).map(|m| m.id).collect();
+            let ops = deleted.iter().map(|id| Op::Delete { id: *id }).collect();
+            Ok((super::one_frame(ops), (deleted, mine.len() - n)))
+        })?;
+        let message = if deleted.is_empty() {
+            "No memories need to be deleted".to_owned()
+        } else {
+            format!("Deleted {} old memories", deleted.len())
+        };
+        Ok(Cleared {
+            success: true,
+            deleted_count: deleted.len(),
+            deleted_ids: deleted,
+            remaining_count: remaining,
+            message,
+        })
+    }
+
+    /// Records helpful or harmful feedback and moves the memory's confidence.
+    ///
+    /// # Errors
+    /// `NotFound` / `Archived`; `Poisoned`, `Io`.
+    pub fn feedback(&self, id: MemoryId, feedback: Feedback) -> Result<FeedbackResult> {
+        let m = self.commit(|_, state| {
+            let mut m = state
+                .table
+                .get(id)
+                .cloned()
+                .ok_or_else(|| missing(state, id))?;
+            match feedback {
+                Feedback::Helpful => {
+                    m.helpful_count = m.helpful_count.saturating_add(1);
+                    m.confidence += 0.1 * (1.0 - m.confidence);
+                }
+                Feedback::Harmful => {
+                    m.harmful_count = m.harmful_count.saturating_add(1);
+                    m.confidence -= 0.2 * m.confidence;
+                }
+            }
+            m.updated_at = Timestamp::now();
+            let op = Op::Update {
+                record: Box::new(m.clone()),
+            };
+            Ok((Some(op), m))
+        })?;
+        Ok(FeedbackResult {
+            success: true,
+            memory_id: id,
+            helpful_count: m.helpful_count,
+            harmful_count: m.harmful_count,
+            confidence: m.confidence,
+            message: format!("Feedback recorded; confidence {:.3}", m.confidence),
+        })
+    }
+
+    /// Every archived record `id`'s lineage reaches (what it merged, superseded or replaced),
+    /// depth first, each once.
+    ///
+    /// # Errors
+    /// `NotFound` if `id` is neither live nor archived.
+    pub fn lineage(&self, id: MemoryId) -> Result<Vec<Memory>> {
+        let state = self.inner.state.read();
+        let root = state
+            .table
+            .get(id)
+            .or_else(|| state.table.archived(id).map(|a| &a.record))
+            .ok_or(EngineError::NotFound { id })?;
+        let mut out = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut todo: Vec<MemoryId> = root.supersedes.iter().rev().copied().collect();
+        while let Some(s) = todo.pop() {
+            if !seen.insert(s) {
+                continue;
+            }
+            if let Some(a) = state.table.archived(s) {
+                out.push(a.record.clone());
+                todo.extend(a.record.supersedes.iter().rev().copied());
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// `NotFound`, or `Archived` with the successor when `id` is in the archive.
+pub(crate) fn missing(state: &crate::store::State, id: MemoryId) -> EngineError {
+    if state.table.archived(id).is_some() {
+        EngineError::Archived {
+            id,
+            superseded_by: state.table.successor(id),
+        }
+    } else {
+        EngineError::NotFound { id }
+    }
+}
+
+fn empty_hits() -> Hits {
+    Hits {
+        success: true,
+        results: Vec::new(),
+        count: 0,
+        total: 0,
+        folded_total: 0,
+        message: "No matching memories found".to_owned(),
+    }
+}

@@ -1,0 +1,74 @@
+//! One user's live memories of one kind, as the dedup decisions see them.
+
+use crate::hooks::dedup::Space;
+use crate::record::{Kind, MemoryId};
+use crate::store::State;
+use mnemo_index::{Scan, SearchParams};
+
+pub(crate) struct UserSpace<'a> {
+    pub(crate) state: &'a State,
+    pub(crate) user: &'a str,
+    pub(crate) kind: Kind,
+}
+
+impl Space for UserSpace<'_> {
+    fn within(
+        &self,
+        query: &[f32],
+        min_sim: f32,
+        limit: usize,
+        exclude: Option<MemoryId>,
+    ) -> Vec<MemoryId> {
+        let Some(keys) = self.state.table.user_keys(self.user) else {
+            return Vec::new();
+        };
+        let table = &self.state.table;
+        let accept = |key: u64| {
+            keys.contains(key)
+                && exclude != Some(MemoryId(key))
+                && table
+                    .get(MemoryId(key))
+                    .is_some_and(|m| m.kind == self.kind)
+        };
+        let params = SearchParams {
+            k: limit,
+            filter: Some(&accept),
+            scan: Scan::F32,
+            min_score: min_sim,
+        };
+        self.state
+            .vectors
+            .search(query, &params)
+            .map(|found| found.into_iter().map(|n| MemoryId(n.key)).collect())
+            .unwrap_or_default()
+    }
+
+    fn lineage_vectors(&self, id: MemoryId) -> Vec<Vec<f32>> {
+        let mut out: Vec<Vec<f32>> = self.vector(id).into_iter().collect();
+        let mut todo: Vec<MemoryId> = self
+            .state
+            .table
+            .get(id)
+            .map(|m| m.supersedes.clone())
+            .unwrap_or_default();
+        let mut seen = std::collections::HashSet::new();
+        while let Some(s) = todo.pop() {
+            if !seen.insert(s) {
+                continue;
+            }
+            if let Some(a) = self.state.table.archived(s) {
+                out.push(a.vector.clone());
+                todo.extend(a.record.supersedes.iter().copied());
+            }
+        }
+        out
+    }
+
+    fn vector(&self, id: MemoryId) -> Option<Vec<f32>> {
+        self.state.vectors.vector(id.0).map(<[f32]>::to_vec)
+    }
+
+    fn text(&self, id: MemoryId) -> Option<String> {
+        self.state.table.get(id).map(|m| m.content.clone())
+    }
+}

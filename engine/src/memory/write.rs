@@ -1,0 +1,763 @@
+//! The write pipeline (`docs/semantics.md`, "Hooks"; `docs/durability.md` steps 1–7): plan
+//! every hook, one model call for the content and every text the hooks need, then decide under
+//! the writer lock and commit one frame.
+
+use super::preview;
+use super::space::UserSpace;
+use crate::error::{EngineError, Result};
+use crate::hooks::category;
+use crate::hooks::dedup;
+use crate::hooks::facts::content_words;
+use crate::hooks::tags::{self as tag_rules, TagDecision, TagForm};
+use crate::hooks::{Effective, HookOverrides};
+use crate::log::Op;
+use crate::record::{
+    self, Category, DEFAULT_USER, INITIAL_CONFIDENCE, MAX_TAGS, Memory, MemoryId, NewMemory,
+    Timestamp,
+};
+use crate::store::{State, Store};
+use mnemo_index::kernels;
+
+/// A store with per-request hook overrides.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreRequest {
+    /// The memory.
+    pub memory: NewMemory,
+    /// Changes to the store's hooks for this request.
+    pub hooks: HookOverrides,
+}
+
+impl StoreRequest {
+    /// `memory` with the store's hooks.
+    #[must_use]
+    pub fn new(memory: NewMemory) -> StoreRequest {
+        StoreRequest {
+            memory,
+            hooks: HookOverrides::default(),
+        }
+    }
+}
+
+/// What a store did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// A new live memory.
+    Stored,
+    /// Merged with near duplicates into a new record (the sources are archived).
+    Merged,
+    /// Stored, superseding memories it updates (they are archived).
+    Superseded,
+}
+
+/// The result of `store_memory`, in the seed's shape.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Stored {
+    /// Always true (errors are `EngineError`).
+    pub success: bool,
+    /// The live memory that now holds the content: the new one, or the merged one.
+    pub memory_id: MemoryId,
+    /// What happened.
+    pub outcome: Outcome,
+    /// First 100 characters of the live memory's content.
+    pub content_preview: String,
+    /// The category chosen.
+    pub category: Category,
+    /// How it was chosen: `exact`, `dictionary`, `semantic`, `fallback`, or `given`.
+    pub category_reason: &'static str,
+    /// The tags stored, normalized.
+    pub tags: Vec<String>,
+    /// Tags this store registered as new canonical tags.
+    pub new_canonical_tags: Vec<String>,
+    /// When the live memory was created (the oldest source's time after a merge).
+    pub created_at: Timestamp,
+    /// Ids this store archived (merged or superseded), and for a merge the new memory's own
+    /// archived id first.
+    pub supersedes: Vec<MemoryId>,
+    /// Why a merge was not made, when candidates were found but refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// For people.
+    pub message: String,
+}
+
+enum CategoryPlan {
+    Known(Category, &'static str),
+    Embed(String),
+}
+
+/// A request after step 1: validated, with the texts its hooks need embedded.
+struct Planned {
+    m: NewMemory,
+    user: String,
+    tags: Vec<String>,
+    /// For each tag, whether it needs its vector (not an exact canonical tag at plan time).
+    tag_needs_vector: Vec<bool>,
+    category: CategoryPlan,
+    eff: Effective,
+}
+
+/// Vectors for one planned request.
+struct Embedded {
+    content: Vec<f32>,
+    tags: Vec<Option<Vec<f32>>>,
+    category: Option<Vec<f32>>,
+}
+
+impl Store {
+    /// Stores a memory through the store's hooks (`store_memory` of the seed).
+    ///
+    /// # Errors
+    /// `Invalid` / `LimitExceeded` for bad input (naming the rule), `AlreadyExists` with the
+    /// existing id, `MemoryLimitReached`, `Poisoned`, `Io`, `Embed`.
+    pub fn store_memory(&self, req: StoreRequest) -> Result<Stored> {
+        self.store_one(req, None)
+    }
+
+    /// Stores a memory through the store's hooks and returns the id of the live memory that
+    /// holds it (the merged one if it was merged).
+    ///
+    /// # Errors
+    /// As `store_memory`.
+    pub fn store(&self, m: NewMemory) -> Result<MemoryId> {
+        self.store_memory(StoreRequest::new(m)).map(|s| s.memory_id)
+    }
+
+    /// Stores several memories with **one** model call for all their contents and every text
+    /// their hooks need (about 2× the rate of one `store` each with MiniLM,
+    /// `docs/benchmarks.md`). Each memory is still its own commit, in input order, so a later
+    /// one can be a duplicate of an earlier one; the result for each is what `store` would
+    /// have returned for it.
+    ///
+    /// # Errors
+    /// The outer error is the embedder failing (then nothing was stored).
+    pub fn store_batch(&self, memories: Vec<NewMemory>) -> Result<Vec<Result<MemoryId>>> {
+        let reqs = memories.into_iter().map(StoreRequest::new).collect();
+        Ok(self
+            .store_requests(reqs)?
+            .into_iter()
+            .map(|r| r.map(|s| s.memory_id))
+            .collect())
+    }
+
+    /// Stores a memory with a vector the caller computed (it must have the store's
+    /// dimension). Hooks that need other texts embedded (new tags, a category phrase) still
+    /// use the store's embedder.
+    ///
+    /// # Errors
+    /// As `store`, plus `DimensionMismatch` / `Invalid` for a bad vector.
+    pub fn store_embedded(&self, m: NewMemory, vector: Vec<f32>) -> Result<MemoryId> {
+        self.store_one(StoreRequest::new(m), Some(vector))
+            .map(|s| s.memory_id)
+    }
+
+    /// Steps 1–7 for one request; `given` is its content vector, if the caller computed it.
+    fn store_one(&self, req: StoreRequest, given: Option<Vec<f32>>) -> Result<Stored> {
+        let planned = self.plan(req)?;
+        let embedded = self.embed_one(&planned, given)?;
+        self.decide_and_commit(planned, embedded)
+    }
+
+    /// Steps 1–7 for many requests, with one model call.
+    fn store_requests(&self, reqs: Vec<StoreRequest>) -> Result<Vec<Result<Stored>>> {
+        let planned: Vec<Result<Planned>> = reqs.into_iter().map(|r| self.plan(r)).collect();
+        let valid: Vec<&Planned> = planned.iter().flatten().collect();
+        // One `Embedded` per valid request, in order (`embed_planned` checks the count).
+        let mut embedded = self.embed_planned(&valid, None)?.into_iter();
+        Ok(planned
+            .into_iter()
+            .map(|p| {
+                let p = p?;
+                let e = embedded.next().unwrap_or_else(|| unreachable!("counted"));
+                self.decide_and_commit(p, e)
+            })
+            .collect())
+    }
+
+    /// Step 2 for one request.
+    fn embed_one(&self, planned: &Planned, given: Option<Vec<f32>>) -> Result<Embedded> {
+        self.embed_planned(&[planned], given)?
+            .pop()
+            .ok_or_else(|| self.embed_failed("returned no vectors"))
+    }
+
+    fn embed_failed(&self, reason: &str) -> EngineError {
+        EngineError::Embed(mnemo_embed::EmbedError::Failed {
+            model_id: self.inner.options.embedder.model_id().to_owned(),
+            reason: reason.to_owned(),
+        })
+    }
+
+    /// Step 1 and the plan phase of the hooks.
+    fn plan(&self, req: StoreRequest) -> Result<Planned> {
+        let eff = Effective::of(&self.inner.options.hooks, &req.hooks)?;
+        let m = req.memory;
+        let canonical = record::validate_new(&m)?;
+        let tags = if eff.tags {
+            let mut out: Vec<String> = Vec::with_capacity(m.tags.len());
+            for t in &m.tags {
+                let v = tag_rules::validate_tag(t)?;
+                if !out.contains(&v) {
+                    out.push(v);
+                }
+            }
+            out
+        } else {
+            canonical
+        };
+        let user = m.user_id.clone().unwrap_or_else(|| DEFAULT_USER.to_owned());
+        let tag_needs_vector = if eff.tags {
+            let state = self.inner.state.read();
+            let known = state.table.canonical(&user);
+            tags.iter()
+                .map(|t| !known.is_some_and(|c| c.contains(t)))
+                .collect()
+        } else {
+            vec![false; tags.len()]
+        };
+        let category = match &m.category_text {
+            None => CategoryPlan::Known(m.category, "given"),
+            Some(text) if eff.category => match category::without_model(text) {
+                Some((c, reason)) => CategoryPlan::Known(c, reason.as_str()),
+                None => CategoryPlan::Embed(category::clean(text)),
+            },
+            Some(text) => CategoryPlan::Known(Category::parse(&category::clean(text))?, "exact"),
+        };
+        Ok(Planned {
+            m,
+            user,
+            tags,
+            tag_needs_vector,
+            category,
+            eff,
+        })
+    }
+
+    /// Step 2: one `embed_batch` for every content and every text the hooks asked for; one
+    /// `Embedded` per request, in order. `given` replaces the first request's content vector.
+    fn embed_planned(
+        &self,
+        planned: &[&Planned],
+        given: Option<Vec<f32>>,
+    ) -> Result<Vec<Embedded>> {
+        let embedder = &self.inner.options.embedder;
+        let mut texts: Vec<String> = Vec::new();
+        let need_labels = self.inner.category_labels.get().is_none()
+            && planned
+                .iter()
+                .any(|p| matches!(p.category, CategoryPlan::Embed(_)));
+        if need_labels {
+            texts.extend(
+                Category::ALL
+                    .iter()
+                    .map(|c| category::label_text(*c).to_owned()),
+            );
+        }
+        for (i, p) in planned.iter().enumerate() {
+            if i > 0 || given.is_none() {
+                texts.push(p.m.content.clone());
+            }
+            for (t, need) in p.tags.iter().zip(&p.tag_needs_vector) {
+                if *need {
+                    texts.push(tag_rules::embedding_form(t));
+                }
+            }
+            if let CategoryPlan::Embed(text) = &p.category {
+                texts.push(text.clone());
+            }
+        }
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let vectors = if refs.is_empty() {
+            Vec::new()
+        } else {
+            embedder.embed_batch(&refs)?
+        };
+        if vectors.len() != refs.len() {
+            return Err(self.embed_failed(&format!(
+                "returned {} vectors for {} texts",
+                vectors.len(),
+                refs.len()
+            )));
+        }
+        let mut it = vectors.into_iter();
+        if need_labels {
+            let labels: Vec<Vec<f32>> = it.by_ref().take(Category::ALL.len()).collect();
+            let _ = self.inner.category_labels.set(labels);
+        }
+        let mut given = given;
+        let mut out = Vec::new();
+        for p in planned {
+            let content = match given.take() {
+                Some(v) => v,
+                None => it.next().unwrap_or_default(),
+            };
+            let tags = p
+                .tag_needs_vector
+                .iter()
+                .map(|need| if *need { it.next() } else { None })
+                .collect();
+            let category = matches!(p.category, CategoryPlan::Embed(_))
+                .then(|| it.next())
+                .flatten();
+            out.push(Embedded {
+                content,
+                tags,
+                category,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Steps 3–7: the decide phase of every hook under the writer lock, then one commit.
+    fn decide_and_commit(&self, p: Planned, e: Embedded) -> Result<Stored> {
+        let dim = self.inner.options.embedder.dim();
+        check_vector(dim, &e.content)?;
+        let (category, category_reason) = match &p.category {
+            CategoryPlan::Known(c, r) => (*c, *r),
+            CategoryPlan::Embed(_) => {
+                let labels = self.inner.category_labels.get();
+                let sims: Vec<f32> = labels
+                    .map(|ls| {
+                        ls.iter()
+                            .map(|l| {
+                                e.category
+                                    .as_deref()
+                                    .and_then(|v| kernels::cosine(l, v).ok())
+                                    .unwrap_or(0.0)
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let (c, r) = category::by_similarity(&sims);
+                (c, r.as_str())
+            }
+        };
+        let limit = self.inner.options.memory_limit;
+        let content_hash = record::content_hash(&p.m.content);
+        let now = Timestamp::now();
+        self.commit(|w, state| {
+            let (tags, mut ops, new_canonical) =
+                resolve_tags(state, dim, &p.user, &p.tags, &e.tags, p.eff.tags);
+            if p.eff.exact_dedup
+                && let Some(existing) = state.table.find_hash(&p.user, &content_hash)
+            {
+                return Err(EngineError::AlreadyExists { existing });
+            }
+            let m = &p.m;
+            let mut new = Memory {
+                id: MemoryId(w.next_id),
+                user_id: p.user.clone(),
+                kind: m.kind,
+                session_id: m.session_id.clone(),
+                agent_id: m.agent_id.clone(),
+                role: m.role,
+                content: m.content.clone(),
+                content_hash,
+                category,
+                tags,
+                created_at: now,
+                updated_at: now,
+                last_accessed_at: now,
+                access_count: 0,
+                helpful_count: 0,
+                harmful_count: 0,
+                confidence: INITIAL_CONFIDENCE,
+                supersedes: Vec::new(),
+            };
+            let plan = if p.eff.semantic_dedup && m.kind != record::Kind::Message {
+                let space = UserSpace {
+                    state,
+                    user: &p.user,
+                    kind: m.kind,
+                };
+                dedup::plan(
+                    &space,
+                    &e.content,
+                    &m.content,
+                    1.0 - p.eff.dedup_distance,
+                    None,
+                )
+            } else {
+                dedup::Plan::default()
+            };
+            let mut reason = plan.refused.map(str::to_owned);
+            let mut outcome = Outcome::Stored;
+            let mut live = new.clone();
+            let mut archived: Vec<MemoryId> = Vec::new();
+            if !plan.duplicates.is_empty() {
+                let sources: Vec<(&Memory, &[f32])> = plan
+                    .duplicates
+                    .iter()
+                    .filter_map(|id| Some((state.table.get(*id)?, state.vectors.vector(id.0)?)))
+                    .collect();
+                let merged_id = MemoryId(w.next_id + 1);
+                match merge(merged_id, &new, &e.content, &sources, &plan.updated, now) {
+                    Ok((merged, vector)) => {
+                        ops.push(Op::StoreArchived {
+                            record: Box::new(new.clone()),
+                            vector: e.content.clone(),
+                        });
+                        archived.push(new.id);
+                        for id in plan.duplicates.iter().chain(&plan.updated) {
+                            ops.push(Op::Archive { id: *id });
+                            archived.push(*id);
+                        }
+                        live = merged.clone();
+                        ops.push(Op::Store {
+                            record: Box::new(merged),
+                            vector,
+                        });
+                        outcome = Outcome::Merged;
+                    }
+                    Err(why) => reason = Some(why.to_owned()),
+                }
+            }
+            if outcome == Outcome::Stored {
+                if outcome == Outcome::Stored && !plan.updated.is_empty() && reason.is_none() {
+                    for id in &plan.updated {
+                        ops.push(Op::Archive { id: *id });
+                        archived.push(*id);
+                    }
+                    new.supersedes.clone_from(&plan.updated);
+                    outcome = Outcome::Superseded;
+                }
+                live = new.clone();
+                ops.push(Op::Store {
+                    record: Box::new(new),
+                    vector: e.content.clone(),
+                });
+            }
+            let grows = 1usize.saturating_sub(archived.len().saturating_sub(
+                usize::from(outcome == Outcome::Merged), // the new memory went to the archive
+            ));
+            if grows > 0 && state.table.len() >= limit {
+                return Err(EngineError::MemoryLimitReached { limit });
+            }
+            let message = match outcome {
+                Outcome::Stored => "Memory stored".to_owned(),
+                Outcome::Merged => format!(
+                    "Merged with {} similar memories into {}",
+                    archived.len() - 1,
+                    live.id
+                ),
+                Outcome::Superseded => {
+                    format!("Stored; it updates {} older memories", archived.len())
+                }
+            };
+            let stored = Stored {
+                success: true,
+                memory_id: live.id,
+                outcome,
+                content_preview: preview(&live.content),
+                category: live.category,
+                category_reason,
+                tags: live.tags.clone(),
+                new_canonical_tags: new_canonical,
+                created_at: live.created_at,
+                supersedes: archived,
+                reason,
+                message,
+            };
+            Ok((super::one_frame(ops), stored))
+        })
+    }
+}
+
+fn check_vector(dim: usize, v: &[f32]) -> Result<()> {
+    mnemo_index::validate_vector(dim, v).map_err(|e| match e {
+        mnemo_index::IndexError::DimensionMismatch { expected, got } => {
+            EngineError::DimensionMismatch { expected, got }
+        }
+        other => EngineError::Invalid {
+            field: "vector",
+            reason: other.to_string(),
+        },
+    })
+}
+
+/// Lowest raw similarity that can still merge (the related threshold minus the boost): the
+/// merge decision is skipped below it.
+const TAG_PREFILTER: f32 = tag_rules::TAG_RELATED_THRESHOLD - tag_rules::TAG_SUBSTRING_BOOST;
+
+/// The decide phase of the tags hook: each tag → an exact canonical tag, the best canonical
+/// tag the merge decision accepts, or a new canonical tag (one `CanonicalTag` op each).
+/// Returns the stored tags (unique, in input order), the ops and the new canonical names.
+pub(crate) fn resolve_tags(
+    state: &State,
+    dim: usize,
+    user: &str,
+    tags: &[String],
+    vectors: &[Option<Vec<f32>>],
+    on: bool,
+) -> (Vec<String>, Vec<Op>, Vec<String>) {
+    if !on {
+        return (tags.to_vec(), Vec::new(), Vec::new());
+    }
+    let canonical = state.table.canonical(user);
+    let mut added: Vec<(String, TagForm, Vec<f32>)> = Vec::new();
+    let mut out: Vec<String> = Vec::with_capacity(tags.len());
+    let mut ops = Vec::new();
+    for (tag, vector) in tags.iter().zip(vectors) {
+        let exact = canonical.is_some_and(|c| c.contains(tag)) || added.iter().any(|a| &a.0 == tag);
+        let chosen = if exact {
+            tag.clone()
+        } else if let Some(v) = vector {
+            let form = TagForm::of(tag);
+            let mut best: Option<(f32, String)> = None;
+            let mut consider = |name: &str, cform: &TagForm, cv: &[f32]| {
+                let sim = kernels::dot(v, cv).unwrap_or(0.0);
+                if sim >= TAG_PREFILTER
+                    && best.as_ref().is_none_or(|(b, _)| sim > *b)
+                    && tag_rules::decide(&form, cform, sim) == TagDecision::Merge
+                {
+                    best = Some((sim, name.to_owned()));
+                }
+            };
+            if let Some(c) = canonical {
+                for (name, cform, cv) in c.iter_with_forms(dim) {
+                    consider(name, cform, cv);
+                }
+            }
+            for (name, cform, cv) in &added {
+                consider(name, cform, cv);
+            }
+            match best {
+                Some((_, name)) => name,
+                None => {
+                    ops.push(Op::CanonicalTag {
+                        user_id: user.to_owned(),
+                        tag: tag.clone(),
+                        vector: v.clone(),
+                    });
+                    added.push((tag.clone(), form, v.clone()));
+                    tag.clone()
+                }
+            }
+        } else {
+            tag.clone()
+        };
+        if !out.contains(&chosen) {
+            out.push(chosen);
+        }
+    }
+    let names = added.into_iter().map(|a| a.0).collect();
+    (out, ops, names)
+}
+
+/// The deterministic merge (`docs/semantics.md`, "Dedup at store time", step 5) of `new` (not
+/// stored yet, with `new_vector`) and the live `sources`; `updated` are superseded as well.
+/// Returns the merged record (id `id`) and its vector, or why the merge is refused.
+pub(crate) fn merge(
+    id: MemoryId,
+    new: &Memory,
+    new_vector: &[f32],
+    sources: &[(&Memory, &[f32])],
+    updated: &[MemoryId],
+    now: Timestamp,
+) -> Result<(Memory, Vec<f32>), &'static str> {
+    let all: Vec<(&Memory, &[f32])> = std::iter::once((new, new_vector))
+        .chain(sources.iter().copied())
+        .collect();
+    let kept = all
+        .iter()
+        .max_by(|a, b| completeness(a.0).cmp(&completeness(b.0)))
+        .copied()
+        .ok_or("nothing to merge")?;
+    let mut tags: Vec<String> = Vec::new();
+    for (m, _) in &all {
+        for t in &m.tags {
+            if !tags.contains(t) {
+                tags.push(t.clone());
+            }
+        }
+    }
+    if tags.len() > MAX_TAGS {
+        return Err("merge refused: the union of the tags is over 10; stored on its own");
+    }
+    let max_conf = all.iter().map(|(m, _)| m.confidence).fold(0.0f32, f32::max);
+    let mut supersedes: Vec<MemoryId> = all.iter().map(|(m, _)| m.id).collect();
+    supersedes.extend_from_slice(updated);
+    let k = kept.0;
+    Ok((
+        Memory {
+            id,
+            user_id: k.user_id.clone(),
+            kind: k.kind,
+            session_id: k.session_id.clone(),
+            agent_id: k.agent_id.clone(),
+            role: k.role,
+            content: k.content.clone(),
+            content_hash: k.content_hash,
+            category: k.category,
+            tags,
+            created_at: all.iter().map(|(m, _)| m.created_at).min().unwrap_or(now),
+            updated_at: now,
+            last_accessed_at: all
+                .iter()
+                .map(|(m, _)| m.last_accessed_at)
+                .max()
+                .unwrap_or(now),
+            access_count: all.iter().map(|(m, _)| m.access_count).sum(),
+            helpful_count: all.iter().map(|(m, _)| m.helpful_count).sum(),
+            harmful_count: all.iter().map(|(m, _)| m.harmful_count).sum(),
+            confidence: max_conf + 0.1 * (1.0 - max_conf),
+            supersedes,
+        },
+        kept.1.to_vec(),
+    ))
+}
+
+/// How complete a text is: distinct content words, then characters, then recency.
+fn completeness(m: &Memory) -> (usize, usize, Timestamp, MemoryId) {
+    (
+        content_words(&m.content).len(),
+        m.content.chars().count(),
+        m.created_at,
+        m.id,
+    )
+}
+
+/// An `update_memory` request: the fields to change (`None` keeps the current value).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct UpdateRequest {
+    /// The live memory to update.
+    pub memory_id: Option<MemoryId>,
+    /// New content: re-embedded, and the memory gets a new id that supersedes the old one.
+    pub content: Option<String>,
+    /// New category, as text (normalized by the category hook).
+    pub category: Option<String>,
+    /// New tags (normalized by the tags hook).
+    pub tags: Option<Vec<String>>,
+    /// Per-request hook changes.
+    pub hooks: HookOverrides,
+}
+
+/// The result of `update_memory`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Updated {
+    /// Always true.
+    pub success: bool,
+    /// The live memory now: the same id, or a new one when the content changed.
+    pub memory_id: MemoryId,
+    /// The id the new one supersedes (when the content changed).
+    pub supersedes: Vec<MemoryId>,
+    /// Tags after the update.
+    pub tags: Vec<String>,
+    /// Category after the update.
+    pub category: Category,
+    /// For people.
+    pub message: String,
+}
+
+impl Store {
+    /// Updates a memory (`update`): new tags or category keep its id; new content is
+    /// re-embedded into a new record that supersedes the old one, which stays in lineage with
+    /// its text and vector. Counts, feedback and `created_at` carry over.
+    ///
+    /// # Errors
+    /// `NotFound` / `Archived`; `Invalid` if nothing is to change or a field is invalid;
+    /// `AlreadyExists` if the new content is another memory's; `Embed`, `Poisoned`, `Io`.
+    pub fn update_memory(&self, req: UpdateRequest) -> Result<Updated> {
+        let id = req.memory_id.ok_or_else(|| EngineError::Invalid {
+            field: "memory_id",
+            reason: "must be given".into(),
+        })?;
+        if req.content.is_none() && req.category.is_none() && req.tags.is_none() {
+            return Err(EngineError::Invalid {
+                field: "update",
+                reason: "give at least one of content, category, tags".into(),
+            });
+        }
+        let old = self.get(id)?;
+        let new_content = req.content.as_ref().is_some_and(|c| *c != old.content);
+        let mut m = NewMemory::new(req.content.clone().unwrap_or_else(|| old.content.clone()))
+            .category(old.category)
+            .tags(req.tags.clone().unwrap_or_else(|| old.tags.clone()))
+            .kind(old.kind);
+        m.user_id = Some(old.user_id.clone());
+        m.session_id.clone_from(&old.session_id);
+        m.agent_id.clone_from(&old.agent_id);
+        m.role = old.role;
+        m.category_text.clone_from(&req.category);
+        let p = self.plan(StoreRequest {
+            memory: m,
+            hooks: req.hooks.clone(),
+        })?;
+        let given = if new_content {
+            None
+        } else {
+            Some(self.vector(id)?)
+        };
+        let e = self.embed_one(&p, given)?;
+        let dim = self.inner.options.embedder.dim();
+        check_vector(dim, &e.content)?;
+        let category = match &p.category {
+            CategoryPlan::Known(c, _) => *c,
+            CategoryPlan::Embed(_) => {
+                let sims: Vec<f32> = self
+                    .inner
+                    .category_labels
+                    .get()
+                    .map(|ls| {
+                        ls.iter()
+                            .map(|l| {
+                                e.category
+                                    .as_deref()
+                                    .and_then(|v| kernels::cosine(l, v).ok())
+                                    .unwrap_or(0.0)
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                category::by_similarity(&sims).0
+            }
+        };
+        let now = Timestamp::now();
+        self.commit(|w, state| {
+            let current = state
+                .table
+                .get(id)
+                .ok_or_else(|| super::missing(state, id))?;
+            let (tags, mut ops, _) =
+                resolve_tags(state, dim, &p.user, &p.tags, &e.tags, p.eff.tags);
+            let mut record = current.clone();
+            record.tags.clone_from(&tags);
+            record.category = category;
+            record.updated_at = now;
+            let mut supersedes = Vec::new();
+            if new_content {
+                let hash = record::content_hash(&p.m.content);
+                if let Some(existing) = state.table.find_hash(&p.user, &hash) {
+                    return Err(EngineError::AlreadyExists { existing });
+                }
+                record.id = MemoryId(w.next_id);
+                record.content.clone_from(&p.m.content);
+                record.content_hash = hash;
+                record.supersedes = vec![id];
+                supersedes.push(id);
+                ops.push(Op::Archive { id });
+                ops.push(Op::Store {
+                    record: Box::new(record.clone()),
+                    vector: e.content.clone(),
+                });
+            } else {
+                ops.push(Op::Update {
+                    record: Box::new(record.clone()),
+                });
+            }
+            let updated = Updated {
+                success: true,
+                memory_id: record.id,
+                supersedes,
+                tags,
+                category,
+                message: if new_content {
+                    format!("Memory {id} updated as {}", record.id)
+                } else {
+                    format!("Memory {id} updated")
+                },
+            };
+            Ok((super::one_frame(ops), updated))
+        })
+    }
+}
