@@ -151,6 +151,14 @@ impl Store {
             .map(|s| s.memory_id)
     }
 
+    /// `store_memory` with a content vector the caller computed (of the store's dimension).
+    ///
+    /// # Errors
+    /// As `store_memory`, plus `DimensionMismatch` / `Invalid` for a bad vector.
+    pub fn store_memory_embedded(&self, req: StoreRequest, vector: Vec<f32>) -> Result<Stored> {
+        self.store_one(req, Some(vector))
+    }
+
     /// Steps 1–7 for one request; `given` is its content vector, if the caller computed it.
     fn store_one(&self, req: StoreRequest, given: Option<Vec<f32>>) -> Result<Stored> {
         let planned = self.plan(req)?;

@@ -219,3 +219,197 @@ fn every_failed_operation_poisons_and_loses_nothing() {
         "{ops} operations x 2 (clean, torn) failed one at a time, 0 acknowledged writes lost"
     );
 }
+
+/// The hooked workload: merges (a batch frame of archive + store), a snapshot, tag updates,
+/// a snapshot restore (a batch frame of tag rewrites), a checkpoint, another merge.
+mod hooked {
+    use mnemo_engine::storage::{CrashImage, FaultyStorage};
+    use mnemo_engine::{
+        EngineError, HashingEmbedder, NewMemory, Outcome, Store, StoreOptions, StoreRequest,
+        UpdateRequest,
+    };
+    use std::path::Path;
+    use std::sync::Arc;
+
+    fn options(fs: &FaultyStorage) -> StoreOptions {
+        StoreOptions::new(Arc::new(HashingEmbedder::with_dim(8)))
+            .storage(Arc::new(fs.clone()))
+            .seal_rows(3)
+    }
+
+    fn near(axis: usize, eps: f32) -> Vec<f32> {
+        let mut v = [0.0f32; 8];
+        v[axis] = 1.0;
+        v[(axis + 1) % 8] = eps;
+        let n = (1.0 + eps * eps).sqrt();
+        v.iter().map(|x| x / n).collect()
+    }
+
+    /// What the run got acknowledged, step by step.
+    #[derive(Debug, Default)]
+    struct Acked {
+        merges: Vec<(mnemo_engine::MemoryId, Vec<mnemo_engine::MemoryId>)>,
+        snapshot: Option<String>,
+        updated: bool,
+        restored: bool,
+        failed: bool,
+    }
+
+    fn run(store: &Store) -> Acked {
+        let mut a = Acked::default();
+        let fail = |e: EngineError, a: &mut Acked| {
+            assert!(
+                matches!(e, EngineError::Poisoned | EngineError::Io { .. }),
+                "unexpected {e}"
+            );
+            a.failed = true;
+        };
+        let stores = [
+            ("cats like fish", near(0, 0.0), "pets"),
+            ("fish, cats like", near(0, 0.05), "pets"),
+            ("dogs chase balls", near(2, 0.0), "dogs"),
+        ];
+        for (text, v, tag) in stores {
+            match store
+                .store_memory_embedded(StoreRequest::new(NewMemory::new(text).tags([tag])), v)
+            {
+                Ok(s) if s.outcome == Outcome::Merged => a.merges.push((s.memory_id, s.supersedes)),
+                Ok(_) => {}
+                Err(e) => {
+                    fail(e, &mut a);
+                    return a;
+                }
+            }
+        }
+        match store.snapshot_create(None, "before") {
+            Ok(s) => a.snapshot = Some(s.snapshot_id),
+            Err(e) => {
+                fail(e, &mut a);
+                return a;
+            }
+        }
+        let ids: Vec<_> = store
+            .list_recent_memories(None, 50)
+            .unwrap()
+            .memories
+            .into_iter()
+            .map(|m| m.id)
+            .collect();
+        for id in ids {
+            let req = UpdateRequest {
+                memory_id: Some(id),
+                tags: Some(vec!["x".into(), "y".into()]),
+                ..UpdateRequest::default()
+            };
+            if let Err(e) = store.update_memory(req) {
+                fail(e, &mut a);
+                return a;
+            }
+        }
+        a.updated = true;
+        match store.snapshot_restore(None, a.snapshot.as_deref().unwrap_or("")) {
+            Ok(_) => a.restored = true,
+            Err(e) => {
+                fail(e, &mut a);
+                return a;
+            }
+        }
+        if let Err(e) = store.checkpoint() {
+            fail(e, &mut a);
+            return a;
+        }
+        let last = StoreRequest::new(NewMemory::new("the dogs chase the balls").tags(["dogs"]));
+        match store.store_memory_embedded(last, near(2, 0.05)) {
+            Ok(s) if s.outcome == Outcome::Merged => a.merges.push((s.memory_id, s.supersedes)),
+            Ok(s) => panic!("expected a merge: {s:?}"),
+            Err(e) => fail(e, &mut a),
+        }
+        a
+    }
+
+    fn verify(image: &FaultyStorage, acked: &Acked, what: &str) {
+        let store = Store::open(Path::new("/h"), options(image))
+            .unwrap_or_else(|e| panic!("{what}: reopen failed: {e}"));
+        let live = store.list_recent_memories(None, 50).unwrap().memories;
+        // A merge is whole: a live record's sources are all archived, none live.
+        for m in &live {
+            for s in &m.supersedes {
+                assert!(
+                    matches!(store.get(*s), Err(EngineError::Archived { .. })),
+                    "{what}: source {s} of live {} is not archived",
+                    m.id
+                );
+            }
+        }
+        // Acknowledged merges survived.
+        for (merged, sources) in &acked.merges {
+            let m = store
+                .get(*merged)
+                .unwrap_or_else(|e| panic!("{what}: acknowledged merge {merged} lost: {e}"));
+            assert_eq!(&m.supersedes, sources, "{what}");
+        }
+        // The tag rewrite is all or nothing: every live memory has its snapshot tags, or
+        // every one has the updated tags.
+        let updated = live.iter().filter(|m| m.tags == ["x", "y"]).count();
+        if acked.restored {
+            assert_eq!(updated, 0, "{what}: an acknowledged restore was undone");
+        } else if acked.updated {
+            assert!(
+                updated == 0 || updated == live.len(),
+                "{what}: a restore applied to {} of {} memories",
+                live.len() - updated,
+                live.len()
+            );
+        }
+        // Canonical tags came back with their memories.
+        for m in &live {
+            for t in &m.tags {
+                if t != "x" && t != "y" {
+                    assert!(
+                        store.canonical_tags(None).unwrap().contains(t),
+                        "{what}: tag {t} of {} is not canonical",
+                        m.id
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_sync_point_of_merges_and_tag_rewrites_is_atomic() {
+        let clean = FaultyStorage::new();
+        let store = Store::open(Path::new("/h"), options(&clean)).unwrap();
+        let before = clean.syncs();
+        let full = run(&store);
+        assert!(
+            !full.failed && full.restored && full.merges.len() == 2,
+            "{full:?}"
+        );
+        let sync_points = clean.syncs() - before;
+        drop(store);
+        let mut cuts = 0;
+        for k in 1..=sync_points {
+            let fs = FaultyStorage::new();
+            let store = Store::open(Path::new("/h"), options(&fs)).unwrap();
+            fs.crash_at_sync(k);
+            let acked = run(&store);
+            assert!(fs.crashed(), "sync point {k} never reached");
+            for image in [
+                CrashImage::DropUnsynced,
+                CrashImage::TearUnsynced { numerator: 128 },
+                CrashImage::KeepUnsynced,
+            ] {
+                verify(
+                    &fs.crash_image(image),
+                    &acked,
+                    &format!("sync point {k}, {image:?}"),
+                );
+                cuts += 1;
+            }
+        }
+        eprintln!(
+            "{sync_points} sync points x 3 images = {cuts} power cuts of merges and tag rewrites"
+        );
+        assert!(sync_points >= 10, "{sync_points}");
+    }
+}

@@ -1,0 +1,432 @@
+//! The seed's examples with the real model (`docs/semantics.md`): tag normalization, category
+//! normalization, store-time dedup with the fact guard, lineage, load-time dedup, compaction
+//! and its undo, tag preview / apply / snapshots, update and feedback.
+
+use mnemo_engine::{
+    Category, EngineError, Feedback, HookOverrides, NewMemory, Outcome, SearchMemories, Store,
+    StoreOptions, StoreRequest, UpdateRequest, WriteHook,
+};
+
+fn minilm() -> StoreOptions {
+    StoreOptions::minilm().unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn open() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), minilm()).unwrap();
+    (dir, store)
+}
+
+/// The tag `first` registers, then the tag `second` is stored as (user `n`, so each pair
+/// starts from no canonical tags; semantic dedup off, so the two notes stay two).
+fn tag_pair(store: &Store, first: &str, second: &str, n: usize) -> String {
+    let user = format!("user {n}");
+    store
+        .store(
+            NewMemory::new(format!("note tagged {first}"))
+                .tags([first])
+                .user(&user),
+        )
+        .unwrap();
+    let s = store
+        .store_memory(StoreRequest {
+            memory: NewMemory::new(format!("another note tagged {second}"))
+                .tags([second])
+                .user(&user),
+            hooks: HookOverrides {
+                skip: vec![WriteHook::SemanticDedup],
+                ..HookOverrides::default()
+            },
+        })
+        .unwrap();
+    assert_eq!(s.outcome, Outcome::Stored, "{s:?}");
+    s.tags[0].clone()
+}
+
+#[test]
+fn the_seed_tag_examples_with_the_real_model() {
+    let (_dir, store) = open();
+    // Merge: "api 2" counts as version 2.0, the same version as "API v2.0" (threshold 0.85).
+    assert_eq!(tag_pair(&store, "API v2.0", "api 2", 1), "api v2.0");
+    // No merge: the version guard, the colon guard, the asymmetry guard, glued numbers.
+    assert_eq!(tag_pair(&store, "api v1", "api v2", 2), "api v2");
+    assert_eq!(tag_pair(&store, "type:refactor", "type:bug", 3), "type:bug");
+    assert_eq!(tag_pair(&store, "domain:billing", "billing", 4), "billing");
+    assert_eq!(tag_pair(&store, "php7", "php8", 5), "php8");
+    assert_eq!(tag_pair(&store, "type:refactor", "refactor", 6), "refactor");
+    // Within one user, later tags meet every earlier canonical tag: "api v2" is version 2.0,
+    // the same version as "API v2.0", so it joins it at 0.85.
+    assert_eq!(tag_pair(&store, "API v2.0", "api v2", 7), "api v2.0");
+    let canonical = store.canonical_tags(Some("user 2")).unwrap();
+    assert_eq!(canonical, vec!["api v1", "api v2"]);
+    assert_eq!(
+        store.canonical_tags(Some("user 1")).unwrap(),
+        vec!["api v2.0"]
+    );
+}
+
+#[test]
+fn laravel_joins_laravel_framework_only_through_the_boost() {
+    let (_dir, store) = open();
+    let embedder = mnemo_embed::default_embedder().unwrap();
+    let v = embedder
+        .embed_batch(&["laravel", "laravel framework"])
+        .unwrap();
+    let sim: f32 = v[0].iter().zip(&v[1]).map(|(a, b)| a * b).sum();
+    eprintln!("laravel ~ laravel framework: {sim:.4}");
+    assert!(
+        (0.87..0.90).contains(&sim),
+        "the boost is what decides: {sim}"
+    );
+    assert_eq!(
+        tag_pair(&store, "laravel framework", "laravel", 1),
+        "laravel framework"
+    );
+}
+
+#[test]
+fn categories_from_the_dictionary_and_from_meaning() {
+    let (_dir, store) = open();
+    let cases = [
+        ("auth", Category::Security, "dictionary"),
+        ("bug", Category::BugFix, "dictionary"),
+        ("perf", Category::Performance, "dictionary"),
+        ("Security", Category::Security, "exact"),
+        (
+            "speed-ups and optimizations of slow code",
+            Category::Performance,
+            "semantic",
+        ),
+        (
+            "improving speed and throughput",
+            Category::Performance,
+            "semantic",
+        ),
+        ("zzzz qqqq", Category::Other, "fallback"),
+    ];
+    for (i, (text, want, reason)) in cases.into_iter().enumerate() {
+        let s = store
+            .store_memory(StoreRequest::new(
+                NewMemory::new(format!("category case {i}")).category_text(text),
+            ))
+            .unwrap();
+        assert_eq!((s.category, s.category_reason), (want, reason), "{text}");
+    }
+}
+
+const COFFEE: [&str; 3] = [
+    "User likes coffee, flat white usually",
+    "They are a coffee enthusiast, favorite coffee is flatwhite",
+    "User loves coffee, especially flat white",
+];
+
+#[test]
+fn three_coffee_paraphrases_end_as_one_memory_with_lineage() {
+    let (_dir, store) = open();
+    let mut stored = Vec::new();
+    for text in COFFEE {
+        let s = store
+            .store_memory(StoreRequest::new(NewMemory::new(text)))
+            .unwrap();
+        eprintln!(
+            "{text:?}: {:?} {} {:?}",
+            s.outcome, s.memory_id, s.supersedes
+        );
+        stored.push(s);
+    }
+    assert_eq!(stored[0].outcome, Outcome::Stored);
+    assert_ne!(stored[1].outcome, Outcome::Stored, "{:?}", stored[1]);
+    assert_ne!(stored[2].outcome, Outcome::Stored, "{:?}", stored[2]);
+    let live = store.list_recent_memories(None, 50).unwrap();
+    assert_eq!(live.count, 1, "{:?}", live.memories);
+    let last = stored[2].memory_id;
+    assert_eq!(live.memories[0].id, last);
+    let lineage: Vec<String> = store
+        .lineage(last)
+        .unwrap()
+        .into_iter()
+        .map(|m| m.content)
+        .collect();
+    for text in COFFEE {
+        assert!(
+            lineage.contains(&text.to_owned()) || live.memories[0].content == text,
+            "{text} in lineage {lineage:?}"
+        );
+    }
+    // The first memory's id now leads to the live one.
+    match store.get(stored[0].memory_id) {
+        Err(EngineError::Archived {
+            superseded_by: Some(by),
+            ..
+        }) => assert_eq!(by, last),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn different_preferences_and_facts_stay_apart() {
+    let (_dir, store) = open();
+    let pairs = [
+        (
+            "User's favorite drink is flat white",
+            "User's favorite drink is green tea",
+        ),
+        (
+            "The deploy runs on port 8080",
+            "The deploy runs on port 9090",
+        ),
+        (
+            "Alice owns the billing service",
+            "Bob owns the billing service",
+        ),
+        (
+            "The team uses Postgres for the billing data",
+            "The team uses MySQL for the billing data",
+        ),
+    ];
+    for (i, (a, b)) in pairs.into_iter().enumerate() {
+        let user = format!("u{i}");
+        store.store(NewMemory::new(a).user(&user)).unwrap();
+        let s = store
+            .store_memory(StoreRequest::new(NewMemory::new(b).user(&user)))
+            .unwrap();
+        assert_eq!(s.outcome, Outcome::Stored, "{a} / {b}: {s:?}");
+        assert_eq!(
+            store.list_recent_memories(Some(&user), 10).unwrap().count,
+            2,
+            "{a} / {b}"
+        );
+    }
+}
+
+#[test]
+fn an_opposite_statement_supersedes_the_older_one() {
+    let (_dir, store) = open();
+    for (i, (old, new)) in [
+        ("User likes coffee", "User dislikes coffee"),
+        ("User likes coffee", "User does not like coffee"),
+        (
+            "Always run migrations before deploying",
+            "Never run migrations before deploying",
+        ),
+        ("The user prefers dark mode", "The user prefers light mode"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let user = format!("u{i}");
+        let older = store.store(NewMemory::new(old).user(&user)).unwrap();
+        let s = store
+            .store_memory(StoreRequest::new(NewMemory::new(new).user(&user)))
+            .unwrap();
+        assert_eq!(s.outcome, Outcome::Superseded, "{old} / {new}: {s:?}");
+        assert_eq!(s.supersedes, vec![older]);
+        let live = store.list_recent_memories(Some(&user), 10).unwrap();
+        assert_eq!(live.count, 1);
+        assert_eq!(live.memories[0].content, new, "not blended");
+        assert_eq!(store.lineage(s.memory_id).unwrap()[0].content, old);
+    }
+}
+
+#[test]
+fn dedup_can_be_switched_off_or_tightened_per_request() {
+    let (_dir, store) = open();
+    store.store(NewMemory::new(COFFEE[0])).unwrap();
+    let off = StoreRequest {
+        memory: NewMemory::new(COFFEE[2]),
+        hooks: HookOverrides {
+            skip: vec![WriteHook::SemanticDedup],
+            ..HookOverrides::default()
+        },
+    };
+    assert_eq!(store.store_memory(off).unwrap().outcome, Outcome::Stored);
+    let strict = StoreRequest {
+        memory: NewMemory::new(COFFEE[1]),
+        hooks: HookOverrides {
+            dedup_distance: Some(0.1),
+            ..HookOverrides::default()
+        },
+    };
+    assert_eq!(store.store_memory(strict).unwrap().outcome, Outcome::Stored);
+    assert_eq!(store.list_recent_memories(None, 10).unwrap().count, 3);
+}
+
+#[test]
+fn search_folds_near_duplicates_and_counts_access() {
+    let (_dir, store) = open();
+    let no_dedup = |text: &str| StoreRequest {
+        memory: NewMemory::new(text),
+        hooks: HookOverrides {
+            skip: vec![WriteHook::SemanticDedup],
+            ..HookOverrides::default()
+        },
+    };
+    for text in COFFEE
+        .iter()
+        .chain(&["The staging database password rotates every monday"])
+    {
+        store.store_memory(no_dedup(text)).unwrap();
+    }
+    let hits = store
+        .search_memories(&SearchMemories::new("what coffee does the user drink"))
+        .unwrap();
+    assert_eq!(hits.total, 4);
+    assert!(hits.results[0].memory.content.contains("coffee"));
+    assert!(hits.folded_total >= 1, "{hits:?}");
+    assert_eq!(
+        hits.results.iter().map(|h| h.folded).sum::<usize>(),
+        hits.folded_total
+    );
+    assert_eq!(hits.results[0].memory.access_count, 1);
+    let mut plain = SearchMemories::new("what coffee does the user drink");
+    plain.hooks.deduplicate = Some(false);
+    let all = store.search_memories(&plain).unwrap();
+    assert_eq!(all.count, 4);
+    assert_eq!(all.folded_total, 0);
+    // Counted twice now, and stored: a reopen would show it too.
+    let top = store.get(all.results[0].memory.id).unwrap();
+    assert_eq!(top.access_count, 2);
+}
+
+#[test]
+fn compaction_previews_merges_and_undoes_through_lineage() {
+    let (_dir, store) = open();
+    let no_dedup = |text: &str| StoreRequest {
+        memory: NewMemory::new(text),
+        hooks: HookOverrides {
+            skip: vec![WriteHook::SemanticDedup],
+            ..HookOverrides::default()
+        },
+    };
+    let a = store.store_memory(no_dedup(COFFEE[0])).unwrap().memory_id;
+    let b = store
+        .store_memory(no_dedup("User likes coffee, usually a flat white"))
+        .unwrap()
+        .memory_id;
+    store
+        .store_memory(no_dedup(
+            "The staging database password rotates every monday",
+        ))
+        .unwrap();
+    let preview = store.compact_preview(None, 0.2).unwrap();
+    assert_eq!(preview.groups.len(), 1, "{preview:?}");
+    assert_eq!(preview.groups[0].members, vec![a, b]);
+    assert_eq!((preview.memories_before, preview.memories_after), (3, 2));
+    assert!(matches!(
+        store.compact_apply(None, 0.2, "0000000000000000"),
+        Err(EngineError::PreviewMismatch { .. })
+    ));
+    let done = store.compact_apply(None, 0.2, &preview.preview_id).unwrap();
+    let merged = done.merged[0].0;
+    assert_eq!(done.merged[0].1, vec![a, b]);
+    assert_eq!(store.list_recent_memories(None, 10).unwrap().count, 2);
+    let undo = store.compact_undo(merged).unwrap();
+    assert_eq!(undo.restored.len(), 2);
+    let contents: Vec<String> = store
+        .list_recent_memories(None, 10)
+        .unwrap()
+        .memories
+        .into_iter()
+        .map(|m| m.content)
+        .collect();
+    assert_eq!(contents.len(), 3);
+    assert!(contents.contains(&COFFEE[0].to_owned()));
+    assert!(matches!(
+        store.get(merged),
+        Err(EngineError::Archived { .. })
+    ));
+}
+
+#[test]
+fn tag_preview_apply_and_snapshot_restore() {
+    let (_dir, store) = open();
+    let plain = |text: &str, tag: &str| StoreRequest {
+        memory: NewMemory::new(text).tags([tag]),
+        hooks: HookOverrides {
+            skip: vec![WriteHook::Tags],
+            ..HookOverrides::default()
+        },
+    };
+    // "api v2" becomes canonical through the hook; "api version 2" bypasses it.
+    store
+        .store(NewMemory::new("the v2 endpoints").tags(["api v2"]))
+        .unwrap();
+    let m = store
+        .store_memory(plain("the version two endpoints", "api version 2"))
+        .unwrap()
+        .memory_id;
+    assert_eq!(
+        store.unique_tags(None).unwrap(),
+        vec!["api v2", "api version 2"]
+    );
+    let preview = store.tag_normalize_preview(None, 0.85, 200).unwrap();
+    assert_eq!(preview.planned_updates, 1, "{preview:?}");
+    assert_eq!((preview.unique_before, preview.unique_after), (2, 1));
+    assert!(matches!(
+        store.tag_normalize_apply(None, &preview.preview_id, "nope", 0.85, 200),
+        Err(EngineError::SnapshotNotFound { .. })
+    ));
+    let snap = store.snapshot_create(None, "before").unwrap();
+    assert_eq!(snap.memory_count, 2);
+    assert!(matches!(
+        store.tag_normalize_apply(None, "0000000000000000", &snap.snapshot_id, 0.85, 200),
+        Err(EngineError::PreviewMismatch { .. })
+    ));
+    let applied = store
+        .tag_normalize_apply(None, &preview.preview_id, &snap.snapshot_id, 0.85, 200)
+        .unwrap();
+    assert_eq!(applied.applied_count, 1);
+    assert_eq!(store.get(m).unwrap().tags, vec!["api v2"]);
+    assert_eq!(store.tag_frequencies("default"), vec![("api v2".into(), 2)]);
+    let restored = store.snapshot_restore(None, &snap.snapshot_id).unwrap();
+    assert_eq!(restored.restored_count, 1);
+    assert_eq!(store.get(m).unwrap().tags, vec!["api version 2"]);
+    // Same tags, same snapshot id.
+    assert_eq!(
+        store.snapshot_create(None, "again").unwrap().snapshot_id,
+        snap.snapshot_id
+    );
+    let weights = store.tag_weights(None).unwrap();
+    assert!((weights[0].1 - 1.0 / 2f64.ln()).abs() < 1e-9, "{weights:?}");
+}
+
+#[test]
+fn update_keeps_lineage_and_feedback_moves_confidence() {
+    let (dir, store) = open();
+    let id = store
+        .store(NewMemory::new("the build cache lives in target/").tags(["build"]))
+        .unwrap();
+    let same = store
+        .update_memory(UpdateRequest {
+            memory_id: Some(id),
+            tags: Some(vec!["build".into(), "cargo".into()]),
+            ..UpdateRequest::default()
+        })
+        .unwrap();
+    assert_eq!((same.memory_id, same.tags.len()), (id, 2));
+    let moved = store
+        .update_memory(UpdateRequest {
+            memory_id: Some(id),
+            content: Some("the build cache lives in ~/.cache/mnemo-target".into()),
+            ..UpdateRequest::default()
+        })
+        .unwrap();
+    assert_ne!(moved.memory_id, id);
+    assert_eq!(moved.supersedes, vec![id]);
+    let up = store.feedback(moved.memory_id, Feedback::Helpful).unwrap();
+    assert!((up.confidence - 0.55).abs() < 1e-6, "{up:?}");
+    let down = store.feedback(moved.memory_id, Feedback::Harmful).unwrap();
+    assert!((down.confidence - 0.44).abs() < 1e-6, "{down:?}");
+    // All of it survives a checkpoint and a reopen: the archive, canonical tags, counts.
+    store.checkpoint().unwrap();
+    store.close().unwrap();
+    let store = Store::open(dir.path(), minilm()).unwrap();
+    let m = store.get(moved.memory_id).unwrap();
+    assert_eq!((m.helpful_count, m.harmful_count), (1, 1));
+    assert_eq!(
+        store.lineage(m.id).unwrap()[0].content,
+        "the build cache lives in target/"
+    );
+    assert_eq!(store.canonical_tags(None).unwrap(), vec!["build", "cargo"]);
+    assert!(matches!(store.get(id), Err(EngineError::Archived { .. })));
+}
