@@ -63,7 +63,7 @@ pub use memory::{
     UpdateRequest, Updated,
 };
 pub use mnemo_embed::{Embedder, HashingEmbedder};
-pub use options::{MAX_MEMORY_LIMIT, StoreOptions, SyncPolicy};
+pub use options::{Clock, MAX_MEMORY_LIMIT, StoreOptions, SyncPolicy};
 pub use record::{Category, Kind, Memory, MemoryId, NewMemory, Role, TagSnapshot, Timestamp};
 pub use recovery::OpenReport;
 pub use store::{Filter, Hit, MAX_K, Query, ScanMode, SearchRequest, Stats, Store};

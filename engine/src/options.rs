@@ -1,6 +1,7 @@
 //! How a store is opened.
 
 use crate::hooks::HookConfig;
+use crate::record::Timestamp;
 use crate::storage::{FsStorage, Storage};
 use mnemo_embed::{Embedder, HashingEmbedder};
 use std::sync::Arc;
@@ -44,7 +45,12 @@ pub struct StoreOptions {
     pub vector_codes: bool,
     /// Write and read hooks (`docs/semantics.md`). Default: all on.
     pub hooks: HookConfig,
+    /// Where timestamps come from: `Timestamp::now` unless a test sets the time.
+    pub clock: Clock,
 }
+
+/// A source of timestamps.
+pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 
 impl std::fmt::Debug for StoreOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -77,6 +83,7 @@ impl StoreOptions {
             checkpoint_bytes: 64 << 20,
             vector_codes: true,
             hooks: HookConfig::default(),
+            clock: Arc::new(Timestamp::now),
         }
     }
 
@@ -124,6 +131,13 @@ impl StoreOptions {
     #[must_use]
     pub fn hooks(mut self, hooks: HookConfig) -> StoreOptions {
         self.hooks = hooks;
+        self
+    }
+
+    /// Sets the clock (tests of age-dependent operations).
+    #[must_use]
+    pub fn clock(mut self, clock: Clock) -> StoreOptions {
+        self.clock = clock;
         self
     }
 

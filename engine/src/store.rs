@@ -282,6 +282,11 @@ impl Store {
         Ok(Store { inner })
     }
 
+    /// The store's clock.
+    pub(crate) fn now(&self) -> Timestamp {
+        (self.inner.options.clock)()
+    }
+
     /// What opening found and repaired.
     #[must_use]
     pub fn open_report(&self) -> &OpenReport {

@@ -8,7 +8,7 @@ use super::write::merge;
 use crate::error::{EngineError, Result};
 use crate::hooks::{check_distance, dedup};
 use crate::log::Op;
-use crate::record::{self, DEFAULT_USER, Kind, Memory, MemoryId, Timestamp};
+use crate::record::{self, DEFAULT_USER, Kind, Memory, MemoryId};
 use crate::store::Store;
 use std::collections::HashSet;
 
@@ -172,8 +172,7 @@ impl Store {
                     return Ok((None, None));
                 };
                 let id = MemoryId(w.next_id);
-                let Ok((record, vector)) =
-                    merge(id, anchor, anchor_vector, rest, &[], Timestamp::now())
+                let Ok((record, vector)) = merge(id, anchor, anchor_vector, rest, &[], self.now())
                 else {
                     return Ok((None, None));
                 };

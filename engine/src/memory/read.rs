@@ -299,7 +299,7 @@ impl Store {
 
     /// Counts `ids` as accessed now: one `Touch` frame. Returns the time recorded.
     fn touch(&self, ids: Vec<MemoryId>) -> Result<Timestamp> {
-        let at = Timestamp::now();
+        let at = self.now();
         self.commit(|_, state| {
             // A memory archived or deleted since the read is not counted.
             let ids: Vec<MemoryId> = ids
@@ -360,7 +360,7 @@ impl Store {
     pub fn memory_stats(&self, user_id: Option<&str>) -> Result<MemoryStats> {
         let user = user_id.unwrap_or(DEFAULT_USER);
         record::validate_id("user_id", user)?;
-        let week_ago = Timestamp::now().minus_days(7);
+        let week_ago = self.now().minus_days(7);
         let state = self.inner.state.read();
         let mine: Vec<&Memory> = state.table.iter().filter(|m| m.user_id == user).collect();
         let mut categories: Vec<(Category, usize)> = Category::ALL
@@ -437,7 +437,7 @@ impl Store {
             365,
         )?;
         in_range("max_to_keep", max_to_keep, 100, 10_000)?;
-        let cutoff = Timestamp::now().minus_days(days_old);
+        let cutoff = self.now().minus_days(days_old);
         let (deleted, remaining) = self.commit(|_, state| {
             let mine: Vec<&Memory> = state.table.iter().filter(|m| m.user_id == user).collect();
             let mut old: Vec<&&Memory> = mine.iter().filter(|m| m.created_at < cutoff).collect();
@@ -487,7 +487,7 @@ impl Store {
                     m.confidence -= 0.2 * m.confidence;
                 }
             }
-            m.updated_at = Timestamp::now();
+            m.updated_at = self.now();
             let op = Op::Update {
                 record: Box::new(m.clone()),
             };

@@ -5,7 +5,7 @@ use super::{in_range, short_id};
 use crate::error::{EngineError, Result};
 use crate::hooks::tags::{self as tag_rules, TagDecision, TagForm};
 use crate::log::Op;
-use crate::record::{self, DEFAULT_USER, MAX_DESCRIPTION_CHARS, MemoryId, TagSnapshot, Timestamp};
+use crate::record::{self, DEFAULT_USER, MAX_DESCRIPTION_CHARS, MemoryId, TagSnapshot};
 use crate::store::Store;
 use mnemo_index::kernels;
 use std::collections::{BTreeMap, BTreeSet};
@@ -315,7 +315,7 @@ impl Store {
             });
         }
         let applied = self.commit(|_, state| {
-            let at = Timestamp::now();
+            let at = self.now();
             let ops: Vec<Op> = state
                 .table
                 .iter()
@@ -396,7 +396,7 @@ impl Store {
                 user_id: user.clone(),
                 snapshot_id,
                 description: description.to_owned(),
-                created_at: Timestamp::now(),
+                created_at: self.now(),
                 entries,
             }));
             Ok((Some(op), created))
@@ -428,7 +428,7 @@ impl Store {
                 .ok_or_else(|| EngineError::SnapshotNotFound {
                     snapshot_id: snapshot_id.to_owned(),
                 })?;
-            let at = Timestamp::now();
+            let at = self.now();
             let mut ops = Vec::new();
             let mut missing = 0;
             for (id, tags) in &snapshot.entries {

@@ -342,7 +342,7 @@ impl Store {
         };
         let limit = self.inner.options.memory_limit;
         let content_hash = record::content_hash(&p.m.content);
-        let now = Timestamp::now();
+        let now = self.now();
         self.commit(|w, state| {
             let (tags, mut ops, new_canonical) =
                 resolve_tags(state, dim, &p.user, &p.tags, &e.tags, p.eff.tags);
@@ -720,7 +720,7 @@ impl Store {
                 category::by_similarity(&sims).0
             }
         };
-        let now = Timestamp::now();
+        let now = self.now();
         self.commit(|w, state| {
             let current = state
                 .table

@@ -9,5 +9,6 @@ mod fixtures;
 mod kill;
 mod minilm;
 mod model;
+mod operations;
 mod semantics;
 mod support;
