@@ -1,7 +1,13 @@
-//! Writes the frozen format-version-1 fixtures into `engine/tests/fixtures/v1/`. Run once per
-//! format version; the test suite opens them forever after (`tests/it/fixtures.rs`).
+//! Writes the frozen fixtures of the current format version into
+//! `engine/tests/fixtures/v<version>/`. Run once per format version; the test suite opens them
+//! forever after (`tests/it/fixtures.rs`). Version 1 was written by the version-1 build;
+//! version 2 adds a merge, a supersede, canonical tags, a snapshot and a restore, accesses,
+//! feedback and an update, some before the checkpoint (its aux section) and some after.
 
-use mnemo_engine::{Category, NewMemory, Role, Store, StoreOptions};
+use mnemo_engine::log::format::VERSION;
+use mnemo_engine::{
+    Category, Feedback, NewMemory, Outcome, Role, Store, StoreOptions, StoreRequest, UpdateRequest,
+};
 use std::path::Path;
 
 fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
@@ -14,7 +20,7 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v1");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/v{VERSION}"));
     if root.exists() {
         return Err(format!(
             "{} exists: fixtures are frozen, never regenerated",
@@ -77,7 +83,35 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .collect()
         };
     let mut ids = store_notes(&notes[..4])?;
+    // Version 2: a merge (archive + store in one batch frame), canonical tags, a snapshot,
+    // an access, feedback and a tag update, all before the checkpoint.
+    let merged = store.store_memory(StoreRequest::new(
+        NewMemory::new("Use cargo nextest for faster, parallel test runs")
+            .category(Category::ToolUsage)
+            .tags(["rust", "nextest"]),
+    ))?;
+    if merged.outcome != Outcome::Merged {
+        return Err(format!("expected a merge, got {merged:?}").into());
+    }
+    ids[0] = merged.memory_id;
+    let snapshot = store.snapshot_create(None, "fixture")?;
+    store.get_by_memory_id(ids[2])?;
+    store.feedback(ids[2], Feedback::Helpful)?;
+    store.update_memory(UpdateRequest {
+        memory_id: Some(ids[2]),
+        tags: Some(vec!["storage".into(), "durability".into()]),
+        ..UpdateRequest::default()
+    })?;
     store.checkpoint()?;
+    // After the checkpoint, in the log tail: a restore (a batch of tag rewrites) and an
+    // update of content (archive + store).
+    store.snapshot_restore(None, &snapshot.snapshot_id)?;
+    let moved = store.update_memory(UpdateRequest {
+        memory_id: Some(ids[3]),
+        content: Some("Alice prefers answers with code examples in Python or Rust".into()),
+        ..UpdateRequest::default()
+    })?;
+    ids[3] = moved.memory_id;
     ids.extend(store_notes(&notes[4..])?);
     ids.push(
         store.store(
@@ -110,6 +144,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     store.close()?;
     std::fs::remove_file(dir.join("LOCK"))?;
     std::fs::write(root.join("expected.tsv"), tsv)?;
+    std::fs::write(
+        root.join("lineage.tsv"),
+        format!(
+            "{}\t{:?}\n{}\t{:?}\n",
+            merged.memory_id, merged.supersedes, moved.memory_id, moved.supersedes
+        ),
+    )?;
     let wal = std::fs::read_dir(&dir)?
         .filter_map(Result::ok)
         .map(|e| e.file_name().into_string().unwrap_or_default())

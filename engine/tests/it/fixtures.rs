@@ -1,13 +1,18 @@
-//! Frozen fixtures of format version 1, written once by `cargo run -p mnemo-engine --example
-//! write_fixture` and never regenerated: `tests/fixtures/v1/{store,torn,corrupt}` plus
-//! `expected.tsv` (id, user, tags, content of every live record).
+//! Frozen fixtures of every format version, each written once by `cargo run -p mnemo-engine
+//! --example write_fixture` (by the build of that version) and never regenerated:
+//! `tests/fixtures/v<N>/{store,torn,corrupt}` plus `expected.tsv` (id, user, tags, content of
+//! every live record); version 2 adds `lineage.tsv` (a live id and the ids it supersedes).
 
 use mnemo_engine::{EngineError, MemoryId, SearchRequest, Store, StoreOptions};
 use std::path::Path;
 
 fn copy_of(name: &str) -> tempfile::TempDir {
+    copy_of_version(1, name)
+}
+
+fn copy_of_version(version: u16, name: &str) -> tempfile::TempDir {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/v1")
+        .join(format!("tests/fixtures/v{version}"))
         .join(name);
     let dst = tempfile::tempdir().unwrap();
     for e in
@@ -20,8 +25,13 @@ fn copy_of(name: &str) -> tempfile::TempDir {
 }
 
 fn expected() -> Vec<(u64, String, String, String)> {
+    expected_of(1)
+}
+
+fn expected_of(version: u16) -> Vec<(u64, String, String, String)> {
     let text = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v1/expected.tsv"),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("tests/fixtures/v{version}/expected.tsv")),
     )
     .unwrap();
     text.lines()
@@ -73,6 +83,68 @@ fn version_1_torn_copy_opens_without_its_last_frame() {
 #[test]
 fn version_1_corrupt_copy_is_reported() {
     let dir = copy_of("corrupt");
+    let err = Store::open(dir.path(), StoreOptions::hashing()).unwrap_err();
+    assert!(matches!(err, EngineError::Corrupted { .. }), "{err}");
+}
+
+#[test]
+fn version_2_store_opens_with_its_archive_lineage_tags_and_snapshot() {
+    let dir = copy_of_version(2, "store");
+    let store = Store::open(dir.path(), StoreOptions::hashing()).unwrap();
+    let report = store.open_report().clone();
+    assert!(
+        report.checkpoint_seq.is_some() && report.replayed_frames > 0,
+        "{report:?}"
+    );
+    let want = expected_of(2);
+    assert_eq!(store.stats().memories, want.len());
+    for (id, user, tags, content) in &want {
+        let m = store.get(MemoryId(*id)).unwrap();
+        assert_eq!(
+            (&m.user_id, m.tags.join(","), &m.content),
+            (user, tags.clone(), content)
+        );
+    }
+    let lineage = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v2/lineage.tsv"),
+    )
+    .unwrap();
+    for line in lineage.lines() {
+        let (id, sources) = line.split_once('\t').unwrap();
+        let m = store.get(MemoryId(id.parse().unwrap())).unwrap();
+        assert_eq!(format!("{:?}", m.supersedes), sources);
+        // Every source is in the archive (from the checkpoint's aux section or the log).
+        assert_eq!(store.lineage(m.id).unwrap().len(), m.supersedes.len());
+        for s in &m.supersedes {
+            assert!(matches!(store.get(*s), Err(EngineError::Archived { .. })));
+        }
+    }
+    let canonical = store.canonical_tags(None).unwrap();
+    for t in [
+        "rust",
+        "nextest",
+        "testing",
+        "storage",
+        "durability",
+        "keys",
+    ] {
+        assert!(canonical.contains(&t.to_owned()), "{t} in {canonical:?}");
+    }
+    let accessed = store.get(MemoryId(3)).unwrap();
+    assert_eq!((accessed.access_count, accessed.helpful_count), (1, 1));
+}
+
+#[test]
+fn version_2_torn_copy_opens_without_its_last_frame() {
+    let dir = copy_of_version(2, "torn");
+    let store = Store::open(dir.path(), StoreOptions::hashing()).unwrap();
+    assert!(store.open_report().truncated_tail.is_some());
+    assert_eq!(store.stats().memories, expected_of(2).len() - 1);
+}
+
+#[test]
+fn version_2_corrupt_copy_is_reported() {
+    let dir = copy_of_version(2, "corrupt");
     let err = Store::open(dir.path(), StoreOptions::hashing()).unwrap_err();
     assert!(matches!(err, EngineError::Corrupted { .. }), "{err}");
 }
