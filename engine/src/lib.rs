@@ -9,11 +9,13 @@
 //! each operation has one commit point (its log frame); torn tails are truncated, damage
 //! followed by valid data is reported as `Corrupted`, never dropped; derived state (vector
 //! segments, tag frequencies) is rebuilt from the log when a checkpoint is unusable; one
-//! process owns a store; a failed fsync poisons it; another embedder is refused.
-//! Not here yet: tag and category normalization, semantic dedup, keyword search (later issues).
+//! process owns a store; a failed fsync poisons it; another embedder is refused. The seed's
+//! memory operations (`store_memory`, `search_memories`, tags, snapshots, compaction, ...) run
+//! the store's hooks (`docs/semantics.md`); a merge or a tag rewrite is one commit.
+//! Not here yet: keyword and hybrid search, users/sessions as entities (issue #5).
 //!
 //! ```
-//! use mnemo_engine::{Category, Filter, NewMemory, SearchRequest, Store, StoreOptions};
+//! use mnemo_engine::{Category, Filter, NewMemory, Outcome, SearchMemories, SearchRequest, Store, StoreOptions, StoreRequest};
 //!
 //! let dir = tempfile::tempdir()?;
 //! // The default embedder, all-MiniLM-L6-v2, from the directory `scripts/fetch-model` fills.
@@ -35,6 +37,14 @@
 //! assert_eq!(store.get(id)?.tags, vec!["rust", "cargo"]);
 //! let mine = SearchRequest::text("cargo", 5).filter(Filter { tags_any: vec!["cargo".into()], ..Filter::default() });
 //! assert_eq!(store.search(&mine)?.len(), 1);
+//!
+//! // The seed's operations: a paraphrase merges, keeping both texts in lineage.
+//! let first = store.store_memory(StoreRequest::new(NewMemory::new("User likes coffee, flat white usually")))?;
+//! let again = store.store_memory(StoreRequest::new(NewMemory::new("They are a coffee enthusiast, favorite coffee is flatwhite")))?;
+//! assert_eq!(again.outcome, Outcome::Merged);
+//! assert!(again.supersedes.contains(&first.memory_id));
+//! let found = store.search_memories(&SearchMemories::new("what does the user drink"))?;
+//! assert_eq!(found.results[0].memory.id, again.memory_id);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
