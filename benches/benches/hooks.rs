@@ -3,29 +3,67 @@
 //! (`docs/benchmarks.md`, "Hooks").
 //!
 //! `hooks/{on,off}/<memories>/<canonical tags>`: one `store_memory` of a new memory with one
-//! existing and one new tag, on a store built once per size, with the no-model embedder so the
-//! figure is the engine's and the hooks' own work (the model call is measured apart).
+//! canonical tag and one spelling variant of another (which the hook embeds and compares with
+//! every canonical tag), on a store built once per size, with the no-model embedder so the
+//! figure is the engine's and the hooks' own work (the model call is measured apart). Each
+//! stored memory is deleted untimed, so the store keeps its size.
 //! `hooks_minilm/{on,off}`: the same store operation with the real model on a 1k store: the
 //! latency a user sees, which the hooks' cost is compared with. Both under `SyncPolicy::None`:
 //! the fsync is the same with and without hooks and would only add noise.
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use mnemo_benches::{bench_data_dir, bench_texts, minilm};
+use mnemo_benches::{BENCH_WORDS, bench_data_dir, bench_texts, minilm};
+use mnemo_embed::Embedder;
 use mnemo_engine::{
-    HookConfig, HookOverrides, NewMemory, Store, StoreOptions, StoreRequest, SyncPolicy, WriteHook,
+    HookConfig, HookOverrides, NewMemory, Outcome, Store, StoreOptions, StoreRequest, SyncPolicy,
+    WriteHook,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// Stores whose semantic dedup found a near neighbour.
+static DEDUP_FOUND: AtomicU64 = AtomicU64::new(0);
 
 const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
 const TAG_COUNTS: [usize; 3] = [10, 1_000, 10_000];
 
+/// The `i`th canonical tag: three words of the bench vocabulary, `i` in base 87.
 fn tag(i: usize) -> String {
-    // Distinct words, not numbered variants of one word, so normalization keeps them apart.
+    let w = BENCH_WORDS.len();
     format!(
-        "t{:x}",
-        (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40
+        "{}-{}-{}",
+        BENCH_WORDS[i % w],
+        BENCH_WORDS[(i / w) % w],
+        BENCH_WORDS[(i / w / w + 1) % w]
     )
+}
+
+/// A memory's text: four words of the bench vocabulary and eight made-up ones (letters only),
+/// so two notes share little: the common case of a store, with no near duplicate (dedup still
+/// scans). `dedup_candidates` in the results says how often one was found all the same.
+fn notes(count: usize, seed: u64) -> Vec<String> {
+    bench_texts(count, 4, seed)
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let made_up: Vec<String> = (0..8u64)
+                .map(|j| {
+                    let h = (seed ^ ((i as u64) << 8) ^ j).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                    (0..6)
+                        .map(|k| char::from(b'a' + ((h >> (40 + 4 * k)) & 15) as u8))
+                        .collect::<String>()
+                })
+                .collect();
+            format!("{t} {}", made_up.join(" "))
+        })
+        .collect()
+}
+
+/// A spelling of `tag(i)` that is not itself canonical but has the same embedding form, so
+/// the tags hook embeds it (in the store's one model call), compares it with every canonical
+/// tag and maps it onto `tag(i)`, and the canonical count stays put.
+fn variant(i: usize) -> String {
+    tag(i).replace('-', "_")
 }
 
 /// A store of `n` memories carrying `tags` distinct canonical tags (built once under
@@ -45,7 +83,7 @@ fn store_of(n: usize, tags: usize) -> Store {
             ..HookConfig::none()
         };
         let store = Store::open(&dir, options().hooks(fill)).expect("open");
-        let texts = bench_texts(n, 12, 0x000B_EEF0 + n as u64);
+        let texts = notes(n, 0x000B_EEF0 + n as u64);
         let per = tags.div_ceil(n).clamp(1, 10);
         let batch: Vec<NewMemory> = texts
             .iter()
@@ -67,8 +105,13 @@ fn store_of(n: usize, tags: usize) -> Store {
     Store::open(&dir, options()).expect("reopen")
 }
 
-fn request(store_n: u64, with_hooks: bool) -> StoreRequest {
-    let hooks = if with_hooks {
+/// Times `iters` stores of fresh texts with one canonical tag and one variant, deleting each
+/// stored memory (untimed) so the store keeps its size. The deleted rows stay in the growing
+/// segment, which every dedup scan reads, until a checkpoint seals it: with hooks on, a
+/// checkpoint (untimed) every 256 stores keeps them from piling up (measured: 3,000 stores
+/// and deletes without one made a 1k-memory store's hooked store 7× slower).
+fn timed_stores(store: &Store, texts: &[String], tags: usize, on: bool, iters: u64) -> Duration {
+    let hooks = if on {
         HookOverrides::default()
     } else {
         HookOverrides {
@@ -76,34 +119,65 @@ fn request(store_n: u64, with_hooks: bool) -> StoreRequest {
             ..HookOverrides::default()
         }
     };
-    StoreRequest {
-        memory: NewMemory::new(format!(
-            "bench note {store_n}: the deploy of service {} failed on a missing env var",
-            store_n * 7919
-        ))
-        .tags([tag(0), format!("fresh tag {store_n:x}")]),
-        hooks,
+    let mut total = Duration::ZERO;
+    for i in 0..iters as usize {
+        let req = StoreRequest {
+            memory: NewMemory::new(&texts[i % texts.len()])
+                .tags([tag(i % tags), variant((i * 7 + 3) % tags)]),
+            hooks: hooks.clone(),
+        };
+        let start = Instant::now();
+        let stored = store.store_memory(req).expect("store");
+        total += start.elapsed();
+        if stored.dedup_candidates > 0 {
+            DEDUP_FOUND.fetch_add(1, Ordering::Relaxed);
+        }
+        if stored.outcome == Outcome::Stored {
+            store.delete(stored.memory_id).expect("delete");
+        } else {
+            // A merge or supersede with the fill: undo it so the next sample sees the same store.
+            // A merge restores the new memory's own text first (it is the merged record's first
+            // source): delete that copy too, or the next store of the text is a duplicate.
+            let undo = store.compact_undo(stored.memory_id).expect("undo");
+            if stored.outcome == Outcome::Merged
+                && let Some(copy) = undo.restored.first()
+            {
+                store.delete(*copy).expect("delete");
+            }
+        }
+        if (on && i % 256 == 255) || i % 65_536 == 65_535 {
+            store.checkpoint().expect("checkpoint");
+        }
     }
+    total
 }
 
 fn hooks(c: &mut Criterion) {
     let mut g = c.benchmark_group("hooks");
-    g.sample_size(30).measurement_time(Duration::from_secs(4));
-    let counter = AtomicU64::new(1);
+    g.sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
+    let texts = notes(512, 0x0057_0E11);
     for n in SIZES {
         for tags in TAG_COUNTS {
             let store = store_of(n, tags);
             let canonical = store.canonical_tags(None).expect("tags").len();
             eprintln!("hooks/{n}/{tags}: {canonical} canonical tags");
-            for on in [false, true] {
+            for on in [true, false] {
                 let id = BenchmarkId::new(if on { "on" } else { "off" }, format!("{n}/{tags}"));
                 g.bench_function(id, |b| {
-                    b.iter(|| {
-                        let i = counter.fetch_add(1, Ordering::Relaxed);
-                        store.store_memory(request(i, on)).expect("store")
-                    });
+                    b.iter_custom(|iters| timed_stores(&store, &texts, tags, on, iters));
                 });
             }
+            assert_eq!(
+                store.canonical_tags(None).expect("tags").len(),
+                canonical,
+                "the variants must map onto canonical tags"
+            );
+            eprintln!(
+                "hooks/{n}/{tags}: {} stores found a near neighbour",
+                DEDUP_FOUND.swap(0, Ordering::Relaxed)
+            );
         }
     }
     g.finish();
@@ -111,26 +185,50 @@ fn hooks(c: &mut Criterion) {
 
 fn hooks_minilm(c: &mut Criterion) {
     let mut g = c.benchmark_group("hooks_minilm");
-    g.sample_size(30).measurement_time(Duration::from_secs(6));
+    g.sample_size(20)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(6));
     let dir = tempfile::tempdir().expect("tempdir");
     let options = StoreOptions::new(std::sync::Arc::new(minilm(2)))
         .sync(SyncPolicy::None)
         .memory_limit(10_000_000);
     let store = Store::open(dir.path(), options).expect("open");
-    let texts = bench_texts(1_000, 12, 0x000B_EEF1);
-    let batch: Vec<NewMemory> = texts.iter().map(NewMemory::new).collect();
-    for r in store.store_batch(batch).expect("fill") {
-        let _ = r;
+    let fill: Vec<NewMemory> = notes(1_000, 0x000B_EEF1)
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| NewMemory::new(t).tags([tag(i % 10)]))
+        .collect();
+    for r in store.store_batch(fill).expect("fill") {
+        r.expect("stored");
     }
-    let counter = AtomicU64::new(1);
-    for on in [false, true] {
+    let texts = notes(512, 0x0057_0E12);
+    for on in [true, false] {
         g.bench_function(if on { "on" } else { "off" }, |b| {
-            b.iter(|| {
-                let i = counter.fetch_add(1, Ordering::Relaxed);
-                store.store_memory(request(i, on)).expect("store")
-            });
+            b.iter_custom(|iters| timed_stores(&store, &texts, 10, on, iters));
         });
     }
+    // The model calls inside those stores: the content alone (hooks off) and the content with
+    // the tag variant the hook embeds beside it (hooks on). What "on" adds beyond the second
+    // is the hooks' own cost.
+    let embedder = minilm(2);
+    let variant_form = variant(3).replace('_', " ");
+    let mut i = 0;
+    g.bench_function("model/content", |b| {
+        b.iter(|| {
+            i += 1;
+            embedder
+                .embed_batch(&[texts[i % texts.len()].as_str()])
+                .expect("embed")
+        });
+    });
+    g.bench_function("model/content+tag", |b| {
+        b.iter(|| {
+            i += 1;
+            embedder
+                .embed_batch(&[texts[i % texts.len()].as_str(), variant_form.as_str()])
+                .expect("embed")
+        });
+    });
     g.finish();
 }
 

@@ -82,7 +82,7 @@ pub fn checkpointed_store(n: usize) -> PathBuf {
 }
 
 /// Words the embedding benches draw texts from (plain English, mostly one word piece each).
-const BENCH_WORDS: &[&str] = &[
+pub const BENCH_WORDS: &[&str] = &[
     "the",
     "agent",
     "remembers",

@@ -455,7 +455,11 @@ impl Store {
         let name = ckpt_format::file_name(seq);
         segment_file::write_atomic(storage, dir, &name, &bytes)
             .map_err(EngineError::io(dir.join(&name)))?;
-        // C4: the sealed segment replaces the growing rows.
+        // C4: the sealed segment replaces the growing rows; with nothing live to seal, the
+        // deleted rows are dropped so scans stop reading them.
+        if sealed.is_none() {
+            inner.state.write().vectors.drop_dead_growing();
+        }
         if let Some(seg) = sealed {
             inner
                 .state

@@ -316,6 +316,22 @@ impl Collection {
         Ok(())
     }
 
+    /// Drops the growing rows if every one of them is deleted (there is nothing to seal), so
+    /// scans stop reading them. Returns whether it did.
+    pub fn drop_dead_growing(&mut self) -> bool {
+        if self.growing_keys.is_empty()
+            || !self.growing_keys.iter().all(|k| self.deleted.contains(*k))
+        {
+            return false;
+        }
+        for k in &self.growing_keys {
+            self.deleted.remove(*k);
+        }
+        self.growing_keys.clear();
+        self.growing_vectors.clear();
+        true
+    }
+
     fn chunks(&self) -> Vec<Chunk> {
         let mut out = Vec::new();
         let mut add = |source, len: usize| {

@@ -38,6 +38,8 @@ pub(crate) struct Plan {
     pub(crate) distinct: Vec<MemoryId>,
     /// Why the vector group as a whole was refused, if it was.
     pub(crate) refused: Option<&'static str>,
+    /// Near neighbours the range query found (before cohesion and the fact guard).
+    pub(crate) candidates: usize,
 }
 
 /// The cohesion check of agent-memory-server (its issue #200): every candidate's own range
@@ -77,7 +79,10 @@ pub(crate) fn plan(
 ) -> Plan {
     let mut candidates = space.within(vector, min_sim, MAX_MERGE_GROUP, anchor);
     candidates.truncate(MAX_MERGE_GROUP);
-    let mut plan = Plan::default();
+    let mut plan = Plan {
+        candidates: candidates.len(),
+        ..Plan::default()
+    };
     if candidates.is_empty() {
         return plan;
     }

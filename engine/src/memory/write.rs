@@ -74,6 +74,9 @@ pub struct Stored {
     /// Ids this store archived (merged or superseded), and for a merge the new memory's own
     /// archived id first.
     pub supersedes: Vec<MemoryId>,
+    /// Near neighbours semantic dedup found within its distance (0 when it is off), before the
+    /// cohesion check and the fact guard.
+    pub dedup_candidates: usize,
     /// Why a merge was not made, when candidates were found but refused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -463,6 +466,7 @@ impl Store {
                 new_canonical_tags: new_canonical,
                 created_at: live.created_at,
                 supersedes: archived,
+                dedup_candidates: plan.candidates,
                 reason,
                 message,
             };

@@ -126,3 +126,27 @@ fn bad_queries_and_inserts_are_typed_errors() {
     );
     assert_eq!(c.len(), 1);
 }
+
+#[test]
+fn dead_growing_rows_are_dropped_only_when_all_are_dead() {
+    let mut c = Collection::new(2);
+    c.insert(1, &[1.0, 0.0]).unwrap();
+    c.insert(2, &[0.0, 1.0]).unwrap();
+    c.delete(1);
+    assert!(!c.drop_dead_growing(), "row 2 is live");
+    assert_eq!(c.growing_len(), 2);
+    c.delete(2);
+    assert!(c.drop_dead_growing());
+    assert_eq!((c.growing_len(), c.len()), (0, 0));
+    assert!(
+        c.search(&[1.0, 0.0], &SearchParams::top(5))
+            .unwrap()
+            .is_empty()
+    );
+    c.insert(3, &[1.0, 0.0]).unwrap();
+    assert_eq!(
+        c.search(&[1.0, 0.0], &SearchParams::top(5)).unwrap()[0].key,
+        3
+    );
+    assert!(!Collection::new(2).drop_dead_growing());
+}
