@@ -66,9 +66,10 @@ fn variant(i: usize) -> String {
     tag(i).replace('-', "_")
 }
 
-/// A store of `n` memories carrying `tags` distinct canonical tags (built once under
-/// `target/bench-data`).
-fn store_of(n: usize, tags: usize) -> Store {
+/// A fresh copy (in a temporary directory) of a store of `n` memories carrying `tags`
+/// distinct canonical tags, built once under `target/bench-data`: every run starts from the
+/// same bytes, whatever earlier runs did to their copies.
+fn store_of(n: usize, tags: usize) -> (tempfile::TempDir, Store) {
     let dir = bench_data_dir().join(format!("hooks-{n}-{tags}"));
     let options = || {
         StoreOptions::hashing()
@@ -102,7 +103,15 @@ fn store_of(n: usize, tags: usize) -> Store {
         store.close().expect("close");
         std::fs::write(dir.join("BUILT"), b"").expect("mark");
     }
-    Store::open(&dir, options()).expect("reopen")
+    let copy = tempfile::tempdir_in(bench_data_dir()).expect("tempdir");
+    for entry in std::fs::read_dir(&dir).expect("list") {
+        let entry = entry.expect("entry");
+        if entry.file_name() != "LOCK" {
+            std::fs::copy(entry.path(), copy.path().join(entry.file_name())).expect("copy");
+        }
+    }
+    let store = Store::open(copy.path(), options()).expect("reopen");
+    (copy, store)
 }
 
 /// Times `iters` stores of fresh texts with one canonical tag and one variant, deleting each
@@ -160,7 +169,7 @@ fn hooks(c: &mut Criterion) {
     let texts = notes(512, 0x0057_0E11);
     for n in SIZES {
         for tags in TAG_COUNTS {
-            let store = store_of(n, tags);
+            let (_copy, store) = store_of(n, tags);
             let canonical = store.canonical_tags(None).expect("tags").len();
             eprintln!("hooks/{n}/{tags}: {canonical} canonical tags");
             for on in [true, false] {

@@ -13,9 +13,9 @@
 //!   the attention mask, L2 normalization. Parity with an independent Python reference is
 //!   tested (`embed/tests/onnx.rs`).
 //! - `embed_batch` returns vectors in input order. Internally texts are sorted by token count
-//!   and run in sub-batches whose padded size is at most [`OnnxConfig::batch_tokens`], so
-//!   padding waste and ONNX Runtime's arena high-water mark (peak memory) stay bounded
-//!   whatever the caller passes.
+//!   and run in sub-batches whose padded size is at most [`OnnxConfig::batch_tokens`] and
+//!   whose texts are all at least half as long as the longest, so padding waste and ONNX
+//!   Runtime's arena high-water mark (peak memory) stay bounded whatever the caller passes.
 //! - `Send + Sync`: `Session::run` needs `&mut`, so sessions sit behind mutexes; a caller takes
 //!   a free one or waits for one ([`OnnxConfig::sessions`], measured in `docs/benchmarks.md`).
 //!
@@ -427,7 +427,15 @@ impl Embedder for OnnxEmbedder {
         while start < order.len() {
             let width = encoded[order[start]].len().max(1);
             let fits = (self.config.batch_tokens / width).clamp(1, self.config.max_batch.max(1));
-            let chunk = &order[start..(start + fits).min(order.len())];
+            let limit = (start + fits).min(order.len());
+            // A text under half the width would be mostly padding: it starts the next
+            // sub-batch instead (a store's 5-token tag beside its 40-token content doubled the
+            // tokens run; docs/embedding.md, "Batching").
+            let end = order[start + 1..limit]
+                .iter()
+                .position(|&i| encoded[i].len() * 2 < width)
+                .map_or(limit, |p| start + 1 + p);
+            let chunk = &order[start..end];
             let batch: Vec<&[u32]> = chunk.iter().map(|&i| encoded[i].as_slice()).collect();
             let mut out = vec![Vec::new(); chunk.len()];
             self.run_padded(&batch, &mut out)?;

@@ -63,16 +63,14 @@ impl CanonicalTags {
         &self.tags
     }
 
-    /// Tags with their merge-decision forms and vectors.
-    pub(crate) fn iter_with_forms(
-        &self,
-        dim: usize,
-    ) -> impl Iterator<Item = (&str, &TagForm, &[f32])> + '_ {
-        self.tags
-            .iter()
-            .zip(&self.forms)
-            .zip(self.vectors.chunks_exact(dim.max(1)))
-            .map(|((t, f), v)| (t.as_str(), f, v))
+    /// The vectors, row-major in registration order (`names()[i]` is row `i`).
+    pub(crate) fn vectors(&self) -> &[f32] {
+        &self.vectors
+    }
+
+    /// Tag `i` and its merge-decision form.
+    pub(crate) fn entry(&self, i: usize) -> Option<(&str, &TagForm)> {
+        Some((self.tags.get(i)?.as_str(), self.forms.get(i)?))
     }
 }
 

@@ -185,7 +185,6 @@ impl Store {
         } else {
             self.inner.options.embedder.embed_batch(&refs)?
         };
-        let dim = self.inner.options.embedder.dim();
         let state = self.inner.state.read();
         let mut mapping = BTreeMap::new();
         if let Some(canonical) = state.table.canonical(user) {
@@ -194,12 +193,14 @@ impl Store {
                     break;
                 }
                 let form = TagForm::of(tag);
-                let best = canonical
-                    .iter_with_forms(dim)
-                    .filter_map(|(name, cform, cv)| {
-                        let sim = kernels::dot(v, cv).ok()?;
-                        (sim >= threshold
-                            && tag_rules::decide(&form, cform, sim) == TagDecision::Merge)
+                let sims = kernels::dot_rows(v, canonical.vectors()).unwrap_or_default();
+                let best = sims
+                    .into_iter()
+                    .enumerate()
+                    .filter(|(_, sim)| *sim >= threshold)
+                    .filter_map(|(i, sim)| {
+                        let (name, cform) = canonical.entry(i)?;
+                        (tag_rules::decide(&form, cform, sim) == TagDecision::Merge)
                             .then_some((name, sim))
                     })
                     .max_by(|a, b| a.1.total_cmp(&b.1));

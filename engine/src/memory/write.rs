@@ -348,7 +348,7 @@ impl Store {
         let now = self.now();
         self.commit(|w, state| {
             let (tags, mut ops, new_canonical) =
-                resolve_tags(state, dim, &p.user, &p.tags, &e.tags, p.eff.tags);
+                resolve_tags(state, &p.user, &p.tags, &e.tags, p.eff.tags);
             if p.eff.exact_dedup
                 && let Some(existing) = state.table.find_hash(&p.user, &content_hash)
             {
@@ -496,7 +496,6 @@ const TAG_PREFILTER: f32 = tag_rules::TAG_RELATED_THRESHOLD - tag_rules::TAG_SUB
 /// Returns the stored tags (unique, in input order), the ops and the new canonical names.
 pub(crate) fn resolve_tags(
     state: &State,
-    dim: usize,
     user: &str,
     tags: &[String],
     vectors: &[Option<Vec<f32>>],
@@ -516,8 +515,7 @@ pub(crate) fn resolve_tags(
         } else if let Some(v) = vector {
             let form = TagForm::of(tag);
             let mut best: Option<(f32, String)> = None;
-            let mut consider = |name: &str, cform: &TagForm, cv: &[f32]| {
-                let sim = kernels::dot(v, cv).unwrap_or(0.0);
+            let mut consider = |name: &str, cform: &TagForm, sim: f32| {
                 if sim >= TAG_PREFILTER
                     && best.as_ref().is_none_or(|(b, _)| sim > *b)
                     && tag_rules::decide(&form, cform, sim) == TagDecision::Merge
@@ -526,12 +524,19 @@ pub(crate) fn resolve_tags(
                 }
             };
             if let Some(c) = canonical {
-                for (name, cform, cv) in c.iter_with_forms(dim) {
-                    consider(name, cform, cv);
+                // One kernel call over every canonical vector; the decision only for the few
+                // that can pass.
+                let sims = kernels::dot_rows(v, c.vectors()).unwrap_or_default();
+                for (i, sim) in sims.into_iter().enumerate() {
+                    if sim >= TAG_PREFILTER
+                        && let Some((name, cform)) = c.entry(i)
+                    {
+                        consider(name, cform, sim);
+                    }
                 }
             }
             for (name, cform, cv) in &added {
-                consider(name, cform, cv);
+                consider(name, cform, kernels::dot(v, cv).unwrap_or(0.0));
             }
             match best {
                 Some((_, name)) => name,
@@ -730,8 +735,7 @@ impl Store {
                 .table
                 .get(id)
                 .ok_or_else(|| super::missing(state, id))?;
-            let (tags, mut ops, _) =
-                resolve_tags(state, dim, &p.user, &p.tags, &e.tags, p.eff.tags);
+            let (tags, mut ops, _) = resolve_tags(state, &p.user, &p.tags, &e.tags, p.eff.tags);
             let mut record = current.clone();
             record.tags.clone_from(&tags);
             record.category = category;

@@ -46,6 +46,27 @@ pub fn dot(a: &[f32], b: &[f32]) -> Result<f32> {
     Ok(score)
 }
 
+/// Dot products of `query` with every row of `rows` (row-major, `query.len()` wide), in row
+/// order, with the scan kernel: one call for a whole matrix instead of one per row.
+///
+/// # Errors
+/// `DimensionMismatch` when `query` is empty or `rows` is not a whole number of rows.
+pub fn dot_rows(query: &[f32], rows: &[f32]) -> Result<Vec<f32>> {
+    if query.is_empty() || !rows.len().is_multiple_of(query.len()) {
+        return Err(IndexError::DimensionMismatch {
+            expected: query.len(),
+            got: rows.len(),
+        });
+    }
+    let mut out = vec![0.0; rows.len() / query.len()];
+    each_dot_f32(query, rows, |i, s| {
+        if let Some(o) = out.get_mut(i) {
+            *o = s;
+        }
+    });
+    Ok(out)
+}
+
 /// Dot product of two i8 vectors, exact, with the scan kernel.
 ///
 /// # Errors
@@ -135,6 +156,26 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn dot_rows_equals_one_dot_per_row() {
+        for (dim, rows) in [(1, 5), (3, 7), (16, 1), (384, 33), (385, 4)] {
+            let q = seeded_f32(dim, 1);
+            let m = seeded_f32(dim * rows, 2);
+            let all = dot_rows(&q, &m).unwrap();
+            assert_eq!(all.len(), rows);
+            for (r, got) in all.iter().enumerate() {
+                assert_eq!(
+                    *got,
+                    dot(&q, &m[r * dim..(r + 1) * dim]).unwrap(),
+                    "{dim} {r}"
+                );
+            }
+        }
+        assert!(dot_rows(&[], &[1.0]).is_err());
+        assert!(dot_rows(&[1.0, 2.0], &[1.0, 2.0, 3.0]).is_err());
+        assert!(dot_rows(&[1.0, 2.0], &[]).unwrap().is_empty());
     }
 
     #[test]
