@@ -319,30 +319,42 @@ impl Store {
         Ok(out)
     }
 
-    /// Steps 3–7: the decide phase of every hook under the writer lock, then one commit.
-    fn decide_and_commit(&self, p: Planned, e: Embedded) -> Result<Stored> {
-        let dim = self.inner.options.embedder.dim();
-        check_vector(dim, &e.content)?;
-        let (category, category_reason) = match &p.category {
-            CategoryPlan::Known(c, r) => (*c, *r),
+    /// The decide phase of the category hook: the planned category, or the label closest to
+    /// the category text's vector, with how it was chosen.
+    fn resolve_category(
+        &self,
+        plan: &CategoryPlan,
+        vector: Option<&[f32]>,
+    ) -> (Category, &'static str) {
+        match plan {
+            CategoryPlan::Known(c, reason) => (*c, reason),
             CategoryPlan::Embed(_) => {
-                let labels = self.inner.category_labels.get();
-                let sims: Vec<f32> = labels
-                    .map(|ls| {
-                        ls.iter()
+                let sims: Vec<f32> = self
+                    .inner
+                    .category_labels
+                    .get()
+                    .map(|labels| {
+                        labels
+                            .iter()
                             .map(|l| {
-                                e.category
-                                    .as_deref()
+                                vector
                                     .and_then(|v| kernels::cosine(l, v).ok())
                                     .unwrap_or(0.0)
                             })
                             .collect()
                     })
                     .unwrap_or_default();
-                let (c, r) = category::by_similarity(&sims);
-                (c, r.as_str())
+                let (c, reason) = category::by_similarity(&sims);
+                (c, reason.as_str())
             }
-        };
+        }
+    }
+
+    /// Steps 3–7: the decide phase of every hook under the writer lock, then one commit.
+    fn decide_and_commit(&self, p: Planned, e: Embedded) -> Result<Stored> {
+        let dim = self.inner.options.embedder.dim();
+        check_vector(dim, &e.content)?;
+        let (category, category_reason) = self.resolve_category(&p.category, e.category.as_deref());
         let limit = self.inner.options.memory_limit;
         let content_hash = record::content_hash(&p.m.content);
         let now = self.now();
@@ -708,27 +720,7 @@ impl Store {
         let e = self.embed_one(&p, given)?;
         let dim = self.inner.options.embedder.dim();
         check_vector(dim, &e.content)?;
-        let category = match &p.category {
-            CategoryPlan::Known(c, _) => *c,
-            CategoryPlan::Embed(_) => {
-                let sims: Vec<f32> = self
-                    .inner
-                    .category_labels
-                    .get()
-                    .map(|ls| {
-                        ls.iter()
-                            .map(|l| {
-                                e.category
-                                    .as_deref()
-                                    .and_then(|v| kernels::cosine(l, v).ok())
-                                    .unwrap_or(0.0)
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                category::by_similarity(&sims).0
-            }
-        };
+        let (category, _) = self.resolve_category(&p.category, e.category.as_deref());
         let now = self.now();
         self.commit(|w, state| {
             let current = state

@@ -114,6 +114,17 @@ fn categories_from_the_dictionary_and_from_meaning() {
     }
 }
 
+/// `text` stored with semantic dedup off for this request.
+fn no_dedup(text: &str) -> StoreRequest {
+    StoreRequest {
+        memory: NewMemory::new(text),
+        hooks: HookOverrides {
+            skip: vec![WriteHook::SemanticDedup],
+            ..HookOverrides::default()
+        },
+    }
+}
+
 const COFFEE: [&str; 3] = [
     "User likes coffee, flat white usually",
     "They are a coffee enthusiast, favorite coffee is flatwhite",
@@ -254,13 +265,6 @@ fn dedup_can_be_switched_off_or_tightened_per_request() {
 #[test]
 fn search_folds_near_duplicates_and_counts_access() {
     let (_dir, store) = open();
-    let no_dedup = |text: &str| StoreRequest {
-        memory: NewMemory::new(text),
-        hooks: HookOverrides {
-            skip: vec![WriteHook::SemanticDedup],
-            ..HookOverrides::default()
-        },
-    };
     for text in COFFEE
         .iter()
         .chain(&["The staging database password rotates every monday"])
@@ -291,13 +295,6 @@ fn search_folds_near_duplicates_and_counts_access() {
 #[test]
 fn compaction_previews_merges_and_undoes_through_lineage() {
     let (_dir, store) = open();
-    let no_dedup = |text: &str| StoreRequest {
-        memory: NewMemory::new(text),
-        hooks: HookOverrides {
-            skip: vec![WriteHook::SemanticDedup],
-            ..HookOverrides::default()
-        },
-    };
     let a = store.store_memory(no_dedup(COFFEE[0])).unwrap().memory_id;
     let b = store
         .store_memory(no_dedup("User likes coffee, usually a flat white"))
