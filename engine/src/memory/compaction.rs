@@ -197,9 +197,10 @@ impl Store {
         })
     }
 
-    /// Undoes a merge through lineage: one frame archives the merged record and stores each
-    /// record it superseded again, with its text, vector, tags, counts and timestamps, a new
-    /// id, and `supersedes` naming the archived record it restores.
+    /// Undoes a merge or a supersede through lineage: one frame archives the record and stores
+    /// each record it superseded again, with its text, vector, tags, counts and timestamps, a
+    /// new id, and `supersedes` naming the archived record it restores (the first one also
+    /// names the undone record, so its text stays reachable).
     ///
     /// # Errors
     /// `NotFound` / `Archived`; `Invalid` if the memory superseded nothing; `Poisoned`, `Io`.
@@ -221,15 +222,39 @@ impl Store {
                 });
             }
             let mut ops = vec![Op::Archive { id: merged }];
-            let mut restored = Vec::new();
-            for (i, a) in sources.iter().enumerate() {
+            let mut restored: Vec<MemoryId> = Vec::new();
+            let mut hashes: HashSet<[u8; 32]> = HashSet::new();
+            for a in sources {
+                // A text already live (or restored a moment ago) stays archived: restoring it
+                // again would make two live copies. It is still reachable through lineage.
+                let hash = a.record.content_hash;
+                if state
+                    .table
+                    .find_hash(&m.user_id, &hash)
+                    .is_some_and(|id| id != merged)
+                    || !hashes.insert(hash)
+                {
+                    continue;
+                }
                 let mut r = a.record.clone();
-                r.id = MemoryId(w.next_id + i as u64);
-                r.supersedes = vec![a.record.id];
+                r.id = MemoryId(w.next_id + restored.len() as u64);
+                // The first copy also names the undone record, which stays reachable through
+                // lineage: after a supersede it holds the only copy of the newer statement.
+                r.supersedes = if restored.is_empty() {
+                    vec![a.record.id, merged]
+                } else {
+                    vec![a.record.id]
+                };
                 restored.push(r.id);
                 ops.push(Op::Store {
                     record: Box::new(r),
                     vector: a.vector.clone(),
+                });
+            }
+            if restored.is_empty() {
+                return Err(EngineError::Invalid {
+                    field: "memory_id",
+                    reason: format!("every text memory {merged} supersedes is live already"),
                 });
             }
             Ok((Some(Op::Batch(ops)), restored))

@@ -6,6 +6,7 @@ mod crash;
 mod decoders;
 mod dedup;
 mod fixtures;
+mod hooked_model;
 mod kill;
 mod minilm;
 mod model;
