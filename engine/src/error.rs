@@ -220,6 +220,20 @@ impl EngineError {
         reply
     }
 
+    /// An index error about `field`: a wrong dimension stays `DimensionMismatch`, anything
+    /// else is `Invalid` naming the field.
+    pub(crate) fn from_index(field: &'static str, e: mnemo_index::IndexError) -> EngineError {
+        match e {
+            mnemo_index::IndexError::DimensionMismatch { expected, got } => {
+                EngineError::DimensionMismatch { expected, got }
+            }
+            other => EngineError::Invalid {
+                field,
+                reason: other.to_string(),
+            },
+        }
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> EngineError {
         let path = path.into();
         move |source| EngineError::Io { path, source }

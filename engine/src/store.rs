@@ -597,15 +597,7 @@ impl Store {
         let found = state
             .vectors
             .search(&vector, &params)
-            .map_err(|e| match e {
-                mnemo_index::IndexError::DimensionMismatch { expected, got } => {
-                    EngineError::DimensionMismatch { expected, got }
-                }
-                other => EngineError::Invalid {
-                    field: "query",
-                    reason: other.to_string(),
-                },
-            })?;
+            .map_err(|e| EngineError::from_index("query", e))?;
         Ok(found
             .into_iter()
             .filter_map(|n| {

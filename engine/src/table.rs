@@ -228,6 +228,29 @@ impl Table {
         true
     }
 
+    /// Every archived record the lineage of `id` (live or archived) reaches through
+    /// `supersedes`, depth first in `supersedes` order, each once.
+    pub(crate) fn lineage(&self, id: MemoryId) -> Vec<&Archived> {
+        let root = self
+            .get(id)
+            .or_else(|| self.archived(id).map(|a| &a.record));
+        let mut todo: Vec<MemoryId> = root
+            .map(|m| m.supersedes.iter().rev().copied().collect())
+            .unwrap_or_default();
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        while let Some(s) = todo.pop() {
+            if !seen.insert(s) {
+                continue;
+            }
+            if let Some(a) = self.archived(s) {
+                out.push(a);
+                todo.extend(a.record.supersedes.iter().rev().copied());
+            }
+        }
+        out
+    }
+
     /// The live record that replaced `id` through a merge or an update, following the chain.
     pub(crate) fn successor(&self, id: MemoryId) -> Option<MemoryId> {
         let mut at = *self.superseded_by.get(&id)?;

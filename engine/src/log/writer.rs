@@ -1,6 +1,6 @@
 //! Appends frames to the active log file.
 
-use super::format::{Op, encode_frame, encode_header};
+use super::format::encode_header;
 use crate::storage::{Storage, StorageFile};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -63,18 +63,12 @@ impl LogWriter {
         })
     }
 
-    /// Appends the frame of `op` (not synced). Returns the bytes written.
+    /// Appends an encoded frame (`format::encode_frame`; not synced). Returns the bytes
+    /// written. The store encodes first, so an operation too big for one frame is refused
+    /// before anything reaches the file.
     ///
     /// # Errors
     /// Any I/O failure; an unknown prefix may be on disk, so the caller poisons the store.
-    pub fn append(&mut self, seq: u64, op: &Op) -> io::Result<u64> {
-        self.append_frame(&encode_frame(seq, op))
-    }
-
-    /// Appends an encoded frame (not synced). Returns the bytes written.
-    ///
-    /// # Errors
-    /// As `append`.
     pub fn append_frame(&mut self, frame: &[u8]) -> io::Result<u64> {
         self.file.append(frame)?;
         self.bytes += frame.len() as u64;

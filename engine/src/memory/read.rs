@@ -510,24 +510,15 @@ impl Store {
     /// `NotFound` if `id` is neither live nor archived.
     pub fn lineage(&self, id: MemoryId) -> Result<Vec<Memory>> {
         let state = self.inner.state.read();
-        let root = state
-            .table
-            .get(id)
-            .or_else(|| state.table.archived(id).map(|a| &a.record))
-            .ok_or(EngineError::NotFound { id })?;
-        let mut out = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        let mut todo: Vec<MemoryId> = root.supersedes.iter().rev().copied().collect();
-        while let Some(s) = todo.pop() {
-            if !seen.insert(s) {
-                continue;
-            }
-            if let Some(a) = state.table.archived(s) {
-                out.push(a.record.clone());
-                todo.extend(a.record.supersedes.iter().rev().copied());
-            }
+        if state.table.get(id).is_none() && state.table.archived(id).is_none() {
+            return Err(EngineError::NotFound { id });
         }
-        Ok(out)
+        Ok(state
+            .table
+            .lineage(id)
+            .into_iter()
+            .map(|a| a.record.clone())
+            .collect())
     }
 }
 

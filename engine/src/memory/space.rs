@@ -58,22 +58,13 @@ impl Space for UserSpace<'_> {
 
     fn lineage_vectors(&self, id: MemoryId) -> Vec<Vec<f32>> {
         let mut out: Vec<Vec<f32>> = self.vector(id).into_iter().collect();
-        let mut todo: Vec<MemoryId> = self
-            .state
-            .table
-            .get(id)
-            .map(|m| m.supersedes.clone())
-            .unwrap_or_default();
-        let mut seen = std::collections::HashSet::new();
-        while let Some(s) = todo.pop() {
-            if !seen.insert(s) {
-                continue;
-            }
-            if let Some(a) = self.state.table.archived(s) {
-                out.push(a.vector.clone());
-                todo.extend(a.record.supersedes.iter().copied());
-            }
-        }
+        out.extend(
+            self.state
+                .table
+                .lineage(id)
+                .into_iter()
+                .map(|a| a.vector.clone()),
+        );
         out
     }
 

@@ -7,6 +7,7 @@ use crate::hooks::tags::{self as tag_rules, TagDecision, TagForm};
 use crate::log::Op;
 use crate::record::{self, DEFAULT_USER, MAX_DESCRIPTION_CHARS, MemoryId, TagSnapshot};
 use crate::store::Store;
+use crate::table::Table;
 use mnemo_index::kernels;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -231,7 +232,7 @@ impl Store {
         check_threshold(threshold, max_changes)?;
         let user = user_of(user_id)?;
         let plan = self.tag_plan(user, threshold, max_changes)?;
-        let affected = self.affected(user, &plan.mapping);
+        let affected = rewrites(&self.inner.state.read().table, user, &plan.mapping);
         let after: BTreeSet<&String> = plan
             .tag_use
             .keys()
@@ -266,30 +267,6 @@ impl Store {
         })
     }
 
-    /// Memories whose tags the mapping changes, with their new tags.
-    fn affected(
-        &self,
-        user: &str,
-        mapping: &BTreeMap<String, (String, f32)>,
-    ) -> Vec<(MemoryId, Vec<String>)> {
-        let state = self.inner.state.read();
-        state
-            .table
-            .iter()
-            .filter(|m| m.user_id == user && m.tags.iter().any(|t| mapping.contains_key(t)))
-            .map(|m| {
-                let mut tags: Vec<String> = Vec::new();
-                for t in &m.tags {
-                    let to = mapping.get(t).map_or(t, |(to, _)| to);
-                    if !tags.contains(to) {
-                        tags.push(to.clone());
-                    }
-                }
-                (m.id, tags)
-            })
-            .collect()
-    }
-
     /// Applies the plan `tag_normalize_preview` returned as `preview_id`, recomputed now (its
     /// id must match), after `snapshot_id` was taken: one frame rewrites every affected
     /// memory's tags (content and vectors untouched).
@@ -317,20 +294,9 @@ impl Store {
         }
         let applied = self.commit(|_, state| {
             let at = self.now();
-            let ops: Vec<Op> = state
-                .table
-                .iter()
-                .filter(|m| m.user_id == user)
-                .filter_map(|m| {
-                    let mut tags: Vec<String> = Vec::new();
-                    for t in &m.tags {
-                        let to = plan.mapping.get(t).map_or(t, |(to, _)| to);
-                        if !tags.contains(to) {
-                            tags.push(to.clone());
-                        }
-                    }
-                    (tags != m.tags).then_some(Op::SetTags { id: m.id, tags, at })
-                })
+            let ops: Vec<Op> = rewrites(&state.table, user, &plan.mapping)
+                .into_iter()
+                .map(|(id, tags)| Op::SetTags { id, tags, at })
                 .collect();
             let applied = ops.len();
             Ok((super::one_frame(ops), applied))
@@ -453,6 +419,29 @@ impl Store {
             message: format!("Restored the tags of {restored} memories"),
         })
     }
+}
+
+/// The user's memories whose tags `mapping` changes, with their tags after it (in order,
+/// duplicates removed).
+fn rewrites(
+    table: &Table,
+    user: &str,
+    mapping: &BTreeMap<String, (String, f32)>,
+) -> Vec<(MemoryId, Vec<String>)> {
+    table
+        .iter()
+        .filter(|m| m.user_id == user && m.tags.iter().any(|t| mapping.contains_key(t)))
+        .map(|m| {
+            let mut tags: Vec<String> = Vec::new();
+            for t in &m.tags {
+                let to = mapping.get(t).map_or(t, |(to, _)| to);
+                if !tags.contains(to) {
+                    tags.push(to.clone());
+                }
+            }
+            (m.id, tags)
+        })
+        .collect()
 }
 
 fn mapping_id(mapping: &BTreeMap<String, (String, f32)>) -> String {

@@ -404,9 +404,8 @@ impl Store {
                 dedup::Plan::default()
             };
             let mut reason = plan.refused.map(str::to_owned);
-            let mut outcome = Outcome::Stored;
-            let mut live = new.clone();
             let mut archived: Vec<MemoryId> = Vec::new();
+            let mut merged_record = None;
             if !plan.duplicates.is_empty() {
                 let sources: Vec<(&Memory, &[f32])> = plan
                     .duplicates
@@ -425,35 +424,36 @@ impl Store {
                             ops.push(Op::Archive { id: *id });
                             archived.push(*id);
                         }
-                        live = merged.clone();
+                        merged_record = Some(merged.clone());
                         ops.push(Op::Store {
                             record: Box::new(merged),
                             vector,
                         });
-                        outcome = Outcome::Merged;
                     }
                     Err(why) => reason = Some(why.to_owned()),
                 }
             }
-            if outcome == Outcome::Stored {
-                if outcome == Outcome::Stored && !plan.updated.is_empty() && reason.is_none() {
-                    for id in &plan.updated {
-                        ops.push(Op::Archive { id: *id });
-                        archived.push(*id);
+            let (outcome, live) = match merged_record {
+                Some(merged) => (Outcome::Merged, merged),
+                None => {
+                    let mut outcome = Outcome::Stored;
+                    if !plan.updated.is_empty() && reason.is_none() {
+                        for id in &plan.updated {
+                            ops.push(Op::Archive { id: *id });
+                            archived.push(*id);
+                        }
+                        new.supersedes.clone_from(&plan.updated);
+                        outcome = Outcome::Superseded;
                     }
-                    new.supersedes.clone_from(&plan.updated);
-                    outcome = Outcome::Superseded;
+                    ops.push(Op::Store {
+                        record: Box::new(new.clone()),
+                        vector: e.content.clone(),
+                    });
+                    (outcome, new)
                 }
-                live = new.clone();
-                ops.push(Op::Store {
-                    record: Box::new(new),
-                    vector: e.content.clone(),
-                });
-            }
-            let grows = 1usize.saturating_sub(archived.len().saturating_sub(
-                usize::from(outcome == Outcome::Merged), // the new memory went to the archive
-            ));
-            if grows > 0 && state.table.len() >= limit {
+            };
+            // A merge or a supersede archives at least as many live memories as it adds.
+            if archived.is_empty() && state.table.len() >= limit {
                 return Err(EngineError::MemoryLimitReached { limit });
             }
             let message = match outcome {
@@ -488,15 +488,7 @@ impl Store {
 }
 
 fn check_vector(dim: usize, v: &[f32]) -> Result<()> {
-    mnemo_index::validate_vector(dim, v).map_err(|e| match e {
-        mnemo_index::IndexError::DimensionMismatch { expected, got } => {
-            EngineError::DimensionMismatch { expected, got }
-        }
-        other => EngineError::Invalid {
-            field: "vector",
-            reason: other.to_string(),
-        },
-    })
+    mnemo_index::validate_vector(dim, v).map_err(|e| EngineError::from_index("vector", e))
 }
 
 /// Lowest raw similarity that can still merge (the related threshold minus the boost): the
