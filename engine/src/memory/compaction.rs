@@ -109,23 +109,38 @@ impl Store {
         (groups, live)
     }
 
-    /// The groups `compact_apply` would merge, at `distance` (default 0.2), without writing.
+    /// Checks the request and computes the groups at `distance` (the store's
+    /// `HookConfig::compaction_distance`, default 0.2, when `None`), with the live count and
+    /// the plan's id.
+    fn compaction_plan(
+        &self,
+        user_id: Option<&str>,
+        distance: Option<f32>,
+    ) -> Result<(Vec<CompactionGroup>, usize, String)> {
+        let user = user_id.unwrap_or(DEFAULT_USER);
+        record::validate_id("user_id", user)?;
+        let distance = distance.unwrap_or(self.inner.options.hooks.compaction_distance);
+        check_distance("distance", distance)?;
+        let (groups, live) = self.compaction_groups(user, distance);
+        let id = groups_id(&groups);
+        Ok((groups, live, id))
+    }
+
+    /// The groups `compact_apply` would merge, at `distance` (`None`: the store's
+    /// compaction distance, default 0.2), without writing.
     ///
     /// # Errors
     /// `Invalid` for a bad user id or distance.
     pub fn compact_preview(
         &self,
         user_id: Option<&str>,
-        distance: f32,
+        distance: Option<f32>,
     ) -> Result<CompactionPreview> {
-        let user = user_id.unwrap_or(DEFAULT_USER);
-        record::validate_id("user_id", user)?;
-        check_distance("distance", distance)?;
-        let (groups, live) = self.compaction_groups(user, distance);
+        let (groups, live, preview_id) = self.compaction_plan(user_id, distance)?;
         let folded: usize = groups.iter().map(|g| g.members.len() - 1).sum();
         Ok(CompactionPreview {
             success: true,
-            preview_id: groups_id(&groups),
+            preview_id,
             memories_before: live,
             memories_after: live - folded,
             message: format!("{} groups would merge {folded} memories away", groups.len()),
@@ -141,14 +156,10 @@ impl Store {
     pub fn compact_apply(
         &self,
         user_id: Option<&str>,
-        distance: f32,
+        distance: Option<f32>,
         preview_id: &str,
     ) -> Result<Compacted> {
-        let user = user_id.unwrap_or(DEFAULT_USER);
-        record::validate_id("user_id", user)?;
-        check_distance("distance", distance)?;
-        let (groups, _) = self.compaction_groups(user, distance);
-        let expected = groups_id(&groups);
+        let (groups, _, expected) = self.compaction_plan(user_id, distance)?;
         if expected != preview_id {
             return Err(EngineError::PreviewMismatch {
                 expected,

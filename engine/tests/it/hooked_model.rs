@@ -163,8 +163,8 @@ fn random_hooked_operations_keep_every_fact_and_survive_reopens() {
                 }
             }
             13 => {
-                let p = store.compact_preview(None, 0.3).unwrap();
-                let done = store.compact_apply(None, 0.3, &p.preview_id).unwrap();
+                let p = store.compact_preview(None, Some(0.3)).unwrap();
+                let done = store.compact_apply(None, Some(0.3), &p.preview_id).unwrap();
                 *outcomes.entry("compacted".into()).or_insert(0) += done.merged.len();
             }
             14 => {

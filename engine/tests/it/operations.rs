@@ -227,7 +227,7 @@ fn delete_cleanup_feedback_update_tags_and_snapshot_errors() {
         Some(1000)
     );
     assert_eq!(
-        invalid_field(&store.compact_preview(None, 0.0).unwrap_err()),
+        invalid_field(&store.compact_preview(None, Some(0.0)).unwrap_err()),
         Some("distance")
     );
     assert!(matches!(

@@ -305,15 +305,17 @@ fn compaction_previews_merges_and_undoes_through_lineage() {
             "The staging database password rotates every monday",
         ))
         .unwrap();
-    let preview = store.compact_preview(None, 0.2).unwrap();
+    let preview = store.compact_preview(None, None).unwrap();
     assert_eq!(preview.groups.len(), 1, "{preview:?}");
     assert_eq!(preview.groups[0].members, vec![a, b]);
     assert_eq!((preview.memories_before, preview.memories_after), (3, 2));
     assert!(matches!(
-        store.compact_apply(None, 0.2, "0000000000000000"),
+        store.compact_apply(None, None, "0000000000000000"),
         Err(EngineError::PreviewMismatch { .. })
     ));
-    let done = store.compact_apply(None, 0.2, &preview.preview_id).unwrap();
+    let done = store
+        .compact_apply(None, None, &preview.preview_id)
+        .unwrap();
     let merged = done.merged[0].0;
     assert_eq!(done.merged[0].1, vec![a, b]);
     assert_eq!(store.list_recent_memories(None, 10).unwrap().count, 2);
