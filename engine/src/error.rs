@@ -58,6 +58,22 @@ pub enum EngineError {
         /// The live memory that replaced it, if one does.
         superseded_by: Option<MemoryId>,
     },
+    /// A user, agent or session that does not exist (or belongs to another user).
+    #[error("{field} {id:?} not found")]
+    EntityNotFound {
+        /// `user_id`, `agent_id` or `session_id`.
+        field: &'static str,
+        /// The id asked for.
+        id: String,
+    },
+    /// A user, agent or session that exists already.
+    #[error("{field} {id:?} already exists")]
+    EntityExists {
+        /// `user_id`, `agent_id` or `session_id`.
+        field: &'static str,
+        /// The id given.
+        id: String,
+    },
     /// A tag snapshot id that does not exist for this user.
     #[error("snapshot not found: {snapshot_id}")]
     SnapshotNotFound {
@@ -155,6 +171,8 @@ impl EngineError {
             | EngineError::AlreadyExists { .. }
             | EngineError::NotFound { .. }
             | EngineError::Archived { .. }
+            | EngineError::EntityNotFound { .. }
+            | EngineError::EntityExists { .. }
             | EngineError::SnapshotNotFound { .. }
             | EngineError::PreviewMismatch { .. }
             | EngineError::MemoryLimitReached { .. }
@@ -187,6 +205,8 @@ impl EngineError {
                 "Not found",
                 format!("{self}; Store::lineage / the successor holds its content"),
             ),
+            EngineError::EntityNotFound { .. } => ("Not found", format!("{self}")),
+            EngineError::EntityExists { .. } => ("Already exists", format!("{self}")),
             EngineError::SnapshotNotFound { .. } => ("Snapshot not found", format!("{self}")),
             EngineError::PreviewMismatch { .. } => (
                 "Preview ID mismatch",

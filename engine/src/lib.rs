@@ -54,6 +54,7 @@ mod commit;
 pub mod error;
 pub mod hooks;
 pub mod identity;
+pub mod keyword;
 pub mod log;
 mod memory;
 pub mod options;
@@ -67,14 +68,26 @@ mod table;
 pub use error::{EngineError, ErrorKind, Result};
 pub use hooks::{HookConfig, HookOverrides, ReadHook, WriteHook};
 pub use memory::{
-    Cleared, Compacted, CompactionGroup, CompactionPreview, Feedback, FeedbackResult, Hits,
-    ListRecent, MemoryStats, Outcome, SearchMemories, SearchedHit, SnapshotCreated,
-    SnapshotRestored, StoreRequest, Stored, TagChange, TagPreview, TagsApplied, Unmerged,
-    UpdateRequest, Updated,
+    Cleared, Compacted, CompactionGroup, CompactionPreview, EntityDeleted, Feedback,
+    FeedbackResult, Fusion, HYBRID_THRESHOLD, Hits, ListRecent, MAX_OFFSET, MAX_PAGE,
+    MAX_QUERY_CHARS, MemoryStats, Mode, Outcome, SIMILARITY_THRESHOLD, SearchMemories, SearchedHit,
+    SnapshotCreated, SnapshotRestored, Source, StoreRequest, Stored, Strategy, TagChange,
+    TagPreview, TagsApplied, Unmerged, UpdateRequest, Updated, frequency, importance, recency,
+    strategy_score,
 };
+/// The MemFuse query API (`docs/search.md`, "The MemFuse query").
+pub mod query {
+    pub use crate::memory::{
+        DEFAULT_TOP_K, GRAPH_LINEAGE_WEIGHT, GRAPH_MAX_TAG_FREQUENCY, GRAPH_SESSION_WEIGHT,
+        GRAPH_SESSION_WINDOW, Query, QueryData, QueryResult, ResultMetadata, Retrieval, StoreType,
+        envelope,
+    };
+}
 pub use mnemo_embed::{Embedder, HashingEmbedder};
 pub use options::{Clock, MAX_MEMORY_LIMIT, StoreOptions, SyncPolicy};
-pub use record::{Category, Kind, Memory, MemoryId, NewMemory, Role, TagSnapshot, Timestamp};
+pub use record::{
+    Category, Entity, EntityKind, Kind, Memory, MemoryId, NewMemory, Role, TagSnapshot, Timestamp,
+};
 pub use recovery::OpenReport;
 pub use store::{Filter, Hit, MAX_K, Query, ScanMode, SearchRequest, Stats, Store};
 

@@ -440,6 +440,84 @@ pub fn validate_new(m: &NewMemory) -> Result<Vec<String>> {
     }
 }
 
+closed_enum!(
+    /// What an entity is (`docs/search.md`, "Users, agents, sessions").
+    EntityKind {
+        /// A tenant: every record belongs to exactly one.
+        User = 1 / "user",
+        /// An agent of a user.
+        Agent = 2 / "agent",
+        /// A conversation of a user (optionally with one agent).
+        Session = 3 / "session",
+    }
+);
+
+/// Most characters in an entity's name.
+pub const MAX_NAME_CHARS: usize = 256;
+
+/// A user, agent or session. Agents and sessions belong to one user: two users may each have
+/// an agent or session of the same id, and they are different entities.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Entity {
+    /// User, agent or session.
+    pub kind: EntityKind,
+    /// The owner (for a user, its own id).
+    pub user_id: String,
+    /// The id, unique per user and kind.
+    pub id: String,
+    /// A name for people; the id when none was given.
+    pub name: String,
+    /// A session's agent.
+    pub agent_id: Option<String>,
+    /// When created (for a user or session that existed before entities were recorded, the
+    /// creation time of its first record).
+    pub created_at: Timestamp,
+}
+
+/// Encodes an entity (`docs/format/log.md`, "Entity payload").
+pub(crate) fn encode_entity(x: &Entity, e: &mut Encoder<'_>) {
+    e.u8(x.kind.code());
+    e.str(&x.user_id);
+    e.str(&x.id);
+    e.str(&x.name);
+    e.str(x.agent_id.as_deref().unwrap_or(""));
+    e.i64(x.created_at.0);
+}
+
+/// Decodes an entity.
+pub(crate) fn decode_entity(d: &mut Decoder<'_>) -> Result<Entity, DecodeError> {
+    let kind = decode_entity_kind(d)?;
+    let user_id = d.str(MAX_ID_CHARS * 4)?;
+    let id = d.str(MAX_ID_CHARS * 4)?;
+    let name = d.str(MAX_NAME_CHARS * 4)?;
+    let agent = d.str(MAX_ID_CHARS * 4)?;
+    let created_at = Timestamp(d.i64()?);
+    Ok(Entity {
+        kind,
+        user_id,
+        id,
+        name,
+        agent_id: (!agent.is_empty()).then_some(agent),
+        created_at,
+    })
+}
+
+/// Encodes the key of an entity (a deletion).
+pub(crate) fn encode_entity_key(kind: EntityKind, user_id: &str, id: &str, e: &mut Encoder<'_>) {
+    e.u8(kind.code());
+    e.str(user_id);
+    e.str(id);
+}
+
+/// Decodes the kind byte of an entity.
+pub(crate) fn decode_entity_kind(d: &mut Decoder<'_>) -> Result<EntityKind, DecodeError> {
+    let code = d.u8()?;
+    match EntityKind::from_code(code) {
+        Some(k) => Ok(k),
+        None => d.fail("unknown entity kind"),
+    }
+}
+
 /// Every memory's tags of one user at one moment (`snapshot_create`), so a tag rewrite can be
 /// undone (`snapshot_restore`).
 #[derive(Debug, Clone, PartialEq, Eq)]

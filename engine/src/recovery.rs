@@ -82,31 +82,28 @@ pub(crate) fn apply(
             vectors.delete(id.0);
         }
         Op::Update { record } => {
-            let old = table
-                .remove(record.id)
-                .ok_or("update of an id that does not exist")?;
-            if old.content_hash != record.content_hash || old.user_id != record.user_id {
-                return Err("update changes the content or the user");
-            }
-            table.insert(*record);
+            let id = record.id;
+            table
+                .modify(id, |m| *m = *record)
+                .ok_or("update of an id that does not exist, or of its content or user")?;
         }
         Op::Touch { at, ids } => {
             for id in ids {
-                let mut m = table
-                    .remove(id)
+                table
+                    .modify(id, |m| {
+                        m.access_count = m.access_count.saturating_add(1);
+                        m.last_accessed_at = m.last_accessed_at.max(at);
+                    })
                     .ok_or("touch of an id that does not exist")?;
-                m.access_count = m.access_count.saturating_add(1);
-                m.last_accessed_at = m.last_accessed_at.max(at);
-                table.insert(*m);
             }
         }
         Op::SetTags { id, tags, at } => {
-            let mut m = table
-                .remove(id)
+            table
+                .modify(id, |m| {
+                    m.tags = tags;
+                    m.updated_at = at;
+                })
                 .ok_or("tags of an id that does not exist")?;
-            m.tags = tags;
-            m.updated_at = at;
-            table.insert(*m);
         }
         Op::Archive { id } => {
             let vector = vectors
@@ -140,6 +137,15 @@ pub(crate) fn apply(
             }
         }
         Op::Snapshot(s) => table.put_snapshot(*s),
+        Op::Entity(e) => table.put_entity(*e),
+        Op::DeleteEntity { kind, user_id, id } => {
+            let removed = table
+                .delete_entity(kind, &user_id, &id)
+                .ok_or("delete of an entity that does not exist")?;
+            for m in removed {
+                vectors.delete(m.0);
+            }
+        }
         Op::Batch(ops) => {
             for op in ops {
                 apply(table, vectors, op)?;

@@ -319,6 +319,25 @@ impl Store {
         &self,
         prepare: impl FnOnce(&Writer, &State) -> Result<(Option<Op>, T)>,
     ) -> Result<T> {
+        self.commit_as(true, prepare)
+    }
+
+    /// `commit` without waiting for durability in step 6 (`docs/durability.md`, "Access
+    /// counts"): the frame is appended and applied, and becomes durable with the next
+    /// acknowledged write, flush, checkpoint or close. For bookkeeping a reader should not wait
+    /// an fsync for (access counts); never for anything a caller is told is stored.
+    pub(crate) fn commit_unacknowledged<T>(
+        &self,
+        prepare: impl FnOnce(&Writer, &State) -> Result<(Option<Op>, T)>,
+    ) -> Result<T> {
+        self.commit_as(false, prepare)
+    }
+
+    fn commit_as<T>(
+        &self,
+        acknowledged: bool,
+        prepare: impl FnOnce(&Writer, &State) -> Result<(Option<Op>, T)>,
+    ) -> Result<T> {
         let inner = &*self.inner;
         let (seq, checkpoint_due, value) = {
             let mut w = inner.writer.lock();
@@ -367,7 +386,7 @@ impl Store {
             (seq, self.checkpoint_due(&w, &state), value)
         };
         // step 6: durability per policy.
-        if inner.options.sync == SyncPolicy::Always {
+        if acknowledged && inner.options.sync == SyncPolicy::Always {
             inner.commit.wait_durable(seq)?;
         }
         // step 7: acknowledged. Housekeeping may follow.

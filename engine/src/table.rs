@@ -1,16 +1,20 @@
 //! The in-memory metadata table: every live record by id; the archive of records that left the
 //! live set through a merge or an update (with their vectors, for lineage and undo); and per
-//! user the content-hash index, the key set (the scan's user filter), the tag frequencies, the
-//! canonical tags with their embeddings, and the tag snapshots.
+//! user the content-hash index, the key set (the scan's user filter), the tag frequencies and
+//! members, the session members, the keyword index, the canonical tags with their embeddings,
+//! the tag snapshots, and the user's entities (itself, its agents, its sessions).
 //!
-//! Guarantees: all indexes change together in `insert` and `remove`, so they always agree
-//! with the records. Not durable by itself: the log and checkpoints are.
+//! Guarantees: all indexes change together in `insert`, `modify` and `remove`, so they always
+//! agree with the records; a user's data lives under its `UserIndex` (and the archive), so
+//! deleting a user drops all of it at once. Not durable by itself: the log and checkpoints
+//! are.
 
 use crate::hooks::tags::TagForm;
+use crate::keyword::KeywordIndex;
 use crate::log::Op;
-use crate::record::{Memory, MemoryId, TagSnapshot};
+use crate::record::{Entity, EntityKind, Memory, MemoryId, TagSnapshot};
 use mnemo_index::KeySet;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// Hashes a sha256 content hash by its first eight bytes: it is already uniformly random, so
@@ -83,18 +87,47 @@ pub(crate) struct Archived {
 
 /// Everything indexed per user.
 #[derive(Debug, Default)]
-struct UserIndex {
+pub(crate) struct UserIndex {
     by_hash: HashIndex,
-    keys: KeySet,
+    pub(crate) keys: KeySet,
     tag_freq: BTreeMap<String, u64>,
+    pub(crate) tag_members: HashMap<String, BTreeSet<MemoryId>>,
+    pub(crate) session_members: HashMap<String, BTreeSet<MemoryId>>,
+    pub(crate) keyword: KeywordIndex,
     canonical: CanonicalTags,
     snapshots: BTreeMap<String, TagSnapshot>,
+    /// The user itself; `None` until created (explicitly, or by its first record).
+    pub(crate) entity: Option<Entity>,
+    pub(crate) agents: BTreeMap<String, Entity>,
+    pub(crate) sessions: BTreeMap<String, Entity>,
 }
 
 impl UserIndex {
     fn add(&mut self, m: &Memory) {
         self.by_hash.insert(m.content_hash, m.id);
         self.keys.insert(m.id.0);
+        self.keyword.add(m.id.0, &m.content);
+        self.add_fields(m);
+        if self.entity.is_none() {
+            self.entity = Some(implicit(EntityKind::User, m, &m.user_id));
+        }
+        if let Some(s) = &m.session_id
+            && !self.sessions.contains_key(s)
+        {
+            let mut e = implicit(EntityKind::Session, m, s);
+            e.agent_id.clone_from(&m.agent_id);
+            self.sessions.insert(s.clone(), e);
+        }
+        if let Some(a) = &m.agent_id
+            && !self.agents.contains_key(a)
+        {
+            self.agents
+                .insert(a.clone(), implicit(EntityKind::Agent, m, a));
+        }
+    }
+
+    /// Indexes the fields `modify` may change: tags and session.
+    fn add_fields(&mut self, m: &Memory) {
         for t in &m.tags {
             match self.tag_freq.get_mut(t) {
                 Some(n) => *n += 1,
@@ -102,7 +135,52 @@ impl UserIndex {
                     self.tag_freq.insert(t.clone(), 1);
                 }
             }
+            self.tag_members.entry(t.clone()).or_default().insert(m.id);
         }
+        if let Some(s) = &m.session_id {
+            self.session_members
+                .entry(s.clone())
+                .or_default()
+                .insert(m.id);
+        }
+    }
+
+    fn remove_fields(&mut self, m: &Memory) {
+        for t in &m.tags {
+            if let Some(n) = self.tag_freq.get_mut(t) {
+                *n -= 1;
+                if *n == 0 {
+                    self.tag_freq.remove(t);
+                }
+            }
+            if let Some(set) = self.tag_members.get_mut(t) {
+                set.remove(&m.id);
+                if set.is_empty() {
+                    self.tag_members.remove(t);
+                }
+            }
+        }
+        if let Some(s) = &m.session_id
+            && let Some(set) = self.session_members.get_mut(s)
+        {
+            set.remove(&m.id);
+            if set.is_empty() {
+                self.session_members.remove(s);
+            }
+        }
+    }
+}
+
+/// The entity a record implies when none was recorded (stores written before entities
+/// existed): named by its id, created when the record was.
+fn implicit(kind: EntityKind, m: &Memory, id: &str) -> Entity {
+    Entity {
+        kind,
+        user_id: m.user_id.clone(),
+        id: id.to_owned(),
+        name: id.to_owned(),
+        agent_id: None,
+        created_at: m.created_at,
     }
 }
 
@@ -183,18 +261,20 @@ impl Table {
         v
     }
 
-    /// The operations that rebuild the archive, the canonical tags and the snapshots
-    /// (a checkpoint's aux section): archived records in id order, then per user (sorted) the
-    /// canonical tags in registration order and the snapshots by id.
+    /// The operations that rebuild the entities, the archive, the canonical tags and the
+    /// snapshots (a checkpoint's aux section): every entity, then archived records in id
+    /// order, then per user (sorted) the canonical tags in registration order and the
+    /// snapshots by id.
     pub(crate) fn aux_ops(&self, dim: usize) -> Vec<Op> {
-        let mut ops: Vec<Op> = self
-            .archive_sorted()
-            .into_iter()
-            .map(|a| Op::StoreArchived {
-                record: Box::new(a.record.clone()),
-                vector: a.vector.clone(),
-            })
-            .collect();
+        let mut ops = self.entity_ops();
+        ops.extend(
+            self.archive_sorted()
+                .into_iter()
+                .map(|a| Op::StoreArchived {
+                    record: Box::new(a.record.clone()),
+                    vector: a.vector.clone(),
+                }),
+        );
         let mut users: Vec<(&String, &UserIndex)> = self.users.iter().collect();
         users.sort_by(|a, b| a.0.cmp(b.0));
         for (user, index) in users {
@@ -283,6 +363,23 @@ impl Table {
         self.users.values().filter(|u| !u.keys.is_empty()).count()
     }
 
+    /// Every entity, for a checkpoint's aux section: per user (sorted) the user, its agents,
+    /// its sessions.
+    fn entity_ops(&self) -> Vec<Op> {
+        let mut users: Vec<(&String, &UserIndex)> = self.users.iter().collect();
+        users.sort_by(|a, b| a.0.cmp(b.0));
+        let mut ops = Vec::new();
+        for (_, u) in users {
+            let all = u
+                .entity
+                .iter()
+                .chain(u.agents.values())
+                .chain(u.sessions.values());
+            ops.extend(all.map(|e| Op::Entity(Box::new(e.clone()))));
+        }
+        ops
+    }
+
     /// Live records in id order.
     pub(crate) fn iter(&self) -> impl ExactSizeIterator<Item = &Memory> + '_ {
         struct Live<'a> {
@@ -343,15 +440,129 @@ impl Table {
                 u.by_hash.remove(&m.content_hash);
             }
             u.keys.remove(m.id.0);
-            for t in &m.tags {
-                if let Some(n) = u.tag_freq.get_mut(t) {
-                    *n -= 1;
-                    if *n == 0 {
-                        u.tag_freq.remove(t);
-                    }
+            u.keyword.remove(m.id.0, &m.content);
+            u.remove_fields(&m);
+        }
+        Some(m)
+    }
+
+    /// Changes a live record in place through `f`, which must keep its id, user and content
+    /// (so its vector, hash and keyword postings); tags and session are re-indexed. `None` if
+    /// `id` is not live or `f` broke the rule (the record is then left as `f` made it, which
+    /// only a bug can cause: the caller poisons the store or refuses to open).
+    pub(crate) fn modify(&mut self, id: MemoryId, f: impl FnOnce(&mut Memory)) -> Option<()> {
+        let m = usize::try_from(id.0)
+            .ok()
+            .and_then(|i| self.slots.get_mut(i))
+            .and_then(Option::as_deref_mut)?;
+        let u = self.users.get_mut(&m.user_id)?;
+        u.remove_fields(m);
+        let (user, hash) = (m.user_id.clone(), m.content_hash);
+        f(m);
+        u.add_fields(m);
+        (m.id == id && m.user_id == user && m.content_hash == hash).then_some(())
+    }
+
+    /// A user's index, if the user has ever existed.
+    pub(crate) fn user(&self, user: &str) -> Option<&UserIndex> {
+        self.users.get(user)
+    }
+
+    /// Users that exist, in id order.
+    pub(crate) fn user_entities(&self) -> Vec<&Entity> {
+        let mut v: Vec<&Entity> = self
+            .users
+            .values()
+            .filter_map(|u| u.entity.as_ref())
+            .collect();
+        v.sort_by(|a, b| a.id.cmp(&b.id));
+        v
+    }
+
+    /// Creates or replaces an entity.
+    pub(crate) fn put_entity(&mut self, e: Entity) {
+        let u = self.user_mut(&e.user_id);
+        match e.kind {
+            EntityKind::User => u.entity = Some(e),
+            EntityKind::Agent => {
+                u.agents.insert(e.id.clone(), e);
+            }
+            EntityKind::Session => {
+                u.sessions.insert(e.id.clone(), e);
+            }
+        }
+    }
+
+    /// Deletes an entity and every record that belongs to it (`docs/search.md`, "Deleting"):
+    /// returns the live ids removed, whose vectors the caller deletes. `None` if the entity
+    /// does not exist.
+    pub(crate) fn delete_entity(
+        &mut self,
+        kind: EntityKind,
+        user: &str,
+        id: &str,
+    ) -> Option<Vec<MemoryId>> {
+        let u = self.users.get(user)?;
+        let belongs: Box<dyn Fn(&Memory) -> bool> = match kind {
+            EntityKind::User => {
+                u.entity.as_ref()?;
+                Box::new(|_| true)
+            }
+            EntityKind::Session => {
+                u.sessions.get(id)?;
+                Box::new(move |m| m.session_id.as_deref() == Some(id))
+            }
+            EntityKind::Agent => {
+                u.agents.get(id)?;
+                let sessions: BTreeSet<String> = u
+                    .sessions
+                    .values()
+                    .filter(|s| s.agent_id.as_deref() == Some(id))
+                    .map(|s| s.id.clone())
+                    .collect();
+                Box::new(move |m| {
+                    m.agent_id.as_deref() == Some(id)
+                        || m.session_id.as_ref().is_some_and(|s| sessions.contains(s))
+                })
+            }
+        };
+        let live: Vec<MemoryId> = u
+            .keys
+            .iter()
+            .map(MemoryId)
+            .filter(|k| self.get(*k).is_some_and(&belongs))
+            .collect();
+        let archived: Vec<MemoryId> = self
+            .archive
+            .values()
+            .filter(|a| a.record.user_id == user && belongs(&a.record))
+            .map(|a| a.record.id)
+            .collect();
+        drop(belongs);
+        for k in &live {
+            self.remove(*k);
+        }
+        for k in &archived {
+            self.archive.remove(k);
+        }
+        self.superseded_by
+            .retain(|from, to| !archived.contains(from) && !archived.contains(to));
+        match kind {
+            EntityKind::User => {
+                self.users.remove(user);
+            }
+            EntityKind::Session => {
+                if let Some(u) = self.users.get_mut(user) {
+                    u.sessions.remove(id);
+                }
+            }
+            EntityKind::Agent => {
+                if let Some(u) = self.users.get_mut(user) {
+                    u.agents.remove(id);
+                    u.sessions.retain(|_, s| s.agent_id.as_deref() != Some(id));
                 }
             }
         }
-        Some(m)
+        Some(live)
     }
 }

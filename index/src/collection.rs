@@ -473,6 +473,35 @@ impl Collection {
         }
     }
 
+    /// Exact f32 top-k over just `keys` (those live): one dot product per key instead of a
+    /// scan, for a filter whose matching keys are few and known (`p.scan` and `p.filter` are
+    /// ignored). Ordered as `search`.
+    ///
+    /// # Errors
+    /// `DimensionMismatch` / `NonFinite` for a bad query.
+    pub fn search_keys(
+        &self,
+        query: &[f32],
+        keys: &[u64],
+        p: &SearchParams<'_>,
+    ) -> Result<Vec<Neighbour>> {
+        validate_vector(self.dim, query)?;
+        let mut top = TopK::new(p.k);
+        if p.k == 0 {
+            return Ok(Vec::new());
+        }
+        for &key in keys {
+            if let Some(v) = self.vector(key) {
+                each_dot_f32(query, v, |_, score| {
+                    if score >= p.min_score {
+                        top.push(Neighbour { key, score });
+                    }
+                });
+            }
+        }
+        Ok(top.into_sorted())
+    }
+
     /// Exact f32 search for many queries at once: each chunk of rows is read once for the
     /// whole batch, so the batch costs far less memory traffic than the queries one by one.
     /// `p.scan` is ignored (always exact). Results are in query order.

@@ -62,6 +62,22 @@ impl KeySet {
         self.len
     }
 
+    /// The keys in ascending order.
+    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        self.words.iter().enumerate().flat_map(|(i, &w)| {
+            let base = (i as u64) * 64;
+            let mut rest = w;
+            std::iter::from_fn(move || {
+                if rest == 0 {
+                    return None;
+                }
+                let bit = u64::from(rest.trailing_zeros());
+                rest &= rest - 1;
+                Some(base + bit)
+            })
+        })
+    }
+
     /// Whether the set is empty.
     #[must_use]
     pub fn is_empty(&self) -> bool {
@@ -81,5 +97,9 @@ mod tests {
         assert!(s.contains(1000) && !s.contains(999) && !s.contains(u64::MAX));
         assert!(s.remove(64) && !s.remove(64));
         assert_eq!(s.len(), 2);
+        assert_eq!(s.iter().collect::<Vec<_>>(), [0, 1000]);
+        s.insert(63);
+        s.insert(64);
+        assert_eq!(s.iter().collect::<Vec<_>>(), [0, 63, 64, 1000]);
     }
 }

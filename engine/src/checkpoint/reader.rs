@@ -5,7 +5,9 @@
 use super::format::{BODY_SEED, HEADER_LEN, HEADER_SEED, MAGIC, MIN_RECORD_BYTES, SUPPORTED};
 use crate::codec::{DecodeError, Decoder};
 use crate::log::Op;
-use crate::log::format::{TYPE_CANONICAL_TAG, TYPE_SNAPSHOT, TYPE_STORE_ARCHIVED, decode_payload};
+use crate::log::format::{
+    TYPE_CANONICAL_TAG, TYPE_ENTITY, TYPE_SNAPSHOT, TYPE_STORE_ARCHIVED, decode_payload,
+};
 use crate::record::{self, Memory};
 
 /// A decoded checkpoint.
@@ -119,7 +121,14 @@ pub fn decode_head(b: &[u8]) -> Result<Head, CheckpointError> {
     let mut aux = Vec::with_capacity(usize::try_from(aux_count).unwrap_or(0));
     for _ in 0..aux_count {
         let t = d.u8().map_err(at)?;
-        if ![TYPE_STORE_ARCHIVED, TYPE_CANONICAL_TAG, TYPE_SNAPSHOT].contains(&t) {
+        if ![
+            TYPE_STORE_ARCHIVED,
+            TYPE_CANONICAL_TAG,
+            TYPE_SNAPSHOT,
+            TYPE_ENTITY,
+        ]
+        .contains(&t)
+        {
             return Err(at(DecodeError {
                 offset: d.pos(),
                 reason: "aux entry of a type checkpoints do not hold",

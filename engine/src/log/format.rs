@@ -14,7 +14,7 @@
 //! off size field   meaning
 //!   0    4 len     u32 LE = 1 + 8 + payload; MIN_FRAME_LEN..=MAX_FRAME_LEN
 //!   4    4 crc     crc32 seeded FRAME_CRC_SEED over bytes 0..4 then 8..8+len
-//!   8    1 type    TYPE_STORE ..= TYPE_BATCH
+//!   8    1 type    TYPE_STORE ..= TYPE_DELETE_ENTITY
 //!   9    8 seq     u64 LE
 //!  17    * payload
 //! ```
@@ -22,15 +22,17 @@
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
 use crate::codec::{DecodeError, Decoder, Encoder};
-use crate::record::{self, MAX_TAG_CHARS, MAX_TAGS, Memory, MemoryId, TagSnapshot, Timestamp};
+use crate::record::{
+    self, Entity, EntityKind, MAX_TAG_CHARS, MAX_TAGS, Memory, MemoryId, TagSnapshot, Timestamp,
+};
 use std::ops::RangeInclusive;
 
 /// File magic.
 pub const MAGIC: [u8; 4] = *b"MNWL";
 /// Version this build writes.
-pub const VERSION: u16 = 2;
-/// Versions this build reads (v1 files hold only store and delete frames).
-pub const SUPPORTED: RangeInclusive<u16> = 1..=2;
+pub const VERSION: u16 = 3;
+/// Versions this build reads (v1 files hold only store and delete frames, v2 no entities).
+pub const SUPPORTED: RangeInclusive<u16> = 1..=3;
 /// File header length.
 pub const HEADER_LEN: usize = 32;
 /// CRC seed of the file header.
@@ -63,6 +65,10 @@ pub const TYPE_CANONICAL_TAG: u8 = 8;
 pub const TYPE_SNAPSHOT: u8 = 9;
 /// Frame type (v2): several of the above, applied as one commit.
 pub const TYPE_BATCH: u8 = 10;
+/// Frame type (v3): create or replace a user, agent or session.
+pub const TYPE_ENTITY: u8 = 11;
+/// Frame type (v3): delete a user, agent or session and every record that belongs to it.
+pub const TYPE_DELETE_ENTITY: u8 = 12;
 /// Most operations in one batch.
 pub const MAX_BATCH_OPS: usize = 1 << 20;
 
@@ -128,6 +134,19 @@ pub enum Op {
     Snapshot(Box<TagSnapshot>),
     /// Operations applied together: the frame is the one commit point of all of them.
     Batch(Vec<Op>),
+    /// A user, agent or session, created or replaced.
+    Entity(Box<Entity>),
+    /// A user, agent or session leaves, with everything that belongs to it
+    /// (`docs/search.md`, "Deleting"): live and archived records, and for a user its
+    /// canonical tags, snapshots, agents and sessions.
+    DeleteEntity {
+        /// User, agent or session.
+        kind: EntityKind,
+        /// The owner.
+        user_id: String,
+        /// The entity.
+        id: String,
+    },
 }
 
 impl Op {
@@ -294,6 +313,8 @@ pub fn op_type(op: &Op) -> u8 {
         Op::CanonicalTag { .. } => TYPE_CANONICAL_TAG,
         Op::Snapshot(_) => TYPE_SNAPSHOT,
         Op::Batch(_) => TYPE_BATCH,
+        Op::Entity(_) => TYPE_ENTITY,
+        Op::DeleteEntity { .. } => TYPE_DELETE_ENTITY,
     }
 }
 
@@ -343,6 +364,8 @@ pub(crate) fn encode_payload(op: &Op, e: &mut Encoder<'_>) {
             encode_vector(vector, e);
         }
         Op::Snapshot(s) => record::encode_snapshot(s, e),
+        Op::Entity(x) => record::encode_entity(x, e),
+        Op::DeleteEntity { kind, user_id, id } => record::encode_entity_key(*kind, user_id, id, e),
         Op::Batch(ops) => {
             e.u32(u32::try_from(ops.len()).unwrap_or(u32::MAX));
             for op in ops {
@@ -435,6 +458,12 @@ pub(crate) fn decode_payload(
             vector: decode_vector(d)?,
         },
         TYPE_SNAPSHOT => Op::Snapshot(Box::new(record::decode_snapshot(d)?)),
+        TYPE_ENTITY => Op::Entity(Box::new(record::decode_entity(d)?)),
+        TYPE_DELETE_ENTITY => Op::DeleteEntity {
+            kind: record::decode_entity_kind(d)?,
+            user_id: d.str(record::MAX_ID_CHARS * 4)?,
+            id: d.str(record::MAX_ID_CHARS * 4)?,
+        },
         TYPE_BATCH if !in_batch => {
             let n = d.u32()? as usize;
             // Each member takes at least its type and length.

@@ -7,14 +7,26 @@
 //! clamped; the hooks' decisions are made under the writer lock.
 
 mod compaction;
+mod entities;
+mod query;
 mod read;
+mod search;
 mod space;
 mod tags;
 mod write;
 
 pub use compaction::{Compacted, CompactionGroup, CompactionPreview, Unmerged};
-pub use read::{
-    Cleared, Feedback, FeedbackResult, Hits, ListRecent, MemoryStats, SearchMemories, SearchedHit,
+pub use entities::EntityDeleted;
+pub use query::{
+    DEFAULT_TOP_K, GRAPH_LINEAGE_WEIGHT, GRAPH_MAX_TAG_FREQUENCY, GRAPH_SESSION_WEIGHT,
+    GRAPH_SESSION_WINDOW, Query, QueryData, QueryResult, ResultMetadata, Retrieval, StoreType,
+    envelope,
+};
+pub use read::{Cleared, Feedback, FeedbackResult, ListRecent, MemoryStats};
+pub use search::{
+    Fusion, HYBRID_THRESHOLD, Hits, MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS, Mode,
+    SIMILARITY_THRESHOLD, SearchMemories, SearchedHit, Source, Strategy, frequency, importance,
+    recency, strategy_score,
 };
 pub use tags::{SnapshotCreated, SnapshotRestored, TagChange, TagPreview, TagsApplied};
 pub use write::{Outcome, StoreRequest, Stored, UpdateRequest, Updated};

@@ -1,87 +1,12 @@
-//! Reads and single-record changes of the seed: search with the read hooks, recent, get (an
-//! access), delete, stats, cleanup, feedback, lineage.
+//! Reads and single-record changes of the seed: recent, get (an access), delete, stats,
+//! cleanup, feedback, lineage. Search is `search.rs`.
 
+use super::search::MAX_PAGE;
 use super::{in_range, preview};
 use crate::error::{EngineError, Result};
-use crate::hooks::dedup::fold;
-use crate::hooks::{Effective, HookOverrides, LOAD_DEDUP_OVERFETCH};
 use crate::log::Op;
-use crate::record::{self, Category, DEFAULT_USER, Memory, MemoryId, Timestamp};
+use crate::record::{self, Category, DEFAULT_USER, Memory, MemoryId};
 use crate::store::Store;
-use mnemo_index::{Scan, SearchParams};
-
-/// Longest search query, in characters.
-pub const MAX_QUERY_CHARS: usize = 1000;
-/// Most results one page may hold.
-pub const MAX_PAGE: usize = 50;
-/// Largest offset.
-pub const MAX_OFFSET: usize = 10_000;
-
-/// A `search_memories` request.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SearchMemories {
-    /// The text to search by meaning: 1..=1,000 characters.
-    pub query: String,
-    /// The user; `"default"` when `None`.
-    pub user_id: Option<String>,
-    /// Results per page, 1..=50 (default 10).
-    pub limit: usize,
-    /// Results to skip, 0..=10,000.
-    pub offset: usize,
-    /// Only this category (an exact category name; anything else is an error).
-    pub category: Option<String>,
-    /// Only memories with at least one of these tags.
-    pub tags: Vec<String>,
-    /// Per-request hook changes (`deduplicate`, `dedup_threshold`, `count_access`).
-    pub hooks: HookOverrides,
-}
-
-impl SearchMemories {
-    /// The first 10 results for `query`.
-    #[must_use]
-    pub fn new(query: impl Into<String>) -> SearchMemories {
-        SearchMemories {
-            query: query.into(),
-            user_id: None,
-            limit: 10,
-            offset: 0,
-            category: None,
-            tags: Vec::new(),
-            hooks: HookOverrides::default(),
-        }
-    }
-}
-
-/// One search result.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct SearchedHit {
-    /// The memory (as stored after this search's access was counted).
-    #[serde(flatten)]
-    pub memory: Memory,
-    /// Cosine similarity to the query.
-    pub similarity: f32,
-    /// `1 - similarity`.
-    pub distance: f32,
-    /// Results within the cluster distance of this one that load-time dedup folded into it.
-    pub folded: usize,
-}
-
-/// The result of `search_memories`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Hits {
-    /// Always true.
-    pub success: bool,
-    /// The page.
-    pub results: Vec<SearchedHit>,
-    /// Results on this page.
-    pub count: usize,
-    /// Memories of the user that match the filters (whatever their similarity).
-    pub total: usize,
-    /// Results folded away by load-time dedup among those fetched.
-    pub folded_total: usize,
-    /// For people.
-    pub message: String,
-}
 
 /// The result of `list_recent_memories`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -172,145 +97,6 @@ pub struct FeedbackResult {
 }
 
 impl Store {
-    /// Searches the user's memories by meaning, with the read hooks (load-time dedup, access
-    /// counting), pagination and filters applied inside the scan (`search_memories`).
-    ///
-    /// # Errors
-    /// `Invalid` / `LimitExceeded` naming the parameter; `Embed`; `Poisoned` / `Io` when the
-    /// access cannot be recorded.
-    pub fn search_memories(&self, req: &SearchMemories) -> Result<Hits> {
-        let eff = Effective::of(&self.inner.options.hooks, &req.hooks)?;
-        let chars = req.query.chars().count();
-        if req.query.trim().is_empty() {
-            return Err(EngineError::Invalid {
-                field: "query",
-                reason: "Search query cannot be empty".into(),
-            });
-        }
-        in_range("query length (characters)", chars, 1, MAX_QUERY_CHARS)?;
-        in_range("limit", req.limit, 1, MAX_PAGE)?;
-        in_range("offset", req.offset, 0, MAX_OFFSET)?;
-        let category = req
-            .category
-            .as_deref()
-            .map(|c| Category::parse(c.trim()))
-            .transpose()?;
-        let user = req.user_id.as_deref().unwrap_or(DEFAULT_USER);
-        record::validate_id("user_id", user)?;
-        let tags: Vec<String> = req.tags.iter().map(|t| record::canonical_tag(t)).collect();
-        let query = self.inner.options.embedder.embed_query(&req.query)?;
-        let mut hits: Vec<(Memory, f32)>;
-        let total;
-        let mut folded_counts: Vec<usize>;
-        let mut folded_total = 0;
-        {
-            let state = self.inner.state.read();
-            let Some(keys) = state.table.user_keys(user) else {
-                return Ok(empty_hits());
-            };
-            let table = &state.table;
-            let matches = |m: &Memory| {
-                category.is_none_or(|c| m.category == c)
-                    && (tags.is_empty() || m.tags.iter().any(|t| tags.contains(t)))
-            };
-            let accept =
-                |key: u64| keys.contains(key) && table.get(MemoryId(key)).is_some_and(matches);
-            total = if category.is_none() && tags.is_empty() {
-                keys.len()
-            } else {
-                table
-                    .iter()
-                    .filter(|m| m.user_id == user && matches(m))
-                    .count()
-            };
-            let page_end = req.offset + req.limit;
-            let fetch = if eff.load_dedup {
-                page_end * LOAD_DEDUP_OVERFETCH
-            } else {
-                page_end
-            };
-            let params = SearchParams {
-                k: fetch,
-                filter: Some(&accept),
-                scan: Scan::F32,
-                min_score: f32::NEG_INFINITY,
-            };
-            let found =
-                state
-                    .vectors
-                    .search(&query, &params)
-                    .map_err(|e| EngineError::Invalid {
-                        field: "query",
-                        reason: e.to_string(),
-                    })?;
-            let (kept, folds): (Vec<usize>, Vec<usize>) = if eff.load_dedup {
-                let vectors: Vec<&[f32]> = found
-                    .iter()
-                    .map(|n| state.vectors.vector(n.key).unwrap_or(&[]))
-                    .collect();
-                let kept = fold(&vectors, 1.0 - eff.cluster_distance);
-                folded_total = found.len() - kept.len();
-                kept.into_iter().unzip()
-            } else {
-                ((0..found.len()).collect(), vec![0; found.len()])
-            };
-            hits = Vec::new();
-            folded_counts = Vec::new();
-            for (i, f) in kept.into_iter().zip(folds).skip(req.offset).take(req.limit) {
-                if let Some(n) = found.get(i)
-                    && let Some(m) = table.get(MemoryId(n.key))
-                {
-                    hits.push((m.clone(), n.score));
-                    folded_counts.push(f);
-                }
-            }
-        }
-        if eff.access && !hits.is_empty() {
-            let at = self.touch(hits.iter().map(|(m, _)| m.id).collect())?;
-            for (m, _) in &mut hits {
-                m.access_count += 1;
-                m.last_accessed_at = m.last_accessed_at.max(at);
-            }
-        }
-        let results: Vec<SearchedHit> = hits
-            .into_iter()
-            .zip(folded_counts)
-            .map(|((memory, similarity), folded)| SearchedHit {
-                memory,
-                similarity,
-                distance: 1.0 - similarity,
-                folded,
-            })
-            .collect();
-        let message = if results.is_empty() {
-            "No matching memories found".to_owned()
-        } else {
-            format!("Found {} of {total} matching memories", results.len())
-        };
-        Ok(Hits {
-            success: true,
-            count: results.len(),
-            results,
-            total,
-            folded_total,
-            message,
-        })
-    }
-
-    /// Counts `ids` as accessed now: one `Touch` frame. Returns the time recorded.
-    fn touch(&self, ids: Vec<MemoryId>) -> Result<Timestamp> {
-        let at = self.now();
-        self.commit(|_, state| {
-            // A memory archived or deleted since the read is not counted.
-            let ids: Vec<MemoryId> = ids
-                .into_iter()
-                .filter(|id| state.table.get(*id).is_some())
-                .collect();
-            Ok(((!ids.is_empty()).then_some(Op::Touch { at, ids }), ()))
-        })?;
-        Ok(at)
-    }
-
     /// The `limit` (1..=50) most recently created memories of the user, newest first
     /// (`list_recent_memories`). Not an access.
     ///
@@ -531,16 +317,5 @@ pub(crate) fn missing(state: &crate::store::State, id: MemoryId) -> EngineError 
         }
     } else {
         EngineError::NotFound { id }
-    }
-}
-
-fn empty_hits() -> Hits {
-    Hits {
-        success: true,
-        results: Vec::new(),
-        count: 0,
-        total: 0,
-        folded_total: 0,
-        message: "No matching memories found".to_owned(),
     }
 }

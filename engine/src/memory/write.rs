@@ -170,7 +170,7 @@ impl Store {
     }
 
     /// Steps 1–7 for many requests, with one model call.
-    fn store_requests(&self, reqs: Vec<StoreRequest>) -> Result<Vec<Result<Stored>>> {
+    pub(crate) fn store_requests(&self, reqs: Vec<StoreRequest>) -> Result<Vec<Result<Stored>>> {
         let planned: Vec<Result<Planned>> = reqs.into_iter().map(|r| self.plan(r)).collect();
         let valid: Vec<&Planned> = planned.iter().flatten().collect();
         // One `Embedded` per valid request, in order (`embed_planned` checks the count).
@@ -361,18 +361,25 @@ impl Store {
         self.commit(|w, state| {
             let (tags, mut ops, new_canonical) =
                 resolve_tags(state, &p.user, &p.tags, &e.tags, p.eff.tags);
+            let m = &p.m;
+            let agent_id = super::entities::check_scope(
+                state,
+                &p.user,
+                m.session_id.as_deref(),
+                m.agent_id.as_deref(),
+            )?;
             if p.eff.exact_dedup
+                && m.kind != record::Kind::Message
                 && let Some(existing) = state.table.find_hash(&p.user, &content_hash)
             {
                 return Err(EngineError::AlreadyExists { existing });
             }
-            let m = &p.m;
             let mut new = Memory {
                 id: MemoryId(w.next_id),
                 user_id: p.user.clone(),
                 kind: m.kind,
                 session_id: m.session_id.clone(),
-                agent_id: m.agent_id.clone(),
+                agent_id,
                 role: m.role,
                 content: m.content.clone(),
                 content_hash,

@@ -4,8 +4,8 @@
 use super::support::small_options;
 use mnemo_engine::storage::FaultyStorage;
 use mnemo_engine::{
-    Category, EngineError, Filter, HashingEmbedder, HookConfig, Kind, MemoryId, NewMemory, Role,
-    SearchRequest, Store, StoreOptions, SyncPolicy, Timestamp,
+    Category, EngineError, EntityKind, Filter, HashingEmbedder, HookConfig, Kind, MemoryId,
+    NewMemory, Role, SearchRequest, Store, StoreOptions, SyncPolicy, Timestamp,
 };
 use std::path::Path;
 use std::sync::Arc;
@@ -265,6 +265,12 @@ fn filters_apply_inside_the_scan_and_fill_k() {
             .unwrap();
     }
     let mut targets = Vec::new();
+    store
+        .create_entity(EntityKind::Agent, None, "a1", None, None)
+        .unwrap();
+    store
+        .create_entity(EntityKind::Session, None, "s1", None, Some("a1"))
+        .unwrap();
     for i in 0..5 {
         let m = NewMemory::new(format!("target {i}"))
             .category(Category::Security)

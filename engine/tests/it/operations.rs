@@ -118,7 +118,17 @@ fn search_list_and_get_errors() {
     );
     let ok = search(&|r| r.category = Some("other".into())).unwrap();
     assert_eq!((ok.count, ok.total), (1, 1));
-    let none = search(&|r| r.user_id = Some("nobody".into())).unwrap();
+    assert!(
+        matches!(
+            search(&|r| r.user_id = Some("nobody".into())).unwrap_err(),
+            EngineError::EntityNotFound {
+                field: "user_id",
+                ..
+            }
+        ),
+        "an unknown user is not found, not an empty search"
+    );
+    let none = search(&|r| r.query = "zebra crossing".into()).unwrap();
     assert_eq!(
         (none.count, none.message.as_str()),
         (0, "No matching memories found")

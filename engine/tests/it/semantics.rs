@@ -4,7 +4,7 @@
 
 use mnemo_engine::{
     Category, EngineError, Feedback, HookOverrides, NewMemory, Outcome, SearchMemories, Store,
-    StoreOptions, StoreRequest, UpdateRequest, WriteHook,
+    StoreOptions, StoreRequest, Strategy, UpdateRequest, WriteHook,
 };
 
 fn minilm() -> StoreOptions {
@@ -271,8 +271,14 @@ fn search_folds_near_duplicates_and_counts_access() {
     {
         store.store_memory(no_dedup(text)).unwrap();
     }
+    // Every memory is a candidate (threshold -1), ranked by cosine.
+    let all_of = |q: &str| {
+        let mut r = SearchMemories::new(q).strategy(Strategy::Similarity);
+        r.threshold = Some(-1.0);
+        r
+    };
     let hits = store
-        .search_memories(&SearchMemories::new("what coffee does the user drink"))
+        .search_memories(&all_of("what coffee does the user drink"))
         .unwrap();
     assert_eq!(hits.total, 4);
     assert!(hits.results[0].memory.content.contains("coffee"));
@@ -282,7 +288,7 @@ fn search_folds_near_duplicates_and_counts_access() {
         hits.folded_total
     );
     assert_eq!(hits.results[0].memory.access_count, 1);
-    let mut plain = SearchMemories::new("what coffee does the user drink");
+    let mut plain = all_of("what coffee does the user drink");
     plain.hooks.deduplicate = Some(false);
     let all = store.search_memories(&plain).unwrap();
     assert_eq!(all.count, 4);

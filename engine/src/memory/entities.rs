@@ -1,0 +1,332 @@
+//! Users, agents and sessions (`docs/search.md`, "Users, agents, sessions"), and the two
+//! record kinds that hang off them: messages (in a session) and knowledge (per user).
+//!
+//! Guarantees: creating or deleting an entity is one log frame, and deleting one deletes
+//! every record that belongs to it in that same frame (all of it or none of it after a crash);
+//! an agent or session is looked up only under its own user, so another user's is "not found".
+
+use super::Stored;
+use super::write::StoreRequest;
+use crate::error::{EngineError, Result};
+use crate::hooks::{HookOverrides, WriteHook};
+use crate::log::Op;
+use crate::record::{
+    self, DEFAULT_USER, Entity, EntityKind, Kind, MAX_NAME_CHARS, MemoryId, NewMemory, Role,
+};
+use crate::store::{State, Store};
+use crate::table::UserIndex;
+
+/// The field that names an entity of `kind` in requests and errors.
+#[must_use]
+pub(crate) fn field_of(kind: EntityKind) -> &'static str {
+    match kind {
+        EntityKind::User => "user_id",
+        EntityKind::Agent => "agent_id",
+        EntityKind::Session => "session_id",
+    }
+}
+
+/// What `delete_entity` removed.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct EntityDeleted {
+    /// Always true.
+    pub success: bool,
+    /// User, agent or session.
+    pub kind: EntityKind,
+    /// Its id.
+    pub id: String,
+    /// Live records deleted with it.
+    pub deleted_records: usize,
+    /// For people.
+    pub message: String,
+}
+
+/// A user's index, if the user exists. The default user always exists.
+pub(crate) fn user_index<'a>(state: &'a State, user: &str) -> Result<Option<&'a UserIndex>> {
+    match state.table.user(user) {
+        Some(u) if u.entity.is_some() => Ok(Some(u)),
+        _ if user == DEFAULT_USER => Ok(state.table.user(user)),
+        _ => Err(EngineError::EntityNotFound {
+            field: "user_id",
+            id: user.to_owned(),
+        }),
+    }
+}
+
+/// Checks that `user`'s session and agent exist: `EntityNotFound` naming the field. A
+/// session's own agent wins over none; a different one is `Invalid`. Returns the agent to
+/// record.
+pub(crate) fn check_scope(
+    state: &State,
+    user: &str,
+    session: Option<&str>,
+    agent: Option<&str>,
+) -> Result<Option<String>> {
+    let u = state.table.user(user);
+    let mut agent = agent.map(str::to_owned);
+    if let Some(a) = &agent
+        && !u.is_some_and(|u| u.agents.contains_key(a))
+    {
+        return Err(EngineError::EntityNotFound {
+            field: "agent_id",
+            id: a.clone(),
+        });
+    }
+    if let Some(s) = session {
+        let entity =
+            u.and_then(|u| u.sessions.get(s))
+                .ok_or_else(|| EngineError::EntityNotFound {
+                    field: "session_id",
+                    id: s.to_owned(),
+                })?;
+        match (&agent, &entity.agent_id) {
+            (None, Some(own)) => agent = Some(own.clone()),
+            (Some(a), Some(own)) if a != own => {
+                return Err(EngineError::Invalid {
+                    field: "agent_id",
+                    reason: format!("session {s:?} belongs to agent {own:?}, not {a:?}"),
+                });
+            }
+            _ => {}
+        }
+    }
+    Ok(agent)
+}
+
+fn lookup<'a>(state: &'a State, kind: EntityKind, user: &str, id: &str) -> Result<&'a Entity> {
+    let not_found = || EngineError::EntityNotFound {
+        field: field_of(kind),
+        id: id.to_owned(),
+    };
+    let u = match kind {
+        EntityKind::User => state.table.user(id),
+        _ => user_index(state, user)?,
+    }
+    .ok_or_else(not_found)?;
+    match kind {
+        EntityKind::User => u.entity.as_ref(),
+        EntityKind::Agent => u.agents.get(id),
+        EntityKind::Session => u.sessions.get(id),
+    }
+    .ok_or_else(not_found)
+}
+
+impl Store {
+    /// Creates a user, agent or session. `user_id` is the owner (ignored for a user, whose
+    /// id is `id`); it must exist (the default user always does). A session may name an
+    /// agent of the same user. `name` defaults to the id.
+    ///
+    /// # Errors
+    /// `Invalid` / `LimitExceeded` for a bad id or name; `EntityExists`; `EntityNotFound`
+    /// for the owner or the session's agent; `Poisoned`, `Io`.
+    pub fn create_entity(
+        &self,
+        kind: EntityKind,
+        user_id: Option<&str>,
+        id: &str,
+        name: Option<&str>,
+        agent_id: Option<&str>,
+    ) -> Result<Entity> {
+        let id = id.trim();
+        record::validate_id(field_of(kind), id)?;
+        let user = match kind {
+            EntityKind::User => id,
+            _ => user_id.unwrap_or(DEFAULT_USER),
+        };
+        record::validate_id("user_id", user)?;
+        let name = name.map_or(id, str::trim);
+        let chars = name.chars().count();
+        super::in_range("name length (characters)", chars, 1, MAX_NAME_CHARS)?;
+        if kind != EntityKind::Session && agent_id.is_some() {
+            return Err(EngineError::Invalid {
+                field: "agent_id",
+                reason: "only a session has an agent".into(),
+            });
+        }
+        let now = self.now();
+        self.commit(|_, state| {
+            if lookup(state, kind, user, id).is_ok() {
+                return Err(EngineError::EntityExists {
+                    field: field_of(kind),
+                    id: id.to_owned(),
+                });
+            }
+            let mut ops = Vec::new();
+            if kind != EntityKind::User {
+                user_index(state, user)?;
+                if state.table.user(user).is_none_or(|u| u.entity.is_none()) {
+                    ops.push(Op::Entity(Box::new(Entity {
+                        kind: EntityKind::User,
+                        user_id: user.to_owned(),
+                        id: user.to_owned(),
+                        name: user.to_owned(),
+                        agent_id: None,
+                        created_at: now,
+                    })));
+                }
+            }
+            let agent_id = check_scope(state, user, None, agent_id)?;
+            let entity = Entity {
+                kind,
+                user_id: user.to_owned(),
+                id: id.to_owned(),
+                name: name.to_owned(),
+                agent_id,
+                created_at: now,
+            };
+            ops.push(Op::Entity(Box::new(entity.clone())));
+            Ok((super::one_frame(ops), entity))
+        })
+    }
+
+    /// A user, agent or session (`user_id` is the owner; ignored for a user).
+    ///
+    /// # Errors
+    /// `EntityNotFound` naming the field (also for an agent or session of another user).
+    pub fn get_entity(&self, kind: EntityKind, user_id: Option<&str>, id: &str) -> Result<Entity> {
+        let state = self.inner.state.read();
+        lookup(&state, kind, user_id.unwrap_or(DEFAULT_USER), id).cloned()
+    }
+
+    /// Every user (`kind` user, `user_id` ignored), or the agents or sessions of a user, in id
+    /// order.
+    ///
+    /// # Errors
+    /// `EntityNotFound` for an unknown user.
+    pub fn list_entities(&self, kind: EntityKind, user_id: Option<&str>) -> Result<Vec<Entity>> {
+        let state = self.inner.state.read();
+        if kind == EntityKind::User {
+            return Ok(state.table.user_entities().into_iter().cloned().collect());
+        }
+        let Some(u) = user_index(&state, user_id.unwrap_or(DEFAULT_USER))? else {
+            return Ok(Vec::new());
+        };
+        let map = if kind == EntityKind::Agent {
+            &u.agents
+        } else {
+            &u.sessions
+        };
+        Ok(map.values().cloned().collect())
+    }
+
+    /// Deletes a user, agent or session and everything that belongs to it, in one frame:
+    /// a user's records (live and archived), canonical tags, snapshots, agents and sessions;
+    /// a session's records; an agent's records, its sessions and their records.
+    ///
+    /// # Errors
+    /// `EntityNotFound`; `Poisoned`, `Io`.
+    pub fn delete_entity(
+        &self,
+        kind: EntityKind,
+        user_id: Option<&str>,
+        id: &str,
+    ) -> Result<EntityDeleted> {
+        let user = match kind {
+            EntityKind::User => id,
+            _ => user_id.unwrap_or(DEFAULT_USER),
+        };
+        let deleted = self.commit(|_, state| {
+            lookup(state, kind, user, id)?;
+            let before = state.table.user(user).map_or(0, |u| u.keys.len());
+            let op = Op::DeleteEntity {
+                kind,
+                user_id: user.to_owned(),
+                id: id.to_owned(),
+            };
+            Ok((Some(op), before))
+        })?;
+        let after = self
+            .inner
+            .state
+            .read()
+            .table
+            .user(user)
+            .map_or(0, |u| u.keys.len());
+        let deleted_records = deleted.saturating_sub(after);
+        Ok(EntityDeleted {
+            success: true,
+            kind,
+            id: id.to_owned(),
+            deleted_records,
+            message: format!("Deleted {kind} {id:?} and {deleted_records} records"),
+        })
+    }
+
+    /// Adds chat turns to a session of `user_id`, in order: each a `message` record with its
+    /// role (non-empty content). Messages are never deduplicated (two turns saying "ok" are two
+    /// turns); tags and categories do not apply. All are embedded in one batch.
+    ///
+    /// # Errors
+    /// `EntityNotFound` for the user or session; `Invalid` / `LimitExceeded` for a message,
+    /// naming its position (checked for every message before any is stored); `Embed`,
+    /// `Poisoned`, `Io`, after which the messages before the failing one are stored.
+    pub fn add_messages(
+        &self,
+        user_id: Option<&str>,
+        session_id: &str,
+        messages: &[(Role, String)],
+    ) -> Result<Vec<MemoryId>> {
+        let user = user_id.unwrap_or(DEFAULT_USER);
+        {
+            let state = self.inner.state.read();
+            user_index(&state, user)?;
+            check_scope(&state, user, Some(session_id), None)?;
+        }
+        let skip = vec![
+            WriteHook::ExactDedup,
+            WriteHook::SemanticDedup,
+            WriteHook::Tags,
+            WriteHook::Category,
+        ];
+        let reqs: Vec<StoreRequest> = messages
+            .iter()
+            .map(|(role, content)| StoreRequest {
+                memory: NewMemory::new(content.clone())
+                    .user(user)
+                    .message(session_id, *role),
+                hooks: HookOverrides {
+                    skip: skip.clone(),
+                    ..HookOverrides::default()
+                },
+            })
+            .collect();
+        for (i, r) in reqs.iter().enumerate() {
+            record::validate_new(&r.memory).map_err(|e| at_position("messages", i, e))?;
+        }
+        let mut ids = Vec::with_capacity(reqs.len());
+        for (i, r) in self.store_requests(reqs)?.into_iter().enumerate() {
+            ids.push(r.map_err(|e| at_position("messages", i, e))?.memory_id);
+        }
+        Ok(ids)
+    }
+
+    /// Adds knowledge items (user-level facts) to `user_id`, with the store's hooks (a fact
+    /// stored twice is one fact).
+    ///
+    /// # Errors
+    /// `EntityNotFound` for the user; per item, as `store_memory`.
+    pub fn add_knowledge(
+        &self,
+        user_id: Option<&str>,
+        items: &[String],
+    ) -> Result<Vec<Result<Stored>>> {
+        let user = user_id.unwrap_or(DEFAULT_USER);
+        user_index(&self.inner.state.read(), user)?;
+        let reqs = items
+            .iter()
+            .map(|c| StoreRequest::new(NewMemory::new(c.clone()).user(user).kind(Kind::Knowledge)))
+            .collect();
+        self.store_requests(reqs)
+    }
+}
+
+/// `e` with the position of the item it is about.
+fn at_position(field: &'static str, i: usize, e: EngineError) -> EngineError {
+    match e {
+        EngineError::Invalid { field: f, reason } => EngineError::Invalid {
+            field,
+            reason: format!("item {i}: {f}: {reason}"),
+        },
+        other => other,
+    }
+}

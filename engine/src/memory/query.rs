@@ -1,0 +1,428 @@
+//! The MemFuse query (`docs/search.md`, "The MemFuse query"): one user's memories, messages
+//! and knowledge across all of its sessions, each result tagged with its scope, in MemFuse's
+//! response envelope; and `graph` retrieval, one hop from the vector hits along edges mnemo
+//! knows (rare shared tags, neighbouring turns of a session, merge lineage).
+//!
+//! Guarantees: only the named user's records are read (graph edges included); an unknown
+//! user, session or agent is `EntityNotFound` naming the field, never a wider search.
+
+use super::entities::{check_scope, user_index};
+use super::in_range;
+use super::search::{
+    Fusion, MAX_PAGE, RecordFilter, SIMILARITY_THRESHOLD, Selection, Source, fuse, keyword_top,
+    select, vector_top,
+};
+use crate::error::{EngineError, ErrorKind, Result};
+use crate::keyword::tokenize;
+use crate::record::{self, Kind, Memory, MemoryId, Role, Timestamp};
+use crate::store::{State, Store};
+use crate::table::UserIndex;
+use std::collections::HashMap;
+
+/// Results of a query when the caller gives no `top_k`.
+pub const DEFAULT_TOP_K: usize = 5;
+/// Tags on more memories than this are not graph edges (they connect too much to mean much).
+pub const GRAPH_MAX_TAG_FREQUENCY: u64 = 50;
+/// Weight of a session edge: turns this close in a session are neighbours.
+pub const GRAPH_SESSION_WEIGHT: f32 = 0.5;
+/// How many turns before and after a hit its session edges reach.
+pub const GRAPH_SESSION_WINDOW: usize = 2;
+/// Weight of a lineage edge (one record's lineage reaches the other).
+pub const GRAPH_LINEAGE_WEIGHT: f32 = 0.8;
+
+/// Which retrieval a query uses (MemFuse `store_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreType {
+    /// Cosine over embeddings, at least 0.3 (the default).
+    #[default]
+    Vector,
+    /// BM25.
+    Keyword,
+    /// Vector and keyword fused 0.7 / 0.3.
+    Hybrid,
+    /// The vector hits and their one-hop neighbours.
+    Graph,
+}
+
+impl StoreType {
+    /// Parses the protocol spelling.
+    ///
+    /// # Errors
+    /// `Invalid` naming the allowed values.
+    pub fn parse(s: &str) -> Result<StoreType> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "vector" => Ok(StoreType::Vector),
+            "keyword" => Ok(StoreType::Keyword),
+            "hybrid" => Ok(StoreType::Hybrid),
+            "graph" => Ok(StoreType::Graph),
+            other => Err(EngineError::Invalid {
+                field: "store_type",
+                reason: format!("{other:?} is not one of vector, keyword, hybrid, graph"),
+            }),
+        }
+    }
+}
+
+/// A MemFuse query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Query {
+    /// The text: 1..=1,000 characters.
+    pub query: String,
+    /// Tags each result `in_session` or `cross_session`; it does not narrow the search.
+    pub session_id: Option<String>,
+    /// Only records of this agent (knowledge, which belongs to the user, is kept).
+    pub agent_id: Option<String>,
+    /// Results, 1..=50 (default 5).
+    pub top_k: usize,
+    /// Retrieval.
+    pub store_type: StoreType,
+    /// Whether chat messages are searched (default true).
+    pub include_messages: bool,
+    /// Whether knowledge items are searched (default true).
+    pub include_knowledge: bool,
+}
+
+impl Query {
+    /// Five results for `query` by vector, over memories, messages and knowledge.
+    #[must_use]
+    pub fn new(query: impl Into<String>) -> Query {
+        Query {
+            query: query.into(),
+            session_id: None,
+            agent_id: None,
+            top_k: DEFAULT_TOP_K,
+            store_type: StoreType::Vector,
+            include_messages: true,
+            include_knowledge: true,
+        }
+    }
+}
+
+/// How a result was found.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Retrieval {
+    /// `vector`, `keyword`, `hybrid` or `graph`.
+    pub source: Source,
+    /// Cosine to the query, when the query was embedded.
+    pub similarity: Option<f32>,
+}
+
+/// Where a result sits.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ResultMetadata {
+    /// The owner.
+    pub user_id: String,
+    /// The agent, if any.
+    pub agent_id: Option<String>,
+    /// The session, if any.
+    pub session_id: Option<String>,
+    /// That session's name.
+    pub session_name: Option<String>,
+    /// `in_session` / `cross_session` when the query named a session and the record has one;
+    /// otherwise `None`.
+    pub scope: Option<&'static str>,
+    /// How it was found.
+    pub retrieval: Retrieval,
+}
+
+/// One query result.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct QueryResult {
+    /// The record id.
+    pub id: MemoryId,
+    /// Its text.
+    pub content: String,
+    /// The retrieval's score (cosine, normalized BM25, fused, or edge weight × seed score).
+    pub score: f32,
+    /// `memory`, `message` or `knowledge`.
+    #[serde(rename = "type")]
+    pub kind: Kind,
+    /// A message's role.
+    pub role: Option<Role>,
+    /// When stored.
+    pub created_at: Timestamp,
+    /// When last changed.
+    pub updated_at: Timestamp,
+    /// Scope and provenance.
+    pub metadata: ResultMetadata,
+}
+
+/// The `data` of a query reply.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct QueryData {
+    /// Best first.
+    pub results: Vec<QueryResult>,
+    /// How many.
+    pub total: usize,
+}
+
+/// MemFuse's response envelope: `{status, code, data, message, errors}`. Errors name their
+/// field; the code follows HTTP (200, 404 for an unknown user / session / agent, 422 for a
+/// bad parameter, 503 when embeddings are unavailable, 500 otherwise).
+#[must_use]
+pub fn envelope(result: &Result<QueryData>) -> serde_json::Value {
+    match result {
+        Ok(data) => serde_json::json!({
+            "status": "success",
+            "code": 200,
+            "data": data,
+            "message": format!("Found {} results", data.total),
+            "errors": null,
+        }),
+        Err(e) => {
+            let (code, field) = match e {
+                EngineError::EntityNotFound { field, .. } => (404, *field),
+                EngineError::Invalid { field, .. } => (422, *field),
+                EngineError::LimitExceeded { what, .. } => (422, *what),
+                EngineError::Embed(_) => (503, "query"),
+                _ if e.kind() == ErrorKind::Caller => (400, "request"),
+                _ => (500, "request"),
+            };
+            serde_json::json!({
+                "status": "error",
+                "code": code,
+                "data": null,
+                "message": e.to_string(),
+                "errors": [{"field": field, "message": e.to_string()}],
+            })
+        }
+    }
+}
+
+impl Store {
+    /// The MemFuse query for `user_id` (`docs/search.md`).
+    ///
+    /// # Errors
+    /// `EntityNotFound` naming `user_id`, `session_id` or `agent_id` (a session of another
+    /// user is not found); `Invalid` / `LimitExceeded`; `Embed` for the vector, hybrid and
+    /// graph retrievals when the query cannot be embedded; `Poisoned` / `Io` when the access
+    /// cannot be recorded.
+    pub fn query(&self, user_id: &str, q: &Query) -> Result<QueryData> {
+        record::validate_id("user_id", user_id)?;
+        if q.query.trim().is_empty() {
+            return Err(EngineError::Invalid {
+                field: "query",
+                reason: "must not be empty".into(),
+            });
+        }
+        in_range(
+            "query length (characters)",
+            q.query.chars().count(),
+            1,
+            super::search::MAX_QUERY_CHARS,
+        )?;
+        in_range("top_k", q.top_k, 1, MAX_PAGE)?;
+        let mut kinds = vec![Kind::Memory];
+        if q.include_messages {
+            kinds.push(Kind::Message);
+        }
+        if q.include_knowledge {
+            kinds.push(Kind::Knowledge);
+        }
+        let filter = RecordFilter {
+            kinds: Some(kinds),
+            agent: q.agent_id.clone(),
+            agent_spares_knowledge: true,
+            ..RecordFilter::default()
+        };
+        let embedded = if q.store_type == StoreType::Keyword {
+            None
+        } else {
+            Some(self.inner.options.embedder.embed_query(&q.query)?)
+        };
+        let (results, ids) = {
+            let state = self.inner.state.read();
+            let u = user_index(&state, user_id)?;
+            check_scope(&state, user_id, q.session_id.as_deref(), None)?;
+            check_scope(&state, user_id, None, q.agent_id.as_deref())?;
+            let Some(u) = u else {
+                return Ok(QueryData {
+                    results: Vec::new(),
+                    total: 0,
+                });
+            };
+            let sel = select(&state, u, &filter);
+            let found = retrieve(&state, u, &sel, q, embedded.as_deref())?;
+            let results: Vec<QueryResult> = found
+                .into_iter()
+                .filter_map(|(key, score, source)| {
+                    let m = state.table.get(MemoryId(key))?;
+                    let similarity = embedded.as_deref().and_then(|e| {
+                        state
+                            .vectors
+                            .vector(key)
+                            .and_then(|v| mnemo_index::kernels::dot(e, v).ok())
+                    });
+                    Some(result(u, m, q, score, source, similarity))
+                })
+                .collect();
+            let ids = results.iter().map(|r| r.id).collect::<Vec<_>>();
+            (results, ids)
+        };
+        if !ids.is_empty() {
+            self.touch(ids)?;
+        }
+        Ok(QueryData {
+            total: results.len(),
+            results,
+        })
+    }
+}
+
+/// `(key, score, source)`, best first, at most `top_k`.
+fn retrieve(
+    state: &State,
+    u: &UserIndex,
+    sel: &Selection<'_>,
+    q: &Query,
+    embedded: Option<&[f32]>,
+) -> Result<Vec<(u64, f32, Source)>> {
+    let k = q.top_k;
+    let mut out: Vec<(u64, f32, Source)> = match (q.store_type, embedded) {
+        (StoreType::Keyword, _) => {
+            let (top, _) = keyword_top(u, sel, &tokenize(&q.query), k);
+            let max = top.first().map_or(1.0, |t| t.1);
+            top.into_iter()
+                .map(|(key, s)| (key, if max > 0.0 { s / max } else { 0.0 }, Source::Keyword))
+                .collect()
+        }
+        (StoreType::Hybrid, Some(e)) => {
+            let vector = vector_top(state, sel, e, k, SIMILARITY_THRESHOLD)?;
+            let (keyword, bm25) = keyword_top(u, sel, &tokenize(&q.query), k);
+            fuse(state, e, &vector, &keyword, &bm25, Fusion::default())
+                .into_iter()
+                .map(|c| (c.key, c.relevance, c.source))
+                .collect()
+        }
+        (StoreType::Graph, Some(e)) => {
+            let seeds = vector_top(state, sel, e, k, SIMILARITY_THRESHOLD)?;
+            graph(state, u, sel, &seeds)
+        }
+        (_, Some(e)) => vector_top(state, sel, e, k, SIMILARITY_THRESHOLD)?
+            .into_iter()
+            .map(|(key, s)| (key, s, Source::Vector))
+            .collect(),
+        (_, None) => Vec::new(),
+    };
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    out.truncate(k);
+    Ok(out)
+}
+
+/// The seeds with their one-hop neighbours (`docs/search.md`, "Graph retrieval"): each
+/// neighbour scores its edge weight times its seed's score, keeping its best; a seed keeps its
+/// own score when that is higher.
+fn graph(
+    state: &State,
+    u: &UserIndex,
+    sel: &Selection<'_>,
+    seeds: &[(u64, f32)],
+) -> Vec<(u64, f32, Source)> {
+    let mut best: HashMap<u64, (f32, Source)> = HashMap::new();
+    for &(key, score) in seeds {
+        best.insert(key, (score, Source::Vector));
+    }
+    let mut offer = |key: u64, score: f32| {
+        if !sel.contains(key) {
+            return;
+        }
+        let e = best.entry(key).or_insert((score, Source::Graph));
+        e.0 = e.0.max(score);
+    };
+    for &(key, score) in seeds {
+        let Some(m) = state.table.get(MemoryId(key)) else {
+            continue;
+        };
+        for (neighbour, weight) in edges(state, u, m) {
+            if neighbour != key {
+                offer(neighbour, weight * score);
+            }
+        }
+    }
+    best.into_iter().map(|(k, (s, src))| (k, s, src)).collect()
+}
+
+/// The edges of `m`, with weights in (0, 1].
+fn edges(state: &State, u: &UserIndex, m: &Memory) -> Vec<(u64, f32)> {
+    let mut out: HashMap<u64, f32> = HashMap::new();
+    let freq = state.table.tag_frequencies(&m.user_id);
+    for t in &m.tags {
+        let Some(&f) = freq.and_then(|f| f.get(t)) else {
+            continue;
+        };
+        if f > GRAPH_MAX_TAG_FREQUENCY {
+            continue;
+        }
+        #[expect(clippy::cast_precision_loss, reason = "a count")]
+        #[expect(clippy::cast_possible_truncation, reason = "weights are f32")]
+        let w = (1.0 / (1.0 + f as f64).ln()) as f32;
+        for other in u.tag_members.get(t).into_iter().flatten() {
+            let e = out.entry(other.0).or_insert(0.0);
+            *e = (*e + w).min(1.0);
+        }
+    }
+    if let Some(s) = &m.session_id
+        && let Some(members) = u.session_members.get(s)
+    {
+        let before = members.range(..m.id).rev().take(GRAPH_SESSION_WINDOW);
+        let after = members
+            .range(MemoryId(m.id.0 + 1)..)
+            .take(GRAPH_SESSION_WINDOW);
+        for other in before.chain(after) {
+            let e = out.entry(other.0).or_insert(0.0);
+            *e = e.max(GRAPH_SESSION_WEIGHT);
+        }
+    }
+    for a in state.table.lineage(m.id) {
+        if let Some(live) = state.table.successor(a.record.id)
+            && state
+                .table
+                .get(live)
+                .is_some_and(|l| l.user_id == m.user_id)
+        {
+            let e = out.entry(live.0).or_insert(0.0);
+            *e = e.max(GRAPH_LINEAGE_WEIGHT);
+        }
+    }
+    out.into_iter().collect()
+}
+
+fn result(
+    u: &UserIndex,
+    m: &Memory,
+    q: &Query,
+    score: f32,
+    source: Source,
+    similarity: Option<f32>,
+) -> QueryResult {
+    let scope = match (&q.session_id, &m.session_id) {
+        (Some(asked), Some(own)) if m.kind != Kind::Knowledge => Some(if asked == own {
+            "in_session"
+        } else {
+            "cross_session"
+        }),
+        _ => None,
+    };
+    QueryResult {
+        id: m.id,
+        content: m.content.clone(),
+        score,
+        kind: m.kind,
+        role: m.role,
+        created_at: m.created_at,
+        updated_at: m.updated_at,
+        metadata: ResultMetadata {
+            user_id: m.user_id.clone(),
+            agent_id: m.agent_id.clone(),
+            session_id: m.session_id.clone(),
+            session_name: m
+                .session_id
+                .as_ref()
+                .and_then(|s| u.sessions.get(s))
+                .map(|s| s.name.clone()),
+            scope,
+            retrieval: Retrieval { source, similarity },
+        },
+    }
+}

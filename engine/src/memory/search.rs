@@ -1,0 +1,928 @@
+//! `search_memories`: strategies, modes, fusion, filters, pagination and the read hooks
+//! (`docs/search.md`).
+//!
+//! Guarantees: every filter is applied while candidates are gathered (never to a finished
+//! top-k), so a selective filter still fills its page; `similarity` ranks by exact cosine and
+//! never falls back to anything else; a fallback of any other strategy or mode is reported in
+//! `Hits::fallback`; nothing outside the user is ever read.
+
+use super::entities::{check_scope, user_index};
+use super::in_range;
+use crate::error::{EngineError, Result};
+use crate::hooks::dedup::fold;
+use crate::hooks::{Effective, HookOverrides, LOAD_DEDUP_OVERFETCH};
+use crate::keyword::tokenize;
+use crate::log::Op;
+use crate::record::{self, Category, DEFAULT_USER, Kind, Memory, MemoryId, Timestamp};
+use crate::store::{State, Store};
+use crate::table::UserIndex;
+use mnemo_index::{KeySet, Scan, SearchParams};
+use std::collections::HashMap;
+
+/// Longest search query, in characters.
+pub const MAX_QUERY_CHARS: usize = 1000;
+/// Most results one page may hold.
+pub const MAX_PAGE: usize = 50;
+/// Largest offset.
+pub const MAX_OFFSET: usize = 10_000;
+/// Default minimum cosine of the `similarity` strategy.
+pub const SIMILARITY_THRESHOLD: f32 = 0.3;
+/// Default minimum cosine of the other strategies.
+pub const HYBRID_THRESHOLD: f32 = 0.6;
+/// Default fusion weights of the `hybrid` mode.
+pub const HYBRID_WEIGHTS: (f32, f32) = (0.7, 0.3);
+/// The k of reciprocal-rank fusion (as MemFuse and the RRF paper).
+pub const RRF_K: u32 = 60;
+/// Half-life of `freshness` (days since last access) and `novelty` (days since created).
+pub const RECENCY_HALF_LIVES_DAYS: (f64, f64) = (7.0, 30.0);
+/// Accesses at which `frequency` reaches one half.
+pub const FREQUENCY_HALF: f64 = 5.0;
+/// Largest boost a matching rare tag adds to a ranking score.
+pub const TAG_BOOST: f32 = 0.1;
+/// Matching keys up to which a filtered vector search scores just those keys instead of
+/// scanning (at least this many, or a sixteenth of the store).
+const GATHER_KEYS: usize = 4096;
+/// Rows above which the vector scan reads i8 codes and re-ranks exactly.
+const COMPACT_SCAN_ROWS: usize = 4096;
+
+macro_rules! named_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+        #[serde(rename_all = "lowercase")]
+        pub enum $name { $($(#[$vm])* $variant),+ }
+
+        impl $name {
+            /// Parses the protocol spelling.
+            ///
+            /// # Errors
+            /// `Invalid` naming the allowed values.
+            pub fn parse(s: &str) -> Result<$name> {
+                match s.trim().to_ascii_lowercase().as_str() {
+                    $($text => Ok($name::$variant),)+
+                    other => Err(EngineError::Invalid {
+                        field: stringify!($name),
+                        reason: format!("{other:?} is not one of {:?}", [$($text),+]),
+                    }),
+                }
+            }
+
+            /// The protocol spelling.
+            #[must_use]
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+        }
+    };
+}
+
+named_enum!(
+    /// How results are ranked (`docs/search.md`, "Strategies").
+    Strategy {
+        /// Exact cosine only; no threshold other than the caller's (default 0.3), no fallback.
+        Similarity = "similarity",
+        /// Relevance with recency, importance and frequency (the default).
+        #[default]
+        Composite = "composite",
+        /// Mostly how recently it was used and created.
+        Recency = "recency",
+        /// Mostly how often it was accessed.
+        Frequency = "frequency",
+        /// Mostly confidence and feedback.
+        Importance = "importance",
+    }
+);
+
+named_enum!(
+    /// Where candidates come from (`docs/search.md`, "Modes").
+    Mode {
+        /// Cosine over the embeddings (the default).
+        #[default]
+        Vector = "vector",
+        /// BM25 over the content.
+        Keyword = "keyword",
+        /// Both, fused.
+        Hybrid = "hybrid",
+        /// Case-insensitive substring.
+        Text = "text",
+    }
+);
+
+/// How `hybrid` combines its two lists.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Fusion {
+    /// `vector·cos⁺ + keyword·bm25/max(bm25)` (each score normalized to 0..1).
+    Weighted {
+        /// Weight of the vector score.
+        vector: f32,
+        /// Weight of the keyword score.
+        keyword: f32,
+    },
+    /// Reciprocal rank: `Σ 1/(k + rank)` over the lists a result is in.
+    Rrf {
+        /// The rank offset (60 by default).
+        k: u32,
+    },
+}
+
+impl Fusion {
+    /// Reciprocal-rank fusion with k = 60.
+    #[must_use]
+    pub fn rrf() -> Fusion {
+        Fusion::Rrf { k: RRF_K }
+    }
+}
+
+impl Default for Fusion {
+    fn default() -> Fusion {
+        Fusion::Weighted {
+            vector: HYBRID_WEIGHTS.0,
+            keyword: HYBRID_WEIGHTS.1,
+        }
+    }
+}
+
+/// A `search_memories` request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchMemories {
+    /// The text: 1..=1,000 characters.
+    pub query: String,
+    /// The user; `"default"` when `None`.
+    pub user_id: Option<String>,
+    /// Results per page, 1..=50 (default 10).
+    pub limit: usize,
+    /// Results to skip, 0..=10,000.
+    pub offset: usize,
+    /// Ranking.
+    pub strategy: Strategy,
+    /// Candidate source. `similarity` allows only `vector`.
+    pub mode: Mode,
+    /// Minimum cosine of a vector candidate, in [-1, 1]; default 0.3 for `similarity`, 0.6
+    /// for the other strategies.
+    pub threshold: Option<f32>,
+    /// Fusion of the `hybrid` mode.
+    pub fusion: Fusion,
+    /// Only this category (an exact category name).
+    pub category: Option<String>,
+    /// Only memories with at least one of these tags.
+    pub tags: Vec<String>,
+    /// Only this kind.
+    pub kind: Option<Kind>,
+    /// Only this session (of this user).
+    pub session_id: Option<String>,
+    /// Only this agent (of this user).
+    pub agent_id: Option<String>,
+    /// Only created at or after.
+    pub created_after: Option<Timestamp>,
+    /// Only created before.
+    pub created_before: Option<Timestamp>,
+    /// Per-request hook changes (`deduplicate`, `dedup_threshold`, `count_access`).
+    pub hooks: HookOverrides,
+}
+
+impl SearchMemories {
+    /// The first 10 results for `query`, composite strategy, vector mode.
+    #[must_use]
+    pub fn new(query: impl Into<String>) -> SearchMemories {
+        SearchMemories {
+            query: query.into(),
+            user_id: None,
+            limit: 10,
+            offset: 0,
+            strategy: Strategy::default(),
+            mode: Mode::default(),
+            threshold: None,
+            fusion: Fusion::default(),
+            category: None,
+            tags: Vec::new(),
+            kind: None,
+            session_id: None,
+            agent_id: None,
+            created_after: None,
+            created_before: None,
+            hooks: HookOverrides::default(),
+        }
+    }
+
+    /// Sets the strategy.
+    #[must_use]
+    pub fn strategy(mut self, strategy: Strategy) -> SearchMemories {
+        self.strategy = strategy;
+        self
+    }
+
+    /// Sets the mode.
+    #[must_use]
+    pub fn mode(mut self, mode: Mode) -> SearchMemories {
+        self.mode = mode;
+        self
+    }
+
+    /// Sets the user.
+    #[must_use]
+    pub fn user(mut self, user: impl Into<String>) -> SearchMemories {
+        self.user_id = Some(user.into());
+        self
+    }
+}
+
+/// Where a result came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// The vector search.
+    Vector,
+    /// The keyword index.
+    Keyword,
+    /// Both lists of a hybrid search.
+    Hybrid,
+    /// A substring match.
+    Text,
+    /// A neighbour of a vector hit (MemFuse `graph` retrieval).
+    Graph,
+}
+
+/// One search result.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SearchedHit {
+    /// The memory (as stored after this search's access was counted).
+    #[serde(flatten)]
+    pub memory: Memory,
+    /// The ranking score (the strategy's formula; exact cosine for `similarity`).
+    pub score: f32,
+    /// Cosine similarity to the query, when the query was embedded.
+    pub similarity: Option<f32>,
+    /// `1 - similarity`.
+    pub distance: Option<f32>,
+    /// Raw BM25 score, when the keyword index scored it.
+    pub keyword_score: Option<f32>,
+    /// Which search found it.
+    pub source: Source,
+    /// Results within the cluster distance of this one that load-time dedup folded into it.
+    pub folded: usize,
+}
+
+/// The result of `search_memories`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Hits {
+    /// Always true.
+    pub success: bool,
+    /// The page.
+    pub results: Vec<SearchedHit>,
+    /// Results on this page.
+    pub count: usize,
+    /// Memories of the user that match the filters (whatever their score): the set searched.
+    pub total: usize,
+    /// Results folded away by load-time dedup among those fetched.
+    pub folded_total: usize,
+    /// The strategy used.
+    pub strategy: Strategy,
+    /// The mode used.
+    pub mode: Mode,
+    /// Why the search did something other than the mode asked (text supplement, a keyword
+    /// query with no terms, embeddings unavailable); `None` when it did not.
+    pub fallback: Option<String>,
+    /// For people.
+    pub message: String,
+}
+
+/// A candidate before ranking.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Candidate {
+    pub(crate) key: u64,
+    pub(crate) cosine: Option<f32>,
+    pub(crate) bm25: Option<f32>,
+    /// The mode's score in 0..1 (cosine, normalized BM25, fused, or a text match).
+    pub(crate) relevance: f32,
+    pub(crate) source: Source,
+}
+
+/// The record filters of a search, checked against each record while candidates are
+/// gathered.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RecordFilter {
+    pub(crate) category: Option<Category>,
+    pub(crate) tags: Vec<String>,
+    pub(crate) kinds: Option<Vec<Kind>>,
+    pub(crate) session: Option<String>,
+    pub(crate) agent: Option<String>,
+    /// The agent filter keeps knowledge, which belongs to the user, not to an agent (the
+    /// MemFuse query).
+    pub(crate) agent_spares_knowledge: bool,
+    pub(crate) created_after: Option<Timestamp>,
+    pub(crate) created_before: Option<Timestamp>,
+}
+
+impl RecordFilter {
+    fn is_empty(&self) -> bool {
+        self.category.is_none()
+            && self.tags.is_empty()
+            && self.kinds.is_none()
+            && self.session.is_none()
+            && self.agent.is_none()
+            && self.created_after.is_none()
+            && self.created_before.is_none()
+    }
+
+    pub(crate) fn matches(&self, m: &Memory) -> bool {
+        self.category.is_none_or(|c| m.category == c)
+            && (self.tags.is_empty() || m.tags.iter().any(|t| self.tags.contains(t)))
+            && self.kinds.as_ref().is_none_or(|k| k.contains(&m.kind))
+            && self
+                .session
+                .as_ref()
+                .is_none_or(|s| m.session_id.as_ref() == Some(s))
+            && self.agent.as_ref().is_none_or(|a| {
+                m.agent_id.as_ref() == Some(a)
+                    || (self.agent_spares_knowledge && m.kind == Kind::Knowledge)
+            })
+            && self.created_after.is_none_or(|t| m.created_at >= t)
+            && self.created_before.is_none_or(|t| m.created_at < t)
+    }
+}
+
+/// The keys a search may return: every live key of the user, or those that pass a filter.
+pub(crate) enum Selection<'a> {
+    All(&'a KeySet),
+    Keys { list: Vec<u64>, set: KeySet },
+}
+
+impl Selection<'_> {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Selection::All(k) => k.len(),
+            Selection::Keys { list, .. } => list.len(),
+        }
+    }
+
+    pub(crate) fn contains(&self, key: u64) -> bool {
+        match self {
+            Selection::All(k) => k.contains(key),
+            Selection::Keys { set, .. } => set.contains(key),
+        }
+    }
+
+    fn keys(&self) -> Box<dyn Iterator<Item = u64> + '_> {
+        match self {
+            Selection::All(k) => Box::new(k.iter()),
+            Selection::Keys { list, .. } => Box::new(list.iter().copied()),
+        }
+    }
+}
+
+/// The user's keys that pass `filter`, walking only the session's members when the filter
+/// names a session.
+pub(crate) fn select<'a>(state: &State, u: &'a UserIndex, filter: &RecordFilter) -> Selection<'a> {
+    if filter.is_empty() {
+        return Selection::All(&u.keys);
+    }
+    let pass = |k: u64| {
+        state
+            .table
+            .get(MemoryId(k))
+            .is_some_and(|m| filter.matches(m))
+    };
+    let list: Vec<u64> = match &filter.session {
+        Some(s) => u
+            .session_members
+            .get(s)
+            .map(|ids| ids.iter().map(|id| id.0).filter(|k| pass(*k)).collect())
+            .unwrap_or_default(),
+        None => u.keys.iter().filter(|k| pass(*k)).collect(),
+    };
+    let mut set = KeySet::new();
+    for k in &list {
+        set.insert(*k);
+    }
+    Selection::Keys { list, set }
+}
+
+/// The exact top `k` by cosine among the selection, at least `min_score`: the matching keys
+/// one by one when they are few, else a scan (i8 codes re-ranked exactly above 4,096 rows)
+/// whose filter is the selection.
+pub(crate) fn vector_top(
+    state: &State,
+    sel: &Selection<'_>,
+    query: &[f32],
+    k: usize,
+    min_score: f32,
+) -> Result<Vec<(u64, f32)>> {
+    let vectors = &state.vectors;
+    let accept = |key: u64| sel.contains(key);
+    let mut params = SearchParams {
+        k,
+        filter: Some(&accept),
+        scan: Scan::F32,
+        min_score,
+    };
+    let found = match sel {
+        Selection::Keys { list, .. } if list.len() <= GATHER_KEYS.max(vectors.len() / 16) => {
+            vectors.search_keys(query, list, &params)
+        }
+        _ => {
+            if sel.len() > COMPACT_SCAN_ROWS {
+                params.scan = Scan::i8_for(k);
+            }
+            vectors.search(query, &params)
+        }
+    }
+    .map_err(|e| EngineError::from_index("query", e))?;
+    Ok(found.into_iter().map(|n| (n.key, n.score)).collect())
+}
+
+/// Keys of the selection whose content holds `needle` (already lowercase), newest first, at
+/// most `k`.
+pub(crate) fn text_matches(state: &State, sel: &Selection<'_>, needle: &str, k: usize) -> Vec<u64> {
+    let mut keys: Vec<u64> = sel
+        .keys()
+        .filter(|key| {
+            state
+                .table
+                .get(MemoryId(*key))
+                .is_some_and(|m| m.content.to_lowercase().contains(needle))
+        })
+        .collect();
+    keys.sort_unstable_by(|a, b| b.cmp(a));
+    keys.truncate(k);
+    keys
+}
+
+/// BM25 of the selection's documents that hold a query term, best first, at most `k`; and
+/// every score (for fusing with the vector list).
+pub(crate) fn keyword_top(
+    u: &UserIndex,
+    sel: &Selection<'_>,
+    terms: &[String],
+    k: usize,
+) -> (Vec<(u64, f32)>, HashMap<u64, f32>) {
+    let mut all = u.keyword.scores(terms);
+    all.retain(|key, _| sel.contains(*key));
+    let mut top: Vec<(u64, f32)> = all.iter().map(|(k, s)| (*k, *s)).collect();
+    top.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    top.truncate(k);
+    (top, all)
+}
+
+/// Cosine of the query with `key`'s vector.
+fn cosine_of(state: &State, query: &[f32], key: u64) -> Option<f32> {
+    state
+        .vectors
+        .vector(key)
+        .and_then(|v| mnemo_index::kernels::dot(query, v).ok())
+}
+
+/// Fuses a vector list and a keyword list (each best first) into candidates.
+pub(crate) fn fuse(
+    state: &State,
+    query: &[f32],
+    vector: &[(u64, f32)],
+    keyword: &[(u64, f32)],
+    bm25: &HashMap<u64, f32>,
+    fusion: Fusion,
+) -> Vec<Candidate> {
+    let max_bm25 = bm25.values().copied().fold(0.0f32, f32::max);
+    let mut order: Vec<u64> = vector.iter().map(|v| v.0).collect();
+    for (k, _) in keyword {
+        if !order.contains(k) {
+            order.push(*k);
+        }
+    }
+    let rank = |list: &[(u64, f32)], key: u64| list.iter().position(|x| x.0 == key);
+    order
+        .into_iter()
+        .map(|key| {
+            let cosine = cosine_of(state, query, key);
+            let raw = bm25.get(&key).copied();
+            let relevance = match fusion {
+                Fusion::Weighted {
+                    vector: wv,
+                    keyword: wk,
+                } => {
+                    let norm = raw.map_or(0.0, |s| if max_bm25 > 0.0 { s / max_bm25 } else { 0.0 });
+                    wv * cosine.unwrap_or(0.0).max(0.0) + wk * norm
+                }
+                Fusion::Rrf { k } => {
+                    let rr =
+                        |r: Option<usize>| r.map_or(0.0, |r| 1.0 / (f64::from(k) + r as f64 + 1.0));
+                    #[expect(clippy::cast_possible_truncation, reason = "scores are f32")]
+                    let s = (rr(rank(vector, key)) + rr(rank(keyword, key))) as f32;
+                    s
+                }
+            };
+            let source = match (rank(vector, key).is_some(), rank(keyword, key).is_some()) {
+                (true, true) => Source::Hybrid,
+                (true, false) => Source::Vector,
+                _ => Source::Keyword,
+            };
+            Candidate {
+                key,
+                cosine,
+                bm25: raw,
+                relevance,
+                source,
+            }
+        })
+        .collect()
+}
+
+/// `freshness` and `novelty` combined: `0.6·2^(−days since access / 7) + 0.4·2^(−days since
+/// created / 30)`.
+#[must_use]
+pub fn recency(m: &Memory, now: Timestamp) -> f32 {
+    let days = |t: Timestamp| {
+        #[expect(clippy::cast_precision_loss, reason = "days, approximately")]
+        let d = (now.0 - t.0).max(0) as f64 / 86_400_000_000.0;
+        d
+    };
+    let (h_access, h_created) = RECENCY_HALF_LIVES_DAYS;
+    let fresh = (-days(m.last_accessed_at) / h_access).exp2();
+    let novel = (-days(m.created_at) / h_created).exp2();
+    #[expect(clippy::cast_possible_truncation, reason = "scores are f32")]
+    let r = (0.6 * fresh + 0.4 * novel) as f32;
+    r
+}
+
+/// `a / (a + 5)` for `a` accesses: 0 for none, one half at five, towards 1.
+#[must_use]
+pub fn frequency(m: &Memory) -> f32 {
+    #[expect(clippy::cast_precision_loss, reason = "a count")]
+    let a = m.access_count as f64;
+    #[expect(clippy::cast_possible_truncation, reason = "scores are f32")]
+    let f = (a / (a + FREQUENCY_HALF)) as f32;
+    f
+}
+
+/// `0.5·confidence + 0.3·(helpful+1)/(helpful+harmful+2) + 0.2·frequency`.
+#[must_use]
+pub fn importance(m: &Memory) -> f32 {
+    let h = f64::from(m.helpful_count);
+    let x = f64::from(m.harmful_count);
+    #[expect(clippy::cast_possible_truncation, reason = "scores are f32")]
+    let feedback = ((h + 1.0) / (h + x + 2.0)) as f32;
+    0.5 * m.confidence + 0.3 * feedback + 0.2 * frequency(m)
+}
+
+/// `0.1 · min(1, max weight)` over the memory's tags that the query names, a tag's weight
+/// being `1/ln(1 + frequency)`: a tag on one memory boosts by the full 0.1, one on 100 by 0.02.
+fn tag_boost(
+    m: &Memory,
+    query_tags: &[String],
+    freq: Option<&std::collections::BTreeMap<String, u64>>,
+) -> f32 {
+    let Some(freq) = freq else { return 0.0 };
+    let best = m
+        .tags
+        .iter()
+        .filter(|t| query_tags.contains(t))
+        .filter_map(|t| freq.get(t))
+        .map(|f| {
+            #[expect(clippy::cast_precision_loss, reason = "a count")]
+            let w = 1.0 / (1.0 + *f as f64).ln();
+            w
+        })
+        .fold(0.0f64, f64::max);
+    #[expect(clippy::cast_possible_truncation, reason = "scores are f32")]
+    let b = TAG_BOOST * best.min(1.0) as f32;
+    b
+}
+
+/// The score `strategy` gives a memory of relevance `r`.
+#[must_use]
+pub fn strategy_score(strategy: Strategy, m: &Memory, r: f32, boost: f32, now: Timestamp) -> f32 {
+    match strategy {
+        Strategy::Similarity => r,
+        Strategy::Composite => {
+            0.6 * r + 0.2 * recency(m, now) + 0.1 * importance(m) + 0.1 * frequency(m) + boost
+        }
+        Strategy::Recency => 0.4 * r + 0.6 * recency(m, now) + boost,
+        Strategy::Frequency => 0.4 * r + 0.6 * frequency(m) + boost,
+        Strategy::Importance => 0.4 * r + 0.6 * importance(m) + boost,
+    }
+}
+
+/// A validated request.
+struct Plan {
+    user: String,
+    filter: RecordFilter,
+    threshold: f32,
+    needle: String,
+    terms: Vec<String>,
+    eff: Effective,
+}
+
+impl Store {
+    fn plan_search(&self, req: &SearchMemories) -> Result<Plan> {
+        let eff = Effective::of(&self.inner.options.hooks, &req.hooks)?;
+        let chars = req.query.chars().count();
+        if req.query.trim().is_empty() {
+            return Err(EngineError::Invalid {
+                field: "query",
+                reason: "Search query cannot be empty".into(),
+            });
+        }
+        in_range("query length (characters)", chars, 1, MAX_QUERY_CHARS)?;
+        in_range("limit", req.limit, 1, MAX_PAGE)?;
+        in_range("offset", req.offset, 0, MAX_OFFSET)?;
+        if req.strategy == Strategy::Similarity && req.mode != Mode::Vector {
+            return Err(EngineError::Invalid {
+                field: "mode",
+                reason: format!(
+                    "the similarity strategy is vector only; {:?} needs another strategy",
+                    req.mode.as_str()
+                ),
+            });
+        }
+        let threshold = req.threshold.unwrap_or(match req.strategy {
+            Strategy::Similarity => SIMILARITY_THRESHOLD,
+            _ => HYBRID_THRESHOLD,
+        });
+        if !(-1.0..=1.0).contains(&threshold) {
+            return Err(EngineError::Invalid {
+                field: "threshold",
+                reason: format!("{threshold} is not a cosine in [-1, 1]"),
+            });
+        }
+        match req.fusion {
+            Fusion::Weighted { vector, keyword }
+                if !(vector.is_finite() && keyword.is_finite())
+                    || vector < 0.0
+                    || keyword < 0.0
+                    || vector + keyword <= 0.0 =>
+            {
+                return Err(EngineError::Invalid {
+                    field: "fusion",
+                    reason: "weights must be finite, non-negative, and not both zero".into(),
+                });
+            }
+            Fusion::Rrf { k: 0 } => {
+                return Err(EngineError::Invalid {
+                    field: "fusion",
+                    reason: "the RRF k must be at least 1".into(),
+                });
+            }
+            _ => {}
+        }
+        if let (Some(a), Some(b)) = (req.created_after, req.created_before)
+            && a >= b
+        {
+            return Err(EngineError::Invalid {
+                field: "created_before",
+                reason: "must be later than created_after".into(),
+            });
+        }
+        let user = req.user_id.as_deref().unwrap_or(DEFAULT_USER).to_owned();
+        record::validate_id("user_id", &user)?;
+        let category = req
+            .category
+            .as_deref()
+            .map(|c| Category::parse(c.trim()))
+            .transpose()?;
+        Ok(Plan {
+            filter: RecordFilter {
+                category,
+                tags: req.tags.iter().map(|t| record::canonical_tag(t)).collect(),
+                kinds: req.kind.map(|k| vec![k]),
+                session: req.session_id.clone(),
+                agent: req.agent_id.clone(),
+                agent_spares_knowledge: false,
+                created_after: req.created_after,
+                created_before: req.created_before,
+            },
+            user,
+            threshold,
+            needle: req.query.trim().to_lowercase(),
+            terms: tokenize(&req.query),
+            eff,
+        })
+    }
+
+    /// Searches the user's memories (`docs/search.md`): candidates from the mode, filtered
+    /// inside the search, ranked by the strategy, folded by load-time dedup, paginated, and
+    /// counted as accessed.
+    ///
+    /// # Errors
+    /// `Invalid` / `LimitExceeded` naming the parameter; `EntityNotFound` for an unknown
+    /// user, session or agent; `Embed` when the `similarity` strategy cannot embed the query;
+    /// `Poisoned` / `Io` when the access cannot be recorded.
+    pub fn search_memories(&self, req: &SearchMemories) -> Result<Hits> {
+        let plan = self.plan_search(req)?;
+        let mut fallback: Option<String> = None;
+        let mut mode = req.mode;
+        if mode == Mode::Keyword && plan.terms.is_empty() {
+            mode = Mode::Text;
+            fallback = Some("the query has no keyword terms (only stop words or punctuation); searched text instead".into());
+        }
+        let query = if matches!(mode, Mode::Vector | Mode::Hybrid) {
+            match self.inner.options.embedder.embed_query(&req.query) {
+                Ok(q) => Some(q),
+                Err(e) if req.strategy == Strategy::Similarity => return Err(e.into()),
+                Err(e) => {
+                    fallback = Some(format!(
+                        "embeddings unavailable ({e}); searched {} instead",
+                        if mode == Mode::Hybrid {
+                            "keywords"
+                        } else {
+                            "text"
+                        }
+                    ));
+                    mode = if mode == Mode::Hybrid {
+                        Mode::Keyword
+                    } else {
+                        Mode::Text
+                    };
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let page_end = req.offset + req.limit;
+        let fetch = match req.strategy {
+            Strategy::Similarity => page_end,
+            _ => (4 * page_end).max(60),
+        } * if plan.eff.load_dedup {
+            LOAD_DEDUP_OVERFETCH
+        } else {
+            1
+        };
+        let now = self.now();
+        let (mut hits, total, folded_total) = {
+            let state = self.inner.state.read();
+            let Some(u) = user_index(&state, &plan.user)? else {
+                return Ok(empty_hits(req, fallback));
+            };
+            check_scope(&state, &plan.user, plan.filter.session.as_deref(), None)?;
+            check_scope(&state, &plan.user, None, plan.filter.agent.as_deref())?;
+            let sel = select(&state, u, &plan.filter);
+            let mut candidates: Vec<Candidate> = Vec::new();
+            match (mode, &query) {
+                (Mode::Vector, Some(q)) => {
+                    for (key, cos) in vector_top(&state, &sel, q, fetch, plan.threshold)? {
+                        candidates.push(Candidate {
+                            key,
+                            cosine: Some(cos),
+                            bm25: None,
+                            relevance: cos,
+                            source: Source::Vector,
+                        });
+                    }
+                    if req.strategy != Strategy::Similarity && candidates.len() < page_end {
+                        let before = candidates.len();
+                        for key in text_matches(&state, &sel, &plan.needle, fetch) {
+                            if candidates.iter().all(|c| c.key != key) {
+                                let cos = cosine_of(&state, q, key);
+                                candidates.push(Candidate {
+                                    key,
+                                    cosine: cos,
+                                    bm25: None,
+                                    relevance: cos.unwrap_or(0.0).max(plan.threshold),
+                                    source: Source::Text,
+                                });
+                            }
+                        }
+                        if candidates.len() > before {
+                            fallback = Some(format!(
+                                "{before} vector results were fewer than {page_end}; text matches supplemented them"
+                            ));
+                        }
+                    }
+                }
+                (Mode::Hybrid, Some(q)) => {
+                    let vector = vector_top(&state, &sel, q, fetch, plan.threshold)?;
+                    let (keyword, bm25) = keyword_top(u, &sel, &plan.terms, fetch);
+                    candidates = fuse(&state, q, &vector, &keyword, &bm25, req.fusion);
+                }
+                (Mode::Keyword, _) => {
+                    let (keyword, _) = keyword_top(u, &sel, &plan.terms, fetch);
+                    let max = keyword.first().map_or(1.0, |k| k.1);
+                    candidates = keyword
+                        .into_iter()
+                        .map(|(key, s)| Candidate {
+                            key,
+                            cosine: None,
+                            bm25: Some(s),
+                            relevance: if max > 0.0 { s / max } else { 0.0 },
+                            source: Source::Keyword,
+                        })
+                        .collect();
+                }
+                _ => {
+                    candidates = text_matches(&state, &sel, &plan.needle, fetch)
+                        .into_iter()
+                        .map(|key| Candidate {
+                            key,
+                            cosine: None,
+                            bm25: None,
+                            relevance: 1.0,
+                            source: Source::Text,
+                        })
+                        .collect();
+                }
+            }
+            let mut query_tags = plan.filter.tags.clone();
+            query_tags.extend(plan.terms.iter().cloned());
+            query_tags.push(plan.needle.clone());
+            let freq = state.table.tag_frequencies(&plan.user);
+            let mut ranked: Vec<(Candidate, f32, &Memory)> = candidates
+                .into_iter()
+                .filter_map(|c| {
+                    let m = state.table.get(MemoryId(c.key))?;
+                    let boost = if req.strategy == Strategy::Similarity {
+                        0.0
+                    } else {
+                        tag_boost(m, &query_tags, freq)
+                    };
+                    Some((
+                        c,
+                        strategy_score(req.strategy, m, c.relevance, boost, now),
+                        m,
+                    ))
+                })
+                .collect();
+            ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.key.cmp(&b.0.key)));
+            let (kept, folds): (Vec<usize>, Vec<usize>) = if plan.eff.load_dedup {
+                let vectors: Vec<&[f32]> = ranked
+                    .iter()
+                    .map(|r| state.vectors.vector(r.0.key).unwrap_or(&[]))
+                    .collect();
+                fold(&vectors, 1.0 - plan.eff.cluster_distance)
+                    .into_iter()
+                    .unzip()
+            } else {
+                ((0..ranked.len()).collect(), vec![0; ranked.len()])
+            };
+            let folded_total = ranked.len() - kept.len();
+            let hits: Vec<SearchedHit> = kept
+                .into_iter()
+                .zip(folds)
+                .skip(req.offset)
+                .take(req.limit)
+                .filter_map(|(i, folded)| {
+                    let (c, score, m) = ranked.get(i)?;
+                    Some(SearchedHit {
+                        memory: (*m).clone(),
+                        score: *score,
+                        similarity: c.cosine,
+                        distance: c.cosine.map(|s| 1.0 - s),
+                        keyword_score: c.bm25,
+                        source: c.source,
+                        folded,
+                    })
+                })
+                .collect();
+            (hits, sel.len(), folded_total)
+        };
+        if plan.eff.access && !hits.is_empty() {
+            let at = self.touch(hits.iter().map(|h| h.memory.id).collect())?;
+            for h in &mut hits {
+                h.memory.access_count += 1;
+                h.memory.last_accessed_at = h.memory.last_accessed_at.max(at);
+            }
+        }
+        let message = if hits.is_empty() {
+            "No matching memories found".to_owned()
+        } else {
+            format!("Found {} of {total} matching memories", hits.len())
+        };
+        Ok(Hits {
+            success: true,
+            count: hits.len(),
+            results: hits,
+            total,
+            folded_total,
+            strategy: req.strategy,
+            mode,
+            fallback,
+            message,
+        })
+    }
+
+    /// Counts `ids` as accessed now: one `Touch` frame, not waited for (access counts are
+    /// bookkeeping, `docs/durability.md`). Returns the time recorded.
+    pub(crate) fn touch(&self, ids: Vec<MemoryId>) -> Result<Timestamp> {
+        let at = self.now();
+        self.commit_unacknowledged(|_, state| {
+            // A memory archived or deleted since the read is not counted.
+            let ids: Vec<MemoryId> = ids
+                .into_iter()
+                .filter(|id| state.table.get(*id).is_some())
+                .collect();
+            Ok(((!ids.is_empty()).then_some(Op::Touch { at, ids }), ()))
+        })?;
+        Ok(at)
+    }
+}
+
+fn empty_hits(req: &SearchMemories, fallback: Option<String>) -> Hits {
+    Hits {
+        success: true,
+        results: Vec::new(),
+        count: 0,
+        total: 0,
+        folded_total: 0,
+        strategy: req.strategy,
+        mode: req.mode,
+        fallback,
+        message: "No matching memories found".to_owned(),
+    }
+}
