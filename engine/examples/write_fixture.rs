@@ -2,11 +2,14 @@
 //! `engine/tests/fixtures/v<version>/`. Run once per format version; the test suite opens them
 //! forever after (`tests/it/fixtures.rs`). Version 1 was written by the version-1 build;
 //! version 2 adds a merge, a supersede, canonical tags, a snapshot and a restore, accesses,
-//! feedback and an update, some before the checkpoint (its aux section) and some after.
+//! feedback and an update, some before the checkpoint (its aux section) and some after;
+//! version 3 adds users, agents and sessions (created before and after the checkpoint) and the
+//! deletion of a user with its records.
 
 use mnemo_engine::log::format::VERSION;
 use mnemo_engine::{
-    Category, Feedback, NewMemory, Outcome, Role, Store, StoreOptions, StoreRequest, UpdateRequest,
+    Category, EntityKind, Feedback, NewMemory, Outcome, Role, Store, StoreOptions, StoreRequest,
+    UpdateRequest,
 };
 use std::path::Path;
 
@@ -102,6 +105,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         tags: Some(vec!["storage".into(), "durability".into()]),
         ..UpdateRequest::default()
     })?;
+    // Version 3: entities in the checkpoint's aux section, and a user to delete later.
+    store.create_entity(
+        EntityKind::Agent,
+        Some("alice"),
+        "helper",
+        Some("Helper bot"),
+        None,
+    )?;
+    store.create_entity(
+        EntityKind::Session,
+        Some("alice"),
+        "s-1",
+        Some("Password help"),
+        Some("helper"),
+    )?;
+    store.create_entity(EntityKind::User, None, "bob", Some("Bob"), None)?;
+    store.store(NewMemory::new("Bob keeps his notes in org-mode").user("bob"))?;
     store.checkpoint()?;
     // After the checkpoint, in the log tail: a restore (a batch of tag rewrites) and an
     // update of content (archive + store).
@@ -122,6 +142,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     store.delete(ids[1])?; // sealed row: tombstone
     store.delete(ids[4])?; // growing row
+    store.create_entity(EntityKind::Session, Some("alice"), "s-2", None, None)?;
+    store.delete_entity(EntityKind::User, None, "bob")?;
     ids.push(
         store.store(
             NewMemory::new("Open the settings page and choose reset.")
@@ -141,8 +163,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ));
         }
     }
+    let mut entities = String::new();
+    let mut all = store.list_entities(EntityKind::User, None)?;
+    for user in all.clone() {
+        all.extend(store.list_entities(EntityKind::Agent, Some(&user.id))?);
+        all.extend(store.list_entities(EntityKind::Session, Some(&user.id))?);
+    }
+    for e in all {
+        entities.push_str(&format!(
+            "{}\t{}\t{}\t{}\t{}\n",
+            e.kind,
+            e.user_id,
+            e.id,
+            e.name,
+            e.agent_id.unwrap_or_default()
+        ));
+    }
     store.close()?;
     std::fs::remove_file(dir.join("LOCK"))?;
+    std::fs::write(root.join("entities.tsv"), entities)?;
     std::fs::write(root.join("expected.tsv"), tsv)?;
     std::fs::write(
         root.join("lineage.tsv"),

@@ -1,9 +1,10 @@
 //! Frozen fixtures of every format version, each written once by `cargo run -p mnemo-engine
 //! --example write_fixture` (by the build of that version) and never regenerated:
 //! `tests/fixtures/v<N>/{store,torn,corrupt}` plus `expected.tsv` (id, user, tags, content of
-//! every live record); version 2 adds `lineage.tsv` (a live id and the ids it supersedes).
+//! every live record); version 2 adds `lineage.tsv` (a live id and the ids it supersedes),
+//! version 3 `entities.tsv` (every user, agent and session: kind, user, id, name, agent).
 
-use mnemo_engine::{EngineError, MemoryId, SearchRequest, Store, StoreOptions};
+use mnemo_engine::{EngineError, EntityKind, MemoryId, SearchRequest, Store, StoreOptions};
 use std::path::Path;
 
 fn copy_of(name: &str) -> tempfile::TempDir {
@@ -87,16 +88,16 @@ fn version_1_corrupt_copy_is_reported() {
     assert!(matches!(err, EngineError::Corrupted { .. }), "{err}");
 }
 
-#[test]
-fn version_2_store_opens_with_its_archive_lineage_tags_and_snapshot() {
-    let dir = copy_of_version(2, "store");
+/// Opens a v2+ store fixture and checks its records, lineage, canonical tags and counts.
+fn check_v2_store(version: u16) -> (tempfile::TempDir, Store) {
+    let dir = copy_of_version(version, "store");
     let store = Store::open(dir.path(), StoreOptions::hashing()).unwrap();
     let report = store.open_report().clone();
     assert!(
         report.checkpoint_seq.is_some() && report.replayed_frames > 0,
         "{report:?}"
     );
-    let want = expected_of(2);
+    let want = expected_of(version);
     assert_eq!(store.stats().memories, want.len());
     for (id, user, tags, content) in &want {
         let m = store.get(MemoryId(*id)).unwrap();
@@ -106,7 +107,8 @@ fn version_2_store_opens_with_its_archive_lineage_tags_and_snapshot() {
         );
     }
     let lineage = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v2/lineage.tsv"),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("tests/fixtures/v{version}/lineage.tsv")),
     )
     .unwrap();
     for line in lineage.lines() {
@@ -132,6 +134,75 @@ fn version_2_store_opens_with_its_archive_lineage_tags_and_snapshot() {
     }
     let accessed = store.get(MemoryId(3)).unwrap();
     assert_eq!((accessed.access_count, accessed.helpful_count), (1, 1));
+    (dir, store)
+}
+
+#[test]
+fn version_2_store_opens_with_its_archive_lineage_tags_and_snapshot() {
+    let (_dir, store) = check_v2_store(2);
+    // Entities did not exist in v2: the records' users and sessions are registered from them.
+    let users: Vec<String> = store
+        .list_entities(EntityKind::User, None)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    assert_eq!(users, ["alice", "default"]);
+    let s = store
+        .get_entity(EntityKind::Session, Some("alice"), "s-1")
+        .unwrap();
+    assert_eq!(s.name, "s-1");
+    assert!(matches!(
+        store.get_entity(EntityKind::Session, None, "s-1"),
+        Err(EngineError::EntityNotFound {
+            field: "session_id",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn version_3_store_opens_with_its_entities_and_without_the_deleted_user() {
+    let (_dir, store) = check_v2_store(3);
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v3/entities.tsv"),
+    )
+    .unwrap();
+    let mut listed = String::new();
+    let mut all = store.list_entities(EntityKind::User, None).unwrap();
+    for user in all.clone() {
+        all.extend(
+            store
+                .list_entities(EntityKind::Agent, Some(&user.id))
+                .unwrap(),
+        );
+        all.extend(
+            store
+                .list_entities(EntityKind::Session, Some(&user.id))
+                .unwrap(),
+        );
+    }
+    for e in all {
+        listed.push_str(&format!(
+            "{}\t{}\t{}\t{}\t{}\n",
+            e.kind,
+            e.user_id,
+            e.id,
+            e.name,
+            e.agent_id.unwrap_or_default()
+        ));
+    }
+    assert_eq!(listed, text);
+    assert!(matches!(
+        store.get_entity(EntityKind::User, None, "bob"),
+        Err(EngineError::EntityNotFound {
+            field: "user_id",
+            ..
+        })
+    ));
+    // The messages in s-1 recorded the session's agent.
+    let m = store.get(MemoryId(11)).unwrap();
+    assert_eq!(m.agent_id.as_deref(), Some("helper"));
 }
 
 #[test]
@@ -145,6 +216,23 @@ fn version_2_torn_copy_opens_without_its_last_frame() {
 #[test]
 fn version_2_corrupt_copy_is_reported() {
     let dir = copy_of_version(2, "corrupt");
+    let err = Store::open(dir.path(), StoreOptions::hashing()).unwrap_err();
+    assert!(matches!(err, EngineError::Corrupted { .. }), "{err}");
+}
+
+#[test]
+fn version_3_torn_copy_opens_without_its_last_frame() {
+    let dir = copy_of_version(3, "torn");
+    let store = Store::open(dir.path(), StoreOptions::hashing()).unwrap();
+    assert!(store.open_report().truncated_tail.is_some());
+    assert_eq!(store.stats().memories, expected_of(3).len() - 1);
+    // The deletion of bob came before the torn frame: it stands.
+    assert!(store.get_entity(EntityKind::User, None, "bob").is_err());
+}
+
+#[test]
+fn version_3_corrupt_copy_is_reported() {
+    let dir = copy_of_version(3, "corrupt");
     let err = Store::open(dir.path(), StoreOptions::hashing()).unwrap_err();
     assert!(matches!(err, EngineError::Corrupted { .. }), "{err}");
 }
