@@ -11,5 +11,7 @@ mod kill;
 mod minilm;
 mod model;
 mod operations;
+mod search;
+mod search_minilm;
 mod semantics;
 mod support;
