@@ -11,11 +11,15 @@
 //! segments, tag frequencies) is rebuilt from the log when a checkpoint is unusable; one
 //! process owns a store; a failed fsync poisons it; another embedder is refused. The seed's
 //! memory operations (`store_memory`, `search_memories`, tags, snapshots, compaction, ...) run
-//! the store's hooks (`docs/semantics.md`); a merge or a tag rewrite is one commit.
-//! Not here yet: keyword and hybrid search, users/sessions as entities (issue #5).
+//! the store's hooks (`docs/semantics.md`); a merge or a tag rewrite is one commit. Search
+//! has strategies (exact-cosine `similarity`, `composite`, ...) and modes (vector, BM25
+//! keyword, hybrid, text); users, agents and sessions are entities, and deleting one deletes
+//! its data in one commit; the MemFuse query answers across a user's sessions
+//! (`docs/search.md`).
 //!
 //! ```
-//! use mnemo_engine::{Category, Filter, NewMemory, Outcome, SearchMemories, SearchRequest, Store, StoreOptions, StoreRequest};
+//! use mnemo_engine::{Category, EntityKind, Filter, Mode, NewMemory, Outcome, Role, SearchMemories, SearchRequest, Store, StoreOptions, StoreRequest, Strategy};
+//! use mnemo_engine::query::{Query, StoreType};
 //!
 //! let dir = tempfile::tempdir()?;
 //! // The default embedder, all-MiniLM-L6-v2, from the directory `scripts/fetch-model` fills.
@@ -43,8 +47,25 @@
 //! let again = store.store_memory(StoreRequest::new(NewMemory::new("They are a coffee enthusiast, favorite coffee is flatwhite")))?;
 //! assert_eq!(again.outcome, Outcome::Merged);
 //! assert!(again.supersedes.contains(&first.memory_id));
-//! let found = store.search_memories(&SearchMemories::new("what does the user drink"))?;
-//! assert_eq!(found.results[0].memory.id, again.memory_id);
+//! let by_meaning = SearchMemories::new("what does the user drink").strategy(Strategy::Similarity);
+//! assert_eq!(store.search_memories(&by_meaning)?.results[0].memory.id, again.memory_id);
+//!
+//! // Keywords find what meaning misses (an error code); every filter applies inside the search.
+//! store.store(NewMemory::new("The nightly backup stopped when the quota filled up (code E4137)"))?;
+//! let code = store.search_memories(&SearchMemories::new("E4137").mode(Mode::Keyword))?;
+//! assert_eq!(code.count, 1);
+//!
+//! // Users, sessions and the MemFuse query across a user's sessions.
+//! store.create_entity(EntityKind::User, None, "ada", None, None)?;
+//! store.create_entity(EntityKind::Session, Some("ada"), "chat-1", Some("Laptop help"), None)?;
+//! store.add_messages(Some("ada"), "chat-1", &[(Role::User, "my laptop will not boot".into())])?;
+//! let mut q = Query::new("computer does not start");
+//! q.session_id = Some("chat-1".into());
+//! let answer = store.query("ada", &q)?;
+//! assert_eq!(answer.results[0].metadata.scope, Some("in_session"));
+//! // Deleting the user deletes all of its data, in one commit.
+//! store.delete_entity(EntityKind::User, None, "ada")?;
+//! assert!(store.query("ada", &q).is_err());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
