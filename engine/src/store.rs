@@ -389,8 +389,9 @@ impl Store {
         if acknowledged && inner.options.sync == SyncPolicy::Always {
             inner.commit.wait_durable(seq)?;
         }
-        // step 7: acknowledged. Housekeeping may follow.
-        if checkpoint_due {
+        // step 7: acknowledged. Housekeeping may follow, on acknowledged writes only: a reader
+        // counting an access never pays for a checkpoint.
+        if acknowledged && checkpoint_due {
             self.checkpoint_if_due()?;
         }
         Ok(value)

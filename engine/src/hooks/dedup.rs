@@ -110,20 +110,24 @@ pub(crate) fn plan(
     plan
 }
 
-/// Load-time dedup: `hits` (vectors, best first) folded into clusters. Returns the indexes of
-/// the kept hits, each with how many later hits within `min_sim` of it were folded into it.
+/// Load-time dedup: `hits` (unit vectors, best first) folded into clusters. Returns the
+/// indexes of the first `max_kept` kept hits, each with how many later hits within `min_sim`
+/// of it were folded into it. A hit is only compared with kept hits, and once `max_kept` are
+/// kept the rest can only fold (they would fall off the page anyway): the cost is
+/// `O(hits · max_kept)` dot products, not quadratic in the hits.
 #[must_use]
-pub fn fold(vectors: &[&[f32]], min_sim: f32) -> Vec<(usize, usize)> {
+pub fn fold(vectors: &[&[f32]], min_sim: f32, max_kept: usize) -> Vec<(usize, usize)> {
     let mut kept: Vec<(usize, usize)> = Vec::new();
     for (i, v) in vectors.iter().enumerate() {
-        let home = kept.iter_mut().find(|(k, _)| {
+        let home = kept.iter().position(|(k, _)| {
             vectors
                 .get(*k)
-                .is_some_and(|kv| kernels::cosine(kv, v).is_ok_and(|s| s >= min_sim))
+                .is_some_and(|kv| kernels::dot(kv, v).is_ok_and(|s| s >= min_sim))
         });
-        match home {
-            Some((_, folded)) => *folded += 1,
-            None => kept.push((i, 0)),
+        if let Some((_, folded)) = home.and_then(|h| kept.get_mut(h)) {
+            *folded += 1;
+        } else if kept.len() < max_kept {
+            kept.push((i, 0));
         }
     }
     kept

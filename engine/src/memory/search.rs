@@ -273,7 +273,7 @@ pub struct Hits {
     pub count: usize,
     /// Memories of the user that match the filters (whatever their score): the set searched.
     pub total: usize,
-    /// Results folded away by load-time dedup among those fetched.
+    /// Results folded by load-time dedup into the results up to the end of this page.
     pub folded_total: usize,
     /// The strategy used.
     pub strategy: Strategy,
@@ -430,6 +430,25 @@ pub(crate) fn vector_top(
     Ok(found.into_iter().map(|n| (n.key, n.score)).collect())
 }
 
+/// Whether `haystack` holds `needle` (already lowercase), ignoring case: ASCII case folding
+/// without allocating when the needle is ASCII, full Unicode lowercasing otherwise.
+fn contains_folded(haystack: &str, needle: &str) -> bool {
+    if needle.is_ascii() {
+        let (n, h) = (needle.as_bytes(), haystack.as_bytes());
+        let Some(&first) = n.first() else {
+            return true;
+        };
+        // Jump between occurrences of the first byte in either case (memchr is SIMD), then
+        // compare the rest.
+        memchr::memchr2_iter(first, first.to_ascii_uppercase(), h).any(|at| {
+            h.get(at..at + n.len())
+                .is_some_and(|w| w.eq_ignore_ascii_case(n))
+        })
+    } else {
+        haystack.to_lowercase().contains(needle)
+    }
+}
+
 /// Keys of the selection whose content holds `needle` (already lowercase), newest first, at
 /// most `k`.
 pub(crate) fn text_matches(state: &State, sel: &Selection<'_>, needle: &str, k: usize) -> Vec<u64> {
@@ -439,7 +458,7 @@ pub(crate) fn text_matches(state: &State, sel: &Selection<'_>, needle: &str, k: 
             state
                 .table
                 .get(MemoryId(*key))
-                .is_some_and(|m| m.content.to_lowercase().contains(needle))
+                .is_some_and(|m| contains_folded(&m.content, needle))
         })
         .collect();
     keys.sort_unstable_by(|a, b| b.cmp(a));
@@ -458,7 +477,12 @@ pub(crate) fn keyword_top(
     let mut all = u.keyword.scores(terms);
     all.retain(|key, _| sel.contains(*key));
     let mut top: Vec<(u64, f32)> = all.iter().map(|(k, s)| (*k, *s)).collect();
-    top.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let order = |a: &(u64, f32), b: &(u64, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    if top.len() > k && k > 0 {
+        top.select_nth_unstable_by(k - 1, order);
+        top.truncate(k);
+    }
+    top.sort_unstable_by(order);
     top.truncate(k);
     (top, all)
 }
@@ -481,13 +505,17 @@ pub(crate) fn fuse(
     fusion: Fusion,
 ) -> Vec<Candidate> {
     let max_bm25 = bm25.values().copied().fold(0.0f32, f32::max);
+    let ranks = |list: &[(u64, f32)]| -> HashMap<u64, usize> {
+        list.iter().enumerate().map(|(i, x)| (x.0, i)).collect()
+    };
+    let (vector_rank, keyword_rank) = (ranks(vector), ranks(keyword));
     let mut order: Vec<u64> = vector.iter().map(|v| v.0).collect();
-    for (k, _) in keyword {
-        if !order.contains(k) {
-            order.push(*k);
-        }
-    }
-    let rank = |list: &[(u64, f32)], key: u64| list.iter().position(|x| x.0 == key);
+    order.extend(
+        keyword
+            .iter()
+            .map(|k| k.0)
+            .filter(|k| !vector_rank.contains_key(k)),
+    );
     order
         .into_iter()
         .map(|key| {
@@ -505,11 +533,15 @@ pub(crate) fn fuse(
                     let rr =
                         |r: Option<usize>| r.map_or(0.0, |r| 1.0 / (f64::from(k) + r as f64 + 1.0));
                     #[expect(clippy::cast_possible_truncation, reason = "scores are f32")]
-                    let s = (rr(rank(vector, key)) + rr(rank(keyword, key))) as f32;
+                    let s = (rr(vector_rank.get(&key).copied())
+                        + rr(keyword_rank.get(&key).copied())) as f32;
                     s
                 }
             };
-            let source = match (rank(vector, key).is_some(), rank(keyword, key).is_some()) {
+            let source = match (
+                vector_rank.contains_key(&key),
+                keyword_rank.contains_key(&key),
+            ) {
                 (true, true) => Source::Hybrid,
                 (true, false) => Source::Vector,
                 _ => Source::Keyword,
@@ -845,7 +877,7 @@ impl Store {
                     .iter()
                     .map(|r| state.vectors.vector(r.0.key).unwrap_or(&[]))
                     .collect();
-                fold(&vectors, 1.0 - plan.eff.cluster_distance)
+                fold(&vectors, 1.0 - plan.eff.cluster_distance, page_end)
                     .into_iter()
                     .unzip()
             } else {
