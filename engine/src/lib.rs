@@ -85,6 +85,7 @@ pub mod segment_file;
 pub mod storage;
 mod store;
 mod table;
+mod text_column;
 
 pub use error::{EngineError, ErrorKind, Result};
 pub use hooks::{HookConfig, HookOverrides, ReadHook, WriteHook};

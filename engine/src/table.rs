@@ -12,7 +12,8 @@
 use crate::hooks::tags::TagForm;
 use crate::keyword::KeywordIndex;
 use crate::log::Op;
-use crate::record::{Entity, EntityKind, Memory, MemoryId, TagSnapshot};
+use crate::record::{Category, Entity, EntityKind, Kind, Memory, MemoryId, TagSnapshot};
+use crate::text_column::TextColumn;
 use mnemo_index::KeySet;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -93,7 +94,10 @@ pub(crate) struct UserIndex {
     tag_freq: BTreeMap<String, u64>,
     pub(crate) tag_members: HashMap<String, BTreeSet<MemoryId>>,
     pub(crate) session_members: HashMap<String, BTreeSet<MemoryId>>,
+    pub(crate) category_members: HashMap<Category, BTreeSet<MemoryId>>,
+    pub(crate) kind_members: HashMap<Kind, BTreeSet<MemoryId>>,
     pub(crate) keyword: KeywordIndex,
+    pub(crate) text: TextColumn,
     canonical: CanonicalTags,
     snapshots: BTreeMap<String, TagSnapshot>,
     /// The user itself; `None` until created (explicitly, or by its first record).
@@ -107,6 +111,7 @@ impl UserIndex {
         self.by_hash.insert(m.content_hash, m.id);
         self.keys.insert(m.id.0);
         self.keyword.add(m.id.0, &m.content);
+        self.text.add(m.id.0, &m.content);
         self.add_fields(m);
         if self.entity.is_none() {
             self.entity = Some(implicit(EntityKind::User, m, &m.user_id));
@@ -126,8 +131,14 @@ impl UserIndex {
         }
     }
 
-    /// Indexes the fields `modify` may change: tags and session.
+    /// Indexes the fields `modify` may change: tags, session, category (and kind, which never
+    /// changes but is indexed with them).
     fn add_fields(&mut self, m: &Memory) {
+        self.category_members
+            .entry(m.category)
+            .or_default()
+            .insert(m.id);
+        self.kind_members.entry(m.kind).or_default().insert(m.id);
         for t in &m.tags {
             match self.tag_freq.get_mut(t) {
                 Some(n) => *n += 1,
@@ -146,6 +157,15 @@ impl UserIndex {
     }
 
     fn remove_fields(&mut self, m: &Memory) {
+        for set in [
+            self.category_members.get_mut(&m.category),
+            self.kind_members.get_mut(&m.kind),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            set.remove(&m.id);
+        }
         for t in &m.tags {
             if let Some(n) = self.tag_freq.get_mut(t) {
                 *n -= 1;
@@ -442,6 +462,17 @@ impl Table {
             u.keys.remove(m.id.0);
             u.keyword.remove(m.id.0, &m.content);
             u.remove_fields(&m);
+            if u.text.remove() {
+                let mut text = TextColumn::default();
+                for k in u.keys.iter() {
+                    if let Some(Some(live)) =
+                        usize::try_from(k).ok().and_then(|i| self.slots.get(i))
+                    {
+                        text.add(k, &live.content);
+                    }
+                }
+                u.text = text;
+            }
         }
         Some(m)
     }
@@ -493,15 +524,14 @@ impl Table {
         }
     }
 
-    /// Deletes an entity and every record that belongs to it (`docs/search.md`, "Deleting"):
-    /// returns the live ids removed, whose vectors the caller deletes. `None` if the entity
-    /// does not exist.
-    pub(crate) fn delete_entity(
-        &mut self,
+    /// The live and archived records that belong to an entity (`docs/search.md`,
+    /// "Deleting"); `None` if the entity does not exist.
+    pub(crate) fn records_of(
+        &self,
         kind: EntityKind,
         user: &str,
         id: &str,
-    ) -> Option<Vec<MemoryId>> {
+    ) -> Option<(Vec<MemoryId>, Vec<MemoryId>)> {
         let u = self.users.get(user)?;
         let belongs: Box<dyn Fn(&Memory) -> bool> = match kind {
             EntityKind::User => {
@@ -538,7 +568,18 @@ impl Table {
             .filter(|a| a.record.user_id == user && belongs(&a.record))
             .map(|a| a.record.id)
             .collect();
-        drop(belongs);
+        Some((live, archived))
+    }
+
+    /// Deletes an entity and every record that belongs to it (`records_of`): returns the live
+    /// ids removed, whose vectors the caller deletes. `None` if the entity does not exist.
+    pub(crate) fn delete_entity(
+        &mut self,
+        kind: EntityKind,
+        user: &str,
+        id: &str,
+    ) -> Option<Vec<MemoryId>> {
+        let (live, archived) = self.records_of(kind, user, id)?;
         for k in &live {
             self.remove(*k);
         }

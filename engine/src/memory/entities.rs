@@ -225,24 +225,16 @@ impl Store {
             EntityKind::User => id,
             _ => user_id.unwrap_or(DEFAULT_USER),
         };
-        let deleted = self.commit(|_, state| {
+        let deleted_records = self.commit(|_, state| {
             lookup(state, kind, user, id)?;
-            let before = state.table.user(user).map_or(0, |u| u.keys.len());
+            let (live, _) = state.table.records_of(kind, user, id).unwrap_or_default();
             let op = Op::DeleteEntity {
                 kind,
                 user_id: user.to_owned(),
                 id: id.to_owned(),
             };
-            Ok((Some(op), before))
+            Ok((Some(op), live.len()))
         })?;
-        let after = self
-            .inner
-            .state
-            .read()
-            .table
-            .user(user)
-            .map_or(0, |u| u.keys.len());
-        let deleted_records = deleted.saturating_sub(after);
         Ok(EntityDeleted {
             success: true,
             kind,

@@ -370,8 +370,7 @@ impl Selection<'_> {
     }
 }
 
-/// The user's keys that pass `filter`, walking only the session's members when the filter
-/// names a session.
+/// The user's keys that pass `filter`.
 pub(crate) fn select<'a>(state: &State, u: &'a UserIndex, filter: &RecordFilter) -> Selection<'a> {
     if filter.is_empty() {
         return Selection::All(&u.keys);
@@ -382,14 +381,47 @@ pub(crate) fn select<'a>(state: &State, u: &'a UserIndex, filter: &RecordFilter)
             .get(MemoryId(k))
             .is_some_and(|m| filter.matches(m))
     };
-    let list: Vec<u64> = match &filter.session {
-        Some(s) => u
-            .session_members
-            .get(s)
-            .map(|ids| ids.iter().map(|id| id.0).filter(|k| pass(*k)).collect())
-            .unwrap_or_default(),
-        None => u.keys.iter().filter(|k| pass(*k)).collect(),
+    // Walk the smallest index the filter names (session, category, tags, kinds), checking
+    // every filter on each record it holds; the user's whole key set only if none applies.
+    let empty = std::collections::BTreeSet::new();
+    let mut sources: Vec<Vec<&std::collections::BTreeSet<MemoryId>>> = Vec::new();
+    if let Some(s) = &filter.session {
+        sources.push(vec![u.session_members.get(s).unwrap_or(&empty)]);
+    }
+    if let Some(c) = &filter.category {
+        sources.push(vec![u.category_members.get(c).unwrap_or(&empty)]);
+    }
+    if !filter.tags.is_empty() {
+        sources.push(
+            filter
+                .tags
+                .iter()
+                .map(|t| u.tag_members.get(t).unwrap_or(&empty))
+                .collect(),
+        );
+    }
+    if let Some(kinds) = &filter.kinds {
+        sources.push(
+            kinds
+                .iter()
+                .map(|k| u.kind_members.get(k).unwrap_or(&empty))
+                .collect(),
+        );
+    }
+    let size = |sets: &Vec<&std::collections::BTreeSet<MemoryId>>| -> usize {
+        sets.iter().map(|s| s.len()).sum()
     };
+    let mut list: Vec<u64> = match sources.iter().min_by_key(|s| size(s)) {
+        Some(sets) if size(sets) < u.keys.len() => sets
+            .iter()
+            .flat_map(|s| s.iter().map(|id| id.0))
+            .filter(|k| pass(*k))
+            .collect(),
+        _ => u.keys.iter().filter(|k| pass(*k)).collect(),
+    };
+    // Several tag sets may hold one record.
+    list.sort_unstable();
+    list.dedup();
     let mut set = KeySet::new();
     for k in &list {
         set.insert(*k);
@@ -449,18 +481,32 @@ fn contains_folded(haystack: &str, needle: &str) -> bool {
     }
 }
 
+/// Selections up to this size are checked record by record; larger ones scan the user's
+/// text column.
+const TEXT_SCAN_KEYS: usize = 256;
+
 /// Keys of the selection whose content holds `needle` (already lowercase), newest first, at
-/// most `k`.
-pub(crate) fn text_matches(state: &State, sel: &Selection<'_>, needle: &str, k: usize) -> Vec<u64> {
-    let mut keys: Vec<u64> = sel
-        .keys()
-        .filter(|key| {
-            state
-                .table
-                .get(MemoryId(*key))
-                .is_some_and(|m| contains_folded(&m.content, needle))
-        })
-        .collect();
+/// most `k`: one pass over the user's text column (`text_column.rs`) for an ASCII needle and a
+/// large selection, else each record's content.
+pub(crate) fn text_matches(
+    state: &State,
+    u: &UserIndex,
+    sel: &Selection<'_>,
+    needle: &str,
+    k: usize,
+) -> Vec<u64> {
+    let mut keys: Vec<u64> = if needle.is_ascii() && sel.len() > TEXT_SCAN_KEYS {
+        u.text.find(needle.as_bytes(), |key| sel.contains(key))
+    } else {
+        sel.keys()
+            .filter(|key| {
+                state
+                    .table
+                    .get(MemoryId(*key))
+                    .is_some_and(|m| contains_folded(&m.content, needle))
+            })
+            .collect()
+    };
     keys.sort_unstable_by(|a, b| b.cmp(a));
     keys.truncate(k);
     keys
@@ -769,22 +815,26 @@ impl Store {
             None
         };
         let page_end = req.offset + req.limit;
-        let fetch = match req.strategy {
-            Strategy::Similarity => page_end,
-            _ => (4 * page_end).max(60),
-        } * if plan.eff.load_dedup {
-            LOAD_DEDUP_OVERFETCH
+        // The ranking strategies over-fetch 4× (at least 60, as mem0) because their score
+        // reorders candidates; that also covers load-time dedup's 3× over-fetch.
+        let dedup_fetch = if plan.eff.load_dedup {
+            page_end * LOAD_DEDUP_OVERFETCH
         } else {
-            1
+            page_end
+        };
+        let fetch = match req.strategy {
+            Strategy::Similarity => dedup_fetch,
+            _ => (4 * page_end).max(60).max(dedup_fetch),
         };
         let now = self.now();
         let (mut hits, total, folded_total) = {
             let state = self.inner.state.read();
-            let Some(u) = user_index(&state, &plan.user)? else {
-                return Ok(empty_hits(req, fallback));
-            };
+            let u = user_index(&state, &plan.user)?;
             check_scope(&state, &plan.user, plan.filter.session.as_deref(), None)?;
             check_scope(&state, &plan.user, None, plan.filter.agent.as_deref())?;
+            let Some(u) = u else {
+                return Ok(empty_hits(req, fallback));
+            };
             let sel = select(&state, u, &plan.filter);
             let mut candidates: Vec<Candidate> = Vec::new();
             match (mode, &query) {
@@ -800,7 +850,7 @@ impl Store {
                     }
                     if req.strategy != Strategy::Similarity && candidates.len() < page_end {
                         let before = candidates.len();
-                        for key in text_matches(&state, &sel, &plan.needle, fetch) {
+                        for key in text_matches(&state, u, &sel, &plan.needle, fetch) {
                             if candidates.iter().all(|c| c.key != key) {
                                 let cos = cosine_of(&state, q, key);
                                 candidates.push(Candidate {
@@ -839,7 +889,7 @@ impl Store {
                         .collect();
                 }
                 _ => {
-                    candidates = text_matches(&state, &sel, &plan.needle, fetch)
+                    candidates = text_matches(&state, u, &sel, &plan.needle, fetch)
                         .into_iter()
                         .map(|key| Candidate {
                             key,
