@@ -164,12 +164,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let mut entities = String::new();
-    let mut all = store.list_entities(EntityKind::User, None)?;
-    for user in all.clone() {
-        all.extend(store.list_entities(EntityKind::Agent, Some(&user.id))?);
-        all.extend(store.list_entities(EntityKind::Session, Some(&user.id))?);
-    }
-    for e in all {
+    for e in store.all_entities() {
         entities.push_str(&format!(
             "{}\t{}\t{}\t{}\t{}\n",
             e.kind,

@@ -35,13 +35,25 @@ pub fn tokenize(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// One term's postings: `(document, term frequency)`, in insertion order, possibly with stale
-/// entries of removed documents; `df` counts only live documents.
+/// One document in a term's postings: its key, the term's frequency in it, and its length in
+/// terms (kept here so scoring reads one array, not a map per posting).
+#[derive(Debug, Clone, Copy)]
+struct Posting {
+    key: u64,
+    tf: u32,
+    len: u32,
+}
+
+/// One term's postings, in insertion order, possibly with stale entries of removed documents;
+/// `df` counts only live documents.
 #[derive(Debug, Default)]
 struct Postings {
-    entries: Vec<(u64, u32)>,
+    entries: Vec<Posting>,
     df: u32,
 }
+
+/// Query terms the index holds, each with its postings and idf.
+type TermWeights<'a> = Vec<(&'a str, &'a Postings, f64)>;
 
 /// The inverted index of one user's live memories.
 #[derive(Debug, Default)]
@@ -52,6 +64,8 @@ pub(crate) struct KeywordIndex {
     total_length: u64,
     /// Postings entries of removed documents not yet purged.
     stale: usize,
+    /// The largest key ever added (sizes the dense score accumulator).
+    max_key: u64,
 }
 
 /// Postings entries of removed documents tolerated before a purge: at least this many, and
@@ -73,9 +87,14 @@ impl KeywordIndex {
         }
         for (term, tf) in counts {
             let p = self.terms.entry(term).or_default();
-            p.entries.push((key, tf));
+            p.entries.push(Posting {
+                key,
+                tf,
+                len: length,
+            });
             p.df += 1;
         }
+        self.max_key = self.max_key.max(key);
         self.lengths.insert(key, length);
         self.total_length += u64::from(length);
     }
@@ -103,56 +122,117 @@ impl KeywordIndex {
     fn purge(&mut self) {
         let lengths = &self.lengths;
         self.terms.retain(|_, p| {
-            p.entries.retain(|(k, _)| lengths.contains_key(k));
+            p.entries.retain(|e| lengths.contains_key(&e.key));
             p.df > 0
         });
         self.stale = 0;
     }
 
-    /// BM25 of every live document that holds at least one of `terms` (each distinct term
-    /// counted once):
-    /// `Σ idf(t) · tf·(k1+1) / (tf + k1·(1 − b + b·len/avg_len))`, with
-    /// `idf(t) = ln(1 + (N − df + 0.5)/(df + 0.5))`.
-    pub(crate) fn scores(&self, terms: &[String]) -> HashMap<u64, f32> {
-        let mut out: HashMap<u64, f32> = HashMap::new();
+    /// The distinct terms of `terms` that the index holds, with their idf; and the average
+    /// document length. `None` when the index is empty.
+    fn weights<'a>(&'a self, terms: &'a [String]) -> Option<(TermWeights<'a>, f64)> {
         let n = self.lengths.len();
         if n == 0 {
-            return out;
+            return None;
         }
         #[expect(clippy::cast_precision_loss, reason = "BM25 is approximate")]
         let (n, avg) = (n as f64, self.total_length as f64 / n as f64);
         let mut seen: Vec<&str> = Vec::new();
+        let mut out = Vec::new();
         for term in terms {
             if seen.contains(&term.as_str()) {
                 continue;
             }
             seen.push(term);
-            let Some(p) = self.terms.get(term) else {
-                continue;
-            };
-            if p.df == 0 {
-                continue;
+            if let Some(p) = self.terms.get(term)
+                && p.df > 0
+            {
+                let df = f64::from(p.df);
+                out.push((term.as_str(), p, (1.0 + (n - df + 0.5) / (df + 0.5)).ln()));
             }
-            let df = f64::from(p.df);
-            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
-            let (k1, b) = (f64::from(BM25_K1), f64::from(BM25_B));
-            for &(key, tf) in &p.entries {
-                let Some(&len) = self.lengths.get(&key) else {
-                    continue;
-                };
-                let tf = f64::from(tf);
-                let norm = if avg > 0.0 {
-                    1.0 - b + b * f64::from(len) / avg
-                } else {
-                    1.0
-                };
-                #[expect(clippy::cast_possible_truncation, reason = "scores are f32")]
-                let s = (idf * tf * (k1 + 1.0) / (tf + k1 * norm)) as f32;
-                *out.entry(key).or_insert(0.0) += s;
+        }
+        Some((out, avg))
+    }
+
+    /// BM25 of every live document that holds at least one of `terms` and passes `accept`
+    /// (each distinct term counted once):
+    /// `Σ idf(t) · tf·(k1+1) / (tf + k1·(1 − b + b·len/avg_len))`, with
+    /// `idf(t) = ln(1 + (N − df + 0.5)/(df + 0.5))`. `accept` must refuse removed documents
+    /// (a selection of live keys does). Scores accumulate in a dense array when the keys are
+    /// dense enough, else in a map.
+    pub(crate) fn scores(&self, terms: &[String], accept: impl Fn(u64) -> bool) -> Vec<(u64, f32)> {
+        let Some((weights, avg)) = self.weights(terms) else {
+            return Vec::new();
+        };
+        let span = usize::try_from(self.max_key)
+            .unwrap_or(usize::MAX)
+            .saturating_add(1);
+        let mut out = Vec::new();
+        if span <= self.lengths.len().saturating_mul(8) {
+            let mut acc = vec![0.0f32; span];
+            let mut touched = Vec::new();
+            for (_, p, idf) in &weights {
+                for e in &p.entries {
+                    let Some(slot) = usize::try_from(e.key).ok().and_then(|i| acc.get_mut(i))
+                    else {
+                        continue;
+                    };
+                    if *slot == 0.0 {
+                        touched.push(e.key);
+                    }
+                    *slot += term_score(*idf, e.tf, e.len, avg);
+                }
             }
+            for key in touched {
+                if accept(key)
+                    && let Some(&s) = usize::try_from(key).ok().and_then(|i| acc.get(i))
+                {
+                    out.push((key, s));
+                }
+            }
+        } else {
+            let mut acc: HashMap<u64, f32> = HashMap::new();
+            for (_, p, idf) in &weights {
+                for e in &p.entries {
+                    *acc.entry(e.key).or_insert(0.0) += term_score(*idf, e.tf, e.len, avg);
+                }
+            }
+            out.extend(acc.into_iter().filter(|(k, _)| accept(*k)));
         }
         out
     }
+
+    /// BM25 of one document given its content, equal to what `scores` gives it (same terms,
+    /// same order of addition); `None` if it holds none of the terms.
+    pub(crate) fn score_of(&self, terms: &[String], content: &str) -> Option<f32> {
+        let (weights, avg) = self.weights(terms)?;
+        let doc = tokenize(content);
+        let len = u32::try_from(doc.len()).unwrap_or(u32::MAX);
+        let mut total = 0.0f32;
+        let mut any = false;
+        for (term, _, idf) in &weights {
+            let tf = doc.iter().filter(|w| w.as_str() == *term).count();
+            if tf > 0 {
+                any = true;
+                total += term_score(*idf, u32::try_from(tf).unwrap_or(u32::MAX), len, avg);
+            }
+        }
+        any.then_some(total)
+    }
+}
+
+/// One term's share of a document's BM25.
+fn term_score(idf: f64, tf: u32, len: u32, avg: f64) -> f32 {
+    let (k1, b) = (f64::from(BM25_K1), f64::from(BM25_B));
+    let tf = f64::from(tf);
+    let norm = if avg > 0.0 {
+        1.0 - b + b * f64::from(len) / avg
+    } else {
+        1.0
+    };
+    #[expect(clippy::cast_possible_truncation, reason = "scores are f32")]
+    let s = (idf * tf * (k1 + 1.0) / (tf + k1 * norm)) as f32;
+    s
 }
 
 #[cfg(test)]
@@ -178,7 +258,8 @@ mod tests {
             ix.remove(k, if k % 2 == 0 { "alpha beta" } else { "alpha" });
         }
         assert_eq!(ix.lengths.len(), 10);
-        let s = ix.scores(&["beta".into()]);
+        let live = |k: u64| k >= 9_990;
+        let s = ix.scores(&["beta".into()], live);
         assert_eq!(s.len(), 5, "only live documents score");
         assert!(ix.stale < PURGE_AT_LEAST + 2, "purged: {}", ix.stale);
         let fresh = {
@@ -186,8 +267,19 @@ mod tests {
             for k in 9_990..10_000u64 {
                 f.add(k, if k % 2 == 0 { "alpha beta" } else { "alpha" });
             }
-            f.scores(&["beta".into(), "alpha".into()])
+            let mut s = f.scores(&["beta".into(), "alpha".into()], |_| true);
+            s.sort_by_key(|x| x.0);
+            s
         };
-        assert_eq!(ix.scores(&["beta".into(), "alpha".into()]), fresh);
+        let mut after = ix.scores(&["beta".into(), "alpha".into()], live);
+        after.sort_by_key(|x| x.0);
+        assert_eq!(after, fresh);
+        for (key, score) in &fresh {
+            let content = if key % 2 == 0 { "alpha beta" } else { "alpha" };
+            assert_eq!(
+                ix.score_of(&["beta".into(), "alpha".into()], content),
+                Some(*score)
+            );
+        }
     }
 }

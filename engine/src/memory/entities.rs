@@ -209,6 +209,22 @@ impl Store {
         Ok(map.values().cloned().collect())
     }
 
+    /// Every entity of the store: each user (in id order) followed by its agents and its
+    /// sessions (what an export writes).
+    #[must_use]
+    pub fn all_entities(&self) -> Vec<Entity> {
+        let state = self.inner.state.read();
+        let mut out = Vec::new();
+        for user in state.table.user_entities() {
+            out.push(user.clone());
+            if let Some(u) = state.table.user(&user.id) {
+                out.extend(u.agents.values().cloned());
+                out.extend(u.sessions.values().cloned());
+            }
+        }
+        out
+    }
+
     /// Deletes a user, agent or session and everything that belongs to it, in one frame:
     /// a user's records (live and archived), canonical tags, snapshots, agents and sessions;
     /// a session's records; an agent's records, its sessions and their records.

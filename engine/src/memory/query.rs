@@ -281,16 +281,17 @@ fn retrieve(
     let k = q.top_k;
     let mut out: Vec<(u64, f32, Source)> = match (q.store_type, embedded) {
         (StoreType::Keyword, _) => {
-            let (top, _) = keyword_top(u, sel, &tokenize(&q.query), k);
+            let top = keyword_top(u, sel, &tokenize(&q.query), k);
             let max = top.first().map_or(1.0, |t| t.1);
             top.into_iter()
                 .map(|(key, s)| (key, if max > 0.0 { s / max } else { 0.0 }, Source::Keyword))
                 .collect()
         }
         (StoreType::Hybrid, Some(e)) => {
+            let terms = tokenize(&q.query);
             let vector = vector_top(state, sel, e, k, SIMILARITY_THRESHOLD)?;
-            let (keyword, bm25) = keyword_top(u, sel, &tokenize(&q.query), k);
-            fuse(state, e, &vector, &keyword, &bm25, Fusion::default())
+            let keyword = keyword_top(u, sel, &terms, k);
+            fuse(state, u, e, &terms, &vector, &keyword, Fusion::default())
                 .into_iter()
                 .map(|c| (c.key, c.relevance, c.source))
                 .collect()

@@ -512,17 +512,14 @@ pub(crate) fn text_matches(
     keys
 }
 
-/// BM25 of the selection's documents that hold a query term, best first, at most `k`; and
-/// every score (for fusing with the vector list).
+/// BM25 of the selection's documents that hold a query term, best first, at most `k`.
 pub(crate) fn keyword_top(
     u: &UserIndex,
     sel: &Selection<'_>,
     terms: &[String],
     k: usize,
-) -> (Vec<(u64, f32)>, HashMap<u64, f32>) {
-    let mut all = u.keyword.scores(terms);
-    all.retain(|key, _| sel.contains(*key));
-    let mut top: Vec<(u64, f32)> = all.iter().map(|(k, s)| (*k, *s)).collect();
+) -> Vec<(u64, f32)> {
+    let mut top = u.keyword.scores(terms, |key| sel.contains(key));
     let order = |a: &(u64, f32), b: &(u64, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
     if top.len() > k && k > 0 {
         top.select_nth_unstable_by(k - 1, order);
@@ -530,7 +527,7 @@ pub(crate) fn keyword_top(
     }
     top.sort_unstable_by(order);
     top.truncate(k);
-    (top, all)
+    top
 }
 
 /// Cosine of the query with `key`'s vector.
@@ -541,16 +538,19 @@ fn cosine_of(state: &State, query: &[f32], key: u64) -> Option<f32> {
         .and_then(|v| mnemo_index::kernels::dot(query, v).ok())
 }
 
-/// Fuses a vector list and a keyword list (each best first) into candidates.
+/// Fuses a vector list and a keyword list (each best first) into candidates, each with its
+/// exact cosine and its exact BM25 (a candidate of one list is scored by the other too; the
+/// keyword list's best is the selection's best BM25, which normalizes).
 pub(crate) fn fuse(
     state: &State,
+    u: &UserIndex,
     query: &[f32],
+    terms: &[String],
     vector: &[(u64, f32)],
     keyword: &[(u64, f32)],
-    bm25: &HashMap<u64, f32>,
     fusion: Fusion,
 ) -> Vec<Candidate> {
-    let max_bm25 = bm25.values().copied().fold(0.0f32, f32::max);
+    let max_bm25 = keyword.first().map_or(0.0, |k| k.1);
     let ranks = |list: &[(u64, f32)]| -> HashMap<u64, usize> {
         list.iter().enumerate().map(|(i, x)| (x.0, i)).collect()
     };
@@ -566,7 +566,13 @@ pub(crate) fn fuse(
         .into_iter()
         .map(|key| {
             let cosine = cosine_of(state, query, key);
-            let raw = bm25.get(&key).copied();
+            let raw = match keyword_rank.get(&key) {
+                Some(i) => keyword.get(*i).map(|k| k.1),
+                None => state
+                    .table
+                    .get(MemoryId(key))
+                    .and_then(|m| u.keyword.score_of(terms, &m.content)),
+            };
             let relevance = match fusion {
                 Fusion::Weighted {
                     vector: wv,
@@ -870,12 +876,15 @@ impl Store {
                     }
                 }
                 (Mode::Hybrid, Some(q)) => {
-                    let vector = vector_top(&state, &sel, q, fetch, plan.threshold)?;
-                    let (keyword, bm25) = keyword_top(u, &sel, &plan.terms, fetch);
-                    candidates = fuse(&state, q, &vector, &keyword, &bm25, req.fusion);
+                    // The scan (parallel inside) and the keyword lookup run side by side.
+                    let (vector, keyword) = rayon::join(
+                        || vector_top(&state, &sel, q, fetch, plan.threshold),
+                        || keyword_top(u, &sel, &plan.terms, fetch),
+                    );
+                    candidates = fuse(&state, u, q, &plan.terms, &vector?, &keyword, req.fusion);
                 }
                 (Mode::Keyword, _) => {
-                    let (keyword, _) = keyword_top(u, &sel, &plan.terms, fetch);
+                    let keyword = keyword_top(u, &sel, &plan.terms, fetch);
                     let max = keyword.first().map_or(1.0, |k| k.1);
                     candidates = keyword
                         .into_iter()
