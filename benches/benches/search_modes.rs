@@ -22,10 +22,14 @@ use mnemo_engine::{
     SyncPolicy,
 };
 use std::collections::HashMap;
+use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const QUERIES: usize = 300;
+
+/// Builds one configuration's request for a query text.
+type MakeRequest = Box<dyn Fn(&str) -> SearchMemories>;
 const SEED: u64 = 0x5EA4_C400;
 
 /// The bench's embedder: a table of query vectors, optionally behind a real MiniLM call.
@@ -145,15 +149,20 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    println!("| memories | configuration | embedding | p50 ms | p99 ms | results/query |");
-    println!("|---|---|---|---|---|---|");
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "| memories | configuration | embedding | p50 ms | p99 ms | results/query |"
+    )
+    .expect("stdout");
+    writeln!(out, "|---|---|---|---|---|---|").expect("stdout");
     for n in sizes {
         let dir = build(n);
         let probe = Store::open(&dir, options(HashMap::new(), None)).expect("open");
         let qs = queries(&probe, n);
         drop(probe);
         let table: HashMap<String, Vec<f32>> = qs.iter().cloned().collect();
-        let configs: Vec<(&str, Box<dyn Fn(&str) -> SearchMemories>)> = vec![
+        let configs: Vec<(&str, MakeRequest)> = vec![
             (
                 "vector, similarity",
                 Box::new(|q| SearchMemories::new(q).strategy(Strategy::Similarity)),
@@ -215,11 +224,13 @@ fn main() {
                     })
                     .collect();
                 let (p50, p99) = quantiles(times);
-                println!(
+                writeln!(
+                    out,
                     "| {n} | {name} | {} | {p50:.2} | {p99:.2} | {:.1} |",
                     if included { "included" } else { "excluded" },
                     results as f64 / QUERIES as f64
-                );
+                )
+                .expect("stdout");
             }
         }
     }
