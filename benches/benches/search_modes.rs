@@ -195,6 +195,12 @@ fn main() {
                 }),
             ),
         ];
+        // `MNEMO_SEARCH_ONLY=hybrid` runs the configurations whose name holds it (for a profile).
+        let only = std::env::var("MNEMO_SEARCH_ONLY").unwrap_or_default();
+        let configs: Vec<_> = configs
+            .into_iter()
+            .filter(|(name, _)| name.contains(only.as_str()))
+            .collect();
         for included in [false, true] {
             // Uncached: the warm-up pass must not answer the timed pass's model calls.
             let model = included.then(|| Arc::new(minilm(2)) as Arc<dyn Embedder>);
