@@ -114,15 +114,16 @@ impl Store {
     }
 
     /// The memory with `id`, counted as an access (the seed's documentation; the peer's code
-    /// does not count it).
+    /// does not count it; a poisoned store still answers, without counting).
     ///
     /// # Errors
     /// `NotFound`; `Archived` with the successor for a merged or superseded id.
     pub fn get_by_memory_id(&self, id: MemoryId) -> Result<Memory> {
         let mut m = self.get(id)?;
-        let at = self.touch(vec![id])?;
-        m.access_count += 1;
-        m.last_accessed_at = m.last_accessed_at.max(at);
+        if let Some(at) = self.touch(vec![id])? {
+            m.access_count += 1;
+            m.last_accessed_at = m.last_accessed_at.max(at);
+        }
         Ok(m)
     }
 

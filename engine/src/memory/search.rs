@@ -963,8 +963,10 @@ impl Store {
                 .collect();
             (hits, sel.len(), folded_total)
         };
-        if plan.eff.access && !hits.is_empty() {
-            let at = self.touch(hits.iter().map(|h| h.memory.id).collect())?;
+        if plan.eff.access
+            && !hits.is_empty()
+            && let Some(at) = self.touch(hits.iter().map(|h| h.memory.id).collect())?
+        {
             for h in &mut hits {
                 h.memory.access_count += 1;
                 h.memory.last_accessed_at = h.memory.last_accessed_at.max(at);
@@ -989,18 +991,27 @@ impl Store {
     }
 
     /// Counts `ids` as accessed now: one `Touch` frame, not waited for (access counts are
-    /// bookkeeping, `docs/durability.md`). Returns the time recorded.
-    pub(crate) fn touch(&self, ids: Vec<MemoryId>) -> Result<Timestamp> {
+    /// bookkeeping, `docs/durability.md`). Returns the time recorded, or `None` when the store
+    /// is poisoned: reads keep working on a store that refuses writes, and their accesses are
+    /// not counted.
+    ///
+    /// # Errors
+    /// `Io` when this very append fails (which poisons the store).
+    pub(crate) fn touch(&self, ids: Vec<MemoryId>) -> Result<Option<Timestamp>> {
         let at = self.now();
-        self.commit_unacknowledged(|_, state| {
+        let counted = self.commit_unacknowledged(|_, state| {
             // A memory archived or deleted since the read is not counted.
             let ids: Vec<MemoryId> = ids
                 .into_iter()
                 .filter(|id| state.table.get(*id).is_some())
                 .collect();
             Ok(((!ids.is_empty()).then_some(Op::Touch { at, ids }), ()))
-        })?;
-        Ok(at)
+        });
+        match counted {
+            Ok(()) => Ok(Some(at)),
+            Err(EngineError::Poisoned) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 }
 

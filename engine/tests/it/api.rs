@@ -4,8 +4,8 @@
 use super::support::small_options;
 use mnemo_engine::storage::FaultyStorage;
 use mnemo_engine::{
-    Category, EngineError, EntityKind, Filter, HashingEmbedder, HookConfig, Kind, MemoryId,
-    NewMemory, Role, SearchRequest, Store, StoreOptions, SyncPolicy, Timestamp,
+    Category, EngineError, EntityKind, Filter, HashingEmbedder, HookConfig, Kind, MemoryId, Mode,
+    NewMemory, Role, SearchMemories, SearchRequest, Store, StoreOptions, SyncPolicy, Timestamp,
 };
 use std::path::Path;
 use std::sync::Arc;
@@ -185,6 +185,14 @@ fn a_failed_fsync_poisons_until_reopen() {
     assert!(matches!(store.delete(kept), Err(EngineError::Poisoned)));
     assert!(store.stats().poisoned);
     assert_eq!(store.get(kept).unwrap().content, "before");
+    // Reads that count an access keep answering; the access is not counted.
+    let got = store.get_by_memory_id(kept).unwrap();
+    assert_eq!((got.content.as_str(), got.access_count), ("before", 0));
+    let mut q = SearchMemories::new("before").mode(Mode::Text);
+    q.user_id = None;
+    let hits = store.search_memories(&q).unwrap();
+    assert_eq!(hits.count, 1);
+    assert_eq!(hits.results[0].memory.access_count, 0);
     drop(store);
     let store = Store::open(Path::new("/p"), small_options(&fs, 100)).unwrap();
     assert!(!store.stats().poisoned);
