@@ -1045,3 +1045,89 @@ fn deleting_a_user_is_atomic_at_every_crash_point() {
     eprintln!("{sync_points} sync points x 3 images = {cuts} power cuts around a user deletion");
     assert!(sync_points >= 20, "{sync_points}");
 }
+
+#[test]
+fn time_range_agent_and_kind_filters_select_inside_the_search() {
+    let now = Arc::new(std::sync::atomic::AtomicI64::new(NOW.0));
+    let clock_now = Arc::clone(&now);
+    let fs = FaultyStorage::new();
+    let store = Store::open(
+        Path::new("/t"),
+        options(&fs).clock(Arc::new(move || Timestamp(clock_now.load(Ordering::SeqCst))) as Clock),
+    )
+    .unwrap();
+    let day = 86_400_000_000;
+    store
+        .create_entity(EntityKind::Agent, None, "bot", None, None)
+        .unwrap();
+    let mut ids = Vec::new();
+    for d in 0..3 {
+        now.store(NOW.0 + d * day, Ordering::SeqCst);
+        ids.push(
+            store
+                .store(NewMemory::new(format!("deploy note day {d}")))
+                .unwrap(),
+        );
+        ids.push(
+            store
+                .store(NewMemory::new(format!("deploy note by bot day {d}")).agent("bot"))
+                .unwrap(),
+        );
+    }
+    store
+        .add_knowledge(None, &["deploy knowledge".into()])
+        .unwrap()[0]
+        .as_ref()
+        .unwrap();
+    let found = |f: &dyn Fn(&mut SearchMemories)| {
+        let mut r = keyword("deploy");
+        r.limit = 50;
+        f(&mut r);
+        let hits = store.search_memories(&r).unwrap();
+        assert_eq!(hits.total, hits.count, "every match fits the page");
+        let mut got: Vec<MemoryId> = hits.results.iter().map(|h| h.memory.id).collect();
+        got.sort();
+        got
+    };
+    let at = |d: i64| Timestamp(NOW.0 + d * day);
+    // [day 1, day 2): the two memories of day 1.
+    assert_eq!(
+        found(&|r| {
+            r.created_after = Some(at(1));
+            r.created_before = Some(at(2));
+        }),
+        [ids[2], ids[3]]
+    );
+    assert_eq!(
+        found(&|r| r.agent_id = Some("bot".into())),
+        [ids[1], ids[3], ids[5]]
+    );
+    assert_eq!(
+        found(&|r| {
+            r.agent_id = Some("bot".into());
+            r.created_after = Some(at(2));
+        }),
+        [ids[5]]
+    );
+    assert_eq!(found(&|r| r.kind = Some(Kind::Knowledge)).len(), 1);
+    assert_eq!(found(&|_| {}).len(), 7);
+    let mut bad = keyword("deploy");
+    bad.created_after = Some(at(2));
+    bad.created_before = Some(at(1));
+    assert!(matches!(
+        store.search_memories(&bad).unwrap_err(),
+        EngineError::Invalid {
+            field: "created_before",
+            ..
+        }
+    ));
+    bad = keyword("deploy");
+    bad.agent_id = Some("ghost".into());
+    assert!(matches!(
+        store.search_memories(&bad).unwrap_err(),
+        EngineError::EntityNotFound {
+            field: "agent_id",
+            ..
+        }
+    ));
+}
