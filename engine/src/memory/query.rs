@@ -9,8 +9,8 @@
 use super::entities::{check_scope, user_index};
 use super::in_range;
 use super::search::{
-    Fusion, MAX_PAGE, RecordFilter, SIMILARITY_THRESHOLD, Selection, Source, fuse, keyword_top,
-    select, vector_top,
+    Fusion, MAX_PAGE, RecordFilter, SIMILARITY_THRESHOLD, Selection, Source, cosine_of, fuse,
+    keyword_top, select, vector_top,
 };
 use crate::error::{EngineError, ErrorKind, Result};
 use crate::keyword::tokenize;
@@ -248,12 +248,7 @@ impl Store {
                 .into_iter()
                 .filter_map(|(key, score, source)| {
                     let m = state.table.get(MemoryId(key))?;
-                    let similarity = embedded.as_deref().and_then(|e| {
-                        state
-                            .vectors
-                            .vector(key)
-                            .and_then(|v| mnemo_index::kernels::dot(e, v).ok())
-                    });
+                    let similarity = embedded.as_deref().and_then(|e| cosine_of(&state, e, key));
                     Some(result(u, m, q, score, source, similarity))
                 })
                 .collect();

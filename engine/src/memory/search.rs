@@ -531,7 +531,7 @@ pub(crate) fn keyword_top(
 }
 
 /// Cosine of the query with `key`'s vector.
-fn cosine_of(state: &State, query: &[f32], key: u64) -> Option<f32> {
+pub(crate) fn cosine_of(state: &State, query: &[f32], key: u64) -> Option<f32> {
     state
         .vectors
         .vector(key)
