@@ -86,6 +86,7 @@ pub mod storage;
 mod store;
 mod table;
 mod text_column;
+pub mod verify;
 
 pub use error::{EngineError, ErrorKind, Result};
 pub use hooks::{HookConfig, HookOverrides, ReadHook, WriteHook};

@@ -524,6 +524,13 @@ impl Store {
         self.flush()
     }
 
+    /// Ids of every live memory of every user, ascending: what an export walks (with `get`,
+    /// skipping any deleted meanwhile) without holding the store's lock while it writes.
+    #[must_use]
+    pub fn memory_ids(&self) -> Vec<MemoryId> {
+        self.inner.state.read().table.iter().map(|m| m.id).collect()
+    }
+
     /// The memory with `id`. A plain read: it does not count as an access.
     ///
     /// # Errors

@@ -1,0 +1,354 @@
+//! `mnemo check`: verifies a store's files **without changing them** and reports what is
+//! wrong and where (file and byte offset).
+//!
+//! Two passes:
+//! 1. **Checksums**, file by file, read-only: the identity; every log file frame by frame (a
+//!    torn tail in the newest log is a *warning* — it was never acknowledged and the next open
+//!    truncates it — anywhere else it is an error); every checkpoint (its CRCs, every record
+//!    decoded); every segment file (header, rows and checksum).
+//! 2. **Cross-references**, from what pass 1 decoded: the log files follow each other with no
+//!    gap in sequence numbers; the newest checkpoint is covered by the log (its next frame is
+//!    there, or nothing follows it); every segment it names exists with the row count it
+//!    says; no record id reaches its `next_id`; every live record of the checkpoint names a
+//!    user, session and agent the checkpoint's entities hold (or, for stores written before
+//!    entities were recorded, at least a consistent user); no segment file is left over.
+//!
+//! A store another process holds open can be checked (nothing is locked or written); what
+//! the writer appends during the check may show up as a torn tail.
+
+use crate::checkpoint::format as ckpt_format;
+use crate::checkpoint::reader::{self as ckpt_reader, CheckpointError};
+use crate::identity;
+use crate::log::format::{HeaderError, Op};
+use crate::log::reader::{self as log_reader, ScanEnd};
+use crate::log::writer as log_writer;
+use crate::record::{EntityKind, Kind};
+use crate::segment_file;
+use crate::storage::FsStorage;
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Data is damaged or missing: the store will not open, or opens without it.
+    Error,
+    /// Harmless, and the next open repairs it (a torn tail, a leftover temporary file).
+    Warning,
+}
+
+/// One problem, and where it is.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Finding {
+    /// How bad.
+    pub severity: Severity,
+    /// The file, relative to the store directory.
+    pub file: String,
+    /// The byte offset in it, when one is known.
+    pub offset: Option<u64>,
+    /// What is wrong.
+    pub what: String,
+}
+
+/// What `verify` looked at and found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Report {
+    /// Files read.
+    pub files: usize,
+    /// Log frames whose checksum and decoding passed.
+    pub frames: u64,
+    /// Records of the newest checkpoint.
+    pub checkpoint_records: usize,
+    /// Vector rows in the segment files.
+    pub segment_rows: u64,
+    /// Problems, in the order found.
+    pub findings: Vec<Finding>,
+}
+
+impl Report {
+    /// Errors found.
+    #[must_use]
+    pub fn errors(&self) -> usize {
+        self.findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .count()
+    }
+
+    fn add(
+        &mut self,
+        severity: Severity,
+        file: &str,
+        offset: Option<u64>,
+        what: impl Into<String>,
+    ) {
+        self.findings.push(Finding {
+            severity,
+            file: file.to_owned(),
+            offset,
+            what: what.into(),
+        });
+    }
+}
+
+/// Verifies the store in `dir` (module doc). Reads only.
+///
+/// # Errors
+/// `Io` if the directory cannot be listed; a file that cannot be read is a finding.
+pub fn verify(dir: &Path) -> crate::Result<Report> {
+    let io = crate::error::EngineError::io(dir);
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map_err(io)?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    let mut r = Report::default();
+    let read = |r: &mut Report, name: &str| -> Option<Vec<u8>> {
+        match std::fs::read(dir.join(name)) {
+            Ok(b) => {
+                r.files += 1;
+                Some(b)
+            }
+            Err(e) => {
+                r.add(Severity::Error, name, None, format!("cannot be read: {e}"));
+                None
+            }
+        }
+    };
+
+    // Identity.
+    if names.iter().any(|n| n == identity::FILE_NAME) {
+        if let Some(b) = read(&mut r, identity::FILE_NAME)
+            && identity::decode(&b).is_err()
+        {
+            r.add(
+                Severity::Error,
+                identity::FILE_NAME,
+                None,
+                "damaged: the embedder the store was made with is unknown",
+            );
+        }
+    } else if !names.is_empty() {
+        r.add(Severity::Error, identity::FILE_NAME, None, "missing");
+    }
+    for n in names.iter().filter(|n| n.ends_with(".tmp")) {
+        r.add(
+            Severity::Warning,
+            n,
+            None,
+            "an interrupted atomic write; the next open removes it",
+        );
+    }
+
+    // Logs, oldest first: (name, first_seq, next seq after its last valid frame).
+    let mut logs: Vec<(String, u64)> = names
+        .iter()
+        .filter_map(|n| Some((n.clone(), log_writer::parse_file_name(n)?)))
+        .collect();
+    logs.sort_by_key(|l| l.1);
+    let mut spans: Vec<(String, u64, u64)> = Vec::new();
+    for (i, (name, _)) in logs.iter().enumerate() {
+        let Some(bytes) = read(&mut r, name) else {
+            continue;
+        };
+        let newest = i + 1 == logs.len();
+        match log_reader::scan::<()>(&bytes, |_, _| Ok(())) {
+            Err(Ok(HeaderError::Corrupted(why))) => {
+                r.add(Severity::Error, name, Some(0), format!("bad header: {why}"))
+            }
+            Err(Ok(HeaderError::Unsupported(v))) => r.add(
+                Severity::Error,
+                name,
+                Some(0),
+                format!("format version {v} is newer than this build reads"),
+            ),
+            Err(Err(())) => {}
+            Ok(scan) => {
+                r.frames += scan.frames;
+                spans.push((name.clone(), scan.first_seq, scan.first_seq + scan.frames));
+                match scan.end {
+                    ScanEnd::Clean => {}
+                    ScanEnd::TornTail { offset } if newest => r.add(
+                        Severity::Warning,
+                        name,
+                        Some(offset),
+                        format!("torn tail of {} bytes (a write that was never acknowledged); the next open truncates it", bytes.len() as u64 - offset),
+                    ),
+                    ScanEnd::TornTail { offset } => r.add(Severity::Error, name, Some(offset), "bad bytes at the end of a log that is not the newest"),
+                    ScanEnd::Corrupted { offset, reason } => r.add(Severity::Error, name, Some(offset), format!("damaged frame: {reason} (valid frames follow it)")),
+                }
+            }
+        }
+    }
+    for pair in spans.windows(2) {
+        let [(a, _, a_end), (b, b_first, _)] = pair else {
+            continue;
+        };
+        if *b_first > *a_end {
+            r.add(
+                Severity::Error,
+                b,
+                Some(0),
+                format!("frames {a_end}..{b_first} are missing between {a} and it"),
+            );
+        }
+    }
+
+    // Checkpoints: all decoded; the newest cross-checked.
+    let mut ckpts: Vec<(String, u64)> = names
+        .iter()
+        .filter_map(|n| Some((n.clone(), ckpt_format::parse_file_name(n)?)))
+        .collect();
+    ckpts.sort_by_key(|c| c.1);
+    let mut newest = None;
+    for (name, _) in &ckpts {
+        let Some(bytes) = read(&mut r, name) else {
+            continue;
+        };
+        match ckpt_reader::decode(&bytes) {
+            Ok(c) => newest = Some((name.clone(), c)),
+            Err(CheckpointError::Corrupted(e)) => r.add(
+                Severity::Error,
+                name,
+                Some(e.offset as u64),
+                format!("damaged: {}", e.reason),
+            ),
+            Err(CheckpointError::Unsupported(v)) => r.add(
+                Severity::Error,
+                name,
+                Some(0),
+                format!("format version {v} is newer than this build reads"),
+            ),
+        }
+    }
+    let mut named_segments = HashSet::new();
+    if let Some((name, c)) = &newest {
+        r.checkpoint_records = c.records.len();
+        // The log must continue right after the checkpoint (or hold nothing after it).
+        let covered = spans
+            .iter()
+            .any(|(_, first, end)| *first <= c.seq + 1 && c.seq < *end + 1);
+        if !spans.is_empty() && !covered {
+            r.add(
+                Severity::Error,
+                name,
+                None,
+                format!(
+                    "no log holds the frames after its sequence number {}",
+                    c.seq
+                ),
+            );
+        }
+        for (id, rows) in &c.segments {
+            named_segments.insert(*id);
+            let seg = segment_file::file_name(*id);
+            if !names.contains(&seg) {
+                r.add(
+                    Severity::Error,
+                    &seg,
+                    None,
+                    format!("missing: {name} names it with {rows} rows"),
+                );
+            }
+        }
+        for m in &c.records {
+            if m.id.0 >= c.next_id {
+                r.add(
+                    Severity::Error,
+                    name,
+                    None,
+                    format!("record {} is at or past next_id {}", m.id, c.next_id),
+                );
+            }
+        }
+        check_entities(&mut r, name, c);
+    }
+    // Segments: every file's checksum; row counts against the newest checkpoint.
+    let rows_of: BTreeMap<u64, u64> = newest
+        .as_ref()
+        .map(|(_, c)| c.segments.iter().copied().collect())
+        .unwrap_or_default();
+    for name in &names {
+        let Some(id) = segment_file::parse_file_name(name) else {
+            continue;
+        };
+        r.files += 1;
+        let Some(rows) = rows_of.get(&id) else {
+            r.add(
+                Severity::Warning,
+                name,
+                None,
+                "no checkpoint names it (left over; not read by the store)",
+            );
+            continue;
+        };
+        match segment_file::open(&FsStorage, dir, id, *rows) {
+            Ok(_) => r.segment_rows += rows,
+            Err(crate::EngineError::Corrupted { offset, reason, .. }) => r.add(
+                Severity::Error,
+                name,
+                Some(offset),
+                format!("damaged: {reason}"),
+            ),
+            Err(e) => r.add(Severity::Error, name, None, e.to_string()),
+        }
+    }
+    Ok(r)
+}
+
+/// Every live record of a checkpoint names entities the checkpoint holds.
+fn check_entities(r: &mut Report, name: &str, c: &ckpt_reader::Checkpoint) {
+    let mut entities: HashSet<(EntityKind, String, String)> = HashSet::new();
+    for op in &c.aux {
+        if let Op::Entity(e) = op {
+            entities.insert((e.kind, e.user_id.clone(), e.id.clone()));
+        }
+    }
+    if entities.is_empty() {
+        return; // written before entities were recorded (format v1/v2): nothing to cross-check
+    }
+    let mut reported = 0;
+    for m in &c.records {
+        let mut missing = Vec::new();
+        if !entities.contains(&(EntityKind::User, m.user_id.clone(), m.user_id.clone())) {
+            missing.push(format!("user {:?}", m.user_id));
+        }
+        if let Some(s) = &m.session_id
+            && !entities.contains(&(EntityKind::Session, m.user_id.clone(), s.clone()))
+        {
+            missing.push(format!("session {s:?}"));
+        }
+        if let Some(a) = &m.agent_id
+            && !entities.contains(&(EntityKind::Agent, m.user_id.clone(), a.clone()))
+        {
+            missing.push(format!("agent {a:?}"));
+        }
+        if m.kind == Kind::Message && m.session_id.is_none() {
+            missing.push("a session (it is a message)".to_owned());
+        }
+        if !missing.is_empty() {
+            reported += 1;
+            if reported <= 20 {
+                r.add(
+                    Severity::Error,
+                    name,
+                    None,
+                    format!(
+                        "record {} names {} that the checkpoint does not hold",
+                        m.id,
+                        missing.join(", ")
+                    ),
+                );
+            }
+        }
+    }
+    if reported > 20 {
+        r.add(
+            Severity::Error,
+            name,
+            None,
+            format!("... and {} more records like that", reported - 20),
+        );
+    }
+}
