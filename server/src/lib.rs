@@ -1,9 +1,13 @@
-//! mnemo-server: what the `mnemo` binary does, as a library so tests can call it.
+//! mnemo-server: the `mnemo` binary, as a library so tests can call it.
 //!
-//! Today that is the demo the README runs and `stats`; the TCP line protocol, MCP over stdio
-//! and the rest of the CLI arrive with issue #6. The embedder is MiniLM unless the user
-//! explicitly asks for the no-model one ([`EmbedderChoice`]); missing model files are an error
-//! that says how to fetch them, never a silent switch.
+//! - [`server`]: the TCP line protocol (`mnemo serve`, `docs/protocol.md`), on tokio;
+//! - [`mcp`]: MCP over stdio (`mnemo mcp`);
+//! - [`commands`]: the one command table both run, a thin layer over the library;
+//! - [`transfer`], [`check`]: the CLI's import / export and integrity check.
+//!
+//! The embedder is MiniLM unless the user explicitly asks for the no-model one
+//! ([`EmbedderChoice`]); missing model files are an error that says how to fetch them, never
+//! a silent switch.
 //!
 //! ```
 //! use mnemo_server::{EmbedderChoice, open_options};
@@ -13,10 +17,129 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod args;
+pub mod check;
+pub mod commands;
+pub mod config;
+pub mod mcp;
+pub mod metrics;
+pub mod protocol;
+pub mod server;
+pub mod transfer;
+
 use mnemo_embed::EmbedError;
 use mnemo_engine::{Category, EngineError, NewMemory, Result, SearchRequest, Store, StoreOptions};
 use std::fmt::Write as _;
 use std::path::Path;
+use std::sync::Arc;
+
+/// Runs `mnemo serve` until SIGTERM or ctrl-c: opens the store, listens, prints
+/// `listening on ADDR` on stdout, serves, then (`docs/protocol.md`, "Shutdown") stops
+/// accepting, answers what each connection has read, makes everything durable and
+/// checkpoints.
+///
+/// # Errors
+/// The store cannot be opened (locked, corrupted, another embedder), the address cannot be
+/// bound, or the final flush / checkpoint fails.
+pub fn run_server(config: config::ServeConfig, options: StoreOptions) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use std::io::Write;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("mnemo-io")
+        .build()
+        .context("starting the runtime")?;
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("creating {}", config.data_dir.display()))?;
+    let store = Store::open(&config.data_dir, options)
+        .with_context(|| format!("opening the store {}", config.data_dir.display()))?;
+    let report = store.open_report();
+    tracing::info!(dir = %config.data_dir.display(), memories = store.stats().memories, report = ?report, "store open");
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind(config.addr))
+        .with_context(|| format!("listening on {}", config.addr))?;
+    let addr = listener.local_addr()?;
+    let (tokens, bound) = config.auth.counts();
+    if !addr.ip().is_loopback() && tokens == 0 {
+        tracing::warn!(%addr, "listening beyond loopback with no token: anyone who can reach it can read and write every user");
+    }
+    tracing::info!(%addr, tokens, user_bound = bound, limits = ?config.limits, "listening");
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "listening on {addr}")?;
+        out.flush()?;
+    }
+    let shared = Arc::new(server::Shared {
+        ctx: commands::Ctx {
+            store: store.clone(),
+            metrics: metrics::Metrics::new(),
+        },
+        limits: config.limits,
+        auth: config.auth,
+    });
+    runtime.block_on(server::serve(
+        listener,
+        Arc::clone(&shared),
+        shutdown_signal(),
+    ))?;
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    tracing::info!(
+        requests = shared.ctx.metrics.requests(),
+        "connections closed; flushing and checkpointing"
+    );
+    store.flush().context("flushing the store")?;
+    store.checkpoint().context("checkpointing the store")?;
+    let seq = store.stats().checkpoint_seq;
+    drop(shared);
+    store.close().context("closing the store")?;
+    tracing::info!(checkpoint_seq = seq, "stopped cleanly");
+    Ok(())
+}
+
+/// Resolves on SIGTERM or ctrl-c (SIGINT).
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => tracing::info!("ctrl-c"),
+                    _ = term.recv() => tracing::info!("SIGTERM"),
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "no SIGTERM handler; ctrl-c still stops the server");
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+/// Runs `mnemo mcp` on stdin / stdout until stdin ends, then flushes and closes the store.
+///
+/// # Errors
+/// The store cannot be opened, stdio fails, or the final flush fails.
+pub fn run_mcp(dir: &Path, options: StoreOptions) -> anyhow::Result<()> {
+    use anyhow::Context;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let store = Store::open(dir, options)
+        .with_context(|| format!("opening the store {}", dir.display()))?;
+    tracing::info!(dir = %dir.display(), "MCP on stdio");
+    let ctx = commands::Ctx {
+        store: store.clone(),
+        metrics: metrics::Metrics::new(),
+    };
+    mcp::serve(&ctx, std::io::stdin().lock(), std::io::stdout().lock())?;
+    drop(ctx);
+    store.flush().context("flushing the store")?;
+    store.close().context("closing the store")?;
+    Ok(())
+}
 
 /// Which embedder a store is opened with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

