@@ -72,7 +72,7 @@ enum Command {
     /// code 0 = clean, 1 = damaged, 2 = could not check.
     Check {
         /// Store directory [default: ~/.local/share/mnemo/store].
-        #[arg(long, env = "MNEMO_DATA_DIR")]
+        #[arg(long, visible_alias = "dir", env = "MNEMO_DATA_DIR")]
         data_dir: Option<PathBuf>,
         /// Print the report as JSON.
         #[arg(long)]
@@ -119,7 +119,7 @@ enum ModelAction {
 #[derive(clap::Args)]
 struct StoreArgs {
     /// Store directory [default: ~/.local/share/mnemo/store].
-    #[arg(long, env = "MNEMO_DATA_DIR")]
+    #[arg(long, visible_alias = "dir", env = "MNEMO_DATA_DIR")]
     data_dir: Option<PathBuf>,
     #[command(flatten)]
     embedder: EmbedderArgs,
