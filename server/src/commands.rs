@@ -700,9 +700,8 @@ fn get_entity(ctx: &Ctx, session: &Session, args: &mut Args, kind: EntityKind) -
 }
 
 fn list_entities(ctx: &Ctx, session: &Session, args: &mut Args, kind: EntityKind) -> Outcome {
-    let owner = user(session, args)?;
     let list = if kind == EntityKind::User {
-        if owner.is_some() {
+        if args.has("user_id") {
             return Err(Fail::invalid("user_id", "LIST_USERS takes no user_id"));
         }
         let all = engine(ctx.store.list_entities(kind, None))?;
@@ -711,6 +710,7 @@ fn list_entities(ctx: &Ctx, session: &Session, args: &mut Args, kind: EntityKind
             None => all,
         }
     } else {
+        let owner = user(session, args)?;
         engine(ctx.store.list_entities(kind, owner.as_deref()))?
     };
     Ok(json!({"success": true, "count": list.len(), format!("{}s", kind.as_str()): list}))
@@ -821,14 +821,24 @@ fn query(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
         q.include_knowledge = b;
     }
     let result = ctx.store.query(&user, &q);
-    let body = envelope(&result);
+    // MemFuse's envelope, with its HTTP-style number in `status_code`: on this protocol
+    // `code` is always the error code of `docs/protocol.md`.
+    let mut body = envelope(&result);
+    let status = body.as_object_mut().and_then(|env| env.remove("code"));
     match result {
-        Ok(_) => Ok(body),
+        Ok(_) => {
+            if let (Some(env), Some(status)) = (body.as_object_mut(), status) {
+                env.insert("status_code".into(), status);
+            }
+            Ok(body)
+        }
         Err(e) => {
-            // The envelope is MemFuse's error shape; the protocol's code goes beside it.
             let mut f = Fail::from(e);
             if let Value::Object(env) = body {
                 f.body.extend(env);
+            }
+            if let Some(status) = status {
+                f.body.insert("status_code".into(), status);
             }
             Err(f)
         }

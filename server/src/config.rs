@@ -49,6 +49,10 @@ pub struct ServeFlags {
     /// Most requests of one connection run in one batch [default: 1024].
     #[arg(long, env = "MNEMO_MAX_PIPELINED")]
     pub max_pipelined: Option<usize>,
+    /// Most live memories in the store, all users (1000..=10000000) [default: 10000, the
+    /// seed's].
+    #[arg(long, env = "MNEMO_MEMORY_LIMIT")]
+    pub memory_limit: Option<usize>,
 }
 
 /// The config file: the same settings.
@@ -64,6 +68,7 @@ struct FileConfig {
     idle_timeout: Option<u64>,
     slow_client_timeout: Option<u64>,
     max_pipelined: Option<usize>,
+    memory_limit: Option<usize>,
 }
 
 /// Resolved settings.
@@ -77,6 +82,8 @@ pub struct ServeConfig {
     pub limits: Limits,
     /// Tokens.
     pub auth: Auth,
+    /// The store's memory limit, when given.
+    pub memory_limit: Option<usize>,
 }
 
 /// The default store directory: `$XDG_DATA_HOME/mnemo/store`, else `~/.local/share/mnemo/store`.
@@ -158,6 +165,7 @@ impl ServeFlags {
                 .unwrap_or_else(default_data_dir),
             limits,
             auth,
+            memory_limit: self.memory_limit.or(file.memory_limit),
         })
     }
 }

@@ -41,9 +41,12 @@ use std::sync::Arc;
 /// # Errors
 /// The store cannot be opened (locked, corrupted, another embedder), the address cannot be
 /// bound, or the final flush / checkpoint fails.
-pub fn run_server(config: config::ServeConfig, options: StoreOptions) -> anyhow::Result<()> {
+pub fn run_server(config: config::ServeConfig, mut options: StoreOptions) -> anyhow::Result<()> {
     use anyhow::Context;
     use std::io::Write;
+    if let Some(limit) = config.memory_limit {
+        options.memory_limit = limit;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("mnemo-io")

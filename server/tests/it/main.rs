@@ -1,3 +1,6 @@
 //! Integration tests of the `mnemo` binary.
 
 mod cli;
+mod kill;
+mod support;
+mod tcp;

@@ -1,0 +1,190 @@
+//! A real `mnemo serve` process on 127.0.0.1:0, and a plain blocking client for it.
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+/// The binary under test.
+pub fn mnemo() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_mnemo"))
+}
+
+/// A running server; killed (SIGKILL) when dropped unless stopped.
+pub struct Server {
+    pub child: Child,
+    pub addr: SocketAddr,
+    stderr_path: PathBuf,
+}
+
+impl Server {
+    /// Starts `mnemo serve` on `dir` with the no-model embedder and `extra` flags.
+    pub fn start(dir: &Path, extra: &[&str]) -> Server {
+        Server::start_with_env(dir, extra, &[])
+    }
+
+    /// As `start`, with environment variables.
+    pub fn start_with_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
+        let stderr_path = dir.with_extension(format!("stderr-{}", std::process::id()));
+        let stderr = std::fs::File::create(&stderr_path).unwrap();
+        let mut cmd = mnemo();
+        cmd.args([
+            "serve",
+            "--port",
+            "0",
+            "--embedder",
+            "hashing",
+            "--data-dir",
+        ])
+        .arg(dir)
+        .args(extra)
+        .env_remove("MNEMO_TOKEN")
+        .env("MNEMO_LOG", "debug")
+        .stdout(Stdio::piped())
+        .stderr(stderr);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| {
+                panic!(
+                    "no address on stdout ({line:?}); stderr:\n{}",
+                    std::fs::read_to_string(&stderr_path).unwrap_or_default()
+                )
+            })
+            .parse()
+            .unwrap();
+        Server {
+            child,
+            addr,
+            stderr_path,
+        }
+    }
+
+    /// A new connection.
+    pub fn client(&self) -> Client {
+        Client::connect(self.addr)
+    }
+
+    /// What the server logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    /// SIGTERM, then waits for the exit.
+    pub fn terminate(mut self) -> (ExitStatus, String) {
+        let pid = self.child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let status = self.child.wait().unwrap();
+        let log = self.log();
+        (status, log)
+    }
+
+    /// SIGKILL (kill -9), then waits for the exit.
+    pub fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.stderr_path);
+    }
+}
+
+/// A connection, as a user would write one: write a line, read a line.
+pub struct Client {
+    pub stream: TcpStream,
+    reader: BufReader<TcpStream>,
+}
+
+impl Client {
+    pub fn connect(addr: SocketAddr) -> Client {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        let reader = BufReader::new(stream.try_clone().unwrap());
+        Client { stream, reader }
+    }
+
+    /// Sends raw bytes.
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).unwrap();
+    }
+
+    /// Reads one reply line as JSON (`None` at end of stream).
+    pub fn recv(&mut self) -> Option<Value> {
+        let mut line = String::new();
+        match self.reader.read_line(&mut line) {
+            Ok(0) => None,
+            Ok(_) => Some(
+                serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("reply {line:?} is not JSON: {e}")),
+            ),
+            Err(e) => panic!("reading a reply: {e}"),
+        }
+    }
+
+    /// `COMMAND json` → its reply.
+    pub fn call(&mut self, command: &str, args: Value) -> Value {
+        let line = if args.as_object().is_some_and(|o| o.is_empty()) {
+            format!("{command}\n")
+        } else {
+            format!("{command} {args}\n")
+        };
+        self.send(line.as_bytes());
+        self.recv()
+            .unwrap_or_else(|| panic!("connection closed after {command}"))
+    }
+
+    /// A call that must succeed.
+    pub fn ok(&mut self, command: &str, args: Value) -> Value {
+        let r = self.call(command, args.clone());
+        assert_eq!(r["ok"], true, "{command} {args} -> {r}");
+        r
+    }
+
+    /// A call that must fail with `code`.
+    pub fn fails(&mut self, command: &str, args: Value, code: &str) -> Value {
+        let r = self.call(command, args.clone());
+        assert_eq!(r["ok"], false, "{command} {args} -> {r}");
+        assert_eq!(r["code"], code, "{command} {args} -> {r}");
+        assert!(r["message"].as_str().is_some_and(|m| !m.is_empty()), "{r}");
+        r
+    }
+
+    /// Half-closes: no more requests; replies still arrive.
+    pub fn shutdown_write(&mut self) {
+        self.stream.shutdown(Shutdown::Write).unwrap();
+    }
+
+    /// Whether the server closed the connection (reads end of stream).
+    pub fn closed(&mut self) -> bool {
+        let mut rest = Vec::new();
+        self.reader.read_to_end(&mut rest).is_ok() && rest.is_empty()
+    }
+}
+
+/// The server is alive and answers a new connection.
+pub fn still_serving(server: &Server) {
+    assert_eq!(server.client().call("PING", json!({}))["reply"], "PONG");
+}

@@ -1,0 +1,765 @@
+//! The line protocol over real TCP (127.0.0.1:0), against the `mnemo serve` process.
+
+use crate::support::{Client, Server, still_serving};
+use mnemo_server::commands::COMMANDS;
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+fn ids(reply: &Value, list: &str) -> Vec<u64> {
+    reply[list]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {list} in {reply}"))
+        .iter()
+        .map(|r| r["id"].as_u64().unwrap())
+        .collect()
+}
+
+/// Every command of the table, through a session a user would have, with its result checked.
+#[test]
+fn every_command_works_over_tcp() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("store"), &[]);
+    let mut c = server.client();
+    let mut used = BTreeSet::new();
+    let mut ok = |c: &mut Client, cmd: &str, args: Value| {
+        used.insert(crate::tcp::canonical(cmd));
+        c.ok(cmd, args)
+    };
+
+    assert_eq!(ok(&mut c, "PING", json!({}))["reply"], "PONG");
+    let help = ok(&mut c, "HELP", json!({}));
+    assert_eq!(help["commands"].as_array().unwrap().len(), COMMANDS.len());
+    let search_help = ok(&mut c, "HELP", json!({"command": "search"}));
+    assert_eq!(search_help["command"], "SEARCH_MEMORIES");
+    assert!(
+        search_help["arguments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["name"] == "created_after")
+    );
+    assert_eq!(
+        ok(&mut c, "AUTH", json!({"token": "anything"}))["reply"],
+        "OK"
+    );
+
+    // Memories.
+    let flaky = ok(
+        &mut c,
+        "STORE_MEMORY",
+        json!({"content": "the login test is flaky because two tests share one session cookie", "category": "bug-fix", "tags": ["flaky", "auth"]}),
+    );
+    assert_eq!(flaky["outcome"], "stored");
+    let flaky_id = flaky["memory_id"].as_u64().unwrap();
+    let pool = ok(&mut c, "STORE", json!({"content": "raise the postgres connection pool when the API times out under load", "tags": ["postgres"]}))["memory_id"].as_u64().unwrap();
+    let dup = c.fails(
+        "STORE",
+        json!({"content": "the login test is flaky because two tests share one session cookie"}),
+        "already_exists",
+    );
+    assert_eq!(
+        dup["memory_id"], flaky_id,
+        "the duplicate names the existing id"
+    );
+
+    let found = ok(
+        &mut c,
+        "SEARCH_MEMORIES",
+        json!({"query": "postgres pool", "mode": "keyword"}),
+    );
+    assert_eq!(ids(&found, "results"), vec![pool]);
+    let text = ok(
+        &mut c,
+        "SEARCH",
+        json!({"query": "SESSION COOKIE", "mode": "text", "tags": ["flaky"], "created_after": "2000-01-01"}),
+    );
+    assert_eq!(ids(&text, "results"), vec![flaky_id]);
+    let similar = ok(
+        &mut c,
+        "SEARCH",
+        json!({"query": "login test flaky session cookie", "strategy": "similarity", "threshold": 0.0, "limit": 1}),
+    );
+    assert_eq!(ids(&similar, "results"), vec![flaky_id]);
+    let hybrid = ok(
+        &mut c,
+        "SEARCH",
+        json!({"query": "postgres", "mode": "hybrid", "fusion": "rrf", "threshold": 0.0}),
+    );
+    assert_eq!(ids(&hybrid, "results")[0], pool);
+
+    let recent = ok(&mut c, "LIST_RECENT_MEMORIES", json!({"limit": 5}));
+    assert_eq!(ids(&recent, "memories"), vec![pool, flaky_id]);
+    let got = ok(&mut c, "GET_BY_MEMORY_ID", json!({"memory_id": flaky_id}));
+    assert_eq!(got["memory"]["tags"], json!(["flaky", "auth"]));
+    let fb = ok(
+        &mut c,
+        "FEEDBACK",
+        json!({"memory_id": flaky_id, "feedback": "helpful"}),
+    );
+    assert_eq!(fb["helpful_count"], 1);
+    let updated = ok(
+        &mut c,
+        "UPDATE_MEMORY",
+        json!({"memory_id": pool, "content": "raise the postgres pool to 50 connections when the API times out"}),
+    );
+    let pool2 = updated["memory_id"].as_u64().unwrap();
+    assert_ne!(pool2, pool, "new content is a new record");
+    let lineage = ok(&mut c, "LINEAGE", json!({"memory_id": pool2}));
+    assert_eq!(ids(&lineage, "lineage"), vec![pool]);
+    let gone = c.fails("GET", json!({"memory_id": pool}), "not_found");
+    assert_eq!(
+        gone["memory_id"], pool2,
+        "an archived id names its successor"
+    );
+
+    // Tags, snapshots, compaction.
+    assert_eq!(
+        ok(&mut c, "GET_UNIQUE_TAGS", json!({}))["tags"],
+        json!(["auth", "flaky", "postgres"])
+    );
+    assert!(
+        ok(&mut c, "GET_CANONICAL_TAGS", json!({}))["count"]
+            .as_u64()
+            .unwrap()
+            >= 3
+    );
+    assert_eq!(
+        ok(&mut c, "GET_TAG_FREQUENCIES", json!({}))["frequencies"]["flaky"],
+        1
+    );
+    let w = ok(&mut c, "GET_TAG_WEIGHTS", json!({}))["weights"]["flaky"]
+        .as_f64()
+        .unwrap();
+    assert!((w - 1.0 / 2f64.ln()).abs() < 1e-9, "{w}");
+    let snap = ok(&mut c, "SNAPSHOT_CREATE", json!({"description": "before"}));
+    let snapshot_id = snap["snapshot_id"].as_str().unwrap().to_owned();
+    let preview = ok(&mut c, "TAG_NORMALIZE_PREVIEW", json!({"threshold": 0.95}));
+    let applied = ok(
+        &mut c,
+        "TAG_NORMALIZE_APPLY",
+        json!({"preview_id": preview["preview_id"], "snapshot_id": snapshot_id, "threshold": 0.95}),
+    );
+    assert_eq!(applied["applied_count"], preview["planned_updates"]);
+    ok(
+        &mut c,
+        "UPDATE",
+        json!({"memory_id": flaky_id, "tags": ["cookies"]}),
+    );
+    let restored = ok(
+        &mut c,
+        "SNAPSHOT_RESTORE",
+        json!({"snapshot_id": snapshot_id}),
+    );
+    assert!(restored["restored_count"].as_u64().unwrap() >= 1);
+    assert_eq!(
+        ok(&mut c, "GET", json!({"memory_id": flaky_id}))["memory"]["tags"],
+        json!(["flaky", "auth"])
+    );
+
+    // Two spellings of one fact, stored past semantic dedup: compaction finds them.
+    let twin = |text: &str| json!({"content": text, "skip_hooks": ["semantic_dedup"]});
+    let a = ok(
+        &mut c,
+        "STORE",
+        twin("deploys run from the release branch every friday"),
+    )["memory_id"]
+        .as_u64()
+        .unwrap();
+    let b = ok(
+        &mut c,
+        "STORE",
+        twin("Deploys run from the release branch, every Friday."),
+    )["memory_id"]
+        .as_u64()
+        .unwrap();
+    let groups = ok(&mut c, "COMPACT_PREVIEW", json!({"distance": 0.3}));
+    assert_eq!(groups["groups"].as_array().unwrap().len(), 1, "{groups}");
+    let compacted = ok(
+        &mut c,
+        "COMPACT_APPLY",
+        json!({"distance": 0.3, "preview_id": groups["preview_id"]}),
+    );
+    let merged = compacted["merged"][0][0].as_u64().unwrap();
+    let mut sources: Vec<u64> = compacted["merged"][0][1]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    sources.sort_unstable();
+    assert_eq!(sources, vec![a, b]);
+    let undone = ok(&mut c, "COMPACT_UNDO", json!({"memory_id": merged}));
+    assert_eq!(undone["archived"], merged);
+    let back = undone["restored"][0].as_u64().unwrap();
+
+    let stats = ok(&mut c, "GET_MEMORY_STATS", json!({}));
+    assert_eq!(stats["total_memories"], 4, "{stats}");
+    let cleared = ok(
+        &mut c,
+        "CLEAR_OLD_MEMORIES",
+        json!({"days_old": 1, "max_to_keep": 100}),
+    );
+    assert_eq!(cleared["deleted_count"], 0, "nothing is a day old");
+    ok(&mut c, "DELETE_BY_MEMORY_ID", json!({"memory_id": back}));
+    c.fails("GET", json!({"memory_id": back}), "not_found");
+
+    // Users, agents, sessions, messages, knowledge, the MemFuse query.
+    assert_eq!(
+        ok(
+            &mut c,
+            "CREATE_USER",
+            json!({"user_id": "ada", "name": "Ada"})
+        )["user"]["name"],
+        "Ada"
+    );
+    ok(
+        &mut c,
+        "CREATE_AGENT",
+        json!({"user_id": "ada", "agent_id": "helper"}),
+    );
+    ok(
+        &mut c,
+        "CREATE_SESSION",
+        json!({"user_id": "ada", "session_id": "s1", "agent_id": "helper", "name": "laptop"}),
+    );
+    assert_eq!(
+        ok(&mut c, "GET_USER", json!({"user_id": "ada"}))["user"]["id"],
+        "ada"
+    );
+    assert_eq!(
+        ok(
+            &mut c,
+            "GET_AGENT",
+            json!({"user_id": "ada", "agent_id": "helper"})
+        )["agent"]["id"],
+        "helper"
+    );
+    assert_eq!(
+        ok(
+            &mut c,
+            "GET_SESSION",
+            json!({"user_id": "ada", "session_id": "s1"})
+        )["session"]["agent_id"],
+        "helper"
+    );
+    let users: Vec<String> = ok(&mut c, "LIST_USERS", json!({}))["users"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(users, vec!["ada", "default"]);
+    assert_eq!(
+        ok(&mut c, "LIST_AGENTS", json!({"user_id": "ada"}))["count"],
+        1
+    );
+    assert_eq!(
+        ok(&mut c, "LIST_SESSIONS", json!({"user_id": "ada"}))["count"],
+        1
+    );
+    let msgs = ok(
+        &mut c,
+        "ADD_MESSAGES",
+        json!({"user_id": "ada", "session_id": "s1", "messages": [
+        {"role": "user", "content": "my laptop will not boot after the update"},
+        {"role": "assistant", "content": "hold the power button for ten seconds"}]}),
+    );
+    assert_eq!(msgs["count"], 2);
+    let know = ok(
+        &mut c,
+        "ADD_KNOWLEDGE",
+        json!({"user_id": "ada", "items": ["ada prefers dark mode", "ada prefers dark mode"]}),
+    );
+    assert_eq!(know["count"], 2);
+    assert_eq!(know["stored"], 1, "a fact stored twice is one: {know}");
+    let q = ok(
+        &mut c,
+        "QUERY",
+        json!({"user_id": "ada", "query": "laptop boot", "session_id": "s1", "store_type": "keyword"}),
+    );
+    assert_eq!(q["status"], "success");
+    assert_eq!(q["status_code"], 200);
+    assert_eq!(q["data"]["results"][0]["metadata"]["scope"], "in_session");
+    let q404 = c.fails(
+        "QUERY",
+        json!({"user_id": "nobody", "query": "x"}),
+        "not_found",
+    );
+    assert_eq!(q404["status_code"], 404);
+    assert_eq!(q404["errors"][0]["field"], "user_id");
+    assert_eq!(
+        ok(
+            &mut c,
+            "DELETE_SESSION",
+            json!({"user_id": "ada", "session_id": "s1"})
+        )["deleted_records"],
+        2
+    );
+    ok(
+        &mut c,
+        "DELETE_AGENT",
+        json!({"user_id": "ada", "agent_id": "helper"}),
+    );
+    assert_eq!(
+        ok(&mut c, "DELETE_USER", json!({"user_id": "ada"}))["deleted_records"],
+        1
+    );
+    c.fails("GET_USER", json!({"user_id": "ada"}), "not_found");
+
+    let stats = ok(&mut c, "STATS", json!({}));
+    assert!(stats["requests"].as_u64().unwrap() > 50, "{stats}");
+    assert!(
+        stats["errors_by_code"]["not_found"].as_u64().unwrap() >= 4,
+        "{stats}"
+    );
+    assert!(stats["latency"]["p99_us"].as_u64().unwrap() > 0);
+    assert_eq!(stats["store"]["memories"], 3, "{stats}");
+    assert!(stats["store"]["bytes_on_disk"].as_u64().unwrap() > 0);
+    assert_eq!(stats["connections"]["open"], 1);
+
+    assert_eq!(ok(&mut c, "QUIT", json!({}))["reply"], "BYE");
+    assert!(c.closed());
+
+    let all: BTreeSet<&str> = COMMANDS.iter().map(|c| c.name).collect();
+    let used: BTreeSet<&str> = used.iter().map(String::as_str).collect();
+    assert_eq!(
+        all.difference(&used).collect::<Vec<_>>(),
+        Vec::<&&str>::new(),
+        "commands the test never ran"
+    );
+}
+
+/// The table name of a command or alias.
+pub fn canonical(name: &str) -> String {
+    mnemo_server::commands::find(name).map_or_else(|| name.to_owned(), |c| c.name.to_owned())
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order_and_tags_come_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("store"), &[]);
+    let mut c = server.client();
+    let mut batch = String::new();
+    for i in 0..300 {
+        if i % 3 == 0 {
+            batch.push_str(&format!(
+                "@req-{i} STORE {{\"content\": \"pipelined note number {i}\"}}\n"
+            ));
+        } else if i % 3 == 1 {
+            batch.push_str("PING\n");
+        } else {
+            batch.push_str(&format!("@req-{i} SEARCH {{\"query\": \"number {}\", \"mode\": \"text\", \"deduplicate\": false}}\n", i - 2));
+        }
+    }
+    c.send(batch.as_bytes());
+    let mut stored = Vec::new();
+    for i in 0..300 {
+        let r = c.recv().unwrap();
+        assert_eq!(r["ok"], true, "{r}");
+        match i % 3 {
+            0 => {
+                assert_eq!(r["tag"], format!("req-{i}"));
+                stored.push(r["memory_id"].as_u64().unwrap());
+            }
+            1 => assert_eq!(r["reply"], "PONG"),
+            _ => {
+                // Requests run in order: the store just before this search is visible to it.
+                assert_eq!(r["tag"], format!("req-{i}"));
+                let hits: Vec<u64> = r["results"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|h| h["id"].as_u64().unwrap())
+                    .collect();
+                assert!(hits.contains(stored.last().unwrap()), "{r}");
+            }
+        }
+    }
+    assert_eq!(stored.len(), 100);
+    assert!(stored.windows(2).all(|w| w[0] < w[1]));
+}
+
+#[test]
+fn bad_input_gets_a_clear_error_and_the_connection_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("store"), &["--max-line-bytes", "16384"]);
+    let mut c = server.client();
+    // Malformed JSON, a non-object, an unknown command, an unknown or mistyped argument,
+    // a missing one, an out-of-range one, binary garbage, a bad tag: each one error reply.
+    c.fails("SEARCH", json!(null), "bad_request");
+    c.send(b"SEARCH {\"query\": \"unterminated\n");
+    assert_eq!(c.recv().unwrap()["code"], "bad_request");
+    c.send(b"STORE [\"content\"]\n");
+    assert_eq!(c.recv().unwrap()["code"], "bad_request");
+    let unknown = c.fails("SERACH", json!({"query": "x"}), "unknown_command");
+    assert_eq!(unknown["did_you_mean"][0], "SEARCH_MEMORIES");
+    let typo = c.fails(
+        "SEARCH",
+        json!({"query": "x", "catgory": "security"}),
+        "invalid",
+    );
+    assert_eq!(
+        typo["field"],
+        json!(["catgory"]),
+        "a typo never silently drops a filter"
+    );
+    assert_eq!(
+        c.fails("SEARCH", json!({"query": "x", "limit": "ten"}), "invalid")["field"],
+        "limit"
+    );
+    assert_eq!(
+        c.fails(
+            "SEARCH",
+            json!({"query": "x", "limit": 51}),
+            "limit_exceeded"
+        )["field"],
+        "limit"
+    );
+    assert_eq!(
+        c.fails("GET", json!({"memory_id": -3}), "invalid")["field"],
+        "memory_id"
+    );
+    assert_eq!(
+        c.fails(
+            "SEARCH",
+            json!({"query": "x", "created_after": "last tuesday"}),
+            "invalid"
+        )["field"],
+        "created_after"
+    );
+    c.fails(
+        "STORE",
+        json!({"content": "x".repeat(10_001)}),
+        "limit_exceeded",
+    );
+    c.send(b"\x00\x9f\x92\x96\xff garbage \xfe\n");
+    assert_eq!(c.recv().unwrap()["code"], "bad_request");
+    c.send(b"@bad/tag PING\n");
+    assert_eq!(c.recv().unwrap()["code"], "bad_request");
+    // Blank lines get no reply; the next request does.
+    c.send(b"\n\r\n   \nPING\n");
+    assert_eq!(c.recv().unwrap()["reply"], "PONG");
+
+    // A line over the limit: one error, skipped to its newline, then the next line runs.
+    let mut long = b"STORE {\"content\": \"".to_vec();
+    long.extend(std::iter::repeat_n(b'a', 30_000));
+    long.extend_from_slice(b"\"}\nPING\n");
+    c.send(&long);
+    let too_long = c.recv().unwrap();
+    assert_eq!(too_long["code"], "line_too_long", "{too_long}");
+    assert_eq!(c.recv().unwrap()["reply"], "PONG");
+    // The same with the long line arriving in pieces slower than one read.
+    c.send(&long[..10_000]);
+    std::thread::sleep(Duration::from_millis(50));
+    c.send(&long[10_000..]);
+    assert_eq!(c.recv().unwrap()["code"], "line_too_long");
+    assert_eq!(c.recv().unwrap()["reply"], "PONG");
+    c.ok(
+        "STORE",
+        json!({"content": "still storing after all of that"}),
+    );
+
+    // A half-closed socket: the last line without its newline still counts, every line is
+    // answered, then the server closes.
+    let mut half = server.client();
+    half.send(b"PING\n@last STORE {\"content\": \"sent just before shutdown(SHUT_WR)\"}");
+    half.shutdown_write();
+    assert_eq!(half.recv().unwrap()["reply"], "PONG");
+    let last = half.recv().unwrap();
+    assert_eq!(
+        (last["ok"].clone(), last["tag"].clone()),
+        (json!(true), json!("last")),
+        "{last}"
+    );
+    assert!(half.closed());
+    let stats = c.ok("STATS", json!({}));
+    assert!(
+        stats["errors_by_code"]["bad_request"].as_u64().unwrap() >= 5,
+        "{stats}"
+    );
+    assert_eq!(stats["errors_by_code"]["line_too_long"], 2);
+    still_serving(&server);
+}
+
+#[test]
+fn connection_limits_and_timeouts_close_only_the_offender() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &dir.path().join("store"),
+        &[
+            "--max-connections",
+            "4",
+            "--idle-timeout",
+            "2",
+            "--slow-client-timeout",
+            "1",
+        ],
+    );
+    let mut held: Vec<Client> = (0..4).map(|_| server.client()).collect();
+    for c in &mut held {
+        c.ok("PING", json!({}));
+    }
+    // The fifth is told why and closed; the four keep working.
+    let mut fifth = server.client();
+    let refused = fifth.recv().unwrap();
+    assert_eq!(refused["code"], "too_many_connections", "{refused}");
+    assert!(fifth.closed());
+    for c in &mut held {
+        c.ok("PING", json!({}));
+    }
+    // A slow client: half a line, then nothing for longer than the slow-client timeout.
+    held[0].send(b"SEARCH {\"query\": ");
+    let started = Instant::now();
+    let slow = held[0].recv().unwrap();
+    assert_eq!(
+        (slow["code"].clone(), slow["timeout"].clone()),
+        (json!("timeout"), json!("slow_client_timeout")),
+        "{slow}"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(900));
+    assert!(held[0].closed());
+    // An idle client: nothing at all for the idle timeout. Meanwhile another one is busy.
+    let idle_started = Instant::now();
+    let mut busy = held.pop().unwrap();
+    while idle_started.elapsed() < Duration::from_millis(2500) {
+        busy.ok("PING", json!({}));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let idle = held[1].recv().unwrap();
+    assert_eq!(idle["timeout"], "idle_timeout", "{idle}");
+    assert!(held[1].closed());
+    // Slots freed by closed connections are reusable.
+    let mut again = server.client();
+    again.ok("PING", json!({}));
+    let stats = again.ok("STATS", json!({}));
+    assert_eq!(stats["connections"]["refused"], 1, "{stats}");
+    assert!(
+        stats["errors_by_code"]["timeout"].as_u64().unwrap() >= 2,
+        "{stats}"
+    );
+}
+
+#[test]
+fn tokens_authenticate_bind_users_and_never_reach_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(
+        &tokens,
+        "# user-bound tokens\nada ada-secret-7f3a\nbob bob-secret-91c2\n",
+    )
+    .unwrap();
+    let server = Server::start_with_env(
+        &dir.path().join("store"),
+        &["--token-file", tokens.to_str().unwrap()],
+        &[("MNEMO_TOKEN", "admin-secret-55e1")],
+    );
+    let mut anon = server.client();
+    assert_eq!(
+        anon.call("PING", json!({}))["reply"],
+        "PONG",
+        "PING needs no token"
+    );
+    anon.fails("SEARCH", json!({"query": "x"}), "unauthorized");
+    anon.fails("AUTH", json!({"token": "guess-1"}), "unauthorized");
+    anon.send(b"AUTH guess-2\n");
+    assert_eq!(anon.recv().unwrap()["code"], "unauthorized");
+    anon.send(b"AUTH guess-3\n");
+    assert_eq!(anon.recv().unwrap()["code"], "unauthorized");
+    assert!(anon.closed(), "three wrong tokens close the connection");
+
+    let mut admin = server.client();
+    admin.send(b"AUTH admin-secret-55e1\n");
+    assert_eq!(admin.recv().unwrap()["ok"], true);
+    for user in ["ada", "bob"] {
+        admin.ok("CREATE_USER", json!({"user_id": user}));
+    }
+    let admins = admin.ok(
+        "STORE",
+        json!({"content": "default user's note", "user_id": "default"}),
+    )["memory_id"]
+        .as_u64()
+        .unwrap();
+
+    let mut ada = server.client();
+    let authed = ada.ok("AUTH", json!({"token": "ada-secret-7f3a"}));
+    assert_eq!(authed["user_id"], "ada");
+    let note = ada.ok(
+        "STORE",
+        json!({"content": "ada's own note about the cache"}),
+    )["memory_id"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(
+        admin.ok("GET", json!({"memory_id": note}))["memory"]["user_id"],
+        "ada",
+        "no user_id means the bound user"
+    );
+    ada.ok(
+        "STORE",
+        json!({"content": "named explicitly", "user_id": "ada"}),
+    );
+    ada.fails(
+        "STORE",
+        json!({"content": "into bob's namespace", "user_id": "bob"}),
+        "forbidden",
+    );
+    ada.fails(
+        "SEARCH",
+        json!({"query": "note", "user_id": "default"}),
+        "forbidden",
+    );
+    ada.fails("GET", json!({"memory_id": admins}), "not_found");
+    ada.fails("DELETE", json!({"memory_id": admins}), "not_found");
+    ada.fails(
+        "UPDATE",
+        json!({"memory_id": admins, "tags": ["mine"]}),
+        "not_found",
+    );
+    ada.fails("STATS", json!({}), "forbidden");
+    ada.fails("DELETE_USER", json!({"user_id": "bob"}), "forbidden");
+    let users = ada.ok("LIST_USERS", json!({}));
+    assert_eq!(users["users"].as_array().unwrap().len(), 1, "{users}");
+    let found = ada.ok("SEARCH", json!({"query": "note", "mode": "text"}));
+    assert!(
+        found["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["user_id"] == "ada"),
+        "{found}"
+    );
+    assert_eq!(
+        admin.ok("GET", json!({"memory_id": admins}))["memory"]["content"],
+        "default user's note",
+        "nothing of another user was touched"
+    );
+
+    let (status, log) = server.terminate();
+    assert!(status.success(), "{log}");
+    for secret in [
+        "admin-secret-55e1",
+        "ada-secret-7f3a",
+        "bob-secret-91c2",
+        "guess-1",
+        "guess-2",
+    ] {
+        assert!(!log.contains(secret), "the log holds a token: {log}");
+    }
+    assert!(log.contains("AUTH with a wrong token"), "{log}");
+}
+
+#[test]
+fn sigterm_finishes_what_was_read_makes_it_durable_and_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let server = Server::start(&store, &[]);
+    let mut c = server.client();
+    let mut batch = String::new();
+    for i in 0..200 {
+        batch.push_str(&format!(
+            "STORE {{\"content\": \"written right before SIGTERM {i}\"}}\n"
+        ));
+    }
+    c.send(batch.as_bytes());
+    // The first reply means the batch is being run; SIGTERM lands while it runs.
+    assert_eq!(c.recv().unwrap()["ok"], true);
+    let (status, log) = server.terminate();
+    assert!(status.success(), "{log}");
+    assert!(log.contains("stopped cleanly"), "{log}");
+    let mut answered = 1;
+    while let Some(r) = c.recv() {
+        assert_eq!(r["ok"], true, "{r}");
+        answered += 1;
+    }
+    assert_eq!(
+        answered, 200,
+        "every request read before shutdown is answered"
+    );
+    // Checkpointed: the next open replays nothing.
+    let server = Server::start(&store, &[]);
+    assert!(
+        server.log().contains("replayed_frames: 0"),
+        "{}",
+        server.log()
+    );
+    let mut c = server.client();
+    assert_eq!(c.ok("GET_MEMORY_STATS", json!({}))["total_memories"], 200);
+}
+
+/// 64 clients at once, each storing its own notes and finding each by text and by id while
+/// the others write; every result is checked.
+#[test]
+fn sixty_four_concurrent_clients_store_and_search_with_checked_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("store"), &[]);
+    let addr = server.addr;
+    let notes = 15;
+    let threads: Vec<_> = (0..64)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let mut c = Client::connect(addr);
+                let user = format!("team-{}", i % 8);
+                let mut mine = Vec::new();
+                for j in 0..notes {
+                    let marker = format!("marker{i}x{j}");
+                    let r = c.ok("STORE", json!({"content": format!("client {i} note {j} {marker}"), "user_id": user, "skip_hooks": ["semantic_dedup"]}));
+                    let id = r["memory_id"].as_u64().unwrap();
+                    let found = c.ok("SEARCH", json!({"query": marker, "mode": "text", "user_id": user}));
+                    let hits: Vec<u64> = found["results"].as_array().unwrap().iter().map(|h| h["id"].as_u64().unwrap()).collect();
+                    assert_eq!(hits, vec![id], "client {i} note {j}");
+                    let kw = c.ok("SEARCH", json!({"query": marker, "mode": "keyword", "user_id": user}));
+                    assert_eq!(kw["results"][0]["id"], id);
+                    mine.push(id);
+                }
+                for (j, id) in mine.iter().enumerate() {
+                    let m = c.ok("GET", json!({"memory_id": id}));
+                    assert_eq!(m["memory"]["content"], format!("client {i} note {j} marker{i}x{j}"));
+                    assert_eq!(m["memory"]["user_id"], user);
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut all: Vec<u64> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    let n = all.len();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), n, "every store got its own id");
+    assert_eq!(n, 64 * notes);
+    let mut c = server.client();
+    for t in 0..8 {
+        let stats = c.ok("GET_MEMORY_STATS", json!({"user_id": format!("team-{t}")}));
+        assert_eq!(stats["total_memories"], 8 * notes, "{stats}");
+    }
+    let stats = c.ok("STATS", json!({}));
+    assert_eq!(stats["errors"], 0, "{stats}");
+    assert_eq!(stats["connections"]["total"], 65);
+}
+
+/// A client written the way a user would: Python's standard library, no helper of ours.
+#[test]
+fn a_python_standard_library_client_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("store"), &[]);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/stdlib_client.py");
+    let out = std::process::Command::new("python3")
+        .arg(script)
+        .arg(server.addr.ip().to_string())
+        .arg(server.addr.port().to_string())
+        .output()
+        .expect("python3 is needed for this test (Debian: apt install python3)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("python client: all checks passed"),
+        "{stdout}"
+    );
+}
