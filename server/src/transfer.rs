@@ -9,7 +9,10 @@
 //! fields): entities are created (an existing one is kept), memories go through `store_memory`
 //! with exact dedup **on** (so importing a file twice stores it once) and semantic dedup, tag
 //! and category normalization **off** (what was exported comes back as it was, not merged or
-//! re-tagged). Ids, timestamps, access counts and feedback are the new store's: a record gets
+//! re-tagged). Chat messages are never deduplicated by the store (two turns may both say
+//! "ok"), so import counts them instead: a message is skipped when the store already holds as
+//! many turns with that user, session, role and content as the file has given so far; a file
+//! imported twice adds nothing, and repeated turns survive. Ids, timestamps, access counts and feedback are the new store's: a record gets
 //! a new id and `created_at` is the time of the import. A line that fails is reported with its
 //! line number and the import goes on; the summary counts each outcome.
 
@@ -99,6 +102,7 @@ pub fn export(store: &Store, mut out: impl Write) -> anyhow::Result<u64> {
 pub fn import(store: &Store, input: impl BufRead, total: Option<u64>) -> anyhow::Result<Imported> {
     let bar = progress(total, "importing");
     let mut done = Imported::default();
+    let mut messages = MessageCounts::of(store);
     for (i, line) in input.lines().enumerate() {
         let line = line?;
         bar.inc(1);
@@ -114,7 +118,7 @@ pub fn import(store: &Store, input: impl BufRead, total: Option<u64>) -> anyhow:
                 continue;
             }
         };
-        match import_one(store, obj, &mut done) {
+        match import_one(store, obj, &mut done, &mut messages) {
             Ok(()) => {}
             Err(e @ (EngineError::Poisoned | EngineError::Io { .. })) => {
                 bar.finish_and_clear();
@@ -140,10 +144,58 @@ fn text(o: &Map<String, Value>, field: &'static str) -> Result<Option<String>, E
     }
 }
 
+/// `(user, session, role, content)` of a message.
+type MessageKey = (String, Option<String>, Option<String>, String);
+
+/// Messages in the store, and in the file so far, per key (module doc).
+struct MessageCounts {
+    in_store: std::collections::HashMap<MessageKey, usize>,
+    in_file: std::collections::HashMap<MessageKey, usize>,
+}
+
+impl MessageCounts {
+    fn of(store: &Store) -> MessageCounts {
+        let mut in_store = std::collections::HashMap::new();
+        for id in store.memory_ids() {
+            if let Ok(m) = store.get(id)
+                && m.kind == Kind::Message
+            {
+                let key = (
+                    m.user_id,
+                    m.session_id,
+                    m.role.map(|r| r.to_string()),
+                    m.content,
+                );
+                *in_store.entry(key).or_insert(0) += 1;
+            }
+        }
+        MessageCounts {
+            in_store,
+            in_file: std::collections::HashMap::new(),
+        }
+    }
+
+    /// Counts one message of the file; true if the store already holds it.
+    fn already_stored(&mut self, m: &NewMemory) -> bool {
+        let key = (
+            m.user_id
+                .clone()
+                .unwrap_or_else(|| mnemo_engine::record::DEFAULT_USER.to_owned()),
+            m.session_id.clone(),
+            m.role.map(|r| r.to_string()),
+            m.content.clone(),
+        );
+        let seen = self.in_file.entry(key.clone()).or_insert(0);
+        *seen += 1;
+        *seen <= self.in_store.get(&key).copied().unwrap_or(0)
+    }
+}
+
 fn import_one(
     store: &Store,
     o: Map<String, Value>,
     done: &mut Imported,
+    messages: &mut MessageCounts,
 ) -> Result<(), EngineError> {
     if text(&o, "type")?.as_deref() == Some("entity") {
         let kind = EntityKind::parse(&text(&o, "kind")?.unwrap_or_default())?;
@@ -196,6 +248,10 @@ fn import_one(
     }
     if let Some(r) = text(&o, "role")? {
         m.role = Some(Role::parse(&r)?);
+    }
+    if m.kind == Kind::Message && messages.already_stored(&m) {
+        done.duplicates += 1;
+        return Ok(());
     }
     let hooks = HookOverrides {
         skip: vec![

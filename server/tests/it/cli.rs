@@ -96,3 +96,302 @@ fn the_no_model_embedder_is_an_explicit_choice_and_sticks_to_its_store() {
         stdout(&mnemo(&["stats", "--embedder", "hashing"], dir.path())).starts_with("memories 5")
     );
 }
+
+/// A no-model store with users, a session with messages, tags and categories, a checkpoint
+/// (so a segment and a checkpoint file) and records after it (a log tail).
+fn sample_store(dir: &Path) {
+    use mnemo_engine::{Category, EntityKind, NewMemory, Role, Store, StoreOptions};
+    let store = Store::open(dir, StoreOptions::hashing()).unwrap();
+    for i in 0..40 {
+        store
+            .store(
+                NewMemory::new(format!("note {i}: the cache {i} is warmed at boot"))
+                    .category(Category::Performance)
+                    .tags(["cache"]),
+            )
+            .unwrap();
+    }
+    store
+        .create_entity(EntityKind::User, None, "ada", Some("Ada"), None)
+        .unwrap();
+    store
+        .create_entity(EntityKind::Session, Some("ada"), "chat", None, None)
+        .unwrap();
+    store
+        .add_messages(
+            Some("ada"),
+            "chat",
+            &[
+                (Role::User, "hello there".into()),
+                (Role::Assistant, "hi ada".into()),
+            ],
+        )
+        .unwrap();
+    store.checkpoint().unwrap();
+    for i in 0..10 {
+        store
+            .store(
+                NewMemory::new(format!("after the checkpoint {i}"))
+                    .user("ada")
+                    .tags(["late"]),
+            )
+            .unwrap();
+    }
+    store.close().unwrap();
+}
+
+fn run(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .args(args)
+        .arg("--data-dir")
+        .arg(dir)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn export_then_import_round_trips_and_a_second_import_adds_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    sample_store(&a);
+    let file = dir.path().join("export.jsonl");
+    let out = run(
+        &[
+            "export",
+            "--embedder",
+            "hashing",
+            "-o",
+            file.to_str().unwrap(),
+        ],
+        &a,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.iter().filter(|l| l["type"] == "memory").count(), 52);
+    assert_eq!(
+        lines.iter().filter(|l| l["type"] == "entity").count(),
+        3,
+        "default, ada, ada's session"
+    );
+    let first_memory = lines.iter().position(|l| l["type"] == "memory").unwrap();
+    assert!(
+        lines[..first_memory].iter().all(|l| l["type"] == "entity"),
+        "entities come first"
+    );
+
+    let imported = stdout(&run(
+        &["import", "--embedder", "hashing", file.to_str().unwrap()],
+        &b,
+    ));
+    assert!(
+        imported.contains("52 memories stored, 0 already there, 3 entities created"),
+        "{imported}"
+    );
+    let again = stdout(&run(
+        &["import", "--embedder", "hashing", file.to_str().unwrap()],
+        &b,
+    ));
+    assert!(
+        again.contains("0 memories stored, 52 already there"),
+        "{again}"
+    );
+
+    // Same records (but for ids and times): content, user, kind, session, role, category, tags.
+    let key = |m: &mnemo_engine::Memory| {
+        (
+            m.content.clone(),
+            m.user_id.clone(),
+            m.kind.to_string(),
+            m.session_id.clone(),
+            m.role.map(|r| r.to_string()),
+            m.category.to_string(),
+            m.tags.clone(),
+        )
+    };
+    let records = |p: &Path| {
+        let s = mnemo_engine::Store::open(p, mnemo_engine::StoreOptions::hashing()).unwrap();
+        let mut v: Vec<_> = s
+            .memory_ids()
+            .into_iter()
+            .map(|id| key(&s.get(id).unwrap()))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(records(&a), records(&b));
+
+    // A bad line is reported by number; the rest still go in.
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, "{\"content\": \"fine one\"}\nnot json\n{\"content\": \"x\", \"category\": \"nonsense\"}\n{\"content\": \"fine two\"}\n").unwrap();
+    let out = run(
+        &["import", "--embedder", "hashing", bad.to_str().unwrap()],
+        &b,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "failed lines make the exit code 1"
+    );
+    let (so, se) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        so.contains("2 memories stored") && so.contains("2 failed"),
+        "{so}"
+    );
+    assert!(se.contains("line 2:") && se.contains("line 3:"), "{se}");
+}
+
+fn check(dir: &Path) -> (Option<i32>, String) {
+    let out = run(&["check"], dir);
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+fn only(dir: &Path, prefix: &str) -> std::path::PathBuf {
+    let mut found: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with(prefix))
+        .collect();
+    found.sort();
+    found.pop().unwrap_or_else(|| panic!("no {prefix} file"))
+}
+
+#[test]
+fn check_passes_a_clean_store_and_names_the_file_and_offset_of_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let clean = dir.path().join("clean");
+    sample_store(&clean);
+    let (code, report) = check(&clean);
+    assert_eq!(code, Some(0), "{report}");
+    assert!(report.contains("ok: 0 errors, 0 warnings"), "{report}");
+    let copy = |name: &str| {
+        let to = dir.path().join(name);
+        std::fs::create_dir_all(&to).unwrap();
+        for e in std::fs::read_dir(&clean).unwrap() {
+            let p = e.unwrap().path();
+            std::fs::copy(&p, to.join(p.file_name().unwrap())).unwrap();
+        }
+        to
+    };
+    let flip = |path: &Path, at: usize| {
+        let mut b = std::fs::read(path).unwrap();
+        b[at] ^= 0x40;
+        std::fs::write(path, b).unwrap();
+    };
+
+    // A damaged checkpoint byte.
+    let d = copy("ckpt");
+    let ckpt = only(&d, "ckpt-");
+    let len = std::fs::metadata(&ckpt).unwrap().len() as usize;
+    flip(&ckpt, len / 2);
+    let (code, report) = check(&d);
+    assert_eq!(code, Some(1), "{report}");
+    let name = ckpt.file_name().unwrap().to_str().unwrap();
+    assert!(
+        report
+            .lines()
+            .any(|l| l.starts_with(&format!("error: {name} at byte"))),
+        "{report}"
+    );
+
+    // A damaged log frame with valid frames after it.
+    let d = copy("log");
+    let log = only(&d, "wal-");
+    flip(&log, 100);
+    let (code, report) = check(&d);
+    assert_eq!(code, Some(1), "{report}");
+    let name = log.file_name().unwrap().to_str().unwrap();
+    assert!(
+        report.contains(&format!("error: {name} at byte")) && report.contains("damaged frame"),
+        "{report}"
+    );
+
+    // A torn tail on the newest log: a warning, exit 0.
+    let d = copy("torn");
+    let log = only(&d, "wal-");
+    let bytes = std::fs::read(&log).unwrap();
+    std::fs::write(&log, &bytes[..bytes.len() - 7]).unwrap();
+    let (code, report) = check(&d);
+    assert_eq!(code, Some(0), "{report}");
+    assert!(
+        report.contains("warning:") && report.contains("torn tail"),
+        "{report}"
+    );
+
+    // A missing segment, and a damaged one.
+    let d = copy("noseg");
+    let seg = only(&d, "seg-");
+    std::fs::remove_file(&seg).unwrap();
+    let (code, report) = check(&d);
+    assert_eq!(code, Some(1), "{report}");
+    assert!(report.contains("missing"), "{report}");
+    let d = copy("badseg");
+    let seg = only(&d, "seg-");
+    let len = std::fs::metadata(&seg).unwrap().len() as usize;
+    flip(&seg, len - 10);
+    let (code, report) = check(&d);
+    assert_eq!(code, Some(1), "{report}");
+    assert!(
+        report.contains(seg.file_name().unwrap().to_str().unwrap()),
+        "{report}"
+    );
+
+    // Not a store at all.
+    let (code, _) = check(&dir.path().join("nothing-here"));
+    assert_eq!(code, Some(2));
+    // The check changed nothing: the clean store is still clean, and opens.
+    assert_eq!(check(&clean).0, Some(0));
+}
+
+#[test]
+fn compact_merges_near_duplicates_and_checkpoints() {
+    use mnemo_engine::hooks::WriteHook;
+    use mnemo_engine::{HookOverrides, NewMemory, Store, StoreOptions, StoreRequest};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), StoreOptions::hashing()).unwrap();
+    for text in [
+        "deploys go out from the release branch on friday",
+        "Deploys go out from the release branch, on Friday.",
+    ] {
+        let hooks = HookOverrides {
+            skip: vec![WriteHook::SemanticDedup],
+            ..HookOverrides::default()
+        };
+        store
+            .store_memory(StoreRequest {
+                memory: NewMemory::new(text),
+                hooks,
+            })
+            .unwrap();
+    }
+    store
+        .store(NewMemory::new("an unrelated note about the coffee machine"))
+        .unwrap();
+    store.close().unwrap();
+    let out = stdout(&run(
+        &["compact", "--merge", "--embedder", "hashing"],
+        dir.path(),
+    ));
+    assert!(
+        out.contains("default: ") && out.contains("checkpointed"),
+        "{out}"
+    );
+    assert!(
+        stdout(&run(&["stats", "--embedder", "hashing"], dir.path())).starts_with("memories 2")
+    );
+    let (code, report) = check(dir.path());
+    assert_eq!(code, Some(0), "{report}");
+}

@@ -2,5 +2,6 @@
 
 mod cli;
 mod kill;
+mod mcp;
 mod support;
 mod tcp;
