@@ -21,8 +21,15 @@ use crate::storage::StorageLock;
 use crate::table::Table;
 use mnemo_index::{Collection, Scan, SearchParams};
 use parking_lot::{Mutex, RwLock};
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
+
+thread_local! {
+    /// Set inside `Store::durable_batch` on this thread: acknowledged writes skip their own
+    /// wait for durability, and the batch waits once at its end.
+    static DEFERRED: Cell<bool> = const { Cell::new(false) };
+}
 
 /// Most results one search may ask for.
 pub const MAX_K: usize = 1000;
@@ -385,8 +392,8 @@ impl Store {
             inner.commit.set_written(seq);
             (seq, self.checkpoint_due(&w, &state), value)
         };
-        // step 6: durability per policy.
-        if acknowledged && inner.options.sync == SyncPolicy::Always {
+        // step 6: durability per policy (inside `durable_batch`, once at the batch's end).
+        if acknowledged && inner.options.sync == SyncPolicy::Always && !DEFERRED.get() {
             inner.commit.wait_durable(seq)?;
         }
         // step 7: acknowledged. Housekeeping may follow, on acknowledged writes only: a reader
@@ -505,6 +512,33 @@ impl Store {
             storage.remove(&path).map_err(EngineError::io(&path))?;
         }
         storage.sync_dir(dir).map_err(EngineError::io(dir))
+    }
+
+    /// Runs `f`, whose writes on this thread each return as soon as they are appended and
+    /// applied, then makes them all durable with one fsync (shared with concurrent writers,
+    /// `docs/durability.md`, "Group commit") before returning. For a server answering a
+    /// pipelined batch: it replies to none of the batch's writes until this returns `Ok`, so
+    /// acknowledged still means durable, and a batch of N stores costs one fsync instead of N.
+    /// Other threads may read a batch's writes before they are durable (as they may read any
+    /// write during its own fsync). Under `SyncPolicy::Batch` / `None` it only runs `f`.
+    ///
+    /// # Errors
+    /// `Poisoned` if the final fsync fails: then none of the batch's writes may be reported as
+    /// stored (they may or may not survive a crash). `f`'s own errors are in its result.
+    pub fn durable_batch<T>(&self, f: impl FnOnce() -> T) -> Result<T> {
+        struct Restore(bool);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                DEFERRED.set(self.0);
+            }
+        }
+        let outer = Restore(DEFERRED.replace(true));
+        let value = f();
+        drop(outer);
+        if !DEFERRED.get() && self.inner.options.sync == SyncPolicy::Always {
+            self.flush()?;
+        }
+        Ok(value)
     }
 
     /// Makes every write so far durable (a no-op cost under `Always`).

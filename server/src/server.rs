@@ -3,7 +3,10 @@
 //! Each connection is one task that reads bytes, cuts complete lines, runs them **in order**
 //! as one batch on the blocking pool (store calls fsync), and writes the batch's replies with
 //! one write. A pipelining client therefore gets its replies in request order, and a batch of
-//! up to `max_pipelined` requests costs one wake-up and one write. While a batch runs the
+//! up to `max_pipelined` requests costs one wake-up, one write and **one fsync**: the batch
+//! runs inside `Store::durable_batch`, so its writes share one fsync that completes before
+//! any reply is sent (acknowledged still means durable). If that fsync fails, the batch's
+//! replies are withheld, one `unavailable` error is sent and the connection closes. While a batch runs the
 //! connection reads nothing more, so a client that never reads its replies is held back by
 //! TCP, never by our memory.
 //!
@@ -372,11 +375,24 @@ async fn run_batch(
             out: Vec::new(),
             close: false,
         };
-        for line in lines {
-            execute(&shared, &mut batch, &line);
-            if batch.close {
-                break;
+        // One fsync for the whole batch, before any of its replies leaves (module doc).
+        let durable = shared.ctx.store.durable_batch(|| {
+            for line in lines {
+                execute(&shared, &mut batch, &line);
+                if batch.close {
+                    break;
+                }
             }
+        });
+        if let Err(e) = durable {
+            tracing::error!(error = %e, "a batch could not be made durable; its replies are withheld");
+            batch.out.clear();
+            let f = Fail::from(e);
+            protocol::write_reply(&mut batch.out, false, None, Fail::new(
+                f.code,
+                "the store could not make this connection's last requests durable: none of their writes is acknowledged; the connection closes",
+            ).into_reply().into());
+            batch.close = true;
         }
         batch
     });

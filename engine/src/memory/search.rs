@@ -41,7 +41,7 @@ pub const FREQUENCY_HALF: f64 = 5.0;
 pub const TAG_BOOST: f32 = 0.1;
 /// Matching keys up to which a filtered vector search scores just those keys instead of
 /// scanning (at least this many, or a sixteenth of the store).
-const GATHER_KEYS: usize = 4096;
+pub(crate) const GATHER_KEYS: usize = 4096;
 /// Rows above which the vector scan reads i8 codes and re-ranks exactly.
 const COMPACT_SCAN_ROWS: usize = 4096;
 

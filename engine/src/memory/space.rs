@@ -33,6 +33,25 @@ impl Space for UserSpace<'_> {
                     .get(MemoryId(key))
                     .is_some_and(|m| m.kind == self.kind)
         };
+        let params = |scan| SearchParams {
+            k: limit,
+            filter: Some(&accept),
+            scan,
+            min_score: min_sim,
+        };
+        // A user with few memories in a store of many users: score just theirs, one dot
+        // product each, instead of scanning every user's rows through the filter (the rule
+        // search's selections follow, `search::vector_top`).
+        let total = self.state.vectors.len();
+        if keys.len() <= super::search::GATHER_KEYS.max(total / 16) && keys.len() < total {
+            let mine: Vec<u64> = keys.iter().filter(|k| accept(*k)).collect();
+            return self
+                .state
+                .vectors
+                .search_keys(query, &mine, &params(Scan::F32))
+                .map(|found| found.into_iter().map(|n| MemoryId(n.key)).collect())
+                .unwrap_or_default();
+        }
         // Over COMPACT_SCAN_ROWS, the compact scan: i8 codes of the sealed rows (a quarter of the
         // bytes), then the best 100 re-ranked exactly, so the threshold is applied to exact
         // scores. Below it the f32 rows fit in cache and re-ranking only adds work
@@ -43,15 +62,9 @@ impl Space for UserSpace<'_> {
         } else {
             Scan::F32
         };
-        let params = SearchParams {
-            k: limit,
-            filter: Some(&accept),
-            scan,
-            min_score: min_sim,
-        };
         self.state
             .vectors
-            .search(query, &params)
+            .search(query, &params(scan))
             .map(|found| found.into_iter().map(|n| MemoryId(n.key)).collect())
             .unwrap_or_default()
     }

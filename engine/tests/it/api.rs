@@ -416,3 +416,59 @@ fn list_recent_tags_and_stats() {
         (Kind::Memory, 0, 0.5, 0)
     );
 }
+
+#[test]
+fn a_durable_batch_takes_one_fsync_and_is_durable_when_it_returns() {
+    use mnemo_engine::storage::CrashImage;
+    let fs = FaultyStorage::new();
+    let store = Store::open(Path::new("/b"), small_options(&fs, 1000)).unwrap();
+    let before = store.stats().log_fsyncs;
+    let ids = store
+        .durable_batch(|| {
+            let ids: Vec<_> = (0..10)
+                .map(|i| store.store(NewMemory::new(format!("batched {i}"))).unwrap())
+                .collect();
+            // Inside the batch nothing has been fsynced yet: a power cut now loses them all.
+            let lost = Store::open(
+                Path::new("/b"),
+                small_options(&fs.crash_image(CrashImage::DropUnsynced), 1000),
+            )
+            .unwrap();
+            assert_eq!(
+                lost.stats().memories,
+                0,
+                "deferred writes are not durable yet"
+            );
+            ids
+        })
+        .unwrap();
+    assert_eq!(
+        store.stats().log_fsyncs - before,
+        1,
+        "ten stores, one fsync"
+    );
+    // Once it returns, a power cut keeps every one.
+    let after = Store::open(
+        Path::new("/b"),
+        small_options(&fs.crash_image(CrashImage::DropUnsynced), 1000),
+    )
+    .unwrap();
+    for (i, id) in ids.iter().enumerate() {
+        assert_eq!(after.get(*id).unwrap().content, format!("batched {i}"));
+    }
+    // Outside a batch every store waits for its own fsync again.
+    store.store(NewMemory::new("alone")).unwrap();
+    assert_eq!(store.stats().log_fsyncs - before, 2);
+}
+
+#[test]
+fn a_durable_batch_whose_fsync_fails_is_an_error() {
+    let fs = FaultyStorage::new();
+    let store = Store::open(Path::new("/f"), small_options(&fs, 1000)).unwrap();
+    let result = store.durable_batch(|| {
+        store.store(NewMemory::new("appended")).unwrap();
+        fs.fail_op(1, false); // the batch's fsync
+    });
+    assert!(matches!(result, Err(EngineError::Poisoned)), "{result:?}");
+    assert!(store.stats().poisoned);
+}

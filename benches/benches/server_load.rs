@@ -1,0 +1,424 @@
+//! Load generator for `mnemo serve` over loopback (`docs/benchmarks.md`, "Server").
+//!
+//! The server runs in this process exactly as `mnemo serve` runs it (`mnemo_server::server::
+//! serve` on a tokio runtime, no-model hashing embedder, durable `SyncPolicy::Always`); the
+//! clients are blocking threads, one connection each, writing `depth` requests and then
+//! reading `depth` replies (depth 1 = not pipelined). Each row runs for `MNEMO_LOAD_SECONDS`
+//! (default 3) and reports requests/s and the latency of a round trip (one request, or one
+//! pipelined batch) at p50/p99. Every reply is checked for `{"ok":true`.
+//!
+//! Rows: GET (10k memories), durable STORE (fresh store per row, every hook on, one user per
+//! connection), SEARCH on 100k memories (composite vector search, limit 10; hybrid too), each
+//! with 1, 16 and 64 connections, not pipelined and pipelined 32 deep; then 1,000 idle
+//! connections held while one client measures GET latency before, during and after.
+//!
+//! `MNEMO_LOAD_ONLY=store` runs the rows whose name contains it; `MNEMO_LOAD_CONNS=16` and
+//! `MNEMO_LOAD_DEPTHS=32` pick connection counts and depths. The 100k store is built once
+//! under `target/bench-data/server-search-100000`.
+//!
+//! Run: `CARGO_PROFILE_BENCH_LTO=false cargo bench -p mnemo-benches --bench server_load`
+
+use mnemo_engine::{HookConfig, NewMemory, Store, StoreOptions, SyncPolicy};
+use mnemo_server::commands::Ctx;
+use mnemo_server::metrics::Metrics;
+use mnemo_server::server::{Auth, Limits, Shared, serve};
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A server on 127.0.0.1:0 over `store`, on its own runtime; stops when dropped.
+struct Running {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    shared: Arc<Shared>,
+}
+
+impl Running {
+    fn start(store: Store) -> Running {
+        let shared = Arc::new(Shared {
+            ctx: Ctx {
+                store,
+                metrics: Metrics::new(),
+            },
+            limits: Limits {
+                max_connections: 4096,
+                ..Limits::default()
+            },
+            auth: Auth::none(),
+        });
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let s = Arc::clone(&shared);
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .expect("bind");
+                addr_tx
+                    .send(listener.local_addr().expect("addr"))
+                    .expect("send");
+                serve(listener, s, async {
+                    let _ = stopped.await;
+                })
+                .await
+                .expect("serve");
+            });
+        });
+        Running {
+            addr: addr_rx.recv().expect("address"),
+            stop: Some(stop),
+            thread: Some(thread),
+            shared,
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+struct Result {
+    requests: u64,
+    errors: u64,
+    seconds: f64,
+    latencies_us: Vec<u32>,
+}
+
+fn quantile(sorted: &[u32], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    f64::from(sorted[i]) / 1000.0
+}
+
+/// Runs `conns` clients for `seconds`, each sending batches of `depth` requests made by
+/// `request(conn, n)`.
+fn drive(
+    addr: SocketAddr,
+    conns: usize,
+    depth: usize,
+    seconds: f64,
+    request: Arc<dyn Fn(usize, u64) -> String + Send + Sync>,
+) -> Result {
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(seconds);
+    let threads: Vec<_> = (0..conns)
+        .map(|c| {
+            let request = Arc::clone(&request);
+            std::thread::spawn(move || {
+                let mut stream = TcpStream::connect(addr).expect("connect");
+                stream.set_nodelay(true).expect("nodelay");
+                let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+                let (mut n, mut errors, mut lat) = (0u64, 0u64, Vec::new());
+                let mut batch = String::new();
+                let mut line = String::new();
+                while Instant::now() < deadline {
+                    batch.clear();
+                    for _ in 0..depth {
+                        batch.push_str(&request(c, n));
+                        batch.push('\n');
+                        n += 1;
+                    }
+                    let t = Instant::now();
+                    stream.write_all(batch.as_bytes()).expect("write");
+                    for _ in 0..depth {
+                        line.clear();
+                        reader.read_line(&mut line).expect("read");
+                        if !line.starts_with("{\"ok\":true") {
+                            errors += 1;
+                            if errors == 1 {
+                                eprintln!("error reply: {}", &line[..line.len().min(300)]);
+                            }
+                        }
+                    }
+                    lat.push(u32::try_from(t.elapsed().as_micros()).unwrap_or(u32::MAX));
+                }
+                (n, errors, lat)
+            })
+        })
+        .collect();
+    let mut r = Result {
+        requests: 0,
+        errors: 0,
+        seconds: 0.0,
+        latencies_us: Vec::new(),
+    };
+    for t in threads {
+        let (n, e, l) = t.join().expect("client");
+        r.requests += n;
+        r.errors += e;
+        r.latencies_us.extend(l);
+    }
+    r.seconds = started.elapsed().as_secs_f64();
+    r.latencies_us.sort_unstable();
+    r
+}
+
+fn report(name: &str, conns: usize, depth: usize, r: &Result) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "{name:<22} conns {conns:>4}  depth {depth:>3}  {:>9.0} req/s  p50 {:>8.3} ms  p99 {:>8.3} ms  errors {}",
+        r.requests as f64 / r.seconds,
+        quantile(&r.latencies_us, 0.50),
+        quantile(&r.latencies_us, 0.99),
+        r.errors
+    );
+}
+
+fn seconds() -> f64 {
+    std::env::var("MNEMO_LOAD_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3.0)
+}
+
+fn wanted(name: &str) -> bool {
+    std::env::var("MNEMO_LOAD_ONLY").map_or(true, |only| name.contains(&only))
+}
+
+/// Connection counts of the rows (`MNEMO_LOAD_CONNS=16` for one).
+fn conns() -> Vec<usize> {
+    std::env::var("MNEMO_LOAD_CONNS").map_or_else(
+        |_| vec![1, 16, 64],
+        |v| v.split(',').filter_map(|c| c.trim().parse().ok()).collect(),
+    )
+}
+
+/// Pipeline depths of the rows (`MNEMO_LOAD_DEPTHS=32` for one).
+fn depths() -> Vec<usize> {
+    std::env::var("MNEMO_LOAD_DEPTHS").map_or_else(
+        |_| vec![1, 32],
+        |v| v.split(',').filter_map(|c| c.trim().parse().ok()).collect(),
+    )
+}
+
+fn options() -> StoreOptions {
+    StoreOptions::hashing().memory_limit(10_000_000)
+}
+
+const WORDS: &[&str] = &[
+    "cache",
+    "deploy",
+    "login",
+    "token",
+    "database",
+    "timeout",
+    "pool",
+    "queue",
+    "retry",
+    "index",
+    "branch",
+    "release",
+    "config",
+    "test",
+    "flaky",
+    "memory",
+    "latency",
+    "backup",
+    "quota",
+    "schema",
+    "migration",
+    "socket",
+    "thread",
+    "build",
+];
+
+fn made_up(i: u64, j: u64) -> String {
+    let h = (i << 8 ^ j ^ 0x5EED).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (0..7)
+        .map(|k| char::from(b'a' + ((h >> (36 + 4 * k)) & 15) as u8))
+        .collect()
+}
+
+/// Four common words and eight made-up ones: distinct texts with a realistic vocabulary.
+fn text(i: u64) -> String {
+    let w = WORDS.len() as u64;
+    let common: Vec<&str> = (0..4)
+        .map(|j| WORDS[((i.wrapping_mul(2_654_435_761) >> (j * 7)) % w) as usize])
+        .collect();
+    let rare: Vec<String> = (0..8).map(|j| made_up(i, j)).collect();
+    format!("{} {}", common.join(" "), rare.join(" "))
+}
+
+/// A store of `n` memories of `text(i)`, built once without hooks or fsyncs.
+fn prebuilt(name: &str, n: u64) -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/bench-data")
+        .join(format!("{name}-{n}"));
+    if dir.join("BUILT").exists() {
+        return dir;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    eprintln!("building {}", dir.display());
+    let store = Store::open(
+        &dir,
+        options().sync(SyncPolicy::None).hooks(HookConfig::none()),
+    )
+    .expect("open");
+    for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+        let batch = chunk.iter().map(|i| NewMemory::new(text(*i))).collect();
+        for r in store.store_batch(batch).expect("embed") {
+            r.expect("store");
+        }
+    }
+    store.checkpoint().expect("checkpoint");
+    store.close().expect("close");
+    std::fs::write(dir.join("BUILT"), b"").expect("mark");
+    dir
+}
+
+fn main() {
+    let secs = seconds();
+    {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(
+            out,
+            "server load, {secs} s per row, loopback, in-process server"
+        );
+    }
+    if wanted("get") {
+        let dir = prebuilt("server-get", 10_000);
+        let server = Running::start(Store::open(&dir, options()).expect("open"));
+        for conns in conns() {
+            for depth in depths() {
+                let r = drive(
+                    server.addr,
+                    conns,
+                    depth,
+                    secs,
+                    Arc::new(|c, n| {
+                        let id = (c as u64 * 7919 + n * 104_729) % 10_000 + 1;
+                        format!("GET {{\"memory_id\": {id}}}")
+                    }),
+                );
+                report("GET", conns, depth, &r);
+            }
+        }
+    }
+    for (name, skip) in [
+        ("STORE durable", ""),
+        (
+            "STORE durable, no sem",
+            ", \"skip_hooks\": [\"semantic_dedup\"]",
+        ),
+    ] {
+        if !wanted(&name.to_lowercase()) {
+            continue;
+        }
+        for conns in conns() {
+            for depth in depths() {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let server = Running::start(Store::open(dir.path(), options()).expect("open"));
+                let r = drive(
+                    server.addr,
+                    conns,
+                    depth,
+                    secs,
+                    Arc::new(move |c, n| {
+                        format!(
+                            "STORE {{\"content\": \"{}\", \"user_id\": \"user{c}\"{skip}}}",
+                            text((c as u64) << 32 | n)
+                        )
+                    }),
+                );
+                report(name, conns, depth, &r);
+                let fsyncs = server.shared.ctx.store.stats().log_fsyncs;
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(
+                    out,
+                    "    {} stores shared {fsyncs} fsyncs ({:.1} per fsync)",
+                    r.requests,
+                    r.requests as f64 / fsyncs.max(1) as f64
+                );
+            }
+        }
+    }
+    if wanted("search") {
+        let n = std::env::var("MNEMO_LOAD_SEARCH_SIZE")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(100_000);
+        let dir = prebuilt("server-search", n);
+        let server = Running::start(Store::open(&dir, options()).expect("open"));
+        let query = move |c: usize, k: u64| {
+            let target = (c as u64 * 7919 + k * 104_729) % n;
+            let full = text(target);
+            let words: Vec<&str> = full.split(' ').collect();
+            format!("{} {} {}", words[0], words[1], words[5])
+        };
+        for (name, mode) in [("SEARCH 100k", "vector"), ("SEARCH 100k hybrid", "hybrid")] {
+            for conns in conns() {
+                for depth in depths() {
+                    let r = drive(
+                        server.addr,
+                        conns,
+                        depth,
+                        secs,
+                        Arc::new(move |c, k| {
+                            format!(
+                                "SEARCH {{\"query\": \"{}\", \"mode\": \"{mode}\", \"count_access\": false}}",
+                                query(c, k)
+                            )
+                        }),
+                    );
+                    report(name, conns, depth, &r);
+                }
+            }
+        }
+    }
+    if wanted("idle") {
+        let dir = prebuilt("server-get", 10_000);
+        let server = Running::start(Store::open(&dir, options()).expect("open"));
+        let get = Arc::new(|_: usize, n: u64| format!("GET {{\"memory_id\": {}}}", n % 10_000 + 1));
+        let before = drive(server.addr, 1, 1, secs, Arc::clone(&get) as _);
+        report("GET, 0 idle", 1, 1, &before);
+        let mut idle: Vec<TcpStream> = (0..1000)
+            .map(|_| TcpStream::connect(server.addr).expect("idle connect"))
+            .collect();
+        std::thread::sleep(Duration::from_millis(500));
+        let during = drive(server.addr, 1, 1, secs, Arc::clone(&get) as _);
+        report("GET, 1,000 idle", 1, 1, &during);
+        // Every idle connection is still served.
+        let mut answered = 0;
+        for s in &mut idle {
+            s.write_all(b"PING\n").expect("ping");
+        }
+        for s in &idle {
+            let mut line = String::new();
+            BufReader::new(s).read_line(&mut line).expect("pong");
+            answered += usize::from(line.contains("PONG"));
+        }
+        let open = server
+            .shared
+            .ctx
+            .metrics
+            .connections_open
+            .load(std::sync::atomic::Ordering::Relaxed);
+        drop(idle);
+        std::thread::sleep(Duration::from_millis(200));
+        let after = drive(server.addr, 1, 1, secs, get as _);
+        report("GET, after idle", 1, 1, &after);
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(
+            out,
+            "    1,000 idle connections: {answered} answered PING afterwards, {open} open at once, errors {}",
+            before.errors + during.errors + after.errors
+        );
+    }
+}
