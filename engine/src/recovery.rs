@@ -90,10 +90,7 @@ pub(crate) fn apply(
         Op::Touch { at, ids } => {
             for id in ids {
                 table
-                    .modify(id, |m| {
-                        m.access_count = m.access_count.saturating_add(1);
-                        m.last_accessed_at = m.last_accessed_at.max(at);
-                    })
+                    .touch(id, at)
                     .ok_or("touch of an id that does not exist")?;
             }
         }

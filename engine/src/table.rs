@@ -12,7 +12,7 @@
 use crate::hooks::tags::TagForm;
 use crate::keyword::KeywordIndex;
 use crate::log::Op;
-use crate::record::{Category, Entity, EntityKind, Kind, Memory, MemoryId, TagSnapshot};
+use crate::record::{Category, Entity, EntityKind, Kind, Memory, MemoryId, TagSnapshot, Timestamp};
 use crate::text_column::TextColumn;
 use mnemo_index::KeySet;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -492,6 +492,19 @@ impl Table {
         f(m);
         u.add_fields(m);
         (m.id == id && m.user_id == user && m.content_hash == hash).then_some(())
+    }
+
+    /// Counts one access of a live record: `access_count + 1`, `last_accessed_at` at least
+    /// `at`. No index holds either field, so nothing is re-indexed (a touch is on every read's
+    /// path). `None` if `id` is not live.
+    pub(crate) fn touch(&mut self, id: MemoryId, at: Timestamp) -> Option<()> {
+        let m = usize::try_from(id.0)
+            .ok()
+            .and_then(|i| self.slots.get_mut(i))
+            .and_then(Option::as_deref_mut)?;
+        m.access_count = m.access_count.saturating_add(1);
+        m.last_accessed_at = m.last_accessed_at.max(at);
+        Some(())
     }
 
     /// A user's index, if the user has ever existed.
