@@ -93,6 +93,7 @@ fn kill_9_never_loses_an_acknowledged_store() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     let acked = Arc::new(Mutex::new(Vec::new()));
+    let mut killed_before_first_ack = 0;
     for cycle in 0..cycles {
         let server = Server::start(&store, &["--memory-limit", "10000000"]);
         let before = acked.lock().unwrap().len();
@@ -108,12 +109,16 @@ fn kill_9_never_loses_an_acknowledged_store() {
         for w in writers {
             w.join().unwrap();
         }
-        let now = acked.lock().unwrap().len();
-        assert!(
-            now > before,
-            "cycle {cycle}: no store was acknowledged before the kill"
-        );
+        if acked.lock().unwrap().len() == before {
+            // Killed before the first acknowledgement (e.g. during a checkpoint): a kill point
+            // too, with nothing to check but that the store still opens.
+            killed_before_first_ack += 1;
+        }
     }
+    assert!(
+        killed_before_first_ack < cycles,
+        "no cycle acknowledged a store: the test checked nothing"
+    );
     let acked = acked.lock().unwrap().clone();
     let server = Server::start(&store, &["--memory-limit", "10000000"]);
     let mut client = server.client();
@@ -123,7 +128,7 @@ fn kill_9_never_loses_an_acknowledged_store() {
     let stats = client.ok("GET_MEMORY_STATS", json!({}));
     assert!(stats["total_memories"].as_u64().unwrap() >= acked.len() as u64);
     eprintln!(
-        "kill -9: {cycles} cycles, {} acknowledged stores, 0 lost; {} in the store (the rest were written but never acknowledged)",
+        "kill -9: {cycles} cycles ({killed_before_first_ack} before the first ack), {} acknowledged stores, 0 lost; {} in the store (the rest were written but never acknowledged)",
         acked.len(),
         stats["total_memories"]
     );
