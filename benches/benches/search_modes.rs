@@ -15,7 +15,7 @@
 //! `included` it also runs MiniLM on the query text first and pays for it, as a real search
 //! does on a query-cache miss.
 
-use mnemo_benches::{BENCH_WORDS, DIM, bench_data_dir, minilm, vectors};
+use mnemo_benches::{BENCH_WORDS, DIM, bench_data_dir, minilm, store_built_once, vectors};
 use mnemo_embed::{EmbedError, Embedder};
 use mnemo_engine::{
     Category, Fusion, HookConfig, Mode, NewMemory, SearchMemories, Store, StoreOptions, Strategy,
@@ -85,32 +85,20 @@ fn options(table: HashMap<String, Vec<f32>>, model: Option<Arc<dyn Embedder>>) -
 
 /// Builds the store of `n` memories once; returns its directory.
 fn build(n: usize) -> std::path::PathBuf {
-    let dir = bench_data_dir().join(format!("search-{n}"));
-    if dir.join("BUILT").exists() {
-        return dir;
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-    eprintln!("building {}", dir.display());
-    let store = Store::open(
-        &dir,
-        options(HashMap::new(), None).hooks(HookConfig::none()),
-    )
-    .expect("open");
-    let v = vectors(n, SEED);
-    for (i, row) in v.chunks_exact(DIM).enumerate() {
-        let category = if i % 100 == 42 {
-            Category::Security
-        } else {
-            Category::Other
-        };
-        store
-            .store_embedded(NewMemory::new(text(i)).category(category), row.to_vec())
-            .expect("store");
-    }
-    store.checkpoint().expect("checkpoint");
-    store.close().expect("close");
-    std::fs::write(dir.join("BUILT"), b"").expect("mark");
-    dir
+    let options = options(HashMap::new(), None).hooks(HookConfig::none());
+    store_built_once(&format!("search-{n}"), options, |store| {
+        let v = vectors(n, SEED);
+        for (i, row) in v.chunks_exact(DIM).enumerate() {
+            let category = if i % 100 == 42 {
+                Category::Security
+            } else {
+                Category::Other
+            };
+            store
+                .store_embedded(NewMemory::new(text(i)).category(category), row.to_vec())
+                .expect("store");
+        }
+    })
 }
 
 /// `QUERIES` queries aimed at memories spread over the store: (text, vector).

@@ -24,7 +24,7 @@ use mnemo_server::metrics::Metrics;
 use mnemo_server::server::{Auth, Limits, Shared, serve};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -258,29 +258,30 @@ fn text(i: u64) -> String {
 
 /// A store of `n` memories of `text(i)`, built once without hooks or fsyncs.
 fn prebuilt(name: &str, n: u64) -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../target/bench-data")
-        .join(format!("{name}-{n}"));
-    if dir.join("BUILT").exists() {
-        return dir;
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-    eprintln!("building {}", dir.display());
-    let store = Store::open(
-        &dir,
-        options().sync(SyncPolicy::None).hooks(HookConfig::none()),
-    )
-    .expect("open");
-    for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
-        let batch = chunk.iter().map(|i| NewMemory::new(text(*i))).collect();
-        for r in store.store_batch(batch).expect("embed") {
-            r.expect("store");
+    let options = options().sync(SyncPolicy::None).hooks(HookConfig::none());
+    mnemo_benches::store_built_once(&format!("{name}-{n}"), options, |store| {
+        for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+            let batch = chunk.iter().map(|i| NewMemory::new(text(*i))).collect();
+            for r in store.store_batch(batch).expect("embed") {
+                r.expect("store");
+            }
+        }
+    })
+}
+
+/// Every row of connection counts × depths for one request kind, on one server.
+fn sweep(
+    server: &Running,
+    name: &str,
+    secs: f64,
+    request: Arc<dyn Fn(usize, u64) -> String + Send + Sync>,
+) {
+    for conns in conns() {
+        for depth in depths() {
+            let r = drive(server.addr, conns, depth, secs, Arc::clone(&request));
+            report(name, conns, depth, &r);
         }
     }
-    store.checkpoint().expect("checkpoint");
-    store.close().expect("close");
-    std::fs::write(dir.join("BUILT"), b"").expect("mark");
-    dir
 }
 
 fn main() {
@@ -295,21 +296,15 @@ fn main() {
     if wanted("get") {
         let dir = prebuilt("server-get", 10_000);
         let server = Running::start(Store::open(&dir, options()).expect("open"));
-        for conns in conns() {
-            for depth in depths() {
-                let r = drive(
-                    server.addr,
-                    conns,
-                    depth,
-                    secs,
-                    Arc::new(|c, n| {
-                        let id = (c as u64 * 7919 + n * 104_729) % 10_000 + 1;
-                        format!("GET {{\"memory_id\": {id}}}")
-                    }),
-                );
-                report("GET", conns, depth, &r);
-            }
-        }
+        sweep(
+            &server,
+            "GET",
+            secs,
+            Arc::new(|c, n| {
+                let id = (c as u64 * 7919 + n * 104_729) % 10_000 + 1;
+                format!("GET {{\"memory_id\": {id}}}")
+            }),
+        );
     }
     for (name, skip) in [
         ("STORE durable", ""),
@@ -363,23 +358,17 @@ fn main() {
             format!("{} {} {}", words[0], words[1], words[5])
         };
         for (name, mode) in [("SEARCH 100k", "vector"), ("SEARCH 100k hybrid", "hybrid")] {
-            for conns in conns() {
-                for depth in depths() {
-                    let r = drive(
-                        server.addr,
-                        conns,
-                        depth,
-                        secs,
-                        Arc::new(move |c, k| {
-                            format!(
-                                "SEARCH {{\"query\": \"{}\", \"mode\": \"{mode}\", \"count_access\": false}}",
-                                query(c, k)
-                            )
-                        }),
-                    );
-                    report(name, conns, depth, &r);
-                }
-            }
+            sweep(
+                &server,
+                name,
+                secs,
+                Arc::new(move |c, k| {
+                    format!(
+                        "SEARCH {{\"query\": \"{}\", \"mode\": \"{mode}\", \"count_access\": false}}",
+                        query(c, k)
+                    )
+                }),
+            );
         }
     }
     if wanted("idle") {

@@ -44,6 +44,28 @@ pub fn bench_data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench-data")
 }
 
+/// The store `target/bench-data/<name>`, built once: the first call opens it with `options`,
+/// lets `fill` write it, checkpoints, closes and marks it `BUILT`; later calls (and runs)
+/// return it as it is. A build that was interrupted (no mark) starts over.
+///
+/// # Panics
+/// On any engine error.
+pub fn store_built_once(name: &str, options: StoreOptions, fill: impl FnOnce(&Store)) -> PathBuf {
+    let dir = bench_data_dir().join(name);
+    let done = dir.join("BUILT");
+    if done.exists() {
+        return dir;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    eprintln!("building {}", dir.display());
+    let store = Store::open(&dir, options).expect("open");
+    fill(&store);
+    store.checkpoint().expect("checkpoint");
+    store.close().expect("close");
+    std::fs::write(done, b"").expect("marker");
+    dir
+}
+
 /// Builds (once) a store of `n` memories with a checkpoint covering all of them, and returns
 /// its directory. Uses `SyncPolicy::None` and synthetic vectors: the bench measures opening.
 ///
@@ -51,34 +73,25 @@ pub fn bench_data_dir() -> PathBuf {
 /// On any engine error.
 #[must_use]
 pub fn checkpointed_store(n: usize) -> PathBuf {
-    let dir = bench_data_dir().join(format!("open-{n}"));
-    let done = dir.join("BUILT");
-    if done.exists() {
-        return dir;
-    }
-    let _ = std::fs::remove_dir_all(&dir);
     let options = StoreOptions::hashing()
         .sync(SyncPolicy::None)
         .memory_limit(n.max(1));
-    let store = Store::open(&dir, options).expect("open");
-    let v = vectors(n, SEED ^ 0x0BE7);
-    for (i, row) in v.chunks_exact(DIM).enumerate() {
-        let text = format!(
-            "memory {i}: an agent noted that service {} times out after {} ms under load",
-            i % 97,
-            i % 1000
-        );
-        store
-            .store_embedded(
-                NewMemory::new(text).tags(["bench", if i % 2 == 0 { "even" } else { "odd" }]),
-                row.to_vec(),
-            )
-            .expect("store");
-    }
-    store.checkpoint().expect("checkpoint");
-    store.close().expect("close");
-    std::fs::write(done, b"").expect("marker");
-    dir
+    store_built_once(&format!("open-{n}"), options, |store| {
+        let v = vectors(n, SEED ^ 0x0BE7);
+        for (i, row) in v.chunks_exact(DIM).enumerate() {
+            let text = format!(
+                "memory {i}: an agent noted that service {} times out after {} ms under load",
+                i % 97,
+                i % 1000
+            );
+            store
+                .store_embedded(
+                    NewMemory::new(text).tags(["bench", if i % 2 == 0 { "even" } else { "odd" }]),
+                    row.to_vec(),
+                )
+                .expect("store");
+        }
+    })
 }
 
 /// Words the embedding benches draw texts from (plain English, mostly one word piece each).

@@ -352,11 +352,14 @@ impl Args {
         }
     }
 
-    /// An optional list of strings (at most [`MAX_LIST_ITEMS`]).
-    ///
-    /// # Errors
-    /// `invalid` if it is not a list of strings; `limit_exceeded` if it is too long.
-    pub fn opt_strs(&mut self, name: &str) -> Result<Option<Vec<String>>, Fail> {
+    /// An optional list (at most [`MAX_LIST_ITEMS`]) whose every item `item` accepts (it hands
+    /// back what it refuses, for the error).
+    fn opt_list<T>(
+        &mut self,
+        name: &str,
+        ty: Ty,
+        item: impl Fn(Value) -> Result<T, Value>,
+    ) -> Result<Option<Vec<T>>, Fail> {
         match self.take(name) {
             None => Ok(None),
             Some(Value::Array(items)) => {
@@ -365,15 +368,23 @@ impl Args {
                 }
                 items
                     .into_iter()
-                    .map(|v| match v {
-                        Value::String(s) => Ok(s),
-                        v => Err(Args::wrong(name, Ty::StrList, &v)),
-                    })
+                    .map(|v| item(v).map_err(|v| Args::wrong(name, ty, &v)))
                     .collect::<Result<Vec<_>, _>>()
                     .map(Some)
             }
-            Some(v) => Err(Args::wrong(name, Ty::StrList, &v)),
+            Some(v) => Err(Args::wrong(name, ty, &v)),
         }
+    }
+
+    /// An optional list of strings (at most [`MAX_LIST_ITEMS`]).
+    ///
+    /// # Errors
+    /// `invalid` if it is not a list of strings; `limit_exceeded` if it is too long.
+    pub fn opt_strs(&mut self, name: &str) -> Result<Option<Vec<String>>, Fail> {
+        self.opt_list(name, Ty::StrList, |v| match v {
+            Value::String(s) => Ok(s),
+            other => Err(other),
+        })
     }
 
     /// An optional list of objects (at most [`MAX_LIST_ITEMS`]).
@@ -381,23 +392,10 @@ impl Args {
     /// # Errors
     /// `invalid` if it is not a list of objects; `limit_exceeded` if it is too long.
     pub fn opt_objects(&mut self, name: &str) -> Result<Option<Vec<Map<String, Value>>>, Fail> {
-        match self.take(name) {
-            None => Ok(None),
-            Some(Value::Array(items)) => {
-                if items.len() > MAX_LIST_ITEMS {
-                    return Err(too_many(name, items.len()));
-                }
-                items
-                    .into_iter()
-                    .map(|v| match v {
-                        Value::Object(o) => Ok(o),
-                        v => Err(Args::wrong(name, Ty::Messages, &v)),
-                    })
-                    .collect::<Result<Vec<_>, _>>()
-                    .map(Some)
-            }
-            Some(v) => Err(Args::wrong(name, Ty::Messages, &v)),
-        }
+        self.opt_list(name, Ty::Messages, |v| match v {
+            Value::Object(o) => Ok(o),
+            other => Err(other),
+        })
     }
 
     /// An optional time: RFC 3339 text or a plain date.

@@ -212,3 +212,69 @@ fn read_token_file(path: &Path, auth: &mut Auth) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_win_over_the_config_file_which_wins_over_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("mnemo.toml");
+        std::fs::write(
+            &file,
+            "port = 9001\ndata_dir = \"/srv/mnemo\"\nmax_line_bytes = 4096\nidle_timeout = 60\nmemory_limit = 50000\n",
+        )
+        .unwrap();
+        let flags = ServeFlags {
+            config: Some(file.clone()),
+            port: Some(9002),
+            ..ServeFlags::default()
+        };
+        let c = flags.resolve().unwrap();
+        assert_eq!(
+            c.addr,
+            "127.0.0.1:9002".parse().unwrap(),
+            "the flag wins; loopback by default"
+        );
+        assert_eq!(c.data_dir, PathBuf::from("/srv/mnemo"));
+        assert_eq!(c.limits.max_line_bytes, 4096);
+        assert_eq!(c.limits.idle_timeout, Duration::from_secs(60));
+        assert_eq!(c.limits.max_connections, Limits::default().max_connections);
+        assert_eq!(c.memory_limit, Some(50_000));
+
+        std::fs::write(&file, "port = 9001\nmax_line_byte = 10\n").unwrap();
+        let err = format!("{:#}", flags.resolve().unwrap_err());
+        assert!(
+            err.contains("max_line_byte"),
+            "an unknown key is named: {err}"
+        );
+        let zero = ServeFlags {
+            max_connections: Some(0),
+            ..ServeFlags::default()
+        };
+        assert!(format!("{:#}", zero.resolve().unwrap_err()).contains("max_connections"));
+    }
+
+    #[test]
+    fn a_token_file_binds_users_and_its_errors_never_show_a_token() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("tokens");
+        std::fs::write(&file, "# comment\n\nshared-s3cret\nada ada-s3cret\n").unwrap();
+        let mut auth = Auth::none();
+        read_token_file(&file, &mut auth).unwrap();
+        assert_eq!(auth.counts(), (2, 1));
+        assert_eq!(auth.check("ada-s3cret"), Some(Some("ada".to_owned())));
+        std::fs::write(&file, "ada ada-s3cret extra-word\n").unwrap();
+        let err = format!(
+            "{:#}",
+            read_token_file(&file, &mut Auth::none()).unwrap_err()
+        );
+        assert!(err.contains("line 1") && !err.contains("s3cret"), "{err}");
+        std::fs::write(&file, "# nothing\n").unwrap();
+        assert!(
+            read_token_file(&file, &mut Auth::none()).is_err(),
+            "an empty token file is an error"
+        );
+    }
+}

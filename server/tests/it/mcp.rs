@@ -30,22 +30,12 @@ fn the_official_mcp_sdk_lists_and_calls_every_tool() {
         python.display()
     );
     let dir = tempfile::tempdir().unwrap();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/mcp_client.py");
-    let out = std::process::Command::new(&python)
-        .arg(script)
-        .arg(env!("CARGO_BIN_EXE_mnemo"))
-        .arg(dir.path().join("store"))
-        .env("MNEMO_LOG", "warn")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        stdout.contains("every tool called; all checks passed"),
-        "{stdout}"
+    let store = dir.path().join("store");
+    crate::support::run_python(
+        &python,
+        "mcp_client.py",
+        &[env!("CARGO_BIN_EXE_mnemo").as_ref(), store.as_os_str()],
+        &[("MNEMO_LOG", "warn")],
+        "every tool called; all checks passed",
     );
 }

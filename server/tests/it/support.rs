@@ -184,6 +184,34 @@ impl Client {
     }
 }
 
+/// Runs `tests/python/<script>` with `python` and `args`; asserts it exits 0 and printed
+/// `passed` (its last words when every check held). Returns its stdout.
+pub fn run_python(
+    python: &Path,
+    script: &str,
+    args: &[&std::ffi::OsStr],
+    env: &[(&str, &str)],
+    passed: &str,
+) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/python")
+        .join(script);
+    let out = Command::new(python)
+        .arg(&path)
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap_or_else(|e| panic!("running {} {}: {e}", python.display(), path.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains(passed), "{stdout}");
+    stdout
+}
+
 /// The server is alive and answers a new connection.
 pub fn still_serving(server: &Server) {
     assert_eq!(server.client().call("PING", json!({}))["reply"], "PONG");

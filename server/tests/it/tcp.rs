@@ -4,6 +4,7 @@ use crate::support::{Client, Server, still_serving};
 use mnemo_server::commands::COMMANDS;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 fn ids(reply: &Value, list: &str) -> Vec<u64> {
@@ -745,21 +746,13 @@ fn sixty_four_concurrent_clients_store_and_search_with_checked_results() {
 fn a_python_standard_library_client_works() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&dir.path().join("store"), &[]);
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/stdlib_client.py");
-    let out = std::process::Command::new("python3")
-        .arg(script)
-        .arg(server.addr.ip().to_string())
-        .arg(server.addr.port().to_string())
-        .output()
-        .expect("python3 is needed for this test (Debian: apt install python3)");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        stdout.contains("python client: all checks passed"),
-        "{stdout}"
+    let (ip, port) = (server.addr.ip().to_string(), server.addr.port().to_string());
+    // The system's python3 (Debian: apt install python3): the standard library is all it uses.
+    crate::support::run_python(
+        Path::new("python3"),
+        "stdlib_client.py",
+        &[ip.as_ref(), port.as_ref()],
+        &[],
+        "python client: all checks passed",
     );
 }
