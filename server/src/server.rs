@@ -271,6 +271,10 @@ async fn connection(stream: TcpStream, shared: &Arc<Shared>, mut stop: watch::Re
             }
         }
         buf.drain(..start);
+        if start > 0 {
+            // A line arrived whole: the client is not stalling, whatever it sends next.
+            partial_since = None;
+        }
         let have_more_lines = memchr_newline(&buf).is_some();
         if !have_more_lines {
             if discarding {

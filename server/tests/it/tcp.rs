@@ -542,6 +542,26 @@ fn connection_limits_and_timeouts_close_only_the_offender() {
 }
 
 #[test]
+fn a_client_streaming_lines_split_across_reads_is_not_a_slow_client() {
+    // Every read ends in the middle of a line, for longer than the slow-client timeout: the
+    // client is making progress, so it must not be cut off.
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("store"), &["--slow-client-timeout", "1"]);
+    let mut c = server.client();
+    let started = Instant::now();
+    let mut sent = 0;
+    c.send(b"PI");
+    while started.elapsed() < Duration::from_millis(2500) {
+        c.send(b"NG\nPI");
+        sent += 1;
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(c.recv().unwrap()["reply"], "PONG", "after {sent} lines");
+    }
+    c.send(b"NG\n");
+    assert_eq!(c.recv().unwrap()["reply"], "PONG");
+}
+
+#[test]
 fn tokens_authenticate_bind_users_and_never_reach_the_log() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens");
