@@ -13,8 +13,8 @@
 //! Limits (`docs/protocol.md`, "Limits"), each answered with an error line and never affecting
 //! other connections: a line over `max_line_bytes` is answered `line_too_long` and skipped up
 //! to its newline; more than `max_connections` get `too_many_connections` and are closed;
-//! a connection silent for `idle_timeout`, or holding a half-sent line for
-//! `slow_client_timeout`, gets `timeout` and is closed, as is one that does not take its
+//! a connection silent for `idle_timeout`, or holding a half-sent line with no line completed
+//! for `slow_client_timeout`, gets `timeout` and is closed, as is one that does not take its
 //! replies within `slow_client_timeout`. At end of input (a half-closed socket) the last line
 //! counts even without its newline, every line read is answered, then the socket closes.
 //!
