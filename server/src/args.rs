@@ -182,8 +182,6 @@ pub enum Ty {
     StrList,
     /// A list of `{role, content}` objects.
     Messages,
-    /// An object.
-    Object,
 }
 
 impl Ty {
@@ -201,7 +199,6 @@ impl Ty {
                 "properties": {"role": {"type": "string", "enum": ["user", "assistant", "system"]},
                                "content": {"type": "string"}},
                 "required": ["role", "content"]}}),
-            Ty::Object => json!({"type": "object"}),
         }
     }
 
@@ -213,7 +210,6 @@ impl Ty {
             Ty::Bool => "true or false",
             Ty::StrList => "a list of strings",
             Ty::Messages => "a list of {role, content}",
-            Ty::Object => "an object",
         }
     }
 }
@@ -335,7 +331,10 @@ impl Args {
                 clippy::cast_possible_truncation,
                 reason = "scores and distances are f32"
             )]
-            Some(Value::Number(n)) => Ok(n.as_f64().map(|f| f as f32).filter(|f| f.is_finite())),
+            Some(Value::Number(n)) => match n.as_f64().map(|f| f as f32) {
+                Some(f) if f.is_finite() => Ok(Some(f)),
+                _ => Err(Fail::invalid(name, format!("{n} is out of range"))),
+            },
             Some(v) => Err(Args::wrong(name, Ty::Num, &v)),
         }
     }
@@ -470,6 +469,10 @@ mod tests {
         assert_eq!(a.memory_id().unwrap_err().code, Code::Invalid);
         assert!(a.opt_u64("k").is_err());
         assert!(a.opt_time("t").is_err());
+        let huge = args(json!({"threshold": 1e300}))
+            .opt_f32("threshold")
+            .unwrap_err();
+        assert_eq!(huge.body["field"], "threshold", "never read as absent");
         assert_eq!(
             args(json!({"limit": 51}))
                 .opt_in("limit", 1, 50)
