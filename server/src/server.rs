@@ -3,7 +3,8 @@
 //! Each connection is one task that reads bytes, cuts complete lines, runs them **in order**
 //! as one batch on the blocking pool (store calls fsync), and writes the batch's replies with
 //! one write. A pipelining client therefore gets its replies in request order, and a batch of
-//! up to `max_pipelined` requests costs one wake-up, one write and **one fsync**: the batch
+//! up to `max_pipelined` requests (or up to 1 MiB of replies, `MAX_BATCH_REPLY_BYTES`) costs
+//! one wake-up, one write and **one fsync**: the batch
 //! runs inside `Store::durable_batch`, so its writes share one fsync that completes before
 //! any reply is sent (acknowledged still means durable). If that fsync fails, the batch's
 //! replies are withheld, one `unavailable` error is sent and the connection closes. While a batch runs the
@@ -252,9 +253,11 @@ async fn connection(stream: TcpStream, shared: &Arc<Shared>, mut stop: watch::Re
     let mut discarding = false;
     let mut partial_since: Option<Instant> = None;
     let mut eof = false;
+    let mut pending: Vec<Line> = Vec::new();
     loop {
         // Cut the complete lines in the buffer (at most a batch of them).
-        let mut lines = Vec::new();
+        // Lines left over from the last batch (its replies filled the buffer) run first.
+        let mut lines = std::mem::take(&mut pending);
         let mut start = 0;
         while lines.len() < limits.max_pipelined {
             let Some(i) = memchr_newline(&buf[start..]) else {
@@ -289,6 +292,7 @@ async fn connection(stream: TcpStream, shared: &Arc<Shared>, mut stop: watch::Re
         }
         if !lines.is_empty() {
             let batch = run_batch(shared, session, auth_failures, lines).await;
+            pending = batch.rest;
             session = batch.session;
             auth_failures = batch.auth_failures;
             shared
@@ -361,7 +365,15 @@ struct Batch {
     auth_failures: u32,
     out: Vec<u8>,
     close: bool,
+    /// Lines not run because the replies reached [`MAX_BATCH_REPLY_BYTES`].
+    rest: Vec<Line>,
 }
+
+/// Reply bytes after which a batch stops and sends what it has; its remaining lines run in
+/// the next batch. Bounds what one connection makes the server hold: a pipeline of large
+/// replies (50 memories of 10,000 characters each) is sent a megabyte or so at a time instead
+/// of `max_pipelined` of them at once.
+const MAX_BATCH_REPLY_BYTES: usize = 1 << 20;
 
 /// Runs a batch of lines in order on the blocking pool.
 async fn run_batch(
@@ -378,15 +390,21 @@ async fn run_batch(
             auth_failures,
             out: Vec::new(),
             close: false,
+            rest: Vec::new(),
         };
         // One fsync for the whole batch, before any of its replies leaves (module doc).
         let durable = shared.ctx.store.durable_batch(|| {
-            for line in lines {
+            let mut lines = lines.into_iter();
+            for line in lines.by_ref() {
                 execute(&shared, &mut batch, &line);
                 if batch.close {
+                    return;
+                }
+                if batch.out.len() >= MAX_BATCH_REPLY_BYTES {
                     break;
                 }
             }
+            batch.rest = lines.collect();
         });
         if let Err(e) = durable {
             tracing::error!(error = %e, "a batch could not be made durable; its replies are withheld");
@@ -416,6 +434,7 @@ async fn run_batch(
                 auth_failures,
                 out,
                 close: true,
+                rest: Vec::new(),
             }
         }
     }

@@ -542,6 +542,34 @@ fn connection_limits_and_timeouts_close_only_the_offender() {
 }
 
 #[test]
+fn a_pipeline_of_large_replies_arrives_whole_and_in_order() {
+    // 100 pipelined requests whose replies are ~190 KB each: the server sends them a megabyte
+    // or so at a time (the rest of the batch runs after), never all 19 MB at once.
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("store"), &[]);
+    let mut c = server.client();
+    for i in 0..20 {
+        let content = format!("{i} {}", "long note text ".repeat(600));
+        c.ok(
+            "STORE",
+            json!({"content": content, "skip_hooks": ["semantic_dedup"]}),
+        );
+    }
+    let mut batch = String::new();
+    for i in 0..100 {
+        batch.push_str(&format!("@r{i} RECENT {{\"limit\": 20}}\n"));
+    }
+    batch.push_str("@last PING\n");
+    c.send(batch.as_bytes());
+    for i in 0..100 {
+        let r = c.recv().unwrap();
+        assert_eq!(r["tag"], format!("r{i}"));
+        assert_eq!(r["memories"].as_array().unwrap().len(), 20);
+    }
+    assert_eq!(c.recv().unwrap()["tag"], "last");
+}
+
+#[test]
 fn a_client_streaming_lines_split_across_reads_is_not_a_slow_client() {
     // Every read ends in the middle of a line, for longer than the slow-client timeout: the
     // client is making progress, so it must not be cut off.
