@@ -3,11 +3,11 @@
 //! Each connection is one task that reads bytes, cuts complete lines, runs them **in order**
 //! as one batch on the blocking pool (store calls fsync), and writes the batch's replies with
 //! one write. A pipelining client therefore gets its replies in request order, and a batch of
-//! up to `max_pipelined` requests (or up to 1 MiB of replies, `MAX_BATCH_REPLY_BYTES`) costs
-//! one wake-up, one write and **one fsync**: the batch
-//! runs inside `Store::durable_batch`, so its writes share one fsync that completes before
-//! any reply is sent (acknowledged still means durable). If that fsync fails, the batch's
-//! replies are withheld, one `unavailable` error is sent and the connection closes. While a batch runs the
+//! up to `max_pipelined` requests (or up to 1 MiB of replies, `MAX_BATCH_REPLY_BYTES`; the
+//! rest run next) costs one wake-up, one write and **one fsync**: the batch runs inside
+//! `Store::durable_batch`, so its writes share one fsync that completes before any reply is
+//! sent (acknowledged still means durable). If that fsync fails, the batch's replies are
+//! withheld, one `unavailable` error is sent and the connection closes. While a batch runs the
 //! connection reads nothing more, so a client that never reads its replies is held back by
 //! TCP, never by our memory.
 //!
