@@ -306,6 +306,25 @@ impl Store {
         &self.inner.dir
     }
 
+    /// Bytes of the store's files (logs, checkpoints, segments, identity).
+    #[must_use]
+    pub fn bytes_on_disk(&self) -> u64 {
+        let storage = &*self.inner.options.storage;
+        let dir = self.dir();
+        storage
+            .list(dir)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|n| storage.len(&dir.join(n)).ok())
+            .sum()
+    }
+
+    /// The model id of the store's embedder (what its `IDENTITY` pins).
+    #[must_use]
+    pub fn embedder_id(&self) -> &str {
+        self.inner.options.embedder.model_id()
+    }
+
     /// Deletes a memory.
     ///
     /// # Errors

@@ -247,15 +247,16 @@ fn owned_id(ctx: &Ctx, session: &Session, args: &mut Args) -> Result<MemoryId, F
                 superseded_by: Some(next),
                 ..
             }) => at = next,
+            Err(_) if at == id => {
+                // Neither live nor followable: let the library say what it is (lineage may
+                // still know it), but only after checking it names no record of another user.
+                let lineage = ctx.store.lineage(id).unwrap_or_default();
+                if !lineage.is_empty() && lineage.iter().all(|m| m.user_id == *bound) {
+                    return Ok(id);
+                }
+                break;
+            }
             Err(_) => break,
-        }
-    }
-    if at == id && ctx.store.get(id).is_err() {
-        // Not live and not followable: let the library say what it is (lineage may still
-        // know it), but only after checking it names no record of another user.
-        let lineage = ctx.store.lineage(id).unwrap_or_default();
-        if lineage.iter().all(|m| m.user_id == *bound) && !lineage.is_empty() {
-            return Ok(id);
         }
     }
     Err(Fail::from(EngineError::NotFound { id }))
@@ -358,7 +359,7 @@ fn stats(ctx: &Ctx, session: &Session, _: &mut Args) -> Outcome {
         .collect();
     let store = json!({
         "dir": ctx.store.dir().display().to_string(),
-        "bytes_on_disk": dir_bytes(ctx.store.dir()),
+        "bytes_on_disk": ctx.store.bytes_on_disk(),
         "memories": s.memories,
         "users": s.users,
         "by_kind": by_kind,
@@ -371,33 +372,11 @@ fn stats(ctx: &Ctx, session: &Session, _: &mut Args) -> Outcome {
         "log_fsyncs": s.log_fsyncs,
         "poisoned": s.poisoned,
         "memory_limit": s.memory_limit,
-        "embedder": ctx.store_model(),
+        "embedder": ctx.store.embedder_id(),
     });
     let mut reply = ctx.metrics.snapshot();
     reply.insert("store".into(), store);
     Ok(Value::Object(reply))
-}
-
-/// Bytes of the files in a store directory (it holds no subdirectories).
-fn dir_bytes(dir: &std::path::Path) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .filter_map(|e| e.ok()?.metadata().ok())
-                .filter(std::fs::Metadata::is_file)
-                .map(|m| m.len())
-                .sum()
-        })
-        .unwrap_or(0)
-}
-
-impl Ctx {
-    fn store_model(&self) -> String {
-        self.store
-            .memory_stats(None)
-            .map(|s| s.embedding_model)
-            .unwrap_or_default()
-    }
 }
 
 fn store_memory(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {

@@ -257,7 +257,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         } => {
             let dir = store.dir();
             let s = store.open()?;
-            let before = dir_bytes(&dir);
+            let before = s.bytes_on_disk();
             if merge {
                 let users: Vec<String> = match user {
                     Some(u) => vec![u],
@@ -277,11 +277,11 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 }
             }
             s.checkpoint()?;
+            let after = s.bytes_on_disk();
             s.close()?;
             println!(
-                "checkpointed {}: {before} bytes before, {} after",
-                dir.display(),
-                dir_bytes(&dir)
+                "checkpointed {}: {before} bytes before, {after} after",
+                dir.display()
             );
         }
         Command::Model {
@@ -292,16 +292,6 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         }
     }
     Ok(0)
-}
-
-fn dir_bytes(dir: &std::path::Path) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.metadata().ok())
-                .map(|m| m.len())
-                .sum()
-        })
-        .unwrap_or(0)
 }
 
 /// Runs the fetch script built into the binary (scripts/fetch-model and the graph builder it

@@ -174,14 +174,7 @@ impl Store {
         } else {
             "Warning - Near limit"
         };
-        let storage = &*self.inner.options.storage;
-        let dir = self.dir();
-        let bytes: u64 = storage
-            .list(dir)
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|n| storage.len(&dir.join(n)).ok())
-            .sum();
+        let bytes = self.bytes_on_disk();
         #[expect(clippy::cast_precision_loss, reason = "a size in MiB")]
         let mb = (bytes as f64 / f64::from(1 << 20) * 100.0).round() / 100.0;
         let embedder = &self.inner.options.embedder;
