@@ -38,17 +38,17 @@ struct Running {
 
 impl Running {
     fn start(store: Store) -> Running {
-        let shared = Arc::new(Shared {
-            ctx: Ctx {
+        let shared = Arc::new(Shared::new(
+            Ctx {
                 store,
                 metrics: Metrics::new(),
             },
-            limits: Limits {
+            Limits {
                 max_connections: 4096,
                 ..Limits::default()
             },
-            auth: Auth::none(),
-        });
+            Auth::none(),
+        ));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let s = Arc::clone(&shared);

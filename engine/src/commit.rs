@@ -6,13 +6,40 @@
 //! `written` it saw before the fsync as durable; or it waits on the condition variable for a
 //! leader whose sync covers it. One fsync thus acknowledges every frame appended before it
 //! started. A failed fsync poisons the store for good (invariant 7): the page cache can no
-//! longer be trusted, so nothing is retried and every waiter gets `Poisoned`.
+//! longer be trusted, so nothing is retried and every waiter gets `Poisoned`. The first cause
+//! of poisoning is kept ([`PoisonCause`]: operation, file, OS error, time) and logged once.
 
 use crate::error::{EngineError, Result};
+use crate::record::Timestamp;
 use crate::storage::StorageFile;
 use parking_lot::{Condvar, Mutex};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Why a store refuses writes: the first failure that poisoned it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoisonCause {
+    /// What failed: `append`, `fsync`, `apply` or `checkpoint`.
+    pub operation: &'static str,
+    /// The file it failed on.
+    pub path: PathBuf,
+    /// The operating system's error (or the engine's reason).
+    pub error: String,
+    /// When.
+    pub since: Timestamp,
+}
+
+impl PoisonCause {
+    pub(crate) fn new(operation: &'static str, path: &Path, error: impl ToString) -> PoisonCause {
+        PoisonCause {
+            operation,
+            path: path.to_path_buf(),
+            error: error.to_string(),
+            since: Timestamp::now(),
+        }
+    }
+}
 
 #[derive(Debug)]
 struct SyncState {
@@ -27,13 +54,15 @@ pub(crate) struct GroupCommit {
     cond: Condvar,
     written: AtomicU64,
     poisoned: AtomicBool,
-    file: Mutex<Arc<dyn StorageFile>>,
+    cause: Mutex<Option<PoisonCause>>,
+    file: Mutex<(Arc<dyn StorageFile>, PathBuf)>,
     fsyncs: AtomicU64,
 }
 
 impl GroupCommit {
-    /// `durable`: the last sequence number known durable at open; `file`: the active log file.
-    pub(crate) fn new(durable: u64, file: Arc<dyn StorageFile>) -> GroupCommit {
+    /// `durable`: the last sequence number known durable at open; `file`: the active log file
+    /// at `path`.
+    pub(crate) fn new(durable: u64, file: Arc<dyn StorageFile>, path: PathBuf) -> GroupCommit {
         GroupCommit {
             state: Mutex::new(SyncState {
                 durable,
@@ -42,12 +71,26 @@ impl GroupCommit {
             cond: Condvar::new(),
             written: AtomicU64::new(durable),
             poisoned: AtomicBool::new(false),
-            file: Mutex::new(file),
+            cause: Mutex::new(None),
+            file: Mutex::new((file, path)),
             fsyncs: AtomicU64::new(0),
         }
     }
 
-    pub(crate) fn poison(&self) {
+    /// Refuses writes from now on; the first cause is kept and logged.
+    pub(crate) fn poison(&self, cause: PoisonCause) {
+        {
+            let mut first = self.cause.lock();
+            if first.is_none() {
+                tracing::error!(
+                    operation = cause.operation,
+                    path = %cause.path.display(),
+                    error = %cause.error,
+                    "the store is poisoned: writes are refused until it is reopened; reads go on"
+                );
+                *first = Some(cause);
+            }
+        }
         self.poisoned.store(true, Ordering::SeqCst);
         let _guard = self.state.lock();
         self.cond.notify_all();
@@ -55,6 +98,11 @@ impl GroupCommit {
 
     pub(crate) fn is_poisoned(&self) -> bool {
         self.poisoned.load(Ordering::SeqCst)
+    }
+
+    /// What poisoned the store, if anything did.
+    pub(crate) fn cause(&self) -> Option<PoisonCause> {
+        self.cause.lock().clone()
     }
 
     /// Errors with `Poisoned` if the store is poisoned.
@@ -86,8 +134,8 @@ impl GroupCommit {
 
     /// Switches to a new active log file. Called under the writer lock, after
     /// `wait_durable(written())`, so the old file holds nothing unsynced.
-    pub(crate) fn set_file(&self, file: Arc<dyn StorageFile>) {
-        *self.file.lock() = file;
+    pub(crate) fn set_file(&self, file: Arc<dyn StorageFile>, path: PathBuf) {
+        *self.file.lock() = (file, path);
     }
 
     /// Returns once every frame up to `seq` is durable.
@@ -109,13 +157,18 @@ impl GroupCommit {
             }
             s.syncing = true;
             let target = self.written();
-            let file = Arc::clone(&self.file.lock());
+            let (file, path) = self.file.lock().clone();
             let synced = parking_lot::MutexGuard::unlocked(&mut s, || file.sync());
             s.syncing = false;
             self.fsyncs.fetch_add(1, Ordering::Relaxed);
             match synced {
                 Ok(()) => s.durable = s.durable.max(target),
-                Err(_) => self.poisoned.store(true, Ordering::SeqCst),
+                Err(e) => {
+                    // `poison` takes the state lock to wake waiters: release it first.
+                    parking_lot::MutexGuard::unlocked(&mut s, || {
+                        self.poison(PoisonCause::new("fsync", &path, e));
+                    });
+                }
             }
             self.cond.notify_all();
         }

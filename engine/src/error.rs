@@ -13,6 +13,8 @@ pub enum ErrorKind {
     Environment,
     /// Bytes on disk are damaged or of an unknown version.
     Data,
+    /// The engine broke one of its own invariants (a bug): the store is poisoned.
+    Internal,
 }
 
 /// Everything that can go wrong in the engine.
@@ -127,6 +129,26 @@ pub enum EngineError {
     /// An earlier write or fsync failed; the store refuses writes until it is reopened.
     #[error("store is poisoned by an earlier failed write or fsync; reopen it to recover")]
     Poisoned,
+    /// The disk (or the user's quota) is full. The write was cut back before it could be
+    /// acknowledged: nothing of it is stored, and the store stays writable, so writes succeed
+    /// again once space is freed.
+    #[error("disk full writing {path}: {source}; nothing was stored, free space and retry")]
+    DiskFull {
+        /// The file the write failed on.
+        path: PathBuf,
+        /// The operating system's error (ENOSPC or EDQUOT).
+        #[source]
+        source: std::io::Error,
+    },
+    /// The engine broke one of its own invariants: a bug, never the caller's doing. The store
+    /// is poisoned (writes refused until reopened, which rebuilds from the log).
+    #[error("internal error {context}: {reason}")]
+    Internal {
+        /// What the engine was doing.
+        context: &'static str,
+        /// What went wrong.
+        reason: String,
+    },
     /// An I/O call failed.
     #[error("i/o on {path}: {source}")]
     Io {
@@ -180,11 +202,13 @@ impl EngineError {
             | EngineError::EmbedderMismatch { .. } => ErrorKind::Caller,
             EngineError::Locked { .. }
             | EngineError::Poisoned
+            | EngineError::DiskFull { .. }
             | EngineError::Io { .. }
             | EngineError::Embed(_) => ErrorKind::Environment,
             EngineError::Corrupted { .. } | EngineError::UnsupportedVersion { .. } => {
                 ErrorKind::Data
             }
+            EngineError::Internal { .. } => ErrorKind::Internal,
         }
     }
 
@@ -222,6 +246,8 @@ impl EngineError {
             EngineError::EmbedderMismatch { .. } => ("Embedder mismatch", format!("{self}")),
             EngineError::Locked { .. } => ("Store locked", format!("{self}")),
             EngineError::Poisoned => ("Store poisoned", format!("{self}")),
+            EngineError::DiskFull { .. } => ("Disk full", format!("{self}")),
+            EngineError::Internal { .. } => ("Internal error", format!("{self}")),
             EngineError::Io { .. } => ("I/O error", format!("{self}")),
             EngineError::Corrupted { .. } | EngineError::UnsupportedVersion { .. } => {
                 ("Data error", format!("{self}"))

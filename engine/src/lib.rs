@@ -88,6 +88,7 @@ mod table;
 mod text_column;
 pub mod verify;
 
+pub use commit::PoisonCause;
 pub use error::{EngineError, ErrorKind, Result};
 pub use hooks::{HookConfig, HookOverrides, ReadHook, WriteHook};
 pub use memory::{
@@ -120,7 +121,7 @@ pub mod fuzzing {
     /// Scans arbitrary bytes as a log file. Returns the number of valid frames.
     #[must_use]
     pub fn log_scan(data: &[u8]) -> u64 {
-        crate::log::reader::scan::<()>(data, |_, _| Ok(())).map_or(0, |s| s.frames)
+        crate::log::reader::scan::<()>(data, |_, _, _| Ok(())).map_or(0, |s| s.frames)
     }
 
     /// Decodes arbitrary bytes as a checkpoint. Returns whether they were accepted.

@@ -28,8 +28,12 @@ pub struct OpenReport {
     pub replayed_frames: u64,
     /// A torn log tail that was cut off: the file and the offset it was cut at.
     pub truncated_tail: Option<(PathBuf, u64)>,
-    /// Segment files no usable checkpoint refers to (left in place, never reused).
+    /// Segment files no checkpoint refers to that were left in place, because a checkpoint
+    /// could not be read to be sure (`docs/durability.md`, R4). Never read.
     pub orphan_segments: Vec<PathBuf>,
+    /// Segment files no checkpoint refers to, removed: what a checkpoint interrupted before
+    /// its commit point left behind.
+    pub removed_orphan_segments: Vec<PathBuf>,
     /// Leftover `*.tmp` files of interrupted writes that were removed.
     pub removed_tmp_files: usize,
 }
@@ -259,6 +263,49 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, dim: usize) -> R
     })
 }
 
+/// R4: removes the segment files no checkpoint refers to. They are what a checkpoint
+/// interrupted before its commit point wrote (C1), and nothing reads them. We hold `LOCK`, so no
+/// checkpoint is in progress. Only when every checkpoint file's head can be read: a segment of
+/// a checkpoint we cannot read might be one it needs, so then they are only reported.
+fn remove_orphan_segments(
+    storage: &dyn Storage,
+    dir: &Path,
+    checkpoints: &[u64],
+    seg_ids: &[u64],
+    report: &mut OpenReport,
+) -> Result<()> {
+    let mut referenced = std::collections::HashSet::new();
+    let mut all_read = true;
+    for &seq in checkpoints {
+        let path = dir.join(ckpt_format::file_name(seq));
+        match storage
+            .map(&path)
+            .ok()
+            .and_then(|b| ckpt_reader::decode_head(b.as_slice()).ok())
+        {
+            Some(head) => referenced.extend(head.segments.iter().map(|s| s.0)),
+            None => all_read = false,
+        }
+    }
+    let orphans: Vec<PathBuf> = seg_ids
+        .iter()
+        .filter(|id| !referenced.contains(id))
+        .map(|id| dir.join(segment_file::file_name(*id)))
+        .collect();
+    if !all_read {
+        report.orphan_segments = orphans;
+        return Ok(());
+    }
+    for path in &orphans {
+        storage.remove(path).map_err(io(path))?;
+    }
+    if !orphans.is_empty() {
+        storage.sync_dir(dir).map_err(io(dir))?;
+    }
+    report.removed_orphan_segments = orphans;
+    Ok(())
+}
+
 /// Opens or creates the store in `dir` (`docs/durability.md`, steps R1–R8).
 pub(crate) fn recover(dir: &Path, options: &StoreOptions) -> Result<Recovered> {
     let storage = &*options.storage;
@@ -286,8 +333,22 @@ pub(crate) fn recover(dir: &Path, options: &StoreOptions) -> Result<Recovered> {
         report.removed_tmp_files += 1;
     }
     names.retain(|n| !n.ends_with(".tmp"));
-    // R3: identity.
+    // R3: identity. A store is created log first, then IDENTITY (R3a): a directory whose only
+    // store file is a first log file holding no frame is a creation that did not finish.
     let id_path = dir.join(identity::FILE_NAME);
+    let first_log = log_writer::file_name(1);
+    if !names.iter().any(|n| n == identity::FILE_NAME)
+        && names.iter().all(|n| *n == first_log || n == "LOCK")
+        && names.contains(&first_log)
+    {
+        let path = dir.join(&first_log);
+        let len = storage.len(&path).map_err(io(&path))?;
+        if len <= crate::log::format::HEADER_LEN as u64 {
+            storage.remove(&path).map_err(io(&path))?;
+            storage.sync_dir(dir).map_err(io(dir))?;
+            names.retain(|n| *n != first_log);
+        }
+    }
     let has_data = names.iter().any(|n| {
         log_writer::parse_file_name(n).is_some()
             || ckpt_format::parse_file_name(n).is_some()
@@ -338,6 +399,10 @@ pub(crate) fn recover(dir: &Path, options: &StoreOptions) -> Result<Recovered> {
             dim,
             created_at: Timestamp::now(),
         };
+        // R3a: the first log file, then IDENTITY: once IDENTITY exists, a missing log file is
+        // a lost one (R5).
+        LogWriter::create(storage, dir, 1).map_err(io(&dir.join(&first_log)))?;
+        names.push(first_log.clone());
         segment_file::write_atomic(storage, dir, identity::FILE_NAME, &identity::encode(&id))
             .map_err(io(&id_path))?;
     }
@@ -376,23 +441,27 @@ pub(crate) fn recover(dir: &Path, options: &StoreOptions) -> Result<Recovered> {
         segments: Vec::new(),
     });
     report.checkpoint_seq = (ckpt_seq > 0).then_some(ckpt_seq);
-    let referenced: std::collections::HashSet<u64> = segments.iter().map(|s| s.0).collect();
     let seg_ids: Vec<u64> = names
         .iter()
         .filter_map(|n| segment_file::parse_file_name(n))
         .collect();
-    report.orphan_segments = seg_ids
-        .iter()
-        .filter(|id| !referenced.contains(id))
-        .map(|id| dir.join(segment_file::file_name(*id)))
-        .collect();
     let next_segment_id = seg_ids.iter().max().map_or(1, |m| m + 1);
+    remove_orphan_segments(storage, dir, &checkpoints, &seg_ids, &mut report)?;
     // R5–R6: replay the log after the checkpoint.
     let mut logs: Vec<u64> = names
         .iter()
         .filter_map(|n| log_writer::parse_file_name(n))
         .collect();
     logs.sort_unstable();
+    // R5: the log file that follows the checkpoint was made durable before the checkpoint was
+    // (C2), and the first one before IDENTITY (R3a): without it, acknowledged writes are lost.
+    if !logs.contains(&(ckpt_seq + 1)) {
+        return Err(EngineError::Corrupted {
+            file: dir.join(log_writer::file_name(ckpt_seq + 1)),
+            offset: 0,
+            reason: "log file missing: the writes after the checkpoint (or since the store was created) are gone",
+        });
+    }
     let start = logs
         .iter()
         .rposition(|&first| first <= ckpt_seq + 1)
@@ -403,14 +472,14 @@ pub(crate) fn recover(dir: &Path, options: &StoreOptions) -> Result<Recovered> {
         let path = dir.join(log_writer::file_name(first));
         let newest = i + 1 == logs.len();
         let bytes = storage.read(&path).map_err(io(&path))?;
-        let mut on_frame = |seq: u64, op: Op| -> Result<(), EngineError> {
+        let mut on_frame = |seq: u64, offset: u64, op: Op| -> Result<(), EngineError> {
             if seq <= ckpt_seq {
                 return Ok(());
             }
             if seq != expected {
                 return Err(EngineError::Corrupted {
                     file: path.clone(),
-                    offset: 0,
+                    offset,
                     reason: "gap in log sequence numbers",
                 });
             }
@@ -419,7 +488,7 @@ pub(crate) fn recover(dir: &Path, options: &StoreOptions) -> Result<Recovered> {
             }
             apply(&mut table, &mut vectors, op).map_err(|reason| EngineError::Corrupted {
                 file: path.clone(),
-                offset: 0,
+                offset,
                 reason,
             })?;
             expected += 1;

@@ -8,7 +8,7 @@
 //! see `docs/durability.md`, "Visibility".
 
 use crate::checkpoint::{format as ckpt_format, writer as ckpt_writer};
-use crate::commit::GroupCommit;
+use crate::commit::{GroupCommit, PoisonCause};
 use crate::error::{EngineError, Result};
 use crate::log::Op;
 use crate::log::format::{FRAME_PREFIX, MAX_FRAME_LEN, encode_frame};
@@ -23,12 +23,30 @@ use mnemo_index::{Collection, Scan, SearchParams};
 use parking_lot::{Mutex, RwLock};
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 thread_local! {
     /// Set inside `Store::durable_batch` on this thread: acknowledged writes skip their own
     /// wait for durability, and the batch waits once at its end.
     static DEFERRED: Cell<bool> = const { Cell::new(false) };
+    /// The last sequence number an acknowledged write of this thread's batch appended (0: the
+    /// batch wrote nothing, so it has nothing to make durable and a poisoned store does not
+    /// fail it).
+    static DEFERRED_SEQ: Cell<u64> = const { Cell::new(0) };
+}
+
+/// How long automatic checkpoints pause after one failed for a full disk.
+const CHECKPOINT_RETRY_AFTER_DISK_FULL: Duration = Duration::from_secs(10);
+
+/// Whether an I/O error says the disk (or the user's quota) is full: a write that failed so
+/// before its fsync is cut back and refused, and the store stays writable.
+pub(crate) fn is_disk_full(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    )
 }
 
 /// Most results one search may ask for.
@@ -192,6 +210,13 @@ pub struct Stats {
     pub log_fsyncs: u64,
     /// Whether writes are refused after a failed write or fsync.
     pub poisoned: bool,
+    /// What poisoned the store: operation, file, OS error, since when.
+    pub poison_cause: Option<PoisonCause>,
+    /// Writes refused since open because the disk was full (each cut back, nothing stored).
+    pub disk_full_refusals: u64,
+    /// Reads whose access could not be recorded (disk full, poisoned store): they were
+    /// answered, only their access count was skipped.
+    pub accesses_not_recorded: u64,
     /// The configured memory limit.
     pub memory_limit: usize,
 }
@@ -210,6 +235,8 @@ pub(crate) struct Writer {
     log_bytes_since_checkpoint: u64,
     checkpoints: Vec<u64>,
     segments: Vec<(u64, u64)>,
+    /// Automatic checkpoints wait until then after one failed for a full disk.
+    checkpoint_paused_until: Option<Instant>,
 }
 
 pub(crate) struct Inner {
@@ -220,6 +247,10 @@ pub(crate) struct Inner {
     pub(crate) category_labels: std::sync::OnceLock<Vec<Vec<f32>>>,
     writer: Mutex<Writer>,
     commit: GroupCommit,
+    /// `Stats::disk_full_refusals`.
+    disk_full_refusals: AtomicU64,
+    /// `Stats::accesses_not_recorded`.
+    pub(crate) accesses_not_recorded: AtomicU64,
     report: OpenReport,
     _lock: Box<dyn StorageLock>,
 }
@@ -256,7 +287,7 @@ impl Store {
         options.hooks.validate()?;
         let dir = dir.as_ref().to_path_buf();
         let r = recovery::recover(&dir, &options)?;
-        let commit = GroupCommit::new(r.last_seq, Arc::clone(&r.log.file));
+        let commit = GroupCommit::new(r.last_seq, Arc::clone(&r.log.file), r.log.path.clone());
         let inner = Arc::new(Inner {
             dir,
             writer: Mutex::new(Writer {
@@ -268,12 +299,15 @@ impl Store {
                 checkpoint_seq: r.checkpoint_seq,
                 checkpoints: r.checkpoints,
                 segments: r.segments,
+                checkpoint_paused_until: None,
             }),
             state: RwLock::new(State {
                 table: r.table,
                 vectors: r.vectors,
             }),
             commit,
+            disk_full_refusals: AtomicU64::new(0),
+            accesses_not_recorded: AtomicU64::new(0),
             category_labels: std::sync::OnceLock::new(),
             report: r.report,
             _lock: r.lock,
@@ -383,16 +417,10 @@ impl Store {
                     got: body,
                 });
             }
-            // step 4: append; a failed append may leave a partial frame, so poison.
+            // step 4: append.
             match w.log.append_frame(&frame) {
                 Ok(n) => w.log_bytes_since_checkpoint += n,
-                Err(source) => {
-                    inner.commit.poison();
-                    return Err(EngineError::Io {
-                        path: w.log.path.clone(),
-                        source,
-                    });
-                }
+                Err(source) => return Err(self.append_failed(&w, source)),
             }
             if let Some(id) = op.max_new_id() {
                 w.next_id = w.next_id.max(id + 1);
@@ -400,11 +428,12 @@ impl Store {
             // step 5: apply, publish.
             let State { table, vectors } = &mut *state;
             if let Err(reason) = recovery::apply(table, vectors, op) {
-                inner.commit.poison();
-                return Err(EngineError::Corrupted {
-                    file: w.log.path.clone(),
-                    offset: w.log.bytes,
-                    reason,
+                inner
+                    .commit
+                    .poison(PoisonCause::new("apply", &w.log.path, reason));
+                return Err(EngineError::Internal {
+                    context: "applying a logged operation",
+                    reason: reason.to_owned(),
                 });
             }
             w.next_seq = seq + 1;
@@ -412,26 +441,66 @@ impl Store {
             (seq, self.checkpoint_due(&w, &state), value)
         };
         // step 6: durability per policy (inside `durable_batch`, once at the batch's end).
-        if acknowledged && inner.options.sync == SyncPolicy::Always && !DEFERRED.get() {
-            inner.commit.wait_durable(seq)?;
+        if acknowledged && inner.options.sync == SyncPolicy::Always {
+            if DEFERRED.get() {
+                DEFERRED_SEQ.set(DEFERRED_SEQ.get().max(seq));
+            } else {
+                inner.commit.wait_durable(seq)?;
+            }
         }
         // step 7: acknowledged. Housekeeping may follow, on acknowledged writes only: a reader
-        // counting an access never pays for a checkpoint.
+        // counting an access never pays for a checkpoint. Its failure is not this write's (the
+        // write is durable): it poisons the store or, for a full disk, pauses checkpoints, and
+        // is logged; the reply stays the write's own.
         if acknowledged && checkpoint_due {
-            self.checkpoint_if_due()?;
+            self.checkpoint_if_due();
         }
         Ok(value)
     }
 
+    /// Step 4 failed. An append that failed for a full disk wrote nothing durable and was never
+    /// acknowledged: its partial frame is cut back and the store stays writable (`DiskFull`).
+    /// Any other failure, or a cut that fails, may leave a partial frame that a later append
+    /// would bury mid-file, so it poisons the store (`docs/durability.md` step 4).
+    fn append_failed(&self, w: &Writer, source: std::io::Error) -> EngineError {
+        let inner = &*self.inner;
+        let path = w.log.path.clone();
+        if is_disk_full(&source) {
+            match inner.options.storage.truncate(&path, w.log.bytes) {
+                Ok(()) => {
+                    inner.disk_full_refusals.fetch_add(1, Ordering::Relaxed);
+                    return EngineError::DiskFull { path, source };
+                }
+                Err(cut) => {
+                    inner.commit.poison(PoisonCause::new(
+                        "append",
+                        &path,
+                        format!("{source}; cutting the partial frame back failed: {cut}"),
+                    ));
+                    return EngineError::Io { path, source };
+                }
+            }
+        }
+        inner
+            .commit
+            .poison(PoisonCause::new("append", &path, &source));
+        EngineError::Io { path, source }
+    }
+
     fn checkpoint_due(&self, w: &Writer, state: &State) -> bool {
-        w.log_bytes_since_checkpoint >= self.inner.options.checkpoint_bytes
-            || state.vectors.growing_len() >= self.inner.options.seal_rows
+        (w.log_bytes_since_checkpoint >= self.inner.options.checkpoint_bytes
+            || state.vectors.growing_len() >= self.inner.options.seal_rows)
+            && w.checkpoint_paused_until
+                .is_none_or(|t| Instant::now() >= t)
     }
 
     /// Checkpoints if the thresholds are still crossed once the writer lock is held again
-    /// (another writer may have checkpointed in between).
-    fn checkpoint_if_due(&self) -> Result<()> {
-        self.checkpoint_under_lock(true)
+    /// (another writer may have checkpointed in between). A failure is logged, not returned:
+    /// the write that found the checkpoint due was already acknowledged.
+    fn checkpoint_if_due(&self) {
+        if let Err(e) = self.checkpoint_under_lock(true) {
+            tracing::error!(error = %e, "automatic checkpoint failed");
+        }
     }
 
     /// Seals the growing segment and writes a checkpoint (`docs/durability.md` steps C0–C6),
@@ -443,8 +512,10 @@ impl Store {
         self.checkpoint_under_lock(false)
     }
 
-    /// Takes the writer lock and checkpoints (only if still due, when `only_if_due`); any
-    /// failure poisons the store.
+    /// Takes the writer lock and checkpoints (only if still due, when `only_if_due`). A failure
+    /// before the commit point for a full disk removes what it wrote and pauses automatic
+    /// checkpoints (`DiskFull`; the log still holds everything). Any other failure poisons
+    /// the store.
     fn checkpoint_under_lock(&self, only_if_due: bool) -> Result<()> {
         let inner = &*self.inner;
         let mut w = inner.writer.lock();
@@ -453,10 +524,40 @@ impl Store {
         }
         inner.commit.check()?;
         let result = self.checkpoint_locked(&mut w);
-        if result.is_err() {
-            inner.commit.poison();
+        match &result {
+            Ok(()) => w.checkpoint_paused_until = None,
+            Err(EngineError::DiskFull { .. }) => {
+                w.checkpoint_paused_until = Some(Instant::now() + CHECKPOINT_RETRY_AFTER_DISK_FULL);
+            }
+            Err(EngineError::Poisoned) => {}
+            Err(e) => {
+                let path = match e {
+                    EngineError::Io { path, .. } => path.clone(),
+                    _ => inner.dir.clone(),
+                };
+                inner
+                    .commit
+                    .poison(PoisonCause::new("checkpoint", &path, e));
+            }
         }
         result
+    }
+
+    /// Removes the files a checkpoint wrote before failing short of its commit point, so a
+    /// full disk does not fill further with orphans. A removal that fails leaves an orphan that
+    /// the next open removes (`docs/durability.md`, R4).
+    fn undo_checkpoint_files(&self, created: &[PathBuf]) {
+        let storage = &*self.inner.options.storage;
+        for path in created {
+            let tmp = PathBuf::from(format!("{}.tmp", path.display()));
+            for p in [path, &tmp] {
+                if let Err(e) = storage.remove(p)
+                    && e.kind() != std::io::ErrorKind::NotFound
+                {
+                    tracing::warn!(path = %p.display(), error = %e, "could not remove a file of a failed checkpoint");
+                }
+            }
+        }
     }
 
     fn checkpoint_locked(&self, w: &mut Writer) -> Result<()> {
@@ -469,61 +570,37 @@ impl Store {
         if seq == w.checkpoint_seq {
             return Ok(());
         }
-        // C1: seal the growing rows.
-        let (encoded, rows) = inner
-            .state
-            .read()
-            .vectors
-            .encode_growing(inner.options.vector_codes)
-            .map_err(|e| EngineError::Invalid {
-                field: "vectors",
-                reason: e.to_string(),
-            })?;
-        let mut segments = w.segments.clone();
-        let sealed = if rows > 0 {
-            let id = w.next_segment_id;
-            let name = segment_file::file_name(id);
-            segment_file::write_atomic(storage, dir, &name, &encoded)
-                .map_err(EngineError::io(dir.join(&name)))?;
-            w.next_segment_id += 1;
-            segments.push((id, rows as u64));
-            Some(segment_file::open(storage, dir, id, rows as u64)?)
-        } else {
-            None
+        // C1–C4: files; a failure before the commit point (C4) removes them again.
+        let mut created = Vec::new();
+        let written = self.write_checkpoint_files(w, seq, &mut created);
+        let (segments, sealed, log) = match written {
+            Ok(v) => v,
+            Err(e) => {
+                self.undo_checkpoint_files(&created);
+                return Err(e);
+            }
         };
-        drop(encoded);
-        // C2–C3: the checkpoint, atomically.
-        let bytes = {
-            let state = inner.state.read();
-            let aux = state.table.aux_ops(inner.options.embedder.dim());
-            ckpt_writer::encode(seq, w.next_id, &segments, &aux, state.table.iter())
-        };
-        let name = ckpt_format::file_name(seq);
-        segment_file::write_atomic(storage, dir, &name, &bytes)
-            .map_err(EngineError::io(dir.join(&name)))?;
-        // C4: the sealed segment replaces the growing rows; with nothing live to seal, the
-        // deleted rows are dropped so scans stop reading them.
-        if sealed.is_none() {
-            inner.state.write().vectors.drop_dead_growing();
-        }
-        if let Some(seg) = sealed {
-            inner
-                .state
-                .write()
-                .vectors
-                .seal_growing(seg)
-                .map_err(|e| EngineError::Invalid {
-                    field: "vectors",
+        // C5: the sealed segment replaces the growing rows; with nothing live to seal, the
+        // deleted rows are dropped so scans stop reading them. Then append to the new log.
+        match sealed {
+            None => {
+                inner.state.write().vectors.drop_dead_growing();
+            }
+            Some(seg) => inner.state.write().vectors.seal_growing(seg).map_err(|e| {
+                EngineError::Internal {
+                    context: "replacing the growing rows by their sealed segment",
                     reason: e.to_string(),
-                })?;
+                }
+            })?,
         }
         w.segments = segments;
         w.checkpoint_seq = seq;
         w.checkpoints.push(seq);
         w.log_bytes_since_checkpoint = 0;
-        // C5: a new log file for what follows.
-        w.log = LogWriter::create(storage, dir, seq + 1).map_err(EngineError::io(dir))?;
-        inner.commit.set_file(Arc::clone(&w.log.file));
+        inner
+            .commit
+            .set_file(Arc::clone(&log.file), log.path.clone());
+        w.log = log;
         // C6: keep the two newest checkpoints.
         while w.checkpoints.len() > 2 {
             let old = w.checkpoints.remove(0);
@@ -531,6 +608,73 @@ impl Store {
             storage.remove(&path).map_err(EngineError::io(&path))?;
         }
         storage.sync_dir(dir).map_err(EngineError::io(dir))
+    }
+
+    /// Steps C1–C4: the sealed segment, the next log file and the checkpoint file, each durable.
+    /// Every file it creates is pushed to `created` first, for the caller to remove on failure.
+    /// A write that fails for a full disk is `DiskFull`.
+    #[expect(
+        clippy::type_complexity,
+        reason = "the three results of one step, used once"
+    )]
+    fn write_checkpoint_files(
+        &self,
+        w: &mut Writer,
+        seq: u64,
+        created: &mut Vec<PathBuf>,
+    ) -> Result<(Vec<(u64, u64)>, Option<mnemo_index::FlatSegment>, LogWriter)> {
+        let inner = &*self.inner;
+        let storage = &*inner.options.storage;
+        let dir = &inner.dir;
+        let io = |path: PathBuf| {
+            move |source: std::io::Error| {
+                if is_disk_full(&source) {
+                    EngineError::DiskFull { path, source }
+                } else {
+                    EngineError::Io { path, source }
+                }
+            }
+        };
+        // C1: seal the growing rows.
+        let (encoded, rows) = inner
+            .state
+            .read()
+            .vectors
+            .encode_growing(inner.options.vector_codes)
+            .map_err(|e| EngineError::Internal {
+                context: "encoding the growing rows as a segment",
+                reason: e.to_string(),
+            })?;
+        let mut segments = w.segments.clone();
+        let sealed = if rows > 0 {
+            let id = w.next_segment_id;
+            let name = segment_file::file_name(id);
+            created.push(dir.join(&name));
+            // Never reuse the id, even if this attempt fails (durability.md, crash points).
+            w.next_segment_id += 1;
+            segment_file::write_atomic(storage, dir, &name, &encoded)
+                .map_err(io(dir.join(&name)))?;
+            segments.push((id, rows as u64));
+            Some(segment_file::open(storage, dir, id, rows as u64)?)
+        } else {
+            None
+        };
+        drop(encoded);
+        // C2: the log file that follows the checkpoint exists before the checkpoint does, so
+        // a checkpoint at S without `wal-<S+1>.log` means a lost log file (R5).
+        let log_path = dir.join(crate::log::writer::file_name(seq + 1));
+        created.push(log_path.clone());
+        let log = LogWriter::create(storage, dir, seq + 1).map_err(io(log_path))?;
+        // C3–C4: the checkpoint, atomically; the rename is the commit point.
+        let bytes = {
+            let state = inner.state.read();
+            let aux = state.table.aux_ops(inner.options.embedder.dim());
+            ckpt_writer::encode(seq, w.next_id, &segments, &aux, state.table.iter())
+        };
+        let name = ckpt_format::file_name(seq);
+        created.push(dir.join(&name));
+        segment_file::write_atomic(storage, dir, &name, &bytes).map_err(io(dir.join(&name)))?;
+        Ok((segments, sealed, log))
     }
 
     /// Runs `f`, whose writes on this thread each return as soon as they are appended and
@@ -543,7 +687,8 @@ impl Store {
     ///
     /// # Errors
     /// `Poisoned` if the final fsync fails: then none of the batch's writes may be reported as
-    /// stored (they may or may not survive a crash). `f`'s own errors are in its result.
+    /// stored (they may or may not survive a crash). A batch that wrote nothing never fails
+    /// here, so reads keep answering on a poisoned store. `f`'s own errors are in its result.
     pub fn durable_batch<T>(&self, f: impl FnOnce() -> T) -> Result<T> {
         struct Restore(bool);
         impl Drop for Restore {
@@ -554,8 +699,12 @@ impl Store {
         let outer = Restore(DEFERRED.replace(true));
         let value = f();
         drop(outer);
-        if !DEFERRED.get() && self.inner.options.sync == SyncPolicy::Always {
-            self.flush()?;
+        if !DEFERRED.get() {
+            // The outermost batch: make its writes durable, if it made any.
+            let seq = DEFERRED_SEQ.replace(0);
+            if seq > 0 {
+                self.inner.commit.wait_durable(seq)?;
+            }
         }
         Ok(value)
     }
@@ -746,6 +895,9 @@ impl Store {
             checkpoint_seq: w.checkpoint_seq,
             log_fsyncs: self.inner.commit.fsyncs(),
             poisoned: self.inner.commit.is_poisoned(),
+            poison_cause: self.inner.commit.cause(),
+            disk_full_refusals: self.inner.disk_full_refusals.load(Ordering::Relaxed),
+            accesses_not_recorded: self.inner.accesses_not_recorded.load(Ordering::Relaxed),
             memory_limit: self.inner.options.memory_limit,
         }
     }

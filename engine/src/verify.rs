@@ -153,7 +153,7 @@ pub fn verify(dir: &Path) -> crate::Result<Report> {
             continue;
         };
         let newest = i + 1 == logs.len();
-        match log_reader::scan::<()>(&bytes, |_, _| Ok(())) {
+        match log_reader::scan::<()>(&bytes, |_, _, _| Ok(())) {
             Err(Ok(HeaderError::Corrupted(why))) => {
                 r.add(Severity::Error, name, Some(0), format!("bad header: {why}"))
             }
@@ -225,17 +225,15 @@ pub fn verify(dir: &Path) -> crate::Result<Report> {
     let mut named_segments = HashSet::new();
     if let Some((name, c)) = &newest {
         r.checkpoint_records = c.records.len();
-        // The log must continue right after the checkpoint (or hold nothing after it).
-        let covered = spans
-            .iter()
-            .any(|(_, first, end)| *first <= c.seq + 1 && c.seq < *end + 1);
-        if !spans.is_empty() && !covered {
+        // The log file after the checkpoint was durable before it (durability.md C2, R5).
+        let next = log_writer::file_name(c.seq + 1);
+        if !names.contains(&next) {
             r.add(
                 Severity::Error,
-                name,
+                &next,
                 None,
                 format!(
-                    "no log holds the frames after its sequence number {}",
+                    "missing: {name} was written after it was created, so the acknowledged writes after sequence number {} are lost",
                     c.seq
                 ),
             );
@@ -264,6 +262,18 @@ pub fn verify(dir: &Path) -> crate::Result<Report> {
         }
         check_entities(&mut r, name, c);
     }
+    // A store with no checkpoint has its first log file from creation on (R3a).
+    if newest.is_none() && ckpts.is_empty() && names.iter().any(|n| n == identity::FILE_NAME) {
+        let first = log_writer::file_name(1);
+        if !names.contains(&first) {
+            r.add(
+                Severity::Error,
+                &first,
+                None,
+                "missing: the store has no checkpoint, so every acknowledged write was in it",
+            );
+        }
+    }
     // Segments: every file's checksum; row counts against the newest checkpoint.
     let rows_of: BTreeMap<u64, u64> = newest
         .as_ref()
@@ -279,7 +289,7 @@ pub fn verify(dir: &Path) -> crate::Result<Report> {
                 Severity::Warning,
                 name,
                 None,
-                "no checkpoint names it (left over; not read by the store)",
+                "no checkpoint names it (left over by an interrupted checkpoint; the next open removes it)",
             );
             continue;
         };

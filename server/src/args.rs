@@ -1,8 +1,8 @@
 //! Request arguments and error replies, shared by the line protocol and MCP.
 //!
-//! A request's arguments are one JSON object. [`Args`] takes them out by name and type; what
-//! is left when the command is done is an error naming the unknown fields (`finish`), so a
-//! typo never silently drops a filter. Every failure is a [`Fail`]: a protocol error code
+//! A request's arguments are one JSON object. [`Args::checked`] refuses unknown names and
+//! wrong types before the command runs, so a typo never silently drops a filter and an error
+//! reply never follows an effect; then [`Args`] takes them out by name and type. Every failure is a [`Fail`]: a protocol error code
 //! (`docs/protocol.md`, "Errors") and a message that says what to do.
 
 use mnemo_engine::{EngineError, MemoryId, Timestamp};
@@ -35,13 +35,17 @@ pub enum Code {
     Timeout,
     /// The store refuses writes, or embeddings are unavailable, or the server is stopping.
     Unavailable,
+    /// The disk is full: the write was not stored; retry once space is freed.
+    DiskFull,
+    /// The server is at capacity: the request was not run; retry after `retry_after_ms`.
+    Busy,
     /// Anything else.
     Internal,
 }
 
 impl Code {
     /// Every code, for STATS.
-    pub const ALL: [Code; 13] = [
+    pub const ALL: [Code; 15] = [
         Code::BadRequest,
         Code::UnknownCommand,
         Code::Invalid,
@@ -54,6 +58,8 @@ impl Code {
         Code::TooManyConnections,
         Code::Timeout,
         Code::Unavailable,
+        Code::DiskFull,
+        Code::Busy,
         Code::Internal,
     ];
 
@@ -73,6 +79,8 @@ impl Code {
             Code::TooManyConnections => "too_many_connections",
             Code::Timeout => "timeout",
             Code::Unavailable => "unavailable",
+            Code::DiskFull => "disk_full",
+            Code::Busy => "busy",
             Code::Internal => "internal",
         }
     }
@@ -143,6 +151,7 @@ impl From<EngineError> for Fail {
             EngineError::Poisoned | EngineError::Embed(_) | EngineError::Locked { .. } => {
                 Code::Unavailable
             }
+            EngineError::DiskFull { .. } => Code::DiskFull,
             // I/O, corruption, and variants added after this server was written.
             _ => Code::Internal,
         };
@@ -413,21 +422,47 @@ impl Args {
         }
     }
 
-    /// Ends the request: anything not taken is an unknown argument.
+    /// A request's arguments, checked against a command's argument list before anything runs:
+    /// a name the list does not have, or a value not of its declared type (read by the same
+    /// parsers the handlers use), is an error here, so a handler never starts on a request it
+    /// would refuse halfway. Ranges and enumerations are the handlers' to check, before their
+    /// one library call.
     ///
     /// # Errors
-    /// `invalid` naming the unknown arguments.
-    pub fn finish(self) -> Result<(), Fail> {
-        if self.map.is_empty() {
-            return Ok(());
+    /// `invalid` naming the unknown arguments, or the first mistyped one; `limit_exceeded`
+    /// for an over-long list.
+    pub fn checked(
+        map: Map<String, Value>,
+        declared: &[crate::commands::Arg],
+    ) -> Result<Args, Fail> {
+        let unknown: Vec<&str> = map
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !declared.iter().any(|a| a.name == *k))
+            .collect();
+        if !unknown.is_empty() {
+            let mut f = Fail::new(
+                Code::Invalid,
+                format!("unknown argument(s) {unknown:?}: HELP <command> lists its arguments"),
+            );
+            f.body.insert("field".into(), json!(unknown));
+            return Err(f);
         }
-        let names: Vec<&str> = self.map.keys().map(String::as_str).collect();
-        let mut f = Fail::new(
-            Code::Invalid,
-            format!("unknown argument(s) {names:?}: HELP <command> lists its arguments"),
-        );
-        f.body.insert("field".into(), json!(names));
-        Err(f)
+        for arg in declared {
+            let Some(value) = map.get(arg.name) else {
+                continue;
+            };
+            let mut one = Args::new(Map::from_iter([(arg.name.to_owned(), value.clone())]));
+            match arg.ty {
+                Ty::Str => one.opt_str(arg.name).map(drop),
+                Ty::Int => one.opt_u64(arg.name).map(drop),
+                Ty::Num => one.opt_f32(arg.name).map(drop),
+                Ty::Bool => one.opt_bool(arg.name).map(drop),
+                Ty::StrList => one.opt_strs(arg.name).map(drop),
+                Ty::Messages => one.opt_objects(arg.name).map(drop),
+            }?;
+        }
+        Ok(Args::new(map))
     }
 }
 
@@ -460,9 +495,6 @@ mod tests {
         assert_eq!(a.str("query").unwrap(), "x");
         assert_eq!(a.opt_strs("tags").unwrap(), Some(vec!["a".to_owned()]));
         assert_eq!(a.opt_u64("n").unwrap(), None, "null is absent");
-        let f = a.finish().unwrap_err();
-        assert_eq!(f.code, Code::Invalid);
-        assert_eq!(f.body["field"], json!(["filter"]));
 
         let mut a = args(json!({"limit": "5", "memory_id": 0, "k": 2.5, "t": "monday"}));
         assert_eq!(a.opt_u64("limit").unwrap_err().body["field"], "limit");

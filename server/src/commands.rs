@@ -199,10 +199,11 @@ pub fn run(ctx: &Ctx, session: &Session, command: &Command, args: Map<String, Va
             ),
         ));
     };
-    let mut args = Args::new(args);
-    let value = handler(ctx, session, &mut args)?;
-    args.finish()?;
-    Ok(value)
+    // Every argument is checked (unknown names and JSON types) before the handler runs, and
+    // each handler takes all of its arguments before its one library call: an error reply
+    // means nothing changed (docs/protocol.md, "Errors").
+    let args = Args::checked(args, command.args)?;
+    handler(ctx, session, &mut { args })
 }
 
 /// A result shape as a reply object.
@@ -371,6 +372,14 @@ fn stats(ctx: &Ctx, session: &Session, _: &mut Args) -> Outcome {
         "checkpoint_seq": s.checkpoint_seq,
         "log_fsyncs": s.log_fsyncs,
         "poisoned": s.poisoned,
+        "poison_cause": s.poison_cause.as_ref().map(|c| json!({
+            "operation": c.operation,
+            "file": c.path.display().to_string(),
+            "error": c.error,
+            "since": c.since.to_rfc3339(),
+        })),
+        "disk_full_refusals": s.disk_full_refusals,
+        "accesses_not_recorded": s.accesses_not_recorded,
         "memory_limit": s.memory_limit,
         "embedder": ctx.store.embedder_id(),
     });

@@ -49,6 +49,13 @@ pub struct ServeFlags {
     /// Most requests of one connection run in one batch [default: 1024].
     #[arg(long, env = "MNEMO_MAX_PIPELINED")]
     pub max_pipelined: Option<usize>,
+    /// Batches run at once: the server's capacity [default: the cores, at least 2].
+    #[arg(long, env = "MNEMO_MAX_RUNNING")]
+    pub max_running: Option<usize>,
+    /// Batches that may wait for capacity; past that, requests are answered `busy` [default:
+    /// 64].
+    #[arg(long, env = "MNEMO_MAX_QUEUED")]
+    pub max_queued: Option<usize>,
     /// Most live memories in the store, all users (1000..=10000000) [default: 10000, the
     /// seed's].
     #[arg(long, env = "MNEMO_MEMORY_LIMIT")]
@@ -68,6 +75,8 @@ struct FileConfig {
     idle_timeout: Option<u64>,
     slow_client_timeout: Option<u64>,
     max_pipelined: Option<usize>,
+    max_running: Option<usize>,
+    max_queued: Option<usize>,
     memory_limit: Option<usize>,
 }
 
@@ -139,7 +148,23 @@ impl ServeFlags {
                 self.max_pipelined.or(file.max_pipelined),
                 d.max_pipelined,
             )?,
+            max_running: 0,
+            max_queued: 0,
             shutdown_grace: d.shutdown_grace,
+        };
+        let max_running = positive(
+            "max_running",
+            self.max_running.or(file.max_running),
+            d.max_running,
+        )?;
+        let limits = Limits {
+            max_running,
+            max_queued: positive(
+                "max_queued",
+                self.max_queued.or(file.max_queued),
+                d.max_queued,
+            )?,
+            ..limits
         };
         let mut auth = Auth::none();
         if let Ok(token) = std::env::var("MNEMO_TOKEN") {

@@ -72,14 +72,14 @@ pub fn run_server(config: config::ServeConfig, mut options: StoreOptions) -> any
         writeln!(out, "listening on {addr}")?;
         out.flush()?;
     }
-    let shared = Arc::new(server::Shared {
-        ctx: commands::Ctx {
+    let shared = Arc::new(server::Shared::new(
+        commands::Ctx {
             store: store.clone(),
             metrics: metrics::Metrics::new(),
         },
-        limits: config.limits,
-        auth: config.auth,
-    });
+        config.limits,
+        config.auth,
+    ));
     runtime.block_on(server::serve(
         listener,
         Arc::clone(&shared),
@@ -164,10 +164,40 @@ pub fn open_options(
 ) -> std::result::Result<StoreOptions, EmbedError> {
     Ok(match choice {
         EmbedderChoice::Hashing => StoreOptions::hashing(),
+        #[cfg(feature = "onnx")]
         EmbedderChoice::Minilm => StoreOptions::new(
             model_dir.map_or_else(mnemo_embed::default_embedder, mnemo_embed::minilm_embedder)?,
         ),
+        #[cfg(not(feature = "onnx"))]
+        EmbedderChoice::Minilm => {
+            return Err(EmbedError::ModelFileInvalid {
+                what: "ONNX Runtime support",
+                path: model_dir.unwrap_or(Path::new("")).to_path_buf(),
+                reason: "this build has no MiniLM embedder (built without the onnx feature)"
+                    .to_owned(),
+            });
+        }
     })
+}
+
+/// Entry points for the fuzz targets (`fuzz/`), `pub` so that a proptest runs them too.
+pub mod fuzzing {
+    use crate::args::Args;
+    use crate::commands;
+
+    /// A request line from the network: framing, then the named command's argument check.
+    /// Must never panic. Returns whether the line named a command with acceptable arguments.
+    #[must_use]
+    pub fn request_line(line: &[u8]) -> bool {
+        let Ok(Some(req)) = crate::protocol::parse(line) else {
+            return false;
+        };
+        let Some(command) = commands::find(&req.command) else {
+            let _ = commands::unknown(&req.command);
+            return false;
+        };
+        Args::checked(req.args, command.args).is_ok()
+    }
 }
 
 /// What the demo stores: the kind of things an agent learns.

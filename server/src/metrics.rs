@@ -71,6 +71,17 @@ impl Metrics {
         }
     }
 
+    /// The median handler time so far (1 ms before any request).
+    #[must_use]
+    pub fn p50(&self) -> Duration {
+        let h = self.latency_us.lock();
+        if h.is_empty() {
+            Duration::from_millis(1)
+        } else {
+            Duration::from_micros(h.value_at_quantile(0.5))
+        }
+    }
+
     /// Counts an error that no request carried (a refused connection, a timeout).
     pub fn count_error(&self, code: Code) {
         self.errors[code.index()].fetch_add(1, Ordering::Relaxed);

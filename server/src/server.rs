@@ -49,6 +49,12 @@ pub struct Limits {
     pub slow_client_timeout: Duration,
     /// Most requests run in one batch of a connection (1,024); more wait for the next.
     pub max_pipelined: usize,
+    /// Batches (of any connections) run at once on the blocking pool: the server's capacity
+    /// (default: the cores, at least 2).
+    pub max_running: usize,
+    /// Batches that may wait for a running slot (default: 64). A batch past that is not run: each of its requests is answered `busy` with a retry hint, so the
+    /// requests admitted keep a bounded latency under overload.
+    pub max_queued: usize,
     /// How long shutdown waits for connections to finish (10 s).
     pub shutdown_grace: Duration,
 }
@@ -61,8 +67,52 @@ impl Default for Limits {
             idle_timeout: Duration::from_secs(300),
             slow_client_timeout: Duration::from_secs(30),
             max_pipelined: 1024,
+            max_running: default_running(),
+            max_queued: 64,
             shutdown_grace: Duration::from_secs(10),
         }
+    }
+}
+
+/// The default capacity: one running batch per core, at least 2.
+fn default_running() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().max(2))
+}
+
+/// Admission by capacity (`docs/protocol.md`, "Capacity"): `max_running` batches run, up to
+/// `max_queued` wait, and the rest are answered `busy`.
+#[derive(Debug)]
+pub struct Admission {
+    running: Arc<Semaphore>,
+    queued: std::sync::atomic::AtomicUsize,
+    max_queued: usize,
+    max_running: usize,
+}
+
+impl Admission {
+    /// Capacity per `limits`.
+    #[must_use]
+    pub fn new(limits: &Limits) -> Admission {
+        Admission {
+            running: Arc::new(Semaphore::new(limits.max_running)),
+            queued: std::sync::atomic::AtomicUsize::new(0),
+            max_queued: limits.max_queued,
+            max_running: limits.max_running,
+        }
+    }
+
+    /// A running slot: at once, or after waiting in the queue; `None` when the queue is full.
+    async fn admit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        if let Ok(permit) = Arc::clone(&self.running).try_acquire_owned() {
+            return Some(permit);
+        }
+        if self.queued.fetch_add(1, Ordering::SeqCst) >= self.max_queued {
+            self.queued.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        let permit = Arc::clone(&self.running).acquire_owned().await.ok();
+        self.queued.fetch_sub(1, Ordering::SeqCst);
+        permit
     }
 }
 
@@ -143,6 +193,21 @@ pub struct Shared {
     pub limits: Limits,
     /// Tokens.
     pub auth: Auth,
+    /// Capacity: running and queued batches.
+    pub admission: Admission,
+}
+
+impl Shared {
+    /// The server's state over a store.
+    #[must_use]
+    pub fn new(ctx: Ctx, limits: Limits, auth: Auth) -> Shared {
+        Shared {
+            admission: Admission::new(&limits),
+            ctx,
+            limits,
+            auth,
+        }
+    }
 }
 
 /// Serves `listener` until `shutdown` resolves, then drains connections (module doc).
@@ -382,9 +447,13 @@ async fn run_batch(
     auth_failures: u32,
     lines: Vec<Line>,
 ) -> Batch {
+    let Some(permit) = shared.admission.admit().await else {
+        return busy(shared, session, auth_failures, &lines);
+    };
     let shared = Arc::clone(shared);
     let fallback = session.clone();
     let task = tokio::task::spawn_blocking(move || {
+        let _running = permit;
         let mut batch = Batch {
             session,
             auth_failures,
@@ -437,6 +506,43 @@ async fn run_batch(
                 rest: Vec::new(),
             }
         }
+    }
+}
+
+/// Answers every line of a batch that found the queue full `busy`, running none of them (so
+/// each reply is an error and nothing changed). The hint is the time the queue ahead of it
+/// takes at the median request time: `(max_queued / max_running + 1) × p50`.
+fn busy(shared: &Shared, session: Session, auth_failures: u32, lines: &[Line]) -> Batch {
+    let metrics = &shared.ctx.metrics;
+    let a = &shared.admission;
+    let p50_ms = metrics.p50().as_secs_f64() * 1000.0;
+    let retry_after_ms = ((a.max_queued / a.max_running + 1) as f64 * p50_ms)
+        .ceil()
+        .max(1.0);
+    let mut out = Vec::new();
+    for line in lines {
+        let tag = match line {
+            Line::Request(bytes) => protocol::parse(bytes).ok().flatten().and_then(|r| r.tag),
+            Line::TooLong(_) => None,
+        };
+        let mut f = Fail::new(
+            Code::Busy,
+            format!(
+                "the server is at capacity ({} running, {} waiting): this request was not run; retry in about {retry_after_ms} ms",
+                a.max_running, a.max_queued
+            ),
+        );
+        f.body
+            .insert("retry_after_ms".into(), serde_json::json!(retry_after_ms));
+        metrics.record(None, Duration::ZERO, Some(Code::Busy));
+        protocol::write_reply(&mut out, false, tag.as_deref(), f.into_reply().into());
+    }
+    Batch {
+        session,
+        auth_failures,
+        out,
+        close: false,
+        rest: Vec::new(),
     }
 }
 
@@ -503,9 +609,13 @@ fn auth(
     batch: &mut Batch,
     args: serde_json::Map<String, serde_json::Value>,
 ) -> crate::args::Outcome {
-    let mut args = crate::args::Args::new(args);
-    let token = args.str("token")?;
-    args.finish()?;
+    let Some(command) = commands::find("AUTH") else {
+        return Err(Fail::new(
+            Code::Internal,
+            "AUTH is missing from the command table",
+        ));
+    };
+    let token = crate::args::Args::checked(args, command.args)?.str("token")?;
     if !shared.auth.enabled() {
         return Ok(
             serde_json::json!({"reply": "OK", "message": "this server has no token: every connection may run every command"}),

@@ -43,7 +43,8 @@ fn any_valid_frame(b: &[u8]) -> bool {
     (0..b.len()).any(|i| b.get(i..).is_some_and(|rest| check_frame(rest).is_ok()))
 }
 
-/// Scans `bytes` (a whole log file), calling `on_frame(seq, op)` for each valid frame in order.
+/// Scans `bytes` (a whole log file), calling `on_frame(seq, offset, op)` for each valid frame in
+/// order (`offset`: where the frame starts in the file).
 /// Sequence numbers must run `first_seq, first_seq + 1, ...`; a frame that breaks the run is
 /// corruption. The callback's error stops the scan and is returned as is.
 ///
@@ -51,7 +52,7 @@ fn any_valid_frame(b: &[u8]) -> bool {
 /// `Err(Ok(header_error))` for a bad header; `Err(Err(e))` for the callback's error.
 pub fn scan<E>(
     bytes: &[u8],
-    mut on_frame: impl FnMut(u64, Op) -> Result<(), E>,
+    mut on_frame: impl FnMut(u64, u64, Op) -> Result<(), E>,
 ) -> Result<Scan, Result<HeaderError, E>> {
     let first_seq = decode_header(bytes).map_err(Ok)?;
     let mut pos = HEADER_LEN;
@@ -90,7 +91,7 @@ pub fn scan<E>(
                 };
             }
         };
-        on_frame(frame.seq, op).map_err(Err)?;
+        on_frame(frame.seq, pos as u64, op).map_err(Err)?;
         frames += 1;
         expected += 1;
         pos += frame.total_len;

@@ -256,7 +256,7 @@ impl Store {
             (results, ids)
         };
         if !ids.is_empty() {
-            self.touch(ids)?;
+            self.touch(ids);
         }
         Ok(QueryData {
             total: results.len(),

@@ -120,7 +120,7 @@ impl Store {
     /// `NotFound`; `Archived` with the successor for a merged or superseded id.
     pub fn get_by_memory_id(&self, id: MemoryId) -> Result<Memory> {
         let mut m = self.get(id)?;
-        if let Some(at) = self.touch(vec![id])? {
+        if let Some(at) = self.touch(vec![id]) {
             m.access_count += 1;
             m.last_accessed_at = m.last_accessed_at.max(at);
         }

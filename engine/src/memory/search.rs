@@ -965,7 +965,7 @@ impl Store {
         };
         if plan.eff.access
             && !hits.is_empty()
-            && let Some(at) = self.touch(hits.iter().map(|h| h.memory.id).collect())?
+            && let Some(at) = self.touch(hits.iter().map(|h| h.memory.id).collect())
         {
             for h in &mut hits {
                 h.memory.access_count += 1;
@@ -991,13 +991,10 @@ impl Store {
     }
 
     /// Counts `ids` as accessed now: one `Touch` frame, not waited for (access counts are
-    /// bookkeeping, `docs/durability.md`). Returns the time recorded, or `None` when the store
-    /// is poisoned: reads keep working on a store that refuses writes, and their accesses are
-    /// not counted.
-    ///
-    /// # Errors
-    /// `Io` when this very append fails (which poisons the store).
-    pub(crate) fn touch(&self, ids: Vec<MemoryId>) -> Result<Option<Timestamp>> {
+    /// bookkeeping, `docs/durability.md`). Returns the time recorded, or `None` when it could
+    /// not be recorded (a full disk, a poisoned store, a failed append): the read is answered
+    /// all the same, and `Stats::accesses_not_recorded` counts it.
+    pub(crate) fn touch(&self, ids: Vec<MemoryId>) -> Option<Timestamp> {
         let at = self.now();
         let counted = self.commit_unacknowledged(|_, state| {
             // A memory archived or deleted since the read is not counted.
@@ -1008,9 +1005,16 @@ impl Store {
             Ok(((!ids.is_empty()).then_some(Op::Touch { at, ids }), ()))
         });
         match counted {
-            Ok(()) => Ok(Some(at)),
-            Err(EngineError::Poisoned) => Ok(None),
-            Err(e) => Err(e),
+            Ok(()) => Some(at),
+            Err(e) => {
+                // A read never fails, nor takes the store down, for its access count
+                // (docs/durability.md, "Access counts"): skipped and counted.
+                self.inner
+                    .accesses_not_recorded
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::debug!(error = %e, "an access could not be recorded");
+                None
+            }
         }
     }
 }

@@ -10,7 +10,9 @@
 //! Faults: `fail_op(n, torn)` makes the nth mutating operation (append, sync, create, rename,
 //! remove, truncate, sync_dir; counted from 1) fail, writing half its buffer first when `torn`;
 //! `crash_at_sync(n)` makes the nth sync (file or directory) fail without taking effect and
-//! every later operation fail too, as if the machine had died there.
+//! every later operation fail too, as if the machine had died there. `set_capacity(bytes)`
+//! makes a full disk: an append past it writes what fits and fails with `StorageFull`
+//! (ENOSPC), as `write(2)` does.
 
 use super::{Storage, StorageFile, StorageLock};
 use mnemo_index::SealedBytes;
@@ -53,6 +55,7 @@ struct State {
     fail_op: Option<(u64, bool)>,
     crash_at_sync: Option<u64>,
     crashed: bool,
+    capacity: Option<u64>,
 }
 
 fn injected() -> io::Error {
@@ -86,6 +89,15 @@ impl State {
         Ok(())
     }
 
+    /// Bytes held by the files that have a name.
+    fn used(&self) -> u64 {
+        self.entries
+            .values()
+            .filter_map(|&i| self.inodes.get(i))
+            .map(|f| f.written.len() as u64)
+            .sum()
+    }
+
     fn inode(&self, path: &Path) -> io::Result<usize> {
         self.entries
             .get(path)
@@ -112,8 +124,13 @@ impl StorageFile for FaultyFile {
         let inode = self.inode;
         match s.begin_op() {
             Ok(()) => {
+                let room = s.capacity.map_or(u64::MAX, |c| c.saturating_sub(s.used()));
+                let fits = usize::try_from(room).unwrap_or(usize::MAX).min(buf.len());
                 if let Some(f) = s.inodes.get_mut(inode) {
-                    f.written.extend_from_slice(buf);
+                    f.written.extend_from_slice(buf.get(..fits).unwrap_or(&[]));
+                }
+                if fits < buf.len() {
+                    return Err(io::ErrorKind::StorageFull.into());
                 }
                 Ok(())
             }
@@ -170,6 +187,18 @@ impl FaultyStorage {
     pub fn crash_at_sync(&self, n: u64) {
         let mut s = self.state.lock();
         s.crash_at_sync = Some(s.syncs + n);
+    }
+
+    /// Makes the disk hold at most `bytes` (over all named files), or lifts the limit.
+    /// Lowering it below what is used fails the next append that grows a file.
+    pub fn set_capacity(&self, bytes: Option<u64>) {
+        self.state.lock().capacity = bytes;
+    }
+
+    /// Bytes held by the files that have a name.
+    #[must_use]
+    pub fn used_bytes(&self) -> u64 {
+        self.state.lock().used()
     }
 
     /// Mutating operations so far.
@@ -428,6 +457,22 @@ mod tests {
         fs.crash_at_sync(1);
         assert!(f.sync().is_err());
         assert!(f.append(b"y").is_err() && fs.crashed());
+    }
+
+    #[test]
+    fn a_full_disk_writes_what_fits_and_says_storage_full() {
+        let fs = FaultyStorage::new();
+        fs.create_dir_all(Path::new("/d")).unwrap();
+        let f = fs.create(Path::new("/d/a")).unwrap();
+        f.append(b"abc").unwrap();
+        fs.set_capacity(Some(5));
+        let e = f.append(b"defg").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::StorageFull);
+        assert_eq!(fs.read(Path::new("/d/a")).unwrap(), b"abcde");
+        fs.remove(Path::new("/d/a")).unwrap();
+        assert_eq!(fs.used_bytes(), 0, "a removed file frees its space");
+        fs.set_capacity(None);
+        f.append(b"h").unwrap();
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! acknowledged delete is undone, and an unacknowledged operation is either absent or whole.
 
 use super::support::{Rng, seed, small_options};
-use mnemo_engine::storage::{CrashImage, FaultyStorage};
+use mnemo_engine::storage::{CrashImage, FaultyStorage, Storage};
 use mnemo_engine::{MemoryId, NewMemory, Store};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -88,6 +88,20 @@ fn run_until_failure(store: &Store, work: &[Attempt]) -> Ledger {
 fn verify(image: &FaultyStorage, ledger: &Ledger, what: &str) {
     let store = Store::open(Path::new("/s"), small_options(image, 3))
         .unwrap_or_else(|e| panic!("{what}: reopen failed: {e}"));
+    // What an interrupted checkpoint sealed is gone: every segment file left is one the
+    // store reads (segments only accumulate here, so the newest checkpoint names them all).
+    let segment_files = image
+        .list(Path::new("/s"))
+        .unwrap()
+        .iter()
+        .filter(|n| n.starts_with("seg-"))
+        .count();
+    assert!(store.open_report().orphan_segments.is_empty(), "{what}");
+    assert_eq!(
+        segment_files,
+        store.stats().sealed_segments,
+        "{what}: orphan segments left"
+    );
     for (id, content) in &ledger.acked {
         if ledger.acked_deletes.contains(id) {
             assert!(

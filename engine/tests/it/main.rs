@@ -5,6 +5,7 @@ mod corruption;
 mod crash;
 mod decoders;
 mod dedup;
+mod faults;
 mod fixtures;
 mod hooked_model;
 mod kill;
