@@ -17,7 +17,7 @@ use std::sync::Arc;
 const DIR: &str = "/s";
 
 fn unit(i: u64) -> Vec<f32> {
-    let mut v = vec![0.1f32; 8];
+    let mut v = [0.1f32; 8];
     v[(i % 8) as usize] = 1.0;
     let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
     v.iter().map(|x| x / n).collect()
