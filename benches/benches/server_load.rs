@@ -21,7 +21,7 @@
 use mnemo_engine::{HookConfig, NewMemory, Store, StoreOptions, SyncPolicy};
 use mnemo_server::commands::Ctx;
 use mnemo_server::metrics::Metrics;
-use mnemo_server::server::{Auth, Limits, Shared, serve};
+use mnemo_server::server::{Auth, Limits, Running, Shared};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
@@ -29,66 +29,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A server on 127.0.0.1:0 over `store`, on its own runtime; stops when dropped.
-struct Running {
-    addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    shared: Arc<Shared>,
-}
-
-impl Running {
-    fn start(store: Store) -> Running {
-        let shared = Arc::new(Shared::new(
-            Ctx {
-                store,
-                metrics: Metrics::new(),
-            },
-            Limits {
-                max_connections: 4096,
-                ..Limits::default()
-            },
-            Auth::none(),
-        ));
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-        let s = Arc::clone(&shared);
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                    .await
-                    .expect("bind");
-                addr_tx
-                    .send(listener.local_addr().expect("addr"))
-                    .expect("send");
-                serve(listener, s, async {
-                    let _ = stopped.await;
-                })
-                .await
-                .expect("serve");
-            });
-        });
-        Running {
-            addr: addr_rx.recv().expect("address"),
-            stop: Some(stop),
-            thread: Some(thread),
-            shared,
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+fn start(store: Store) -> Running {
+    Running::start(Arc::new(Shared::new(
+        Ctx {
+            store,
+            metrics: Metrics::new(),
+        },
+        Limits {
+            max_connections: 4096,
+            ..Limits::default()
+        },
+        Auth::none(),
+    )))
+    .expect("start the server")
 }
 
 struct Result {
@@ -295,7 +248,7 @@ fn main() {
     }
     if wanted("get") {
         let dir = prebuilt("server-get", 10_000);
-        let server = Running::start(Store::open(&dir, options()).expect("open"));
+        let server = start(Store::open(&dir, options()).expect("open"));
         sweep(
             &server,
             "GET",
@@ -319,7 +272,7 @@ fn main() {
         for conns in conns() {
             for depth in depths() {
                 let dir = tempfile::tempdir().expect("tempdir");
-                let server = Running::start(Store::open(dir.path(), options()).expect("open"));
+                let server = start(Store::open(dir.path(), options()).expect("open"));
                 let r = drive(
                     server.addr,
                     conns,
@@ -350,7 +303,7 @@ fn main() {
             .and_then(|s| s.parse().ok())
             .unwrap_or(100_000);
         let dir = prebuilt("server-search", n);
-        let server = Running::start(Store::open(&dir, options()).expect("open"));
+        let server = start(Store::open(&dir, options()).expect("open"));
         let query = move |c: usize, k: u64| {
             let target = (c as u64 * 7919 + k * 104_729) % n;
             let full = text(target);
@@ -373,7 +326,7 @@ fn main() {
     }
     if wanted("idle") {
         let dir = prebuilt("server-get", 10_000);
-        let server = Running::start(Store::open(&dir, options()).expect("open"));
+        let server = start(Store::open(&dir, options()).expect("open"));
         let get = Arc::new(|_: usize, n: u64| format!("GET {{\"memory_id\": {}}}", n % 10_000 + 1));
         let before = drive(server.addr, 1, 1, secs, Arc::clone(&get) as _);
         report("GET, 0 idle", 1, 1, &before);

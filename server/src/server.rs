@@ -275,6 +275,60 @@ pub async fn serve(
     Ok(())
 }
 
+/// A server on its own tokio runtime and thread, listening on `127.0.0.1:0`, for a process
+/// that embeds it (tests, benches): it stops, draining its connections, when dropped.
+pub struct Running {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// Its state: the store, counters, limits.
+    pub shared: Arc<Shared>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Running {
+    /// Starts serving `shared` on a loopback port.
+    ///
+    /// # Errors
+    /// The runtime or the listener could not be made.
+    pub fn start(shared: Arc<Shared>) -> std::io::Result<Running> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        let listener = runtime.block_on(TcpListener::bind("127.0.0.1:0"))?;
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let served = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("mnemo-serve".into())
+            .spawn(move || {
+                let done = runtime.block_on(serve(listener, served, async {
+                    let _ = stopped.await;
+                }));
+                if let Err(e) = done {
+                    tracing::error!(error = %e, "the embedded server stopped");
+                }
+            })?;
+        Ok(Running {
+            addr,
+            shared,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// Answers a connection over the limit, then closes it.
 async fn refuse(mut stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
     let m = &shared.ctx.metrics;
@@ -650,6 +704,40 @@ fn auth(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn admission_runs_max_running_queues_max_queued_and_refuses_the_rest() {
+        let limits = Limits {
+            max_running: 2,
+            max_queued: 1,
+            ..Limits::default()
+        };
+        let a = Arc::new(Admission::new(&limits));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let first = a.admit().await.expect("a free slot");
+            let second = a.admit().await.expect("a free slot");
+            let waiting = tokio::spawn({
+                let a = Arc::clone(&a);
+                async move { a.admit().await.is_some() }
+            });
+            while a.queued.load(Ordering::SeqCst) == 0 {
+                tokio::task::yield_now().await;
+            }
+            assert!(a.admit().await.is_none(), "the queue is full: busy");
+            drop(first);
+            assert!(
+                waiting.await.unwrap(),
+                "the queued batch runs once a slot frees"
+            );
+            assert_eq!(a.queued.load(Ordering::SeqCst), 0);
+            drop(second);
+            assert!(a.admit().await.is_some());
+        });
+    }
 
     #[test]
     fn tokens_match_exactly_and_bind_their_user() {
