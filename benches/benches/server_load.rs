@@ -9,8 +9,10 @@
 //!
 //! Rows: GET (10k memories), durable STORE (fresh store per row, every hook on, one user per
 //! connection), SEARCH on 100k memories (composite vector search, limit 10; hybrid too), each
-//! with 1, 16 and 64 connections, not pipelined and pipelined 32 deep; then 1,000 idle
-//! connections held while one client measures GET latency before, during and after.
+//! with 1, 16 and 64 connections, not pipelined and pipelined 32 deep; then overload (hybrid
+//! searches from 1x, 2x and 4x the server's capacity of connections, with admission by capacity
+//! and without it: requests/s admitted, p50/p99 of admitted requests, the `busy` rate); then
+//! 1,000 idle connections held while one client measures GET latency before, during and after.
 //!
 //! `MNEMO_LOAD_ONLY=store` runs the rows whose name contains it; `MNEMO_LOAD_CONNS=16` and
 //! `MNEMO_LOAD_DEPTHS=32` pick connection counts and depths. The 100k store is built once
@@ -30,6 +32,11 @@ use std::time::{Duration, Instant};
 
 /// A server on 127.0.0.1:0 over `store`, on its own runtime; stops when dropped.
 fn start(store: Store) -> Running {
+    start_with(store, Limits::default())
+}
+
+/// As `start`, with `limits` (connections raised to 4,096 for the load).
+fn start_with(store: Store, limits: Limits) -> Running {
     Running::start(Arc::new(Shared::new(
         Ctx {
             store,
@@ -37,7 +44,7 @@ fn start(store: Store) -> Running {
         },
         Limits {
             max_connections: 4096,
-            ..Limits::default()
+            ..limits
         },
         Auth::none(),
     )))
@@ -47,6 +54,8 @@ fn start(store: Store) -> Running {
 struct Result {
     requests: u64,
     errors: u64,
+    /// Requests answered `busy` (not run).
+    busy: u64,
     seconds: f64,
     latencies_us: Vec<u32>,
 }
@@ -77,7 +86,7 @@ fn drive(
                 let mut stream = TcpStream::connect(addr).expect("connect");
                 stream.set_nodelay(true).expect("nodelay");
                 let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-                let (mut n, mut errors, mut lat) = (0u64, 0u64, Vec::new());
+                let (mut n, mut errors, mut busy, mut lat) = (0u64, 0u64, 0u64, Vec::new());
                 let mut batch = String::new();
                 let mut line = String::new();
                 while Instant::now() < deadline {
@@ -89,32 +98,41 @@ fn drive(
                     }
                     let t = Instant::now();
                     stream.write_all(batch.as_bytes()).expect("write");
+                    let mut admitted = true;
                     for _ in 0..depth {
                         line.clear();
                         reader.read_line(&mut line).expect("read");
-                        if !line.starts_with("{\"ok\":true") {
+                        if line.starts_with("{\"ok\":false,\"code\":\"busy\"") {
+                            busy += 1;
+                            admitted = false;
+                        } else if !line.starts_with("{\"ok\":true") {
                             errors += 1;
                             if errors == 1 {
                                 eprintln!("error reply: {}", &line[..line.len().min(300)]);
                             }
                         }
                     }
-                    lat.push(u32::try_from(t.elapsed().as_micros()).unwrap_or(u32::MAX));
+                    // Latency of admitted round trips only: a `busy` reply is immediate.
+                    if admitted {
+                        lat.push(u32::try_from(t.elapsed().as_micros()).unwrap_or(u32::MAX));
+                    }
                 }
-                (n, errors, lat)
+                (n, errors, busy, lat)
             })
         })
         .collect();
     let mut r = Result {
         requests: 0,
         errors: 0,
+        busy: 0,
         seconds: 0.0,
         latencies_us: Vec::new(),
     };
     for t in threads {
-        let (n, e, l) = t.join().expect("client");
+        let (n, e, b, l) = t.join().expect("client");
         r.requests += n;
         r.errors += e;
+        r.busy += b;
         r.latencies_us.extend(l);
     }
     r.seconds = started.elapsed().as_secs_f64();
@@ -126,11 +144,12 @@ fn report(name: &str, conns: usize, depth: usize, r: &Result) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
         out,
-        "{name:<22} conns {conns:>4}  depth {depth:>3}  {:>9.0} req/s  p50 {:>8.3} ms  p99 {:>8.3} ms  errors {}",
-        r.requests as f64 / r.seconds,
+        "{name:<22} conns {conns:>4}  depth {depth:>3}  {:>9.0} req/s  p50 {:>8.3} ms  p99 {:>8.3} ms  errors {}  busy {:.1} %",
+        (r.requests - r.busy) as f64 / r.seconds,
         quantile(&r.latencies_us, 0.50),
         quantile(&r.latencies_us, 0.99),
-        r.errors
+        r.errors,
+        100.0 * r.busy as f64 / r.requests.max(1) as f64
     );
 }
 
@@ -322,6 +341,40 @@ fn main() {
                     )
                 }),
             );
+        }
+    }
+    if wanted("overload") {
+        // Hybrid searches on 100k memories, one request at a time per client, at 1x, 2x and 4x
+        // the capacity (max_running + max_queued): admitted with capacity, and as before it
+        // (every batch ran at once: running slots far above any client count).
+        let n = 100_000;
+        let dir = prebuilt("server-search", n);
+        let d = Limits::default();
+        let capacity = d.max_running + d.max_queued;
+        let query = Arc::new(move |c: usize, k: u64| {
+            let full = text((c as u64 * 7919 + k * 104_729) % n);
+            let w: Vec<&str> = full.split(' ').collect();
+            format!(
+                "SEARCH {{\"query\": \"{} {} {}\", \"mode\": \"hybrid\", \"count_access\": false}}",
+                w[0], w[1], w[5]
+            )
+        });
+        for (name, limits) in [
+            ("hybrid, capacity", d.clone()),
+            (
+                "hybrid, unbounded",
+                Limits {
+                    max_running: 4096,
+                    ..d.clone()
+                },
+            ),
+        ] {
+            let server = start_with(Store::open(&dir, options()).expect("open"), limits);
+            for times in [1, 2, 4] {
+                let conns = capacity * times;
+                let r = drive(server.addr, conns, 1, secs, Arc::clone(&query) as _);
+                report(&format!("{name} {times}x"), conns, 1, &r);
+            }
         }
     }
     if wanted("idle") {

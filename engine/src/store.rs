@@ -543,21 +543,32 @@ impl Store {
         result
     }
 
-    /// Removes the files a checkpoint wrote before failing short of its commit point, so a
-    /// full disk does not fill further with orphans. A removal that fails leaves an orphan that
-    /// the next open removes (`docs/durability.md`, R4).
-    fn undo_checkpoint_files(&self, created: &[PathBuf]) {
+    /// Removes the files a checkpoint wrote before failing short of its commit point
+    /// (`docs/durability.md`, C1–C4), so a full disk does not fill further with orphans and
+    /// appends stay in the old log file, which ends where the next frame continues.
+    ///
+    /// # Errors
+    /// `Io` for a file that exists and could not be removed: the caller poisons the store (a
+    /// stray `wal-<S+1>.log` would later hold frames its header does not start at).
+    fn undo_checkpoint_files(&self, created: &[PathBuf]) -> Result<()> {
         let storage = &*self.inner.options.storage;
         for path in created {
             let tmp = PathBuf::from(format!("{}.tmp", path.display()));
             for p in [path, &tmp] {
-                if let Err(e) = storage.remove(p)
-                    && e.kind() != std::io::ErrorKind::NotFound
-                {
-                    tracing::warn!(path = %p.display(), error = %e, "could not remove a file of a failed checkpoint");
+                match storage.remove(p) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(EngineError::Io {
+                            path: p.clone(),
+                            source: e,
+                        });
+                    }
+                    _ => {}
                 }
             }
         }
+        storage
+            .sync_dir(&self.inner.dir)
+            .map_err(EngineError::io(&self.inner.dir))
     }
 
     fn checkpoint_locked(&self, w: &mut Writer) -> Result<()> {
@@ -576,7 +587,7 @@ impl Store {
         let (segments, sealed, log) = match written {
             Ok(v) => v,
             Err(e) => {
-                self.undo_checkpoint_files(&created);
+                self.undo_checkpoint_files(&created)?;
                 return Err(e);
             }
         };
