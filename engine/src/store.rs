@@ -707,11 +707,16 @@ impl Store {
                 DEFERRED.set(self.0);
             }
         }
+        let outermost = !DEFERRED.get();
+        if outermost {
+            // A batch that panicked on this (pooled) thread may have left its sequence here.
+            DEFERRED_SEQ.set(0);
+        }
         let outer = Restore(DEFERRED.replace(true));
         let value = f();
         drop(outer);
-        if !DEFERRED.get() {
-            // The outermost batch: make its writes durable, if it made any.
+        if outermost {
+            // Make the batch's writes durable, if it made any.
             let seq = DEFERRED_SEQ.replace(0);
             if seq > 0 {
                 self.inner.commit.wait_durable(seq)?;

@@ -58,13 +58,12 @@ impl Storage for FsStorage {
     }
 
     fn create(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
-        Ok(Box::new(FsFile(
-            OpenOptions::new()
-                .create(true)
-                .write(true)
-                .truncate(true)
-                .open(path)?,
-        )))
+        // O_APPEND, like `open_append`: every write lands at the end even after `truncate`
+        // cut the file back (a disk-full append, durability.md step 4); a plain write cursor
+        // would stay past the cut and leave a hole of zeros in the log.
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        file.set_len(0)?;
+        Ok(Box::new(FsFile(file)))
     }
 
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
@@ -102,5 +101,31 @@ impl Storage for FsStorage {
             Err(std::fs::TryLockError::WouldBlock) => Err(io::ErrorKind::WouldBlock.into()),
             Err(std::fs::TryLockError::Error(e)) => Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn appends_after_a_truncate_land_at_the_new_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        std::fs::write(&path, b"old content").unwrap();
+        let fs = FsStorage;
+        let created = fs.create(&path).unwrap();
+        created.append(b"abcdef").unwrap();
+        fs.truncate(&path, 2).unwrap();
+        created.append(b"XY").unwrap();
+        assert_eq!(
+            fs.read(&path).unwrap(),
+            b"abXY",
+            "no hole where the cut was"
+        );
+        let reopened = fs.open_append(&path).unwrap();
+        fs.truncate(&path, 3).unwrap();
+        reopened.append(b"Z").unwrap();
+        assert_eq!(fs.read(&path).unwrap(), b"abXZ");
     }
 }
