@@ -30,9 +30,22 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A server on 127.0.0.1:0 over `store`, on its own runtime; stops when dropped.
+/// A server on 127.0.0.1:0 over `store`, on its own runtime; stops when dropped. Its limits
+/// are the defaults, but `MNEMO_LOAD_RUNNING=<n>` sets `max_running` (4096: no admission).
 fn start(store: Store) -> Running {
-    start_with(store, Limits::default())
+    start_with(store, limits())
+}
+
+/// The default limits, with `MNEMO_LOAD_RUNNING` applied.
+fn limits() -> Limits {
+    let d = Limits::default();
+    Limits {
+        max_running: std::env::var("MNEMO_LOAD_RUNNING")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(d.max_running),
+        ..d
+    }
 }
 
 /// As `start`, with `limits` (connections raised to 4,096 for the load).
@@ -105,6 +118,12 @@ fn drive(
                         if line.starts_with("{\"ok\":false,\"code\":\"busy\"") {
                             busy += 1;
                             admitted = false;
+                            // As a client should: wait the hint, then retry.
+                            let hint = serde_json::from_str::<serde_json::Value>(&line)
+                                .ok()
+                                .and_then(|r| r["retry_after_ms"].as_f64())
+                                .unwrap_or(10.0);
+                            std::thread::sleep(Duration::from_secs_f64(hint / 1000.0));
                         } else if !line.starts_with("{\"ok\":true") {
                             errors += 1;
                             if errors == 1 {
@@ -349,7 +368,7 @@ fn main() {
         // (every batch ran at once: running slots far above any client count).
         let n = 100_000;
         let dir = prebuilt("server-search", n);
-        let d = Limits::default();
+        let d = limits();
         let capacity = d.max_running + d.max_queued;
         let query = Arc::new(move |c: usize, k: u64| {
             let full = text((c as u64 * 7919 + k * 104_729) % n);

@@ -113,7 +113,7 @@ pub use record::{
     Category, Entity, EntityKind, Kind, Memory, MemoryId, NewMemory, Role, TagSnapshot, Timestamp,
 };
 pub use recovery::OpenReport;
-pub use store::{Filter, Hit, MAX_K, Query, ScanMode, SearchRequest, Stats, Store};
+pub use store::{Filter, Hit, MAX_K, PendingDurable, Query, ScanMode, SearchRequest, Stats, Store};
 
 /// Decoders of bytes from disk, exposed for the fuzz targets and their proptests. Each runs
 /// its decoder on arbitrary bytes and never panics.

@@ -536,7 +536,7 @@ pub(crate) fn recover(dir: &Path, options: &StoreOptions) -> Result<Recovered> {
                 });
             }
             Err(Ok(HeaderError::Corrupted(reason))) => {
-                // A header torn while the file was being created (step C5) holds no frames.
+                // A header torn while the file was being created (step C2 or R3a) holds no frames.
                 if newest && bytes.len() <= crate::log::format::HEADER_LEN {
                     storage.remove(&path).map_err(io(&path))?;
                     storage.sync_dir(dir).map_err(io(dir))?;

@@ -23,7 +23,7 @@ pub fn parse_file_name(name: &str) -> Option<u64> {
 }
 
 /// Writes `bytes` as `name` atomically: `name.tmp`, fsync, rename, directory fsync
-/// (`docs/durability.md` steps C1 and C3).
+/// (`docs/durability.md` steps C1 and C3–C4).
 ///
 /// # Errors
 /// Any I/O failure; the caller poisons the store.

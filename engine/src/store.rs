@@ -701,6 +701,16 @@ impl Store {
     /// stored (they may or may not survive a crash). A batch that wrote nothing never fails
     /// here, so reads keep answering on a poisoned store. `f`'s own errors are in its result.
     pub fn durable_batch<T>(&self, f: impl FnOnce() -> T) -> Result<T> {
+        let (value, pending) = self.deferred_batch(f);
+        pending.wait()?;
+        Ok(value)
+    }
+
+    /// `durable_batch` in two halves: runs `f` as it does and returns what must still become
+    /// durable, so that the caller can give up what it holds for the work (a CPU slot) before
+    /// it waits for the fsync, which many batches share. Nothing of the batch may be reported
+    /// stored before [`PendingDurable::wait`] returns `Ok`.
+    pub fn deferred_batch<T>(&self, f: impl FnOnce() -> T) -> (T, PendingDurable) {
         struct Restore(bool);
         impl Drop for Restore {
             fn drop(&mut self) {
@@ -715,14 +725,19 @@ impl Store {
         let outer = Restore(DEFERRED.replace(true));
         let value = f();
         drop(outer);
-        if outermost {
-            // Make the batch's writes durable, if it made any.
-            let seq = DEFERRED_SEQ.replace(0);
-            if seq > 0 {
-                self.inner.commit.wait_durable(seq)?;
-            }
-        }
-        Ok(value)
+        // Only the outermost batch makes the writes durable, if it made any.
+        let seq = if outermost {
+            DEFERRED_SEQ.replace(0)
+        } else {
+            0
+        };
+        (
+            value,
+            PendingDurable {
+                store: self.clone(),
+                seq,
+            },
+        )
     }
 
     /// Makes every write so far durable (a no-op cost under `Always`).
@@ -916,6 +931,28 @@ impl Store {
             accesses_not_recorded: self.inner.accesses_not_recorded.load(Ordering::Relaxed),
             memory_limit: self.inner.options.memory_limit,
         }
+    }
+}
+
+/// The writes of a [`Store::deferred_batch`] that are appended but perhaps not durable yet.
+#[must_use = "none of the batch's writes may be reported stored before `wait` returns Ok"]
+#[derive(Debug)]
+pub struct PendingDurable {
+    store: Store,
+    /// The last sequence number the batch's acknowledged writes appended; 0 for none.
+    seq: u64,
+}
+
+impl PendingDurable {
+    /// Returns once the batch's writes are durable (at once if it made none).
+    ///
+    /// # Errors
+    /// `Poisoned` if the fsync fails: none of the batch's writes may be reported stored.
+    pub fn wait(self) -> Result<()> {
+        if self.seq == 0 {
+            return Ok(());
+        }
+        self.store.inner.commit.wait_durable(self.seq)
     }
 }
 

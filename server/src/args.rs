@@ -523,6 +523,24 @@ mod tests {
     }
 
     #[test]
+    fn faults_of_the_engine_and_the_disk_are_not_the_callers() {
+        let internal = EngineError::Internal {
+            context: "encoding the growing rows as a segment",
+            reason: "x".into(),
+        };
+        assert_eq!(internal.kind(), mnemo_engine::ErrorKind::Internal);
+        assert_eq!(Fail::from(internal).code, Code::Internal);
+        let full = EngineError::DiskFull {
+            path: "wal".into(),
+            source: std::io::ErrorKind::StorageFull.into(),
+        };
+        assert_eq!(full.kind(), mnemo_engine::ErrorKind::Environment);
+        let f = Fail::from(full);
+        assert_eq!(f.code, Code::DiskFull);
+        assert_eq!(f.into_reply()["code"], "disk_full");
+    }
+
+    #[test]
     fn library_errors_keep_the_seed_fields_and_gain_a_code() {
         let f = Fail::from(EngineError::AlreadyExists {
             existing: MemoryId(7),

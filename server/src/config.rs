@@ -49,7 +49,7 @@ pub struct ServeFlags {
     /// Most requests of one connection run in one batch [default: 1024].
     #[arg(long, env = "MNEMO_MAX_PIPELINED")]
     pub max_pipelined: Option<usize>,
-    /// Batches run at once: the server's capacity [default: the cores, at least 2].
+    /// Batches run at once: the server's capacity [default: two per core].
     #[arg(long, env = "MNEMO_MAX_RUNNING")]
     pub max_running: Option<usize>,
     /// Batches that may wait for capacity; past that, requests are answered `busy` [default:

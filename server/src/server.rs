@@ -19,6 +19,10 @@
 //! replies within `slow_client_timeout`. At end of input (a half-closed socket) the last line
 //! counts even without its newline, every line read is answered, then the socket closes.
 //!
+//! Capacity (`docs/protocol.md`, "Capacity"): at most `max_running` batches run at once and
+//! `max_queued` wait; a batch past that is answered `busy` without running. A batch gives its
+//! running slot up before it waits for its fsync.
+//!
 //! Shutdown: [`serve`] stops accepting when `shutdown` resolves, lets each connection answer
 //! the lines it has read, closes them, and returns once all are gone (or after `grace`).
 //! The caller then makes the store durable and checkpoints (`run_server`).
@@ -50,7 +54,7 @@ pub struct Limits {
     /// Most requests run in one batch of a connection (1,024); more wait for the next.
     pub max_pipelined: usize,
     /// Batches (of any connections) run at once on the blocking pool: the server's capacity
-    /// (default: the cores, at least 2).
+    /// (default: two per core, measured best in `docs/benchmarks.md`, "Server: overload").
     pub max_running: usize,
     /// Batches that may wait for a running slot (default: 64). A batch past that is not run: each of its requests is answered `busy` with a retry hint, so the
     /// requests admitted keep a bounded latency under overload.
@@ -74,19 +78,30 @@ impl Default for Limits {
     }
 }
 
-/// The default capacity: one running batch per core, at least 2.
+/// The default capacity: two running batches per core (one per core left the cores idle
+/// between batches: 25 % fewer searches/s on 2 cores, `docs/benchmarks.md`).
 fn default_running() -> usize {
-    std::thread::available_parallelism().map_or(2, |n| n.get().max(2))
+    2 * std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
 }
 
 /// Admission by capacity (`docs/protocol.md`, "Capacity"): `max_running` batches run, up to
-/// `max_queued` wait, and the rest are answered `busy`.
+/// `max_queued` wait, and the rest are answered `busy`. A batch holds an admission ticket (one
+/// of `max_running + max_queued`) from the moment it is admitted until it is done, and a
+/// running slot while it runs; so the count is exact, and a batch that was handed a slot but
+/// not yet polled never makes the next one look like overload.
 #[derive(Debug)]
 pub struct Admission {
+    tickets: Arc<Semaphore>,
     running: Arc<Semaphore>,
-    queued: std::sync::atomic::AtomicUsize,
     max_queued: usize,
     max_running: usize,
+}
+
+/// What an admitted batch holds: its ticket until it is done, its running slot until its
+/// requests have run (not while it waits for the fsync it shares with other batches).
+struct Admitted {
+    _ticket: tokio::sync::OwnedSemaphorePermit,
+    running: tokio::sync::OwnedSemaphorePermit,
 }
 
 impl Admission {
@@ -94,25 +109,21 @@ impl Admission {
     #[must_use]
     pub fn new(limits: &Limits) -> Admission {
         Admission {
+            tickets: Arc::new(Semaphore::new(limits.max_running + limits.max_queued)),
             running: Arc::new(Semaphore::new(limits.max_running)),
-            queued: std::sync::atomic::AtomicUsize::new(0),
             max_queued: limits.max_queued,
             max_running: limits.max_running,
         }
     }
 
     /// A running slot: at once, or after waiting in the queue; `None` when the queue is full.
-    async fn admit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        if let Ok(permit) = Arc::clone(&self.running).try_acquire_owned() {
-            return Some(permit);
-        }
-        if self.queued.fetch_add(1, Ordering::SeqCst) >= self.max_queued {
-            self.queued.fetch_sub(1, Ordering::SeqCst);
-            return None;
-        }
-        let permit = Arc::clone(&self.running).acquire_owned().await.ok();
-        self.queued.fetch_sub(1, Ordering::SeqCst);
-        permit
+    async fn admit(&self) -> Option<Admitted> {
+        let ticket = Arc::clone(&self.tickets).try_acquire_owned().ok()?;
+        let running = Arc::clone(&self.running).acquire_owned().await.ok()?;
+        Some(Admitted {
+            _ticket: ticket,
+            running,
+        })
     }
 }
 
@@ -501,13 +512,13 @@ async fn run_batch(
     auth_failures: u32,
     lines: Vec<Line>,
 ) -> Batch {
-    let Some(permit) = shared.admission.admit().await else {
+    let Some(admitted) = shared.admission.admit().await else {
         return busy(shared, session, auth_failures, &lines);
     };
     let shared = Arc::clone(shared);
     let fallback = session.clone();
     let task = tokio::task::spawn_blocking(move || {
-        let _running = permit;
+        let Admitted { _ticket, running } = admitted;
         let mut batch = Batch {
             session,
             auth_failures,
@@ -516,7 +527,7 @@ async fn run_batch(
             rest: Vec::new(),
         };
         // One fsync for the whole batch, before any of its replies leaves (module doc).
-        let durable = shared.ctx.store.durable_batch(|| {
+        let ((), pending) = shared.ctx.store.deferred_batch(|| {
             let mut lines = lines.into_iter();
             for line in lines.by_ref() {
                 execute(&shared, &mut batch, &line);
@@ -529,7 +540,10 @@ async fn run_batch(
             }
             batch.rest = lines.collect();
         });
-        if let Err(e) = durable {
+        // The requests have run: the CPU slot goes to the next batch while this one waits for
+        // its fsync, which concurrent batches share (group commit).
+        drop(running);
+        if let Err(e) = pending.wait() {
             tracing::error!(error = %e, "a batch could not be made durable; its replies are withheld");
             batch.out.clear();
             let f = Fail::from(e);
@@ -724,7 +738,7 @@ mod tests {
                 let a = Arc::clone(&a);
                 async move { a.admit().await.is_some() }
             });
-            while a.queued.load(Ordering::SeqCst) == 0 {
+            while a.tickets.available_permits() > 0 {
                 tokio::task::yield_now().await;
             }
             assert!(a.admit().await.is_none(), "the queue is full: busy");
@@ -733,7 +747,11 @@ mod tests {
                 waiting.await.unwrap(),
                 "the queued batch runs once a slot frees"
             );
-            assert_eq!(a.queued.load(Ordering::SeqCst), 0);
+            assert_eq!(
+                a.tickets.available_permits(),
+                2,
+                "a finished batch gives its ticket back"
+            );
             drop(second);
             assert!(a.admit().await.is_some());
         });

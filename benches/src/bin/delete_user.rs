@@ -3,7 +3,7 @@
 //! small user's memories one at a time, durably; prints the delete's own time and the other
 //! writer's latency before and during it (p50, p99, max).
 //!
-//! Usage: `cargo run --release -p mnemo-benches --bin delete_user [N]`
+//! Usage: `cargo run -p mnemo-benches --bin delete_user [N]` (`--release` for release figures)
 
 #![expect(clippy::print_stdout, reason = "a bench tool reports on stdout")]
 

@@ -3,7 +3,7 @@
 //! Guarantees: a checkpoint is decoded only after its header and body checksums match and
 //! every count is bounded by the bytes present; a bad one is a typed error and recovery falls
 //! back to an older checkpoint or a full log replay. Not done here: writing the file (the
-//! store does, `docs/durability.md` step C3).
+//! store does, `docs/durability.md` steps C3–C4).
 
 pub mod format;
 pub mod reader;

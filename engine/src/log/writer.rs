@@ -32,7 +32,7 @@ pub struct LogWriter {
 
 impl LogWriter {
     /// Creates a new log file starting at `first_seq`: header written and fsynced, directory
-    /// fsynced (`docs/durability.md` step C5).
+    /// fsynced (`docs/durability.md` steps C2 and R3a).
     ///
     /// # Errors
     /// Any I/O failure; the caller poisons the store.
