@@ -230,6 +230,18 @@ fn real_store(dir: &Path) -> Store {
     .unwrap()
 }
 
+/// A store in `dir` holding `a0..a4`, checkpointed.
+fn checkpointed_store(dir: &Path) -> Store {
+    let store = real_store(dir);
+    for i in 0..5 {
+        store
+            .store_embedded(NewMemory::new(format!("a{i}")), unit(i))
+            .unwrap();
+    }
+    store.checkpoint().unwrap();
+    store
+}
+
 fn log_files(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
@@ -267,13 +279,7 @@ fn a_lost_log_file_is_corruption_that_open_and_check_name() {
     // After a checkpoint: the log that follows it.
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("store");
-    let store = real_store(&dir);
-    for i in 0..5 {
-        store
-            .store_embedded(NewMemory::new(format!("a{i}")), unit(i))
-            .unwrap();
-    }
-    store.checkpoint().unwrap();
+    let store = checkpointed_store(&dir);
     for i in 0..3 {
         store
             .store_embedded(NewMemory::new(format!("b{i}")), unit(i))
@@ -322,14 +328,7 @@ fn a_creation_cut_at_any_sync_point_opens_as_a_new_store() {
 fn open_removes_segment_files_no_checkpoint_names_unless_one_is_unreadable() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("store");
-    let store = real_store(&dir);
-    for i in 0..5 {
-        store
-            .store_embedded(NewMemory::new(format!("a{i}")), unit(i))
-            .unwrap();
-    }
-    store.checkpoint().unwrap();
-    drop(store);
+    drop(checkpointed_store(&dir));
     let seg = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
