@@ -428,3 +428,79 @@ fn the_request_line_fuzz_body_never_panics() {
         )
         .unwrap();
 }
+
+/// The binary with every fsync failing with EIO from the moment a trigger file exists
+/// (`tests/shim/failing_fsync.c`, compiled here with `cc` and loaded through `LD_PRELOAD`): the
+/// issue's run, a real OS error through the real binary.
+#[test]
+fn a_real_fsync_eio_poisons_the_binary_which_keeps_answering_and_logs_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let shim = dir.path().join("failing_fsync.so");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/shim/failing_fsync.c");
+    let built = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&shim)
+        .arg(&source)
+        .arg("-ldl")
+        .output()
+        .expect("this test compiles its LD_PRELOAD shim with cc (gcc or clang)");
+    assert!(
+        built.status.success(),
+        "cc: {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let trigger = dir.path().join("disk-dies-now");
+    let store = dir.path().join("store");
+    let env = [
+        ("LD_PRELOAD", shim.to_str().unwrap()),
+        ("MNEMO_SHIM_FAIL_FSYNC_WHEN", trigger.to_str().unwrap()),
+    ];
+    let server = Server::start_with_env(&store, &[], &env);
+    let mut c = server.client();
+    let acked: Vec<u64> = (0..5)
+        .map(|i| {
+            c.ok(
+                "STORE",
+                json!({"content": format!("durable before the disk died {i}")}),
+            )["memory_id"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    std::fs::write(&trigger, b"").unwrap();
+    let lost = c.call("STORE", json!({"content": "written as the disk died"}));
+    assert_eq!(lost["code"], "unavailable", "{lost}");
+    assert!(c.closed());
+    for _ in 0..10 {
+        let mut c = server.client();
+        assert_eq!(c.ok("PING", json!({}))["reply"], "PONG");
+        for id in &acked {
+            c.ok("GET", json!({"memory_id": id}));
+        }
+        c.ok("SEARCH", json!({"query": "durable before the disk died"}));
+        c.fails("STORE", json!({"content": "refused"}), "unavailable");
+    }
+    let stats = server.client().ok("STATS", json!({}));
+    let cause = &stats["store"]["poison_cause"];
+    assert_eq!(cause["operation"], "fsync", "{stats}");
+    assert!(
+        cause["error"].as_str().unwrap().contains("os error 5"),
+        "{cause}"
+    );
+    let log = server.log();
+    assert!(
+        log.contains("poisoned") && log.contains("os error 5"),
+        "the OS error is logged when the store poisons:\n{log}"
+    );
+    server.kill9();
+    std::fs::remove_file(&trigger).unwrap();
+    let server = Server::start(&store, &[]);
+    let mut c = server.client();
+    for id in &acked {
+        c.ok("GET", json!({"memory_id": id}));
+    }
+    c.ok(
+        "STORE",
+        json!({"content": "writable again after the reopen"}),
+    );
+}
