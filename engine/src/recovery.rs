@@ -266,17 +266,19 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, dim: usize) -> R
 /// R4: removes the segment files no checkpoint refers to. They are what a checkpoint
 /// interrupted before its commit point wrote (C1), and nothing reads them. We hold `LOCK`, so no
 /// checkpoint is in progress. Only when every checkpoint file's head can be read: a segment of
-/// a checkpoint we cannot read might be one it needs, so then they are only reported.
+/// a checkpoint we cannot read might be one it needs, so then they are only reported. The
+/// loaded checkpoint (`loaded`: its sequence number and segments) is not decoded again.
 fn remove_orphan_segments(
     storage: &dyn Storage,
     dir: &Path,
     checkpoints: &[u64],
+    loaded: (u64, &[(u64, u64)]),
     seg_ids: &[u64],
     report: &mut OpenReport,
 ) -> Result<()> {
-    let mut referenced = std::collections::HashSet::new();
+    let mut referenced: std::collections::HashSet<u64> = loaded.1.iter().map(|s| s.0).collect();
     let mut all_read = true;
-    for &seq in checkpoints {
+    for &seq in checkpoints.iter().filter(|&&s| s != loaded.0) {
         let path = dir.join(ckpt_format::file_name(seq));
         match storage
             .map(&path)
@@ -446,7 +448,14 @@ pub(crate) fn recover(dir: &Path, options: &StoreOptions) -> Result<Recovered> {
         .filter_map(|n| segment_file::parse_file_name(n))
         .collect();
     let next_segment_id = seg_ids.iter().max().map_or(1, |m| m + 1);
-    remove_orphan_segments(storage, dir, &checkpoints, &seg_ids, &mut report)?;
+    remove_orphan_segments(
+        storage,
+        dir,
+        &checkpoints,
+        (ckpt_seq, &segments),
+        &seg_ids,
+        &mut report,
+    )?;
     // R5–R6: replay the log after the checkpoint.
     let mut logs: Vec<u64> = names
         .iter()
