@@ -28,6 +28,8 @@ pub struct Metrics {
     pub bytes_in: AtomicU64,
     /// Bytes written to clients.
     pub bytes_out: AtomicU64,
+    /// The TCP server's admission, whose gauges STATS reports (unset for MCP and the CLI).
+    pub admission: std::sync::OnceLock<std::sync::Arc<crate::server::Admission>>,
 }
 
 impl Default for Metrics {
@@ -54,6 +56,7 @@ impl Metrics {
             connections_refused: AtomicU64::new(0),
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
+            admission: std::sync::OnceLock::new(),
         }
     }
 
@@ -147,6 +150,9 @@ impl Metrics {
         );
         m.insert("bytes_in".into(), json!(load(&self.bytes_in)));
         m.insert("bytes_out".into(), json!(load(&self.bytes_out)));
+        if let Some(a) = self.admission.get() {
+            m.insert("admission".into(), a.gauges());
+        }
         m
     }
 }

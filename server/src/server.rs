@@ -100,7 +100,7 @@ pub struct Admission {
 /// What an admitted batch holds: its ticket until it is done, its running slot until its
 /// requests have run (not while it waits for the fsync it shares with other batches).
 struct Admitted {
-    _ticket: tokio::sync::OwnedSemaphorePermit,
+    ticket: tokio::sync::OwnedSemaphorePermit,
     running: tokio::sync::OwnedSemaphorePermit,
 }
 
@@ -120,10 +120,34 @@ impl Admission {
     async fn admit(&self) -> Option<Admitted> {
         let ticket = Arc::clone(&self.tickets).try_acquire_owned().ok()?;
         let running = Arc::clone(&self.running).acquire_owned().await.ok()?;
-        Some(Admitted {
-            _ticket: ticket,
-            running,
+        Some(Admitted { ticket, running })
+    }
+
+    /// STATS' view: the limits, the batches running and those admitted (running, queued, or
+    /// waiting for their fsync).
+    #[must_use]
+    pub fn gauges(&self) -> serde_json::Value {
+        let capacity = self.max_running + self.max_queued;
+        serde_json::json!({
+            "max_running": self.max_running,
+            "max_queued": self.max_queued,
+            "running": self.max_running - self.running.available_permits(),
+            "admitted": capacity - self.tickets.available_permits(),
         })
+    }
+}
+
+/// Whether a line is answered without the store (PING, STATS, HELP, AUTH, QUIT, a blank line):
+/// a batch of only these skips admission.
+fn is_control(line: &Line) -> bool {
+    let Line::Request(bytes) = line else {
+        return false;
+    };
+    match protocol::parse(bytes) {
+        Ok(None) => true,
+        Ok(Some(req)) => commands::find(&req.command)
+            .is_some_and(|c| matches!(c.name, "PING" | "STATS" | "HELP" | "AUTH" | "QUIT")),
+        Err(_) => false,
     }
 }
 
@@ -205,15 +229,18 @@ pub struct Shared {
     /// Tokens.
     pub auth: Auth,
     /// Capacity: running and queued batches.
-    pub admission: Admission,
+    pub admission: Arc<Admission>,
 }
 
 impl Shared {
     /// The server's state over a store.
     #[must_use]
     pub fn new(ctx: Ctx, limits: Limits, auth: Auth) -> Shared {
+        let admission = Arc::new(Admission::new(&limits));
+        // STATS (a command, which sees only `ctx`) reports the gauges.
+        let _ = ctx.metrics.admission.set(Arc::clone(&admission));
         Shared {
-            admission: Admission::new(&limits),
+            admission,
             ctx,
             limits,
             auth,
@@ -512,13 +539,20 @@ async fn run_batch(
     auth_failures: u32,
     lines: Vec<Line>,
 ) -> Batch {
-    let Some(admitted) = shared.admission.admit().await else {
-        return busy(shared, session, auth_failures, &lines);
+    // A batch of control commands never waits for capacity: STATS and PING answer during
+    // overload (they read counters, not memories).
+    let admitted = if lines.iter().all(is_control) {
+        None
+    } else {
+        match shared.admission.admit().await {
+            Some(a) => Some(a),
+            None => return busy(shared, session, auth_failures, &lines),
+        }
     };
     let shared = Arc::clone(shared);
     let fallback = session.clone();
     let task = tokio::task::spawn_blocking(move || {
-        let Admitted { _ticket, running } = admitted;
+        let (_ticket, running) = admitted.map(|a| (a.ticket, a.running)).unzip();
         let mut batch = Batch {
             session,
             auth_failures,

@@ -504,3 +504,95 @@ fn a_real_fsync_eio_poisons_the_binary_which_keeps_answering_and_logs_why() {
         json!({"content": "writable again after the reopen"}),
     );
 }
+
+/// Past capacity a request is answered `busy` with a retry hint and nothing runs; control
+/// commands still answer; the retried request succeeds. The queue is filled by observation
+/// (STATS' gauges), not by timing.
+#[test]
+fn past_capacity_a_write_is_answered_busy_changes_nothing_and_succeeds_on_retry() {
+    use mnemo_engine::{HookConfig, NewMemory, SyncPolicy};
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(
+        dir.path(),
+        StoreOptions::hashing()
+            .hooks(HookConfig::none())
+            .memory_limit(100_000)
+            .sync(SyncPolicy::None),
+    )
+    .unwrap();
+    for chunk in 0..20 {
+        let batch = (0..1000)
+            .map(|i| NewMemory::new(format!("note {chunk} {i} about caches, queues and pools")))
+            .collect();
+        for r in store.store_batch(batch).unwrap() {
+            r.unwrap();
+        }
+    }
+    let server = Running::start(Arc::new(Shared::new(
+        Ctx {
+            store,
+            metrics: Metrics::new(),
+        },
+        Limits {
+            max_running: 1,
+            max_queued: 1,
+            ..Limits::default()
+        },
+        Auth::none(),
+    )))
+    .unwrap();
+    let mut control = Client::connect(server.addr);
+    let memories = |c: &mut Client| c.ok("STATS", json!({}))["store"]["memories"].clone();
+    let before = memories(&mut control);
+    // Two connections each pipeline a long run of hybrid searches: one runs, one waits.
+    let heavy: String = (0..1024)
+        .map(|i| format!("SEARCH {{\"query\": \"caches queues pools {i}\", \"mode\": \"hybrid\", \"limit\": 50, \"count_access\": false}}\n"))
+        .collect();
+    let mut loaders: Vec<Client> = (0..2).map(|_| Client::connect(server.addr)).collect();
+    for l in &mut loaders {
+        l.stream.write_all(heavy.as_bytes()).unwrap();
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let gauges = control.ok("STATS", json!({}))["admission"].clone();
+        if gauges["running"] == 1 && gauges["admitted"] == 2 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the queue never filled: {gauges}"
+        );
+    }
+    let mut c = Client::connect(server.addr);
+    c.send(b"@t1 STORE {\"content\": \"refused while the server is full\"}\n");
+    let busy = c.recv().unwrap();
+    assert_eq!(busy["code"], "busy", "{busy}");
+    assert_eq!(busy["tag"], "t1");
+    assert!(busy["retry_after_ms"].as_f64().unwrap() >= 1.0, "{busy}");
+    assert_eq!(
+        c.ok("PING", json!({}))["reply"],
+        "PONG",
+        "control commands still answer"
+    );
+    assert_eq!(
+        memories(&mut control),
+        before,
+        "a busy write changed nothing"
+    );
+    for l in &mut loaders {
+        for _ in 0..1024 {
+            assert_eq!(l.recv().unwrap()["ok"], true);
+        }
+    }
+    c.ok(
+        "STORE",
+        json!({"content": "refused while the server is full"}),
+    );
+    assert_eq!(
+        memories(&mut control).as_u64().unwrap(),
+        before.as_u64().unwrap() + 1
+    );
+    let stats = control.ok("STATS", json!({}));
+    assert!(stats["errors_by_code"]["busy"].as_u64().unwrap() >= 1);
+}
