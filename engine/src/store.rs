@@ -362,7 +362,7 @@ impl Store {
     /// Deletes a memory.
     ///
     /// # Errors
-    /// `NotFound` if no live memory has `id`; `Poisoned`, `Io`.
+    /// `NotFound` if no live memory has `id`; `Poisoned`, `DiskFull`, `Io`.
     pub fn delete(&self, id: MemoryId) -> Result<()> {
         self.commit(|_, state| {
             if state.table.get(id).is_none() {

@@ -152,7 +152,7 @@ impl Store {
     /// one frame that archives its members and stores the merged record.
     ///
     /// # Errors
-    /// `PreviewMismatch`, `Invalid`; `Poisoned`, `Io`.
+    /// `PreviewMismatch`, `Invalid`; `Poisoned`, `DiskFull`, `Io`.
     pub fn compact_apply(
         &self,
         user_id: Option<&str>,
@@ -214,7 +214,7 @@ impl Store {
     /// names the undone record, so its text stays reachable).
     ///
     /// # Errors
-    /// `NotFound` / `Archived`; `Invalid` if the memory superseded nothing; `Poisoned`, `Io`.
+    /// `NotFound` / `Archived`; `Invalid` if the memory superseded nothing; `Poisoned`, `DiskFull`, `Io`.
     pub fn compact_undo(&self, merged: MemoryId) -> Result<Unmerged> {
         let restored = self.commit(|w, state| {
             let m = state

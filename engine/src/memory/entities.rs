@@ -118,7 +118,7 @@ impl Store {
     ///
     /// # Errors
     /// `Invalid` / `LimitExceeded` for a bad id or name; `EntityExists`; `EntityNotFound`
-    /// for the owner or the session's agent; `Poisoned`, `Io`.
+    /// for the owner or the session's agent; `Poisoned`, `DiskFull`, `Io`.
     pub fn create_entity(
         &self,
         kind: EntityKind,
@@ -230,7 +230,7 @@ impl Store {
     /// a session's records; an agent's records, its sessions and their records.
     ///
     /// # Errors
-    /// `EntityNotFound`; `Poisoned`, `Io`.
+    /// `EntityNotFound`; `Poisoned`, `DiskFull`, `Io`.
     pub fn delete_entity(
         &self,
         kind: EntityKind,
@@ -267,7 +267,7 @@ impl Store {
     /// # Errors
     /// `EntityNotFound` for the user or session; `Invalid` / `LimitExceeded` for a message,
     /// naming its position (checked for every message before any is stored); `Embed`,
-    /// `Poisoned`, `Io`, after which the messages before the failing one are stored.
+    /// `Poisoned`, `DiskFull`, `Io`, after which the messages before the failing one are stored.
     pub fn add_messages(
         &self,
         user_id: Option<&str>,

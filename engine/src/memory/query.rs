@@ -196,8 +196,8 @@ impl Store {
     /// # Errors
     /// `EntityNotFound` naming `user_id`, `session_id` or `agent_id` (a session of another
     /// user is not found); `Invalid` / `LimitExceeded`; `Embed` for the vector, hybrid and
-    /// graph retrievals when the query cannot be embedded; `Poisoned` / `Io` when the access
-    /// cannot be recorded.
+    /// graph retrievals when the query cannot be embedded. Never for the access count (skipped
+    /// and counted when it cannot be recorded).
     pub fn query(&self, user_id: &str, q: &Query) -> Result<QueryData> {
         record::validate_id("user_id", user_id)?;
         if q.query.trim().is_empty() {

@@ -201,7 +201,7 @@ impl Store {
     /// (`clear_old_memories`). Younger memories are never deleted.
     ///
     /// # Errors
-    /// `Invalid` / `LimitExceeded` naming the parameter; `Poisoned`, `Io`.
+    /// `Invalid` / `LimitExceeded` naming the parameter; `Poisoned`, `DiskFull`, `Io`.
     pub fn clear_old_memories(
         &self,
         user_id: Option<&str>,
@@ -249,7 +249,7 @@ impl Store {
     /// Records helpful or harmful feedback and moves the memory's confidence.
     ///
     /// # Errors
-    /// `NotFound` / `Archived`; `Poisoned`, `Io`.
+    /// `NotFound` / `Archived`; `Poisoned`, `DiskFull`, `Io`.
     pub fn feedback(&self, id: MemoryId, feedback: Feedback) -> Result<FeedbackResult> {
         let m = self.commit(|_, state| {
             let mut m = state

@@ -786,8 +786,9 @@ impl Store {
     ///
     /// # Errors
     /// `Invalid` / `LimitExceeded` naming the parameter; `EntityNotFound` for an unknown
-    /// user, session or agent; `Embed` when the `similarity` strategy cannot embed the query;
-    /// `Poisoned` / `Io` when the access cannot be recorded.
+    /// user, session or agent; `Embed` when the `similarity` strategy cannot embed the query.
+    /// Never for the access count: one that cannot be recorded is skipped and counted
+    /// (`Stats::accesses_not_recorded`).
     pub fn search_memories(&self, req: &SearchMemories) -> Result<Hits> {
         let plan = self.plan_search(req)?;
         let mut fallback: Option<String> = None;

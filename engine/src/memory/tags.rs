@@ -333,7 +333,7 @@ impl Store {
     ///
     /// # Errors
     /// `LimitExceeded` for a description over 1,000 characters or a snapshot over one frame
-    /// (16 MiB); `Poisoned`, `Io`.
+    /// (16 MiB); `Poisoned`, `DiskFull`, `Io`.
     pub fn snapshot_create(
         &self,
         user_id: Option<&str>,
@@ -380,7 +380,7 @@ impl Store {
     /// frame (`snapshot_restore`).
     ///
     /// # Errors
-    /// `SnapshotNotFound`; `Poisoned`, `Io`.
+    /// `SnapshotNotFound`; `Poisoned`, `DiskFull`, `Io`.
     pub fn snapshot_restore(
         &self,
         user_id: Option<&str>,

@@ -112,7 +112,7 @@ impl Store {
     ///
     /// # Errors
     /// `Invalid` / `LimitExceeded` for bad input (naming the rule), `AlreadyExists` with the
-    /// existing id, `MemoryLimitReached`, `Poisoned`, `Io`, `Embed`.
+    /// existing id, `MemoryLimitReached`, `Poisoned`, `DiskFull`, `Io`, `Embed`.
     pub fn store_memory(&self, req: StoreRequest) -> Result<Stored> {
         self.store_one(req, None)
     }
@@ -684,7 +684,7 @@ impl Store {
     ///
     /// # Errors
     /// `NotFound` / `Archived`; `Invalid` if nothing is to change or a field is invalid;
-    /// `AlreadyExists` if the new content is another memory's; `Embed`, `Poisoned`, `Io`.
+    /// `AlreadyExists` if the new content is another memory's; `Embed`, `Poisoned`, `DiskFull`, `Io`.
     pub fn update_memory(&self, req: UpdateRequest) -> Result<Updated> {
         let id = req.memory_id.ok_or_else(|| EngineError::Invalid {
             field: "memory_id",
