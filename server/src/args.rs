@@ -2,8 +2,9 @@
 //!
 //! A request's arguments are one JSON object. [`Args::checked`] refuses unknown names and
 //! wrong types before the command runs, so a typo never silently drops a filter and an error
-//! reply never follows an effect; then [`Args`] takes them out by name and type. Every failure is a [`Fail`]: a protocol error code
-//! (`docs/protocol.md`, "Errors") and a message that says what to do.
+//! reply never follows an effect; then [`Args`] takes them out by name and type. Every failure
+//! is a [`Fail`]: a protocol error code (`docs/protocol.md`, "Errors") and a message that says
+//! what to do.
 
 use mnemo_engine::{EngineError, MemoryId, Timestamp};
 use serde_json::{Map, Value, json};

@@ -202,8 +202,8 @@ pub fn run(ctx: &Ctx, session: &Session, command: &Command, args: Map<String, Va
     // Every argument is checked (unknown names and JSON types) before the handler runs, and
     // each handler takes all of its arguments before its one library call: an error reply
     // means nothing changed (docs/protocol.md, "Errors").
-    let args = Args::checked(args, command.args)?;
-    handler(ctx, session, &mut { args })
+    let mut args = Args::checked(args, command.args)?;
+    handler(ctx, session, &mut args)
 }
 
 /// A result shape as a reply object.

@@ -148,23 +148,17 @@ impl ServeFlags {
                 self.max_pipelined.or(file.max_pipelined),
                 d.max_pipelined,
             )?,
-            max_running: 0,
-            max_queued: 0,
-            shutdown_grace: d.shutdown_grace,
-        };
-        let max_running = positive(
-            "max_running",
-            self.max_running.or(file.max_running),
-            d.max_running,
-        )?;
-        let limits = Limits {
-            max_running,
+            max_running: positive(
+                "max_running",
+                self.max_running.or(file.max_running),
+                d.max_running,
+            )?,
             max_queued: positive(
                 "max_queued",
                 self.max_queued.or(file.max_queued),
                 d.max_queued,
             )?,
-            ..limits
+            shutdown_grace: d.shutdown_grace,
         };
         let mut auth = Auth::none();
         if let Ok(token) = std::env::var("MNEMO_TOKEN") {

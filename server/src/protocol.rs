@@ -19,6 +19,31 @@ pub struct Request {
     pub args: Map<String, Value>,
 }
 
+/// Splits a trimmed, non-empty line into its `@TAG` (not yet checked), its command word and
+/// the rest (trimmed).
+fn split_head(text: &str) -> (Option<&str>, &str, &str) {
+    let (tag, rest) = match text.strip_prefix('@') {
+        Some(tagged) => {
+            let (tag, rest) = tagged
+                .split_once(char::is_whitespace)
+                .unwrap_or((tagged, ""));
+            (Some(tag), rest.trim_start())
+        }
+        None => (None, text),
+    };
+    let (command, rest) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    (tag, command, rest.trim())
+}
+
+/// The command word of a line, as `parse` reads it, without parsing its arguments: `None`
+/// for a blank line or one that is not text.
+#[must_use]
+pub fn command_word(line: &[u8]) -> Option<&str> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let text = std::str::from_utf8(line).ok()?.trim();
+    (!text.is_empty()).then(|| split_head(text).1)
+}
+
 /// Parses one line (without its `\n`). `Ok(None)` for a blank line, which gets no reply.
 ///
 /// # Errors
@@ -39,31 +64,25 @@ pub fn parse(line: &[u8]) -> Result<Option<Request>, (Option<String>, Fail)> {
     if text.is_empty() {
         return Ok(None);
     }
-    let (tag, rest) = match text.strip_prefix('@') {
-        Some(tagged) => {
-            let (tag, rest) = tagged
-                .split_once(char::is_whitespace)
-                .unwrap_or((tagged, ""));
+    let (tag, command, rest) = split_head(text);
+    let tag = match tag {
+        Some(tag)
             if tag.is_empty()
                 || tag.chars().count() > MAX_TAG_CHARS
                 || !tag
                     .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "_.:-".contains(c))
-            {
-                return Err((
-                    None,
-                    Fail::new(
-                        Code::BadRequest,
-                        "a tag is @ and 1..=64 characters of A-Z a-z 0-9 _ . : -",
-                    ),
-                ));
-            }
-            (Some(tag.to_owned()), rest.trim_start())
+                    .all(|c| c.is_ascii_alphanumeric() || "_.:-".contains(c)) =>
+        {
+            return Err((
+                None,
+                Fail::new(
+                    Code::BadRequest,
+                    "a tag is @ and 1..=64 characters of A-Z a-z 0-9 _ . : -",
+                ),
+            ));
         }
-        None => (None, text),
+        tag => tag.map(str::to_owned),
     };
-    let (command, rest) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
-    let rest = rest.trim();
     if command.is_empty() {
         return Err((
             tag,

@@ -56,8 +56,9 @@ pub struct Limits {
     /// Batches (of any connections) run at once on the blocking pool: the server's capacity
     /// (default: two per core, measured best in `docs/benchmarks.md`, "Server: overload").
     pub max_running: usize,
-    /// Batches that may wait for a running slot (default: 64). A batch past that is not run: each of its requests is answered `busy` with a retry hint, so the
-    /// requests admitted keep a bounded latency under overload.
+    /// Batches that may wait for a running slot (default: 64). A batch past that is not run:
+    /// each of its requests is answered `busy` with a retry hint, so the requests admitted
+    /// keep a bounded latency under overload.
     pub max_queued: usize,
     /// How long shutdown waits for connections to finish (10 s).
     pub shutdown_grace: Duration,
@@ -137,18 +138,16 @@ impl Admission {
     }
 }
 
-/// Whether a line is answered without the store (PING, STATS, HELP, AUTH, QUIT, a blank line):
-/// a batch of only these skips admission.
+/// Whether a line is answered without the store (PING, STATS, HELP, AUTH, QUIT): a batch of
+/// only these skips admission. Reads the command word only: the line's arguments are parsed
+/// once, when it runs.
 fn is_control(line: &Line) -> bool {
     let Line::Request(bytes) = line else {
         return false;
     };
-    match protocol::parse(bytes) {
-        Ok(None) => true,
-        Ok(Some(req)) => commands::find(&req.command)
-            .is_some_and(|c| matches!(c.name, "PING" | "STATS" | "HELP" | "AUTH" | "QUIT")),
-        Err(_) => false,
-    }
+    protocol::command_word(bytes)
+        .and_then(commands::find)
+        .is_some_and(|c| matches!(c.name, "PING" | "STATS" | "HELP" | "AUTH" | "QUIT"))
 }
 
 /// Failed AUTH attempts a connection gets before it is closed.
