@@ -90,9 +90,10 @@ pub mod verify;
 
 pub use commit::PoisonCause;
 pub use error::{EngineError, ErrorKind, Result};
+pub use hooks::facts::Relation;
 pub use hooks::{HookConfig, HookOverrides, ReadHook, WriteHook};
 pub use memory::{
-    Cleared, Compacted, CompactionGroup, CompactionPreview, EntityDeleted, Feedback,
+    Cleared, Compacted, CompactionGroup, CompactionPreview, DedupDecision, EntityDeleted, Feedback,
     FeedbackResult, Fusion, HYBRID_THRESHOLD, Hits, ListRecent, MAX_OFFSET, MAX_PAGE,
     MAX_QUERY_CHARS, MemoryStats, Mode, Outcome, SIMILARITY_THRESHOLD, SearchMemories, SearchedHit,
     SnapshotCreated, SnapshotRestored, Source, StoreRequest, Stored, Strategy, TagChange,

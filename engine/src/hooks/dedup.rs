@@ -4,7 +4,7 @@
 //! the false-positive scenarios run with controlled vectors.
 
 use super::MAX_MERGE_GROUP;
-use super::facts::{Relation, relation};
+use super::facts::{Decision, Relation, relation};
 use crate::record::MemoryId;
 use mnemo_index::kernels;
 
@@ -40,6 +40,8 @@ pub(crate) struct Plan {
     pub(crate) refused: Option<&'static str>,
     /// Near neighbours the range query found (before cohesion and the fact guard).
     pub(crate) candidates: usize,
+    /// Each candidate the fact guard judged, with its decision and the reason.
+    pub(crate) decisions: Vec<(MemoryId, Decision)>,
 }
 
 /// The cohesion check of agent-memory-server (its issue #200): every candidate's own range
@@ -101,11 +103,13 @@ pub(crate) fn plan(
             continue;
         }
         let older = space.text(c).unwrap_or_default();
-        match relation(&older, text) {
+        let decision = relation(&older, text);
+        match decision.relation {
             Relation::Duplicate => plan.duplicates.push(c),
             Relation::Updates => plan.updated.push(c),
-            Relation::Distinct => plan.distinct.push(c),
+            Relation::Distinct | Relation::Unsure => plan.distinct.push(c),
         }
+        plan.decisions.push((c, decision));
     }
     plan
 }

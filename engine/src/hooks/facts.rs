@@ -1,22 +1,40 @@
 //! The fact guard of semantic dedup (`docs/semantics.md`, "Dedup at store time", step 4): at a
 //! cosine distance of 0.35 the model also pairs sentences that differ in the one word that
-//! matters. A lexical comparison of the two texts' content words decides whether a pair is a
-//! duplicate, two distinct facts, or a newer statement that contradicts an older one.
+//! matters. The guard decides by *where* two statements differ (`docs/semantics.md`, "Slots"):
+//! a statement is read as subject, relation and value; the same subject and relation with
+//! another value is an update, another subject or another relation is a different fact, and a
+//! relation that holds many values at once (`likes`, `speaks`, `has visited`) is never
+//! overwritten. Every decision carries the reason it was taken, for audit.
+//!
+//! Guarantees: deterministic, lexical, English-centred; no name, pronoun or capital letter is
+//! evidence of a different fact on its own (a capital letter only marks a word as a value).
 
 use std::collections::BTreeSet;
 
 /// How a newer text relates to an older one the vector search paired it with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Relation {
-    /// The same fact: merge.
+    /// The same fact, however phrased: merge.
     Duplicate,
-    /// Different facts (another number or name): keep both.
+    /// Different facts (another subject, another relation, or one more value of a relation
+    /// that holds many): keep both.
     Distinct,
-    /// The newer says the opposite (a negation, an antonym) or restates the same slot with one
-    /// word replaced, which may be a new value (`blue` → `red`) or a synonym (`likes` →
-    /// `loves`): the newer supersedes the older, which stays in lineage. Either reading loses
-    /// nothing.
+    /// The same slot (subject and relation) with a new value, or the opposite statement (a
+    /// negation, an antonym): the newer supersedes the older, whose validity it closes.
     Updates,
+    /// Not confident either way (both the subject and the rest differ, or nothing is shared):
+    /// keep both at write time; a search puts the newer of the two first.
+    Unsure,
+}
+
+/// A decision and why it was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    /// What the newer statement is to the older.
+    pub relation: Relation,
+    /// The rule that decided, for people and for audit.
+    pub reason: &'static str,
 }
 
 const STOP_WORDS: &[&str] = &[
@@ -81,6 +99,8 @@ const STOP_WORDS: &[&str] = &[
     "which",
     "who",
     "what",
+    // The subject agents write when they mean the person they talk to: a pronoun.
+    "user",
 ];
 
 const NEGATIONS: &[&str] = &[
@@ -129,8 +149,223 @@ const ANTONYMS: &[(&str, &str)] = &[
     ("mandatory", "optional"),
 ];
 
+/// Words that open the predicate: auxiliaries and the verbs statements about people, teams
+/// and systems are made of. Content words before the first of them are the subject.
+const PREDICATE_MARKERS: &[&str] = &[
+    "is",
+    "are",
+    "was",
+    "were",
+    "am",
+    "be",
+    "been",
+    "has",
+    "have",
+    "had",
+    "will",
+    "would",
+    "can",
+    "could",
+    "should",
+    "must",
+    "may",
+    "might",
+    "shall",
+    "does",
+    "do",
+    "did",
+    "lives",
+    "live",
+    "lived",
+    "works",
+    "work",
+    "worked",
+    "likes",
+    "like",
+    "liked",
+    "loves",
+    "love",
+    "loved",
+    "prefers",
+    "prefer",
+    "preferred",
+    "uses",
+    "use",
+    "used",
+    "owns",
+    "own",
+    "speaks",
+    "speak",
+    "knows",
+    "know",
+    "visited",
+    "moved",
+    "joined",
+    "leads",
+    "manages",
+    "runs",
+    "run",
+    "listens",
+    "enjoys",
+    "enjoy",
+    "hates",
+    "dislikes",
+    "plays",
+    "reads",
+    "wants",
+    "needs",
+    "studies",
+    "studied",
+    "teaches",
+    "married",
+    "died",
+    "born",
+    "drives",
+    "writes",
+    "deploys",
+    "stores",
+    "supports",
+    "requires",
+    "depends",
+    "belongs",
+    "reports",
+    "costs",
+    "takes",
+    "starts",
+    "ends",
+    "means",
+    "holds",
+    "contains",
+    "includes",
+    "collects",
+    "keeps",
+    "follows",
+    "plays",
+];
+
+/// Relations that hold many values at once: a new value adds to them, it does not replace.
+const MULTI_VALUED: &[&str] = &[
+    "like",
+    "likes",
+    "liked",
+    "love",
+    "loves",
+    "enjoy",
+    "enjoys",
+    "speak",
+    "speaks",
+    "visited",
+    "visit",
+    "visits",
+    "know",
+    "knows",
+    "play",
+    "plays",
+    "read",
+    "reads",
+    "collect",
+    "collects",
+    "hobby",
+    "hobbies",
+    "interest",
+    "interests",
+    "interested",
+    "friend",
+    "friends",
+    "allergic",
+    "fan",
+    "member",
+    "members",
+    "associated",
+    "include",
+    "includes",
+    "contains",
+    "supports",
+    "languages",
+    "skills",
+    "pets",
+    "children",
+    "tags",
+    "also",
+];
+
+/// Words that name different relations although the model puts them close together: a pair
+/// differing by two members of one group states two facts, never one updated.
+const RELATION_GROUPS: &[&[&str]] = &[
+    &[
+        "born", "died", "buried", "raised", "married", "grew", "educated", "studied", "lives",
+        "lived", "works", "worked",
+    ],
+    &["birth", "death", "burial", "marriage", "wedding"],
+    &[
+        "start", "starts", "started", "end", "ends", "ended", "finish", "finished",
+    ],
+    &[
+        "founded",
+        "dissolved",
+        "closed",
+        "acquired",
+        "sold",
+        "bought",
+        "merged",
+    ],
+    &[
+        "buy", "buys", "sell", "sells", "rent", "rents", "own", "owns",
+    ],
+    &[
+        "father",
+        "mother",
+        "brother",
+        "sister",
+        "son",
+        "daughter",
+        "husband",
+        "wife",
+        "uncle",
+        "aunt",
+        "cousin",
+        "grandfather",
+        "grandmother",
+        "friend",
+        "manager",
+        "boss",
+        "colleague",
+    ],
+    &["first", "last", "second", "third", "next", "previous"],
+    &["north", "south", "east", "west"],
+    &["input", "output"],
+    &["read", "write", "reads", "writes"],
+    &["client", "server"],
+    &["frontend", "backend"],
+    &["min", "max", "minimum", "maximum"],
+    &["home", "work", "office"],
+    &["capital", "largest", "population"],
+];
+
+/// One word of a statement.
+#[derive(Debug, Clone)]
+struct Word {
+    /// Lowercased, possessive `'s` removed.
+    text: String,
+    /// Capitalized and not the first word of a sentence (nor after a quote or a colon).
+    name: bool,
+    /// Index in the statement's full word sequence.
+    at: usize,
+}
+
+/// A statement read for the guard.
+struct Statement {
+    /// Every word, lowercased (stop words included).
+    all: Vec<String>,
+    /// Content words in order.
+    content: Vec<Word>,
+    /// Index of the first predicate marker, if any.
+    predicate_at: Option<usize>,
+}
+
 /// Word tokens of `text`: `(lowercased, capitalized_mid_sentence)`. A contraction ending in
-/// `n't` yields the word `not` as well.
+/// `n't` yields the word `not` as well. A sentence, a quotation and a clause after a colon
+/// each open with a word that is not taken for a name.
 fn tokens(text: &str) -> Vec<(String, bool)> {
     let mut out = Vec::new();
     let mut sentence_start = true;
@@ -159,7 +394,7 @@ fn tokens(text: &str) -> Vec<(String, bool)> {
             let trimmed = word.trim_end_matches('.').trim_matches('\'').to_owned();
             word = trimmed;
             flush(&mut word, &mut out, &mut sentence_start);
-            if ends_sentence || matches!(c, '!' | '?' | '\n') {
+            if ends_sentence || matches!(c, '!' | '?' | '\n' | ':' | '"' | '“' | '(') {
                 sentence_start = true;
             }
         }
@@ -169,38 +404,43 @@ fn tokens(text: &str) -> Vec<(String, bool)> {
     out
 }
 
+fn read(text: &str) -> Statement {
+    let toks = tokens(text);
+    let mut all = Vec::with_capacity(toks.len());
+    let mut content = Vec::new();
+    let mut predicate_at = None;
+    for (at, (w, name)) in toks.into_iter().enumerate() {
+        let stripped = w.trim_end_matches("'s").to_owned();
+        if predicate_at.is_none() && at > 0 && PREDICATE_MARKERS.contains(&stripped.as_str()) {
+            predicate_at = Some(at);
+        }
+        if !stripped.is_empty() && !STOP_WORDS.contains(&stripped.as_str()) {
+            content.push(Word {
+                text: stripped,
+                name,
+                at,
+            });
+        }
+        all.push(w);
+    }
+    Statement {
+        all,
+        content,
+        predicate_at,
+    }
+}
+
 /// Content words: tokens minus stop words, possessive `'s` removed.
 #[must_use]
 pub fn content_words(text: &str) -> BTreeSet<String> {
-    tokens(text)
-        .into_iter()
-        .map(|(w, _)| w.trim_end_matches("'s").to_owned())
-        .filter(|w| !w.is_empty() && !STOP_WORDS.contains(&w.as_str()))
-        .collect()
-}
-
-fn names(text: &str) -> BTreeSet<String> {
-    tokens(text)
-        .into_iter()
-        .filter(|(_, name)| *name)
-        .map(|(w, _)| w.trim_end_matches("'s").to_owned())
-        .collect()
-}
-
-/// The first word, if capitalized and not a stop word.
-fn initial(text: &str) -> Option<String> {
-    let first = text.split_whitespace().next()?;
-    let word: String = first.chars().take_while(|c| c.is_alphanumeric()).collect();
-    let lower = word.to_lowercase();
-    (word.chars().next().is_some_and(char::is_uppercase) && !STOP_WORDS.contains(&lower.as_str()))
-        .then_some(lower)
+    read(text).content.into_iter().map(|w| w.text).collect()
 }
 
 fn is_number(w: &str) -> bool {
     w.chars().any(|c| c.is_ascii_digit())
 }
 
-fn negated(words: &BTreeSet<String>) -> bool {
+fn negated(words: &[String]) -> bool {
     words
         .iter()
         .filter(|w| NEGATIONS.contains(&w.as_str()))
@@ -209,55 +449,125 @@ fn negated(words: &BTreeSet<String>) -> bool {
         == 1
 }
 
-/// How `newer` relates to `older` (the vector search already paired them).
+impl Statement {
+    /// Content words the other statement lacks (negations aside: parity decides them).
+    fn only<'a>(&'a self, other: &BTreeSet<&str>) -> Vec<&'a Word> {
+        self.content
+            .iter()
+            .filter(|w| !other.contains(w.text.as_str()) && !NEGATIONS.contains(&w.text.as_str()))
+            .collect()
+    }
+
+    fn words(&self) -> BTreeSet<&str> {
+        self.content.iter().map(|w| w.text.as_str()).collect()
+    }
+
+    /// Whether `w` stands before the predicate: part of the subject.
+    fn in_subject(&self, w: &Word) -> bool {
+        self.predicate_at.is_some_and(|p| w.at < p)
+    }
+
+    /// Whether `w` comes after every content word the two statements share: the value.
+    fn in_tail(&self, w: &Word, shared: &BTreeSet<&str>) -> bool {
+        self.content
+            .iter()
+            .filter(|c| shared.contains(c.text.as_str()))
+            .all(|c| c.at < w.at)
+    }
+}
+
+fn decide(relation: Relation, reason: &'static str) -> Decision {
+    Decision { relation, reason }
+}
+
+/// How `newer` relates to `older` (the vector search already paired them), and why.
 #[must_use]
-pub fn relation(older: &str, newer: &str) -> Relation {
-    // Negations are stop-word-free content, so take them from the full token lists.
-    let all = |t: &str| -> BTreeSet<String> { tokens(t).into_iter().map(|(w, _)| w).collect() };
-    let (ao, an) = (all(older), all(newer));
-    let (co, cn) = (content_words(older), content_words(newer));
-    let only_old: BTreeSet<&String> = co.difference(&cn).collect();
-    let only_new: BTreeSet<&String> = cn.difference(&co).collect();
-    if only_old.iter().chain(&only_new).any(|w| is_number(w)) {
-        return Relation::Distinct;
+pub fn relation(older: &str, newer: &str) -> Decision {
+    let (o, n) = (read(older), read(newer));
+    if negated(&o.all) != negated(&n.all) {
+        return decide(Relation::Updates, "one statement negates the other");
     }
-    let (no, nn) = (names(older), names(newer));
-    if no
-        .symmetric_difference(&nn)
-        .any(|n| !ao.contains(n) || !an.contains(n))
-    {
-        return Relation::Distinct;
-    }
-    if negated(&ao) != negated(&an) {
-        return Relation::Updates;
-    }
-    let opposite = ANTONYMS.iter().any(|(x, y)| {
-        let has = |set: &BTreeSet<&String>, w: &str| set.iter().any(|s| s.as_str() == w);
+    let (wo, wn) = (o.words(), n.words());
+    let (only_old, only_new) = (o.only(&wn), n.only(&wo));
+    let has = |set: &[&Word], w: &str| set.iter().any(|s| s.text == w);
+    if ANTONYMS.iter().any(|(x, y)| {
         (has(&only_old, x) && has(&only_new, y)) || (has(&only_old, y) && has(&only_new, x))
-    });
-    if opposite {
-        return Relation::Updates;
+    }) {
+        return decide(Relation::Updates, "an antonym states the opposite");
     }
-    // A capitalized first word may be a name too ("Alice owns ..." vs "Bob owns ..."): when
-    // both texts open with a capitalized content word the other lacks, treat it as one.
-    if let (Some(a), Some(b)) = (initial(older), initial(newer))
-        && only_old.contains(&a)
-        && only_new.contains(&b)
-    {
-        return Relation::Distinct;
+    if only_old.is_empty() && only_new.is_empty() {
+        return decide(Relation::Duplicate, "the same content words");
     }
-    let old_words: Vec<&&String> = only_old
+    if RELATION_GROUPS.iter().any(|g| {
+        only_old.iter().any(|w| g.contains(&w.text.as_str()))
+            && only_new.iter().any(|w| g.contains(&w.text.as_str()))
+    }) {
+        return decide(Relation::Distinct, "a different relation");
+    }
+    if only_old.is_empty() || only_new.is_empty() {
+        return decide(
+            Relation::Duplicate,
+            "one statement adds detail to the other",
+        );
+    }
+    let shared: BTreeSet<&str> = wo.intersection(&wn).copied().collect();
+    if shared.is_empty() {
+        return decide(Relation::Unsure, "no content word in common");
+    }
+    let subject_old = only_old.iter().filter(|w| o.in_subject(w)).count();
+    let subject_new = only_new.iter().filter(|w| n.in_subject(w)).count();
+    if subject_old + subject_new > 0 {
+        if subject_old == only_old.len() && subject_new == only_new.len() {
+            return decide(Relation::Distinct, "a different subject");
+        }
+        return decide(
+            Relation::Unsure,
+            "the subject and the predicate both differ",
+        );
+    }
+    // A name or a number after a known predicate is a value wherever it stands ("uses
+    // Postgres for billing"); without a predicate only the tail is.
+    let value_like = |s: &Statement, only: &[&Word]| {
+        only.iter().all(|w| {
+            s.in_tail(w, &shared) || (s.predicate_at.is_some() && (w.name || is_number(&w.text)))
+        })
+    };
+    let multi = shared
         .iter()
-        .filter(|w| !NEGATIONS.contains(&w.as_str()))
-        .collect();
-    let new_words: Vec<&&String> = only_new
-        .iter()
-        .filter(|w| !NEGATIONS.contains(&w.as_str()))
-        .collect();
-    if old_words.len() == 1 && new_words.len() == 1 {
-        return Relation::Updates;
+        .copied()
+        .chain(only_old.iter().chain(&only_new).map(|w| w.text.as_str()))
+        .any(|w| MULTI_VALUED.contains(&w));
+    if value_like(&o, &only_old) && value_like(&n, &only_new) {
+        if multi {
+            return decide(
+                Relation::Distinct,
+                "a relation that holds many values gained one",
+            );
+        }
+        return decide(
+            Relation::Updates,
+            "the same subject and relation with a new value",
+        );
     }
-    Relation::Duplicate
+    if only_old.iter().chain(&only_new).any(|w| is_number(&w.text)) {
+        return decide(
+            Relation::Distinct,
+            "another number outside the value: an identifier or a version",
+        );
+    }
+    if only_old.len() == 1 && only_new.len() == 1 {
+        if multi {
+            return decide(
+                Relation::Distinct,
+                "a relation that holds many values gained one",
+            );
+        }
+        return decide(
+            Relation::Updates,
+            "one word of the predicate replaced: a new value or a synonym",
+        );
+    }
+    decide(Relation::Duplicate, "the predicate is paraphrased")
 }
 
 #[cfg(test)]
@@ -265,106 +575,160 @@ mod tests {
     use super::*;
     use Relation::*;
 
+    fn rel(a: &str, b: &str) -> Relation {
+        relation(a, b).relation
+    }
+
     #[test]
     fn paraphrases_are_duplicates() {
         let a = "User likes coffee, flat white usually";
         let b = "They are a coffee enthusiast, favorite coffee is flatwhite";
-        let c = "User loves coffee, especially flat white";
-        assert_eq!(relation(a, b), Duplicate);
-        assert_eq!(relation(b, c), Duplicate);
+        assert_eq!(rel(a, b), Duplicate);
         assert_eq!(
-            relation(
+            rel(
                 "Run cargo test with --workspace to test every crate",
                 "To test every crate, run cargo test --workspace"
             ),
             Duplicate
         );
+        assert_eq!(
+            rel(
+                "Deploys happen on fridays after lunch",
+                "The deploys happen on fridays, after lunch, every week"
+            ),
+            Duplicate
+        );
+        // Names, pronouns and capital letters are not evidence of another fact on their own.
+        assert_eq!(
+            rel(
+                "I said: Use the staging cluster",
+                "I said use the staging cluster"
+            ),
+            Duplicate
+        );
+        assert_eq!(
+            rel("O Romeo, the meeting moved", "Romeo, the meeting moved"),
+            Duplicate
+        );
     }
 
     #[test]
-    fn numbers_and_names_make_distinct_facts() {
+    fn another_subject_or_relation_is_another_fact() {
         assert_eq!(
-            relation(
-                "The deploy runs on port 8080",
-                "The deploy runs on port 9090"
-            ),
-            Distinct
-        );
-        assert_eq!(
-            relation(
+            rel(
                 "Alice owns the billing service",
                 "Bob owns the billing service"
             ),
             Distinct
         );
         assert_eq!(
-            relation("Python 3.11 is required", "Python 3.12 is required"),
-            Distinct
-        );
-        assert_eq!(
-            relation(
-                "The team uses Postgres for billing",
-                "The team uses MySQL for billing"
-            ),
-            Distinct
-        );
-        // A capitalized first word counts as a name only against another one.
-        assert_eq!(
-            relation(
-                "Deploys happen on fridays after lunch",
-                "Releases happen on fridays after lunch"
+            rel(
+                "Marie Curie was born in the city of Warsaw",
+                "Marie Curie died in the city of Warsaw"
             ),
             Distinct
         );
         assert_eq!(
-            relation(
-                "Deploys happen on fridays after lunch",
-                "The deploys happen on fridays, after lunch, every week"
+            rel(
+                "defensive tackle is associated with American football",
+                "defensive back is associated with American football"
             ),
-            Duplicate
+            Distinct
+        );
+        assert_eq!(
+            rel(
+                "The capital of France is Paris",
+                "The capital of Spain is Paris"
+            ),
+            Distinct
         );
     }
 
     #[test]
-    fn negations_antonyms_and_new_values_contradict() {
+    fn same_slot_new_value_updates() {
         assert_eq!(
-            relation("User likes coffee", "User dislikes coffee"),
+            rel(
+                "The capital of Kenya is Nairobi",
+                "The capital of Kenya is Mombasa"
+            ),
             Updates
         );
         assert_eq!(
-            relation("User likes coffee", "User does not like coffee"),
+            rel(
+                "The deploy runs on port 8080",
+                "The deploy runs on port 9090"
+            ),
             Updates
         );
         assert_eq!(
-            relation("User likes coffee", "User doesn't like coffee"),
+            rel(
+                "The team uses Postgres for billing",
+                "The team uses MySQL for billing"
+            ),
             Updates
         );
         assert_eq!(
-            relation(
+            rel("Her favorite color is blue", "Her favorite color is red"),
+            Updates
+        );
+        assert_eq!(
+            rel("Alice lives in Paris", "Alice lives in Berlin"),
+            Updates
+        );
+    }
+
+    #[test]
+    fn many_valued_relations_keep_every_value() {
+        assert_eq!(rel("Alice likes tea", "Alice likes coffee"), Distinct);
+        assert_eq!(rel("Bob speaks French", "Bob speaks German"), Distinct);
+        assert_eq!(
+            rel("Carol has visited Lisbon", "Carol has visited Oslo"),
+            Distinct
+        );
+    }
+
+    #[test]
+    fn negations_and_antonyms_update() {
+        assert_eq!(rel("User likes coffee", "User dislikes coffee"), Updates);
+        assert_eq!(
+            rel("User likes coffee", "User does not like coffee"),
+            Updates
+        );
+        assert_eq!(
+            rel("User likes coffee", "User doesn't like coffee"),
+            Updates
+        );
+        assert_eq!(
+            rel(
                 "Always run migrations before deploying",
                 "Never run migrations before deploying"
             ),
             Updates
         );
         assert_eq!(
-            relation("The user prefers dark mode", "The user prefers light mode"),
+            rel("The user prefers dark mode", "The user prefers light mode"),
             Updates
         );
         assert_eq!(
-            relation("Her favorite color is blue", "Her favorite color is red"),
+            rel("The build is not cached", "The build is cached"),
             Updates
         );
+    }
+
+    #[test]
+    fn unsure_pairs_are_kept_apart() {
         assert_eq!(
-            relation("The build is not cached", "The build is cached"),
-            Updates
-        );
-        // A synonym in one slot: the newer wins, the older stays in lineage.
-        assert_eq!(
-            relation(
-                "User likes coffee, flat white usually",
-                "User loves coffee, especially flat white"
+            rel(
+                "Nairobi is the capital of Kenya",
+                "The capital of Kenya is Mombasa"
             ),
-            Updates
+            Unsure
+        );
+        assert_eq!(rel("Flat white please", "Green tea today"), Unsure);
+        assert!(
+            !relation("Alice lives in Paris", "Alice lives in Berlin")
+                .reason
+                .is_empty()
         );
     }
 }

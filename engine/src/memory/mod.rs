@@ -29,7 +29,7 @@ pub use search::{
     recency, strategy_score,
 };
 pub use tags::{SnapshotCreated, SnapshotRestored, TagChange, TagPreview, TagsApplied};
-pub use write::{Outcome, StoreRequest, Stored, UpdateRequest, Updated};
+pub use write::{DedupDecision, Outcome, StoreRequest, Stored, UpdateRequest, Updated};
 
 pub(crate) use read::missing;
 

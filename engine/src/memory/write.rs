@@ -7,7 +7,7 @@ use super::space::UserSpace;
 use crate::error::{EngineError, Result};
 use crate::hooks::category;
 use crate::hooks::dedup;
-use crate::hooks::facts::content_words;
+use crate::hooks::facts::{Relation, content_words};
 use crate::hooks::tags::{self as tag_rules, TagDecision, TagForm};
 use crate::hooks::{Effective, HookOverrides};
 use crate::log::Op;
@@ -77,11 +77,24 @@ pub struct Stored {
     /// Near neighbours semantic dedup found within its distance (0 when it is off), before the
     /// cohesion check and the fact guard.
     pub dedup_candidates: usize,
+    /// What the fact guard decided about each candidate, and why (for audit).
+    pub decisions: Vec<DedupDecision>,
     /// Why a merge was not made, when candidates were found but refused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// For people.
     pub message: String,
+}
+
+/// The fact guard's decision about one near neighbour of a stored memory.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DedupDecision {
+    /// The neighbour.
+    pub memory_id: MemoryId,
+    /// What the new memory is to it.
+    pub relation: Relation,
+    /// The rule that decided.
+    pub reason: &'static str,
 }
 
 enum CategoryPlan {
@@ -486,6 +499,15 @@ impl Store {
                 created_at: live.created_at,
                 supersedes: archived,
                 dedup_candidates: plan.candidates,
+                decisions: plan
+                    .decisions
+                    .iter()
+                    .map(|(id, d)| DedupDecision {
+                        memory_id: *id,
+                        relation: d.relation,
+                        reason: d.reason,
+                    })
+                    .collect(),
                 reason,
                 message,
             };

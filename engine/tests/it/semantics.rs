@@ -3,8 +3,8 @@
 //! and its undo, tag preview / apply / snapshots, update and feedback.
 
 use mnemo_engine::{
-    Category, EngineError, Feedback, HookOverrides, NewMemory, Outcome, SearchMemories, Store,
-    StoreOptions, StoreRequest, Strategy, UpdateRequest, WriteHook,
+    Category, EngineError, Feedback, HookOverrides, NewMemory, Outcome, Relation, SearchMemories,
+    Store, StoreOptions, StoreRequest, Strategy, UpdateRequest, WriteHook,
 };
 
 fn minilm() -> StoreOptions {
@@ -175,25 +175,19 @@ fn three_coffee_paraphrases_end_as_one_memory_with_lineage() {
 }
 
 #[test]
-fn different_preferences_and_facts_stay_apart() {
+fn different_subjects_relations_and_extra_values_stay_apart() {
     let (_dir, store) = open();
     let pairs = [
-        (
-            "User's favorite drink is flat white",
-            "User's favorite drink is green tea",
-        ),
-        (
-            "The deploy runs on port 8080",
-            "The deploy runs on port 9090",
-        ),
         (
             "Alice owns the billing service",
             "Bob owns the billing service",
         ),
         (
-            "The team uses Postgres for the billing data",
-            "The team uses MySQL for the billing data",
+            "Marie Curie was born in the city of Warsaw",
+            "Marie Curie died in the city of Warsaw",
         ),
+        ("Alice likes green tea", "Alice likes black coffee"),
+        ("Bob speaks French at work", "Bob speaks German at work"),
     ];
     for (i, (a, b)) in pairs.into_iter().enumerate() {
         let user = format!("u{i}");
@@ -207,6 +201,41 @@ fn different_preferences_and_facts_stay_apart() {
             2,
             "{a} / {b}"
         );
+    }
+}
+
+#[test]
+fn a_new_value_of_the_same_slot_supersedes_the_old_one() {
+    let (_dir, store) = open();
+    let pairs = [
+        (
+            "The deploy runs on port 8080",
+            "The deploy runs on port 9090",
+        ),
+        (
+            "The team uses Postgres for the billing data",
+            "The team uses MySQL for the billing data",
+        ),
+    ];
+    for (i, (a, b)) in pairs.into_iter().enumerate() {
+        let user = format!("u{i}");
+        let old = store.store(NewMemory::new(a).user(&user)).unwrap();
+        let s = store
+            .store_memory(StoreRequest::new(NewMemory::new(b).user(&user)))
+            .unwrap();
+        assert_eq!(s.outcome, Outcome::Superseded, "{a} / {b}: {s:?}");
+        assert_eq!(s.supersedes, vec![old], "{a} / {b}");
+        assert_eq!(s.decisions.len(), 1, "{a} / {b}");
+        assert_eq!(s.decisions[0].memory_id, old);
+        assert_eq!(s.decisions[0].relation, Relation::Updates);
+        assert!(
+            s.decisions[0].reason.contains("new value"),
+            "{:?}",
+            s.decisions
+        );
+        let live = store.list_recent_memories(Some(&user), 10).unwrap();
+        assert_eq!(live.count, 1, "{a} / {b}");
+        assert_eq!(live.memories[0].content, b);
     }
 }
 
