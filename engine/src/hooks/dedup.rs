@@ -5,7 +5,7 @@
 
 use super::MAX_MERGE_GROUP;
 use super::facts::{Decision, Relation, relation};
-use crate::record::MemoryId;
+use crate::record::{MemoryId, Timestamp};
 use mnemo_index::kernels;
 
 /// What the dedup decision needs to see of a store: one user's live memories of one kind.
@@ -114,25 +114,106 @@ pub(crate) fn plan(
     plan
 }
 
-/// Load-time dedup: `hits` (unit vectors, best first) folded into clusters. Returns the
-/// indexes of the first `max_kept` kept hits, each with how many later hits within `min_sim`
-/// of it were folded into it. A hit is only compared with kept hits, and once `max_kept` are
-/// kept the rest can only fold (they would fall off the page anyway): the cost is
-/// `O(hits · max_kept)` dot products, not quadratic in the hits.
+/// One search result as load-time dedup sees it.
+pub(crate) struct FoldItem<'a> {
+    /// Its unit vector.
+    pub(crate) vector: &'a [f32],
+    /// Its text.
+    pub(crate) text: &'a str,
+    /// When it became valid (orders two statements of one slot).
+    pub(crate) at: Timestamp,
+}
+
+/// What the fact guard says the later-valid of two items is to the earlier one.
+fn guard(a: &FoldItem<'_>, b: &FoldItem<'_>) -> (Relation, bool) {
+    let b_newer = b.at > a.at;
+    let (older, newer) = if b_newer { (a, b) } else { (b, a) };
+    (relation(older.text, newer.text).relation, b_newer)
+}
+
+fn close(a: &FoldItem<'_>, b: &FoldItem<'_>, min_sim: f32) -> bool {
+    kernels::dot(a.vector, b.vector).is_ok_and(|s| s >= min_sim)
+}
+
+/// Load-time dedup (`docs/semantics.md`, "Dedup at load time") over `items`, best first.
+/// A hit folds into the first kept hit within `min_sim` that the fact guard calls its
+/// duplicate; anything else within the distance (another fact, another value of the same
+/// slot) is kept, so folding never empties a page of results that are not duplicates. Then a
+/// newer statement of a slot (an update, or a pair the guard is unsure of) is moved in front
+/// of an older one it sits near. Returns the first `max_kept` kept hits, each with how many
+/// later hits were folded into it: `O(hits · max_kept)` comparisons.
 #[must_use]
-pub fn fold(vectors: &[&[f32]], min_sim: f32, max_kept: usize) -> Vec<(usize, usize)> {
+pub(crate) fn fold(items: &[FoldItem<'_>], min_sim: f32, max_kept: usize) -> Vec<(usize, usize)> {
     let mut kept: Vec<(usize, usize)> = Vec::new();
-    for (i, v) in vectors.iter().enumerate() {
+    for (i, item) in items.iter().enumerate() {
+        let mut newer_value = false;
         let home = kept.iter().position(|(k, _)| {
-            vectors
-                .get(*k)
-                .is_some_and(|kv| kernels::dot(kv, v).is_ok_and(|s| s >= min_sim))
+            items.get(*k).is_some_and(|home| {
+                if !close(home, item, min_sim) {
+                    return false;
+                }
+                let (relation, item_newer) = guard(home, item);
+                newer_value |=
+                    item_newer && matches!(relation, Relation::Updates | Relation::Unsure);
+                relation == Relation::Duplicate
+            })
         });
         if let Some((_, folded)) = home.and_then(|h| kept.get_mut(h)) {
             *folded += 1;
-        } else if kept.len() < max_kept {
+        } else if kept.len() < max_kept || newer_value {
+            // A newer value of a kept slot is kept even past the page: it goes in front.
             kept.push((i, 0));
         }
     }
+    // Newest value of a slot first: move each hit in front of the first older statement of
+    // its slot kept before it.
+    let mut j = 1;
+    while let Some(&(item_j, _)) = kept.get(j) {
+        let slot_older = (0..j).find(|&i| {
+            let (Some(a), Some(b)) = (kept.get(i).and_then(|k| items.get(k.0)), items.get(item_j))
+            else {
+                return false;
+            };
+            close(a, b, min_sim)
+                && matches!(guard(a, b), (Relation::Updates | Relation::Unsure, true))
+        });
+        if let Some(i) = slot_older {
+            let moved = kept.remove(j);
+            kept.insert(i, moved);
+        }
+        j += 1;
+    }
+    kept.truncate(max_kept);
     kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item<'a>(vector: &'a [f32], text: &'a str, at: i64) -> FoldItem<'a> {
+        FoldItem {
+            vector,
+            text,
+            at: Timestamp(at),
+        }
+    }
+
+    #[test]
+    fn folding_keeps_other_facts_and_puts_the_newest_value_first() {
+        let v = [1.0, 0.0];
+        let items = [
+            // The older value ranks first, as the model often prefers it.
+            item(&v, "The capital of Kenya is Mombasa", 1),
+            item(&v, "The capital of Kenya is Nairobi", 2),
+            item(&v, "The capital of Kenya is Nairobi.", 3),
+            item(&v, "The capital of Spain is Madrid", 4),
+        ];
+        let kept = fold(&items, 0.9, 10);
+        // The paraphrase folds; the other value and the other subject stay on the page; the
+        // newer value of the slot comes before the older one.
+        assert_eq!(kept, vec![(1, 1), (0, 0), (3, 0)]);
+        // A page of one keeps only the newest value.
+        assert_eq!(fold(&items, 0.9, 1), vec![(1, 1)]);
+    }
 }

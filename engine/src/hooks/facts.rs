@@ -516,13 +516,15 @@ pub fn relation(older: &str, newer: &str) -> Decision {
     }
     let subject_old = only_old.iter().filter(|w| o.in_subject(w)).count();
     let subject_new = only_new.iter().filter(|w| n.in_subject(w)).count();
+    if subject_old > 0 && subject_new > 0 {
+        return decide(Relation::Distinct, "a different subject");
+    }
     if subject_old + subject_new > 0 {
-        if subject_old == only_old.len() && subject_new == only_new.len() {
-            return decide(Relation::Distinct, "a different subject");
-        }
+        // One side's subject holds what the other says after its predicate: an inversion
+        // ("Nairobi is the capital of Kenya") or another fact; nothing lexical tells which.
         return decide(
             Relation::Unsure,
-            "the subject and the predicate both differ",
+            "one statement's subject is the other's predicate",
         );
     }
     // A name or a number after a known predicate is a value wherever it stands ("uses

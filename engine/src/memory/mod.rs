@@ -24,9 +24,8 @@ pub use query::{
 };
 pub use read::{Cleared, Feedback, FeedbackResult, ListRecent, MemoryStats};
 pub use search::{
-    Fusion, HYBRID_THRESHOLD, Hits, MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS, Mode,
-    SIMILARITY_THRESHOLD, SearchMemories, SearchedHit, Source, Strategy, frequency, importance,
-    recency, strategy_score,
+    Fusion, Hits, MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS, Mode, SEARCH_ACCESS_INTERVAL_US,
+    SearchMemories, SearchedHit, Source, Strategy, frequency, importance, recency, strategy_score,
 };
 pub use tags::{SnapshotCreated, SnapshotRestored, TagChange, TagPreview, TagsApplied};
 pub use write::{DedupDecision, Outcome, StoreRequest, Stored, UpdateRequest, Updated};

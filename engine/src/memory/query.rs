@@ -9,8 +9,8 @@
 use super::entities::{check_scope, user_index};
 use super::in_range;
 use super::search::{
-    Fusion, MAX_PAGE, RecordFilter, SIMILARITY_THRESHOLD, Selection, Source, cosine_of, fuse,
-    keyword_top, select, vector_top,
+    Fusion, MAX_PAGE, RecordFilter, Selection, Source, cosine_of, fuse, keyword_top, select,
+    vector_top,
 };
 use crate::error::{EngineError, ErrorKind, Result};
 use crate::keyword::tokenize;
@@ -18,6 +18,11 @@ use crate::record::{self, Kind, Memory, MemoryId, Role, Timestamp};
 use crate::store::{State, Store};
 use crate::table::UserIndex;
 use std::collections::HashMap;
+
+/// Minimum cosine of the query's vector candidates and graph seeds (MemFuse's 0.3): the query
+/// returns what is related, and graph retrieval needs seeds that are (`search.md`, "The
+/// MemFuse query"). `search_memories` has no default threshold.
+pub const QUERY_THRESHOLD: f32 = 0.3;
 
 /// Results of a query when the caller gives no `top_k`.
 pub const DEFAULT_TOP_K: usize = 5;
@@ -284,7 +289,7 @@ fn retrieve(
         }
         (StoreType::Hybrid, Some(e)) => {
             let terms = tokenize(&q.query);
-            let vector = vector_top(state, sel, e, k, SIMILARITY_THRESHOLD)?;
+            let vector = vector_top(state, sel, e, k, QUERY_THRESHOLD)?;
             let keyword = keyword_top(u, sel, &terms, k);
             fuse(state, u, e, &terms, &vector, &keyword, Fusion::default())
                 .into_iter()
@@ -292,10 +297,10 @@ fn retrieve(
                 .collect()
         }
         (StoreType::Graph, Some(e)) => {
-            let seeds = vector_top(state, sel, e, k, SIMILARITY_THRESHOLD)?;
+            let seeds = vector_top(state, sel, e, k, QUERY_THRESHOLD)?;
             graph(state, u, sel, &seeds)
         }
-        (_, Some(e)) => vector_top(state, sel, e, k, SIMILARITY_THRESHOLD)?
+        (_, Some(e)) => vector_top(state, sel, e, k, QUERY_THRESHOLD)?
             .into_iter()
             .map(|(key, s)| (key, s, Source::Vector))
             .collect(),

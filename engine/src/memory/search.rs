@@ -9,7 +9,7 @@
 use super::entities::{check_scope, user_index};
 use super::in_range;
 use crate::error::{EngineError, Result};
-use crate::hooks::dedup::fold;
+use crate::hooks::dedup::{FoldItem, fold};
 use crate::hooks::{Effective, HookOverrides, LOAD_DEDUP_OVERFETCH};
 use crate::keyword::tokenize;
 use crate::log::Op;
@@ -25,10 +25,13 @@ pub const MAX_QUERY_CHARS: usize = 1000;
 pub const MAX_PAGE: usize = 50;
 /// Largest offset.
 pub const MAX_OFFSET: usize = 10_000;
-/// Default minimum cosine of the `similarity` strategy.
-pub const SIMILARITY_THRESHOLD: f32 = 0.3;
-/// Default minimum cosine of the other strategies.
-pub const HYBRID_THRESHOLD: f32 = 0.6;
+/// The minimum cosine when none is asked for: every candidate (`docs/search.md`,
+/// "Calibration": MiniLM's scores of relevant memories start well below any fixed cut).
+pub(crate) const NO_THRESHOLD: f32 = -1.0;
+/// A search counts a memory it returns as accessed at most once in this many microseconds
+/// (15 minutes, as agent-memory-server): a memory that every search returns must not climb
+/// the `frequency` ranking by being returned (`docs/search.md`, "Access counting").
+pub const SEARCH_ACCESS_INTERVAL_US: i64 = 15 * 60 * 1_000_000;
 /// Default fusion weights of the `hybrid` mode.
 pub const HYBRID_WEIGHTS: (f32, f32) = (0.7, 0.3);
 /// The k of reciprocal-rank fusion (as MemFuse and the RRF paper).
@@ -79,7 +82,7 @@ macro_rules! named_enum {
 named_enum!(
     /// How results are ranked (`docs/search.md`, "Strategies").
     Strategy {
-        /// Exact cosine only; no threshold other than the caller's (default 0.3), no fallback.
+        /// Exact cosine only; no fallback.
         Similarity = "similarity",
         /// Relevance with recency, importance and frequency (the default).
         #[default]
@@ -157,8 +160,9 @@ pub struct SearchMemories {
     pub strategy: Strategy,
     /// Candidate source. `similarity` allows only `vector`.
     pub mode: Mode,
-    /// Minimum cosine of a vector candidate, in [-1, 1]; default 0.3 for `similarity`, 0.6
-    /// for the other strategies.
+    /// Minimum cosine of a vector candidate, in [-1, 1]; none by default, so a search returns
+    /// `limit` results whenever the selection holds that many (`docs/search.md`,
+    /// "Calibration").
     pub threshold: Option<f32>,
     /// Fusion of the `hybrid` mode.
     pub fusion: Fusion,
@@ -716,10 +720,7 @@ impl Store {
                 ),
             });
         }
-        let threshold = req.threshold.unwrap_or(match req.strategy {
-            Strategy::Similarity => SIMILARITY_THRESHOLD,
-            _ => HYBRID_THRESHOLD,
-        });
+        let threshold = req.threshold.unwrap_or(NO_THRESHOLD);
         if !(-1.0..=1.0).contains(&threshold) {
             return Err(EngineError::Invalid {
                 field: "threshold",
@@ -823,13 +824,15 @@ impl Store {
         };
         let page_end = req.offset + req.limit;
         // The ranking strategies over-fetch 4× (at least 60, as mem0) because their score
-        // reorders candidates; that also covers load-time dedup's 3× over-fetch.
+        // reorders candidates; that also covers load-time dedup's 3× over-fetch. When folding
+        // leaves the page short, the search fetches 4× more until the page is full or the
+        // selection is exhausted.
         let dedup_fetch = if plan.eff.load_dedup {
             page_end * LOAD_DEDUP_OVERFETCH
         } else {
             page_end
         };
-        let fetch = match req.strategy {
+        let mut fetch = match req.strategy {
             Strategy::Similarity => dedup_fetch,
             _ => (4 * page_end).max(60).max(dedup_fetch),
         };
@@ -843,132 +846,90 @@ impl Store {
                 return Ok(empty_hits(req, fallback));
             };
             let sel = select(&state, u, &plan.filter);
-            let mut candidates: Vec<Candidate> = Vec::new();
-            match (mode, &query) {
-                (Mode::Vector, Some(q)) => {
-                    for (key, cos) in vector_top(&state, &sel, q, fetch, plan.threshold)? {
-                        candidates.push(Candidate {
-                            key,
-                            cosine: Some(cos),
-                            bm25: None,
-                            relevance: cos,
-                            source: Source::Vector,
-                        });
-                    }
-                    if req.strategy != Strategy::Similarity && candidates.len() < page_end {
-                        let before = candidates.len();
-                        for key in text_matches(&state, u, &sel, &plan.needle, fetch) {
-                            if candidates.iter().all(|c| c.key != key) {
-                                let cos = cosine_of(&state, q, key);
-                                candidates.push(Candidate {
-                                    key,
-                                    cosine: cos,
-                                    bm25: None,
-                                    relevance: cos.unwrap_or(0.0).max(plan.threshold),
-                                    source: Source::Text,
-                                });
-                            }
-                        }
-                        if candidates.len() > before {
-                            fallback = Some(format!(
-                                "{before} vector results were fewer than {page_end}; text matches supplemented them"
-                            ));
-                        }
-                    }
-                }
-                (Mode::Hybrid, Some(q)) => {
-                    // The scan (parallel inside) and the keyword lookup run side by side.
-                    let (vector, keyword) = rayon::join(
-                        || vector_top(&state, &sel, q, fetch, plan.threshold),
-                        || keyword_top(u, &sel, &plan.terms, fetch),
-                    );
-                    candidates = fuse(&state, u, q, &plan.terms, &vector?, &keyword, req.fusion);
-                }
-                (Mode::Keyword, _) => {
-                    let keyword = keyword_top(u, &sel, &plan.terms, fetch);
-                    let max = keyword.first().map_or(1.0, |k| k.1);
-                    candidates = keyword
-                        .into_iter()
-                        .map(|(key, s)| Candidate {
-                            key,
-                            cosine: None,
-                            bm25: Some(s),
-                            relevance: if max > 0.0 { s / max } else { 0.0 },
-                            source: Source::Keyword,
-                        })
-                        .collect();
-                }
-                _ => {
-                    candidates = text_matches(&state, u, &sel, &plan.needle, fetch)
-                        .into_iter()
-                        .map(|key| Candidate {
-                            key,
-                            cosine: None,
-                            bm25: None,
-                            relevance: 1.0,
-                            source: Source::Text,
-                        })
-                        .collect();
-                }
-            }
             let mut query_tags = plan.filter.tags.clone();
             query_tags.extend(plan.terms.iter().cloned());
             query_tags.push(plan.needle.clone());
             let freq = state.table.tag_frequencies(&plan.user);
-            let mut ranked: Vec<(Candidate, f32, &Memory)> = candidates
-                .into_iter()
-                .filter_map(|c| {
-                    let m = state.table.get(MemoryId(c.key))?;
-                    let boost = if req.strategy == Strategy::Similarity {
-                        0.0
-                    } else {
-                        tag_boost(m, &query_tags, freq)
-                    };
-                    Some((
-                        c,
-                        strategy_score(req.strategy, m, c.relevance, boost, now),
-                        m,
-                    ))
-                })
-                .collect();
-            ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.key.cmp(&b.0.key)));
-            let (kept, folds): (Vec<usize>, Vec<usize>) = if plan.eff.load_dedup {
-                let vectors: Vec<&[f32]> = ranked
-                    .iter()
-                    .map(|r| state.vectors.vector(r.0.key).unwrap_or(&[]))
-                    .collect();
-                fold(&vectors, 1.0 - plan.eff.cluster_distance, page_end)
+            loop {
+                let (candidates, supplement) =
+                    self.candidates(&state, u, &sel, &plan, req, mode, query.as_deref(), fetch)?;
+                let exhausted = candidates.len() < fetch || fetch >= sel.len();
+                let mut ranked: Vec<(Candidate, f32, &Memory)> = candidates
                     .into_iter()
-                    .unzip()
-            } else {
-                ((0..ranked.len()).collect(), vec![0; ranked.len()])
-            };
-            let folded_total = ranked.len() - kept.len();
-            let hits: Vec<SearchedHit> = kept
-                .into_iter()
-                .zip(folds)
-                .skip(req.offset)
-                .take(req.limit)
-                .filter_map(|(i, folded)| {
-                    let (c, score, m) = ranked.get(i)?;
-                    Some(SearchedHit {
-                        memory: (*m).clone(),
-                        score: *score,
-                        similarity: c.cosine,
-                        distance: c.cosine.map(|s| 1.0 - s),
-                        keyword_score: c.bm25,
-                        source: c.source,
-                        folded,
+                    .filter_map(|c| {
+                        let m = state.table.get(MemoryId(c.key))?;
+                        let boost = if req.strategy == Strategy::Similarity {
+                            0.0
+                        } else {
+                            tag_boost(m, &query_tags, freq)
+                        };
+                        Some((
+                            c,
+                            strategy_score(req.strategy, m, c.relevance, boost, now),
+                            m,
+                        ))
                     })
-                })
-                .collect();
-            (hits, sel.len(), folded_total)
+                    .collect();
+                ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.key.cmp(&b.0.key)));
+                let (kept, folds): (Vec<usize>, Vec<usize>) = if plan.eff.load_dedup {
+                    let items: Vec<FoldItem<'_>> = ranked
+                        .iter()
+                        .map(|r| FoldItem {
+                            vector: state.vectors.vector(r.0.key).unwrap_or(&[]),
+                            text: &r.2.content,
+                            at: r.2.created_at,
+                        })
+                        .collect();
+                    fold(&items, 1.0 - plan.eff.cluster_distance, page_end)
+                        .into_iter()
+                        .unzip()
+                } else {
+                    ((0..ranked.len()).collect(), vec![0; ranked.len()])
+                };
+                if kept.len() < page_end && !exhausted {
+                    fetch = fetch.saturating_mul(4).min(sel.len());
+                    continue;
+                }
+                if let Some(s) = supplement {
+                    fallback = Some(s);
+                }
+                let folded_total = ranked.len() - kept.len();
+                let hits: Vec<SearchedHit> = kept
+                    .into_iter()
+                    .zip(folds)
+                    .skip(req.offset)
+                    .take(req.limit)
+                    .filter_map(|(i, folded)| {
+                        let (c, score, m) = ranked.get(i)?;
+                        Some(SearchedHit {
+                            memory: (*m).clone(),
+                            score: *score,
+                            similarity: c.cosine,
+                            distance: c.cosine.map(|s| 1.0 - s),
+                            keyword_score: c.bm25,
+                            source: c.source,
+                            folded,
+                        })
+                    })
+                    .collect();
+                break (hits, sel.len(), folded_total);
+            }
         };
+        // A hit counts once per SEARCH_ACCESS_INTERVAL_US (its first access always counts).
+        let due = |m: &Memory| {
+            m.access_count == 0
+                || now.0.saturating_sub(m.last_accessed_at.0) >= SEARCH_ACCESS_INTERVAL_US
+        };
+        let counted: Vec<MemoryId> = hits
+            .iter()
+            .filter(|h| due(&h.memory))
+            .map(|h| h.memory.id)
+            .collect();
         if plan.eff.access
-            && !hits.is_empty()
-            && let Some(at) = self.touch(hits.iter().map(|h| h.memory.id).collect())
+            && !counted.is_empty()
+            && let Some(at) = self.touch(counted)
         {
-            for h in &mut hits {
+            for h in hits.iter_mut().filter(|h| due(&h.memory)) {
                 h.memory.access_count += 1;
                 h.memory.last_accessed_at = h.memory.last_accessed_at.max(at);
             }
@@ -989,6 +950,96 @@ impl Store {
             fallback,
             message,
         })
+    }
+
+    /// The candidates of `mode` for one search, at most `fetch` from each list, and the
+    /// fallback to report when text matches supplemented a short vector list.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the parts of one validated search"
+    )]
+    fn candidates(
+        &self,
+        state: &State,
+        u: &UserIndex,
+        sel: &Selection<'_>,
+        plan: &Plan,
+        req: &SearchMemories,
+        mode: Mode,
+        query: Option<&[f32]>,
+        fetch: usize,
+    ) -> Result<(Vec<Candidate>, Option<String>)> {
+        let page_end = req.offset + req.limit;
+        let mut fallback = None;
+        let mut candidates: Vec<Candidate> = Vec::new();
+        match (mode, query) {
+            (Mode::Vector, Some(q)) => {
+                for (key, cos) in vector_top(state, sel, q, fetch, plan.threshold)? {
+                    candidates.push(Candidate {
+                        key,
+                        cosine: Some(cos),
+                        bm25: None,
+                        relevance: cos,
+                        source: Source::Vector,
+                    });
+                }
+                if req.strategy != Strategy::Similarity && candidates.len() < page_end {
+                    let before = candidates.len();
+                    for key in text_matches(state, u, sel, &plan.needle, fetch) {
+                        if candidates.iter().all(|c| c.key != key) {
+                            let cos = cosine_of(state, q, key);
+                            candidates.push(Candidate {
+                                key,
+                                cosine: cos,
+                                bm25: None,
+                                relevance: cos.unwrap_or(0.0).max(plan.threshold),
+                                source: Source::Text,
+                            });
+                        }
+                    }
+                    if candidates.len() > before {
+                        fallback = Some(format!(
+                            "{before} vector results were fewer than {page_end}; text matches supplemented them"
+                        ));
+                    }
+                }
+            }
+            (Mode::Hybrid, Some(q)) => {
+                // The scan (parallel inside) and the keyword lookup run side by side.
+                let (vector, keyword) = rayon::join(
+                    || vector_top(state, sel, q, fetch, plan.threshold),
+                    || keyword_top(u, sel, &plan.terms, fetch),
+                );
+                candidates = fuse(state, u, q, &plan.terms, &vector?, &keyword, req.fusion);
+            }
+            (Mode::Keyword, _) => {
+                let keyword = keyword_top(u, sel, &plan.terms, fetch);
+                let max = keyword.first().map_or(1.0, |k| k.1);
+                candidates = keyword
+                    .into_iter()
+                    .map(|(key, s)| Candidate {
+                        key,
+                        cosine: None,
+                        bm25: Some(s),
+                        relevance: if max > 0.0 { s / max } else { 0.0 },
+                        source: Source::Keyword,
+                    })
+                    .collect();
+            }
+            _ => {
+                candidates = text_matches(state, u, sel, &plan.needle, fetch)
+                    .into_iter()
+                    .map(|key| Candidate {
+                        key,
+                        cosine: None,
+                        bm25: None,
+                        relevance: 1.0,
+                        source: Source::Text,
+                    })
+                    .collect();
+            }
+        }
+        Ok((candidates, fallback))
     }
 
     /// Counts `ids` as accessed now: one `Touch` frame, not waited for (access counts are

@@ -128,7 +128,14 @@ fn search_list_and_get_errors() {
         ),
         "an unknown user is not found, not an empty search"
     );
-    let none = search(&|r| r.query = "zebra crossing".into()).unwrap();
+    // No threshold by default: the one memory is the best there is.
+    let unrelated = search(&|r| r.query = "zebra crossing".into()).unwrap();
+    assert_eq!(unrelated.count, 1);
+    let none = search(&|r| {
+        r.query = "zebra crossing".into();
+        r.threshold = Some(0.6);
+    })
+    .unwrap();
     assert_eq!(
         (none.count, none.message.as_str()),
         (0, "No matching memories found")
@@ -320,4 +327,32 @@ fn clear_old_memories_deletes_the_least_accessed_old_ones_in_one_frame() {
     assert_eq!(store.stats().memories, 100);
     let stats = store.memory_stats(None).unwrap();
     assert_eq!(stats.recent_week_count, 10);
+}
+
+#[test]
+fn a_search_counts_an_access_at_most_once_in_fifteen_minutes() {
+    let now = Arc::new(AtomicI64::new(Timestamp::now().0));
+    let clock_now = Arc::clone(&now);
+    let clock: mnemo_engine::Clock = Arc::new(move || Timestamp(clock_now.load(Ordering::SeqCst)));
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), StoreOptions::hashing().clock(clock)).unwrap();
+    let id = store
+        .store(NewMemory::new("the build cache lives on the nfs share"))
+        .unwrap();
+    let search = || {
+        let hits = store
+            .search_memories(&SearchMemories::new("where is the build cache"))
+            .unwrap();
+        hits.results[0].memory.access_count
+    };
+    // 2,000 searches in a burst: one access, so `frequency` cannot feed on its own results.
+    for _ in 0..2000 {
+        assert_eq!(search(), 1);
+        now.fetch_add(1_000, Ordering::SeqCst);
+    }
+    now.fetch_add(mnemo_engine::SEARCH_ACCESS_INTERVAL_US, Ordering::SeqCst);
+    assert_eq!(search(), 2);
+    // An explicit get is a use: it always counts.
+    assert_eq!(store.get_by_memory_id(id).unwrap().access_count, 3);
+    assert_eq!(store.get_by_memory_id(id).unwrap().access_count, 4);
 }

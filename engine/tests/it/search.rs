@@ -179,9 +179,10 @@ fn similarity_never_falls_back_and_the_others_say_when_they_do() {
     store
         .store(NewMemory::new("unrelated note about lunch"))
         .unwrap();
-    // Composite, embeddings working, but no vector candidate reaches 0.6: the substring match
-    // supplements and the reply says so.
+    // Composite, embeddings working, but no vector candidate reaches the 0.6 asked for: the
+    // substring match supplements and the reply says so.
     let mut r = SearchMemories::new("kafka");
+    r.threshold = Some(0.6);
     r.hooks.count_access = Some(false);
     let hits = store.search_memories(&r).unwrap();
     assert_eq!(hits.count, 1, "{hits:?}");

@@ -26,7 +26,18 @@ fn store() -> (tempfile::TempDir, Store, StoreOptions) {
 }
 
 fn search(store: &Store, q: &str, strategy: Strategy, mode: Mode) -> Vec<String> {
+    search_above(store, q, strategy, mode, None)
+}
+
+fn search_above(
+    store: &Store,
+    q: &str,
+    strategy: Strategy,
+    mode: Mode,
+    threshold: Option<f32>,
+) -> Vec<String> {
     let mut r = SearchMemories::new(q).strategy(strategy).mode(mode);
+    r.threshold = threshold;
     r.hooks.count_access = Some(false);
     store
         .search_memories(&r)
@@ -42,8 +53,14 @@ fn meaning_finds_synonyms_that_text_cannot() {
     let (_dir, store, _) = store();
     // car ~ automobile 0.46, doctor ~ physician 0.42; every other note is under 0.14.
     for (query, want) in [("car", NOTES[0]), ("doctor", NOTES[1])] {
-        let found = search(&store, query, Strategy::Similarity, Mode::Vector);
+        let found = search_above(&store, query, Strategy::Similarity, Mode::Vector, Some(0.3));
         assert_eq!(found, [want], "{query}: similarity at 0.3");
+        // No threshold by default: every note, the synonym first.
+        let all = search(&store, query, Strategy::Similarity, Mode::Vector);
+        assert_eq!(
+            (all.len(), all.first()),
+            (NOTES.len(), Some(&want.to_owned()))
+        );
         assert!(
             search(&store, query, Strategy::Composite, Mode::Text).is_empty(),
             "{query}: no note holds the word"
@@ -64,7 +81,16 @@ fn keyword_and_hybrid_find_an_error_code_the_vectors_miss() {
     let cos: f32 = q.iter().zip(&v).map(|(a, b)| a * b).sum();
     assert!((0.25..0.30).contains(&cos), "E4137 ~ note: {cos}");
 
-    assert!(search(&store, "E4137", Strategy::Similarity, Mode::Vector).is_empty());
+    assert!(
+        search_above(
+            &store,
+            "E4137",
+            Strategy::Similarity,
+            Mode::Vector,
+            Some(0.3)
+        )
+        .is_empty()
+    );
     assert_eq!(
         search(&store, "E4137", Strategy::Composite, Mode::Keyword),
         [NOTES[5]]
