@@ -527,11 +527,17 @@ pub fn relation(older: &str, newer: &str) -> Decision {
             "one statement's subject is the other's predicate",
         );
     }
-    // A name or a number after a known predicate is a value wherever it stands ("uses
-    // Postgres for billing"); without a predicate only the tail is.
+    // After a known predicate, the tail, a name and a number are values wherever they stand
+    // ("uses Postgres for billing", "runs on port 8080"). Without one only a word of the tail
+    // is: a number there is a label ("note 7"), not a value.
     let value_like = |s: &Statement, only: &[&Word]| {
         only.iter().all(|w| {
-            s.in_tail(w, &shared) || (s.predicate_at.is_some() && (w.name || is_number(&w.text)))
+            let tail = s.in_tail(w, &shared);
+            if s.predicate_at.is_some() {
+                tail || w.name || is_number(&w.text)
+            } else {
+                tail && !is_number(&w.text)
+            }
         })
     };
     let multi = shared
@@ -676,6 +682,18 @@ mod tests {
         assert_eq!(
             rel("Alice lives in Paris", "Alice lives in Berlin"),
             Updates
+        );
+    }
+
+    #[test]
+    fn numbered_labels_without_a_predicate_are_distinct() {
+        assert_eq!(
+            rel("pipelined python note 1", "pipelined python note 2"),
+            Distinct
+        );
+        assert_eq!(
+            rel("after the checkpoint 3", "after the checkpoint 4"),
+            Distinct
         );
     }
 

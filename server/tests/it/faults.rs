@@ -461,7 +461,7 @@ fn a_real_fsync_eio_poisons_the_binary_which_keeps_answering_and_logs_why() {
         .map(|i| {
             c.ok(
                 "STORE",
-                json!({"content": format!("durable before the disk died {i}")}),
+                json!({"content": format!("durable note {i} from before the disk died")}),
             )["memory_id"]
                 .as_u64()
                 .unwrap()
