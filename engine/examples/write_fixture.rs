@@ -4,12 +4,14 @@
 //! version 2 adds a merge, a supersede, canonical tags, a snapshot and a restore, accesses,
 //! feedback and an update, some before the checkpoint (its aux section) and some after;
 //! version 3 adds users, agents and sessions (created before and after the checkpoint) and the
-//! deletion of a user with its records.
+//! deletion of a user with its records; version 4 adds validity in time: facts with a given
+//! `valid_from`, updates that close the older value's validity (before and after the
+//! checkpoint), and an earlier value stored late (history).
 
 use mnemo_engine::log::format::VERSION;
 use mnemo_engine::{
-    Category, EntityKind, Feedback, NewMemory, Outcome, Role, Store, StoreOptions, StoreRequest,
-    UpdateRequest,
+    Category, EntityKind, Feedback, MemoryId, NewMemory, Outcome, Role, Store, StoreOptions,
+    StoreRequest, Timestamp, UpdateRequest,
 };
 use std::path::Path;
 
@@ -122,7 +124,54 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     )?;
     store.create_entity(EntityKind::User, None, "bob", Some("Bob"), None)?;
     store.store(NewMemory::new("Bob keeps his notes in org-mode").user("bob"))?;
+    // Version 4: a fact and a newer value of its slot, both with a given valid_from.
+    let at = |s: &str| Timestamp::parse_rfc3339(s).ok_or("bad time");
+    let store_at = |user: &str,
+                    text: &str,
+                    from: &str,
+                    want: Outcome|
+     -> Result<MemoryId, Box<dyn std::error::Error>> {
+        // The hashing embedder scores related sentences lower than a model: a wide distance.
+        let mut req = StoreRequest::new(NewMemory::new(text).user(user).valid_from(at(from)?));
+        req.hooks.dedup_distance = Some(0.9);
+        let s = store.store_memory(req)?;
+        if s.outcome != want {
+            return Err(format!("{text}: expected {want:?}, got {s:?}").into());
+        }
+        Ok(s.memory_id)
+    };
+    store_at(
+        "dora",
+        "Dora lives in Lisbon",
+        "2024-01-01T00:00:00Z",
+        Outcome::Stored,
+    )?;
+    let city = store_at(
+        "dora",
+        "Dora lives in Berlin",
+        "2025-03-01T00:00:00Z",
+        Outcome::Superseded,
+    )?;
     store.checkpoint()?;
+    // After the checkpoint: an earlier value stored late, and another slot updated.
+    store_at(
+        "dora",
+        "Dora lives in Paris",
+        "2022-06-01T00:00:00Z",
+        Outcome::History,
+    )?;
+    store_at(
+        "erin",
+        "Erin's team deploys on port 8080",
+        "2023-01-01T00:00:00Z",
+        Outcome::Stored,
+    )?;
+    let port = store_at(
+        "erin",
+        "Erin's team deploys on port 9090",
+        "2024-02-01T00:00:00Z",
+        Outcome::Superseded,
+    )?;
     // After the checkpoint, in the log tail: a restore (a batch of tag rewrites) and an
     // update of content (archive + store).
     store.snapshot_restore(None, &snapshot.snapshot_id)?;
@@ -151,6 +200,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .message("s-1", Role::Assistant),
         )?,
     );
+    ids.extend([city, port]);
     let mut tsv = String::new();
     for id in &ids {
         if let Ok(m) = store.get(*id) {
@@ -174,8 +224,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             e.agent_id.unwrap_or_default()
         ));
     }
+    let mut validity = String::new();
+    for id in [city, port] {
+        for v in store.history(id)?.versions {
+            validity.push_str(&format!(
+                "{}\t{}\t{}\t{}\t{}\n",
+                v.memory.id,
+                v.status,
+                v.memory.valid_from.to_rfc3339(),
+                v.memory
+                    .valid_to
+                    .map_or("-".to_owned(), Timestamp::to_rfc3339),
+                v.memory.content
+            ));
+        }
+    }
     store.close()?;
     std::fs::remove_file(dir.join("LOCK"))?;
+    std::fs::write(root.join("validity.tsv"), validity)?;
     std::fs::write(root.join("entities.tsv"), entities)?;
     std::fs::write(root.join("expected.tsv"), tsv)?;
     std::fs::write(

@@ -94,10 +94,11 @@ pub use hooks::facts::Relation;
 pub use hooks::{HookConfig, HookOverrides, ReadHook, WriteHook};
 pub use memory::{
     Cleared, Compacted, CompactionGroup, CompactionPreview, DedupDecision, EntityDeleted, Feedback,
-    FeedbackResult, Fusion, Hits, ListRecent, MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS, MemoryStats,
-    Mode, Outcome, SEARCH_ACCESS_INTERVAL_US, SearchMemories, SearchedHit, SnapshotCreated,
-    SnapshotRestored, Source, StoreRequest, Stored, Strategy, TagChange, TagPreview, TagsApplied,
-    Unmerged, UpdateRequest, Updated, frequency, importance, recency, strategy_score,
+    FeedbackResult, Fusion, History, Hits, ListRecent, MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS,
+    MemoryStats, Mode, Outcome, SEARCH_ACCESS_INTERVAL_US, SearchMemories, SearchedHit,
+    SnapshotCreated, SnapshotRestored, Source, StoreRequest, Stored, Strategy, TagChange,
+    TagPreview, TagsApplied, Unmerged, UpdateRequest, Updated, Version, frequency, importance,
+    recency, strategy_score,
 };
 /// The MemFuse query API (`docs/search.md`, "The MemFuse query").
 pub mod query {

@@ -307,6 +307,27 @@ pub struct Memory {
     pub confidence: f32,
     /// Ids this record replaced through a merge.
     pub supersedes: Vec<MemoryId>,
+    /// From when the statement holds (`docs/semantics.md`, "Validity in time"): given by the
+    /// caller, else the time it was stored.
+    pub valid_from: Timestamp,
+    /// Until when it holds: `None` while nothing has replaced it; set by a newer statement of
+    /// the same slot, or by the caller.
+    pub valid_to: Option<Timestamp>,
+}
+
+impl Memory {
+    /// Whether the statement holds at `t`: `valid_from <= t < valid_to`.
+    #[must_use]
+    pub fn valid_at(&self, t: Timestamp) -> bool {
+        self.valid_from <= t && self.valid_to.is_none_or(|end| t < end)
+    }
+
+    /// Whether its validity is anything but "from when it was stored, still open": such
+    /// records are checked one by one by a search of the present.
+    #[must_use]
+    pub(crate) fn has_timed_validity(&self) -> bool {
+        self.valid_to.is_some() || self.valid_from > self.created_at
+    }
 }
 
 /// What a caller gives to store a memory.
@@ -331,6 +352,10 @@ pub struct NewMemory {
     pub kind: Kind,
     /// Required for messages, refused otherwise.
     pub role: Option<Role>,
+    /// From when it holds; the store time when `None`.
+    pub valid_from: Option<Timestamp>,
+    /// Until when it holds (after `valid_from`); open when `None`.
+    pub valid_to: Option<Timestamp>,
 }
 
 impl NewMemory {
@@ -347,7 +372,23 @@ impl NewMemory {
             agent_id: None,
             kind: Kind::Memory,
             role: None,
+            valid_from: None,
+            valid_to: None,
         }
+    }
+
+    /// Sets when the statement starts to hold.
+    #[must_use]
+    pub fn valid_from(mut self, t: Timestamp) -> NewMemory {
+        self.valid_from = Some(t);
+        self
+    }
+
+    /// Sets when the statement stops holding.
+    #[must_use]
+    pub fn valid_to(mut self, t: Timestamp) -> NewMemory {
+        self.valid_to = Some(t);
+        self
     }
 
     /// Sets the category.
@@ -681,7 +722,7 @@ pub(crate) fn encode(m: &Memory, e: &mut Encoder<'_>) {
     e.u8(m.kind.code());
     e.u8(m.role.map_or(0, Role::code));
     e.u8(m.category.code());
-    e.u8(0);
+    e.u8(FLAG_VALIDITY);
     e.i64(m.created_at.0);
     e.i64(m.updated_at.0);
     e.i64(m.last_accessed_at.0);
@@ -702,7 +743,14 @@ pub(crate) fn encode(m: &Memory, e: &mut Encoder<'_>) {
     for s in &m.supersedes {
         e.u64(s.0);
     }
+    e.i64(m.valid_from.0);
+    e.i64(m.valid_to.map_or(OPEN_VALIDITY, |t| t.0));
 }
+
+/// Record flag: the record ends with `valid_from`, `valid_to` (log v4, checkpoint v4).
+const FLAG_VALIDITY: u8 = 1;
+/// `valid_to` of a statement nothing has replaced.
+const OPEN_VALIDITY: i64 = i64::MAX;
 
 /// Decodes a record, enforcing the limits of the memory model.
 pub(crate) fn decode(d: &mut Decoder<'_>) -> Result<Memory, DecodeError> {
@@ -716,8 +764,9 @@ pub(crate) fn decode(d: &mut Decoder<'_>) -> Result<Memory, DecodeError> {
     let (Some(kind), Some(role), Some(category)) = (kind, role, category) else {
         return d.fail("unknown kind, role or category");
     };
-    if d.u8()? != 0 {
-        return d.fail("record flags not zero");
+    let flags = d.u8()?;
+    if flags & !FLAG_VALIDITY != 0 {
+        return d.fail("unknown record flags");
     }
     let created_at = Timestamp(d.i64()?);
     let updated_at = Timestamp(d.i64()?);
@@ -755,6 +804,18 @@ pub(crate) fn decode(d: &mut Decoder<'_>) -> Result<Memory, DecodeError> {
     for _ in 0..nsup {
         supersedes.push(MemoryId(d.u64()?));
     }
+    // Records written before validity existed hold from when they were stored, still open.
+    let (valid_from, valid_to) = if flags & FLAG_VALIDITY == 0 {
+        (created_at, None)
+    } else {
+        let from = Timestamp(d.i64()?);
+        let to = d.i64()?;
+        let to = (to != OPEN_VALIDITY).then_some(Timestamp(to));
+        if to.is_some_and(|t| t <= from) {
+            return d.fail("validity ends before it starts");
+        }
+        (from, to)
+    };
     Ok(Memory {
         id,
         user_id,
@@ -774,6 +835,8 @@ pub(crate) fn decode(d: &mut Decoder<'_>) -> Result<Memory, DecodeError> {
         harmful_count,
         confidence,
         supersedes,
+        valid_from,
+        valid_to,
     })
 }
 

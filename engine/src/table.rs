@@ -98,6 +98,9 @@ pub(crate) struct UserIndex {
     pub(crate) kind_members: HashMap<Kind, BTreeSet<MemoryId>>,
     pub(crate) keyword: KeywordIndex,
     pub(crate) text: TextColumn,
+    /// Live records whose validity is not "from when stored, still open": the only ones a
+    /// search of the present checks one by one (`Memory::has_timed_validity`).
+    pub(crate) timed: BTreeSet<MemoryId>,
     canonical: CanonicalTags,
     snapshots: BTreeMap<String, TagSnapshot>,
     /// The user itself; `None` until created (explicitly, or by its first record).
@@ -139,6 +142,9 @@ impl UserIndex {
             .or_default()
             .insert(m.id);
         self.kind_members.entry(m.kind).or_default().insert(m.id);
+        if m.has_timed_validity() {
+            self.timed.insert(m.id);
+        }
         for t in &m.tags {
             match self.tag_freq.get_mut(t) {
                 Some(n) => *n += 1,
@@ -166,6 +172,7 @@ impl UserIndex {
         {
             set.remove(&m.id);
         }
+        self.timed.remove(&m.id);
         for t in &m.tags {
             if let Some(n) = self.tag_freq.get_mut(t) {
                 *n -= 1;
@@ -268,6 +275,14 @@ impl Table {
 
     pub(crate) fn archived(&self, id: MemoryId) -> Option<&Archived> {
         self.archive.get(&id)
+    }
+
+    /// The user's archived records, in no order: a walk over the whole archive (`as_of`
+    /// searches and `history` only).
+    pub(crate) fn archived_of<'a>(&'a self, user: &'a str) -> impl Iterator<Item = &'a Archived> {
+        self.archive
+            .values()
+            .filter(move |a| a.record.user_id == user)
     }
 
     pub(crate) fn archive_len(&self) -> usize {
@@ -491,7 +506,13 @@ impl Table {
         let (user, hash) = (m.user_id.clone(), m.content_hash);
         f(m);
         u.add_fields(m);
-        (m.id == id && m.user_id == user && m.content_hash == hash).then_some(())
+        let unchanged = m.id == id && m.user_id == user && m.content_hash == hash;
+        // An update may name an earlier value of its slot in its lineage.
+        let supersedes = m.supersedes.clone();
+        for s in supersedes {
+            self.superseded_by.insert(s, id);
+        }
+        unchanged.then_some(())
     }
 
     /// Counts one access of a live record: `access_count + 1`, `last_accessed_at` at least

@@ -23,9 +23,9 @@ use std::ops::RangeInclusive;
 /// File magic.
 pub const MAGIC: [u8; 4] = *b"MNCK";
 /// Version this build writes.
-pub const VERSION: u16 = 3;
+pub const VERSION: u16 = 4;
 /// Versions this build reads (v1 has no aux section, v2 no entities in it).
-pub const SUPPORTED: RangeInclusive<u16> = 1..=3;
+pub const SUPPORTED: RangeInclusive<u16> = 1..=4;
 /// Header length.
 pub const HEADER_LEN: usize = 64;
 /// CRC seed of the header.

@@ -136,32 +136,45 @@ fn close(a: &FoldItem<'_>, b: &FoldItem<'_>, min_sim: f32) -> bool {
 }
 
 /// Load-time dedup (`docs/semantics.md`, "Dedup at load time") over `items`, best first.
-/// A hit folds into the first kept hit within `min_sim` that the fact guard calls its
-/// duplicate; anything else within the distance (another fact, another value of the same
-/// slot) is kept, so folding never empties a page of results that are not duplicates. Then a
-/// newer statement of a slot (an update, or a pair the guard is unsure of) is moved in front
-/// of an older one it sits near. Returns the first `max_kept` kept hits, each with how many
-/// later hits were folded into it: `O(hits · max_kept)` comparisons.
+/// Within `min_sim` of a kept hit, the fact guard decides: a duplicate folds into it; an older
+/// value of its slot folds into it too, and a newer value takes its place (the older one
+/// folded); anything else (another fact, a pair the guard is unsure of) is kept, so folding
+/// never drops a result that is not a duplicate or an outdated value. Then a newer statement
+/// the guard is unsure of is moved in front of the older one it sits near. Returns the first
+/// `max_kept` kept hits, each with how many later hits were folded into it:
+/// `O(hits · max_kept)` comparisons.
 #[must_use]
 pub(crate) fn fold(items: &[FoldItem<'_>], min_sim: f32, max_kept: usize) -> Vec<(usize, usize)> {
     let mut kept: Vec<(usize, usize)> = Vec::new();
     for (i, item) in items.iter().enumerate() {
-        let mut newer_value = false;
-        let home = kept.iter().position(|(k, _)| {
-            items.get(*k).is_some_and(|home| {
-                if !close(home, item, min_sim) {
-                    return false;
+        let mut newer_unsure = false;
+        let mut home: Option<(usize, bool)> = None;
+        for (h, (k, _)) in kept.iter().enumerate() {
+            let Some(kept_item) = items.get(*k) else {
+                continue;
+            };
+            if !close(kept_item, item, min_sim) {
+                continue;
+            }
+            match guard(kept_item, item) {
+                (Relation::Duplicate, _) => home = Some((h, false)),
+                (Relation::Updates, item_newer) => home = Some((h, item_newer)),
+                (Relation::Unsure, item_newer) => {
+                    newer_unsure |= item_newer;
+                    continue;
                 }
-                let (relation, item_newer) = guard(home, item);
-                newer_value |=
-                    item_newer && matches!(relation, Relation::Updates | Relation::Unsure);
-                relation == Relation::Duplicate
-            })
-        });
-        if let Some((_, folded)) = home.and_then(|h| kept.get_mut(h)) {
-            *folded += 1;
-        } else if kept.len() < max_kept || newer_value {
-            // A newer value of a kept slot is kept even past the page: it goes in front.
+                (Relation::Distinct, _) => continue,
+            }
+            break;
+        }
+        if let Some((h, replaces)) = home {
+            if let Some(slot) = kept.get_mut(h) {
+                slot.1 += 1;
+                if replaces {
+                    slot.0 = i;
+                }
+            }
+        } else if kept.len() < max_kept || newer_unsure {
             kept.push((i, 0));
         }
     }
@@ -174,8 +187,7 @@ pub(crate) fn fold(items: &[FoldItem<'_>], min_sim: f32, max_kept: usize) -> Vec
             else {
                 return false;
             };
-            close(a, b, min_sim)
-                && matches!(guard(a, b), (Relation::Updates | Relation::Unsure, true))
+            close(a, b, min_sim) && guard(a, b) == (Relation::Unsure, true)
         });
         if let Some(i) = slot_older {
             let moved = kept.remove(j);
@@ -209,11 +221,15 @@ mod tests {
             item(&v, "The capital of Kenya is Nairobi.", 3),
             item(&v, "The capital of Spain is Madrid", 4),
         ];
-        let kept = fold(&items, 0.9, 10);
-        // The paraphrase folds; the other value and the other subject stay on the page; the
-        // newer value of the slot comes before the older one.
-        assert_eq!(kept, vec![(1, 1), (0, 0), (3, 0)]);
-        // A page of one keeps only the newest value.
-        assert_eq!(fold(&items, 0.9, 1), vec![(1, 1)]);
+        // The newer value takes the older's place and the older folds into it, with the
+        // paraphrase of the newer; the other subject stays on the page.
+        assert_eq!(fold(&items, 0.9, 10), vec![(1, 2), (3, 0)]);
+        assert_eq!(fold(&items, 0.9, 1), vec![(1, 2)]);
+        // A pair the guard is unsure of stays on the page, the newer first.
+        let unsure = [
+            item(&v, "Nairobi is the capital of Kenya", 1),
+            item(&v, "The capital of Kenya is Mombasa", 2),
+        ];
+        assert_eq!(fold(&unsure, 0.9, 10), vec![(1, 0), (0, 0)]);
     }
 }

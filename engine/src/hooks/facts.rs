@@ -458,8 +458,35 @@ impl Statement {
             .collect()
     }
 
+    /// Writes two adjacent words as one where the other statement has them as one word
+    /// ("flat white" against "flatwhite").
+    fn join_compounds(&mut self, other: &Statement) {
+        let theirs: BTreeSet<&str> = other.content.iter().map(|w| w.text.as_str()).collect();
+        let mut out: Vec<Word> = Vec::with_capacity(self.content.len());
+        let mut words = std::mem::take(&mut self.content).into_iter().peekable();
+        while let Some(w) = words.next() {
+            if let Some(next) = words.peek() {
+                let joined = format!("{}{}", w.text, next.text);
+                if theirs.contains(joined.as_str()) {
+                    words.next();
+                    out.push(Word { text: joined, ..w });
+                    continue;
+                }
+            }
+            out.push(w);
+        }
+        self.content = out;
+    }
+
     fn words(&self) -> BTreeSet<&str> {
         self.content.iter().map(|w| w.text.as_str()).collect()
+    }
+
+    /// The word that opens the predicate.
+    fn predicate_word(&self) -> Option<&str> {
+        self.predicate_at
+            .and_then(|p| self.all.get(p))
+            .map(|w| w.trim_end_matches("'s"))
     }
 
     /// Whether `w` stands before the predicate: part of the subject.
@@ -483,7 +510,9 @@ fn decide(relation: Relation, reason: &'static str) -> Decision {
 /// How `newer` relates to `older` (the vector search already paired them), and why.
 #[must_use]
 pub fn relation(older: &str, newer: &str) -> Decision {
-    let (o, n) = (read(older), read(newer));
+    let (mut o, mut n) = (read(older), read(newer));
+    o.join_compounds(&n);
+    n.join_compounds(&o);
     if negated(&o.all) != negated(&n.all) {
         return decide(Relation::Updates, "one statement negates the other");
     }
@@ -540,12 +569,11 @@ pub fn relation(older: &str, newer: &str) -> Decision {
             }
         })
     };
-    let multi = shared
-        .iter()
-        .copied()
-        .chain(only_old.iter().chain(&only_new).map(|w| w.text.as_str()))
-        .any(|w| MULTI_VALUED.contains(&w));
-    if value_like(&o, &only_old) && value_like(&n, &only_new) {
+    // The relation both share holds many values ("likes", "speaks"): a new value adds one.
+    let multi = shared.iter().any(|w| MULTI_VALUED.contains(w));
+    // A value is only new if the relation is the same: both predicates open with one word.
+    let same_predicate = o.predicate_word() == n.predicate_word();
+    if same_predicate && value_like(&o, &only_old) && value_like(&n, &only_new) {
         if multi {
             return decide(
                 Relation::Distinct,
@@ -575,7 +603,16 @@ pub fn relation(older: &str, newer: &str) -> Decision {
             "one word of the predicate replaced: a new value or a synonym",
         );
     }
-    decide(Relation::Duplicate, "the predicate is paraphrased")
+    // Several words differ: a paraphrase when two in five content words or more are shared
+    // (the vector search already found the two close).
+    let union = wo.union(&wn).count();
+    if 5 * shared.len() >= 2 * union {
+        return decide(Relation::Duplicate, "the predicate is paraphrased");
+    }
+    decide(
+        Relation::Unsure,
+        "too many words differ to tell a paraphrase from another fact",
+    )
 }
 
 #[cfg(test)]
@@ -590,8 +627,10 @@ mod tests {
     #[test]
     fn paraphrases_are_duplicates() {
         let a = "User likes coffee, flat white usually";
-        let b = "They are a coffee enthusiast, favorite coffee is flatwhite";
-        assert_eq!(rel(a, b), Duplicate);
+        assert_eq!(
+            rel(a, "The user likes coffee, usually a flat white"),
+            Duplicate
+        );
         assert_eq!(
             rel(
                 "Run cargo test with --workspace to test every crate",
@@ -736,6 +775,17 @@ mod tests {
     }
 
     #[test]
+    fn another_predicate_is_not_a_new_value() {
+        assert_eq!(
+            rel(
+                "Alice prefers answers with code examples in Python",
+                "Alice lives in Lisbon"
+            ),
+            Unsure
+        );
+    }
+
+    #[test]
     fn unsure_pairs_are_kept_apart() {
         assert_eq!(
             rel(
@@ -745,6 +795,14 @@ mod tests {
             Unsure
         );
         assert_eq!(rel("Flat white please", "Green tea today"), Unsure);
+        // A paraphrase in other words, with a compound written as one word.
+        assert_eq!(
+            rel(
+                "User likes coffee, flat white usually",
+                "They are a coffee enthusiast, favorite coffee is flatwhite"
+            ),
+            Duplicate
+        );
         assert!(
             !relation("Alice lives in Paris", "Alice lives in Berlin")
                 .reason

@@ -30,9 +30,9 @@ use std::ops::RangeInclusive;
 /// File magic.
 pub const MAGIC: [u8; 4] = *b"MNWL";
 /// Version this build writes.
-pub const VERSION: u16 = 3;
+pub const VERSION: u16 = 4;
 /// Versions this build reads (v1 files hold only store and delete frames, v2 no entities).
-pub const SUPPORTED: RangeInclusive<u16> = 1..=3;
+pub const SUPPORTED: RangeInclusive<u16> = 1..=4;
 /// File header length.
 pub const HEADER_LEN: usize = 32;
 /// CRC seed of the file header.
@@ -526,6 +526,8 @@ mod tests {
             harmful_count: 6,
             confidence: 0.5,
             supersedes: vec![MemoryId(1), MemoryId(2)],
+            valid_from: Timestamp(1),
+            valid_to: Some(Timestamp(9)),
         })
     }
 

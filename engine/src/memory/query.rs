@@ -229,6 +229,7 @@ impl Store {
             kinds: Some(kinds),
             agent: q.agent_id.clone(),
             agent_spares_knowledge: true,
+            valid_at: Some(self.now()),
             ..RecordFilter::default()
         };
         let embedded = if q.store_type == StoreType::Keyword {

@@ -300,6 +300,81 @@ impl Store {
             .map(|a| a.record.clone())
             .collect())
     }
+
+    /// The versions of the fact `id` belongs to (`docs/semantics.md`, "Validity in time"):
+    /// from the live record that holds it now (following `id`'s successors), that record and
+    /// everything its lineage reaches, with their validity, newest `valid_from` first.
+    ///
+    /// # Errors
+    /// `NotFound` if `id` is neither live nor archived.
+    pub fn history(&self, id: MemoryId) -> Result<History> {
+        let state = self.inner.state.read();
+        let head = if state.table.get(id).is_some() {
+            id
+        } else if state.table.archived(id).is_some() {
+            state.table.successor(id).unwrap_or(id)
+        } else {
+            return Err(EngineError::NotFound { id });
+        };
+        let mut versions: Vec<Version> = Vec::new();
+        let head_record = state
+            .table
+            .get(head)
+            .map(|m| (m.clone(), "current"))
+            .or_else(|| {
+                state
+                    .table
+                    .archived(head)
+                    .map(|a| (a.record.clone(), "replaced"))
+            });
+        if let Some((m, status)) = head_record {
+            versions.push(Version { memory: m, status });
+        }
+        for a in state.table.lineage(head) {
+            let status = if a.record.valid_to.is_some() {
+                "replaced"
+            } else {
+                "merged"
+            };
+            versions.push(Version {
+                memory: a.record.clone(),
+                status,
+            });
+        }
+        versions.sort_by(|a, b| {
+            (b.memory.valid_from, b.memory.id).cmp(&(a.memory.valid_from, a.memory.id))
+        });
+        Ok(History {
+            success: true,
+            memory_id: head,
+            count: versions.len(),
+            versions,
+        })
+    }
+}
+
+/// One version of a fact in `history`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Version {
+    /// The record, with its validity.
+    #[serde(flatten)]
+    pub memory: Memory,
+    /// `current` (live), `replaced` (a newer value of its slot closed its validity), or
+    /// `merged` (an earlier saying of the same statement, or an edited text).
+    pub status: &'static str,
+}
+
+/// The result of `history`: a fact's versions, the latest valid first.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct History {
+    /// Always true.
+    pub success: bool,
+    /// The record holding the fact now (the live end of the lineage).
+    pub memory_id: MemoryId,
+    /// Every version, by `valid_from`, newest first.
+    pub versions: Vec<Version>,
+    /// How many.
+    pub count: usize,
 }
 
 /// `NotFound`, or `Archived` with the successor when `id` is in the archive.

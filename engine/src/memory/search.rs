@@ -180,6 +180,9 @@ pub struct SearchMemories {
     pub created_after: Option<Timestamp>,
     /// Only created before.
     pub created_before: Option<Timestamp>,
+    /// The moment asked about: statements valid then, replaced ones included
+    /// (`docs/semantics.md`, "Validity in time"). `None`: what is valid now.
+    pub as_of: Option<Timestamp>,
     /// Per-request hook changes (`deduplicate`, `dedup_threshold`, `count_access`).
     pub hooks: HookOverrides,
 }
@@ -204,6 +207,7 @@ impl SearchMemories {
             agent_id: None,
             created_after: None,
             created_before: None,
+            as_of: None,
             hooks: HookOverrides::default(),
         }
     }
@@ -315,11 +319,17 @@ pub(crate) struct RecordFilter {
     pub(crate) agent_spares_knowledge: bool,
     pub(crate) created_after: Option<Timestamp>,
     pub(crate) created_before: Option<Timestamp>,
+    /// Only statements valid at this moment (`None`: no validity filter).
+    pub(crate) valid_at: Option<Timestamp>,
+    /// The caller asked about a moment (`as_of`): every record's validity is checked, and
+    /// replaced statements (archived, validity closed) are searched too.
+    pub(crate) as_of: bool,
 }
 
 impl RecordFilter {
     fn is_empty(&self) -> bool {
-        self.category.is_none()
+        !self.as_of
+            && self.category.is_none()
             && self.tags.is_empty()
             && self.kinds.is_none()
             && self.session.is_none()
@@ -342,19 +352,29 @@ impl RecordFilter {
             })
             && self.created_after.is_none_or(|t| m.created_at >= t)
             && self.created_before.is_none_or(|t| m.created_at < t)
+            && self.valid_at.is_none_or(|t| m.valid_at(t))
     }
 }
 
 /// The keys a search may return: every live key of the user, or those that pass a filter.
 pub(crate) enum Selection<'a> {
     All(&'a KeySet),
-    Keys { list: Vec<u64>, set: KeySet },
+    /// Every live key but a few (statements not valid now).
+    AllBut {
+        all: &'a KeySet,
+        except: KeySet,
+    },
+    Keys {
+        list: Vec<u64>,
+        set: KeySet,
+    },
 }
 
 impl Selection<'_> {
     pub(crate) fn len(&self) -> usize {
         match self {
             Selection::All(k) => k.len(),
+            Selection::AllBut { all, except } => all.len() - except.len(),
             Selection::Keys { list, .. } => list.len(),
         }
     }
@@ -362,6 +382,7 @@ impl Selection<'_> {
     pub(crate) fn contains(&self, key: u64) -> bool {
         match self {
             Selection::All(k) => k.contains(key),
+            Selection::AllBut { all, except } => all.contains(key) && !except.contains(key),
             Selection::Keys { set, .. } => set.contains(key),
         }
     }
@@ -369,6 +390,9 @@ impl Selection<'_> {
     fn keys(&self) -> Box<dyn Iterator<Item = u64> + '_> {
         match self {
             Selection::All(k) => Box::new(k.iter()),
+            Selection::AllBut { all, except } => {
+                Box::new(all.iter().filter(|k| !except.contains(*k)))
+            }
             Selection::Keys { list, .. } => Box::new(list.iter().copied()),
         }
     }
@@ -377,7 +401,24 @@ impl Selection<'_> {
 /// The user's keys that pass `filter`.
 pub(crate) fn select<'a>(state: &State, u: &'a UserIndex, filter: &RecordFilter) -> Selection<'a> {
     if filter.is_empty() {
-        return Selection::All(&u.keys);
+        // A search of the present checks only the records whose validity is not the default
+        // one; usually there are none.
+        let mut except = KeySet::new();
+        if let Some(t) = filter.valid_at {
+            for id in &u.timed {
+                if state.table.get(*id).is_some_and(|m| !m.valid_at(t)) {
+                    except.insert(id.0);
+                }
+            }
+        }
+        return if except.is_empty() {
+            Selection::All(&u.keys)
+        } else {
+            Selection::AllBut {
+                all: &u.keys,
+                except,
+            }
+        };
     }
     let pass = |k: u64| {
         state
@@ -464,6 +505,89 @@ pub(crate) fn vector_top(
     }
     .map_err(|e| EngineError::from_index("query", e))?;
     Ok(found.into_iter().map(|n| (n.key, n.score)).collect())
+}
+
+/// A live or archived record.
+pub(crate) fn record_of(state: &State, key: u64) -> Option<&Memory> {
+    state
+        .table
+        .get(MemoryId(key))
+        .or_else(|| state.table.archived(MemoryId(key)).map(|a| &a.record))
+}
+
+/// A live or archived record's vector.
+fn vector_of(state: &State, key: u64) -> Option<&[f32]> {
+    state.vectors.vector(key).or_else(|| {
+        state
+            .table
+            .archived(MemoryId(key))
+            .map(|a| a.vector.as_slice())
+    })
+}
+
+/// Candidates among the user's replaced statements (archived, validity closed) that were
+/// valid at the `as_of` moment and pass the filters, scored as `mode` scores live ones: an
+/// exact pass over the user's archive.
+fn replaced_candidates(
+    state: &State,
+    u: &UserIndex,
+    plan: &Plan,
+    mode: Mode,
+    query: Option<&[f32]>,
+    live: &[Candidate],
+) -> Vec<Candidate> {
+    let max_bm25 = live.iter().filter_map(|c| c.bm25).fold(0.0f32, f32::max);
+    let mut out = Vec::new();
+    for a in state.table.archived_of(&plan.user) {
+        let m = &a.record;
+        if m.valid_to.is_none() || !plan.filter.matches(m) {
+            continue;
+        }
+        let key = m.id.0;
+        let candidate = match (mode, query) {
+            (Mode::Vector | Mode::Hybrid, Some(q)) => {
+                let Some(cos) = mnemo_index::kernels::dot(q, &a.vector).ok() else {
+                    continue;
+                };
+                if cos < plan.threshold {
+                    continue;
+                }
+                Candidate {
+                    key,
+                    cosine: Some(cos),
+                    bm25: None,
+                    relevance: cos,
+                    source: Source::Vector,
+                }
+            }
+            (Mode::Keyword, _) => {
+                let Some(b) = u.keyword.score_of(&plan.terms, &m.content) else {
+                    continue;
+                };
+                Candidate {
+                    key,
+                    cosine: None,
+                    bm25: Some(b),
+                    relevance: (b / max_bm25.max(b)).min(1.0),
+                    source: Source::Keyword,
+                }
+            }
+            _ => {
+                if !contains_folded(&m.content, &plan.needle) {
+                    continue;
+                }
+                Candidate {
+                    key,
+                    cosine: None,
+                    bm25: None,
+                    relevance: 1.0,
+                    source: Source::Text,
+                }
+            }
+        };
+        out.push(candidate);
+    }
+    out
 }
 
 /// Whether `haystack` holds `needle` (already lowercase), ignoring case: ASCII case folding
@@ -772,6 +896,8 @@ impl Store {
                 agent_spares_knowledge: false,
                 created_after: req.created_after,
                 created_before: req.created_before,
+                valid_at: Some(req.as_of.unwrap_or_else(|| self.now())),
+                as_of: req.as_of.is_some(),
             },
             user,
             threshold,
@@ -857,7 +983,7 @@ impl Store {
                 let mut ranked: Vec<(Candidate, f32, &Memory)> = candidates
                     .into_iter()
                     .filter_map(|c| {
-                        let m = state.table.get(MemoryId(c.key))?;
+                        let m = record_of(&state, c.key)?;
                         let boost = if req.strategy == Strategy::Similarity {
                             0.0
                         } else {
@@ -875,9 +1001,9 @@ impl Store {
                     let items: Vec<FoldItem<'_>> = ranked
                         .iter()
                         .map(|r| FoldItem {
-                            vector: state.vectors.vector(r.0.key).unwrap_or(&[]),
+                            vector: vector_of(&state, r.0.key).unwrap_or(&[]),
                             text: &r.2.content,
-                            at: r.2.created_at,
+                            at: r.2.valid_from,
                         })
                         .collect();
                     fold(&items, 1.0 - plan.eff.cluster_distance, page_end)
@@ -1038,6 +1164,16 @@ impl Store {
                     })
                     .collect();
             }
+        }
+        if plan.filter.as_of {
+            candidates.extend(replaced_candidates(
+                state,
+                u,
+                plan,
+                mode,
+                query,
+                &candidates,
+            ));
         }
         Ok((candidates, fallback))
     }

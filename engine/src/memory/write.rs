@@ -46,8 +46,12 @@ pub enum Outcome {
     Stored,
     /// Merged with near duplicates into a new record (the sources are archived).
     Merged,
-    /// Stored, superseding memories it updates (they are archived).
+    /// Stored, superseding memories it updates (their validity closed, they are archived).
     Superseded,
+    /// An earlier value of a slot whose newer value is stored already (its `valid_from` is
+    /// before the newer one's): kept in the archive with its validity closed, in the newer
+    /// one's lineage, out of searches of the present.
+    History,
 }
 
 /// The result of `store_memory`, in the seed's shape.
@@ -217,6 +221,15 @@ impl Store {
         let eff = Effective::of(&self.inner.options.hooks, &req.hooks)?;
         let m = req.memory;
         let canonical = record::validate_new(&m)?;
+        if let Some(to) = m.valid_to
+            && to <= m.valid_from.unwrap_or_else(|| self.now())
+        {
+            return Err(EngineError::Invalid {
+                field: "valid_to",
+                reason: "must be later than valid_from (or than now, when valid_from is not given)"
+                    .into(),
+            });
+        }
         let tags = if eff.tags {
             let mut out: Vec<String> = Vec::with_capacity(m.tags.len());
             for t in &m.tags {
@@ -406,6 +419,8 @@ impl Store {
                 harmful_count: 0,
                 confidence: INITIAL_CONFIDENCE,
                 supersedes: Vec::new(),
+                valid_from: m.valid_from.unwrap_or(now),
+                valid_to: m.valid_to,
             };
             let plan = if p.eff.semantic_dedup && m.kind != record::Kind::Message {
                 let space = UserSpace {
@@ -424,6 +439,16 @@ impl Store {
                 dedup::Plan::default()
             };
             let mut reason = plan.refused.map(str::to_owned);
+            // Updated statements that became valid before the new one are its older values;
+            // any other is a newer value of the slot, which makes the new one history
+            // (`docs/semantics.md`, "Validity in time").
+            let (older, later): (Vec<MemoryId>, Vec<MemoryId>) =
+                plan.updated.iter().partition(|id| {
+                    state
+                        .table
+                        .get(**id)
+                        .is_some_and(|o| o.valid_from < new.valid_from)
+                });
             let mut archived: Vec<MemoryId> = Vec::new();
             let mut merged_record = None;
             if !plan.duplicates.is_empty() {
@@ -433,17 +458,19 @@ impl Store {
                     .filter_map(|id| Some((state.table.get(*id)?, state.vectors.vector(id.0)?)))
                     .collect();
                 let merged_id = MemoryId(w.next_id + 1);
-                match merge(merged_id, &new, &e.content, &sources, &plan.updated, now) {
+                match merge(merged_id, &new, &e.content, &sources, &older, now) {
                     Ok((merged, vector)) => {
                         ops.push(Op::StoreArchived {
                             record: Box::new(new.clone()),
                             vector: e.content.clone(),
                         });
                         archived.push(new.id);
-                        for id in plan.duplicates.iter().chain(&plan.updated) {
+                        for id in &plan.duplicates {
                             ops.push(Op::Archive { id: *id });
                             archived.push(*id);
                         }
+                        close_and_archive(state, &older, new.valid_from, &mut ops);
+                        archived.extend(&older);
                         merged_record = Some(merged.clone());
                         ops.push(Op::Store {
                             record: Box::new(merged),
@@ -455,14 +482,48 @@ impl Store {
             }
             let (outcome, live) = match merged_record {
                 Some(merged) => (Outcome::Merged, merged),
+                None if reason.is_none() && !later.is_empty() => {
+                    // The earliest newer value closes this one and names it in its lineage.
+                    let successor = later
+                        .iter()
+                        .filter_map(|id| state.table.get(*id))
+                        .min_by_key(|m| (m.valid_from, m.id))
+                        .ok_or_else(|| EngineError::Internal {
+                            context: "store",
+                            reason: "a newer value of the slot is not live".into(),
+                        })?;
+                    close_and_archive(state, &older, new.valid_from, &mut ops);
+                    archived.extend(&older);
+                    new.supersedes.clone_from(&older);
+                    // It holds until the next value of the slot: the successor, or a
+                    // replaced value in its lineage that began after this one.
+                    let next_from = state
+                        .table
+                        .lineage(successor.id)
+                        .iter()
+                        .map(|a| &a.record)
+                        .filter(|r| r.valid_to.is_some() && r.valid_from > new.valid_from)
+                        .map(|r| r.valid_from)
+                        .fold(successor.valid_from, Timestamp::min);
+                    new.valid_to = Some(new.valid_to.map_or(next_from, |t| t.min(next_from)));
+                    ops.push(Op::StoreArchived {
+                        record: Box::new(new.clone()),
+                        vector: e.content.clone(),
+                    });
+                    let mut linked = successor.clone();
+                    linked.supersedes.push(new.id);
+                    ops.push(Op::Update {
+                        record: Box::new(linked.clone()),
+                    });
+                    archived.push(new.id);
+                    (Outcome::History, linked)
+                }
                 None => {
                     let mut outcome = Outcome::Stored;
-                    if !plan.updated.is_empty() && reason.is_none() {
-                        for id in &plan.updated {
-                            ops.push(Op::Archive { id: *id });
-                            archived.push(*id);
-                        }
-                        new.supersedes.clone_from(&plan.updated);
+                    if !older.is_empty() && reason.is_none() {
+                        close_and_archive(state, &older, new.valid_from, &mut ops);
+                        archived.extend(&older);
+                        new.supersedes.clone_from(&older);
                         outcome = Outcome::Superseded;
                     }
                     ops.push(Op::Store {
@@ -486,6 +547,11 @@ impl Store {
                 Outcome::Superseded => {
                     format!("Stored; it updates {} older memories", archived.len())
                 }
+                Outcome::History => format!(
+                    "Stored as an earlier value of {}, which holds from {}",
+                    live.id,
+                    live.valid_from.to_rfc3339()
+                ),
             };
             let stored = Stored {
                 success: true,
@@ -513,6 +579,21 @@ impl Store {
             };
             Ok((super::one_frame(ops), stored))
         })
+    }
+}
+
+/// Closes the validity of each live record of `ids` at `at` (unless it ended earlier) and
+/// archives it: one `Update` and one `Archive` each.
+fn close_and_archive(state: &State, ids: &[MemoryId], at: Timestamp, ops: &mut Vec<Op>) {
+    for id in ids {
+        if let Some(old) = state.table.get(*id) {
+            let mut closed = old.clone();
+            closed.valid_to = Some(old.valid_to.map_or(at, |t| t.min(at)));
+            ops.push(Op::Update {
+                record: Box::new(closed),
+            });
+        }
+        ops.push(Op::Archive { id: *id });
     }
 }
 
@@ -652,6 +733,13 @@ pub(crate) fn merge(
             harmful_count: all.iter().map(|(m, _)| m.harmful_count).sum(),
             confidence: max_conf + 0.1 * (1.0 - max_conf),
             supersedes,
+            // One statement, however often said: it holds from its first saying, until the
+            // latest end any saying gave (open if one is open).
+            valid_from: all.iter().map(|(m, _)| m.valid_from).min().unwrap_or(now),
+            valid_to: all
+                .iter()
+                .map(|(m, _)| m.valid_to)
+                .try_fold(Timestamp(i64::MIN), |acc, t| t.map(|t| acc.max(t))),
         },
         kept.1.to_vec(),
     ))

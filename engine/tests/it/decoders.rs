@@ -28,6 +28,8 @@ fn sample_log() -> Vec<u8> {
             harmful_count: 0,
             confidence: 1.0,
             supersedes: vec![MemoryId(0)],
+            valid_from: Timestamp(1),
+            valid_to: None,
         };
         b.extend(encode_frame(
             seq,

@@ -4,7 +4,10 @@
 //! every live record); version 2 adds `lineage.tsv` (a live id and the ids it supersedes),
 //! version 3 `entities.tsv` (every user, agent and session: kind, user, id, name, agent).
 
-use mnemo_engine::{EngineError, EntityKind, MemoryId, SearchRequest, Store, StoreOptions};
+use mnemo_engine::{
+    EngineError, EntityKind, MemoryId, SearchMemories, SearchRequest, Store, StoreOptions,
+    Timestamp,
+};
 use std::path::Path;
 
 fn copy_of(name: &str) -> tempfile::TempDir {
@@ -227,4 +230,44 @@ fn version_3_corrupt_copy_is_reported() {
     let dir = copy_of_version(3, "corrupt");
     let err = Store::open(dir.path(), StoreOptions::hashing()).unwrap_err();
     assert!(matches!(err, EngineError::Corrupted { .. }), "{err}");
+}
+
+#[test]
+fn version_4_store_opens_with_validity_history_and_as_of() {
+    let (_dir, store) = check_v2_store(4);
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v4/validity.tsv"),
+    )
+    .unwrap();
+    let mut listed = String::new();
+    for head in [MemoryId(9), MemoryId(12)] {
+        for v in store.history(head).unwrap().versions {
+            listed.push_str(&format!(
+                "{}\t{}\t{}\t{}\t{}\n",
+                v.memory.id,
+                v.status,
+                v.memory.valid_from.to_rfc3339(),
+                v.memory
+                    .valid_to
+                    .map_or("-".to_owned(), Timestamp::to_rfc3339),
+                v.memory.content
+            ));
+        }
+    }
+    assert_eq!(listed, text);
+    // Searches of the present see the current value; as_of sees the value of that moment.
+    let city = |as_of: Option<&str>| {
+        let mut r = SearchMemories::new("where does Dora live").user("dora");
+        r.as_of = as_of.map(|t| Timestamp::parse_rfc3339(t).unwrap());
+        r.hooks.count_access = Some(false);
+        let hits = store.search_memories(&r).unwrap();
+        hits.results
+            .iter()
+            .map(|h| h.memory.content.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(city(None), ["Dora lives in Berlin"]);
+    assert_eq!(city(Some("2023-01-01T00:00:00Z")), ["Dora lives in Paris"]);
+    assert_eq!(city(Some("2024-06-01T00:00:00Z")), ["Dora lives in Lisbon"]);
+    assert!(city(Some("2020-01-01T00:00:00Z")).is_empty());
 }
