@@ -97,8 +97,8 @@ pub use memory::{
     FeedbackResult, Fusion, History, Hits, ListRecent, MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS,
     MemoryStats, Mode, Outcome, SEARCH_ACCESS_INTERVAL_US, SearchMemories, SearchedHit,
     SnapshotCreated, SnapshotRestored, Source, StoreRequest, Stored, Strategy, TagChange,
-    TagPreview, TagsApplied, Unmerged, UpdateRequest, Updated, Version, frequency, importance,
-    recency, strategy_score,
+    TagPreview, TagsApplied, TopAccessed, Unmerged, UpdateRequest, Updated, Version, frequency,
+    importance, recency, strategy_score,
 };
 /// The MemFuse query API (`docs/search.md`, "The MemFuse query").
 pub mod query {

@@ -35,15 +35,28 @@ pub struct Session {
     pub authed: bool,
     /// The user a user-bound token confines the connection to.
     pub user: Option<String>,
+    /// vector-memory-mcp's shapes (MCP): a search ranks by similarity unless told otherwise,
+    /// and its similarities and distances are rounded to 3 decimals.
+    pub vmm_shapes: bool,
 }
 
 impl Session {
-    /// A session that may do anything (no auth configured, MCP, the CLI).
+    /// A session that may do anything (no auth configured, the CLI).
     #[must_use]
     pub fn trusted() -> Session {
         Session {
             authed: true,
             user: None,
+            vmm_shapes: false,
+        }
+    }
+
+    /// A trusted session with vector-memory-mcp's shapes: MCP's.
+    #[must_use]
+    pub fn mcp() -> Session {
+        Session {
+            vmm_shapes: true,
+            ..Session::trusted()
         }
     }
 }
@@ -403,6 +416,8 @@ fn store_memory(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     if let Some(r) = args.opt_str("role")? {
         m.role = Some(parsed("role", Role::parse(&r))?);
     }
+    m.valid_from = args.opt_time("valid_from")?;
+    m.valid_to = args.opt_time("valid_to")?;
     let hooks = write_overrides(args)?;
     to_reply(&engine(
         ctx.store.store_memory(StoreRequest { memory: m, hooks }),
@@ -418,12 +433,15 @@ fn search_memories(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     if let Some(n) = args.opt_u64("offset")? {
         q.offset = usize::try_from(n).unwrap_or(usize::MAX);
     }
-    if let Some(s) = args.opt_str("strategy")? {
-        q.strategy = parsed("strategy", Strategy::parse(&s))?;
-    }
     if let Some(s) = args.opt_str("mode")? {
         q.mode = parsed("mode", Mode::parse(&s))?;
     }
+    q.strategy = match args.opt_str("strategy")? {
+        Some(s) => parsed("strategy", Strategy::parse(&s))?,
+        // vector-memory-mcp ranks a vector search by similarity alone.
+        None if session.vmm_shapes && q.mode == Mode::Vector => Strategy::Similarity,
+        None => Strategy::default(),
+    };
     q.threshold = args.opt_f32("threshold")?;
     let (vector, keyword) = (
         args.opt_f32("vector_weight")?,
@@ -471,10 +489,34 @@ fn search_memories(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     q.agent_id = args.opt_str("agent_id")?;
     q.created_after = args.opt_time("created_after")?;
     q.created_before = args.opt_time("created_before")?;
+    q.as_of = args.opt_time("as_of")?;
     q.hooks.deduplicate = args.opt_bool("deduplicate")?;
     q.hooks.dedup_threshold = args.opt_f32("dedup_threshold")?;
     q.hooks.count_access = args.opt_bool("count_access")?;
-    to_reply(&engine(ctx.store.search_memories(&q))?)
+    let hits = engine(ctx.store.search_memories(&q))?;
+    let mut reply = to_reply(&hits)?;
+    // The page and the query, echoed as vector-memory-mcp does.
+    if let Value::Object(o) = &mut reply {
+        o.insert("query".into(), json!(q.query));
+        o.insert("offset".into(), json!(q.offset));
+        o.insert("limit".into(), json!(q.limit));
+        o.insert(
+            "has_more".into(),
+            json!(hits.results.len() == q.limit && q.offset + q.limit < hits.total),
+        );
+        if session.vmm_shapes
+            && let Some(Value::Array(results)) = o.get_mut("results")
+        {
+            for r in results.iter_mut().filter_map(Value::as_object_mut) {
+                for field in ["similarity", "distance"] {
+                    if let Some(x) = r.get(field).and_then(Value::as_f64) {
+                        r.insert(field.into(), json!((x * 1000.0).round() / 1000.0));
+                    }
+                }
+            }
+        }
+    }
+    Ok(reply)
 }
 
 fn list_recent(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
@@ -527,6 +569,11 @@ fn lineage(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     let id = owned_id(ctx, session, args)?;
     let lineage = engine(ctx.store.lineage(id))?;
     Ok(json!({"success": true, "memory_id": id, "count": lineage.len(), "lineage": lineage}))
+}
+
+fn history(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
+    let id = owned_id(ctx, session, args)?;
+    to_reply(&engine(ctx.store.history(id))?)
 }
 
 fn memory_stats(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
@@ -933,6 +980,16 @@ pub static COMMANDS: &[Command] = &[
                 Ty::Str,
                 "a message's role: user, assistant or system",
             ),
+            opt(
+                "valid_from",
+                Ty::Str,
+                "from when the statement holds (RFC 3339 or a date); default now",
+            ),
+            opt(
+                "valid_to",
+                Ty::Str,
+                "until when it holds (RFC 3339 or a date); default open",
+            ),
             SKIP_HOOKS,
             FORCE_HOOKS,
             DEDUP_DISTANCE,
@@ -962,7 +1019,7 @@ pub static COMMANDS: &[Command] = &[
             opt(
                 "threshold",
                 Ty::Num,
-                "least relevance; default 0.3 for similarity, 0.6 for the others",
+                "least cosine of a vector candidate; default none (the limit best)",
             ),
             opt(
                 "fusion",
@@ -994,6 +1051,11 @@ pub static COMMANDS: &[Command] = &[
                 "created_before",
                 Ty::Str,
                 "only created before (RFC 3339 or a date)",
+            ),
+            opt(
+                "as_of",
+                Ty::Str,
+                "what was valid at this moment (RFC 3339 or a date); default now",
             ),
             opt(
                 "deduplicate",
@@ -1068,6 +1130,14 @@ pub static COMMANDS: &[Command] = &[
         summary: "The archived records a memory merged, superseded or replaced.",
         args: &[MEMORY_ID],
         run: Some(lineage),
+    },
+    Command {
+        name: "HISTORY",
+        alias: None,
+        tool: true,
+        summary: "A fact's versions with their validity, newest first (replaced values included).",
+        args: &[MEMORY_ID],
+        run: Some(history),
     },
     Command {
         name: "GET_MEMORY_STATS",
@@ -1381,6 +1451,7 @@ mod tests {
         let bound = Session {
             authed: true,
             user: Some("ada".into()),
+            vmm_shapes: false,
         };
         let mut a = Args::new(Map::new());
         assert_eq!(user(&bound, &mut a).unwrap().as_deref(), Some("ada"));

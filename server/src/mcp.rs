@@ -139,7 +139,7 @@ fn tools_call(ctx: &Ctx, params: &Value) -> Result<Value, (i64, String)> {
         Some(_) => return Err((INVALID_PARAMS, "arguments must be an object".to_owned())),
     };
     let started = std::time::Instant::now();
-    let (body, is_error) = match commands::run(ctx, &Session::trusted(), command, args) {
+    let (body, is_error) = match commands::run(ctx, &Session::mcp(), command, args) {
         Ok(body) => {
             ctx.metrics
                 .record(Some(command.name), started.elapsed(), None);

@@ -402,6 +402,7 @@ async fn connection(stream: TcpStream, shared: &Arc<Shared>, mut stop: watch::Re
     let mut session = Session {
         authed: !shared.auth.enabled(),
         user: None,
+        vmm_shapes: false,
     };
     let mut auth_failures = 0u32;
     let mut buf: Vec<u8> = Vec::new();
@@ -727,6 +728,7 @@ fn auth(
             batch.session = Session {
                 authed: true,
                 user: user.clone(),
+                vmm_shapes: false,
             };
             batch.auth_failures = 0;
             Ok(serde_json::json!({"reply": "OK", "user_id": user}))

@@ -34,7 +34,9 @@ pub struct MemoryStats {
     pub memory_limit: usize,
     /// `store_memories / memory_limit`, percent, one decimal.
     pub usage_percentage: f64,
-    /// The user's memories per category, largest first.
+    /// The user's memories per category, largest first (a JSON object, as
+    /// vector-memory-mcp's).
+    #[serde(serialize_with = "category_counts")]
     pub categories: Vec<(Category, usize)>,
     /// The user's memories created in the last 7 days.
     pub recent_week_count: usize,
@@ -44,8 +46,8 @@ pub struct MemoryStats {
     pub embedding_model: String,
     /// Its dimension.
     pub embedding_dimensions: usize,
-    /// The user's five most accessed memories: id, preview, count.
-    pub top_accessed: Vec<(MemoryId, String, u64)>,
+    /// The user's five most accessed memories.
+    pub top_accessed: Vec<TopAccessed>,
     /// `Healthy` under 70% use, `Monitor - Consider cleanup` under 90%, else `Warning - Near
     /// limit`.
     pub health_status: &'static str,
@@ -53,6 +55,30 @@ pub struct MemoryStats {
     pub archived: usize,
     /// For people.
     pub message: String,
+}
+
+/// One of `MemoryStats::top_accessed`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TopAccessed {
+    /// The memory.
+    pub memory_id: MemoryId,
+    /// Its first 100 characters.
+    pub content_preview: String,
+    /// Its access count.
+    pub access_count: u64,
+}
+
+/// Category counts as one JSON object, largest first.
+fn category_counts<S: serde::Serializer>(
+    counts: &[(Category, usize)],
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = s.serialize_map(Some(counts.len()))?;
+    for (c, n) in counts {
+        map.serialize_entry(c.as_str(), n)?;
+    }
+    map.end()
 }
 
 /// `clear_old_memories`.
@@ -161,7 +187,11 @@ impl Store {
         let top_accessed = top
             .iter()
             .take(5)
-            .map(|m| (m.id, preview(&m.content), m.access_count))
+            .map(|m| TopAccessed {
+                memory_id: m.id,
+                content_preview: preview(&m.content),
+                access_count: m.access_count,
+            })
             .collect();
         let limit = self.inner.options.memory_limit;
         let store_memories = state.table.len();

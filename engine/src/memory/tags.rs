@@ -5,7 +5,7 @@ use super::{in_range, short_id};
 use crate::error::{EngineError, Result};
 use crate::hooks::tags::{self as tag_rules, TagDecision, TagForm};
 use crate::log::Op;
-use crate::record::{self, DEFAULT_USER, MAX_DESCRIPTION_CHARS, MemoryId, TagSnapshot};
+use crate::record::{self, DEFAULT_USER, MAX_DESCRIPTION_CHARS, MemoryId, TagSnapshot, Timestamp};
 use crate::store::Store;
 use crate::table::Table;
 use mnemo_index::kernels;
@@ -69,6 +69,8 @@ pub struct SnapshotCreated {
     pub snapshot_id: String,
     /// Memories it covers.
     pub memory_count: usize,
+    /// When it was taken.
+    pub created_at: Timestamp,
     /// For people.
     pub message: String,
 }
@@ -78,8 +80,11 @@ pub struct SnapshotCreated {
 pub struct SnapshotRestored {
     /// Always true.
     pub success: bool,
-    /// Memories whose tags were set back.
+    /// Memories of the snapshot still live, whose tags are now the snapshot's (as
+    /// vector-memory-mcp counts: every memory rewritten, changed or not).
     pub restored_count: usize,
+    /// Of those, the memories whose tags differed and were set back.
+    pub changed_count: usize,
     /// Memories of the snapshot no longer live (deleted or archived since).
     pub missing_count: usize,
     /// For people.
@@ -346,6 +351,7 @@ impl Store {
             0,
             MAX_DESCRIPTION_CHARS,
         )?;
+        let created_at = self.now();
         let (snapshot_id, memory_count) = self.commit(|_, state| {
             let entries: Vec<(MemoryId, Vec<String>)> = state
                 .table
@@ -363,7 +369,7 @@ impl Store {
                 user_id: user.clone(),
                 snapshot_id,
                 description: description.to_owned(),
-                created_at: self.now(),
+                created_at,
                 entries,
             }));
             Ok((Some(op), created))
@@ -373,6 +379,7 @@ impl Store {
             message: format!("Snapshot {snapshot_id} of {memory_count} memories"),
             snapshot_id,
             memory_count,
+            created_at,
         })
     }
 
@@ -387,7 +394,7 @@ impl Store {
         snapshot_id: &str,
     ) -> Result<SnapshotRestored> {
         let user = user_of(user_id)?.to_owned();
-        let (restored, missing) = self.commit(|_, state| {
+        let (restored, changed, missing) = self.commit(|_, state| {
             let snapshot = state
                 .table
                 .snapshots(&user)
@@ -397,26 +404,31 @@ impl Store {
                 })?;
             let at = self.now();
             let mut ops = Vec::new();
-            let mut missing = 0;
+            let (mut restored, mut missing) = (0, 0);
             for (id, tags) in &snapshot.entries {
                 match state.table.get(*id) {
-                    Some(m) if &m.tags != tags => ops.push(Op::SetTags {
-                        id: *id,
-                        tags: tags.clone(),
-                        at,
-                    }),
-                    Some(_) => {}
+                    Some(m) => {
+                        restored += 1;
+                        if &m.tags != tags {
+                            ops.push(Op::SetTags {
+                                id: *id,
+                                tags: tags.clone(),
+                                at,
+                            });
+                        }
+                    }
                     None => missing += 1,
                 }
             }
-            let restored = ops.len();
-            Ok((super::one_frame(ops), (restored, missing)))
+            let changed = ops.len();
+            Ok((super::one_frame(ops), (restored, changed, missing)))
         })?;
         Ok(SnapshotRestored {
             success: true,
             restored_count: restored,
+            changed_count: changed,
             missing_count: missing,
-            message: format!("Restored the tags of {restored} memories"),
+            message: format!("Restored the tags of {restored} memories ({changed} changed)"),
         })
     }
 }

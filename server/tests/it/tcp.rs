@@ -114,6 +114,47 @@ fn every_command_works_over_tcp() {
         "an archived id names its successor"
     );
 
+    // Validity in time: a fact, a newer value that closes it, history and as_of.
+    let lisbon = ok(
+        &mut c,
+        "STORE",
+        json!({"content": "Dora lives in Lisbon", "user_id": "dora", "valid_from": "2024-01-01"}),
+    );
+    let berlin = ok(
+        &mut c,
+        "STORE",
+        json!({"content": "Dora lives in Berlin", "user_id": "dora", "valid_from": "2025-03-01T00:00:00Z", "dedup_distance": 0.9}),
+    );
+    assert_eq!(berlin["outcome"], "superseded", "{berlin}");
+    assert_eq!(berlin["decisions"][0]["relation"], "updates");
+    let history = ok(&mut c, "HISTORY", json!({"memory_id": lisbon["memory_id"]}));
+    assert_eq!(history["memory_id"], berlin["memory_id"]);
+    assert_eq!(history["versions"][0]["status"], "current");
+    assert_eq!(history["versions"][1]["status"], "replaced");
+    assert_eq!(
+        history["versions"][1]["valid_to"],
+        "2025-03-01T00:00:00.000000Z"
+    );
+    let then = ok(
+        &mut c,
+        "SEARCH",
+        json!({"query": "where does Dora live", "user_id": "dora", "as_of": "2024-06-01"}),
+    );
+    assert_eq!(then["results"][0]["content"], "Dora lives in Lisbon");
+    assert_eq!(then["query"], "where does Dora live");
+    let now = ok(
+        &mut c,
+        "SEARCH",
+        json!({"query": "where does Dora live", "user_id": "dora"}),
+    );
+    assert_eq!(now["count"], 1);
+    assert_eq!(now["results"][0]["content"], "Dora lives in Berlin");
+    c.fails(
+        "STORE",
+        json!({"content": "Dora visits Rome", "user_id": "dora", "valid_from": "2025-01-02", "valid_to": "2025-01-01"}),
+        "invalid",
+    );
+
     // Tags, snapshots, compaction.
     assert_eq!(
         ok(&mut c, "GET_UNIQUE_TAGS", json!({}))["tags"],
@@ -250,7 +291,7 @@ fn every_command_works_over_tcp() {
         .iter()
         .map(|u| u["id"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(users, vec!["ada", "default"]);
+    assert_eq!(users, vec!["ada", "default", "dora"]);
     assert_eq!(
         ok(&mut c, "LIST_AGENTS", json!({"user_id": "ada"}))["count"],
         1
@@ -315,7 +356,7 @@ fn every_command_works_over_tcp() {
         "{stats}"
     );
     assert!(stats["latency"]["p99_us"].as_u64().unwrap() > 0);
-    assert_eq!(stats["store"]["memories"], 3, "{stats}");
+    assert_eq!(stats["store"]["memories"], 4, "{stats}"); // and dora's current city
     assert!(stats["store"]["bytes_on_disk"].as_u64().unwrap() > 0);
     assert_eq!(stats["connections"]["open"], 1);
 

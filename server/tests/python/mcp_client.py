@@ -71,6 +71,15 @@ async def main(binary, store_dir):
             for field in ("similarity", "distance", "content", "category", "tags", "created_at", "access_count"):
                 check(field in found["results"][0], f"search result field {field}")
             check("total" in found and "count" in found, "search total/count")
+            # vector-memory-mcp's shape: the top limit by similarity, no threshold, the query
+            # echoed, similarities rounded to 3 decimals, pagination.
+            by_meaning = await ok("search_memories", query="python formatting tools", limit=10)
+            check(by_meaning["strategy"] == "similarity" and by_meaning["count"] == 2, f"default search: {by_meaning}")
+            check(by_meaning["query"] == "python formatting tools", "query echoed")
+            check(by_meaning["offset"] == 0 and by_meaning["limit"] == 10 and by_meaning["has_more"] is False,
+                  f"pagination: {by_meaning}")
+            for r in by_meaning["results"]:
+                check(round(r["similarity"], 3) == r["similarity"], f"rounded similarity: {r['similarity']}")
             recent = await ok("list_recent_memories", limit=10)
             check([m["id"] for m in recent["memories"]] == [other, mid], f"recent: {recent}")
             got = await ok("get_by_memory_id", memory_id=mid)
@@ -82,23 +91,31 @@ async def main(binary, store_dir):
                           "database_size_mb", "embedding_model", "embedding_dimensions", "top_accessed", "health_status"):
                 check(field in stats, f"stats field {field}")
             check(stats["total_memories"] == 2, f"stats: {stats}")
+            check(isinstance(stats["categories"], dict) and stats["categories"].get("tool-usage") == 1,
+                  f"categories object: {stats['categories']}")
+            check(all(set(t) == {"memory_id", "content_preview", "access_count"} for t in stats["top_accessed"]),
+                  f"top_accessed objects: {stats['top_accessed']}")
             check((await ok("get_unique_tags"))["tags"] == ["lint", "python"], "unique tags")
             check("python" in (await ok("get_canonical_tags"))["tags"], "canonical tags")
             check((await ok("get_tag_frequencies"))["frequencies"]["python"] == 1, "frequencies")
             check((await ok("get_tag_weights"))["weights"]["lint"] > 1.0, "weights")
             snap = await ok("snapshot_create", description="before normalizing")
+            check(snap["created_at"].endswith("Z"), f"snapshot created_at: {snap}")
             preview = await ok("tag_normalize_preview", threshold=0.9, max_changes=10)
             applied = await ok("tag_normalize_apply", preview_id=preview["preview_id"],
                                snapshot_id=snap["snapshot_id"], threshold=0.9, max_changes=10)
             check(applied["applied_count"] == preview["planned_updates"], f"apply: {applied}")
             await ok("update_memory", memory_id=mid, tags=["tooling"])
             restored = await ok("snapshot_restore", snapshot_id=snap["snapshot_id"])
-            check(restored["restored_count"] >= 1, f"restore: {restored}")
+            check(restored["restored_count"] == snap["memory_count"] == 2, f"restore counts as vmm: {restored}")
+            check(restored["changed_count"] == 1, f"restore changed: {restored}")
             check((await ok("get_by_memory_id", memory_id=mid))["memory"]["tags"] == ["python", "lint"], "restored tags")
             fb = await ok("feedback", memory_id=mid, feedback="helpful")
             check(fb["helpful_count"] == 1, "feedback")
             changed = await ok("update_memory", memory_id=mid, content="use ruff format and ruff check before committing")
             check((await ok("lineage", memory_id=changed["memory_id"]))["lineage"][0]["id"] == mid, "lineage")
+            hist = await ok("history", memory_id=mid)
+            check(hist["memory_id"] == changed["memory_id"] and hist["count"] == 2, f"history: {hist}")
             cleared = await ok("clear_old_memories", days_old=30, max_to_keep=100)
             check(cleared["deleted_count"] == 0, "clear_old_memories keeps young memories")
             await ok("store_memory", content="friday deploys go out from the release branch",
