@@ -62,10 +62,79 @@ pub struct ServeFlags {
     pub memory_limit: Option<usize>,
 }
 
-/// The config file: the same settings.
-#[derive(Debug, Default, serde::Deserialize)]
+/// The store-wide defaults of the hooks (`docs/semantics.md`, "Hooks"), for `serve` and
+/// `mcp`: flag, then `MNEMO_*` environment, then the config file, then the engine's default.
+/// A request can still override each for itself.
+#[derive(Debug, Default, Clone, clap::Args)]
+pub struct HookFlags {
+    /// Store-time semantic dedup: merge paraphrases, supersede a fact's older value
+    /// (true/false) [default: true].
+    #[arg(long, env = "MNEMO_SEMANTIC_DEDUP")]
+    pub semantic_dedup: Option<bool>,
+    /// Its cosine distance, in (0, 2) [default: 0.35].
+    #[arg(long, env = "MNEMO_DEDUP_DISTANCE")]
+    pub dedup_distance: Option<f32>,
+    /// Load-time folding of near-duplicate search results (true/false) [default: true].
+    #[arg(long, env = "MNEMO_FOLD")]
+    pub fold: Option<bool>,
+    /// Its cosine distance, in (0, 2) [default: 0.40].
+    #[arg(long, env = "MNEMO_CLUSTER_DISTANCE")]
+    pub cluster_distance: Option<f32>,
+}
+
+impl HookFlags {
+    /// Applies the flags, then the file's keys, to a store's hook config.
+    ///
+    /// # Errors
+    /// A distance out of range, naming the setting.
+    pub fn apply(
+        &self,
+        file: &FileConfig,
+        hooks: &mut mnemo_engine::HookConfig,
+    ) -> anyhow::Result<()> {
+        use mnemo_engine::{ReadHook, WriteHook};
+        if let Some(on) = self.semantic_dedup.or(file.semantic_dedup) {
+            hooks.write.retain(|h| *h != WriteHook::SemanticDedup);
+            if on {
+                hooks.write.push(WriteHook::SemanticDedup);
+            }
+        }
+        if let Some(on) = self.fold.or(file.fold) {
+            hooks.read.retain(|h| *h != ReadHook::LoadDedup);
+            if on {
+                hooks.read.push(ReadHook::LoadDedup);
+            }
+        }
+        if let Some(d) = self.dedup_distance.or(file.dedup_distance) {
+            hooks.dedup_distance = d;
+        }
+        if let Some(d) = self.cluster_distance.or(file.cluster_distance) {
+            hooks.cluster_distance = d;
+        }
+        hooks.validate().map_err(|e| anyhow::anyhow!("{e}"))
+    }
+}
+
+/// Reads a config file (`None`: no file, every key unset).
+///
+/// # Errors
+/// The file cannot be read, is not TOML, or has an unknown key.
+pub fn read_config_file(path: Option<&Path>) -> anyhow::Result<FileConfig> {
+    match path {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading the config file {}", path.display()))?;
+            toml::from_str::<FileConfig>(&text)
+                .with_context(|| format!("the config file {}", path.display()))
+        }
+        None => Ok(FileConfig::default()),
+    }
+}
+
+/// The config file: the same settings as the flags of `serve` and `mcp`.
+#[derive(Debug, Default, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-struct FileConfig {
+pub struct FileConfig {
     bind: Option<IpAddr>,
     port: Option<u16>,
     data_dir: Option<PathBuf>,
@@ -78,6 +147,24 @@ struct FileConfig {
     max_running: Option<usize>,
     max_queued: Option<usize>,
     memory_limit: Option<usize>,
+    semantic_dedup: Option<bool>,
+    dedup_distance: Option<f32>,
+    fold: Option<bool>,
+    cluster_distance: Option<f32>,
+}
+
+impl FileConfig {
+    /// The store directory the file names.
+    #[must_use]
+    pub fn data_dir(&self) -> Option<&Path> {
+        self.data_dir.as_deref()
+    }
+
+    /// The memory limit the file names.
+    #[must_use]
+    pub fn memory_limit(&self) -> Option<usize> {
+        self.memory_limit
+    }
 }
 
 /// Resolved settings.
@@ -93,6 +180,8 @@ pub struct ServeConfig {
     pub auth: Auth,
     /// The store's memory limit, when given.
     pub memory_limit: Option<usize>,
+    /// The config file as read (its hook keys apply to the store's options).
+    pub file: FileConfig,
 }
 
 /// The default store directory: `$XDG_DATA_HOME/mnemo/store`, else `~/.local/share/mnemo/store`.
@@ -112,15 +201,7 @@ impl ServeFlags {
     /// # Errors
     /// An unreadable or invalid config or token file, or a limit of 0.
     pub fn resolve(&self) -> anyhow::Result<ServeConfig> {
-        let file = match &self.config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("reading the config file {}", path.display()))?;
-                toml::from_str::<FileConfig>(&text)
-                    .with_context(|| format!("the config file {}", path.display()))?
-            }
-            None => FileConfig::default(),
-        };
+        let file = read_config_file(self.config.as_deref())?;
         let d = Limits::default();
         let limits = Limits {
             max_line_bytes: positive(
@@ -180,11 +261,12 @@ impl ServeFlags {
             data_dir: self
                 .data_dir
                 .clone()
-                .or(file.data_dir)
+                .or_else(|| file.data_dir.clone())
                 .unwrap_or_else(default_data_dir),
             limits,
             auth,
             memory_limit: self.memory_limit.or(file.memory_limit),
+            file,
         })
     }
 }
@@ -235,6 +317,44 @@ fn read_token_file(path: &Path, auth: &mut Auth) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mnemo_engine::{HookConfig, ReadHook, WriteHook};
+
+    #[test]
+    fn hook_defaults_come_from_flags_then_the_file_then_the_engine() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mnemo.toml");
+        std::fs::write(
+            &path,
+            "semantic_dedup = false\nfold = false\ndedup_distance = 0.2\n",
+        )
+        .unwrap();
+        let file = read_config_file(Some(&path)).unwrap();
+        let mut hooks = HookConfig::default();
+        HookFlags::default().apply(&file, &mut hooks).unwrap();
+        assert!(!hooks.write.contains(&WriteHook::SemanticDedup));
+        assert!(!hooks.read.contains(&ReadHook::LoadDedup));
+        assert!((hooks.dedup_distance - 0.2).abs() < 1e-6);
+        let flags = HookFlags {
+            semantic_dedup: Some(true),
+            cluster_distance: Some(0.3),
+            ..HookFlags::default()
+        };
+        let mut hooks = HookConfig::default();
+        flags.apply(&file, &mut hooks).unwrap();
+        assert!(hooks.write.contains(&WriteHook::SemanticDedup));
+        assert!(!hooks.read.contains(&ReadHook::LoadDedup), "the file's");
+        assert!((hooks.cluster_distance - 0.3).abs() < 1e-6);
+        let bad = HookFlags {
+            dedup_distance: Some(2.5),
+            ..HookFlags::default()
+        };
+        let err = bad
+            .apply(&FileConfig::default(), &mut HookConfig::default())
+            .unwrap_err();
+        assert!(err.to_string().contains("dedup_distance"), "{err}");
+        std::fs::write(&path, "semantic_dedupe = false\n").unwrap();
+        assert!(read_config_file(Some(&path)).is_err(), "an unknown key");
+    }
 
     #[test]
     fn flags_win_over_the_config_file_which_wins_over_defaults() {

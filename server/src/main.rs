@@ -8,10 +8,10 @@
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use mnemo_server::config::{ServeFlags, default_data_dir};
+use mnemo_server::config::{HookFlags, ServeFlags, default_data_dir, read_config_file};
 use mnemo_server::{EmbedderChoice, open_options};
 use std::io::BufRead;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -32,6 +32,8 @@ enum Command {
         #[command(flatten)]
         flags: ServeFlags,
         #[command(flatten)]
+        hooks: HookFlags,
+        #[command(flatten)]
         embedder: EmbedderArgs,
     },
     /// Serves MCP over stdin/stdout (JSON-RPC 2.0), with vector-memory-mcp's tool names.
@@ -45,6 +47,12 @@ enum Command {
         /// vector-memory-mcp's flag: most live memories per store (1000..=10000000).
         #[arg(long)]
         memory_limit: Option<usize>,
+        /// A TOML file of settings (`data_dir`, `memory_limit`, the hook defaults); flags and
+        /// environment win over it.
+        #[arg(long, env = "MNEMO_CONFIG")]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        hooks: HookFlags,
         #[command(flatten)]
         embedder: EmbedderArgs,
     },
@@ -173,23 +181,35 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
-        Command::Serve { flags, embedder } => {
+        Command::Serve {
+            flags,
+            hooks,
+            embedder,
+        } => {
             let config = flags.resolve()?;
-            mnemo_server::run_server(config, embedder.options()?)?;
+            let mut options = embedder.options()?;
+            hooks.apply(&config.file, &mut options.hooks)?;
+            mnemo_server::run_server(config, options)?;
         }
         Command::Mcp {
             data_dir,
             working_dir,
             memory_limit,
+            config,
+            hooks,
             embedder,
         } => {
+            let file = read_config_file(config.as_deref())?;
             let dir = match (data_dir, working_dir) {
                 (_, Some(w)) => w.join("memory").join("mnemo"),
                 (Some(d), None) => d,
-                (None, None) => default_data_dir(),
+                (None, None) => file
+                    .data_dir()
+                    .map_or_else(default_data_dir, Path::to_path_buf),
             };
             let mut options = embedder.options()?;
-            if let Some(limit) = memory_limit {
+            hooks.apply(&file, &mut options.hooks)?;
+            if let Some(limit) = memory_limit.or(file.memory_limit()) {
                 options.memory_limit = limit.clamp(1_000, mnemo_engine::MAX_MEMORY_LIMIT);
             }
             mnemo_server::run_mcp(&dir, options)?;
