@@ -4,6 +4,9 @@
 //! the false-positive scenarios run with controlled vectors.
 
 use super::MAX_MERGE_GROUP;
+
+/// Most neighbours the fact guard judges for one memory.
+const GUARD_CANDIDATES: usize = 50;
 use super::facts::{Decision, Relation, relation};
 use crate::record::{MemoryId, Timestamp};
 use mnemo_index::kernels;
@@ -36,7 +39,8 @@ pub(crate) struct Plan {
     pub(crate) updated: Vec<MemoryId>,
     /// Candidates left alone because they state a different fact.
     pub(crate) distinct: Vec<MemoryId>,
-    /// Why the vector group as a whole was refused, if it was.
+    /// Why the merge of the duplicates was refused, if it was (they then count as distinct;
+    /// updates are decided pair by pair and stand).
     pub(crate) refused: Option<&'static str>,
     /// Near neighbours the range query found (before cohesion and the fact guard).
     pub(crate) candidates: usize,
@@ -44,21 +48,21 @@ pub(crate) struct Plan {
     pub(crate) decisions: Vec<(MemoryId, Decision)>,
 }
 
-/// The cohesion check of agent-memory-server (its issue #200): every candidate's own range
-/// query must find every other candidate and nothing outside the group, unless the group is
-/// at the cap, where a window filled to the cap may hold outsiders and miss members.
-pub(crate) fn cohesive(space: &dyn Space, candidates: &[MemoryId], min_sim: f32) -> bool {
-    let capped = candidates.len() >= MAX_MERGE_GROUP;
-    candidates.iter().all(|&c| {
-        let Some(v) = space.vector(c) else {
-            return false;
-        };
-        let window = space.within(&v, min_sim, MAX_MERGE_GROUP, Some(c));
-        let full = window.len() >= MAX_MERGE_GROUP;
-        let outsider = window.iter().any(|w| !candidates.contains(w));
-        let missing = candidates.iter().any(|o| *o != c && !window.contains(o));
-        (!outsider || capped) && (!missing || (capped && full))
-    })
+/// The cohesion check, our form of agent-memory-server's guard against chains (its issue
+/// #200): the statements a merge joins must all be within the distance of one another (a
+/// clique), so a memory that bridges two distant ones merges with neither. Unlike the peer's,
+/// a neighbour that states another fact does not veto the merge: in a store of many similar
+/// statements ("X lives in Y" for every X) the peer's rule refuses nearly every merge and
+/// update (`docs/semantics.md`, step 3).
+pub(crate) fn cohesive(space: &dyn Space, group: &[MemoryId], min_sim: f32) -> bool {
+    let vectors: Vec<Vec<f32>> = group.iter().filter_map(|c| space.vector(*c)).collect();
+    vectors.len() == group.len()
+        && vectors.iter().enumerate().all(|(i, a)| {
+            vectors
+                .iter()
+                .skip(i + 1)
+                .all(|b| kernels::dot(a, b).is_ok_and(|s| s >= min_sim))
+        })
 }
 
 /// Whether `vector` is within `min_sim` of everything `candidate` already absorbed (complete
@@ -79,22 +83,15 @@ pub(crate) fn plan(
     min_sim: f32,
     anchor: Option<MemoryId>,
 ) -> Plan {
-    let mut candidates = space.within(vector, min_sim, MAX_MERGE_GROUP, anchor);
-    candidates.truncate(MAX_MERGE_GROUP);
+    // The fact guard reads more neighbours than a merge may join: in a store of many similar
+    // statements the older value of the same slot is often not among the nearest ten.
+    let mut candidates = space.within(vector, min_sim, GUARD_CANDIDATES, anchor);
+    candidates.truncate(GUARD_CANDIDATES);
     let mut plan = Plan {
         candidates: candidates.len(),
         ..Plan::default()
     };
     if candidates.is_empty() {
-        return plan;
-    }
-    // A stored anchor is part of the group its candidates' windows see.
-    let mut group = candidates.clone();
-    if let Some(a) = anchor {
-        group.push(a);
-    }
-    if !cohesive(space, &group, min_sim) {
-        plan.refused = Some("cohesion: the neighbours are not all close to one another");
         return plan;
     }
     for c in candidates {
@@ -111,6 +108,18 @@ pub(crate) fn plan(
         }
         plan.decisions.push((c, decision));
     }
+    // The nearest duplicates, at most a merge group of them.
+    let beyond = plan.duplicates.len().min(MAX_MERGE_GROUP);
+    plan.distinct.extend(plan.duplicates.drain(beyond..));
+    // A stored anchor is part of the group it would merge.
+    let mut group = plan.duplicates.clone();
+    if let Some(a) = anchor {
+        group.push(a);
+    }
+    if !plan.duplicates.is_empty() && !cohesive(space, &group, min_sim) {
+        plan.refused = Some("cohesion: the duplicates are not all close to one another");
+        plan.distinct.append(&mut plan.duplicates);
+    }
     plan
 }
 
@@ -124,11 +133,12 @@ pub(crate) struct FoldItem<'a> {
     pub(crate) at: Timestamp,
 }
 
-/// What the fact guard says the later-valid of two items is to the earlier one.
-fn guard(a: &FoldItem<'_>, b: &FoldItem<'_>) -> (Relation, bool) {
+/// What the fact guard says the later-valid of two items is to the earlier one, and whether
+/// `b` is the later one.
+fn guard(a: &FoldItem<'_>, b: &FoldItem<'_>) -> (Decision, bool) {
     let b_newer = b.at > a.at;
     let (older, newer) = if b_newer { (a, b) } else { (b, a) };
-    (relation(older.text, newer.text).relation, b_newer)
+    (relation(older.text, newer.text), b_newer)
 }
 
 fn close(a: &FoldItem<'_>, b: &FoldItem<'_>, min_sim: f32) -> bool {
@@ -157,13 +167,15 @@ pub(crate) fn fold(items: &[FoldItem<'_>], min_sim: f32, max_kept: usize) -> Vec
                 continue;
             }
             match guard(kept_item, item) {
-                (Relation::Duplicate, _) => home = Some((h, false)),
-                (Relation::Updates, item_newer) => home = Some((h, item_newer)),
-                (Relation::Unsure, item_newer) => {
+                (d, _) if d.relation == Relation::Duplicate => home = Some((h, false)),
+                (d, item_newer) if d.relation == Relation::Updates => {
+                    home = Some((h, item_newer));
+                }
+                (d, item_newer) if d.relation == Relation::Unsure => {
                     newer_unsure |= item_newer;
                     continue;
                 }
-                (Relation::Distinct, _) => continue,
+                _ => continue,
             }
             break;
         }
@@ -187,7 +199,12 @@ pub(crate) fn fold(items: &[FoldItem<'_>], min_sim: f32, max_kept: usize) -> Vec
             else {
                 return false;
             };
-            close(a, b, min_sim) && guard(a, b) == (Relation::Unsure, true)
+            // Two statements of one subject the guard is unsure of are ordered by time
+            // however far apart the model puts them; any other unsure pair only when near.
+            let (d, b_newer) = guard(a, b);
+            b_newer
+                && matches!(d.relation, Relation::Unsure | Relation::Updates)
+                && (d.same_subject || close(a, b, min_sim))
         });
         if let Some(i) = slot_older {
             let moved = kept.remove(j);

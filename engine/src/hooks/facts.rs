@@ -35,6 +35,9 @@ pub struct Decision {
     pub relation: Relation,
     /// The rule that decided, for people and for audit.
     pub reason: &'static str,
+    /// Both statements have the same subject and share words after it: a pair the guard is
+    /// unsure of is then likely two values of one slot, and a search orders it by time.
+    pub same_subject: bool,
 }
 
 const STOP_WORDS: &[&str] = &[
@@ -294,7 +297,7 @@ const MULTI_VALUED: &[&str] = &[
 const RELATION_GROUPS: &[&[&str]] = &[
     &[
         "born", "died", "buried", "raised", "married", "grew", "educated", "studied", "lives",
-        "lived", "works", "worked",
+        "lived", "works", "worked", "visited", "visits",
     ],
     &["birth", "death", "burial", "marriage", "wedding"],
     &[
@@ -483,10 +486,27 @@ impl Statement {
     }
 
     /// The word that opens the predicate.
-    fn predicate_word(&self) -> Option<&str> {
+    fn verb(&self) -> Option<&str> {
         self.predicate_at
             .and_then(|p| self.all.get(p))
             .map(|w| w.trim_end_matches("'s"))
+    }
+
+    /// The relation's wording: the word that opens the predicate and the function words right
+    /// after it ("lives in", "works at", "is").
+    fn predicate(&self) -> Option<Vec<&str>> {
+        let p = self.predicate_at?;
+        let mut words = vec![self.all.get(p)?.trim_end_matches("'s")];
+        words.extend(
+            self.all
+                .iter()
+                .skip(p + 1)
+                .map(String::as_str)
+                .take_while(|w| STOP_WORDS.contains(w))
+                // "lives in the city of X" and "lives in X" are one relation.
+                .filter(|w| !matches!(*w, "a" | "an" | "the")),
+        );
+        Some(words)
     }
 
     /// Whether `w` stands before the predicate: part of the subject.
@@ -504,7 +524,19 @@ impl Statement {
 }
 
 fn decide(relation: Relation, reason: &'static str) -> Decision {
-    Decision { relation, reason }
+    Decision {
+        relation,
+        reason,
+        same_subject: false,
+    }
+}
+
+/// A decision about two statements of the same subject.
+fn decide_same_subject(relation: Relation, reason: &'static str) -> Decision {
+    Decision {
+        same_subject: true,
+        ..decide(relation, reason)
+    }
 }
 
 /// How `newer` relates to `older` (the vector search already paired them), and why.
@@ -571,34 +603,57 @@ pub fn relation(older: &str, newer: &str) -> Decision {
     };
     // The relation both share holds many values ("likes", "speaks"): a new value adds one.
     let multi = shared.iter().any(|w| MULTI_VALUED.contains(w));
-    // A value is only new if the relation is the same: both predicates open with one word.
-    let same_predicate = o.predicate_word() == n.predicate_word();
+    // A value is only new if the relation is the same: both predicates say it in the same
+    // words ("lives in" is not "works in").
+    let same_predicate = o.predicate() == n.predicate();
     if same_predicate && value_like(&o, &only_old) && value_like(&n, &only_new) {
         if multi {
-            return decide(
+            return decide_same_subject(
                 Relation::Distinct,
                 "a relation that holds many values gained one",
             );
         }
-        return decide(
+        return decide_same_subject(
             Relation::Updates,
             "the same subject and relation with a new value",
         );
     }
-    if only_old.iter().chain(&only_new).any(|w| is_number(&w.text)) {
+    // A name or number on both sides that the other lacks: another value (or another thing).
+    let valued = |only: &[&Word]| only.iter().any(|w| w.name || is_number(&w.text));
+    if valued(&only_old) && valued(&only_new) && o.predicate_at.is_some() {
+        if same_predicate && !multi {
+            return decide_same_subject(
+                Relation::Updates,
+                "a new value of the same relation, the rest said in other words",
+            );
+        }
+        // The same verb with other function words ("works at" / "works for ... now") is
+        // likely the same relation; another verb is another relation.
+        if o.verb() == n.verb() && !multi {
+            return decide_same_subject(
+                Relation::Unsure,
+                "another value under another wording of the relation",
+            );
+        }
         return decide(
+            Relation::Unsure,
+            "another value of another relation, or of this one in other words",
+        );
+    }
+    if only_old.iter().chain(&only_new).any(|w| is_number(&w.text)) {
+        return decide_same_subject(
             Relation::Distinct,
             "another number outside the value: an identifier or a version",
         );
     }
     if only_old.len() == 1 && only_new.len() == 1 {
         if multi {
-            return decide(
+            return decide_same_subject(
                 Relation::Distinct,
                 "a relation that holds many values gained one",
             );
         }
-        return decide(
+        return decide_same_subject(
             Relation::Updates,
             "one word of the predicate replaced: a new value or a synonym",
         );
@@ -607,7 +662,7 @@ pub fn relation(older: &str, newer: &str) -> Decision {
     // (the vector search already found the two close).
     let union = wo.union(&wn).count();
     if 5 * shared.len() >= 2 * union {
-        return decide(Relation::Duplicate, "the predicate is paraphrased");
+        return decide_same_subject(Relation::Duplicate, "the predicate is paraphrased");
     }
     decide(
         Relation::Unsure,
@@ -770,6 +825,22 @@ mod tests {
         );
         assert_eq!(
             rel("The build is not cached", "The build is cached"),
+            Updates
+        );
+    }
+
+    #[test]
+    fn another_preposition_is_another_relation() {
+        assert_eq!(rel("Tariq works at Acme", "Tariq works in Austin"), Unsure);
+        assert_eq!(
+            rel("Tariq works at Acme", "Tariq works for Globex now"),
+            Unsure
+        );
+        assert_eq!(
+            rel(
+                "The Atlas project uses Postgres as its database",
+                "The Atlas project uses MySQL as the main database"
+            ),
             Updates
         );
     }

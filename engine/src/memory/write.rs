@@ -482,7 +482,7 @@ impl Store {
             }
             let (outcome, live) = match merged_record {
                 Some(merged) => (Outcome::Merged, merged),
-                None if reason.is_none() && !later.is_empty() => {
+                None if !later.is_empty() => {
                     // The earliest newer value closes this one and names it in its lineage.
                     let successor = later
                         .iter()
@@ -520,7 +520,7 @@ impl Store {
                 }
                 None => {
                     let mut outcome = Outcome::Stored;
-                    if !older.is_empty() && reason.is_none() {
+                    if !older.is_empty() {
                         close_and_archive(state, &older, new.valid_from, &mut ops);
                         archived.extend(&older);
                         new.supersedes.clone_from(&older);

@@ -297,7 +297,7 @@ fn clear_old_memories_deletes_the_least_accessed_old_ones_in_one_frame() {
             store
                 .store(NewMemory::new(format!(
                     "old note {i} on subject {}",
-                    i * 7919
+                    i * 7919 + 1
                 )))
                 .unwrap(),
         );
@@ -311,7 +311,7 @@ fn clear_old_memories_deletes_the_least_accessed_old_ones_in_one_frame() {
         store
             .store(NewMemory::new(format!(
                 "new note {i} on subject {}",
-                i * 104_729
+                i * 104_729 + 2
             )))
             .unwrap();
     }
