@@ -83,6 +83,10 @@ impl Embedder for CachedEmbedder {
         self.inner.embed_batch(texts)
     }
 
+    fn count_tokens(&self, text: &str) -> Result<usize, EmbedError> {
+        self.inner.count_tokens(text)
+    }
+
     fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
         if let Some(hit) = self.cache.lock().get(text) {
             self.hits.fetch_add(1, Ordering::Relaxed);

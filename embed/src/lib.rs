@@ -70,6 +70,20 @@ pub trait Embedder: Send + Sync {
     fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
         self.embed(text)
     }
+
+    /// How many tokens `text` is for this model's tokenizer, without truncation (what a
+    /// prompt's token budget counts). Embedders without one count words and punctuation
+    /// marks, which is close to a word-piece count for English.
+    ///
+    /// # Errors
+    /// When the tokenizer fails.
+    fn count_tokens(&self, text: &str) -> Result<usize, EmbedError> {
+        Ok(text
+            .split(|c: char| c.is_whitespace())
+            .filter(|w| !w.is_empty())
+            .map(|w| 1 + w.chars().filter(|c| c.is_ascii_punctuation()).count())
+            .sum())
+    }
 }
 
 /// MiniLM from [`ModelFiles::default_dir`] behind a query cache: what the library and the

@@ -146,6 +146,8 @@ impl Default for OnnxConfig {
 pub struct OnnxEmbedder {
     config: OnnxConfig,
     tokenizer: Tokenizer,
+    /// The same tokenizer without truncation, to count a whole text's tokens.
+    counter: Tokenizer,
     sessions: Vec<Mutex<Session>>,
     /// Whether the graph declares `token_type_ids` (MiniLM's does).
     takes_token_types: bool,
@@ -199,6 +201,14 @@ impl OnnxEmbedder {
     pub fn open(files: &ModelFiles, config: OnnxConfig) -> Result<OnnxEmbedder, EmbedError> {
         files.check_present()?;
         let tokenizer = load_tokenizer(&files.tokenizer, config.max_tokens)?;
+        let mut counter = tokenizer.clone();
+        counter
+            .with_truncation(None)
+            .map_err(|e| EmbedError::ModelFileInvalid {
+                what: "tokenizer",
+                path: files.tokenizer.clone(),
+                reason: e.to_string(),
+            })?;
         let env = runtime_environment(&files.runtime)?;
         let graph_error = |reason: String| EmbedError::ModelFileInvalid {
             what: "ONNX graph",
@@ -215,6 +225,7 @@ impl OnnxEmbedder {
         Ok(OnnxEmbedder {
             config,
             tokenizer,
+            counter,
             sessions,
             takes_token_types,
             next_session: AtomicUsize::new(0),
@@ -408,6 +419,15 @@ fn mean_pool_normalized(hidden: &[f32], tokens: usize, dim: usize) -> Vec<f32> {
 impl Embedder for OnnxEmbedder {
     fn model_id(&self) -> &str {
         &self.config.model_id
+    }
+
+    /// Word pieces without `[CLS]` and `[SEP]`, however long the text.
+    fn count_tokens(&self, text: &str) -> Result<usize, EmbedError> {
+        Ok(self
+            .counter
+            .encode(text, false)
+            .map_err(|e| self.failed(e))?
+            .len())
     }
 
     fn dim(&self) -> usize {

@@ -490,6 +490,9 @@ fn search_memories(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     q.created_after = args.opt_time("created_after")?;
     q.created_before = args.opt_time("created_before")?;
     q.as_of = args.opt_time("as_of")?;
+    q.max_tokens = args
+        .opt_u64("max_tokens")?
+        .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
     q.hooks.deduplicate = args.opt_bool("deduplicate")?;
     q.hooks.dedup_threshold = args.opt_f32("dedup_threshold")?;
     q.hooks.count_access = args.opt_bool("count_access")?;
@@ -846,6 +849,9 @@ fn query(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     if let Some(k) = args.opt_in("top_k", 1, 50)? {
         q.top_k = k;
     }
+    q.max_tokens = args
+        .opt_u64("max_tokens")?
+        .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
     if let Some(t) = args.opt_str("store_type")? {
         q.store_type = parsed("store_type", StoreType::parse(&t))?;
     }
@@ -1056,6 +1062,11 @@ pub static COMMANDS: &[Command] = &[
                 "as_of",
                 Ty::Str,
                 "what was valid at this moment (RFC 3339 or a date); default now",
+            ),
+            opt(
+                "max_tokens",
+                Ty::Int,
+                "a prompt's token budget: the best results that fit, counted by the model's tokenizer",
             ),
             opt(
                 "deduplicate",
@@ -1411,6 +1422,11 @@ pub static COMMANDS: &[Command] = &[
                 "only this agent's records (and knowledge)",
             ),
             opt("top_k", Ty::Int, "1..=50; default 5"),
+            opt(
+                "max_tokens",
+                Ty::Int,
+                "a prompt's token budget: the best results that fit",
+            ),
             opt(
                 "store_type",
                 Ty::Str,

@@ -86,6 +86,9 @@ pub struct Query {
     pub include_messages: bool,
     /// Whether knowledge items are searched (default true).
     pub include_knowledge: bool,
+    /// A prompt's token budget: the best results whose contents fit, in ranking order, at
+    /// most `top_k` (`search.md`, "Packed for a prompt").
+    pub max_tokens: Option<usize>,
 }
 
 impl Query {
@@ -100,6 +103,7 @@ impl Query {
             store_type: StoreType::Vector,
             include_messages: true,
             include_knowledge: true,
+            max_tokens: None,
         }
     }
 }
@@ -218,6 +222,9 @@ impl Store {
             super::search::MAX_QUERY_CHARS,
         )?;
         in_range("top_k", q.top_k, 1, MAX_PAGE)?;
+        if let Some(n) = q.max_tokens {
+            in_range("max_tokens", n, 1, super::search::MAX_TOKEN_BUDGET)?;
+        }
         let mut kinds = vec![Kind::Memory];
         if q.include_messages {
             kinds.push(Kind::Message);
@@ -250,14 +257,25 @@ impl Store {
             };
             let sel = select(&state, u, &filter);
             let found = retrieve(&state, u, &sel, q, embedded.as_deref())?;
-            let results: Vec<QueryResult> = found
-                .into_iter()
-                .filter_map(|(key, score, source)| {
-                    let m = state.table.get(MemoryId(key))?;
-                    let similarity = embedded.as_deref().and_then(|e| cosine_of(&state, e, key));
-                    Some(result(u, m, q, score, source, similarity))
-                })
-                .collect();
+            let mut room = q.max_tokens;
+            let mut results: Vec<QueryResult> = Vec::with_capacity(found.len());
+            for (key, score, source) in found {
+                if results.len() == q.top_k {
+                    break;
+                }
+                let Some(m) = state.table.get(MemoryId(key)) else {
+                    continue;
+                };
+                if let Some(left) = &mut room {
+                    let t = self.inner.options.embedder.count_tokens(&m.content)?;
+                    if t > *left {
+                        continue;
+                    }
+                    *left -= t;
+                }
+                let similarity = embedded.as_deref().and_then(|e| cosine_of(&state, e, key));
+                results.push(result(u, m, q, score, source, similarity));
+            }
             let ids = results.iter().map(|r| r.id).collect::<Vec<_>>();
             (results, ids)
         };
@@ -279,7 +297,12 @@ fn retrieve(
     q: &Query,
     embedded: Option<&[f32]>,
 ) -> Result<Vec<(u64, f32, Source)>> {
-    let k = q.top_k;
+    // A token budget may skip long results: it chooses among three times as many.
+    let k = if q.max_tokens.is_some() {
+        3 * q.top_k
+    } else {
+        q.top_k
+    };
     let mut out: Vec<(u64, f32, Source)> = match (q.store_type, embedded) {
         (StoreType::Keyword, _) => {
             let top = keyword_top(u, sel, &tokenize(&q.query), k);

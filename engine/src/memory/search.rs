@@ -25,6 +25,8 @@ pub const MAX_QUERY_CHARS: usize = 1000;
 pub const MAX_PAGE: usize = 50;
 /// Largest offset.
 pub const MAX_OFFSET: usize = 10_000;
+/// Largest token budget of one search.
+pub const MAX_TOKEN_BUDGET: usize = 1_000_000;
 /// The minimum cosine when none is asked for: every candidate (`docs/search.md`,
 /// "Calibration": MiniLM's scores of relevant memories start well below any fixed cut).
 pub(crate) const NO_THRESHOLD: f32 = -1.0;
@@ -183,6 +185,10 @@ pub struct SearchMemories {
     /// The moment asked about: statements valid then, replaced ones included
     /// (`docs/semantics.md`, "Validity in time"). `None`: what is valid now.
     pub as_of: Option<Timestamp>,
+    /// A token budget for a prompt (`docs/search.md`, "Packed for a prompt"): the page holds
+    /// the best results whose contents fit in this many tokens of the embedder's tokenizer,
+    /// in ranking order (a newer value of a slot before an older one), at most `limit`.
+    pub max_tokens: Option<usize>,
     /// Per-request hook changes (`deduplicate`, `dedup_threshold`, `count_access`).
     pub hooks: HookOverrides,
 }
@@ -208,6 +214,7 @@ impl SearchMemories {
             created_after: None,
             created_before: None,
             as_of: None,
+            max_tokens: None,
             hooks: HookOverrides::default(),
         }
     }
@@ -283,6 +290,12 @@ pub struct Hits {
     pub total: usize,
     /// Results folded by load-time dedup into the results up to the end of this page.
     pub folded_total: usize,
+    /// With a token budget: the tokens the page's contents take.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<usize>,
+    /// With a token budget: results that ranked on the page but did not fit in it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub over_budget: Option<usize>,
     /// The strategy used.
     pub strategy: Strategy,
     /// The mode used.
@@ -835,6 +848,9 @@ impl Store {
         in_range("query length (characters)", chars, 1, MAX_QUERY_CHARS)?;
         in_range("limit", req.limit, 1, MAX_PAGE)?;
         in_range("offset", req.offset, 0, MAX_OFFSET)?;
+        if let Some(n) = req.max_tokens {
+            in_range("max_tokens", n, 1, MAX_TOKEN_BUDGET)?;
+        }
         if req.strategy == Strategy::Similarity && req.mode != Mode::Vector {
             return Err(EngineError::Invalid {
                 field: "mode",
@@ -963,6 +979,7 @@ impl Store {
             _ => (4 * page_end).max(60).max(dedup_fetch),
         };
         let now = self.now();
+        let tokens: Option<(usize, usize)>;
         let (mut hits, total, folded_total) = {
             let state = self.inner.state.read();
             let u = user_index(&state, &plan.user)?;
@@ -976,6 +993,12 @@ impl Store {
             query_tags.extend(plan.terms.iter().cloned());
             query_tags.push(plan.needle.clone());
             let freq = state.table.tag_frequencies(&plan.user);
+            // A token budget may skip long results: it chooses among three pages' worth.
+            let kept_wanted = if req.max_tokens.is_some() {
+                page_end + 2 * req.limit
+            } else {
+                page_end
+            };
             loop {
                 let (candidates, supplement) =
                     self.candidates(&state, u, &sel, &plan, req, mode, query.as_deref(), fetch)?;
@@ -1006,13 +1029,13 @@ impl Store {
                             at: r.2.valid_from,
                         })
                         .collect();
-                    fold(&items, 1.0 - plan.eff.cluster_distance, page_end)
+                    fold(&items, 1.0 - plan.eff.cluster_distance, kept_wanted)
                         .into_iter()
                         .unzip()
                 } else {
                     ((0..ranked.len()).collect(), vec![0; ranked.len()])
                 };
-                if kept.len() < page_end && !exhausted {
+                if kept.len() < kept_wanted.min(page_end) && !exhausted {
                     fetch = fetch.saturating_mul(4).min(sel.len());
                     continue;
                 }
@@ -1020,24 +1043,39 @@ impl Store {
                     fallback = Some(s);
                 }
                 let folded_total = ranked.len() - kept.len();
-                let hits: Vec<SearchedHit> = kept
-                    .into_iter()
-                    .zip(folds)
-                    .skip(req.offset)
-                    .take(req.limit)
-                    .filter_map(|(i, folded)| {
-                        let (c, score, m) = ranked.get(i)?;
-                        Some(SearchedHit {
-                            memory: (*m).clone(),
-                            score: *score,
-                            similarity: c.cosine,
-                            distance: c.cosine.map(|s| 1.0 - s),
-                            keyword_score: c.bm25,
-                            source: c.source,
-                            folded,
-                        })
-                    })
-                    .collect();
+                let mut budget = req.max_tokens.map(|b| (b, 0usize, 0usize));
+                let mut hits: Vec<SearchedHit> = Vec::with_capacity(req.limit);
+                for (i, folded) in kept.into_iter().zip(folds).skip(req.offset) {
+                    if hits.len() == req.limit {
+                        break;
+                    }
+                    let Some((c, score, m)) = ranked.get(i) else {
+                        continue;
+                    };
+                    if let Some((limit, used, skipped)) = &mut budget {
+                        let t = self
+                            .inner
+                            .options
+                            .embedder
+                            .count_tokens(&m.content)
+                            .map_err(EngineError::from)?;
+                        if *used + t > *limit {
+                            *skipped += 1;
+                            continue;
+                        }
+                        *used += t;
+                    }
+                    hits.push(SearchedHit {
+                        memory: (*m).clone(),
+                        score: *score,
+                        similarity: c.cosine,
+                        distance: c.cosine.map(|s| 1.0 - s),
+                        keyword_score: c.bm25,
+                        source: c.source,
+                        folded,
+                    });
+                }
+                tokens = budget.map(|b| (b.1, b.2));
                 break (hits, sel.len(), folded_total);
             }
         };
@@ -1071,6 +1109,8 @@ impl Store {
             results: hits,
             total,
             folded_total,
+            tokens: tokens.map(|t| t.0),
+            over_budget: tokens.map(|t| t.1),
             strategy: req.strategy,
             mode,
             fallback,
@@ -1214,6 +1254,8 @@ fn empty_hits(req: &SearchMemories, fallback: Option<String>) -> Hits {
         count: 0,
         total: 0,
         folded_total: 0,
+        tokens: req.max_tokens.map(|_| 0),
+        over_budget: req.max_tokens.map(|_| 0),
         strategy: req.strategy,
         mode: req.mode,
         fallback,

@@ -153,3 +153,56 @@ fn similarity_results_are_in_exact_cosine_order() {
         }
     }
 }
+
+#[test]
+fn a_token_budget_packs_the_best_results_that_fit() {
+    let (_dir, store, options) = store();
+    let tokens = |t: &str| options.embedder.count_tokens(t).unwrap();
+    // MiniLM's word pieces: "parse_config_v2" alone is several.
+    assert!(tokens(NOTES[6]) > NOTES[6].split_whitespace().count());
+    let ask = |budget: Option<usize>| {
+        let mut r = SearchMemories::new("what went wrong with the nightly backup");
+        r.max_tokens = budget;
+        r.hooks.count_access = Some(false);
+        store.search_memories(&r).unwrap()
+    };
+    let all = ask(None);
+    assert_eq!(
+        (all.count, all.tokens, all.over_budget),
+        (NOTES.len(), None, None)
+    );
+    assert_eq!(all.results[0].memory.content, NOTES[5]);
+    // Room for the best one exactly: it and nothing that does not fit.
+    let best = tokens(NOTES[5]);
+    let packed = ask(Some(best));
+    assert_eq!(packed.results.len(), 1, "{packed:?}");
+    assert_eq!(packed.results[0].memory.content, NOTES[5]);
+    assert_eq!(packed.tokens, Some(best));
+    // One token short of the best: it is skipped, and smaller ones fill the budget in order.
+    let short = ask(Some(best - 1));
+    assert!(short.results.iter().all(|h| h.memory.content != NOTES[5]));
+    let used: usize = short
+        .results
+        .iter()
+        .map(|h| tokens(&h.memory.content))
+        .sum();
+    assert_eq!(short.tokens, Some(used));
+    assert!(used < best && !short.results.is_empty());
+    assert!(short.over_budget.unwrap() >= 1);
+    // The MemFuse query packs the same way.
+    let mut q = Query::new("what went wrong with the nightly backup");
+    q.top_k = 7;
+    q.max_tokens = Some(best);
+    let found = store.query("default", &q).unwrap();
+    assert_eq!(found.results.len(), 1);
+    assert_eq!(found.results[0].content, NOTES[5]);
+    assert!(matches!(
+        store.search_memories(&{
+            let mut r = SearchMemories::new("x");
+            r.max_tokens = Some(0);
+            r
+        }),
+        Err(mnemo_engine::EngineError::LimitExceeded { .. }
+            | mnemo_engine::EngineError::Invalid { .. })
+    ));
+}
