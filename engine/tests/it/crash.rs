@@ -266,6 +266,8 @@ mod hooked {
         snapshot: Option<String>,
         updated: bool,
         restored: bool,
+        /// The newer value of a slot and the older one it closed.
+        superseded: Option<(mnemo_engine::MemoryId, Vec<mnemo_engine::MemoryId>)>,
         failed: bool,
     }
 
@@ -328,6 +330,24 @@ mod hooked {
                 return a;
             }
         }
+        // A newer value of a slot: one frame closes the older one's validity, archives it and
+        // stores the newer.
+        for (text, eps) in [
+            ("the deploy runs on port 8080", 0.0),
+            ("the deploy runs on port 9090", 0.05),
+        ] {
+            match store.store_memory_embedded(StoreRequest::new(NewMemory::new(text)), near(4, eps))
+            {
+                Ok(s) if s.outcome == Outcome::Superseded => {
+                    a.superseded = Some((s.memory_id, s.supersedes));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    fail(e, &mut a);
+                    return a;
+                }
+            }
+        }
         if let Err(e) = store.checkpoint() {
             fail(e, &mut a);
             return a;
@@ -354,6 +374,28 @@ mod hooked {
                     m.id
                 );
             }
+        }
+        // A supersede is whole: the newer value live means the older is archived with its
+        // validity closed where the newer begins; the older live means no newer one.
+        let port = |p: &str| live.iter().find(|m| m.content.ends_with(p)).cloned();
+        if let Some(newer) = port("9090") {
+            assert!(
+                port("8080").is_none(),
+                "{what}: both values of the slot are live"
+            );
+            let lineage = store.lineage(newer.id).unwrap();
+            assert!(
+                lineage
+                    .iter()
+                    .any(|o| o.content.ends_with("8080") && o.valid_to == Some(newer.valid_from)),
+                "{what}: the older value's validity is not closed: {lineage:?}"
+            );
+        }
+        if let Some((newer, older)) = &acked.superseded {
+            let m = store
+                .get(*newer)
+                .unwrap_or_else(|e| panic!("{what}: acknowledged supersede {newer} lost: {e}"));
+            assert_eq!(&m.supersedes, older, "{what}");
         }
         // Acknowledged merges survived.
         for (merged, sources) in &acked.merges {
@@ -396,7 +438,7 @@ mod hooked {
         let before = clean.syncs();
         let full = run(&store);
         assert!(
-            !full.failed && full.restored && full.merges.len() == 2,
+            !full.failed && full.restored && full.merges.len() == 2 && full.superseded.is_some(),
             "{full:?}"
         );
         let sync_points = clean.syncs() - before;
