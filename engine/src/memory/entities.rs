@@ -267,7 +267,8 @@ impl Store {
     /// # Errors
     /// `EntityNotFound` for the user or session; `Invalid` / `LimitExceeded` for a message,
     /// naming its position (checked for every message before any is stored); `Embed`,
-    /// `Poisoned`, `DiskFull`, `Io`, after which the messages before the failing one are stored.
+    /// `MemoryLimitReached`, `Poisoned`, `DiskFull`, `Io`, `LimitExceeded` for a list over one
+    /// frame (16 MiB). The messages are one log frame: an error means none was stored.
     pub fn add_messages(
         &self,
         user_id: Option<&str>,
@@ -301,11 +302,7 @@ impl Store {
         for (i, r) in reqs.iter().enumerate() {
             record::validate_new(&r.memory).map_err(|e| at_position("messages", i, e))?;
         }
-        let mut ids = Vec::with_capacity(reqs.len());
-        for (i, r) in self.store_requests(reqs)?.into_iter().enumerate() {
-            ids.push(r.map_err(|e| at_position("messages", i, e))?.memory_id);
-        }
-        Ok(ids)
+        self.store_all_or_none(reqs)
     }
 
     /// Adds knowledge items (user-level facts) to `user_id`, with the store's hooks (a fact

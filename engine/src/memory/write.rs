@@ -117,6 +117,42 @@ struct Planned {
     eff: Effective,
 }
 
+impl Planned {
+    /// The new record this request stores under `id`, with what the decide phase resolved:
+    /// its category, tags and agent.
+    fn record(
+        &self,
+        id: MemoryId,
+        (category, tags, agent_id): (Category, Vec<String>, Option<String>),
+        content_hash: [u8; 32],
+        now: Timestamp,
+    ) -> Memory {
+        let m = &self.m;
+        Memory {
+            id,
+            user_id: self.user.clone(),
+            kind: m.kind,
+            session_id: m.session_id.clone(),
+            agent_id,
+            role: m.role,
+            content: m.content.clone(),
+            content_hash,
+            category,
+            tags,
+            created_at: now,
+            updated_at: now,
+            last_accessed_at: now,
+            access_count: 0,
+            helpful_count: 0,
+            harmful_count: 0,
+            confidence: INITIAL_CONFIDENCE,
+            supersedes: Vec::new(),
+            valid_from: m.valid_from.unwrap_or(now),
+            valid_to: m.valid_to,
+        }
+    }
+}
+
 /// Vectors for one planned request.
 struct Embedded {
     content: Vec<f32>,
@@ -376,6 +412,60 @@ impl Store {
         }
     }
 
+    /// Stores every request as a plain record, all in one frame or none (`add_messages`):
+    /// for requests whose hooks are off (no dedup, no tag or category resolution). Any error
+    /// means nothing was stored.
+    ///
+    /// # Errors
+    /// As `store_memory`, naming no position (the caller validated each request first);
+    /// `LimitExceeded` when the whole list is over one frame (16 MiB).
+    pub(crate) fn store_all_or_none(&self, reqs: Vec<StoreRequest>) -> Result<Vec<MemoryId>> {
+        let planned: Vec<Planned> = reqs
+            .into_iter()
+            .map(|r| self.plan(r))
+            .collect::<Result<_>>()?;
+        let refs: Vec<&Planned> = planned.iter().collect();
+        let embedded = self.embed_planned(&refs, None)?;
+        let dim = self.inner.options.embedder.dim();
+        let mut categories = Vec::with_capacity(planned.len());
+        for (p, e) in planned.iter().zip(&embedded) {
+            check_vector(dim, &e.content)?;
+            categories.push(self.resolve_category(&p.category, e.category.as_deref()).0);
+        }
+        let limit = self.inner.options.memory_limit;
+        let now = self.now();
+        self.commit(|w, state| {
+            if state.table.len() + planned.len() > limit {
+                return Err(EngineError::MemoryLimitReached { limit });
+            }
+            let mut ops = Vec::with_capacity(planned.len());
+            let mut ids = Vec::with_capacity(planned.len());
+            for (i, ((p, e), category)) in
+                planned.iter().zip(&embedded).zip(&categories).enumerate()
+            {
+                let agent_id = super::entities::check_scope(
+                    state,
+                    &p.user,
+                    p.m.session_id.as_deref(),
+                    p.m.agent_id.as_deref(),
+                )?;
+                let id = MemoryId(w.next_id + i as u64);
+                let record = p.record(
+                    id,
+                    (*category, p.tags.clone(), agent_id),
+                    record::content_hash(&p.m.content),
+                    now,
+                );
+                ops.push(Op::Store {
+                    record: Box::new(record),
+                    vector: e.content.clone(),
+                });
+                ids.push(id);
+            }
+            Ok((super::one_frame(ops), ids))
+        })
+    }
+
     /// Steps 3–7: the decide phase of every hook under the writer lock, then one commit.
     fn decide_and_commit(&self, p: Planned, e: Embedded) -> Result<Stored> {
         let dim = self.inner.options.embedder.dim();
@@ -400,28 +490,12 @@ impl Store {
             {
                 return Err(EngineError::AlreadyExists { existing });
             }
-            let mut new = Memory {
-                id: MemoryId(w.next_id),
-                user_id: p.user.clone(),
-                kind: m.kind,
-                session_id: m.session_id.clone(),
-                agent_id,
-                role: m.role,
-                content: m.content.clone(),
+            let mut new = p.record(
+                MemoryId(w.next_id),
+                (category, tags, agent_id),
                 content_hash,
-                category,
-                tags,
-                created_at: now,
-                updated_at: now,
-                last_accessed_at: now,
-                access_count: 0,
-                helpful_count: 0,
-                harmful_count: 0,
-                confidence: INITIAL_CONFIDENCE,
-                supersedes: Vec::new(),
-                valid_from: m.valid_from.unwrap_or(now),
-                valid_to: m.valid_to,
-            };
+                now,
+            );
             let plan = if p.eff.semantic_dedup && m.kind != record::Kind::Message {
                 let space = UserSpace {
                     state,

@@ -406,3 +406,46 @@ fn a_frame_that_does_not_apply_is_reported_at_its_offset() {
         Ok(_) => panic!("a frame deleting a missing id was accepted"),
     }
 }
+
+#[test]
+fn a_list_of_messages_is_stored_whole_or_not_at_all() {
+    let fs = FaultyStorage::new();
+    let store = Store::open(DIR, small_options(&fs, 1000)).unwrap();
+    store
+        .create_entity(mnemo_engine::EntityKind::Session, None, "chat", None, None)
+        .unwrap();
+    let turns: Vec<(mnemo_engine::Role, String)> = (0..8)
+        .map(|i| {
+            (
+                mnemo_engine::Role::User,
+                format!("turn {i} of a conversation that fills the disk"),
+            )
+        })
+        .collect();
+    // Room for a few turns, not for all eight: the list is refused whole.
+    fs.set_capacity(Some(fs.used_bytes() + 400));
+    let err = store.add_messages(None, "chat", &turns).unwrap_err();
+    assert!(matches!(err, EngineError::DiskFull { .. }), "{err}");
+    let count = |s: &Store| s.stats().memories;
+    assert_eq!(count(&store), 0, "a refused list left turns behind");
+    fs.set_capacity(None);
+    let ids = store.add_messages(None, "chat", &turns).unwrap();
+    assert_eq!(ids.len(), 8);
+    assert_eq!(count(&store), 8);
+    // After a crash at any point the list is all there or not at all.
+    drop(store);
+    let reopened = Store::open(
+        DIR,
+        small_options(&fs.crash_image(CrashImage::KeepUnsynced), 1000),
+    )
+    .unwrap();
+    assert_eq!(count(&reopened), 8);
+    let ordered: Vec<String> = ids
+        .iter()
+        .map(|id| reopened.get(*id).unwrap().content)
+        .collect();
+    assert_eq!(
+        ordered,
+        turns.iter().map(|t| t.1.clone()).collect::<Vec<_>>()
+    );
+}
