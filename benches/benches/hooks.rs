@@ -241,5 +241,31 @@ fn hooks_minilm(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, hooks, hooks_minilm);
+/// The fact guard's cost per judged neighbour (`docs/benchmarks.md`, "Hooks"): a store judges
+/// up to 50, a search each candidate within the cluster distance of a kept hit.
+fn fact_guard(c: &mut Criterion) {
+    let pairs = [
+        (
+            "Alice lives in Lisbon.",
+            "Alice lives in the city of Berlin.",
+        ),
+        (
+            "The Atlas project uses Postgres as its database.",
+            "The Atlas project uses MySQL as the main database.",
+        ),
+        (
+            "User likes coffee, flat white usually",
+            "They are a coffee enthusiast, favorite coffee is flatwhite",
+        ),
+    ];
+    c.bench_function("fact_guard/relation", |b| {
+        b.iter(|| {
+            for (a, n) in pairs {
+                std::hint::black_box(mnemo_engine::hooks::facts::relation(a, n));
+            }
+        });
+    });
+}
+
+criterion_group!(benches, hooks, hooks_minilm, fact_guard);
 criterion_main!(benches);

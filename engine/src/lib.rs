@@ -15,10 +15,12 @@
 //! has strategies (exact-cosine `similarity`, `composite`, ...) and modes (vector, BM25
 //! keyword, hybrid, text); users, agents and sessions are entities, and deleting one deletes
 //! its data in one commit; the MemFuse query answers across a user's sessions
-//! (`docs/search.md`).
+//! (`docs/search.md`). Every memory has a validity in time: a newer value of a fact closes the
+//! older one's, searches see what is valid now or `as_of` any moment, and `history` lists a
+//! fact's versions (`docs/semantics.md`, "Validity in time").
 //!
 //! ```
-//! use mnemo_engine::{Category, EntityKind, Filter, Mode, NewMemory, Outcome, Role, SearchMemories, SearchRequest, Store, StoreOptions, StoreRequest, Strategy};
+//! use mnemo_engine::{Category, EntityKind, Filter, Mode, NewMemory, Outcome, Role, SearchMemories, SearchRequest, Store, StoreOptions, StoreRequest, Strategy, Timestamp};
 //! use mnemo_engine::query::{Query, StoreType};
 //!
 //! let dir = tempfile::tempdir()?;
@@ -54,6 +56,19 @@
 //! store.store(NewMemory::new("The nightly backup stopped when the quota filled up (code E4137)"))?;
 //! let code = store.search_memories(&SearchMemories::new("E4137").mode(Mode::Keyword))?;
 //! assert_eq!(code.count, 1);
+//!
+//! // Facts change: a newer value of the same slot closes the older one's validity, and
+//! // `as_of` asks about any moment.
+//! let lisbon = NewMemory::new("Dora lives in Lisbon").user("dora").valid_from(Timestamp::parse_rfc3339("2024-01-01").unwrap());
+//! store.store_memory(StoreRequest::new(lisbon))?;
+//! let berlin = store.store_memory(StoreRequest::new(NewMemory::new("Dora lives in Berlin").user("dora")))?;
+//! assert_eq!(berlin.outcome, Outcome::Superseded);
+//! let now = store.search_memories(&SearchMemories::new("where does Dora live").user("dora"))?;
+//! assert_eq!(now.results[0].memory.content, "Dora lives in Berlin");
+//! let mut then = SearchMemories::new("where does Dora live").user("dora");
+//! then.as_of = Timestamp::parse_rfc3339("2024-06-01");
+//! assert_eq!(store.search_memories(&then)?.results[0].memory.content, "Dora lives in Lisbon");
+//! assert_eq!(store.history(berlin.memory_id)?.count, 2);
 //!
 //! // Users, sessions and the MemFuse query across a user's sessions.
 //! store.create_entity(EntityKind::User, None, "ada", None, None)?;
