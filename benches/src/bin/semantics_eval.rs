@@ -336,7 +336,7 @@ impl Eval {
 fn main() -> anyhow::Result<()> {
     let subjects: usize = std::env::args().nth(1).map_or(Ok(50), |a| a.parse())?;
     let seed = seed_from_env("semantics_eval", 0x5E3A_471C);
-    println!("semantics_eval: seed {seed:#x}, {subjects} subjects per relation at most");
+    println!("semantics_eval: {subjects} subjects per relation at most (seed {seed:#x})");
     let mut rng = SeededRng::new(seed);
     let dir = tempfile::tempdir()?;
     let store = Store::open(dir.path(), StoreOptions::minilm()?.memory_limit(1_000_000))?;

@@ -439,8 +439,15 @@ pub fn content_words(text: &str) -> BTreeSet<String> {
     read(text).content.into_iter().map(|w| w.text).collect()
 }
 
+/// Numbers written as words: as much a label as a digit ("Fresh memory one" / "two").
+const NUMBER_WORDS: &[&str] = &[
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+    "eleven", "twelve", "twenty", "hundred", "thousand", "first", "second", "third", "fourth",
+    "fifth",
+];
+
 fn is_number(w: &str) -> bool {
-    w.chars().any(|c| c.is_ascii_digit())
+    w.chars().any(|c| c.is_ascii_digit()) || NUMBER_WORDS.contains(&w)
 }
 
 fn negated(words: &[String]) -> bool {
@@ -611,6 +618,14 @@ pub fn relation(older: &str, newer: &str) -> Decision {
             return decide_same_subject(
                 Relation::Distinct,
                 "a relation that holds many values gained one",
+            );
+        }
+        if o.predicate_at.is_none() {
+            // No verb says what the last words are ("Note about apples" / "... pears"): a
+            // new value or another note. Keep both; a search shows the newer first.
+            return decide_same_subject(
+                Relation::Unsure,
+                "the last words differ and no predicate says whether they are a value",
             );
         }
         return decide_same_subject(
