@@ -12,13 +12,16 @@
 //! re-tagged). Chat messages are never deduplicated by the store (two turns may both say
 //! "ok"), so import counts them instead: a message is skipped when the store already holds as
 //! many turns with that user, session, role and content as the file has given so far; a file
-//! imported twice adds nothing, and repeated turns survive. Ids, timestamps, access counts and feedback are the new store's: a record gets
-//! a new id and `created_at` is the time of the import. A line that fails is reported with its
+//! imported twice adds nothing, and repeated turns survive. A memory's validity
+//! (`valid_from`, `valid_to`) comes back as exported; ids, the other timestamps, access counts
+//! and feedback are the new store's: a record gets a new id and `created_at` is the time of
+//! the import. A line that fails is reported with its
 //! line number and the import goes on; the summary counts each outcome.
 
 use mnemo_engine::hooks::WriteHook;
 use mnemo_engine::{
     Category, EngineError, EntityKind, HookOverrides, Kind, NewMemory, Role, Store, StoreRequest,
+    Timestamp,
 };
 use serde_json::{Map, Value, json};
 use std::io::{BufRead, Write};
@@ -144,6 +147,18 @@ fn text(o: &Map<String, Value>, field: &'static str) -> Result<Option<String>, E
     }
 }
 
+/// An RFC 3339 time field.
+fn time(o: &Map<String, Value>, field: &'static str) -> Result<Option<Timestamp>, EngineError> {
+    text(o, field)?
+        .map(|t| {
+            Timestamp::parse_rfc3339(&t).ok_or(EngineError::Invalid {
+                field,
+                reason: format!("{t:?} is not an RFC 3339 time"),
+            })
+        })
+        .transpose()
+}
+
 /// `(user, session, role, content)` of a message.
 type MessageKey = (String, Option<String>, Option<String>, String);
 
@@ -249,6 +264,8 @@ fn import_one(
     if let Some(r) = text(&o, "role")? {
         m.role = Some(Role::parse(&r)?);
     }
+    m.valid_from = time(&o, "valid_from")?;
+    m.valid_to = time(&o, "valid_to")?;
     if m.kind == Kind::Message && messages.already_stored(&m) {
         done.duplicates += 1;
         return Ok(());

@@ -102,14 +102,15 @@ fn the_no_model_embedder_is_an_explicit_choice_and_sticks_to_its_store() {
 fn sample_store(dir: &Path) {
     use mnemo_engine::{Category, EntityKind, NewMemory, Role, Store, StoreOptions};
     let store = Store::open(dir, StoreOptions::hashing()).unwrap();
+    let at = |t: &str| mnemo_engine::Timestamp::parse_rfc3339(t).unwrap();
     for i in 0..40 {
-        store
-            .store(
-                NewMemory::new(format!("note {i}: the cache {i} is warmed at boot"))
-                    .category(Category::Performance)
-                    .tags(["cache"]),
-            )
-            .unwrap();
+        let mut m = NewMemory::new(format!("note {i}: the cache {i} is warmed at boot"))
+            .category(Category::Performance)
+            .tags(["cache"]);
+        if i == 0 {
+            m = m.valid_from(at("2024-01-01")).valid_to(at("2030-01-01"));
+        }
+        store.store(m).unwrap();
     }
     store
         .create_entity(EntityKind::User, None, "ada", Some("Ada"), None)
@@ -204,9 +205,11 @@ fn export_then_import_round_trips_and_a_second_import_adds_nothing() {
         "{again}"
     );
 
-    // Same records (but for ids and times): content, user, kind, session, role, category, tags.
+    // Same records (but for ids and record times): content, user, kind, session, role,
+    // category, tags, validity.
     let key = |m: &mnemo_engine::Memory| {
         (
+            (m.valid_from, m.valid_to),
             m.content.clone(),
             m.user_id.clone(),
             m.kind.to_string(),
