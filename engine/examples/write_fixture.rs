@@ -6,7 +6,7 @@
 //! version 3 adds users, agents and sessions (created before and after the checkpoint) and the
 //! deletion of a user with its records; version 4 adds validity in time: facts with a given
 //! `valid_from`, updates that close the older value's validity (before and after the
-//! checkpoint), and an earlier value stored late (history).
+//! checkpoint) with the rule that decided each, and an earlier value stored late (history).
 
 use mnemo_engine::log::format::VERSION;
 use mnemo_engine::{
@@ -228,9 +228,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for id in [city, port] {
         for v in store.history(id)?.versions {
             validity.push_str(&format!(
-                "{}\t{}\t{}\t{}\t{}\n",
+                "{}\t{}\t{}\t{}\t{}\t{}\n",
                 v.memory.id,
                 v.status,
+                v.memory.decision.map_or("-", |d| d.reason()),
                 v.memory.valid_from.to_rfc3339(),
                 v.memory
                     .valid_to

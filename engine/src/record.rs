@@ -313,6 +313,10 @@ pub struct Memory {
     /// Until when it holds: `None` while nothing has replaced it; set by a newer statement of
     /// the same slot, or by the caller.
     pub valid_to: Option<Timestamp>,
+    /// Why the fact guard archived it (a newer value of its slot, or the same statement said
+    /// again), for audit; `None` for a record no guard decision archived.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision: Option<crate::hooks::facts::Rule>,
 }
 
 impl Memory {
@@ -722,7 +726,12 @@ pub(crate) fn encode(m: &Memory, e: &mut Encoder<'_>) {
     e.u8(m.kind.code());
     e.u8(m.role.map_or(0, Role::code));
     e.u8(m.category.code());
-    e.u8(FLAG_VALIDITY);
+    e.u8(FLAG_VALIDITY
+        | if m.decision.is_some() {
+            FLAG_DECISION
+        } else {
+            0
+        });
     e.i64(m.created_at.0);
     e.i64(m.updated_at.0);
     e.i64(m.last_accessed_at.0);
@@ -745,7 +754,13 @@ pub(crate) fn encode(m: &Memory, e: &mut Encoder<'_>) {
     }
     e.i64(m.valid_from.0);
     e.i64(m.valid_to.map_or(OPEN_VALIDITY, |t| t.0));
+    if let Some(rule) = m.decision {
+        e.u8(rule.code());
+    }
 }
+
+/// Record flag: the record ends with the code of the fact guard's rule that archived it.
+const FLAG_DECISION: u8 = 2;
 
 /// Record flag: the record ends with `valid_from`, `valid_to` (log v4, checkpoint v4).
 const FLAG_VALIDITY: u8 = 1;
@@ -765,7 +780,7 @@ pub(crate) fn decode(d: &mut Decoder<'_>) -> Result<Memory, DecodeError> {
         return d.fail("unknown kind, role or category");
     };
     let flags = d.u8()?;
-    if flags & !FLAG_VALIDITY != 0 {
+    if flags & !(FLAG_VALIDITY | FLAG_DECISION) != 0 {
         return d.fail("unknown record flags");
     }
     let created_at = Timestamp(d.i64()?);
@@ -816,6 +831,14 @@ pub(crate) fn decode(d: &mut Decoder<'_>) -> Result<Memory, DecodeError> {
         }
         (from, to)
     };
+    let decision = if flags & FLAG_DECISION == 0 {
+        None
+    } else {
+        match crate::hooks::facts::Rule::from_code(d.u8()?) {
+            Some(rule) => Some(rule),
+            None => return d.fail("unknown decision rule"),
+        }
+    };
     Ok(Memory {
         id,
         user_id,
@@ -837,6 +860,7 @@ pub(crate) fn decode(d: &mut Decoder<'_>) -> Result<Memory, DecodeError> {
         supersedes,
         valid_from,
         valid_to,
+        decision,
     })
 }
 

@@ -28,13 +28,162 @@ pub enum Relation {
     Unsure,
 }
 
+/// The rule of the fact guard that decided (`docs/semantics.md`, "Slots"): kept with a record
+/// the guard archived, so a fact's history says why each version was replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Rule {
+    /// One statement negates the other.
+    Negation = 1,
+    /// An antonym states the opposite.
+    Antonym = 2,
+    /// The same content words.
+    SameWords = 3,
+    /// A different relation.
+    OtherRelation = 4,
+    /// One statement adds detail to the other.
+    AddsDetail = 5,
+    /// No content word in common.
+    NothingShared = 6,
+    /// A different subject.
+    OtherSubject = 7,
+    /// One statement's subject is the other's predicate.
+    Inversion = 8,
+    /// A relation that holds many values gained one.
+    ManyValued = 9,
+    /// The last words differ and no predicate says whether they are a value.
+    NoPredicate = 10,
+    /// The same subject and relation with a new value.
+    NewValue = 11,
+    /// A new value of the same relation, the rest said in other words.
+    NewValueReworded = 12,
+    /// Another value under another wording of the relation.
+    ValueOtherWording = 13,
+    /// Another value of another relation, or of this one in other words.
+    ValueOtherRelation = 14,
+    /// Another number outside the value: an identifier or a version.
+    OtherNumber = 15,
+    /// One word of the predicate replaced: a new value or a synonym.
+    OneWordReplaced = 16,
+    /// The predicate is paraphrased.
+    Paraphrase = 17,
+    /// Too many words differ to tell a paraphrase from another fact.
+    TooDifferent = 18,
+}
+
+impl Rule {
+    /// Every rule, in code order.
+    pub const ALL: [Rule; 18] = [
+        Rule::Negation,
+        Rule::Antonym,
+        Rule::SameWords,
+        Rule::OtherRelation,
+        Rule::AddsDetail,
+        Rule::NothingShared,
+        Rule::OtherSubject,
+        Rule::Inversion,
+        Rule::ManyValued,
+        Rule::NoPredicate,
+        Rule::NewValue,
+        Rule::NewValueReworded,
+        Rule::ValueOtherWording,
+        Rule::ValueOtherRelation,
+        Rule::OtherNumber,
+        Rule::OneWordReplaced,
+        Rule::Paraphrase,
+        Rule::TooDifferent,
+    ];
+
+    /// What the rule says, for people.
+    #[must_use]
+    pub fn reason(self) -> &'static str {
+        match self {
+            Rule::Negation => "one statement negates the other",
+            Rule::Antonym => "an antonym states the opposite",
+            Rule::SameWords => "the same content words",
+            Rule::OtherRelation => "a different relation",
+            Rule::AddsDetail => "one statement adds detail to the other",
+            Rule::NothingShared => "no content word in common",
+            Rule::OtherSubject => "a different subject",
+            Rule::Inversion => "one statement's subject is the other's predicate",
+            Rule::ManyValued => "a relation that holds many values gained one",
+            Rule::NoPredicate => {
+                "the last words differ and no predicate says whether they are a value"
+            }
+            Rule::NewValue => "the same subject and relation with a new value",
+            Rule::NewValueReworded => {
+                "a new value of the same relation, the rest said in other words"
+            }
+            Rule::ValueOtherWording => "another value under another wording of the relation",
+            Rule::ValueOtherRelation => {
+                "another value of another relation, or of this one in other words"
+            }
+            Rule::OtherNumber => "another number outside the value: an identifier or a version",
+            Rule::OneWordReplaced => "one word of the predicate replaced: a new value or a synonym",
+            Rule::Paraphrase => "the predicate is paraphrased",
+            Rule::TooDifferent => "too many words differ to tell a paraphrase from another fact",
+        }
+    }
+
+    /// Whether the rule decides an update: the record it archived had its validity closed.
+    #[must_use]
+    pub fn closes_validity(self) -> bool {
+        matches!(
+            self,
+            Rule::Negation
+                | Rule::Antonym
+                | Rule::NewValue
+                | Rule::NewValueReworded
+                | Rule::OneWordReplaced
+        )
+    }
+
+    /// Its code in the record format (`docs/format/log.md`).
+    #[must_use]
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The rule of a code; `None` for an unknown one.
+    #[must_use]
+    pub fn from_code(code: u8) -> Option<Rule> {
+        Some(match code {
+            1 => Rule::Negation,
+            2 => Rule::Antonym,
+            3 => Rule::SameWords,
+            4 => Rule::OtherRelation,
+            5 => Rule::AddsDetail,
+            6 => Rule::NothingShared,
+            7 => Rule::OtherSubject,
+            8 => Rule::Inversion,
+            9 => Rule::ManyValued,
+            10 => Rule::NoPredicate,
+            11 => Rule::NewValue,
+            12 => Rule::NewValueReworded,
+            13 => Rule::ValueOtherWording,
+            14 => Rule::ValueOtherRelation,
+            15 => Rule::OtherNumber,
+            16 => Rule::OneWordReplaced,
+            17 => Rule::Paraphrase,
+            18 => Rule::TooDifferent,
+            _ => return None,
+        })
+    }
+}
+
+impl serde::Serialize for Rule {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.reason())
+    }
+}
+
 /// A decision and why it was taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Decision {
     /// What the newer statement is to the older.
     pub relation: Relation,
     /// The rule that decided, for people and for audit.
-    pub reason: &'static str,
+    pub rule: Rule,
     /// Both statements have the same subject and share words after it: a pair the guard is
     /// unsure of is then likely two values of one slot, and a search orders it by time.
     pub same_subject: bool,
@@ -530,19 +679,19 @@ impl Statement {
     }
 }
 
-fn decide(relation: Relation, reason: &'static str) -> Decision {
+fn decide(relation: Relation, rule: Rule) -> Decision {
     Decision {
         relation,
-        reason,
+        rule,
         same_subject: false,
     }
 }
 
 /// A decision about two statements of the same subject.
-fn decide_same_subject(relation: Relation, reason: &'static str) -> Decision {
+fn decide_same_subject(relation: Relation, rule: Rule) -> Decision {
     Decision {
         same_subject: true,
-        ..decide(relation, reason)
+        ..decide(relation, rule)
     }
 }
 
@@ -553,7 +702,7 @@ pub fn relation(older: &str, newer: &str) -> Decision {
     o.join_compounds(&n);
     n.join_compounds(&o);
     if negated(&o.all) != negated(&n.all) {
-        return decide(Relation::Updates, "one statement negates the other");
+        return decide(Relation::Updates, Rule::Negation);
     }
     let (wo, wn) = (o.words(), n.words());
     let (only_old, only_new) = (o.only(&wn), n.only(&wo));
@@ -561,39 +710,33 @@ pub fn relation(older: &str, newer: &str) -> Decision {
     if ANTONYMS.iter().any(|(x, y)| {
         (has(&only_old, x) && has(&only_new, y)) || (has(&only_old, y) && has(&only_new, x))
     }) {
-        return decide(Relation::Updates, "an antonym states the opposite");
+        return decide(Relation::Updates, Rule::Antonym);
     }
     if only_old.is_empty() && only_new.is_empty() {
-        return decide(Relation::Duplicate, "the same content words");
+        return decide(Relation::Duplicate, Rule::SameWords);
     }
     if RELATION_GROUPS.iter().any(|g| {
         only_old.iter().any(|w| g.contains(&w.text.as_str()))
             && only_new.iter().any(|w| g.contains(&w.text.as_str()))
     }) {
-        return decide(Relation::Distinct, "a different relation");
+        return decide(Relation::Distinct, Rule::OtherRelation);
     }
     if only_old.is_empty() || only_new.is_empty() {
-        return decide(
-            Relation::Duplicate,
-            "one statement adds detail to the other",
-        );
+        return decide(Relation::Duplicate, Rule::AddsDetail);
     }
     let shared: BTreeSet<&str> = wo.intersection(&wn).copied().collect();
     if shared.is_empty() {
-        return decide(Relation::Unsure, "no content word in common");
+        return decide(Relation::Unsure, Rule::NothingShared);
     }
     let subject_old = only_old.iter().filter(|w| o.in_subject(w)).count();
     let subject_new = only_new.iter().filter(|w| n.in_subject(w)).count();
     if subject_old > 0 && subject_new > 0 {
-        return decide(Relation::Distinct, "a different subject");
+        return decide(Relation::Distinct, Rule::OtherSubject);
     }
     if subject_old + subject_new > 0 {
         // One side's subject holds what the other says after its predicate: an inversion
         // ("Nairobi is the capital of Kenya") or another fact; nothing lexical tells which.
-        return decide(
-            Relation::Unsure,
-            "one statement's subject is the other's predicate",
-        );
+        return decide(Relation::Unsure, Rule::Inversion);
     }
     // After a known predicate, the tail, a name and a number are values wherever they stand
     // ("uses Postgres for billing", "runs on port 8080"). Without one only a word of the tail
@@ -615,74 +758,44 @@ pub fn relation(older: &str, newer: &str) -> Decision {
     let same_predicate = o.predicate() == n.predicate();
     if same_predicate && value_like(&o, &only_old) && value_like(&n, &only_new) {
         if multi {
-            return decide_same_subject(
-                Relation::Distinct,
-                "a relation that holds many values gained one",
-            );
+            return decide_same_subject(Relation::Distinct, Rule::ManyValued);
         }
         if o.predicate_at.is_none() {
             // No verb says what the last words are ("Note about apples" / "... pears"): a
             // new value or another note. Keep both; a search shows the newer first.
-            return decide_same_subject(
-                Relation::Unsure,
-                "the last words differ and no predicate says whether they are a value",
-            );
+            return decide_same_subject(Relation::Unsure, Rule::NoPredicate);
         }
-        return decide_same_subject(
-            Relation::Updates,
-            "the same subject and relation with a new value",
-        );
+        return decide_same_subject(Relation::Updates, Rule::NewValue);
     }
     // A name or number on both sides that the other lacks: another value (or another thing).
     let valued = |only: &[&Word]| only.iter().any(|w| w.name || is_number(&w.text));
     if valued(&only_old) && valued(&only_new) && o.predicate_at.is_some() {
         if same_predicate && !multi {
-            return decide_same_subject(
-                Relation::Updates,
-                "a new value of the same relation, the rest said in other words",
-            );
+            return decide_same_subject(Relation::Updates, Rule::NewValueReworded);
         }
         // The same verb with other function words ("works at" / "works for ... now") is
         // likely the same relation; another verb is another relation.
         if o.verb() == n.verb() && !multi {
-            return decide_same_subject(
-                Relation::Unsure,
-                "another value under another wording of the relation",
-            );
+            return decide_same_subject(Relation::Unsure, Rule::ValueOtherWording);
         }
-        return decide(
-            Relation::Unsure,
-            "another value of another relation, or of this one in other words",
-        );
+        return decide(Relation::Unsure, Rule::ValueOtherRelation);
     }
     if only_old.iter().chain(&only_new).any(|w| is_number(&w.text)) {
-        return decide_same_subject(
-            Relation::Distinct,
-            "another number outside the value: an identifier or a version",
-        );
+        return decide_same_subject(Relation::Distinct, Rule::OtherNumber);
     }
     if only_old.len() == 1 && only_new.len() == 1 {
         if multi {
-            return decide_same_subject(
-                Relation::Distinct,
-                "a relation that holds many values gained one",
-            );
+            return decide_same_subject(Relation::Distinct, Rule::ManyValued);
         }
-        return decide_same_subject(
-            Relation::Updates,
-            "one word of the predicate replaced: a new value or a synonym",
-        );
+        return decide_same_subject(Relation::Updates, Rule::OneWordReplaced);
     }
     // Several words differ: a paraphrase when two in five content words or more are shared
     // (the vector search already found the two close).
     let union = wo.union(&wn).count();
     if 5 * shared.len() >= 2 * union {
-        return decide_same_subject(Relation::Duplicate, "the predicate is paraphrased");
+        return decide_same_subject(Relation::Duplicate, Rule::Paraphrase);
     }
-    decide(
-        Relation::Unsure,
-        "too many words differ to tell a paraphrase from another fact",
-    )
+    decide(Relation::Unsure, Rule::TooDifferent)
 }
 
 #[cfg(test)]
@@ -889,10 +1002,13 @@ mod tests {
             ),
             Duplicate
         );
-        assert!(
-            !relation("Alice lives in Paris", "Alice lives in Berlin")
-                .reason
-                .is_empty()
+        assert_eq!(
+            relation("Alice lives in Paris", "Alice lives in Berlin").rule,
+            Rule::NewValue
         );
+        for r in Rule::ALL {
+            assert_eq!(Rule::from_code(r.code()), Some(r));
+        }
+        assert_eq!(Rule::from_code(0), None);
     }
 }

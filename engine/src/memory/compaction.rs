@@ -249,6 +249,13 @@ impl Store {
                 }
                 let mut r = a.record.clone();
                 r.id = MemoryId(w.next_id + restored.len() as u64);
+                // An undone update makes the older value hold again.
+                if r.decision
+                    .is_some_and(crate::hooks::facts::Rule::closes_validity)
+                {
+                    r.valid_to = None;
+                }
+                r.decision = None;
                 // The first copy also names the undone record, which stays reachable through
                 // lineage: after a supersede it holds the only copy of the newer statement.
                 r.supersedes = if restored.is_empty() {

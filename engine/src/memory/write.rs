@@ -7,7 +7,7 @@ use super::space::UserSpace;
 use crate::error::{EngineError, Result};
 use crate::hooks::category;
 use crate::hooks::dedup;
-use crate::hooks::facts::{Relation, content_words};
+use crate::hooks::facts::{Relation, Rule, content_words};
 use crate::hooks::tags::{self as tag_rules, TagDecision, TagForm};
 use crate::hooks::{Effective, HookOverrides};
 use crate::log::Op;
@@ -97,8 +97,8 @@ pub struct DedupDecision {
     pub memory_id: MemoryId,
     /// What the new memory is to it.
     pub relation: Relation,
-    /// The rule that decided.
-    pub reason: &'static str,
+    /// The rule that decided (as text on the wire).
+    pub reason: Rule,
 }
 
 enum CategoryPlan {
@@ -149,6 +149,7 @@ impl Planned {
             supersedes: Vec::new(),
             valid_from: m.valid_from.unwrap_or(now),
             valid_to: m.valid_to,
+            decision: None,
         }
     }
 }
@@ -534,16 +535,22 @@ impl Store {
                 let merged_id = MemoryId(w.next_id + 1);
                 match merge(merged_id, &new, &e.content, &sources, &older, now) {
                     Ok((merged, vector)) => {
+                        // The new saying goes straight to the archive, merged for the rule
+                        // that found its first duplicate.
+                        let mut said = new.clone();
+                        said.decision = plan
+                            .decisions
+                            .iter()
+                            .find(|(c, _)| plan.duplicates.contains(c))
+                            .map(|(_, d)| d.rule);
                         ops.push(Op::StoreArchived {
-                            record: Box::new(new.clone()),
+                            record: Box::new(said),
                             vector: e.content.clone(),
                         });
                         archived.push(new.id);
-                        for id in &plan.duplicates {
-                            ops.push(Op::Archive { id: *id });
-                            archived.push(*id);
-                        }
-                        close_and_archive(state, &older, new.valid_from, &mut ops);
+                        archive_decided(state, &plan.duplicates, None, &plan, &mut ops);
+                        archived.extend(&plan.duplicates);
+                        archive_decided(state, &older, Some(new.valid_from), &plan, &mut ops);
                         archived.extend(&older);
                         merged_record = Some(merged.clone());
                         ops.push(Op::Store {
@@ -566,9 +573,14 @@ impl Store {
                             context: "store",
                             reason: "a newer value of the slot is not live".into(),
                         })?;
-                    close_and_archive(state, &older, new.valid_from, &mut ops);
+                    archive_decided(state, &older, Some(new.valid_from), &plan, &mut ops);
                     archived.extend(&older);
                     new.supersedes.clone_from(&older);
+                    new.decision = plan
+                        .decisions
+                        .iter()
+                        .find(|(c, _)| *c == successor.id)
+                        .map(|(_, d)| d.rule);
                     // It holds until the next value of the slot: the successor, or a
                     // replaced value in its lineage that began after this one.
                     let next_from = state
@@ -595,7 +607,7 @@ impl Store {
                 None => {
                     let mut outcome = Outcome::Stored;
                     if !older.is_empty() {
-                        close_and_archive(state, &older, new.valid_from, &mut ops);
+                        archive_decided(state, &older, Some(new.valid_from), &plan, &mut ops);
                         archived.extend(&older);
                         new.supersedes.clone_from(&older);
                         outcome = Outcome::Superseded;
@@ -645,7 +657,7 @@ impl Store {
                     .map(|(id, d)| DedupDecision {
                         memory_id: *id,
                         relation: d.relation,
-                        reason: d.reason,
+                        reason: d.rule,
                     })
                     .collect(),
                 reason,
@@ -656,15 +668,29 @@ impl Store {
     }
 }
 
-/// Closes the validity of each live record of `ids` at `at` (unless it ended earlier) and
-/// archives it: one `Update` and one `Archive` each.
-fn close_and_archive(state: &State, ids: &[MemoryId], at: Timestamp, ops: &mut Vec<Op>) {
+/// Archives each live record of `ids` with the rule that decided it (`Memory::decision`,
+/// for audit) and, when `close_at` is given, its validity closed then (unless it ended
+/// earlier): one `Update` and one `Archive` each.
+fn archive_decided(
+    state: &State,
+    ids: &[MemoryId],
+    close_at: Option<Timestamp>,
+    plan: &dedup::Plan,
+    ops: &mut Vec<Op>,
+) {
     for id in ids {
         if let Some(old) = state.table.get(*id) {
-            let mut closed = old.clone();
-            closed.valid_to = Some(old.valid_to.map_or(at, |t| t.min(at)));
+            let mut decided = old.clone();
+            if let Some(at) = close_at {
+                decided.valid_to = Some(old.valid_to.map_or(at, |t| t.min(at)));
+            }
+            decided.decision = plan
+                .decisions
+                .iter()
+                .find(|(c, _)| c == id)
+                .map(|(_, d)| d.rule);
             ops.push(Op::Update {
-                record: Box::new(closed),
+                record: Box::new(decided),
             });
         }
         ops.push(Op::Archive { id: *id });
@@ -814,6 +840,7 @@ pub(crate) fn merge(
                 .iter()
                 .map(|(m, _)| m.valid_to)
                 .try_fold(Timestamp(i64::MIN), |acc, t| t.map(|t| acc.max(t))),
+            decision: None,
         },
         kept.1.to_vec(),
     ))

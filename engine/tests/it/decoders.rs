@@ -30,6 +30,7 @@ fn sample_log() -> Vec<u8> {
             supersedes: vec![MemoryId(0)],
             valid_from: Timestamp(1),
             valid_to: None,
+            decision: None,
         };
         b.extend(encode_frame(
             seq,

@@ -243,9 +243,10 @@ fn version_4_store_opens_with_validity_history_and_as_of() {
     for head in [MemoryId(9), MemoryId(12)] {
         for v in store.history(head).unwrap().versions {
             listed.push_str(&format!(
-                "{}\t{}\t{}\t{}\t{}\n",
+                "{}\t{}\t{}\t{}\t{}\t{}\n",
                 v.memory.id,
                 v.status,
+                v.memory.decision.map_or("-", |d| d.reason()),
                 v.memory.valid_from.to_rfc3339(),
                 v.memory
                     .valid_to

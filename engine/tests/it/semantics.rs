@@ -229,7 +229,7 @@ fn a_new_value_of_the_same_slot_supersedes_the_old_one() {
         assert_eq!(s.decisions[0].memory_id, old);
         assert_eq!(s.decisions[0].relation, Relation::Updates);
         assert!(
-            s.decisions[0].reason.contains("new value"),
+            s.decisions[0].reason.reason().contains("new value"),
             "{:?}",
             s.decisions
         );
