@@ -260,7 +260,8 @@ impl Eval {
                 .unwrap_or_default();
             println!(
                 "across slots: {other:?} -> {text:?}: {:?} ({})",
-                d.relation, d.reason
+                d.relation,
+                d.reason.reason()
             );
         }
     }
