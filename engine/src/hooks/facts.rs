@@ -528,7 +528,17 @@ fn tokens(text: &str) -> Vec<(String, bool)> {
         }
         let name = !*start && word.chars().next().is_some_and(char::is_uppercase);
         let lower = word.to_lowercase();
-        if let Some(stem) = lower.strip_suffix("n't") {
+        if let Some(stem) = lower
+            .strip_suffix("n't")
+            .or_else(|| (lower == "cannot").then_some("can"))
+        {
+            // "won't" is "will not", "can't" and "cannot" are "can not".
+            let stem = match stem {
+                "wo" => "will",
+                "ca" => "can",
+                "sha" => "shall",
+                other => other,
+            };
             out.push((stem.to_owned(), false));
             out.push(("not".to_owned(), false));
         } else {
@@ -641,6 +651,18 @@ impl Statement {
         self.content.iter().map(|w| w.text.as_str()).collect()
     }
 
+    /// Its numbers, sorted, each as often as it occurs.
+    fn numbers(&self) -> Vec<&str> {
+        let mut n: Vec<&str> = self
+            .content
+            .iter()
+            .map(|w| w.text.as_str())
+            .filter(|w| is_number(w))
+            .collect();
+        n.sort_unstable();
+        n
+    }
+
     /// The word that opens the predicate.
     fn verb(&self) -> Option<&str> {
         self.predicate_at
@@ -720,6 +742,19 @@ pub fn relation(older: &str, newer: &str) -> Decision {
             && only_new.iter().any(|w| g.contains(&w.text.as_str()))
     }) {
         return decide(Relation::Distinct, Rule::OtherRelation);
+    }
+    // The same numbers, counted: "1-to-1" is not "4-to-1" although both hold a 1.
+    let (numbers_old, numbers_new) = (o.numbers(), n.numbers());
+    let exclusive = |only: &[&Word]| only.iter().any(|w| is_number(&w.text));
+    if !numbers_old.is_empty()
+        && !numbers_new.is_empty()
+        && numbers_old != numbers_new
+        && !(exclusive(&only_old) && exclusive(&only_new))
+    {
+        // Both hold numbers and one's are among the other's, counted differently ("1-to-1"
+        // / "4-to-1"): not one statement adding detail to the other. A number each side
+        // lacks (a new port) is judged by the rules below.
+        return decide(Relation::Distinct, Rule::OtherNumber);
     }
     if only_old.is_empty() || only_new.is_empty() {
         return decide(Relation::Duplicate, Rule::AddsDetail);
@@ -904,6 +939,28 @@ mod tests {
         assert_eq!(
             rel("Alice lives in Paris", "Alice lives in Berlin"),
             Updates
+        );
+    }
+
+    #[test]
+    fn contractions_and_repeated_numbers() {
+        assert_eq!(
+            rel(
+                "mini-dinstall won't care about removed files",
+                "mini-dinstall will not care about removed files"
+            ),
+            Duplicate
+        );
+        assert_eq!(
+            rel("You can't mount it twice", "You cannot mount it twice"),
+            Duplicate
+        );
+        assert_eq!(
+            rel(
+                "The signatures are 1-to-1 equivalent to NumPy",
+                "The signatures are 4-to-1 equivalent to NumPy"
+            ),
+            Distinct
         );
     }
 
