@@ -746,10 +746,11 @@ pub fn relation(older: &str, newer: &str) -> Decision {
     // The same numbers, counted: "1-to-1" is not "4-to-1" although both hold a 1.
     let (numbers_old, numbers_new) = (o.numbers(), n.numbers());
     let exclusive = |only: &[&Word]| only.iter().any(|w| is_number(&w.text));
+    let each_has_its_own = exclusive(&only_old) && exclusive(&only_new);
     if !numbers_old.is_empty()
         && !numbers_new.is_empty()
         && numbers_old != numbers_new
-        && !(exclusive(&only_old) && exclusive(&only_new))
+        && !each_has_its_own
     {
         // Both hold numbers and one's are among the other's, counted differently ("1-to-1"
         // / "4-to-1"): not one statement adding detail to the other. A number each side
