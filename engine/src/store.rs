@@ -837,8 +837,11 @@ impl Store {
         };
         let table = &state.table;
         let needs_record = req.filter.needs_record();
+        // What is valid now, as every search (`docs/semantics.md`, "Validity in time").
+        let invalid = table.invalid_at(user, self.now());
         let accept = |key: u64| {
             keys.contains(key)
+                && !invalid.contains(key)
                 && (!needs_record
                     || table
                         .get(MemoryId(key))

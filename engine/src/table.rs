@@ -277,6 +277,20 @@ impl Table {
         self.archive.get(&id)
     }
 
+    /// The user's live records that do not hold at `t` (a validity that starts later or has
+    /// ended): only the records with a timed validity are looked at.
+    pub(crate) fn invalid_at(&self, user: &str, t: Timestamp) -> KeySet {
+        let mut out = KeySet::new();
+        if let Some(u) = self.users.get(user) {
+            for id in &u.timed {
+                if self.get(*id).is_some_and(|m| !m.valid_at(t)) {
+                    out.insert(id.0);
+                }
+            }
+        }
+        out
+    }
+
     /// The user's archived records, in no order: a walk over the whole archive (`as_of`
     /// searches and `history` only).
     pub(crate) fn archived_of<'a>(&'a self, user: &'a str) -> impl Iterator<Item = &'a Archived> {

@@ -255,7 +255,7 @@ impl Store {
                     total: 0,
                 });
             };
-            let sel = select(&state, u, &filter);
+            let sel = select(&state, user_id, u, &filter);
             let found = retrieve(&state, u, &sel, q, embedded.as_deref())?;
             let mut room = q.max_tokens;
             let mut results: Vec<QueryResult> = Vec::with_capacity(found.len());

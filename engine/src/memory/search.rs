@@ -412,18 +412,18 @@ impl Selection<'_> {
 }
 
 /// The user's keys that pass `filter`.
-pub(crate) fn select<'a>(state: &State, u: &'a UserIndex, filter: &RecordFilter) -> Selection<'a> {
+pub(crate) fn select<'a>(
+    state: &State,
+    user: &str,
+    u: &'a UserIndex,
+    filter: &RecordFilter,
+) -> Selection<'a> {
     if filter.is_empty() {
         // A search of the present checks only the records whose validity is not the default
         // one; usually there are none.
-        let mut except = KeySet::new();
-        if let Some(t) = filter.valid_at {
-            for id in &u.timed {
-                if state.table.get(*id).is_some_and(|m| !m.valid_at(t)) {
-                    except.insert(id.0);
-                }
-            }
-        }
+        let except = filter
+            .valid_at
+            .map_or_else(KeySet::new, |t| state.table.invalid_at(user, t));
         return if except.is_empty() {
             Selection::All(&u.keys)
         } else {
@@ -988,7 +988,7 @@ impl Store {
             let Some(u) = u else {
                 return Ok(empty_hits(req, fallback));
             };
-            let sel = select(&state, u, &plan.filter);
+            let sel = select(&state, &plan.user, u, &plan.filter);
             let mut query_tags = plan.filter.tags.clone();
             query_tags.extend(plan.terms.iter().cloned());
             query_tags.push(plan.needle.clone());

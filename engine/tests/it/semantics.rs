@@ -465,3 +465,55 @@ fn update_keeps_lineage_and_feedback_moves_confidence() {
     assert_eq!(store.canonical_tags(None).unwrap(), vec!["build", "cargo"]);
     assert!(matches!(store.get(id), Err(EngineError::Archived { .. })));
 }
+
+#[test]
+fn every_search_sees_only_what_is_valid_now() {
+    let (_dir, store) = open();
+    let at = |t: &str| mnemo_engine::Timestamp::parse_rfc3339(t).unwrap();
+    let ended = store
+        .store(
+            NewMemory::new("the office is closed for renovation")
+                .valid_from(at("2020-01-01"))
+                .valid_to(at("2021-01-01")),
+        )
+        .unwrap();
+    let future = store
+        .store(
+            NewMemory::new("the office moves to the harbour building").valid_from(at("2999-01-01")),
+        )
+        .unwrap();
+    let open_now = store
+        .store(NewMemory::new("the office is open on weekdays"))
+        .unwrap();
+    let ids = |hits: Vec<mnemo_engine::MemoryId>| {
+        let mut v = hits;
+        v.sort();
+        v
+    };
+    let plain = store
+        .search(&mnemo_engine::SearchRequest::text("office", 10))
+        .unwrap();
+    assert_eq!(
+        ids(plain.iter().map(|h| h.memory.id).collect()),
+        vec![open_now]
+    );
+    let mut r = SearchMemories::new("office");
+    r.hooks.count_access = Some(false);
+    let hits = store.search_memories(&r).unwrap();
+    assert_eq!(
+        ids(hits.results.iter().map(|h| h.memory.id).collect()),
+        vec![open_now]
+    );
+    assert_eq!(hits.total, 1);
+    r.as_of = Some(at("2020-06-01"));
+    let then = store.search_memories(&r).unwrap();
+    assert_eq!(
+        ids(then.results.iter().map(|h| h.memory.id).collect()),
+        vec![ended]
+    );
+    r.as_of = Some(at("2999-06-01"));
+    let later = store.search_memories(&r).unwrap();
+    assert!(later.results.iter().any(|h| h.memory.id == future));
+    // They are still stored, listed and counted.
+    assert_eq!(store.stats().memories, 3);
+}
