@@ -112,7 +112,7 @@ fn initialize(params: &Value) -> Value {
         "protocolVersion": version,
         "capabilities": {"tools": {"listChanged": false}},
         "serverInfo": {"name": "mnemo", "version": env!("CARGO_PKG_VERSION")},
-        "instructions": "Persistent semantic memory. store_memory what you learn; search_memories by meaning before you start a task; users, agents and sessions keep tenants apart.",
+        "instructions": "Persistent semantic memory. store_memory what you learn; search_memories by meaning before you start a task; when a fact changes, store the new statement: the older one is kept as history (history, as_of); users, agents and sessions keep tenants apart.",
     })
 }
 
