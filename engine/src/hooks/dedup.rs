@@ -7,7 +7,7 @@ use super::MAX_MERGE_GROUP;
 
 /// Most neighbours the fact guard judges for one memory.
 const GUARD_CANDIDATES: usize = 50;
-use super::facts::{Decision, Relation, relation};
+use super::facts::{Decision, Reading, Relation, reading, relation, relation_of};
 use crate::record::{MemoryId, Timestamp};
 use mnemo_index::kernels;
 
@@ -131,6 +131,25 @@ pub(crate) struct FoldItem<'a> {
     pub(crate) text: &'a str,
     /// When it became valid (orders two statements of one slot).
     pub(crate) at: Timestamp,
+    /// Its text as the fact guard reads it, read on first use (a text is compared with
+    /// several others, and reading it is most of a comparison's cost).
+    pub(crate) reading: std::cell::OnceCell<Reading>,
+}
+
+impl<'a> FoldItem<'a> {
+    /// An item not yet read by the guard.
+    pub(crate) fn new(vector: &'a [f32], text: &'a str, at: Timestamp) -> FoldItem<'a> {
+        FoldItem {
+            vector,
+            text,
+            at,
+            reading: std::cell::OnceCell::new(),
+        }
+    }
+
+    fn read(&self) -> &Reading {
+        self.reading.get_or_init(|| reading(self.text))
+    }
 }
 
 /// What the fact guard says the later-valid of two items is to the earlier one, and whether
@@ -138,7 +157,7 @@ pub(crate) struct FoldItem<'a> {
 fn guard(a: &FoldItem<'_>, b: &FoldItem<'_>) -> (Decision, bool) {
     let b_newer = b.at > a.at;
     let (older, newer) = if b_newer { (a, b) } else { (b, a) };
-    (relation(older.text, newer.text), b_newer)
+    (relation_of(older.read(), newer.read()), b_newer)
 }
 
 fn close(a: &FoldItem<'_>, b: &FoldItem<'_>, min_sim: f32) -> bool {
@@ -221,11 +240,7 @@ mod tests {
     use super::*;
 
     fn item<'a>(vector: &'a [f32], text: &'a str, at: i64) -> FoldItem<'a> {
-        FoldItem {
-            vector,
-            text,
-            at: Timestamp(at),
-        }
+        FoldItem::new(vector, text, Timestamp(at))
     }
 
     #[test]

@@ -506,6 +506,7 @@ struct Word {
 }
 
 /// A statement read for the guard.
+#[derive(Clone)]
 struct Statement {
     /// Every word, lowercased (stop words included).
     all: Vec<String>,
@@ -627,6 +628,30 @@ impl Statement {
             .collect()
     }
 
+    /// Whether two adjacent words of this statement are one word of `other`.
+    fn has_compound(&self, other: &Statement) -> bool {
+        let mut joined = String::new();
+        self.content.windows(2).any(|pair| {
+            let [a, b] = pair else { return false };
+            joined.clear();
+            joined.push_str(&a.text);
+            joined.push_str(&b.text);
+            other.content.iter().any(|w| w.text == joined)
+        })
+    }
+
+    /// This statement with two adjacent words written as one where `other` has them as one
+    /// word ("flat white" against "flatwhite"); borrowed when there is none.
+    fn joined<'a>(&'a self, other: &Statement) -> std::borrow::Cow<'a, Statement> {
+        if self.has_compound(other) {
+            let mut copy = self.clone();
+            copy.join_compounds(other);
+            std::borrow::Cow::Owned(copy)
+        } else {
+            std::borrow::Cow::Borrowed(self)
+        }
+    }
+
     /// Writes two adjacent words as one where the other statement has them as one word
     /// ("flat white" against "flatwhite").
     fn join_compounds(&mut self, other: &Statement) {
@@ -717,12 +742,25 @@ fn decide_same_subject(relation: Relation, rule: Rule) -> Decision {
     }
 }
 
+/// A text read once, to be compared with many others (`relation_of`): a search compares each
+/// of its candidates with several.
+pub(crate) struct Reading(Statement);
+
+/// Reads `text` for the guard.
+pub(crate) fn reading(text: &str) -> Reading {
+    Reading(read(text))
+}
+
 /// How `newer` relates to `older` (the vector search already paired them), and why.
 #[must_use]
 pub fn relation(older: &str, newer: &str) -> Decision {
-    let (mut o, mut n) = (read(older), read(newer));
-    o.join_compounds(&n);
-    n.join_compounds(&o);
+    relation_of(&reading(older), &reading(newer))
+}
+
+/// `relation` of two texts already read.
+pub(crate) fn relation_of(older: &Reading, newer: &Reading) -> Decision {
+    let o = older.0.joined(&newer.0);
+    let n = newer.0.joined(&o);
     if negated(&o.all) != negated(&n.all) {
         return decide(Relation::Updates, Rule::Negation);
     }

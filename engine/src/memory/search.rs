@@ -1023,10 +1023,12 @@ impl Store {
                 let (kept, folds): (Vec<usize>, Vec<usize>) = if plan.eff.load_dedup {
                     let items: Vec<FoldItem<'_>> = ranked
                         .iter()
-                        .map(|r| FoldItem {
-                            vector: vector_of(&state, r.0.key).unwrap_or(&[]),
-                            text: &r.2.content,
-                            at: r.2.valid_from,
+                        .map(|r| {
+                            FoldItem::new(
+                                vector_of(&state, r.0.key).unwrap_or(&[]),
+                                &r.2.content,
+                                r.2.valid_from,
+                            )
                         })
                         .collect();
                     fold(&items, 1.0 - plan.eff.cluster_distance, kept_wanted)
