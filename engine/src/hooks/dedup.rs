@@ -48,6 +48,16 @@ pub(crate) struct Plan {
     pub(crate) decisions: Vec<(MemoryId, Decision)>,
 }
 
+impl Plan {
+    /// The rule the fact guard decided `id` by.
+    pub(crate) fn rule_of(&self, id: MemoryId) -> Option<super::facts::Rule> {
+        self.decisions
+            .iter()
+            .find(|(c, _)| *c == id)
+            .map(|(_, d)| d.rule)
+    }
+}
+
 /// The cohesion check, our form of agent-memory-server's guard against chains (its issue
 /// #200): the statements a merge joins must all be within the distance of one another (a
 /// clique), so a memory that bridges two distant ones merges with neither. Unlike the peer's,

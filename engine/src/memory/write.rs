@@ -514,15 +514,16 @@ impl Store {
                 dedup::Plan::default()
             };
             let mut reason = plan.refused.map(str::to_owned);
-            // Updated statements that became valid before the new one are its older values;
-            // any other is a newer value of the slot, which makes the new one history
+            // Updated statements that became valid before the new one (or at the same moment:
+            // the later said wins) are its older values; any other is a newer value of the
+            // slot, which makes the new one history
             // (`docs/semantics.md`, "Validity in time").
             let (older, later): (Vec<MemoryId>, Vec<MemoryId>) =
                 plan.updated.iter().partition(|id| {
                     state
                         .table
                         .get(**id)
-                        .is_some_and(|o| o.valid_from < new.valid_from)
+                        .is_some_and(|o| o.valid_from <= new.valid_from)
                 });
             let mut archived: Vec<MemoryId> = Vec::new();
             let mut merged_record = None;
@@ -538,11 +539,7 @@ impl Store {
                         // The new saying goes straight to the archive, merged for the rule
                         // that found its first duplicate.
                         let mut said = new.clone();
-                        said.decision = plan
-                            .decisions
-                            .iter()
-                            .find(|(c, _)| plan.duplicates.contains(c))
-                            .map(|(_, d)| d.rule);
+                        said.decision = plan.duplicates.first().and_then(|d| plan.rule_of(*d));
                         ops.push(Op::StoreArchived {
                             record: Box::new(said),
                             vector: e.content.clone(),
@@ -576,11 +573,7 @@ impl Store {
                     archive_decided(state, &older, Some(new.valid_from), &plan, &mut ops);
                     archived.extend(&older);
                     new.supersedes.clone_from(&older);
-                    new.decision = plan
-                        .decisions
-                        .iter()
-                        .find(|(c, _)| *c == successor.id)
-                        .map(|(_, d)| d.rule);
+                    new.decision = plan.rule_of(successor.id);
                     // It holds until the next value of the slot: the successor, or a
                     // replaced value in its lineage that began after this one.
                     let next_from = state
@@ -682,13 +675,12 @@ fn archive_decided(
         if let Some(old) = state.table.get(*id) {
             let mut decided = old.clone();
             if let Some(at) = close_at {
-                decided.valid_to = Some(old.valid_to.map_or(at, |t| t.min(at)));
+                // A value replaced at the moment it began held for the shortest time a
+                // record can say (validity must end after it starts, docs/format/log.md).
+                let end = old.valid_to.map_or(at, |t| t.min(at));
+                decided.valid_to = Some(end.max(Timestamp(old.valid_from.0.saturating_add(1))));
             }
-            decided.decision = plan
-                .decisions
-                .iter()
-                .find(|(c, _)| c == id)
-                .map(|(_, d)| d.rule);
+            decided.decision = plan.rule_of(*id);
             ops.push(Op::Update {
                 record: Box::new(decided),
             });

@@ -517,3 +517,27 @@ fn every_search_sees_only_what_is_valid_now() {
     // They are still stored, listed and counted.
     assert_eq!(store.stats().memories, 3);
 }
+
+#[test]
+fn two_values_of_a_slot_valid_from_the_same_moment_reopen() {
+    let (dir, store) = open();
+    let at = mnemo_engine::Timestamp::parse_rfc3339("2025-01-01").unwrap();
+    let old = store
+        .store(NewMemory::new("The deploy runs on port 8080").valid_from(at))
+        .unwrap();
+    let s = store
+        .store_memory(StoreRequest::new(
+            NewMemory::new("The deploy runs on port 9090").valid_from(at),
+        ))
+        .unwrap();
+    // The later said wins; the older held for the shortest time a record can say.
+    assert_eq!(s.outcome, Outcome::Superseded, "{s:?}");
+    store.close().unwrap();
+    let store = Store::open(dir.path(), minilm()).unwrap();
+    let replaced = store.lineage(s.memory_id).unwrap();
+    assert_eq!(replaced[0].id, old);
+    assert_eq!(
+        replaced[0].valid_to,
+        Some(mnemo_engine::Timestamp(at.0 + 1))
+    );
+}
