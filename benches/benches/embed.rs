@@ -2,12 +2,12 @@
 //! with 1 and 2 ONNX Runtime threads; a cached query next to an uncached one; and a durable
 //! store's write path, 32 memories by `store` each next to one `store_batch`. Needs
 //! `scripts/fetch-model`. Latency percentiles and peak RSS: `cargo run --release -p
-//! mnemo-benches --bin embedbench` (docs/benchmarks.md).
+//! amberdb-benches --bin embedbench` (docs/benchmarks.md).
 
+use amberdb::{NewMemory, Store, StoreOptions};
+use amberdb_benches::{SEED, bench_data_dir, bench_texts, minilm};
+use amberdb_embed::{CachedEmbedder, DEFAULT_QUERY_CACHE, Embedder};
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use mnemo_benches::{SEED, bench_data_dir, bench_texts, minilm};
-use mnemo_embed::{CachedEmbedder, DEFAULT_QUERY_CACHE, Embedder};
-use mnemo_engine::{NewMemory, Store, StoreOptions};
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;

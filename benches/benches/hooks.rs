@@ -11,13 +11,13 @@
 //! latency a user sees, which the hooks' cost is compared with. Both under `SyncPolicy::None`:
 //! the fsync is the same with and without hooks and would only add noise.
 
-use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use mnemo_benches::{BENCH_WORDS, bench_data_dir, bench_texts, minilm};
-use mnemo_embed::Embedder;
-use mnemo_engine::{
+use amberdb::{
     HookConfig, HookOverrides, NewMemory, Outcome, Store, StoreOptions, StoreRequest, SyncPolicy,
     WriteHook,
 };
+use amberdb_benches::{BENCH_WORDS, bench_data_dir, bench_texts, minilm};
+use amberdb_embed::Embedder;
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -261,7 +261,7 @@ fn fact_guard(c: &mut Criterion) {
     c.bench_function("fact_guard/relation", |b| {
         b.iter(|| {
             for (a, n) in pairs {
-                std::hint::black_box(mnemo_engine::hooks::facts::relation(a, n));
+                std::hint::black_box(amberdb::hooks::facts::relation(a, n));
             }
         });
     });

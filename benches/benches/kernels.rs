@@ -1,11 +1,11 @@
-//! Kernel ns/pair at 384-d: the scalar oracle, simsimd, and mnemo's scan kernels (AVX-512 F
+//! Kernel ns/pair at 384-d: the scalar oracle, simsimd, and amberdb's scan kernels (AVX-512 F
 //! and VNNI when the CPU has them), for f32 and i8; and the scan itself over 1,024 rows held
 //! in cache (the figure that matters: per-call overheads are amortized there).
 
+use amberdb_benches::{DIM, SEED, vectors};
+use amberdb_index::segment::writer;
+use amberdb_index::{Collection, FlatSegment, Scan, SealedBytes, SearchParams, kernels, quantize};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use mnemo_benches::{DIM, SEED, vectors};
-use mnemo_index::segment::writer;
-use mnemo_index::{Collection, FlatSegment, Scan, SealedBytes, SearchParams, kernels, quantize};
 use std::hint::black_box;
 
 fn pairs(c: &mut Criterion) {
@@ -23,7 +23,7 @@ fn pairs(c: &mut Criterion) {
     g.bench_function("simsimd_cosine", |x| {
         x.iter(|| kernels::cosine(black_box(a), black_box(b)))
     });
-    g.bench_function("mnemo", |x| {
+    g.bench_function("amberdb", |x| {
         x.iter(|| kernels::dot(black_box(a), black_box(b)))
     });
     g.finish();
@@ -34,7 +34,7 @@ fn pairs(c: &mut Criterion) {
     g.bench_function("simsimd", |x| {
         x.iter(|| kernels::dot_i8_simsimd(black_box(&qa), black_box(&qb)))
     });
-    g.bench_function("mnemo", |x| {
+    g.bench_function("amberdb", |x| {
         x.iter(|| kernels::dot_i8(black_box(&qa), black_box(&qb)))
     });
     g.finish();

@@ -1,16 +1,16 @@
 //! Exact top-10 over seeded clustered 384-d vectors: 100k and 1M rows, 1 and 2 threads, f32
 //! and the i8 scan with exact re-rank; and a batch of queries sharing one pass at 1M.
 //! Throughput is the f32 bytes a query covers (n × 384 × 4), so GB/s compare across types.
-//! `MNEMO_BENCH_SIZES=100000` skips the 1M set.
+//! `AMBERDB_BENCH_SIZES=100000` skips the 1M set.
 
+use amberdb_benches::{DIM, SEED, sealed_collection, vectors};
+use amberdb_index::{Scan, SearchParams};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use mnemo_benches::{DIM, SEED, sealed_collection, vectors};
-use mnemo_index::{Scan, SearchParams};
 use std::hint::black_box;
 use std::time::Duration;
 
 fn sizes() -> Vec<usize> {
-    std::env::var("MNEMO_BENCH_SIZES")
+    std::env::var("AMBERDB_BENCH_SIZES")
         .ok()
         .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![100_000, 1_000_000])

@@ -1,5 +1,5 @@
 //! `search_memories` latency per mode (`docs/benchmarks.md`, "Search"), p50 and p99 over many
-//! distinct queries, at 10k and 100k memories (and 1M with `MNEMO_SEARCH_SIZES=...,1000000`).
+//! distinct queries, at 10k and 100k memories (and 1M with `AMBERDB_SEARCH_SIZES=...,1000000`).
 //!
 //! A custom harness rather than criterion: criterion reports a median with confidence bounds,
 //! and the targets are about the tail too. Each configuration runs `QUERIES` distinct queries
@@ -15,12 +15,12 @@
 //! `included` it also runs MiniLM on the query text first and pays for it, as a real search
 //! does on a query-cache miss.
 
-use mnemo_benches::{BENCH_WORDS, DIM, bench_data_dir, minilm, store_built_once, vectors};
-use mnemo_embed::{EmbedError, Embedder};
-use mnemo_engine::{
+use amberdb::{
     Category, Fusion, HookConfig, Mode, NewMemory, SearchMemories, Store, StoreOptions, Strategy,
     SyncPolicy,
 };
+use amberdb_benches::{BENCH_WORDS, DIM, bench_data_dir, minilm, store_built_once, vectors};
+use amberdb_embed::{EmbedError, Embedder};
 use std::collections::HashMap;
 use std::io::Write;
 use std::sync::Arc;
@@ -40,7 +40,7 @@ struct TableEmbedder {
 
 impl Embedder for TableEmbedder {
     fn model_id(&self) -> &str {
-        "mnemo-bench-table-384"
+        "amberdb-bench-table-384"
     }
     fn dim(&self) -> usize {
         DIM
@@ -111,7 +111,7 @@ fn queries(store: &Store, n: usize) -> Vec<(String, Vec<f32>)> {
             let words: Vec<&str> = full.split(' ').take(2).collect();
             let query = format!("{} {} {}", words[0], words[1], made_up(target, 3));
             let mut v = store
-                .vector(mnemo_engine::MemoryId(target as u64 + 1))
+                .vector(amberdb::MemoryId(target as u64 + 1))
                 .expect("vector");
             for (d, x) in v.iter_mut().enumerate() {
                 *x += 0.02 * (((q * 31 + d * 17) % w) as f32 / w as f32 - 0.5);
@@ -130,7 +130,7 @@ fn quantiles(mut t: Vec<Duration>) -> (f64, f64) {
 }
 
 fn main() {
-    let sizes: Vec<usize> = std::env::var("MNEMO_SEARCH_SIZES")
+    let sizes: Vec<usize> = std::env::var("AMBERDB_SEARCH_SIZES")
         .ok()
         .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![10_000, 100_000]);
@@ -183,8 +183,8 @@ fn main() {
                 }),
             ),
         ];
-        // `MNEMO_SEARCH_ONLY=hybrid` runs the configurations whose name holds it (for a profile).
-        let only = std::env::var("MNEMO_SEARCH_ONLY").unwrap_or_default();
+        // `AMBERDB_SEARCH_ONLY=hybrid` runs the configurations whose name holds it (for a profile).
+        let only = std::env::var("AMBERDB_SEARCH_ONLY").unwrap_or_default();
         let configs: Vec<_> = configs
             .into_iter()
             .filter(|(name, _)| name.contains(only.as_str()))

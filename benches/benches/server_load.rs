@@ -1,9 +1,9 @@
-//! Load generator for `mnemo serve` over loopback (`docs/benchmarks.md`, "Server").
+//! Load generator for `amberdb serve` over loopback (`docs/benchmarks.md`, "Server").
 //!
-//! The server runs in this process exactly as `mnemo serve` runs it (`mnemo_server::server::
+//! The server runs in this process exactly as `amberdb serve` runs it (`amberdb_server::server::
 //! serve` on a tokio runtime, no-model hashing embedder, durable `SyncPolicy::Always`); the
 //! clients are blocking threads, one connection each, writing `depth` requests and then
-//! reading `depth` replies (depth 1 = not pipelined). Each row runs for `MNEMO_LOAD_SECONDS`
+//! reading `depth` replies (depth 1 = not pipelined). Each row runs for `AMBERDB_LOAD_SECONDS`
 //! (default 3) and reports requests/s and the latency of a round trip (one request, or one
 //! pipelined batch) at p50/p99. Every reply is checked for `{"ok":true`.
 //!
@@ -14,16 +14,16 @@
 //! and without it: requests/s admitted, p50/p99 of admitted requests, the `busy` rate); then
 //! 1,000 idle connections held while one client measures GET latency before, during and after.
 //!
-//! `MNEMO_LOAD_ONLY=store` runs the rows whose name contains it; `MNEMO_LOAD_CONNS=16` and
-//! `MNEMO_LOAD_DEPTHS=32` pick connection counts and depths. The 100k store is built once
+//! `AMBERDB_LOAD_ONLY=store` runs the rows whose name contains it; `AMBERDB_LOAD_CONNS=16` and
+//! `AMBERDB_LOAD_DEPTHS=32` pick connection counts and depths. The 100k store is built once
 //! under `target/bench-data/server-search-100000`.
 //!
-//! Run: `CARGO_PROFILE_BENCH_LTO=false cargo bench -p mnemo-benches --bench server_load`
+//! Run: `CARGO_PROFILE_BENCH_LTO=false cargo bench -p amberdb-benches --bench server_load`
 
-use mnemo_engine::{HookConfig, NewMemory, Store, StoreOptions, SyncPolicy};
-use mnemo_server::commands::Ctx;
-use mnemo_server::metrics::Metrics;
-use mnemo_server::server::{Auth, Limits, Running, Shared};
+use amberdb::{HookConfig, NewMemory, Store, StoreOptions, SyncPolicy};
+use amberdb_server::commands::Ctx;
+use amberdb_server::metrics::Metrics;
+use amberdb_server::server::{Auth, Limits, Running, Shared};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
@@ -31,16 +31,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A server on 127.0.0.1:0 over `store`, on its own runtime; stops when dropped. Its limits
-/// are the defaults, but `MNEMO_LOAD_RUNNING=<n>` sets `max_running` (4096: no admission).
+/// are the defaults, but `AMBERDB_LOAD_RUNNING=<n>` sets `max_running` (4096: no admission).
 fn start(store: Store) -> Running {
     start_with(store, limits())
 }
 
-/// The default limits, with `MNEMO_LOAD_RUNNING` applied.
+/// The default limits, with `AMBERDB_LOAD_RUNNING` applied.
 fn limits() -> Limits {
     let d = Limits::default();
     Limits {
-        max_running: std::env::var("MNEMO_LOAD_RUNNING")
+        max_running: std::env::var("AMBERDB_LOAD_RUNNING")
             .ok()
             .and_then(|s| s.parse().ok())
             .unwrap_or(d.max_running),
@@ -173,27 +173,27 @@ fn report(name: &str, conns: usize, depth: usize, r: &Result) {
 }
 
 fn seconds() -> f64 {
-    std::env::var("MNEMO_LOAD_SECONDS")
+    std::env::var("AMBERDB_LOAD_SECONDS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(3.0)
 }
 
 fn wanted(name: &str) -> bool {
-    std::env::var("MNEMO_LOAD_ONLY").map_or(true, |only| name.contains(&only))
+    std::env::var("AMBERDB_LOAD_ONLY").map_or(true, |only| name.contains(&only))
 }
 
-/// Connection counts of the rows (`MNEMO_LOAD_CONNS=16` for one).
+/// Connection counts of the rows (`AMBERDB_LOAD_CONNS=16` for one).
 fn conns() -> Vec<usize> {
-    std::env::var("MNEMO_LOAD_CONNS").map_or_else(
+    std::env::var("AMBERDB_LOAD_CONNS").map_or_else(
         |_| vec![1, 16, 64],
         |v| v.split(',').filter_map(|c| c.trim().parse().ok()).collect(),
     )
 }
 
-/// Pipeline depths of the rows (`MNEMO_LOAD_DEPTHS=32` for one).
+/// Pipeline depths of the rows (`AMBERDB_LOAD_DEPTHS=32` for one).
 fn depths() -> Vec<usize> {
-    std::env::var("MNEMO_LOAD_DEPTHS").map_or_else(
+    std::env::var("AMBERDB_LOAD_DEPTHS").map_or_else(
         |_| vec![1, 32],
         |v| v.split(',').filter_map(|c| c.trim().parse().ok()).collect(),
     )
@@ -250,7 +250,7 @@ fn text(i: u64) -> String {
 /// A store of `n` memories of `text(i)`, built once without hooks or fsyncs.
 fn prebuilt(name: &str, n: u64) -> PathBuf {
     let options = options().sync(SyncPolicy::None).hooks(HookConfig::none());
-    mnemo_benches::store_built_once(&format!("{name}-{n}"), options, |store| {
+    amberdb_benches::store_built_once(&format!("{name}-{n}"), options, |store| {
         for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
             let batch = chunk.iter().map(|i| NewMemory::new(text(*i))).collect();
             for r in store.store_batch(batch).expect("embed") {
@@ -336,7 +336,7 @@ fn main() {
         }
     }
     if wanted("search") {
-        let n = std::env::var("MNEMO_LOAD_SEARCH_SIZE")
+        let n = std::env::var("AMBERDB_LOAD_SEARCH_SIZE")
             .ok()
             .and_then(|s| s.parse().ok())
             .unwrap_or(100_000);

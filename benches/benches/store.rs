@@ -1,10 +1,10 @@
 //! Durable stores with the no-model embedder under `SyncPolicy::Always`: one writer, and eight
 //! writers sharing fsyncs through group commit. Then the open time of a 1M-record store with a
-//! checkpoint (built once under target/bench-data; `MNEMO_BENCH_OPEN=0` skips it).
+//! checkpoint (built once under target/bench-data; `AMBERDB_BENCH_OPEN=0` skips it).
 
+use amberdb::{NewMemory, Store, StoreOptions};
+use amberdb_benches::{bench_data_dir, checkpointed_store};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use mnemo_benches::{bench_data_dir, checkpointed_store};
-use mnemo_engine::{NewMemory, Store, StoreOptions};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -54,7 +54,7 @@ fn bench(c: &mut Criterion) {
         });
     }
     g.finish();
-    if std::env::var("MNEMO_BENCH_OPEN").as_deref() != Ok("0") {
+    if std::env::var("AMBERDB_BENCH_OPEN").as_deref() != Ok("0") {
         let dir = checkpointed_store(1_000_000);
         let mut g = c.benchmark_group("open");
         g.sample_size(10).measurement_time(Duration::from_secs(20));

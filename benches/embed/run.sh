@@ -8,14 +8,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 scripts/fetch-model
-model_dir="${MNEMO_MODEL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mnemo/all-MiniLM-L6-v2}"
+model_dir="${AMBERDB_MODEL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/amberdb/all-MiniLM-L6-v2}"
 venv=target/embed-venv
 if [[ ! -x "$venv/bin/python" ]]; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet onnxruntime==1.31.1 tokenizers==0.23.3 numpy==2.4.6
 fi
-cargo build --release --locked -p mnemo-benches --bin embedbench
-echo "## mnemo OnnxEmbedder"
+cargo build --release --locked -p amberdb-benches --bin embedbench
+echo "## amberdb OnnxEmbedder"
 target/release/embedbench
 echo
 echo "## raw ONNX Runtime (Python)"

@@ -1,8 +1,8 @@
 """The peers' half of the side-by-side comparison (run by benches/peers/run.sh).
 
-Loads the vectors and queries mnemo's `peers` binary wrote, times exact top-10 one query at a
+Loads the vectors and queries amberdb's `peers` binary wrote, times exact top-10 one query at a
 time in FAISS (IndexFlatIP), usearch (exact search) and sqlite-vec (vec0 KNN), checks each
-one's recall@10 against mnemo's exact ids, and prints one markdown table with mnemo's figures
+one's recall@10 against amberdb's exact ids, and prints one markdown table with amberdb's figures
 from the same run.
 
 Usage: python run.py <dir> [sqlite_queries]
@@ -39,9 +39,9 @@ def main():
     sqlite_queries = int(sys.argv[2]) if len(sys.argv) > 2 else 8
     xb = np.fromfile(os.path.join(d, "vectors.f32"), dtype="<f4").reshape(-1, DIM)
     xq = np.fromfile(os.path.join(d, "queries.f32"), dtype="<f4").reshape(-1, DIM)
-    mnemo = json.load(open(os.path.join(d, "mnemo.json")))
-    exact = mnemo["exact_top10"]
-    rows = [(r["name"], r["threads"], r["median_ms"], r["recall_at_10"]) for r in mnemo["results"]]
+    amberdb = json.load(open(os.path.join(d, "amberdb.json")))
+    exact = amberdb["exact_top10"]
+    rows = [(r["name"], r["threads"], r["median_ms"], r["recall_at_10"]) for r in amberdb["results"]]
 
     import faiss
 
@@ -83,7 +83,7 @@ def main():
     rows.append((f"sqlite-vec {version} vec0 (L2 on unit vectors)", 1, ms, recall(found, exact[:sqlite_queries])))
 
     print(f"\n{len(xb):,} vectors x {DIM}, {len(xq)} queries one at a time (sqlite-vec: {sqlite_queries}); "
-          f"mnemo kernels: {mnemo['backend']}; sqlite-vec load {load_s:.0f} s\n")
+          f"amberdb kernels: {amberdb['backend']}; sqlite-vec load {load_s:.0f} s\n")
     print("| engine | threads | median ms/query | recall@10 vs exact |")
     print("|---|---|---|---|")
     for name, threads, ms, rec in rows:

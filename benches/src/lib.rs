@@ -1,9 +1,9 @@
-//! Shared setup of mnemo's benches: seeded data sets and prebuilt stores.
+//! Shared setup of amberdb's benches: seeded data sets and prebuilt stores.
 
-use mnemo_engine::{NewMemory, Store, StoreOptions, SyncPolicy};
-use mnemo_index::segment::writer;
-use mnemo_index::synthetic::clustered;
-use mnemo_index::{Collection, FlatSegment, SealedBytes};
+use amberdb::{NewMemory, Store, StoreOptions, SyncPolicy};
+use amberdb_index::segment::writer;
+use amberdb_index::synthetic::clustered;
+use amberdb_index::{Collection, FlatSegment, SealedBytes};
 use std::path::{Path, PathBuf};
 
 /// Dimension of every bench (MiniLM's).
@@ -188,7 +188,7 @@ pub const BENCH_WORDS: &[&str] = &[
 /// with `[CLS]`/`[SEP]`), "long" ones 200 (~202), as in `reference/embedding.md` §5.
 #[must_use]
 pub fn bench_texts(count: usize, words: usize, seed: u64) -> Vec<String> {
-    let mut rng = mnemo_index::synthetic::SeededRng::new(seed);
+    let mut rng = amberdb_index::synthetic::SeededRng::new(seed);
     (0..count)
         .map(|_| {
             (0..words)
@@ -205,10 +205,10 @@ pub fn bench_texts(count: usize, words: usize, seed: u64) -> Vec<String> {
 /// # Panics
 /// When the model is missing or broken.
 #[must_use]
-pub fn minilm(intra_threads: usize) -> mnemo_embed::OnnxEmbedder {
-    minilm_with(mnemo_embed::OnnxConfig {
+pub fn minilm(intra_threads: usize) -> amberdb_embed::OnnxEmbedder {
+    minilm_with(amberdb_embed::OnnxConfig {
         intra_threads,
-        ..mnemo_embed::OnnxConfig::default()
+        ..amberdb_embed::OnnxConfig::default()
     })
 }
 
@@ -217,7 +217,7 @@ pub fn minilm(intra_threads: usize) -> mnemo_embed::OnnxEmbedder {
 /// # Panics
 /// When the model is missing or broken.
 #[must_use]
-pub fn minilm_with(config: mnemo_embed::OnnxConfig) -> mnemo_embed::OnnxEmbedder {
-    let files = mnemo_embed::ModelFiles::in_dir(&mnemo_embed::ModelFiles::default_dir());
-    mnemo_embed::OnnxEmbedder::open(&files, config).unwrap_or_else(|e| panic!("{e}"))
+pub fn minilm_with(config: amberdb_embed::OnnxConfig) -> amberdb_embed::OnnxEmbedder {
+    let files = amberdb_embed::ModelFiles::in_dir(&amberdb_embed::ModelFiles::default_dir());
+    amberdb_embed::OnnxEmbedder::open(&files, config).unwrap_or_else(|e| panic!("{e}"))
 }

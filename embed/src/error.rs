@@ -1,11 +1,11 @@
-//! The one error type of mnemo-embed.
+//! The one error type of amberdb-embed.
 
 use std::path::PathBuf;
 
 /// What a user runs to get the MiniLM files, and the explicit alternative. Every error about
 /// missing or broken model files ends with it.
 pub const MODEL_FIX: &str = "run `scripts/fetch-model` (it puts the model in \
-~/.cache/mnemo/all-MiniLM-L6-v2, or in $MNEMO_MODEL_DIR), or choose the no-model embedder \
+~/.cache/amberdb/all-MiniLM-L6-v2, or in $AMBERDB_MODEL_DIR), or choose the no-model embedder \
 explicitly (`--embedder hashing`, `HashingEmbedder`)";
 
 /// Why text could not be turned into vectors.

@@ -187,7 +187,7 @@ impl HashingEmbedder {
         let dim = dim.max(1);
         HashingEmbedder {
             dim,
-            model_id: format!("mnemo-hashing-v1-{dim}"),
+            model_id: format!("amberdb-hashing-v1-{dim}"),
         }
     }
 

@@ -1,4 +1,4 @@
-//! mnemo-embed: text in, vectors out.
+//! amberdb-embed: text in, vectors out.
 //!
 //! Guarantees: an [`Embedder`] is deterministic for its `model_id` and returns vectors of
 //! exactly `dim()` values; the engine records both and refuses a store opened with another.
@@ -10,14 +10,14 @@
 //! - [`CachedEmbedder`] keeps recent query vectors ([`Embedder::embed_query`]).
 //!
 //! ```
-//! use mnemo_embed::{Embedder, HashingEmbedder};
+//! use amberdb_embed::{Embedder, HashingEmbedder};
 //!
 //! let e = HashingEmbedder::new();
 //! let v = e.embed_batch(&["fix the flaky test", "flaky test fixed"])?;
 //! assert_eq!(v[0].len(), e.dim());
 //! let similarity: f32 = v[0].iter().zip(&v[1]).map(|(a, b)| a * b).sum();
 //! assert!(similarity > 0.3);
-//! # Ok::<(), mnemo_embed::EmbedError>(())
+//! # Ok::<(), amberdb_embed::EmbedError>(())
 //! ```
 
 pub mod cache;

@@ -66,20 +66,20 @@ impl ModelFiles {
         }
     }
 
-    /// Where the model is looked for when no directory is given: `$MNEMO_MODEL_DIR`, else
-    /// `$XDG_CACHE_HOME/mnemo/all-MiniLM-L6-v2`, else `~/.cache/mnemo/all-MiniLM-L6-v2`
+    /// Where the model is looked for when no directory is given: `$AMBERDB_MODEL_DIR`, else
+    /// `$XDG_CACHE_HOME/amberdb/all-MiniLM-L6-v2`, else `~/.cache/amberdb/all-MiniLM-L6-v2`
     /// (the same rule as `scripts/fetch-model`).
     #[must_use]
     pub fn default_dir() -> PathBuf {
         let non_empty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
-        if let Some(dir) = non_empty("MNEMO_MODEL_DIR") {
+        if let Some(dir) = non_empty("AMBERDB_MODEL_DIR") {
             return PathBuf::from(dir);
         }
         let cache = non_empty("XDG_CACHE_HOME").map_or_else(
             || PathBuf::from(non_empty("HOME").unwrap_or_else(|| ".".into())).join(".cache"),
             PathBuf::from,
         );
-        cache.join("mnemo").join("all-MiniLM-L6-v2")
+        cache.join("amberdb").join("all-MiniLM-L6-v2")
     }
 
     fn check_present(&self) -> Result<(), EmbedError> {
@@ -185,7 +185,7 @@ fn runtime_environment(library: &Path) -> Result<ort::environment::Environment, 
     }
     let env = ort::init_from(&canonical)
         .map_err(|e| invalid(e.to_string()))?
-        .with_name("mnemo")
+        .with_name("amberdb")
         .build()
         .map_err(|e| invalid(e.to_string()))?;
     *loaded = Some((canonical, env.clone()));

@@ -6,7 +6,7 @@
 
 #![cfg(feature = "onnx")]
 
-use mnemo_embed::{EmbedError, Embedder, ModelFiles, OnnxConfig, OnnxEmbedder};
+use amberdb_embed::{EmbedError, Embedder, ModelFiles, OnnxConfig, OnnxEmbedder};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -190,7 +190,7 @@ fn model_copy(without: &[&str]) -> tempfile::TempDir {
     for name in [
         "model.onnx",
         "tokenizer.json",
-        mnemo_embed::onnx::RUNTIME_LIBRARY,
+        amberdb_embed::onnx::RUNTIME_LIBRARY,
     ] {
         if !without.contains(&name) {
             std::os::unix::fs::symlink(real.join(name), dir.path().join(name)).unwrap();
@@ -234,7 +234,7 @@ fn missing_files_are_named() {
     for (file, what) in [
         ("model.onnx", "ONNX graph"),
         ("tokenizer.json", "tokenizer"),
-        (mnemo_embed::onnx::RUNTIME_LIBRARY, "ONNX Runtime library"),
+        (amberdb_embed::onnx::RUNTIME_LIBRARY, "ONNX Runtime library"),
     ] {
         let dir = model_copy(&[file]);
         let error = open_error(dir.path());
@@ -278,7 +278,7 @@ fn corrupt_tokenizer() {
 #[test]
 fn a_file_that_is_not_a_library() {
     let (error, _) = open_with_replaced(
-        mnemo_embed::onnx::RUNTIME_LIBRARY,
+        amberdb_embed::onnx::RUNTIME_LIBRARY,
         b"\x7fELF but not really a shared object",
     );
     assert!(

@@ -8,8 +8,8 @@
 //! `valid_from`, updates that close the older value's validity (before and after the
 //! checkpoint) with the rule that decided each, and an earlier value stored late (history).
 
-use mnemo_engine::log::format::VERSION;
-use mnemo_engine::{
+use amberdb::log::format::VERSION;
+use amberdb::{
     Category, EntityKind, Feedback, MemoryId, NewMemory, Outcome, Role, Store, StoreOptions,
     StoreRequest, Timestamp, UpdateRequest,
 };
@@ -73,20 +73,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             vec!["keys"],
         ),
     ];
-    let store_notes =
-        |notes: &[(&str, &str, Category, Vec<&str>)]| -> mnemo_engine::Result<Vec<_>> {
-            notes
-                .iter()
-                .map(|(user, text, category, tags)| {
-                    store.store(
-                        NewMemory::new(*text)
-                            .user(*user)
-                            .category(*category)
-                            .tags(tags.clone()),
-                    )
-                })
-                .collect()
-        };
+    let store_notes = |notes: &[(&str, &str, Category, Vec<&str>)]| -> amberdb::Result<Vec<_>> {
+        notes
+            .iter()
+            .map(|(user, text, category, tags)| {
+                store.store(
+                    NewMemory::new(*text)
+                        .user(*user)
+                        .category(*category)
+                        .tags(tags.clone()),
+                )
+            })
+            .collect()
+    };
     let mut ids = store_notes(&notes[..4])?;
     // Version 2: a merge (archive + store in one batch frame), canonical tags, a snapshot,
     // an access, feedback and a tag update, all before the checkpoint.

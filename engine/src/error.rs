@@ -1,4 +1,4 @@
-//! The one error type of mnemo-engine.
+//! The one error type of amberdb.
 
 use crate::record::MemoryId;
 use std::ops::RangeInclusive;
@@ -180,7 +180,7 @@ pub enum EngineError {
     },
     /// The embedder failed.
     #[error("embedding failed: {0}")]
-    Embed(#[from] mnemo_embed::EmbedError),
+    Embed(#[from] amberdb_embed::EmbedError),
 }
 
 impl EngineError {
@@ -268,9 +268,9 @@ impl EngineError {
 
     /// An index error about `field`: a wrong dimension stays `DimensionMismatch`, anything
     /// else is `Invalid` naming the field.
-    pub(crate) fn from_index(field: &'static str, e: mnemo_index::IndexError) -> EngineError {
+    pub(crate) fn from_index(field: &'static str, e: amberdb_index::IndexError) -> EngineError {
         match e {
-            mnemo_index::IndexError::DimensionMismatch { expected, got } => {
+            amberdb_index::IndexError::DimensionMismatch { expected, got } => {
                 EngineError::DimensionMismatch { expected, got }
             }
             other => EngineError::Invalid {
@@ -286,5 +286,5 @@ impl EngineError {
     }
 }
 
-/// Result alias of mnemo-engine.
+/// Result alias of amberdb.
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;

@@ -42,6 +42,25 @@ pub struct Identity {
     pub created_at: Timestamp,
 }
 
+/// The no-model embedder's id before the project was renamed: stores it created say
+/// `mnemo-hashing-v1-<dim>` in their IDENTITY and open unchanged (`docs/format/identity.md`).
+const LEGACY_HASHING_PREFIX: &str = "mnemo-hashing-v1-";
+const HASHING_PREFIX: &str = "amberdb-hashing-v1-";
+
+impl Identity {
+    /// Whether this store was created with the embedder `model_id` of dimension `dim`. The
+    /// only two spellings of one embedder are the hashing embedder's ids before and after the
+    /// rename; no file is rewritten.
+    #[must_use]
+    pub fn matches(&self, model_id: &str, dim: usize) -> bool {
+        let stored = match self.model_id.strip_prefix(LEGACY_HASHING_PREFIX) {
+            Some(rest) => model_id.strip_prefix(HASHING_PREFIX) == Some(rest),
+            None => self.model_id == model_id,
+        };
+        stored && self.dim as usize == dim
+    }
+}
+
 /// Why an identity file was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum IdentityError {

@@ -1,4 +1,4 @@
-//! mnemo-engine: the mnemo database.
+//! amberdb: the amberdb database.
 //!
 //! A store is a directory: a CRC-framed log of every change (`wal-*.log`), checkpoints of the
 //! metadata table (`ckpt-*.ckpt`), sealed vector segments (`seg-*.mnsf`, mapped read-only),
@@ -20,8 +20,8 @@
 //! fact's versions (`docs/semantics.md`, "Validity in time").
 //!
 //! ```
-//! use mnemo_engine::{Category, EntityKind, Filter, Mode, NewMemory, Outcome, Role, SearchMemories, SearchRequest, Store, StoreOptions, StoreRequest, Strategy, Timestamp};
-//! use mnemo_engine::query::{Query, StoreType};
+//! use amberdb::{Category, EntityKind, Filter, Mode, NewMemory, Outcome, Role, SearchMemories, SearchRequest, Store, StoreOptions, StoreRequest, Strategy, Timestamp};
+//! use amberdb::query::{Query, StoreType};
 //!
 //! let dir = tempfile::tempdir()?;
 //! // The default embedder, all-MiniLM-L6-v2, from the directory `scripts/fetch-model` fills.
@@ -123,7 +123,7 @@ pub mod query {
         envelope,
     };
 }
-pub use mnemo_embed::{Embedder, HashingEmbedder};
+pub use amberdb_embed::{Embedder, HashingEmbedder};
 pub use options::{Clock, MAX_MEMORY_LIMIT, StoreOptions, SyncPolicy};
 pub use record::{
     Category, Entity, EntityKind, Kind, Memory, MemoryId, NewMemory, Role, TagSnapshot, Timestamp,

@@ -3,7 +3,7 @@
 use crate::hooks::HookConfig;
 use crate::record::Timestamp;
 use crate::storage::{FsStorage, Storage};
-use mnemo_embed::{Embedder, HashingEmbedder};
+use amberdb_embed::{Embedder, HashingEmbedder};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -88,7 +88,7 @@ impl StoreOptions {
     }
 
     /// Defaults with the default embedder: all-MiniLM-L6-v2 from
-    /// `mnemo_embed::ModelFiles::default_dir()` (what `scripts/fetch-model` fills), behind a
+    /// `amberdb_embed::ModelFiles::default_dir()` (what `scripts/fetch-model` fills), behind a
     /// query cache.
     ///
     /// # Errors
@@ -96,8 +96,8 @@ impl StoreOptions {
     /// fetches them and the no-model alternative, [`StoreOptions::hashing`]. There is no silent
     /// fallback: a store remembers its embedder and refuses any other.
     #[cfg(feature = "onnx")]
-    pub fn minilm() -> Result<StoreOptions, mnemo_embed::EmbedError> {
-        Ok(StoreOptions::new(mnemo_embed::default_embedder()?))
+    pub fn minilm() -> Result<StoreOptions, amberdb_embed::EmbedError> {
+        Ok(StoreOptions::new(amberdb_embed::default_embedder()?))
     }
 
     /// Defaults with the no-model `HashingEmbedder` (384-d): the explicit zero-setup choice.

@@ -13,7 +13,7 @@ use crate::record::{MemoryId, Timestamp};
 use crate::segment_file;
 use crate::storage::{Storage, StorageLock};
 use crate::table::Table;
-use mnemo_index::Collection;
+use amberdb_index::Collection;
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 
@@ -370,7 +370,7 @@ pub(crate) fn recover(dir: &Path, options: &StoreOptions) -> Result<Recovered> {
                 supported: identity::SUPPORTED,
             },
         })?;
-        if found.model_id != embedder.model_id() || found.dim as usize != embedder.dim() {
+        if !found.matches(embedder.model_id(), embedder.dim()) {
             return Err(EngineError::EmbedderMismatch {
                 stored_model: found.model_id,
                 stored_dim: found.dim as usize,

@@ -2,7 +2,7 @@
 
 use crate::error::{EngineError, Result};
 use crate::storage::Storage;
-use mnemo_index::{FlatSegment, IndexError};
+use amberdb_index::{FlatSegment, IndexError};
 use std::io;
 use std::path::Path;
 

@@ -1,4 +1,4 @@
-//! `Store`: the public handle of one mnemo database.
+//! `Store`: the public handle of one amberdb database.
 //!
 //! Guarantees (each tested in `tests/it`): under `SyncPolicy::Always` a write that returns
 //! `Ok` is durable and visible to every later read; each store or delete is one log frame, so
@@ -19,7 +19,7 @@ use crate::recovery::{self, OpenReport};
 use crate::segment_file;
 use crate::storage::StorageLock;
 use crate::table::Table;
-use mnemo_index::{Collection, Scan, SearchParams};
+use amberdb_index::{Collection, Scan, SearchParams};
 use parking_lot::{Mutex, RwLock};
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
@@ -255,7 +255,7 @@ pub(crate) struct Inner {
     _lock: Box<dyn StorageLock>,
 }
 
-/// An open mnemo store. Cheap to clone; all clones share one database.
+/// An open amberdb store. Cheap to clone; all clones share one database.
 #[derive(Clone)]
 pub struct Store {
     pub(crate) inner: Arc<Inner>,
@@ -316,7 +316,7 @@ impl Store {
         if let SyncPolicy::Batch { interval } = inner.options.sync {
             let weak = Arc::downgrade(&inner);
             std::thread::Builder::new()
-                .name("mnemo-batch-sync".into())
+                .name("amberdb-batch-sync".into())
                 .spawn(move || batch_sync_loop(&weak, interval))
                 .map_err(EngineError::io(&inner.dir))?;
         }
@@ -633,7 +633,11 @@ impl Store {
         w: &mut Writer,
         seq: u64,
         created: &mut Vec<PathBuf>,
-    ) -> Result<(Vec<(u64, u64)>, Option<mnemo_index::FlatSegment>, LogWriter)> {
+    ) -> Result<(
+        Vec<(u64, u64)>,
+        Option<amberdb_index::FlatSegment>,
+        LogWriter,
+    )> {
         let inner = &*self.inner;
         let storage = &*inner.options.storage;
         let dir = &inner.dir;

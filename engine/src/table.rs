@@ -14,7 +14,7 @@ use crate::keyword::KeywordIndex;
 use crate::log::Op;
 use crate::record::{Category, Entity, EntityKind, Kind, Memory, MemoryId, TagSnapshot, Timestamp};
 use crate::text_column::TextColumn;
-use mnemo_index::KeySet;
+use amberdb_index::KeySet;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -680,7 +680,7 @@ fn drop_elsewhere<T: Send + 'static>(garbage: T) {
     let cell = std::sync::Arc::new(parking_lot::Mutex::new(Some(garbage)));
     let theirs = std::sync::Arc::clone(&cell);
     if std::thread::Builder::new()
-        .name("mnemo-free".into())
+        .name("amberdb-free".into())
         .spawn(move || drop(theirs.lock().take()))
         .is_err()
     {

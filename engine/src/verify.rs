@@ -1,4 +1,4 @@
-//! `mnemo check`: verifies a store's files **without changing them** and reports what is
+//! `amberdb check`: verifies a store's files **without changing them** and reports what is
 //! wrong and where (file and byte offset).
 //!
 //! Two passes:

@@ -1,6 +1,6 @@
 #![no_main]
-//! Fuzz target: `mnemo_engine::fuzzing::checkpoint_decode` on arbitrary bytes (also run by a proptest).
+//! Fuzz target: `amberdb::fuzzing::checkpoint_decode` on arbitrary bytes (also run by a proptest).
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    let _ = mnemo_engine::fuzzing::checkpoint_decode(data);
+    let _ = amberdb::fuzzing::checkpoint_decode(data);
 });

@@ -1,4 +1,4 @@
-//! The one error type of mnemo-index.
+//! The one error type of amberdb-index.
 
 use std::ops::RangeInclusive;
 
@@ -61,5 +61,5 @@ pub enum IndexError {
     },
 }
 
-/// Result alias of mnemo-index.
+/// Result alias of amberdb-index.
 pub type Result<T, E = IndexError> = std::result::Result<T, E>;

@@ -1,4 +1,4 @@
-//! A growable bitmap of u64 keys. Compact for dense keys (mnemo's ids are assigned
+//! A growable bitmap of u64 keys. Compact for dense keys (amberdb's ids are assigned
 //! monotonically from 1, so a million ids cost 125 KiB); lookups are one shift and one mask.
 
 /// A set of u64 keys as a bitmap.

@@ -1,4 +1,4 @@
-//! mnemo-index: vectors in, neighbours out.
+//! amberdb-index: vectors in, neighbours out.
 //!
 //! Guarantees:
 //! - Similarity kernels have one safe, length-checked entry each ([`kernels`]), tested against
@@ -12,7 +12,7 @@
 //! [`SealedBytes`] in), and approximate (IVF) segments, which come later.
 //!
 //! ```
-//! use mnemo_index::{Collection, SearchParams, Scan};
+//! use amberdb_index::{Collection, SearchParams, Scan};
 //!
 //! let mut c = Collection::new(2);
 //! c.insert(1, &[1.0, 0.0])?;
@@ -25,12 +25,12 @@
 //! let odd_only = |k: u64| k % 2 == 1;
 //! let p = SearchParams { k: 1, filter: Some(&odd_only), scan: Scan::F32, min_score: 0.5 };
 //! assert_eq!(c.search(&[1.0, 0.0], &p)?[0].key, 1);
-//! # Ok::<(), mnemo_index::IndexError>(())
+//! # Ok::<(), amberdb_index::IndexError>(())
 //! ```
 
 #[cfg(target_endian = "big")]
 compile_error!(
-    "mnemo-index reads little-endian files through casts; big-endian targets are not supported"
+    "amberdb-index reads little-endian files through casts; big-endian targets are not supported"
 );
 
 pub mod collection;

@@ -44,15 +44,15 @@ impl SeededRng {
     }
 }
 
-/// The seed of a randomized test: `MNEMO_SEED` if set, else `default`. Printed (to stderr) so
-/// that a failure can be replayed with `MNEMO_SEED=<n>`.
+/// The seed of a randomized test: `AMBERDB_SEED` if set, else `default`. Printed (to stderr) so
+/// that a failure can be replayed with `AMBERDB_SEED=<n>`.
 #[must_use]
 pub fn seed_from_env(test: &str, default: u64) -> u64 {
-    let seed = std::env::var("MNEMO_SEED")
+    let seed = std::env::var("AMBERDB_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(default);
-    eprintln!("{test}: seed {seed} (replay with MNEMO_SEED={seed})");
+    eprintln!("{test}: seed {seed} (replay with AMBERDB_SEED={seed})");
     seed
 }
 

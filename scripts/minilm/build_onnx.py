@@ -111,7 +111,7 @@ def build(weights_path, config_path, out_path):
          for n in ("input_ids", "attention_mask", "token_type_ids")],
         [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, dims + [hidden])],
         inits)
-    model = helper.make_model(graph, producer_name="mnemo build_onnx.py",
+    model = helper.make_model(graph, producer_name="amberdb build_onnx.py",
                               opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.checker.check_model(model)

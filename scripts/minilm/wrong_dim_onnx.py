@@ -24,7 +24,7 @@ graph = helper.make_graph(
      for n in ("input_ids", "attention_mask", "token_type_ids")],
     [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, dims + [16])],
     [ones, axes])
-model = helper.make_model(graph, producer_name="mnemo wrong_dim_onnx.py",
+model = helper.make_model(graph, producer_name="amberdb wrong_dim_onnx.py",
                           opset_imports=[helper.make_opsetid("", 17)])
 model.ir_version = 8
 onnx.checker.check_model(model)

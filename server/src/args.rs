@@ -6,7 +6,7 @@
 //! is a [`Fail`]: a protocol error code (`docs/protocol.md`, "Errors") and a message that says
 //! what to do.
 
-use mnemo_engine::{EngineError, MemoryId, Timestamp};
+use amberdb::{EngineError, MemoryId, Timestamp};
 use serde_json::{Map, Value, json};
 
 /// The error codes of `docs/protocol.md`.
@@ -529,13 +529,13 @@ mod tests {
             context: "encoding the growing rows as a segment",
             reason: "x".into(),
         };
-        assert_eq!(internal.kind(), mnemo_engine::ErrorKind::Internal);
+        assert_eq!(internal.kind(), amberdb::ErrorKind::Internal);
         assert_eq!(Fail::from(internal).code, Code::Internal);
         let full = EngineError::DiskFull {
             path: "wal".into(),
             source: std::io::ErrorKind::StorageFull.into(),
         };
-        assert_eq!(full.kind(), mnemo_engine::ErrorKind::Environment);
+        assert_eq!(full.kind(), amberdb::ErrorKind::Environment);
         let f = Fail::from(full);
         assert_eq!(f.code, Code::DiskFull);
         assert_eq!(f.into_reply()["code"], "disk_full");

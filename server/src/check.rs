@@ -1,8 +1,8 @@
-//! `mnemo check`: the engine's read-only verifier ([`mnemo_engine::verify`]) as a report for
+//! `amberdb check`: the engine's read-only verifier ([`amberdb::verify`]) as a report for
 //! people, and the process exit code: 0 clean (warnings allowed), 1 errors found, 2 the
 //! directory could not be checked at all.
 
-use mnemo_engine::verify::{Report, Severity, verify};
+use amberdb::verify::{Report, Severity, verify};
 use std::fmt::Write as _;
 use std::path::Path;
 

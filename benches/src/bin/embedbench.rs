@@ -5,12 +5,12 @@
 //! It also writes its texts to target/bench-data/embed-{short,long}.txt for
 //! `benches/embed/raw_ort.py`, the raw ONNX Runtime baseline (`benches/embed/run.sh` runs both).
 //!
-//! Usage: `cargo run --release -p mnemo-benches --bin embedbench [rss | headline]`
+//! Usage: `cargo run --release -p amberdb-benches --bin embedbench [rss | headline]`
 
 #![expect(clippy::print_stdout, reason = "a bench tool reports on stdout")]
 
-use mnemo_benches::{SEED, bench_data_dir, bench_texts, minilm, minilm_with};
-use mnemo_embed::{Embedder, OnnxConfig, OnnxEmbedder};
+use amberdb_benches::{SEED, bench_data_dir, bench_texts, minilm, minilm_with};
+use amberdb_embed::{Embedder, OnnxConfig, OnnxEmbedder};
 use std::time::{Duration, Instant};
 
 fn main() -> anyhow::Result<()> {
@@ -23,7 +23,7 @@ fn main() -> anyhow::Result<()> {
             // raw_ort.py many times (benches/embed/run.sh).
             let model = minilm(2);
             println!(
-                "mnemo short/32 {:.0} long/8 {:.0} short/1 {:.0}",
+                "amberdb short/32 {:.0} long/8 {:.0} short/1 {:.0}",
                 sentences_per_second(&model, &short, 32),
                 sentences_per_second(&model, &long, 8),
                 sentences_per_second(&model, &short, 1)

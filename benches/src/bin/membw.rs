@@ -1,7 +1,7 @@
 //! This machine's streaming read bandwidth, the floor of every exact scan: sums a 1.536 GB
 //! f32 array (the size of 1M × 384 vectors) on 1 and 2 threads and prints the best of 5.
 //!
-//! Usage: `cargo run --release -p mnemo-benches --bin membw`
+//! Usage: `cargo run --release -p amberdb-benches --bin membw`
 
 #![expect(clippy::print_stdout, reason = "a bench tool reports on stdout")]
 

@@ -1,15 +1,15 @@
-//! The mnemo half of the side-by-side comparison (`benches/peers/run.sh`): writes the seeded
-//! vectors and queries as raw little-endian f32 files for the Python peers, times mnemo's exact
+//! The amberdb half of the side-by-side comparison (`benches/peers/run.sh`): writes the seeded
+//! vectors and queries as raw little-endian f32 files for the Python peers, times amberdb's exact
 //! top-10 on the same data (one query at a time; f32 on 1 and 2 threads, i8 + re-rank on 1 and
-//! 2), and writes `mnemo.json` with the medians and each query's exact top-10 ids.
+//! 2), and writes `amberdb.json` with the medians and each query's exact top-10 ids.
 //!
 //! Usage: `peers <rows> <queries> <out_dir>`
 
 #![expect(clippy::print_stdout, reason = "a bench tool reports on stdout")]
 
+use amberdb_benches::{DIM, SEED, sealed_collection, vectors};
+use amberdb_index::{Scan, SearchParams};
 use anyhow::Context;
-use mnemo_benches::{DIM, SEED, sealed_collection, vectors};
-use mnemo_index::{Scan, SearchParams};
 use std::io::Write;
 use std::time::Instant;
 
@@ -42,10 +42,10 @@ fn main() -> anyhow::Result<()> {
     let mut results = serde_like::Json::default();
     let mut exact_ids: Vec<Vec<u64>> = Vec::new();
     for (name, threads, scan) in [
-        ("mnemo f32", 1, Scan::F32),
-        ("mnemo f32", 2, Scan::F32),
-        ("mnemo i8+rerank", 1, Scan::i8_for(10)),
-        ("mnemo i8+rerank", 2, Scan::i8_for(10)),
+        ("amberdb f32", 1, Scan::F32),
+        ("amberdb f32", 2, Scan::F32),
+        ("amberdb i8+rerank", 1, Scan::i8_for(10)),
+        ("amberdb i8+rerank", 2, Scan::i8_for(10)),
     ] {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
@@ -78,8 +78,8 @@ fn main() -> anyhow::Result<()> {
         results.push(name, threads, ms, recall);
     }
     std::fs::write(
-        out.join("mnemo.json"),
-        results.finish(&exact_ids, mnemo_index::kernels::backend()),
+        out.join("amberdb.json"),
+        results.finish(&exact_ids, amberdb_index::kernels::backend()),
     )?;
     Ok(())
 }

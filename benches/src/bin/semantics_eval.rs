@@ -8,8 +8,8 @@
 //! pair-level dedup F1 against a bare cosine threshold, and the `frequency` strategy before and
 //! after 2,000 searches.
 //!
-//! Usage: `cargo run --release -p mnemo-benches --bin semantics_eval [SUBJECTS]` (at most
-//! 50 people and 16 projects; needs the model: `mnemo model fetch`). Seeded (`MNEMO_SEED`, printed).
+//! Usage: `cargo run --release -p amberdb-benches --bin semantics_eval [SUBJECTS]` (at most
+//! 50 people and 16 projects; needs the model: `amberdb model fetch`). Seeded (`AMBERDB_SEED`, printed).
 
 #![expect(clippy::print_stdout, reason = "an evaluation tool reports on stdout")]
 #![expect(
@@ -18,11 +18,11 @@
     reason = "an evaluation tool: counts into ratios, indexes it built itself"
 )]
 
-use mnemo_engine::{
+use amberdb::{
     MemoryId, Mode, NewMemory, Outcome, Relation, SearchMemories, Store, StoreOptions,
     StoreRequest, Strategy, Timestamp,
 };
-use mnemo_index::synthetic::{SeededRng, seed_from_env};
+use amberdb_index::synthetic::{SeededRng, seed_from_env};
 use std::collections::HashMap;
 
 const PEOPLE: &[&str] = &[
@@ -246,9 +246,9 @@ enum Label {
 }
 
 impl Eval {
-    /// With `MNEMO_EVAL_VERBOSE` set, prints a decision that joined two slots.
-    fn explain(&self, wrong: bool, text: &str, d: &mnemo_engine::DedupDecision) {
-        if wrong && std::env::var_os("MNEMO_EVAL_VERBOSE").is_some() {
+    /// With `AMBERDB_EVAL_VERBOSE` set, prints a decision that joined two slots.
+    fn explain(&self, wrong: bool, text: &str, d: &amberdb::DedupDecision) {
+        if wrong && std::env::var_os("AMBERDB_EVAL_VERBOSE").is_some() {
             let other = TEXTS
                 .lock()
                 .ok()
@@ -276,7 +276,7 @@ impl Eval {
         let s = match self.store.store_memory(req) {
             Ok(s) => s,
             // The same text again (the exact hook): nothing to decide.
-            Err(mnemo_engine::EngineError::AlreadyExists { .. }) => return Ok(()),
+            Err(amberdb::EngineError::AlreadyExists { .. }) => return Ok(()),
             Err(e) => return Err(e.into()),
         };
         let mut updated_same_slot = false;
@@ -598,7 +598,7 @@ fn pair_f1(store: &Store, title: &str, pairs: &[(String, String, bool)]) -> anyh
         let outcome =
             match store.store_memory(StoreRequest::new(NewMemory::new(b.as_str()).user(&u))) {
                 Ok(s) => s.outcome,
-                Err(mnemo_engine::EngineError::AlreadyExists { .. }) => Outcome::Merged,
+                Err(amberdb::EngineError::AlreadyExists { .. }) => Outcome::Merged,
                 Err(e) => return Err(e.into()),
             };
         let va = embedder.embed_query(a)?;
@@ -606,8 +606,9 @@ fn pair_f1(store: &Store, title: &str, pairs: &[(String, String, bool)]) -> anyh
         let cos: f32 = va.iter().zip(&vb).map(|(x, y)| x * y).sum();
         tally(0, outcome == Outcome::Merged, *same);
         tally(1, outcome != Outcome::Stored, *same);
-        tally(2, cos >= 1.0 - mnemo_engine::hooks::DEDUP_DISTANCE, *same);
-        if std::env::var_os("MNEMO_EVAL_VERBOSE").is_some() && (outcome == Outcome::Merged) != *same
+        tally(2, cos >= 1.0 - amberdb::hooks::DEDUP_DISTANCE, *same);
+        if std::env::var_os("AMBERDB_EVAL_VERBOSE").is_some()
+            && (outcome == Outcome::Merged) != *same
         {
             println!(
                 "pair {}: {outcome:?} cos {cos:.3}: {a:?} / {b:?}",
@@ -671,7 +672,8 @@ fn questions(eval: &Eval, slots: &[Slot], user: &str, title: &str) -> anyhow::Re
             let current = history.last().map_or("", |h| h.0);
             let right = holds(page.first(), current);
             newest += usize::from(right);
-            if !right && mode == Mode::Vector && std::env::var_os("MNEMO_EVAL_VERBOSE").is_some() {
+            if !right && mode == Mode::Vector && std::env::var_os("AMBERDB_EVAL_VERBOSE").is_some()
+            {
                 println!(
                     "missed: {q:?} wants {current:?}, page {:?}",
                     &page[..page.len().min(3)]
@@ -688,7 +690,7 @@ fn questions(eval: &Eval, slots: &[Slot], user: &str, title: &str) -> anyhow::Re
                 && first_current.is_none_or(|c| older < c)
             {
                 stale_first += 1;
-                if mode == Mode::Vector && std::env::var_os("MNEMO_EVAL_VERBOSE").is_some() {
+                if mode == Mode::Vector && std::env::var_os("AMBERDB_EVAL_VERBOSE").is_some() {
                     println!("stale first: {q:?} wants {current:?}, page {page:?}");
                 }
             }

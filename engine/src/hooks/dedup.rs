@@ -9,7 +9,7 @@ use super::MAX_MERGE_GROUP;
 const GUARD_CANDIDATES: usize = 50;
 use super::facts::{Decision, Reading, Relation, reading, relation, relation_of};
 use crate::record::{MemoryId, Timestamp};
-use mnemo_index::kernels;
+use amberdb_index::kernels;
 
 /// What the dedup decision needs to see of a store: one user's live memories of one kind.
 pub(crate) trait Space {

@@ -1,6 +1,6 @@
 //! The MemFuse query (`docs/search.md`, "The MemFuse query"): one user's memories, messages
 //! and knowledge across all of its sessions, each result tagged with its scope, in MemFuse's
-//! response envelope; and `graph` retrieval, one hop from the vector hits along edges mnemo
+//! response envelope; and `graph` retrieval, one hop from the vector hits along edges amberdb
 //! knows (rare shared tags, neighbouring turns of a session, merge lineage).
 //!
 //! Guarantees: only the named user's records are read (graph edges included); an unknown

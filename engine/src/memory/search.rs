@@ -16,7 +16,7 @@ use crate::log::Op;
 use crate::record::{self, Category, DEFAULT_USER, Kind, Memory, MemoryId, Timestamp};
 use crate::store::{State, Store};
 use crate::table::UserIndex;
-use mnemo_index::{KeySet, Scan, SearchParams};
+use amberdb_index::{KeySet, Scan, SearchParams};
 use std::collections::HashMap;
 
 /// Longest search query, in characters.
@@ -559,7 +559,7 @@ fn replaced_candidates(
         let key = m.id.0;
         let candidate = match (mode, query) {
             (Mode::Vector | Mode::Hybrid, Some(q)) => {
-                let Some(cos) = mnemo_index::kernels::dot(q, &a.vector).ok() else {
+                let Some(cos) = amberdb_index::kernels::dot(q, &a.vector).ok() else {
                     continue;
                 };
                 if cos < plan.threshold {
@@ -676,7 +676,7 @@ pub(crate) fn cosine_of(state: &State, query: &[f32], key: u64) -> Option<f32> {
     state
         .vectors
         .vector(key)
-        .and_then(|v| mnemo_index::kernels::dot(query, v).ok())
+        .and_then(|v| amberdb_index::kernels::dot(query, v).ok())
 }
 
 /// Fuses a vector list and a keyword list (each best first) into candidates, each with its

@@ -3,7 +3,7 @@
 use crate::hooks::dedup::Space;
 use crate::record::{Kind, MemoryId};
 use crate::store::State;
-use mnemo_index::{Scan, SearchParams};
+use amberdb_index::{Scan, SearchParams};
 
 /// Live rows above which dedup's range queries use the compact (i8) scan.
 const COMPACT_SCAN_ROWS: usize = 4_096;

@@ -8,7 +8,7 @@ use crate::log::Op;
 use crate::record::{self, DEFAULT_USER, MAX_DESCRIPTION_CHARS, MemoryId, TagSnapshot, Timestamp};
 use crate::store::Store;
 use crate::table::Table;
-use mnemo_index::kernels;
+use amberdb_index::kernels;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One planned tag rewrite.

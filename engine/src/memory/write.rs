@@ -16,7 +16,7 @@ use crate::record::{
     Timestamp,
 };
 use crate::store::{State, Store};
-use mnemo_index::kernels;
+use amberdb_index::kernels;
 
 /// A store with per-request hook overrides.
 #[derive(Debug, Clone, PartialEq)]
@@ -247,7 +247,7 @@ impl Store {
     }
 
     fn embed_failed(&self, reason: &str) -> EngineError {
-        EngineError::Embed(mnemo_embed::EmbedError::Failed {
+        EngineError::Embed(amberdb_embed::EmbedError::Failed {
             model_id: self.inner.options.embedder.model_id().to_owned(),
             reason: reason.to_owned(),
         })
@@ -690,7 +690,7 @@ fn archive_decided(
 }
 
 fn check_vector(dim: usize, v: &[f32]) -> Result<()> {
-    mnemo_index::validate_vector(dim, v).map_err(|e| EngineError::from_index("vector", e))
+    amberdb_index::validate_vector(dim, v).map_err(|e| EngineError::from_index("vector", e))
 }
 
 /// Lowest raw similarity that can still merge (the related threshold minus the boost): the

@@ -15,7 +15,7 @@
 //! (ENOSPC), as `write(2)` does.
 
 use super::{Storage, StorageFile, StorageLock};
-use mnemo_index::SealedBytes;
+use amberdb_index::SealedBytes;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashSet};
 use std::io;

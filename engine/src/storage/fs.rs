@@ -1,7 +1,7 @@
 //! The real file system.
 
 use super::{Storage, StorageFile, StorageLock};
-use mnemo_index::SealedBytes;
+use amberdb_index::SealedBytes;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::Path;

@@ -12,7 +12,7 @@ mod fs;
 pub use faulty::{CrashImage, FaultyStorage};
 pub use fs::FsStorage;
 
-use mnemo_index::SealedBytes;
+use amberdb_index::SealedBytes;
 use std::fmt::Debug;
 use std::io;
 use std::path::Path;

@@ -2,8 +2,8 @@
 //! group commit, sync policies, filters.
 
 use super::support::small_options;
-use mnemo_engine::storage::FaultyStorage;
-use mnemo_engine::{
+use amberdb::storage::FaultyStorage;
+use amberdb::{
     Category, EngineError, EntityKind, Filter, HashingEmbedder, HookConfig, Kind, MemoryId, Mode,
     NewMemory, Role, SearchMemories, SearchRequest, Store, StoreOptions, SyncPolicy, Timestamp,
 };
@@ -85,7 +85,7 @@ fn bad_input_is_a_typed_error_and_changes_nothing() {
         ),
     ];
     for (err, what) in &cases {
-        assert_eq!(err.kind(), mnemo_engine::ErrorKind::Caller, "{what}: {err}");
+        assert_eq!(err.kind(), amberdb::ErrorKind::Caller, "{what}: {err}");
     }
     assert!(matches!(
         cases[1].0,
@@ -349,7 +349,7 @@ fn filters_apply_inside_the_scan_and_fill_k() {
     );
     // Compact scan agrees here.
     let compact = SearchRequest {
-        scan: mnemo_engine::ScanMode::Compact,
+        scan: amberdb::ScanMode::Compact,
         ..SearchRequest::vector(q.clone(), 5).filter(Filter {
             category: Some(Category::Security),
             ..Filter::default()
@@ -419,7 +419,7 @@ fn list_recent_tags_and_stats() {
 
 #[test]
 fn a_durable_batch_takes_one_fsync_and_is_durable_when_it_returns() {
-    use mnemo_engine::storage::CrashImage;
+    use amberdb::storage::CrashImage;
     let fs = FaultyStorage::new();
     let store = Store::open(Path::new("/b"), small_options(&fs, 1000)).unwrap();
     let before = store.stats().log_fsyncs;

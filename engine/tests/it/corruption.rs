@@ -4,8 +4,8 @@
 //! wrong data.
 
 use super::support::{Rng, seed, small_options};
-use mnemo_engine::storage::{FaultyStorage, Storage};
-use mnemo_engine::{EngineError, MemoryId, NewMemory, Store};
+use amberdb::storage::{FaultyStorage, Storage};
+use amberdb::{EngineError, MemoryId, NewMemory, Store};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -43,7 +43,7 @@ fn files(fs: &FaultyStorage, prefix: &str) -> Vec<PathBuf> {
         .collect()
 }
 
-fn open(fs: &FaultyStorage) -> mnemo_engine::Result<Store> {
+fn open(fs: &FaultyStorage) -> amberdb::Result<Store> {
     Store::open(Path::new(DIR), small_options(fs, 1000))
 }
 
@@ -81,7 +81,7 @@ fn every_torn_tail_is_truncated_to_a_prefix() {
     let full = fs.read(&wal).unwrap();
     let starts = frame_starts(&full);
     for cut in 32..full.len() {
-        let img = fs.crash_image(mnemo_engine::storage::CrashImage::KeepUnsynced);
+        let img = fs.crash_image(amberdb::storage::CrashImage::KeepUnsynced);
         img.overwrite(&wal, full[..cut].to_vec()).unwrap();
         let store = open(&img).unwrap_or_else(|e| panic!("cut {cut}: {e}"));
         let whole = starts
@@ -112,7 +112,7 @@ fn zero_filled_and_garbage_tails_are_truncated() {
         vec![0u8; 4096],
         (0..777).map(|_| rng.next_u64() as u8).collect(),
     ] {
-        let img = fs.crash_image(mnemo_engine::storage::CrashImage::KeepUnsynced);
+        let img = fs.crash_image(amberdb::storage::CrashImage::KeepUnsynced);
         img.overwrite(&wal, [good.clone(), tail].concat()).unwrap();
         let store = open(&img).unwrap();
         assert_eq!(check_subset(&store, &want), want.len());
@@ -142,7 +142,7 @@ fn a_bit_flip_before_valid_frames_is_reported_with_its_offset() {
             let at = start + rng.below((end - start) as u64) as usize;
             let mut bad = full.clone();
             bad[at] ^= 1 << rng.below(8);
-            let img = fs.crash_image(mnemo_engine::storage::CrashImage::KeepUnsynced);
+            let img = fs.crash_image(amberdb::storage::CrashImage::KeepUnsynced);
             img.overwrite(&wal, bad).unwrap();
             flips += 1;
             match open(&img) {
@@ -184,7 +184,7 @@ fn damaged_checkpoints_and_segments_fall_back_to_the_log() {
             let mut bad = good.clone();
             let at = rng.below(bad.len() as u64) as usize;
             bad[at] ^= 1 << rng.below(8);
-            let img = fs.crash_image(mnemo_engine::storage::CrashImage::KeepUnsynced);
+            let img = fs.crash_image(amberdb::storage::CrashImage::KeepUnsynced);
             img.overwrite(&path, bad).unwrap();
             let store =
                 open(&img).unwrap_or_else(|e| panic!("{}: flip at {at}: {e}", path.display()));
@@ -199,7 +199,7 @@ fn damaged_checkpoints_and_segments_fall_back_to_the_log() {
             trials += 1;
         }
         // A missing file is the same as a damaged one.
-        let img = fs.crash_image(mnemo_engine::storage::CrashImage::KeepUnsynced);
+        let img = fs.crash_image(amberdb::storage::CrashImage::KeepUnsynced);
         img.remove(&path).unwrap();
         assert_eq!(check_subset(&open(&img).unwrap(), &want), want.len());
     }
@@ -214,7 +214,7 @@ fn a_damaged_identity_is_corruption() {
     for at in 0..good.len() {
         let mut bad = good.clone();
         bad[at] ^= 0x10;
-        let img = fs.crash_image(mnemo_engine::storage::CrashImage::KeepUnsynced);
+        let img = fs.crash_image(amberdb::storage::CrashImage::KeepUnsynced);
         img.overwrite(&path, bad).unwrap();
         let err = open(&img).unwrap_err();
         assert!(
@@ -225,7 +225,7 @@ fn a_damaged_identity_is_corruption() {
             "byte {at}: {err}"
         );
     }
-    let img = fs.crash_image(mnemo_engine::storage::CrashImage::KeepUnsynced);
+    let img = fs.crash_image(amberdb::storage::CrashImage::KeepUnsynced);
     img.remove(&path).unwrap();
     assert!(matches!(
         open(&img).unwrap_err(),
@@ -259,7 +259,7 @@ fn random_overwrites_never_panic_or_return_wrong_data() {
         for b in bytes.iter_mut().skip(at).take(len) {
             *b = rng.next_u64() as u8;
         }
-        let img = fs.crash_image(mnemo_engine::storage::CrashImage::KeepUnsynced);
+        let img = fs.crash_image(amberdb::storage::CrashImage::KeepUnsynced);
         img.overwrite(path, bytes).unwrap();
         match open(&img) {
             Ok(store) => {
@@ -269,7 +269,7 @@ fn random_overwrites_never_panic_or_return_wrong_data() {
             Err(e) => {
                 assert_eq!(
                     e.kind(),
-                    mnemo_engine::ErrorKind::Data,
+                    amberdb::ErrorKind::Data,
                     "{}: {e}",
                     path.display()
                 );

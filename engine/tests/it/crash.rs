@@ -5,8 +5,8 @@
 //! acknowledged delete is undone, and an unacknowledged operation is either absent or whole.
 
 use super::support::{Rng, seed, small_options};
-use mnemo_engine::storage::{CrashImage, FaultyStorage, Storage};
-use mnemo_engine::{MemoryId, NewMemory, Store};
+use amberdb::storage::{CrashImage, FaultyStorage, Storage};
+use amberdb::{MemoryId, NewMemory, Store};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -61,15 +61,15 @@ fn run_until_failure(store: &Store, work: &[Attempt]) -> Ledger {
                     Ok(id) => {
                         l.acked.insert(id, content.clone());
                     }
-                    Err(
-                        mnemo_engine::EngineError::Poisoned | mnemo_engine::EngineError::Io { .. },
-                    ) => return l,
+                    Err(amberdb::EngineError::Poisoned | amberdb::EngineError::Io { .. }) => {
+                        return l;
+                    }
                     Err(e) => panic!("unexpected error {e}"),
                 }
             }
             Attempt::Delete { id } => match store.delete(*id) {
                 Ok(()) => l.acked_deletes.push(*id),
-                Err(mnemo_engine::EngineError::NotFound { .. }) => {}
+                Err(amberdb::EngineError::NotFound { .. }) => {}
                 Err(_) => {
                     l.pending_delete = Some(*id);
                     return l;
@@ -206,7 +206,7 @@ fn every_failed_operation_poisons_and_loses_nothing() {
             if ledger.acked.len() < work.len() && store.stats().poisoned {
                 assert!(matches!(
                     store.store_embedded(NewMemory::new("refused"), vec![0.1; 8]),
-                    Err(mnemo_engine::EngineError::Poisoned)
+                    Err(amberdb::EngineError::Poisoned)
                 ));
                 // Reads still work on a poisoned store.
                 for id in ledger.acked.keys().filter(|id| {
@@ -237,8 +237,8 @@ fn every_failed_operation_poisons_and_loses_nothing() {
 /// The hooked workload: merges (a batch frame of archive + store), a snapshot, tag updates,
 /// a snapshot restore (a batch frame of tag rewrites), a checkpoint, another merge.
 mod hooked {
-    use mnemo_engine::storage::{CrashImage, FaultyStorage};
-    use mnemo_engine::{
+    use amberdb::storage::{CrashImage, FaultyStorage};
+    use amberdb::{
         EngineError, HashingEmbedder, NewMemory, Outcome, Store, StoreOptions, StoreRequest,
         UpdateRequest,
     };
@@ -262,12 +262,12 @@ mod hooked {
     /// What the run got acknowledged, step by step.
     #[derive(Debug, Default)]
     struct Acked {
-        merges: Vec<(mnemo_engine::MemoryId, Vec<mnemo_engine::MemoryId>)>,
+        merges: Vec<(amberdb::MemoryId, Vec<amberdb::MemoryId>)>,
         snapshot: Option<String>,
         updated: bool,
         restored: bool,
         /// The newer value of a slot and the older one it closed.
-        superseded: Option<(mnemo_engine::MemoryId, Vec<mnemo_engine::MemoryId>)>,
+        superseded: Option<(amberdb::MemoryId, Vec<amberdb::MemoryId>)>,
         failed: bool,
     }
 

@@ -1,9 +1,9 @@
 //! Decoders of bytes from disk on random and mutated input: never a panic. These are the
 //! bodies of the fuzz targets in `fuzz/` (`log_scan`, `checkpoint_decode`, `identity_decode`).
 
-use mnemo_engine::fuzzing;
-use mnemo_engine::log::format::{Op, encode_frame, encode_header};
-use mnemo_engine::{Category, Kind, Memory, MemoryId, Timestamp};
+use amberdb::fuzzing;
+use amberdb::log::format::{Op, encode_frame, encode_header};
+use amberdb::{Category, Kind, Memory, MemoryId, Timestamp};
 use proptest::prelude::*;
 
 fn sample_log() -> Vec<u8> {

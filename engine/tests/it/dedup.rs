@@ -2,7 +2,7 @@
 //! vectors: each memory's vector is chosen, its text is a word-order variant of the same words
 //! (so the fact guard calls every pair a duplicate and only the vectors decide).
 
-use mnemo_engine::{
+use amberdb::{
     EngineError, HashingEmbedder, HookConfig, HookOverrides, MemoryId, NewMemory, Outcome, Store,
     StoreOptions, StoreRequest, WriteHook,
 };
@@ -44,7 +44,7 @@ fn store(store: &Store, n: usize, v: Vec<f32>) -> MemoryId {
     store.store_embedded(NewMemory::new(text(n)), v).unwrap()
 }
 
-fn live(store: &Store) -> Vec<mnemo_engine::Memory> {
+fn live(store: &Store) -> Vec<amberdb::Memory> {
     store.list_recent_memories(None, 50).unwrap().memories
 }
 

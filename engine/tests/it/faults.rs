@@ -4,10 +4,10 @@
 //! offset; an interrupted checkpoint or creation leaves nothing behind after the next open.
 
 use super::support::small_options;
-use mnemo_engine::log::Op;
-use mnemo_engine::log::format::encode_frame;
-use mnemo_engine::storage::{CrashImage, FaultyStorage, Storage};
-use mnemo_engine::{
+use amberdb::log::Op;
+use amberdb::log::format::encode_frame;
+use amberdb::storage::{CrashImage, FaultyStorage, Storage};
+use amberdb::{
     EngineError, HashingEmbedder, MemoryId, NewMemory, SearchMemories, Store, StoreOptions,
 };
 use std::collections::BTreeMap;
@@ -263,13 +263,13 @@ fn assert_lost(dir: &Path, lost: &Path) {
         Err(e) => panic!("expected Corrupted naming {}, got {e}", lost.display()),
         Ok(_) => panic!("a store that lost {} opened", lost.display()),
     }
-    let report = mnemo_engine::verify::verify(dir).unwrap();
+    let report = amberdb::verify::verify(dir).unwrap();
     let name = lost.file_name().unwrap().to_str().unwrap();
     assert!(
         report
             .findings
             .iter()
-            .any(|i| i.file == name && i.severity == mnemo_engine::verify::Severity::Error),
+            .any(|i| i.file == name && i.severity == amberdb::verify::Severity::Error),
         "check does not name {name}: {report:?}"
     );
 }
@@ -286,7 +286,7 @@ fn a_lost_log_file_is_corruption_that_open_and_check_name() {
             .unwrap();
     }
     drop(store);
-    assert!(mnemo_engine::verify::verify(&dir).unwrap().errors() == 0);
+    assert!(amberdb::verify::verify(&dir).unwrap().errors() == 0);
     let newest = log_files(&dir).pop().unwrap();
     std::fs::remove_file(&newest).unwrap();
     assert_lost(&dir, &newest);
@@ -348,7 +348,7 @@ fn open_removes_segment_files_no_checkpoint_names_unless_one_is_unreadable() {
     store.store_embedded(NewMemory::new("c"), unit(1)).unwrap();
     store.checkpoint().unwrap();
     drop(store);
-    assert!(mnemo_engine::verify::verify(&dir).unwrap().errors() == 0);
+    assert!(amberdb::verify::verify(&dir).unwrap().errors() == 0);
 
     // An unreadable checkpoint might need the file: it is only reported.
     std::fs::copy(&seg, &orphan).unwrap();
@@ -412,12 +412,12 @@ fn a_list_of_messages_is_stored_whole_or_not_at_all() {
     let fs = FaultyStorage::new();
     let store = Store::open(DIR, small_options(&fs, 1000)).unwrap();
     store
-        .create_entity(mnemo_engine::EntityKind::Session, None, "chat", None, None)
+        .create_entity(amberdb::EntityKind::Session, None, "chat", None, None)
         .unwrap();
-    let turns: Vec<(mnemo_engine::Role, String)> = (0..8)
+    let turns: Vec<(amberdb::Role, String)> = (0..8)
         .map(|i| {
             (
-                mnemo_engine::Role::User,
+                amberdb::Role::User,
                 format!("turn {i} of a conversation that fills the disk"),
             )
         })

@@ -1,10 +1,10 @@
-//! Frozen fixtures of every format version, each written once by `cargo run -p mnemo-engine
+//! Frozen fixtures of every format version, each written once by `cargo run -p amberdb
 //! --example write_fixture` (by the build of that version) and never regenerated:
 //! `tests/fixtures/v<N>/{store,torn,corrupt}` plus `expected.tsv` (id, user, tags, content of
 //! every live record); version 2 adds `lineage.tsv` (a live id and the ids it supersedes),
 //! version 3 `entities.tsv` (every user, agent and session: kind, user, id, name, agent).
 
-use mnemo_engine::{
+use amberdb::{
     EngineError, EntityKind, MemoryId, SearchMemories, SearchRequest, Store, StoreOptions,
     Timestamp,
 };

@@ -3,8 +3,8 @@
 //! the invariants of `docs/semantics.md` and, at every reopen, against the state before it.
 
 use super::support::{Rng, seed};
-use mnemo_engine::storage::FaultyStorage;
-use mnemo_engine::{
+use amberdb::storage::FaultyStorage;
+use amberdb::{
     EngineError, HashingEmbedder, Memory, MemoryId, NewMemory, Store, StoreOptions, StoreRequest,
     UpdateRequest,
 };

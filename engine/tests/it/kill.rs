@@ -1,14 +1,14 @@
 //! A real process killed with SIGKILL mid-write, many times: every acknowledged write survives.
 //!
-//! The test re-runs its own binary as a child (`MNEMO_KILL_CHILD=<dir>`). The child opens the
+//! The test re-runs its own binary as a child (`AMBERDB_KILL_CHILD=<dir>`). The child opens the
 //! store and, from four threads, stores records (and deletes some), printing `ACK <id> <content>`
 //! or `DEL <id>` only after the call returned `Ok`, and `DELETING <id>` before a delete (an
 //! unacknowledged delete may or may not survive the kill). The parent reads those lines, kills the child
 //! at a seeded random moment (sometimes before it finished opening), reopens the store and
-//! checks every acknowledged line. `MNEMO_KILL_CYCLES` sets the number of cycles (default 25).
+//! checks every acknowledged line. `AMBERDB_KILL_CYCLES` sets the number of cycles (default 25).
 
 use super::support::{Rng, seed};
-use mnemo_engine::{HookConfig, MemoryId, NewMemory, Store, StoreOptions};
+use amberdb::{HookConfig, MemoryId, NewMemory, Store, StoreOptions};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -60,15 +60,15 @@ fn child(dir: &Path, cycle: u64) -> ! {
 
 #[test]
 fn kill_9_loses_no_acknowledged_write() {
-    if let Ok(dir) = std::env::var("MNEMO_KILL_CHILD") {
-        let cycle = std::env::var("MNEMO_KILL_CYCLE")
+    if let Ok(dir) = std::env::var("AMBERDB_KILL_CHILD") {
+        let cycle = std::env::var("AMBERDB_KILL_CYCLE")
             .ok()
             .and_then(|c| c.parse().ok())
             .unwrap_or(0);
         child(Path::new(&dir), cycle);
     }
     let seed = seed("kill_9_loses_no_acknowledged_write", 0x5EED);
-    let cycles: u64 = std::env::var("MNEMO_KILL_CYCLES")
+    let cycles: u64 = std::env::var("AMBERDB_KILL_CYCLES")
         .ok()
         .and_then(|c| c.parse().ok())
         .unwrap_or(25);
@@ -82,8 +82,8 @@ fn kill_9_loses_no_acknowledged_write() {
     for cycle in 0..cycles {
         let mut child = Command::new(&exe)
             .args([TEST_NAME, "--exact", "--nocapture", "--test-threads=1"])
-            .env("MNEMO_KILL_CHILD", dir.path())
-            .env("MNEMO_KILL_CYCLE", cycle.to_string())
+            .env("AMBERDB_KILL_CHILD", dir.path())
+            .env("AMBERDB_KILL_CYCLE", cycle.to_string())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

@@ -1,4 +1,4 @@
-//! Integration tests of mnemo-engine, one module per area.
+//! Integration tests of amberdb, one module per area.
 
 mod api;
 mod corruption;

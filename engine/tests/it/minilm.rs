@@ -1,7 +1,7 @@
 //! The store with its default embedder, the real MiniLM model (fetched by
 //! `scripts/fetch-model`, which `scripts/test` runs first; missing files fail these tests).
 
-use mnemo_engine::{EngineError, NewMemory, SearchRequest, Store, StoreOptions};
+use amberdb::{EngineError, NewMemory, SearchRequest, Store, StoreOptions};
 
 fn minilm_options() -> StoreOptions {
     StoreOptions::minilm().unwrap_or_else(|e| panic!("{e}"))
@@ -82,8 +82,8 @@ fn a_store_keeps_the_embedder_it_was_created_with() {
 #[test]
 fn missing_model_files_say_how_to_get_them() {
     let dir = tempfile::tempdir().unwrap();
-    let files = mnemo_embed::ModelFiles::in_dir(&dir.path().join("nowhere"));
-    let error = mnemo_embed::OnnxEmbedder::open(&files, mnemo_embed::OnnxConfig::default())
+    let files = amberdb_embed::ModelFiles::in_dir(&dir.path().join("nowhere"));
+    let error = amberdb_embed::OnnxEmbedder::open(&files, amberdb_embed::OnnxConfig::default())
         .map(|_| ())
         .map_err(EngineError::from)
         .expect_err("no model there");

@@ -2,8 +2,8 @@
 //! a `Vec` and brute-force search give identical answers.
 
 use super::support::small_options;
-use mnemo_engine::storage::FaultyStorage;
-use mnemo_engine::{Category, EngineError, Filter, MemoryId, NewMemory, SearchRequest, Store};
+use amberdb::storage::FaultyStorage;
+use amberdb::{Category, EngineError, Filter, MemoryId, NewMemory, SearchRequest, Store};
 use proptest::prelude::*;
 use std::path::Path;
 
@@ -73,7 +73,7 @@ fn brute_force(
                 && category.is_none_or(|c| r.category == c)
                 && tag.is_none_or(|t| r.tag == t)
         })
-        .map(|r| (r.id, mnemo_index::kernels::dot(q, &r.vector).unwrap()))
+        .map(|r| (r.id, amberdb_index::kernels::dot(q, &r.vector).unwrap()))
         .collect();
     scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     scored.truncate(k);

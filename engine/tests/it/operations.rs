@@ -1,7 +1,7 @@
 //! Every error case of every seed operation, and the seed's result and error shapes
 //! (`docs/semantics.md`, "Operations"), on a no-model store.
 
-use mnemo_engine::{
+use amberdb::{
     EngineError, Feedback, MemoryId, NewMemory, SearchMemories, Store, StoreOptions, StoreRequest,
     Timestamp, UpdateRequest,
 };
@@ -268,7 +268,7 @@ fn delete_cleanup_feedback_update_tags_and_snapshot_errors() {
     assert_eq!(stats["success"], true);
     assert_eq!(stats["total_memories"], 1);
     assert_eq!(stats["health_status"], "Healthy");
-    assert_eq!(stats["embedding_model"], "mnemo-hashing-v1-384");
+    assert_eq!(stats["embedding_model"], "amberdb-hashing-v1-384");
     let deleted = store.delete_by_memory_id(id).unwrap();
     assert_eq!(deleted["success"], true);
     assert!(
@@ -286,7 +286,7 @@ fn delete_cleanup_feedback_update_tags_and_snapshot_errors() {
 fn clear_old_memories_deletes_the_least_accessed_old_ones_in_one_frame() {
     let now = Arc::new(AtomicI64::new(Timestamp::now().0));
     let clock_now = Arc::clone(&now);
-    let clock: mnemo_engine::Clock = Arc::new(move || Timestamp(clock_now.load(Ordering::SeqCst)));
+    let clock: amberdb::Clock = Arc::new(move || Timestamp(clock_now.load(Ordering::SeqCst)));
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), StoreOptions::hashing().clock(clock)).unwrap();
     let day = 86_400_000_000;
@@ -333,7 +333,7 @@ fn clear_old_memories_deletes_the_least_accessed_old_ones_in_one_frame() {
 fn a_search_counts_an_access_at_most_once_in_fifteen_minutes() {
     let now = Arc::new(AtomicI64::new(Timestamp::now().0));
     let clock_now = Arc::clone(&now);
-    let clock: mnemo_engine::Clock = Arc::new(move || Timestamp(clock_now.load(Ordering::SeqCst)));
+    let clock: amberdb::Clock = Arc::new(move || Timestamp(clock_now.load(Ordering::SeqCst)));
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), StoreOptions::hashing().clock(clock)).unwrap();
     let id = store
@@ -350,7 +350,7 @@ fn a_search_counts_an_access_at_most_once_in_fifteen_minutes() {
         assert_eq!(search(), 1);
         now.fetch_add(1_000, Ordering::SeqCst);
     }
-    now.fetch_add(mnemo_engine::SEARCH_ACCESS_INTERVAL_US, Ordering::SeqCst);
+    now.fetch_add(amberdb::SEARCH_ACCESS_INTERVAL_US, Ordering::SeqCst);
     assert_eq!(search(), 2);
     // An explicit get is a use: it always counts.
     assert_eq!(store.get_by_memory_id(id).unwrap().access_count, 3);

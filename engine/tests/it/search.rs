@@ -4,14 +4,14 @@
 //! isolation in every mode, and the atomicity of deleting a user.
 
 use super::support::{Rng, seed};
-use mnemo_embed::EmbedError;
-use mnemo_engine::query::{Query, StoreType, envelope};
-use mnemo_engine::storage::{CrashImage, FaultyStorage};
-use mnemo_engine::{
+use amberdb::query::{Query, StoreType, envelope};
+use amberdb::storage::{CrashImage, FaultyStorage};
+use amberdb::{
     Category, Clock, Embedder, EngineError, EntityKind, Fusion, HashingEmbedder, HookConfig, Kind,
     MemoryId, Mode, NewMemory, Role, SearchMemories, Source, Store, StoreOptions, Strategy,
     SyncPolicy, Timestamp, strategy_score,
 };
+use amberdb_embed::EmbedError;
 use std::f32::consts::LN_2;
 use std::path::Path;
 use std::sync::Arc;
@@ -235,12 +235,8 @@ fn strategies_rank_by_their_documented_formulas() {
             .store(NewMemory::new("filler").tags(["common"]))
             .unwrap();
     }
-    store
-        .feedback(helpful, mnemo_engine::Feedback::Helpful)
-        .unwrap();
-    store
-        .feedback(helpful, mnemo_engine::Feedback::Helpful)
-        .unwrap();
+    store.feedback(helpful, amberdb::Feedback::Helpful).unwrap();
+    store.feedback(helpful, amberdb::Feedback::Helpful).unwrap();
     for _ in 0..3 {
         store.get_by_memory_id(used).unwrap();
     }
@@ -299,17 +295,17 @@ fn recency_decays_with_the_documented_half_lives() {
     let id = store.store(NewMemory::new("x")).unwrap();
     let mut m = store.get(id).unwrap();
     let day = 86_400_000_000;
-    assert!((mnemo_engine::recency(&m, NOW) - 1.0).abs() < 1e-6);
+    assert!((amberdb::recency(&m, NOW) - 1.0).abs() < 1e-6);
     m.last_accessed_at = Timestamp(NOW.0 - 7 * day);
-    assert!((mnemo_engine::recency(&m, NOW) - (0.6 * 0.5 + 0.4)).abs() < 1e-6);
+    assert!((amberdb::recency(&m, NOW) - (0.6 * 0.5 + 0.4)).abs() < 1e-6);
     m.created_at = Timestamp(NOW.0 - 30 * day);
-    assert!((mnemo_engine::recency(&m, NOW) - 0.5).abs() < 1e-6);
+    assert!((amberdb::recency(&m, NOW) - 0.5).abs() < 1e-6);
     m.access_count = 5;
-    assert!((mnemo_engine::frequency(&m) - 0.5).abs() < 1e-6);
+    assert!((amberdb::frequency(&m) - 0.5).abs() < 1e-6);
     m.helpful_count = 1;
     m.harmful_count = 1;
     m.confidence = 0.4;
-    assert!((mnemo_engine::importance(&m) - (0.5 * 0.4 + 0.3 * 0.5 + 0.2 * 0.5)).abs() < 1e-6);
+    assert!((amberdb::importance(&m) - (0.5 * 0.4 + 0.3 * 0.5 + 0.2 * 0.5)).abs() < 1e-6);
 }
 
 #[test]

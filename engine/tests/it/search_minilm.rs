@@ -2,8 +2,8 @@
 //! find what the vectors miss, and `similarity` is exact cosine order. Similarities quoted are
 //! all-MiniLM-L6-v2's, measured with the reference Python stack (`docs/embedding.md`).
 
-use mnemo_engine::query::{Query, StoreType};
-use mnemo_engine::{Mode, NewMemory, SearchMemories, Source, Store, StoreOptions, Strategy};
+use amberdb::query::{Query, StoreType};
+use amberdb::{Mode, NewMemory, SearchMemories, Source, Store, StoreOptions, Strategy};
 
 const NOTES: [&str; 7] = [
     "I bought a new automobile last week",
@@ -202,7 +202,6 @@ fn a_token_budget_packs_the_best_results_that_fit() {
             r.max_tokens = Some(0);
             r
         }),
-        Err(mnemo_engine::EngineError::LimitExceeded { .. }
-            | mnemo_engine::EngineError::Invalid { .. })
+        Err(amberdb::EngineError::LimitExceeded { .. } | amberdb::EngineError::Invalid { .. })
     ));
 }

@@ -2,7 +2,7 @@
 //! normalization, store-time dedup with the fact guard, lineage, load-time dedup, compaction
 //! and its undo, tag preview / apply / snapshots, update and feedback.
 
-use mnemo_engine::{
+use amberdb::{
     Category, EngineError, Feedback, HookOverrides, NewMemory, Outcome, Relation, SearchMemories,
     Store, StoreOptions, StoreRequest, Strategy, UpdateRequest, WriteHook,
 };
@@ -68,7 +68,7 @@ fn the_seed_tag_examples_with_the_real_model() {
 #[test]
 fn laravel_joins_laravel_framework_only_through_the_boost() {
     let (_dir, store) = open();
-    let embedder = mnemo_embed::default_embedder().unwrap();
+    let embedder = amberdb_embed::default_embedder().unwrap();
     let v = embedder
         .embed_batch(&["laravel", "laravel framework"])
         .unwrap();
@@ -442,7 +442,7 @@ fn update_keeps_lineage_and_feedback_moves_confidence() {
     let moved = store
         .update_memory(UpdateRequest {
             memory_id: Some(id),
-            content: Some("the build cache lives in ~/.cache/mnemo-target".into()),
+            content: Some("the build cache lives in ~/.cache/amberdb-target".into()),
             ..UpdateRequest::default()
         })
         .unwrap();
@@ -469,7 +469,7 @@ fn update_keeps_lineage_and_feedback_moves_confidence() {
 #[test]
 fn every_search_sees_only_what_is_valid_now() {
     let (_dir, store) = open();
-    let at = |t: &str| mnemo_engine::Timestamp::parse_rfc3339(t).unwrap();
+    let at = |t: &str| amberdb::Timestamp::parse_rfc3339(t).unwrap();
     let ended = store
         .store(
             NewMemory::new("the office is closed for renovation")
@@ -485,13 +485,13 @@ fn every_search_sees_only_what_is_valid_now() {
     let open_now = store
         .store(NewMemory::new("the office is open on weekdays"))
         .unwrap();
-    let ids = |hits: Vec<mnemo_engine::MemoryId>| {
+    let ids = |hits: Vec<amberdb::MemoryId>| {
         let mut v = hits;
         v.sort();
         v
     };
     let plain = store
-        .search(&mnemo_engine::SearchRequest::text("office", 10))
+        .search(&amberdb::SearchRequest::text("office", 10))
         .unwrap();
     assert_eq!(
         ids(plain.iter().map(|h| h.memory.id).collect()),
@@ -521,7 +521,7 @@ fn every_search_sees_only_what_is_valid_now() {
 #[test]
 fn two_values_of_a_slot_valid_from_the_same_moment_reopen() {
     let (dir, store) = open();
-    let at = mnemo_engine::Timestamp::parse_rfc3339("2025-01-01").unwrap();
+    let at = amberdb::Timestamp::parse_rfc3339("2025-01-01").unwrap();
     let old = store
         .store(NewMemory::new("The deploy runs on port 8080").valid_from(at))
         .unwrap();
@@ -536,8 +536,5 @@ fn two_values_of_a_slot_valid_from_the_same_moment_reopen() {
     let store = Store::open(dir.path(), minilm()).unwrap();
     let replaced = store.lineage(s.memory_id).unwrap();
     assert_eq!(replaced[0].id, old);
-    assert_eq!(
-        replaced[0].valid_to,
-        Some(mnemo_engine::Timestamp(at.0 + 1))
-    );
+    assert_eq!(replaced[0].valid_to, Some(amberdb::Timestamp(at.0 + 1)));
 }

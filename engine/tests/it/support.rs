@@ -1,10 +1,10 @@
-//! Shared helpers: seeded randomness (from `mnemo_index::synthetic`) and small stores.
+//! Shared helpers: seeded randomness (from `amberdb_index::synthetic`) and small stores.
 
-use mnemo_engine::storage::FaultyStorage;
-use mnemo_engine::{HashingEmbedder, HookConfig, StoreOptions, WriteHook};
+use amberdb::storage::FaultyStorage;
+use amberdb::{HashingEmbedder, HookConfig, StoreOptions, WriteHook};
 use std::sync::Arc;
 
-pub use mnemo_index::synthetic::{SeededRng as Rng, seed_from_env as seed};
+pub use amberdb_index::synthetic::{SeededRng as Rng, seed_from_env as seed};
 
 /// Options for a small 8-d store on `storage`, sealing every `seal_rows` rows, with exact
 /// dedup the only hook: the engine's own behaviour, which the model and crash tests check

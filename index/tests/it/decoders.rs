@@ -1,7 +1,7 @@
 //! The segment decoder on random and mutated bytes: never a panic (the body of the fuzz
 //! target `segment_open`).
 
-use mnemo_index::segment::writer;
+use amberdb_index::segment::writer;
 use proptest::prelude::*;
 
 proptest! {
@@ -9,7 +9,7 @@ proptest! {
 
     #[test]
     fn random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..512)) {
-        let _ = mnemo_index::fuzz_segment_open(&data);
+        let _ = amberdb_index::fuzz_segment_open(&data);
     }
 
     #[test]
@@ -20,7 +20,7 @@ proptest! {
         let i = at % b.len();
         b[i] = value;
         b.truncate(cut.max(1).min(b.len()));
-        let accepted = mnemo_index::fuzz_segment_open(&b);
+        let accepted = amberdb_index::fuzz_segment_open(&b);
         prop_assert!(!accepted || b == bytes[..b.len()] && b.len() == bytes.len(), "accepted damaged bytes");
     }
 }

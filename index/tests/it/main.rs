@@ -1,4 +1,4 @@
-//! Integration tests of mnemo-index.
+//! Integration tests of amberdb-index.
 
 mod decoders;
 mod search;

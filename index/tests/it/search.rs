@@ -1,9 +1,9 @@
 //! Search against brute force: exact for f32 (sealed and growing rows, tombstones, filters,
 //! any thread count), and recall@10 >= 0.99 for the i8 scan with re-rank.
 
-use mnemo_index::segment::writer;
-use mnemo_index::synthetic::{clustered, seed_from_env as seed};
-use mnemo_index::{Collection, FlatSegment, Scan, SealedBytes, SearchParams, kernels};
+use amberdb_index::segment::writer;
+use amberdb_index::synthetic::{clustered, seed_from_env as seed};
+use amberdb_index::{Collection, FlatSegment, Scan, SealedBytes, SearchParams, kernels};
 use proptest::prelude::*;
 
 /// A collection of `n` rows with keys 1..=n, sealed in segments of `seal` rows (codes on),

@@ -4,8 +4,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-fn mnemo(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mnemo"))
+fn amberdb(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_amberdb"))
         .args(args)
         .arg("--dir")
         .arg(dir)
@@ -33,7 +33,7 @@ fn best_hit<'a>(out: &'a str, query: &str) -> &'a str {
 #[test]
 fn demo_stores_reopens_and_finds_by_meaning_with_minilm() {
     let dir = tempfile::tempdir().unwrap();
-    let out = stdout(&mnemo(&["demo"], dir.path()));
+    let out = stdout(&amberdb(&["demo"], dir.path()));
     assert!(
         out.starts_with("embedder sentence-transformers/all-MiniLM-L6-v2"),
         "{out}"
@@ -52,16 +52,16 @@ fn demo_stores_reopens_and_finds_by_meaning_with_minilm() {
         "{out}"
     );
     // A second run finds them already stored: nothing duplicated.
-    let second = stdout(&mnemo(&["demo"], dir.path()));
+    let second = stdout(&amberdb(&["demo"], dir.path()));
     assert_eq!(second.matches("already stored").count(), 5, "{second}");
-    assert!(stdout(&mnemo(&["stats"], dir.path())).starts_with("memories 5"));
+    assert!(stdout(&amberdb(&["stats"], dir.path())).starts_with("memories 5"));
 }
 
 #[test]
 fn missing_model_files_name_the_fetch_command_and_the_alternative() {
     let dir = tempfile::tempdir().unwrap();
     let nowhere = dir.path().join("no-model-here");
-    let out = mnemo(
+    let out = amberdb(
         &["demo", "--model-dir", nowhere.to_str().unwrap()],
         &dir.path().join("store"),
     );
@@ -82,27 +82,27 @@ fn missing_model_files_name_the_fetch_command_and_the_alternative() {
 #[test]
 fn the_no_model_embedder_is_an_explicit_choice_and_sticks_to_its_store() {
     let dir = tempfile::tempdir().unwrap();
-    let out = stdout(&mnemo(&["demo", "--embedder", "hashing"], dir.path()));
-    assert!(out.starts_with("embedder mnemo-hashing-v1-384"), "{out}");
+    let out = stdout(&amberdb(&["demo", "--embedder", "hashing"], dir.path()));
+    assert!(out.starts_with("embedder amberdb-hashing-v1-384"), "{out}");
     // Reopening it with the default embedder is refused, not silently re-embedded.
-    let refused = mnemo(&["stats"], dir.path());
+    let refused = amberdb(&["stats"], dir.path());
     assert!(!refused.status.success());
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
-        stderr.contains("created with embedder mnemo-hashing-v1-384"),
+        stderr.contains("created with embedder amberdb-hashing-v1-384"),
         "{stderr}"
     );
     assert!(
-        stdout(&mnemo(&["stats", "--embedder", "hashing"], dir.path())).starts_with("memories 5")
+        stdout(&amberdb(&["stats", "--embedder", "hashing"], dir.path())).starts_with("memories 5")
     );
 }
 
 /// A no-model store with users, a session with messages, tags and categories, a checkpoint
 /// (so a segment and a checkpoint file) and records after it (a log tail).
 fn sample_store(dir: &Path) {
-    use mnemo_engine::{Category, EntityKind, NewMemory, Role, Store, StoreOptions};
+    use amberdb::{Category, EntityKind, NewMemory, Role, Store, StoreOptions};
     let store = Store::open(dir, StoreOptions::hashing()).unwrap();
-    let at = |t: &str| mnemo_engine::Timestamp::parse_rfc3339(t).unwrap();
+    let at = |t: &str| amberdb::Timestamp::parse_rfc3339(t).unwrap();
     for i in 0..40 {
         let mut m = NewMemory::new(format!("note {i}: the cache {i} is warmed at boot"))
             .category(Category::Performance)
@@ -142,7 +142,7 @@ fn sample_store(dir: &Path) {
 }
 
 fn run(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mnemo"))
+    Command::new(env!("CARGO_BIN_EXE_amberdb"))
         .args(args)
         .arg("--data-dir")
         .arg(dir)
@@ -207,7 +207,7 @@ fn export_then_import_round_trips_and_a_second_import_adds_nothing() {
 
     // Same records (but for ids and record times): content, user, kind, session, role,
     // category, tags, validity.
-    let key = |m: &mnemo_engine::Memory| {
+    let key = |m: &amberdb::Memory| {
         (
             (m.valid_from, m.valid_to),
             m.content.clone(),
@@ -220,7 +220,7 @@ fn export_then_import_round_trips_and_a_second_import_adds_nothing() {
         )
     };
     let records = |p: &Path| {
-        let s = mnemo_engine::Store::open(p, mnemo_engine::StoreOptions::hashing()).unwrap();
+        let s = amberdb::Store::open(p, amberdb::StoreOptions::hashing()).unwrap();
         let mut v: Vec<_> = s
             .memory_ids()
             .into_iter()
@@ -361,8 +361,8 @@ fn check_passes_a_clean_store_and_names_the_file_and_offset_of_damage() {
 
 #[test]
 fn compact_merges_near_duplicates_and_checkpoints() {
-    use mnemo_engine::hooks::WriteHook;
-    use mnemo_engine::{HookOverrides, NewMemory, Store, StoreOptions, StoreRequest};
+    use amberdb::hooks::WriteHook;
+    use amberdb::{HookOverrides, NewMemory, Store, StoreOptions, StoreRequest};
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), StoreOptions::hashing()).unwrap();
     for text in [
@@ -403,7 +403,7 @@ fn compact_merges_near_duplicates_and_checkpoints() {
 fn model_fetch_runs_the_script_built_into_the_binary() {
     // scripts/test fetched the model already: the built-in script finds it and only checks
     // its hashes (no network). A checkout is not needed: it runs from a temporary directory.
-    let out = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+    let out = Command::new(env!("CARGO_BIN_EXE_amberdb"))
         .args(["model", "fetch"])
         .current_dir(std::env::temp_dir())
         .output()

@@ -3,12 +3,12 @@
 //! refuses writes, keeps reads and takes writes again once space is freed.
 
 use crate::support::{Client, Server};
-use mnemo_engine::storage::FaultyStorage;
-use mnemo_engine::{HashingEmbedder, Store, StoreOptions};
-use mnemo_server::args::Ty;
-use mnemo_server::commands::{COMMANDS, Command, Ctx};
-use mnemo_server::metrics::Metrics;
-use mnemo_server::server::{Auth, Limits, Running, Shared};
+use amberdb::storage::FaultyStorage;
+use amberdb::{HashingEmbedder, Store, StoreOptions};
+use amberdb_server::args::Ty;
+use amberdb_server::commands::{COMMANDS, Command, Ctx};
+use amberdb_server::metrics::Metrics;
+use amberdb_server::server::{Auth, Limits, Running, Shared};
 use serde_json::{Map, Value, json};
 use std::path::Path;
 use std::sync::Arc;
@@ -398,7 +398,9 @@ fn the_request_line_fuzz_body_never_panics() {
             .collect();
     assert!(seeds.len() >= 5);
     assert!(
-        seeds.iter().any(|s| mnemo_server::fuzzing::request_line(s)),
+        seeds
+            .iter()
+            .any(|s| amberdb_server::fuzzing::request_line(s)),
         "some seed is a valid request"
     );
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
@@ -421,8 +423,8 @@ fn the_request_line_fuzz_body_never_panics() {
                         line[at] = byte;
                     }
                 }
-                let _ = mnemo_server::fuzzing::request_line(&line);
-                let _ = mnemo_server::fuzzing::request_line(&raw);
+                let _ = amberdb_server::fuzzing::request_line(&line);
+                let _ = amberdb_server::fuzzing::request_line(&raw);
                 Ok(())
             },
         )
@@ -453,7 +455,7 @@ fn a_real_fsync_eio_poisons_the_binary_which_keeps_answering_and_logs_why() {
     let store = dir.path().join("store");
     let env = [
         ("LD_PRELOAD", shim.to_str().unwrap()),
-        ("MNEMO_SHIM_FAIL_FSYNC_WHEN", trigger.to_str().unwrap()),
+        ("AMBERDB_SHIM_FAIL_FSYNC_WHEN", trigger.to_str().unwrap()),
     ];
     let server = Server::start_with_env(&store, &[], &env);
     let mut c = server.client();
@@ -510,7 +512,7 @@ fn a_real_fsync_eio_poisons_the_binary_which_keeps_answering_and_logs_why() {
 /// (STATS' gauges), not by timing.
 #[test]
 fn past_capacity_a_write_is_answered_busy_changes_nothing_and_succeeds_on_retry() {
-    use mnemo_engine::{HookConfig, NewMemory, SyncPolicy};
+    use amberdb::{HookConfig, NewMemory, SyncPolicy};
     use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(

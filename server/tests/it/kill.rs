@@ -1,9 +1,9 @@
 //! kill -9 over TCP: clients record every store the server acknowledged; the server is killed
 //! (SIGKILL) at random moments and restarted, many times; every acknowledged store is there
-//! afterwards, with its content, under its id. `MNEMO_KILL_CYCLES` (default 12) and
-//! `MNEMO_KILL_SEED` (default: the clock; printed) repeat or lengthen a run.
+//! afterwards, with its content, under its id. `AMBERDB_KILL_CYCLES` (default 12) and
+//! `AMBERDB_KILL_SEED` (default: the clock; printed) repeat or lengthen a run.
 
-use crate::support::{Client, Server, mnemo};
+use crate::support::{Client, Server, amberdb};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -75,11 +75,11 @@ fn assert_all_there(client: &mut Client, acked: &[(u64, String)]) {
 
 #[test]
 fn kill_9_never_loses_an_acknowledged_store() {
-    let cycles: u64 = std::env::var("MNEMO_KILL_CYCLES")
+    let cycles: u64 = std::env::var("AMBERDB_KILL_CYCLES")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(12);
-    let seed: u64 = std::env::var("MNEMO_KILL_SEED")
+    let seed: u64 = std::env::var("AMBERDB_KILL_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| {
@@ -88,7 +88,7 @@ fn kill_9_never_loses_an_acknowledged_store() {
                 .unwrap()
                 .as_nanos() as u64
         });
-    eprintln!("kill -9 test: seed {seed} (MNEMO_KILL_SEED={seed} repeats it), {cycles} cycles");
+    eprintln!("kill -9 test: seed {seed} (AMBERDB_KILL_SEED={seed} repeats it), {cycles} cycles");
     let mut rng = Rng(seed);
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
@@ -135,7 +135,7 @@ fn kill_9_never_loses_an_acknowledged_store() {
     drop(client);
     server.kill9();
     // The files of a store killed mid-write pass the integrity check (a torn tail is a warning).
-    let out = mnemo()
+    let out = amberdb()
         .args(["check", "--data-dir"])
         .arg(&store)
         .output()

@@ -1,4 +1,4 @@
-//! Integration tests of the `mnemo` binary.
+//! Integration tests of the `amberdb` binary.
 
 mod cli;
 mod faults;

@@ -1,14 +1,14 @@
-//! `mnemo mcp` with the official MCP Python SDK as the client (`mcp` 2.3.0 from PyPI, which
+//! `amberdb mcp` with the official MCP Python SDK as the client (`mcp` 2.3.0 from PyPI, which
 //! `scripts/mcp-venv` installs and `scripts/test` runs first). The script starts the binary
 //! over stdio, initializes, lists the tools and calls every one (tests/python/mcp_client.py).
 
 use std::path::PathBuf;
 
 fn sdk_python() -> PathBuf {
-    if let Some(p) = std::env::var_os("MNEMO_MCP_PYTHON") {
+    if let Some(p) = std::env::var_os("AMBERDB_MCP_PYTHON") {
         return PathBuf::from(p);
     }
-    let cache = std::env::var_os("MNEMO_CACHE_DIR")
+    let cache = std::env::var_os("AMBERDB_CACHE_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             std::env::var_os("XDG_CACHE_HOME")
@@ -16,7 +16,7 @@ fn sdk_python() -> PathBuf {
                 .unwrap_or_else(|| {
                     PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache")
                 })
-                .join("mnemo")
+                .join("amberdb")
         });
     cache.join("mcp-venv/bin/python")
 }
@@ -34,13 +34,13 @@ fn the_official_mcp_sdk_lists_and_calls_every_tool() {
     crate::support::run_python(
         &python,
         "mcp_client.py",
-        &[env!("CARGO_BIN_EXE_mnemo").as_ref(), store.as_os_str()],
-        &[("MNEMO_LOG", "warn")],
+        &[env!("CARGO_BIN_EXE_amberdb").as_ref(), store.as_os_str()],
+        &[("AMBERDB_LOG", "warn")],
         "every tool called; all checks passed",
     );
 }
 
-/// Runs `mnemo mcp` with `extra` arguments and environment, sends `lines` of tool calls, and
+/// Runs `amberdb mcp` with `extra` arguments and environment, sends `lines` of tool calls, and
 /// returns each call's structured result.
 fn mcp_session(
     store: &std::path::Path,
@@ -49,11 +49,11 @@ fn mcp_session(
     calls: &[serde_json::Value],
 ) -> Vec<serde_json::Value> {
     use std::io::Write;
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mnemo"));
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_amberdb"));
     cmd.args(["mcp", "--embedder", "hashing", "--data-dir"])
         .arg(store)
         .args(extra)
-        .env("MNEMO_LOG", "warn")
+        .env("AMBERDB_LOG", "warn")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped());
     for (k, v) in env {
@@ -100,8 +100,8 @@ fn store_wide_hook_defaults_come_from_flags_environment_and_the_config_file() {
     // Default: the second is the first one said again.
     assert_eq!(total("default", &[], &[]), 1);
     assert_eq!(total("flag", &["--semantic-dedup", "false"], &[]), 2);
-    assert_eq!(total("env", &[], &[("MNEMO_SEMANTIC_DEDUP", "false")]), 2);
-    let config = dir.path().join("mnemo.toml");
+    assert_eq!(total("env", &[], &[("AMBERDB_SEMANTIC_DEDUP", "false")]), 2);
+    let config = dir.path().join("amberdb.toml");
     std::fs::write(&config, "semantic_dedup = false\n").unwrap();
     assert_eq!(
         total("file", &["--config", config.to_str().unwrap()], &[]),

@@ -1,4 +1,4 @@
-//! A real `mnemo serve` process on 127.0.0.1:0, and a plain blocking client for it.
+//! A real `amberdb serve` process on 127.0.0.1:0, and a plain blocking client for it.
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -8,8 +8,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 /// The binary under test.
-pub fn mnemo() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_mnemo"))
+pub fn amberdb() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_amberdb"))
 }
 
 /// A running server; killed (SIGKILL) when dropped unless stopped.
@@ -20,7 +20,7 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts `mnemo serve` on `dir` with the no-model embedder and `extra` flags.
+    /// Starts `amberdb serve` on `dir` with the no-model embedder and `extra` flags.
     pub fn start(dir: &Path, extra: &[&str]) -> Server {
         Server::start_with_env(dir, extra, &[])
     }
@@ -29,7 +29,7 @@ impl Server {
     pub fn start_with_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let stderr_path = dir.with_extension(format!("stderr-{}", std::process::id()));
         let stderr = std::fs::File::create(&stderr_path).unwrap();
-        let mut cmd = mnemo();
+        let mut cmd = amberdb();
         cmd.args([
             "serve",
             "--port",
@@ -40,8 +40,8 @@ impl Server {
         ])
         .arg(dir)
         .args(extra)
-        .env_remove("MNEMO_TOKEN")
-        .env("MNEMO_LOG", "debug")
+        .env_remove("AMBERDB_TOKEN")
+        .env("AMBERDB_LOG", "debug")
         .stdout(Stdio::piped())
         .stderr(stderr);
         for (k, v) in env {

@@ -1,7 +1,7 @@
-//! The line protocol over real TCP (127.0.0.1:0), against the `mnemo serve` process.
+//! The line protocol over real TCP (127.0.0.1:0), against the `amberdb serve` process.
 
 use crate::support::{Client, Server, still_serving};
-use mnemo_server::commands::COMMANDS;
+use amberdb_server::commands::COMMANDS;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -374,7 +374,7 @@ fn every_command_works_over_tcp() {
 
 /// The table name of a command or alias.
 pub fn canonical(name: &str) -> String {
-    mnemo_server::commands::find(name).map_or_else(|| name.to_owned(), |c| c.name.to_owned())
+    amberdb_server::commands::find(name).map_or_else(|| name.to_owned(), |c| c.name.to_owned())
 }
 
 #[test]
@@ -642,7 +642,7 @@ fn tokens_authenticate_bind_users_and_never_reach_the_log() {
     let server = Server::start_with_env(
         &dir.path().join("store"),
         &["--token-file", tokens.to_str().unwrap()],
-        &[("MNEMO_TOKEN", "admin-secret-55e1")],
+        &[("AMBERDB_TOKEN", "admin-secret-55e1")],
     );
     let mut anon = server.client();
     assert_eq!(

@@ -1,7 +1,7 @@
-"""`mnemo mcp` driven by the official MCP Python SDK (`mcp` from PyPI) as its client.
+"""`amberdb mcp` driven by the official MCP Python SDK (`mcp` from PyPI) as its client.
 
-Usage: python mcp_client.py MNEMO_BINARY STORE_DIR
-Starts `mnemo mcp` over stdio, initializes, lists the tools, and calls every one of them,
+Usage: python mcp_client.py AMBERDB_BINARY STORE_DIR
+Starts `amberdb mcp` over stdio, initializes, lists the tools, and calls every one of them,
 checking the result fields an agent configured for vector-memory-mcp reads.
 """
 import asyncio
@@ -37,7 +37,7 @@ async def main(binary, store_dir):
         read, write = streams[0], streams[1]
         async with ClientSession(read, write) as session:
             init = await session.initialize()
-            check(init.server_info.name == "mnemo", f"server info: {init.server_info}")
+            check(init.server_info.name == "amberdb", f"server info: {init.server_info}")
             tools = {t.name: t for t in (await session.list_tools()).tools}
             for name in SEED_TOOLS + ["query", "create_user", "add_messages", "add_knowledge"]:
                 check(name in tools, f"tool {name} listed")

@@ -1,4 +1,4 @@
-"""A mnemo client as a user would write it: Python's standard library only (socket + json).
+"""A amberdb client as a user would write it: Python's standard library only (socket + json).
 
 Usage: python3 stdlib_client.py HOST PORT
 Stores notes, searches them, pipelines tagged requests, and checks every reply.
@@ -8,7 +8,7 @@ import socket
 import sys
 
 
-class Mnemo:
+class Amberdb:
     def __init__(self, host, port):
         self.sock = socket.create_connection((host, port), timeout=30)
         self.file = self.sock.makefile("rwb")
@@ -33,7 +33,7 @@ def check(cond, what):
 
 
 def main():
-    db = Mnemo(sys.argv[1], int(sys.argv[2]))
+    db = Amberdb(sys.argv[1], int(sys.argv[2]))
     check(db.call("PING") == {"ok": True, "reply": "PONG"}, "PING")
 
     stored = db.call("STORE_MEMORY", content="pytest -x stops at the first failure; -k selects tests by name",

@@ -1,5 +1,5 @@
 /* LD_PRELOAD shim for server/tests/it/faults.rs: once the file named by
- * MNEMO_SHIM_FAIL_FSYNC_WHEN exists, every fsync and fdatasync fails with EIO, as a dying
+ * AMBERDB_SHIM_FAIL_FSYNC_WHEN exists, every fsync and fdatasync fails with EIO, as a dying
  * disk's would. Before that they pass through to the C library. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 static int failing(void) {
-    const char *trigger = getenv("MNEMO_SHIM_FAIL_FSYNC_WHEN");
+    const char *trigger = getenv("AMBERDB_SHIM_FAIL_FSYNC_WHEN");
     return trigger != NULL && access(trigger, F_OK) == 0;
 }
 
