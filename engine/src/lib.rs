@@ -84,29 +84,17 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-pub mod checkpoint;
-pub mod codec;
-mod commit;
-pub mod error;
 pub mod hooks;
-pub mod identity;
-pub mod keyword;
-pub mod log;
+pub mod kernel;
 mod memory;
 pub mod options;
-pub mod record;
-mod recovery;
-pub mod segment_file;
-pub mod storage;
 mod store;
-mod table;
-mod text_column;
-pub mod verify;
 
-pub use commit::PoisonCause;
 pub use error::{EngineError, ErrorKind, Result};
 pub use hooks::facts::Relation;
 pub use hooks::{HookConfig, HookOverrides, ReadHook, WriteHook};
+pub use kernel::commit::PoisonCause;
+pub use kernel::{checkpoint, codec, error, identity, log, record, segment_file, storage, verify};
 pub use memory::{
     Cleared, Compacted, CompactionGroup, CompactionPreview, DedupDecision, EntityDeleted, Feedback,
     FeedbackResult, Fusion, History, Hits, ListRecent, MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS,
@@ -124,11 +112,11 @@ pub mod query {
     };
 }
 pub use amberdb_embed::{Embedder, HashingEmbedder};
+pub use kernel::recovery::OpenReport;
 pub use options::{Clock, MAX_MEMORY_LIMIT, StoreOptions, SyncPolicy};
 pub use record::{
     Category, Entity, EntityKind, Kind, Memory, MemoryId, NewMemory, Role, TagSnapshot, Timestamp,
 };
-pub use recovery::OpenReport;
 pub use store::{Filter, Hit, MAX_K, PendingDurable, Query, ScanMode, SearchRequest, Stats, Store};
 
 /// Decoders of bytes from disk, exposed for the fuzz targets and their proptests. Each runs
@@ -137,18 +125,18 @@ pub mod fuzzing {
     /// Scans arbitrary bytes as a log file. Returns the number of valid frames.
     #[must_use]
     pub fn log_scan(data: &[u8]) -> u64 {
-        crate::log::reader::scan::<()>(data, |_, _, _| Ok(())).map_or(0, |s| s.frames)
+        crate::kernel::log::reader::scan::<()>(data, |_, _, _| Ok(())).map_or(0, |s| s.frames)
     }
 
     /// Decodes arbitrary bytes as a checkpoint. Returns whether they were accepted.
     #[must_use]
     pub fn checkpoint_decode(data: &[u8]) -> bool {
-        crate::checkpoint::reader::decode(data).is_ok()
+        crate::kernel::checkpoint::reader::decode(data).is_ok()
     }
 
     /// Decodes arbitrary bytes as an identity file. Returns whether they were accepted.
     #[must_use]
     pub fn identity_decode(data: &[u8]) -> bool {
-        crate::identity::decode(data).is_ok()
+        crate::kernel::identity::decode(data).is_ok()
     }
 }

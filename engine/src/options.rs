@@ -1,8 +1,8 @@
 //! How a store is opened.
 
 use crate::hooks::HookConfig;
-use crate::record::Timestamp;
-use crate::storage::{FsStorage, Storage};
+use crate::kernel::record::Timestamp;
+use crate::kernel::storage::{FsStorage, Storage};
 use amberdb_embed::{Embedder, HashingEmbedder};
 use std::sync::Arc;
 use std::time::Duration;

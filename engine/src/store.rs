@@ -7,18 +7,18 @@
 //! Reads may observe a write while its fsync is still in flight (before it is acknowledged);
 //! see `docs/durability.md`, "Visibility".
 
-use crate::checkpoint::{format as ckpt_format, writer as ckpt_writer};
-use crate::commit::{GroupCommit, PoisonCause};
-use crate::error::{EngineError, Result};
-use crate::log::Op;
-use crate::log::format::{FRAME_PREFIX, MAX_FRAME_LEN, encode_frame};
-use crate::log::writer::LogWriter;
+use crate::kernel::checkpoint::{format as ckpt_format, writer as ckpt_writer};
+use crate::kernel::commit::{GroupCommit, PoisonCause};
+use crate::kernel::error::{EngineError, Result};
+use crate::kernel::log::Op;
+use crate::kernel::log::format::{FRAME_PREFIX, MAX_FRAME_LEN, encode_frame};
+use crate::kernel::log::writer::LogWriter;
+use crate::kernel::record::{self, Category, DEFAULT_USER, Kind, Memory, MemoryId, Timestamp};
+use crate::kernel::recovery::{self, OpenReport};
+use crate::kernel::segment_file;
+use crate::kernel::storage::StorageLock;
+use crate::kernel::table::Table;
 use crate::options::{MAX_MEMORY_LIMIT, StoreOptions, SyncPolicy};
-use crate::record::{self, Category, DEFAULT_USER, Kind, Memory, MemoryId, Timestamp};
-use crate::recovery::{self, OpenReport};
-use crate::segment_file;
-use crate::storage::StorageLock;
-use crate::table::Table;
 use amberdb_index::{Collection, Scan, SearchParams};
 use parking_lot::{Mutex, RwLock};
 use std::cell::Cell;
@@ -667,7 +667,7 @@ impl Store {
             created.push(dir.join(&name));
             // Never reuse the id, even if this attempt fails (durability.md, crash points).
             w.next_segment_id += 1;
-            segment_file::write_atomic(storage, dir, &name, &encoded)
+            crate::kernel::storage::write_atomic(storage, dir, &name, &encoded)
                 .map_err(io(dir.join(&name)))?;
             segments.push((id, rows as u64));
             Some(segment_file::open(storage, dir, id, rows as u64)?)
@@ -677,7 +677,7 @@ impl Store {
         drop(encoded);
         // C2: the log file that follows the checkpoint exists before the checkpoint does, so
         // a checkpoint at S without `wal-<S+1>.log` means a lost log file (R5).
-        let log_path = dir.join(crate::log::writer::file_name(seq + 1));
+        let log_path = dir.join(crate::kernel::log::writer::file_name(seq + 1));
         created.push(log_path.clone());
         let log = LogWriter::create(storage, dir, seq + 1).map_err(io(log_path))?;
         // C3–C4: the checkpoint, atomically; the rename is the commit point.
@@ -688,7 +688,8 @@ impl Store {
         };
         let name = ckpt_format::file_name(seq);
         created.push(dir.join(&name));
-        segment_file::write_atomic(storage, dir, &name, &bytes).map_err(io(dir.join(&name)))?;
+        crate::kernel::storage::write_atomic(storage, dir, &name, &bytes)
+            .map_err(io(dir.join(&name)))?;
         Ok((segments, sealed, log))
     }
 

@@ -1,7 +1,7 @@
 //! Category normalization (`docs/semantics.md`, "Categories"): exact names, a dictionary for
 //! short inputs, then the best label by embedding similarity.
 
-use crate::record::Category;
+use crate::kernel::record::Category;
 
 /// Inputs shorter than this use the dictionary.
 pub const DICTIONARY_MAX_CHARS: usize = 4;

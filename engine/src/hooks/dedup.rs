@@ -8,7 +8,7 @@ use super::MAX_MERGE_GROUP;
 /// Most neighbours the fact guard judges for one memory.
 const GUARD_CANDIDATES: usize = 50;
 use super::facts::{Decision, Reading, Relation, reading, relation, relation_of};
-use crate::record::{MemoryId, Timestamp};
+use crate::kernel::record::{MemoryId, Timestamp};
 use amberdb_index::kernels;
 
 /// What the dedup decision needs to see of a store: one user's live memories of one kind.

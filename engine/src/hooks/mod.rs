@@ -13,7 +13,7 @@ pub mod dedup;
 pub mod facts;
 pub mod tags;
 
-use crate::error::{EngineError, Result};
+use crate::kernel::error::{EngineError, Result};
 
 /// Default store-time dedup distance (cosine distance; similarity >= 0.65).
 pub const DEDUP_DISTANCE: f32 = 0.35;

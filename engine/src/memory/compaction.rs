@@ -5,10 +5,10 @@
 use super::short_id;
 use super::space::UserSpace;
 use super::write::merge;
-use crate::error::{EngineError, Result};
 use crate::hooks::{check_distance, dedup};
-use crate::log::Op;
-use crate::record::{self, DEFAULT_USER, Kind, Memory, MemoryId};
+use crate::kernel::error::{EngineError, Result};
+use crate::kernel::log::Op;
+use crate::kernel::record::{self, DEFAULT_USER, Kind, Memory, MemoryId};
 use crate::store::Store;
 use std::collections::HashSet;
 

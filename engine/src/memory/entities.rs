@@ -7,14 +7,14 @@
 
 use super::Stored;
 use super::write::StoreRequest;
-use crate::error::{EngineError, Result};
 use crate::hooks::{HookOverrides, WriteHook};
-use crate::log::Op;
-use crate::record::{
+use crate::kernel::error::{EngineError, Result};
+use crate::kernel::log::Op;
+use crate::kernel::record::{
     self, DEFAULT_USER, Entity, EntityKind, Kind, MAX_NAME_CHARS, MemoryId, NewMemory, Role,
 };
+use crate::kernel::table::UserIndex;
 use crate::store::{State, Store};
-use crate::table::UserIndex;
 
 /// The field that names an entity of `kind` in requests and errors.
 #[must_use]

@@ -34,7 +34,7 @@ pub use write::{DedupDecision, Outcome, StoreRequest, Stored, UpdateRequest, Upd
 
 pub(crate) use read::missing;
 
-use crate::error::{EngineError, Result};
+use crate::kernel::error::{EngineError, Result};
 
 /// The first 16 hex digits of the sha256 of `json` (snapshot and preview ids, as the peer).
 fn short_id(json: &serde_json::Value) -> String {
@@ -71,10 +71,10 @@ fn preview(content: &str) -> String {
 }
 
 /// `ops` as one frame: nothing for none, the operation itself for one, a `Batch` for more.
-fn one_frame(mut ops: Vec<crate::log::Op>) -> Option<crate::log::Op> {
+fn one_frame(mut ops: Vec<crate::kernel::log::Op>) -> Option<crate::kernel::log::Op> {
     match ops.len() {
         0 => None,
         1 => ops.pop(),
-        _ => Some(crate::log::Op::Batch(ops)),
+        _ => Some(crate::kernel::log::Op::Batch(ops)),
     }
 }

@@ -12,11 +12,11 @@ use super::search::{
     Fusion, MAX_PAGE, RecordFilter, Selection, Source, cosine_of, fuse, keyword_top, select,
     vector_top,
 };
-use crate::error::{EngineError, ErrorKind, Result};
-use crate::keyword::tokenize;
-use crate::record::{self, Kind, Memory, MemoryId, Role, Timestamp};
+use crate::kernel::error::{EngineError, ErrorKind, Result};
+use crate::kernel::keyword::tokenize;
+use crate::kernel::record::{self, Kind, Memory, MemoryId, Role, Timestamp};
+use crate::kernel::table::UserIndex;
 use crate::store::{State, Store};
-use crate::table::UserIndex;
 use std::collections::HashMap;
 
 /// Minimum cosine of the query's vector candidates and graph seeds (MemFuse's 0.3): the query

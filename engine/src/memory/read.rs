@@ -3,9 +3,9 @@
 
 use super::search::MAX_PAGE;
 use super::{in_range, preview};
-use crate::error::{EngineError, Result};
-use crate::log::Op;
-use crate::record::{self, Category, DEFAULT_USER, Memory, MemoryId};
+use crate::kernel::error::{EngineError, Result};
+use crate::kernel::log::Op;
+use crate::kernel::record::{self, Category, DEFAULT_USER, Memory, MemoryId};
 use crate::store::Store;
 
 /// The result of `list_recent_memories`.

@@ -8,14 +8,14 @@
 
 use super::entities::{check_scope, user_index};
 use super::in_range;
-use crate::error::{EngineError, Result};
 use crate::hooks::dedup::{FoldItem, fold};
 use crate::hooks::{Effective, HookOverrides, LOAD_DEDUP_OVERFETCH};
-use crate::keyword::tokenize;
-use crate::log::Op;
-use crate::record::{self, Category, DEFAULT_USER, Kind, Memory, MemoryId, Timestamp};
+use crate::kernel::error::{EngineError, Result};
+use crate::kernel::keyword::tokenize;
+use crate::kernel::log::Op;
+use crate::kernel::record::{self, Category, DEFAULT_USER, Kind, Memory, MemoryId, Timestamp};
+use crate::kernel::table::UserIndex;
 use crate::store::{State, Store};
-use crate::table::UserIndex;
 use amberdb_index::{KeySet, Scan, SearchParams};
 use std::collections::HashMap;
 

@@ -1,7 +1,7 @@
 //! One user's live memories of one kind, as the dedup decisions see them.
 
 use crate::hooks::dedup::Space;
-use crate::record::{Kind, MemoryId};
+use crate::kernel::record::{Kind, MemoryId};
 use crate::store::State;
 use amberdb_index::{Scan, SearchParams};
 

@@ -2,12 +2,14 @@
 //! (`docs/semantics.md`, "Operations"; peers.md §1.6).
 
 use super::{in_range, short_id};
-use crate::error::{EngineError, Result};
 use crate::hooks::tags::{self as tag_rules, TagDecision, TagForm};
-use crate::log::Op;
-use crate::record::{self, DEFAULT_USER, MAX_DESCRIPTION_CHARS, MemoryId, TagSnapshot, Timestamp};
+use crate::kernel::error::{EngineError, Result};
+use crate::kernel::log::Op;
+use crate::kernel::record::{
+    self, DEFAULT_USER, MAX_DESCRIPTION_CHARS, MemoryId, TagSnapshot, Timestamp,
+};
+use crate::kernel::table::Table;
 use crate::store::Store;
-use crate::table::Table;
 use amberdb_index::kernels;
 use std::collections::{BTreeMap, BTreeSet};
 

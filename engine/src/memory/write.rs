@@ -4,14 +4,14 @@
 
 use super::preview;
 use super::space::UserSpace;
-use crate::error::{EngineError, Result};
 use crate::hooks::category;
 use crate::hooks::dedup;
 use crate::hooks::facts::{Relation, Rule, content_words};
 use crate::hooks::tags::{self as tag_rules, TagDecision, TagForm};
 use crate::hooks::{Effective, HookOverrides};
-use crate::log::Op;
-use crate::record::{
+use crate::kernel::error::{EngineError, Result};
+use crate::kernel::log::Op;
+use crate::kernel::record::{
     self, Category, DEFAULT_USER, INITIAL_CONFIDENCE, MAX_TAGS, Memory, MemoryId, NewMemory,
     Timestamp,
 };

@@ -1,8 +1,8 @@
 //! The memory model (BRIEF §2): one record type for agent notes, chat messages and knowledge,
 //! its validation, and its byte encoding (`docs/format/log.md`, "Memory record encoding").
 
-use crate::codec::{DecodeError, Decoder, Encoder};
-use crate::error::{EngineError, Result};
+use crate::kernel::codec::{DecodeError, Decoder, Encoder};
+use crate::kernel::error::{EngineError, Result};
 use sha2::{Digest, Sha256};
 use std::fmt;
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -3,12 +3,12 @@
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
 use super::format::{BODY_SEED, HEADER_LEN, HEADER_SEED, MAGIC, MIN_RECORD_BYTES, SUPPORTED};
-use crate::codec::{DecodeError, Decoder};
-use crate::log::Op;
-use crate::log::format::{
+use crate::kernel::codec::{DecodeError, Decoder};
+use crate::kernel::log::Op;
+use crate::kernel::log::format::{
     TYPE_CANONICAL_TAG, TYPE_ENTITY, TYPE_SNAPSHOT, TYPE_STORE_ARCHIVED, decode_payload,
 };
-use crate::record::{self, Memory};
+use crate::kernel::record::{self, Memory};
 
 /// A decoded checkpoint.
 #[derive(Debug, Clone, PartialEq)]

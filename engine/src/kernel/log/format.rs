@@ -21,8 +21,8 @@
 
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
-use crate::codec::{DecodeError, Decoder, Encoder};
-use crate::record::{
+use crate::kernel::codec::{DecodeError, Decoder, Encoder};
+use crate::kernel::record::{
     self, Entity, EntityKind, MAX_TAG_CHARS, MAX_TAGS, Memory, MemoryId, TagSnapshot, Timestamp,
 };
 use std::ops::RangeInclusive;
@@ -504,7 +504,7 @@ pub fn decode_op(f: &RawFrame<'_>) -> Result<Op, DecodeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{Category, Kind};
+    use crate::kernel::record::{Category, Kind};
 
     fn record(id: u64) -> Box<Memory> {
         Box::new(Memory {

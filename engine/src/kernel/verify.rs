@@ -16,15 +16,15 @@
 //! A store another process holds open can be checked (nothing is locked or written); what
 //! the writer appends during the check may show up as a torn tail.
 
-use crate::checkpoint::format as ckpt_format;
-use crate::checkpoint::reader::{self as ckpt_reader, CheckpointError};
-use crate::identity;
-use crate::log::format::{HeaderError, Op};
-use crate::log::reader::{self as log_reader, ScanEnd};
-use crate::log::writer as log_writer;
-use crate::record::{EntityKind, Kind};
-use crate::segment_file;
-use crate::storage::FsStorage;
+use crate::kernel::checkpoint::format as ckpt_format;
+use crate::kernel::checkpoint::reader::{self as ckpt_reader, CheckpointError};
+use crate::kernel::identity;
+use crate::kernel::log::format::{HeaderError, Op};
+use crate::kernel::log::reader::{self as log_reader, ScanEnd};
+use crate::kernel::log::writer as log_writer;
+use crate::kernel::record::{EntityKind, Kind};
+use crate::kernel::segment_file;
+use crate::kernel::storage::{FsStorage, Storage};
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
@@ -97,15 +97,13 @@ impl Report {
 /// # Errors
 /// `Io` if the directory cannot be listed; a file that cannot be read is a finding.
 pub fn verify(dir: &Path) -> crate::Result<Report> {
-    let io = crate::error::EngineError::io(dir);
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .map_err(io)?
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .collect();
-    names.sort();
+    let io = crate::kernel::error::EngineError::io(dir);
+    // Through the storage seam like every other file access of the engine.
+    let storage = FsStorage;
+    let names = storage.list(dir).map_err(io)?;
     let mut r = Report::default();
     let read = |r: &mut Report, name: &str| -> Option<Vec<u8>> {
-        match std::fs::read(dir.join(name)) {
+        match storage.read(&dir.join(name)) {
             Ok(b) => {
                 r.files += 1;
                 Some(b)

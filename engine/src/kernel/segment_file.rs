@@ -1,7 +1,7 @@
 //! Sealed vector segment files of a store: naming, durable writing, opening.
 
-use crate::error::{EngineError, Result};
-use crate::storage::Storage;
+use crate::kernel::error::{EngineError, Result};
+use crate::kernel::storage::Storage;
 use amberdb_index::{FlatSegment, IndexError};
 use std::io;
 use std::path::Path;
@@ -20,21 +20,6 @@ pub fn parse_file_name(name: &str) -> Option<u64> {
         .filter(|d| d.len() == 10)?
         .parse()
         .ok()
-}
-
-/// Writes `bytes` as `name` atomically: `name.tmp`, fsync, rename, directory fsync
-/// (`docs/durability.md` steps C1 and C3–C4).
-///
-/// # Errors
-/// Any I/O failure; the caller poisons the store.
-pub fn write_atomic(storage: &dyn Storage, dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
-    let tmp = dir.join(format!("{name}.tmp"));
-    let file = storage.create(&tmp)?;
-    file.append(bytes)?;
-    file.sync()?;
-    drop(file);
-    storage.rename(&tmp, &dir.join(name))?;
-    storage.sync_dir(dir)
 }
 
 /// Maps and validates segment `id`, expecting `rows` rows.

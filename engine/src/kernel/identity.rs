@@ -14,8 +14,8 @@
 
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
-use crate::codec::{DecodeError, Decoder, Encoder};
-use crate::record::Timestamp;
+use crate::kernel::codec::{DecodeError, Decoder, Encoder};
+use crate::kernel::record::Timestamp;
 use std::ops::RangeInclusive;
 
 /// File name.

@@ -9,9 +9,9 @@
 //! longer be trusted, so nothing is retried and every waiter gets `Poisoned`. The first cause
 //! of poisoning is kept ([`PoisonCause`]: operation, file, OS error, time) and logged once.
 
-use crate::error::{EngineError, Result};
-use crate::record::Timestamp;
-use crate::storage::StorageFile;
+use crate::kernel::error::{EngineError, Result};
+use crate::kernel::record::Timestamp;
+use crate::kernel::storage::StorageFile;
 use parking_lot::{Condvar, Mutex};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,18 +1,18 @@
 //! Opening a store: lock, identity, newest valid checkpoint, log replay, torn-tail repair.
 //! Each step is numbered as in `docs/durability.md`, "Recovery".
 
-use crate::checkpoint::{format as ckpt_format, reader as ckpt_reader};
-use crate::error::{EngineError, Result};
-use crate::identity::{self, Identity, IdentityError};
-use crate::log::Op;
-use crate::log::format::HeaderError;
-use crate::log::reader::{ScanEnd, scan};
-use crate::log::writer::{self as log_writer, LogWriter};
+use crate::kernel::checkpoint::{format as ckpt_format, reader as ckpt_reader};
+use crate::kernel::error::{EngineError, Result};
+use crate::kernel::identity::{self, Identity, IdentityError};
+use crate::kernel::log::Op;
+use crate::kernel::log::format::HeaderError;
+use crate::kernel::log::reader::{ScanEnd, scan};
+use crate::kernel::log::writer::{self as log_writer, LogWriter};
+use crate::kernel::record::{MemoryId, Timestamp};
+use crate::kernel::segment_file;
+use crate::kernel::storage::{Storage, StorageLock};
+use crate::kernel::table::Table;
 use crate::options::StoreOptions;
-use crate::record::{MemoryId, Timestamp};
-use crate::segment_file;
-use crate::storage::{Storage, StorageLock};
-use crate::table::Table;
 use amberdb_index::Collection;
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
@@ -193,7 +193,7 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, dim: usize) -> R
     let mut table = Table::default();
     table.reserve(head.next_id);
     let (decoded, segments) = std::thread::scope(|s| {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<crate::record::Memory>>(8);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<crate::kernel::record::Memory>>(8);
         let decoder = s.spawn(|| {
             ckpt_reader::decode_records_into(bytes.as_slice(), &head, 16_384, move |batch| {
                 tx.send(batch).is_ok()
@@ -345,7 +345,7 @@ pub(crate) fn recover(dir: &Path, options: &StoreOptions) -> Result<Recovered> {
     {
         let path = dir.join(&first_log);
         let len = storage.len(&path).map_err(io(&path))?;
-        if len <= crate::log::format::HEADER_LEN as u64 {
+        if len <= crate::kernel::log::format::HEADER_LEN as u64 {
             storage.remove(&path).map_err(io(&path))?;
             storage.sync_dir(dir).map_err(io(dir))?;
             names.retain(|n| *n != first_log);
@@ -405,8 +405,13 @@ pub(crate) fn recover(dir: &Path, options: &StoreOptions) -> Result<Recovered> {
         // a lost one (R5).
         LogWriter::create(storage, dir, 1).map_err(io(&dir.join(&first_log)))?;
         names.push(first_log.clone());
-        segment_file::write_atomic(storage, dir, identity::FILE_NAME, &identity::encode(&id))
-            .map_err(io(&id_path))?;
+        crate::kernel::storage::write_atomic(
+            storage,
+            dir,
+            identity::FILE_NAME,
+            &identity::encode(&id),
+        )
+        .map_err(io(&id_path))?;
     }
     // R4: newest usable checkpoint.
     let mut checkpoints: Vec<u64> = names
@@ -541,12 +546,12 @@ pub(crate) fn recover(dir: &Path, options: &StoreOptions) -> Result<Recovered> {
                 return Err(EngineError::UnsupportedVersion {
                     file: path,
                     found,
-                    supported: crate::log::format::SUPPORTED,
+                    supported: crate::kernel::log::format::SUPPORTED,
                 });
             }
             Err(Ok(HeaderError::Corrupted(reason))) => {
                 // A header torn while the file was being created (step C2 or R3a) holds no frames.
-                if newest && bytes.len() <= crate::log::format::HEADER_LEN {
+                if newest && bytes.len() <= crate::kernel::log::format::HEADER_LEN {
                     storage.remove(&path).map_err(io(&path))?;
                     storage.sync_dir(dir).map_err(io(dir))?;
                     report.truncated_tail = Some((path, 0));

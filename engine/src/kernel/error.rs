@@ -1,6 +1,6 @@
 //! The one error type of amberdb.
 
-use crate::record::MemoryId;
+use crate::kernel::record::MemoryId;
 use std::ops::RangeInclusive;
 use std::path::PathBuf;
 

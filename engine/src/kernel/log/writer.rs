@@ -1,7 +1,7 @@
 //! Appends frames to the active log file.
 
 use super::format::encode_header;
-use crate::storage::{Storage, StorageFile};
+use crate::kernel::storage::{Storage, StorageFile};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -10,10 +10,12 @@
 //! are.
 
 use crate::hooks::tags::TagForm;
-use crate::keyword::KeywordIndex;
-use crate::log::Op;
-use crate::record::{Category, Entity, EntityKind, Kind, Memory, MemoryId, TagSnapshot, Timestamp};
-use crate::text_column::TextColumn;
+use crate::kernel::keyword::KeywordIndex;
+use crate::kernel::log::Op;
+use crate::kernel::record::{
+    Category, Entity, EntityKind, Kind, Memory, MemoryId, TagSnapshot, Timestamp,
+};
+use crate::kernel::text_column::TextColumn;
 use amberdb_index::KeySet;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};

@@ -100,3 +100,18 @@ pub trait Storage: Send + Sync + Debug {
     /// `WouldBlock` when held elsewhere, or as the operating system reports.
     fn lock(&self, path: &Path) -> io::Result<Box<dyn StorageLock>>;
 }
+
+/// Writes `bytes` as `name` atomically: `name.tmp`, fsync, rename, directory fsync
+/// (`docs/durability.md` steps C1 and C3–C4).
+///
+/// # Errors
+/// Any I/O failure; the caller poisons the store.
+pub fn write_atomic(storage: &dyn Storage, dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    let file = storage.create(&tmp)?;
+    file.append(bytes)?;
+    file.sync()?;
+    drop(file);
+    storage.rename(&tmp, &dir.join(name))?;
+    storage.sync_dir(dir)
+}

@@ -1,10 +1,10 @@
 //! Encodes a checkpoint.
 
 use super::format::{BODY_SEED, HEADER_SEED, MAGIC, VERSION};
-use crate::codec::Encoder;
-use crate::log::Op;
-use crate::log::format::{encode_payload, op_type};
-use crate::record::{self, Memory};
+use crate::kernel::codec::Encoder;
+use crate::kernel::log::Op;
+use crate::kernel::log::format::{encode_payload, op_type};
+use crate::kernel::record::{self, Memory};
 
 fn crc(seed: u32, b: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new_with_initial(seed);

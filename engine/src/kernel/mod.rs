@@ -1,0 +1,29 @@
+//! The database kernel: everything that makes a store durable and consistent, and nothing
+//! about what a memory means. The memory semantics (`crate::hooks`, `crate::memory`) sit on
+//! top and reach the kernel only through what this module exports.
+//!
+//! - `storage`: the one seam for all file I/O (real files, or faults and crash images in tests),
+//!   and the atomic-file helper.
+//! - `log`, `checkpoint`, `identity`, `segment_file`: the on-disk formats (`docs/format/`).
+//! - `recovery`: open a directory: find the newest usable checkpoint, replay the log after it.
+//! - `commit`: group commit and poisoning (`docs/durability.md`).
+//! - `state`: the in-memory state (the table and the vector collection) and `apply`, the one
+//!   way an operation changes it.
+//! - `table`, `keyword`, `text_column`: the metadata table and its indexes.
+//! - `record`, `ids`, `codec`, `error`: the data model, its ids, its byte encoding and errors.
+//! - `verify`: the offline check of a store's files.
+
+pub mod checkpoint;
+pub mod codec;
+pub(crate) mod commit;
+pub mod error;
+pub mod identity;
+pub(crate) mod keyword;
+pub mod log;
+pub mod record;
+pub(crate) mod recovery;
+pub mod segment_file;
+pub mod storage;
+pub(crate) mod table;
+pub(crate) mod text_column;
+pub mod verify;
