@@ -286,7 +286,7 @@ impl Store {
         }
         options.hooks.validate()?;
         let dir = dir.as_ref().to_path_buf();
-        let r = recovery::recover(&dir, &options)?;
+        let r = recovery::recover(&dir, &*options.storage, &*options.embedder)?;
         let commit = GroupCommit::new(r.last_seq, Arc::clone(&r.log.file), r.log.path.clone());
         let inner = Arc::new(Inner {
             dir,

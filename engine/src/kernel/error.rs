@@ -1,6 +1,6 @@
 //! The one error type of amberdb.
 
-use crate::kernel::record::MemoryId;
+use crate::kernel::ids::MemoryId;
 use std::ops::RangeInclusive;
 use std::path::PathBuf;
 

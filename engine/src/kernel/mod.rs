@@ -10,7 +10,8 @@
 //! - `state`: the in-memory state (the table and the vector collection) and `apply`, the one
 //!   way an operation changes it.
 //! - `table`, `keyword`, `text_column`: the metadata table and its indexes.
-//! - `record`, `ids`, `codec`, `error`: the data model, its ids, its byte encoding and errors.
+//! - `record`, `ids`, `rule`, `codec`, `error`: the data model, its ids, the decision codes it
+//!   keeps, its byte encoding, and errors.
 //! - `verify`: the offline check of a store's files.
 
 pub mod checkpoint;
@@ -18,10 +19,12 @@ pub mod codec;
 pub(crate) mod commit;
 pub mod error;
 pub mod identity;
+pub mod ids;
 pub(crate) mod keyword;
 pub mod log;
 pub mod record;
 pub(crate) mod recovery;
+pub mod rule;
 pub mod segment_file;
 pub mod storage;
 pub(crate) mod table;

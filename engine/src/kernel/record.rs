@@ -3,6 +3,7 @@
 
 use crate::kernel::codec::{DecodeError, Decoder, Encoder};
 use crate::kernel::error::{EngineError, Result};
+pub use crate::kernel::ids::MemoryId;
 use sha2::{Digest, Sha256};
 use std::fmt;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -19,17 +20,6 @@ pub const INITIAL_CONFIDENCE: f32 = 0.5;
 pub const MAX_ID_CHARS: usize = 256;
 /// The user a request belongs to when it names none.
 pub const DEFAULT_USER: &str = "default";
-
-/// A memory's id: assigned by the store, monotonic, never reused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-#[serde(transparent)]
-pub struct MemoryId(pub u64);
-
-impl fmt::Display for MemoryId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
 
 /// Microseconds since the Unix epoch, UTC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -316,7 +306,7 @@ pub struct Memory {
     /// Why the fact guard archived it (a newer value of its slot, or the same statement said
     /// again), for audit; `None` for a record no guard decision archived.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub decision: Option<crate::hooks::facts::Rule>,
+    pub decision: Option<crate::kernel::rule::Rule>,
 }
 
 impl Memory {
@@ -834,7 +824,7 @@ pub(crate) fn decode(d: &mut Decoder<'_>) -> Result<Memory, DecodeError> {
     let decision = if flags & FLAG_DECISION == 0 {
         None
     } else {
-        match crate::hooks::facts::Rule::from_code(d.u8()?) {
+        match crate::kernel::rule::Rule::from_code(d.u8()?) {
             Some(rule) => Some(rule),
             None => return d.fail("unknown decision rule"),
         }

@@ -12,7 +12,6 @@ use crate::kernel::record::{MemoryId, Timestamp};
 use crate::kernel::segment_file;
 use crate::kernel::storage::{Storage, StorageLock};
 use crate::kernel::table::Table;
-use crate::options::StoreOptions;
 use amberdb_index::Collection;
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
@@ -309,9 +308,11 @@ fn remove_orphan_segments(
 }
 
 /// Opens or creates the store in `dir` (`docs/durability.md`, steps R1–R8).
-pub(crate) fn recover(dir: &Path, options: &StoreOptions) -> Result<Recovered> {
-    let storage = &*options.storage;
-    let embedder = &*options.embedder;
+pub(crate) fn recover(
+    dir: &Path,
+    storage: &dyn Storage,
+    embedder: &dyn amberdb_embed::Embedder,
+) -> Result<Recovered> {
     let mut report = OpenReport::default();
     // R1: directory and lock.
     storage.create_dir_all(dir).map_err(io(dir))?;
@@ -426,7 +427,10 @@ pub(crate) fn recover(dir: &Path, options: &StoreOptions) -> Result<Recovered> {
                 base = Some(b);
                 break;
             }
-            Err(e) if e.kind() == crate::ErrorKind::Data || matches!(e, EngineError::Io { .. }) => {
+            Err(e)
+                if e.kind() == crate::kernel::error::ErrorKind::Data
+                    || matches!(e, EngineError::Io { .. }) =>
+            {
                 report
                     .skipped_checkpoints
                     .push(format!("{}: {e}", ckpt_format::file_name(seq)));

@@ -9,7 +9,6 @@
 //! deleting a user drops all of it at once. Not durable by itself: the log and checkpoints
 //! are.
 
-use crate::hooks::tags::TagForm;
 use crate::kernel::keyword::KeywordIndex;
 use crate::kernel::log::Op;
 use crate::kernel::record::{
@@ -48,7 +47,6 @@ type HashIndex = HashMap<[u8; 32], MemoryId, BuildHasherDefault<ContentHashHashe
 #[derive(Debug, Default)]
 pub(crate) struct CanonicalTags {
     tags: Vec<String>,
-    forms: Vec<TagForm>,
     by_name: HashMap<String, usize>,
     vectors: Vec<f32>,
 }
@@ -73,11 +71,6 @@ impl CanonicalTags {
     /// The vectors, row-major in registration order (`names()[i]` is row `i`).
     pub(crate) fn vectors(&self) -> &[f32] {
         &self.vectors
-    }
-
-    /// Tag `i` and its merge-decision form.
-    pub(crate) fn entry(&self, i: usize) -> Option<(&str, &TagForm)> {
-        Some((self.tags.get(i)?.as_str(), self.forms.get(i)?))
     }
 }
 
@@ -258,7 +251,6 @@ impl Table {
             return false;
         }
         c.by_name.insert(tag.clone(), c.tags.len());
-        c.forms.push(TagForm::of(&tag));
         c.tags.push(tag);
         c.vectors.extend_from_slice(vector);
         true

@@ -96,7 +96,7 @@ impl Report {
 ///
 /// # Errors
 /// `Io` if the directory cannot be listed; a file that cannot be read is a finding.
-pub fn verify(dir: &Path) -> crate::Result<Report> {
+pub fn verify(dir: &Path) -> crate::kernel::error::Result<Report> {
     let io = crate::kernel::error::EngineError::io(dir);
     // Through the storage seam like every other file access of the engine.
     let storage = FsStorage;
@@ -293,7 +293,7 @@ pub fn verify(dir: &Path) -> crate::Result<Report> {
         };
         match segment_file::open(&FsStorage, dir, id, *rows) {
             Ok(_) => r.segment_rows += rows,
-            Err(crate::EngineError::Corrupted { offset, reason, .. }) => r.add(
+            Err(crate::kernel::error::EngineError::Corrupted { offset, reason, .. }) => r.add(
                 Severity::Error,
                 name,
                 Some(offset),

@@ -6,6 +6,7 @@
 //! an agent or session is looked up only under its own user, so another user's is "not found".
 
 use super::Stored;
+use super::scope::{check_scope, user_index};
 use super::write::StoreRequest;
 use crate::hooks::{HookOverrides, WriteHook};
 use crate::kernel::error::{EngineError, Result};
@@ -13,7 +14,6 @@ use crate::kernel::log::Op;
 use crate::kernel::record::{
     self, DEFAULT_USER, Entity, EntityKind, Kind, MAX_NAME_CHARS, MemoryId, NewMemory, Role,
 };
-use crate::kernel::table::UserIndex;
 use crate::store::{State, Store};
 
 /// The field that names an entity of `kind` in requests and errors.
@@ -39,58 +39,6 @@ pub struct EntityDeleted {
     pub deleted_records: usize,
     /// For people.
     pub message: String,
-}
-
-/// A user's index, if the user exists. The default user always exists.
-pub(crate) fn user_index<'a>(state: &'a State, user: &str) -> Result<Option<&'a UserIndex>> {
-    match state.table.user(user) {
-        Some(u) if u.entity.is_some() => Ok(Some(u)),
-        _ if user == DEFAULT_USER => Ok(state.table.user(user)),
-        _ => Err(EngineError::EntityNotFound {
-            field: "user_id",
-            id: user.to_owned(),
-        }),
-    }
-}
-
-/// Checks that `user`'s session and agent exist: `EntityNotFound` naming the field. A
-/// session's own agent wins over none; a different one is `Invalid`. Returns the agent to
-/// record.
-pub(crate) fn check_scope(
-    state: &State,
-    user: &str,
-    session: Option<&str>,
-    agent: Option<&str>,
-) -> Result<Option<String>> {
-    let u = state.table.user(user);
-    let mut agent = agent.map(str::to_owned);
-    if let Some(a) = &agent
-        && !u.is_some_and(|u| u.agents.contains_key(a))
-    {
-        return Err(EngineError::EntityNotFound {
-            field: "agent_id",
-            id: a.clone(),
-        });
-    }
-    if let Some(s) = session {
-        let entity =
-            u.and_then(|u| u.sessions.get(s))
-                .ok_or_else(|| EngineError::EntityNotFound {
-                    field: "session_id",
-                    id: s.to_owned(),
-                })?;
-        match (&agent, &entity.agent_id) {
-            (None, Some(own)) => agent = Some(own.clone()),
-            (Some(a), Some(own)) if a != own => {
-                return Err(EngineError::Invalid {
-                    field: "agent_id",
-                    reason: format!("session {s:?} belongs to agent {own:?}, not {a:?}"),
-                });
-            }
-            _ => {}
-        }
-    }
-    Ok(agent)
 }
 
 fn lookup<'a>(state: &'a State, kind: EntityKind, user: &str, id: &str) -> Result<&'a Entity> {

@@ -10,6 +10,7 @@ mod compaction;
 mod entities;
 mod query;
 mod read;
+mod scope;
 mod search;
 mod space;
 mod tags;

@@ -6,8 +6,8 @@
 //! Guarantees: only the named user's records are read (graph edges included); an unknown
 //! user, session or agent is `EntityNotFound` naming the field, never a wider search.
 
-use super::entities::{check_scope, user_index};
 use super::in_range;
+use super::scope::{check_scope, user_index};
 use super::search::{
     Fusion, MAX_PAGE, RecordFilter, Selection, Source, cosine_of, fuse, keyword_top, select,
     vector_top,

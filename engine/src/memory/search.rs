@@ -6,8 +6,8 @@
 //! never falls back to anything else; a fallback of any other strategy or mode is reported in
 //! `Hits::fallback`; nothing outside the user is ever read.
 
-use super::entities::{check_scope, user_index};
 use super::in_range;
+use super::scope::{check_scope, user_index};
 use crate::hooks::dedup::{FoldItem, fold};
 use crate::hooks::{Effective, HookOverrides, LOAD_DEDUP_OVERFETCH};
 use crate::kernel::error::{EngineError, Result};
@@ -44,9 +44,6 @@ pub const RECENCY_HALF_LIVES_DAYS: (f64, f64) = (7.0, 30.0);
 pub const FREQUENCY_HALF: f64 = 5.0;
 /// Largest boost a matching rare tag adds to a ranking score.
 pub const TAG_BOOST: f32 = 0.1;
-/// Matching keys up to which a filtered vector search scores just those keys instead of
-/// scanning (at least this many, or a sixteenth of the store).
-pub(crate) const GATHER_KEYS: usize = 4096;
 /// Rows above which the vector scan reads i8 codes and re-ranks exactly.
 const COMPACT_SCAN_ROWS: usize = 4096;
 
@@ -506,7 +503,9 @@ pub(crate) fn vector_top(
         min_score,
     };
     let found = match sel {
-        Selection::Keys { list, .. } if list.len() <= GATHER_KEYS.max(vectors.len() / 16) => {
+        Selection::Keys { list, .. }
+            if list.len() <= super::space::GATHER_KEYS.max(vectors.len() / 16) =>
+        {
             vectors.search_keys(query, list, &params)
         }
         _ => {

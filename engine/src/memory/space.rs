@@ -5,6 +5,10 @@ use crate::kernel::record::{Kind, MemoryId};
 use crate::store::State;
 use amberdb_index::{Scan, SearchParams};
 
+/// Matching keys up to which a filtered vector search scores just those keys instead of
+/// scanning (at least this many, or a sixteenth of the store).
+pub(crate) const GATHER_KEYS: usize = 4096;
+
 /// Live rows above which dedup's range queries use the compact (i8) scan.
 const COMPACT_SCAN_ROWS: usize = 4_096;
 
@@ -41,9 +45,9 @@ impl Space for UserSpace<'_> {
         };
         // A user with few memories in a store of many users: score just theirs, one dot
         // product each, instead of scanning every user's rows through the filter (the rule
-        // search's selections follow, `search::vector_top`).
+        // search's selections follow, `search`'s vector scan).
         let total = self.state.vectors.len();
-        if keys.len() <= super::search::GATHER_KEYS.max(total / 16) && keys.len() < total {
+        if keys.len() <= GATHER_KEYS.max(total / 16) && keys.len() < total {
             let mine: Vec<u64> = keys.iter().filter(|k| accept(*k)).collect();
             return self
                 .state

@@ -202,14 +202,13 @@ impl Store {
                 }
                 let form = TagForm::of(tag);
                 let sims = kernels::dot_rows(v, canonical.vectors()).unwrap_or_default();
-                let best = sims
-                    .into_iter()
-                    .enumerate()
+                let best = canonical
+                    .names()
+                    .iter()
+                    .zip(sims)
                     .filter(|(_, sim)| *sim >= threshold)
-                    .filter_map(|(i, sim)| {
-                        let (name, cform) = canonical.entry(i)?;
-                        (tag_rules::decide(&form, cform, sim) == TagDecision::Merge)
-                            .then_some((name, sim))
+                    .filter(|(name, sim)| {
+                        tag_rules::decide(&form, &TagForm::of(name), *sim) == TagDecision::Merge
                     })
                     .max_by(|a, b| a.1.total_cmp(&b.1));
                 if let Some((name, sim)) = best {

@@ -444,7 +444,7 @@ impl Store {
             for (i, ((p, e), category)) in
                 planned.iter().zip(&embedded).zip(&categories).enumerate()
             {
-                let agent_id = super::entities::check_scope(
+                let agent_id = super::scope::check_scope(
                     state,
                     &p.user,
                     p.m.session_id.as_deref(),
@@ -479,7 +479,7 @@ impl Store {
             let (tags, mut ops, new_canonical) =
                 resolve_tags(state, &p.user, &p.tags, &e.tags, p.eff.tags);
             let m = &p.m;
-            let agent_id = super::entities::check_scope(
+            let agent_id = super::scope::check_scope(
                 state,
                 &p.user,
                 m.session_id.as_deref(),
@@ -730,14 +730,12 @@ pub(crate) fn resolve_tags(
                 }
             };
             if let Some(c) = canonical {
-                // One kernel call over every canonical vector; the decision only for the few
-                // that can pass.
+                // One kernel call over every canonical vector; the form and the decision only
+                // for the few that can pass.
                 let sims = kernels::dot_rows(v, c.vectors()).unwrap_or_default();
-                for (i, sim) in sims.into_iter().enumerate() {
-                    if sim >= TAG_PREFILTER
-                        && let Some((name, cform)) = c.entry(i)
-                    {
-                        consider(name, cform, sim);
+                for (name, sim) in c.names().iter().zip(sims) {
+                    if sim >= TAG_PREFILTER {
+                        consider(name, &TagForm::of(name), sim);
                     }
                 }
             }

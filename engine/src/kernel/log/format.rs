@@ -528,7 +528,7 @@ mod tests {
             supersedes: vec![MemoryId(1), MemoryId(2)],
             valid_from: Timestamp(1),
             valid_to: Some(Timestamp(9)),
-            decision: Some(crate::hooks::facts::Rule::NewValue),
+            decision: Some(crate::kernel::rule::Rule::NewValue),
         })
     }
 
