@@ -112,12 +112,13 @@ pub mod query {
     };
 }
 pub use amberdb_embed::{Embedder, HashingEmbedder};
+pub use kernel::db::PendingDurable;
 pub use kernel::recovery::OpenReport;
 pub use options::{Clock, MAX_MEMORY_LIMIT, StoreOptions, SyncPolicy};
 pub use record::{
     Category, Entity, EntityKind, Kind, Memory, MemoryId, NewMemory, Role, TagSnapshot, Timestamp,
 };
-pub use store::{Filter, Hit, MAX_K, PendingDurable, Query, ScanMode, SearchRequest, Stats, Store};
+pub use store::{Filter, Hit, MAX_K, Query, ScanMode, SearchRequest, Stats, Store};
 
 /// Decoders of bytes from disk, exposed for the fuzz targets and their proptests. Each runs
 /// its decoder on arbitrary bytes and never panics.

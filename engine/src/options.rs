@@ -1,28 +1,11 @@
 //! How a store is opened.
 
 use crate::hooks::HookConfig;
+pub use crate::kernel::db::{Clock, SyncPolicy};
 use crate::kernel::record::Timestamp;
 use crate::kernel::storage::{FsStorage, Storage};
 use amberdb_embed::{Embedder, HashingEmbedder};
 use std::sync::Arc;
-use std::time::Duration;
-
-/// When an acknowledged write is made durable (`docs/durability.md`, "Sync policies").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SyncPolicy {
-    /// Default. Every write is fsynced (shared with concurrent writers) before it returns:
-    /// acknowledged means durable.
-    Always,
-    /// Writes return once appended; a background thread fsyncs every `interval`. A power cut
-    /// loses at most the writes of the last interval; a process crash loses nothing.
-    Batch {
-        /// Time between fsyncs.
-        interval: Duration,
-    },
-    /// Writes are fsynced only at checkpoint, `flush` and `close`. For bulk import: a power cut
-    /// can lose everything since the last of those.
-    None,
-}
 
 /// Options of `Store::open`.
 #[derive(Clone)]
@@ -48,9 +31,6 @@ pub struct StoreOptions {
     /// Where timestamps come from: `Timestamp::now` unless a test sets the time.
     pub clock: Clock,
 }
-
-/// A source of timestamps.
-pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 
 impl std::fmt::Debug for StoreOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -209,13 +209,23 @@ impl Collection {
     /// # Errors
     /// `DimensionMismatch`, `InvalidVector`, `KeyOrder`; nothing changes on error.
     pub fn insert(&mut self, key: u64, vector: &[f32]) -> Result<()> {
-        validate_vector(self.dim, vector)?;
-        if let Some(last) = self.last_key().filter(|&last| key <= last) {
-            return Err(IndexError::KeyOrder { key, last });
-        }
+        self.check_insert(key, vector, None)?;
         self.growing_keys.push(key);
         self.growing_vectors.extend_from_slice(vector);
         self.live += 1;
+        Ok(())
+    }
+
+    /// Whether `insert(key, vector)` would succeed, changing nothing; `after` is a key the
+    /// caller will insert first (a batch checked before any of it is applied).
+    ///
+    /// # Errors
+    /// As `insert`.
+    pub fn check_insert(&self, key: u64, vector: &[f32], after: Option<u64>) -> Result<()> {
+        validate_vector(self.dim, vector)?;
+        if let Some(last) = self.last_key().max(after).filter(|&last| key <= last) {
+            return Err(IndexError::KeyOrder { key, last });
+        }
         Ok(())
     }
 

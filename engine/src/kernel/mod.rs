@@ -6,6 +6,8 @@
 //!   and the atomic-file helper.
 //! - `log`, `checkpoint`, `identity`, `segment_file`: the on-disk formats (`docs/format/`).
 //! - `recovery`: open a directory: find the newest usable checkpoint, replay the log after it.
+//! - `db`: one open database, the API the layers above use: `read` the state, `commit` an
+//!   operation, `touch`, `checkpoint`, `flush`, batches.
 //! - `commit`: group commit and poisoning (`docs/durability.md`).
 //! - `state`: the in-memory state (the table and the vector collection) and `apply`, the one
 //!   way an operation changes it.
@@ -17,6 +19,7 @@
 pub mod checkpoint;
 pub mod codec;
 pub(crate) mod commit;
+pub(crate) mod db;
 pub mod error;
 pub mod identity;
 pub mod ids;
@@ -26,6 +29,7 @@ pub mod record;
 pub(crate) mod recovery;
 pub mod rule;
 pub mod segment_file;
+pub(crate) mod state;
 pub mod storage;
 pub(crate) mod table;
 pub(crate) mod text_column;

@@ -10,6 +10,7 @@ use crate::kernel::log::reader::{ScanEnd, scan};
 use crate::kernel::log::writer::{self as log_writer, LogWriter};
 use crate::kernel::record::{MemoryId, Timestamp};
 use crate::kernel::segment_file;
+use crate::kernel::state::State;
 use crate::kernel::storage::{Storage, StorageLock};
 use crate::kernel::table::Table;
 use amberdb_index::Collection;
@@ -40,8 +41,7 @@ pub struct OpenReport {
 /// Everything recovery hands to the store.
 pub(crate) struct Recovered {
     pub(crate) lock: Box<dyn StorageLock>,
-    pub(crate) table: Table,
-    pub(crate) vectors: Collection,
+    pub(crate) state: State,
     pub(crate) log: LogWriter,
     pub(crate) last_seq: u64,
     pub(crate) next_id: u64,
@@ -59,107 +59,10 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> EngineError + '_ {
     }
 }
 
-/// Applies one logged operation to the in-memory state (also used by the write path).
-/// A batch is applied member by member: its frame is one commit point, and an error means
-/// the log is damaged (recovery refuses to open) or the write path has a bug (it poisons the
-/// store), so a half-applied batch is never used.
-pub(crate) fn apply(
-    table: &mut Table,
-    vectors: &mut Collection,
-    op: Op,
-) -> Result<(), &'static str> {
-    match op {
-        Op::Store { record, vector } => {
-            if table.get(record.id).is_some() || table.archived(record.id).is_some() {
-                return Err("store of an id that exists");
-            }
-            vectors
-                .insert(record.id.0, &vector)
-                .map_err(|_| "vector does not fit the store")?;
-            table.insert(*record);
-        }
-        Op::Delete { id } => {
-            if table.remove(id).is_none() {
-                return Err("delete of an id that does not exist");
-            }
-            vectors.delete(id.0);
-        }
-        Op::Update { record } => {
-            let id = record.id;
-            table
-                .modify(id, |m| *m = *record)
-                .ok_or("update of an id that does not exist, or of its content or user")?;
-        }
-        Op::Touch { at, ids } => {
-            for id in ids {
-                table
-                    .touch(id, at)
-                    .ok_or("touch of an id that does not exist")?;
-            }
-        }
-        Op::SetTags { id, tags, at } => {
-            table
-                .modify(id, |m| {
-                    m.tags = tags;
-                    m.updated_at = at;
-                })
-                .ok_or("tags of an id that does not exist")?;
-        }
-        Op::Archive { id } => {
-            let vector = vectors
-                .vector(id.0)
-                .ok_or("archive of an id that does not exist")?
-                .to_vec();
-            let m = table
-                .remove(id)
-                .ok_or("archive of an id that does not exist")?;
-            vectors.delete(id.0);
-            table.insert_archived(*m, vector);
-        }
-        Op::StoreArchived { record, vector } => {
-            if vector.len() != vectors.dim() {
-                return Err("vector does not fit the store");
-            }
-            if !table.insert_archived(*record, vector) {
-                return Err("archived record of an id that exists");
-            }
-        }
-        Op::CanonicalTag {
-            user_id,
-            tag,
-            vector,
-        } => {
-            if vector.len() != vectors.dim() {
-                return Err("canonical tag vector does not fit the store");
-            }
-            if !table.add_canonical(&user_id, tag, &vector) {
-                return Err("canonical tag registered twice");
-            }
-        }
-        Op::Snapshot(s) => table.put_snapshot(*s),
-        Op::Entity(e) => table.put_entity(*e),
-        Op::DeleteEntity { kind, user_id, id } => {
-            let removed = table
-                .delete_entity(kind, &user_id, &id)
-                .ok_or("delete of an entity that does not exist")?;
-            for m in removed {
-                vectors.delete(m.0);
-            }
-        }
-        Op::Batch(ops) => {
-            for op in ops {
-                apply(table, vectors, op)?;
-            }
-        }
-    }
-    Ok(())
-}
-
 struct Base {
     seq: u64,
     next_id: u64,
-    table: Table,
-    vectors: Collection,
+    state: State,
     segments: Vec<(u64, u64)>,
 }
 
@@ -246,8 +149,9 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, dim: usize) -> R
         });
     }
     // The archive, canonical tags and snapshots (checkpoint.md, "Aux section").
+    let mut state = State { table, vectors };
     for op in head.aux {
-        apply(&mut table, &mut vectors, op).map_err(|reason| EngineError::Corrupted {
+        state.apply(op).map_err(|reason| EngineError::Corrupted {
             file: path.clone(),
             offset: 0,
             reason,
@@ -256,8 +160,7 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, dim: usize) -> R
     Ok(Base {
         seq,
         next_id: head.next_id,
-        table,
-        vectors,
+        state,
         segments: head.segments,
     })
 }
@@ -441,14 +344,15 @@ pub(crate) fn recover(
     let Base {
         seq: ckpt_seq,
         mut next_id,
-        mut table,
-        mut vectors,
+        mut state,
         segments,
     } = base.unwrap_or_else(|| Base {
         seq: 0,
         next_id: 1,
-        table: Table::default(),
-        vectors: Collection::new(embedder.dim()),
+        state: State {
+            table: Table::default(),
+            vectors: Collection::new(embedder.dim()),
+        },
         segments: Vec::new(),
     });
     report.checkpoint_seq = (ckpt_seq > 0).then_some(ckpt_seq);
@@ -504,7 +408,7 @@ pub(crate) fn recover(
             if let Some(id) = op.max_new_id() {
                 next_id = next_id.max(id + 1);
             }
-            apply(&mut table, &mut vectors, op).map_err(|reason| EngineError::Corrupted {
+            state.apply(op).map_err(|reason| EngineError::Corrupted {
                 file: path.clone(),
                 offset,
                 reason,
@@ -586,8 +490,7 @@ pub(crate) fn recover(
     let checkpoints = checkpoints.into_iter().filter(|&s| s <= ckpt_seq).collect();
     Ok(Recovered {
         lock,
-        table,
-        vectors,
+        state,
         log,
         last_seq,
         next_id,

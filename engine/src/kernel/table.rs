@@ -500,27 +500,50 @@ impl Table {
         Some(m)
     }
 
-    /// Changes a live record in place through `f`, which must keep its id, user and content
-    /// (so its vector, hash and keyword postings); tags and session are re-indexed. `None` if
-    /// `id` is not live or `f` broke the rule (the record is then left as `f` made it, which
-    /// only a bug can cause: the caller poisons the store or refuses to open).
-    pub(crate) fn modify(&mut self, id: MemoryId, f: impl FnOnce(&mut Memory)) -> Option<()> {
+    /// Replaces a live record by `record`, which must keep its id, user and content (so its
+    /// vector, hash and keyword postings); tags and session are re-indexed. `None`, changing
+    /// nothing, if `record.id` is not live or the rule is broken.
+    pub(crate) fn replace(&mut self, record: Memory) -> Option<()> {
+        let id = record.id;
         let m = usize::try_from(id.0)
             .ok()
             .and_then(|i| self.slots.get_mut(i))
             .and_then(Option::as_deref_mut)?;
+        if m.user_id != record.user_id || m.content_hash != record.content_hash {
+            return None;
+        }
         let u = self.users.get_mut(&m.user_id)?;
         u.remove_fields(m);
-        let (user, hash) = (m.user_id.clone(), m.content_hash);
-        f(m);
+        *m = record;
         u.add_fields(m);
-        let unchanged = m.id == id && m.user_id == user && m.content_hash == hash;
         // An update may name an earlier value of its slot in its lineage.
-        let supersedes = m.supersedes.clone();
-        for s in supersedes {
+        for s in m.supersedes.clone() {
             self.superseded_by.insert(s, id);
         }
-        unchanged.then_some(())
+        Some(())
+    }
+
+    /// Sets a live record's tags and `updated_at`, re-indexing its tags. `None` if `id` is not
+    /// live.
+    pub(crate) fn set_tags(
+        &mut self,
+        id: MemoryId,
+        tags: Vec<String>,
+        at: Timestamp,
+    ) -> Option<()> {
+        let mut record = self.get(id)?.clone();
+        record.tags = tags;
+        record.updated_at = at;
+        self.replace(record)
+    }
+
+    /// Whether the entity exists.
+    pub(crate) fn has_entity(&self, kind: EntityKind, user: &str, id: &str) -> bool {
+        self.users.get(user).is_some_and(|u| match kind {
+            EntityKind::User => u.entity.is_some(),
+            EntityKind::Agent => u.agents.contains_key(id),
+            EntityKind::Session => u.sessions.contains_key(id),
+        })
     }
 
     /// Counts one access of a live record: `access_count + 1`, `last_accessed_at` at least

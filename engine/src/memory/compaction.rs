@@ -66,7 +66,7 @@ pub struct Unmerged {
 
 impl Store {
     fn compaction_groups(&self, user: &str, distance: f32) -> (Vec<CompactionGroup>, usize) {
-        let state = self.inner.state.read();
+        let state = self.read();
         let mut mine: Vec<&Memory> = state
             .table
             .iter()
@@ -169,7 +169,7 @@ impl Store {
         let mut merged = Vec::new();
         let mut skipped = 0;
         for g in &groups {
-            let made = self.commit(|w, state| {
+            let made = self.commit(|ids, state| {
                 let members: Option<Vec<(&Memory, &[f32])>> = g
                     .members
                     .iter()
@@ -182,7 +182,7 @@ impl Store {
                 let Some(((anchor, anchor_vector), rest)) = members.split_first() else {
                     return Ok((None, None));
                 };
-                let id = MemoryId(w.next_id);
+                let id = ids.nth(0);
                 let Ok((record, vector)) = merge(id, anchor, anchor_vector, rest, &[], self.now())
                 else {
                     return Ok((None, None));
@@ -216,7 +216,7 @@ impl Store {
     /// # Errors
     /// `NotFound` / `Archived`; `Invalid` if the memory superseded nothing; `Poisoned`, `DiskFull`, `Io`.
     pub fn compact_undo(&self, merged: MemoryId) -> Result<Unmerged> {
-        let restored = self.commit(|w, state| {
+        let restored = self.commit(|ids, state| {
             let m = state
                 .table
                 .get(merged)
@@ -248,7 +248,7 @@ impl Store {
                     continue;
                 }
                 let mut r = a.record.clone();
-                r.id = MemoryId(w.next_id + restored.len() as u64);
+                r.id = ids.nth(restored.len() as u64);
                 // An undone update makes the older value hold again.
                 if r.decision
                     .is_some_and(crate::hooks::facts::Rule::closes_validity)

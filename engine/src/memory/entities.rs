@@ -14,7 +14,8 @@ use crate::kernel::log::Op;
 use crate::kernel::record::{
     self, DEFAULT_USER, Entity, EntityKind, Kind, MAX_NAME_CHARS, MemoryId, NewMemory, Role,
 };
-use crate::store::{State, Store};
+use crate::kernel::state::State;
+use crate::store::Store;
 
 /// The field that names an entity of `kind` in requests and errors.
 #[must_use]
@@ -132,7 +133,7 @@ impl Store {
     /// # Errors
     /// `EntityNotFound` naming the field (also for an agent or session of another user).
     pub fn get_entity(&self, kind: EntityKind, user_id: Option<&str>, id: &str) -> Result<Entity> {
-        let state = self.inner.state.read();
+        let state = self.read();
         lookup(&state, kind, user_id.unwrap_or(DEFAULT_USER), id).cloned()
     }
 
@@ -142,7 +143,7 @@ impl Store {
     /// # Errors
     /// `EntityNotFound` for an unknown user.
     pub fn list_entities(&self, kind: EntityKind, user_id: Option<&str>) -> Result<Vec<Entity>> {
-        let state = self.inner.state.read();
+        let state = self.read();
         if kind == EntityKind::User {
             return Ok(state.table.user_entities().into_iter().cloned().collect());
         }
@@ -161,7 +162,7 @@ impl Store {
     /// sessions (what an export writes).
     #[must_use]
     pub fn all_entities(&self) -> Vec<Entity> {
-        let state = self.inner.state.read();
+        let state = self.read();
         let mut out = Vec::new();
         for user in state.table.user_entities() {
             out.push(user.clone());
@@ -225,7 +226,7 @@ impl Store {
     ) -> Result<Vec<MemoryId>> {
         let user = user_id.unwrap_or(DEFAULT_USER);
         {
-            let state = self.inner.state.read();
+            let state = self.read();
             user_index(&state, user)?;
             check_scope(&state, user, Some(session_id), None)?;
         }
@@ -264,7 +265,7 @@ impl Store {
         items: &[String],
     ) -> Result<Vec<Result<Stored>>> {
         let user = user_id.unwrap_or(DEFAULT_USER);
-        user_index(&self.inner.state.read(), user)?;
+        user_index(&self.read(), user)?;
         let reqs = items
             .iter()
             .map(|c| StoreRequest::new(NewMemory::new(c.clone()).user(user).kind(Kind::Knowledge)))

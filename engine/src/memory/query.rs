@@ -15,8 +15,9 @@ use super::search::{
 use crate::kernel::error::{EngineError, ErrorKind, Result};
 use crate::kernel::keyword::tokenize;
 use crate::kernel::record::{self, Kind, Memory, MemoryId, Role, Timestamp};
+use crate::kernel::state::State;
 use crate::kernel::table::UserIndex;
-use crate::store::{State, Store};
+use crate::store::Store;
 use std::collections::HashMap;
 
 /// Minimum cosine of the query's vector candidates and graph seeds (MemFuse's 0.3): the query
@@ -245,7 +246,7 @@ impl Store {
             Some(self.inner.options.embedder.embed_query(&q.query)?)
         };
         let (results, ids) = {
-            let state = self.inner.state.read();
+            let state = self.read();
             let u = user_index(&state, user_id)?;
             check_scope(&state, user_id, q.session_id.as_deref(), None)?;
             check_scope(&state, user_id, None, q.agent_id.as_deref())?;

@@ -174,7 +174,7 @@ impl Store {
         let user = user_id.unwrap_or(DEFAULT_USER);
         record::validate_id("user_id", user)?;
         let week_ago = self.now().minus_days(7);
-        let state = self.inner.state.read();
+        let state = self.read();
         let mine: Vec<&Memory> = state.table.iter().filter(|m| m.user_id == user).collect();
         let mut categories: Vec<(Category, usize)> = Category::ALL
             .iter()
@@ -319,7 +319,7 @@ impl Store {
     /// # Errors
     /// `NotFound` if `id` is neither live nor archived.
     pub fn lineage(&self, id: MemoryId) -> Result<Vec<Memory>> {
-        let state = self.inner.state.read();
+        let state = self.read();
         if state.table.get(id).is_none() && state.table.archived(id).is_none() {
             return Err(EngineError::NotFound { id });
         }
@@ -338,7 +338,7 @@ impl Store {
     /// # Errors
     /// `NotFound` if `id` is neither live nor archived.
     pub fn history(&self, id: MemoryId) -> Result<History> {
-        let state = self.inner.state.read();
+        let state = self.read();
         let head = if state.table.get(id).is_some() {
             id
         } else if state.table.archived(id).is_some() {
@@ -408,7 +408,7 @@ pub struct History {
 }
 
 /// `NotFound`, or `Archived` with the successor when `id` is in the archive.
-pub(crate) fn missing(state: &crate::store::State, id: MemoryId) -> EngineError {
+pub(crate) fn missing(state: &crate::kernel::state::State, id: MemoryId) -> EngineError {
     if state.table.archived(id).is_some() {
         EngineError::Archived {
             id,

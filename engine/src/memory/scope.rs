@@ -3,8 +3,8 @@
 
 use crate::kernel::error::{EngineError, Result};
 use crate::kernel::record::DEFAULT_USER;
+use crate::kernel::state::State;
 use crate::kernel::table::UserIndex;
-use crate::store::State;
 
 /// A user's index, if the user exists. The default user always exists.
 pub(crate) fn user_index<'a>(state: &'a State, user: &str) -> Result<Option<&'a UserIndex>> {

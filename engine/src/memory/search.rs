@@ -12,10 +12,10 @@ use crate::hooks::dedup::{FoldItem, fold};
 use crate::hooks::{Effective, HookOverrides, LOAD_DEDUP_OVERFETCH};
 use crate::kernel::error::{EngineError, Result};
 use crate::kernel::keyword::tokenize;
-use crate::kernel::log::Op;
 use crate::kernel::record::{self, Category, DEFAULT_USER, Kind, Memory, MemoryId, Timestamp};
+use crate::kernel::state::State;
 use crate::kernel::table::UserIndex;
-use crate::store::{State, Store};
+use crate::store::Store;
 use amberdb_index::{KeySet, Scan, SearchParams};
 use std::collections::HashMap;
 
@@ -980,7 +980,7 @@ impl Store {
         let now = self.now();
         let tokens: Option<(usize, usize)>;
         let (mut hits, total, folded_total) = {
-            let state = self.inner.state.read();
+            let state = self.read();
             let u = user_index(&state, &plan.user)?;
             check_scope(&state, &plan.user, plan.filter.session.as_deref(), None)?;
             check_scope(&state, &plan.user, None, plan.filter.agent.as_deref())?;
@@ -1219,32 +1219,12 @@ impl Store {
         Ok((candidates, fallback))
     }
 
-    /// Counts `ids` as accessed now: one `Touch` frame, not waited for (access counts are
-    /// bookkeeping, `docs/durability.md`). Returns the time recorded, or `None` when it could
-    /// not be recorded (a full disk, a poisoned store, a failed append): the read is answered
-    /// all the same, and `Stats::accesses_not_recorded` counts it.
+    /// Counts `ids` as accessed now (`Db::touch`: never waits for a writer). Returns the
+    /// time recorded, or `None` when it could not be recorded (a full disk, a poisoned store):
+    /// the read is answered all the same, and `Stats::accesses_not_recorded` counts it.
     pub(crate) fn touch(&self, ids: Vec<MemoryId>) -> Option<Timestamp> {
         let at = self.now();
-        let counted = self.commit_unacknowledged(|_, state| {
-            // A memory archived or deleted since the read is not counted.
-            let ids: Vec<MemoryId> = ids
-                .into_iter()
-                .filter(|id| state.table.get(*id).is_some())
-                .collect();
-            Ok(((!ids.is_empty()).then_some(Op::Touch { at, ids }), ()))
-        });
-        match counted {
-            Ok(()) => Some(at),
-            Err(e) => {
-                // A read never fails, nor takes the store down, for its access count
-                // (docs/durability.md, "Access counts"): skipped and counted.
-                self.inner
-                    .accesses_not_recorded
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                tracing::debug!(error = %e, "an access could not be recorded");
-                None
-            }
-        }
+        self.inner.db.touch(at, ids).then_some(at)
     }
 }
 

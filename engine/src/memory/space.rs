@@ -2,7 +2,7 @@
 
 use crate::hooks::dedup::Space;
 use crate::kernel::record::{Kind, MemoryId};
-use crate::store::State;
+use crate::kernel::state::State;
 use amberdb_index::{Scan, SearchParams};
 
 /// Matching keys up to which a filtered vector search scores just those keys instead of

@@ -137,7 +137,7 @@ impl Store {
     /// `Invalid` for a bad user id.
     pub fn canonical_tags(&self, user_id: Option<&str>) -> Result<Vec<String>> {
         let user = user_of(user_id)?;
-        let state = self.inner.state.read();
+        let state = self.read();
         let mut v: Vec<String> = state
             .table
             .canonical(user)
@@ -166,7 +166,7 @@ impl Store {
     /// The mapping of non-canonical tags in use to canonical tags (embedding outside locks).
     fn tag_plan(&self, user: &str, threshold: f32, max_changes: usize) -> Result<Plan> {
         let (tag_use, scanned, unknown) = {
-            let state = self.inner.state.read();
+            let state = self.read();
             let mut tag_use: BTreeMap<String, usize> = BTreeMap::new();
             let mut scanned = 0;
             for m in state.table.iter().filter(|m| m.user_id == user) {
@@ -193,7 +193,7 @@ impl Store {
         } else {
             self.inner.options.embedder.embed_batch(&refs)?
         };
-        let state = self.inner.state.read();
+        let state = self.read();
         let mut mapping = BTreeMap::new();
         if let Some(canonical) = state.table.canonical(user) {
             for (tag, v) in unknown.iter().zip(&vectors) {
@@ -238,7 +238,7 @@ impl Store {
         check_threshold(threshold, max_changes)?;
         let user = user_of(user_id)?;
         let plan = self.tag_plan(user, threshold, max_changes)?;
-        let affected = rewrites(&self.inner.state.read().table, user, &plan.mapping);
+        let affected = rewrites(&self.read().table, user, &plan.mapping);
         let after: BTreeSet<&String> = plan
             .tag_use
             .keys()
@@ -320,7 +320,7 @@ impl Store {
     }
 
     fn require_snapshot(&self, user: &str, snapshot_id: &str) -> Result<()> {
-        let state = self.inner.state.read();
+        let state = self.read();
         if state
             .table
             .snapshots(user)

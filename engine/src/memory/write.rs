@@ -15,7 +15,8 @@ use crate::kernel::record::{
     self, Category, DEFAULT_USER, INITIAL_CONFIDENCE, MAX_TAGS, Memory, MemoryId, NewMemory,
     Timestamp,
 };
-use crate::store::{State, Store};
+use crate::kernel::state::State;
+use crate::store::Store;
 use amberdb_index::kernels;
 
 /// A store with per-request hook overrides.
@@ -281,7 +282,7 @@ impl Store {
         };
         let user = m.user_id.clone().unwrap_or_else(|| DEFAULT_USER.to_owned());
         let tag_needs_vector = if eff.tags {
-            let state = self.inner.state.read();
+            let state = self.read();
             let known = state.table.canonical(&user);
             tags.iter()
                 .map(|t| !known.is_some_and(|c| c.contains(t)))
@@ -435,7 +436,7 @@ impl Store {
         }
         let limit = self.inner.options.memory_limit;
         let now = self.now();
-        self.commit(|w, state| {
+        self.commit(|next, state| {
             if state.table.len() + planned.len() > limit {
                 return Err(EngineError::MemoryLimitReached { limit });
             }
@@ -450,7 +451,7 @@ impl Store {
                     p.m.session_id.as_deref(),
                     p.m.agent_id.as_deref(),
                 )?;
-                let id = MemoryId(w.next_id + i as u64);
+                let id = next.nth(i as u64);
                 let record = p.record(
                     id,
                     (*category, p.tags.clone(), agent_id),
@@ -475,7 +476,7 @@ impl Store {
         let limit = self.inner.options.memory_limit;
         let content_hash = record::content_hash(&p.m.content);
         let now = self.now();
-        self.commit(|w, state| {
+        self.commit(|ids, state| {
             let (tags, mut ops, new_canonical) =
                 resolve_tags(state, &p.user, &p.tags, &e.tags, p.eff.tags);
             let m = &p.m;
@@ -491,12 +492,7 @@ impl Store {
             {
                 return Err(EngineError::AlreadyExists { existing });
             }
-            let mut new = p.record(
-                MemoryId(w.next_id),
-                (category, tags, agent_id),
-                content_hash,
-                now,
-            );
+            let mut new = p.record(ids.nth(0), (category, tags, agent_id), content_hash, now);
             let plan = if p.eff.semantic_dedup && m.kind != record::Kind::Message {
                 let space = UserSpace {
                     state,
@@ -533,7 +529,7 @@ impl Store {
                     .iter()
                     .filter_map(|id| Some((state.table.get(*id)?, state.vectors.vector(id.0)?)))
                     .collect();
-                let merged_id = MemoryId(w.next_id + 1);
+                let merged_id = ids.nth(1);
                 match merge(merged_id, &new, &e.content, &sources, &older, now) {
                     Ok((merged, vector)) => {
                         // The new saying goes straight to the archive, merged for the rule
@@ -922,7 +918,7 @@ impl Store {
         check_vector(dim, &e.content)?;
         let (category, _) = self.resolve_category(&p.category, e.category.as_deref());
         let now = self.now();
-        self.commit(|w, state| {
+        self.commit(|ids, state| {
             let current = state
                 .table
                 .get(id)
@@ -938,7 +934,7 @@ impl Store {
                 if let Some(existing) = state.table.find_hash(&p.user, &hash) {
                     return Err(EngineError::AlreadyExists { existing });
                 }
-                record.id = MemoryId(w.next_id);
+                record.id = ids.nth(0);
                 record.content.clone_from(&p.m.content);
                 record.content_hash = hash;
                 record.supersedes = vec![id];

@@ -1,0 +1,758 @@
+//! `Db`: one open database, the kernel's API to the layers above it.
+//!
+//! It owns the state (behind a read-write lock), the writer (log file, id and sequence
+//! counters, behind a mutex), group commit and the store's lock file. Callers read with
+//! [`Db::read`] and change the state only through [`Db::commit`]: a `prepare` closure that
+//! turns a request into one logged operation.
+//!
+//! Guarantees (each tested in `tests/it`): under `SyncPolicy::Always` a commit that returns
+//! `Ok` is durable and visible to every later read; each operation is one log frame, so after
+//! any crash it is there whole or not at all; an operation is checked against the state before
+//! it is appended, so a logged frame always applies; a failed append or fsync poisons the
+//! store (writes refused until reopened, reads go on). Readers wait for no writer's `prepare`
+//! (a store's dedup scans run under the read lock) and for no fsync: only for the apply of an
+//! operation, which changes memory only. Reads may observe a write while its fsync is still in
+//! flight (before it is acknowledged); see `docs/durability.md`, "Visibility".
+
+use crate::kernel::checkpoint::{format as ckpt_format, writer as ckpt_writer};
+use crate::kernel::commit::{GroupCommit, PoisonCause};
+use crate::kernel::error::{EngineError, Result};
+use crate::kernel::log::Op;
+use crate::kernel::log::format::{FRAME_PREFIX, MAX_FRAME_LEN, encode_frame};
+use crate::kernel::log::writer::LogWriter;
+use crate::kernel::record::{MemoryId, Timestamp};
+use crate::kernel::recovery::{self, OpenReport};
+use crate::kernel::segment_file;
+use crate::kernel::state::State;
+use crate::kernel::storage::{Storage, StorageLock};
+use amberdb_embed::Embedder;
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+thread_local! {
+    /// Set inside `Db::deferred_batch` on this thread: acknowledged writes skip their own
+    /// wait for durability, and the batch waits once at its end.
+    static DEFERRED: Cell<bool> = const { Cell::new(false) };
+    /// The last sequence number an acknowledged write of this thread's batch appended (0: the
+    /// batch wrote nothing, so it has nothing to make durable and a poisoned store does not
+    /// fail it).
+    static DEFERRED_SEQ: Cell<u64> = const { Cell::new(0) };
+}
+
+/// How long automatic checkpoints pause after one failed for a full disk.
+const CHECKPOINT_RETRY_AFTER_DISK_FULL: Duration = Duration::from_secs(10);
+
+/// Whether an I/O error says the disk (or the user's quota) is full: a write that failed so
+/// before its fsync is cut back and refused, and the store stays writable.
+pub(crate) fn is_disk_full(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    )
+}
+
+/// When an acknowledged write is made durable (`docs/durability.md`, "Sync policies").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncPolicy {
+    /// Default. Every write is fsynced (shared with concurrent writers) before it returns:
+    /// acknowledged means durable.
+    Always,
+    /// Writes return once appended; a background thread fsyncs every `interval`. A power cut
+    /// loses at most the writes of the last interval; a process crash loses nothing.
+    Batch {
+        /// Time between fsyncs.
+        interval: Duration,
+    },
+    /// Writes are fsynced only at checkpoint, `flush` and `close`. For bulk import: a power cut
+    /// can lose everything since the last of those.
+    None,
+}
+
+/// A source of timestamps.
+pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+
+/// What the kernel needs to know of a store's options.
+#[derive(Clone)]
+pub(crate) struct DbConfig {
+    pub(crate) storage: Arc<dyn Storage>,
+    pub(crate) sync: SyncPolicy,
+    pub(crate) seal_rows: usize,
+    pub(crate) checkpoint_bytes: u64,
+    pub(crate) vector_codes: bool,
+    pub(crate) clock: Clock,
+}
+
+/// The ids the operation being prepared may assign: `nth(0)` is the next free one.
+pub(crate) struct NextIds(u64);
+
+impl NextIds {
+    /// The `i`-th free id, counting from 0.
+    pub(crate) fn nth(&self, i: u64) -> MemoryId {
+        MemoryId(self.0 + i)
+    }
+}
+
+pub(crate) struct Writer {
+    log: LogWriter,
+    next_seq: u64,
+    next_id: u64,
+    next_segment_id: u64,
+    checkpoint_seq: u64,
+    log_bytes_since_checkpoint: u64,
+    checkpoints: Vec<u64>,
+    segments: Vec<(u64, u64)>,
+    /// Automatic checkpoints wait until then after one failed for a full disk.
+    checkpoint_paused_until: Option<Instant>,
+}
+
+/// The kernel's counters, for `Stats`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Counters {
+    pub(crate) sealed_segments: usize,
+    pub(crate) growing_rows: usize,
+    pub(crate) last_seq: u64,
+    pub(crate) durable_seq: u64,
+    pub(crate) checkpoint_seq: u64,
+    pub(crate) log_fsyncs: u64,
+    pub(crate) poison_cause: Option<PoisonCause>,
+    pub(crate) disk_full_refusals: u64,
+    pub(crate) accesses_not_recorded: u64,
+}
+
+/// One open database.
+pub(crate) struct Db {
+    dir: PathBuf,
+    config: DbConfig,
+    /// The vector dimension (the embedder's, pinned by `IDENTITY`).
+    dim: usize,
+    state: RwLock<State>,
+    writer: Mutex<Writer>,
+    commit: GroupCommit,
+    /// Accesses waiting for the writer lock, applied by whoever holds it next
+    /// (`Db::touch`).
+    pending_touches: Mutex<Vec<(Timestamp, Vec<MemoryId>)>>,
+    /// The newest checkpoint's sequence number, readable without the writer lock.
+    checkpoint_seq: AtomicU64,
+    disk_full_refusals: AtomicU64,
+    accesses_not_recorded: AtomicU64,
+    report: OpenReport,
+    _lock: Box<dyn StorageLock>,
+}
+
+impl Db {
+    /// Opens or creates the database in `dir` (`docs/durability.md`, "Recovery").
+    pub(crate) fn open(dir: &Path, embedder: &dyn Embedder, config: DbConfig) -> Result<Arc<Db>> {
+        let r = recovery::recover(dir, &*config.storage, embedder)?;
+        let commit = GroupCommit::new(r.last_seq, Arc::clone(&r.log.file), r.log.path.clone());
+        let db = Arc::new(Db {
+            dir: dir.to_path_buf(),
+            dim: embedder.dim(),
+            checkpoint_seq: AtomicU64::new(r.checkpoint_seq),
+            writer: Mutex::new(Writer {
+                log_bytes_since_checkpoint: 0,
+                log: r.log,
+                next_seq: r.last_seq + 1,
+                next_id: r.next_id,
+                next_segment_id: r.next_segment_id,
+                checkpoint_seq: r.checkpoint_seq,
+                checkpoints: r.checkpoints,
+                segments: r.segments,
+                checkpoint_paused_until: None,
+            }),
+            state: RwLock::new(r.state),
+            commit,
+            pending_touches: Mutex::new(Vec::new()),
+            disk_full_refusals: AtomicU64::new(0),
+            accesses_not_recorded: AtomicU64::new(0),
+            report: r.report,
+            _lock: r.lock,
+            config,
+        });
+        if let SyncPolicy::Batch { interval } = db.config.sync {
+            let weak = Arc::downgrade(&db);
+            std::thread::Builder::new()
+                .name("amberdb-batch-sync".into())
+                .spawn(move || batch_sync_loop(&weak, interval))
+                .map_err(EngineError::io(&db.dir))?;
+        }
+        Ok(db)
+    }
+
+    /// The state, for reading. Held briefly: a writer's apply waits for it.
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, State> {
+        self.state.read()
+    }
+
+    /// The store's clock.
+    pub(crate) fn now(&self) -> Timestamp {
+        (self.config.clock)()
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub(crate) fn open_report(&self) -> &OpenReport {
+        &self.report
+    }
+
+    pub(crate) fn storage(&self) -> &dyn Storage {
+        &*self.config.storage
+    }
+
+    /// Bytes of the store's files (logs, checkpoints, segments, identity).
+    pub(crate) fn bytes_on_disk(&self) -> u64 {
+        let storage = self.storage();
+        storage
+            .list(&self.dir)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|n| storage.len(&self.dir.join(n)).ok())
+            .sum()
+    }
+
+    /// The kernel's counters, without waiting for any writer.
+    pub(crate) fn counters(&self) -> Counters {
+        let state = self.state.read();
+        Counters {
+            sealed_segments: state.vectors.sealed().len(),
+            growing_rows: state.vectors.growing_len(),
+            last_seq: self.commit.written(),
+            durable_seq: self.commit.durable(),
+            checkpoint_seq: self.checkpoint_seq.load(Ordering::Acquire),
+            log_fsyncs: self.commit.fsyncs(),
+            poison_cause: self.commit.cause(),
+            disk_full_refusals: self.disk_full_refusals.load(Ordering::Relaxed),
+            accesses_not_recorded: self.accesses_not_recorded.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The write path, steps 3–7 of `docs/durability.md`: `prepare` turns the request into an
+    /// operation against the current state (or a caller error), with what the caller gets once
+    /// it is durable; no operation means nothing to write. It runs under the writer mutex and a
+    /// read lock, so readers go on while it scans; the write lock is taken only to apply.
+    pub(crate) fn commit<T>(
+        &self,
+        prepare: impl FnOnce(&NextIds, &State) -> Result<(Option<Op>, T)>,
+    ) -> Result<T> {
+        self.commit_as(true, prepare)
+    }
+
+    fn commit_as<T>(
+        &self,
+        acknowledged: bool,
+        prepare: impl FnOnce(&NextIds, &State) -> Result<(Option<Op>, T)>,
+    ) -> Result<T> {
+        let (seq, checkpoint_due, value) = {
+            let mut w = self.writer.lock();
+            self.commit.check()?;
+            // step 3: prepare and check, under the read lock. Only the holder of the writer
+            // mutex changes the state, so it is the same when the write lock is taken below.
+            let (op, value) = {
+                let state = self.state.read();
+                let (op, value) = prepare(&NextIds(w.next_id), &state)?;
+                let Some(op) = op else {
+                    return Ok(value);
+                };
+                if let Err(reason) = state.check(&op) {
+                    // Nothing was written: the store stays as it was, and writable.
+                    return Err(EngineError::Internal {
+                        context: "checking an operation before it is logged",
+                        reason: reason.to_owned(),
+                    });
+                }
+                (op, value)
+            };
+            // step 4: append.
+            let seq = self.append(&mut w, &op)?;
+            // step 5: apply, publish.
+            self.apply(&w, seq, op)?;
+            self.drain_touches(&mut w);
+            (seq, self.checkpoint_due(&w), value)
+        };
+        // step 6: durability per policy (inside `durable_batch`, once at the batch's end).
+        if acknowledged && self.config.sync == SyncPolicy::Always {
+            if DEFERRED.get() {
+                DEFERRED_SEQ.set(DEFERRED_SEQ.get().max(seq));
+            } else {
+                self.commit.wait_durable(seq)?;
+            }
+        }
+        // step 7: acknowledged. Housekeeping may follow, on acknowledged writes only: a reader
+        // counting an access never pays for a checkpoint. Its failure is not this write's (the
+        // write is durable): it poisons the store or, for a full disk, pauses checkpoints, and
+        // is logged; the reply stays the write's own.
+        if acknowledged && checkpoint_due {
+            self.checkpoint_if_due();
+        }
+        Ok(value)
+    }
+
+    /// Step 4: encodes and appends `op` as the next frame. Returns its sequence number.
+    fn append(&self, w: &mut Writer, op: &Op) -> Result<u64> {
+        let seq = w.next_seq;
+        let frame = encode_frame(seq, op);
+        let body = frame.len() - FRAME_PREFIX;
+        if body > MAX_FRAME_LEN as usize {
+            return Err(EngineError::LimitExceeded {
+                what: "bytes of one atomic operation (its log frame)",
+                limit: MAX_FRAME_LEN as usize,
+                got: body,
+            });
+        }
+        match w.log.append_frame(&frame) {
+            Ok(n) => w.log_bytes_since_checkpoint += n,
+            Err(source) => return Err(self.append_failed(w, source)),
+        }
+        if let Some(id) = op.max_new_id() {
+            w.next_id = w.next_id.max(id + 1);
+        }
+        w.next_seq = seq + 1;
+        Ok(seq)
+    }
+
+    /// Step 5: applies an appended, checked operation and publishes it. It cannot fail short
+    /// of a bug; if it does, the state may be half changed, so the store is poisoned.
+    fn apply(&self, w: &Writer, seq: u64, op: Op) -> Result<()> {
+        if let Err(reason) = self.state.write().apply_checked(op) {
+            self.commit
+                .poison(PoisonCause::new("apply", &w.log.path, reason));
+            return Err(EngineError::Internal {
+                context: "applying a logged operation",
+                reason: reason.to_owned(),
+            });
+        }
+        self.commit.set_written(seq);
+        Ok(())
+    }
+
+    /// Counts an access of `ids` at `at`: a `Touch` frame, not waited for (access counts are
+    /// bookkeeping, `docs/durability.md`, "Access counts"), and never waiting for a writer: when
+    /// one holds the writer lock (a store's dedup may take milliseconds), the access is left for
+    /// it to append when its own write is done. Returns false when it could not be recorded (a
+    /// full disk, a poisoned store); the read is answered all the same and
+    /// `accesses_not_recorded` counts it.
+    pub(crate) fn touch(&self, at: Timestamp, ids: Vec<MemoryId>) -> bool {
+        if self.commit.check().is_err() {
+            self.accesses_not_recorded.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        self.pending_touches.lock().push((at, ids));
+        match self.writer.try_lock() {
+            Some(mut w) => self.drain_touches(&mut w),
+            None => true,
+        }
+    }
+
+    /// Appends and applies the accesses waiting for the writer lock, each re-checked (a
+    /// memory archived or deleted since its read is not counted). Returns false if any could
+    /// not be recorded (each counted in `accesses_not_recorded`).
+    fn drain_touches(&self, w: &mut Writer) -> bool {
+        let pending = std::mem::take(&mut *self.pending_touches.lock());
+        let mut all = true;
+        for (at, ids) in pending {
+            let op = {
+                let state = self.state.read();
+                let ids: Vec<MemoryId> = ids
+                    .into_iter()
+                    .filter(|id| state.table.get(*id).is_some())
+                    .collect();
+                if ids.is_empty() {
+                    continue;
+                }
+                Op::Touch { at, ids }
+            };
+            let recorded = self.commit.check().is_ok()
+                && self
+                    .append(w, &op)
+                    .and_then(|seq| self.apply(w, seq, op))
+                    .inspect_err(|e| tracing::debug!(error = %e, "an access could not be recorded"))
+                    .is_ok();
+            if !recorded {
+                self.accesses_not_recorded.fetch_add(1, Ordering::Relaxed);
+                all = false;
+            }
+        }
+        all
+    }
+
+    /// Step 4 failed. An append that failed for a full disk wrote nothing durable and was never
+    /// acknowledged: its partial frame is cut back and the store stays writable (`DiskFull`).
+    /// Any other failure, or a cut that fails, may leave a partial frame that a later append
+    /// would bury mid-file, so it poisons the store (`docs/durability.md` step 4).
+    fn append_failed(&self, w: &Writer, source: std::io::Error) -> EngineError {
+        let path = w.log.path.clone();
+        if is_disk_full(&source) {
+            match self.storage().truncate(&path, w.log.bytes) {
+                Ok(()) => {
+                    self.disk_full_refusals.fetch_add(1, Ordering::Relaxed);
+                    return EngineError::DiskFull { path, source };
+                }
+                Err(cut) => {
+                    self.commit.poison(PoisonCause::new(
+                        "append",
+                        &path,
+                        format!("{source}; cutting the partial frame back failed: {cut}"),
+                    ));
+                    return EngineError::Io { path, source };
+                }
+            }
+        }
+        self.commit
+            .poison(PoisonCause::new("append", &path, &source));
+        EngineError::Io { path, source }
+    }
+
+    fn checkpoint_due(&self, w: &Writer) -> bool {
+        (w.log_bytes_since_checkpoint >= self.config.checkpoint_bytes
+            || self.state.read().vectors.growing_len() >= self.config.seal_rows)
+            && w.checkpoint_paused_until
+                .is_none_or(|t| Instant::now() >= t)
+    }
+
+    /// Checkpoints if the thresholds are still crossed once the writer lock is held again
+    /// (another writer may have checkpointed in between). A failure is logged, not returned:
+    /// the write that found the checkpoint due was already acknowledged.
+    fn checkpoint_if_due(&self) {
+        if let Err(e) = self.checkpoint_under_lock(true) {
+            tracing::error!(error = %e, "automatic checkpoint failed");
+        }
+    }
+
+    /// Seals the growing segment and writes a checkpoint (`docs/durability.md` steps C0–C6),
+    /// so that the next open replays only what follows. Blocks writers while it runs.
+    pub(crate) fn checkpoint(&self) -> Result<()> {
+        self.checkpoint_under_lock(false)
+    }
+
+    /// Takes the writer lock and checkpoints (only if still due, when `only_if_due`). A failure
+    /// before the commit point for a full disk removes what it wrote and pauses automatic
+    /// checkpoints (`DiskFull`; the log still holds everything). Any other failure poisons
+    /// the store.
+    fn checkpoint_under_lock(&self, only_if_due: bool) -> Result<()> {
+        let mut w = self.writer.lock();
+        if only_if_due && !self.checkpoint_due(&w) {
+            return Ok(());
+        }
+        self.commit.check()?;
+        self.drain_touches(&mut w);
+        let result = self.checkpoint_locked(&mut w);
+        match &result {
+            Ok(()) => w.checkpoint_paused_until = None,
+            Err(EngineError::DiskFull { .. }) => {
+                w.checkpoint_paused_until = Some(Instant::now() + CHECKPOINT_RETRY_AFTER_DISK_FULL);
+            }
+            Err(EngineError::Poisoned) => {}
+            Err(e) => {
+                let path = match e {
+                    EngineError::Io { path, .. } => path.clone(),
+                    _ => self.dir.clone(),
+                };
+                self.commit.poison(PoisonCause::new("checkpoint", &path, e));
+            }
+        }
+        result
+    }
+
+    /// Removes the files a checkpoint wrote before failing short of its commit point
+    /// (`docs/durability.md`, C1–C4), so a full disk does not fill further with orphans and
+    /// appends stay in the old log file, which ends where the next frame continues.
+    ///
+    /// # Errors
+    /// `Io` for a file that exists and could not be removed: the caller poisons the store (a
+    /// stray `wal-<S+1>.log` would later hold frames its header does not start at).
+    fn undo_checkpoint_files(&self, created: &[PathBuf]) -> Result<()> {
+        let storage = self.storage();
+        for path in created {
+            let tmp = PathBuf::from(format!("{}.tmp", path.display()));
+            for p in [path, &tmp] {
+                match storage.remove(p) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(EngineError::Io {
+                            path: p.clone(),
+                            source: e,
+                        });
+                    }
+                    _ => {}
+                }
+            }
+        }
+        storage
+            .sync_dir(&self.dir)
+            .map_err(EngineError::io(&self.dir))
+    }
+
+    fn checkpoint_locked(&self, w: &mut Writer) -> Result<()> {
+        let storage = self.storage();
+        let dir = &self.dir;
+        // C0: everything appended is durable; the checkpoint covers exactly that.
+        let seq = self.commit.written();
+        self.commit.wait_durable(seq)?;
+        if seq == w.checkpoint_seq {
+            return Ok(());
+        }
+        // C1–C4: files; a failure before the commit point (C4) removes them again.
+        let mut created = Vec::new();
+        let written = self.write_checkpoint_files(w, seq, &mut created);
+        let (segments, sealed, log) = match written {
+            Ok(v) => v,
+            Err(e) => {
+                self.undo_checkpoint_files(&created)?;
+                return Err(e);
+            }
+        };
+        // C5: the sealed segment replaces the growing rows; with nothing live to seal, the
+        // deleted rows are dropped so scans stop reading them. Then append to the new log.
+        match sealed {
+            None => {
+                self.state.write().vectors.drop_dead_growing();
+            }
+            Some(seg) => {
+                self.state
+                    .write()
+                    .vectors
+                    .seal_growing(seg)
+                    .map_err(|e| EngineError::Internal {
+                        context: "replacing the growing rows by their sealed segment",
+                        reason: e.to_string(),
+                    })?
+            }
+        }
+        w.segments = segments;
+        w.checkpoint_seq = seq;
+        self.checkpoint_seq.store(seq, Ordering::Release);
+        w.checkpoints.push(seq);
+        w.log_bytes_since_checkpoint = 0;
+        self.commit
+            .set_file(Arc::clone(&log.file), log.path.clone());
+        w.log = log;
+        // C6: keep the two newest checkpoints.
+        while w.checkpoints.len() > 2 {
+            let old = w.checkpoints.remove(0);
+            let path = dir.join(ckpt_format::file_name(old));
+            storage.remove(&path).map_err(EngineError::io(&path))?;
+        }
+        storage.sync_dir(dir).map_err(EngineError::io(dir))
+    }
+
+    /// Steps C1–C4: the sealed segment, the next log file and the checkpoint file, each durable.
+    /// Every file it creates is pushed to `created` first, for the caller to remove on failure.
+    /// A write that fails for a full disk is `DiskFull`.
+    #[expect(
+        clippy::type_complexity,
+        reason = "the three results of one step, used once"
+    )]
+    fn write_checkpoint_files(
+        &self,
+        w: &mut Writer,
+        seq: u64,
+        created: &mut Vec<PathBuf>,
+    ) -> Result<(
+        Vec<(u64, u64)>,
+        Option<amberdb_index::FlatSegment>,
+        LogWriter,
+    )> {
+        let storage = self.storage();
+        let dir = &self.dir;
+        let io = |path: PathBuf| {
+            move |source: std::io::Error| {
+                if is_disk_full(&source) {
+                    EngineError::DiskFull { path, source }
+                } else {
+                    EngineError::Io { path, source }
+                }
+            }
+        };
+        // C1: seal the growing rows.
+        let (encoded, rows) = self
+            .state
+            .read()
+            .vectors
+            .encode_growing(self.config.vector_codes)
+            .map_err(|e| EngineError::Internal {
+                context: "encoding the growing rows as a segment",
+                reason: e.to_string(),
+            })?;
+        let mut segments = w.segments.clone();
+        let sealed = if rows > 0 {
+            let id = w.next_segment_id;
+            let name = segment_file::file_name(id);
+            created.push(dir.join(&name));
+            // Never reuse the id, even if this attempt fails (durability.md, crash points).
+            w.next_segment_id += 1;
+            crate::kernel::storage::write_atomic(storage, dir, &name, &encoded)
+                .map_err(io(dir.join(&name)))?;
+            segments.push((id, rows as u64));
+            Some(segment_file::open(storage, dir, id, rows as u64)?)
+        } else {
+            None
+        };
+        drop(encoded);
+        // C2: the log file that follows the checkpoint exists before the checkpoint does, so
+        // a checkpoint at S without `wal-<S+1>.log` means a lost log file (R5).
+        let log_path = dir.join(crate::kernel::log::writer::file_name(seq + 1));
+        created.push(log_path.clone());
+        let log = LogWriter::create(storage, dir, seq + 1).map_err(io(log_path))?;
+        // C3–C4: the checkpoint, atomically; the rename is the commit point.
+        let bytes = {
+            let state = self.state.read();
+            let aux = state.table.aux_ops(self.dim);
+            ckpt_writer::encode(seq, w.next_id, &segments, &aux, state.table.iter())
+        };
+        let name = ckpt_format::file_name(seq);
+        created.push(dir.join(&name));
+        crate::kernel::storage::write_atomic(storage, dir, &name, &bytes)
+            .map_err(io(dir.join(&name)))?;
+        Ok((segments, sealed, log))
+    }
+
+    /// Runs `f`, whose acknowledged writes on this thread each return as soon as they are
+    /// appended and applied, and returns what must still become durable (see
+    /// `Store::deferred_batch`).
+    pub(crate) fn deferred_batch<T>(
+        self: &Arc<Self>,
+        f: impl FnOnce() -> T,
+    ) -> (T, PendingDurable) {
+        struct Restore(bool);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                DEFERRED.set(self.0);
+            }
+        }
+        let outermost = !DEFERRED.get();
+        if outermost {
+            // A batch that panicked on this (pooled) thread may have left its sequence here.
+            DEFERRED_SEQ.set(0);
+        }
+        let outer = Restore(DEFERRED.replace(true));
+        let value = f();
+        drop(outer);
+        // Only the outermost batch makes the writes durable, if it made any.
+        let seq = if outermost {
+            DEFERRED_SEQ.replace(0)
+        } else {
+            0
+        };
+        (
+            value,
+            PendingDurable {
+                db: Arc::clone(self),
+                seq,
+            },
+        )
+    }
+
+    /// Appends the accesses still waiting for the writer, then makes every write so far
+    /// durable.
+    pub(crate) fn flush(&self) -> Result<()> {
+        {
+            let mut w = self.writer.lock();
+            if self.commit.check().is_ok() {
+                self.drain_touches(&mut w);
+            }
+        }
+        self.commit.wait_durable(self.commit.written())
+    }
+}
+
+/// The writes of a [`crate::Store::deferred_batch`] that are appended but perhaps not durable
+/// yet.
+#[must_use = "none of the batch's writes may be reported stored before `wait` returns Ok"]
+pub struct PendingDurable {
+    db: Arc<Db>,
+    /// The last sequence number the batch's acknowledged writes appended; 0 for none.
+    seq: u64,
+}
+
+impl std::fmt::Debug for PendingDurable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingDurable")
+            .field("seq", &self.seq)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PendingDurable {
+    /// Returns once the batch's writes are durable (at once if it made none).
+    ///
+    /// # Errors
+    /// `Poisoned` if the fsync fails: none of the batch's writes may be reported stored.
+    pub fn wait(self) -> Result<()> {
+        if self.seq == 0 {
+            return Ok(());
+        }
+        self.db.commit.wait_durable(self.seq)
+    }
+}
+
+fn batch_sync_loop(db: &Weak<Db>, interval: std::time::Duration) {
+    loop {
+        std::thread::sleep(interval);
+        let Some(db) = db.upgrade() else { return };
+        if db.commit.is_poisoned() {
+            return;
+        }
+        // A failure poisons the store; the next write reports it.
+        let _ = db.commit.wait_durable(db.commit.written());
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        // Best effort: the accesses still waiting, and relaxed-policy writes, made durable
+        // before the lock is released.
+        if !self.commit.is_poisoned() {
+            let _ = self.flush();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::storage::FsStorage;
+    use std::sync::mpsc;
+
+    #[test]
+    fn readers_and_accesses_never_wait_for_a_writer_preparing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = DbConfig {
+            storage: Arc::new(FsStorage),
+            sync: SyncPolicy::Always,
+            seal_rows: 1 << 16,
+            checkpoint_bytes: 1 << 26,
+            vector_codes: true,
+            clock: Arc::new(Timestamp::now),
+        };
+        let embedder = amberdb_embed::HashingEmbedder::new();
+        let db = Db::open(dir.path(), &embedder, config).expect("open");
+        let (release, held) = mpsc::channel::<()>();
+        let (answered, reads) = mpsc::channel::<bool>();
+        let db = &*db;
+        std::thread::scope(|s| {
+            // A writer whose prepare takes as long as the test wants (a store's dedup scans).
+            s.spawn(move || {
+                db.commit(|_, _| {
+                    held.recv().expect("released");
+                    Ok((None, ()))
+                })
+            });
+            while db.writer.try_lock().is_some() {
+                std::thread::yield_now();
+            }
+            // While it prepares, a reader reads the state and counts an access.
+            s.spawn(move || {
+                let rows = db.read().table.len();
+                let counted = db.touch(db.now(), Vec::new());
+                answered.send(rows == 0 && counted).expect("test waits");
+            });
+            let read = reads.recv_timeout(Duration::from_secs(10));
+            release.send(()).expect("writer waits");
+            assert_eq!(read, Ok(true), "the reader waited for the writer's prepare");
+        });
+    }
+}

@@ -1,0 +1,356 @@
+//! The in-memory state of a store (the metadata table and the vector collection) and the one
+//! way an operation changes it.
+//!
+//! `check` decides whether an operation applies, changing nothing; `apply` checks, then
+//! changes. The write path checks before it appends (`docs/durability.md`, step 3), so a frame
+//! in the log always applies and `apply` after an append cannot fail short of a bug. Replay
+//! applies what the log holds, and a frame that does not apply there means a damaged log
+//! (recovery refuses to open).
+
+use crate::kernel::log::Op;
+use crate::kernel::record::{EntityKind, MemoryId};
+use crate::kernel::table::Table;
+use amberdb_index::Collection;
+use std::collections::{HashMap, HashSet};
+
+/// Why an operation does not apply: a bug of the write path, or a damaged log.
+pub(crate) type Refusal = &'static str;
+
+/// The table and the vectors, changed together by `apply` under the store's write lock.
+pub(crate) struct State {
+    pub(crate) table: Table,
+    pub(crate) vectors: Collection,
+}
+
+/// What the earlier members of a batch did to what the later ones look at, so that a batch is
+/// checked whole before any of it is applied.
+#[derive(Default)]
+struct Overlay {
+    /// Records the batch stored (with their user and content hash) or took out of the live set.
+    live: HashMap<MemoryId, Option<(String, [u8; 32])>>,
+    /// Records the batch archived.
+    archived: HashSet<MemoryId>,
+    /// The highest id the batch stored.
+    last_stored: Option<u64>,
+    /// Canonical tags the batch registered, by user.
+    canonical: HashSet<(String, String)>,
+    /// Entities the batch created or deleted.
+    entities: HashMap<(EntityKind, String, String), bool>,
+}
+
+impl State {
+    /// Whether `op` applies to the current state; nothing changes.
+    pub(crate) fn check(&self, op: &Op) -> Result<(), Refusal> {
+        self.check_in(op, &mut Overlay::default())
+    }
+
+    /// Checks `op`, then applies it. A batch is checked whole first, so it applies whole or
+    /// not at all.
+    pub(crate) fn apply(&mut self, op: Op) -> Result<(), Refusal> {
+        self.check(&op)?;
+        self.apply_checked(op)
+    }
+
+    fn is_live(&self, o: &Overlay, id: MemoryId) -> Option<(String, [u8; 32])> {
+        match o.live.get(&id) {
+            Some(known) => known.clone(),
+            None => self
+                .table
+                .get(id)
+                .map(|m| (m.user_id.clone(), m.content_hash)),
+        }
+    }
+
+    fn is_archived(&self, o: &Overlay, id: MemoryId) -> bool {
+        o.archived.contains(&id) || self.table.archived(id).is_some()
+    }
+
+    fn check_in(&self, op: &Op, o: &mut Overlay) -> Result<(), Refusal> {
+        let dim = self.vectors.dim();
+        match op {
+            Op::Store { record, vector } => {
+                let id = record.id;
+                if self.is_live(o, id).is_some() || self.is_archived(o, id) {
+                    return Err("store of an id that exists");
+                }
+                self.vectors
+                    .check_insert(id.0, vector, o.last_stored)
+                    .map_err(|_| "vector does not fit the store")?;
+                o.last_stored = Some(id.0);
+                o.live
+                    .insert(id, Some((record.user_id.clone(), record.content_hash)));
+            }
+            Op::Delete { id } => {
+                if self.is_live(o, *id).is_none() {
+                    return Err("delete of an id that does not exist");
+                }
+                o.live.insert(*id, None);
+            }
+            Op::Update { record } => match self.is_live(o, record.id) {
+                Some((user, hash)) if user == record.user_id && hash == record.content_hash => {}
+                _ => return Err("update of an id that does not exist, or of its content or user"),
+            },
+            Op::Touch { ids, .. } => {
+                if ids.iter().any(|id| self.is_live(o, *id).is_none()) {
+                    return Err("touch of an id that does not exist");
+                }
+            }
+            Op::SetTags { id, .. } => {
+                if self.is_live(o, *id).is_none() {
+                    return Err("tags of an id that does not exist");
+                }
+            }
+            Op::Archive { id } => {
+                if self.is_live(o, *id).is_none() {
+                    return Err("archive of an id that does not exist");
+                }
+                o.live.insert(*id, None);
+                o.archived.insert(*id);
+            }
+            Op::StoreArchived { record, vector } => {
+                if vector.len() != dim {
+                    return Err("vector does not fit the store");
+                }
+                if self.is_live(o, record.id).is_some() || self.is_archived(o, record.id) {
+                    return Err("archived record of an id that exists");
+                }
+                o.archived.insert(record.id);
+            }
+            Op::CanonicalTag {
+                user_id,
+                tag,
+                vector,
+            } => {
+                if vector.len() != dim {
+                    return Err("canonical tag vector does not fit the store");
+                }
+                let registered = self
+                    .table
+                    .canonical(user_id)
+                    .is_some_and(|c| c.contains(tag));
+                if registered || !o.canonical.insert((user_id.clone(), tag.clone())) {
+                    return Err("canonical tag registered twice");
+                }
+            }
+            Op::Snapshot(_) => {}
+            Op::Entity(e) => {
+                o.entities
+                    .insert((e.kind, e.user_id.clone(), e.id.clone()), true);
+            }
+            Op::DeleteEntity { kind, user_id, id } => {
+                let key = (*kind, user_id.clone(), id.clone());
+                let exists = o
+                    .entities
+                    .get(&key)
+                    .copied()
+                    .unwrap_or_else(|| self.table.has_entity(*kind, user_id, id));
+                if !exists {
+                    return Err("delete of an entity that does not exist");
+                }
+                // What it takes with it is not tracked record by record: nothing may follow
+                // it in one batch (no write path builds such a batch).
+                o.entities.insert(key, false);
+            }
+            Op::Batch(ops) => {
+                let mut after_delete = false;
+                for op in ops {
+                    if after_delete {
+                        return Err("an operation after an entity's deletion in one batch");
+                    }
+                    self.check_in(op, o)?;
+                    after_delete = matches!(op, Op::DeleteEntity { .. });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies an operation `check` accepted. An error here is a bug (the write path then
+    /// poisons the store).
+    pub(crate) fn apply_checked(&mut self, op: Op) -> Result<(), Refusal> {
+        let State { table, vectors } = self;
+        match op {
+            Op::Store { record, vector } => {
+                vectors
+                    .insert(record.id.0, &vector)
+                    .map_err(|_| "vector does not fit the store")?;
+                table.insert(*record);
+            }
+            Op::Delete { id } => {
+                table
+                    .remove(id)
+                    .ok_or("delete of an id that does not exist")?;
+                vectors.delete(id.0);
+            }
+            Op::Update { record } => {
+                table
+                    .replace(*record)
+                    .ok_or("update of an id that does not exist, or of its content or user")?;
+            }
+            Op::Touch { at, ids } => {
+                for id in ids {
+                    table
+                        .touch(id, at)
+                        .ok_or("touch of an id that does not exist")?;
+                }
+            }
+            Op::SetTags { id, tags, at } => {
+                table
+                    .set_tags(id, tags, at)
+                    .ok_or("tags of an id that does not exist")?;
+            }
+            Op::Archive { id } => {
+                let vector = vectors
+                    .vector(id.0)
+                    .ok_or("archive of an id that does not exist")?
+                    .to_vec();
+                let m = table
+                    .remove(id)
+                    .ok_or("archive of an id that does not exist")?;
+                vectors.delete(id.0);
+                table.insert_archived(*m, vector);
+            }
+            Op::StoreArchived { record, vector } => {
+                if !table.insert_archived(*record, vector) {
+                    return Err("archived record of an id that exists");
+                }
+            }
+            Op::CanonicalTag {
+                user_id,
+                tag,
+                vector,
+            } => {
+                if !table.add_canonical(&user_id, tag, &vector) {
+                    return Err("canonical tag registered twice");
+                }
+            }
+            Op::Snapshot(s) => table.put_snapshot(*s),
+            Op::Entity(e) => table.put_entity(*e),
+            Op::DeleteEntity { kind, user_id, id } => {
+                let removed = table
+                    .delete_entity(kind, &user_id, &id)
+                    .ok_or("delete of an entity that does not exist")?;
+                for m in removed {
+                    vectors.delete(m.0);
+                }
+            }
+            Op::Batch(ops) => {
+                for op in ops {
+                    self.apply_checked(op)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::record::{self, Category, Kind, Memory, Timestamp};
+
+    const DIM: usize = 4;
+
+    fn record(id: u64, content: &str) -> Box<Memory> {
+        Box::new(Memory {
+            id: MemoryId(id),
+            user_id: "u".into(),
+            kind: Kind::Memory,
+            session_id: None,
+            agent_id: None,
+            role: None,
+            content: content.into(),
+            content_hash: record::content_hash(content),
+            category: Category::Other,
+            tags: vec!["a".into()],
+            created_at: Timestamp(1),
+            updated_at: Timestamp(1),
+            last_accessed_at: Timestamp(1),
+            access_count: 0,
+            helpful_count: 0,
+            harmful_count: 0,
+            confidence: 0.5,
+            supersedes: Vec::new(),
+            valid_from: Timestamp(1),
+            valid_to: None,
+            decision: None,
+        })
+    }
+
+    fn store(id: u64, content: &str) -> Op {
+        Op::Store {
+            record: record(id, content),
+            vector: vec![0.5; DIM],
+        }
+    }
+
+    fn state_with_one() -> State {
+        let mut s = State {
+            table: Table::default(),
+            vectors: Collection::new(DIM),
+        };
+        s.apply(store(1, "one")).expect("a fresh store applies");
+        s
+    }
+
+    #[test]
+    fn an_update_that_changes_content_or_user_is_refused_and_changes_nothing() {
+        let mut s = state_with_one();
+        let mut other_content = record(1, "changed");
+        other_content.tags = vec!["b".into()];
+        let mut other_user = record(1, "one");
+        other_user.user_id = "v".into();
+        for bad in [other_content, other_user] {
+            let op = Op::Update { record: bad };
+            assert!(s.check(&op).is_err());
+            assert!(s.apply(op).is_err());
+            let kept = s.table.get(MemoryId(1)).expect("still live");
+            assert_eq!((kept.content.as_str(), kept.user_id.as_str()), ("one", "u"));
+            assert_eq!(kept.tags, vec!["a".to_owned()], "nothing half-applied");
+        }
+        let mut good = record(1, "one");
+        good.tags = vec!["c".into()];
+        s.apply(Op::Update { record: good })
+            .expect("same content and user");
+        assert_eq!(
+            s.table.get(MemoryId(1)).map(|m| m.tags.clone()),
+            Some(vec!["c".to_owned()])
+        );
+    }
+
+    #[test]
+    fn a_batch_is_checked_whole_before_any_of_it_applies() {
+        let mut s = state_with_one();
+        // The second member archives an id the batch itself stored: fine. The third deletes
+        // what the second archived: refused, and so is the whole batch.
+        let batch = Op::Batch(vec![
+            store(2, "two"),
+            Op::Archive { id: MemoryId(2) },
+            Op::Delete { id: MemoryId(2) },
+        ]);
+        assert!(s.check(&batch).is_err());
+        assert!(s.apply(batch).is_err());
+        assert!(s.table.get(MemoryId(2)).is_none() && s.table.archived(MemoryId(2)).is_none());
+        assert_eq!(s.vectors.len(), 1);
+        // Keys must rise within a batch as across batches.
+        let backwards = Op::Batch(vec![store(5, "five"), store(3, "three")]);
+        assert!(s.check(&backwards).is_err());
+        let ok = Op::Batch(vec![store(2, "two"), Op::Archive { id: MemoryId(2) }]);
+        s.apply(ok).expect("a consistent batch applies");
+        assert!(s.table.archived(MemoryId(2)).is_some());
+        // A store of an archived id, a second registration of a tag, a vector of another
+        // dimension: all refused by the check.
+        assert!(s.check(&store(2, "again")).is_err());
+        let tag = |t: &str| Op::CanonicalTag {
+            user_id: "u".into(),
+            tag: t.into(),
+            vector: vec![1.0; DIM],
+        };
+        assert!(s.check(&Op::Batch(vec![tag("x"), tag("x")])).is_err());
+        let wide = Op::Store {
+            record: record(9, "nine"),
+            vector: vec![0.5; DIM + 1],
+        };
+        assert!(s.check(&wide).is_err());
+    }
+}
