@@ -73,7 +73,7 @@ fn write_path(c: &mut Criterion) {
             |memories| {
                 memories
                     .into_iter()
-                    .map(|m| store.store(m).expect("store"))
+                    .map(|m| store.store(m).expect("store").memory_id)
                     .collect::<Vec<_>>()
             },
             BatchSize::SmallInput,

@@ -131,12 +131,13 @@ fn timed_stores(store: &Store, texts: &[String], tags: usize, on: bool, iters: u
     let mut total = Duration::ZERO;
     for i in 0..iters as usize {
         let req = StoreRequest {
+            vector: None,
             memory: NewMemory::new(&texts[i % texts.len()])
                 .tags([tag(i % tags), variant((i * 7 + 3) % tags)]),
             hooks: hooks.clone(),
         };
         let start = Instant::now();
-        let stored = store.store_memory(req).expect("store");
+        let stored = store.store(req).expect("store");
         total += start.elapsed();
         if stored.dedup_candidates > 0 {
             DEDUP_FOUND.fetch_add(1, Ordering::Relaxed);

@@ -16,7 +16,7 @@
 //! does on a query-cache miss.
 
 use amberdb::{
-    Category, Fusion, HookConfig, Mode, NewMemory, SearchMemories, Store, StoreOptions, Strategy,
+    Category, Fusion, HookConfig, Mode, NewMemory, SearchRequest, Store, StoreOptions, Strategy,
     SyncPolicy,
 };
 use amberdb_benches::{BENCH_WORDS, DIM, bench_data_dir, minilm, store_built_once, vectors};
@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 const QUERIES: usize = 300;
 
 /// Builds one configuration's request for a query text.
-type MakeRequest = Box<dyn Fn(&str) -> SearchMemories>;
+type MakeRequest = Box<dyn Fn(&str) -> SearchRequest>;
 const SEED: u64 = 0x5EA4_C400;
 
 /// The bench's embedder: a table of query vectors, optionally behind a real MiniLM call.
@@ -95,7 +95,10 @@ fn build(n: usize) -> std::path::PathBuf {
                 Category::Other
             };
             store
-                .store_embedded(NewMemory::new(text(i)).category(category), row.to_vec())
+                .store(
+                    amberdb::StoreRequest::new(NewMemory::new(text(i)).category(category))
+                        .with_vector(row.to_vec()),
+                )
                 .expect("store");
         }
     })
@@ -153,33 +156,33 @@ fn main() {
         let configs: Vec<(&str, MakeRequest)> = vec![
             (
                 "vector, similarity",
-                Box::new(|q| SearchMemories::new(q).strategy(Strategy::Similarity)),
+                Box::new(|q| SearchRequest::new(q).strategy(Strategy::Similarity)),
             ),
-            ("vector, composite", Box::new(|q| SearchMemories::new(q))),
+            ("vector, composite", Box::new(|q| SearchRequest::new(q))),
             (
                 "keyword, composite",
-                Box::new(|q| SearchMemories::new(q).mode(Mode::Keyword)),
+                Box::new(|q| SearchRequest::new(q).mode(Mode::Keyword)),
             ),
             (
                 "hybrid 0.7/0.3, composite",
-                Box::new(|q| SearchMemories::new(q).mode(Mode::Hybrid)),
+                Box::new(|q| SearchRequest::new(q).mode(Mode::Hybrid)),
             ),
             (
                 "hybrid RRF, composite",
-                Box::new(|q| SearchMemories {
+                Box::new(|q| SearchRequest {
                     fusion: Fusion::rrf(),
-                    ..SearchMemories::new(q).mode(Mode::Hybrid)
+                    ..SearchRequest::new(q).mode(Mode::Hybrid)
                 }),
             ),
             (
                 "text, composite",
-                Box::new(|q| SearchMemories::new(q).mode(Mode::Text)),
+                Box::new(|q| SearchRequest::new(q).mode(Mode::Text)),
             ),
             (
                 "vector, similarity, 1% category filter",
-                Box::new(|q| SearchMemories {
-                    category: Some("security".into()),
-                    ..SearchMemories::new(q).strategy(Strategy::Similarity)
+                Box::new(|q| SearchRequest {
+                    category: Some(amberdb::Category::Security),
+                    ..SearchRequest::new(q).strategy(Strategy::Similarity)
                 }),
             ),
         ];
@@ -204,14 +207,14 @@ fn main() {
             for (name, make) in &configs {
                 let mut results = 0;
                 for (q, _) in &qs {
-                    store.search_memories(&make(q)).expect("warm");
+                    store.search(&make(q)).expect("warm");
                 }
                 let times: Vec<Duration> = qs
                     .iter()
                     .map(|(q, _)| {
                         let req = make(q);
                         let start = Instant::now();
-                        let hits = store.search_memories(&req).expect("search");
+                        let hits = store.search(&req).expect("search");
                         let t = start.elapsed();
                         results += hits.count;
                         t

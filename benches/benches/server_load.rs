@@ -53,7 +53,7 @@ fn start_with(store: Store, limits: Limits) -> Running {
     Running::start(Arc::new(Shared::new(
         Ctx {
             store,
-            metrics: Metrics::new(),
+            metrics: std::sync::Arc::new(Metrics::new()),
         },
         Limits {
             max_connections: 4096,

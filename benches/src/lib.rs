@@ -85,9 +85,12 @@ pub fn checkpointed_store(n: usize) -> PathBuf {
                 i % 1000
             );
             store
-                .store_embedded(
-                    NewMemory::new(text).tags(["bench", if i % 2 == 0 { "even" } else { "odd" }]),
-                    row.to_vec(),
+                .store(
+                    amberdb::StoreRequest::new(
+                        NewMemory::new(text)
+                            .tags(["bench", if i % 2 == 0 { "even" } else { "odd" }]),
+                    )
+                    .with_vector(row.to_vec()),
                 )
                 .expect("store");
         }

@@ -77,19 +77,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         notes
             .iter()
             .map(|(user, text, category, tags)| {
-                store.store(
-                    NewMemory::new(*text)
-                        .user(*user)
-                        .category(*category)
-                        .tags(tags.clone()),
-                )
+                store
+                    .store(
+                        NewMemory::new(*text)
+                            .user(*user)
+                            .category(*category)
+                            .tags(tags.clone()),
+                    )
+                    .map(|s| s.memory_id)
             })
             .collect()
     };
     let mut ids = store_notes(&notes[..4])?;
     // Version 2: a merge (archive + store in one batch frame), canonical tags, a snapshot,
     // an access, feedback and a tag update, all before the checkpoint.
-    let merged = store.store_memory(StoreRequest::new(
+    let merged = store.store(StoreRequest::new(
         NewMemory::new("Use cargo nextest for faster, parallel test runs")
             .category(Category::ToolUsage)
             .tags(["rust", "nextest"]),
@@ -99,9 +101,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     ids[0] = merged.memory_id;
     let snapshot = store.snapshot_create(None, "fixture")?;
-    store.get_by_memory_id(ids[2])?;
+    store.record_access(ids[2])?;
     store.feedback(ids[2], Feedback::Helpful)?;
-    store.update_memory(UpdateRequest {
+    store.update(UpdateRequest {
         memory_id: Some(ids[2]),
         tags: Some(vec!["storage".into(), "durability".into()]),
         ..UpdateRequest::default()
@@ -133,7 +135,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // The hashing embedder scores related sentences lower than a model: a wide distance.
         let mut req = StoreRequest::new(NewMemory::new(text).user(user).valid_from(at(from)?));
         req.hooks.dedup_distance = Some(0.9);
-        let s = store.store_memory(req)?;
+        let s = store.store(req)?;
         if s.outcome != want {
             return Err(format!("{text}: expected {want:?}, got {s:?}").into());
         }
@@ -174,7 +176,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // After the checkpoint, in the log tail: a restore (a batch of tag rewrites) and an
     // update of content (archive + store).
     store.snapshot_restore(None, &snapshot.snapshot_id)?;
-    let moved = store.update_memory(UpdateRequest {
+    let moved = store.update(UpdateRequest {
         memory_id: Some(ids[3]),
         content: Some("Alice prefers answers with code examples in Python or Rust".into()),
         ..UpdateRequest::default()
@@ -182,22 +184,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     ids[3] = moved.memory_id;
     ids.extend(store_notes(&notes[4..])?);
     ids.push(
-        store.store(
-            NewMemory::new("How do I reset my password?")
-                .user("alice")
-                .message("s-1", Role::User),
-        )?,
+        store
+            .store(
+                NewMemory::new("How do I reset my password?")
+                    .user("alice")
+                    .message("s-1", Role::User),
+            )?
+            .memory_id,
     );
     store.delete(ids[1])?; // sealed row: tombstone
     store.delete(ids[4])?; // growing row
     store.create_entity(EntityKind::Session, Some("alice"), "s-2", None, None)?;
     store.delete_entity(EntityKind::User, None, "bob")?;
     ids.push(
-        store.store(
-            NewMemory::new("Open the settings page and choose reset.")
-                .user("alice")
-                .message("s-1", Role::Assistant),
-        )?,
+        store
+            .store(
+                NewMemory::new("Open the settings page and choose reset.")
+                    .user("alice")
+                    .message("s-1", Role::Assistant),
+            )?
+            .memory_id,
     );
     ids.extend([city, port]);
     let mut tsv = String::new();

@@ -1,74 +1,101 @@
-//! amberdb: the amberdb database.
+//! amberdb: persistent semantic memory for AI agents, as an embedded database.
 //!
-//! A store is a directory: a CRC-framed log of every change (`wal-*.log`), checkpoints of the
-//! metadata table (`ckpt-*.ckpt`), sealed vector segments (`seg-*.mnsf`, mapped read-only),
-//! an `IDENTITY` that pins the embedder, and a `LOCK`. `docs/architecture.md` walks the data
-//! path; `docs/durability.md` is the commit protocol the code cites step by step.
+//! **Where to start.** [`Store::open`] a directory with [`StoreOptions`] (the MiniLM embedder by
+//! default, [`StoreOptions::hashing`] for no model); then one method per operation:
 //!
-//! Guarantees: an acknowledged write is durable under the default `SyncPolicy::Always`;
-//! each operation has one commit point (its log frame); torn tails are truncated, damage
-//! followed by valid data is reported as `Corrupted`, never dropped; derived state (vector
-//! segments, tag frequencies) is rebuilt from the log when a checkpoint is unusable; one
-//! process owns a store; a failed fsync poisons it; another embedder is refused. The seed's
-//! memory operations (`store_memory`, `search_memories`, tags, snapshots, compaction, ...) run
-//! the store's hooks (`docs/semantics.md`); a merge or a tag rewrite is one commit. Search
-//! has strategies (exact-cosine `similarity`, `composite`, ...) and modes (vector, BM25
-//! keyword, hybrid, text); users, agents and sessions are entities, and deleting one deletes
-//! its data in one commit; the MemFuse query answers across a user's sessions
-//! (`docs/search.md`). Every memory has a validity in time: a newer value of a fact closes the
-//! older one's, searches see what is valid now or `as_of` any moment, and `history` lists a
-//! fact's versions (`docs/semantics.md`, "Validity in time").
+//! | to | call | with | and get |
+//! |---|---|---|---|
+//! | store a memory | [`Store::store`] | a [`NewMemory`] or a [`StoreRequest`] (own vector, hook overrides) | [`Stored`]: id, [`Outcome`], dedup decisions |
+//! | store many, one model call | [`Store::store_batch`] | memories | one result each |
+//! | find by meaning, keywords or text | [`Store::search`] | a [`SearchRequest`]: text or vector, [`Mode`], [`Strategy`], filters, [`ScanMode`], `as_of`, `max_tokens` | [`Hits`] |
+//! | read one | [`Store::get`] (plain) / [`Store::record_access`] (counted) | a [`MemoryId`] | [`Memory`] |
+//! | change, delete | [`Store::update`] / [`Store::delete`] | an [`UpdateRequest`] / an id | [`Updated`] / `()` |
+//! | a fact's versions | [`Store::history`], [`Store::lineage`] | an id | [`History`] / archived records |
+//! | users, agents, sessions | [`Store::create_entity`], [`Store::add_messages`], [`Store::delete_entity`] | | |
+//! | ask across a user's sessions | [`Store::query`] | a [`query::Query`] | [`query::QueryData`] |
+//! | tags, snapshots, compaction, cleanup | `unique_tags`, `tag_normalize_*`, `snapshot_*`, `compact_*`, `clear_old_memories` | | typed results |
+//! | the numbers | [`Store::stats`] (the store) / [`Store::user_stats`] (one user) | | [`Stats`] / [`MemoryStats`] |
+//!
+//! A store scoped to one user ([`Store::scoped`]) reaches that user's records only, through
+//! every call. Errors are [`EngineError`]s; [`EngineError::kind`] sorts them (caller, data,
+//! I/O). Results are plain typed values: the wire shapes of the server (`success`, `message`,
+//! error envelopes) are built in `amberdb-server`, not here.
+//!
+//! **What is underneath.** A store is a directory: a CRC-framed log of every change
+//! (`wal-*.log`), checkpoints of the metadata table (`ckpt-*.ckpt`), sealed vector segments
+//! (`seg-*.mnsf`, mapped read-only), an `IDENTITY` that pins the embedder, and a `LOCK`. The
+//! [`kernel`] makes it durable and consistent (`docs/durability.md` is the commit protocol the
+//! code cites step by step); the memory semantics ([`hooks`] and the `memory` module: dedup,
+//! slots and validity in time, tags, categories, search strategies) sit on top of it.
+//!
+//! Guarantees: an acknowledged write is durable under the default `SyncPolicy::Always`; each
+//! operation has one commit point (its log frame); torn tails are truncated, damage followed
+//! by valid data is reported as `Corrupted`, never dropped; one process owns a store; a failed
+//! fsync poisons it for writes while reads go on; another embedder is refused; an error means
+//! nothing changed; readers never wait for a writer's dedup.
 //!
 //! ```
-//! use amberdb::{Category, EntityKind, Filter, Mode, NewMemory, Outcome, Role, SearchMemories, SearchRequest, Store, StoreOptions, StoreRequest, Strategy, Timestamp};
-//! use amberdb::query::{Query, StoreType};
+//! use amberdb::query::Query;
+//! use amberdb::{
+//!     Category, EntityKind, Mode, NewMemory, Outcome, Role, SearchRequest, Store, StoreOptions,
+//!     Strategy, Timestamp,
+//! };
 //!
 //! let dir = tempfile::tempdir()?;
 //! // The default embedder, all-MiniLM-L6-v2, from the directory `scripts/fetch-model` fills.
 //! // `StoreOptions::hashing()` is the no-model choice; a store keeps the one it was created with.
 //! let store = Store::open(dir.path(), StoreOptions::minilm()?)?;
-//! let id = store.store(
-//!     NewMemory::new("cargo test needs --workspace to run every crate's tests")
-//!         .category(Category::ToolUsage)
-//!         .tags(["rust", "cargo"]),
-//! )?;
+//! let id = store
+//!     .store(
+//!         NewMemory::new("cargo test needs --workspace to run every crate's tests")
+//!             .category(Category::ToolUsage)
+//!             .tags(["rust", "cargo"]),
+//!     )?
+//!     .memory_id;
 //! store.store(NewMemory::new("the staging database password rotates every monday"))?;
 //!
-//! let hits = store.search(&SearchRequest::text("how do I run the tests of every crate", 1))?;
-//! assert_eq!(hits[0].memory.id, id);
+//! let hits = store.search(&SearchRequest::new("how do I run the tests of every crate"))?;
+//! assert_eq!(hits.results[0].memory.id, id);
 //!
 //! // Durable: close, reopen, still there.
 //! store.close()?;
 //! let store = Store::open(dir.path(), StoreOptions::minilm()?)?;
 //! assert_eq!(store.get(id)?.tags, vec!["rust", "cargo"]);
-//! let mine = SearchRequest::text("cargo", 5).filter(Filter { tags_any: vec!["cargo".into()], ..Filter::default() });
-//! assert_eq!(store.search(&mine)?.len(), 1);
+//! let tagged = SearchRequest::new("cargo").tags(["cargo"]);
+//! assert_eq!(store.search(&tagged)?.count, 1);
 //!
-//! // The seed's operations: a paraphrase merges, keeping both texts in lineage.
-//! let first = store.store_memory(StoreRequest::new(NewMemory::new("User likes coffee, flat white usually")))?;
-//! let again = store.store_memory(StoreRequest::new(NewMemory::new("They are a coffee enthusiast, favorite coffee is flatwhite")))?;
+//! // A paraphrase merges, keeping both texts in lineage.
+//! let first = store.store(NewMemory::new("User likes coffee, flat white usually"))?;
+//! let again = store.store(NewMemory::new("They are a coffee enthusiast, favorite coffee is flatwhite"))?;
 //! assert_eq!(again.outcome, Outcome::Merged);
 //! assert!(again.supersedes.contains(&first.memory_id));
-//! let by_meaning = SearchMemories::new("what does the user drink").strategy(Strategy::Similarity);
-//! assert_eq!(store.search_memories(&by_meaning)?.results[0].memory.id, again.memory_id);
+//! let by_meaning = SearchRequest::new("what does the user drink").strategy(Strategy::Similarity);
+//! assert_eq!(store.search(&by_meaning)?.results[0].memory.id, again.memory_id);
 //!
 //! // Keywords find what meaning misses (an error code); every filter applies inside the search.
 //! store.store(NewMemory::new("The nightly backup stopped when the quota filled up (code E4137)"))?;
-//! let code = store.search_memories(&SearchMemories::new("E4137").mode(Mode::Keyword))?;
+//! let code = store.search(&SearchRequest::new("E4137").mode(Mode::Keyword))?;
 //! assert_eq!(code.count, 1);
 //!
 //! // Facts change: a newer value of the same slot closes the older one's validity, and
 //! // `as_of` asks about any moment.
-//! let lisbon = NewMemory::new("Dora lives in Lisbon").user("dora").valid_from(Timestamp::parse_rfc3339("2024-01-01").unwrap());
-//! store.store_memory(StoreRequest::new(lisbon))?;
-//! let berlin = store.store_memory(StoreRequest::new(NewMemory::new("Dora lives in Berlin").user("dora")))?;
+//! let lisbon = NewMemory::new("Dora lives in Lisbon")
+//!     .user("dora")
+//!     .valid_from(Timestamp::parse_rfc3339("2024-01-01").unwrap());
+//! store.store(lisbon)?;
+//! let berlin = store.store(NewMemory::new("Dora lives in Berlin").user("dora"))?;
 //! assert_eq!(berlin.outcome, Outcome::Superseded);
-//! let now = store.search_memories(&SearchMemories::new("where does Dora live").user("dora"))?;
+//! let now = store.search(&SearchRequest::new("where does Dora live").user("dora"))?;
 //! assert_eq!(now.results[0].memory.content, "Dora lives in Berlin");
-//! let mut then = SearchMemories::new("where does Dora live").user("dora");
+//! let mut then = SearchRequest::new("where does Dora live").user("dora");
 //! then.as_of = Timestamp::parse_rfc3339("2024-06-01");
-//! assert_eq!(store.search_memories(&then)?.results[0].memory.content, "Dora lives in Lisbon");
+//! assert_eq!(store.search(&then)?.results[0].memory.content, "Dora lives in Lisbon");
 //! assert_eq!(store.history(berlin.memory_id)?.count, 2);
+//!
+//! // A store scoped to a user cannot reach another user's records.
+//! let doras = store.scoped("dora")?;
+//! assert!(doras.get(id).is_err());
+//! assert_eq!(doras.get(berlin.memory_id)?.user_id, "dora");
 //!
 //! // Users, sessions and the MemFuse query across a user's sessions.
 //! store.create_entity(EntityKind::User, None, "ada", None, None)?;
@@ -97,8 +124,8 @@ pub use kernel::commit::PoisonCause;
 pub use kernel::{checkpoint, codec, error, identity, log, record, segment_file, storage, verify};
 pub use memory::{
     Cleared, Compacted, CompactionGroup, CompactionPreview, DedupDecision, EntityDeleted, Feedback,
-    FeedbackResult, Fusion, History, Hits, ListRecent, MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS,
-    MemoryStats, Mode, Outcome, SEARCH_ACCESS_INTERVAL_US, SearchMemories, SearchedHit,
+    FeedbackResult, Fusion, History, Hits, MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS, MemoryStats,
+    Mode, Outcome, SEARCH_ACCESS_INTERVAL_US, ScanMode, SearchRequest, SearchedHit,
     SnapshotCreated, SnapshotRestored, Source, StoreRequest, Stored, Strategy, TagChange,
     TagPreview, TagsApplied, TopAccessed, Unmerged, UpdateRequest, Updated, Version, frequency,
     importance, recency, strategy_score,
@@ -118,7 +145,7 @@ pub use options::{Clock, MAX_MEMORY_LIMIT, StoreOptions, SyncPolicy};
 pub use record::{
     Category, Entity, EntityKind, Kind, Memory, MemoryId, NewMemory, Role, TagSnapshot, Timestamp,
 };
-pub use store::{Filter, Hit, MAX_K, Query, ScanMode, SearchRequest, Stats, Store};
+pub use store::{Stats, Store};
 
 /// Decoders of bytes from disk, exposed for the fuzz targets and their proptests. Each runs
 /// its decoder on arbitrary bytes and never panics.

@@ -13,146 +13,9 @@ use crate::kernel::record::{self, Category, DEFAULT_USER, Kind, Memory, MemoryId
 use crate::kernel::recovery::OpenReport;
 use crate::kernel::state::State;
 use crate::options::{MAX_MEMORY_LIMIT, StoreOptions};
-use amberdb_index::{Scan, SearchParams};
 use parking_lot::RwLockReadGuard;
 use std::path::Path;
 use std::sync::Arc;
-
-/// Most results one search may ask for.
-pub const MAX_K: usize = 1000;
-
-/// What to search with.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Query {
-    /// Text, embedded with the store's embedder.
-    Text(String),
-    /// A vector of the store's dimension.
-    Vector(Vec<f32>),
-}
-
-/// Which representation the scan reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ScanMode {
-    /// Exact f32 scores (default).
-    #[default]
-    Exact,
-    /// i8 codes first, exact re-rank of the candidates: fewer bytes, recall@10 >= 0.99.
-    Compact,
-}
-
-/// Conditions a hit must meet; all are applied inside the vector scan.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Filter {
-    /// The user; `"default"` when `None`. Searches never cross users.
-    pub user_id: Option<String>,
-    /// Only this session.
-    pub session_id: Option<String>,
-    /// Only this agent.
-    pub agent_id: Option<String>,
-    /// Only this kind.
-    pub kind: Option<Kind>,
-    /// Only this category.
-    pub category: Option<Category>,
-    /// At least one of these tags (canonical form compared); empty means no tag condition.
-    pub tags_any: Vec<String>,
-    /// Created at or after.
-    pub created_after: Option<Timestamp>,
-    /// Created before.
-    pub created_before: Option<Timestamp>,
-}
-
-impl Filter {
-    /// Everything of one user.
-    #[must_use]
-    pub fn user(user_id: impl Into<String>) -> Filter {
-        Filter {
-            user_id: Some(user_id.into()),
-            ..Filter::default()
-        }
-    }
-
-    fn needs_record(&self) -> bool {
-        self.session_id.is_some()
-            || self.agent_id.is_some()
-            || self.kind.is_some()
-            || self.category.is_some()
-            || !self.tags_any.is_empty()
-            || self.created_after.is_some()
-            || self.created_before.is_some()
-    }
-
-    fn matches(&self, m: &Memory, tags: &[String]) -> bool {
-        self.session_id
-            .as_ref()
-            .is_none_or(|s| m.session_id.as_ref() == Some(s))
-            && self
-                .agent_id
-                .as_ref()
-                .is_none_or(|a| m.agent_id.as_ref() == Some(a))
-            && self.kind.is_none_or(|k| m.kind == k)
-            && self.category.is_none_or(|c| m.category == c)
-            && (tags.is_empty() || m.tags.iter().any(|t| tags.contains(t)))
-            && self.created_after.is_none_or(|t| m.created_at >= t)
-            && self.created_before.is_none_or(|t| m.created_at < t)
-    }
-}
-
-/// A search.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SearchRequest {
-    /// Text or vector.
-    pub query: Query,
-    /// Results wanted, 1..=`MAX_K`.
-    pub k: usize,
-    /// Conditions.
-    pub filter: Filter,
-    /// Drop hits scoring below this cosine similarity.
-    pub min_score: Option<f32>,
-    /// Exact or compact scan.
-    pub scan: ScanMode,
-}
-
-impl SearchRequest {
-    /// The `k` best matches of `text` for the default user.
-    #[must_use]
-    pub fn text(text: impl Into<String>, k: usize) -> SearchRequest {
-        SearchRequest {
-            query: Query::Text(text.into()),
-            k,
-            filter: Filter::default(),
-            min_score: None,
-            scan: ScanMode::Exact,
-        }
-    }
-
-    /// The `k` nearest to `vector` for the default user.
-    #[must_use]
-    pub fn vector(vector: Vec<f32>, k: usize) -> SearchRequest {
-        SearchRequest {
-            query: Query::Vector(vector),
-            k,
-            filter: Filter::default(),
-            min_score: None,
-            scan: ScanMode::Exact,
-        }
-    }
-
-    /// Sets the filter.
-    #[must_use]
-    pub fn filter(mut self, filter: Filter) -> SearchRequest {
-        self.filter = filter;
-        self
-    }
-}
-
-/// One search result.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Hit {
-    /// The record.
-    pub memory: Memory,
-    /// Cosine similarity to the query; higher is closer.
-    pub score: f32,
-}
 
 /// Counters of a store.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -201,12 +64,15 @@ pub(crate) struct Inner {
 #[derive(Clone)]
 pub struct Store {
     pub(crate) inner: Arc<Inner>,
+    /// The one user this handle acts for (`Store::scoped`), or every user.
+    scope: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store")
             .field("dir", &self.dir())
+            .field("scope", &self.scope)
             .finish_non_exhaustive()
     }
 }
@@ -242,7 +108,65 @@ impl Store {
                 options,
                 category_labels: std::sync::OnceLock::new(),
             }),
+            scope: None,
         })
+    }
+
+    /// This store as one user sees it: every call acts for `user_id` only. A request naming
+    /// another user is refused (`OutOfScope`), and an id of another user's record, live or
+    /// archived, is not found (`NotFound`), so its existence does not leak. What a server does
+    /// for a connection whose token is bound to a user.
+    ///
+    /// # Errors
+    /// `Invalid` for a bad user id.
+    pub fn scoped(&self, user_id: &str) -> Result<Store> {
+        record::validate_id("user_id", user_id)?;
+        Ok(Store {
+            inner: Arc::clone(&self.inner),
+            scope: Some(Arc::from(user_id)),
+        })
+    }
+
+    /// The user this handle is scoped to, if any.
+    #[must_use]
+    pub fn scope(&self) -> Option<&str> {
+        self.scope.as_deref()
+    }
+
+    /// The user a request acts for: the one it names, else the scope's, else the default
+    /// user; checked to be a valid id inside the scope.
+    pub(crate) fn user_for(&self, named: Option<&str>) -> Result<String> {
+        let user = match (&self.scope, named) {
+            (Some(scope), Some(named)) if named != &**scope => {
+                return Err(EngineError::OutOfScope {
+                    field: "user_id",
+                    user: named.to_owned(),
+                    scope: scope.to_string(),
+                });
+            }
+            (_, Some(named)) => named,
+            (Some(scope), None) => scope,
+            (None, None) => DEFAULT_USER,
+        };
+        record::validate_id("user_id", user)?;
+        Ok(user.to_owned())
+    }
+
+    /// Whether this handle may reach the record `id` (live or archived): `NotFound` when it is
+    /// another user's, as if it did not exist.
+    pub(crate) fn reach(&self, state: &State, id: MemoryId) -> Result<()> {
+        let Some(scope) = &self.scope else {
+            return Ok(());
+        };
+        let owner = state
+            .table
+            .get(id)
+            .or_else(|| state.table.archived(id).map(|a| &a.record))
+            .map(|m| m.user_id.as_str());
+        match owner {
+            Some(owner) if owner != &**scope => Err(EngineError::NotFound { id }),
+            _ => Ok(()),
+        }
     }
 
     /// The store's clock.
@@ -280,6 +204,7 @@ impl Store {
     /// `NotFound` if no live memory has `id`; `Poisoned`, `DiskFull`, `Io`.
     pub fn delete(&self, id: MemoryId) -> Result<()> {
         self.commit(|_, state| {
+            self.reach(state, id)?;
             if state.table.get(id).is_none() {
                 return Err(crate::memory::missing(state, id));
             }
@@ -355,7 +280,9 @@ impl Store {
     /// skipping any deleted meanwhile) without holding the store's lock while it writes.
     #[must_use]
     pub fn memory_ids(&self) -> Vec<MemoryId> {
-        self.read().table.iter().map(|m| m.id).collect()
+        let state = self.read();
+        let mine = |m: &&Memory| self.scope.as_deref().is_none_or(|s| m.user_id == s);
+        state.table.iter().filter(mine).map(|m| m.id).collect()
     }
 
     /// The memory with `id`. A plain read: it does not count as an access.
@@ -364,6 +291,7 @@ impl Store {
     /// `NotFound`; `Archived` (with the successor) for a merged or superseded id.
     pub fn get(&self, id: MemoryId) -> Result<Memory> {
         let state = self.read();
+        self.reach(&state, id)?;
         state
             .table
             .get(id)
@@ -376,113 +304,22 @@ impl Store {
     /// # Errors
     /// `NotFound`.
     pub fn vector(&self, id: MemoryId) -> Result<Vec<f32>> {
-        self.read()
+        let state = self.read();
+        self.reach(&state, id)?;
+        state
             .vectors
             .vector(id.0)
             .map(<[f32]>::to_vec)
             .ok_or(EngineError::NotFound { id })
     }
 
-    /// The nearest memories to the query that pass the filter, best first (score, then id).
-    ///
-    /// # Errors
-    /// `Invalid` / `LimitExceeded` for a bad request, `DimensionMismatch`, `Embed`.
-    pub fn search(&self, req: &SearchRequest) -> Result<Vec<Hit>> {
-        if req.k == 0 || req.k > MAX_K {
-            return Err(EngineError::LimitExceeded {
-                what: "k",
-                limit: MAX_K,
-                got: req.k,
-            });
-        }
-        if let Some(u) = &req.filter.user_id {
-            record::validate_id("user_id", u)?;
-        }
-        if req.min_score.is_some_and(|s| !s.is_finite()) {
-            return Err(EngineError::Invalid {
-                field: "min_score",
-                reason: "must be a finite number".into(),
-            });
-        }
-        let vector = match &req.query {
-            Query::Text(t) => {
-                if t.trim().is_empty() {
-                    return Err(EngineError::Invalid {
-                        field: "query",
-                        reason: "must not be empty".into(),
-                    });
-                }
-                self.inner.options.embedder.embed_query(t)?
-            }
-            Query::Vector(v) => v.clone(),
-        };
-        let user = req.filter.user_id.as_deref().unwrap_or(DEFAULT_USER);
-        let tags: Vec<String> = req
-            .filter
-            .tags_any
-            .iter()
-            .map(|t| record::canonical_tag(t))
-            .collect();
-        let state = self.read();
-        let Some(keys) = state.table.user_keys(user) else {
-            return Ok(Vec::new());
-        };
-        let table = &state.table;
-        let needs_record = req.filter.needs_record();
-        // What is valid now, as every search (`docs/semantics.md`, "Validity in time").
-        let invalid = table.invalid_at(user, self.now());
-        let accept = |key: u64| {
-            keys.contains(key)
-                && !invalid.contains(key)
-                && (!needs_record
-                    || table
-                        .get(MemoryId(key))
-                        .is_some_and(|m| req.filter.matches(m, &tags)))
-        };
-        let scan = match req.scan {
-            ScanMode::Exact => Scan::F32,
-            ScanMode::Compact => Scan::i8_for(req.k),
-        };
-        let params = SearchParams {
-            k: req.k,
-            filter: Some(&accept),
-            scan,
-            min_score: req.min_score.unwrap_or(f32::NEG_INFINITY),
-        };
-        let found = state
-            .vectors
-            .search(&vector, &params)
-            .map_err(|e| EngineError::from_index("query", e))?;
-        Ok(found
-            .into_iter()
-            .filter_map(|n| {
-                Some(Hit {
-                    memory: table.get(MemoryId(n.key))?.clone(),
-                    score: n.score,
-                })
-            })
-            .collect())
-    }
-
-    /// The `limit` most recently created memories of `user_id` (newest first).
-    ///
-    /// # Errors
-    /// `Invalid` for a bad user id.
-    pub fn list_recent(&self, user_id: &str, limit: usize) -> Result<Vec<Memory>> {
-        record::validate_id("user_id", user_id)?;
-        let state = self.read();
-        let mut mine: Vec<&Memory> = state
-            .table
-            .iter()
-            .filter(|m| m.user_id == user_id)
-            .collect();
-        mine.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
-        Ok(mine.into_iter().take(limit).cloned().collect())
-    }
-
-    /// Tag frequencies of `user_id`, most frequent first (then alphabetical).
+    /// Tag frequencies of `user_id`, most frequent first (then alphabetical); none for a user
+    /// outside this handle's scope.
     #[must_use]
     pub fn tag_frequencies(&self, user_id: &str) -> Vec<(String, u64)> {
+        if self.user_for(Some(user_id)).is_err() {
+            return Vec::new();
+        }
         let state = self.read();
         let mut v: Vec<(String, u64)> = state
             .table

@@ -153,6 +153,7 @@ impl From<EngineError> for Fail {
                 Code::Unavailable
             }
             EngineError::DiskFull { .. } => Code::DiskFull,
+            EngineError::OutOfScope { .. } => Code::Forbidden,
             // I/O, corruption, and variants added after this server was written.
             _ => Code::Internal,
         };
@@ -163,7 +164,8 @@ impl From<EngineError> for Fail {
         }
         if let EngineError::Invalid { field, .. }
         | EngineError::EntityNotFound { field, .. }
-        | EngineError::EntityExists { field, .. } = &e
+        | EngineError::EntityExists { field, .. }
+        | EngineError::OutOfScope { field, .. } = &e
         {
             body.insert("field".into(), json!(field));
         }

@@ -14,18 +14,19 @@ use crate::metrics::Metrics;
 use amberdb::hooks::WriteHook;
 use amberdb::query::{Query, StoreType, envelope};
 use amberdb::{
-    EngineError, EntityKind, Feedback, Fusion, HookOverrides, Kind, MemoryId, Mode, NewMemory,
-    Role, SearchMemories, Store, StoreRequest, Strategy, UpdateRequest,
+    Category, EngineError, EntityKind, Feedback, Fusion, HookOverrides, Kind, Mode, NewMemory,
+    Role, SearchRequest, Store, StoreRequest, Strategy, UpdateRequest,
 };
 use serde::Serialize;
 use serde_json::{Map, Value, json};
+use std::sync::Arc;
 
 /// What every request can reach: the store and the server's counters.
 pub struct Ctx {
     /// The store.
     pub store: Store,
     /// Request counters and latencies (STATS).
-    pub metrics: Metrics,
+    pub metrics: Arc<Metrics>,
 }
 
 /// Per-connection state.
@@ -216,6 +217,19 @@ pub fn run(ctx: &Ctx, session: &Session, command: &Command, args: Map<String, Va
     // each handler takes all of its arguments before its one library call: an error reply
     // means nothing changed (docs/protocol.md, "Errors").
     let mut args = Args::checked(args, command.args)?;
+    // A user-bound connection runs every command on a store scoped to its user: the library
+    // refuses another user's name and does not find another user's records.
+    let scoped;
+    let ctx = match &session.user {
+        Some(user) => {
+            scoped = Ctx {
+                store: ctx.store.scoped(user)?,
+                metrics: Arc::clone(&ctx.metrics),
+            };
+            &scoped
+        }
+        None => ctx,
+    };
     handler(ctx, session, &mut args)
 }
 
@@ -225,17 +239,6 @@ fn to_reply<T: Serialize>(v: &T) -> Outcome {
         .map_err(|e| Fail::new(Code::Internal, format!("encoding the reply: {e}")))
 }
 
-/// The `user_id` a request may act for.
-fn user(session: &Session, args: &mut Args) -> Result<Option<String>, Fail> {
-    let named = args.opt_str("user_id")?;
-    match (&session.user, named) {
-        (None, named) => Ok(named),
-        (Some(bound), None) => Ok(Some(bound.clone())),
-        (Some(bound), Some(named)) if *bound == named => Ok(Some(named)),
-        (Some(_), Some(named)) => Err(forbidden(&named)),
-    }
-}
-
 fn forbidden(named: &str) -> Fail {
     let mut f = Fail::new(
         Code::Forbidden,
@@ -243,37 +246,6 @@ fn forbidden(named: &str) -> Fail {
     );
     f.body.insert("field".into(), json!("user_id"));
     f
-}
-
-/// The `memory_id` of a request, checked to belong to the session's user.
-fn owned_id(ctx: &Ctx, session: &Session, args: &mut Args) -> Result<MemoryId, Fail> {
-    let id = args.memory_id()?;
-    let Some(bound) = &session.user else {
-        return Ok(id);
-    };
-    // Follow an archived id to its live successor to learn whose it is.
-    let mut at = id;
-    for _ in 0..64 {
-        match ctx.store.get(at) {
-            Ok(m) if m.user_id == *bound => return Ok(id),
-            Ok(_) => break,
-            Err(EngineError::Archived {
-                superseded_by: Some(next),
-                ..
-            }) => at = next,
-            Err(_) if at == id => {
-                // Neither live nor followable: let the library say what it is (lineage may
-                // still know it), but only after checking it names no record of another user.
-                let lineage = ctx.store.lineage(id).unwrap_or_default();
-                if !lineage.is_empty() && lineage.iter().all(|m| m.user_id == *bound) {
-                    return Ok(id);
-                }
-                break;
-            }
-            Err(_) => break,
-        }
-    }
-    Err(Fail::from(EngineError::NotFound { id }))
 }
 
 fn write_hook(name: &str) -> Result<WriteHook, Fail> {
@@ -401,13 +373,13 @@ fn stats(ctx: &Ctx, session: &Session, _: &mut Args) -> Outcome {
     Ok(Value::Object(reply))
 }
 
-fn store_memory(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
+fn store_memory(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
     let mut m = NewMemory::new(args.str("content")?);
     if let Some(c) = args.opt_str("category")? {
         m = m.category_text(c);
     }
     m.tags = args.opt_strs("tags")?.unwrap_or_default();
-    m.user_id = user(session, args)?;
+    m.user_id = args.opt_str("user_id")?;
     m.session_id = args.opt_str("session_id")?;
     m.agent_id = args.opt_str("agent_id")?;
     if let Some(k) = args.opt_str("kind")? {
@@ -419,14 +391,16 @@ fn store_memory(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     m.valid_from = args.opt_time("valid_from")?;
     m.valid_to = args.opt_time("valid_to")?;
     let hooks = write_overrides(args)?;
-    to_reply(&engine(
-        ctx.store.store_memory(StoreRequest { memory: m, hooks }),
-    )?)
+    to_reply(&engine(ctx.store.store(StoreRequest {
+        memory: m,
+        vector: None,
+        hooks,
+    }))?)
 }
 
 fn search_memories(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
-    let mut q = SearchMemories::new(args.str("query")?);
-    q.user_id = user(session, args)?;
+    let mut q = SearchRequest::new(args.str("query")?);
+    q.user_id = args.opt_str("user_id")?;
     if let Some(n) = args.opt_u64("limit")? {
         q.limit = usize::try_from(n).unwrap_or(usize::MAX);
     }
@@ -480,7 +454,10 @@ fn search_memories(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
             ));
         }
     }
-    q.category = args.opt_str("category")?;
+    q.category = args
+        .opt_str("category")?
+        .map(|c| parsed("category", Category::parse(c.trim())))
+        .transpose()?;
     q.tags = args.opt_strs("tags")?.unwrap_or_default();
     if let Some(k) = args.opt_str("kind")? {
         q.kind = Some(parsed("kind", Kind::parse(&k))?);
@@ -496,7 +473,7 @@ fn search_memories(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     q.hooks.deduplicate = args.opt_bool("deduplicate")?;
     q.hooks.dedup_threshold = args.opt_f32("dedup_threshold")?;
     q.hooks.count_access = args.opt_bool("count_access")?;
-    let hits = engine(ctx.store.search_memories(&q))?;
+    let hits = engine(ctx.store.search(&q))?;
     let mut reply = to_reply(&hits)?;
     // The page and the query, echoed as vector-memory-mcp does.
     if let Value::Object(o) = &mut reply {
@@ -522,39 +499,50 @@ fn search_memories(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     Ok(reply)
 }
 
-fn list_recent(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
-    let user = user(session, args)?;
+fn list_recent(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
+    let user = args.opt_str("user_id")?;
     let limit = args.opt_u64("limit")?.unwrap_or(10);
-    to_reply(&engine(ctx.store.list_recent_memories(
+    let memories = engine(ctx.store.list_recent(
         user.as_deref(),
         usize::try_from(limit).unwrap_or(usize::MAX),
-    ))?)
+    ))?;
+    Ok(json!({
+        "success": true,
+        "count": memories.len(),
+        "message": format!("{} recent memories", memories.len()),
+        "memories": memories,
+    }))
 }
 
-fn get_by_id(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
-    let id = owned_id(ctx, session, args)?;
-    let m = engine(ctx.store.get_by_memory_id(id))?;
+fn get_by_id(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
+    let id = args.memory_id()?;
+    let m = engine(ctx.store.record_access(id))?;
     Ok(json!({"success": true, "memory": m}))
 }
 
-fn delete_by_id(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
-    let id = owned_id(ctx, session, args)?;
-    engine(ctx.store.delete_by_memory_id(id))
+fn delete_by_id(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
+    let id = args.memory_id()?;
+    engine(ctx.store.delete(id))?;
+    Ok(json!({
+        "success": true,
+        "memory_id": id,
+        "message": format!("Memory {id} deleted"),
+    }))
 }
 
-fn update_memory(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
+fn update_memory(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
     let req = UpdateRequest {
-        memory_id: Some(owned_id(ctx, session, args)?),
+        memory_id: Some(args.memory_id()?),
         content: args.opt_str("content")?,
         category: args.opt_str("category")?,
         tags: args.opt_strs("tags")?,
         hooks: write_overrides(args)?,
     };
-    to_reply(&engine(ctx.store.update_memory(req))?)
+    to_reply(&engine(ctx.store.update(req))?)
 }
 
-fn feedback(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
-    let id = owned_id(ctx, session, args)?;
+fn feedback(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
+    let id = args.memory_id()?;
     let f = match args.str("feedback")?.as_str() {
         "helpful" => Feedback::Helpful,
         "harmful" => Feedback::Harmful,
@@ -568,24 +556,24 @@ fn feedback(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     to_reply(&engine(ctx.store.feedback(id, f))?)
 }
 
-fn lineage(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
-    let id = owned_id(ctx, session, args)?;
+fn lineage(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
+    let id = args.memory_id()?;
     let lineage = engine(ctx.store.lineage(id))?;
     Ok(json!({"success": true, "memory_id": id, "count": lineage.len(), "lineage": lineage}))
 }
 
-fn history(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
-    let id = owned_id(ctx, session, args)?;
+fn history(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
+    let id = args.memory_id()?;
     to_reply(&engine(ctx.store.history(id))?)
 }
 
-fn memory_stats(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
-    let user = user(session, args)?;
-    to_reply(&engine(ctx.store.memory_stats(user.as_deref()))?)
+fn memory_stats(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
+    let user = args.opt_str("user_id")?;
+    to_reply(&engine(ctx.store.user_stats(user.as_deref()))?)
 }
 
-fn clear_old(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
-    let user = user(session, args)?;
+fn clear_old(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
+    let user = args.opt_str("user_id")?;
     let days = args.opt_u64("days_old")?.unwrap_or(30);
     let keep = args.opt_u64("max_to_keep")?.unwrap_or(1000);
     to_reply(&engine(ctx.store.clear_old_memories(
@@ -595,20 +583,20 @@ fn clear_old(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     ))?)
 }
 
-fn unique_tags(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
-    let user = user(session, args)?;
+fn unique_tags(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
+    let user = args.opt_str("user_id")?;
     let tags = engine(ctx.store.unique_tags(user.as_deref()))?;
     Ok(json!({"success": true, "count": tags.len(), "tags": tags}))
 }
 
-fn canonical_tags(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
-    let user = user(session, args)?;
+fn canonical_tags(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
+    let user = args.opt_str("user_id")?;
     let tags = engine(ctx.store.canonical_tags(user.as_deref()))?;
     Ok(json!({"success": true, "count": tags.len(), "tags": tags}))
 }
 
-fn tag_frequencies(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
-    let user = user(session, args)?;
+fn tag_frequencies(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
+    let user = args.opt_str("user_id")?;
     let freq = ctx
         .store
         .tag_frequencies(user.as_deref().unwrap_or(amberdb::record::DEFAULT_USER));
@@ -616,15 +604,15 @@ fn tag_frequencies(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     Ok(json!({"success": true, "count": map.len(), "frequencies": map}))
 }
 
-fn tag_weights(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
-    let user = user(session, args)?;
+fn tag_weights(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
+    let user = args.opt_str("user_id")?;
     let weights = engine(ctx.store.tag_weights(user.as_deref()))?;
     let map: Map<String, Value> = weights.into_iter().map(|(t, w)| (t, json!(w))).collect();
     Ok(json!({"success": true, "count": map.len(), "weights": map}))
 }
 
-fn tag_preview(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
-    let user = user(session, args)?;
+fn tag_preview(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
+    let user = args.opt_str("user_id")?;
     let threshold = args.opt_f32("threshold")?.unwrap_or(0.90);
     let max = args.opt_u64("max_changes")?.unwrap_or(200);
     to_reply(&engine(ctx.store.tag_normalize_preview(
@@ -634,8 +622,8 @@ fn tag_preview(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     ))?)
 }
 
-fn tag_apply(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
-    let user = user(session, args)?;
+fn tag_apply(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
+    let user = args.opt_str("user_id")?;
     let preview = args.str("preview_id")?;
     let snapshot = args.str("snapshot_id")?;
     let threshold = args.opt_f32("threshold")?.unwrap_or(0.90);
@@ -649,30 +637,30 @@ fn tag_apply(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     ))?)
 }
 
-fn snapshot_create(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
-    let user = user(session, args)?;
+fn snapshot_create(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
+    let user = args.opt_str("user_id")?;
     let description = args.opt_str("description")?.unwrap_or_default();
     to_reply(&engine(
         ctx.store.snapshot_create(user.as_deref(), &description),
     )?)
 }
 
-fn snapshot_restore(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
-    let user = user(session, args)?;
+fn snapshot_restore(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
+    let user = args.opt_str("user_id")?;
     let id = args.str("snapshot_id")?;
     to_reply(&engine(ctx.store.snapshot_restore(user.as_deref(), &id))?)
 }
 
-fn compact_preview(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
-    let user = user(session, args)?;
+fn compact_preview(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
+    let user = args.opt_str("user_id")?;
     let distance = args.opt_f32("distance")?;
     to_reply(&engine(
         ctx.store.compact_preview(user.as_deref(), distance),
     )?)
 }
 
-fn compact_apply(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
-    let user = user(session, args)?;
+fn compact_apply(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
+    let user = args.opt_str("user_id")?;
     let distance = args.opt_f32("distance")?;
     let preview = args.str("preview_id")?;
     to_reply(&engine(ctx.store.compact_apply(
@@ -682,8 +670,8 @@ fn compact_apply(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     ))?)
 }
 
-fn compact_undo(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
-    let id = owned_id(ctx, session, args)?;
+fn compact_undo(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
+    let id = args.memory_id()?;
     to_reply(&engine(ctx.store.compact_undo(id))?)
 }
 
@@ -698,11 +686,11 @@ fn id_field(kind: EntityKind) -> &'static str {
 
 /// `(owner, id)` of an entity request: a user is its own owner.
 fn entity_ids(
-    session: &Session,
+    _session: &Session,
     args: &mut Args,
     kind: EntityKind,
 ) -> Result<(Option<String>, String), Fail> {
-    let owner = user(session, args)?;
+    let owner = args.opt_str("user_id")?;
     match kind {
         EntityKind::User => {
             let id = owner.ok_or_else(|| Fail::invalid("user_id", "is required"))?;
@@ -747,7 +735,7 @@ fn list_entities(ctx: &Ctx, session: &Session, args: &mut Args, kind: EntityKind
             None => all,
         }
     } else {
-        let owner = user(session, args)?;
+        let owner = args.opt_str("user_id")?;
         engine(ctx.store.list_entities(kind, owner.as_deref()))?
     };
     Ok(json!({"success": true, "count": list.len(), format!("{}s", kind.as_str()): list}))
@@ -785,8 +773,8 @@ entity_handlers!(
     delete_session => delete_entity(Session),
 );
 
-fn add_messages(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
-    let user = user(session, args)?;
+fn add_messages(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
+    let user = args.opt_str("user_id")?;
     let session_id = args.str("session_id")?;
     let raw = args
         .opt_objects("messages")?
@@ -822,8 +810,8 @@ fn add_messages(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     Ok(json!({"success": true, "count": ids.len(), "memory_ids": ids}))
 }
 
-fn add_knowledge(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
-    let user = user(session, args)?;
+fn add_knowledge(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
+    let user = args.opt_str("user_id")?;
     let items = args
         .opt_strs("items")?
         .ok_or_else(|| Fail::invalid("items", "is required"))?;
@@ -839,8 +827,10 @@ fn add_knowledge(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     Ok(json!({"success": true, "count": results.len(), "stored": stored, "results": results}))
 }
 
-fn query(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
-    let user = user(session, args)?.unwrap_or_else(|| amberdb::record::DEFAULT_USER.to_owned());
+fn query(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
+    let user = args
+        .opt_str("user_id")?
+        .unwrap_or_else(|| amberdb::record::DEFAULT_USER.to_owned());
     let mut q = Query::new(args.str("query")?);
     q.session_id = args.opt_str("session_id")?;
     q.agent_id = args.opt_str("agent_id")?;
@@ -1458,23 +1448,5 @@ mod tests {
         assert_eq!(find("search").unwrap().name, "SEARCH_MEMORIES");
         assert!(find("SERACH").is_none());
         assert!(close_to("SERACH").contains(&"SEARCH_MEMORIES"));
-    }
-
-    #[test]
-    fn a_bound_session_gets_its_own_user_and_is_refused_another() {
-        let bound = Session {
-            authed: true,
-            user: Some("ada".into()),
-            vmm_shapes: false,
-        };
-        let mut a = Args::new(Map::new());
-        assert_eq!(user(&bound, &mut a).unwrap().as_deref(), Some("ada"));
-        let mut a = Args::new(json!({"user_id": "bob"}).as_object().unwrap().clone());
-        assert_eq!(user(&bound, &mut a).unwrap_err().code, Code::Forbidden);
-        let mut a = Args::new(json!({"user_id": "bob"}).as_object().unwrap().clone());
-        assert_eq!(
-            user(&Session::trusted(), &mut a).unwrap().as_deref(),
-            Some("bob")
-        );
     }
 }

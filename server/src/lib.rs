@@ -27,7 +27,9 @@ pub mod protocol;
 pub mod server;
 pub mod transfer;
 
-use amberdb::{Category, EngineError, NewMemory, Result, SearchRequest, Store, StoreOptions};
+use amberdb::{
+    Category, EngineError, NewMemory, Result, SearchRequest, Store, StoreOptions, Strategy,
+};
 use amberdb_embed::EmbedError;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -75,7 +77,7 @@ pub fn run_server(config: config::ServeConfig, mut options: StoreOptions) -> any
     let shared = Arc::new(server::Shared::new(
         commands::Ctx {
             store: store.clone(),
-            metrics: metrics::Metrics::new(),
+            metrics: std::sync::Arc::new(metrics::Metrics::new()),
         },
         config.limits,
         config.auth,
@@ -135,7 +137,7 @@ pub fn run_mcp(dir: &Path, options: StoreOptions) -> anyhow::Result<()> {
     tracing::info!(dir = %dir.display(), "MCP on stdio");
     let ctx = commands::Ctx {
         store: store.clone(),
-        metrics: metrics::Metrics::new(),
+        metrics: std::sync::Arc::new(metrics::Metrics::new()),
     };
     mcp::serve(&ctx, std::io::stdin().lock(), std::io::stdout().lock())?;
     drop(ctx);
@@ -245,8 +247,8 @@ pub fn demo(dir: &Path, options: StoreOptions) -> Result<String> {
                 .category(*category)
                 .tags(tags.iter().copied()),
         ) {
-            Ok(id) => {
-                let _ = writeln!(out, "stored #{id}: {text}");
+            Ok(stored) => {
+                let _ = writeln!(out, "stored #{}: {text}", stored.memory_id);
             }
             Err(EngineError::AlreadyExists { existing }) => {
                 let _ = writeln!(out, "already stored as #{existing}: {text}");
@@ -268,7 +270,11 @@ pub fn demo(dir: &Path, options: StoreOptions) -> Result<String> {
         "keeping credentials secret",
     ] {
         let _ = writeln!(out, "search {query:?}:");
-        for hit in store.search(&SearchRequest::text(query, 2))? {
+        let request = SearchRequest::new(query)
+            .limit(2)
+            .strategy(Strategy::Similarity)
+            .without_hooks();
+        for hit in store.search(&request)?.results {
             let _ = writeln!(
                 out,
                 "  {:.3}  #{} [{}] {}",

@@ -177,7 +177,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ctx = Ctx {
             store: Store::open(dir.path(), StoreOptions::hashing()).unwrap(),
-            metrics: Metrics::new(),
+            metrics: std::sync::Arc::new(Metrics::new()),
         };
         let init = call(&ctx, json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
             "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}))

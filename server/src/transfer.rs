@@ -279,7 +279,11 @@ fn import_one(
         force: vec![WriteHook::ExactDedup],
         ..HookOverrides::default()
     };
-    match store.store_memory(StoreRequest { memory: m, hooks }) {
+    match store.store(StoreRequest {
+        memory: m,
+        vector: None,
+        hooks,
+    }) {
         Ok(_) => {
             done.stored += 1;
             Ok(())

@@ -43,7 +43,7 @@ fn main() -> anyhow::Result<()> {
     for i in 0..n {
         let mut m = NewMemory::new(format!("big user's note {i} {}", rng.next_u64()));
         m.user_id = Some("big".into());
-        store.store_embedded(m, rng.unit_vector(384))?;
+        store.store(amberdb::StoreRequest::new(m).with_vector(rng.unit_vector(384)))?;
     }
     store.checkpoint()?;
     drop(store);
@@ -67,7 +67,7 @@ fn main() -> anyhow::Result<()> {
                 m.user_id = Some("small".into());
                 let t = Instant::now();
                 store
-                    .store_embedded(m, rng.unit_vector(384))
+                    .store(amberdb::StoreRequest::new(m).with_vector(rng.unit_vector(384)))
                     .expect("small write");
                 if during_delete && deleting.load(Ordering::SeqCst) {
                     during.push(t.elapsed());

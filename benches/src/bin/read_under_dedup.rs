@@ -9,7 +9,7 @@
 
 #![expect(clippy::print_stdout, reason = "a bench tool reports on stdout")]
 
-use amberdb::{HookConfig, Mode, NewMemory, SearchMemories, Store, StoreOptions, SyncPolicy};
+use amberdb::{HookConfig, Mode, NewMemory, SearchRequest, Store, StoreOptions, SyncPolicy};
 use amberdb_benches::{SEED, bench_texts};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -34,9 +34,9 @@ fn search_until(store: &Store, queries: &[String], stop: &AtomicBool) -> Vec<Dur
         if stop.load(Ordering::SeqCst) {
             break;
         }
-        let req = SearchMemories::new(q.clone()).user("u").mode(Mode::Vector);
+        let req = SearchRequest::new(q.clone()).user("u").mode(Mode::Vector);
         let t = Instant::now();
-        let hits = store.search_memories(&req).expect("search");
+        let hits = store.search(&req).expect("search");
         took.push(t.elapsed());
         assert!(!hits.results.is_empty(), "the user has memories");
     }
@@ -91,7 +91,7 @@ fn main() -> anyhow::Result<()> {
                     break;
                 }
                 let req = amberdb::StoreRequest::new(NewMemory::new(t.clone()).user("u"));
-                store.store_memory(req).expect("store");
+                store.store(req).expect("store");
                 stored.fetch_add(1, Ordering::Relaxed);
             }
         });

@@ -19,8 +19,8 @@
 )]
 
 use amberdb::{
-    MemoryId, Mode, NewMemory, Outcome, Relation, SearchMemories, Store, StoreOptions,
-    StoreRequest, Strategy, Timestamp,
+    MemoryId, Mode, NewMemory, Outcome, Relation, SearchRequest, Store, StoreOptions, StoreRequest,
+    Strategy, Timestamp,
 };
 use amberdb_index::synthetic::{SeededRng, seed_from_env};
 use std::collections::HashMap;
@@ -273,7 +273,7 @@ impl Eval {
                 .user(user)
                 .valid_from(Timestamp(self.clock)),
         );
-        let s = match self.store.store_memory(req) {
+        let s = match self.store.store(req) {
             Ok(s) => s,
             // The same text again (the exact hook): nothing to decide.
             Err(amberdb::EngineError::AlreadyExists { .. }) => return Ok(()),
@@ -479,11 +479,11 @@ fn main() -> anyhow::Result<()> {
         let mut right = 0;
         for (r, s, history) in &slots {
             let rel = &SINGLE[*r];
-            let mut req = SearchMemories::new(fill(rel.question, s, ""))
+            let mut req = SearchRequest::new(fill(rel.question, s, ""))
                 .user(user)
                 .strategy(Strategy::Frequency);
             req.hooks.count_access = Some(false);
-            let hits = eval.store.search_memories(&req)?;
+            let hits = eval.store.search(&req)?;
             let v = history.last().map_or("", |h| h.0);
             right +=
                 usize::from(hits.results.first().is_some_and(|h| {
@@ -495,8 +495,8 @@ fn main() -> anyhow::Result<()> {
     let before = freq_top1(&eval)?;
     for i in 0..2000 {
         let (r, s, _) = &slots[i % slots.len()];
-        let req = SearchMemories::new(fill(SINGLE[*r].question, s, "")).user(user);
-        eval.store.search_memories(&req)?;
+        let req = SearchRequest::new(fill(SINGLE[*r].question, s, "")).user(user);
+        eval.store.search(&req)?;
     }
     let after = freq_top1(&eval)?;
     println!(
@@ -595,12 +595,11 @@ fn pair_f1(store: &Store, title: &str, pairs: &[(String, String, bool)]) -> anyh
     for (i, (a, b, same)) in pairs.iter().enumerate() {
         let u = format!("{title}-{}-{i}", first_user);
         store.store(NewMemory::new(a.as_str()).user(&u))?;
-        let outcome =
-            match store.store_memory(StoreRequest::new(NewMemory::new(b.as_str()).user(&u))) {
-                Ok(s) => s.outcome,
-                Err(amberdb::EngineError::AlreadyExists { .. }) => Outcome::Merged,
-                Err(e) => return Err(e.into()),
-            };
+        let outcome = match store.store(StoreRequest::new(NewMemory::new(b.as_str()).user(&u))) {
+            Ok(s) => s.outcome,
+            Err(amberdb::EngineError::AlreadyExists { .. }) => Outcome::Merged,
+            Err(e) => return Err(e.into()),
+        };
         let va = embedder.embed_query(a)?;
         let vb = embedder.embed_query(b)?;
         let cos: f32 = va.iter().zip(&vb).map(|(x, y)| x * y).sum();
@@ -652,10 +651,10 @@ fn questions(eval: &Eval, slots: &[Slot], user: &str, title: &str) -> anyhow::Re
             let slot = format!("{}:{s}", rel.name);
             let q = fill(rel.question, s, "");
             let ask = |as_of: Option<i64>| -> anyhow::Result<Vec<(MemoryId, String)>> {
-                let mut req = SearchMemories::new(&q).user(user).mode(mode);
+                let mut req = SearchRequest::new(&q).user(user).mode(mode);
                 req.as_of = as_of.map(Timestamp);
                 req.hooks.count_access = Some(false);
-                let hits = eval.store.search_memories(&req)?;
+                let hits = eval.store.search(&req)?;
                 Ok(hits
                     .results
                     .into_iter()

@@ -96,6 +96,16 @@ pub enum EngineError {
         /// The configured limit.
         limit: usize,
     },
+    /// A store scoped to one user (`Store::scoped`) was asked to act for another.
+    #[error("{field} {user:?} is outside this store's scope (it acts for {scope:?} only)")]
+    OutOfScope {
+        /// The argument naming the other user.
+        field: &'static str,
+        /// The user it named.
+        user: String,
+        /// The user the store is scoped to.
+        scope: String,
+    },
     /// A vector of the wrong dimension.
     #[error("dimension mismatch: expected {expected}, got {got}")]
     DimensionMismatch {
@@ -198,6 +208,7 @@ impl EngineError {
             | EngineError::SnapshotNotFound { .. }
             | EngineError::PreviewMismatch { .. }
             | EngineError::MemoryLimitReached { .. }
+            | EngineError::OutOfScope { .. }
             | EngineError::DimensionMismatch { .. }
             | EngineError::EmbedderMismatch { .. } => ErrorKind::Caller,
             EngineError::Locked { .. }
@@ -243,6 +254,7 @@ impl EngineError {
                 ),
             ),
             EngineError::DimensionMismatch { .. } => ("Invalid input", format!("{self}")),
+            EngineError::OutOfScope { .. } => ("Forbidden", format!("{self}")),
             EngineError::EmbedderMismatch { .. } => ("Embedder mismatch", format!("{self}")),
             EngineError::Locked { .. } => ("Store locked", format!("{self}")),
             EngineError::Poisoned => ("Store poisoned", format!("{self}")),

@@ -8,7 +8,7 @@ use super::write::merge;
 use crate::hooks::{check_distance, dedup};
 use crate::kernel::error::{EngineError, Result};
 use crate::kernel::log::Op;
-use crate::kernel::record::{self, DEFAULT_USER, Kind, Memory, MemoryId};
+use crate::kernel::record::{self, Kind, Memory, MemoryId};
 use crate::store::Store;
 use std::collections::HashSet;
 
@@ -117,7 +117,8 @@ impl Store {
         user_id: Option<&str>,
         distance: Option<f32>,
     ) -> Result<(Vec<CompactionGroup>, usize, String)> {
-        let user = user_id.unwrap_or(DEFAULT_USER);
+        let user = self.user_for(user_id)?;
+        let user = user.as_str();
         record::validate_id("user_id", user)?;
         let distance = distance.unwrap_or(self.inner.options.hooks.compaction_distance);
         check_distance("distance", distance)?;
@@ -217,6 +218,7 @@ impl Store {
     /// `NotFound` / `Archived`; `Invalid` if the memory superseded nothing; `Poisoned`, `DiskFull`, `Io`.
     pub fn compact_undo(&self, merged: MemoryId) -> Result<Unmerged> {
         let restored = self.commit(|ids, state| {
+            self.reach(state, merged)?;
             let m = state
                 .table
                 .get(merged)

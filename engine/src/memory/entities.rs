@@ -12,7 +12,7 @@ use crate::hooks::{HookOverrides, WriteHook};
 use crate::kernel::error::{EngineError, Result};
 use crate::kernel::log::Op;
 use crate::kernel::record::{
-    self, DEFAULT_USER, Entity, EntityKind, Kind, MAX_NAME_CHARS, MemoryId, NewMemory, Role,
+    self, Entity, EntityKind, Kind, MAX_NAME_CHARS, MemoryId, NewMemory, Role,
 };
 use crate::kernel::state::State;
 use crate::store::Store;
@@ -78,11 +78,11 @@ impl Store {
     ) -> Result<Entity> {
         let id = id.trim();
         record::validate_id(field_of(kind), id)?;
-        let user = match kind {
-            EntityKind::User => id,
-            _ => user_id.unwrap_or(DEFAULT_USER),
-        };
-        record::validate_id("user_id", user)?;
+        let user = self.user_for(match kind {
+            EntityKind::User => Some(id),
+            _ => user_id,
+        })?;
+        let user = user.as_str();
         let name = name.map_or(id, str::trim);
         let chars = name.chars().count();
         super::in_range("name length (characters)", chars, 1, MAX_NAME_CHARS)?;
@@ -134,7 +134,7 @@ impl Store {
     /// `EntityNotFound` naming the field (also for an agent or session of another user).
     pub fn get_entity(&self, kind: EntityKind, user_id: Option<&str>, id: &str) -> Result<Entity> {
         let state = self.read();
-        lookup(&state, kind, user_id.unwrap_or(DEFAULT_USER), id).cloned()
+        lookup(&state, kind, &self.user_for(user_id)?, id).cloned()
     }
 
     /// Every user (`kind` user, `user_id` ignored), or the agents or sessions of a user, in id
@@ -147,7 +147,7 @@ impl Store {
         if kind == EntityKind::User {
             return Ok(state.table.user_entities().into_iter().cloned().collect());
         }
-        let Some(u) = user_index(&state, user_id.unwrap_or(DEFAULT_USER))? else {
+        let Some(u) = user_index(&state, &self.user_for(user_id)?)? else {
             return Ok(Vec::new());
         };
         let map = if kind == EntityKind::Agent {
@@ -164,7 +164,11 @@ impl Store {
     pub fn all_entities(&self) -> Vec<Entity> {
         let state = self.read();
         let mut out = Vec::new();
-        for user in state.table.user_entities() {
+        let users = state.table.user_entities();
+        let in_scope = users
+            .into_iter()
+            .filter(|u| self.scope().is_none_or(|s| u.id == s));
+        for user in in_scope {
             out.push(user.clone());
             if let Some(u) = state.table.user(&user.id) {
                 out.extend(u.agents.values().cloned());
@@ -186,10 +190,11 @@ impl Store {
         user_id: Option<&str>,
         id: &str,
     ) -> Result<EntityDeleted> {
-        let user = match kind {
-            EntityKind::User => id,
-            _ => user_id.unwrap_or(DEFAULT_USER),
-        };
+        let user = self.user_for(match kind {
+            EntityKind::User => Some(id),
+            _ => user_id,
+        })?;
+        let user = user.as_str();
         let deleted_records = self.commit(|_, state| {
             lookup(state, kind, user, id)?;
             let (live, _) = state.table.records_of(kind, user, id).unwrap_or_default();
@@ -224,7 +229,8 @@ impl Store {
         session_id: &str,
         messages: &[(Role, String)],
     ) -> Result<Vec<MemoryId>> {
-        let user = user_id.unwrap_or(DEFAULT_USER);
+        let user = self.user_for(user_id)?;
+        let user = user.as_str();
         {
             let state = self.read();
             user_index(&state, user)?;
@@ -242,6 +248,7 @@ impl Store {
                 memory: NewMemory::new(content.clone())
                     .user(user)
                     .message(session_id, *role),
+                vector: None,
                 hooks: HookOverrides {
                     skip: skip.clone(),
                     ..HookOverrides::default()
@@ -264,7 +271,8 @@ impl Store {
         user_id: Option<&str>,
         items: &[String],
     ) -> Result<Vec<Result<Stored>>> {
-        let user = user_id.unwrap_or(DEFAULT_USER);
+        let user = self.user_for(user_id)?;
+        let user = user.as_str();
         user_index(&self.read(), user)?;
         let reqs = items
             .iter()

@@ -23,12 +23,10 @@ pub use query::{
     GRAPH_SESSION_WINDOW, Query, QueryData, QueryResult, ResultMetadata, Retrieval, StoreType,
     envelope,
 };
-pub use read::{
-    Cleared, Feedback, FeedbackResult, History, ListRecent, MemoryStats, TopAccessed, Version,
-};
+pub use read::{Cleared, Feedback, FeedbackResult, History, MemoryStats, TopAccessed, Version};
 pub use search::{
-    Fusion, Hits, MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS, Mode, SEARCH_ACCESS_INTERVAL_US,
-    SearchMemories, SearchedHit, Source, Strategy, frequency, importance, recency, strategy_score,
+    Fusion, Hits, MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS, Mode, SEARCH_ACCESS_INTERVAL_US, ScanMode,
+    SearchRequest, SearchedHit, Source, Strategy, frequency, importance, recency, strategy_score,
 };
 pub use tags::{SnapshotCreated, SnapshotRestored, TagChange, TagPreview, TagsApplied};
 pub use write::{DedupDecision, Outcome, StoreRequest, Stored, UpdateRequest, Updated};

@@ -9,12 +9,12 @@
 use super::in_range;
 use super::scope::{check_scope, user_index};
 use super::search::{
-    Fusion, MAX_PAGE, RecordFilter, Selection, Source, cosine_of, fuse, keyword_top, select,
-    vector_top,
+    Fusion, MAX_PAGE, RecordFilter, ScanMode, Selection, Source, cosine_of, fuse, keyword_top,
+    select, vector_top,
 };
 use crate::kernel::error::{EngineError, ErrorKind, Result};
 use crate::kernel::keyword::tokenize;
-use crate::kernel::record::{self, Kind, Memory, MemoryId, Role, Timestamp};
+use crate::kernel::record::{Kind, Memory, MemoryId, Role, Timestamp};
 use crate::kernel::state::State;
 use crate::kernel::table::UserIndex;
 use crate::store::Store;
@@ -209,7 +209,7 @@ impl Store {
     /// graph retrievals when the query cannot be embedded. Never for the access count (skipped
     /// and counted when it cannot be recorded).
     pub fn query(&self, user_id: &str, q: &Query) -> Result<QueryData> {
-        record::validate_id("user_id", user_id)?;
+        self.user_for(Some(user_id))?;
         if q.query.trim().is_empty() {
             return Err(EngineError::Invalid {
                 field: "query",
@@ -314,7 +314,7 @@ fn retrieve(
         }
         (StoreType::Hybrid, Some(e)) => {
             let terms = tokenize(&q.query);
-            let vector = vector_top(state, sel, e, k, QUERY_THRESHOLD)?;
+            let vector = vector_top(state, sel, e, k, QUERY_THRESHOLD, ScanMode::Auto)?;
             let keyword = keyword_top(u, sel, &terms, k);
             fuse(state, u, e, &terms, &vector, &keyword, Fusion::default())
                 .into_iter()
@@ -322,10 +322,10 @@ fn retrieve(
                 .collect()
         }
         (StoreType::Graph, Some(e)) => {
-            let seeds = vector_top(state, sel, e, k, QUERY_THRESHOLD)?;
+            let seeds = vector_top(state, sel, e, k, QUERY_THRESHOLD, ScanMode::Auto)?;
             graph(state, u, sel, &seeds)
         }
-        (_, Some(e)) => vector_top(state, sel, e, k, QUERY_THRESHOLD)?
+        (_, Some(e)) => vector_top(state, sel, e, k, QUERY_THRESHOLD, ScanMode::Auto)?
             .into_iter()
             .map(|(key, s)| (key, s, Source::Vector))
             .collect(),

@@ -5,21 +5,8 @@ use super::search::MAX_PAGE;
 use super::{in_range, preview};
 use crate::kernel::error::{EngineError, Result};
 use crate::kernel::log::Op;
-use crate::kernel::record::{self, Category, DEFAULT_USER, Memory, MemoryId};
+use crate::kernel::record::{self, Category, Memory, MemoryId};
 use crate::store::Store;
-
-/// The result of `list_recent_memories`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct ListRecent {
-    /// Always true.
-    pub success: bool,
-    /// Newest first.
-    pub memories: Vec<Memory>,
-    /// How many.
-    pub count: usize,
-    /// For people.
-    pub message: String,
-}
 
 /// `get_memory_stats`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -123,28 +110,28 @@ pub struct FeedbackResult {
 }
 
 impl Store {
-    /// The `limit` (1..=50) most recently created memories of the user, newest first
-    /// (`list_recent_memories`). Not an access.
+    /// The `limit` (1..=50) most recently created memories of the user, newest first. Not
+    /// an access.
     ///
     /// # Errors
     /// `Invalid` / `LimitExceeded` for a bad limit or user.
-    pub fn list_recent_memories(&self, user_id: Option<&str>, limit: usize) -> Result<ListRecent> {
+    pub fn list_recent(&self, user_id: Option<&str>, limit: usize) -> Result<Vec<Memory>> {
         in_range("limit", limit, 1, MAX_PAGE)?;
-        let memories = self.list_recent(user_id.unwrap_or(DEFAULT_USER), limit)?;
-        Ok(ListRecent {
-            success: true,
-            count: memories.len(),
-            message: format!("{} recent memories", memories.len()),
-            memories,
-        })
+        let user = self.user_for(user_id)?;
+        let user = user.as_str();
+        let state = self.read();
+        let mut mine: Vec<&Memory> = state.table.iter().filter(|m| m.user_id == user).collect();
+        mine.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
+        Ok(mine.into_iter().take(limit).cloned().collect())
     }
 
-    /// The memory with `id`, counted as an access (the seed's documentation; the peer's code
-    /// does not count it; a poisoned store still answers, without counting).
+    /// Counts one access of the memory `id` (what the seed's `get_by_memory_id` does) and
+    /// returns it as counted. A plain read is `get`. A poisoned store still answers, without
+    /// counting (`Stats::accesses_not_recorded`).
     ///
     /// # Errors
     /// `NotFound`; `Archived` with the successor for a merged or superseded id.
-    pub fn get_by_memory_id(&self, id: MemoryId) -> Result<Memory> {
+    pub fn record_access(&self, id: MemoryId) -> Result<Memory> {
         let mut m = self.get(id)?;
         if let Some(at) = self.touch(vec![id]) {
             m.access_count += 1;
@@ -153,26 +140,13 @@ impl Store {
         Ok(m)
     }
 
-    /// Deletes a live memory for good (`delete_by_memory_id`); its tags' frequencies drop.
-    ///
-    /// # Errors
-    /// As `delete`.
-    pub fn delete_by_memory_id(&self, id: MemoryId) -> Result<serde_json::Value> {
-        self.delete(id)?;
-        Ok(serde_json::json!({
-            "success": true,
-            "memory_id": id,
-            "message": format!("Memory {id} deleted"),
-        }))
-    }
-
-    /// The seed's statistics for one user (`get_memory_stats`).
+    /// One user's statistics (the seed's `get_memory_stats`); `stats` is the store's.
     ///
     /// # Errors
     /// `Invalid` for a bad user id.
-    pub fn memory_stats(&self, user_id: Option<&str>) -> Result<MemoryStats> {
-        let user = user_id.unwrap_or(DEFAULT_USER);
-        record::validate_id("user_id", user)?;
+    pub fn user_stats(&self, user_id: Option<&str>) -> Result<MemoryStats> {
+        let user = self.user_for(user_id)?;
+        let user = user.as_str();
         let week_ago = self.now().minus_days(7);
         let state = self.read();
         let mine: Vec<&Memory> = state.table.iter().filter(|m| m.user_id == user).collect();
@@ -238,7 +212,7 @@ impl Store {
         days_old: u64,
         max_to_keep: usize,
     ) -> Result<Cleared> {
-        let user = user_id.unwrap_or(DEFAULT_USER).to_owned();
+        let user = self.user_for(user_id)?;
         record::validate_id("user_id", &user)?;
         in_range(
             "days_old",
@@ -282,6 +256,7 @@ impl Store {
     /// `NotFound` / `Archived`; `Poisoned`, `DiskFull`, `Io`.
     pub fn feedback(&self, id: MemoryId, feedback: Feedback) -> Result<FeedbackResult> {
         let m = self.commit(|_, state| {
+            self.reach(state, id)?;
             let mut m = state
                 .table
                 .get(id)
@@ -320,6 +295,7 @@ impl Store {
     /// `NotFound` if `id` is neither live nor archived.
     pub fn lineage(&self, id: MemoryId) -> Result<Vec<Memory>> {
         let state = self.read();
+        self.reach(&state, id)?;
         if state.table.get(id).is_none() && state.table.archived(id).is_none() {
             return Err(EngineError::NotFound { id });
         }
@@ -339,6 +315,7 @@ impl Store {
     /// `NotFound` if `id` is neither live nor archived.
     pub fn history(&self, id: MemoryId) -> Result<History> {
         let state = self.read();
+        self.reach(&state, id)?;
         let head = if state.table.get(id).is_some() {
             id
         } else if state.table.archived(id).is_some() {

@@ -12,7 +12,7 @@ use crate::hooks::dedup::{FoldItem, fold};
 use crate::hooks::{Effective, HookOverrides, LOAD_DEDUP_OVERFETCH};
 use crate::kernel::error::{EngineError, Result};
 use crate::kernel::keyword::tokenize;
-use crate::kernel::record::{self, Category, DEFAULT_USER, Kind, Memory, MemoryId, Timestamp};
+use crate::kernel::record::{self, Category, Kind, Memory, MemoryId, Timestamp};
 use crate::kernel::state::State;
 use crate::kernel::table::UserIndex;
 use crate::store::Store;
@@ -27,9 +27,10 @@ pub const MAX_PAGE: usize = 50;
 pub const MAX_OFFSET: usize = 10_000;
 /// Largest token budget of one search.
 pub const MAX_TOKEN_BUDGET: usize = 1_000_000;
-/// The minimum cosine when none is asked for: every candidate (`docs/search.md`,
-/// "Calibration": MiniLM's scores of relevant memories start well below any fixed cut).
-pub(crate) const NO_THRESHOLD: f32 = -1.0;
+/// The minimum score when none is asked for: every candidate (`docs/search.md`,
+/// "Calibration": MiniLM's scores of relevant memories start well below any fixed cut; a
+/// caller's own vectors need not be normalized).
+pub(crate) const NO_THRESHOLD: f32 = f32::NEG_INFINITY;
 /// A search counts a memory it returns as accessed at most once in this many microseconds
 /// (15 minutes, as agent-memory-server): a memory that every search returns must not climb
 /// the `frequency` ranking by being returned (`docs/search.md`, "Access counting").
@@ -146,9 +147,12 @@ impl Default for Fusion {
 
 /// A `search_memories` request.
 #[derive(Debug, Clone, PartialEq)]
-pub struct SearchMemories {
-    /// The text: 1..=1,000 characters.
+pub struct SearchRequest {
+    /// The text: 1..=1,000 characters. May be empty with a `vector` in the vector mode.
     pub query: String,
+    /// A query vector of the store's dimension, used instead of embedding `query` (vector
+    /// and hybrid modes).
+    pub vector: Option<Vec<f32>>,
     /// The user; `"default"` when `None`.
     pub user_id: Option<String>,
     /// Results per page, 1..=50 (default 10).
@@ -165,8 +169,8 @@ pub struct SearchMemories {
     pub threshold: Option<f32>,
     /// Fusion of the `hybrid` mode.
     pub fusion: Fusion,
-    /// Only this category (an exact category name).
-    pub category: Option<String>,
+    /// Only this category.
+    pub category: Option<Category>,
     /// Only memories with at least one of these tags.
     pub tags: Vec<String>,
     /// Only this kind.
@@ -186,16 +190,32 @@ pub struct SearchMemories {
     /// the best results whose contents fit in this many tokens of the embedder's tokenizer,
     /// in ranking order (a newer value of a slot before an older one), at most `limit`.
     pub max_tokens: Option<usize>,
+    /// Which representation the vector scan reads.
+    pub scan: ScanMode,
     /// Per-request hook changes (`deduplicate`, `dedup_threshold`, `count_access`).
     pub hooks: HookOverrides,
 }
 
-impl SearchMemories {
+/// Which representation a vector scan reads (`docs/search.md`, "The vector scan").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ScanMode {
+    /// Exact f32 scores over small selections; over 4,096 rows the compact scan.
+    #[default]
+    Auto,
+    /// Exact f32 scores always.
+    Exact,
+    /// i8 codes first, exact re-rank of the candidates: a quarter of the bytes, recall@10
+    /// >= 0.99 (`docs/benchmarks.md`).
+    Compact,
+}
+
+impl SearchRequest {
     /// The first 10 results for `query`, composite strategy, vector mode.
     #[must_use]
-    pub fn new(query: impl Into<String>) -> SearchMemories {
-        SearchMemories {
+    pub fn new(query: impl Into<String>) -> SearchRequest {
+        SearchRequest {
             query: query.into(),
+            vector: None,
             user_id: None,
             limit: 10,
             offset: 0,
@@ -212,27 +232,71 @@ impl SearchMemories {
             created_before: None,
             as_of: None,
             max_tokens: None,
+            scan: ScanMode::Auto,
             hooks: HookOverrides::default(),
         }
     }
 
+    /// The first 10 nearest to `vector` by cosine (the `similarity` strategy, vector mode).
+    #[must_use]
+    pub fn by_vector(vector: Vec<f32>) -> SearchRequest {
+        SearchRequest {
+            vector: Some(vector),
+            strategy: Strategy::Similarity,
+            ..SearchRequest::new("")
+        }
+    }
+
+    /// Sets the page size (1..=50).
+    #[must_use]
+    pub fn limit(mut self, limit: usize) -> SearchRequest {
+        self.limit = limit;
+        self
+    }
+
+    /// Sets the scan mode.
+    #[must_use]
+    pub fn scan(mut self, scan: ScanMode) -> SearchRequest {
+        self.scan = scan;
+        self
+    }
+
+    /// Only memories with at least one of `tags`.
+    #[must_use]
+    pub fn tags<I, T>(mut self, tags: I) -> SearchRequest
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<String>,
+    {
+        self.tags = tags.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The plain engine search: no load-time folding and no access counted.
+    #[must_use]
+    pub fn without_hooks(mut self) -> SearchRequest {
+        self.hooks.deduplicate = Some(false);
+        self.hooks.count_access = Some(false);
+        self
+    }
+
     /// Sets the strategy.
     #[must_use]
-    pub fn strategy(mut self, strategy: Strategy) -> SearchMemories {
+    pub fn strategy(mut self, strategy: Strategy) -> SearchRequest {
         self.strategy = strategy;
         self
     }
 
     /// Sets the mode.
     #[must_use]
-    pub fn mode(mut self, mode: Mode) -> SearchMemories {
+    pub fn mode(mut self, mode: Mode) -> SearchRequest {
         self.mode = mode;
         self
     }
 
     /// Sets the user.
     #[must_use]
-    pub fn user(mut self, user: impl Into<String>) -> SearchMemories {
+    pub fn user(mut self, user: impl Into<String>) -> SearchRequest {
         self.user_id = Some(user.into());
         self
     }
@@ -493,6 +557,7 @@ pub(crate) fn vector_top(
     query: &[f32],
     k: usize,
     min_score: f32,
+    scan: ScanMode,
 ) -> Result<Vec<(u64, f32)>> {
     let vectors = &state.vectors;
     let accept = |key: u64| sel.contains(key);
@@ -509,7 +574,12 @@ pub(crate) fn vector_top(
             vectors.search_keys(query, list, &params)
         }
         _ => {
-            if sel.len() > COMPACT_SCAN_ROWS {
+            let compact = match scan {
+                ScanMode::Auto => sel.len() > COMPACT_SCAN_ROWS,
+                ScanMode::Exact => false,
+                ScanMode::Compact => true,
+            };
+            if compact {
                 params.scan = Scan::i8_for(k);
             }
             vectors.search(query, &params)
@@ -827,6 +897,7 @@ pub fn strategy_score(strategy: Strategy, m: &Memory, r: f32, boost: f32, now: T
 /// A validated request.
 struct Plan {
     user: String,
+    scan: ScanMode,
     filter: RecordFilter,
     threshold: f32,
     needle: String,
@@ -835,16 +906,25 @@ struct Plan {
 }
 
 impl Store {
-    fn plan_search(&self, req: &SearchMemories) -> Result<Plan> {
+    fn plan_search(&self, req: &SearchRequest) -> Result<Plan> {
         let eff = Effective::of(&self.inner.options.hooks, &req.hooks)?;
         let chars = req.query.chars().count();
-        if req.query.trim().is_empty() {
+        let by_vector = req.vector.is_some() && req.mode == Mode::Vector;
+        if let Some(v) = &req.vector {
+            check_query_vector(self.inner.options.embedder.dim(), v)?;
+        }
+        if req.query.trim().is_empty() && !by_vector {
             return Err(EngineError::Invalid {
                 field: "query",
                 reason: "Search query cannot be empty".into(),
             });
         }
-        in_range("query length (characters)", chars, 1, MAX_QUERY_CHARS)?;
+        in_range(
+            "query length (characters)",
+            chars,
+            usize::from(!by_vector),
+            MAX_QUERY_CHARS,
+        )?;
         in_range("limit", req.limit, 1, MAX_PAGE)?;
         in_range("offset", req.offset, 0, MAX_OFFSET)?;
         if let Some(n) = req.max_tokens {
@@ -860,7 +940,7 @@ impl Store {
             });
         }
         let threshold = req.threshold.unwrap_or(NO_THRESHOLD);
-        if !(-1.0..=1.0).contains(&threshold) {
+        if req.threshold.is_some() && !(-1.0..=1.0).contains(&threshold) {
             return Err(EngineError::Invalid {
                 field: "threshold",
                 reason: format!("{threshold} is not a cosine in [-1, 1]"),
@@ -894,14 +974,10 @@ impl Store {
                 reason: "must be later than created_after".into(),
             });
         }
-        let user = req.user_id.as_deref().unwrap_or(DEFAULT_USER).to_owned();
-        record::validate_id("user_id", &user)?;
-        let category = req
-            .category
-            .as_deref()
-            .map(|c| Category::parse(c.trim()))
-            .transpose()?;
+        let user = self.user_for(req.user_id.as_deref())?;
+        let category = req.category;
         Ok(Plan {
+            scan: req.scan,
             filter: RecordFilter {
                 category,
                 tags: req.tags.iter().map(|t| record::canonical_tag(t)).collect(),
@@ -931,7 +1007,7 @@ impl Store {
     /// user, session or agent; `Embed` when the `similarity` strategy cannot embed the query.
     /// Never for the access count: one that cannot be recorded is skipped and counted
     /// (`Stats::accesses_not_recorded`).
-    pub fn search_memories(&self, req: &SearchMemories) -> Result<Hits> {
+    pub fn search(&self, req: &SearchRequest) -> Result<Hits> {
         let plan = self.plan_search(req)?;
         let mut fallback: Option<String> = None;
         let mut mode = req.mode;
@@ -939,7 +1015,9 @@ impl Store {
             mode = Mode::Text;
             fallback = Some("the query has no keyword terms (only stop words or punctuation); searched text instead".into());
         }
-        let query = if matches!(mode, Mode::Vector | Mode::Hybrid) {
+        let query = if let (Some(v), Mode::Vector | Mode::Hybrid) = (&req.vector, mode) {
+            Some(v.clone())
+        } else if matches!(mode, Mode::Vector | Mode::Hybrid) {
             match self.inner.options.embedder.embed_query(&req.query) {
                 Ok(q) => Some(q),
                 Err(e) if req.strategy == Strategy::Similarity => return Err(e.into()),
@@ -1131,7 +1209,7 @@ impl Store {
         u: &UserIndex,
         sel: &Selection<'_>,
         plan: &Plan,
-        req: &SearchMemories,
+        req: &SearchRequest,
         mode: Mode,
         query: Option<&[f32]>,
         fetch: usize,
@@ -1141,7 +1219,7 @@ impl Store {
         let mut candidates: Vec<Candidate> = Vec::new();
         match (mode, query) {
             (Mode::Vector, Some(q)) => {
-                for (key, cos) in vector_top(state, sel, q, fetch, plan.threshold)? {
+                for (key, cos) in vector_top(state, sel, q, fetch, plan.threshold, plan.scan)? {
                     candidates.push(Candidate {
                         key,
                         cosine: Some(cos),
@@ -1174,7 +1252,7 @@ impl Store {
             (Mode::Hybrid, Some(q)) => {
                 // The scan (parallel inside) and the keyword lookup run side by side.
                 let (vector, keyword) = rayon::join(
-                    || vector_top(state, sel, q, fetch, plan.threshold),
+                    || vector_top(state, sel, q, fetch, plan.threshold, plan.scan),
                     || keyword_top(u, sel, &plan.terms, fetch),
                 );
                 candidates = fuse(state, u, q, &plan.terms, &vector?, &keyword, req.fusion);
@@ -1228,7 +1306,24 @@ impl Store {
     }
 }
 
-fn empty_hits(req: &SearchMemories, fallback: Option<String>) -> Hits {
+/// A query vector: the store's dimension, finite.
+fn check_query_vector(dim: usize, v: &[f32]) -> Result<()> {
+    if v.len() != dim {
+        return Err(EngineError::DimensionMismatch {
+            expected: dim,
+            got: v.len(),
+        });
+    }
+    if v.iter().any(|x| !x.is_finite()) {
+        return Err(EngineError::Invalid {
+            field: "vector",
+            reason: "every component must be a finite number".into(),
+        });
+    }
+    Ok(())
+}
+
+fn empty_hits(req: &SearchRequest, fallback: Option<String>) -> Hits {
     Hits {
         success: true,
         results: Vec::new(),

@@ -5,9 +5,7 @@ use super::{in_range, short_id};
 use crate::hooks::tags::{self as tag_rules, TagDecision, TagForm};
 use crate::kernel::error::{EngineError, Result};
 use crate::kernel::log::Op;
-use crate::kernel::record::{
-    self, DEFAULT_USER, MAX_DESCRIPTION_CHARS, MemoryId, TagSnapshot, Timestamp,
-};
+use crate::kernel::record::{MAX_DESCRIPTION_CHARS, MemoryId, TagSnapshot, Timestamp};
 use crate::kernel::table::Table;
 use crate::store::Store;
 use amberdb_index::kernels;
@@ -100,12 +98,6 @@ struct Plan {
     scanned: usize,
 }
 
-fn user_of(user_id: Option<&str>) -> Result<&str> {
-    let user = user_id.unwrap_or(DEFAULT_USER);
-    record::validate_id("user_id", user)?;
-    Ok(user)
-}
-
 fn check_threshold(threshold: f32, max_changes: usize) -> Result<()> {
     if !(threshold.is_finite() && (0.5..=1.0).contains(&threshold)) {
         return Err(EngineError::Invalid {
@@ -123,7 +115,7 @@ impl Store {
     /// `Invalid` for a bad user id.
     pub fn unique_tags(&self, user_id: Option<&str>) -> Result<Vec<String>> {
         Ok(self
-            .tag_frequencies(user_of(user_id)?)
+            .tag_frequencies(&self.user_for(user_id)?)
             .into_iter()
             .map(|(t, _)| t)
             .collect::<BTreeSet<_>>()
@@ -136,7 +128,8 @@ impl Store {
     /// # Errors
     /// `Invalid` for a bad user id.
     pub fn canonical_tags(&self, user_id: Option<&str>) -> Result<Vec<String>> {
-        let user = user_of(user_id)?;
+        let user = self.user_for(user_id)?;
+        let user = user.as_str();
         let state = self.read();
         let mut v: Vec<String> = state
             .table
@@ -155,7 +148,7 @@ impl Store {
     pub fn tag_weights(&self, user_id: Option<&str>) -> Result<Vec<(String, f64)>> {
         #[expect(clippy::cast_precision_loss, reason = "frequencies far below 2^52")]
         let mut v: Vec<(String, f64)> = self
-            .tag_frequencies(user_of(user_id)?)
+            .tag_frequencies(&self.user_for(user_id)?)
             .into_iter()
             .map(|(t, n)| (t, 1.0 / (1.0 + n as f64).ln()))
             .collect();
@@ -236,7 +229,8 @@ impl Store {
         max_changes: usize,
     ) -> Result<TagPreview> {
         check_threshold(threshold, max_changes)?;
-        let user = user_of(user_id)?;
+        let user = self.user_for(user_id)?;
+        let user = user.as_str();
         let plan = self.tag_plan(user, threshold, max_changes)?;
         let affected = rewrites(&self.read().table, user, &plan.mapping);
         let after: BTreeSet<&String> = plan
@@ -288,7 +282,8 @@ impl Store {
         max_changes: usize,
     ) -> Result<TagsApplied> {
         check_threshold(threshold, max_changes)?;
-        let user = user_of(user_id)?;
+        let user = self.user_for(user_id)?;
+        let user = user.as_str();
         self.require_snapshot(user, snapshot_id)?;
         let plan = self.tag_plan(user, threshold, max_changes)?;
         let expected = mapping_id(&plan.mapping);
@@ -345,7 +340,7 @@ impl Store {
         user_id: Option<&str>,
         description: &str,
     ) -> Result<SnapshotCreated> {
-        let user = user_of(user_id)?.to_owned();
+        let user = self.user_for(user_id)?;
         in_range(
             "description length (characters)",
             description.chars().count(),
@@ -394,7 +389,7 @@ impl Store {
         user_id: Option<&str>,
         snapshot_id: &str,
     ) -> Result<SnapshotRestored> {
-        let user = user_of(user_id)?.to_owned();
+        let user = self.user_for(user_id)?;
         let (restored, changed, missing) = self.commit(|_, state| {
             let snapshot = state
                 .table

@@ -12,18 +12,22 @@ use crate::hooks::{Effective, HookOverrides};
 use crate::kernel::error::{EngineError, Result};
 use crate::kernel::log::Op;
 use crate::kernel::record::{
-    self, Category, DEFAULT_USER, INITIAL_CONFIDENCE, MAX_TAGS, Memory, MemoryId, NewMemory,
-    Timestamp,
+    self, Category, INITIAL_CONFIDENCE, MAX_TAGS, Memory, MemoryId, NewMemory, Timestamp,
 };
 use crate::kernel::state::State;
 use crate::store::Store;
 use amberdb_index::kernels;
 
-/// A store with per-request hook overrides.
+/// A memory to store, with what the caller may add: its vector, and changes to the store's
+/// hooks for this request. A `NewMemory` converts into one with neither.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoreRequest {
     /// The memory.
     pub memory: NewMemory,
+    /// The content's vector, if the caller computed it (of the store's dimension); else the
+    /// store's embedder computes it. Hooks that need other texts embedded (new tags, a
+    /// category phrase) use the store's embedder either way.
+    pub vector: Option<Vec<f32>>,
     /// Changes to the store's hooks for this request.
     pub hooks: HookOverrides,
 }
@@ -34,8 +38,22 @@ impl StoreRequest {
     pub fn new(memory: NewMemory) -> StoreRequest {
         StoreRequest {
             memory,
+            vector: None,
             hooks: HookOverrides::default(),
         }
+    }
+
+    /// With the content's vector.
+    #[must_use]
+    pub fn with_vector(mut self, vector: Vec<f32>) -> StoreRequest {
+        self.vector = Some(vector);
+        self
+    }
+}
+
+impl From<NewMemory> for StoreRequest {
+    fn from(memory: NewMemory) -> StoreRequest {
+        StoreRequest::new(memory)
     }
 }
 
@@ -163,22 +181,21 @@ struct Embedded {
 }
 
 impl Store {
-    /// Stores a memory through the store's hooks (`store_memory` of the seed).
+    /// Stores a memory through the store's hooks (`docs/semantics.md`): validated, tagged,
+    /// categorized, checked against the user's memories for duplicates and older values of
+    /// the same fact, then committed as one log frame. `Stored` says what happened and which
+    /// live memory holds it (a merged one if it merged).
     ///
     /// # Errors
-    /// `Invalid` / `LimitExceeded` for bad input (naming the rule), `AlreadyExists` with the
-    /// existing id, `MemoryLimitReached`, `Poisoned`, `DiskFull`, `Io`, `Embed`.
-    pub fn store_memory(&self, req: StoreRequest) -> Result<Stored> {
-        self.store_one(req, None)
-    }
-
-    /// Stores a memory through the store's hooks and returns the id of the live memory that
-    /// holds it (the merged one if it was merged).
-    ///
-    /// # Errors
-    /// As `store_memory`.
-    pub fn store(&self, m: NewMemory) -> Result<MemoryId> {
-        self.store_memory(StoreRequest::new(m)).map(|s| s.memory_id)
+    /// `Invalid` / `LimitExceeded` for bad input (naming the rule), `DimensionMismatch` for a
+    /// given vector of another dimension, `AlreadyExists` with the existing id,
+    /// `MemoryLimitReached`, `Poisoned`, `DiskFull`, `Io`, `Embed`.
+    pub fn store(&self, req: impl Into<StoreRequest>) -> Result<Stored> {
+        let mut req = req.into();
+        let given = req.vector.take();
+        let planned = self.plan(req)?;
+        let embedded = self.embed_one(&planned, given)?;
+        self.decide_and_commit(planned, embedded)
     }
 
     /// Stores several memories with **one** model call for all their contents and every text
@@ -188,40 +205,18 @@ impl Store {
     /// have returned for it.
     ///
     /// # Errors
-    /// The outer error is the embedder failing (then nothing was stored).
-    pub fn store_batch(&self, memories: Vec<NewMemory>) -> Result<Vec<Result<MemoryId>>> {
-        let reqs = memories.into_iter().map(StoreRequest::new).collect();
-        Ok(self
-            .store_requests(reqs)?
-            .into_iter()
-            .map(|r| r.map(|s| s.memory_id))
-            .collect())
-    }
-
-    /// Stores a memory with a vector the caller computed (it must have the store's
-    /// dimension). Hooks that need other texts embedded (new tags, a category phrase) still
-    /// use the store's embedder.
-    ///
-    /// # Errors
-    /// As `store`, plus `DimensionMismatch` / `Invalid` for a bad vector.
-    pub fn store_embedded(&self, m: NewMemory, vector: Vec<f32>) -> Result<MemoryId> {
-        self.store_one(StoreRequest::new(m), Some(vector))
-            .map(|s| s.memory_id)
-    }
-
-    /// `store_memory` with a content vector the caller computed (of the store's dimension).
-    ///
-    /// # Errors
-    /// As `store_memory`, plus `DimensionMismatch` / `Invalid` for a bad vector.
-    pub fn store_memory_embedded(&self, req: StoreRequest, vector: Vec<f32>) -> Result<Stored> {
-        self.store_one(req, Some(vector))
-    }
-
-    /// Steps 1–7 for one request; `given` is its content vector, if the caller computed it.
-    fn store_one(&self, req: StoreRequest, given: Option<Vec<f32>>) -> Result<Stored> {
-        let planned = self.plan(req)?;
-        let embedded = self.embed_one(&planned, given)?;
-        self.decide_and_commit(planned, embedded)
+    /// The outer error is the embedder failing, or a request that carries its own vector (a
+    /// batch embeds every content); then nothing was stored.
+    pub fn store_batch<R: Into<StoreRequest>>(&self, reqs: Vec<R>) -> Result<Vec<Result<Stored>>> {
+        let reqs: Vec<StoreRequest> = reqs.into_iter().map(Into::into).collect();
+        if reqs.iter().any(|r| r.vector.is_some()) {
+            return Err(EngineError::Invalid {
+                field: "vector",
+                reason: "a batch embeds every content; store a memory with its own vector alone"
+                    .into(),
+            });
+        }
+        self.store_requests(reqs)
     }
 
     /// Steps 1–7 for many requests, with one model call.
@@ -280,7 +275,7 @@ impl Store {
         } else {
             canonical
         };
-        let user = m.user_id.clone().unwrap_or_else(|| DEFAULT_USER.to_owned());
+        let user = self.user_for(m.user_id.as_deref())?;
         let tag_needs_vector = if eff.tags {
             let state = self.read();
             let known = state.table.canonical(&user);
@@ -882,7 +877,7 @@ impl Store {
     /// # Errors
     /// `NotFound` / `Archived`; `Invalid` if nothing is to change or a field is invalid;
     /// `AlreadyExists` if the new content is another memory's; `Embed`, `Poisoned`, `DiskFull`, `Io`.
-    pub fn update_memory(&self, req: UpdateRequest) -> Result<Updated> {
+    pub fn update(&self, req: UpdateRequest) -> Result<Updated> {
         let id = req.memory_id.ok_or_else(|| EngineError::Invalid {
             field: "memory_id",
             reason: "must be given".into(),
@@ -906,6 +901,7 @@ impl Store {
         m.category_text.clone_from(&req.category);
         let p = self.plan(StoreRequest {
             memory: m,
+            vector: None,
             hooks: req.hooks.clone(),
         })?;
         let given = if new_content {

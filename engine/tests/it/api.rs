@@ -4,8 +4,8 @@
 use super::support::small_options;
 use amberdb::storage::FaultyStorage;
 use amberdb::{
-    Category, EngineError, EntityKind, Filter, HashingEmbedder, HookConfig, Kind, MemoryId, Mode,
-    NewMemory, Role, SearchMemories, SearchRequest, Store, StoreOptions, SyncPolicy, Timestamp,
+    Category, EngineError, EntityKind, HashingEmbedder, HookConfig, Kind, MemoryId, Mode,
+    NewMemory, Role, ScanMode, SearchRequest, Store, StoreOptions, SyncPolicy, Timestamp,
 };
 use std::path::Path;
 use std::sync::Arc;
@@ -15,7 +15,10 @@ use std::time::Duration;
 fn bad_input_is_a_typed_error_and_changes_nothing() {
     let fs = FaultyStorage::new();
     let store = Store::open(Path::new("/a"), small_options(&fs, 100)).unwrap();
-    let id = store.store(NewMemory::new("the one good memory")).unwrap();
+    let id = store
+        .store(NewMemory::new("the one good memory"))
+        .unwrap()
+        .memory_id;
     let before = (store.stats(), fs.ops());
     let cases: Vec<(EngineError, &str)> = vec![
         (store.store(NewMemory::new("")).unwrap_err(), "empty"),
@@ -47,13 +50,15 @@ fn bad_input_is_a_typed_error_and_changes_nothing() {
         ),
         (
             store
-                .store_embedded(NewMemory::new("x"), vec![1.0; 7])
+                .store(amberdb::StoreRequest::new(NewMemory::new("x")).with_vector(vec![1.0; 7]))
                 .unwrap_err(),
             "dimension",
         ),
         (
             store
-                .store_embedded(NewMemory::new("x"), vec![f32::NAN; 8])
+                .store(
+                    amberdb::StoreRequest::new(NewMemory::new("x")).with_vector(vec![f32::NAN; 8]),
+                )
                 .unwrap_err(),
             "nan",
         ),
@@ -61,20 +66,22 @@ fn bad_input_is_a_typed_error_and_changes_nothing() {
         (store.get(MemoryId(0)).unwrap_err(), "get 0"),
         (
             store
-                .search(&SearchRequest::vector(vec![1.0; 3], 5))
+                .search(&SearchRequest::by_vector(vec![1.0; 3]))
                 .unwrap_err(),
             "query dimension",
         ),
         (
-            store.search(&SearchRequest::text("x", 0)).unwrap_err(),
+            store.search(&SearchRequest::new("x").limit(0)).unwrap_err(),
             "k 0",
         ),
         (
-            store.search(&SearchRequest::text("x", 1001)).unwrap_err(),
+            store
+                .search(&SearchRequest::new("x").limit(51))
+                .unwrap_err(),
             "k large",
         ),
         (
-            store.search(&SearchRequest::text("   ", 3)).unwrap_err(),
+            store.search(&SearchRequest::new("   ")).unwrap_err(),
             "empty query",
         ),
         (
@@ -171,7 +178,7 @@ fn another_embedder_is_refused() {
 fn a_failed_fsync_poisons_until_reopen() {
     let fs = FaultyStorage::new();
     let store = Store::open(Path::new("/p"), small_options(&fs, 100)).unwrap();
-    let kept = store.store(NewMemory::new("before")).unwrap();
+    let kept = store.store(NewMemory::new("before")).unwrap().memory_id;
     fs.fail_op(2, false); // the append succeeds, its fsync fails
     assert!(matches!(
         store.store(NewMemory::new("failed")),
@@ -186,11 +193,11 @@ fn a_failed_fsync_poisons_until_reopen() {
     assert!(store.stats().poisoned);
     assert_eq!(store.get(kept).unwrap().content, "before");
     // Reads that count an access keep answering; the access is not counted.
-    let got = store.get_by_memory_id(kept).unwrap();
+    let got = store.record_access(kept).unwrap();
     assert_eq!((got.content.as_str(), got.access_count), ("before", 0));
-    let mut q = SearchMemories::new("before").mode(Mode::Text);
+    let mut q = SearchRequest::new("before").mode(Mode::Text);
     q.user_id = None;
-    let hits = store.search_memories(&q).unwrap();
+    let hits = store.search(&q).unwrap();
     assert_eq!(hits.count, 1);
     assert_eq!(hits.results[0].memory.access_count, 0);
     drop(store);
@@ -266,9 +273,11 @@ fn filters_apply_inside_the_scan_and_fill_k() {
     // 300 decoys closer to the query than the 5 targets; a post-filter over a top-k would miss.
     for i in 0..300 {
         store
-            .store_embedded(
-                NewMemory::new(format!("decoy {i}")).category(Category::Other),
-                vec![1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+            .store(
+                amberdb::StoreRequest::new(
+                    NewMemory::new(format!("decoy {i}")).category(Category::Other),
+                )
+                .with_vector(vec![1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]),
             )
             .unwrap();
     }
@@ -287,82 +296,82 @@ fn filters_apply_inside_the_scan_and_fill_k() {
             .message("s1", Role::User);
         targets.push(
             store
-                .store_embedded(m, vec![0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
-                .unwrap(),
+                .store(
+                    amberdb::StoreRequest::new(m)
+                        .with_vector(vec![0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]),
+                )
+                .unwrap()
+                .memory_id,
         );
     }
     let q = vec![1.0, 0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0];
-    let by = |f: Filter| {
+    // The plain engine search: exact cosine, nothing folded, no access counted.
+    let by = |f: &dyn Fn(&mut SearchRequest)| {
+        let mut req = SearchRequest::by_vector(q.clone()).limit(5).without_hooks();
+        f(&mut req);
         store
-            .search(&SearchRequest::vector(q.clone(), 5).filter(f))
+            .search(&req)
             .unwrap()
+            .results
             .iter()
             .map(|h| h.memory.id)
             .collect::<Vec<_>>()
     };
+    assert_eq!(by(&|r| r.category = Some(Category::Security)), targets);
     assert_eq!(
-        by(Filter {
-            category: Some(Category::Security),
-            ..Filter::default()
-        }),
+        by(&|r| r.tags = vec!["VAULT".into(), "nope".into()]),
         targets
     );
     assert_eq!(
-        by(Filter {
-            tags_any: vec!["VAULT".into(), "nope".into()],
-            ..Filter::default()
-        }),
-        targets
-    );
-    assert_eq!(
-        by(Filter {
-            kind: Some(Kind::Message),
-            session_id: Some("s1".into()),
-            agent_id: Some("a1".into()),
-            ..Filter::default()
+        by(&|r| {
+            r.kind = Some(Kind::Message);
+            r.session_id = Some("s1".into());
+            r.agent_id = Some("a1".into());
         }),
         targets
     );
     assert!(
-        by(Filter {
-            session_id: Some("s2".into()),
-            ..Filter::default()
-        })
-        .is_empty()
+        store
+            .search(&SearchRequest {
+                session_id: Some("s2".into()),
+                ..SearchRequest::by_vector(q.clone())
+            })
+            .is_err_and(|e| matches!(
+                e,
+                EngineError::EntityNotFound {
+                    field: "session_id",
+                    ..
+                }
+            )),
+        "a session that does not exist is named, not an empty page"
     );
-    assert!(by(Filter::user("nobody")).is_empty());
+    assert!(
+        store
+            .search(&SearchRequest::by_vector(q.clone()).user("nobody"))
+            .is_err_and(|e| matches!(
+                e,
+                EngineError::EntityNotFound {
+                    field: "user_id",
+                    ..
+                }
+            ))
+    );
     let t0 = store.get(targets[0]).unwrap().created_at;
     assert_eq!(
-        by(Filter {
-            created_after: Some(t0),
-            category: Some(Category::Security),
-            ..Filter::default()
+        by(&|r| {
+            r.created_after = Some(t0);
+            r.category = Some(Category::Security);
         }),
         targets
     );
-    assert!(
-        by(Filter {
-            created_before: Some(Timestamp(0)),
-            ..Filter::default()
-        })
-        .is_empty()
-    );
+    assert!(by(&|r| r.created_before = Some(Timestamp(1))).is_empty());
     // Compact scan agrees here.
-    let compact = SearchRequest {
-        scan: amberdb::ScanMode::Compact,
-        ..SearchRequest::vector(q.clone(), 5).filter(Filter {
-            category: Some(Category::Security),
-            ..Filter::default()
-        })
-    };
     store.checkpoint().unwrap();
     assert_eq!(
-        store
-            .search(&compact)
-            .unwrap()
-            .iter()
-            .map(|h| h.memory.id)
-            .collect::<Vec<_>>(),
+        by(&|r| {
+            r.scan = ScanMode::Compact;
+            r.category = Some(Category::Security);
+        }),
         targets
     );
 }
@@ -373,19 +382,21 @@ fn list_recent_tags_and_stats() {
     let store = Store::open(Path::new("/l"), small_options(&fs, 100)).unwrap();
     let a = store
         .store(NewMemory::new("first").tags(["Rust", "db"]))
-        .unwrap();
+        .unwrap()
+        .memory_id;
     let b = store
         .store(
             NewMemory::new("second")
                 .tags(["rust"])
                 .category(Category::BugFix),
         )
-        .unwrap();
+        .unwrap()
+        .memory_id;
     store
         .store(NewMemory::new("other user").user("bob"))
         .unwrap();
     let recent: Vec<MemoryId> = store
-        .list_recent("default", 10)
+        .list_recent(None, 10)
         .unwrap()
         .iter()
         .map(|m| m.id)
@@ -426,7 +437,12 @@ fn a_durable_batch_takes_one_fsync_and_is_durable_when_it_returns() {
     let ids = store
         .durable_batch(|| {
             let ids: Vec<_> = (0..10)
-                .map(|i| store.store(NewMemory::new(format!("batched {i}"))).unwrap())
+                .map(|i| {
+                    store
+                        .store(NewMemory::new(format!("batched {i}")))
+                        .unwrap()
+                        .memory_id
+                })
                 .collect();
             // Inside the batch nothing has been fsynced yet: a power cut now loses them all.
             let lost = Store::open(
@@ -471,4 +487,86 @@ fn a_durable_batch_whose_fsync_fails_is_an_error() {
     });
     assert!(matches!(result, Err(EngineError::Poisoned)), "{result:?}");
     assert!(store.stats().poisoned);
+}
+
+#[test]
+fn a_scoped_store_reaches_its_users_records_only_through_every_call() {
+    let fs = FaultyStorage::new();
+    let store = Store::open(Path::new("/scoped"), small_options(&fs, 100)).unwrap();
+    let bobs = store
+        .store(NewMemory::new("bob's note about the cache").user("bob"))
+        .unwrap()
+        .memory_id;
+    let ada = store.scoped("ada").unwrap();
+    assert_eq!(ada.scope(), Some("ada"));
+    let adas = ada
+        .store(NewMemory::new("ada's note about the queue"))
+        .unwrap();
+    assert_eq!(
+        store.get(adas.memory_id).unwrap().user_id,
+        "ada",
+        "no user means the scope's"
+    );
+    let before = store.stats().last_seq;
+    let not_found = |r: Result<(), EngineError>| {
+        assert!(
+            matches!(r, Err(EngineError::NotFound { id }) if id == bobs),
+            "{r:?}"
+        );
+    };
+    not_found(ada.get(bobs).map(drop));
+    not_found(ada.record_access(bobs).map(drop));
+    not_found(ada.vector(bobs).map(drop));
+    not_found(ada.lineage(bobs).map(drop));
+    not_found(ada.history(bobs).map(drop));
+    not_found(ada.delete(bobs));
+    not_found(ada.feedback(bobs, amberdb::Feedback::Helpful).map(drop));
+    not_found(
+        ada.update(amberdb::UpdateRequest {
+            memory_id: Some(bobs),
+            tags: Some(vec!["mine".into()]),
+            ..amberdb::UpdateRequest::default()
+        })
+        .map(drop),
+    );
+    let out_of_scope = |r: Result<(), EngineError>| {
+        assert!(
+            matches!(&r, Err(EngineError::OutOfScope { field: "user_id", user, .. }) if user == "bob"),
+            "{r:?}"
+        );
+    };
+    out_of_scope(
+        ada.store(NewMemory::new("into bob's").user("bob"))
+            .map(drop),
+    );
+    out_of_scope(
+        ada.search(&SearchRequest::new("note").user("bob"))
+            .map(drop),
+    );
+    out_of_scope(ada.list_recent(Some("bob"), 10).map(drop));
+    out_of_scope(ada.user_stats(Some("bob")).map(drop));
+    out_of_scope(ada.delete_entity(EntityKind::User, None, "bob").map(drop));
+    out_of_scope(ada.unique_tags(Some("bob")).map(drop));
+    assert_eq!(
+        store.stats().last_seq,
+        before,
+        "every refusal changed nothing"
+    );
+    // What the scope sees: its own.
+    assert_eq!(ada.memory_ids(), vec![adas.memory_id]);
+    assert!(
+        ada.all_entities()
+            .iter()
+            .all(|e| e.user_id == "ada" || e.id == "ada")
+    );
+    let found = ada
+        .search(&SearchRequest::new("note about").mode(Mode::Text))
+        .unwrap();
+    assert_eq!(found.results.len(), 1);
+    assert_eq!(found.results[0].memory.id, adas.memory_id);
+    assert_eq!(
+        store.get(bobs).unwrap().user_id,
+        "bob",
+        "bob's note untouched"
+    );
 }

@@ -23,8 +23,12 @@ fn build(n: u64, checkpoint: bool) -> (FaultyStorage, BTreeMap<MemoryId, String>
             rng.next_u64()
         );
         let id = store
-            .store_embedded(NewMemory::new(&content).tags(["x"]), rng.unit_vector(8))
-            .unwrap();
+            .store(
+                amberdb::StoreRequest::new(NewMemory::new(&content).tags(["x"]))
+                    .with_vector(rng.unit_vector(8)),
+            )
+            .unwrap()
+            .memory_id;
         want.insert(id, content);
         if checkpoint && i == n / 2 {
             store.checkpoint().unwrap();

@@ -57,9 +57,11 @@ fn run_until_failure(store: &Store, work: &[Attempt]) -> Ledger {
         match a {
             Attempt::Store { content, vector } => {
                 l.attempted.push(content.clone());
-                match store.store_embedded(NewMemory::new(content), vector.clone()) {
-                    Ok(id) => {
-                        l.acked.insert(id, content.clone());
+                match store.store(
+                    amberdb::StoreRequest::new(NewMemory::new(content)).with_vector(vector.clone()),
+                ) {
+                    Ok(s) => {
+                        l.acked.insert(s.memory_id, content.clone());
                     }
                     Err(amberdb::EngineError::Poisoned | amberdb::EngineError::Io { .. }) => {
                         return l;
@@ -131,7 +133,10 @@ fn verify(image: &FaultyStorage, ledger: &Ledger, what: &str) {
     }
     // The store accepts writes again.
     store
-        .store_embedded(NewMemory::new(format!("after {what}")), vec![0.5; 8])
+        .store(
+            amberdb::StoreRequest::new(NewMemory::new(format!("after {what}")))
+                .with_vector(vec![0.5; 8]),
+        )
         .unwrap_or_else(|e| panic!("{what}: write after reopen: {e}"));
 }
 
@@ -205,7 +210,10 @@ fn every_failed_operation_poisons_and_loses_nothing() {
             let ledger = run_until_failure(&store, &work);
             if ledger.acked.len() < work.len() && store.stats().poisoned {
                 assert!(matches!(
-                    store.store_embedded(NewMemory::new("refused"), vec![0.1; 8]),
+                    store.store(
+                        amberdb::StoreRequest::new(NewMemory::new("refused"))
+                            .with_vector(vec![0.1; 8])
+                    ),
                     Err(amberdb::EngineError::Poisoned)
                 ));
                 // Reads still work on a poisoned store.
@@ -286,9 +294,7 @@ mod hooked {
             ("dogs chase balls", near(2, 0.0), "dogs"),
         ];
         for (text, v, tag) in stores {
-            match store
-                .store_memory_embedded(StoreRequest::new(NewMemory::new(text).tags([tag])), v)
-            {
+            match store.store(StoreRequest::new(NewMemory::new(text).tags([tag])).with_vector(v)) {
                 Ok(s) if s.outcome == Outcome::Merged => a.merges.push((s.memory_id, s.supersedes)),
                 Ok(_) => {}
                 Err(e) => {
@@ -305,9 +311,8 @@ mod hooked {
             }
         }
         let ids: Vec<_> = store
-            .list_recent_memories(None, 50)
+            .list_recent(None, 50)
             .unwrap()
-            .memories
             .into_iter()
             .map(|m| m.id)
             .collect();
@@ -317,7 +322,7 @@ mod hooked {
                 tags: Some(vec!["x".into(), "y".into()]),
                 ..UpdateRequest::default()
             };
-            if let Err(e) = store.update_memory(req) {
+            if let Err(e) = store.update(req) {
                 fail(e, &mut a);
                 return a;
             }
@@ -336,7 +341,8 @@ mod hooked {
             ("the deploy runs on port 8080", 0.0),
             ("the deploy runs on port 9090", 0.05),
         ] {
-            match store.store_memory_embedded(StoreRequest::new(NewMemory::new(text)), near(4, eps))
+            match store
+                .store(amberdb::StoreRequest::new(NewMemory::new(text)).with_vector(near(4, eps)))
             {
                 Ok(s) if s.outcome == Outcome::Superseded => {
                     a.superseded = Some((s.memory_id, s.supersedes));
@@ -353,7 +359,7 @@ mod hooked {
             return a;
         }
         let last = StoreRequest::new(NewMemory::new("the dogs chase the balls").tags(["dogs"]));
-        match store.store_memory_embedded(last, near(2, 0.05)) {
+        match store.store(last.with_vector(near(2, 0.05))) {
             Ok(s) if s.outcome == Outcome::Merged => a.merges.push((s.memory_id, s.supersedes)),
             Ok(s) => panic!("expected a merge: {s:?}"),
             Err(e) => fail(e, &mut a),
@@ -364,7 +370,7 @@ mod hooked {
     fn verify(image: &FaultyStorage, acked: &Acked, what: &str) {
         let store = Store::open(Path::new("/h"), options(image))
             .unwrap_or_else(|e| panic!("{what}: reopen failed: {e}"));
-        let live = store.list_recent_memories(None, 50).unwrap().memories;
+        let live = store.list_recent(None, 50).unwrap();
         // A merge is whole: a live record's sources are all archived, none live.
         for m in &live {
             for s in &m.supersedes {

@@ -41,11 +41,14 @@ fn text(n: usize) -> String {
 }
 
 fn store(store: &Store, n: usize, v: Vec<f32>) -> MemoryId {
-    store.store_embedded(NewMemory::new(text(n)), v).unwrap()
+    store
+        .store(StoreRequest::new(NewMemory::new(text(n))).with_vector(v))
+        .unwrap()
+        .memory_id
 }
 
 fn live(store: &Store) -> Vec<amberdb::Memory> {
-    store.list_recent_memories(None, 50).unwrap().memories
+    store.list_recent(None, 50).unwrap()
 }
 
 #[test]
@@ -111,21 +114,19 @@ fn a_capped_group_of_ten_still_merges() {
     let (_d, s) = open();
     for i in 0..12 {
         let req = StoreRequest {
+            vector: None,
             memory: NewMemory::new(text(i)),
             hooks: HookOverrides {
                 skip: vec![WriteHook::SemanticDedup],
                 ..HookOverrides::default()
             },
         };
-        s.store_memory_embedded(req, unit([1.0, 0.001 * i as f32, 0.0]))
+        s.store(req.with_vector(unit([1.0, 0.001 * i as f32, 0.0])))
             .unwrap();
     }
     assert_eq!(live(&s).len(), 12);
     let out = s
-        .store_memory_embedded(
-            StoreRequest::new(NewMemory::new(text(12))),
-            unit([1.0, 0.0005, 0.0]),
-        )
+        .store(StoreRequest::new(NewMemory::new(text(12))).with_vector(unit([1.0, 0.0005, 0.0])))
         .unwrap();
     assert_eq!(out.outcome, Outcome::Merged, "{out:?}");
     assert_eq!(out.supersedes.len(), 11, "the new memory and 10 candidates");

@@ -8,7 +8,7 @@ use amberdb::log::Op;
 use amberdb::log::format::encode_frame;
 use amberdb::storage::{CrashImage, FaultyStorage, Storage};
 use amberdb::{
-    EngineError, HashingEmbedder, MemoryId, NewMemory, SearchMemories, Store, StoreOptions,
+    EngineError, HashingEmbedder, MemoryId, NewMemory, SearchRequest, Store, StoreOptions,
 };
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -61,7 +61,10 @@ fn a_full_disk_refuses_writes_cleanly_keeps_reads_and_resumes_once_space_is_free
     for i in 0..20 {
         let c = format!("note {i} before the disk fills");
         acked.insert(
-            store.store_embedded(NewMemory::new(&c), unit(i)).unwrap(),
+            store
+                .store(amberdb::StoreRequest::new(NewMemory::new(&c)).with_vector(unit(i)))
+                .unwrap()
+                .memory_id,
             c,
         );
     }
@@ -70,9 +73,9 @@ fn a_full_disk_refuses_writes_cleanly_keeps_reads_and_resumes_once_space_is_free
     for i in 20..60 {
         let c = format!("note {i} while the disk fills up, with some padding to make it larger");
         let log_before = fs.read(&newest_log(&fs)).unwrap().len();
-        match store.store_embedded(NewMemory::new(&c), unit(i)) {
-            Ok(id) => {
-                acked.insert(id, c);
+        match store.store(amberdb::StoreRequest::new(NewMemory::new(&c)).with_vector(unit(i))) {
+            Ok(s) => {
+                acked.insert(s.memory_id, c);
             }
             Err(EngineError::DiskFull { path, .. }) => {
                 assert_eq!(path, newest_log(&fs));
@@ -98,10 +101,10 @@ fn a_full_disk_refuses_writes_cleanly_keeps_reads_and_resumes_once_space_is_free
     // Reads answer; their access counts are skipped and counted.
     let first = *acked.keys().next().unwrap();
     for _ in 0..50 {
-        assert_eq!(store.get_by_memory_id(first).unwrap().id, first);
+        assert_eq!(store.record_access(first).unwrap().id, first);
     }
     let hits = store
-        .search_memories(&SearchMemories::new("note 3 before the disk fills"))
+        .search(&SearchRequest::new("note 3 before the disk fills"))
         .unwrap();
     assert!(hits.count > 0);
     let s = store.stats();
@@ -125,14 +128,20 @@ fn a_full_disk_refuses_writes_cleanly_keeps_reads_and_resumes_once_space_is_free
     for i in 60..70 {
         let c = format!("note {i} after space was freed");
         acked.insert(
-            store.store_embedded(NewMemory::new(&c), unit(i)).unwrap(),
+            store
+                .store(amberdb::StoreRequest::new(NewMemory::new(&c)).with_vector(unit(i)))
+                .unwrap()
+                .memory_id,
             c,
         );
     }
     store.checkpoint().unwrap();
     let c = "note after the checkpoint".to_owned();
     acked.insert(
-        store.store_embedded(NewMemory::new(&c), unit(7)).unwrap(),
+        store
+            .store(amberdb::StoreRequest::new(NewMemory::new(&c)).with_vector(unit(7)))
+            .unwrap()
+            .memory_id,
         c,
     );
     eprintln!(
@@ -153,13 +162,19 @@ fn an_automatic_checkpoint_that_finds_the_disk_full_does_not_fail_its_write() {
     let before = fs.used_bytes();
     let c = "first".to_owned();
     acked.insert(
-        store.store_embedded(NewMemory::new(&c), unit(0)).unwrap(),
+        store
+            .store(amberdb::StoreRequest::new(NewMemory::new(&c)).with_vector(unit(0)))
+            .unwrap()
+            .memory_id,
         c,
     );
     let frame = fs.used_bytes() - before;
     let c = "second".to_owned();
     acked.insert(
-        store.store_embedded(NewMemory::new(&c), unit(1)).unwrap(),
+        store
+            .store(amberdb::StoreRequest::new(NewMemory::new(&c)).with_vector(unit(1)))
+            .unwrap()
+            .memory_id,
         c,
     );
     // Room for the third frame, not for the segment its checkpoint seals.
@@ -167,8 +182,9 @@ fn an_automatic_checkpoint_that_finds_the_disk_full_does_not_fail_its_write() {
     let files_before = files(&fs);
     let c = "third".to_owned();
     let id = store
-        .store_embedded(NewMemory::new(&c), unit(2))
-        .expect("the write is durable: its checkpoint's failure is not its own");
+        .store(amberdb::StoreRequest::new(NewMemory::new(&c)).with_vector(unit(2)))
+        .expect("the write is durable: its checkpoint's failure is not its own")
+        .memory_id;
     acked.insert(id, c);
     let stats = store.stats();
     assert!(!stats.poisoned);
@@ -186,12 +202,13 @@ fn a_failed_fsync_poisons_writes_with_its_cause_and_reads_go_on() {
         let fs = FaultyStorage::new();
         let store = Store::open(DIR, small_options(&fs, 1000)).unwrap();
         let kept = store
-            .store_embedded(NewMemory::new("kept"), unit(0))
-            .unwrap();
+            .store(amberdb::StoreRequest::new(NewMemory::new("kept")).with_vector(unit(0)))
+            .unwrap()
+            .memory_id;
         // A store is an append (op 1) then an fsync (op 2).
         fs.fail_op(failing_op, true);
         let err = store
-            .store_embedded(NewMemory::new("lost"), unit(1))
+            .store(amberdb::StoreRequest::new(NewMemory::new("lost")).with_vector(unit(1)))
             .unwrap_err();
         assert!(
             matches!(err, EngineError::Poisoned | EngineError::Io { .. }),
@@ -205,17 +222,21 @@ fn a_failed_fsync_poisons_writes_with_its_cause_and_reads_go_on() {
         assert!(cause.error.contains("injected"), "{}", cause.error);
         // Writes are refused; reads, searches and read-only batches answer.
         assert!(matches!(
-            store.store_embedded(NewMemory::new("refused"), unit(2)),
+            store.store(amberdb::StoreRequest::new(NewMemory::new("refused")).with_vector(unit(2))),
             Err(EngineError::Poisoned)
         ));
-        assert_eq!(store.get_by_memory_id(kept).unwrap().content, "kept");
-        assert!(store.search_memories(&SearchMemories::new("kept")).is_ok());
+        assert_eq!(store.record_access(kept).unwrap().content, "kept");
+        assert!(store.search(&SearchRequest::new("kept")).is_ok());
         let read = store
             .durable_batch(|| store.get(kept).map(|m| m.content))
             .expect("a batch of reads has nothing to make durable");
         assert_eq!(read.unwrap(), "kept");
         let refused = store
-            .durable_batch(|| store.store_embedded(NewMemory::new("refused"), unit(3)))
+            .durable_batch(|| {
+                store.store(
+                    amberdb::StoreRequest::new(NewMemory::new("refused")).with_vector(unit(3)),
+                )
+            })
             .unwrap();
         assert!(matches!(refused, Err(EngineError::Poisoned)));
         assert!(store.stats().accesses_not_recorded >= 1);
@@ -235,7 +256,7 @@ fn checkpointed_store(dir: &Path) -> Store {
     let store = real_store(dir);
     for i in 0..5 {
         store
-            .store_embedded(NewMemory::new(format!("a{i}")), unit(i))
+            .store(amberdb::StoreRequest::new(NewMemory::new(format!("a{i}"))).with_vector(unit(i)))
             .unwrap();
     }
     store.checkpoint().unwrap();
@@ -282,7 +303,7 @@ fn a_lost_log_file_is_corruption_that_open_and_check_name() {
     let store = checkpointed_store(&dir);
     for i in 0..3 {
         store
-            .store_embedded(NewMemory::new(format!("b{i}")), unit(i))
+            .store(amberdb::StoreRequest::new(NewMemory::new(format!("b{i}"))).with_vector(unit(i)))
             .unwrap();
     }
     drop(store);
@@ -295,7 +316,7 @@ fn a_lost_log_file_is_corruption_that_open_and_check_name() {
     let dir = tmp.path().join("fresh");
     let store = real_store(&dir);
     store
-        .store_embedded(NewMemory::new("only"), unit(0))
+        .store(amberdb::StoreRequest::new(NewMemory::new("only")).with_vector(unit(0)))
         .unwrap();
     drop(store);
     let first = log_files(&dir).pop().unwrap();
@@ -318,7 +339,10 @@ fn a_creation_cut_at_any_sync_point_opens_as_a_new_store() {
             let image = fs.crash_image(image);
             let store = Store::open(DIR, small_options(&image, 3))
                 .unwrap_or_else(|e| panic!("sync point {k}: {e}"));
-            let id = store.store_embedded(NewMemory::new("x"), unit(0)).unwrap();
+            let id = store
+                .store(amberdb::StoreRequest::new(NewMemory::new("x")).with_vector(unit(0)))
+                .unwrap()
+                .memory_id;
             assert_eq!(id, MemoryId(1));
         }
     }
@@ -345,7 +369,9 @@ fn open_removes_segment_files_no_checkpoint_names_unless_one_is_unreadable() {
     assert!(!orphan.exists());
     assert_eq!(store.stats().memories, 5);
     // A new checkpoint never takes the id of a file that was there at open.
-    store.store_embedded(NewMemory::new("c"), unit(1)).unwrap();
+    store
+        .store(amberdb::StoreRequest::new(NewMemory::new("c")).with_vector(unit(1)))
+        .unwrap();
     store.checkpoint().unwrap();
     drop(store);
     assert!(amberdb::verify::verify(&dir).unwrap().errors() == 0);
@@ -383,7 +409,7 @@ fn a_frame_that_does_not_apply_is_reported_at_its_offset() {
     let dir = tmp.path().join("store");
     let store = real_store(&dir);
     store
-        .store_embedded(NewMemory::new("one"), unit(0))
+        .store(amberdb::StoreRequest::new(NewMemory::new("one")).with_vector(unit(0)))
         .unwrap();
     drop(store);
     let log = log_files(&dir).pop().unwrap();

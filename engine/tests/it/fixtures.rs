@@ -5,8 +5,7 @@
 //! version 3 `entities.tsv` (every user, agent and session: kind, user, id, name, agent).
 
 use amberdb::{
-    EngineError, EntityKind, MemoryId, SearchMemories, SearchRequest, Store, StoreOptions,
-    Timestamp,
+    EngineError, EntityKind, MemoryId, SearchRequest, Store, StoreOptions, Strategy, Timestamp,
 };
 use std::path::Path;
 
@@ -67,7 +66,11 @@ fn version_1_store_opens_with_every_record() {
             (user, tags.clone(), content)
         );
     }
-    let hit = &store.search(&SearchRequest::text(&want[0].3, 1)).unwrap()[0];
+    let exact = SearchRequest::new(&want[0].3)
+        .limit(1)
+        .strategy(Strategy::Similarity)
+        .without_hooks();
+    let hit = &store.search(&exact).unwrap().results[0];
     assert_eq!(hit.memory.id, MemoryId(want[0].0));
 }
 
@@ -258,10 +261,10 @@ fn version_4_store_opens_with_validity_history_and_as_of() {
     assert_eq!(listed, text);
     // Searches of the present see the current value; as_of sees the value of that moment.
     let city = |as_of: Option<&str>| {
-        let mut r = SearchMemories::new("where does Dora live").user("dora");
+        let mut r = SearchRequest::new("where does Dora live").user("dora");
         r.as_of = as_of.map(|t| Timestamp::parse_rfc3339(t).unwrap());
         r.hooks.count_access = Some(false);
-        let hits = store.search_memories(&r).unwrap();
+        let hits = store.search(&r).unwrap();
         hits.results
             .iter()
             .map(|h| h.memory.content.clone())

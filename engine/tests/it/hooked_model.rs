@@ -53,7 +53,7 @@ fn text(rng: &mut Rng, cluster: u64, n: u64) -> String {
 }
 
 fn live(store: &Store) -> Vec<Memory> {
-    let mut v = store.list_recent_memories(None, 50).unwrap().memories;
+    let mut v = store.list_recent(None, 50).unwrap();
     v.sort_by_key(|m| m.id);
     v
 }
@@ -142,7 +142,7 @@ fn random_hooked_operations_keep_every_fact_and_survive_reopens() {
                 let t = text(&mut rng, cluster, n);
                 let tag = ["alpha", "beta", "gamma delta"][rng.below(3) as usize];
                 let req = StoreRequest::new(NewMemory::new(&t).tags([tag]));
-                match store.store_memory_embedded(req, vector(&mut rng, cluster)) {
+                match store.store(req.with_vector(vector(&mut rng, cluster))) {
                     Ok(s) => {
                         *outcomes.entry(format!("{:?}", s.outcome)).or_insert(0) += 1;
                         stored_texts.insert(t);
@@ -189,7 +189,7 @@ fn random_hooked_operations_keep_every_fact_and_survive_reopens() {
                         tags: Some(vec!["updated".into()]),
                         ..UpdateRequest::default()
                     };
-                    store.update_memory(req).unwrap();
+                    store.update(req).unwrap();
                 }
             }
             16 => {

@@ -37,7 +37,8 @@ fn child(dir: &Path, cycle: u64) -> ! {
                     let content = format!("kill cycle {cycle} thread {t} op {i}");
                     let id = store
                         .store(NewMemory::new(&content).tags([format!("t{t}")]))
-                        .expect("child store");
+                        .expect("child store")
+                        .memory_id;
                     writeln!(std::io::stdout().lock(), "ACK {} {content}", id.0).expect("stdout");
                     if t == 3
                         && i % 10 == 9

@@ -1,7 +1,7 @@
 //! The store with its default embedder, the real MiniLM model (fetched by
 //! `scripts/fetch-model`, which `scripts/test` runs first; missing files fail these tests).
 
-use amberdb::{EngineError, NewMemory, SearchRequest, Store, StoreOptions};
+use amberdb::{EngineError, NewMemory, SearchRequest, Store, StoreOptions, Strategy};
 
 fn minilm_options() -> StoreOptions {
     StoreOptions::minilm().unwrap_or_else(|e| panic!("{e}"))
@@ -22,14 +22,16 @@ fn a_search_for_car_finds_automobile_among_distractors() {
     for text in distractors {
         store.store(NewMemory::new(text)).unwrap();
     }
-    let automobile = store.store(NewMemory::new("automobile")).unwrap();
+    let automobile = store.store(NewMemory::new("automobile")).unwrap().memory_id;
     store.close().unwrap();
 
     // After a reopen too: the vectors are the stored ones, the query is embedded fresh.
     let store = Store::open(dir.path(), minilm_options()).unwrap();
-    let mut request = SearchRequest::text("car", 10);
-    request.min_score = Some(0.3);
-    let hits = store.search(&request).unwrap();
+    let mut request = SearchRequest::new("car")
+        .strategy(Strategy::Similarity)
+        .without_hooks();
+    request.threshold = Some(0.3);
+    let hits = store.search(&request).unwrap().results;
     let found: Vec<(&str, f32)> = hits
         .iter()
         .map(|h| (h.memory.content.as_str(), h.score))
@@ -108,7 +110,7 @@ fn a_batch_is_embedded_once_and_stored_as_one_store_each() {
         ])
         .unwrap();
     assert_eq!(results.len(), 5);
-    let first = *results[0].as_ref().unwrap();
+    let first = results[0].as_ref().unwrap().memory_id;
     assert!(
         matches!(
             results[1],
@@ -119,7 +121,7 @@ fn a_batch_is_embedded_once_and_stored_as_one_store_each() {
         ),
         "{results:?}"
     );
-    let second = *results[2].as_ref().unwrap();
+    let second = results[2].as_ref().unwrap().memory_id;
     assert!(
         matches!(results[3], Err(EngineError::AlreadyExists { existing }) if existing == first),
         "{results:?}"
@@ -142,7 +144,8 @@ fn a_batch_is_embedded_once_and_stored_as_one_store_each() {
         assert!(cos > 0.9999, "{text}: cosine {cos}");
     }
     let hits = store
-        .search(&SearchRequest::text("which theme does the user like", 1))
-        .unwrap();
+        .search(&SearchRequest::new("which theme does the user like").limit(1))
+        .unwrap()
+        .results;
     assert_eq!(hits[0].memory.id, second);
 }

@@ -3,7 +3,7 @@
 
 use super::support::small_options;
 use amberdb::storage::FaultyStorage;
-use amberdb::{Category, EngineError, Filter, MemoryId, NewMemory, SearchRequest, Store};
+use amberdb::{Category, EngineError, MemoryId, NewMemory, SearchRequest, Store};
 use proptest::prelude::*;
 use std::path::Path;
 
@@ -86,6 +86,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
     let open = || Store::open(dir, small_options(&fs, 4));
     let mut store = open().unwrap();
     let mut rows: Vec<Row> = Vec::new();
+    let mut users_seen = [false; USERS.len()];
     for step in steps {
         match step {
             Step::Store {
@@ -105,9 +106,14 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                     .iter()
                     .find(|r| r.user == user && r.content == content)
                     .map(|r| r.id);
-                match (store.store_embedded(m, vector.clone()), existing) {
-                    (Ok(id), None) => {
+                match (
+                    store.store(amberdb::StoreRequest::new(m).with_vector(vector.clone())),
+                    existing,
+                ) {
+                    (Ok(stored), None) => {
+                        let id = stored.memory_id;
                         prop_assert!(rows.iter().all(|r| r.id < id), "ids must grow");
+                        users_seen[user] = true;
                         rows.push(Row {
                             id,
                             user,
@@ -151,18 +157,26 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
             } => {
                 let category = by_category.map(|c| Category::ALL[c]);
                 let tag = by_tag.map(|t| TAGS[t]);
-                let filter = Filter {
-                    user_id: Some(USERS[user].into()),
+                let request = SearchRequest {
                     category,
-                    tags_any: tag.iter().map(|t| (*t).to_string()).collect(),
-                    ..Filter::default()
+                    tags: tag.iter().map(|t| (*t).to_string()).collect(),
+                    ..SearchRequest::by_vector(vector.clone())
+                        .user(USERS[user])
+                        .limit(k)
+                        .without_hooks()
                 };
-                let got: Vec<(MemoryId, f32)> = store
-                    .search(&SearchRequest::vector(vector.clone(), k).filter(filter))
-                    .unwrap()
-                    .iter()
-                    .map(|h| (h.memory.id, h.score))
-                    .collect();
+                let got: Vec<(MemoryId, f32)> = match store.search(&request) {
+                    Ok(hits) => hits
+                        .results
+                        .iter()
+                        .map(|h| (h.memory.id, h.score))
+                        .collect(),
+                    // A user exists from its first memory on; before it, a search names it.
+                    Err(EngineError::EntityNotFound {
+                        field: "user_id", ..
+                    }) if !users_seen[user] => Vec::new(),
+                    Err(e) => return Err(TestCaseError::fail(format!("search: {e}"))),
+                };
                 prop_assert_eq!(got, brute_force(&rows, &vector, k, user, category, tag));
             }
             Step::Reopen => {

@@ -2,8 +2,8 @@
 //! (`docs/semantics.md`, "Operations"), on a no-model store.
 
 use amberdb::{
-    EngineError, Feedback, MemoryId, NewMemory, SearchMemories, Store, StoreOptions, StoreRequest,
-    Timestamp, UpdateRequest,
+    Category, EngineError, Feedback, MemoryId, NewMemory, SearchRequest, Store, StoreOptions,
+    StoreRequest, Timestamp, UpdateRequest,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -31,7 +31,7 @@ fn invalid_field(e: &EngineError) -> Option<&'static str> {
 #[test]
 fn store_memory_errors_name_the_rule_and_store_nothing() {
     let (_d, store) = open();
-    let st = |m: NewMemory| store.store_memory(StoreRequest::new(m)).unwrap_err();
+    let st = |m: NewMemory| store.store(StoreRequest::new(m)).unwrap_err();
     assert_eq!(limit(&st(NewMemory::new("x".repeat(10_001)))), Some(10_000));
     assert_eq!(invalid_field(&st(NewMemory::new(" \n "))), Some("content"));
     assert_eq!(
@@ -53,7 +53,7 @@ fn store_memory_errors_name_the_rule_and_store_nothing() {
     }
     assert_eq!(store.stats().memories, 0, "nothing was stored");
     let empty_category = store
-        .store_memory(StoreRequest::new(NewMemory::new("x").category_text("")))
+        .store(StoreRequest::new(NewMemory::new("x").category_text("")))
         .unwrap();
     assert_eq!(empty_category.category_reason, "fallback");
     let first = empty_category.memory_id;
@@ -84,11 +84,12 @@ fn search_list_and_get_errors() {
     let (_d, store) = open();
     let id = store
         .store(NewMemory::new("the staging password rotates"))
-        .unwrap();
-    let search = |f: &dyn Fn(&mut SearchMemories)| {
-        let mut r = SearchMemories::new("password");
+        .unwrap()
+        .memory_id;
+    let search = |f: &dyn Fn(&mut SearchRequest)| {
+        let mut r = SearchRequest::new("password");
         f(&mut r);
-        store.search_memories(&r)
+        store.search(&r)
     };
     assert_eq!(
         invalid_field(&search(&|r| r.query = "  ".into()).unwrap_err()),
@@ -108,7 +109,7 @@ fn search_list_and_get_errors() {
         Some(10_000)
     );
     assert_eq!(
-        invalid_field(&search(&|r| r.category = Some("secrets".into())).unwrap_err()),
+        invalid_field(&Category::parse("secrets").unwrap_err()),
         Some("Category"),
         "an unknown category is an error, not an unfiltered search"
     );
@@ -116,7 +117,7 @@ fn search_list_and_get_errors() {
         invalid_field(&search(&|r| r.hooks.dedup_threshold = Some(2.5)).unwrap_err()),
         Some("dedup_threshold")
     );
-    let ok = search(&|r| r.category = Some("other".into())).unwrap();
+    let ok = search(&|r| r.category = Some(Category::Other)).unwrap();
     assert_eq!((ok.count, ok.total), (1, 1));
     assert!(
         matches!(
@@ -141,19 +142,16 @@ fn search_list_and_get_errors() {
         (0, "No matching memories found")
     );
 
+    assert_eq!(limit(&store.list_recent(None, 51).unwrap_err()), Some(50));
     assert_eq!(
-        limit(&store.list_recent_memories(None, 51).unwrap_err()),
-        Some(50)
-    );
-    assert_eq!(
-        invalid_field(&store.list_recent_memories(None, 0).unwrap_err()),
+        invalid_field(&store.list_recent(None, 0).unwrap_err()),
         Some("limit")
     );
     assert!(matches!(
-        store.get_by_memory_id(MemoryId(99)),
+        store.record_access(MemoryId(99)),
         Err(EngineError::NotFound { .. })
     ));
-    let got = store.get_by_memory_id(id).unwrap();
+    let got = store.record_access(id).unwrap();
     assert_eq!(got.access_count, 2, "the search above and this get");
     let json = serde_json::to_value(&got).unwrap();
     assert_eq!(json["id"], id.0);
@@ -168,9 +166,12 @@ fn search_list_and_get_errors() {
 #[test]
 fn delete_cleanup_feedback_update_tags_and_snapshot_errors() {
     let (_d, store) = open();
-    let id = store.store(NewMemory::new("a").tags(["x"])).unwrap();
+    let id = store
+        .store(NewMemory::new("a").tags(["x"]))
+        .unwrap()
+        .memory_id;
     assert!(matches!(
-        store.delete_by_memory_id(MemoryId(7)),
+        store.delete(MemoryId(7)),
         Err(EngineError::NotFound { .. })
     ));
     assert_eq!(
@@ -201,13 +202,13 @@ fn delete_cleanup_feedback_update_tags_and_snapshot_errors() {
         Err(EngineError::NotFound { .. })
     ));
     assert_eq!(
-        invalid_field(&store.update_memory(UpdateRequest::default()).unwrap_err()),
+        invalid_field(&store.update(UpdateRequest::default()).unwrap_err()),
         Some("memory_id")
     );
     assert_eq!(
         invalid_field(
             &store
-                .update_memory(UpdateRequest {
+                .update(UpdateRequest {
                     memory_id: Some(id),
                     ..UpdateRequest::default()
                 })
@@ -216,7 +217,7 @@ fn delete_cleanup_feedback_update_tags_and_snapshot_errors() {
         Some("update")
     );
     assert!(matches!(
-        store.update_memory(UpdateRequest {
+        store.update(UpdateRequest {
             memory_id: Some(MemoryId(7)),
             content: Some("b".into()),
             ..UpdateRequest::default()
@@ -260,17 +261,15 @@ fn delete_cleanup_feedback_update_tags_and_snapshot_errors() {
             Some("user_id")
         );
         assert_eq!(
-            invalid_field(&store.memory_stats(Some(user)).unwrap_err()),
+            invalid_field(&store.user_stats(Some(user)).unwrap_err()),
             Some("user_id")
         );
     }
-    let stats = serde_json::to_value(store.memory_stats(None).unwrap()).unwrap();
-    assert_eq!(stats["success"], true);
+    let stats = serde_json::to_value(store.user_stats(None).unwrap()).unwrap();
     assert_eq!(stats["total_memories"], 1);
     assert_eq!(stats["health_status"], "Healthy");
     assert_eq!(stats["embedding_model"], "amberdb-hashing-v1-384");
-    let deleted = store.delete_by_memory_id(id).unwrap();
-    assert_eq!(deleted["success"], true);
+    store.delete(id).unwrap();
     assert!(
         store.unique_tags(None).unwrap().is_empty(),
         "frequencies follow deletes"
@@ -299,12 +298,13 @@ fn clear_old_memories_deletes_the_least_accessed_old_ones_in_one_frame() {
                     "old note {i} on subject {}",
                     i * 7919 + 1
                 )))
-                .unwrap(),
+                .unwrap()
+                .memory_id,
         );
         now.fetch_add(1, Ordering::SeqCst);
     }
     for id in &old[..30] {
-        store.get_by_memory_id(*id).unwrap();
+        store.record_access(*id).unwrap();
     }
     now.fetch_add(40 * day, Ordering::SeqCst);
     for i in 0..10 {
@@ -325,7 +325,7 @@ fn clear_old_memories_deletes_the_least_accessed_old_ones_in_one_frame() {
     let cleared = store.clear_old_memories(None, 50, 100).unwrap();
     assert_eq!(cleared.deleted_count, 0);
     assert_eq!(store.stats().memories, 100);
-    let stats = store.memory_stats(None).unwrap();
+    let stats = store.user_stats(None).unwrap();
     assert_eq!(stats.recent_week_count, 10);
 }
 
@@ -338,10 +338,11 @@ fn a_search_counts_an_access_at_most_once_in_fifteen_minutes() {
     let store = Store::open(dir.path(), StoreOptions::hashing().clock(clock)).unwrap();
     let id = store
         .store(NewMemory::new("the build cache lives on the nfs share"))
-        .unwrap();
+        .unwrap()
+        .memory_id;
     let search = || {
         let hits = store
-            .search_memories(&SearchMemories::new("where is the build cache"))
+            .search(&SearchRequest::new("where is the build cache"))
             .unwrap();
         hits.results[0].memory.access_count
     };
@@ -353,6 +354,6 @@ fn a_search_counts_an_access_at_most_once_in_fifteen_minutes() {
     now.fetch_add(amberdb::SEARCH_ACCESS_INTERVAL_US, Ordering::SeqCst);
     assert_eq!(search(), 2);
     // An explicit get is a use: it always counts.
-    assert_eq!(store.get_by_memory_id(id).unwrap().access_count, 3);
-    assert_eq!(store.get_by_memory_id(id).unwrap().access_count, 4);
+    assert_eq!(store.record_access(id).unwrap().access_count, 3);
+    assert_eq!(store.record_access(id).unwrap().access_count, 4);
 }

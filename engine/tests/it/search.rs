@@ -8,7 +8,7 @@ use amberdb::query::{Query, StoreType, envelope};
 use amberdb::storage::{CrashImage, FaultyStorage};
 use amberdb::{
     Category, Clock, Embedder, EngineError, EntityKind, Fusion, HashingEmbedder, HookConfig, Kind,
-    MemoryId, Mode, NewMemory, Role, SearchMemories, Source, Store, StoreOptions, Strategy,
+    MemoryId, Mode, NewMemory, Role, SearchRequest, Source, Store, StoreOptions, Strategy,
     SyncPolicy, Timestamp, strategy_score,
 };
 use amberdb_embed::EmbedError;
@@ -34,8 +34,8 @@ fn open() -> (FaultyStorage, Store) {
     (fs, store)
 }
 
-fn keyword(q: &str) -> SearchMemories {
-    let mut r = SearchMemories::new(q).mode(Mode::Keyword);
+fn keyword(q: &str) -> SearchRequest {
+    let mut r = SearchRequest::new(q).mode(Mode::Keyword);
     r.hooks.count_access = Some(false);
     r.hooks.deduplicate = Some(false);
     r
@@ -44,7 +44,7 @@ fn keyword(q: &str) -> SearchMemories {
 /// `(id, raw BM25)` of a keyword search, best first.
 fn bm25(store: &Store, q: &str) -> Vec<(u64, f32)> {
     store
-        .search_memories(&keyword(q))
+        .search(&keyword(q))
         .unwrap()
         .results
         .iter()
@@ -72,7 +72,7 @@ fn bm25_equals_a_reference_computed_by_hand() {
     let (_fs, store) = open();
     let ids: Vec<u64> = CORPUS
         .iter()
-        .map(|t| store.store(NewMemory::new(*t)).unwrap().0)
+        .map(|t| store.store(NewMemory::new(*t)).unwrap().memory_id.0)
         .collect();
     // Terms (stop words the, on, a, in dropped): d1 cat sat mat (3), d2 dog chased cat (3),
     // d3 cat×3 dog (4), d4 bird hand (2). N = 4, avgdl = 12/4 = 3; k1 = 1.2, b = 0.75.
@@ -123,7 +123,7 @@ fn keyword_queries_without_terms_fall_back_to_text_and_say_so() {
     let (_fs, store) = open();
     store.store(NewMemory::new("To be or not to be")).unwrap();
     store.store(NewMemory::new("Something else")).unwrap();
-    let hits = store.search_memories(&keyword("to be")).unwrap();
+    let hits = store.search(&keyword("to be")).unwrap();
     assert_eq!(hits.mode, Mode::Text);
     assert!(
         hits.fallback
@@ -181,37 +181,35 @@ fn similarity_never_falls_back_and_the_others_say_when_they_do() {
         .unwrap();
     // Composite, embeddings working, but no vector candidate reaches the 0.6 asked for: the
     // substring match supplements and the reply says so.
-    let mut r = SearchMemories::new("kafka");
+    let mut r = SearchRequest::new("kafka");
     r.threshold = Some(0.6);
     r.hooks.count_access = Some(false);
-    let hits = store.search_memories(&r).unwrap();
+    let hits = store.search(&r).unwrap();
     assert_eq!(hits.count, 1, "{hits:?}");
     assert_eq!(hits.results[0].source, Source::Text);
     assert!(hits.fallback.unwrap().contains("text matches supplemented"));
     // Similarity with the same query: cosine only, nothing supplemented.
     let mut sim = r.clone().strategy(Strategy::Similarity);
     sim.threshold = Some(0.99);
-    let hits = store.search_memories(&sim).unwrap();
+    let hits = store.search(&sim).unwrap();
     assert_eq!((hits.count, hits.fallback), (0, None));
 
     flaky.failing.store(true, Ordering::SeqCst);
     assert!(matches!(
-        store.search_memories(&sim).unwrap_err(),
+        store.search(&sim).unwrap_err(),
         EngineError::Embed(_)
     ));
-    let hits = store.search_memories(&r).unwrap();
+    let hits = store.search(&r).unwrap();
     assert_eq!(hits.mode, Mode::Text);
     assert!(hits.fallback.unwrap().contains("embeddings unavailable"));
     assert_eq!(hits.count, 1);
-    let hybrid = store
-        .search_memories(&r.clone().mode(Mode::Hybrid))
-        .unwrap();
+    let hybrid = store.search(&r.clone().mode(Mode::Hybrid)).unwrap();
     assert_eq!(hybrid.mode, Mode::Keyword);
     assert_eq!(hybrid.results[0].source, Source::Keyword);
     assert!(matches!(
         store
-            .search_memories(
-                &SearchMemories::new("x")
+            .search(
+                &SearchRequest::new("x")
                     .strategy(Strategy::Similarity)
                     .mode(Mode::Keyword)
             )
@@ -225,11 +223,18 @@ fn strategies_rank_by_their_documented_formulas() {
     let (_fs, store) = open();
     // Same text, so the same cosine for all: only the strategy's other terms differ.
     let text = "deploy with blue green switching";
-    let plain = store.store(NewMemory::new(text).tags(["common"])).unwrap();
-    let helpful = store.store(NewMemory::new(text).tags(["common"])).unwrap();
+    let plain = store
+        .store(NewMemory::new(text).tags(["common"]))
+        .unwrap()
+        .memory_id;
+    let helpful = store
+        .store(NewMemory::new(text).tags(["common"]))
+        .unwrap()
+        .memory_id;
     let used = store
         .store(NewMemory::new(text).tags(["common", "zebra"]))
-        .unwrap();
+        .unwrap()
+        .memory_id;
     for _ in 0..5 {
         store
             .store(NewMemory::new("filler").tags(["common"]))
@@ -238,14 +243,14 @@ fn strategies_rank_by_their_documented_formulas() {
     store.feedback(helpful, amberdb::Feedback::Helpful).unwrap();
     store.feedback(helpful, amberdb::Feedback::Helpful).unwrap();
     for _ in 0..3 {
-        store.get_by_memory_id(used).unwrap();
+        store.record_access(used).unwrap();
     }
     let rank = |strategy: Strategy, q: &str| {
-        let mut r = SearchMemories::new(q).strategy(strategy);
+        let mut r = SearchRequest::new(q).strategy(strategy);
         r.threshold = Some(-1.0);
         r.hooks.count_access = Some(false);
         r.hooks.deduplicate = Some(false);
-        store.search_memories(&r).unwrap()
+        store.search(&r).unwrap()
     };
     assert_eq!(
         rank(Strategy::Importance, text).results[0].memory.id,
@@ -292,7 +297,7 @@ fn strategies_rank_by_their_documented_formulas() {
 #[test]
 fn recency_decays_with_the_documented_half_lives() {
     let (_fs, store) = open();
-    let id = store.store(NewMemory::new("x")).unwrap();
+    let id = store.store(NewMemory::new("x")).unwrap().memory_id;
     let mut m = store.get(id).unwrap();
     let day = 86_400_000_000;
     assert!((amberdb::recency(&m, NOW) - 1.0).abs() < 1e-6);
@@ -319,11 +324,11 @@ fn hybrid_fuses_normalized_scores_and_rrf_ranks() {
     ] {
         store.store(NewMemory::new(t)).unwrap();
     }
-    let mut r = SearchMemories::new("borrow checker").mode(Mode::Hybrid);
+    let mut r = SearchRequest::new("borrow checker").mode(Mode::Hybrid);
     r.threshold = Some(-1.0);
     r.hooks.count_access = Some(false);
     r.hooks.deduplicate = Some(false);
-    let hits = store.search_memories(&r).unwrap();
+    let hits = store.search(&r).unwrap();
     let max = hits
         .results
         .iter()
@@ -338,7 +343,7 @@ fn hybrid_fuses_normalized_scores_and_rrf_ranks() {
         assert!((h.score - want).abs() < 1e-5, "{h:?}");
     }
     r.fusion = Fusion::rrf();
-    let hits = store.search_memories(&r).unwrap();
+    let hits = store.search(&r).unwrap();
     // In both lists, the keyword leader is ranked first or second by cosine: its RRF is at
     // least 1/61 + 1/62, above anything in one list only (at most 1/61).
     let top = &hits.results[0];
@@ -346,7 +351,7 @@ fn hybrid_fuses_normalized_scores_and_rrf_ranks() {
     assert!(top.memory.content.contains("borrow"));
     assert!(matches!(
         store
-            .search_memories(&SearchMemories {
+            .search(&SearchRequest {
                 fusion: Fusion::Weighted {
                     vector: 0.0,
                     keyword: 0.0
@@ -376,7 +381,7 @@ fn pages_are_disjoint_and_in_order() {
         let mut r = keyword("disk incident");
         r.offset = offset;
         r.limit = limit;
-        let h = store.search_memories(&r).unwrap();
+        let h = store.search(&r).unwrap();
         assert_eq!(h.total, 30);
         h.results.iter().map(|h| h.memory.id).collect::<Vec<_>>()
     };
@@ -413,7 +418,10 @@ fn a_filter_matching_a_tenth_of_a_percent_of_100k_fills_its_page() {
         if target {
             m = m.category(Category::Security).tags(["audit"]);
         }
-        let id = store.store_embedded(m, v).unwrap();
+        let id = store
+            .store(amberdb::StoreRequest::new(m).with_vector(v))
+            .unwrap()
+            .memory_id;
         if target {
             targets.push(id);
         }
@@ -431,33 +439,33 @@ fn a_filter_matching_a_tenth_of_a_percent_of_100k_fills_its_page() {
         scored
     };
     for filter in [
-        &(|r: &mut SearchMemories| r.category = Some("security".into()))
-            as &dyn Fn(&mut SearchMemories),
-        &|r: &mut SearchMemories| r.tags = vec!["audit".into()],
+        &(|r: &mut SearchRequest| r.category = Some(Category::Security))
+            as &dyn Fn(&mut SearchRequest),
+        &|r: &mut SearchRequest| r.tags = vec!["audit".into()],
     ] {
-        let mut r = SearchMemories::new("the query").strategy(Strategy::Similarity);
+        let mut r = SearchRequest::new("the query").strategy(Strategy::Similarity);
         r.threshold = Some(-1.0);
         r.limit = 50;
         r.hooks.count_access = Some(false);
         r.hooks.deduplicate = Some(false);
         filter(&mut r);
-        let hits = store.search_memories(&r).unwrap();
+        let hits = store.search(&r).unwrap();
         assert_eq!((hits.count, hits.total), (50, 100));
         let got: Vec<MemoryId> = hits.results.iter().map(|h| h.memory.id).collect();
         let want: Vec<MemoryId> = brute.iter().take(50).map(|b| b.0).collect();
         assert_eq!(got, want, "the exact top 50 of the 100 that match");
         // The second page holds the other 50.
         r.offset = 50;
-        assert_eq!(store.search_memories(&r).unwrap().count, 50);
+        assert_eq!(store.search(&r).unwrap().count, 50);
     }
     // A 10% time-range filter goes through the scan with the selection as its filter.
-    let mut r = SearchMemories::new("the query").strategy(Strategy::Similarity);
+    let mut r = SearchRequest::new("the query").strategy(Strategy::Similarity);
     r.threshold = Some(-1.0);
     r.limit = 50;
     r.kind = Some(Kind::Memory);
-    r.category = Some("other".into());
+    r.category = Some(Category::Other);
     r.hooks.count_access = Some(false);
-    let hits = store.search_memories(&r).unwrap();
+    let hits = store.search(&r).unwrap();
     assert_eq!((hits.count, hits.total), (50, 99_900));
     assert!(
         hits.results
@@ -582,7 +590,7 @@ fn entities_are_created_listed_and_scoped_to_their_user() {
         }
     ));
     assert_eq!(
-        store.list_recent_memories(Some("u1"), 10).unwrap().count,
+        store.list_recent(Some("u1"), 10).unwrap().len(),
         2,
         "nothing of the refused batch was stored"
     );
@@ -605,7 +613,7 @@ fn entities_are_created_listed_and_scoped_to_their_user() {
         .delete_entity(EntityKind::Session, Some("u1"), "s")
         .unwrap();
     assert_eq!(d.deleted_records, 2);
-    assert_eq!(store.list_recent_memories(Some("u1"), 10).unwrap().count, 1);
+    assert_eq!(store.list_recent(Some("u1"), 10).unwrap().len(), 1);
     assert!(store.get(ids[0]).is_err());
     // Deleting the agent deletes it; deleting the user deletes everything, and the id is free.
     store
@@ -620,7 +628,7 @@ fn entities_are_created_listed_and_scoped_to_their_user() {
     assert_eq!(
         not_found(
             store
-                .search_memories(&SearchMemories::new("tea").user("u1"))
+                .search(&SearchRequest::new("tea").user("u1"))
                 .unwrap_err()
         ),
         "user_id"
@@ -628,7 +636,7 @@ fn entities_are_created_listed_and_scoped_to_their_user() {
     store
         .create_entity(EntityKind::User, None, "u1", None, None)
         .unwrap();
-    assert_eq!(store.list_recent_memories(Some("u1"), 10).unwrap().count, 0);
+    assert_eq!(store.list_recent(Some("u1"), 10).unwrap().len(), 0);
 }
 
 /// u1 with agents a1, a2; sessions s1 (a1), s2 (a2); two messages in each, a knowledge item,
@@ -796,13 +804,16 @@ fn graph_retrieval_follows_rare_tags_and_session_turns() {
         .unwrap();
     let seed_id = store
         .store(NewMemory::new("grafana dashboards for latency").tags(["observability"]))
-        .unwrap();
+        .unwrap()
+        .memory_id;
     let tagged = store
         .store(NewMemory::new("alert routing rules").tags(["observability"]))
-        .unwrap();
+        .unwrap()
+        .memory_id;
     let unrelated = store
         .store(NewMemory::new("lunch menu").tags(["food"]))
-        .unwrap();
+        .unwrap()
+        .memory_id;
     let graph = |text: &str| {
         let mut q = Query::new(text);
         q.store_type = StoreType::Graph;
@@ -869,7 +880,8 @@ fn no_mode_and_no_edge_ever_crosses_users() {
         for t in texts {
             let id = store
                 .store(NewMemory::new(t).user(user).tags(["ops", "rare-tag"]))
-                .unwrap();
+                .unwrap()
+                .memory_id;
             if user == "u1" {
                 mine.push(id);
             }
@@ -885,13 +897,13 @@ fn no_mode_and_no_edge_ever_crosses_users() {
                 &[Mode::Vector, Mode::Keyword, Mode::Hybrid, Mode::Text]
             };
             for mode in modes {
-                let mut r = SearchMemories::new(text)
+                let mut r = SearchRequest::new(text)
                     .user("u1")
                     .strategy(strategy)
                     .mode(*mode);
                 r.threshold = Some(-1.0);
                 r.limit = 50;
-                let hits = store.search_memories(&r).unwrap();
+                let hits = store.search(&r).unwrap();
                 assert!(hits.count > 0, "{strategy:?} {mode:?} {text}");
                 assert!(
                     hits.results.iter().all(|h| h.memory.user_id == "u1"),
@@ -1000,11 +1012,7 @@ fn deleting_a_user_is_atomic_at_every_crash_point() {
         ] {
             let what = format!("sync point {k}, {image:?}, acknowledged {acked:?}");
             let reopened = Store::open(Path::new("/d"), options(&fs.crash_image(image))).unwrap();
-            let count = |user: &str| {
-                reopened
-                    .list_recent_memories(Some(user), 50)
-                    .map_or(0, |l| l.count)
-            };
+            let count = |user: &str| reopened.list_recent(Some(user), 50).map_or(0, |l| l.len());
             let u1_exists = reopened.get_entity(EntityKind::User, None, "u1").is_ok();
             assert!(
                 !(acked.deleted && u1_exists),
@@ -1028,7 +1036,7 @@ fn deleting_a_user_is_atomic_at_every_crash_point() {
                     let mut r = keyword("note");
                     r.user_id = Some("u2".into());
                     r.limit = 50;
-                    let hits = reopened.search_memories(&r).unwrap();
+                    let hits = reopened.search(&r).unwrap();
                     assert_eq!(hits.count, count("u2"), "{what}");
                 }
             }
@@ -1063,12 +1071,14 @@ fn time_range_agent_and_kind_filters_select_inside_the_search() {
         ids.push(
             store
                 .store(NewMemory::new(format!("deploy note day {d}")))
-                .unwrap(),
+                .unwrap()
+                .memory_id,
         );
         ids.push(
             store
                 .store(NewMemory::new(format!("deploy note by bot day {d}")).agent("bot"))
-                .unwrap(),
+                .unwrap()
+                .memory_id,
         );
     }
     store
@@ -1076,11 +1086,11 @@ fn time_range_agent_and_kind_filters_select_inside_the_search() {
         .unwrap()[0]
         .as_ref()
         .unwrap();
-    let found = |f: &dyn Fn(&mut SearchMemories)| {
+    let found = |f: &dyn Fn(&mut SearchRequest)| {
         let mut r = keyword("deploy");
         r.limit = 50;
         f(&mut r);
-        let hits = store.search_memories(&r).unwrap();
+        let hits = store.search(&r).unwrap();
         assert_eq!(hits.total, hits.count, "every match fits the page");
         let mut got: Vec<MemoryId> = hits.results.iter().map(|h| h.memory.id).collect();
         got.sort();
@@ -1112,7 +1122,7 @@ fn time_range_agent_and_kind_filters_select_inside_the_search() {
     bad.created_after = Some(at(2));
     bad.created_before = Some(at(1));
     assert!(matches!(
-        store.search_memories(&bad).unwrap_err(),
+        store.search(&bad).unwrap_err(),
         EngineError::Invalid {
             field: "created_before",
             ..
@@ -1121,7 +1131,7 @@ fn time_range_agent_and_kind_filters_select_inside_the_search() {
     bad = keyword("deploy");
     bad.agent_id = Some("ghost".into());
     assert!(matches!(
-        store.search_memories(&bad).unwrap_err(),
+        store.search(&bad).unwrap_err(),
         EngineError::EntityNotFound {
             field: "agent_id",
             ..

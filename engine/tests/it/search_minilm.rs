@@ -3,7 +3,7 @@
 //! all-MiniLM-L6-v2's, measured with the reference Python stack (`docs/embedding.md`).
 
 use amberdb::query::{Query, StoreType};
-use amberdb::{Mode, NewMemory, SearchMemories, Source, Store, StoreOptions, Strategy};
+use amberdb::{Mode, NewMemory, SearchRequest, Source, Store, StoreOptions, Strategy};
 
 const NOTES: [&str; 7] = [
     "I bought a new automobile last week",
@@ -36,11 +36,11 @@ fn search_above(
     mode: Mode,
     threshold: Option<f32>,
 ) -> Vec<String> {
-    let mut r = SearchMemories::new(q).strategy(strategy).mode(mode);
+    let mut r = SearchRequest::new(q).strategy(strategy).mode(mode);
     r.threshold = threshold;
     r.hooks.count_access = Some(false);
     store
-        .search_memories(&r)
+        .search(&r)
         .unwrap()
         .results
         .into_iter()
@@ -75,7 +75,7 @@ fn keyword_and_hybrid_find_an_error_code_the_vectors_miss() {
     // E4137 ~ its note is 0.2775 (under 0.3); the calibration is asserted so a model change
     // that moves it shows up here, not as a puzzling search result.
     let q = options.embedder.embed_query("E4137").unwrap();
-    let notes = store.list_recent("default", 10).unwrap();
+    let notes = store.list_recent(None, 10).unwrap();
     let code_note = notes.iter().find(|m| m.content == NOTES[5]).unwrap();
     let v = store.vector(code_note.id).unwrap();
     let cos: f32 = q.iter().zip(&v).map(|(a, b)| a * b).sum();
@@ -127,11 +127,11 @@ fn similarity_results_are_in_exact_cosine_order() {
         "programming in python",
         "sunshine",
     ] {
-        let mut r = SearchMemories::new(query).strategy(Strategy::Similarity);
+        let mut r = SearchRequest::new(query).strategy(Strategy::Similarity);
         r.threshold = Some(-1.0);
         r.hooks.count_access = Some(false);
         r.hooks.deduplicate = Some(false);
-        let hits = store.search_memories(&r).unwrap();
+        let hits = store.search(&r).unwrap();
         assert_eq!(hits.count, NOTES.len());
         let q = options.embedder.embed_query(query).unwrap();
         let mut want: Vec<(String, f32)> = NOTES
@@ -161,10 +161,10 @@ fn a_token_budget_packs_the_best_results_that_fit() {
     // MiniLM's word pieces: "parse_config_v2" alone is several.
     assert!(tokens(NOTES[6]) > NOTES[6].split_whitespace().count());
     let ask = |budget: Option<usize>| {
-        let mut r = SearchMemories::new("what went wrong with the nightly backup");
+        let mut r = SearchRequest::new("what went wrong with the nightly backup");
         r.max_tokens = budget;
         r.hooks.count_access = Some(false);
-        store.search_memories(&r).unwrap()
+        store.search(&r).unwrap()
     };
     let all = ask(None);
     assert_eq!(
@@ -197,8 +197,8 @@ fn a_token_budget_packs_the_best_results_that_fit() {
     assert_eq!(found.results.len(), 1);
     assert_eq!(found.results[0].content, NOTES[5]);
     assert!(matches!(
-        store.search_memories(&{
-            let mut r = SearchMemories::new("x");
+        store.search(&{
+            let mut r = SearchRequest::new("x");
             r.max_tokens = Some(0);
             r
         }),

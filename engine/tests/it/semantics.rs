@@ -3,7 +3,7 @@
 //! and its undo, tag preview / apply / snapshots, update and feedback.
 
 use amberdb::{
-    Category, EngineError, Feedback, HookOverrides, NewMemory, Outcome, Relation, SearchMemories,
+    Category, EngineError, Feedback, HookOverrides, NewMemory, Outcome, Relation, SearchRequest,
     Store, StoreOptions, StoreRequest, Strategy, UpdateRequest, WriteHook,
 };
 
@@ -29,7 +29,8 @@ fn tag_pair(store: &Store, first: &str, second: &str, n: usize) -> String {
         )
         .unwrap();
     let s = store
-        .store_memory(StoreRequest {
+        .store(StoreRequest {
+            vector: None,
             memory: NewMemory::new(format!("another note tagged {second}"))
                 .tags([second])
                 .user(&user),
@@ -106,7 +107,7 @@ fn categories_from_the_dictionary_and_from_meaning() {
     ];
     for (i, (text, want, reason)) in cases.into_iter().enumerate() {
         let s = store
-            .store_memory(StoreRequest::new(
+            .store(StoreRequest::new(
                 NewMemory::new(format!("category case {i}")).category_text(text),
             ))
             .unwrap();
@@ -117,6 +118,7 @@ fn categories_from_the_dictionary_and_from_meaning() {
 /// `text` stored with semantic dedup off for this request.
 fn no_dedup(text: &str) -> StoreRequest {
     StoreRequest {
+        vector: None,
         memory: NewMemory::new(text),
         hooks: HookOverrides {
             skip: vec![WriteHook::SemanticDedup],
@@ -137,7 +139,7 @@ fn three_coffee_paraphrases_end_as_one_memory_with_lineage() {
     let mut stored = Vec::new();
     for text in COFFEE {
         let s = store
-            .store_memory(StoreRequest::new(NewMemory::new(text)))
+            .store(StoreRequest::new(NewMemory::new(text)))
             .unwrap();
         eprintln!(
             "{text:?}: {:?} {} {:?}",
@@ -148,10 +150,10 @@ fn three_coffee_paraphrases_end_as_one_memory_with_lineage() {
     assert_eq!(stored[0].outcome, Outcome::Stored);
     assert_ne!(stored[1].outcome, Outcome::Stored, "{:?}", stored[1]);
     assert_ne!(stored[2].outcome, Outcome::Stored, "{:?}", stored[2]);
-    let live = store.list_recent_memories(None, 50).unwrap();
-    assert_eq!(live.count, 1, "{:?}", live.memories);
+    let live = store.list_recent(None, 50).unwrap();
+    assert_eq!(live.len(), 1, "{:?}", live);
     let last = stored[2].memory_id;
-    assert_eq!(live.memories[0].id, last);
+    assert_eq!(live[0].id, last);
     let lineage: Vec<String> = store
         .lineage(last)
         .unwrap()
@@ -160,7 +162,7 @@ fn three_coffee_paraphrases_end_as_one_memory_with_lineage() {
         .collect();
     for text in COFFEE {
         assert!(
-            lineage.contains(&text.to_owned()) || live.memories[0].content == text,
+            lineage.contains(&text.to_owned()) || live[0].content == text,
             "{text} in lineage {lineage:?}"
         );
     }
@@ -193,11 +195,11 @@ fn different_subjects_relations_and_extra_values_stay_apart() {
         let user = format!("u{i}");
         store.store(NewMemory::new(a).user(&user)).unwrap();
         let s = store
-            .store_memory(StoreRequest::new(NewMemory::new(b).user(&user)))
+            .store(StoreRequest::new(NewMemory::new(b).user(&user)))
             .unwrap();
         assert_eq!(s.outcome, Outcome::Stored, "{a} / {b}: {s:?}");
         assert_eq!(
-            store.list_recent_memories(Some(&user), 10).unwrap().count,
+            store.list_recent(Some(&user), 10).unwrap().len(),
             2,
             "{a} / {b}"
         );
@@ -219,9 +221,12 @@ fn a_new_value_of_the_same_slot_supersedes_the_old_one() {
     ];
     for (i, (a, b)) in pairs.into_iter().enumerate() {
         let user = format!("u{i}");
-        let old = store.store(NewMemory::new(a).user(&user)).unwrap();
+        let old = store
+            .store(NewMemory::new(a).user(&user))
+            .unwrap()
+            .memory_id;
         let s = store
-            .store_memory(StoreRequest::new(NewMemory::new(b).user(&user)))
+            .store(StoreRequest::new(NewMemory::new(b).user(&user)))
             .unwrap();
         assert_eq!(s.outcome, Outcome::Superseded, "{a} / {b}: {s:?}");
         assert_eq!(s.supersedes, vec![old], "{a} / {b}");
@@ -233,9 +238,9 @@ fn a_new_value_of_the_same_slot_supersedes_the_old_one() {
             "{:?}",
             s.decisions
         );
-        let live = store.list_recent_memories(Some(&user), 10).unwrap();
-        assert_eq!(live.count, 1, "{a} / {b}");
-        assert_eq!(live.memories[0].content, b);
+        let live = store.list_recent(Some(&user), 10).unwrap();
+        assert_eq!(live.len(), 1, "{a} / {b}");
+        assert_eq!(live[0].content, b);
     }
 }
 
@@ -255,15 +260,18 @@ fn an_opposite_statement_supersedes_the_older_one() {
     .enumerate()
     {
         let user = format!("u{i}");
-        let older = store.store(NewMemory::new(old).user(&user)).unwrap();
+        let older = store
+            .store(NewMemory::new(old).user(&user))
+            .unwrap()
+            .memory_id;
         let s = store
-            .store_memory(StoreRequest::new(NewMemory::new(new).user(&user)))
+            .store(StoreRequest::new(NewMemory::new(new).user(&user)))
             .unwrap();
         assert_eq!(s.outcome, Outcome::Superseded, "{old} / {new}: {s:?}");
         assert_eq!(s.supersedes, vec![older]);
-        let live = store.list_recent_memories(Some(&user), 10).unwrap();
-        assert_eq!(live.count, 1);
-        assert_eq!(live.memories[0].content, new, "not blended");
+        let live = store.list_recent(Some(&user), 10).unwrap();
+        assert_eq!(live.len(), 1);
+        assert_eq!(live[0].content, new, "not blended");
         assert_eq!(store.lineage(s.memory_id).unwrap()[0].content, old);
     }
 }
@@ -273,22 +281,24 @@ fn dedup_can_be_switched_off_or_tightened_per_request() {
     let (_dir, store) = open();
     store.store(NewMemory::new(COFFEE[0])).unwrap();
     let off = StoreRequest {
+        vector: None,
         memory: NewMemory::new(COFFEE[2]),
         hooks: HookOverrides {
             skip: vec![WriteHook::SemanticDedup],
             ..HookOverrides::default()
         },
     };
-    assert_eq!(store.store_memory(off).unwrap().outcome, Outcome::Stored);
+    assert_eq!(store.store(off).unwrap().outcome, Outcome::Stored);
     let strict = StoreRequest {
+        vector: None,
         memory: NewMemory::new(COFFEE[1]),
         hooks: HookOverrides {
             dedup_distance: Some(0.1),
             ..HookOverrides::default()
         },
     };
-    assert_eq!(store.store_memory(strict).unwrap().outcome, Outcome::Stored);
-    assert_eq!(store.list_recent_memories(None, 10).unwrap().count, 3);
+    assert_eq!(store.store(strict).unwrap().outcome, Outcome::Stored);
+    assert_eq!(store.list_recent(None, 10).unwrap().len(), 3);
 }
 
 #[test]
@@ -298,16 +308,16 @@ fn search_folds_near_duplicates_and_counts_access() {
         .iter()
         .chain(&["The staging database password rotates every monday"])
     {
-        store.store_memory(no_dedup(text)).unwrap();
+        store.store(no_dedup(text)).unwrap();
     }
     // Every memory is a candidate (threshold -1), ranked by cosine.
     let all_of = |q: &str| {
-        let mut r = SearchMemories::new(q).strategy(Strategy::Similarity);
+        let mut r = SearchRequest::new(q).strategy(Strategy::Similarity);
         r.threshold = Some(-1.0);
         r
     };
     let hits = store
-        .search_memories(&all_of("what coffee does the user drink"))
+        .search(&all_of("what coffee does the user drink"))
         .unwrap();
     assert_eq!(hits.total, 4);
     assert!(hits.results[0].memory.content.contains("coffee"));
@@ -319,7 +329,7 @@ fn search_folds_near_duplicates_and_counts_access() {
     assert_eq!(hits.results[0].memory.access_count, 1);
     let mut plain = all_of("what coffee does the user drink");
     plain.hooks.deduplicate = Some(false);
-    let all = store.search_memories(&plain).unwrap();
+    let all = store.search(&plain).unwrap();
     assert_eq!(all.count, 4);
     assert_eq!(all.folded_total, 0);
     // A search counts a memory at most once in 15 minutes: still one, and stored.
@@ -330,13 +340,13 @@ fn search_folds_near_duplicates_and_counts_access() {
 #[test]
 fn compaction_previews_merges_and_undoes_through_lineage() {
     let (_dir, store) = open();
-    let a = store.store_memory(no_dedup(COFFEE[0])).unwrap().memory_id;
+    let a = store.store(no_dedup(COFFEE[0])).unwrap().memory_id;
     let b = store
-        .store_memory(no_dedup("User likes coffee, usually a flat white"))
+        .store(no_dedup("User likes coffee, usually a flat white"))
         .unwrap()
         .memory_id;
     store
-        .store_memory(no_dedup(
+        .store(no_dedup(
             "The staging database password rotates every monday",
         ))
         .unwrap();
@@ -353,13 +363,12 @@ fn compaction_previews_merges_and_undoes_through_lineage() {
         .unwrap();
     let merged = done.merged[0].0;
     assert_eq!(done.merged[0].1, vec![a, b]);
-    assert_eq!(store.list_recent_memories(None, 10).unwrap().count, 2);
+    assert_eq!(store.list_recent(None, 10).unwrap().len(), 2);
     let undo = store.compact_undo(merged).unwrap();
     assert_eq!(undo.restored.len(), 2);
     let contents: Vec<String> = store
-        .list_recent_memories(None, 10)
+        .list_recent(None, 10)
         .unwrap()
-        .memories
         .into_iter()
         .map(|m| m.content)
         .collect();
@@ -375,6 +384,7 @@ fn compaction_previews_merges_and_undoes_through_lineage() {
 fn tag_preview_apply_and_snapshot_restore() {
     let (_dir, store) = open();
     let plain = |text: &str, tag: &str| StoreRequest {
+        vector: None,
         memory: NewMemory::new(text).tags([tag]),
         hooks: HookOverrides {
             skip: vec![WriteHook::Tags],
@@ -386,7 +396,7 @@ fn tag_preview_apply_and_snapshot_restore() {
         .store(NewMemory::new("the v2 endpoints").tags(["api v2"]))
         .unwrap();
     let m = store
-        .store_memory(plain("the version two endpoints", "api version 2"))
+        .store(plain("the version two endpoints", "api version 2"))
         .unwrap()
         .memory_id;
     assert_eq!(
@@ -430,9 +440,10 @@ fn update_keeps_lineage_and_feedback_moves_confidence() {
     let (dir, store) = open();
     let id = store
         .store(NewMemory::new("the build cache lives in target/").tags(["build"]))
-        .unwrap();
+        .unwrap()
+        .memory_id;
     let same = store
-        .update_memory(UpdateRequest {
+        .update(UpdateRequest {
             memory_id: Some(id),
             tags: Some(vec!["build".into(), "cargo".into()]),
             ..UpdateRequest::default()
@@ -440,7 +451,7 @@ fn update_keeps_lineage_and_feedback_moves_confidence() {
         .unwrap();
     assert_eq!((same.memory_id, same.tags.len()), (id, 2));
     let moved = store
-        .update_memory(UpdateRequest {
+        .update(UpdateRequest {
             memory_id: Some(id),
             content: Some("the build cache lives in ~/.cache/amberdb-target".into()),
             ..UpdateRequest::default()
@@ -476,43 +487,51 @@ fn every_search_sees_only_what_is_valid_now() {
                 .valid_from(at("2020-01-01"))
                 .valid_to(at("2021-01-01")),
         )
-        .unwrap();
+        .unwrap()
+        .memory_id;
     let future = store
         .store(
             NewMemory::new("the office moves to the harbour building").valid_from(at("2999-01-01")),
         )
-        .unwrap();
+        .unwrap()
+        .memory_id;
     let open_now = store
         .store(NewMemory::new("the office is open on weekdays"))
-        .unwrap();
+        .unwrap()
+        .memory_id;
     let ids = |hits: Vec<amberdb::MemoryId>| {
         let mut v = hits;
         v.sort();
         v
     };
     let plain = store
-        .search(&amberdb::SearchRequest::text("office", 10))
-        .unwrap();
+        .search(
+            &amberdb::SearchRequest::new("office")
+                .strategy(amberdb::Strategy::Similarity)
+                .without_hooks(),
+        )
+        .unwrap()
+        .results;
     assert_eq!(
         ids(plain.iter().map(|h| h.memory.id).collect()),
         vec![open_now]
     );
-    let mut r = SearchMemories::new("office");
+    let mut r = SearchRequest::new("office");
     r.hooks.count_access = Some(false);
-    let hits = store.search_memories(&r).unwrap();
+    let hits = store.search(&r).unwrap();
     assert_eq!(
         ids(hits.results.iter().map(|h| h.memory.id).collect()),
         vec![open_now]
     );
     assert_eq!(hits.total, 1);
     r.as_of = Some(at("2020-06-01"));
-    let then = store.search_memories(&r).unwrap();
+    let then = store.search(&r).unwrap();
     assert_eq!(
         ids(then.results.iter().map(|h| h.memory.id).collect()),
         vec![ended]
     );
     r.as_of = Some(at("2999-06-01"));
-    let later = store.search_memories(&r).unwrap();
+    let later = store.search(&r).unwrap();
     assert!(later.results.iter().any(|h| h.memory.id == future));
     // They are still stored, listed and counted.
     assert_eq!(store.stats().memories, 3);
@@ -524,9 +543,10 @@ fn two_values_of_a_slot_valid_from_the_same_moment_reopen() {
     let at = amberdb::Timestamp::parse_rfc3339("2025-01-01").unwrap();
     let old = store
         .store(NewMemory::new("The deploy runs on port 8080").valid_from(at))
-        .unwrap();
+        .unwrap()
+        .memory_id;
     let s = store
-        .store_memory(StoreRequest::new(
+        .store(StoreRequest::new(
             NewMemory::new("The deploy runs on port 9090").valid_from(at),
         ))
         .unwrap();

@@ -374,8 +374,9 @@ fn compact_merges_near_duplicates_and_checkpoints() {
             ..HookOverrides::default()
         };
         store
-            .store_memory(StoreRequest {
+            .store(StoreRequest {
                 memory: NewMemory::new(text),
+                vector: None,
                 hooks,
             })
             .unwrap();

@@ -197,7 +197,7 @@ fn serve_faulty(fs: &FaultyStorage) -> Running {
     Running::start(Arc::new(Shared::new(
         Ctx {
             store,
-            metrics: Metrics::new(),
+            metrics: std::sync::Arc::new(Metrics::new()),
         },
         Limits::default(),
         Auth::none(),
@@ -534,7 +534,7 @@ fn past_capacity_a_write_is_answered_busy_changes_nothing_and_succeeds_on_retry(
     let server = Running::start(Arc::new(Shared::new(
         Ctx {
             store,
-            metrics: Metrics::new(),
+            metrics: std::sync::Arc::new(Metrics::new()),
         },
         Limits {
             max_running: 1,
