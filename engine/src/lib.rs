@@ -135,7 +135,6 @@ pub mod query {
     pub use crate::memory::{
         DEFAULT_TOP_K, GRAPH_LINEAGE_WEIGHT, GRAPH_MAX_TAG_FREQUENCY, GRAPH_SESSION_WEIGHT,
         GRAPH_SESSION_WINDOW, Query, QueryData, QueryResult, ResultMetadata, Retrieval, StoreType,
-        envelope,
     };
 }
 pub use amberdb_embed::{Embedder, HashingEmbedder};

@@ -130,6 +130,65 @@ impl Fail {
     }
 }
 
+/// The seed's error shape of a library error: `{"success": false, "error": <kind>, "message":
+/// <what to do>}`, plus `memory_id` where one helps (the existing memory of a duplicate, the
+/// successor of an archived one).
+fn seed_reply(e: &EngineError) -> Map<String, Value> {
+    let (error, message) = match e {
+        EngineError::Invalid { .. } => ("Invalid input", e.to_string()),
+        EngineError::LimitExceeded { .. } => ("Limit exceeded", e.to_string()),
+        EngineError::AlreadyExists { existing } => (
+            "Memory already exists",
+            format!("Memory already exists with id {existing}; nothing was stored"),
+        ),
+        EngineError::NotFound { .. } => ("Not found", e.to_string()),
+        EngineError::Archived { .. } => (
+            "Not found",
+            format!("{e}; Store::lineage / the successor holds its content"),
+        ),
+        EngineError::EntityNotFound { .. } => ("Not found", e.to_string()),
+        EngineError::EntityExists { .. } => ("Already exists", e.to_string()),
+        EngineError::SnapshotNotFound { .. } => ("Snapshot not found", e.to_string()),
+        EngineError::PreviewMismatch { .. } => (
+            "Preview ID mismatch",
+            format!("{e}; run the preview again and apply its id"),
+        ),
+        EngineError::MemoryLimitReached { limit } => (
+            "Memory limit reached",
+            format!(
+                "Memory limit reached ({limit}/{limit}). Use clear_old_memories to free space."
+            ),
+        ),
+        EngineError::DimensionMismatch { .. } => ("Invalid input", e.to_string()),
+        EngineError::OutOfScope { .. } => ("Forbidden", e.to_string()),
+        EngineError::EmbedderMismatch { .. } => ("Embedder mismatch", e.to_string()),
+        EngineError::Locked { .. } => ("Store locked", e.to_string()),
+        EngineError::Poisoned => ("Store poisoned", e.to_string()),
+        EngineError::DiskFull { .. } => ("Disk full", e.to_string()),
+        EngineError::Internal { .. } => ("Internal error", e.to_string()),
+        EngineError::Io { .. } => ("I/O error", e.to_string()),
+        EngineError::Corrupted { .. } | EngineError::UnsupportedVersion { .. } => {
+            ("Data error", e.to_string())
+        }
+        EngineError::Embed(_) => ("Embedding failed", e.to_string()),
+        // Variants added after this server was written.
+        _ => ("Internal error", e.to_string()),
+    };
+    let mut reply = Map::new();
+    reply.insert("success".into(), json!(false));
+    reply.insert("error".into(), json!(error));
+    reply.insert("message".into(), json!(message));
+    let id = match e {
+        EngineError::AlreadyExists { existing } => Some(*existing),
+        EngineError::Archived { superseded_by, .. } => *superseded_by,
+        _ => None,
+    };
+    if let Some(id) = id {
+        reply.insert("memory_id".into(), json!(id.0));
+    }
+    reply
+}
+
 impl From<EngineError> for Fail {
     /// A library error keeps the seed's reply (`success`, `error`, `message`, `memory_id`)
     /// and gains the protocol code.
@@ -159,9 +218,7 @@ impl From<EngineError> for Fail {
         };
         let mut body = Map::new();
         body.insert("code".into(), json!(code.as_str()));
-        if let Value::Object(seed) = e.reply() {
-            body.extend(seed);
-        }
+        body.extend(seed_reply(&e));
         if let EngineError::Invalid { field, .. }
         | EngineError::EntityNotFound { field, .. }
         | EngineError::EntityExists { field, .. }
@@ -554,5 +611,26 @@ mod tests {
         assert_eq!(reply["success"], false);
         assert_eq!(reply["memory_id"], 7);
         assert_eq!(reply["code"], "already_exists");
+        assert_eq!(reply["error"], "Memory already exists");
+        let full = Fail::from(EngineError::MemoryLimitReached { limit: 3 }).into_reply();
+        assert_eq!(full["error"], "Memory limit reached");
+        assert!(
+            full["message"]
+                .as_str()
+                .unwrap()
+                .contains("clear_old_memories")
+        );
+        let missing = Fail::from(EngineError::NotFound { id: MemoryId(99) }).into_reply();
+        assert_eq!(
+            (&missing["error"], &missing["code"]),
+            (&json!("Not found"), &json!("not_found"))
+        );
+        let scoped = Fail::from(EngineError::OutOfScope {
+            field: "user_id",
+            user: "bob".into(),
+            scope: "ada".into(),
+        });
+        assert_eq!(scoped.code, Code::Forbidden);
+        assert_eq!(scoped.into_reply()["field"], "user_id");
     }
 }

@@ -12,7 +12,7 @@
 use crate::args::{Args, Code, Fail, Outcome, Ty};
 use crate::metrics::Metrics;
 use amberdb::hooks::WriteHook;
-use amberdb::query::{Query, StoreType, envelope};
+use amberdb::query::{Query, QueryData, StoreType};
 use amberdb::{
     Category, EngineError, EntityKind, Feedback, Fusion, HookOverrides, Kind, Mode, NewMemory,
     Role, SearchRequest, Store, StoreRequest, Strategy, UpdateRequest,
@@ -234,9 +234,17 @@ pub fn run(ctx: &Ctx, session: &Session, command: &Command, args: Map<String, Va
 }
 
 /// A result shape as a reply object.
-fn to_reply<T: Serialize>(v: &T) -> Outcome {
-    serde_json::to_value(v)
-        .map_err(|e| Fail::new(Code::Internal, format!("encoding the reply: {e}")))
+/// A library result as a reply: its fields, `success: true` and a `message` for people (the
+/// seed's shape, which vector-memory-mcp clients read). The library's results are plain typed
+/// values; this is the one place the wire shape is made.
+fn to_reply<T: Serialize>(v: &T, message: String) -> Outcome {
+    let mut reply = serde_json::to_value(v)
+        .map_err(|e| Fail::new(Code::Internal, format!("encoding the reply: {e}")))?;
+    if let Value::Object(o) = &mut reply {
+        o.insert("success".into(), json!(true));
+        o.insert("message".into(), json!(message));
+    }
+    Ok(reply)
 }
 
 fn forbidden(named: &str) -> Fail {
@@ -391,11 +399,34 @@ fn store_memory(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
     m.valid_from = args.opt_time("valid_from")?;
     m.valid_to = args.opt_time("valid_to")?;
     let hooks = write_overrides(args)?;
-    to_reply(&engine(ctx.store.store(StoreRequest {
+    let stored = engine(ctx.store.store(StoreRequest {
         memory: m,
         vector: None,
         hooks,
-    }))?)
+    }))?;
+    let message = stored_message(&stored);
+    to_reply(&stored, message)
+}
+
+/// What a store did, for people.
+fn stored_message(stored: &amberdb::Stored) -> String {
+    match stored.outcome {
+        amberdb::Outcome::Stored => "Memory stored".to_owned(),
+        amberdb::Outcome::Merged => format!(
+            "Merged with {} similar memories into {}",
+            stored.supersedes.len().saturating_sub(1),
+            stored.memory_id
+        ),
+        amberdb::Outcome::Superseded => format!(
+            "Stored; it updates {} older memories",
+            stored.supersedes.len()
+        ),
+        amberdb::Outcome::History => format!(
+            "Stored as an earlier value of {}, which holds from {}",
+            stored.memory_id,
+            stored.valid_from.to_rfc3339()
+        ),
+    }
 }
 
 fn search_memories(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
@@ -474,7 +505,16 @@ fn search_memories(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     q.hooks.dedup_threshold = args.opt_f32("dedup_threshold")?;
     q.hooks.count_access = args.opt_bool("count_access")?;
     let hits = engine(ctx.store.search(&q))?;
-    let mut reply = to_reply(&hits)?;
+    let message = if hits.results.is_empty() {
+        "No matching memories found".to_owned()
+    } else {
+        format!(
+            "Found {} of {} matching memories",
+            hits.results.len(),
+            hits.total
+        )
+    };
+    let mut reply = to_reply(&hits, message)?;
     // The page and the query, echoed as vector-memory-mcp does.
     if let Value::Object(o) = &mut reply {
         o.insert("query".into(), json!(q.query));
@@ -538,7 +578,15 @@ fn update_memory(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
         tags: args.opt_strs("tags")?,
         hooks: write_overrides(args)?,
     };
-    to_reply(&engine(ctx.store.update(req))?)
+    let asked = req.memory_id;
+    let updated = engine(ctx.store.update(req))?;
+    let message = match asked {
+        Some(id) if id != updated.memory_id => {
+            format!("Memory {id} updated as {}", updated.memory_id)
+        }
+        _ => format!("Memory {} updated", updated.memory_id),
+    };
+    to_reply(&updated, message)
 }
 
 fn feedback(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
@@ -553,7 +601,9 @@ fn feedback(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
             ));
         }
     };
-    to_reply(&engine(ctx.store.feedback(id, f))?)
+    let result = engine(ctx.store.feedback(id, f))?;
+    let message = format!("Feedback recorded; confidence {:.3}", result.confidence);
+    to_reply(&result, message)
 }
 
 fn lineage(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
@@ -564,23 +614,33 @@ fn lineage(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
 
 fn history(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
     let id = args.memory_id()?;
-    to_reply(&engine(ctx.store.history(id))?)
+    let history = engine(ctx.store.history(id))?;
+    let message = format!("{} versions", history.count);
+    to_reply(&history, message)
 }
 
 fn memory_stats(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
     let user = args.opt_str("user_id")?;
-    to_reply(&engine(ctx.store.user_stats(user.as_deref()))?)
+    let stats = engine(ctx.store.user_stats(user.as_deref()))?;
+    let message = format!("{} memories", stats.total_memories);
+    to_reply(&stats, message)
 }
 
 fn clear_old(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
     let user = args.opt_str("user_id")?;
     let days = args.opt_u64("days_old")?.unwrap_or(30);
     let keep = args.opt_u64("max_to_keep")?.unwrap_or(1000);
-    to_reply(&engine(ctx.store.clear_old_memories(
+    let cleared = engine(ctx.store.clear_old_memories(
         user.as_deref(),
         days,
         usize::try_from(keep).unwrap_or(usize::MAX),
-    ))?)
+    ))?;
+    let message = if cleared.deleted_count == 0 {
+        "No memories need to be deleted".to_owned()
+    } else {
+        format!("Deleted {} old memories", cleared.deleted_count)
+    };
+    to_reply(&cleared, message)
 }
 
 fn unique_tags(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
@@ -615,11 +675,16 @@ fn tag_preview(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
     let user = args.opt_str("user_id")?;
     let threshold = args.opt_f32("threshold")?.unwrap_or(0.90);
     let max = args.opt_u64("max_changes")?.unwrap_or(200);
-    to_reply(&engine(ctx.store.tag_normalize_preview(
+    let preview = engine(ctx.store.tag_normalize_preview(
         user.as_deref(),
         threshold,
         usize::try_from(max).unwrap_or(usize::MAX),
-    ))?)
+    ))?;
+    let message = format!(
+        "{} tags would be rewritten on {} memories",
+        preview.planned_updates, preview.affected_memories
+    );
+    to_reply(&preview, message)
 }
 
 fn tag_apply(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
@@ -628,51 +693,69 @@ fn tag_apply(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
     let snapshot = args.str("snapshot_id")?;
     let threshold = args.opt_f32("threshold")?.unwrap_or(0.90);
     let max = args.opt_u64("max_changes")?.unwrap_or(200);
-    to_reply(&engine(ctx.store.tag_normalize_apply(
+    let applied = engine(ctx.store.tag_normalize_apply(
         user.as_deref(),
         &preview,
         &snapshot,
         threshold,
         usize::try_from(max).unwrap_or(usize::MAX),
-    ))?)
+    ))?;
+    let message = if applied.applied_count == 0 {
+        "Nothing to change".to_owned()
+    } else {
+        format!("Rewrote the tags of {} memories", applied.applied_count)
+    };
+    to_reply(&applied, message)
 }
 
 fn snapshot_create(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
     let user = args.opt_str("user_id")?;
     let description = args.opt_str("description")?.unwrap_or_default();
-    to_reply(&engine(
-        ctx.store.snapshot_create(user.as_deref(), &description),
-    )?)
+    let created = engine(ctx.store.snapshot_create(user.as_deref(), &description))?;
+    let message = format!(
+        "Snapshot {} of {} memories",
+        created.snapshot_id, created.memory_count
+    );
+    to_reply(&created, message)
 }
 
 fn snapshot_restore(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
     let user = args.opt_str("user_id")?;
     let id = args.str("snapshot_id")?;
-    to_reply(&engine(ctx.store.snapshot_restore(user.as_deref(), &id))?)
+    let restored = engine(ctx.store.snapshot_restore(user.as_deref(), &id))?;
+    let message = format!(
+        "Restored the tags of {} memories ({} changed)",
+        restored.restored_count, restored.changed_count
+    );
+    to_reply(&restored, message)
 }
 
 fn compact_preview(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
     let user = args.opt_str("user_id")?;
     let distance = args.opt_f32("distance")?;
-    to_reply(&engine(
-        ctx.store.compact_preview(user.as_deref(), distance),
-    )?)
+    let preview = engine(ctx.store.compact_preview(user.as_deref(), distance))?;
+    let message = format!(
+        "{} groups would merge {} memories away",
+        preview.groups.len(),
+        preview.memories_before - preview.memories_after
+    );
+    to_reply(&preview, message)
 }
 
 fn compact_apply(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
     let user = args.opt_str("user_id")?;
     let distance = args.opt_f32("distance")?;
     let preview = args.str("preview_id")?;
-    to_reply(&engine(ctx.store.compact_apply(
-        user.as_deref(),
-        distance,
-        &preview,
-    ))?)
+    let compacted = engine(ctx.store.compact_apply(user.as_deref(), distance, &preview))?;
+    let message = format!("Merged {} groups", compacted.merged.len());
+    to_reply(&compacted, message)
 }
 
 fn compact_undo(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
     let id = args.memory_id()?;
-    to_reply(&engine(ctx.store.compact_undo(id))?)
+    let unmerged = engine(ctx.store.compact_undo(id))?;
+    let message = format!("Restored {} memories", unmerged.restored.len());
+    to_reply(&unmerged, message)
 }
 
 /// The id field of each entity kind.
@@ -743,11 +826,12 @@ fn list_entities(ctx: &Ctx, session: &Session, args: &mut Args, kind: EntityKind
 
 fn delete_entity(ctx: &Ctx, session: &Session, args: &mut Args, kind: EntityKind) -> Outcome {
     let (owner, id) = entity_ids(session, args, kind)?;
-    to_reply(&engine(ctx.store.delete_entity(
-        kind,
-        owner.as_deref(),
-        &id,
-    ))?)
+    let deleted = engine(ctx.store.delete_entity(kind, owner.as_deref(), &id))?;
+    let message = format!(
+        "Deleted {kind} {id:?} and {} records",
+        deleted.deleted_records
+    );
+    to_reply(&deleted, message)
 }
 
 macro_rules! entity_handlers {
@@ -819,12 +903,46 @@ fn add_knowledge(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
     let results: Vec<Value> = results
         .into_iter()
         .map(|r| match r {
-            Ok(stored) => serde_json::to_value(stored).unwrap_or(Value::Null),
+            Ok(stored) => {
+                to_reply(&stored, stored_message(&stored)).unwrap_or_else(|f| Value::Object(f.body))
+            }
             Err(e) => Value::Object(Fail::from(e).body),
         })
         .collect();
     let stored = results.iter().filter(|r| r["success"] == true).count();
     Ok(json!({"success": true, "count": results.len(), "stored": stored, "results": results}))
+}
+
+/// MemFuse's response envelope: `{status, code, data, message, errors}`. Errors name their
+/// field; the code follows HTTP (200, 404 for an unknown user / session / agent, 422 for a
+/// bad parameter, 503 when embeddings are unavailable, 500 otherwise).
+fn envelope(result: &amberdb::Result<QueryData>) -> Value {
+    match result {
+        Ok(data) => json!({
+            "status": "success",
+            "code": 200,
+            "data": data,
+            "message": format!("Found {} results", data.total),
+            "errors": null,
+        }),
+        Err(e) => {
+            let (code, field) = match e {
+                EngineError::EntityNotFound { field, .. } => (404, *field),
+                EngineError::Invalid { field, .. } => (422, *field),
+                EngineError::LimitExceeded { what, .. } => (422, *what),
+                EngineError::Embed(_) => (503, "query"),
+                _ if e.kind() == amberdb::ErrorKind::Caller => (400, "request"),
+                _ => (500, "request"),
+            };
+            json!({
+                "status": "error",
+                "code": code,
+                "data": null,
+                "message": e.to_string(),
+                "errors": [{"field": field, "message": e.to_string()}],
+            })
+        }
+    }
 }
 
 fn query(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
@@ -1430,6 +1548,47 @@ pub static COMMANDS: &[Command] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_memfuse_envelope_follows_http_codes_and_names_the_field() {
+        let missing = envelope(&Err(EngineError::EntityNotFound {
+            field: "session_id",
+            id: "s9".into(),
+        }));
+        assert_eq!(
+            (&missing["status"], &missing["code"]),
+            (&json!("error"), &json!(404))
+        );
+        assert_eq!(missing["errors"][0]["field"], "session_id");
+        assert!(missing["data"].is_null());
+        let bad = envelope(&Err(EngineError::Invalid {
+            field: "top_k",
+            reason: "too many".into(),
+        }));
+        assert_eq!(
+            (&bad["code"], &bad["errors"][0]["field"]),
+            (&json!(422), &json!("top_k"))
+        );
+        let ok = envelope(&Ok(QueryData {
+            results: Vec::new(),
+            total: 0,
+        }));
+        assert_eq!(
+            (&ok["status"], &ok["code"]),
+            (&json!("success"), &json!(200))
+        );
+        assert_eq!(ok["data"]["total"], 0);
+        assert!(ok["errors"].is_null());
+    }
+
+    #[test]
+    fn a_library_result_gains_success_and_a_message_in_the_server() {
+        let reply = to_reply(&json!({"memory_id": 3}), "Memory stored".into()).unwrap();
+        assert_eq!(
+            reply,
+            json!({"memory_id": 3, "success": true, "message": "Memory stored"})
+        );
+    }
 
     #[test]
     fn names_and_aliases_are_unique_and_found_case_insensitively() {

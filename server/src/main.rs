@@ -293,7 +293,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                         continue;
                     }
                     let done = s.compact_apply(Some(&u), distance, &preview.preview_id)?;
-                    println!("{u}: {}", done.message);
+                    println!("{u}: merged {} groups", done.merged.len());
                 }
             }
             s.checkpoint()?;

@@ -223,61 +223,6 @@ impl EngineError {
         }
     }
 
-    /// The seed's error shape: `{"success": false, "error": <kind>, "message": <what to do>}`,
-    /// plus `memory_id` where one helps (the existing memory of a duplicate, the successor of
-    /// an archived one).
-    #[must_use]
-    pub fn reply(&self) -> serde_json::Value {
-        let (error, message) = match self {
-            EngineError::Invalid { .. } => ("Invalid input", format!("{self}")),
-            EngineError::LimitExceeded { .. } => ("Limit exceeded", format!("{self}")),
-            EngineError::AlreadyExists { existing } => (
-                "Memory already exists",
-                format!("Memory already exists with id {existing}; nothing was stored"),
-            ),
-            EngineError::NotFound { .. } => ("Not found", format!("{self}")),
-            EngineError::Archived { .. } => (
-                "Not found",
-                format!("{self}; Store::lineage / the successor holds its content"),
-            ),
-            EngineError::EntityNotFound { .. } => ("Not found", format!("{self}")),
-            EngineError::EntityExists { .. } => ("Already exists", format!("{self}")),
-            EngineError::SnapshotNotFound { .. } => ("Snapshot not found", format!("{self}")),
-            EngineError::PreviewMismatch { .. } => (
-                "Preview ID mismatch",
-                format!("{self}; run the preview again and apply its id"),
-            ),
-            EngineError::MemoryLimitReached { limit } => (
-                "Memory limit reached",
-                format!(
-                    "Memory limit reached ({limit}/{limit}). Use clear_old_memories to free space."
-                ),
-            ),
-            EngineError::DimensionMismatch { .. } => ("Invalid input", format!("{self}")),
-            EngineError::OutOfScope { .. } => ("Forbidden", format!("{self}")),
-            EngineError::EmbedderMismatch { .. } => ("Embedder mismatch", format!("{self}")),
-            EngineError::Locked { .. } => ("Store locked", format!("{self}")),
-            EngineError::Poisoned => ("Store poisoned", format!("{self}")),
-            EngineError::DiskFull { .. } => ("Disk full", format!("{self}")),
-            EngineError::Internal { .. } => ("Internal error", format!("{self}")),
-            EngineError::Io { .. } => ("I/O error", format!("{self}")),
-            EngineError::Corrupted { .. } | EngineError::UnsupportedVersion { .. } => {
-                ("Data error", format!("{self}"))
-            }
-            EngineError::Embed(_) => ("Embedding failed", format!("{self}")),
-        };
-        let mut reply = serde_json::json!({"success": false, "error": error, "message": message});
-        let id = match self {
-            EngineError::AlreadyExists { existing } => Some(*existing),
-            EngineError::Archived { superseded_by, .. } => *superseded_by,
-            _ => None,
-        };
-        if let (Some(id), Some(obj)) = (id, reply.as_object_mut()) {
-            obj.insert("memory_id".into(), serde_json::json!(id.0));
-        }
-        reply
-    }
-
     /// An index error about `field`: a wrong dimension stays `DimensionMismatch`, anything
     /// else is `Invalid` naming the field.
     pub(crate) fn from_index(field: &'static str, e: amberdb_index::IndexError) -> EngineError {

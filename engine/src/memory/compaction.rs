@@ -24,8 +24,6 @@ pub struct CompactionGroup {
 /// `compact_preview`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct CompactionPreview {
-    /// Always true.
-    pub success: bool,
     /// Id of this plan: pass it to `compact_apply`.
     pub preview_id: String,
     /// The groups.
@@ -34,34 +32,24 @@ pub struct CompactionPreview {
     pub memories_before: usize,
     /// After applying.
     pub memories_after: usize,
-    /// For people.
-    pub message: String,
 }
 
 /// `compact_apply`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Compacted {
-    /// Always true.
-    pub success: bool,
     /// Each merged record and the ids it supersedes.
     pub merged: Vec<(MemoryId, Vec<MemoryId>)>,
     /// Groups skipped because a member changed since the plan.
     pub skipped: usize,
-    /// For people.
-    pub message: String,
 }
 
 /// `compact_undo`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Unmerged {
-    /// Always true.
-    pub success: bool,
     /// The merged record, now archived.
     pub archived: MemoryId,
     /// The sources, live again under new ids, in the merged record's `supersedes` order.
     pub restored: Vec<MemoryId>,
-    /// For people.
-    pub message: String,
 }
 
 impl Store {
@@ -140,11 +128,9 @@ impl Store {
         let (groups, live, preview_id) = self.compaction_plan(user_id, distance)?;
         let folded: usize = groups.iter().map(|g| g.members.len() - 1).sum();
         Ok(CompactionPreview {
-            success: true,
             preview_id,
             memories_before: live,
             memories_after: live - folded,
-            message: format!("{} groups would merge {folded} memories away", groups.len()),
             groups,
         })
     }
@@ -201,12 +187,7 @@ impl Store {
                 None => skipped += 1,
             }
         }
-        Ok(Compacted {
-            success: true,
-            message: format!("Merged {} groups", merged.len()),
-            merged,
-            skipped,
-        })
+        Ok(Compacted { merged, skipped })
     }
 
     /// Undoes a merge or a supersede through lineage: one frame archives the record and stores
@@ -280,9 +261,7 @@ impl Store {
             Ok((Some(Op::Batch(ops)), restored))
         })?;
         Ok(Unmerged {
-            success: true,
             archived: merged,
-            message: format!("Restored {} memories", restored.len()),
             restored,
         })
     }

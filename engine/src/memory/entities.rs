@@ -30,16 +30,12 @@ pub(crate) fn field_of(kind: EntityKind) -> &'static str {
 /// What `delete_entity` removed.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct EntityDeleted {
-    /// Always true.
-    pub success: bool,
     /// User, agent or session.
     pub kind: EntityKind,
     /// Its id.
     pub id: String,
     /// Live records deleted with it.
     pub deleted_records: usize,
-    /// For people.
-    pub message: String,
 }
 
 fn lookup<'a>(state: &'a State, kind: EntityKind, user: &str, id: &str) -> Result<&'a Entity> {
@@ -206,11 +202,9 @@ impl Store {
             Ok((Some(op), live.len()))
         })?;
         Ok(EntityDeleted {
-            success: true,
             kind,
             id: id.to_owned(),
             deleted_records,
-            message: format!("Deleted {kind} {id:?} and {deleted_records} records"),
         })
     }
 

@@ -21,7 +21,6 @@ pub use entities::EntityDeleted;
 pub use query::{
     DEFAULT_TOP_K, GRAPH_LINEAGE_WEIGHT, GRAPH_MAX_TAG_FREQUENCY, GRAPH_SESSION_WEIGHT,
     GRAPH_SESSION_WINDOW, Query, QueryData, QueryResult, ResultMetadata, Retrieval, StoreType,
-    envelope,
 };
 pub use read::{Cleared, Feedback, FeedbackResult, History, MemoryStats, TopAccessed, Version};
 pub use search::{

@@ -12,7 +12,7 @@ use super::search::{
     Fusion, MAX_PAGE, RecordFilter, ScanMode, Selection, Source, cosine_of, fuse, keyword_top,
     select, vector_top,
 };
-use crate::kernel::error::{EngineError, ErrorKind, Result};
+use crate::kernel::error::{EngineError, Result};
 use crate::kernel::keyword::tokenize;
 use crate::kernel::record::{Kind, Memory, MemoryId, Role, Timestamp};
 use crate::kernel::state::State;
@@ -165,39 +165,6 @@ pub struct QueryData {
     pub results: Vec<QueryResult>,
     /// How many.
     pub total: usize,
-}
-
-/// MemFuse's response envelope: `{status, code, data, message, errors}`. Errors name their
-/// field; the code follows HTTP (200, 404 for an unknown user / session / agent, 422 for a
-/// bad parameter, 503 when embeddings are unavailable, 500 otherwise).
-#[must_use]
-pub fn envelope(result: &Result<QueryData>) -> serde_json::Value {
-    match result {
-        Ok(data) => serde_json::json!({
-            "status": "success",
-            "code": 200,
-            "data": data,
-            "message": format!("Found {} results", data.total),
-            "errors": null,
-        }),
-        Err(e) => {
-            let (code, field) = match e {
-                EngineError::EntityNotFound { field, .. } => (404, *field),
-                EngineError::Invalid { field, .. } => (422, *field),
-                EngineError::LimitExceeded { what, .. } => (422, *what),
-                EngineError::Embed(_) => (503, "query"),
-                _ if e.kind() == ErrorKind::Caller => (400, "request"),
-                _ => (500, "request"),
-            };
-            serde_json::json!({
-                "status": "error",
-                "code": code,
-                "data": null,
-                "message": e.to_string(),
-                "errors": [{"field": field, "message": e.to_string()}],
-            })
-        }
-    }
 }
 
 impl Store {

@@ -11,8 +11,6 @@ use crate::store::Store;
 /// `get_memory_stats`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MemoryStats {
-    /// Always true.
-    pub success: bool,
     /// The user's live memories.
     pub total_memories: usize,
     /// Live memories of every user.
@@ -40,8 +38,6 @@ pub struct MemoryStats {
     pub health_status: &'static str,
     /// Records kept in the archive (all users).
     pub archived: usize,
-    /// For people.
-    pub message: String,
 }
 
 /// One of `MemoryStats::top_accessed`.
@@ -71,16 +67,12 @@ fn category_counts<S: serde::Serializer>(
 /// `clear_old_memories`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Cleared {
-    /// Always true.
-    pub success: bool,
     /// How many were deleted.
     pub deleted_count: usize,
     /// Which.
     pub deleted_ids: Vec<MemoryId>,
     /// The user's live memories left.
     pub remaining_count: usize,
-    /// For people.
-    pub message: String,
 }
 
 /// Feedback on a memory.
@@ -95,8 +87,6 @@ pub enum Feedback {
 /// The result of `feedback`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct FeedbackResult {
-    /// Always true.
-    pub success: bool,
     /// The memory.
     pub memory_id: MemoryId,
     /// Helpful feedback so far.
@@ -105,8 +95,6 @@ pub struct FeedbackResult {
     pub harmful_count: u32,
     /// Confidence now.
     pub confidence: f32,
-    /// For people.
-    pub message: String,
 }
 
 impl Store {
@@ -183,7 +171,6 @@ impl Store {
         let mb = (bytes as f64 / f64::from(1 << 20) * 100.0).round() / 100.0;
         let embedder = &self.inner.options.embedder;
         Ok(MemoryStats {
-            success: true,
             total_memories: mine.len(),
             store_memories,
             memory_limit: limit,
@@ -196,7 +183,6 @@ impl Store {
             top_accessed,
             health_status,
             archived: state.table.archive_len(),
-            message: format!("{} memories", mine.len()),
         })
     }
 
@@ -236,17 +222,10 @@ impl Store {
             let ops = deleted.iter().map(|id| Op::Delete { id: *id }).collect();
             Ok((super::one_frame(ops), (deleted, mine.len() - n)))
         })?;
-        let message = if deleted.is_empty() {
-            "No memories need to be deleted".to_owned()
-        } else {
-            format!("Deleted {} old memories", deleted.len())
-        };
         Ok(Cleared {
-            success: true,
             deleted_count: deleted.len(),
             deleted_ids: deleted,
             remaining_count: remaining,
-            message,
         })
     }
 
@@ -279,12 +258,10 @@ impl Store {
             Ok((Some(op), m))
         })?;
         Ok(FeedbackResult {
-            success: true,
             memory_id: id,
             helpful_count: m.helpful_count,
             harmful_count: m.harmful_count,
             confidence: m.confidence,
-            message: format!("Feedback recorded; confidence {:.3}", m.confidence),
         })
     }
 
@@ -352,7 +329,6 @@ impl Store {
             (b.memory.valid_from, b.memory.id).cmp(&(a.memory.valid_from, a.memory.id))
         });
         Ok(History {
-            success: true,
             memory_id: head,
             count: versions.len(),
             versions,
@@ -374,8 +350,6 @@ pub struct Version {
 /// The result of `history`: a fact's versions, the latest valid first.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct History {
-    /// Always true.
-    pub success: bool,
     /// The record holding the fact now (the live end of the lineage).
     pub memory_id: MemoryId,
     /// Every version, by `valid_from`, newest first.

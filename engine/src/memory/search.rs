@@ -341,8 +341,6 @@ pub struct SearchedHit {
 /// The result of `search_memories`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Hits {
-    /// Always true.
-    pub success: bool,
     /// The page.
     pub results: Vec<SearchedHit>,
     /// Results on this page.
@@ -364,8 +362,6 @@ pub struct Hits {
     /// Why the search did something other than the mode asked (text supplement, a keyword
     /// query with no terms, embeddings unavailable); `None` when it did not.
     pub fallback: Option<String>,
-    /// For people.
-    pub message: String,
 }
 
 /// A candidate before ranking.
@@ -1177,13 +1173,7 @@ impl Store {
                 h.memory.last_accessed_at = h.memory.last_accessed_at.max(at);
             }
         }
-        let message = if hits.is_empty() {
-            "No matching memories found".to_owned()
-        } else {
-            format!("Found {} of {total} matching memories", hits.len())
-        };
         Ok(Hits {
-            success: true,
             count: hits.len(),
             results: hits,
             total,
@@ -1193,7 +1183,6 @@ impl Store {
             strategy: req.strategy,
             mode,
             fallback,
-            message,
         })
     }
 
@@ -1325,7 +1314,6 @@ fn check_query_vector(dim: usize, v: &[f32]) -> Result<()> {
 
 fn empty_hits(req: &SearchRequest, fallback: Option<String>) -> Hits {
     Hits {
-        success: true,
         results: Vec::new(),
         count: 0,
         total: 0,
@@ -1335,6 +1323,5 @@ fn empty_hits(req: &SearchRequest, fallback: Option<String>) -> Hits {
         strategy: req.strategy,
         mode: req.mode,
         fallback,
-        message: "No matching memories found".to_owned(),
     }
 }

@@ -27,8 +27,6 @@ pub struct TagChange {
 /// `tag_normalize_preview`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TagPreview {
-    /// Always true.
-    pub success: bool,
     /// Id of this plan: pass it to `tag_normalize_apply`.
     pub preview_id: String,
     /// Memories scanned.
@@ -43,43 +41,31 @@ pub struct TagPreview {
     pub affected_memories: usize,
     /// The 20 changes touching the most memories.
     pub changes: Vec<TagChange>,
-    /// For people.
-    pub message: String,
 }
 
 /// `tag_normalize_apply`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TagsApplied {
-    /// Always true.
-    pub success: bool,
     /// Memories whose tags changed.
     pub applied_count: usize,
     /// The plan applied.
     pub preview_id: String,
-    /// For people.
-    pub message: String,
 }
 
 /// `snapshot_create`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SnapshotCreated {
-    /// Always true.
-    pub success: bool,
     /// sha256 of the tag map, 16 hex digits: the same tags give the same id.
     pub snapshot_id: String,
     /// Memories it covers.
     pub memory_count: usize,
     /// When it was taken.
     pub created_at: Timestamp,
-    /// For people.
-    pub message: String,
 }
 
 /// `snapshot_restore`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SnapshotRestored {
-    /// Always true.
-    pub success: bool,
     /// Memories of the snapshot still live, whose tags are now the snapshot's (as
     /// vector-memory-mcp counts: every memory rewritten, changed or not).
     pub restored_count: usize,
@@ -87,8 +73,6 @@ pub struct SnapshotRestored {
     pub changed_count: usize,
     /// Memories of the snapshot no longer live (deleted or archived since).
     pub missing_count: usize,
-    /// For people.
-    pub message: String,
 }
 
 /// Tag mapping plan of one user.
@@ -252,7 +236,6 @@ impl Store {
         let planned = changes.len();
         changes.truncate(20);
         Ok(TagPreview {
-            success: true,
             preview_id: mapping_id(&plan.mapping),
             scanned: plan.scanned,
             unique_before: plan.tag_use.len(),
@@ -260,10 +243,6 @@ impl Store {
             planned_updates: planned,
             affected_memories: affected.len(),
             changes,
-            message: format!(
-                "{planned} tags would be rewritten on {} memories",
-                affected.len()
-            ),
         })
     }
 
@@ -303,14 +282,8 @@ impl Store {
             Ok((super::one_frame(ops), applied))
         })?;
         Ok(TagsApplied {
-            success: true,
             applied_count: applied,
             preview_id: preview_id.to_owned(),
-            message: if applied == 0 {
-                "Nothing to change".to_owned()
-            } else {
-                format!("Rewrote the tags of {applied} memories")
-            },
         })
     }
 
@@ -371,8 +344,6 @@ impl Store {
             Ok((Some(op), created))
         })?;
         Ok(SnapshotCreated {
-            success: true,
-            message: format!("Snapshot {snapshot_id} of {memory_count} memories"),
             snapshot_id,
             memory_count,
             created_at,
@@ -420,11 +391,9 @@ impl Store {
             Ok((super::one_frame(ops), (restored, changed, missing)))
         })?;
         Ok(SnapshotRestored {
-            success: true,
             restored_count: restored,
             changed_count: changed,
             missing_count: missing,
-            message: format!("Restored the tags of {restored} memories ({changed} changed)"),
         })
     }
 }

@@ -76,8 +76,6 @@ pub enum Outcome {
 /// The result of `store_memory`, in the seed's shape.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Stored {
-    /// Always true (errors are `EngineError`).
-    pub success: bool,
     /// The live memory that now holds the content: the new one, or the merged one.
     pub memory_id: MemoryId,
     /// What happened.
@@ -94,6 +92,8 @@ pub struct Stored {
     pub new_canonical_tags: Vec<String>,
     /// When the live memory was created (the oldest source's time after a merge).
     pub created_at: Timestamp,
+    /// When the live memory's validity begins (`docs/semantics.md`, "Validity in time").
+    pub valid_from: Timestamp,
     /// Ids this store archived (merged or superseded), and for a merge the new memory's own
     /// archived id first.
     pub supersedes: Vec<MemoryId>,
@@ -105,8 +105,6 @@ pub struct Stored {
     /// Why a merge was not made, when candidates were found but refused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// For people.
-    pub message: String,
 }
 
 /// The fact guard's decision about one near neighbour of a stored memory.
@@ -607,24 +605,7 @@ impl Store {
             if archived.is_empty() && state.table.len() >= limit {
                 return Err(EngineError::MemoryLimitReached { limit });
             }
-            let message = match outcome {
-                Outcome::Stored => "Memory stored".to_owned(),
-                Outcome::Merged => format!(
-                    "Merged with {} similar memories into {}",
-                    archived.len() - 1,
-                    live.id
-                ),
-                Outcome::Superseded => {
-                    format!("Stored; it updates {} older memories", archived.len())
-                }
-                Outcome::History => format!(
-                    "Stored as an earlier value of {}, which holds from {}",
-                    live.id,
-                    live.valid_from.to_rfc3339()
-                ),
-            };
             let stored = Stored {
-                success: true,
                 memory_id: live.id,
                 outcome,
                 content_preview: preview(&live.content),
@@ -633,6 +614,7 @@ impl Store {
                 tags: live.tags.clone(),
                 new_canonical_tags: new_canonical,
                 created_at: live.created_at,
+                valid_from: live.valid_from,
                 supersedes: archived,
                 dedup_candidates: plan.candidates,
                 decisions: plan
@@ -645,7 +627,6 @@ impl Store {
                     })
                     .collect(),
                 reason,
-                message,
             };
             Ok((super::one_frame(ops), stored))
         })
@@ -855,8 +836,6 @@ pub struct UpdateRequest {
 /// The result of `update_memory`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Updated {
-    /// Always true.
-    pub success: bool,
     /// The live memory now: the same id, or a new one when the content changed.
     pub memory_id: MemoryId,
     /// The id the new one supersedes (when the content changed).
@@ -865,8 +844,6 @@ pub struct Updated {
     pub tags: Vec<String>,
     /// Category after the update.
     pub category: Category,
-    /// For people.
-    pub message: String,
 }
 
 impl Store {
@@ -946,16 +923,10 @@ impl Store {
                 });
             }
             let updated = Updated {
-                success: true,
                 memory_id: record.id,
                 supersedes,
                 tags,
                 category,
-                message: if new_content {
-                    format!("Memory {id} updated as {}", record.id)
-                } else {
-                    format!("Memory {id} updated")
-                },
             };
             Ok((super::one_frame(ops), updated))
         })
