@@ -21,6 +21,7 @@ pub mod args;
 pub mod check;
 pub mod commands;
 pub mod config;
+pub mod framing;
 pub mod mcp;
 pub mod metrics;
 pub mod protocol;

@@ -29,6 +29,7 @@
 
 use crate::args::{Code, Fail};
 use crate::commands::{self, Ctx, Session};
+use crate::framing::{Framer, Line};
 use crate::protocol;
 use sha2::{Digest, Sha256};
 use std::future::Future;
@@ -388,12 +389,6 @@ async fn refuse(mut stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
     .await;
 }
 
-/// A cut line: a request to run, or one that was too long.
-enum Line {
-    Request(Vec<u8>),
-    TooLong(usize),
-}
-
 /// One connection, until it ends (module doc).
 async fn connection(stream: TcpStream, shared: &Arc<Shared>, mut stop: watch::Receiver<bool>) {
     let _ = stream.set_nodelay(true);
@@ -405,9 +400,8 @@ async fn connection(stream: TcpStream, shared: &Arc<Shared>, mut stop: watch::Re
         vmm_shapes: false,
     };
     let mut auth_failures = 0u32;
-    let mut buf: Vec<u8> = Vec::new();
+    let mut framer = Framer::new(limits.max_line_bytes);
     let mut chunk = vec![0u8; 64 * 1024];
-    let mut discarding = false;
     let mut partial_since: Option<Instant> = None;
     let mut eof = false;
     let mut pending: Vec<Line> = Vec::new();
@@ -415,37 +409,10 @@ async fn connection(stream: TcpStream, shared: &Arc<Shared>, mut stop: watch::Re
         // Cut the complete lines in the buffer (at most a batch of them).
         // Lines left over from the last batch (its replies filled the buffer) run first.
         let mut lines = std::mem::take(&mut pending);
-        let mut start = 0;
-        while lines.len() < limits.max_pipelined {
-            let Some(i) = memchr_newline(&buf[start..]) else {
-                break;
-            };
-            let line = &buf[start..start + i];
-            start += i + 1;
-            if discarding {
-                discarding = false;
-            } else if line.len() > limits.max_line_bytes {
-                lines.push(Line::TooLong(line.len()));
-            } else {
-                lines.push(Line::Request(line.to_vec()));
-            }
-        }
-        buf.drain(..start);
-        if start > 0 {
+        let room = limits.max_pipelined.saturating_sub(lines.len());
+        if framer.cut(&mut lines, room, eof) {
             // A line arrived whole: the client is not stalling, whatever it sends next.
             partial_since = None;
-        }
-        let have_more_lines = memchr_newline(&buf).is_some();
-        if !have_more_lines {
-            if discarding {
-                buf.clear();
-            } else if buf.len() > limits.max_line_bytes {
-                lines.push(Line::TooLong(buf.len()));
-                buf.clear();
-                discarding = true;
-            } else if eof && !buf.is_empty() {
-                lines.push(Line::Request(std::mem::take(&mut buf)));
-            }
         }
         if !lines.is_empty() {
             let batch = run_batch(shared, session, auth_failures, lines).await;
@@ -472,7 +439,7 @@ async fn connection(stream: TcpStream, shared: &Arc<Shared>, mut stop: watch::Re
             break;
         }
         // Wait for more bytes, or a timeout, or shutdown.
-        if buf.is_empty() && !discarding {
+        if !framer.has_partial_line() {
             partial_since = None;
         } else if partial_since.is_none() {
             partial_since = Some(Instant::now());
@@ -500,7 +467,7 @@ async fn connection(stream: TcpStream, shared: &Arc<Shared>, mut stop: watch::Re
                 Ok(Ok(0)) => eof = true,
                 Ok(Ok(n)) => {
                     shared.ctx.metrics.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
-                    buf.extend_from_slice(&chunk[..n]);
+                    framer.push(&chunk[..n]);
                 }
                 Ok(Err(e)) => {
                     tracing::debug!(error = %e, "read failed; closing");
@@ -511,10 +478,6 @@ async fn connection(stream: TcpStream, shared: &Arc<Shared>, mut stop: watch::Re
         }
     }
     let _ = tokio::time::timeout(Duration::from_secs(1), wr.shutdown()).await;
-}
-
-fn memchr_newline(bytes: &[u8]) -> Option<usize> {
-    memchr::memchr(b'\n', bytes)
 }
 
 struct Batch {
