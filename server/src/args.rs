@@ -290,13 +290,19 @@ pub const MAX_LIST_ITEMS: usize = 1_000;
 #[derive(Debug, Default)]
 pub struct Args {
     map: Map<String, Value>,
+    /// The names the command's table declares, when the arguments were checked against it:
+    /// a handler reading any other name is a bug, refused as `internal`.
+    declared: Option<Vec<&'static str>>,
 }
 
 impl Args {
     /// The arguments of a request (an empty object when it had none).
     #[must_use]
     pub fn new(map: Map<String, Value>) -> Args {
-        Args { map }
+        Args {
+            map,
+            declared: None,
+        }
     }
 
     /// Whether an argument is present (and not null).
@@ -308,6 +314,18 @@ impl Args {
     /// Takes a value; `null` counts as absent (JSON clients send `null` for "not given").
     fn take(&mut self, name: &str) -> Option<Value> {
         self.map.remove(name).filter(|v| !v.is_null())
+    }
+
+    /// Fails if the command's table does not declare `name`: the handler and the table have
+    /// drifted apart (HELP and the MCP schema come from the table).
+    fn declared(&self, name: &str) -> Result<(), Fail> {
+        match &self.declared {
+            Some(names) if !names.contains(&name) => Err(Fail::new(
+                Code::Internal,
+                format!("the handler reads {name:?}, which its command's table does not declare"),
+            )),
+            _ => Ok(()),
+        }
     }
 
     fn wrong(name: &str, ty: Ty, got: &Value) -> Fail {
@@ -327,6 +345,7 @@ impl Args {
     /// # Errors
     /// `invalid` if it is not a string.
     pub fn opt_str(&mut self, name: &str) -> Result<Option<String>, Fail> {
+        self.declared(name)?;
         match self.take(name) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s)),
@@ -348,6 +367,7 @@ impl Args {
     /// # Errors
     /// `invalid` if it is not one.
     pub fn opt_u64(&mut self, name: &str) -> Result<Option<u64>, Fail> {
+        self.declared(name)?;
         match self.take(name) {
             None => Ok(None),
             Some(Value::Number(n)) => n
@@ -394,6 +414,7 @@ impl Args {
     /// # Errors
     /// `invalid` if it is not a finite number.
     pub fn opt_f32(&mut self, name: &str) -> Result<Option<f32>, Fail> {
+        self.declared(name)?;
         match self.take(name) {
             None => Ok(None),
             #[expect(
@@ -413,6 +434,7 @@ impl Args {
     /// # Errors
     /// `invalid` if it is not a boolean.
     pub fn opt_bool(&mut self, name: &str) -> Result<Option<bool>, Fail> {
+        self.declared(name)?;
         match self.take(name) {
             None => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(b)),
@@ -428,6 +450,7 @@ impl Args {
         ty: Ty,
         item: impl Fn(Value) -> Result<T, Value>,
     ) -> Result<Option<Vec<T>>, Fail> {
+        self.declared(name)?;
         match self.take(name) {
             None => Ok(None),
             Some(Value::Array(items)) => {
@@ -509,20 +532,39 @@ impl Args {
             return Err(f);
         }
         for arg in declared {
-            let Some(value) = map.get(arg.name) else {
+            let Some(value) = map.get(arg.name).filter(|v| !v.is_null()) else {
+                if arg.required {
+                    return Err(Fail::invalid(arg.name, "is required"));
+                }
                 continue;
             };
             let mut one = Args::new(Map::from_iter([(arg.name.to_owned(), value.clone())]));
             match arg.ty {
                 Ty::Str => one.opt_str(arg.name).map(drop),
-                Ty::Int => one.opt_u64(arg.name).map(drop),
+                Ty::Int => match (one.opt_u64(arg.name)?, arg.range) {
+                    (Some(n), Some((_, max))) if n > max => {
+                        Err(Fail::from(EngineError::LimitExceeded {
+                            what: arg.name,
+                            limit: usize::try_from(max).unwrap_or(usize::MAX),
+                            got: usize::try_from(n).unwrap_or(usize::MAX),
+                        }))
+                    }
+                    (Some(n), Some((min, _))) if n < min => Err(Fail::invalid(
+                        arg.name,
+                        format!("{n} is below the minimum of {min}"),
+                    )),
+                    _ => Ok(()),
+                },
                 Ty::Num => one.opt_f32(arg.name).map(drop),
                 Ty::Bool => one.opt_bool(arg.name).map(drop),
                 Ty::StrList => one.opt_strs(arg.name).map(drop),
                 Ty::Messages => one.opt_objects(arg.name).map(drop),
             }?;
         }
-        Ok(Args::new(map))
+        Ok(Args {
+            map,
+            declared: Some(declared.iter().map(|a| a.name).collect()),
+        })
     }
 }
 
@@ -632,5 +674,50 @@ mod tests {
         });
         assert_eq!(scoped.code, Code::Forbidden);
         assert_eq!(scoped.into_reply()["field"], "user_id");
+    }
+
+    #[test]
+    fn the_table_decides_required_ranges_and_what_a_handler_may_read() {
+        use crate::commands::find;
+        let search = find("SEARCH").unwrap();
+        let missing = Args::checked(Map::new(), search.args).unwrap_err();
+        assert_eq!(
+            (missing.code, &missing.body["field"]),
+            (Code::Invalid, &json!("query"))
+        );
+        let with = |extra: Value| {
+            let mut m = json!({"query": "q"}).as_object().unwrap().clone();
+            m.extend(extra.as_object().unwrap().clone());
+            Args::checked(m, search.args)
+        };
+        let over = with(json!({"limit": 51})).unwrap_err();
+        assert_eq!(
+            (over.code, &over.body["field"]),
+            (Code::LimitExceeded, &json!("limit"))
+        );
+        let under = with(json!({"limit": 0})).unwrap_err();
+        assert_eq!(
+            (under.code, &under.body["field"]),
+            (Code::Invalid, &json!("limit"))
+        );
+        assert!(with(json!({"limit": 50, "offset": 10_000})).is_ok());
+        // HELP and the MCP schema show the same range.
+        let schema = search.input_schema();
+        assert_eq!(schema["properties"]["limit"]["maximum"], 50);
+        let help = search.help();
+        let limit = help["arguments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["name"] == "limit")
+            .unwrap();
+        assert_eq!(limit["range"], json!([1, 50]));
+        // A handler reading a name its table does not declare is a bug, never a silent None.
+        let mut args = with(json!({})).unwrap();
+        assert_eq!(
+            args.opt_str("not_declared").unwrap_err().code,
+            Code::Internal
+        );
+        assert_eq!(args.str("query").unwrap(), "q");
     }
 }

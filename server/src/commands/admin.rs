@@ -1,0 +1,135 @@
+//! Commands about the server and the connection: PING, HELP, AUTH, QUIT, STATS.
+
+use super::*;
+
+fn ping(_: &Ctx, _: &Session, _: &mut Args) -> Outcome {
+    Ok(json!({"reply": "PONG"}))
+}
+
+fn help(_: &Ctx, _: &Session, args: &mut Args) -> Outcome {
+    if let Some(name) = args.opt_str("command")? {
+        let c = find(&name).ok_or_else(|| unknown(&name))?;
+        return Ok(c.help());
+    }
+    let commands: Vec<Value> = COMMANDS
+        .iter()
+        .map(|c| json!({"command": c.name, "alias": c.alias, "summary": c.summary}))
+        .collect();
+    Ok(json!({
+        "commands": commands,
+        "usage": "COMMAND {\"arg\": value, ...}  one per line; HELP {\"command\": \"SEARCH\"} lists a command's arguments; docs/protocol.md has it all",
+    }))
+}
+
+/// `unknown_command`, with the close names.
+pub fn unknown(name: &str) -> Fail {
+    let close = close_to(name);
+    let mut f = Fail::new(
+        Code::UnknownCommand,
+        if close.is_empty() {
+            format!("no command {name:?}; HELP lists them")
+        } else {
+            format!(
+                "no command {name:?}; did you mean {}? HELP lists them",
+                close.join(" or ")
+            )
+        },
+    );
+    f.body.insert("did_you_mean".into(), json!(close));
+    f
+}
+
+fn stats(ctx: &Ctx, session: &Session, _: &mut Args) -> Outcome {
+    if let Some(bound) = &session.user {
+        return Err(forbidden(&format!(
+            "every user (STATS; {bound}'s token is user-bound)"
+        )));
+    }
+    let s = ctx.store.stats();
+    let by_kind: Map<String, Value> = s
+        .by_kind
+        .iter()
+        .map(|(k, n)| (k.to_string(), json!(n)))
+        .collect();
+    let by_category: Map<String, Value> = s
+        .by_category
+        .iter()
+        .map(|(c, n)| (c.to_string(), json!(n)))
+        .collect();
+    let store = json!({
+        "dir": ctx.store.dir().display().to_string(),
+        "bytes_on_disk": ctx.store.bytes_on_disk(),
+        "memories": s.memories,
+        "users": s.users,
+        "by_kind": by_kind,
+        "by_category": by_category,
+        "sealed_segments": s.sealed_segments,
+        "growing_rows": s.growing_rows,
+        "last_seq": s.last_seq,
+        "durable_seq": s.durable_seq,
+        "checkpoint_seq": s.checkpoint_seq,
+        "log_fsyncs": s.log_fsyncs,
+        "poisoned": s.poisoned,
+        "poison_cause": s.poison_cause.as_ref().map(|c| json!({
+            "operation": c.operation,
+            "file": c.path.display().to_string(),
+            "error": c.error,
+            "since": c.since.to_rfc3339(),
+        })),
+        "disk_full_refusals": s.disk_full_refusals,
+        "accesses_not_recorded": s.accesses_not_recorded,
+        "memory_limit": s.memory_limit,
+        "embedder": ctx.store.embedder_id(),
+    });
+    let mut reply = ctx.metrics.snapshot();
+    reply.insert("store".into(), store);
+    Ok(Value::Object(reply))
+}
+
+/// The commands of this domain, in HELP's order.
+pub(super) static TABLE: &[Command] = &[
+    Command {
+        name: "PING",
+        alias: None,
+        tool: false,
+        summary: "Replies PONG.",
+        args: &[],
+        run: Some(ping),
+    },
+    Command {
+        name: "HELP",
+        alias: None,
+        tool: false,
+        summary: "Lists the commands, or one command's arguments.",
+        args: &[opt("command", Ty::Str, "a command name")],
+        run: Some(help),
+    },
+    Command {
+        name: "AUTH",
+        alias: None,
+        tool: false,
+        summary: "Authenticates the connection: AUTH <token> or AUTH {\"token\": ...}.",
+        args: &[req(
+            "token",
+            Ty::Str,
+            "the shared secret, or a user-bound token",
+        )],
+        run: None,
+    },
+    Command {
+        name: "QUIT",
+        alias: None,
+        tool: false,
+        summary: "Closes the connection after the reply.",
+        args: &[],
+        run: None,
+    },
+    Command {
+        name: "STATS",
+        alias: None,
+        tool: false,
+        summary: "Server counters (requests, errors, latency quantiles, connections) and the store's size.",
+        args: &[],
+        run: Some(stats),
+    },
+];
