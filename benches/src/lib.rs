@@ -188,7 +188,7 @@ pub const BENCH_WORDS: &[&str] = &[
 ];
 
 /// `count` seeded texts of `words` words each: "short" texts are 10 words (~12 word pieces
-/// with `[CLS]`/`[SEP]`), "long" ones 200 (~202), as in `reference/embedding.md` §5.
+/// with `[CLS]`/`[SEP]`), "long" ones 200 (~202), as in `docs/benchmarks.md`, "MiniLM embeddings".
 #[must_use]
 pub fn bench_texts(count: usize, words: usize, seed: u64) -> Vec<String> {
     let mut rng = amberdb_index::synthetic::SeededRng::new(seed);

@@ -351,7 +351,7 @@ fn load_tokenizer(path: &Path, max_tokens: usize) -> Result<Tokenizer, EmbedErro
         reason,
     };
     let mut tokenizer = Tokenizer::from_file(path).map_err(|e| invalid(e.to_string()))?;
-    // tokenizer.json ships truncation 128 and padding Fixed(128) (reference/embedding.md):
+    // tokenizer.json ships truncation 128 and padding Fixed(128) (`docs/embedding.md`, "The model directory"):
     // truncate at the model's window, and pad per sub-batch ourselves.
     tokenizer
         .with_truncation(Some(TruncationParams {

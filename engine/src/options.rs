@@ -16,7 +16,7 @@ pub struct StoreOptions {
     pub storage: Arc<dyn Storage>,
     /// When writes become durable.
     pub sync: SyncPolicy,
-    /// Most live memories the store holds (BRIEF §4: default 10,000, at most 10,000,000).
+    /// Most live memories the store holds (default 10,000, at most 10,000,000).
     pub memory_limit: usize,
     /// Growing-segment rows that trigger sealing it (and a checkpoint). Default 65,536:
     /// 96 MiB of f32 at 384-d, scanned by 4 parallel chunks.

@@ -1,5 +1,5 @@
 //! Seeded synthetic vectors for tests and benches: unit vectors around random cluster
-//! centres. Synthetic clusters flatter approximate indexes (BRIEF §7); they are used here for
+//! centres. Synthetic clusters flatter approximate indexes (`docs/benchmarks.md`); they are used here for
 //! the exact scan and the i8 re-rank, whose recall does not depend on cluster structure the
 //! way IVF probing does.
 

@@ -9,7 +9,7 @@ The sizes come from config.json, so the same builder serves any BERT of this lay
 
 Position ids are a Slice of the position table up to Shape(input_ids)[1]: the
 Shape->Gather->Range->Gather form breaks under ORT's extended fusions
-(../shared/reference/embedding.md, "Pitfall we hit"). With the pinned numpy, onnx, safetensors and
+(docs/embedding.md, "The graph"). With the pinned numpy, onnx, safetensors and
 protobuf (scripts/fetch-model) the output is byte-for-byte reproducible.
 """
 

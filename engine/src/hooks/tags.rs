@@ -34,7 +34,7 @@ pub const COLON_PREFIXES: &[&str] = &[
     "layer",
 ];
 
-/// Validates one tag (peers.md §1.3, with errors where the peer drops or truncates) and returns
+/// Validates one tag (`docs/semantics.md`, "Tags": with errors where the peer drops or truncates) and returns
 /// its stored form: trimmed, lowercase, single spaces, `prefix:suffix` rebuilt.
 ///
 /// # Errors
@@ -289,7 +289,7 @@ pub fn boosted(a: &TagForm, b: &TagForm, sim: f32) -> f32 {
     }
 }
 
-/// The merge decision of peers.md §1.4 for tags `a` and `b` at similarity `sim`.
+/// The merge decision (`docs/semantics.md`, "Tags") for tags `a` and `b` at similarity `sim`.
 #[must_use]
 pub fn decide(a: &TagForm, b: &TagForm, sim: f32) -> TagDecision {
     if let (Some(va), Some(vb)) = (&a.version, &b.version)
@@ -337,7 +337,7 @@ mod tests {
     #[test]
     fn the_peer_decision_table() {
         use TagDecision::*;
-        // peers.md §1.4, "Decisions from running their functions", row by row.
+        // `docs/semantics.md`, "Tags": the decisions of the peer's functions, row by row.
         assert_eq!(d("api v1", "api v2", 0.99), VersionGuard);
         assert_eq!(d("api v2", "api version 2", 0.86), Merge);
         assert_eq!(d("api v2", "api version 2", 0.84), BelowThreshold);
@@ -393,7 +393,7 @@ mod tests {
 
     #[test]
     fn forms_versions_and_numbers_match_the_peer_table() {
-        // peers.md §1.4, "Embedding forms, versions and numbers".
+        // `docs/semantics.md`, "Tags": embedding forms, versions and numbers.
         let rows: &[(&str, &str, Option<&str>, &[&str])] = &[
             ("API v2.0", "api v 2.0", Some("2.0"), &["2.0"]),
             ("api_version_2", "api v 2", Some("2.0"), &["2.0"]),

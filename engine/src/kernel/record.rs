@@ -1,4 +1,4 @@
-//! The memory model (BRIEF §2): one record type for agent notes, chat messages and knowledge,
+//! The memory model (`docs/semantics.md`): one record type for agent notes, chat messages and knowledge,
 //! its validation, and its byte encoding (`docs/format/log.md`, "Memory record encoding").
 
 use crate::kernel::codec::{DecodeError, Decoder, Encoder};
@@ -256,7 +256,7 @@ fn hex<S: serde::Serializer>(h: &[u8; 32], s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&h.iter().map(|b| format!("{b:02x}")).collect::<String>())
 }
 
-/// A stored memory, with every field of BRIEF §2. Its JSON is the seed's memory shape.
+/// A stored memory (`docs/format/log.md`, "Memory record encoding"). Its JSON is the seed's memory shape.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Memory {
     /// Assigned by the store.

@@ -1,5 +1,5 @@
 //! Tag statistics, bulk re-normalization with a preview, and snapshots to undo it
-//! (`docs/semantics.md`, "Operations"; peers.md §1.6).
+//! (`docs/semantics.md`, "Operations").
 
 use super::{in_range, short_id};
 use crate::hooks::tags::{self as tag_rules, TagDecision, TagForm};

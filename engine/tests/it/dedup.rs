@@ -1,4 +1,4 @@
-//! agent-memory-server's false-positive scenarios (reference/peers.md §2.10) with controlled
+//! agent-memory-server's false-positive scenarios (`docs/semantics.md`, "Where we differ from the peers") with controlled
 //! vectors: each memory's vector is chosen, its text is a word-order variant of the same words
 //! (so the fact guard calls every pair a duplicate and only the vectors decide).
 

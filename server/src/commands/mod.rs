@@ -3,7 +3,7 @@
 //! The server is a thin layer over the library: a handler takes its arguments out of the
 //! request ([`Args`]), calls one library operation and returns its result shape as JSON.
 //! `docs/protocol.md` is this table written out. MCP tools are the same handlers under their
-//! lowercase names (vector-memory-mcp's names, `reference/peers.md` §1.2).
+//! lowercase names (vector-memory-mcp's names, `docs/protocol.md`).
 //!
 //! Tenancy: a connection authenticated with a user-bound token ([`Session::user`]) gets its
 //! own user when a request names none, `forbidden` when it names another, and `not_found` for

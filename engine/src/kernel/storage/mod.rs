@@ -1,4 +1,4 @@
-//! All file I/O of the engine goes through [`Storage`] (BRIEF §3, invariant 5).
+//! All file I/O of the engine goes through [`Storage`] (`docs/durability.md`).
 //!
 //! [`FsStorage`] is the real file system. [`FaultyStorage`] is an in-memory file system that
 //! keeps, per file, the bytes written and the bytes made durable by `sync`, and per directory
