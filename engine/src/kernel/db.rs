@@ -249,6 +249,9 @@ impl Db {
     ) -> Result<T> {
         let (seq, checkpoint_due, value) = {
             let mut w = self.writer.lock();
+            // Accesses readers queued while the mutex was held go first: if appending them
+            // fails and poisons the store, this write is refused before anything of it exists.
+            self.drain_touches(&mut w);
             self.commit.check()?;
             // step 3: prepare and check, under the read lock. Only the holder of the writer
             // mutex changes the state, so it is the same when the write lock is taken below.
@@ -271,7 +274,6 @@ impl Db {
             let seq = self.append(&mut w, &op)?;
             // step 5: apply, publish.
             self.apply(&w, seq, op)?;
-            self.drain_touches(&mut w);
             (seq, self.checkpoint_due(&w), value)
         };
         // step 6: durability per policy (inside `durable_batch`, once at the batch's end).
@@ -332,8 +334,9 @@ impl Db {
 
     /// Counts an access of `ids` at `at`: a `Touch` frame, not waited for (access counts are
     /// bookkeeping, `docs/durability.md`, "Access counts"), and never waiting for a writer: when
-    /// one holds the writer lock (a store's dedup may take milliseconds), the access is left for
-    /// it to append when its own write is done. Returns false when it could not be recorded (a
+    /// one holds the writer lock (a store's dedup may take milliseconds), the access is queued
+    /// for whoever takes the lock next (the next write, access, checkpoint or flush), which
+    /// appends it before its own work. Returns false when it could not be recorded (a
     /// full disk, a poisoned store); the read is answered all the same and
     /// `accesses_not_recorded` counts it.
     pub(crate) fn touch(&self, at: Timestamp, ids: Vec<MemoryId>) -> bool {
@@ -438,8 +441,8 @@ impl Db {
         if only_if_due && !self.checkpoint_due(&w) {
             return Ok(());
         }
-        self.commit.check()?;
         self.drain_touches(&mut w);
+        self.commit.check()?;
         let result = self.checkpoint_locked(&mut w);
         match &result {
             Ok(()) => w.checkpoint_paused_until = None,
