@@ -733,6 +733,11 @@ mod tests {
         };
         let embedder = amberdb_embed::HashingEmbedder::new();
         let db = Db::open(dir.path(), &embedder, config).expect("open");
+        let record = crate::kernel::state::tests::record(1, "one");
+        let id = record.id;
+        let vector = vec![0.5; embedder.dim()];
+        db.commit(|_, _| Ok((Some(Op::Store { record, vector }), ())))
+            .expect("a store");
         let (release, held) = mpsc::channel::<()>();
         let (answered, reads) = mpsc::channel::<bool>();
         let db = &*db;
@@ -750,12 +755,22 @@ mod tests {
             // While it prepares, a reader reads the state and counts an access.
             s.spawn(move || {
                 let rows = db.read().table.len();
-                let counted = db.touch(db.now(), Vec::new());
-                answered.send(rows == 0 && counted).expect("test waits");
+                let counted = db.touch(db.now(), vec![id]);
+                answered.send(rows == 1 && counted).expect("test waits");
             });
             let read = reads.recv_timeout(Duration::from_secs(10));
             release.send(()).expect("writer waits");
             assert_eq!(read, Ok(true), "the reader waited for the writer's prepare");
         });
+        // The access waited in the queue; the next one to take the writer lock appends it.
+        let count = || db.read().table.get(id).map(|m| m.access_count);
+        assert_eq!(
+            count(),
+            Some(0),
+            "queued, not applied behind the writer's back"
+        );
+        db.flush().expect("flush");
+        assert_eq!(count(), Some(1));
+        assert_eq!(db.counters().accesses_not_recorded, 0);
     }
 }

@@ -245,13 +245,13 @@ impl State {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::kernel::record::{self, Category, Kind, Memory, Timestamp};
 
-    const DIM: usize = 4;
+    pub(crate) const DIM: usize = 4;
 
-    fn record(id: u64, content: &str) -> Box<Memory> {
+    pub(crate) fn record(id: u64, content: &str) -> Box<Memory> {
         Box::new(Memory {
             id: MemoryId(id),
             user_id: "u".into(),
