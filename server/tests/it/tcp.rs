@@ -708,6 +708,36 @@ fn tokens_authenticate_bind_users_and_never_reach_the_log() {
     );
     ada.fails("STATS", json!({}), "forbidden");
     ada.fails("DELETE_USER", json!({"user_id": "bob"}), "forbidden");
+    // Every other way to another user's records: the library's scoped handle refuses each.
+    for command in ["HISTORY", "LINEAGE", "COMPACT_UNDO"] {
+        ada.fails(command, json!({"memory_id": admins}), "not_found");
+    }
+    ada.fails(
+        "FEEDBACK",
+        json!({"memory_id": admins, "feedback": "harmful"}),
+        "not_found",
+    );
+    ada.fails(
+        "QUERY",
+        json!({"query": "note", "user_id": "default"}),
+        "forbidden",
+    );
+    ada.fails(
+        "CREATE_SESSION",
+        json!({"session_id": "s", "user_id": "bob"}),
+        "forbidden",
+    );
+    ada.fails("CREATE_USER", json!({"user_id": "mallory"}), "forbidden");
+    ada.fails(
+        "GET_UNIQUE_TAGS",
+        json!({"user_id": "default"}),
+        "forbidden",
+    );
+    ada.fails(
+        "ADD_KNOWLEDGE",
+        json!({"items": ["x"], "user_id": "default"}),
+        "forbidden",
+    );
     let users = ada.ok("LIST_USERS", json!({}));
     assert_eq!(users["users"].as_array().unwrap().len(), 1, "{users}");
     let found = ada.ok("SEARCH", json!({"query": "note", "mode": "text"}));
