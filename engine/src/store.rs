@@ -313,21 +313,20 @@ impl Store {
             .ok_or(EngineError::NotFound { id })
     }
 
-    /// Tag frequencies of `user_id`, most frequent first (then alphabetical); none for a user
-    /// outside this handle's scope.
-    #[must_use]
-    pub fn tag_frequencies(&self, user_id: &str) -> Vec<(String, u64)> {
-        if self.user_for(Some(user_id)).is_err() {
-            return Vec::new();
-        }
+    /// Tag frequencies of the user's live memories, most frequent first (then alphabetical).
+    ///
+    /// # Errors
+    /// `Invalid` for a bad user id, `OutOfScope` for another user than this handle's.
+    pub fn tag_frequencies(&self, user_id: Option<&str>) -> Result<Vec<(String, u64)>> {
+        let user = self.user_for(user_id)?;
         let state = self.read();
         let mut v: Vec<(String, u64)> = state
             .table
-            .tag_frequencies(user_id)
+            .tag_frequencies(&user)
             .map(|f| f.iter().map(|(t, n)| (t.clone(), *n)).collect())
             .unwrap_or_default();
         v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        v
+        Ok(v)
     }
 
     /// Counters.

@@ -99,7 +99,7 @@ impl Store {
     /// `Invalid` for a bad user id.
     pub fn unique_tags(&self, user_id: Option<&str>) -> Result<Vec<String>> {
         Ok(self
-            .tag_frequencies(&self.user_for(user_id)?)
+            .tag_frequencies(user_id)?
             .into_iter()
             .map(|(t, _)| t)
             .collect::<BTreeSet<_>>()
@@ -132,7 +132,7 @@ impl Store {
     pub fn tag_weights(&self, user_id: Option<&str>) -> Result<Vec<(String, f64)>> {
         #[expect(clippy::cast_precision_loss, reason = "frequencies far below 2^52")]
         let mut v: Vec<(String, f64)> = self
-            .tag_frequencies(&self.user_for(user_id)?)
+            .tag_frequencies(user_id)?
             .into_iter()
             .map(|(t, n)| (t, 1.0 / (1.0 + n as f64).ln()))
             .collect();

@@ -403,12 +403,12 @@ fn list_recent_tags_and_stats() {
         .collect();
     assert_eq!(recent, vec![b, a]);
     assert_eq!(
-        store.tag_frequencies("default"),
+        store.tag_frequencies(None).unwrap(),
         vec![("rust".to_string(), 2), ("db".to_string(), 1)]
     );
     store.delete(a).unwrap();
     assert_eq!(
-        store.tag_frequencies("default"),
+        store.tag_frequencies(None).unwrap(),
         vec![("rust".to_string(), 1)]
     );
     let s = store.stats();
@@ -547,6 +547,7 @@ fn a_scoped_store_reaches_its_users_records_only_through_every_call() {
     out_of_scope(ada.user_stats(Some("bob")).map(drop));
     out_of_scope(ada.delete_entity(EntityKind::User, None, "bob").map(drop));
     out_of_scope(ada.unique_tags(Some("bob")).map(drop));
+    out_of_scope(ada.tag_frequencies(Some("bob")).map(drop));
     assert_eq!(
         store.stats().last_seq,
         before,

@@ -115,7 +115,7 @@ fn check_invariants(store: &Store, stored_texts: &BTreeSet<String>, deleted: &BT
     let mut want: Vec<(String, u64)> = freq.into_iter().collect();
     want.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     assert_eq!(
-        store.tag_frequencies("default"),
+        store.tag_frequencies(None).unwrap(),
         want,
         "frequencies follow live memories"
     );

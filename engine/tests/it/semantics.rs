@@ -421,7 +421,10 @@ fn tag_preview_apply_and_snapshot_restore() {
         .unwrap();
     assert_eq!(applied.applied_count, 1);
     assert_eq!(store.get(m).unwrap().tags, vec!["api v2"]);
-    assert_eq!(store.tag_frequencies("default"), vec![("api v2".into(), 2)]);
+    assert_eq!(
+        store.tag_frequencies(None).unwrap(),
+        vec![("api v2".into(), 2)]
+    );
     let restored = store.snapshot_restore(None, &snap.snapshot_id).unwrap();
     // Both memories are rewritten from the snapshot (vector-memory-mcp's count); one changed.
     assert_eq!((restored.restored_count, restored.changed_count), (2, 1));

@@ -16,9 +16,7 @@ fn canonical_tags(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
 
 fn tag_frequencies(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
     let user = args.opt_str("user_id")?;
-    let freq = ctx
-        .store
-        .tag_frequencies(user.as_deref().unwrap_or(amberdb::record::DEFAULT_USER));
+    let freq = engine(ctx.store.tag_frequencies(user.as_deref()))?;
     let map: Map<String, Value> = freq.into_iter().map(|(t, n)| (t, json!(n))).collect();
     Ok(json!({"success": true, "count": map.len(), "frequencies": map}))
 }

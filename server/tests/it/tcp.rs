@@ -728,11 +728,9 @@ fn tokens_authenticate_bind_users_and_never_reach_the_log() {
         "forbidden",
     );
     ada.fails("CREATE_USER", json!({"user_id": "mallory"}), "forbidden");
-    ada.fails(
-        "GET_UNIQUE_TAGS",
-        json!({"user_id": "default"}),
-        "forbidden",
-    );
+    for command in ["GET_UNIQUE_TAGS", "GET_TAG_FREQUENCIES", "GET_TAG_WEIGHTS"] {
+        ada.fails(command, json!({"user_id": "default"}), "forbidden");
+    }
     ada.fails(
         "ADD_KNOWLEDGE",
         json!({"items": ["x"], "user_id": "default"}),
