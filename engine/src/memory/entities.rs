@@ -129,19 +129,26 @@ impl Store {
     /// # Errors
     /// `EntityNotFound` naming the field (also for an agent or session of another user).
     pub fn get_entity(&self, kind: EntityKind, user_id: Option<&str>, id: &str) -> Result<Entity> {
+        // A user is its own owner: a scoped handle may look up itself only.
+        let user = self.user_for(match kind {
+            EntityKind::User => Some(id),
+            _ => user_id,
+        })?;
         let state = self.read();
-        lookup(&state, kind, &self.user_for(user_id)?, id).cloned()
+        lookup(&state, kind, &user, id).cloned()
     }
 
-    /// Every user (`kind` user, `user_id` ignored), or the agents or sessions of a user, in id
-    /// order.
+    /// Every user (`kind` user, `user_id` ignored; a scoped handle sees its own), or the agents
+    /// or sessions of a user, in id order.
     ///
     /// # Errors
     /// `EntityNotFound` for an unknown user.
     pub fn list_entities(&self, kind: EntityKind, user_id: Option<&str>) -> Result<Vec<Entity>> {
         let state = self.read();
         if kind == EntityKind::User {
-            return Ok(state.table.user_entities().into_iter().cloned().collect());
+            let users = state.table.user_entities().into_iter();
+            let in_scope = users.filter(|u| self.scope().is_none_or(|s| u.id == s));
+            return Ok(in_scope.cloned().collect());
         }
         let Some(u) = user_index(&state, &self.user_for(user_id)?)? else {
             return Ok(Vec::new());

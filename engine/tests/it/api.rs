@@ -548,6 +548,11 @@ fn a_scoped_store_reaches_its_users_records_only_through_every_call() {
     out_of_scope(ada.delete_entity(EntityKind::User, None, "bob").map(drop));
     out_of_scope(ada.unique_tags(Some("bob")).map(drop));
     out_of_scope(ada.tag_frequencies(Some("bob")).map(drop));
+    out_of_scope(ada.get_entity(EntityKind::User, None, "bob").map(drop));
+    out_of_scope(
+        ada.list_entities(EntityKind::Session, Some("bob"))
+            .map(drop),
+    );
     assert_eq!(
         store.stats().last_seq,
         before,
@@ -559,6 +564,11 @@ fn a_scoped_store_reaches_its_users_records_only_through_every_call() {
         ada.all_entities()
             .iter()
             .all(|e| e.user_id == "ada" || e.id == "ada")
+    );
+    let users = ada.list_entities(EntityKind::User, None).unwrap();
+    assert_eq!(
+        users.iter().map(|u| u.id.as_str()).collect::<Vec<_>>(),
+        ["ada"]
     );
     let found = ada
         .search(&SearchRequest::new("note about").mode(Mode::Text))

@@ -728,6 +728,7 @@ fn tokens_authenticate_bind_users_and_never_reach_the_log() {
         "forbidden",
     );
     ada.fails("CREATE_USER", json!({"user_id": "mallory"}), "forbidden");
+    ada.fails("GET_USER", json!({"user_id": "default"}), "forbidden");
     for command in ["GET_UNIQUE_TAGS", "GET_TAG_FREQUENCIES", "GET_TAG_WEIGHTS"] {
         ada.fails(command, json!({"user_id": "default"}), "forbidden");
     }
