@@ -3,7 +3,7 @@
 use std::ops::RangeInclusive;
 
 /// Everything that can go wrong in the index, kept in three kinds: the caller's mistake
-/// (`DimensionMismatch`, `InvalidVector`, `KeyOrder`), the data's (`Corrupted`,
+/// (`DimensionMismatch`, `InvalidVector`, `InvalidParameter`, `KeyOrder`), the data's (`Corrupted`,
 /// `UnsupportedVersion`) and the environment's (`Io`).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -22,6 +22,9 @@ pub enum IndexError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// A parameter outside what the operation accepts (k-means' `k`, iterations, ratio).
+    #[error("invalid parameter: {0}")]
+    InvalidParameter(&'static str),
     /// Keys must be inserted in strictly increasing order.
     #[error("key {key} is not greater than the last key {last}")]
     KeyOrder {

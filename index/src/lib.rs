@@ -8,8 +8,12 @@
 //! - [`Collection::search`] with [`Scan::F32`] equals brute force over the live rows that pass
 //!   the filter, ordered by score then key; filters and tombstones apply inside the scan.
 //!
+//! - [`kmeans::train`] is deterministic for a seed whatever the thread count, and its lists are
+//!   never empty and never over their cap (the first piece of the IVF segments of
+//!   `docs/ivf.md`, which are designed and not yet built).
+//!
 //! Not here: anything about memories, text or files on disk (the engine owns I/O and passes
-//! [`SealedBytes`] in), and approximate (IVF) segments, which come later.
+//! [`SealedBytes`] in).
 //!
 //! ```
 //! use amberdb_index::{Collection, SearchParams, Scan};
@@ -37,6 +41,7 @@ pub mod collection;
 pub mod error;
 pub mod kernels;
 pub mod keyset;
+pub mod kmeans;
 pub mod mmap;
 pub mod quantize;
 pub mod segment;
