@@ -55,6 +55,29 @@ pub use mmap::SealedBytes;
 pub use segment::FlatSegment;
 pub use topk::{Neighbour, TopK};
 
+/// Runs the IVF segment decoder on arbitrary bytes; the fuzz target `ivf_open` and a proptest
+/// call this. Returns whether the bytes were accepted. Never panics.
+#[must_use]
+pub fn fuzz_ivf_open(data: &[u8]) -> bool {
+    match segment::ivf::IvfSegment::open("fuzz", SealedBytes::copy_from(data)) {
+        Ok(seg) => {
+            // Touch every block the decoder vouched for, and every list.
+            let rows: usize = (0..seg.nlist()).map(|l| seg.list_rows(l).len()).sum();
+            let first = seg.keys().first().copied().unwrap_or(0);
+            let _ = (
+                rows,
+                seg.centroids().len(),
+                seg.scales().len(),
+                seg.codes().len(),
+                seg.vectors().len(),
+                seg.row_of(first),
+            );
+            true
+        }
+        Err(_) => false,
+    }
+}
+
 /// Runs the segment decoder on arbitrary bytes; the fuzz target and a proptest call this.
 /// Returns whether the bytes were accepted. Never panics.
 #[must_use]

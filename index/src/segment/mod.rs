@@ -1,4 +1,7 @@
-//! Flat segments: immutable files of keys, f32 vectors and optional i8 codes.
+//! Segments: immutable files of keys, f32 vectors and i8 codes. Flat segments
+//! (`format`, `reader`, `writer`) are what stores hold today; IVF segments (`ivf`: rows
+//! grouped by list, `docs/format/segment-ivf.md`) are encoded and opened, not yet searched or
+//! held by a store (issue #16).
 //!
 //! Guarantees: a segment is only ever read after every byte of it passed the checks of
 //! `docs/format/segment-flat.md` (`reader`); a truncated or damaged file is a typed error at
@@ -7,6 +10,7 @@
 //! `Collection`).
 
 pub mod format;
+pub mod ivf;
 pub mod reader;
 pub mod writer;
 

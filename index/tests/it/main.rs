@@ -1,4 +1,5 @@
 //! Integration tests of amberdb-index.
 
 mod decoders;
+mod ivf;
 mod search;

@@ -1,0 +1,505 @@
+//! IVF segment files (`docs/format/segment-ivf.md`; keep the two equal): encoding and the
+//! validating open. Nothing searches them yet (issue #16, `docs/ivf.md`).
+//!
+//! Guarantees: `IvfSegment::open` reads nothing before every check of the format page passed,
+//! in its order; a truncated or damaged file is a typed error, never a panic or a read past the
+//! mapping; `encode` refuses input that `open` would refuse.
+
+#![deny(clippy::unwrap_used, clippy::indexing_slicing)]
+
+use super::format::{HEADER_LEN, MAX_DIM, METRIC_DOT, align64, seeded_crc};
+use crate::error::{IndexError, Result};
+use crate::mmap::SealedBytes;
+use crate::quantize;
+use std::ops::{Range, RangeInclusive};
+
+/// File magic.
+pub const MAGIC: [u8; 4] = *b"AMIV";
+/// Version this build writes.
+pub const VERSION: u16 = 1;
+/// Versions this build reads.
+pub const SUPPORTED: RangeInclusive<u16> = 1..=1;
+/// Most lists a segment may have.
+pub const MAX_NLIST: u32 = 65_536;
+/// CRC seed of the header.
+pub const HEADER_SEED: u32 = 0x414d_4956;
+/// CRC seed of the body.
+pub const BODY_SEED: u32 = 0x4956_4244;
+
+/// Where each block lies, derived from `count`, `dim` and `nlist` alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IvfLayout {
+    /// `nlist × dim` f32 centroids.
+    pub centroids: Range<u64>,
+    /// `nlist + 1` u64 prefix sums.
+    pub list_start: Range<u64>,
+    /// `count` u64 keys, by list.
+    pub keys: Range<u64>,
+    /// `count` f32 scales.
+    pub scales: Range<u64>,
+    /// `count × dim` i8 codes.
+    pub codes: Range<u64>,
+    /// `count × dim` f32 vectors.
+    pub vectors: Range<u64>,
+    /// `count` u32 row numbers in key order.
+    pub by_key: Range<u64>,
+    /// Total file length.
+    pub file_len: u64,
+}
+
+impl IvfLayout {
+    /// The layout, or `None` when the sizes overflow.
+    #[must_use]
+    pub fn new(count: u64, dim: u32, nlist: u32) -> Option<IvfLayout> {
+        let dim = u64::from(dim);
+        let nlist = u64::from(nlist);
+        let mut at = HEADER_LEN as u64;
+        let mut block = |bytes: u64| -> Option<Range<u64>> {
+            let start = align64(at);
+            let end = start.checked_add(bytes)?;
+            at = end;
+            Some(start..end)
+        };
+        let centroids = block(nlist.checked_mul(dim)?.checked_mul(4)?)?;
+        let list_start = block(nlist.checked_add(1)?.checked_mul(8)?)?;
+        let keys = block(count.checked_mul(8)?)?;
+        let scales = block(count.checked_mul(4)?)?;
+        let codes = block(count.checked_mul(dim)?)?;
+        let vectors = block(count.checked_mul(dim)?.checked_mul(4)?)?;
+        let by_key = block(count.checked_mul(4)?)?;
+        Some(IvfLayout {
+            centroids,
+            list_start,
+            keys,
+            scales,
+            codes,
+            vectors,
+            by_key,
+            file_len: align64(at),
+        })
+    }
+}
+
+/// What a build hands to `encode`.
+#[derive(Debug, Clone, Copy)]
+pub struct IvfBuild<'a> {
+    /// One key per row, unique (any order).
+    pub keys: &'a [u64],
+    /// Row-major vectors, `keys.len() × dim`.
+    pub vectors: &'a [f32],
+    /// Dimension.
+    pub dim: usize,
+    /// `nlist × dim` unit centroids.
+    pub centroids: &'a [f32],
+    /// Each row's list, `< nlist`.
+    pub assignment: &'a [u32],
+    /// The lists a search probes by default.
+    pub nprobe: u32,
+    /// Mean recall@10 measured at `nprobe`.
+    pub built_recall: f32,
+    /// The recall asked for.
+    pub target_recall: f32,
+    /// Queries the recall was measured on.
+    pub held_out: u32,
+}
+
+fn invalid(reason: &'static str) -> IndexError {
+    IndexError::InvalidParameter(reason)
+}
+
+/// Encodes an IVF segment: rows grouped by list, ascending key within a list.
+///
+/// # Errors
+/// `InvalidParameter` / `InvalidVector` / `DimensionMismatch` for input `open` would refuse.
+pub fn encode(b: &IvfBuild<'_>) -> Result<Vec<u8>> {
+    let dim32 = u32::try_from(b.dim)
+        .ok()
+        .filter(|d| (1..=MAX_DIM).contains(d))
+        .ok_or(invalid("dimension must be 1..=4096"))?;
+    let count = b.keys.len();
+    if b.vectors.len() != count * b.dim {
+        return Err(IndexError::DimensionMismatch {
+            expected: count * b.dim,
+            got: b.vectors.len(),
+        });
+    }
+    if !b.centroids.len().is_multiple_of(b.dim) {
+        return Err(invalid("centroids must be whole vectors"));
+    }
+    let nlist = u32::try_from(b.centroids.len() / b.dim)
+        .ok()
+        .filter(|n| (1..=MAX_NLIST).contains(n) && *n as usize <= count)
+        .ok_or(invalid(
+            "nlist must be 1..=65,536 and at most the row count",
+        ))?;
+    if b.assignment.len() != count || b.assignment.iter().any(|&a| a >= nlist) {
+        return Err(invalid("every row needs a list below nlist"));
+    }
+    let in_range = (1..=nlist).contains(&b.nprobe)
+        && (0.0..=1.0).contains(&b.built_recall)
+        && b.target_recall > 0.0
+        && b.target_recall <= 1.0;
+    if !in_range {
+        return Err(invalid("nprobe in 1..=nlist, recalls in [0, 1]"));
+    }
+    if b.vectors.iter().chain(b.centroids).any(|x| !x.is_finite()) {
+        return Err(IndexError::InvalidVector {
+            reason: "non-finite value",
+        });
+    }
+    let key = |r: usize| b.keys.get(r).copied().unwrap_or(0);
+    let list = |r: usize| b.assignment.get(r).copied().unwrap_or(0);
+    // Rows in file order: by list, then key.
+    let mut order: Vec<usize> = (0..count).collect();
+    order.sort_by_key(|&r| (list(r), key(r)));
+    let mut sorted = b.keys.to_vec();
+    sorted.sort_unstable();
+    if sorted.windows(2).any(|w| w.first() == w.get(1)) {
+        return Err(invalid("keys must be unique"));
+    }
+    // Row numbers (in file order) sorted by key.
+    let mut by_key: Vec<u32> =
+        (0..u32::try_from(count).map_err(|_| invalid("too many rows"))?).collect();
+    by_key.sort_by_key(|&i| order.get(i as usize).map_or(0, |&r| key(r)));
+    let layout = IvfLayout::new(count as u64, dim32, nlist).ok_or(invalid("segment too large"))?;
+    let len = usize::try_from(layout.file_len).map_err(|_| invalid("segment too large"))?;
+    let mut out = vec![0u8; len];
+    let put = |out: &mut [u8], at: u64, bytes: &[u8]| {
+        #[expect(clippy::cast_possible_truncation, reason = "offsets < len, a usize")]
+        let at = at as usize;
+        if let Some(dst) = out.get_mut(at..at + bytes.len()) {
+            dst.copy_from_slice(bytes);
+        }
+    };
+    for (i, x) in b.centroids.iter().enumerate() {
+        put(
+            &mut out,
+            layout.centroids.start + 4 * i as u64,
+            &x.to_le_bytes(),
+        );
+    }
+    let mut start = 0u64;
+    put(&mut out, layout.list_start.start, &start.to_le_bytes());
+    for l in 0..nlist {
+        start += b.assignment.iter().filter(|&&a| a == l).count() as u64;
+        put(
+            &mut out,
+            layout.list_start.start + 8 * (u64::from(l) + 1),
+            &start.to_le_bytes(),
+        );
+    }
+    let mut codes = vec![0i8; b.dim];
+    for (row, &r) in order.iter().enumerate() {
+        let row = row as u64;
+        let v = b.vectors.get(r * b.dim..(r + 1) * b.dim).unwrap_or(&[]);
+        put(&mut out, layout.keys.start + 8 * row, &key(r).to_le_bytes());
+        let scale = quantize::encode_into(v, &mut codes);
+        put(
+            &mut out,
+            layout.scales.start + 4 * row,
+            &scale.to_le_bytes(),
+        );
+        put(
+            &mut out,
+            layout.codes.start + row * u64::from(dim32),
+            bytemuck::cast_slice(&codes),
+        );
+        for (j, x) in v.iter().enumerate() {
+            put(
+                &mut out,
+                layout.vectors.start + 4 * (row * u64::from(dim32) + j as u64),
+                &x.to_le_bytes(),
+            );
+        }
+    }
+    for (i, r) in by_key.iter().enumerate() {
+        put(
+            &mut out,
+            layout.by_key.start + 4 * i as u64,
+            &r.to_le_bytes(),
+        );
+    }
+    put(&mut out, 0, &MAGIC);
+    put(&mut out, 4, &VERSION.to_le_bytes());
+    put(&mut out, 8, &dim32.to_le_bytes());
+    put(&mut out, 12, &METRIC_DOT.to_le_bytes());
+    put(&mut out, 16, &(count as u64).to_le_bytes());
+    put(&mut out, 24, &layout.file_len.to_le_bytes());
+    put(&mut out, 32, &nlist.to_le_bytes());
+    put(&mut out, 36, &b.nprobe.to_le_bytes());
+    put(&mut out, 40, &b.built_recall.to_le_bytes());
+    put(&mut out, 44, &b.target_recall.to_le_bytes());
+    put(&mut out, 48, &b.held_out.to_le_bytes());
+    let body_crc = seeded_crc(BODY_SEED, out.get(HEADER_LEN..).unwrap_or(&[]));
+    put(&mut out, 56, &body_crc.to_le_bytes());
+    let hdr_crc = seeded_crc(HEADER_SEED, out.get(..60).unwrap_or(&[]));
+    put(&mut out, 60, &hdr_crc.to_le_bytes());
+    Ok(out)
+}
+
+/// An open, validated IVF segment.
+#[derive(Debug)]
+pub struct IvfSegment {
+    bytes: SealedBytes,
+    dim: usize,
+    count: usize,
+    nlist: usize,
+    nprobe: u32,
+    built_recall: f32,
+    layout: IvfLayout,
+}
+
+fn field<const N: usize>(b: &[u8], at: usize) -> Option<[u8; N]> {
+    b.get(at..at + N)?.try_into().ok()
+}
+
+impl IvfSegment {
+    /// Validates `bytes` in the order of `docs/format/segment-ivf.md`.
+    ///
+    /// # Errors
+    /// `Corrupted` naming the offset and the check, or `UnsupportedVersion`.
+    pub fn open(name: &str, bytes: SealedBytes) -> Result<IvfSegment> {
+        let corrupt = |offset: u64, reason: &'static str| IndexError::Corrupted {
+            file: name.to_owned(),
+            offset,
+            reason,
+        };
+        let b = bytes.as_slice();
+        let header = b
+            .get(..HEADER_LEN)
+            .ok_or_else(|| corrupt(0, "shorter than the header"))?;
+        if field::<4>(header, 0) != Some(MAGIC) {
+            return Err(corrupt(0, "bad magic"));
+        }
+        let u16_at = |at| field::<2>(header, at).map_or(0, u16::from_le_bytes);
+        let u32_at = |at| field::<4>(header, at).map_or(0, u32::from_le_bytes);
+        let u64_at = |at| field::<8>(header, at).map_or(0, u64::from_le_bytes);
+        let f32_at = |at| field::<4>(header, at).map_or(f32::NAN, f32::from_le_bytes);
+        if seeded_crc(HEADER_SEED, header.get(..60).unwrap_or(&[])) != u32_at(60) {
+            return Err(corrupt(60, "header checksum mismatch"));
+        }
+        let version = u16_at(4);
+        if !SUPPORTED.contains(&version) {
+            return Err(IndexError::UnsupportedVersion {
+                file: name.to_owned(),
+                found: version,
+                supported: SUPPORTED,
+            });
+        }
+        if u16_at(6) != 0 {
+            return Err(corrupt(6, "unknown flags"));
+        }
+        let dim = u32_at(8);
+        if !(1..=MAX_DIM).contains(&dim) {
+            return Err(corrupt(8, "dimension out of range"));
+        }
+        if u32_at(12) != METRIC_DOT {
+            return Err(corrupt(12, "unknown metric"));
+        }
+        let count = u64_at(16);
+        let nlist = u32_at(32);
+        if !(1..=MAX_NLIST).contains(&nlist) || count < u64::from(nlist) {
+            return Err(corrupt(32, "nlist out of range"));
+        }
+        let nprobe = u32_at(36);
+        if !(1..=nlist).contains(&nprobe) {
+            return Err(corrupt(36, "nprobe out of range"));
+        }
+        let (built, target) = (f32_at(40), f32_at(44));
+        if !((0.0..=1.0).contains(&built) && target > 0.0 && target <= 1.0) {
+            return Err(corrupt(40, "recall out of range"));
+        }
+        if u32_at(52) != 0 {
+            return Err(corrupt(52, "reserved bytes not zero"));
+        }
+        let file_len = u64_at(24);
+        if file_len != b.len() as u64 {
+            return Err(corrupt(24, "file length differs from header"));
+        }
+        let layout = IvfLayout::new(count, dim, nlist)
+            .filter(|l| l.file_len == file_len)
+            .ok_or_else(|| {
+                corrupt(
+                    16,
+                    "count, dimension and nlist do not match the file length",
+                )
+            })?;
+        if seeded_crc(BODY_SEED, b.get(HEADER_LEN..).unwrap_or(&[])) != u32_at(56) {
+            return Err(corrupt(56, "body checksum mismatch"));
+        }
+        let segment = IvfSegment {
+            dim: dim as usize,
+            count: usize::try_from(count).map_err(|_| corrupt(16, "count too large"))?,
+            nlist: nlist as usize,
+            nprobe,
+            built_recall: built,
+            layout,
+            bytes,
+        };
+        segment.check_structure(&corrupt)?;
+        Ok(segment)
+    }
+
+    fn check_structure(&self, corrupt: &impl Fn(u64, &'static str) -> IndexError) -> Result<()> {
+        let (count, dim, nlist) = (self.count, self.dim, self.nlist);
+        let starts = self.list_starts();
+        let keys = self.keys();
+        let by_key = self.by_key();
+        let sizes_ok = self.centroids().len() == nlist * dim
+            && starts.len() == nlist + 1
+            && keys.len() == count
+            && self.scales().len() == count
+            && self.codes().len() == count * dim
+            && self.vectors().len() == count * dim
+            && by_key.len() == count;
+        if !sizes_ok {
+            return Err(corrupt(HEADER_LEN as u64, "misaligned block"));
+        }
+        if self.centroids().iter().any(|x| !x.is_finite()) {
+            return Err(corrupt(self.layout.centroids.start, "centroid not finite"));
+        }
+        if starts.first() != Some(&0)
+            || starts.last() != Some(&(count as u64))
+            || starts.windows(2).any(|w| w.first() > w.get(1))
+        {
+            return Err(corrupt(
+                self.layout.list_start.start,
+                "list bounds out of order",
+            ));
+        }
+        for l in 0..nlist {
+            let rows = self.list_rows(l);
+            if keys
+                .get(rows)
+                .is_none_or(|k| k.windows(2).any(|w| w.first() >= w.get(1)))
+            {
+                return Err(corrupt(
+                    self.layout.keys.start,
+                    "keys not increasing in a list",
+                ));
+            }
+        }
+        let key_at = |i: &u32| keys.get(*i as usize).copied();
+        let mut seen = vec![false; count];
+        for i in by_key {
+            match seen.get_mut(*i as usize) {
+                Some(s) if !*s => *s = true,
+                _ => {
+                    return Err(corrupt(
+                        self.layout.by_key.start,
+                        "by_key is not a permutation",
+                    ));
+                }
+            }
+        }
+        if by_key
+            .windows(2)
+            .any(|w| w.first().and_then(key_at) >= w.get(1).and_then(key_at))
+        {
+            return Err(corrupt(
+                self.layout.by_key.start,
+                "keys not unique or by_key out of order",
+            ));
+        }
+        Ok(())
+    }
+
+    fn block<T: bytemuck::Pod>(&self, range: &Range<u64>) -> &[T] {
+        let (Ok(start), Ok(end)) = (usize::try_from(range.start), usize::try_from(range.end))
+        else {
+            return &[];
+        };
+        self.bytes
+            .as_slice()
+            .get(start..end)
+            .and_then(|b| bytemuck::try_cast_slice(b).ok())
+            .unwrap_or(&[])
+    }
+
+    /// Vector dimension.
+    #[must_use]
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Rows.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether it has no rows (never true for a valid file).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Lists.
+    #[must_use]
+    pub fn nlist(&self) -> usize {
+        self.nlist
+    }
+
+    /// The lists a search probes by default, and the recall@10 measured there at build.
+    #[must_use]
+    pub fn nprobe(&self) -> (u32, f32) {
+        (self.nprobe, self.built_recall)
+    }
+
+    /// The centroids, row-major.
+    #[must_use]
+    pub fn centroids(&self) -> &[f32] {
+        self.block(&self.layout.centroids)
+    }
+
+    fn list_starts(&self) -> &[u64] {
+        self.block(&self.layout.list_start)
+    }
+
+    /// The rows of list `l`.
+    #[must_use]
+    pub fn list_rows(&self, l: usize) -> Range<usize> {
+        let s = self.list_starts();
+        let at = |i: usize| s.get(i).and_then(|&x| usize::try_from(x).ok()).unwrap_or(0);
+        at(l)..at(l + 1).max(at(l))
+    }
+
+    /// Keys in row order (by list, ascending within a list).
+    #[must_use]
+    pub fn keys(&self) -> &[u64] {
+        self.block(&self.layout.keys)
+    }
+
+    /// Per-row i8 scales.
+    #[must_use]
+    pub fn scales(&self) -> &[f32] {
+        self.block(&self.layout.scales)
+    }
+
+    /// Row-major i8 codes.
+    #[must_use]
+    pub fn codes(&self) -> &[i8] {
+        self.block(&self.layout.codes)
+    }
+
+    /// Row-major f32 vectors.
+    #[must_use]
+    pub fn vectors(&self) -> &[f32] {
+        self.block(&self.layout.vectors)
+    }
+
+    fn by_key(&self) -> &[u32] {
+        self.block(&self.layout.by_key)
+    }
+
+    /// The row holding `key`.
+    #[must_use]
+    pub fn row_of(&self, key: u64) -> Option<usize> {
+        let keys = self.keys();
+        let by_key = self.by_key();
+        let i = by_key
+            .binary_search_by_key(&key, |&r| keys.get(r as usize).copied().unwrap_or(0))
+            .ok()?;
+        by_key.get(i).map(|&r| r as usize)
+    }
+}

@@ -1,0 +1,200 @@
+//! IVF segment files (`docs/format/segment-ivf.md`): round trip, and every truncation, bit
+//! flip and structural lie refused at open.
+
+use amberdb_index::kmeans::{KMeansParams, train};
+use amberdb_index::mmap::SealedBytes;
+use amberdb_index::segment::format::{HEADER_LEN, seeded_crc};
+use amberdb_index::segment::ivf::{
+    BODY_SEED, HEADER_SEED, IvfBuild, IvfLayout, IvfSegment, encode,
+};
+
+fn build(
+    count: usize,
+    dim: usize,
+    nlist: usize,
+    seed: u64,
+) -> (Vec<u64>, Vec<f32>, Vec<u32>, Vec<u8>) {
+    let vectors = amberdb_index::synthetic::clustered(count, dim, nlist, 0.4, seed);
+    // Keys out of order and sparse, as after deletes and merges.
+    let keys: Vec<u64> = (0..count as u64)
+        .map(|i| (i * 7919) % 100_003 + 1)
+        .collect();
+    let c = train(&vectors, dim, &KMeansParams::new(nlist, seed)).unwrap();
+    let bytes = encode(&IvfBuild {
+        keys: &keys,
+        vectors: &vectors,
+        dim,
+        centroids: &c.centroids,
+        assignment: &c.assignment,
+        nprobe: 2,
+        built_recall: 0.97,
+        target_recall: 0.95,
+        held_out: 10,
+    })
+    .unwrap();
+    (keys, vectors, c.assignment, bytes)
+}
+
+#[test]
+fn a_segment_round_trips_every_row_in_its_list() {
+    let (keys, vectors, assignment, bytes) = build(500, 16, 8, 3);
+    let s = IvfSegment::open("t", SealedBytes::copy_from(&bytes)).unwrap();
+    assert_eq!(
+        (s.len(), s.dim(), s.nlist(), s.nprobe()),
+        (500, 16, 8, (2, 0.97))
+    );
+    let mut total = 0;
+    for l in 0..8 {
+        total += s.list_rows(l).len();
+    }
+    assert_eq!(total, 500);
+    for (i, k) in keys.iter().enumerate() {
+        let row = s.row_of(*k).unwrap();
+        assert_eq!(s.keys()[row], *k);
+        assert_eq!(
+            &s.vectors()[row * 16..(row + 1) * 16],
+            &vectors[i * 16..(i + 1) * 16]
+        );
+        // The row sits in the list the clustering gave it.
+        assert!(
+            s.list_rows(assignment[i] as usize).contains(&row),
+            "row {i}"
+        );
+    }
+    assert!(s.row_of(0).is_none());
+}
+
+#[test]
+fn every_truncation_and_every_bit_flip_is_refused_at_open() {
+    let (_, _, _, bytes) = build(12, 4, 3, 5);
+    for len in 0..bytes.len() {
+        assert!(
+            IvfSegment::open("t", SealedBytes::copy_from(&bytes[..len])).is_err(),
+            "truncated to {len}"
+        );
+    }
+    for at in 0..bytes.len() {
+        for bit in 0..8 {
+            let mut b = bytes.clone();
+            b[at] ^= 1 << bit;
+            assert!(
+                IvfSegment::open("t", SealedBytes::copy_from(&b)).is_err(),
+                "bit {bit} of byte {at}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_structurally_wrong_body_is_refused_even_with_good_checksums() {
+    let (_, _, _, bytes) = build(12, 4, 3, 5);
+    let reseal = |mut b: Vec<u8>| {
+        let body = seeded_crc(BODY_SEED, &b[HEADER_LEN..]);
+        b[56..60].copy_from_slice(&body.to_le_bytes());
+        let hdr = seeded_crc(HEADER_SEED, &b[..60]);
+        b[60..64].copy_from_slice(&hdr.to_le_bytes());
+        b
+    };
+    let layout = IvfLayout::new(12, 4, 3).unwrap();
+    // Two keys equal.
+    let mut b = bytes.clone();
+    let k0 = layout.keys.start as usize;
+    let first: [u8; 8] = b[k0..k0 + 8].try_into().unwrap();
+    b[k0 + 8..k0 + 16].copy_from_slice(&first);
+    assert!(IvfSegment::open("t", SealedBytes::copy_from(&reseal(b))).is_err());
+    // A list bound past the row count.
+    let mut b = bytes.clone();
+    let s1 = layout.list_start.start as usize + 8;
+    b[s1..s1 + 8].copy_from_slice(&99u64.to_le_bytes());
+    assert!(IvfSegment::open("t", SealedBytes::copy_from(&reseal(b))).is_err());
+    // by_key naming one row twice.
+    let mut b = bytes.clone();
+    let bk = layout.by_key.start as usize;
+    let r0: [u8; 4] = b[bk..bk + 4].try_into().unwrap();
+    b[bk + 4..bk + 8].copy_from_slice(&r0);
+    assert!(IvfSegment::open("t", SealedBytes::copy_from(&reseal(b))).is_err());
+    // nprobe past nlist.
+    let mut b = bytes;
+    b[36..40].copy_from_slice(&4u32.to_le_bytes());
+    assert!(IvfSegment::open("t", SealedBytes::copy_from(&reseal(b))).is_err());
+}
+
+#[test]
+fn encode_refuses_what_open_would() {
+    let v = vec![1.0f32, 0.0, 0.0, 1.0];
+    let c = vec![1.0f32, 0.0];
+    let ok = IvfBuild {
+        keys: &[1, 2],
+        vectors: &v,
+        dim: 2,
+        centroids: &c,
+        assignment: &[0, 0],
+        nprobe: 1,
+        built_recall: 1.0,
+        target_recall: 0.95,
+        held_out: 2,
+    };
+    assert!(encode(&ok).is_ok());
+    assert!(
+        encode(&IvfBuild {
+            keys: &[1, 1],
+            ..ok
+        })
+        .is_err(),
+        "duplicate keys"
+    );
+    assert!(
+        encode(&IvfBuild {
+            assignment: &[0, 1],
+            ..ok
+        })
+        .is_err(),
+        "no such list"
+    );
+    assert!(
+        encode(&IvfBuild { nprobe: 2, ..ok }).is_err(),
+        "nprobe past nlist"
+    );
+    assert!(
+        encode(&IvfBuild {
+            built_recall: 1.5,
+            ..ok
+        })
+        .is_err()
+    );
+    assert!(
+        encode(&IvfBuild {
+            centroids: &[1.0, 0.0, 0.0, 1.0, 0.6, 0.8],
+            ..ok
+        })
+        .is_err(),
+        "nlist past rows"
+    );
+    assert!(
+        encode(&IvfBuild {
+            vectors: &[f32::NAN, 0.0, 0.0, 1.0],
+            ..ok
+        })
+        .is_err()
+    );
+}
+
+/// A valid 12-row, 3-list segment of dimension 4 (the fuzz seed and the mutation proptest).
+pub fn small_segment() -> Vec<u8> {
+    build(12, 4, 3, 5).3
+}
+
+#[test]
+fn the_fuzz_seed_is_a_valid_segment() {
+    let seed = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fuzz/seeds/ivf_open/small.mnsi"
+    ))
+    .expect("fuzz/seeds/ivf_open/small.mnsi");
+    assert_eq!(
+        seed,
+        small_segment(),
+        "regenerate the seed: it is small_segment()'s bytes"
+    );
+    assert!(amberdb_index::fuzz_ivf_open(&seed));
+}
