@@ -90,3 +90,20 @@ pub fn seeded_crc(seed: u32, bytes: &[u8]) -> u32 {
     h.update(bytes);
     h.finalize()
 }
+
+/// `N` bytes at `at`, if the slice holds them.
+pub(crate) fn field<const N: usize>(bytes: &[u8], at: usize) -> Option<[u8; N]> {
+    bytes.get(at..at + N)?.try_into().ok()
+}
+
+/// The block `range` of a validated file as `T`s; empty when out of bounds or misaligned
+/// (never for a file whose open checked its layout).
+pub(crate) fn cast_block<'a, T: bytemuck::Pod>(bytes: &'a [u8], range: &Range<u64>) -> &'a [T] {
+    let (Ok(start), Ok(end)) = (usize::try_from(range.start), usize::try_from(range.end)) else {
+        return &[];
+    };
+    bytes
+        .get(start..end)
+        .and_then(|b| bytemuck::try_cast_slice(b).ok())
+        .unwrap_or(&[])
+}

@@ -7,7 +7,7 @@
 
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
-use super::format::{HEADER_LEN, MAX_DIM, METRIC_DOT, align64, seeded_crc};
+use super::format::{HEADER_LEN, MAX_DIM, METRIC_DOT, align64, field, seeded_crc};
 use crate::error::{IndexError, Result};
 use crate::mmap::SealedBytes;
 use crate::quantize;
@@ -249,10 +249,6 @@ pub struct IvfSegment {
     layout: IvfLayout,
 }
 
-fn field<const N: usize>(b: &[u8], at: usize) -> Option<[u8; N]> {
-    b.get(at..at + N)?.try_into().ok()
-}
-
 impl IvfSegment {
     /// Validates `bytes` in the order of `docs/format/segment-ivf.md`.
     ///
@@ -405,15 +401,8 @@ impl IvfSegment {
     }
 
     fn block<T: bytemuck::Pod>(&self, range: &Range<u64>) -> &[T] {
-        let (Ok(start), Ok(end)) = (usize::try_from(range.start), usize::try_from(range.end))
-        else {
-            return &[];
-        };
-        self.bytes
-            .as_slice()
-            .get(start..end)
-            .and_then(|b| bytemuck::try_cast_slice(b).ok())
-            .unwrap_or(&[])
+        // `open` checked that every block is in bounds and aligned.
+        super::format::cast_block(self.bytes.as_slice(), range)
     }
 
     /// Vector dimension.

@@ -4,7 +4,7 @@
 
 use super::format::{
     BODY_SEED, FLAG_I8_CODES, HEADER_LEN, HEADER_SEED, Layout, MAGIC, MAX_DIM, METRIC_DOT,
-    SUPPORTED, seeded_crc,
+    SUPPORTED, field, seeded_crc,
 };
 use crate::error::{IndexError, Result};
 use crate::mmap::SealedBytes;
@@ -18,10 +18,6 @@ pub struct FlatSegment {
     dim: usize,
     count: usize,
     layout: Layout,
-}
-
-fn field<const N: usize>(bytes: &[u8], at: usize) -> Option<[u8; N]> {
-    bytes.get(at..at + N)?.try_into().ok()
 }
 
 impl FlatSegment {
@@ -108,17 +104,8 @@ impl FlatSegment {
     }
 
     fn block<T: bytemuck::Pod>(&self, range: &Range<u64>) -> &[T] {
-        let (Ok(start), Ok(end)) = (usize::try_from(range.start), usize::try_from(range.end))
-        else {
-            return &[];
-        };
-        // NOTE: `open` checked that every block is in bounds and aligned, so the fallback to
-        // an empty slice is never taken for a segment that exists.
-        self.bytes
-            .as_slice()
-            .get(start..end)
-            .and_then(|b| bytemuck::try_cast_slice(b).ok())
-            .unwrap_or(&[])
+        // `open` checked that every block is in bounds and aligned.
+        super::format::cast_block(self.bytes.as_slice(), range)
     }
 
     /// The segment's name, as given at open.
