@@ -239,14 +239,6 @@ impl Db {
         &self,
         prepare: impl FnOnce(&NextIds, &State) -> Result<(Option<Op>, T)>,
     ) -> Result<T> {
-        self.commit_as(true, prepare)
-    }
-
-    fn commit_as<T>(
-        &self,
-        acknowledged: bool,
-        prepare: impl FnOnce(&NextIds, &State) -> Result<(Option<Op>, T)>,
-    ) -> Result<T> {
         let (seq, checkpoint_due, value) = {
             let mut w = self.writer.lock();
             // Accesses readers queued while the mutex was held go first: if appending them
@@ -277,18 +269,18 @@ impl Db {
             (seq, self.checkpoint_due(&w), value)
         };
         // step 6: durability per policy (inside `durable_batch`, once at the batch's end).
-        if acknowledged && self.config.sync == SyncPolicy::Always {
+        if self.config.sync == SyncPolicy::Always {
             if DEFERRED.get() {
                 DEFERRED_SEQ.set(DEFERRED_SEQ.get().max(seq));
             } else {
                 self.commit.wait_durable(seq)?;
             }
         }
-        // step 7: acknowledged. Housekeeping may follow, on acknowledged writes only: a reader
-        // counting an access never pays for a checkpoint. Its failure is not this write's (the
-        // write is durable): it poisons the store or, for a full disk, pauses checkpoints, and
-        // is logged; the reply stays the write's own.
-        if acknowledged && checkpoint_due {
+        // step 7: acknowledged. Housekeeping may follow (never in `touch`: a reader counting an
+        // access never pays for a checkpoint). Its failure is not this write's (the write is
+        // durable): it poisons the store or, for a full disk, pauses checkpoints, and is
+        // logged; the reply stays the write's own.
+        if checkpoint_due {
             self.checkpoint_if_due();
         }
         Ok(value)

@@ -24,18 +24,19 @@ pub(crate) struct State {
 
 /// What the earlier members of a batch did to what the later ones look at, so that a batch is
 /// checked whole before any of it is applied.
+/// It borrows from the operation being checked.
 #[derive(Default)]
-struct Overlay {
+struct Overlay<'a> {
     /// Records the batch stored (with their user and content hash) or took out of the live set.
-    live: HashMap<MemoryId, Option<(String, [u8; 32])>>,
+    live: HashMap<MemoryId, Option<(&'a str, &'a [u8; 32])>>,
     /// Records the batch archived.
     archived: HashSet<MemoryId>,
     /// The highest id the batch stored.
     last_stored: Option<u64>,
     /// Canonical tags the batch registered, by user.
-    canonical: HashSet<(String, String)>,
+    canonical: HashSet<(&'a str, &'a str)>,
     /// Entities the batch created or deleted.
-    entities: HashMap<(EntityKind, String, String), bool>,
+    entities: HashMap<(EntityKind, &'a str, &'a str), bool>,
 }
 
 impl State {
@@ -51,26 +52,27 @@ impl State {
         self.apply_checked(op)
     }
 
-    fn is_live(&self, o: &Overlay, id: MemoryId) -> Option<(String, [u8; 32])> {
+    /// The user and content hash of `id` if it is live after the batch's earlier members.
+    fn live<'a>(&'a self, o: &Overlay<'a>, id: MemoryId) -> Option<(&'a str, &'a [u8; 32])> {
         match o.live.get(&id) {
-            Some(known) => known.clone(),
+            Some(known) => *known,
             None => self
                 .table
                 .get(id)
-                .map(|m| (m.user_id.clone(), m.content_hash)),
+                .map(|m| (m.user_id.as_str(), &m.content_hash)),
         }
     }
 
-    fn is_archived(&self, o: &Overlay, id: MemoryId) -> bool {
+    fn is_archived(&self, o: &Overlay<'_>, id: MemoryId) -> bool {
         o.archived.contains(&id) || self.table.archived(id).is_some()
     }
 
-    fn check_in(&self, op: &Op, o: &mut Overlay) -> Result<(), Refusal> {
+    fn check_in<'a>(&'a self, op: &'a Op, o: &mut Overlay<'a>) -> Result<(), Refusal> {
         let dim = self.vectors.dim();
         match op {
             Op::Store { record, vector } => {
                 let id = record.id;
-                if self.is_live(o, id).is_some() || self.is_archived(o, id) {
+                if self.live(o, id).is_some() || self.is_archived(o, id) {
                     return Err("store of an id that exists");
                 }
                 self.vectors
@@ -78,30 +80,30 @@ impl State {
                     .map_err(|_| "vector does not fit the store")?;
                 o.last_stored = Some(id.0);
                 o.live
-                    .insert(id, Some((record.user_id.clone(), record.content_hash)));
+                    .insert(id, Some((&record.user_id, &record.content_hash)));
             }
             Op::Delete { id } => {
-                if self.is_live(o, *id).is_none() {
+                if self.live(o, *id).is_none() {
                     return Err("delete of an id that does not exist");
                 }
                 o.live.insert(*id, None);
             }
-            Op::Update { record } => match self.is_live(o, record.id) {
-                Some((user, hash)) if user == record.user_id && hash == record.content_hash => {}
+            Op::Update { record } => match self.live(o, record.id) {
+                Some((user, hash)) if user == record.user_id && *hash == record.content_hash => {}
                 _ => return Err("update of an id that does not exist, or of its content or user"),
             },
             Op::Touch { ids, .. } => {
-                if ids.iter().any(|id| self.is_live(o, *id).is_none()) {
+                if ids.iter().any(|id| self.live(o, *id).is_none()) {
                     return Err("touch of an id that does not exist");
                 }
             }
             Op::SetTags { id, .. } => {
-                if self.is_live(o, *id).is_none() {
+                if self.live(o, *id).is_none() {
                     return Err("tags of an id that does not exist");
                 }
             }
             Op::Archive { id } => {
-                if self.is_live(o, *id).is_none() {
+                if self.live(o, *id).is_none() {
                     return Err("archive of an id that does not exist");
                 }
                 o.live.insert(*id, None);
@@ -111,7 +113,7 @@ impl State {
                 if vector.len() != dim {
                     return Err("vector does not fit the store");
                 }
-                if self.is_live(o, record.id).is_some() || self.is_archived(o, record.id) {
+                if self.live(o, record.id).is_some() || self.is_archived(o, record.id) {
                     return Err("archived record of an id that exists");
                 }
                 o.archived.insert(record.id);
@@ -128,17 +130,16 @@ impl State {
                     .table
                     .canonical(user_id)
                     .is_some_and(|c| c.contains(tag));
-                if registered || !o.canonical.insert((user_id.clone(), tag.clone())) {
+                if registered || !o.canonical.insert((user_id, tag)) {
                     return Err("canonical tag registered twice");
                 }
             }
             Op::Snapshot(_) => {}
             Op::Entity(e) => {
-                o.entities
-                    .insert((e.kind, e.user_id.clone(), e.id.clone()), true);
+                o.entities.insert((e.kind, &e.user_id, &e.id), true);
             }
             Op::DeleteEntity { kind, user_id, id } => {
-                let key = (*kind, user_id.clone(), id.clone());
+                let key = (*kind, user_id.as_str(), id.as_str());
                 let exists = o
                     .entities
                     .get(&key)

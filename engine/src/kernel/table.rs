@@ -505,22 +505,17 @@ impl Table {
     /// nothing, if `record.id` is not live or the rule is broken.
     pub(crate) fn replace(&mut self, record: Memory) -> Option<()> {
         let id = record.id;
-        let m = usize::try_from(id.0)
-            .ok()
-            .and_then(|i| self.slots.get_mut(i))
-            .and_then(Option::as_deref_mut)?;
-        if m.user_id != record.user_id || m.content_hash != record.content_hash {
+        let same = self
+            .get(id)
+            .is_some_and(|m| m.user_id == record.user_id && m.content_hash == record.content_hash);
+        if !same {
             return None;
         }
-        let u = self.users.get_mut(&m.user_id)?;
-        u.remove_fields(m);
-        *m = record;
-        u.add_fields(m);
         // An update may name an earlier value of its slot in its lineage.
-        for s in m.supersedes.clone() {
-            self.superseded_by.insert(s, id);
+        for s in &record.supersedes {
+            self.superseded_by.insert(*s, id);
         }
-        Some(())
+        self.reindexed(id, |m| *m = record)
     }
 
     /// Sets a live record's tags and `updated_at`, re-indexing its tags. `None` if `id` is not
@@ -531,10 +526,24 @@ impl Table {
         tags: Vec<String>,
         at: Timestamp,
     ) -> Option<()> {
-        let mut record = self.get(id)?.clone();
-        record.tags = tags;
-        record.updated_at = at;
-        self.replace(record)
+        self.reindexed(id, |m| {
+            m.tags = tags;
+            m.updated_at = at;
+        })
+    }
+
+    /// Changes a live record in place through `f`, which keeps its id, user and content (the
+    /// callers above check or guarantee it), re-indexing its tags and session.
+    fn reindexed(&mut self, id: MemoryId, f: impl FnOnce(&mut Memory)) -> Option<()> {
+        let m = usize::try_from(id.0)
+            .ok()
+            .and_then(|i| self.slots.get_mut(i))
+            .and_then(Option::as_deref_mut)?;
+        let u = self.users.get_mut(&m.user_id)?;
+        u.remove_fields(m);
+        f(m);
+        u.add_fields(m);
+        Some(())
     }
 
     /// Whether the entity exists.
