@@ -276,8 +276,9 @@ impl Store {
         self.flush()
     }
 
-    /// Ids of every live memory of every user, ascending: what an export walks (with `get`,
-    /// skipping any deleted meanwhile) without holding the store's lock while it writes.
+    /// Ids of every live memory this handle reaches (every user's, or its scope's), ascending:
+    /// what an export walks (with `get`, skipping any deleted meanwhile) without holding the
+    /// store's lock while it writes.
     #[must_use]
     pub fn memory_ids(&self) -> Vec<MemoryId> {
         let state = self.read();

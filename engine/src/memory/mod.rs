@@ -59,6 +59,11 @@ fn in_range(what: &'static str, value: usize, min: usize, max: usize) -> Result<
     Ok(())
 }
 
+/// A vector a caller gave (to store or to search with): the store's dimension, finite.
+fn check_vector(dim: usize, v: &[f32]) -> Result<()> {
+    amberdb_index::validate_vector(dim, v).map_err(|e| EngineError::from_index("vector", e))
+}
+
 /// The first 100 characters and `...` when there is more (the peer's `content_preview`).
 fn preview(content: &str) -> String {
     let mut p: String = content.chars().take(100).collect();

@@ -6,8 +6,8 @@
 //! never falls back to anything else; a fallback of any other strategy or mode is reported in
 //! `Hits::fallback`; nothing outside the user is ever read.
 
-use super::in_range;
 use super::scope::{check_scope, user_index};
+use super::{check_vector, in_range};
 use crate::hooks::dedup::{FoldItem, fold};
 use crate::hooks::{Effective, HookOverrides, LOAD_DEDUP_OVERFETCH};
 use crate::kernel::error::{EngineError, Result};
@@ -907,7 +907,7 @@ impl Store {
         let chars = req.query.chars().count();
         let by_vector = req.vector.is_some() && req.mode == Mode::Vector;
         if let Some(v) = &req.vector {
-            check_query_vector(self.inner.options.embedder.dim(), v)?;
+            check_vector(self.inner.options.embedder.dim(), v)?;
         }
         if req.query.trim().is_empty() && !by_vector {
             return Err(EngineError::Invalid {
@@ -1293,23 +1293,6 @@ impl Store {
         let at = self.now();
         self.inner.db.touch(at, ids).then_some(at)
     }
-}
-
-/// A query vector: the store's dimension, finite.
-fn check_query_vector(dim: usize, v: &[f32]) -> Result<()> {
-    if v.len() != dim {
-        return Err(EngineError::DimensionMismatch {
-            expected: dim,
-            got: v.len(),
-        });
-    }
-    if v.iter().any(|x| !x.is_finite()) {
-        return Err(EngineError::Invalid {
-            field: "vector",
-            reason: "every component must be a finite number".into(),
-        });
-    }
-    Ok(())
 }
 
 fn empty_hits(req: &SearchRequest, fallback: Option<String>) -> Hits {

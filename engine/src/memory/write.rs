@@ -2,8 +2,8 @@
 //! every hook, one model call for the content and every text the hooks need, then decide under
 //! the writer lock and commit one frame.
 
-use super::preview;
 use super::space::UserSpace;
+use super::{check_vector, preview};
 use crate::hooks::category;
 use crate::hooks::dedup;
 use crate::hooks::facts::{Relation, Rule, content_words};
@@ -659,10 +659,6 @@ fn archive_decided(
         }
         ops.push(Op::Archive { id: *id });
     }
-}
-
-fn check_vector(dim: usize, v: &[f32]) -> Result<()> {
-    amberdb_index::validate_vector(dim, v).map_err(|e| EngineError::from_index("vector", e))
 }
 
 /// Lowest raw similarity that can still merge (the related threshold minus the boost): the
