@@ -12,11 +12,7 @@ fn id_field(kind: EntityKind) -> &'static str {
 }
 
 /// `(owner, id)` of an entity request: a user is its own owner.
-fn entity_ids(
-    _session: &Session,
-    args: &mut Args,
-    kind: EntityKind,
-) -> Result<(Option<String>, String), Fail> {
+fn entity_ids(args: &mut Args, kind: EntityKind) -> Result<(Option<String>, String), Fail> {
     let owner = args.opt_str("user_id")?;
     match kind {
         EntityKind::User => {
@@ -27,8 +23,8 @@ fn entity_ids(
     }
 }
 
-fn create_entity(ctx: &Ctx, session: &Session, args: &mut Args, kind: EntityKind) -> Outcome {
-    let (owner, id) = entity_ids(session, args, kind)?;
+fn create_entity(ctx: &Ctx, args: &mut Args, kind: EntityKind) -> Outcome {
+    let (owner, id) = entity_ids(args, kind)?;
     let name = args.opt_str("name")?;
     let agent = if kind == EntityKind::Session {
         args.opt_str("agent_id")?
@@ -45,22 +41,19 @@ fn create_entity(ctx: &Ctx, session: &Session, args: &mut Args, kind: EntityKind
     Ok(json!({"success": true, kind.as_str(): e}))
 }
 
-fn get_entity(ctx: &Ctx, session: &Session, args: &mut Args, kind: EntityKind) -> Outcome {
-    let (owner, id) = entity_ids(session, args, kind)?;
+fn get_entity(ctx: &Ctx, args: &mut Args, kind: EntityKind) -> Outcome {
+    let (owner, id) = entity_ids(args, kind)?;
     let e = engine(ctx.store.get_entity(kind, owner.as_deref(), &id))?;
     Ok(json!({"success": true, kind.as_str(): e}))
 }
 
-fn list_entities(ctx: &Ctx, session: &Session, args: &mut Args, kind: EntityKind) -> Outcome {
+fn list_entities(ctx: &Ctx, args: &mut Args, kind: EntityKind) -> Outcome {
     let list = if kind == EntityKind::User {
         if args.has("user_id") {
             return Err(Fail::invalid("user_id", "LIST_USERS takes no user_id"));
         }
-        let all = engine(ctx.store.list_entities(kind, None))?;
-        match &session.user {
-            Some(bound) => all.into_iter().filter(|e| e.id == *bound).collect(),
-            None => all,
-        }
+        // A user-bound connection's store is scoped: it lists its own user only.
+        engine(ctx.store.list_entities(kind, None))?
     } else {
         let owner = args.opt_str("user_id")?;
         engine(ctx.store.list_entities(kind, owner.as_deref()))?
@@ -68,8 +61,8 @@ fn list_entities(ctx: &Ctx, session: &Session, args: &mut Args, kind: EntityKind
     Ok(json!({"success": true, "count": list.len(), format!("{}s", kind.as_str()): list}))
 }
 
-fn delete_entity(ctx: &Ctx, session: &Session, args: &mut Args, kind: EntityKind) -> Outcome {
-    let (owner, id) = entity_ids(session, args, kind)?;
+fn delete_entity(ctx: &Ctx, args: &mut Args, kind: EntityKind) -> Outcome {
+    let (owner, id) = entity_ids(args, kind)?;
     let deleted = engine(ctx.store.delete_entity(kind, owner.as_deref(), &id))?;
     let message = format!(
         "Deleted {kind} {id:?} and {} records",
@@ -80,8 +73,8 @@ fn delete_entity(ctx: &Ctx, session: &Session, args: &mut Args, kind: EntityKind
 
 macro_rules! entity_handlers {
     ($($name:ident => $f:ident($kind:ident)),* $(,)?) => {
-        $(fn $name(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
-            $f(ctx, session, args, EntityKind::$kind)
+        $(fn $name(ctx: &Ctx, _: &Session, args: &mut Args) -> Outcome {
+            $f(ctx, args, EntityKind::$kind)
         })*
     };
 }
