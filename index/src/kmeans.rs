@@ -14,7 +14,7 @@
 
 use crate::error::{IndexError, Result};
 use crate::kernels;
-use crate::synthetic::SeededRng;
+use crate::synthetic::{SeededRng, normalize};
 use rayon::prelude::*;
 
 /// What to train.
@@ -75,13 +75,6 @@ impl Clustering {
 
 fn invalid(reason: &'static str) -> IndexError {
     IndexError::InvalidParameter(reason)
-}
-
-fn normalize(v: &mut [f32]) {
-    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if n > 0.0 {
-        v.iter_mut().for_each(|x| *x /= n);
-    }
 }
 
 /// The centroid nearest `row` (highest dot product) and its score; ties to the lower list.
@@ -253,7 +246,11 @@ fn recompute<'a>(
                     }
                 }
             }
+            // The split takes half of the largest, so a second empty list splits another.
             let half = counts.get(largest).copied().unwrap_or(0) / 2;
+            if let Some(c) = counts.get_mut(largest) {
+                *c -= half;
+            }
             if let Some(c) = counts.get_mut(l) {
                 *c = half.max(1);
             }

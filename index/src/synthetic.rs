@@ -56,7 +56,8 @@ pub fn seed_from_env(test: &str, default: u64) -> u64 {
     seed
 }
 
-fn normalize(v: &mut [f32]) {
+/// Scales `v` to unit length (a zero vector stays zero).
+pub(crate) fn normalize(v: &mut [f32]) {
     let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
     if n > 0.0 {
         v.iter_mut().for_each(|x| *x /= n);

@@ -107,3 +107,20 @@ pub(crate) fn cast_block<'a, T: bytemuck::Pod>(bytes: &'a [u8], range: &Range<u6
         .and_then(|b| bytemuck::try_cast_slice(b).ok())
         .unwrap_or(&[])
 }
+
+/// Copies `bytes` into `out` at `at` (the encoders' one write; `out` was sized by the layout).
+pub(crate) fn put(out: &mut [u8], at: u64, bytes: &[u8]) {
+    let Ok(at) = usize::try_from(at) else { return };
+    if let Some(dst) = out.get_mut(at..at + bytes.len()) {
+        dst.copy_from_slice(bytes);
+    }
+}
+
+/// Writes the body checksum (bytes 56..60, over the body) and then the header checksum (bytes
+/// 60..64, over bytes 0..60) of an encoded 64-byte-header file.
+pub(crate) fn seal(out: &mut [u8], body_seed: u32, header_seed: u32) {
+    let body_crc = seeded_crc(body_seed, out.get(HEADER_LEN..).unwrap_or(&[]));
+    put(out, 56, &body_crc.to_le_bytes());
+    let hdr_crc = seeded_crc(header_seed, out.get(..60).unwrap_or(&[]));
+    put(out, 60, &hdr_crc.to_le_bytes());
+}

@@ -7,7 +7,7 @@
 
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
-use super::format::{HEADER_LEN, MAX_DIM, METRIC_DOT, align64, field, seeded_crc};
+use super::format::{HEADER_LEN, MAX_DIM, METRIC_DOT, align64, field, put, seal, seeded_crc};
 use crate::error::{IndexError, Result};
 use crate::mmap::SealedBytes;
 use crate::quantize;
@@ -164,13 +164,6 @@ pub fn encode(b: &IvfBuild<'_>) -> Result<Vec<u8>> {
     let layout = IvfLayout::new(count as u64, dim32, nlist).ok_or(invalid("segment too large"))?;
     let len = usize::try_from(layout.file_len).map_err(|_| invalid("segment too large"))?;
     let mut out = vec![0u8; len];
-    let put = |out: &mut [u8], at: u64, bytes: &[u8]| {
-        #[expect(clippy::cast_possible_truncation, reason = "offsets < len, a usize")]
-        let at = at as usize;
-        if let Some(dst) = out.get_mut(at..at + bytes.len()) {
-            dst.copy_from_slice(bytes);
-        }
-    };
     for (i, x) in b.centroids.iter().enumerate() {
         put(
             &mut out,
@@ -178,13 +171,20 @@ pub fn encode(b: &IvfBuild<'_>) -> Result<Vec<u8>> {
             &x.to_le_bytes(),
         );
     }
+    // Prefix sums of the list sizes, counted in one pass.
+    let mut sizes = vec![0u64; nlist as usize];
+    for &a in b.assignment {
+        if let Some(s) = sizes.get_mut(a as usize) {
+            *s += 1;
+        }
+    }
     let mut start = 0u64;
     put(&mut out, layout.list_start.start, &start.to_le_bytes());
-    for l in 0..nlist {
-        start += b.assignment.iter().filter(|&&a| a == l).count() as u64;
+    for (l, size) in sizes.iter().enumerate() {
+        start += size;
         put(
             &mut out,
-            layout.list_start.start + 8 * (u64::from(l) + 1),
+            layout.list_start.start + 8 * (l as u64 + 1),
             &start.to_le_bytes(),
         );
     }
@@ -230,10 +230,7 @@ pub fn encode(b: &IvfBuild<'_>) -> Result<Vec<u8>> {
     put(&mut out, 40, &b.built_recall.to_le_bytes());
     put(&mut out, 44, &b.target_recall.to_le_bytes());
     put(&mut out, 48, &b.held_out.to_le_bytes());
-    let body_crc = seeded_crc(BODY_SEED, out.get(HEADER_LEN..).unwrap_or(&[]));
-    put(&mut out, 56, &body_crc.to_le_bytes());
-    let hdr_crc = seeded_crc(HEADER_SEED, out.get(..60).unwrap_or(&[]));
-    put(&mut out, 60, &hdr_crc.to_le_bytes());
+    seal(&mut out, BODY_SEED, HEADER_SEED);
     Ok(out)
 }
 

@@ -4,8 +4,7 @@
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
 use super::format::{
-    BODY_SEED, FLAG_I8_CODES, HEADER_LEN, HEADER_SEED, Layout, MAGIC, MAX_DIM, METRIC_DOT, VERSION,
-    seeded_crc,
+    BODY_SEED, FLAG_I8_CODES, HEADER_SEED, Layout, MAGIC, MAX_DIM, METRIC_DOT, VERSION, put, seal,
 };
 use crate::error::{IndexError, Result};
 use crate::quantize;
@@ -48,16 +47,6 @@ pub fn encode(keys: &[u64], vectors: &[f32], dim: usize, with_codes: bool) -> Re
         reason: "segment too large",
     })?;
     let mut out = vec![0u8; len];
-    let put = |out: &mut [u8], at: u64, bytes: &[u8]| {
-        #[expect(
-            clippy::cast_possible_truncation,
-            reason = "offsets < len, which fits usize"
-        )]
-        let at = at as usize;
-        if let Some(dst) = out.get_mut(at..at + bytes.len()) {
-            dst.copy_from_slice(bytes);
-        }
-    };
     for (i, k) in keys.iter().enumerate() {
         put(&mut out, layout.keys.start + 8 * i as u64, &k.to_le_bytes());
     }
@@ -92,9 +81,6 @@ pub fn encode(keys: &[u64], vectors: &[f32], dim: usize, with_codes: bool) -> Re
     put(&mut out, 12, &METRIC_DOT.to_le_bytes());
     put(&mut out, 16, &count.to_le_bytes());
     put(&mut out, 24, &layout.file_len.to_le_bytes());
-    let body_crc = seeded_crc(BODY_SEED, out.get(HEADER_LEN..).unwrap_or(&[]));
-    put(&mut out, 56, &body_crc.to_le_bytes());
-    let hdr_crc = seeded_crc(HEADER_SEED, out.get(..60).unwrap_or(&[]));
-    put(&mut out, 60, &hdr_crc.to_le_bytes());
+    seal(&mut out, BODY_SEED, HEADER_SEED);
     Ok(out)
 }
