@@ -7,12 +7,18 @@
 //! its k. An i8 search scans the compact codes, keeps `candidates` rows by approximate score,
 //! and re-ranks them with exact f32 scores: its results carry exact scores, and equal the f32
 //! top-k whenever the true neighbours are among the candidates (`recall@10 >= 0.99` measured).
+//!
+//! IVF segments (`docs/ivf.md`) are read whole by the f32 scan (so it stays exact) and probed
+//! by the i8 scan: their nearest lists first ([`Probe`]), then further lists, doubling, while a
+//! segment has yielded fewer accepted rows than the scan keeps candidates — so a filter or the
+//! tombstones can cost recall but never results: a search returns `min(k, rows that pass)`
+//! hits whatever the index.
 
 use crate::error::{IndexError, Result};
 use crate::kernels::{each_dot_f32, each_dot_f32_batch, each_dot_i8};
 use crate::keyset::KeySet;
 use crate::quantize;
-use crate::segment::{FlatSegment, writer};
+use crate::segment::{FlatSegment, IvfSegment, Sealed, writer};
 use crate::topk::{Neighbour, TopK};
 use rayon::prelude::*;
 
@@ -42,6 +48,30 @@ impl Scan {
     }
 }
 
+/// How many lists of each IVF segment an i8 search probes first (it probes further when they
+/// hold too few rows that pass the filter).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum Probe {
+    /// The nprobe chosen at build to meet the segment's recall target.
+    #[default]
+    Built,
+    /// This many lists (at most every list).
+    Lists(u32),
+    /// The least nprobe whose recall@10, measured at build, reached this.
+    Recall(f32),
+}
+
+impl Probe {
+    fn lists(self, seg: &IvfSegment) -> usize {
+        let n = match self {
+            Probe::Built => seg.nprobe().0,
+            Probe::Lists(n) => n,
+            Probe::Recall(r) => seg.nprobe_for_recall(r),
+        };
+        (n as usize).clamp(1, seg.nlist())
+    }
+}
+
 /// A predicate over keys, evaluated inside the scan.
 pub type KeyFilter<'a> = &'a (dyn Fn(u64) -> bool + Sync);
 
@@ -56,6 +86,8 @@ pub struct SearchParams<'a> {
     pub scan: Scan,
     /// Results scoring below this are dropped (after any re-rank).
     pub min_score: f32,
+    /// Lists of each IVF segment the i8 scan probes first.
+    pub probe: Probe,
 }
 
 impl SearchParams<'_> {
@@ -67,6 +99,7 @@ impl SearchParams<'_> {
             filter: None,
             scan: Scan::F32,
             min_score: f32::NEG_INFINITY,
+            probe: Probe::Built,
         }
     }
 }
@@ -78,6 +111,7 @@ impl std::fmt::Debug for SearchParams<'_> {
             .field("filter", &self.filter.is_some())
             .field("scan", &self.scan)
             .field("min_score", &self.min_score)
+            .field("probe", &self.probe)
             .finish()
     }
 }
@@ -98,11 +132,37 @@ struct Chunk {
     end: usize,
 }
 
+/// Splits `rows` of `source` into chunks of at most `CHUNK_ROWS`.
+fn push_chunks(out: &mut Vec<Chunk>, source: Source, rows: std::ops::Range<usize>) {
+    let mut start = rows.start;
+    while start < rows.end {
+        let end = (start + CHUNK_ROWS).min(rows.end);
+        out.push(Chunk { source, start, end });
+        start = end;
+    }
+}
+
+/// What one chunk of an i8 scan found.
+struct ChunkScan {
+    source: Source,
+    approx: TopK,
+    exact: TopK,
+    accepted: usize,
+}
+
+/// The probing of one IVF segment by one query.
+struct ListProbe {
+    segment: usize,
+    order: Vec<u32>,
+    probed: usize,
+    accepted: usize,
+}
+
 /// The vectors of one space: sealed segments (immutable, mapped) and growing rows (in memory).
 #[derive(Debug, Clone)]
 pub struct Collection {
     dim: usize,
-    sealed: Vec<FlatSegment>,
+    sealed: Vec<Sealed>,
     growing_keys: Vec<u64>,
     growing_vectors: Vec<f32>,
     deleted: KeySet,
@@ -168,7 +228,7 @@ impl Collection {
 
     /// The sealed segments, in key order.
     #[must_use]
-    pub fn sealed(&self) -> &[FlatSegment] {
+    pub fn sealed(&self) -> &[Sealed] {
         &self.sealed
     }
 
@@ -177,7 +237,8 @@ impl Collection {
             self.sealed
                 .iter()
                 .rev()
-                .find_map(|s| s.keys().last().copied())
+                .find_map(|s| s.key_bounds())
+                .map(|b| b.1)
         })
     }
 
@@ -186,14 +247,15 @@ impl Collection {
     ///
     /// # Errors
     /// `DimensionMismatch`, or `KeyOrder` when its keys do not follow the existing ones.
-    pub fn push_sealed(&mut self, segment: FlatSegment) -> Result<()> {
+    pub fn push_sealed(&mut self, segment: impl Into<Sealed>) -> Result<()> {
+        let segment = segment.into();
         if segment.dim() != self.dim {
             return Err(IndexError::DimensionMismatch {
                 expected: self.dim,
                 got: segment.dim(),
             });
         }
-        if let (Some(last), Some(&first)) = (self.last_key(), segment.keys().first())
+        if let (Some(last), Some((first, _))) = (self.last_key(), segment.key_bounds())
             && first <= last
         {
             return Err(IndexError::KeyOrder { key: first, last });
@@ -235,7 +297,7 @@ impl Collection {
         }
         let seg = self
             .sealed
-            .partition_point(|s| s.keys().last().is_some_and(|&last| last < key));
+            .partition_point(|s| s.key_bounds().is_some_and(|(_, last)| last < key));
         let row = self.sealed.get(seg)?.row_of(key)?;
         Some((Source::Sealed(seg), row))
     }
@@ -322,8 +384,62 @@ impl Collection {
         }
         self.growing_keys.clear();
         self.growing_vectors.clear();
-        self.sealed.push(segment);
+        self.sealed.push(Sealed::Flat(segment));
         Ok(())
+    }
+
+    /// Replaces the sealed segments `run` (adjacent, in key order) by `ivf`, built from their
+    /// rows: it must hold every one of their keys that is not deleted, and no other key (a key
+    /// deleted since the build started stays in it, under its tombstone). The tombstones of
+    /// the keys it left out are dropped. Returns the replaced segments; nothing changes on
+    /// error.
+    ///
+    /// # Errors
+    /// `InvalidParameter` for a run out of range, `DimensionMismatch`, or `KeyOrder` naming a
+    /// key that differs.
+    pub fn replace_run(
+        &mut self,
+        run: std::ops::Range<usize>,
+        ivf: IvfSegment,
+    ) -> Result<Vec<Sealed>> {
+        let replaced = self
+            .sealed
+            .get(run.clone())
+            .filter(|r| !r.is_empty())
+            .ok_or(IndexError::InvalidParameter(
+                "no such run of sealed segments",
+            ))?;
+        if ivf.dim() != self.dim {
+            return Err(IndexError::DimensionMismatch {
+                expected: self.dim,
+                got: ivf.dim(),
+            });
+        }
+        let mut old: Vec<u64> = replaced
+            .iter()
+            .flat_map(|s| s.keys().iter().copied())
+            .collect();
+        old.sort_unstable();
+        let mut dropped = Vec::new();
+        {
+            let mut new = ivf.sorted_keys().peekable();
+            for &key in &old {
+                if new.peek() == Some(&key) {
+                    new.next();
+                } else if self.deleted.contains(key) {
+                    dropped.push(key);
+                } else {
+                    return Err(IndexError::KeyOrder { key, last: key });
+                }
+            }
+            if let Some(key) = new.next() {
+                return Err(IndexError::KeyOrder { key, last: key });
+            }
+        }
+        for key in dropped {
+            self.deleted.remove(key);
+        }
+        Ok(self.sealed.splice(run, [Sealed::Ivf(ivf)]).collect())
     }
 
     /// Drops the growing rows if every one of them is deleted (there is nothing to seal), so
@@ -342,20 +458,13 @@ impl Collection {
         true
     }
 
+    /// Every row, in chunks: what an exact scan reads.
     fn chunks(&self) -> Vec<Chunk> {
         let mut out = Vec::new();
-        let mut add = |source, len: usize| {
-            let mut start = 0;
-            while start < len {
-                let end = (start + CHUNK_ROWS).min(len);
-                out.push(Chunk { source, start, end });
-                start = end;
-            }
-        };
         for (i, s) in self.sealed.iter().enumerate() {
-            add(Source::Sealed(i), s.len());
+            push_chunks(&mut out, Source::Sealed(i), 0..s.len());
         }
-        add(Source::Growing, self.growing_keys.len());
+        push_chunks(&mut out, Source::Growing, 0..self.growing_keys.len());
         out
     }
 
@@ -413,31 +522,126 @@ impl Collection {
         top
     }
 
-    /// Scans one chunk with codes when it has them; returns (approximate, exact) collectors.
+    /// Scans one chunk with codes when it has them; returns the approximate and exact
+    /// collectors, and how many of its rows pass the filter and the tombstones, counted up to
+    /// `count_to` (the probe of an IVF segment goes on while it has found too few).
     fn scan_i8(
         &self,
         c: Chunk,
         query: &[f32],
         qcodes: &[i8],
         candidates: usize,
+        count_to: usize,
         p: &SearchParams<'_>,
-    ) -> (TopK, TopK) {
+    ) -> ChunkScan {
         let (keys, _, codes) = self.chunk_rows(c);
         let Some((codes, scales)) = codes else {
-            return (TopK::new(candidates), self.scan_f32(c, query, p));
+            return ChunkScan {
+                source: c.source,
+                approx: TopK::new(candidates),
+                exact: self.scan_f32(c, query, p),
+                accepted: 0,
+            };
         };
+        let unfiltered = p.filter.is_none() && self.deleted.is_empty();
+        let mut accepted = if unfiltered { keys.len() } else { 0 };
         let mut approx = TopK::new(candidates);
         each_dot_i8(qcodes, codes, |row, dot| {
+            let Some(&key) = keys.get(row) else { return };
+            // Known for the rows counted; evaluated lazily for the rest.
+            let mut passes = None;
+            if accepted < count_to {
+                let ok = self.accepts(key, p.filter);
+                accepted += usize::from(ok);
+                passes = Some(ok);
+            }
             #[expect(clippy::cast_precision_loss, reason = "approximate score")]
             let score = dot as f32 * scales.get(row).copied().unwrap_or(0.0);
-            if score > approx.threshold()
-                && let Some(&key) = keys.get(row)
-                && self.accepts(key, p.filter)
-            {
+            if score > approx.threshold() && passes.unwrap_or_else(|| self.accepts(key, p.filter)) {
                 approx.push(Neighbour { key, score });
             }
         });
-        (approx, TopK::new(p.k))
+        ChunkScan {
+            source: c.source,
+            approx,
+            exact: TopK::new(p.k),
+            accepted,
+        }
+    }
+
+    /// The i8 scan: every row of the flat segments and the growing rows, the probed lists of
+    /// each IVF segment; then the best `candidates` re-ranked exactly.
+    fn search_i8(&self, query: &[f32], candidates: usize, p: &SearchParams<'_>) -> Vec<Neighbour> {
+        let candidates = candidates.max(p.k);
+        let (qcodes, _) = quantize::encode(query);
+        let mut chunks = Vec::new();
+        let mut probes = Vec::new();
+        for (i, s) in self.sealed.iter().enumerate() {
+            match s.as_ivf() {
+                None => push_chunks(&mut chunks, Source::Sealed(i), 0..s.len()),
+                Some(ivf) => {
+                    let order = ivf.probe_order(query);
+                    let first = p.probe.lists(ivf);
+                    for &l in order.get(..first).unwrap_or(&[]) {
+                        push_chunks(&mut chunks, Source::Sealed(i), ivf.list_rows(l as usize));
+                    }
+                    probes.push(ListProbe {
+                        segment: i,
+                        order,
+                        probed: first,
+                        accepted: 0,
+                    });
+                }
+            }
+        }
+        push_chunks(&mut chunks, Source::Growing, 0..self.growing_keys.len());
+        let mut approx = TopK::new(candidates);
+        let mut exact = TopK::new(p.k);
+        while !chunks.is_empty() {
+            let scans: Vec<ChunkScan> = chunks
+                .par_iter()
+                .map(|c| self.scan_i8(*c, query, &qcodes, candidates, candidates, p))
+                .collect();
+            for scan in scans {
+                approx = approx.merge(scan.approx);
+                exact = exact.merge(scan.exact);
+                if let Source::Sealed(i) = scan.source
+                    && let Some(probe) = probes.iter_mut().find(|pr| pr.segment == i)
+                {
+                    probe.accepted += scan.accepted;
+                }
+            }
+            // Never fewer results because of the index: a segment whose probed lists held too
+            // few accepted rows probes as many lists again, until it has enough or none is left.
+            chunks.clear();
+            for probe in &mut probes {
+                if probe.accepted >= candidates || probe.probed >= probe.order.len() {
+                    continue;
+                }
+                let next = (probe.probed * 2).min(probe.order.len());
+                if let Some(Sealed::Ivf(ivf)) = self.sealed.get(probe.segment) {
+                    for &l in probe.order.get(probe.probed..next).unwrap_or(&[]) {
+                        push_chunks(
+                            &mut chunks,
+                            Source::Sealed(probe.segment),
+                            ivf.list_rows(l as usize),
+                        );
+                    }
+                }
+                probe.probed = next;
+            }
+        }
+        let mut top = exact;
+        for n in approx.into_sorted() {
+            if let Some(v) = self.locate(n.key).and_then(|loc| self.row_vector(loc)) {
+                each_dot_f32(query, v, |_, score| {
+                    if score >= p.min_score {
+                        top.push(Neighbour { key: n.key, score });
+                    }
+                });
+            }
+        }
+        top.into_sorted()
     }
 
     /// The `k` nearest live rows to `query` that pass the filter, best first.
@@ -458,28 +662,7 @@ impl Collection {
                 .map(|c| self.scan_f32(*c, query, p))
                 .reduce(|| TopK::new(p.k), TopK::merge)
                 .into_sorted()),
-            Scan::I8 { candidates } => {
-                let candidates = candidates.max(p.k);
-                let (qcodes, _) = quantize::encode(query);
-                let (approx, exact) = chunks
-                    .par_iter()
-                    .map(|c| self.scan_i8(*c, query, &qcodes, candidates, p))
-                    .reduce(
-                        || (TopK::new(candidates), TopK::new(p.k)),
-                        |a, b| (a.0.merge(b.0), a.1.merge(b.1)),
-                    );
-                let mut top = exact;
-                for n in approx.into_sorted() {
-                    if let Some(v) = self.locate(n.key).and_then(|loc| self.row_vector(loc)) {
-                        each_dot_f32(query, v, |_, score| {
-                            if score >= p.min_score {
-                                top.push(Neighbour { key: n.key, score });
-                            }
-                        });
-                    }
-                }
-                Ok(top.into_sorted())
-            }
+            Scan::I8 { candidates } => Ok(self.search_i8(query, candidates, p)),
         }
     }
 

@@ -8,15 +8,17 @@
 //! - [`Collection::search`] with [`Scan::F32`] equals brute force over the live rows that pass
 //!   the filter, ordered by score then key; filters and tombstones apply inside the scan.
 //!
-//! - [`kmeans::train`] is deterministic for a seed whatever the thread count, and its lists are
-//!   never empty and never over their cap (the first piece of the IVF segments of
-//!   `docs/ivf.md`, which are designed and not yet built).
+//! - IVF segments (`docs/ivf.md`): [`ivf::build`] trains the lists ([`kmeans::train`],
+//!   deterministic for a seed whatever the thread count) and measures the nprobe that meets a
+//!   recall target on held-out rows; a [`Collection`] holds them beside flat segments, reads
+//!   them whole for an exact search and probes them for an i8 one, probing further until a
+//!   filter has let enough rows through, so the index never costs results.
 //!
 //! Not here: anything about memories, text or files on disk (the engine owns I/O and passes
 //! [`SealedBytes`] in).
 //!
 //! ```
-//! use amberdb_index::{Collection, SearchParams, Scan};
+//! use amberdb_index::{Collection, SearchParams};
 //!
 //! let mut c = Collection::new(2);
 //! c.insert(1, &[1.0, 0.0])?;
@@ -27,7 +29,7 @@
 //! assert_eq!(hits.iter().map(|n| n.key).collect::<Vec<_>>(), vec![3, 1]);
 //!
 //! let odd_only = |k: u64| k % 2 == 1;
-//! let p = SearchParams { k: 1, filter: Some(&odd_only), scan: Scan::F32, min_score: 0.5 };
+//! let p = SearchParams { k: 1, filter: Some(&odd_only), min_score: 0.5, ..SearchParams::top(1) };
 //! assert_eq!(c.search(&[1.0, 0.0], &p)?[0].key, 1);
 //! # Ok::<(), amberdb_index::IndexError>(())
 //! ```
@@ -39,6 +41,7 @@ compile_error!(
 
 pub mod collection;
 pub mod error;
+pub mod ivf;
 pub mod kernels;
 pub mod keyset;
 pub mod kmeans;
@@ -48,11 +51,11 @@ pub mod segment;
 pub mod synthetic;
 pub mod topk;
 
-pub use collection::{Collection, KeyFilter, Scan, SearchParams, validate_vector};
+pub use collection::{Collection, KeyFilter, Probe, Scan, SearchParams, validate_vector};
 pub use error::{IndexError, Result};
 pub use keyset::KeySet;
 pub use mmap::SealedBytes;
-pub use segment::FlatSegment;
+pub use segment::{FlatSegment, IvfSegment, Sealed};
 pub use topk::{Neighbour, TopK};
 
 /// Runs the IVF segment decoder on arbitrary bytes; the fuzz target `ivf_open` and a proptest

@@ -560,8 +560,8 @@ pub(crate) fn vector_top(
     let mut params = SearchParams {
         k,
         filter: Some(&accept),
-        scan: Scan::F32,
         min_score,
+        ..SearchParams::top(k)
     };
     let found = match sel {
         Selection::Keys { list, .. }

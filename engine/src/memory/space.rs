@@ -42,6 +42,7 @@ impl Space for UserSpace<'_> {
             filter: Some(&accept),
             scan,
             min_score: min_sim,
+            ..SearchParams::top(limit)
         };
         // A user with few memories in a store of many users: score just theirs, one dot
         // product each, instead of scanning every user's rows through the filter (the rule

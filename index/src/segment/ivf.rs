@@ -25,10 +25,14 @@ pub const MAX_NLIST: u32 = 65_536;
 pub const HEADER_SEED: u32 = 0x414d_4956;
 /// CRC seed of the body.
 pub const BODY_SEED: u32 = 0x4956_4244;
+/// Points of the recall curve a segment carries (`nprobe → recall@10` measured at build).
+pub const CURVE_POINTS: usize = 32;
 
 /// Where each block lies, derived from `count`, `dim` and `nlist` alone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IvfLayout {
+    /// `CURVE_POINTS` × `{ nprobe u32, recall f32 }`.
+    pub curve: Range<u64>,
     /// `nlist × dim` f32 centroids.
     pub centroids: Range<u64>,
     /// `nlist + 1` u64 prefix sums.
@@ -60,6 +64,7 @@ impl IvfLayout {
             at = end;
             Some(start..end)
         };
+        let curve = block(CURVE_POINTS as u64 * 8)?;
         let centroids = block(nlist.checked_mul(dim)?.checked_mul(4)?)?;
         let list_start = block(nlist.checked_add(1)?.checked_mul(8)?)?;
         let keys = block(count.checked_mul(8)?)?;
@@ -68,6 +73,7 @@ impl IvfLayout {
         let vectors = block(count.checked_mul(dim)?.checked_mul(4)?)?;
         let by_key = block(count.checked_mul(4)?)?;
         Some(IvfLayout {
+            curve,
             centroids,
             list_start,
             keys,
@@ -101,6 +107,9 @@ pub struct IvfBuild<'a> {
     pub target_recall: f32,
     /// Queries the recall was measured on.
     pub held_out: u32,
+    /// Recall@10 measured at each nprobe tried (nprobe strictly increasing, at most
+    /// `CURVE_POINTS`); a per-query recall target maps to the least nprobe that reached it.
+    pub curve: &'a [(u32, f32)],
 }
 
 fn invalid(reason: &'static str) -> IndexError {
@@ -142,6 +151,11 @@ pub fn encode(b: &IvfBuild<'_>) -> Result<Vec<u8>> {
     if !in_range {
         return Err(invalid("nprobe in 1..=nlist, recalls in [0, 1]"));
     }
+    if !curve_is_valid(b.curve, nlist) {
+        return Err(invalid(
+            "curve: at most 32 points, nprobe increasing in 1..=nlist, recalls in [0, 1]",
+        ));
+    }
     if b.vectors.iter().chain(b.centroids).any(|x| !x.is_finite()) {
         return Err(IndexError::InvalidVector {
             reason: "non-finite value",
@@ -164,6 +178,11 @@ pub fn encode(b: &IvfBuild<'_>) -> Result<Vec<u8>> {
     let layout = IvfLayout::new(count as u64, dim32, nlist).ok_or(invalid("segment too large"))?;
     let len = usize::try_from(layout.file_len).map_err(|_| invalid("segment too large"))?;
     let mut out = vec![0u8; len];
+    for (i, (nprobe, recall)) in b.curve.iter().enumerate() {
+        let at = layout.curve.start + 8 * i as u64;
+        put(&mut out, at, &nprobe.to_le_bytes());
+        put(&mut out, at + 4, &recall.to_le_bytes());
+    }
     for (i, x) in b.centroids.iter().enumerate() {
         put(
             &mut out,
@@ -234,8 +253,26 @@ pub fn encode(b: &IvfBuild<'_>) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+fn curve_is_valid(curve: &[(u32, f32)], nlist: u32) -> bool {
+    curve.len() <= CURVE_POINTS
+        && curve
+            .iter()
+            .all(|(n, r)| (1..=nlist).contains(n) && (0.0..=1.0).contains(r))
+        && curve.windows(2).all(|w| match w {
+            [a, b] => a.0 < b.0,
+            _ => true,
+        })
+}
+
+fn score_at(scores: &[f32], list: u32) -> f32 {
+    scores
+        .get(list as usize)
+        .copied()
+        .unwrap_or(f32::NEG_INFINITY)
+}
+
 /// An open, validated IVF segment.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct IvfSegment {
     bytes: SealedBytes,
     dim: usize,
@@ -243,6 +280,7 @@ pub struct IvfSegment {
     nlist: usize,
     nprobe: u32,
     built_recall: f32,
+    curve: Vec<(u32, f32)>,
     layout: IvfLayout,
 }
 
@@ -326,11 +364,42 @@ impl IvfSegment {
             nlist: nlist as usize,
             nprobe,
             built_recall: built,
+            curve: Vec::new(),
             layout,
             bytes,
         };
+        let mut segment = segment;
+        segment.curve = segment.read_curve(&corrupt)?;
         segment.check_structure(&corrupt)?;
         Ok(segment)
+    }
+
+    /// The curve's used points: a prefix of non-zero nprobes, then zero bytes.
+    fn read_curve(
+        &self,
+        corrupt: &impl Fn(u64, &'static str) -> IndexError,
+    ) -> Result<Vec<(u32, f32)>> {
+        let raw: &[u32] = self.block(&self.layout.curve);
+        let points: Vec<(u32, f32)> = raw
+            .chunks_exact(2)
+            .map(|p| match p {
+                [n, r] => (*n, f32::from_bits(*r)),
+                _ => (0, 0.0),
+            })
+            .collect();
+        let used = points.iter().take_while(|p| p.0 != 0).count();
+        let rest_zero = raw
+            .get(2 * used..)
+            .is_some_and(|r| r.iter().all(|&w| w == 0));
+        let used = points.get(..used).unwrap_or(&[]);
+        let nlist = u32::try_from(self.nlist).unwrap_or(0);
+        if points.len() != CURVE_POINTS || !rest_zero || !curve_is_valid(used, nlist) {
+            return Err(corrupt(
+                self.layout.curve.start,
+                "recall curve out of order",
+            ));
+        }
+        Ok(used.to_vec())
     }
 
     fn check_structure(&self, corrupt: &impl Fn(u64, &'static str) -> IndexError) -> Result<()> {
@@ -430,6 +499,66 @@ impl IvfSegment {
     #[must_use]
     pub fn nprobe(&self) -> (u32, f32) {
         (self.nprobe, self.built_recall)
+    }
+
+    /// Recall@10 measured at build for each nprobe tried, nprobe increasing.
+    #[must_use]
+    pub fn curve(&self) -> &[(u32, f32)] {
+        &self.curve
+    }
+
+    /// The least nprobe whose measured recall reached `target`: the built nprobe when the
+    /// curve is empty and the target is no more than it was built for, else every list.
+    #[must_use]
+    pub fn nprobe_for_recall(&self, target: f32) -> u32 {
+        let all = u32::try_from(self.nlist).unwrap_or(u32::MAX);
+        if self.curve.is_empty() {
+            return if target <= self.built_recall {
+                self.nprobe
+            } else {
+                all
+            };
+        }
+        self.curve
+            .iter()
+            .find(|(_, r)| *r >= target)
+            .map_or(all, |(n, _)| *n)
+    }
+
+    /// The lists in the order a query probes them: highest centroid score first, ties to the
+    /// lower list.
+    #[must_use]
+    pub fn probe_order(&self, query: &[f32]) -> Vec<u32> {
+        let scores = crate::kernels::dot_rows(query, self.centroids()).unwrap_or_default();
+        let mut order: Vec<u32> = (0..u32::try_from(scores.len()).unwrap_or(0)).collect();
+        order.sort_by(|&a, &b| {
+            let (sa, sb) = (score_at(&scores, a), score_at(&scores, b));
+            sb.total_cmp(&sa).then(a.cmp(&b))
+        });
+        order
+    }
+
+    /// The f32 vector of `row`.
+    #[must_use]
+    pub fn vector(&self, row: usize) -> Option<&[f32]> {
+        self.vectors().get(row * self.dim..(row + 1) * self.dim)
+    }
+
+    /// The smallest and largest key.
+    #[must_use]
+    pub fn key_bounds(&self) -> Option<(u64, u64)> {
+        let keys = self.keys();
+        let by_key = self.by_key();
+        let at = |i: Option<&u32>| i.and_then(|&r| keys.get(r as usize).copied());
+        Some((at(by_key.first())?, at(by_key.last())?))
+    }
+
+    /// Keys in ascending order.
+    pub fn sorted_keys(&self) -> impl Iterator<Item = u64> + '_ {
+        let keys = self.keys();
+        self.by_key()
+            .iter()
+            .map(move |&r| keys.get(r as usize).copied().unwrap_or(0))
     }
 
     /// The centroids, row-major.

@@ -1,7 +1,6 @@
 //! Segments: immutable files of keys, f32 vectors and i8 codes. Flat segments
-//! (`format`, `reader`, `writer`) are what stores hold today; IVF segments (`ivf`: rows
-//! grouped by list, `docs/format/segment-ivf.md`) are encoded and opened, not yet searched or
-//! held by a store (issue #16).
+//! (`format`, `reader`, `writer`: rows in key order) and IVF segments (`ivf`: rows grouped by
+//! list, `docs/format/segment-ivf.md`); a collection holds either as a [`Sealed`].
 //!
 //! Guarantees: a segment is only ever read after every byte of it passed the checks of
 //! `docs/format/segment-flat.md` (`reader`); a truncated or damaged file is a typed error at
@@ -14,7 +13,120 @@ pub mod ivf;
 pub mod reader;
 pub mod writer;
 
+pub use ivf::IvfSegment;
 pub use reader::FlatSegment;
+
+/// A sealed segment of either kind, as a collection holds it. Both keep their rows in
+/// contiguous blocks (keys, f32 vectors, i8 codes with scales), so an exact scan reads either
+/// the same way; only an IVF segment can be probed.
+#[derive(Debug, Clone)]
+pub enum Sealed {
+    /// Rows in key order.
+    Flat(FlatSegment),
+    /// Rows grouped by list.
+    Ivf(IvfSegment),
+}
+
+impl From<FlatSegment> for Sealed {
+    fn from(s: FlatSegment) -> Sealed {
+        Sealed::Flat(s)
+    }
+}
+
+impl From<IvfSegment> for Sealed {
+    fn from(s: IvfSegment) -> Sealed {
+        Sealed::Ivf(s)
+    }
+}
+
+impl Sealed {
+    /// Vector dimension.
+    #[must_use]
+    pub fn dim(&self) -> usize {
+        match self {
+            Sealed::Flat(s) => s.dim(),
+            Sealed::Ivf(s) => s.dim(),
+        }
+    }
+
+    /// Rows.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        match self {
+            Sealed::Flat(s) => s.len(),
+            Sealed::Ivf(s) => s.len(),
+        }
+    }
+
+    /// Whether it has no rows.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Keys in row order (ascending for a flat segment, by list for an IVF one).
+    #[must_use]
+    pub fn keys(&self) -> &[u64] {
+        match self {
+            Sealed::Flat(s) => s.keys(),
+            Sealed::Ivf(s) => s.keys(),
+        }
+    }
+
+    /// Row-major f32 vectors.
+    #[must_use]
+    pub fn vectors(&self) -> &[f32] {
+        match self {
+            Sealed::Flat(s) => s.vectors(),
+            Sealed::Ivf(s) => s.vectors(),
+        }
+    }
+
+    /// i8 codes and scales, when the segment has them (an IVF segment always does).
+    #[must_use]
+    pub fn codes(&self) -> Option<(&[i8], &[f32])> {
+        match self {
+            Sealed::Flat(s) => s.codes(),
+            Sealed::Ivf(s) => Some((s.codes(), s.scales())),
+        }
+    }
+
+    /// The f32 vector of `row`.
+    #[must_use]
+    pub fn vector(&self, row: usize) -> Option<&[f32]> {
+        match self {
+            Sealed::Flat(s) => s.vector(row),
+            Sealed::Ivf(s) => s.vector(row),
+        }
+    }
+
+    /// The row holding `key`.
+    #[must_use]
+    pub fn row_of(&self, key: u64) -> Option<usize> {
+        match self {
+            Sealed::Flat(s) => s.row_of(key),
+            Sealed::Ivf(s) => s.row_of(key),
+        }
+    }
+
+    /// The smallest and largest key.
+    #[must_use]
+    pub fn key_bounds(&self) -> Option<(u64, u64)> {
+        match self {
+            Sealed::Flat(s) => Some((*s.keys().first()?, *s.keys().last()?)),
+            Sealed::Ivf(s) => s.key_bounds(),
+        }
+    }
+
+    /// The IVF segment, when it is one.
+    #[must_use]
+    pub fn as_ivf(&self) -> Option<&IvfSegment> {
+        match self {
+            Sealed::Ivf(s) => Some(s),
+            Sealed::Flat(_) => None,
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {

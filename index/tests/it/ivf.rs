@@ -30,6 +30,7 @@ fn build(
         built_recall: 0.97,
         target_recall: 0.95,
         held_out: 10,
+        curve: &[(1, 0.9), (2, 0.97), (nlist as u32, 1.0)],
     })
     .unwrap();
     (keys, vectors, c.assignment, bytes)
@@ -62,6 +63,21 @@ fn a_segment_round_trips_every_row_in_its_list() {
         );
     }
     assert!(s.row_of(0).is_none());
+    assert_eq!(s.curve(), &[(1, 0.9), (2, 0.97), (8, 1.0)]);
+    assert_eq!(s.nprobe_for_recall(0.95), 2);
+    assert_eq!(s.nprobe_for_recall(0.5), 1);
+    assert_eq!(s.nprobe_for_recall(1.0), 8);
+    let mut sorted = keys.clone();
+    sorted.sort_unstable();
+    assert_eq!(s.sorted_keys().collect::<Vec<_>>(), sorted);
+    assert_eq!(s.key_bounds(), Some((sorted[0], sorted[499])));
+    // Probing starts at the list whose centroid is nearest.
+    let q = &vectors[0..16];
+    let order = s.probe_order(q);
+    assert_eq!(order.len(), 8);
+    let score =
+        |l: u32| amberdb_index::kernels::dot(q, &s.centroids()[l as usize * 16..][..16]).unwrap();
+    assert!(order.windows(2).all(|w| score(w[0]) >= score(w[1])));
 }
 
 #[test]
@@ -113,6 +129,18 @@ fn a_structurally_wrong_body_is_refused_even_with_good_checksums() {
     let r0: [u8; 4] = b[bk..bk + 4].try_into().unwrap();
     b[bk + 4..bk + 8].copy_from_slice(&r0);
     assert!(IvfSegment::open("t", SealedBytes::copy_from(&reseal(b))).is_err());
+    // A curve point past nlist, and points out of order.
+    let c0 = layout.curve.start as usize;
+    let mut b = bytes.clone();
+    b[c0 + 16..c0 + 20].copy_from_slice(&9u32.to_le_bytes());
+    assert!(IvfSegment::open("t", SealedBytes::copy_from(&reseal(b))).is_err());
+    let mut b = bytes.clone();
+    b[c0..c0 + 4].copy_from_slice(&2u32.to_le_bytes());
+    assert!(IvfSegment::open("t", SealedBytes::copy_from(&reseal(b))).is_err());
+    // Bytes after the last used point.
+    let mut b = bytes.clone();
+    b[c0 + 8 * 31 + 4] = 1;
+    assert!(IvfSegment::open("t", SealedBytes::copy_from(&reseal(b))).is_err());
     // nprobe past nlist.
     let mut b = bytes;
     b[36..40].copy_from_slice(&4u32.to_le_bytes());
@@ -133,6 +161,7 @@ fn encode_refuses_what_open_would() {
         built_recall: 1.0,
         target_recall: 0.95,
         held_out: 2,
+        curve: &[(1, 1.0)],
     };
     assert!(encode(&ok).is_ok());
     assert!(
@@ -172,6 +201,22 @@ fn encode_refuses_what_open_would() {
     );
     assert!(
         encode(&IvfBuild {
+            curve: &[(1, 0.5), (1, 0.6)],
+            ..ok
+        })
+        .is_err(),
+        "curve nprobe not increasing"
+    );
+    assert!(
+        encode(&IvfBuild {
+            curve: &[(2, 0.5)],
+            ..ok
+        })
+        .is_err(),
+        "curve nprobe past nlist"
+    );
+    assert!(
+        encode(&IvfBuild {
             vectors: &[f32::NAN, 0.0, 0.0, 1.0],
             ..ok
         })
@@ -186,11 +231,15 @@ pub fn small_segment() -> Vec<u8> {
 
 #[test]
 fn the_fuzz_seed_is_a_valid_segment() {
-    let seed = std::fs::read(concat!(
+    let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../fuzz/seeds/ivf_open/small.mnsi"
-    ))
-    .expect("fuzz/seeds/ivf_open/small.mnsi");
+    );
+    // After a format change: AMBERDB_REGENERATE_SEEDS=1 rewrites the seed, then this checks it.
+    if std::env::var_os("AMBERDB_REGENERATE_SEEDS").is_some() {
+        std::fs::write(path, small_segment()).expect("write the seed");
+    }
+    let seed = std::fs::read(path).expect("fuzz/seeds/ivf_open/small.mnsi");
     assert_eq!(
         seed,
         small_segment(),

@@ -2,4 +2,5 @@
 
 mod decoders;
 mod ivf;
+mod ivf_search;
 mod search;

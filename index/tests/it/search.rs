@@ -62,7 +62,7 @@ proptest! {
         }
         let q = clustered(1, dim, 1, 0.5, seed + 1);
         let filter = move |key: u64| key.is_multiple_of(modulus);
-        let p = SearchParams { k, filter: Some(&filter), scan: Scan::F32, min_score: f32::NEG_INFINITY };
+        let p = SearchParams { k, filter: Some(&filter), ..SearchParams::top(k) };
         let keep = |key: u64| key.is_multiple_of(modulus) && !deletes.contains(&key);
         let want = brute(&vectors, dim, &q, k, &keep);
         for threads in [1, 2] {

@@ -1,0 +1,261 @@
+//! Building IVF segments (`docs/ivf.md`, "Building a segment"): k-means lists, then the nprobe
+//! that meets a recall target, measured on queries drawn from the rows themselves.
+//!
+//! Guarantees: deterministic for a seed whatever the thread count (the k-means is, the held-out
+//! rows are a seeded sample, and every search it measures is exact up to the candidates' order);
+//! the segment's `nprobe` is the least one tried whose mean recall@10 on the held-out queries
+//! reached the target (every list when none did), and its curve holds every point measured, so
+//! a per-query recall target maps to a measured nprobe; invalid input is an error, never a
+//! panic.
+//!
+//! The held-out queries are rows of the input, kept in the segment: each query's ground truth
+//! is the exact top-10 of the other rows, and its own row is filtered out of the IVF search, so
+//! a query never finds itself (the same as holding it out, without a second copy).
+
+use crate::collection::{Collection, Probe, Scan, SearchParams};
+use crate::error::{IndexError, Result};
+use crate::kmeans::{self, KMeansParams};
+use crate::mmap::SealedBytes;
+use crate::segment::ivf::{CURVE_POINTS, IvfBuild, IvfSegment, MAX_NLIST, encode};
+use crate::synthetic::SeededRng;
+use rayon::prelude::*;
+
+/// Neighbours a recall is measured at (recall@10).
+pub const RECALL_AT: usize = 10;
+/// Most held-out queries a build measures recall on.
+pub const MAX_HELD_OUT: usize = 1_000;
+/// Recall the curve goes on to after the target, so a query may ask for more.
+const CURVE_CEILING: f32 = 0.995;
+
+/// What to build.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IvfParams {
+    /// Mean recall@10 the default nprobe must reach, in `(0, 1]`.
+    pub target_recall: f32,
+    /// Lists; `None`: [`nlist_for`] the row count.
+    pub nlist: Option<usize>,
+    /// Seed of the k-means and of the held-out sample.
+    pub seed: u64,
+}
+
+impl IvfParams {
+    /// recall@10 ≥ 0.95, `nlist_for` the rows.
+    #[must_use]
+    pub fn new(seed: u64) -> IvfParams {
+        IvfParams {
+            target_recall: 0.95,
+            nlist: None,
+            seed,
+        }
+    }
+}
+
+/// Lists for `count` rows: `round(4·√count)`, at least 1, at most `count` and 65,536
+/// (FAISS's guidance is 4–16·√N; `docs/ivf.md`).
+#[must_use]
+pub fn nlist_for(count: usize) -> usize {
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss,
+        reason = "a small positive count of lists"
+    )]
+    let n = (4.0 * (count as f64).sqrt()).round() as usize;
+    n.clamp(1, count.clamp(1, MAX_NLIST as usize))
+}
+
+/// Held-out queries for `count` rows: a hundredth of them, at least 50 (or every row of a
+/// smaller input), at most [`MAX_HELD_OUT`].
+#[must_use]
+pub fn held_out_for(count: usize) -> usize {
+    (count / 100).clamp(count.min(50), MAX_HELD_OUT)
+}
+
+/// A built segment: its bytes and what the build measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Built {
+    /// The segment file.
+    pub bytes: Vec<u8>,
+    /// Lists.
+    pub nlist: usize,
+    /// The default nprobe.
+    pub nprobe: u32,
+    /// Mean recall@10 at `nprobe`.
+    pub built_recall: f32,
+    /// Every `(nprobe, recall@10)` measured, nprobe increasing.
+    pub curve: Vec<(u32, f32)>,
+    /// Queries measured on.
+    pub held_out: usize,
+}
+
+fn invalid(reason: &'static str) -> IndexError {
+    IndexError::InvalidParameter(reason)
+}
+
+/// Builds an IVF segment of `keys` (unique) and their `vectors` (`keys.len() × dim`, unit
+/// vectors), on the current rayon pool.
+///
+/// # Errors
+/// `InvalidParameter` for no rows, a target outside `(0, 1]`, or what the k-means or the
+/// encoder refuse.
+pub fn build(keys: &[u64], vectors: &[f32], dim: usize, params: &IvfParams) -> Result<Built> {
+    let count = keys.len();
+    if count == 0 || dim == 0 || vectors.len() != count * dim {
+        return Err(invalid(
+            "rows must be keys.len() × dim values, at least one",
+        ));
+    }
+    if !(params.target_recall > 0.0 && params.target_recall <= 1.0) {
+        return Err(invalid("target recall must be in (0, 1]"));
+    }
+    let nlist = params.nlist.unwrap_or_else(|| nlist_for(count));
+    let clustering = kmeans::train(vectors, dim, &KMeansParams::new(nlist, params.seed))?;
+    let held_out = held_out_for(count);
+    let segment_of = |nprobe: u32, built_recall: f32, curve: &[(u32, f32)]| {
+        encode(&IvfBuild {
+            keys,
+            vectors,
+            dim,
+            centroids: &clustering.centroids,
+            assignment: &clustering.assignment,
+            nprobe,
+            built_recall,
+            target_recall: params.target_recall,
+            held_out: u32::try_from(held_out).unwrap_or(u32::MAX),
+            curve,
+        })
+    };
+    // A provisional segment to measure on; the final one differs only in its header and curve.
+    let provisional = segment_of(1, 0.0, &[])?;
+    let seg = IvfSegment::open("build", SealedBytes::copy_from(&provisional))?;
+    drop(provisional);
+    let mut index = Collection::new(dim);
+    index.push_sealed(seg)?;
+    let queries = sample_rows(count, held_out, params.seed ^ 0x4845_4c44);
+    let truth = ground_truth(&index, keys, vectors, dim, &queries)?;
+    let recall_at = |nprobe: u32| measure(&index, keys, vectors, dim, &queries, &truth, nprobe);
+
+    let nlist32 = u32::try_from(nlist).map_err(|_| invalid("too many lists"))?;
+    let mut curve: Vec<(u32, f32)> = Vec::new();
+    let point = |nprobe: u32, curve: &mut Vec<(u32, f32)>| -> Result<f32> {
+        if let Some(&(_, r)) = curve.iter().find(|(n, _)| *n == nprobe) {
+            return Ok(r);
+        }
+        let r = recall_at(nprobe)?;
+        curve.push((nprobe, r));
+        Ok(r)
+    };
+    // Doubling until the target is met, then bisecting down to the least nprobe that meets it.
+    let mut hi = 1u32;
+    while point(hi, &mut curve)? < params.target_recall && hi < nlist32 {
+        hi = (hi * 2).min(nlist32);
+    }
+    let mut lo = hi / 2;
+    let met = curve.last().is_some_and(|p| p.1 >= params.target_recall);
+    while met && lo + 1 < hi && curve.len() < CURVE_POINTS - 8 {
+        let mid = lo + (hi - lo) / 2;
+        if point(mid, &mut curve)? >= params.target_recall {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    let nprobe = if met { hi } else { nlist32 };
+    // Further points for queries that ask for more than the target.
+    let mut more = hi;
+    while more < nlist32 && curve.len() < CURVE_POINTS {
+        more = (more * 2).min(nlist32);
+        if point(more, &mut curve)? >= CURVE_CEILING {
+            break;
+        }
+    }
+    curve.sort_by_key(|p| p.0);
+    let built_recall = curve.iter().find(|p| p.0 == nprobe).map_or(0.0, |p| p.1);
+    let bytes = segment_of(nprobe, built_recall, &curve)?;
+    Ok(Built {
+        bytes,
+        nlist,
+        nprobe,
+        built_recall,
+        curve,
+        held_out,
+    })
+}
+
+/// `n` distinct row numbers below `count`, a seeded sample.
+fn sample_rows(count: usize, n: usize, seed: u64) -> Vec<usize> {
+    let mut rng = SeededRng::new(seed);
+    let mut order: Vec<usize> = (0..count).collect();
+    let n = n.min(count);
+    for i in 0..n {
+        #[expect(clippy::cast_possible_truncation, reason = "below count, a usize")]
+        let j = i + rng.below((count - i) as u64) as usize;
+        order.swap(i, j);
+    }
+    order.truncate(n);
+    order
+}
+
+fn row(vectors: &[f32], dim: usize, r: usize) -> &[f32] {
+    vectors.get(r * dim..(r + 1) * dim).unwrap_or(&[])
+}
+
+/// Each query's exact top-10 among the other rows.
+fn ground_truth(
+    index: &Collection,
+    keys: &[u64],
+    vectors: &[f32],
+    dim: usize,
+    queries: &[usize],
+) -> Result<Vec<Vec<u64>>> {
+    let qs: Vec<&[f32]> = queries.iter().map(|&r| row(vectors, dim, r)).collect();
+    let found = index.search_batch(&qs, &SearchParams::top(RECALL_AT + 1))?;
+    Ok(found
+        .into_iter()
+        .zip(queries)
+        .map(|(hits, &r)| {
+            let me = keys.get(r).copied();
+            hits.into_iter()
+                .map(|n| n.key)
+                .filter(|k| Some(*k) != me)
+                .take(RECALL_AT)
+                .collect()
+        })
+        .collect())
+}
+
+/// Mean recall@10 of the i8 probe at `nprobe` lists.
+fn measure(
+    index: &Collection,
+    keys: &[u64],
+    vectors: &[f32],
+    dim: usize,
+    queries: &[usize],
+    truth: &[Vec<u64>],
+    nprobe: u32,
+) -> Result<f32> {
+    let hits: Vec<usize> = queries
+        .par_iter()
+        .zip(truth)
+        .map(|(&r, want)| {
+            let me = keys.get(r).copied();
+            let not_me = move |k: u64| Some(k) != me;
+            let p = SearchParams {
+                k: RECALL_AT,
+                filter: Some(&not_me),
+                scan: Scan::i8_for(RECALL_AT),
+                min_score: f32::NEG_INFINITY,
+                probe: Probe::Lists(nprobe),
+            };
+            let got = index.search(row(vectors, dim, r), &p)?;
+            Ok(got.iter().filter(|n| want.contains(&n.key)).count())
+        })
+        .collect::<Result<_>>()?;
+    let wanted: usize = truth.iter().map(Vec::len).sum();
+    #[expect(clippy::cast_precision_loss, reason = "a ratio of small counts")]
+    Ok(if wanted == 0 {
+        1.0
+    } else {
+        hits.iter().sum::<usize>() as f32 / wanted as f32
+    })
+}

@@ -1,0 +1,339 @@
+//! IVF segments searched (`docs/ivf.md`): recall floors on seeded data, the nprobe a build
+//! chooses, never fewer than k hits under filters and tombstones, and IVF against brute force
+//! under random inserts, deletes, filters and rebuilds.
+
+use amberdb_index::ivf::{IvfParams, build};
+use amberdb_index::segment::writer;
+use amberdb_index::synthetic::{SeededRng, clustered, seed_from_env as seed};
+use amberdb_index::{
+    Collection, FlatSegment, IvfSegment, Probe, Scan, SealedBytes, SearchParams, kernels,
+};
+use proptest::prelude::*;
+use std::collections::BTreeSet;
+
+fn ivf(keys: &[u64], vectors: &[f32], dim: usize, params: &IvfParams) -> IvfSegment {
+    let built = build(keys, vectors, dim, params).unwrap();
+    IvfSegment::open("t", SealedBytes::copy_from(&built.bytes)).unwrap()
+}
+
+fn flat(keys: &[u64], vectors: &[f32], dim: usize) -> FlatSegment {
+    let bytes = writer::encode(keys, vectors, dim, true).unwrap();
+    FlatSegment::open("f", SealedBytes::copy_from(&bytes)).unwrap()
+}
+
+/// The exact top-k of the rows `keep` accepts, by score then key.
+fn brute(
+    rows: &[(u64, Vec<f32>)],
+    q: &[f32],
+    k: usize,
+    keep: &dyn Fn(u64) -> bool,
+) -> Vec<(u64, f32)> {
+    let mut all: Vec<(u64, f32)> = rows
+        .iter()
+        .filter(|(key, _)| keep(*key))
+        .map(|(key, v)| (*key, kernels::dot(q, v).unwrap()))
+        .collect();
+    all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    all.truncate(k);
+    all
+}
+
+fn i8_probe(k: usize, probe: Probe) -> SearchParams<'static> {
+    SearchParams {
+        scan: Scan::i8_for(k),
+        probe,
+        ..SearchParams::top(k)
+    }
+}
+
+/// Data where IVF has to work: many loose clusters, so a query's neighbours spread over
+/// several lists.
+fn hard_data(n: usize, dim: usize, seed: u64) -> Vec<f32> {
+    clustered(n, dim, n / 20, 0.9, seed)
+}
+
+#[test]
+fn a_build_meets_its_recall_target_and_holds_it_on_new_queries() {
+    let seed = seed("ivf_recall", 11);
+    eprintln!("seed {seed}");
+    let (n, dim) = (20_000, 32);
+    let data = hard_data(n + 200, dim, seed);
+    let (rows, queries) = data.split_at(n * dim);
+    let keys: Vec<u64> = (1..=n as u64).collect();
+    let built = build(&keys, rows, dim, &IvfParams::new(seed)).unwrap();
+    assert_eq!(built.nlist, 566, "4·√20,000");
+    assert_eq!(built.held_out, 200);
+    eprintln!(
+        "nlist {} nprobe {} built {} curve {:?}",
+        built.nlist, built.nprobe, built.built_recall, built.curve
+    );
+    assert!(built.built_recall >= 0.95, "{built:?}");
+    assert!(
+        built.nprobe > 1 && (built.nprobe as usize) < built.nlist / 4,
+        "the data must make the index work, and the index must pay: {}",
+        built.nprobe
+    );
+    // The curve is what a build measured: the least nprobe reaching the target is the default.
+    let below = built.curve.iter().filter(|p| p.0 < built.nprobe);
+    assert!(below.clone().all(|p| p.1 < 0.95), "{:?}", built.curve);
+    assert!(below.count() >= 1);
+    let seg = IvfSegment::open("t", SealedBytes::copy_from(&built.bytes)).unwrap();
+    assert_eq!(seg.nprobe(), (built.nprobe, built.built_recall));
+    let mut c = Collection::new(dim);
+    c.push_sealed(seg).unwrap();
+    let truth: Vec<(u64, Vec<f32>)> = keys
+        .iter()
+        .zip(rows.chunks_exact(dim))
+        .map(|(k, v)| (*k, v.to_vec()))
+        .collect();
+    let recall_of = |probe: Probe| {
+        let mut hit = 0;
+        for q in queries.chunks_exact(dim) {
+            let want: Vec<u64> = brute(&truth, q, 10, &|_| true)
+                .iter()
+                .map(|p| p.0)
+                .collect();
+            let got = c.search(q, &i8_probe(10, probe)).unwrap();
+            assert_eq!(got.len(), 10);
+            hit += got.iter().filter(|nb| want.contains(&nb.key)).count();
+        }
+        hit as f64 / (queries.len() / dim * 10) as f64
+    };
+    let default = recall_of(Probe::Built);
+    eprintln!("recall on new queries: {default}");
+    assert!(default >= 0.92, "recall@10 on new queries {default}");
+    let one = recall_of(Probe::Lists(1));
+    assert!(
+        one < default,
+        "probing one list must cost recall: {one} vs {default}"
+    );
+    let high = recall_of(Probe::Recall(0.99));
+    assert!(high >= default, "{high} vs {default}");
+    // Every list: the i8 scan of everything, re-ranked.
+    assert!(recall_of(Probe::Lists(u32::MAX)) >= 0.99);
+    // The exact scan reads the IVF segment whole and equals brute force.
+    for q in queries.chunks_exact(dim).take(20) {
+        let got: Vec<(u64, f32)> = c
+            .search(q, &SearchParams::top(10))
+            .unwrap()
+            .iter()
+            .map(|nb| (nb.key, nb.score))
+            .collect();
+        assert_eq!(got, brute(&truth, q, 10, &|_| true));
+    }
+}
+
+#[test]
+fn a_build_is_deterministic_for_its_seed_whatever_the_threads() {
+    let data = hard_data(3_000, 16, 5);
+    let keys: Vec<u64> = (0..3_000u64).map(|k| k * 3 + 7).collect();
+    let params = IvfParams::new(9);
+    let one = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let two = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    let a = one.install(|| build(&keys, &data, 16, &params)).unwrap();
+    let b = two.install(|| build(&keys, &data, 16, &params)).unwrap();
+    assert!(a.bytes == b.bytes, "same seed, same file");
+    assert!(
+        build(
+            &keys,
+            &data,
+            16,
+            &IvfParams {
+                target_recall: 0.0,
+                ..params.clone()
+            }
+        )
+        .is_err()
+    );
+    assert!(build(&[], &[], 16, &params).is_err());
+    assert!(build(&keys, &data[..16], 16, &params).is_err());
+}
+
+#[test]
+fn a_selective_filter_still_gets_k_hits_from_a_probe_of_one_list() {
+    let seed = seed("ivf_filter", 3);
+    eprintln!("seed {seed}");
+    let (n, dim) = (10_000, 24);
+    let data = hard_data(n, dim, seed);
+    let keys: Vec<u64> = (1..=n as u64).collect();
+    let mut c = Collection::new(dim);
+    c.push_sealed(ivf(&keys, &data, dim, &IvfParams::new(seed)))
+        .unwrap();
+    let mut rng = SeededRng::new(seed);
+    for modulus in [2u64, 10, 100, 1_000, 5_000] {
+        let keep = move |k: u64| k.is_multiple_of(modulus);
+        for _ in 0..10 {
+            let q = rng.unit_vector(dim);
+            for probe in [Probe::Lists(1), Probe::Built] {
+                let p = SearchParams {
+                    filter: Some(&keep),
+                    ..i8_probe(10, probe)
+                };
+                let got = c.search(&q, &p).unwrap();
+                let passing = (n as u64 / modulus) as usize;
+                assert_eq!(got.len(), passing.min(10), "1 in {modulus}, {probe:?}");
+                assert!(got.iter().all(|nb| keep(nb.key)));
+            }
+        }
+    }
+    // Tombstones too: delete all but 5 rows; a one-list probe still finds those 5.
+    for k in 6..=n as u64 {
+        c.delete(k);
+    }
+    let got = c
+        .search(&rng.unit_vector(dim), &i8_probe(10, Probe::Lists(1)))
+        .unwrap();
+    assert_eq!(
+        got.iter().map(|nb| nb.key).collect::<BTreeSet<_>>(),
+        (1..=5).collect()
+    );
+}
+
+#[test]
+fn replacing_a_run_keeps_every_live_key_and_refuses_a_wrong_segment() {
+    let dim = 8;
+    let data = hard_data(900, dim, 2);
+    let row = |k: u64| &data[(k as usize - 1) * dim..k as usize * dim];
+    let keys = |r: std::ops::RangeInclusive<u64>| -> (Vec<u64>, Vec<f32>) {
+        let ks: Vec<u64> = r.collect();
+        let vs = ks.iter().flat_map(|&k| row(k).to_vec()).collect();
+        (ks, vs)
+    };
+    let mut c = Collection::new(dim);
+    for r in [1..=300u64, 301..=600, 601..=900] {
+        let (ks, vs) = keys(r);
+        c.push_sealed(flat(&ks, &vs, dim)).unwrap();
+    }
+    c.delete(5);
+    c.delete(400);
+    // Built without 5 (deleted before), with 400 (deleted during the build).
+    let (ks, vs) = keys(1..=600);
+    let (ks, vs): (Vec<u64>, Vec<f32>) = {
+        let keep: Vec<usize> = (0..ks.len()).filter(|&i| ks[i] != 5).collect();
+        (
+            keep.iter().map(|&i| ks[i]).collect(),
+            keep.iter()
+                .flat_map(|&i| vs[i * dim..(i + 1) * dim].to_vec())
+                .collect(),
+        )
+    };
+    let good = ivf(&ks, &vs, dim, &IvfParams::new(1));
+    // Wrong: missing a live key; an extra key; an empty or out-of-range run.
+    let (short_k, short_v) = (ks[1..].to_vec(), vs[dim..].to_vec());
+    let missing = ivf(&short_k, &short_v, dim, &IvfParams::new(1));
+    let before: Vec<u64> = c.sealed().iter().map(|s| s.len() as u64).collect();
+    assert!(c.replace_run(0..2, missing).is_err());
+    assert!(
+        c.replace_run(1..3, good.clone()).is_err(),
+        "keys of another run"
+    );
+    assert!(c.replace_run(0..0, good.clone()).is_err());
+    assert!(c.replace_run(2..4, good.clone()).is_err());
+    let after: Vec<u64> = c.sealed().iter().map(|s| s.len() as u64).collect();
+    assert_eq!(before, after, "a refusal changes nothing");
+    let replaced = c.replace_run(0..2, good).unwrap();
+    assert_eq!(replaced.len(), 2);
+    assert_eq!(c.sealed().len(), 2);
+    assert_eq!(c.len(), 898);
+    assert!(!c.contains(5) && !c.contains(400) && c.contains(401));
+    assert_eq!(c.vector(401).unwrap(), row(401));
+    // New rows keep going after the run's keys.
+    assert!(c.insert(901, row(1)).is_ok());
+}
+
+/// An operation of the model test.
+#[derive(Debug, Clone)]
+enum Op {
+    Insert(usize),
+    Delete(u64),
+    Seal,
+    Rebuild,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (1usize..40).prop_map(Op::Insert),
+        2 => (0u64..400).prop_map(Op::Delete),
+        1 => Just(Op::Seal),
+        1 => Just(Op::Rebuild),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Random inserts, deletes, seals and rebuilds (every sealed segment merged into one IVF
+    /// segment), against a model: the exact scan equals brute force; the i8 probe returns
+    /// `min(k, passing)` hits, all passing, with exact scores, and with every list probed and
+    /// enough candidates, the brute-force answer.
+    #[test]
+    fn ivf_collections_match_brute_force(ops in proptest::collection::vec(op(), 1..40), k in 1usize..15, modulus in 1u64..4, seed in 0u64..1000) {
+        let dim = 8;
+        let pool = hard_data(400, dim, seed);
+        let vector = |k: u64| pool[(k as usize % 400) * dim..][..dim].to_vec();
+        let mut c = Collection::new(dim);
+        let mut model: Vec<(u64, Vec<f32>)> = Vec::new();
+        let mut growing: Vec<u64> = Vec::new();
+        let mut next = 1u64;
+        for op in ops {
+            match op {
+                Op::Insert(n) => for _ in 0..n {
+                    c.insert(next, &vector(next)).unwrap();
+                    model.push((next, vector(next)));
+                    growing.push(next);
+                    next += 1;
+                },
+                Op::Delete(k) => {
+                    let live = model.iter().any(|r| r.0 == k);
+                    prop_assert_eq!(c.delete(k), live);
+                    model.retain(|r| r.0 != k);
+                }
+                Op::Seal => {
+                    let (bytes, _) = c.encode_growing(true).unwrap();
+                    let seg = FlatSegment::open("g", SealedBytes::copy_from(&bytes)).unwrap();
+                    if seg.is_empty() { c.drop_dead_growing(); } else { c.seal_growing(seg).unwrap(); }
+                    growing.clear();
+                }
+                Op::Rebuild => {
+                    let sealed = c.sealed().len();
+                    let live: Vec<&(u64, Vec<f32>)> = model.iter().filter(|r| !growing.contains(&r.0)).collect();
+                    if sealed > 0 && !live.is_empty() {
+                        let ks: Vec<u64> = live.iter().map(|r| r.0).collect();
+                        let vs: Vec<f32> = live.iter().flat_map(|r| r.1.clone()).collect();
+                        let seg = ivf(&ks, &vs, dim, &IvfParams::new(seed));
+                        c.replace_run(0..sealed, seg).unwrap();
+                    }
+                }
+            }
+            prop_assert_eq!(c.len(), model.len());
+        }
+        let keep = move |key: u64| key.is_multiple_of(modulus);
+        let passing = model.iter().filter(|r| keep(r.0)).count();
+        let q = vector(seed);
+        let exact = |p: &SearchParams<'_>| -> Vec<(u64, f32)> {
+            c.search(&q, p).unwrap().iter().map(|nb| (nb.key, nb.score)).collect()
+        };
+        let want = brute(&model, &q, k, &keep);
+        prop_assert_eq!(&exact(&SearchParams { filter: Some(&keep), ..SearchParams::top(k) }), &want);
+        let probed = exact(&SearchParams { filter: Some(&keep), ..i8_probe(k, Probe::Lists(1)) });
+        prop_assert_eq!(probed.len(), passing.min(k));
+        for (key, score) in &probed {
+            prop_assert!(keep(*key));
+            let v = &model.iter().find(|r| r.0 == *key).unwrap().1;
+            prop_assert_eq!(*score, kernels::dot(&q, v).unwrap());
+        }
+        let everything = SearchParams {
+            filter: Some(&keep),
+            scan: Scan::I8 { candidates: 1_000 },
+            probe: Probe::Lists(u32::MAX),
+            ..SearchParams::top(k)
+        };
+        prop_assert_eq!(&exact(&everything), &want);
+    }
+}
