@@ -138,13 +138,14 @@ pub mod query {
     };
 }
 pub use amberdb_embed::{Embedder, HashingEmbedder};
-pub use kernel::db::PendingDurable;
+pub use amberdb_index::Probe;
+pub use kernel::db::{IndexBuild, PendingDurable};
 pub use kernel::recovery::OpenReport;
-pub use options::{Clock, MAX_MEMORY_LIMIT, StoreOptions, SyncPolicy};
+pub use options::{Clock, IndexOptions, MAX_MEMORY_LIMIT, StoreOptions, SyncPolicy};
 pub use record::{
     Category, Entity, EntityKind, Kind, Memory, MemoryId, NewMemory, Role, TagSnapshot, Timestamp,
 };
-pub use store::{Stats, Store};
+pub use store::{IndexStats, IvfSegmentStats, Stats, Store};
 
 /// Decoders of bytes from disk, exposed for the fuzz targets and their proptests. Each runs
 /// its decoder on arbitrary bytes and never panics.

@@ -30,6 +30,53 @@ pub struct StoreOptions {
     pub hooks: HookConfig,
     /// Where timestamps come from: `Timestamp::now` unless a test sets the time.
     pub clock: Clock,
+    /// When and how IVF segments are built (`docs/ivf.md`).
+    pub index: IndexOptions,
+}
+
+/// When and how IVF segments are built (`docs/ivf.md`, "When a build runs").
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexOptions {
+    /// Rows in sealed flat segments (after the last IVF segment) from which a background build
+    /// indexes them. Default 65,536 (one sealed segment: `docs/benchmarks.md`, "IVF", says where
+    /// it pays). 0: never in the background (`Store::build_index` still builds).
+    pub min_rows: usize,
+    /// Mean recall@10 a segment's default nprobe must reach, in `(0, 1]`. Default 0.95.
+    pub target_recall: f32,
+    /// Threads a build uses. Default 1, so a build never takes both cores from clients.
+    pub threads: usize,
+}
+
+impl Default for IndexOptions {
+    fn default() -> IndexOptions {
+        IndexOptions {
+            min_rows: 65_536,
+            target_recall: 0.95,
+            threads: 1,
+        }
+    }
+}
+
+impl IndexOptions {
+    /// Checks the values.
+    ///
+    /// # Errors
+    /// `Invalid` for a recall outside `(0, 1]` or no threads.
+    pub fn validate(&self) -> crate::Result<()> {
+        if !(self.target_recall > 0.0 && self.target_recall <= 1.0) {
+            return Err(crate::EngineError::Invalid {
+                field: "index.target_recall",
+                reason: "must be in (0, 1]".into(),
+            });
+        }
+        if self.threads == 0 || self.threads > 256 {
+            return Err(crate::EngineError::Invalid {
+                field: "index.threads",
+                reason: "must be 1..=256".into(),
+            });
+        }
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for StoreOptions {
@@ -43,6 +90,7 @@ impl std::fmt::Debug for StoreOptions {
             .field("checkpoint_bytes", &self.checkpoint_bytes)
             .field("vector_codes", &self.vector_codes)
             .field("hooks", &self.hooks)
+            .field("index", &self.index)
             .finish()
     }
 }
@@ -64,6 +112,7 @@ impl StoreOptions {
             vector_codes: true,
             hooks: HookConfig::default(),
             clock: Arc::new(Timestamp::now),
+            index: IndexOptions::default(),
         }
     }
 

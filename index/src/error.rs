@@ -53,6 +53,9 @@ pub enum IndexError {
         /// The versions this build reads.
         supported: RangeInclusive<u16>,
     },
+    /// A long operation (an IVF build) was asked to stop before it finished.
+    #[error("stopped before it finished")]
+    Cancelled,
     /// Mapping a file failed.
     #[error("i/o on {file}: {source}")]
     Io {

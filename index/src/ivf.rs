@@ -99,6 +99,22 @@ fn invalid(reason: &'static str) -> IndexError {
 /// `InvalidParameter` for no rows, a target outside `(0, 1]`, or what the k-means or the
 /// encoder refuse.
 pub fn build(keys: &[u64], vectors: &[f32], dim: usize, params: &IvfParams) -> Result<Built> {
+    build_until(keys, vectors, dim, params, &|| false)
+}
+
+/// As [`build`], giving up with `Cancelled` once `stop` returns true (asked between the
+/// k-means' iterations and between recall measurements): a store closing does not wait for a
+/// whole build.
+///
+/// # Errors
+/// As `build`, or `Cancelled`.
+pub fn build_until(
+    keys: &[u64],
+    vectors: &[f32],
+    dim: usize,
+    params: &IvfParams,
+    stop: &(dyn Fn() -> bool + Sync),
+) -> Result<Built> {
     let count = keys.len();
     if count == 0 || dim == 0 || vectors.len() != count * dim {
         return Err(invalid(
@@ -109,7 +125,8 @@ pub fn build(keys: &[u64], vectors: &[f32], dim: usize, params: &IvfParams) -> R
         return Err(invalid("target recall must be in (0, 1]"));
     }
     let nlist = params.nlist.unwrap_or_else(|| nlist_for(count));
-    let clustering = kmeans::train(vectors, dim, &KMeansParams::new(nlist, params.seed))?;
+    let clustering =
+        kmeans::train_until(vectors, dim, &KMeansParams::new(nlist, params.seed), stop)?;
     let held_out = held_out_for(count);
     let segment_of = |nprobe: u32, built_recall: f32, curve: &[(u32, f32)]| {
         encode(&IvfBuild {
@@ -140,6 +157,9 @@ pub fn build(keys: &[u64], vectors: &[f32], dim: usize, params: &IvfParams) -> R
     let point = |nprobe: u32, curve: &mut Vec<(u32, f32)>| -> Result<f32> {
         if let Some(&(_, r)) = curve.iter().find(|(n, _)| *n == nprobe) {
             return Ok(r);
+        }
+        if stop() {
+            return Err(IndexError::Cancelled);
         }
         let r = recall_at(nprobe)?;
         curve.push((nprobe, r));

@@ -73,6 +73,9 @@ impl Clustering {
     }
 }
 
+/// Rows assigned between two checks of a build's stop flag.
+const STOP_CHECK_ROWS: usize = 65_536;
+
 fn invalid(reason: &'static str) -> IndexError {
     IndexError::InvalidParameter(reason)
 }
@@ -95,6 +98,20 @@ fn best(row: &[f32], centroids: &[f32]) -> (u32, f32) {
 /// `InvalidParameter` for `dim == 0`, rows not a multiple of `dim`, `k` outside `1..=n`, no
 /// iterations, a ratio below 1, or a non-finite value.
 pub fn train(rows: &[f32], dim: usize, params: &KMeansParams) -> Result<Clustering> {
+    train_until(rows, dim, params, &|| false)
+}
+
+/// As [`train`], giving up with `Cancelled` once `stop` returns true (asked between
+/// iterations and between blocks of the final assignment).
+///
+/// # Errors
+/// As `train`, or `Cancelled`.
+pub fn train_until(
+    rows: &[f32],
+    dim: usize,
+    params: &KMeansParams,
+    stop: &(dyn Fn() -> bool + Sync),
+) -> Result<Clustering> {
     if dim == 0 || !rows.len().is_multiple_of(dim) {
         return Err(invalid("rows must be a whole number of vectors of dim > 0"));
     }
@@ -124,6 +141,9 @@ pub fn train(rows: &[f32], dim: usize, params: &KMeansParams) -> Result<Clusteri
 
     let mut centroids = seed_plus_plus(&row, sample, dim, k, params.seeding_sample, &mut rng);
     for _ in 0..params.iterations {
+        if stop() {
+            return Err(IndexError::Cancelled);
+        }
         let assigned: Vec<u32> = sample
             .par_iter()
             .map(|&i| best(row(i), &centroids).0)
@@ -132,10 +152,17 @@ pub fn train(rows: &[f32], dim: usize, params: &KMeansParams) -> Result<Clusteri
     }
 
     // Every row, with how close it is to its list (balancing moves the loosest first).
-    let choices: Vec<(u32, f32)> = (0..n)
-        .into_par_iter()
-        .map(|i| best(row(i), &centroids))
-        .collect();
+    let mut choices: Vec<(u32, f32)> = Vec::with_capacity(n);
+    for block in (0..n).step_by(STOP_CHECK_ROWS) {
+        if stop() {
+            return Err(IndexError::Cancelled);
+        }
+        choices.par_extend(
+            (block..(block + STOP_CHECK_ROWS).min(n))
+                .into_par_iter()
+                .map(|i| best(row(i), &centroids)),
+        );
+    }
     let mut assignment: Vec<u32> = choices.iter().map(|c| c.0).collect();
     if params.max_list_ratio.is_finite() {
         let scores: Vec<f32> = choices.iter().map(|c| c.1).collect();

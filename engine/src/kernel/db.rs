@@ -21,15 +21,15 @@ use crate::kernel::log::Op;
 use crate::kernel::log::format::{FRAME_PREFIX, MAX_FRAME_LEN, encode_frame};
 use crate::kernel::log::writer::LogWriter;
 use crate::kernel::record::{MemoryId, Timestamp};
-use crate::kernel::recovery::{self, OpenReport};
-use crate::kernel::segment_file;
+use crate::kernel::recovery::{self, OpenReport, Retained};
+use crate::kernel::segment_file::{self, SegmentEntry, SegmentKind};
 use crate::kernel::state::State;
 use crate::kernel::storage::{Storage, StorageLock};
 use amberdb_embed::Embedder;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -84,6 +84,7 @@ pub(crate) struct DbConfig {
     pub(crate) checkpoint_bytes: u64,
     pub(crate) vector_codes: bool,
     pub(crate) clock: Clock,
+    pub(crate) index: crate::options::IndexOptions,
 }
 
 /// The ids the operation being prepared may assign: `nth(0)` is the next free one.
@@ -103,10 +104,87 @@ pub(crate) struct Writer {
     next_segment_id: u64,
     checkpoint_seq: u64,
     log_bytes_since_checkpoint: u64,
-    checkpoints: Vec<u64>,
-    segments: Vec<(u64, u64)>,
+    /// The checkpoint files kept, oldest first, with the segments each names.
+    checkpoints: Vec<Retained>,
+    /// The sealed segments, in key order (the collection's order).
+    segments: Vec<SegmentEntry>,
+    /// An index build changed `segments` since the last checkpoint: the next one is written
+    /// even at the same sequence number (`docs/durability.md`, B3).
+    segments_changed: bool,
+    /// Segments an index build replaced whose files are still on disk (B4).
+    replaced: Vec<SegmentEntry>,
     /// Automatic checkpoints wait until then after one failed for a full disk.
     checkpoint_paused_until: Option<Instant>,
+}
+
+/// What one index build did (`Store::build_index`, STATS).
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexBuild {
+    /// The new IVF segment's id.
+    pub segment_id: u64,
+    /// Its rows.
+    pub rows: u64,
+    /// The segments it replaced.
+    pub replaced: usize,
+    /// Its lists.
+    pub nlist: usize,
+    /// The lists a search probes by default.
+    pub nprobe: u32,
+    /// The mean recall@10 measured at `nprobe` on held-out rows.
+    pub built_recall: f32,
+    /// Wall time, gathering to checkpoint.
+    pub seconds: f64,
+}
+
+/// The index builds of one store: one at a time, in the background or asked for.
+#[derive(Default)]
+struct Indexing {
+    /// A build is running (or a background one starting).
+    running: AtomicBool,
+    /// Set when the store closes: a running build gives up at its next check.
+    stop: Arc<AtomicBool>,
+    /// The background build thread, joined at close.
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    builds: AtomicU64,
+    failures: AtomicU64,
+    last: Mutex<Option<IndexBuild>>,
+    last_error: Mutex<Option<String>>,
+}
+
+/// B1's choice: the run of sealed segments to index, and the id of the new one.
+struct BuildPlan {
+    run: std::ops::Range<usize>,
+    entries: Vec<SegmentEntry>,
+    segments: Vec<amberdb_index::Sealed>,
+    id: u64,
+}
+
+/// The run a build indexes (`docs/ivf.md`, "When a build runs"): the flat segments after the
+/// last IVF segment once they hold `min_rows` rows (any rows when `min_rows` is 0), then, going
+/// back, every IVF segment no larger than what the run holds so far, so segments merge like a
+/// binary counter: each row is rebuilt O(log n) times and there are O(log n) segments.
+pub(crate) fn build_run(
+    segments: &[SegmentEntry],
+    min_rows: u64,
+) -> Option<std::ops::Range<usize>> {
+    let first_flat = segments
+        .iter()
+        .rposition(|s| s.kind == SegmentKind::Ivf)
+        .map_or(0, |i| i + 1);
+    let tail = segments.get(first_flat..)?;
+    let mut rows: u64 = tail.iter().map(|s| s.rows).sum();
+    if tail.is_empty() || rows < min_rows.max(1) {
+        return None;
+    }
+    let mut start = first_flat;
+    while let Some(prev) = start.checked_sub(1).and_then(|i| segments.get(i)) {
+        if prev.rows > rows {
+            break;
+        }
+        rows += prev.rows;
+        start -= 1;
+    }
+    Some(start..segments.len())
 }
 
 /// The kernel's counters, for `Stats`.
@@ -140,6 +218,9 @@ pub(crate) struct Db {
     disk_full_refusals: AtomicU64,
     accesses_not_recorded: AtomicU64,
     report: OpenReport,
+    indexing: Indexing,
+    /// This database, for the background threads it starts (they hold it weakly).
+    me: Weak<Db>,
     _lock: Box<dyn StorageLock>,
 }
 
@@ -148,7 +229,9 @@ impl Db {
     pub(crate) fn open(dir: &Path, embedder: &dyn Embedder, config: DbConfig) -> Result<Arc<Db>> {
         let r = recovery::recover(dir, &*config.storage, embedder)?;
         let commit = GroupCommit::new(r.last_seq, Arc::clone(&r.log.file), r.log.path.clone());
-        let db = Arc::new(Db {
+        let db = Arc::new_cyclic(|me| Db {
+            me: me.clone(),
+            indexing: Indexing::default(),
             dir: dir.to_path_buf(),
             dim: embedder.dim(),
             checkpoint_seq: AtomicU64::new(r.checkpoint_seq),
@@ -161,6 +244,8 @@ impl Db {
                 checkpoint_seq: r.checkpoint_seq,
                 checkpoints: r.checkpoints,
                 segments: r.segments,
+                segments_changed: false,
+                replaced: r.replaced,
                 checkpoint_paused_until: None,
             }),
             state: RwLock::new(r.state),
@@ -179,6 +264,9 @@ impl Db {
                 .spawn(move || batch_sync_loop(&weak, interval))
                 .map_err(EngineError::io(&db.dir))?;
         }
+        // A store that already holds enough flat rows (opened after a crash mid-build, or
+        // made before IVF segments existed) indexes them now.
+        db.start_background_build();
         Ok(db)
     }
 
@@ -429,13 +517,27 @@ impl Db {
     /// checkpoints (`DiskFull`; the log still holds everything). Any other failure poisons
     /// the store.
     fn checkpoint_under_lock(&self, only_if_due: bool) -> Result<()> {
-        let mut w = self.writer.lock();
-        if only_if_due && !self.checkpoint_due(&w) {
-            return Ok(());
+        let (result, sealed_more) = {
+            let mut w = self.writer.lock();
+            if only_if_due && !self.checkpoint_due(&w) {
+                return Ok(());
+            }
+            let before = w.segments.len();
+            let result = self.checkpoint_with(&mut w);
+            (result, w.segments.len() > before)
+        };
+        if sealed_more {
+            self.start_background_build();
         }
-        self.drain_touches(&mut w);
+        result
+    }
+
+    /// Checkpoints under the held writer lock, turning a failure into a pause (full disk) or
+    /// poison (anything else).
+    fn checkpoint_with(&self, w: &mut Writer) -> Result<()> {
+        self.drain_touches(w);
         self.commit.check()?;
-        let result = self.checkpoint_locked(&mut w);
+        let result = self.checkpoint_locked(w);
         match &result {
             Ok(()) => w.checkpoint_paused_until = None,
             Err(EngineError::DiskFull { .. }) => {
@@ -487,12 +589,15 @@ impl Db {
         // C0: everything appended is durable; the checkpoint covers exactly that.
         let seq = self.commit.written();
         self.commit.wait_durable(seq)?;
-        if seq == w.checkpoint_seq {
+        // Nothing written since the last checkpoint: only an index build's new segment list
+        // is worth a checkpoint, which then replaces the file at the same sequence number (B3).
+        let rewrite = seq == w.checkpoint_seq;
+        if rewrite && !w.segments_changed {
             return Ok(());
         }
         // C1–C4: files; a failure before the commit point (C4) removes them again.
         let mut created = Vec::new();
-        let written = self.write_checkpoint_files(w, seq, &mut created);
+        let written = self.write_checkpoint_files(w, seq, rewrite, &mut created);
         let (segments, sealed, log) = match written {
             Ok(v) => v,
             Err(e) => {
@@ -517,39 +622,79 @@ impl Db {
                     })?
             }
         }
+        let named = Some(segments.iter().map(|s| s.id).collect());
         w.segments = segments;
+        w.segments_changed = false;
         w.checkpoint_seq = seq;
         self.checkpoint_seq.store(seq, Ordering::Release);
-        w.checkpoints.push(seq);
-        w.log_bytes_since_checkpoint = 0;
-        self.commit
-            .set_file(Arc::clone(&log.file), log.path.clone());
-        w.log = log;
+        match w.checkpoints.last_mut() {
+            Some(last) if last.seq == seq => last.segments = named,
+            _ => w.checkpoints.push(Retained {
+                seq,
+                segments: named,
+            }),
+        }
+        if let Some(log) = log {
+            w.log_bytes_since_checkpoint = 0;
+            self.commit
+                .set_file(Arc::clone(&log.file), log.path.clone());
+            w.log = log;
+        }
         // C6: keep the two newest checkpoints.
         while w.checkpoints.len() > 2 {
             let old = w.checkpoints.remove(0);
-            let path = dir.join(ckpt_format::file_name(old));
+            let path = dir.join(ckpt_format::file_name(old.seq));
             storage.remove(&path).map_err(EngineError::io(&path))?;
         }
+        self.remove_replaced_segments(w);
         storage.sync_dir(dir).map_err(EngineError::io(dir))
     }
 
-    /// Steps C1–C4: the sealed segment, the next log file and the checkpoint file, each durable.
-    /// Every file it creates is pushed to `created` first, for the caller to remove on failure.
-    /// A write that fails for a full disk is `DiskFull`.
-    #[expect(
-        clippy::type_complexity,
-        reason = "the three results of one step, used once"
-    )]
+    /// B4: removes the files of replaced segments that no retained checkpoint names (none,
+    /// while a retained checkpoint's list is unknown). One that cannot be removed is kept for
+    /// the next checkpoint to retry (or the next open, R4): the checkpoint itself stands.
+    fn remove_replaced_segments(&self, w: &mut Writer) {
+        if w.replaced.is_empty() || w.checkpoints.iter().any(|c| c.segments.is_none()) {
+            return;
+        }
+        let named: std::collections::HashSet<u64> = w
+            .checkpoints
+            .iter()
+            .flat_map(|c| c.segments.iter().flatten().copied())
+            .chain(w.segments.iter().map(|s| s.id))
+            .collect();
+        let storage = self.storage();
+        w.replaced.retain(|entry| {
+            if named.contains(&entry.id) {
+                return true;
+            }
+            let path = self.dir.join(entry.file_name());
+            match storage.remove(&path) {
+                Ok(()) => false,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "a replaced segment could not be removed");
+                    true
+                }
+            }
+        });
+    }
+
+    /// Steps C1–C4: the sealed segment, the next log file and the checkpoint file, each durable
+    /// (C2 skipped when `rewrite`: the checkpoint at the same sequence number is replaced, and
+    /// the log file after it is the one being appended to). Every file it creates is pushed to
+    /// `created` first, for the caller to remove on failure. A write that fails for a full
+    /// disk is `DiskFull`.
     fn write_checkpoint_files(
         &self,
         w: &mut Writer,
         seq: u64,
+        rewrite: bool,
         created: &mut Vec<PathBuf>,
     ) -> Result<(
-        Vec<(u64, u64)>,
+        Vec<SegmentEntry>,
         Option<amberdb_index::FlatSegment>,
-        LogWriter,
+        Option<LogWriter>,
     )> {
         let storage = self.storage();
         let dir = &self.dir;
@@ -574,24 +719,31 @@ impl Db {
             })?;
         let mut segments = w.segments.clone();
         let sealed = if rows > 0 {
-            let id = w.next_segment_id;
-            let name = segment_file::file_name(id);
+            let entry = SegmentEntry::flat(w.next_segment_id, rows as u64);
+            let name = entry.file_name();
             created.push(dir.join(&name));
             // Never reuse the id, even if this attempt fails (durability.md, crash points).
             w.next_segment_id += 1;
             crate::kernel::storage::write_atomic(storage, dir, &name, &encoded)
                 .map_err(io(dir.join(&name)))?;
-            segments.push((id, rows as u64));
-            Some(segment_file::open(storage, dir, id, rows as u64)?)
+            segments.push(entry);
+            match segment_file::open(storage, dir, &entry)? {
+                amberdb_index::Sealed::Flat(seg) => Some(seg),
+                amberdb_index::Sealed::Ivf(_) => None,
+            }
         } else {
             None
         };
         drop(encoded);
         // C2: the log file that follows the checkpoint exists before the checkpoint does, so
         // a checkpoint at S without `wal-<S+1>.log` means a lost log file (R5).
-        let log_path = dir.join(crate::kernel::log::writer::file_name(seq + 1));
-        created.push(log_path.clone());
-        let log = LogWriter::create(storage, dir, seq + 1).map_err(io(log_path))?;
+        let log = if rewrite {
+            None
+        } else {
+            let log_path = dir.join(crate::kernel::log::writer::file_name(seq + 1));
+            created.push(log_path.clone());
+            Some(LogWriter::create(storage, dir, seq + 1).map_err(io(log_path))?)
+        };
         // C3–C4: the checkpoint, atomically; the rename is the commit point.
         let bytes = {
             let state = self.state.read();
@@ -599,10 +751,256 @@ impl Db {
             ckpt_writer::encode(seq, w.next_id, &segments, &aux, state.table.iter())
         };
         let name = ckpt_format::file_name(seq);
-        created.push(dir.join(&name));
+        if rewrite {
+            // The file at `seq` stays until the rename replaces it: only the temporary is ours
+            // to remove on failure.
+            created.push(dir.join(format!("{name}.tmp")));
+        } else {
+            created.push(dir.join(&name));
+        }
         crate::kernel::storage::write_atomic(storage, dir, &name, &bytes)
             .map_err(io(dir.join(&name)))?;
         Ok((segments, sealed, log))
+    }
+
+    /// Starts a background index build if one is due and none is running
+    /// (`docs/durability.md`, B1–B4). The thread holds the database weakly: a store that closes
+    /// meanwhile is not kept open by it, and it gives up at its next check.
+    fn start_background_build(&self) {
+        let min_rows = self.config.index.min_rows;
+        if min_rows == 0 || self.indexing.stop.load(Ordering::Acquire) {
+            return;
+        }
+        let due = build_run(&self.writer.lock().segments, min_rows as u64).is_some();
+        if !due || self.indexing.running.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let weak = self.me.clone();
+        let spawned = std::thread::Builder::new()
+            .name("amberdb-index".into())
+            .spawn(move || {
+                let built = background_build(&weak);
+                if let Some(db) = weak.upgrade() {
+                    db.indexing.running.store(false, Ordering::Release);
+                    if built {
+                        // Another may be due: the segments sealed while this one ran.
+                        db.start_background_build();
+                    }
+                }
+            });
+        match spawned {
+            Ok(handle) => *self.indexing.thread.lock() = Some(handle),
+            Err(e) => {
+                self.indexing.running.store(false, Ordering::Release);
+                tracing::warn!(error = %e, "the index build thread could not start");
+            }
+        }
+    }
+
+    /// Builds one IVF segment now, waiting for a running build first. `force`: index the flat
+    /// segments whatever their size. `Ok(None)` when there is nothing to index.
+    ///
+    /// # Errors
+    /// `Poisoned`, `Io`, `DiskFull`, `Internal`; the store is unchanged by a failed build.
+    pub(crate) fn build_index(&self, force: bool) -> Result<Option<IndexBuild>> {
+        while self.indexing.running.swap(true, Ordering::AcqRel) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let min_rows = if force {
+            0
+        } else {
+            self.config.index.min_rows as u64
+        };
+        let result = self.plan_build(min_rows).map_or(Ok(None), |plan| {
+            let start = Instant::now();
+            let (keys, vectors) = self.gather(&plan);
+            let built = self.train(&keys, &vectors, plan.id);
+            drop(vectors);
+            self.install(plan, keys.len(), built, start).map(Some)
+        });
+        self.indexing.running.store(false, Ordering::Release);
+        self.record_build(&result);
+        result
+    }
+
+    fn record_build(&self, result: &Result<Option<IndexBuild>>) {
+        match result {
+            Ok(Some(b)) => {
+                self.indexing.builds.fetch_add(1, Ordering::Relaxed);
+                *self.indexing.last.lock() = Some(b.clone());
+                tracing::info!(
+                    segment = b.segment_id,
+                    rows = b.rows,
+                    nlist = b.nlist,
+                    nprobe = b.nprobe,
+                    recall = b.built_recall,
+                    seconds = b.seconds,
+                    "index built"
+                );
+            }
+            Ok(None) | Err(EngineError::Cancelled) => {}
+            Err(e) => {
+                self.indexing.failures.fetch_add(1, Ordering::Relaxed);
+                *self.indexing.last_error.lock() = Some(e.to_string());
+                tracing::warn!(error = %e, "index build failed; the store is unchanged");
+            }
+        }
+    }
+
+    /// B1: the run to index, its segments (shared maps) and a new segment id.
+    fn plan_build(&self, min_rows: u64) -> Option<BuildPlan> {
+        let mut w = self.writer.lock();
+        let run = build_run(&w.segments, min_rows)?;
+        let state = self.state.read();
+        let segments = state.vectors.sealed();
+        if segments.len() != w.segments.len() {
+            return None;
+        }
+        let plan = BuildPlan {
+            entries: w.segments.get(run.clone())?.to_vec(),
+            segments: segments.get(run.clone())?.to_vec(),
+            run,
+            id: w.next_segment_id,
+        };
+        w.next_segment_id += 1;
+        Some(plan)
+    }
+
+    /// B2, first half: the run's rows live now, a segment at a time under the read lock.
+    fn gather(&self, plan: &BuildPlan) -> (Vec<u64>, Vec<f32>) {
+        let rows: usize = plan.segments.iter().map(amberdb_index::Sealed::len).sum();
+        let mut keys = Vec::with_capacity(rows);
+        let mut vectors = Vec::with_capacity(rows * self.dim);
+        for seg in &plan.segments {
+            let state = self.state.read();
+            for (row, &key) in seg.keys().iter().enumerate() {
+                if state.vectors.contains(key)
+                    && let Some(v) = seg.vector(row)
+                {
+                    keys.push(key);
+                    vectors.extend_from_slice(v);
+                }
+            }
+        }
+        (keys, vectors)
+    }
+
+    /// B2, second half: the lists and the nprobe, on the build's own threads.
+    fn train(&self, keys: &[u64], vectors: &[f32], id: u64) -> Result<amberdb_index::ivf::Built> {
+        train_segment(
+            keys,
+            vectors,
+            self.dim,
+            &self.config.index,
+            id,
+            &self.indexing.stop,
+        )
+    }
+
+    /// B2's file, then B3 and the checkpoint. The file is removed again if anything fails
+    /// before the swap.
+    fn install(
+        &self,
+        plan: BuildPlan,
+        rows: usize,
+        built: Result<amberdb_index::ivf::Built>,
+        start: Instant,
+    ) -> Result<IndexBuild> {
+        let built = built?;
+        let storage = self.storage();
+        let entry = SegmentEntry {
+            id: plan.id,
+            rows: rows as u64,
+            kind: SegmentKind::Ivf,
+        };
+        let name = entry.file_name();
+        let path = self.dir.join(&name);
+        let discard = |e: EngineError| {
+            for p in [path.clone(), self.dir.join(format!("{name}.tmp"))] {
+                let _ = storage.remove(&p);
+            }
+            let _ = storage.sync_dir(&self.dir);
+            e
+        };
+        crate::kernel::storage::write_atomic(storage, &self.dir, &name, &built.bytes).map_err(
+            |source| {
+                discard(if is_disk_full(&source) {
+                    EngineError::DiskFull {
+                        path: path.clone(),
+                        source,
+                    }
+                } else {
+                    EngineError::Io {
+                        path: path.clone(),
+                        source,
+                    }
+                })
+            },
+        )?;
+        let Ok(amberdb_index::Sealed::Ivf(ivf)) = segment_file::open(storage, &self.dir, &entry)
+        else {
+            return Err(discard(EngineError::Internal {
+                context: "opening the IVF segment a build wrote",
+                reason: "it does not read back as an IVF segment".into(),
+            }));
+        };
+        // B3: the swap, then a checkpoint that names the new segment.
+        let mut w = self.writer.lock();
+        if let Err(e) = self.commit.check() {
+            return Err(discard(e));
+        }
+        if w.segments.get(plan.run.clone()) != Some(&plan.entries[..]) {
+            return Err(discard(EngineError::Internal {
+                context: "swapping in an IVF segment",
+                reason: "the segments it replaces changed during the build".into(),
+            }));
+        }
+        let swapped = self
+            .state
+            .write()
+            .vectors
+            .replace_run(plan.run.clone(), ivf);
+        if let Err(e) = swapped {
+            return Err(discard(EngineError::Internal {
+                context: "swapping in an IVF segment",
+                reason: e.to_string(),
+            }));
+        }
+        w.segments.splice(plan.run, [entry]);
+        w.replaced.extend(plan.entries.iter().copied());
+        w.segments_changed = true;
+        self.checkpoint_with(&mut w)?;
+        Ok(IndexBuild {
+            segment_id: entry.id,
+            rows: entry.rows,
+            replaced: plan.entries.len(),
+            nlist: built.nlist,
+            nprobe: built.nprobe,
+            built_recall: built.built_recall,
+            seconds: start.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Stops a running background build and waits for its thread (at close).
+    pub(crate) fn stop_indexing(&self) {
+        self.indexing.stop.store(true, Ordering::Release);
+        let handle = self.indexing.thread.lock().take();
+        if let Some(handle) = handle
+            && handle.thread().id() != std::thread::current().id()
+        {
+            let _ = handle.join();
+        }
+    }
+
+    /// The index's figures for STATS.
+    pub(crate) fn index_counters(&self) -> IndexCounters {
+        IndexCounters {
+            building: self.indexing.running.load(Ordering::Acquire),
+            builds: self.indexing.builds.load(Ordering::Relaxed),
+            failures: self.indexing.failures.load(Ordering::Relaxed),
+            last: self.indexing.last.lock().clone(),
+            last_error: self.indexing.last_error.lock().clone(),
+        }
     }
 
     /// Runs `f`, whose acknowledged writes on this thread each return as soon as they are
@@ -684,6 +1082,82 @@ impl PendingDurable {
     }
 }
 
+/// The index's figures for STATS.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct IndexCounters {
+    pub(crate) building: bool,
+    pub(crate) builds: u64,
+    pub(crate) failures: u64,
+    pub(crate) last: Option<IndexBuild>,
+    pub(crate) last_error: Option<String>,
+}
+
+/// k-means and nprobe for a segment, on `options.threads` threads, giving up when `stop` is
+/// set. Seeded by the segment id, so a rebuild of the same rows is the same file.
+fn train_segment(
+    keys: &[u64],
+    vectors: &[f32],
+    dim: usize,
+    options: &crate::options::IndexOptions,
+    id: u64,
+    stop: &AtomicBool,
+) -> Result<amberdb_index::ivf::Built> {
+    let params = amberdb_index::ivf::IvfParams {
+        target_recall: options.target_recall,
+        nlist: None,
+        seed: id,
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(options.threads)
+        .thread_name(|i| format!("amberdb-index-{i}"))
+        .build()
+        .map_err(|e| EngineError::Internal {
+            context: "starting the index build's threads",
+            reason: e.to_string(),
+        })?;
+    let stopped = || stop.load(Ordering::Acquire);
+    pool.install(|| amberdb_index::ivf::build_until(keys, vectors, dim, &params, &stopped))
+        .map_err(|e| match e {
+            amberdb_index::IndexError::Cancelled => EngineError::Cancelled,
+            e => EngineError::Internal {
+                context: "building an IVF segment",
+                reason: e.to_string(),
+            },
+        })
+}
+
+/// One background build: B1 and the gathering with the database held, the training without
+/// it (a closing store is not kept open), B2's file and B3 with it again. Returns whether a
+/// segment was built.
+fn background_build(weak: &Weak<Db>) -> bool {
+    let Some(db) = weak.upgrade() else {
+        return false;
+    };
+    let min_rows = db.config.index.min_rows as u64;
+    let Some(plan) = db.plan_build(min_rows) else {
+        return false;
+    };
+    let start = Instant::now();
+    let (keys, vectors) = db.gather(&plan);
+    let (dim, options, stop) = (
+        db.dim,
+        db.config.index.clone(),
+        Arc::clone(&db.indexing.stop),
+    );
+    drop(db);
+    let built = train_segment(&keys, &vectors, dim, &options, plan.id, &stop);
+    drop(vectors);
+    let Some(db) = weak.upgrade() else {
+        return false;
+    };
+    if stop.load(Ordering::Acquire) {
+        return false;
+    }
+    let result = db.install(plan, keys.len(), built, start).map(Some);
+    db.record_build(&result);
+    matches!(result, Ok(Some(_)))
+}
+
 fn batch_sync_loop(db: &Weak<Db>, interval: std::time::Duration) {
     loop {
         std::thread::sleep(interval);
@@ -722,6 +1196,7 @@ mod tests {
             checkpoint_bytes: 1 << 26,
             vector_codes: true,
             clock: Arc::new(Timestamp::now),
+            index: crate::options::IndexOptions::default(),
         };
         let embedder = amberdb_embed::HashingEmbedder::new();
         let db = Db::open(dir.path(), &embedder, config).expect("open");

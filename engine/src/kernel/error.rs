@@ -150,6 +150,10 @@ pub enum EngineError {
         #[source]
         source: std::io::Error,
     },
+    /// The store is closing: a long operation (an index build) stopped before it changed
+    /// anything.
+    #[error("the store is closing: stopped before anything changed")]
+    Cancelled,
     /// The engine broke one of its own invariants: a bug, never the caller's doing. The store
     /// is poisoned (writes refused until reopened, which rebuilds from the log).
     #[error("internal error {context}: {reason}")]
@@ -212,6 +216,7 @@ impl EngineError {
             | EngineError::DimensionMismatch { .. }
             | EngineError::EmbedderMismatch { .. } => ErrorKind::Caller,
             EngineError::Locked { .. }
+            | EngineError::Cancelled
             | EngineError::Poisoned
             | EngineError::DiskFull { .. }
             | EngineError::Io { .. }

@@ -9,7 +9,7 @@ use crate::kernel::log::format::HeaderError;
 use crate::kernel::log::reader::{ScanEnd, scan};
 use crate::kernel::log::writer::{self as log_writer, LogWriter};
 use crate::kernel::record::{MemoryId, Timestamp};
-use crate::kernel::segment_file;
+use crate::kernel::segment_file::{self, SegmentEntry, SegmentKind};
 use crate::kernel::state::State;
 use crate::kernel::storage::{Storage, StorageLock};
 use crate::kernel::table::Table;
@@ -47,8 +47,11 @@ pub(crate) struct Recovered {
     pub(crate) next_id: u64,
     pub(crate) next_segment_id: u64,
     pub(crate) checkpoint_seq: u64,
-    pub(crate) checkpoints: Vec<u64>,
-    pub(crate) segments: Vec<(u64, u64)>,
+    pub(crate) checkpoints: Vec<Retained>,
+    pub(crate) segments: Vec<SegmentEntry>,
+    /// Segment files an older retained checkpoint names and the loaded one does not: what an
+    /// index build replaced, removed once no retained checkpoint names them (B4).
+    pub(crate) replaced: Vec<SegmentEntry>,
     pub(crate) report: OpenReport,
 }
 
@@ -59,11 +62,19 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> EngineError + '_ {
     }
 }
 
+/// A checkpoint file kept on disk, and the segment ids it names (`None`: its head could not
+/// be read, so it might name any).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Retained {
+    pub(crate) seq: u64,
+    pub(crate) segments: Option<Vec<u64>>,
+}
+
 struct Base {
     seq: u64,
     next_id: u64,
     state: State,
-    segments: Vec<(u64, u64)>,
+    segments: Vec<SegmentEntry>,
 }
 
 fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, dim: usize) -> Result<Base> {
@@ -104,7 +115,7 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, dim: usize) -> R
         let verifier = s.spawn(|| {
             head.segments
                 .par_iter()
-                .map(|&(id, rows)| segment_file::open(storage, dir, id, rows))
+                .map(|entry| segment_file::open(storage, dir, entry))
                 .collect::<Result<Vec<_>>>()
         });
         for batch in rx {
@@ -122,11 +133,11 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, dim: usize) -> R
     decoded.map_err(panicked)?.map_err(to_engine)?;
     let segments = segments.map_err(panicked)??;
     let mut vectors = Collection::new(dim);
-    for (seg, &(id, _)) in segments.into_iter().zip(&head.segments) {
+    for (seg, entry) in segments.into_iter().zip(&head.segments) {
         vectors
             .push_sealed(seg)
             .map_err(|_| EngineError::Corrupted {
-                file: dir.join(segment_file::file_name(id)),
+                file: dir.join(entry.file_name()),
                 offset: 0,
                 reason: "segment does not fit the store",
             })?;
@@ -170,35 +181,45 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, dim: usize) -> R
 /// checkpoint is in progress. Only when every checkpoint file's head can be read: a segment of
 /// a checkpoint we cannot read might be one it needs, so then they are only reported. The
 /// loaded checkpoint (`loaded`: its sequence number and segments) is not decoded again.
+/// Returns every checkpoint with the segment ids it names.
 fn remove_orphan_segments(
     storage: &dyn Storage,
     dir: &Path,
     checkpoints: &[u64],
-    loaded: (u64, &[(u64, u64)]),
-    seg_ids: &[u64],
+    loaded: (u64, &[SegmentEntry]),
+    seg_files: &[(u64, SegmentKind)],
     report: &mut OpenReport,
-) -> Result<()> {
-    let mut referenced: std::collections::HashSet<u64> = loaded.1.iter().map(|s| s.0).collect();
+) -> Result<Vec<Retained>> {
+    let mut retained = Vec::new();
+    for &seq in checkpoints {
+        let segments = if seq == loaded.0 {
+            Some(loaded.1.iter().map(|s| s.id).collect())
+        } else {
+            let path = dir.join(ckpt_format::file_name(seq));
+            storage
+                .map(&path)
+                .ok()
+                .and_then(|b| ckpt_reader::decode_head(b.as_slice()).ok())
+                .map(|head| head.segments.iter().map(|s| s.id).collect())
+        };
+        retained.push(Retained { seq, segments });
+    }
+    let mut referenced: std::collections::HashSet<u64> = loaded.1.iter().map(|s| s.id).collect();
     let mut all_read = true;
-    for &seq in checkpoints.iter().filter(|&&s| s != loaded.0) {
-        let path = dir.join(ckpt_format::file_name(seq));
-        match storage
-            .map(&path)
-            .ok()
-            .and_then(|b| ckpt_reader::decode_head(b.as_slice()).ok())
-        {
-            Some(head) => referenced.extend(head.segments.iter().map(|s| s.0)),
+    for r in &retained {
+        match &r.segments {
+            Some(ids) => referenced.extend(ids),
             None => all_read = false,
         }
     }
-    let orphans: Vec<PathBuf> = seg_ids
+    let orphans: Vec<PathBuf> = seg_files
         .iter()
-        .filter(|id| !referenced.contains(id))
-        .map(|id| dir.join(segment_file::file_name(*id)))
+        .filter(|(id, _)| !referenced.contains(id))
+        .map(|&(id, kind)| dir.join(segment_file::file_name(id, kind)))
         .collect();
     if !all_read {
         report.orphan_segments = orphans;
-        return Ok(());
+        return Ok(retained);
     }
     for path in &orphans {
         storage.remove(path).map_err(io(path))?;
@@ -207,7 +228,7 @@ fn remove_orphan_segments(
         storage.sync_dir(dir).map_err(io(dir))?;
     }
     report.removed_orphan_segments = orphans;
-    Ok(())
+    Ok(retained)
 }
 
 /// Opens or creates the store in `dir` (`docs/durability.md`, steps R1–R8).
@@ -356,17 +377,17 @@ pub(crate) fn recover(
         segments: Vec::new(),
     });
     report.checkpoint_seq = (ckpt_seq > 0).then_some(ckpt_seq);
-    let seg_ids: Vec<u64> = names
+    let seg_files: Vec<(u64, SegmentKind)> = names
         .iter()
         .filter_map(|n| segment_file::parse_file_name(n))
         .collect();
-    let next_segment_id = seg_ids.iter().max().map_or(1, |m| m + 1);
-    remove_orphan_segments(
+    let next_segment_id = seg_files.iter().map(|s| s.0).max().map_or(1, |m| m + 1);
+    let retained = remove_orphan_segments(
         storage,
         dir,
         &checkpoints,
         (ckpt_seq, &segments),
-        &seg_ids,
+        &seg_files,
         &mut report,
     )?;
     // R5–R6: replay the log after the checkpoint.
@@ -487,7 +508,17 @@ pub(crate) fn recover(
         Some((path, len)) => LogWriter::open(storage, path.clone(), len).map_err(io(&path))?,
         None => LogWriter::create(storage, dir, last_seq + 1).map_err(io(dir))?,
     };
-    let checkpoints = checkpoints.into_iter().filter(|&s| s <= ckpt_seq).collect();
+    let checkpoints: Vec<Retained> = retained.into_iter().filter(|r| r.seq <= ckpt_seq).collect();
+    let replaced = seg_files
+        .iter()
+        .filter(|(id, _)| {
+            !segments.iter().any(|s| s.id == *id)
+                && checkpoints
+                    .iter()
+                    .any(|c| c.segments.as_ref().is_some_and(|ids| ids.contains(id)))
+        })
+        .map(|&(id, kind)| SegmentEntry { id, rows: 0, kind })
+        .collect();
     Ok(Recovered {
         lock,
         state,
@@ -498,6 +529,7 @@ pub(crate) fn recover(
         checkpoint_seq: ckpt_seq,
         checkpoints,
         segments,
+        replaced,
         report,
     })
 }

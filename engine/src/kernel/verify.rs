@@ -236,15 +236,15 @@ pub fn verify(dir: &Path) -> crate::kernel::error::Result<Report> {
                 ),
             );
         }
-        for (id, rows) in &c.segments {
-            named_segments.insert(*id);
-            let seg = segment_file::file_name(*id);
+        for entry in &c.segments {
+            named_segments.insert(entry.id);
+            let seg = entry.file_name();
             if !names.contains(&seg) {
                 r.add(
                     Severity::Error,
                     &seg,
                     None,
-                    format!("missing: {name} names it with {rows} rows"),
+                    format!("missing: {name} names it with {} rows", entry.rows),
                 );
             }
         }
@@ -273,16 +273,16 @@ pub fn verify(dir: &Path) -> crate::kernel::error::Result<Report> {
         }
     }
     // Segments: every file's checksum; row counts against the newest checkpoint.
-    let rows_of: BTreeMap<u64, u64> = newest
+    let entry_of: BTreeMap<u64, segment_file::SegmentEntry> = newest
         .as_ref()
-        .map(|(_, c)| c.segments.iter().copied().collect())
+        .map(|(_, c)| c.segments.iter().map(|e| (e.id, *e)).collect())
         .unwrap_or_default();
     for name in &names {
-        let Some(id) = segment_file::parse_file_name(name) else {
+        let Some((id, kind)) = segment_file::parse_file_name(name) else {
             continue;
         };
         r.files += 1;
-        let Some(rows) = rows_of.get(&id) else {
+        let Some(entry) = entry_of.get(&id).filter(|e| e.kind == kind) else {
             r.add(
                 Severity::Warning,
                 name,
@@ -291,8 +291,8 @@ pub fn verify(dir: &Path) -> crate::kernel::error::Result<Report> {
             );
             continue;
         };
-        match segment_file::open(&FsStorage, dir, id, *rows) {
-            Ok(_) => r.segment_rows += rows,
+        match segment_file::open(&FsStorage, dir, entry) {
+            Ok(_) => r.segment_rows += entry.rows,
             Err(crate::kernel::error::EngineError::Corrupted { offset, reason, .. }) => r.add(
                 Severity::Error,
                 name,

@@ -18,6 +18,7 @@ use crate::kernel::record::{Kind, Memory, MemoryId, Role, Timestamp};
 use crate::kernel::state::State;
 use crate::kernel::table::UserIndex;
 use crate::store::Store;
+use amberdb_index::Probe;
 use std::collections::HashMap;
 
 /// Minimum cosine of the query's vector candidates and graph seeds (MemFuse's 0.3): the query
@@ -281,7 +282,15 @@ fn retrieve(
         }
         (StoreType::Hybrid, Some(e)) => {
             let terms = tokenize(&q.query);
-            let vector = vector_top(state, sel, e, k, QUERY_THRESHOLD, ScanMode::Auto)?;
+            let vector = vector_top(
+                state,
+                sel,
+                e,
+                k,
+                QUERY_THRESHOLD,
+                ScanMode::Auto,
+                Probe::Built,
+            )?;
             let keyword = keyword_top(u, sel, &terms, k);
             fuse(state, u, e, &terms, &vector, &keyword, Fusion::default())
                 .into_iter()
@@ -289,13 +298,29 @@ fn retrieve(
                 .collect()
         }
         (StoreType::Graph, Some(e)) => {
-            let seeds = vector_top(state, sel, e, k, QUERY_THRESHOLD, ScanMode::Auto)?;
+            let seeds = vector_top(
+                state,
+                sel,
+                e,
+                k,
+                QUERY_THRESHOLD,
+                ScanMode::Auto,
+                Probe::Built,
+            )?;
             graph(state, u, sel, &seeds)
         }
-        (_, Some(e)) => vector_top(state, sel, e, k, QUERY_THRESHOLD, ScanMode::Auto)?
-            .into_iter()
-            .map(|(key, s)| (key, s, Source::Vector))
-            .collect(),
+        (_, Some(e)) => vector_top(
+            state,
+            sel,
+            e,
+            k,
+            QUERY_THRESHOLD,
+            ScanMode::Auto,
+            Probe::Built,
+        )?
+        .into_iter()
+        .map(|(key, s)| (key, s, Source::Vector))
+        .collect(),
         (_, None) => Vec::new(),
     };
     out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));

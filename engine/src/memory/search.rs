@@ -16,7 +16,7 @@ use crate::kernel::record::{self, Category, Kind, Memory, MemoryId, Timestamp};
 use crate::kernel::state::State;
 use crate::kernel::table::UserIndex;
 use crate::store::Store;
-use amberdb_index::{KeySet, Scan, SearchParams};
+use amberdb_index::{KeySet, Probe, Scan, SearchParams};
 use std::collections::HashMap;
 
 /// Longest search query, in characters.
@@ -194,6 +194,9 @@ pub struct SearchRequest {
     pub scan: ScanMode,
     /// Per-request hook changes (`deduplicate`, `dedup_threshold`, `count_access`).
     pub hooks: HookOverrides,
+    /// How many lists of each IVF segment the compact scan probes (`docs/ivf.md`): the
+    /// segment's built nprobe, a number of lists, or a recall target.
+    pub probe: Probe,
 }
 
 /// Which representation a vector scan reads (`docs/search.md`, "The vector scan").
@@ -234,6 +237,7 @@ impl SearchRequest {
             max_tokens: None,
             scan: ScanMode::Auto,
             hooks: HookOverrides::default(),
+            probe: Probe::Built,
         }
     }
 
@@ -258,6 +262,13 @@ impl SearchRequest {
     #[must_use]
     pub fn scan(mut self, scan: ScanMode) -> SearchRequest {
         self.scan = scan;
+        self
+    }
+
+    /// Sets how many lists of each IVF segment the compact scan probes.
+    #[must_use]
+    pub fn probe(mut self, probe: Probe) -> SearchRequest {
+        self.probe = probe;
         self
     }
 
@@ -554,6 +565,7 @@ pub(crate) fn vector_top(
     k: usize,
     min_score: f32,
     scan: ScanMode,
+    probe: Probe,
 ) -> Result<Vec<(u64, f32)>> {
     let vectors = &state.vectors;
     let accept = |key: u64| sel.contains(key);
@@ -561,6 +573,7 @@ pub(crate) fn vector_top(
         k,
         filter: Some(&accept),
         min_score,
+        probe,
         ..SearchParams::top(k)
     };
     let found = match sel {
@@ -894,6 +907,7 @@ pub fn strategy_score(strategy: Strategy, m: &Memory, r: f32, boost: f32, now: T
 struct Plan {
     user: String,
     scan: ScanMode,
+    probe: Probe,
     filter: RecordFilter,
     threshold: f32,
     needle: String,
@@ -922,6 +936,21 @@ impl Store {
             MAX_QUERY_CHARS,
         )?;
         in_range("limit", req.limit, 1, MAX_PAGE)?;
+        match req.probe {
+            Probe::Lists(0) => {
+                return Err(EngineError::Invalid {
+                    field: "nprobe",
+                    reason: "must be at least 1".into(),
+                });
+            }
+            Probe::Recall(r) if !(r > 0.0 && r <= 1.0) => {
+                return Err(EngineError::Invalid {
+                    field: "recall",
+                    reason: format!("{r} is not in (0, 1]"),
+                });
+            }
+            _ => {}
+        }
         in_range("offset", req.offset, 0, MAX_OFFSET)?;
         if let Some(n) = req.max_tokens {
             in_range("max_tokens", n, 1, MAX_TOKEN_BUDGET)?;
@@ -974,6 +1003,7 @@ impl Store {
         let category = req.category;
         Ok(Plan {
             scan: req.scan,
+            probe: req.probe,
             filter: RecordFilter {
                 category,
                 tags: req.tags.iter().map(|t| record::canonical_tag(t)).collect(),
@@ -1208,7 +1238,9 @@ impl Store {
         let mut candidates: Vec<Candidate> = Vec::new();
         match (mode, query) {
             (Mode::Vector, Some(q)) => {
-                for (key, cos) in vector_top(state, sel, q, fetch, plan.threshold, plan.scan)? {
+                for (key, cos) in
+                    vector_top(state, sel, q, fetch, plan.threshold, plan.scan, plan.probe)?
+                {
                     candidates.push(Candidate {
                         key,
                         cosine: Some(cos),
@@ -1241,7 +1273,7 @@ impl Store {
             (Mode::Hybrid, Some(q)) => {
                 // The scan (parallel inside) and the keyword lookup run side by side.
                 let (vector, keyword) = rayon::join(
-                    || vector_top(state, sel, q, fetch, plan.threshold, plan.scan),
+                    || vector_top(state, sel, q, fetch, plan.threshold, plan.scan, plan.probe),
                     || keyword_top(u, sel, &plan.terms, fetch),
                 );
                 candidates = fuse(state, u, q, &plan.terms, &vector?, &keyword, req.fusion);

@@ -8,6 +8,7 @@ mod dedup;
 mod faults;
 mod fixtures;
 mod hooked_model;
+mod index;
 mod kill;
 mod minilm;
 mod model;

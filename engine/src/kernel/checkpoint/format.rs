@@ -13,7 +13,8 @@
 //!  48    4 body_crc       crc32 seeded BODY_SEED over the body
 //!  52    8 aux_count      u64 LE; v2 (zero in v1)
 //!  60    4 hdr_crc        crc32 seeded HEADER_SEED over bytes 0..60
-//! body: segment_count × { segment_id u64, rows u64 },
+//! body: segment_count × { segment_id u64, rows u64, kind u8, pad 7 × 0 }   (v5, key order;
+//!       v1–v4: { segment_id u64, rows u64 }, every one flat)
 //!       aux_count × { type u8, len u32, payload (log.md) }   (v2)
 //!       record_count × record (log.md)
 //! ```
@@ -23,9 +24,16 @@ use std::ops::RangeInclusive;
 /// File magic.
 pub const MAGIC: [u8; 4] = *b"MNCK";
 /// Version this build writes.
-pub const VERSION: u16 = 4;
-/// Versions this build reads (v1 has no aux section, v2 no entities in it).
-pub const SUPPORTED: RangeInclusive<u16> = 1..=4;
+pub const VERSION: u16 = 5;
+/// Versions this build reads (v1 has no aux section, v2 no entities in it, v1–v4 no segment
+/// kinds).
+pub const SUPPORTED: RangeInclusive<u16> = 1..=5;
+
+/// Bytes of one segment entry in a checkpoint of `version`.
+#[must_use]
+pub fn segment_entry_len(version: u16) -> u64 {
+    if version >= 5 { 24 } else { 16 }
+}
 /// Header length.
 pub const HEADER_LEN: usize = 64;
 /// CRC seed of the header.

@@ -2,13 +2,16 @@
 
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
-use super::format::{BODY_SEED, HEADER_LEN, HEADER_SEED, MAGIC, MIN_RECORD_BYTES, SUPPORTED};
+use super::format::{
+    BODY_SEED, HEADER_LEN, HEADER_SEED, MAGIC, MIN_RECORD_BYTES, SUPPORTED, segment_entry_len,
+};
 use crate::kernel::codec::{DecodeError, Decoder};
 use crate::kernel::log::Op;
 use crate::kernel::log::format::{
     TYPE_CANONICAL_TAG, TYPE_ENTITY, TYPE_SNAPSHOT, TYPE_STORE_ARCHIVED, decode_payload,
 };
 use crate::kernel::record::{self, Memory};
+use crate::kernel::segment_file::{SegmentEntry, SegmentKind};
 
 /// A decoded checkpoint.
 #[derive(Debug, Clone, PartialEq)]
@@ -17,8 +20,8 @@ pub struct Checkpoint {
     pub seq: u64,
     /// Next id the store assigns.
     pub next_id: u64,
-    /// Sealed segments: `(segment_id, rows)`.
-    pub segments: Vec<(u64, u64)>,
+    /// Sealed segments, in key order.
+    pub segments: Vec<SegmentEntry>,
     /// The archive, canonical tags and snapshots, as operations.
     pub aux: Vec<Op>,
     /// Live records, in id order.
@@ -48,8 +51,8 @@ pub struct Head {
     pub seq: u64,
     /// Next id the store assigns.
     pub next_id: u64,
-    /// Sealed segments: `(segment_id, rows)`.
-    pub segments: Vec<(u64, u64)>,
+    /// Sealed segments, in key order.
+    pub segments: Vec<SegmentEntry>,
     /// The archive, canonical tags and snapshots, as operations (v2).
     pub aux: Vec<Op>,
     record_count: u64,
@@ -98,12 +101,14 @@ pub fn decode_head(b: &[u8]) -> Result<Head, CheckpointError> {
         return Err(corrupt(48, "body checksum mismatch"));
     }
     // Each aux entry takes at least its type and length.
-    let needed = segment_count.checked_mul(16).and_then(|s| {
-        record_count
-            .checked_mul(MIN_RECORD_BYTES)
-            .and_then(|r| r.checked_add(s))
-            .and_then(|n| n.checked_add(aux_count.checked_mul(5)?))
-    });
+    let needed = segment_count
+        .checked_mul(segment_entry_len(version))
+        .and_then(|s| {
+            record_count
+                .checked_mul(MIN_RECORD_BYTES)
+                .and_then(|r| r.checked_add(s))
+                .and_then(|n| n.checked_add(aux_count.checked_mul(5)?))
+        });
     if needed.is_none_or(|n| n > body_len) {
         return Err(corrupt(24, "counts exceed the body"));
     }
@@ -116,7 +121,24 @@ pub fn decode_head(b: &[u8]) -> Result<Head, CheckpointError> {
     };
     let mut segments = Vec::with_capacity(usize::try_from(segment_count).unwrap_or(0));
     for _ in 0..segment_count {
-        segments.push((d.u64().map_err(at)?, d.u64().map_err(at)?));
+        let (id, rows) = (d.u64().map_err(at)?, d.u64().map_err(at)?);
+        let kind = if version >= 5 {
+            let at_kind = d.pos();
+            let kind = SegmentKind::from_code(d.u8().map_err(at)?);
+            let pad = d.take(7).map_err(at)?;
+            match kind {
+                Some(kind) if pad.iter().all(|&b| b == 0) => kind,
+                _ => {
+                    return Err(at(DecodeError {
+                        offset: at_kind,
+                        reason: "unknown segment kind or padding set",
+                    }));
+                }
+            }
+        } else {
+            SegmentKind::Flat
+        };
+        segments.push(SegmentEntry { id, rows, kind });
     }
     let mut aux = Vec::with_capacity(usize::try_from(aux_count).unwrap_or(0));
     for _ in 0..aux_count {

@@ -5,6 +5,7 @@ use crate::kernel::codec::Encoder;
 use crate::kernel::log::Op;
 use crate::kernel::log::format::{encode_payload, op_type};
 use crate::kernel::record::{self, Memory};
+use crate::kernel::segment_file::SegmentEntry;
 
 fn crc(seed: u32, b: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new_with_initial(seed);
@@ -12,24 +13,26 @@ fn crc(seed: u32, b: &[u8]) -> u32 {
     h.finalize()
 }
 
-/// Encodes the checkpoint at `seq`: sealed `segments` (`(id, rows)`, in id order), the `aux`
+/// Encodes the checkpoint at `seq`: sealed `segments` (in key order), the `aux`
 /// operations that rebuild the archive, canonical tags and snapshots, and `records` (in id
 /// order).
 #[must_use]
 pub fn encode<'a>(
     seq: u64,
     next_id: u64,
-    segments: &[(u64, u64)],
+    segments: &[SegmentEntry],
     aux: &[Op],
     records: impl ExactSizeIterator<Item = &'a Memory>,
 ) -> Vec<u8> {
     let record_count = records.len() as u64;
-    let mut body = Vec::with_capacity(segments.len() * 16 + records.len() * 256);
+    let mut body = Vec::with_capacity(segments.len() * 24 + records.len() * 256);
     {
         let mut e = Encoder::new(&mut body);
-        for (id, rows) in segments {
-            e.u64(*id);
-            e.u64(*rows);
+        for s in segments {
+            e.u64(s.id);
+            e.u64(s.rows);
+            e.u8(s.kind.code());
+            e.bytes(&[0; 7]);
         }
         for op in aux {
             let mut payload = Vec::new();

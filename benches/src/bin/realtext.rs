@@ -1,0 +1,351 @@
+//! The real-text side of docs/ivf.md ("Measured on real text"), on the set `scripts/real-text`
+//! builds under target/real-text/.
+//!
+//!   realtext embed DIR          embed passages.tsv and queries.tsv with our MiniLM into
+//!                               passages.f32 / queries.f32 (resumable: rows already written
+//!                               are kept, the rest appended)
+//!   realtext bench DIR N [Q]    on the first N passages and Q queries (default 1,000): exact
+//!                               top-10 ground truth (cached), our exact f32 and i8 scans, an
+//!                               IVF build (time, bytes) and its nprobe sweep at 1 and 2
+//!                               threads, filtered search at 0.1 / 1 / 10 / 50 % selectivity;
+//!                               writes amberdb-N.json for `benches/ivf/peers.py` and prints
+//!                               the tables
+//!
+//! Usage: `cargo run --release -p amberdb-benches --bin realtext -- bench target/real-text 100000`
+
+#![expect(clippy::print_stdout, reason = "a bench tool reports on stdout")]
+
+use amberdb_benches::minilm;
+use amberdb_embed::Embedder;
+use amberdb_index::ivf::{IvfParams, build};
+use amberdb_index::segment::writer;
+use amberdb_index::{Collection, FlatSegment, IvfSegment, Probe, Scan, SealedBytes, SearchParams};
+use std::io::{BufRead, BufReader, Seek, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+const DIM: usize = 384;
+const SEAL_ROWS: usize = 65_536;
+const K: usize = 10;
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let dir = PathBuf::from(args.get(2).map_or("target/real-text", String::as_str));
+    match args.get(1).map(String::as_str) {
+        Some("embed") => {
+            embed(&dir.join("queries.tsv"), &dir.join("queries.f32"))?;
+            embed(&dir.join("passages.tsv"), &dir.join("passages.f32"))
+        }
+        Some("bench") => {
+            let n: usize = args.get(3).map_or(Ok(100_000), |s| s.parse())?;
+            let q: usize = args.get(4).map_or(Ok(1_000), |s| s.parse())?;
+            bench(&dir, n, q)
+        }
+        _ => anyhow::bail!("usage: realtext embed DIR | realtext bench DIR N [QUERIES]"),
+    }
+}
+
+/// Embeds the text after the first tab of each line of `tsv`, appending to `out`.
+fn embed(tsv: &Path, out: &Path) -> anyhow::Result<()> {
+    let done = std::fs::metadata(out).map_or(0, |m| m.len()) as usize / (DIM * 4);
+    // A partly written last row (a kill mid-write) is cut off and redone.
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(out)?;
+    file.set_len((done * DIM * 4) as u64)?;
+    let mut file = std::io::BufWriter::new(file);
+    file.seek(std::io::SeekFrom::End(0))?;
+    let model = minilm(2);
+    let lines: Vec<String> = BufReader::new(std::fs::File::open(tsv)?)
+        .lines()
+        .collect::<Result<_, _>>()?;
+    let texts: Vec<&str> = lines
+        .iter()
+        .map(|l| l.split_once('\t').map_or(l.as_str(), |(_, t)| t))
+        .collect();
+    let start = Instant::now();
+    let mut written = done;
+    for batch in texts.get(done..).unwrap_or(&[]).chunks(256) {
+        for v in model.embed_batch(batch)? {
+            for x in v {
+                file.write_all(&x.to_le_bytes())?;
+            }
+        }
+        written += batch.len();
+        file.flush()?;
+        if written % 10_240 < 256 {
+            let rate = (written - done) as f64 / start.elapsed().as_secs_f64();
+            println!(
+                "{}: {written} / {} ({rate:.0}/s)",
+                tsv.display(),
+                texts.len()
+            );
+        }
+    }
+    println!(
+        "{}: {} rows, {:.0} s for {}",
+        out.display(),
+        texts.len(),
+        start.elapsed().as_secs_f64(),
+        written - done
+    );
+    Ok(())
+}
+
+fn read_rows(path: &Path, n: usize) -> anyhow::Result<Vec<f32>> {
+    let bytes = std::fs::read(path)?;
+    let have = bytes.len() / (DIM * 4);
+    anyhow::ensure!(
+        have >= n,
+        "{} has {have} rows, {n} asked: run scripts/real-text embed",
+        path.display()
+    );
+    Ok(bytes
+        .get(..n * DIM * 4)
+        .unwrap_or(&[])
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect())
+}
+
+fn pool(threads: usize) -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("thread pool")
+}
+
+/// Flat segments of `SEAL_ROWS` with codes, as the engine seals them; keys 1..=n.
+fn flat_collection(rows: &[f32]) -> anyhow::Result<Collection> {
+    let mut c = Collection::new(DIM);
+    let n = rows.len() / DIM;
+    for start in (0..n).step_by(SEAL_ROWS) {
+        let end = (start + SEAL_ROWS).min(n);
+        let keys: Vec<u64> = (start as u64 + 1..=end as u64).collect();
+        let bytes = writer::encode(&keys, &rows[start * DIM..end * DIM], DIM, true)?;
+        c.push_sealed(FlatSegment::open("flat", SealedBytes::copy_from(&bytes))?)?;
+    }
+    Ok(c)
+}
+
+/// Exact top-10 of every query (cached in truth-N-Q.u64).
+fn ground_truth(
+    dir: &Path,
+    flat: &Collection,
+    queries: &[f32],
+    n: usize,
+) -> anyhow::Result<Vec<Vec<u64>>> {
+    let q = queries.len() / DIM;
+    let path = dir.join(format!("truth-{n}-{q}.u64"));
+    if let Ok(bytes) = std::fs::read(&path)
+        && bytes.len() == q * K * 8
+    {
+        let ids: Vec<u64> = bytes
+            .chunks_exact(8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+            .collect();
+        return Ok(ids.chunks(K).map(<[u64]>::to_vec).collect());
+    }
+    let start = Instant::now();
+    let qs: Vec<&[f32]> = queries.chunks_exact(DIM).collect();
+    let mut truth = Vec::new();
+    for block in qs.chunks(64) {
+        for hits in pool(2).install(|| flat.search_batch(block, &SearchParams::top(K)))? {
+            truth.push(hits.iter().map(|h| h.key).collect::<Vec<_>>());
+        }
+    }
+    let bytes: Vec<u8> = truth
+        .iter()
+        .flatten()
+        .flat_map(|k| k.to_le_bytes())
+        .collect();
+    std::fs::write(&path, bytes)?;
+    println!(
+        "ground truth: {q} queries × {n} rows in {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
+    Ok(truth)
+}
+
+/// Throughput and recall@10 of `search` over the queries, on `threads` threads (queries spread
+/// over the threads, as a server's connections would).
+fn run(
+    threads: usize,
+    queries: &[f32],
+    truth: &[Vec<u64>],
+    search: &(dyn Fn(&[f32]) -> Vec<u64> + Sync),
+) -> (f64, f64) {
+    use rayon::prelude::*;
+    let qs: Vec<&[f32]> = queries.chunks_exact(DIM).collect();
+    let p = pool(threads);
+    let start = Instant::now();
+    let found: Vec<Vec<u64>> = p.install(|| qs.par_iter().map(|q| search(q)).collect());
+    let secs = start.elapsed().as_secs_f64();
+    let hits: usize = found
+        .iter()
+        .zip(truth)
+        .map(|(f, t)| f.iter().filter(|k| t.contains(k)).count())
+        .sum();
+    (
+        qs.len() as f64 / secs,
+        hits as f64 / (truth.len() * K) as f64,
+    )
+}
+
+fn keys_of(hits: Vec<amberdb_index::Neighbour>) -> Vec<u64> {
+    hits.into_iter().map(|h| h.key).collect()
+}
+
+#[expect(clippy::too_many_lines, reason = "one bench, one table after another")]
+fn bench(dir: &Path, n: usize, q: usize) -> anyhow::Result<()> {
+    let rows = read_rows(&dir.join("passages.f32"), n)?;
+    let queries = read_rows(&dir.join("queries.f32"), q)?;
+    let flat = flat_collection(&rows)?;
+    let truth = ground_truth(dir, &flat, &queries, n)?;
+    let mut results = Vec::new();
+    let mut line = |name: &str, param: String, threads: usize, qps: f64, recall: f64| {
+        println!("| {name} | {param} | {threads} | {qps:.0} | {recall:.3} |");
+        results.push(serde_json::json!({
+            "name": name, "param": param, "threads": threads, "qps": qps, "recall": recall,
+        }));
+    };
+    println!("| index | parameter | threads | queries/s | recall@10 |\n|---|---|---|---|---|");
+    // The exact scans read everything: a tenth of the queries is plenty to time them.
+    let few = &queries[..(q / 10).max(20).min(q) * DIM];
+    for threads in [1, 2] {
+        let (qps, r) = run(threads, few, &truth, &|v| {
+            keys_of(flat.search(v, &SearchParams::top(K)).unwrap_or_default())
+        });
+        line("amberdb exact f32 (flat)", "-".into(), threads, qps, r);
+        let i8 = SearchParams {
+            scan: Scan::i8_for(K),
+            ..SearchParams::top(K)
+        };
+        let (qps, r) = run(threads, few, &truth, &|v| {
+            keys_of(flat.search(v, &i8).unwrap_or_default())
+        });
+        line(
+            "amberdb exact i8 + re-rank (flat)",
+            "-".into(),
+            threads,
+            qps,
+            r,
+        );
+    }
+    // The IVF build, on both threads.
+    let keys: Vec<u64> = (1..=n as u64).collect();
+    let start = Instant::now();
+    let built = pool(2).install(|| build(&keys, &rows, DIM, &IvfParams::new(7)))?;
+    let build_secs = start.elapsed().as_secs_f64();
+    let file_bytes = built.bytes.len();
+    println!(
+        "\nIVF build: {build_secs:.1} s (2 threads), nlist {}, nprobe {} (built recall {:.3} on {} held-out rows), {:.1} MB; curve {:?}\n",
+        built.nlist,
+        built.nprobe,
+        built.built_recall,
+        built.held_out,
+        file_bytes as f64 / 1e6,
+        built.curve
+    );
+    let start = Instant::now();
+    let seg = IvfSegment::open("ivf", SealedBytes::copy_from(&built.bytes))?;
+    let open_secs = start.elapsed().as_secs_f64();
+    let mut ivf = Collection::new(DIM);
+    ivf.push_sealed(seg)?;
+    let mut nprobes: Vec<u32> = vec![
+        1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512,
+    ];
+    nprobes.push(built.nprobe);
+    nprobes.sort_unstable();
+    nprobes.dedup();
+    nprobes.retain(|&p| p as usize <= built.nlist);
+    println!("| index | parameter | threads | queries/s | recall@10 |\n|---|---|---|---|---|");
+    for threads in [1, 2] {
+        for &nprobe in &nprobes {
+            let p = SearchParams {
+                scan: Scan::i8_for(K),
+                probe: Probe::Lists(nprobe),
+                ..SearchParams::top(K)
+            };
+            let (qps, r) = run(threads, &queries, &truth, &|v| {
+                keys_of(ivf.search(v, &p).unwrap_or_default())
+            });
+            line("amberdb IVF", format!("nprobe={nprobe}"), threads, qps, r);
+            if r >= 0.995 {
+                break;
+            }
+        }
+    }
+    // Filtered: the engine's rule, exact over the matching keys when they are few
+    // (GATHER_KEYS = 4,096 or a sixteenth of the rows), else the IVF probe with the filter.
+    println!(
+        "\n| filter selectivity | path | threads | queries/s | recall@10 | fewest hits |\n|---|---|---|---|---|---|"
+    );
+    let fq = &queries[..q.min(200) * DIM];
+    let mut filtered = Vec::new();
+    for every in [1_000u64, 100, 10, 2] {
+        let keep = move |k: u64| k.is_multiple_of(every);
+        let matching: Vec<u64> = (1..=n as u64).filter(|k| keep(*k)).collect();
+        let exact_p = SearchParams {
+            filter: Some(&keep),
+            ..SearchParams::top(K)
+        };
+        let want: Vec<Vec<u64>> = fq
+            .chunks_exact(DIM)
+            .map(|v| {
+                keys_of(
+                    pool(2)
+                        .install(|| flat.search(v, &exact_p))
+                        .unwrap_or_default(),
+                )
+            })
+            .collect();
+        let gather = matching.len() <= 4_096.max(n / 16);
+        let probe_p = SearchParams {
+            filter: Some(&keep),
+            scan: Scan::i8_for(K),
+            probe: Probe::Built,
+            ..SearchParams::top(K)
+        };
+        let fewest = std::sync::atomic::AtomicUsize::new(usize::MAX);
+        let search = |v: &[f32]| {
+            let hits = if gather {
+                ivf.search_keys(v, &matching, &exact_p)
+            } else {
+                ivf.search(v, &probe_p)
+            }
+            .unwrap_or_default();
+            fewest.fetch_min(hits.len(), std::sync::atomic::Ordering::Relaxed);
+            keys_of(hits)
+        };
+        for threads in [1, 2] {
+            let (qps, r) = run(threads, fq, &want, &search);
+            let path = if gather {
+                "exact over matching keys"
+            } else {
+                "IVF probe, filter in the scan"
+            };
+            let least = fewest.load(std::sync::atomic::Ordering::Relaxed);
+            println!(
+                "| {:.1} % | {path} | {threads} | {qps:.0} | {r:.3} | {least} |",
+                100.0 / every as f64
+            );
+            filtered.push(serde_json::json!({
+                "selectivity": 1.0 / every as f64, "path": path, "threads": threads,
+                "qps": qps, "recall": r, "fewest_hits": least,
+            }));
+        }
+    }
+    let out = serde_json::json!({
+        "rows": n, "queries": q, "nlist": built.nlist, "nprobe": built.nprobe,
+        "built_recall": built.built_recall, "curve": built.curve,
+        "build_seconds": build_secs, "open_seconds": open_secs, "index_bytes": file_bytes,
+        "results": results, "filtered": filtered,
+    });
+    let path = dir.join(format!("amberdb-{n}.json"));
+    std::fs::write(&path, serde_json::to_string_pretty(&out)?)?;
+    println!("\nwrote {}", path.display());
+    Ok(())
+}
