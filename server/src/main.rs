@@ -76,6 +76,12 @@ enum Command {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// Builds an IVF segment of the store's flat segments now (a running server does it in
+    /// the background; docs/ivf.md).
+    Index {
+        #[command(flatten)]
+        store: StoreArgs,
+    },
     /// Verifies every checksum and cross-reference of a store without changing it; exit
     /// code 0 = clean, 1 = damaged, 2 = could not check.
     Check {
@@ -257,6 +263,12 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             print!(
                 "{}",
                 amberdb_server::stats(&store.dir(), store.embedder.options()?)?
+            );
+        }
+        Command::Index { store } => {
+            print!(
+                "{}",
+                amberdb_server::build_index(&store.dir(), store.embedder.options()?)?
             );
         }
         Command::Check { data_dir, json } => {

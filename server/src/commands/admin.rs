@@ -80,6 +80,28 @@ fn stats(ctx: &Ctx, session: &Session, _: &mut Args) -> Outcome {
         "accesses_not_recorded": s.accesses_not_recorded,
         "memory_limit": s.memory_limit,
         "embedder": ctx.store.embedder_id(),
+        "index": json!({
+            "segments": s.index.segments.iter().map(|g| json!({
+                "rows": g.rows,
+                "nlist": g.nlist,
+                "nprobe": g.nprobe,
+                "built_recall": g.built_recall,
+            })).collect::<Vec<_>>(),
+            "flat_rows": s.index.flat_rows,
+            "building": s.index.building,
+            "builds": s.index.builds,
+            "failures": s.index.failures,
+            "last_build": s.index.last_build.as_ref().map(|b| json!({
+                "segment_id": b.segment_id,
+                "rows": b.rows,
+                "replaced": b.replaced,
+                "nlist": b.nlist,
+                "nprobe": b.nprobe,
+                "built_recall": b.built_recall,
+                "seconds": b.seconds,
+            })),
+            "last_error": s.index.last_error,
+        }),
     });
     let mut reply = ctx.metrics.snapshot();
     reply.insert("store".into(), store);

@@ -15,7 +15,7 @@ use amberdb::hooks::WriteHook;
 use amberdb::query::{Query, QueryData, StoreType};
 use amberdb::{
     Category, EngineError, EntityKind, Feedback, Fusion, HookOverrides, Kind, Mode, NewMemory,
-    Role, SearchRequest, Store, StoreRequest, Strategy, UpdateRequest,
+    Probe, Role, SearchRequest, Store, StoreRequest, Strategy, UpdateRequest,
 };
 use serde::Serialize;
 use serde_json::{Map, Value, json};

@@ -77,6 +77,14 @@ fn search_memories(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     q.hooks.deduplicate = args.opt_bool("deduplicate")?;
     q.hooks.dedup_threshold = args.opt_f32("dedup_threshold")?;
     q.hooks.count_access = args.opt_bool("count_access")?;
+    match (args.opt_in("nprobe", 1, 65_536)?, args.opt_f32("recall")?) {
+        (Some(_), Some(_)) => {
+            return Err(Fail::invalid("recall", "give nprobe or recall, not both"));
+        }
+        (Some(n), None) => q.probe = Probe::Lists(u32::try_from(n).unwrap_or(u32::MAX)),
+        (None, Some(r)) => q.probe = Probe::Recall(r),
+        (None, None) => {}
+    }
     let hits = engine(ctx.store.search(&q))?;
     let message = if hits.results.is_empty() {
         "No matching memories found".to_owned()
@@ -268,6 +276,17 @@ pub(super) static TABLE: &[Command] = &[
                 "dedup_threshold",
                 Ty::Num,
                 "load-time cluster distance; default 0.40",
+            ),
+            opt(
+                "nprobe",
+                Ty::Int,
+                "lists of each IVF segment to probe first, 1..=65,536; default: what the build measured for its recall target (docs/ivf.md)",
+            )
+            .within(1, 65_536),
+            opt(
+                "recall",
+                Ty::Num,
+                "probe the lists whose measured recall@10 reached this, in (0, 1]; not with nprobe",
             ),
             opt(
                 "count_access",

@@ -462,6 +462,34 @@ fn bad_input_gets_a_clear_error_and_the_connection_keeps_serving() {
         c.fails("GET", json!({"memory_id": -3}), "invalid")["field"],
         "memory_id"
     );
+    // The IVF probe: a number of lists or a recall, checked, never both.
+    assert_eq!(
+        c.fails("SEARCH", json!({"query": "x", "nprobe": 0}), "invalid")["field"],
+        "nprobe"
+    );
+    assert_eq!(
+        c.fails("SEARCH", json!({"query": "x", "recall": 1.5}), "invalid")["field"],
+        "recall"
+    );
+    assert_eq!(
+        c.fails(
+            "SEARCH",
+            json!({"query": "x", "nprobe": 4, "recall": 0.9}),
+            "invalid"
+        )["field"],
+        "recall"
+    );
+    assert_eq!(
+        c.ok("SEARCH", json!({"query": "x", "recall": 0.99}))["count"],
+        0
+    );
+    assert_eq!(
+        c.ok("SEARCH", json!({"query": "x", "nprobe": 8}))["count"],
+        0
+    );
+    let index = &c.ok("STATS", json!({}))["store"]["index"];
+    assert_eq!(index["builds"], 0);
+    assert_eq!(index["segments"], json!([]));
     assert_eq!(
         c.fails(
             "SEARCH",
