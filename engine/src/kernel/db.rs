@@ -1187,6 +1187,37 @@ mod tests {
     use std::sync::mpsc;
 
     #[test]
+    fn builds_index_the_flat_tail_and_merge_like_a_binary_counter() {
+        let flat = |id, rows| SegmentEntry::flat(id, rows);
+        let ivf = |id, rows| SegmentEntry {
+            id,
+            rows,
+            kind: SegmentKind::Ivf,
+        };
+        assert_eq!(build_run(&[], 0), None);
+        assert_eq!(build_run(&[flat(1, 50)], 100), None, "too few flat rows");
+        assert_eq!(build_run(&[flat(1, 50), flat(2, 50)], 100), Some(0..2));
+        assert_eq!(build_run(&[flat(1, 50)], 0), Some(0..1), "forced: any rows");
+        assert_eq!(build_run(&[ivf(3, 100)], 0), None, "nothing flat");
+        // The tail reaches back over IVF segments no larger than what it holds so far.
+        assert_eq!(build_run(&[ivf(3, 100), flat(4, 100)], 100), Some(0..2));
+        assert_eq!(build_run(&[ivf(3, 200), flat(4, 100)], 100), Some(1..2));
+        assert_eq!(
+            build_run(&[ivf(3, 400), ivf(5, 200), ivf(6, 100), flat(7, 100)], 100),
+            Some(0..4)
+        );
+        assert_eq!(
+            build_run(&[ivf(3, 800), ivf(5, 200), flat(7, 100)], 100),
+            Some(2..3)
+        );
+        // A small flat segment before an IVF one (never made by builds) is swept in.
+        assert_eq!(
+            build_run(&[flat(1, 10), ivf(3, 100), flat(4, 100)], 100),
+            Some(0..3)
+        );
+    }
+
+    #[test]
     fn readers_and_accesses_never_wait_for_a_writer_preparing() {
         let dir = tempfile::tempdir().expect("tempdir");
         let config = DbConfig {
