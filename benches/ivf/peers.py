@@ -6,7 +6,8 @@ and sweeps, on the same vectors in the same run:
   FAISS IndexIVFFlat and IndexIVFScalarQuantizer (8-bit), inner product, amberdb's nlist;
   hnswlib and usearch HNSW, M = 16, efConstruction = 128, inner product;
 timing the build on 2 threads and the search at 1 and 2 threads (all queries in one batch, the
-library spreading them over its threads, as amberdb's bench spreads them over its pool).
+library spreading them over its threads, as amberdb's bench spreads them over its pool; the
+median of three passes, as amberdb's).
 Writes peers-N.json and prints the combined table.
 
 Usage: python peers.py <dir> <N> [Q]
@@ -44,10 +45,12 @@ def main():
         for threads in (1, 2):
             threads_setter(threads)
             for p in params:
-                search(p)  # warm
-                start = time.perf_counter()
-                found = search(p)
-                secs = time.perf_counter() - start
+                times = []
+                for _ in range(3):
+                    start = time.perf_counter()
+                    found = search(p)
+                    times.append(time.perf_counter() - start)
+                secs = sorted(times)[1]
                 r = recall(found, truth)
                 rows.append({"name": name, "param": p, "threads": threads, "qps": q / secs,
                              "recall": r})

@@ -132,6 +132,26 @@ struct Chunk {
     end: usize,
 }
 
+/// A sealed row's place, packed into the key field of an i8 scan's candidates: the segment in
+/// the top 24 bits, the row in the low 40 (a segment holds at most 2^40 rows; a collection
+/// fewer than 2^24 segments).
+struct Place;
+
+impl Place {
+    const ROW_BITS: u32 = 40;
+
+    fn pack(segment: usize, row: usize) -> u64 {
+        ((segment as u64) << Self::ROW_BITS) | row as u64
+    }
+
+    fn unpack(place: u64) -> (usize, usize) {
+        (
+            (place >> Self::ROW_BITS) as usize,
+            (place & ((1 << Self::ROW_BITS) - 1)) as usize,
+        )
+    }
+}
+
 /// Splits `rows` of `source` into chunks of at most `CHUNK_ROWS`.
 fn push_chunks(out: &mut Vec<Chunk>, source: Source, rows: std::ops::Range<usize>) {
     let mut start = rows.start;
@@ -142,20 +162,87 @@ fn push_chunks(out: &mut Vec<Chunk>, source: Source, rows: std::ops::Range<usize
     }
 }
 
-/// What one chunk of an i8 scan found.
-struct ChunkScan {
-    source: Source,
-    approx: TopK,
-    exact: TopK,
-    accepted: usize,
-}
-
-/// The probing of one IVF segment by one query.
+/// The probing of one IVF segment by one query: its lists best first (sorted only as far as
+/// probing has gone: most queries never look past the first `nprobe`).
 struct ListProbe {
     segment: usize,
+    scores: Vec<f32>,
     order: Vec<u32>,
+    sorted: usize,
+    /// The lists asked for (`Probe`), and those probed so far.
+    first: usize,
     probed: usize,
+    /// Rows that passed the filter and the tombstones, of the rows examined for it.
     accepted: usize,
+    examined: usize,
+}
+
+impl ListProbe {
+    fn new(segment: usize, ivf: &IvfSegment, query: &[f32], first: usize) -> ListProbe {
+        let scores = crate::kernels::dot_rows(query, ivf.centroids()).unwrap_or_default();
+        let order: Vec<u32> = (0..u32::try_from(scores.len()).unwrap_or(0)).collect();
+        let mut probe = ListProbe {
+            segment,
+            scores,
+            order,
+            sorted: 0,
+            first,
+            probed: first,
+            accepted: 0,
+            examined: 0,
+        };
+        probe.sort_upto(first);
+        probe
+    }
+
+    /// How far to probe after a round (no further than `probed`: done). Never fewer results
+    /// because of the index: while the probed lists hold fewer accepted rows than the scan keeps
+    /// candidates, as many lists again. And a filter's recall: a filter that passes a fraction
+    /// `s` of the rows puts its true top-10 further out, so the probe reaches `first / √s`
+    /// lists (measured on real text, `docs/benchmarks.md`: 10 % selectivity at the built
+    /// nprobe gave recall 0.90, `first / s` would read half the index).
+    fn next(&self, candidates: usize) -> usize {
+        let lists = self.order.len();
+        #[expect(clippy::cast_precision_loss, reason = "a ratio of row counts")]
+        let selectivity = if self.examined == 0 {
+            1.0
+        } else {
+            self.accepted as f64 / self.examined as f64
+        };
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            clippy::cast_precision_loss,
+            reason = "a list count"
+        )]
+        let for_recall = (self.first as f64 / selectivity.max(1e-9).sqrt()).ceil() as usize;
+        let for_count = if self.accepted < candidates {
+            self.probed * 2
+        } else {
+            0
+        };
+        for_recall.max(for_count).min(lists)
+    }
+
+    /// Orders `order[..upto]` best first (highest centroid score, ties to the lower list),
+    /// every list there better than every list after it.
+    fn sort_upto(&mut self, upto: usize) {
+        if upto <= self.sorted {
+            return;
+        }
+        let scores = &self.scores;
+        let score = |l: u32| scores.get(l as usize).copied().unwrap_or(f32::NEG_INFINITY);
+        let better = |a: &u32, b: &u32| score(*b).total_cmp(&score(*a)).then(a.cmp(b));
+        let rest = self.order.get_mut(self.sorted..).unwrap_or(&mut []);
+        let take = (upto - self.sorted).min(rest.len());
+        if take < rest.len() {
+            rest.select_nth_unstable_by(take, better);
+        }
+        if let Some(head) = rest.get_mut(..take) {
+            head.sort_unstable_by(better);
+        }
+        self.sorted += take;
+    }
 }
 
 /// The vectors of one space: sealed segments (immutable, mapped) and growing rows (in memory).
@@ -522,30 +609,32 @@ impl Collection {
         top
     }
 
-    /// Scans one chunk with codes when it has them; returns the approximate and exact
-    /// collectors, and how many of its rows pass the filter and the tombstones, counted up to
-    /// `count_to` (the probe of an IVF segment goes on while it has found too few).
-    fn scan_i8(
+    /// Scans one chunk into the collectors: its i8 codes into `approx` when it has them, else
+    /// its f32 rows into `exact`. Returns how many of its rows pass the filter and the
+    /// tombstones, counted up to `count_to`, and how many rows that count looked at (the probe
+    /// of an IVF segment goes on while it has found too few, and estimates the filter's
+    /// selectivity from the two).
+    fn scan_i8_into(
         &self,
         c: Chunk,
         query: &[f32],
         qcodes: &[i8],
-        candidates: usize,
         count_to: usize,
         p: &SearchParams<'_>,
-    ) -> ChunkScan {
+        (approx, exact): (&mut TopK, &mut TopK),
+    ) -> (usize, usize) {
         let (keys, _, codes) = self.chunk_rows(c);
         let Some((codes, scales)) = codes else {
-            return ChunkScan {
-                source: c.source,
-                approx: TopK::new(candidates),
-                exact: self.scan_f32(c, query, p),
-                accepted: 0,
-            };
+            let found = self.scan_f32(c, query, p);
+            *exact = std::mem::replace(exact, TopK::new(0)).merge(found);
+            return (0, 0);
+        };
+        let Source::Sealed(segment) = c.source else {
+            return (0, 0);
         };
         let unfiltered = p.filter.is_none() && self.deleted.is_empty();
         let mut accepted = if unfiltered { keys.len() } else { 0 };
-        let mut approx = TopK::new(candidates);
+        let mut examined = accepted;
         each_dot_i8(qcodes, codes, |row, dot| {
             let Some(&key) = keys.get(row) else { return };
             // Known for the rows counted; evaluated lazily for the rest.
@@ -553,19 +642,64 @@ impl Collection {
             if accepted < count_to {
                 let ok = self.accepts(key, p.filter);
                 accepted += usize::from(ok);
+                examined += 1;
                 passes = Some(ok);
             }
             #[expect(clippy::cast_precision_loss, reason = "approximate score")]
             let score = dot as f32 * scales.get(row).copied().unwrap_or(0.0);
             if score > approx.threshold() && passes.unwrap_or_else(|| self.accepts(key, p.filter)) {
-                approx.push(Neighbour { key, score });
+                // The candidate's place, not its key: the re-rank reads the row directly.
+                approx.push(Neighbour {
+                    key: Place::pack(segment, c.start + row),
+                    score,
+                });
             }
         });
-        ChunkScan {
-            source: c.source,
-            approx,
-            exact: TopK::new(p.k),
-            accepted,
+        (accepted, examined)
+    }
+
+    /// Scans `chunks` into the collectors (in parallel when they hold enough rows to pay for
+    /// it), adding each IVF segment's accepted rows to its probe.
+    fn scan_round(
+        &self,
+        chunks: &[Chunk],
+        query: &[f32],
+        qcodes: &[i8],
+        p: &SearchParams<'_>,
+        found: (&mut TopK, &mut TopK),
+        probes: &mut [ListProbe],
+    ) {
+        let (approx, exact) = found;
+        let candidates = approx.capacity();
+        let mut count = |source: Source, (accepted, examined): (usize, usize)| {
+            if let Source::Sealed(i) = source
+                && let Some(probe) = probes.iter_mut().find(|pr| pr.segment == i)
+            {
+                probe.accepted += accepted;
+                probe.examined += examined;
+            }
+        };
+        let rows: usize = chunks.iter().map(|c| c.end - c.start).sum();
+        if rows <= CHUNK_ROWS {
+            for c in chunks {
+                let accepted = self.scan_i8_into(*c, query, qcodes, candidates, p, (approx, exact));
+                count(c.source, accepted);
+            }
+            return;
+        }
+        let scans: Vec<(Source, TopK, TopK, (usize, usize))> = chunks
+            .par_iter()
+            .map(|c| {
+                let (mut a, mut e) = (TopK::new(candidates), TopK::new(p.k));
+                let accepted =
+                    self.scan_i8_into(*c, query, qcodes, candidates, p, (&mut a, &mut e));
+                (c.source, a, e, accepted)
+            })
+            .collect();
+        for (source, a, e, accepted) in scans {
+            *approx = std::mem::replace(approx, TopK::new(0)).merge(a);
+            *exact = std::mem::replace(exact, TopK::new(0)).merge(e);
+            count(source, accepted);
         }
     }
 
@@ -580,17 +714,12 @@ impl Collection {
             match s.as_ivf() {
                 None => push_chunks(&mut chunks, Source::Sealed(i), 0..s.len()),
                 Some(ivf) => {
-                    let order = ivf.probe_order(query);
                     let first = p.probe.lists(ivf);
-                    for &l in order.get(..first).unwrap_or(&[]) {
+                    let probe = ListProbe::new(i, ivf, query, first);
+                    for &l in probe.order.get(..first).unwrap_or(&[]) {
                         push_chunks(&mut chunks, Source::Sealed(i), ivf.list_rows(l as usize));
                     }
-                    probes.push(ListProbe {
-                        segment: i,
-                        order,
-                        probed: first,
-                        accepted: 0,
-                    });
+                    probes.push(probe);
                 }
             }
         }
@@ -598,27 +727,21 @@ impl Collection {
         let mut approx = TopK::new(candidates);
         let mut exact = TopK::new(p.k);
         while !chunks.is_empty() {
-            let scans: Vec<ChunkScan> = chunks
-                .par_iter()
-                .map(|c| self.scan_i8(*c, query, &qcodes, candidates, candidates, p))
-                .collect();
-            for scan in scans {
-                approx = approx.merge(scan.approx);
-                exact = exact.merge(scan.exact);
-                if let Source::Sealed(i) = scan.source
-                    && let Some(probe) = probes.iter_mut().find(|pr| pr.segment == i)
-                {
-                    probe.accepted += scan.accepted;
-                }
-            }
-            // Never fewer results because of the index: a segment whose probed lists held too
-            // few accepted rows probes as many lists again, until it has enough or none is left.
+            self.scan_round(
+                &chunks,
+                query,
+                &qcodes,
+                p,
+                (&mut approx, &mut exact),
+                &mut probes,
+            );
             chunks.clear();
             for probe in &mut probes {
-                if probe.accepted >= candidates || probe.probed >= probe.order.len() {
+                let next = probe.next(candidates);
+                if next <= probe.probed {
                     continue;
                 }
-                let next = (probe.probed * 2).min(probe.order.len());
+                probe.sort_upto(next);
                 if let Some(Sealed::Ivf(ivf)) = self.sealed.get(probe.segment) {
                     for &l in probe.order.get(probe.probed..next).unwrap_or(&[]) {
                         push_chunks(
@@ -633,10 +756,14 @@ impl Collection {
         }
         let mut top = exact;
         for n in approx.into_sorted() {
-            if let Some(v) = self.locate(n.key).and_then(|loc| self.row_vector(loc)) {
+            let (segment, row) = Place::unpack(n.key);
+            let Some(seg) = self.sealed.get(segment) else {
+                continue;
+            };
+            if let (Some(&key), Some(v)) = (seg.keys().get(row), seg.vector(row)) {
                 each_dot_f32(query, v, |_, score| {
                     if score >= p.min_score {
-                        top.push(Neighbour { key: n.key, score });
+                        top.push(Neighbour { key, score });
                     }
                 });
             }
@@ -735,5 +862,47 @@ impl Collection {
                 a.into_iter().zip(b).map(|(x, y)| x.merge(y)).collect()
             });
         Ok(tops.into_iter().map(TopK::into_sorted).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ListProbe;
+
+    #[test]
+    fn a_probe_sorted_in_steps_orders_the_lists_as_one_full_sort() {
+        let scores: Vec<f32> = (0..200u32)
+            .map(|i| ((i * 7919) % 101) as f32 / 10.0)
+            .collect();
+        let mut full: Vec<u32> = (0..200).collect();
+        full.sort_by(|&a, &b| {
+            scores[b as usize]
+                .total_cmp(&scores[a as usize])
+                .then(a.cmp(&b))
+        });
+        for first in [1, 3, 50, 199, 200] {
+            let mut probe = ListProbe {
+                segment: 0,
+                scores: scores.clone(),
+                order: (0..200).collect(),
+                sorted: 0,
+                first,
+                probed: first,
+                accepted: 0,
+                examined: 0,
+            };
+            let mut upto = first;
+            probe.sort_upto(upto);
+            while upto < 200 {
+                assert_eq!(
+                    &probe.order[..upto],
+                    &full[..upto],
+                    "first {first}, upto {upto}"
+                );
+                upto = (upto * 2).min(200);
+                probe.sort_upto(upto);
+            }
+            assert_eq!(probe.order, full);
+        }
     }
 }

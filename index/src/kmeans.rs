@@ -14,6 +14,7 @@
 
 use crate::error::{IndexError, Result};
 use crate::kernels;
+use crate::quantize;
 use crate::synthetic::{SeededRng, normalize};
 use rayon::prelude::*;
 
@@ -36,14 +37,14 @@ pub struct KMeansParams {
 
 impl KMeansParams {
     /// The defaults of `docs/ivf.md`: 10 iterations on up to 64 rows per list, seeding from up
-    /// to 8 rows per list, lists at most 4× the mean.
+    /// to 4 rows per list, lists at most 4× the mean.
     #[must_use]
     pub fn new(k: usize, seed: u64) -> KMeansParams {
         KMeansParams {
             k,
             iterations: 10,
             sample: 64 * k,
-            seeding_sample: 8 * k,
+            seeding_sample: 4 * k,
             max_list_ratio: 4.0,
             seed,
         }
@@ -80,16 +81,66 @@ fn invalid(reason: &'static str) -> IndexError {
     IndexError::InvalidParameter(reason)
 }
 
-/// The centroid nearest `row` (highest dot product) and its score; ties to the lower list.
-fn best(row: &[f32], centroids: &[f32]) -> (u32, f32) {
-    let scores = kernels::dot_rows(row, centroids).unwrap_or_default();
-    let mut best = (0u32, f32::NEG_INFINITY);
-    for (i, &s) in scores.iter().enumerate() {
-        if s > best.1 {
-            best = (u32::try_from(i).unwrap_or(u32::MAX), s);
-        }
-    }
-    best
+/// Rows assigned together: their centroid scan is blocked so a block of centroids stays in
+/// the core's L2 while every row of the group is scored against it.
+const ASSIGN_ROWS: usize = 256;
+/// Centroids per block (at 384-d, 192 KiB of f32).
+const CENTROID_BLOCK: usize = 128;
+
+/// For each row numbered in `ids`, in order, the centroid nearest it (highest dot product)
+/// and its score; ties to the lower list. Groups of rows run on the rayon pool; inside one,
+/// the multi-query kernel scores four rows at a time against a block of centroids, blocks in
+/// order (the centroids are read from memory once per group, not once per row).
+fn assign<'a>(
+    row: &(impl Fn(usize) -> &'a [f32] + Sync),
+    ids: &[usize],
+    centroids: &[f32],
+) -> Vec<(u32, f32)> {
+    ids.par_chunks(ASSIGN_ROWS)
+        .flat_map_iter(|group| {
+            let rows: Vec<&[f32]> = group.iter().map(|&i| row(i)).collect();
+            let dim = rows.first().map_or(0, |r| r.len()).max(1);
+            let mut best = vec![(0u32, f32::NEG_INFINITY); rows.len()];
+            for (b, block) in centroids.chunks(CENTROID_BLOCK * dim).enumerate() {
+                for (g, four) in rows.chunks(4).enumerate() {
+                    kernels::each_dot_f32_tile(four, dim, block, |c, j, s| {
+                        if let Some(slot) = best.get_mut(g * 4 + j)
+                            && s > slot.1
+                        {
+                            let list = b * CENTROID_BLOCK + c;
+                            *slot = (u32::try_from(list).unwrap_or(u32::MAX), s);
+                        }
+                    });
+                }
+            }
+            best
+        })
+        .collect()
+}
+
+/// The nearest centroid of each row of i8 `codes` (`dim` wide), by the centroids' own i8
+/// codes scaled back: `dot_i8 × scale`, ties to the lower list.
+fn assign_i8(codes: &[i8], dim: usize, centroids: &[f32]) -> Vec<u32> {
+    let mut centroid_codes = vec![0i8; centroids.len()];
+    let scales: Vec<f32> = centroids
+        .chunks_exact(dim.max(1))
+        .zip(centroid_codes.chunks_exact_mut(dim.max(1)))
+        .map(|(c, out)| quantize::encode_into(c, out))
+        .collect();
+    codes
+        .par_chunks(dim.max(1))
+        .map(|q| {
+            let mut best = (0u32, f32::NEG_INFINITY);
+            kernels::each_dot_i8(q, &centroid_codes, |c, dot| {
+                #[expect(clippy::cast_precision_loss, reason = "an approximate score")]
+                let score = dot as f32 * scales.get(c).copied().unwrap_or(0.0);
+                if score > best.1 {
+                    best = (u32::try_from(c).unwrap_or(u32::MAX), score);
+                }
+            });
+            best.0
+        })
+        .collect()
 }
 
 /// Trains `params.k` lists over `rows` (`n × dim`, unit vectors expected).
@@ -140,14 +191,19 @@ pub fn train_until(
     let sample = order.get(..sample_len).unwrap_or(&[]);
 
     let mut centroids = seed_plus_plus(&row, sample, dim, k, params.seeding_sample, &mut rng);
+    // The iterations assign the sample by i8 codes (VNNI: four times the products per
+    // instruction of f32); a row's own scale does not change which centroid is nearest, so
+    // only the centroids' scales enter. The final assignment below is exact f32.
+    let mut sample_codes = vec![0i8; sample.len() * dim];
+    for (codes, &i) in sample_codes.chunks_exact_mut(dim.max(1)).zip(sample) {
+        // The row's scale is not needed: it does not change the argmax.
+        let _ = quantize::encode_into(row(i), codes);
+    }
     for _ in 0..params.iterations {
         if stop() {
             return Err(IndexError::Cancelled);
         }
-        let assigned: Vec<u32> = sample
-            .par_iter()
-            .map(|&i| best(row(i), &centroids).0)
-            .collect();
+        let assigned = assign_i8(&sample_codes, dim, &centroids);
         centroids = recompute(&row, sample, &assigned, dim, k, &centroids, &mut rng);
     }
 
@@ -157,11 +213,8 @@ pub fn train_until(
         if stop() {
             return Err(IndexError::Cancelled);
         }
-        choices.par_extend(
-            (block..(block + STOP_CHECK_ROWS).min(n))
-                .into_par_iter()
-                .map(|i| best(row(i), &centroids)),
-        );
+        let ids: Vec<usize> = (block..(block + STOP_CHECK_ROWS).min(n)).collect();
+        choices.extend(assign(&row, &ids, &centroids));
     }
     let mut assignment: Vec<u32> = choices.iter().map(|c| c.0).collect();
     if params.max_list_ratio.is_finite() {
@@ -183,7 +236,7 @@ pub fn train_until(
 /// k-means++ over the first `limit` rows of `sample`: each next centre drawn with probability
 /// proportional to its distance (`1 - dot`) from the nearest centre so far.
 fn seed_plus_plus<'a>(
-    row: &impl Fn(usize) -> &'a [f32],
+    row: &(impl Fn(usize) -> &'a [f32] + Sync),
     sample: &[usize],
     dim: usize,
     k: usize,
@@ -223,10 +276,10 @@ fn seed_plus_plus<'a>(
             j
         };
         let c = row(pool.get(pick).copied().unwrap_or(0)).to_vec();
-        for (d, &i) in nearest.iter_mut().zip(pool) {
+        nearest.par_iter_mut().zip(pool).for_each(|(d, &i)| {
             let dist = (1.0 - kernels::dot(row(i), &c).unwrap_or(0.0)).max(0.0);
             *d = d.min(dist);
-        }
+        });
         centroids.extend_from_slice(&c);
     }
     centroids

@@ -47,6 +47,12 @@ impl TopK {
         }
     }
 
+    /// How many results it keeps.
+    #[must_use]
+    pub fn capacity(&self) -> usize {
+        self.k
+    }
+
     /// The score a new candidate must beat to enter, or `-inf` while not full.
     #[inline]
     #[must_use]

@@ -19,7 +19,7 @@ pub mod scalar;
 mod x86;
 
 pub use x86::backend;
-pub(crate) use x86::{each_dot_f32, each_dot_f32_batch, each_dot_i8};
+pub(crate) use x86::{each_dot_f32, each_dot_f32_batch, each_dot_f32_tile, each_dot_i8};
 
 use crate::error::{IndexError, Result};
 use simsimd::SpatialSimilarity;
@@ -196,6 +196,46 @@ mod tests {
                     scalar::dot_i8(a, b),
                     "len {len}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn the_multi_query_tile_matches_the_oracle_for_every_shape() {
+        for dim in (1..=40).chain([63, 64, 65, 384]) {
+            for rows in 0..=9 {
+                let m = seeded_f32(dim * rows, dim as u64 + 3);
+                for nq in 1..=5 {
+                    let qs: Vec<Vec<f32>> =
+                        (0..nq).map(|j| seeded_f32(dim, 100 + j as u64)).collect();
+                    let refs: Vec<&[f32]> = qs.iter().map(Vec::as_slice).collect();
+                    let mut seen = vec![0u32; rows * 4];
+                    each_dot_f32_tile(&refs, dim, &m, |r, j, got| {
+                        seen[r * 4 + j] += 1;
+                        let row = &m[r * dim..(r + 1) * dim];
+                        let oracle = scalar::dot_f32(&qs[j], row);
+                        let magnitude: f64 = qs[j]
+                            .iter()
+                            .zip(row)
+                            .map(|(x, y)| f64::from((x * y).abs()))
+                            .sum();
+                        assert!(
+                            (f64::from(got) - oracle).abs() <= 1e-5 * (1.0 + magnitude),
+                            "dim {dim} rows {rows} q {j}: {got} vs {oracle}"
+                        );
+                    });
+                    // Every pair once, and a fifth query ignored.
+                    let want = nq.min(4);
+                    for r in 0..rows {
+                        for j in 0..4 {
+                            assert_eq!(
+                                seen[r * 4 + j],
+                                u32::from(j < want),
+                                "dim {dim} rows {rows}"
+                            );
+                        }
+                    }
+                }
             }
         }
     }

@@ -162,6 +162,83 @@ mod avx512 {
         }
     }
 
+    /// Up to four queries against rows four at a time, in registers: per 16-float block,
+    /// four row loads and four query loads feed sixteen FMAs (one load per two FMAs, where a
+    /// dot of one pair needs two per FMA). One accumulator per pair, so the sums round
+    /// differently from `dot_f32` (within the kernels' tolerance, not bit for bit).
+    /// The whole 16-float blocks of `v`.
+    fn blocks(v: &[f32]) -> &[[f32; 16]] {
+        v.as_chunks::<16>().0
+    }
+
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn each_dot_f32_tile(
+        queries: &[&[f32]],
+        dim: usize,
+        rows: &[f32],
+        mut on_row: impl FnMut(usize, usize, f32),
+    ) {
+        let nq = queries.len().min(4);
+        if nq == 0 || dim == 0 {
+            return;
+        }
+        let query = |j: usize| queries.get(j.min(nq - 1)).copied().unwrap_or(&[]);
+        let qs = [query(0), query(1), query(2), query(3)];
+        // Whole 16-float blocks as arrays, so the loop below loads without bounds checks.
+        let qb = [blocks(qs[0]), blocks(qs[1]), blocks(qs[2]), blocks(qs[3])];
+        let whole = dim / 16 * 16;
+        let tail = |a: &[f32], b: &[f32]| -> f32 {
+            let (a, b) = (a.get(whole..).unwrap_or(&[]), b.get(whole..).unwrap_or(&[]));
+            a.iter().zip(b).map(|(x, y)| x * y).sum()
+        };
+        let mut rows_iter = rows.chunks_exact(dim);
+        let mut r = 0;
+        while let (Some(r0), Some(r1), Some(r2), Some(r3)) = (
+            rows_iter.next(),
+            rows_iter.next(),
+            rows_iter.next(),
+            rows_iter.next(),
+        ) {
+            let tile = [r0, r1, r2, r3];
+            let mut acc = [[_mm512_setzero_ps(); 4]; 4];
+            let q_blocks = qb[0].iter().zip(qb[1]).zip(qb[2]).zip(qb[3]);
+            let r_blocks = blocks(r0)
+                .iter()
+                .zip(blocks(r1))
+                .zip(blocks(r2))
+                .zip(blocks(r3));
+            for ((((q0, q1), q2), q3), (((x0, x1), x2), x3)) in q_blocks.zip(r_blocks) {
+                let q = [load_f32(q0), load_f32(q1), load_f32(q2), load_f32(q3)];
+                let x = [load_f32(x0), load_f32(x1), load_f32(x2), load_f32(x3)];
+                for (k, xk) in x.iter().enumerate() {
+                    for (j, qj) in q.iter().enumerate() {
+                        acc[k][j] = _mm512_fmadd_ps(*xk, *qj, acc[k][j]);
+                    }
+                }
+            }
+            for (k, row) in tile.iter().enumerate() {
+                for (j, q) in qs.iter().enumerate().take(nq) {
+                    on_row(r + k, j, _mm512_reduce_add_ps(acc[k][j]) + tail(q, row));
+                }
+            }
+            r += 4;
+        }
+        // The rows after the last whole tile (the iterator stopped inside it).
+        for (k, row) in rows.chunks_exact(dim).skip(r).enumerate() {
+            let mut acc = [_mm512_setzero_ps(); 4];
+            let q_blocks = qb[0].iter().zip(qb[1]).zip(qb[2]).zip(qb[3]);
+            for ((((q0, q1), q2), q3), x) in q_blocks.zip(blocks(row)) {
+                let x = load_f32(x);
+                for (j, qj) in [q0, q1, q2, q3].iter().enumerate() {
+                    acc[j] = _mm512_fmadd_ps(x, load_f32(qj), acc[j]);
+                }
+            }
+            for (j, q) in qs.iter().enumerate().take(nq) {
+                on_row(r + k, j, _mm512_reduce_add_ps(acc[j]) + tail(q, row));
+            }
+        }
+    }
+
     #[target_feature(enable = "avx512f")]
     pub(super) fn each_dot_f32_batch(
         queries: &[&[f32]],
@@ -224,6 +301,32 @@ pub(crate) fn each_dot_i8(query: &[i8], rows: &[i8], mut on_row: impl FnMut(usiz
     }
     for (i, row) in rows.chunks_exact(query.len().max(1)).enumerate() {
         on_row(i, simsimd_i8(query, row));
+    }
+}
+
+/// Calls `on_row(i, q, score)` for each row and each of up to four queries (more are
+/// ignored), `score` the dot product within the kernels' tolerance (not bit for bit `dot`):
+/// the multi-query kernel, four queries and four rows held in registers at a time.
+#[inline]
+pub(crate) fn each_dot_f32_tile(
+    queries: &[&[f32]],
+    dim: usize,
+    rows: &[f32],
+    mut on_row: impl FnMut(usize, usize, f32),
+) {
+    #[cfg(target_arch = "x86_64")]
+    if cpu().avx512 {
+        #[expect(unsafe_code, reason = "calling a target_feature function")]
+        // SAFETY: `cpu()` detected every feature `avx512::each_dot_f32_tile` enables.
+        unsafe {
+            avx512::each_dot_f32_tile(queries, dim, rows, on_row);
+        }
+        return;
+    }
+    for (i, row) in rows.chunks_exact(dim.max(1)).enumerate() {
+        for (q, query) in queries.iter().take(4).enumerate() {
+            on_row(i, q, simsimd_f32(query, row));
+        }
     }
 }
 

@@ -253,6 +253,53 @@ pub fn encode(b: &IvfBuild<'_>) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// Sets the nprobe, its recall and the curve of an encoded segment (what a build measures on
+/// the segment it encoded), and seals it again.
+///
+/// # Errors
+/// `InvalidParameter` for values `encode` would refuse, or bytes that are not an encoded
+/// segment's.
+pub fn set_nprobe(
+    bytes: &mut [u8],
+    nprobe: u32,
+    built_recall: f32,
+    curve: &[(u32, f32)],
+) -> Result<()> {
+    let u32_at = |at: usize| {
+        bytes
+            .get(at..at + 4)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .map(u32::from_le_bytes)
+    };
+    let nlist = u32_at(32).ok_or(invalid("not an encoded IVF segment"))?;
+    if bytes.get(..4) != Some(&MAGIC[..]) {
+        return Err(invalid("not an encoded IVF segment"));
+    }
+    if !(1..=nlist).contains(&nprobe)
+        || !(0.0..=1.0).contains(&built_recall)
+        || !curve_is_valid(curve, nlist)
+    {
+        return Err(invalid(
+            "nprobe in 1..=nlist, recalls in [0, 1], a valid curve",
+        ));
+    }
+    let curve_at = align64(HEADER_LEN as u64);
+    for i in 0..CURVE_POINTS {
+        let (n, r) = curve.get(i).copied().unwrap_or((0, 0.0));
+        let at = curve_at + 8 * i as u64;
+        put(bytes, at, &n.to_le_bytes());
+        put(
+            bytes,
+            at + 4,
+            &if n == 0 { 0u32 } else { r.to_bits() }.to_le_bytes(),
+        );
+    }
+    put(bytes, 36, &nprobe.to_le_bytes());
+    put(bytes, 40, &built_recall.to_le_bytes());
+    seal(bytes, BODY_SEED, HEADER_SEED);
+    Ok(())
+}
+
 fn curve_is_valid(curve: &[(u32, f32)], nlist: u32) -> bool {
     curve.len() <= CURVE_POINTS
         && curve
@@ -262,13 +309,6 @@ fn curve_is_valid(curve: &[(u32, f32)], nlist: u32) -> bool {
             [a, b] => a.0 < b.0,
             _ => true,
         })
-}
-
-fn score_at(scores: &[f32], list: u32) -> f32 {
-    scores
-        .get(list as usize)
-        .copied()
-        .unwrap_or(f32::NEG_INFINITY)
 }
 
 /// An open, validated IVF segment.
@@ -523,19 +563,6 @@ impl IvfSegment {
             .iter()
             .find(|(_, r)| *r >= target)
             .map_or(all, |(n, _)| *n)
-    }
-
-    /// The lists in the order a query probes them: highest centroid score first, ties to the
-    /// lower list.
-    #[must_use]
-    pub fn probe_order(&self, query: &[f32]) -> Vec<u32> {
-        let scores = crate::kernels::dot_rows(query, self.centroids()).unwrap_or_default();
-        let mut order: Vec<u32> = (0..u32::try_from(scores.len()).unwrap_or(0)).collect();
-        order.sort_by(|&a, &b| {
-            let (sa, sb) = (score_at(&scores, a), score_at(&scores, b));
-            sb.total_cmp(&sa).then(a.cmp(&b))
-        });
-        order
     }
 
     /// The f32 vector of `row`.
