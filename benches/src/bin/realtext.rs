@@ -1,15 +1,17 @@
 //! The real-text side of docs/ivf.md ("Measured on real text"), on the set `scripts/real-text`
 //! builds under target/real-text/.
 //!
-//!   realtext embed DIR          embed passages.tsv and queries.tsv with our MiniLM into
-//!                               passages.f32 / queries.f32 (resumable: rows already written
-//!                               are kept, the rest appended)
-//!   realtext bench DIR N [Q]    on the first N passages and Q queries (default 1,000): exact
-//!                               top-10 ground truth (cached), our exact f32 and i8 scans, an
-//!                               IVF build (time, bytes) and its nprobe sweep at 1 and 2
-//!                               threads, filtered search at 0.1 / 1 / 10 / 50 % selectivity;
-//!                               writes amberdb-N.json for `benches/ivf/peers.py` and prints
-//!                               the tables
+//! ```text
+//! realtext embed DIR          embed passages.tsv and queries.tsv with our MiniLM into
+//!                             passages.f32 / queries.f32 (resumable: rows already written
+//!                             are kept, the rest appended)
+//! realtext bench DIR N [Q]    on the first N passages and Q queries (default 1,000): exact
+//!                             top-10 ground truth (cached), our exact f32 and i8 scans, an
+//!                             IVF build (time, bytes) and its nprobe sweep at 1 and 2
+//!                             threads, filtered search at 0.1 / 1 / 10 / 50 % selectivity;
+//!                             writes amberdb-N.json for `benches/ivf/peers.py` and prints
+//!                             the tables
+//! ```
 //!
 //! Usage: `cargo run --release -p amberdb-benches --bin realtext -- bench target/real-text 100000`
 

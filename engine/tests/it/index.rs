@@ -326,3 +326,61 @@ fn index_options_and_probes_are_checked() {
         10
     );
 }
+
+#[test]
+fn store_time_dedup_finds_a_duplicate_through_the_index() {
+    let seed = seed("store_time_dedup_through_the_index", 4);
+    eprintln!("seed {seed}");
+    let dir = tempfile::tempdir().unwrap();
+    let dim = 32;
+    let mut o = StoreOptions::new(std::sync::Arc::new(amberdb::HashingEmbedder::with_dim(dim)))
+        .seal_rows(2_000)
+        .memory_limit(100_000);
+    o.index.min_rows = 0;
+    let store = Store::open(dir.path(), o).unwrap();
+    let mut rng = Rng::new(seed);
+    let target_vector = rng.unit_vector(dim);
+    let target = store
+        .store(
+            StoreRequest::new(NewMemory::new("cache keys expire hourly in redis"))
+                .with_vector(target_vector.clone()),
+        )
+        .unwrap()
+        .memory_id;
+    // More rows than the compact scan's threshold (4,096), so dedup's range query scans codes.
+    let fillers: Vec<StoreRequest> = (0..5_000)
+        .map(|i| {
+            StoreRequest::new(NewMemory::new(format!(
+                "filler note {i} about zebra{i} and quokka{i}"
+            )))
+            .with_vector(rng.unit_vector(dim))
+        })
+        .collect();
+    for f in fillers {
+        store.store(f).unwrap();
+    }
+    store.checkpoint().unwrap();
+    store.build_index().unwrap().expect("an index");
+    assert_eq!(store.stats().index.flat_rows, 0);
+    assert!(store.stats().memories > 4_096);
+    // The same fact, reworded, with a vector a hair away: merged with the indexed memory.
+    let near: Vec<f32> = {
+        let mut v: Vec<f32> = target_vector
+            .iter()
+            .map(|x| x + 0.01 * rng.gaussian())
+            .collect();
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.iter_mut().for_each(|x| *x /= n);
+        v
+    };
+    let again = store
+        .store(
+            StoreRequest::new(NewMemory::new("redis cache keys expire hourly")).with_vector(near),
+        )
+        .unwrap();
+    assert_eq!(again.outcome, amberdb::Outcome::Merged, "{again:?}");
+    assert!(matches!(
+        store.get(target),
+        Err(amberdb::EngineError::Archived { .. })
+    ));
+}
