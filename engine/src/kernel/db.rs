@@ -775,6 +775,13 @@ impl Db {
         if !due || self.indexing.running.swap(true, Ordering::AcqRel) {
             return;
         }
+        // Spawned under the slot's lock, after checking `stop` again: `stop_indexing` sets
+        // `stop` first and then takes the slot, so it joins every thread started before it.
+        let mut slot = self.indexing.thread.lock();
+        if self.indexing.stop.load(Ordering::Acquire) {
+            self.indexing.running.store(false, Ordering::Release);
+            return;
+        }
         let weak = self.me.clone();
         let spawned = std::thread::Builder::new()
             .name("amberdb-index".into())
@@ -789,7 +796,7 @@ impl Db {
                 }
             });
         match spawned {
-            Ok(handle) => *self.indexing.thread.lock() = Some(handle),
+            Ok(handle) => *slot = Some(handle),
             Err(e) => {
                 self.indexing.running.store(false, Ordering::Release);
                 tracing::warn!(error = %e, "the index build thread could not start");
@@ -984,10 +991,14 @@ impl Db {
     /// Stops a running background build and waits for its thread (at close).
     pub(crate) fn stop_indexing(&self) {
         self.indexing.stop.store(true, Ordering::Release);
-        let handle = self.indexing.thread.lock().take();
-        if let Some(handle) = handle
-            && handle.thread().id() != std::thread::current().id()
-        {
+        // The slot's lock is not held while joining: a finishing thread takes it to see
+        // `stop` and start no other.
+        loop {
+            let handle = self.indexing.thread.lock().take();
+            let Some(handle) = handle else { break };
+            if handle.thread().id() == std::thread::current().id() {
+                break;
+            }
             let _ = handle.join();
         }
     }

@@ -272,6 +272,18 @@ fn retrieve(
     } else {
         q.top_k
     };
+    // The query's vector candidates: the store's default scan and probe.
+    let nearest = |e: &[f32]| {
+        vector_top(
+            state,
+            sel,
+            e,
+            k,
+            QUERY_THRESHOLD,
+            ScanMode::Auto,
+            Probe::Built,
+        )
+    };
     let mut out: Vec<(u64, f32, Source)> = match (q.store_type, embedded) {
         (StoreType::Keyword, _) => {
             let top = keyword_top(u, sel, &tokenize(&q.query), k);
@@ -282,15 +294,7 @@ fn retrieve(
         }
         (StoreType::Hybrid, Some(e)) => {
             let terms = tokenize(&q.query);
-            let vector = vector_top(
-                state,
-                sel,
-                e,
-                k,
-                QUERY_THRESHOLD,
-                ScanMode::Auto,
-                Probe::Built,
-            )?;
+            let vector = nearest(e)?;
             let keyword = keyword_top(u, sel, &terms, k);
             fuse(state, u, e, &terms, &vector, &keyword, Fusion::default())
                 .into_iter()
@@ -298,29 +302,13 @@ fn retrieve(
                 .collect()
         }
         (StoreType::Graph, Some(e)) => {
-            let seeds = vector_top(
-                state,
-                sel,
-                e,
-                k,
-                QUERY_THRESHOLD,
-                ScanMode::Auto,
-                Probe::Built,
-            )?;
+            let seeds = nearest(e)?;
             graph(state, u, sel, &seeds)
         }
-        (_, Some(e)) => vector_top(
-            state,
-            sel,
-            e,
-            k,
-            QUERY_THRESHOLD,
-            ScanMode::Auto,
-            Probe::Built,
-        )?
-        .into_iter()
-        .map(|(key, s)| (key, s, Source::Vector))
-        .collect(),
+        (_, Some(e)) => nearest(e)?
+            .into_iter()
+            .map(|(key, s)| (key, s, Source::Vector))
+            .collect(),
         (_, None) => Vec::new(),
     };
     out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
