@@ -782,9 +782,9 @@ impl Collection {
         if p.k == 0 || self.live == 0 {
             return Ok(Vec::new());
         }
-        let chunks = self.chunks();
         match p.scan {
-            Scan::F32 => Ok(chunks
+            Scan::F32 => Ok(self
+                .chunks()
                 .par_iter()
                 .map(|c| self.scan_f32(*c, query, p))
                 .reduce(|| TopK::new(p.k), TopK::merge)

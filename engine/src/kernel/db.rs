@@ -976,7 +976,13 @@ impl Db {
         w.segments.splice(plan.run, [entry]);
         w.replaced.extend(plan.entries.iter().copied());
         w.segments_changed = true;
-        self.checkpoint_with(&mut w)?;
+        // The swap has happened: the build stands whatever the checkpoint does. A failed
+        // checkpoint poisons the store or pauses checkpoints as any does (`checkpoint_with`),
+        // and the next one names the new segment; reporting the build failed would say the
+        // store is unchanged when it is not.
+        if let Err(e) = self.checkpoint_with(&mut w) {
+            tracing::warn!(error = %e, "the checkpoint after an index build failed; the next one names the segment");
+        }
         Ok(IndexBuild {
             segment_id: entry.id,
             rows: entry.rows,

@@ -1,5 +1,5 @@
 //! IVF segment files (`docs/format/segment-ivf.md`; keep the two equal): encoding and the
-//! validating open. Nothing searches them yet (issue #16, `docs/ivf.md`).
+//! validating open; `Collection` searches them (issue #16, `docs/ivf.md`).
 //!
 //! Guarantees: `IvfSegment::open` reads nothing before every check of the format page passed,
 //! in its order; a truncated or damaged file is a typed error, never a panic or a read past the
