@@ -12,7 +12,9 @@
 //! by the i8 scan: their nearest lists first ([`Probe`]), then further lists, doubling, while a
 //! segment has yielded fewer accepted rows than the scan keeps candidates — so a filter or the
 //! tombstones can cost recall but never results: a search returns `min(k, rows that pass)`
-//! hits whatever the index.
+//! hits whatever the index. A range query (`Probe::Range`, store-time dedup) promises no count:
+//! it skips rows far below its floor and stops probing a segment whose first lists hold nothing
+//! at or near it.
 
 use crate::error::{IndexError, Result};
 use crate::kernels::{each_dot_f32, each_dot_f32_batch, each_dot_i8};
@@ -59,13 +61,26 @@ pub enum Probe {
     Lists(u32),
     /// The least nprobe whose recall@10, measured at build, reached this.
     Recall(f32),
+    /// A range query (the best `k` at or above `SearchParams::min_score`, as store-time dedup
+    /// asks): this many lists first; if none of their rows reaches the floor (by approximate
+    /// score, within [`RANGE_SLACK`]) the probe stops there, else it goes on as `Built`. Most
+    /// stores have no near neighbour, and such a query costs a few lists instead of the
+    /// built nprobe (on data with little structure, nearly every list; `docs/ivf.md`,
+    /// "Store-time dedup").
+    Range(u32),
 }
+
+/// How far below the floor an approximate (i8) score may be and still count as a row in range
+/// for `Probe::Range` (rows further below are skipped). The i8 error of a cosine of unit
+/// vectors is at most `‖q‖₁·max|v|/254 + ‖v‖₁·max|q|/254`: about 0.03 at 384 dimensions with
+/// no component above 0.2, as MiniLM's are; typically a tenth of that.
+pub const RANGE_SLACK: f32 = 0.03;
 
 impl Probe {
     fn lists(self, seg: &IvfSegment) -> usize {
         let n = match self {
             Probe::Built => seg.nprobe().0,
-            Probe::Lists(n) => n,
+            Probe::Lists(n) | Probe::Range(n) => n,
             Probe::Recall(r) => seg.nprobe_for_recall(r),
         };
         (n as usize).clamp(1, seg.nlist())
@@ -122,7 +137,8 @@ enum Source {
     Growing,
 }
 
-/// The rows of one chunk: keys, f32 vectors, and i8 codes with scales when sealed with them.
+/// The rows of one chunk: keys, f32 vectors, and i8 codes with scales when it has them (the
+/// growing rows always do; a sealed flat segment when written with them).
 type ChunkRows<'a> = (&'a [u64], &'a [f32], Option<(&'a [i8], &'a [f32])>);
 
 #[derive(Debug, Clone, Copy)]
@@ -132,23 +148,31 @@ struct Chunk {
     end: usize,
 }
 
-/// A sealed row's place, packed into the key field of an i8 scan's candidates: the segment in
-/// the top 24 bits, the row in the low 40 (a segment holds at most 2^40 rows; a collection
-/// fewer than 2^24 segments).
+/// A row's place, packed into the key field of an i8 scan's candidates: the segment in the top
+/// 24 bits (all ones for the growing rows), the row in the low 40 (a segment holds at most 2^40
+/// rows; a collection fewer than 2^24 - 1 segments).
 struct Place;
 
 impl Place {
     const ROW_BITS: u32 = 40;
+    const GROWING: u64 = (1 << (64 - Self::ROW_BITS)) - 1;
 
-    fn pack(segment: usize, row: usize) -> u64 {
-        ((segment as u64) << Self::ROW_BITS) | row as u64
+    fn pack(source: Source, row: usize) -> u64 {
+        let segment = match source {
+            Source::Sealed(s) => s as u64,
+            Source::Growing => Self::GROWING,
+        };
+        (segment << Self::ROW_BITS) | row as u64
     }
 
-    fn unpack(place: u64) -> (usize, usize) {
-        (
-            (place >> Self::ROW_BITS) as usize,
-            (place & ((1 << Self::ROW_BITS) - 1)) as usize,
-        )
+    fn unpack(place: u64) -> (Source, usize) {
+        let segment = place >> Self::ROW_BITS;
+        let source = if segment == Self::GROWING {
+            Source::Growing
+        } else {
+            Source::Sealed(segment as usize)
+        };
+        (source, (place & ((1 << Self::ROW_BITS) - 1)) as usize)
     }
 }
 
@@ -160,6 +184,47 @@ fn push_chunks(out: &mut Vec<Chunk>, source: Source, rows: std::ops::Range<usize
         out.push(Chunk { source, start, end });
         start = end;
     }
+}
+
+/// A query's i8 codes, and for a range query (`Probe::Range`) its floor in the scale of the
+/// scan's approximate scores (`dot_i8 × row scale`, which leave out the query's own scale).
+struct QueryCodes {
+    codes: Vec<i8>,
+    range: bool,
+    /// Rows scoring below this are skipped whole: no filter call, no candidate, not counted.
+    /// A range query's floor less [`RANGE_SLACK`]; no floor for any other query.
+    skip_below: f32,
+}
+
+impl QueryCodes {
+    fn new(query: &[f32], p: &SearchParams<'_>) -> QueryCodes {
+        let (codes, scale) = quantize::encode(query);
+        let range = matches!(p.probe, Probe::Range(_));
+        let floor = p.min_score - RANGE_SLACK;
+        let skip_below = if !range || floor.is_nan() {
+            f32::NEG_INFINITY
+        } else if scale > 0.0 {
+            floor / scale
+        } else if floor <= 0.0 {
+            // A zero query scores 0 against every row.
+            f32::NEG_INFINITY
+        } else {
+            f32::INFINITY
+        };
+        QueryCodes {
+            codes,
+            range,
+            skip_below,
+        }
+    }
+}
+
+/// What a scan of one chunk tells the probe of its segment (`Collection::scan_i8_into`).
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    accepted: usize,
+    examined: usize,
+    in_range: usize,
 }
 
 /// The probing of one IVF segment by one query: its lists best first (sorted only as far as
@@ -175,10 +240,18 @@ struct ListProbe {
     /// Rows that passed the filter and the tombstones, of the rows examined for it.
     accepted: usize,
     examined: usize,
+    /// A range query's probe (`Probe::Range`): whether it is still deciding if its first lists
+    /// hold a row in range, how many they held, and where it goes on from if they did (the
+    /// built nprobe).
+    range: bool,
+    deciding: bool,
+    in_range: usize,
+    built: usize,
 }
 
 impl ListProbe {
-    fn new(segment: usize, ivf: &IvfSegment, query: &[f32], first: usize) -> ListProbe {
+    fn new(segment: usize, ivf: &IvfSegment, query: &[f32], probe: Probe) -> ListProbe {
+        let first = probe.lists(ivf);
         let scores = crate::kernels::dot_rows(query, ivf.centroids()).unwrap_or_default();
         let order: Vec<u32> = (0..u32::try_from(scores.len()).unwrap_or(0)).collect();
         let mut probe = ListProbe {
@@ -190,6 +263,10 @@ impl ListProbe {
             probed: first,
             accepted: 0,
             examined: 0,
+            range: matches!(probe, Probe::Range(_)),
+            deciding: matches!(probe, Probe::Range(_)),
+            in_range: 0,
+            built: Probe::Built.lists(ivf),
         };
         probe.sort_upto(first);
         probe
@@ -200,9 +277,19 @@ impl ListProbe {
     /// candidates, as many lists again. And a filter's recall: a filter that passes a fraction
     /// `s` of the rows puts its true top-10 further out, so the probe reaches `first / √s`
     /// lists (measured on real text, `docs/benchmarks.md`: 10 % selectivity at the built
-    /// nprobe gave recall 0.90, `first / s` would read half the index).
-    fn next(&self, candidates: usize) -> usize {
+    /// nprobe gave recall 0.90, `first / s` would read half the index). A range probe
+    /// (`Probe::Range`) whose first lists held no row in range stops there; one whose lists did
+    /// goes on from the built nprobe, widened for the filter's selectivity among the rows in
+    /// range, and promises no count (its answer is what lies above the floor).
+    fn next(&mut self, candidates: usize) -> usize {
         let lists = self.order.len();
+        if self.deciding {
+            if self.in_range == 0 {
+                return self.probed;
+            }
+            self.deciding = false;
+            self.first = self.first.max(self.built);
+        }
         #[expect(clippy::cast_precision_loss, reason = "a ratio of row counts")]
         let selectivity = if self.examined == 0 {
             1.0
@@ -216,7 +303,7 @@ impl ListProbe {
             reason = "a list count"
         )]
         let for_recall = (self.first as f64 / selectivity.max(1e-9).sqrt()).ceil() as usize;
-        let for_count = if self.accepted < candidates {
+        let for_count = if !self.range && self.accepted < candidates {
             self.probed * 2
         } else {
             0
@@ -246,12 +333,16 @@ impl ListProbe {
 }
 
 /// The vectors of one space: sealed segments (immutable, mapped) and growing rows (in memory).
+/// The growing rows keep i8 codes beside their f32 vectors, as a sealed segment does, so the
+/// compact scan reads a quarter of their bytes too (`docs/ivf.md`, "Store-time dedup").
 #[derive(Debug, Clone)]
 pub struct Collection {
     dim: usize,
     sealed: Vec<Sealed>,
     growing_keys: Vec<u64>,
     growing_vectors: Vec<f32>,
+    growing_codes: Vec<i8>,
+    growing_scales: Vec<f32>,
     deleted: KeySet,
     live: usize,
 }
@@ -284,6 +375,8 @@ impl Collection {
             sealed: Vec::new(),
             growing_keys: Vec::new(),
             growing_vectors: Vec::new(),
+            growing_codes: Vec::new(),
+            growing_scales: Vec::new(),
             deleted: KeySet::new(),
             live: 0,
         }
@@ -361,6 +454,11 @@ impl Collection {
         self.check_insert(key, vector, None)?;
         self.growing_keys.push(key);
         self.growing_vectors.extend_from_slice(vector);
+        let start = self.growing_codes.len();
+        self.growing_codes.resize(start + self.dim, 0);
+        let codes = self.growing_codes.get_mut(start..).unwrap_or(&mut []);
+        self.growing_scales
+            .push(quantize::encode_into(vector, codes));
         self.live += 1;
         Ok(())
     }
@@ -447,6 +545,13 @@ impl Collection {
         ))
     }
 
+    fn clear_growing(&mut self) {
+        self.growing_keys.clear();
+        self.growing_vectors.clear();
+        self.growing_codes.clear();
+        self.growing_scales.clear();
+    }
+
     /// Replaces the growing rows with `segment`, which must hold exactly the live growing rows
     /// (the bytes of `encode_growing`, written and reopened).
     ///
@@ -469,8 +574,7 @@ impl Collection {
         for k in &self.growing_keys {
             self.deleted.remove(*k);
         }
-        self.growing_keys.clear();
-        self.growing_vectors.clear();
+        self.clear_growing();
         self.sealed.push(Sealed::Flat(segment));
         Ok(())
     }
@@ -540,8 +644,7 @@ impl Collection {
         for k in &self.growing_keys {
             self.deleted.remove(*k);
         }
-        self.growing_keys.clear();
-        self.growing_vectors.clear();
+        self.clear_growing();
         true
     }
 
@@ -562,7 +665,12 @@ impl Collection {
                 self.growing_vectors
                     .get(c.start * self.dim..c.end * self.dim)
                     .unwrap_or(&[]),
-                None,
+                Some((
+                    self.growing_codes
+                        .get(c.start * self.dim..c.end * self.dim)
+                        .unwrap_or(&[]),
+                    self.growing_scales.get(c.start..c.end).unwrap_or(&[]),
+                )),
             ),
             Source::Sealed(s) => {
                 let Some(seg) = self.sealed.get(s) else {
@@ -610,32 +718,35 @@ impl Collection {
     }
 
     /// Scans one chunk into the collectors: its i8 codes into `approx` when it has them, else
-    /// its f32 rows into `exact`. Returns how many of its rows pass the filter and the
-    /// tombstones, counted up to `count_to`, and how many rows that count looked at (the probe
-    /// of an IVF segment goes on while it has found too few, and estimates the filter's
-    /// selectivity from the two).
+    /// its f32 rows into `exact`. Returns what the probe of an IVF segment decides on: how many
+    /// of its rows pass the filter and the tombstones, counted up to `count_to`, how many rows
+    /// that count looked at (it goes on while it has found too few, and estimates the filter's
+    /// selectivity from the two), and how many that pass score at or near `min_score`.
     fn scan_i8_into(
         &self,
         c: Chunk,
         query: &[f32],
-        qcodes: &[i8],
+        qcodes: &QueryCodes,
         count_to: usize,
         p: &SearchParams<'_>,
         (approx, exact): (&mut TopK, &mut TopK),
-    ) -> (usize, usize) {
+    ) -> Tally {
         let (keys, _, codes) = self.chunk_rows(c);
         let Some((codes, scales)) = codes else {
             let found = self.scan_f32(c, query, p);
             *exact = std::mem::replace(exact, TopK::new(0)).merge(found);
-            return (0, 0);
+            return Tally::default();
         };
-        let Source::Sealed(segment) = c.source else {
-            return (0, 0);
-        };
+        let mut in_range = 0;
         let unfiltered = p.filter.is_none() && self.deleted.is_empty();
         let mut accepted = if unfiltered { keys.len() } else { 0 };
         let mut examined = accepted;
-        each_dot_i8(qcodes, codes, |row, dot| {
+        each_dot_i8(&qcodes.codes, codes, |row, dot| {
+            #[expect(clippy::cast_precision_loss, reason = "approximate score")]
+            let score = dot as f32 * scales.get(row).copied().unwrap_or(0.0);
+            if score < qcodes.skip_below {
+                return;
+            }
             let Some(&key) = keys.get(row) else { return };
             // Known for the rows counted; evaluated lazily for the rest.
             let mut passes = None;
@@ -645,17 +756,22 @@ impl Collection {
                 examined += 1;
                 passes = Some(ok);
             }
-            #[expect(clippy::cast_precision_loss, reason = "approximate score")]
-            let score = dot as f32 * scales.get(row).copied().unwrap_or(0.0);
-            if score > approx.threshold() && passes.unwrap_or_else(|| self.accepts(key, p.filter)) {
+            if (qcodes.range || score > approx.threshold())
+                && passes.unwrap_or_else(|| self.accepts(key, p.filter))
+            {
+                in_range += usize::from(qcodes.range);
                 // The candidate's place, not its key: the re-rank reads the row directly.
                 approx.push(Neighbour {
-                    key: Place::pack(segment, c.start + row),
+                    key: Place::pack(c.source, c.start + row),
                     score,
                 });
             }
         });
-        (accepted, examined)
+        Tally {
+            accepted,
+            examined,
+            in_range,
+        }
     }
 
     /// Scans `chunks` into the collectors (in parallel when they hold enough rows to pay for
@@ -664,19 +780,20 @@ impl Collection {
         &self,
         chunks: &[Chunk],
         query: &[f32],
-        qcodes: &[i8],
+        qcodes: &QueryCodes,
         p: &SearchParams<'_>,
         found: (&mut TopK, &mut TopK),
         probes: &mut [ListProbe],
     ) {
         let (approx, exact) = found;
         let candidates = approx.capacity();
-        let mut count = |source: Source, (accepted, examined): (usize, usize)| {
+        let mut count = |source: Source, tally: Tally| {
             if let Source::Sealed(i) = source
                 && let Some(probe) = probes.iter_mut().find(|pr| pr.segment == i)
             {
-                probe.accepted += accepted;
-                probe.examined += examined;
+                probe.accepted += tally.accepted;
+                probe.examined += tally.examined;
+                probe.in_range += tally.in_range;
             }
         };
         let rows: usize = chunks.iter().map(|c| c.end - c.start).sum();
@@ -687,7 +804,7 @@ impl Collection {
             }
             return;
         }
-        let scans: Vec<(Source, TopK, TopK, (usize, usize))> = chunks
+        let scans: Vec<(Source, TopK, TopK, Tally)> = chunks
             .par_iter()
             .map(|c| {
                 let (mut a, mut e) = (TopK::new(candidates), TopK::new(p.k));
@@ -707,16 +824,15 @@ impl Collection {
     /// each IVF segment; then the best `candidates` re-ranked exactly.
     fn search_i8(&self, query: &[f32], candidates: usize, p: &SearchParams<'_>) -> Vec<Neighbour> {
         let candidates = candidates.max(p.k);
-        let (qcodes, _) = quantize::encode(query);
+        let qcodes = QueryCodes::new(query, p);
         let mut chunks = Vec::new();
         let mut probes = Vec::new();
         for (i, s) in self.sealed.iter().enumerate() {
             match s.as_ivf() {
                 None => push_chunks(&mut chunks, Source::Sealed(i), 0..s.len()),
                 Some(ivf) => {
-                    let first = p.probe.lists(ivf);
-                    let probe = ListProbe::new(i, ivf, query, first);
-                    for &l in probe.order.get(..first).unwrap_or(&[]) {
+                    let probe = ListProbe::new(i, ivf, query, p.probe);
+                    for &l in probe.order.get(..probe.probed).unwrap_or(&[]) {
                         push_chunks(&mut chunks, Source::Sealed(i), ivf.list_rows(l as usize));
                     }
                     probes.push(probe);
@@ -756,11 +872,12 @@ impl Collection {
         }
         let mut top = exact;
         for n in approx.into_sorted() {
-            let (segment, row) = Place::unpack(n.key);
-            let Some(seg) = self.sealed.get(segment) else {
-                continue;
+            let (source, row) = Place::unpack(n.key);
+            let key = match source {
+                Source::Growing => self.growing_keys.get(row),
+                Source::Sealed(s) => self.sealed.get(s).and_then(|seg| seg.keys().get(row)),
             };
-            if let (Some(&key), Some(v)) = (seg.keys().get(row), seg.vector(row)) {
+            if let (Some(&key), Some(v)) = (key, self.row_vector((source, row))) {
                 each_dot_f32(query, v, |_, score| {
                     if score >= p.min_score {
                         top.push(Neighbour { key, score });
@@ -890,6 +1007,10 @@ mod tests {
                 probed: first,
                 accepted: 0,
                 examined: 0,
+                range: false,
+                deciding: false,
+                in_range: 0,
+                built: first,
             };
             let mut upto = first;
             probe.sort_upto(upto);

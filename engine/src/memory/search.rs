@@ -937,7 +937,7 @@ impl Store {
         )?;
         in_range("limit", req.limit, 1, MAX_PAGE)?;
         match req.probe {
-            Probe::Lists(0) => {
+            Probe::Lists(0) | Probe::Range(0) => {
                 return Err(EngineError::Invalid {
                     field: "nprobe",
                     reason: "must be at least 1".into(),

@@ -311,6 +311,7 @@ fn index_options_and_probes_are_checked() {
     let q = SearchRequest::by_vector(vec![1.0; DIM]);
     for bad in [
         Probe::Lists(0),
+        Probe::Range(0),
         Probe::Recall(0.0),
         Probe::Recall(1.5),
         Probe::Recall(f32::NAN),

@@ -196,6 +196,74 @@ fn a_selective_filter_still_gets_k_hits_from_a_probe_of_one_list() {
 }
 
 #[test]
+fn a_range_probe_finds_the_rows_in_range_and_only_them() {
+    let seed = seed("ivf_range", 13);
+    let (n, dim, floor) = (20_000, 32, 0.9f32);
+    let data = hard_data(n, dim, seed);
+    let keys: Vec<u64> = (1..=n as u64).collect();
+    let mut c = Collection::new(dim);
+    c.push_sealed(ivf(&keys, &data, dim, &IvfParams::new(seed)))
+        .unwrap();
+    let rows: Vec<(u64, Vec<f32>)> = data
+        .chunks_exact(dim)
+        .zip(&keys)
+        .map(|(v, k)| (*k, v.to_vec()))
+        .collect();
+    let mut rng = SeededRng::new(seed ^ 0x7A4E);
+    let range = |probe| SearchParams {
+        min_score: floor,
+        ..i8_probe(50, probe)
+    };
+    let (mut in_range, mut found, mut found_built) = (0, 0, 0);
+    // Near copies of stored rows (what dedup looks for), then random directions (nothing in
+    // range: the probe stops after its first lists and answers nothing).
+    for i in 0..400 {
+        let q: Vec<f32> = if i < 200 {
+            let row = &rows[rng.below(n as u64) as usize].1;
+            let noisy: Vec<f32> = row.iter().map(|x| x + 0.05 * rng.gaussian()).collect();
+            let norm = noisy.iter().map(|x| x * x).sum::<f32>().sqrt();
+            noisy.iter().map(|x| x / norm).collect()
+        } else {
+            rng.unit_vector(dim)
+        };
+        let truth: Vec<u64> = brute(&rows, &q, 50, &|_| true)
+            .into_iter()
+            .filter(|(_, score)| *score >= floor)
+            .map(|(k, _)| k)
+            .collect();
+        in_range += truth.len();
+        // 16 first lists, as store-time dedup reads (`engine/src/memory/space.rs`).
+        let got = c.search(&q, &range(Probe::Range(16))).unwrap();
+        for h in &got {
+            let exact = kernels::dot(&q, &rows[(h.key - 1) as usize].1).unwrap();
+            assert_eq!(h.score, exact, "query {i}: scores are exact");
+            assert!(
+                h.score >= floor,
+                "query {i}: {} is below the floor",
+                h.score
+            );
+        }
+        found += got.iter().filter(|h| truth.contains(&h.key)).count();
+        let built = c.search(&q, &range(Probe::Built)).unwrap();
+        found_built += built.iter().filter(|h| truth.contains(&h.key)).count();
+        if truth.is_empty() {
+            assert!(got.is_empty(), "query {i}: nothing is in range");
+        }
+    }
+    let recall = found as f64 / in_range as f64;
+    let recall_built = found_built as f64 / in_range as f64;
+    eprintln!(
+        "range probe: {in_range} rows in range, recall {recall:.4} (built nprobe {recall_built:.4})"
+    );
+    assert!(in_range >= 200, "the near copies have rows in range");
+    assert!(recall >= 0.98, "recall of the rows in range {recall}");
+    assert!(
+        recall >= recall_built - 0.01,
+        "{recall} against the built nprobe's {recall_built}"
+    );
+}
+
+#[test]
 fn replacing_a_run_keeps_every_live_key_and_refuses_a_wrong_segment() {
     let dim = 8;
     let data = hard_data(900, dim, 2);

@@ -80,8 +80,15 @@ fn i8_scan_recall_at_10_is_at_least_0_99() {
     let seed = seed("i8_scan_recall_at_10_is_at_least_0_99", 42);
     let (n, dim, queries) = (20_000, 384, 100);
     let vectors = clustered(n, dim, 50, 0.5, seed);
-    let c = build(&vectors, dim, 8192);
     let qs = clustered(queries, dim, 50, 0.5, seed + 1);
+    // Sealed segments with growing rows after them, then every row growing: both scan codes.
+    for seal in [8192, n + 1] {
+        i8_recall_is_at_least_0_99(&build(&vectors, dim, seal), &vectors, &qs, seal);
+    }
+}
+
+fn i8_recall_is_at_least_0_99(c: &Collection, vectors: &[f32], qs: &[f32], seal: usize) {
+    let (n, dim, queries) = (vectors.len() / 384, 384, qs.len() / 384);
     let mut hit = 0;
     for q in qs.chunks_exact(dim) {
         let exact: Vec<u64> = c
@@ -107,7 +114,7 @@ fn i8_scan_recall_at_10_is_at_least_0_99() {
     }
     let recall = hit as f64 / (queries * 10) as f64;
     eprintln!(
-        "i8 + re-rank recall@10 over {n} clustered 384-d vectors, {queries} queries: {recall:.4}"
+        "i8 + re-rank recall@10 over {n} clustered 384-d vectors (sealed in {seal}s), {queries} queries: {recall:.4}"
     );
     assert!(recall >= 0.99, "recall@10 {recall}");
 }
