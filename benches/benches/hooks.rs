@@ -15,7 +15,7 @@ use amberdb::{
     HookConfig, HookOverrides, NewMemory, Outcome, Store, StoreOptions, StoreRequest, SyncPolicy,
     WriteHook,
 };
-use amberdb_benches::{BENCH_WORDS, bench_data_dir, bench_texts, minilm};
+use amberdb_benches::{BENCH_WORDS, bench_data_dir, bench_notes, minilm};
 use amberdb_embed::Embedder;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,27 +36,6 @@ fn tag(i: usize) -> String {
         BENCH_WORDS[(i / w) % w],
         BENCH_WORDS[(i / w / w + 1) % w]
     )
-}
-
-/// A memory's text: four words of the bench vocabulary and eight made-up ones (letters only),
-/// so two notes share little: the common case of a store, with no near duplicate (dedup still
-/// scans). `dedup_candidates` in the results says how often one was found all the same.
-fn notes(count: usize, seed: u64) -> Vec<String> {
-    bench_texts(count, 4, seed)
-        .into_iter()
-        .enumerate()
-        .map(|(i, t)| {
-            let made_up: Vec<String> = (0..8u64)
-                .map(|j| {
-                    let h = (seed ^ ((i as u64) << 8) ^ j).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-                    (0..6)
-                        .map(|k| char::from(b'a' + ((h >> (40 + 4 * k)) & 15) as u8))
-                        .collect::<String>()
-                })
-                .collect();
-            format!("{t} {}", made_up.join(" "))
-        })
-        .collect()
 }
 
 /// A spelling of `tag(i)` that is not itself canonical but has the same embedding form, so
@@ -84,7 +63,7 @@ fn store_of(n: usize, tags: usize) -> (tempfile::TempDir, Store) {
             ..HookConfig::none()
         };
         let store = Store::open(&dir, options().hooks(fill)).expect("open");
-        let texts = notes(n, 0x000B_EEF0 + n as u64);
+        let texts = bench_notes(n, 0x000B_EEF0 + n as u64);
         let per = tags.div_ceil(n).clamp(1, 10);
         let batch: Vec<NewMemory> = texts
             .iter()
@@ -167,7 +146,7 @@ fn hooks(c: &mut Criterion) {
     g.sample_size(20)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(3));
-    let texts = notes(512, 0x0057_0E11);
+    let texts = bench_notes(512, 0x0057_0E11);
     for n in SIZES {
         for tags in TAG_COUNTS {
             let (_copy, store) = store_of(n, tags);
@@ -203,7 +182,7 @@ fn hooks_minilm(c: &mut Criterion) {
         .sync(SyncPolicy::None)
         .memory_limit(10_000_000);
     let store = Store::open(dir.path(), options).expect("open");
-    let fill: Vec<NewMemory> = notes(1_000, 0x000B_EEF1)
+    let fill: Vec<NewMemory> = bench_notes(1_000, 0x000B_EEF1)
         .into_iter()
         .enumerate()
         .map(|(i, t)| NewMemory::new(t).tags([tag(i % 10)]))
@@ -211,7 +190,7 @@ fn hooks_minilm(c: &mut Criterion) {
     for r in store.store_batch(fill).expect("fill") {
         r.expect("stored");
     }
-    let texts = notes(512, 0x0057_0E12);
+    let texts = bench_notes(512, 0x0057_0E12);
     for on in [true, false] {
         g.bench_function(if on { "on" } else { "off" }, |b| {
             b.iter_custom(|iters| timed_stores(&store, &texts, 10, on, iters));

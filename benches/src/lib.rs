@@ -202,6 +202,28 @@ pub fn bench_texts(count: usize, words: usize, seed: u64) -> Vec<String> {
         .collect()
 }
 
+/// `count` seeded notes, as a store's memories: four words of the bench vocabulary and eight
+/// made-up ones (letters only), so two notes share little: the common case of a store, with no
+/// near duplicate (dedup still scans).
+#[must_use]
+pub fn bench_notes(count: usize, seed: u64) -> Vec<String> {
+    bench_texts(count, 4, seed)
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let made_up: Vec<String> = (0..8u64)
+                .map(|j| {
+                    let h = (seed ^ ((i as u64) << 8) ^ j).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                    (0..6)
+                        .map(|k| char::from(b'a' + ((h >> (40 + 4 * k)) & 15) as u8))
+                        .collect::<String>()
+                })
+                .collect();
+            format!("{t} {}", made_up.join(" "))
+        })
+        .collect()
+}
+
 /// MiniLM from the default model directory with `intra_threads`, or a panic that says to run
 /// `scripts/fetch-model`.
 ///

@@ -11,6 +11,11 @@
 //!                             threads, filtered search at 0.1 / 1 / 10 / 50 % selectivity;
 //!                             writes amberdb-N.json for `benches/ivf/peers.py` and prints
 //!                             the tables
+//! realtext range DIR N [Q]    store-time dedup's range query (every row at or above a
+//!                             similarity, at most 50) on the first N passages: for each
+//!                             floor, the rows in range brute force finds, and the share of
+//!                             them and the queries/s of an IVF probe by `Probe::Range` from
+//!                             1 to 32 lists and by the built nprobe
 //! ```
 //!
 //! Usage: `cargo run --release -p amberdb-benches --bin realtext -- bench target/real-text 100000`
@@ -43,7 +48,14 @@ fn main() -> anyhow::Result<()> {
             let q: usize = args.get(4).map_or(Ok(1_000), |s| s.parse())?;
             bench(&dir, n, q)
         }
-        _ => anyhow::bail!("usage: realtext embed DIR | realtext bench DIR N [QUERIES]"),
+        Some("range") => {
+            let n: usize = args.get(3).map_or(Ok(100_000), |s| s.parse())?;
+            let q: usize = args.get(4).map_or(Ok(1_000), |s| s.parse())?;
+            range(&dir, n, q)
+        }
+        _ => anyhow::bail!(
+            "usage: realtext embed DIR | realtext bench DIR N [QUERIES] | realtext range DIR N [QUERIES]"
+        ),
     }
 }
 
@@ -363,5 +375,75 @@ fn bench(dir: &Path, n: usize, q: usize) -> anyhow::Result<()> {
     let path = dir.join(format!("amberdb-{n}.json"));
     std::fs::write(&path, serde_json::to_string_pretty(&out)?)?;
     println!("\nwrote {}", path.display());
+    Ok(())
+}
+
+/// Dedup's range query on real text: recall of the rows in range, and speed, per probe rule.
+fn range(dir: &Path, n: usize, q: usize) -> anyhow::Result<()> {
+    const LIMIT: usize = 50;
+    let rows = read_rows(&dir.join("passages.f32"), n)?;
+    let queries = read_rows(&dir.join("queries.f32"), q)?;
+    let flat = flat_collection(&rows)?;
+    let keys: Vec<u64> = (1..=n as u64).collect();
+    let built = pool(2).install(|| build(&keys, &rows, DIM, &IvfParams::new(7)))?;
+    let mut ivf = Collection::new(DIM);
+    ivf.push_sealed(IvfSegment::open(
+        "ivf",
+        SealedBytes::copy_from(&built.bytes),
+    )?)?;
+    println!(
+        "{n} passages, {q} queries; IVF nlist {}, built nprobe {} (recall@10 {:.3})\n",
+        built.nlist, built.nprobe, built.built_recall
+    );
+    println!(
+        "| floor | queries with a row in range | rows in range | probe | recall of the rows in range | queries/s (1 thread) |\n|---|---|---|---|---|---|"
+    );
+    for floor in [0.65f32, 0.8, 0.9] {
+        let exact = SearchParams {
+            min_score: floor,
+            ..SearchParams::top(LIMIT)
+        };
+        let truth: Vec<Vec<u64>> = pool(2).install(|| {
+            use rayon::prelude::*;
+            queries
+                .par_chunks_exact(DIM)
+                .map(|v| keys_of(flat.search(v, &exact).unwrap_or_default()))
+                .collect()
+        });
+        let with = truth.iter().filter(|t| !t.is_empty()).count();
+        let total: usize = truth.iter().map(Vec::len).sum();
+        let probes = [1, 2, 4, 8, 16, 32]
+            .map(Probe::Range)
+            .into_iter()
+            .chain([Probe::Built]);
+        for probe in probes {
+            let params = SearchParams {
+                min_score: floor,
+                scan: Scan::i8_for(LIMIT),
+                probe,
+                ..SearchParams::top(LIMIT)
+            };
+            let (qps, _) = run(1, &queries, &truth, &|v| {
+                keys_of(ivf.search(v, &params).unwrap_or_default())
+            });
+            let found: usize = queries
+                .chunks_exact(DIM)
+                .zip(&truth)
+                .map(|(v, t)| {
+                    keys_of(ivf.search(v, &params).unwrap_or_default())
+                        .iter()
+                        .filter(|k| t.contains(k))
+                        .count()
+                })
+                .sum();
+            #[expect(clippy::cast_precision_loss, reason = "a ratio of counts")]
+            let recall = if total == 0 {
+                1.0
+            } else {
+                found as f64 / total as f64
+            };
+            println!("| {floor} | {with} | {total} | {probe:?} | {recall:.4} | {qps:.0} |");
+        }
+    }
     Ok(())
 }
