@@ -15,7 +15,7 @@ use amberdb::{
     HookConfig, HookOverrides, NewMemory, Outcome, Store, StoreOptions, StoreRequest, SyncPolicy,
     WriteHook,
 };
-use amberdb_benches::{BENCH_WORDS, bench_data_dir, bench_notes, minilm};
+use amberdb_benches::{BENCH_WORDS, bench_data_dir, bench_notes, copy_of_store, minilm};
 use amberdb_embed::Embedder;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -82,13 +82,7 @@ fn store_of(n: usize, tags: usize) -> (tempfile::TempDir, Store) {
         store.close().expect("close");
         std::fs::write(dir.join("BUILT"), b"").expect("mark");
     }
-    let copy = tempfile::tempdir_in(bench_data_dir()).expect("tempdir");
-    for entry in std::fs::read_dir(&dir).expect("list") {
-        let entry = entry.expect("entry");
-        if entry.file_name() != "LOCK" {
-            std::fs::copy(entry.path(), copy.path().join(entry.file_name())).expect("copy");
-        }
-    }
+    let copy = copy_of_store(&dir);
     let store = Store::open(copy.path(), options()).expect("reopen");
     (copy, store)
 }

@@ -19,7 +19,7 @@ use amberdb::{
     Category, Fusion, HookConfig, Mode, NewMemory, SearchRequest, Store, StoreOptions, Strategy,
     SyncPolicy,
 };
-use amberdb_benches::{BENCH_WORDS, DIM, bench_data_dir, minilm, store_built_once, vectors};
+use amberdb_benches::{BENCH_WORDS, DIM, copy_of_store, minilm, store_built_once, vectors};
 use amberdb_embed::{EmbedError, Embedder};
 use std::collections::HashMap;
 use std::io::Write;
@@ -196,13 +196,7 @@ fn main() {
             // Uncached: the warm-up pass must not answer the timed pass's model calls.
             let model = included.then(|| Arc::new(minilm(2)) as Arc<dyn Embedder>);
             // A fresh copy per pass: access counting writes to the store.
-            let copy = tempfile::tempdir_in(bench_data_dir()).expect("tempdir");
-            for entry in std::fs::read_dir(&dir).expect("list") {
-                let entry = entry.expect("entry");
-                if entry.file_name() != "LOCK" {
-                    std::fs::copy(entry.path(), copy.path().join(entry.file_name())).expect("copy");
-                }
-            }
+            let copy = copy_of_store(&dir);
             let store = Store::open(copy.path(), options(table.clone(), model)).expect("open");
             for (name, make) in &configs {
                 let mut results = 0;

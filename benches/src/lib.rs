@@ -66,6 +66,23 @@ pub fn store_built_once(name: &str, options: StoreOptions, fill: impl FnOnce(&St
     dir
 }
 
+/// A fresh copy of the store in `dir` (every file but its lock) in a temporary directory under
+/// `bench_data_dir`: a run that writes starts from the same bytes whatever earlier runs did.
+///
+/// # Panics
+/// On any I/O error.
+#[must_use]
+pub fn copy_of_store(dir: &Path) -> tempfile::TempDir {
+    let copy = tempfile::tempdir_in(bench_data_dir()).expect("tempdir");
+    for entry in std::fs::read_dir(dir).expect("list") {
+        let entry = entry.expect("entry");
+        if entry.file_name() != "LOCK" {
+            std::fs::copy(entry.path(), copy.path().join(entry.file_name())).expect("copy");
+        }
+    }
+    copy
+}
+
 /// Builds (once) a store of `n` memories with a checkpoint covering all of them, and returns
 /// its directory. Uses `SyncPolicy::None` and synthetic vectors: the bench measures opening.
 ///

@@ -22,7 +22,7 @@
 use amberdb::{
     HookConfig, IndexOptions, NewMemory, Outcome, Store, StoreOptions, SyncPolicy, WriteHook,
 };
-use amberdb_benches::{bench_data_dir, bench_notes, store_built_once};
+use amberdb_benches::{bench_notes, copy_of_store, store_built_once};
 use std::time::{Duration, Instant};
 
 const USER: &str = "u";
@@ -70,14 +70,7 @@ fn copy_of(n: usize) -> tempfile::TempDir {
             }
         },
     );
-    let copy = tempfile::tempdir_in(bench_data_dir()).expect("tempdir");
-    for entry in std::fs::read_dir(&built).expect("list") {
-        let entry = entry.expect("entry");
-        if entry.file_name() != "LOCK" {
-            std::fs::copy(entry.path(), copy.path().join(entry.file_name())).expect("copy");
-        }
-    }
-    copy
+    copy_of_store(&built)
 }
 
 fn ms(d: Duration) -> f64 {
