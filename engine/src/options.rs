@@ -32,6 +32,10 @@ pub struct StoreOptions {
     pub clock: Clock,
     /// When and how IVF segments are built (`docs/ivf.md`).
     pub index: IndexOptions,
+    /// Whether due checkpoints run on the store's maintenance thread (default true) or after
+    /// the write that finds one due (false: deterministic, no thread; `docs/durability.md`,
+    /// "Maintenance").
+    pub maintenance_thread: bool,
 }
 
 /// When and how IVF segments are built (`docs/ivf.md`, "When a build runs").
@@ -91,6 +95,7 @@ impl std::fmt::Debug for StoreOptions {
             .field("vector_codes", &self.vector_codes)
             .field("hooks", &self.hooks)
             .field("index", &self.index)
+            .field("maintenance_thread", &self.maintenance_thread)
             .finish()
     }
 }
@@ -113,6 +118,7 @@ impl StoreOptions {
             hooks: HookConfig::default(),
             clock: Arc::new(Timestamp::now),
             index: IndexOptions::default(),
+            maintenance_thread: true,
         }
     }
 
@@ -174,6 +180,14 @@ impl StoreOptions {
     #[must_use]
     pub fn seal_rows(mut self, rows: usize) -> StoreOptions {
         self.seal_rows = rows;
+        self
+    }
+
+    /// Runs due checkpoints on the maintenance thread (true, the default) or after the write
+    /// that finds one due (false).
+    #[must_use]
+    pub fn maintenance_thread(mut self, on: bool) -> StoreOptions {
+        self.maintenance_thread = on;
         self
     }
 }

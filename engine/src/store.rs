@@ -9,6 +9,7 @@ use crate::kernel::commit::PoisonCause;
 use crate::kernel::db::{Db, DbConfig, IndexBuild, NextIds, PendingDurable};
 use crate::kernel::error::{EngineError, Result};
 use crate::kernel::log::Op;
+use crate::kernel::maintenance::MaintenanceCounters;
 use crate::kernel::record::{self, Category, DEFAULT_USER, Kind, Memory, MemoryId, Timestamp};
 use crate::kernel::recovery::OpenReport;
 use crate::kernel::state::State;
@@ -53,6 +54,8 @@ pub struct Stats {
     pub memory_limit: usize,
     /// The IVF index: its segments and its builds.
     pub index: IndexStats,
+    /// Checkpoints and retention (`docs/durability.md`, "Maintenance").
+    pub maintenance: MaintenanceCounters,
 }
 
 /// The IVF index in STATS (`docs/ivf.md`).
@@ -95,10 +98,11 @@ pub(crate) struct Inner {
 }
 
 impl Drop for Inner {
-    /// The last handle is gone: a running index build stops (it changes nothing then) and its
-    /// thread is joined, so the store's lock is released when this returns.
+    /// The last handle is gone: the maintenance thread finishes what it is doing and stops, a
+    /// running index build stops (it changes nothing then), and both threads are joined, so
+    /// the store's lock is released when this returns.
     fn drop(&mut self) {
-        self.db.stop_indexing();
+        self.db.stop_background();
     }
 }
 
@@ -141,6 +145,7 @@ impl Store {
             sync: options.sync,
             seal_rows: options.seal_rows,
             checkpoint_bytes: options.checkpoint_bytes,
+            maintenance_thread: options.maintenance_thread,
             vector_codes: options.vector_codes,
             clock: Arc::clone(&options.clock),
             index: options.index.clone(),
@@ -269,8 +274,9 @@ impl Store {
         self.inner.db.read()
     }
 
-    /// Seals the growing segment and writes a checkpoint (`docs/durability.md` steps C0–C6),
-    /// so that the next open replays only what follows. Blocks writers while it runs.
+    /// Seals the growing segment and writes a checkpoint now (`docs/durability.md` steps
+    /// C0–C6), so that the next open replays only what follows, and removes what retention
+    /// lets go. Writers wait only for its capture and finish, not for its files.
     ///
     /// # Errors
     /// `Poisoned`, or `Io` (which poisons the store).
@@ -407,6 +413,7 @@ impl Store {
             accesses_not_recorded: c.accesses_not_recorded,
             memory_limit: self.inner.options.memory_limit,
             index: index_stats(&state, self.inner.db.index_counters()),
+            maintenance: self.inner.db.maintenance().counters(),
         }
     }
 

@@ -633,6 +633,31 @@ impl Collection {
         Ok(self.sealed.splice(run, [Sealed::Ivf(ivf)]).collect())
     }
 
+    /// Replaces sealed segment `index` by `segment`, which holds the same keys in the same
+    /// order (the file of a segment that was held in memory until it was written). Returns the
+    /// one replaced; nothing changes on error.
+    ///
+    /// # Errors
+    /// `InvalidParameter` for an index out of range, `DimensionMismatch`, or `KeyOrder` when
+    /// the keys differ.
+    pub fn replace_same(&mut self, index: usize, segment: Sealed) -> Result<Sealed> {
+        let old = self
+            .sealed
+            .get_mut(index)
+            .ok_or(IndexError::InvalidParameter("no such sealed segment"))?;
+        if segment.dim() != self.dim {
+            return Err(IndexError::DimensionMismatch {
+                expected: self.dim,
+                got: segment.dim(),
+            });
+        }
+        if old.keys() != segment.keys() {
+            let key = segment.keys().first().copied().unwrap_or(0);
+            return Err(IndexError::KeyOrder { key, last: key });
+        }
+        Ok(std::mem::replace(old, segment))
+    }
+
     /// Drops the growing rows if every one of them is deleted (there is nothing to seal), so
     /// scans stop reading them. Returns whether it did.
     pub fn drop_dead_growing(&mut self) -> bool {

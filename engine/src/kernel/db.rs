@@ -20,7 +20,8 @@ use crate::kernel::error::{EngineError, Result};
 use crate::kernel::log::Op;
 use crate::kernel::log::format::{FRAME_PREFIX, MAX_FRAME_LEN, encode_frame};
 use crate::kernel::log::writer::LogWriter;
-use crate::kernel::record::{MemoryId, Timestamp};
+use crate::kernel::maintenance::{CheckpointRun, Maintenance, Removed};
+use crate::kernel::record::{Memory, MemoryId, Timestamp};
 use crate::kernel::recovery::{self, OpenReport, Retained};
 use crate::kernel::segment_file::{self, SegmentEntry, SegmentKind};
 use crate::kernel::state::State;
@@ -85,6 +86,8 @@ pub(crate) struct DbConfig {
     pub(crate) vector_codes: bool,
     pub(crate) clock: Clock,
     pub(crate) index: crate::options::IndexOptions,
+    /// Checkpoints run on the maintenance thread (else after the write that finds one due).
+    pub(crate) maintenance_thread: bool,
 }
 
 /// The ids the operation being prepared may assign: `nth(0)` is the next free one.
@@ -94,6 +97,47 @@ impl NextIds {
     /// The `i`-th free id, counting from 0.
     pub(crate) fn nth(&self, i: u64) -> MemoryId {
         MemoryId(self.0 + i)
+    }
+}
+
+/// A sealed segment held in memory until a checkpoint writes its file (C1, C3).
+#[derive(Clone)]
+struct Unwritten {
+    entry: SegmentEntry,
+    segment: amberdb_index::FlatSegment,
+}
+
+/// What a checkpoint's capture took under the writer mutex, for C3–C4 to write with no lock
+/// held (`docs/durability.md`, "Checkpoint").
+struct Capture {
+    seq: u64,
+    /// The checkpoint file at `seq` exists and is replaced (B3).
+    rewrite: bool,
+    next_id: u64,
+    segments: Vec<SegmentEntry>,
+    segments_version: u64,
+    unwritten: Vec<Unwritten>,
+    /// The archive, entities, canonical tags and snapshots, as operations.
+    aux: Vec<Op>,
+    /// The live records, shared with the table (copy-on-write).
+    records: Vec<Arc<Memory>>,
+    /// `log_bytes_since_checkpoint` when captured.
+    log_bytes: u64,
+}
+
+fn internal(context: &'static str, e: impl std::fmt::Display) -> EngineError {
+    EngineError::Internal {
+        context,
+        reason: e.to_string(),
+    }
+}
+
+/// An I/O failure writing `path`: `DiskFull` for a full disk or quota.
+fn io_error(path: PathBuf, source: std::io::Error) -> EngineError {
+    if is_disk_full(&source) {
+        EngineError::DiskFull { path, source }
+    } else {
+        EngineError::Io { path, source }
     }
 }
 
@@ -108,9 +152,14 @@ pub(crate) struct Writer {
     checkpoints: Vec<Retained>,
     /// The sealed segments, in key order (the collection's order).
     segments: Vec<SegmentEntry>,
-    /// An index build changed `segments` since the last checkpoint: the next one is written
-    /// even at the same sequence number (`docs/durability.md`, B3).
-    segments_changed: bool,
+    /// Bumped at every change of `segments`; a checkpoint is written even at the same sequence
+    /// number while it differs from `segments_checkpointed` (`docs/durability.md`, B3).
+    segments_version: u64,
+    /// `segments_version` as the newest checkpoint wrote it.
+    segments_checkpointed: u64,
+    /// Sealed segments held in memory whose files no checkpoint has written yet (C1), newest
+    /// last: always the tail of `segments`.
+    unwritten: Vec<Unwritten>,
     /// Segments an index build replaced whose files are still on disk (B4).
     replaced: Vec<SegmentEntry>,
     /// Automatic checkpoints wait until then after one failed for a full disk.
@@ -219,6 +268,9 @@ pub(crate) struct Db {
     accesses_not_recorded: AtomicU64,
     report: OpenReport,
     indexing: Indexing,
+    /// One checkpoint at a time; taken before the writer mutex.
+    checkpointing: Mutex<()>,
+    maintenance: Maintenance,
     /// This database, for the background threads it starts (they hold it weakly).
     me: Weak<Db>,
     _lock: Box<dyn StorageLock>,
@@ -232,6 +284,8 @@ impl Db {
         let db = Arc::new_cyclic(|me| Db {
             me: me.clone(),
             indexing: Indexing::default(),
+            checkpointing: Mutex::new(()),
+            maintenance: Maintenance::default(),
             dir: dir.to_path_buf(),
             dim: embedder.dim(),
             checkpoint_seq: AtomicU64::new(r.checkpoint_seq),
@@ -244,7 +298,9 @@ impl Db {
                 checkpoint_seq: r.checkpoint_seq,
                 checkpoints: r.checkpoints,
                 segments: r.segments,
-                segments_changed: false,
+                segments_version: 0,
+                segments_checkpointed: 0,
+                unwritten: Vec::new(),
                 replaced: r.replaced,
                 checkpoint_paused_until: None,
             }),
@@ -264,10 +320,33 @@ impl Db {
                 .spawn(move || batch_sync_loop(&weak, interval))
                 .map_err(EngineError::io(&db.dir))?;
         }
+        if db.config.maintenance_thread {
+            db.maintenance
+                .start(Arc::downgrade(&db))
+                .map_err(EngineError::io(&db.dir))?;
+        }
         // A store that already holds enough flat rows (opened after a crash mid-build, or
         // made before IVF segments existed) indexes them now.
         db.start_background_build();
         Ok(db)
+    }
+
+    /// The maintenance thread's handle and counters.
+    pub(crate) fn maintenance(&self) -> &Maintenance {
+        &self.maintenance
+    }
+
+    /// What the maintenance thread runs when woken: a checkpoint if one is due.
+    pub(crate) fn run_due_maintenance(&self) {
+        if !self.commit.is_poisoned() {
+            self.checkpoint_if_due();
+        }
+    }
+
+    /// Stops the background work (maintenance, index builds) and waits for it (at close).
+    pub(crate) fn stop_background(&self) {
+        self.maintenance.stop();
+        self.stop_indexing();
     }
 
     /// The state, for reading. Held briefly: a writer's apply waits for it.
@@ -364,12 +443,12 @@ impl Db {
                 self.commit.wait_durable(seq)?;
             }
         }
-        // step 7: acknowledged. Housekeeping may follow (never in `touch`: a reader counting an
-        // access never pays for a checkpoint). Its failure is not this write's (the write is
-        // durable): it poisons the store or, for a full disk, pauses checkpoints, and is
-        // logged; the reply stays the write's own.
+        // step 7: acknowledged. A due checkpoint is the maintenance thread's (never a reader's:
+        // `touch` does not get here). Without the thread it runs here, after the write; its
+        // failure is not this write's (the write is durable) and is logged, the reply stays
+        // the write's own.
         if checkpoint_due {
-            self.checkpoint_if_due();
+            self.checkpoint_found_due();
         }
         Ok(value)
     }
@@ -492,14 +571,25 @@ impl Db {
 
     fn checkpoint_due(&self, w: &Writer) -> bool {
         (w.log_bytes_since_checkpoint >= self.config.checkpoint_bytes
+            || !w.unwritten.is_empty()
             || self.state.read().vectors.growing_len() >= self.config.seal_rows)
             && w.checkpoint_paused_until
                 .is_none_or(|t| Instant::now() >= t)
     }
 
+    /// Step 7: a checkpoint is due. The maintenance thread runs it, or this thread, after the
+    /// write it follows, when the store has none (`docs/durability.md`, "Maintenance").
+    fn checkpoint_found_due(&self) {
+        if self.config.maintenance_thread {
+            self.maintenance.wake();
+        } else {
+            self.checkpoint_if_due();
+        }
+    }
+
     /// Checkpoints if the thresholds are still crossed once the writer lock is held again
-    /// (another writer may have checkpointed in between). A failure is logged, not returned:
-    /// the write that found the checkpoint due was already acknowledged.
+    /// (another writer may have checkpointed in between). A failure is logged and counted, not
+    /// returned: no client asked for this checkpoint.
     fn checkpoint_if_due(&self) {
         if let Err(e) = self.checkpoint_under_lock(true) {
             tracing::error!(error = %e, "automatic checkpoint failed");
@@ -507,57 +597,104 @@ impl Db {
     }
 
     /// Seals the growing segment and writes a checkpoint (`docs/durability.md` steps C0–C6),
-    /// so that the next open replays only what follows. Blocks writers while it runs.
+    /// so that the next open replays only what follows. Writers wait only for the capture and
+    /// the finish.
     pub(crate) fn checkpoint(&self) -> Result<()> {
         self.checkpoint_under_lock(false)
     }
 
-    /// Takes the writer lock and checkpoints (only if still due, when `only_if_due`). A failure
-    /// before the commit point for a full disk removes what it wrote and pauses automatic
-    /// checkpoints (`DiskFull`; the log still holds everything). Any other failure poisons
-    /// the store.
+    /// Takes the checkpoint mutex and checkpoints, then starts an index build if rows were
+    /// sealed. `only_if_due`: only if still due once the writer lock is held, and not at all
+    /// while another checkpoint runs (the next write or wake-up looks again).
     fn checkpoint_under_lock(&self, only_if_due: bool) -> Result<()> {
-        let (result, sealed_more) = {
-            let mut w = self.writer.lock();
-            if only_if_due && !self.checkpoint_due(&w) {
-                return Ok(());
-            }
-            let before = w.segments.len();
-            let result = self.checkpoint_with(&mut w);
-            (result, w.segments.len() > before)
+        let sealed = {
+            let _turn = if only_if_due {
+                match self.checkpointing.try_lock() {
+                    Some(turn) => turn,
+                    None => return Ok(()),
+                }
+            } else {
+                self.checkpointing.lock()
+            };
+            self.checkpoint_holding(only_if_due)?
         };
-        if sealed_more {
+        if sealed {
             self.start_background_build();
         }
-        result
+        Ok(())
     }
 
-    /// Checkpoints under the held writer lock, turning a failure into a pause (full disk) or
-    /// poison (anything else).
-    fn checkpoint_with(&self, w: &mut Writer) -> Result<()> {
-        self.drain_touches(w);
-        self.commit.check()?;
-        let result = self.checkpoint_locked(w);
-        match &result {
-            Ok(()) => w.checkpoint_paused_until = None,
-            Err(EngineError::DiskFull { .. }) => {
+    /// C0–C6 with the checkpoint mutex held by the caller: capture under the writer mutex,
+    /// write with no lock a writer needs, finish under the writer mutex. A failure before the
+    /// commit point removes what it wrote; for a full disk it pauses automatic checkpoints
+    /// (`DiskFull`; the log still holds everything), any other failure poisons the store.
+    /// Returns whether rows were sealed.
+    fn checkpoint_holding(&self, only_if_due: bool) -> Result<bool> {
+        let start = Instant::now();
+        let capture = {
+            let mut w = self.writer.lock();
+            if only_if_due && !self.checkpoint_due(&w) {
+                return Ok(false);
+            }
+            self.drain_touches(&mut w);
+            self.commit.check()?;
+            match self.capture(&mut w) {
+                Ok(Some(capture)) => capture,
+                Ok(None) => return Ok(false),
+                Err(e) => return Err(self.checkpoint_failed(&mut w, e)),
+            }
+        };
+        let held = start.elapsed();
+        let mut created = Vec::new();
+        let written = self
+            .write_checkpoint_files(&capture, &mut created)
+            .or_else(|e| {
+                self.undo_checkpoint_files(&created)?;
+                Err(e)
+            });
+        let mut w = self.writer.lock();
+        let finish_start = Instant::now();
+        match written {
+            Ok((mapped, bytes)) => {
+                let removed = self.finish_checkpoint(&mut w, &capture, mapped);
+                self.maintenance.record_checkpoint(CheckpointRun {
+                    seq: capture.seq,
+                    bytes,
+                    sealed_rows: capture.unwritten.iter().map(|u| u.entry.rows).sum(),
+                    seconds: start.elapsed().as_secs_f64(),
+                    writers_waited: (held + finish_start.elapsed()).as_secs_f64(),
+                    removed,
+                });
+                Ok(!capture.unwritten.is_empty())
+            }
+            Err(e) => Err(self.checkpoint_failed(&mut w, e)),
+        }
+    }
+
+    /// A checkpoint failed short of its commit point: a full disk pauses automatic checkpoints,
+    /// anything else poisons the store. Returns the error, counted in STATS.
+    fn checkpoint_failed(&self, w: &mut Writer, e: EngineError) -> EngineError {
+        match &e {
+            EngineError::DiskFull { .. } => {
                 w.checkpoint_paused_until = Some(Instant::now() + CHECKPOINT_RETRY_AFTER_DISK_FULL);
             }
-            Err(EngineError::Poisoned) => {}
-            Err(e) => {
-                let path = match e {
+            EngineError::Poisoned => return e,
+            _ => {
+                let path = match &e {
                     EngineError::Io { path, .. } => path.clone(),
                     _ => self.dir.clone(),
                 };
-                self.commit.poison(PoisonCause::new("checkpoint", &path, e));
+                self.commit
+                    .poison(PoisonCause::new("checkpoint", &path, &e));
             }
         }
-        result
+        self.maintenance.record_failure(&e);
+        e
     }
 
     /// Removes the files a checkpoint wrote before failing short of its commit point
-    /// (`docs/durability.md`, C1–C4), so a full disk does not fill further with orphans and
-    /// appends stay in the old log file, which ends where the next frame continues.
+    /// (`docs/durability.md`, "Checkpoint"), so a full disk does not fill further with orphans
+    /// and appends stay in the old log file, which ends where the next frame continues.
     ///
     /// # Errors
     /// `Io` for a file that exists and could not be removed: the caller poisons the store (a
@@ -583,79 +720,218 @@ impl Db {
             .map_err(EngineError::io(&self.dir))
     }
 
-    fn checkpoint_locked(&self, w: &mut Writer) -> Result<()> {
-        let storage = self.storage();
-        let dir = &self.dir;
+    /// C0–C2 and the snapshot, under the writer mutex. `None`: nothing to checkpoint (nothing
+    /// written and no segment changed since the last one).
+    fn capture(&self, w: &mut Writer) -> Result<Option<Capture>> {
         // C0: everything appended is durable; the checkpoint covers exactly that.
         let seq = self.commit.written();
         self.commit.wait_durable(seq)?;
         // Nothing written since the last checkpoint: only an index build's new segment list
         // is worth a checkpoint, which then replaces the file at the same sequence number (B3).
         let rewrite = seq == w.checkpoint_seq;
-        if rewrite && !w.segments_changed {
-            return Ok(());
+        if rewrite && w.segments_version == w.segments_checkpointed {
+            return Ok(None);
         }
-        // C1–C4: files; a failure before the commit point (C4) removes them again.
-        let mut created = Vec::new();
-        let written = self.write_checkpoint_files(w, seq, rewrite, &mut created);
-        let (segments, sealed, log) = match written {
-            Ok(v) => v,
-            Err(e) => {
-                self.undo_checkpoint_files(&created)?;
-                return Err(e);
-            }
-        };
-        // C5: the sealed segment replaces the growing rows; with nothing live to seal, the
-        // deleted rows are dropped so scans stop reading them. Then append to the new log.
-        match sealed {
-            None => {
-                self.state.write().vectors.drop_dead_growing();
-            }
-            Some(seg) => {
-                self.state
-                    .write()
-                    .vectors
-                    .seal_growing(seg)
-                    .map_err(|e| EngineError::Internal {
-                        context: "replacing the growing rows by their sealed segment",
-                        reason: e.to_string(),
-                    })?
-            }
+        // C1: freeze the growing rows into a segment held in memory until C3 writes it.
+        let (encoded, rows) = self
+            .state
+            .read()
+            .vectors
+            .encode_growing(self.config.vector_codes)
+            .map_err(|e| internal("encoding the growing rows as a segment", e))?;
+        if rows > 0 {
+            let entry = SegmentEntry::flat(w.next_segment_id, rows as u64);
+            // Never reuse the id, even if this checkpoint fails.
+            w.next_segment_id += 1;
+            let bytes = amberdb_index::SealedBytes::copy_from(&encoded);
+            drop(encoded);
+            let segment = amberdb_index::FlatSegment::open(entry.file_name(), bytes)
+                .map_err(|e| internal("reading back the growing rows' segment", e))?;
+            self.state
+                .write()
+                .vectors
+                .seal_growing(segment.clone())
+                .map_err(|e| internal("replacing the growing rows by their segment", e))?;
+            w.segments.push(entry);
+            w.segments_version += 1;
+            w.unwritten.push(Unwritten { entry, segment });
+        } else {
+            // Nothing live to seal: the deleted rows go, so scans stop reading them.
+            self.state.write().vectors.drop_dead_growing();
         }
-        let named = Some(segments.iter().map(|s| s.id).collect());
-        w.segments = segments;
-        w.segments_changed = false;
-        w.checkpoint_seq = seq;
-        self.checkpoint_seq.store(seq, Ordering::Release);
-        match w.checkpoints.last_mut() {
-            Some(last) if last.seq == seq => last.segments = named,
-            _ => w.checkpoints.push(Retained {
-                seq,
-                segments: named,
-            }),
-        }
-        if let Some(log) = log {
-            w.log_bytes_since_checkpoint = 0;
+        // C2: the log file that follows the checkpoint exists before the checkpoint does, so
+        // a checkpoint at S without `wal-<S+1>.log` means a lost log file (R5).
+        if w.log.first_seq != seq + 1 {
+            let path = self
+                .dir
+                .join(crate::kernel::log::writer::file_name(seq + 1));
+            let log = match LogWriter::create(self.storage(), &self.dir, seq + 1) {
+                Ok(log) => log,
+                Err(source) => {
+                    self.undo_checkpoint_files(std::slice::from_ref(&path))?;
+                    return Err(io_error(path, source));
+                }
+            };
             self.commit
                 .set_file(Arc::clone(&log.file), log.path.clone());
             w.log = log;
         }
-        // C6: keep the two newest checkpoints.
-        while w.checkpoints.len() > 2 {
-            let old = w.checkpoints.remove(0);
-            let path = dir.join(ckpt_format::file_name(old.seq));
-            storage.remove(&path).map_err(EngineError::io(&path))?;
+        let state = self.state.read();
+        Ok(Some(Capture {
+            seq,
+            rewrite,
+            next_id: w.next_id,
+            segments: w.segments.clone(),
+            segments_version: w.segments_version,
+            unwritten: w.unwritten.clone(),
+            aux: state.table.aux_ops(self.dim),
+            records: state.table.snapshot(),
+            log_bytes: w.log_bytes_since_checkpoint,
+        }))
+    }
+
+    /// C3–C4 with no lock held: the unwritten segments, then the checkpoint file, each durable;
+    /// the checkpoint's rename is the commit point. Every file it creates is pushed to
+    /// `created` first, for the caller to remove on failure. Returns the written segments,
+    /// mapped, and the checkpoint's size.
+    fn write_checkpoint_files(
+        &self,
+        capture: &Capture,
+        created: &mut Vec<PathBuf>,
+    ) -> Result<(Vec<(u64, amberdb_index::Sealed)>, u64)> {
+        let storage = self.storage();
+        let dir = &self.dir;
+        let mut mapped = Vec::with_capacity(capture.unwritten.len());
+        for u in &capture.unwritten {
+            let name = u.entry.file_name();
+            created.push(dir.join(&name));
+            crate::kernel::storage::write_atomic(storage, dir, &name, u.segment.file_bytes())
+                .map_err(|source| io_error(dir.join(&name), source))?;
+            mapped.push((u.entry.id, segment_file::open(storage, dir, &u.entry)?));
         }
-        self.remove_replaced_segments(w);
-        storage.sync_dir(dir).map_err(EngineError::io(dir))
+        let bytes = ckpt_writer::encode(
+            capture.seq,
+            capture.next_id,
+            &capture.segments,
+            &capture.aux,
+            capture.records.iter().map(|m| &**m),
+        );
+        let name = ckpt_format::file_name(capture.seq);
+        if capture.rewrite {
+            // The file at `seq` stays until the rename replaces it: only the temporary is ours
+            // to remove on failure.
+            created.push(dir.join(format!("{name}.tmp")));
+        } else {
+            created.push(dir.join(&name));
+        }
+        crate::kernel::storage::write_atomic(storage, dir, &name, &bytes)
+            .map_err(|source| io_error(dir.join(&name), source))?;
+        Ok((mapped, bytes.len() as u64))
+    }
+
+    /// C5 and C6 under the writer mutex: the written segments replace their in-memory copies,
+    /// the checkpoint becomes the newest, and retention removes what no retained checkpoint
+    /// needs. Returns the files and bytes removed.
+    fn finish_checkpoint(
+        &self,
+        w: &mut Writer,
+        capture: &Capture,
+        mapped: Vec<(u64, amberdb_index::Sealed)>,
+    ) -> Removed {
+        // C5
+        for (id, file) in mapped {
+            w.unwritten.retain(|u| u.entry.id != id);
+            // Searches go on from the copy in memory if the swap is refused (a bug): the rows
+            // are the same.
+            if let Some(i) = w.segments.iter().position(|s| s.id == id)
+                && let Err(e) = self.state.write().vectors.replace_same(i, file)
+            {
+                tracing::warn!(segment = id, error = %e, "a written segment could not replace its copy in memory");
+            }
+        }
+        w.checkpoint_seq = capture.seq;
+        self.checkpoint_seq.store(capture.seq, Ordering::Release);
+        let named = Some(capture.segments.iter().map(|s| s.id).collect());
+        match w.checkpoints.last_mut() {
+            Some(last) if last.seq == capture.seq => last.segments = named,
+            _ => w.checkpoints.push(Retained {
+                seq: capture.seq,
+                segments: named,
+            }),
+        }
+        w.segments_checkpointed = capture.segments_version;
+        w.log_bytes_since_checkpoint = w
+            .log_bytes_since_checkpoint
+            .saturating_sub(capture.log_bytes);
+        w.checkpoint_paused_until = None;
+        // C6
+        self.retain(w)
+    }
+
+    /// C6, retention (`docs/durability.md`, "Retention"): the two newest checkpoints stay, with
+    /// every segment either names and every log file from the older one on; everything older
+    /// goes. A file that cannot be removed is logged and left for the next checkpoint (or the
+    /// next open): the checkpoint stands.
+    fn retain(&self, w: &mut Writer) -> Removed {
+        let storage = self.storage();
+        let mut removed = Removed::default();
+        let mut remove = |path: &Path| {
+            let len = storage.len(path).unwrap_or(0);
+            match storage.remove(path) {
+                Ok(()) => {
+                    removed.files += 1;
+                    removed.bytes += len;
+                    true
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "retention could not remove a file");
+                    false
+                }
+            }
+        };
+        while w.checkpoints.len() > 2 {
+            let path = self.dir.join(ckpt_format::file_name(w.checkpoints[0].seq));
+            if !remove(&path) {
+                break;
+            }
+            w.checkpoints.remove(0);
+        }
+        if let [older, _] = &w.checkpoints[..] {
+            let mut logs: Vec<u64> = storage
+                .list(&self.dir)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|n| crate::kernel::log::writer::parse_file_name(n))
+                .collect();
+            logs.sort_unstable();
+            // A file goes when the next one starts at or before the frame after the older
+            // checkpoint: it holds only frames both checkpoints cover.
+            for pair in logs.windows(2) {
+                if pair[1] <= older.seq + 1 && pair[0] != w.log.first_seq {
+                    remove(
+                        &self
+                            .dir
+                            .join(crate::kernel::log::writer::file_name(pair[0])),
+                    );
+                }
+            }
+        }
+        removed.files += self.remove_replaced_segments(w, &mut removed.bytes);
+        if let Err(e) = storage.sync_dir(&self.dir) {
+            tracing::warn!(error = %e, "retention could not sync the directory");
+        }
+        self.maintenance.record_removed(removed);
+        removed
     }
 
     /// B4: removes the files of replaced segments that no retained checkpoint names (none,
     /// while a retained checkpoint's list is unknown). One that cannot be removed is kept for
     /// the next checkpoint to retry (or the next open, R4): the checkpoint itself stands.
-    fn remove_replaced_segments(&self, w: &mut Writer) {
+    /// Returns the files removed, adding their bytes to `bytes`.
+    fn remove_replaced_segments(&self, w: &mut Writer, bytes: &mut u64) -> u64 {
         if w.replaced.is_empty() || w.checkpoints.iter().any(|c| c.segments.is_none()) {
-            return;
+            return 0;
         }
         let named: std::collections::HashSet<u64> = w
             .checkpoints
@@ -664,13 +940,19 @@ impl Db {
             .chain(w.segments.iter().map(|s| s.id))
             .collect();
         let storage = self.storage();
+        let mut files = 0;
         w.replaced.retain(|entry| {
             if named.contains(&entry.id) {
                 return true;
             }
             let path = self.dir.join(entry.file_name());
+            let len = storage.len(&path).unwrap_or(0);
             match storage.remove(&path) {
-                Ok(()) => false,
+                Ok(()) => {
+                    files += 1;
+                    *bytes += len;
+                    false
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
                 Err(e) => {
                     tracing::warn!(path = %path.display(), error = %e, "a replaced segment could not be removed");
@@ -678,89 +960,7 @@ impl Db {
                 }
             }
         });
-    }
-
-    /// Steps C1–C4: the sealed segment, the next log file and the checkpoint file, each durable
-    /// (C2 skipped when `rewrite`: the checkpoint at the same sequence number is replaced, and
-    /// the log file after it is the one being appended to). Every file it creates is pushed to
-    /// `created` first, for the caller to remove on failure. A write that fails for a full
-    /// disk is `DiskFull`.
-    fn write_checkpoint_files(
-        &self,
-        w: &mut Writer,
-        seq: u64,
-        rewrite: bool,
-        created: &mut Vec<PathBuf>,
-    ) -> Result<(
-        Vec<SegmentEntry>,
-        Option<amberdb_index::FlatSegment>,
-        Option<LogWriter>,
-    )> {
-        let storage = self.storage();
-        let dir = &self.dir;
-        let io = |path: PathBuf| {
-            move |source: std::io::Error| {
-                if is_disk_full(&source) {
-                    EngineError::DiskFull { path, source }
-                } else {
-                    EngineError::Io { path, source }
-                }
-            }
-        };
-        // C1: seal the growing rows.
-        let (encoded, rows) = self
-            .state
-            .read()
-            .vectors
-            .encode_growing(self.config.vector_codes)
-            .map_err(|e| EngineError::Internal {
-                context: "encoding the growing rows as a segment",
-                reason: e.to_string(),
-            })?;
-        let mut segments = w.segments.clone();
-        let sealed = if rows > 0 {
-            let entry = SegmentEntry::flat(w.next_segment_id, rows as u64);
-            let name = entry.file_name();
-            created.push(dir.join(&name));
-            // Never reuse the id, even if this attempt fails (durability.md, crash points).
-            w.next_segment_id += 1;
-            crate::kernel::storage::write_atomic(storage, dir, &name, &encoded)
-                .map_err(io(dir.join(&name)))?;
-            segments.push(entry);
-            match segment_file::open(storage, dir, &entry)? {
-                amberdb_index::Sealed::Flat(seg) => Some(seg),
-                amberdb_index::Sealed::Ivf(_) => None,
-            }
-        } else {
-            None
-        };
-        drop(encoded);
-        // C2: the log file that follows the checkpoint exists before the checkpoint does, so
-        // a checkpoint at S without `wal-<S+1>.log` means a lost log file (R5).
-        let log = if rewrite {
-            None
-        } else {
-            let log_path = dir.join(crate::kernel::log::writer::file_name(seq + 1));
-            created.push(log_path.clone());
-            Some(LogWriter::create(storage, dir, seq + 1).map_err(io(log_path))?)
-        };
-        // C3–C4: the checkpoint, atomically; the rename is the commit point.
-        let bytes = {
-            let state = self.state.read();
-            let aux = state.table.aux_ops(self.dim);
-            ckpt_writer::encode(seq, w.next_id, &segments, &aux, state.table.iter())
-        };
-        let name = ckpt_format::file_name(seq);
-        if rewrite {
-            // The file at `seq` stays until the rename replaces it: only the temporary is ours
-            // to remove on failure.
-            created.push(dir.join(format!("{name}.tmp")));
-        } else {
-            created.push(dir.join(&name));
-        }
-        crate::kernel::storage::write_atomic(storage, dir, &name, &bytes)
-            .map_err(io(dir.join(&name)))?;
-        Ok((segments, sealed, log))
+        files
     }
 
     /// Starts a background index build if one is due and none is running
@@ -857,7 +1057,9 @@ impl Db {
     /// B1: the run to index, its segments (shared maps) and a new segment id.
     fn plan_build(&self, min_rows: u64) -> Option<BuildPlan> {
         let mut w = self.writer.lock();
-        let run = build_run(&w.segments, min_rows)?;
+        // Only segments on disk: an unwritten one (the tail) has no file a checkpoint names yet.
+        let written = w.segments.len() - w.unwritten.len();
+        let run = build_run(w.segments.get(..written)?, min_rows)?;
         let state = self.state.read();
         let segments = state.vectors.sealed();
         if segments.len() != w.segments.len() {
@@ -951,7 +1153,9 @@ impl Db {
                 reason: "it does not read back as an IVF segment".into(),
             }));
         };
-        // B3: the swap, then a checkpoint that names the new segment.
+        // B3: the swap, then a checkpoint that names the new segment, both under the
+        // checkpoint mutex (taken before the writer mutex, as every checkpoint takes them).
+        let turn = self.checkpointing.lock();
         let mut w = self.writer.lock();
         if let Err(e) = self.commit.check() {
             return Err(discard(e));
@@ -975,14 +1179,16 @@ impl Db {
         }
         w.segments.splice(plan.run, [entry]);
         w.replaced.extend(plan.entries.iter().copied());
-        w.segments_changed = true;
+        w.segments_version += 1;
+        drop(w);
         // The swap has happened: the build stands whatever the checkpoint does. A failed
-        // checkpoint poisons the store or pauses checkpoints as any does (`checkpoint_with`),
-        // and the next one names the new segment; reporting the build failed would say the
-        // store is unchanged when it is not.
-        if let Err(e) = self.checkpoint_with(&mut w) {
+        // checkpoint poisons the store or pauses checkpoints as any does
+        // (`checkpoint_holding`), and the next one names the new segment; reporting the build
+        // failed would say the store is unchanged when it is not.
+        if let Err(e) = self.checkpoint_holding(false) {
             tracing::warn!(error = %e, "the checkpoint after an index build failed; the next one names the segment");
         }
+        drop(turn);
         Ok(IndexBuild {
             segment_id: entry.id,
             rows: entry.rows,
@@ -1245,6 +1451,7 @@ mod tests {
             vector_codes: true,
             clock: Arc::new(Timestamp::now),
             index: crate::options::IndexOptions::default(),
+            maintenance_thread: true,
         };
         let embedder = amberdb_embed::HashingEmbedder::new();
         let db = Db::open(dir.path(), &embedder, config).expect("open");

@@ -25,6 +25,7 @@ pub mod identity;
 pub mod ids;
 pub(crate) mod keyword;
 pub mod log;
+pub mod maintenance;
 pub mod record;
 pub(crate) mod recovery;
 pub mod rule;

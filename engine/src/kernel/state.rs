@@ -12,6 +12,7 @@ use crate::kernel::record::{EntityKind, MemoryId};
 use crate::kernel::table::Table;
 use amberdb_index::Collection;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 /// Why an operation does not apply: a bug of the write path, or a damaged log.
 pub(crate) type Refusal = &'static str;
@@ -209,7 +210,7 @@ impl State {
                     .remove(id)
                     .ok_or("archive of an id that does not exist")?;
                 vectors.delete(id.0);
-                table.insert_archived(*m, vector);
+                table.insert_archived(Arc::unwrap_or_clone(m), vector);
             }
             Op::StoreArchived { record, vector } => {
                 if !table.insert_archived(*record, vector) {

@@ -18,6 +18,7 @@ use crate::kernel::text_column::TextColumn;
 use amberdb_index::KeySet;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
 
 /// Hashes a sha256 content hash by its first eight bytes: it is already uniformly random, so
 /// running SipHash over it again would only cost time (it showed up in the open profile).
@@ -209,7 +210,9 @@ fn implicit(kind: EntityKind, m: &Memory, id: &str) -> Entity {
 /// The live records and their indexes.
 #[derive(Debug, Default)]
 pub(crate) struct Table {
-    slots: Vec<Option<Box<Memory>>>,
+    /// Records by id. Shared so that a checkpoint's snapshot costs a reference per record; a
+    /// record changed while a snapshot holds it is copied first (`Arc::make_mut`).
+    slots: Vec<Option<Arc<Memory>>>,
     live: usize,
     users: HashMap<String, UserIndex>,
     archive: HashMap<MemoryId, Archived>,
@@ -426,7 +429,7 @@ impl Table {
     /// Live records in id order.
     pub(crate) fn iter(&self) -> impl ExactSizeIterator<Item = &Memory> + '_ {
         struct Live<'a> {
-            inner: std::slice::Iter<'a, Option<Box<Memory>>>,
+            inner: std::slice::Iter<'a, Option<Arc<Memory>>>,
             left: usize,
         }
         impl<'a> Iterator for Live<'a> {
@@ -445,6 +448,12 @@ impl Table {
             inner: self.slots.iter(),
             left: self.live,
         }
+    }
+
+    /// The live records in id order, shared: what a checkpoint encodes after the writer lock
+    /// is released (`docs/durability.md`, "Checkpoint"). A reference per record.
+    pub(crate) fn snapshot(&self) -> Vec<Arc<Memory>> {
+        self.slots.iter().flatten().cloned().collect()
     }
 
     /// Makes room for ids up to `max_id` (loading a checkpoint).
@@ -467,12 +476,12 @@ impl Table {
             if slot.is_none() {
                 self.live += 1;
             }
-            *slot = Some(Box::new(m));
+            *slot = Some(Arc::new(m));
         }
     }
 
     /// Removes a record, returning it.
-    pub(crate) fn remove(&mut self, id: MemoryId) -> Option<Box<Memory>> {
+    pub(crate) fn remove(&mut self, id: MemoryId) -> Option<Arc<Memory>> {
         let m = usize::try_from(id.0)
             .ok()
             .and_then(|i| self.slots.get_mut(i))
@@ -538,7 +547,8 @@ impl Table {
         let m = usize::try_from(id.0)
             .ok()
             .and_then(|i| self.slots.get_mut(i))
-            .and_then(Option::as_deref_mut)?;
+            .and_then(Option::as_mut)
+            .map(Arc::make_mut)?;
         let u = self.users.get_mut(&m.user_id)?;
         u.remove_fields(m);
         f(m);
@@ -562,7 +572,8 @@ impl Table {
         let m = usize::try_from(id.0)
             .ok()
             .and_then(|i| self.slots.get_mut(i))
-            .and_then(Option::as_deref_mut)?;
+            .and_then(Option::as_mut)
+            .map(Arc::make_mut)?;
         m.access_count = m.access_count.saturating_add(1);
         m.last_accessed_at = m.last_accessed_at.max(at);
         Some(())

@@ -10,6 +10,7 @@ mod fixtures;
 mod hooked_model;
 mod index;
 mod kill;
+mod maintenance;
 mod minilm;
 mod model;
 mod operations;

@@ -8,11 +8,13 @@ pub use amberdb_index::synthetic::{SeededRng as Rng, seed_from_env as seed};
 
 /// Options for a small 8-d store on `storage`, sealing every `seal_rows` rows, with exact
 /// dedup the only hook: the engine's own behaviour, which the model and crash tests check
-/// against a `Vec`.
+/// against a `Vec`. Checkpoints run after the write that finds them due (no maintenance
+/// thread), so a run's sync points are the same every time.
 pub fn small_options(storage: &FaultyStorage, seal_rows: usize) -> StoreOptions {
     StoreOptions::new(Arc::new(HashingEmbedder::with_dim(8)))
         .storage(Arc::new(storage.clone()))
         .seal_rows(seal_rows)
+        .maintenance_thread(false)
         .memory_limit(1_000_000)
         .hooks(HookConfig {
             write: vec![WriteHook::ExactDedup],

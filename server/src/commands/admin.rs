@@ -102,6 +102,23 @@ fn stats(ctx: &Ctx, session: &Session, _: &mut Args) -> Outcome {
             })),
             "last_error": s.index.last_error,
         }),
+        "maintenance": json!({
+            "thread": s.maintenance.thread,
+            "checkpoints": s.maintenance.checkpoints,
+            "failures": s.maintenance.failures,
+            "last_checkpoint": s.maintenance.last.as_ref().map(|c| json!({
+                "seq": c.seq,
+                "bytes": c.bytes,
+                "sealed_rows": c.sealed_rows,
+                "seconds": c.seconds,
+                "writers_waited_seconds": c.writers_waited,
+                "removed_files": c.removed.files,
+                "removed_bytes": c.removed.bytes,
+            })),
+            "last_error": s.maintenance.last_error,
+            "removed_files": s.maintenance.removed.files,
+            "removed_bytes": s.maintenance.removed.bytes,
+        }),
     });
     let mut reply = ctx.metrics.snapshot();
     reply.insert("store".into(), store);

@@ -26,6 +26,8 @@ pub fn parse_file_name(name: &str) -> Option<u64> {
 #[derive(Debug, Clone)]
 pub struct LogWriter {
     pub(crate) path: PathBuf,
+    /// The sequence number its first frame has (its name's).
+    pub(crate) first_seq: u64,
     pub(crate) file: Arc<dyn StorageFile>,
     pub(crate) bytes: u64,
 }
@@ -45,6 +47,7 @@ impl LogWriter {
         storage.sync_dir(dir)?;
         Ok(LogWriter {
             path,
+            first_seq,
             file,
             bytes: header.len() as u64,
         })
@@ -53,11 +56,17 @@ impl LogWriter {
     /// Opens an existing, already recovered log file for appending after `len` bytes.
     ///
     /// # Errors
-    /// Any I/O failure.
+    /// `InvalidInput` for a path that is not a log file's name; any I/O failure.
     pub fn open(storage: &dyn Storage, path: PathBuf, len: u64) -> io::Result<LogWriter> {
+        let first_seq = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(parse_file_name)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a log file's name"))?;
         let file = Arc::from(storage.open_append(&path)?);
         Ok(LogWriter {
             path,
+            first_seq,
             file,
             bytes: len,
         })

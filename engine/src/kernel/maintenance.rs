@@ -1,0 +1,162 @@
+//! The maintenance thread of a store (`docs/durability.md`, "Maintenance"): checkpoints and
+//! retention run here, never in a client's request.
+//!
+//! A write that finds a checkpoint due wakes the thread; it also wakes every second, so
+//! thresholds crossed by accesses alone are caught. It holds the database weakly while it
+//! waits, so a store that closes is not kept open by it, and it is joined at close. What it
+//! did is counted for STATS.
+
+use crate::kernel::db::Db;
+use crate::kernel::error::EngineError;
+use parking_lot::{Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+/// How long the thread sleeps when nobody wakes it.
+const IDLE_WAKE: Duration = Duration::from_secs(1);
+
+/// Files and bytes retention removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Removed {
+    /// Files removed.
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+/// One checkpoint that reached its commit point.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckpointRun {
+    /// The sequence number it covers.
+    pub seq: u64,
+    /// The checkpoint file's bytes.
+    pub bytes: u64,
+    /// Rows it sealed into a new segment.
+    pub sealed_rows: u64,
+    /// Wall time, capture to retention.
+    pub seconds: f64,
+    /// Time writers waited for it (its capture and finish, under the writer mutex).
+    pub writers_waited: f64,
+    /// What its retention removed.
+    pub removed: Removed,
+}
+
+/// What maintenance did since the store opened, for STATS.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MaintenanceCounters {
+    /// Whether a thread runs maintenance (else due checkpoints run after the write that found
+    /// them due).
+    pub thread: bool,
+    /// Checkpoints written.
+    pub checkpoints: u64,
+    /// Checkpoints that failed.
+    pub failures: u64,
+    /// The newest checkpoint written.
+    pub last: Option<CheckpointRun>,
+    /// The last failure's message.
+    pub last_error: Option<String>,
+    /// Everything retention removed.
+    pub removed: Removed,
+}
+
+/// How writers wake the thread, shared with it (it waits on this, not on the database).
+#[derive(Default)]
+struct Signal {
+    /// Work may be due: set by writers, taken by the thread.
+    due: Mutex<bool>,
+    wake: Condvar,
+    stop: AtomicBool,
+}
+
+/// The thread's handle, its wake-up and its counters.
+#[derive(Default)]
+pub(crate) struct Maintenance {
+    signal: Arc<Signal>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    counters: Mutex<MaintenanceCounters>,
+}
+
+impl Maintenance {
+    /// Starts the thread for `db`.
+    ///
+    /// # Errors
+    /// When the thread cannot be spawned.
+    pub(crate) fn start(&self, db: Weak<Db>) -> std::io::Result<()> {
+        let signal = Arc::clone(&self.signal);
+        let handle = std::thread::Builder::new()
+            .name("amberdb-maintenance".into())
+            .spawn(move || run(&db, &signal))?;
+        *self.thread.lock() = Some(handle);
+        self.counters.lock().thread = true;
+        Ok(())
+    }
+
+    /// Wakes the thread: a checkpoint may be due.
+    pub(crate) fn wake(&self) {
+        *self.signal.due.lock() = true;
+        self.signal.wake.notify_one();
+    }
+
+    /// Stops the thread and waits for it (at close). Work under way finishes first.
+    pub(crate) fn stop(&self) {
+        self.signal.stop.store(true, Ordering::Release);
+        self.wake();
+        let handle = self.thread.lock().take();
+        if let Some(handle) = handle
+            && handle.thread().id() != std::thread::current().id()
+        {
+            let _ = handle.join();
+        }
+    }
+
+    pub(crate) fn record_checkpoint(&self, run: CheckpointRun) {
+        tracing::info!(
+            seq = run.seq,
+            bytes = run.bytes,
+            sealed_rows = run.sealed_rows,
+            seconds = run.seconds,
+            writers_waited = run.writers_waited,
+            removed_files = run.removed.files,
+            "checkpoint written"
+        );
+        let mut c = self.counters.lock();
+        c.checkpoints += 1;
+        c.last = Some(run);
+    }
+
+    pub(crate) fn record_failure(&self, e: &EngineError) {
+        let mut c = self.counters.lock();
+        c.failures += 1;
+        c.last_error = Some(e.to_string());
+    }
+
+    pub(crate) fn record_removed(&self, removed: Removed) {
+        let mut c = self.counters.lock();
+        c.removed.files += removed.files;
+        c.removed.bytes += removed.bytes;
+    }
+
+    pub(crate) fn counters(&self) -> MaintenanceCounters {
+        self.counters.lock().clone()
+    }
+}
+
+/// The thread: wait to be woken (or `IDLE_WAKE`), run what is due, until stopped. It holds
+/// the database only while it works.
+fn run(db: &Weak<Db>, signal: &Signal) {
+    loop {
+        {
+            let mut due = signal.due.lock();
+            if !*due && !signal.stop.load(Ordering::Acquire) {
+                signal.wake.wait_for(&mut due, IDLE_WAKE);
+            }
+            *due = false;
+        }
+        if signal.stop.load(Ordering::Acquire) {
+            return;
+        }
+        let Some(db) = db.upgrade() else { return };
+        db.run_due_maintenance();
+    }
+}

@@ -1,0 +1,322 @@
+//! Checkpoints off the request path and retention (issue #17, `docs/durability.md`,
+//! "Checkpoint", "Maintenance", "Retention"): writers do not wait for a checkpoint's files; the
+//! maintenance thread checkpoints without being asked; the store keeps two checkpoints and the
+//! log from the older one, and nothing else; it recovers from the older checkpoint when the
+//! newest is damaged, and refuses to open (never opens with less) when both are.
+
+use super::support::small_options;
+use amberdb::storage::{FaultyStorage, Storage, StorageFile, StorageLock};
+use amberdb::{EngineError, MemoryId, NewMemory, SearchRequest, Store, StoreRequest};
+use amberdb_index::SealedBytes;
+use std::io;
+use std::path::Path;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const DIR: &str = "/s";
+
+fn unit(i: u64) -> Vec<f32> {
+    let mut v = [0.1f32; 8];
+    v[(i % 8) as usize] = 1.0;
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.iter().map(|x| x / n).collect()
+}
+
+fn store_note(store: &Store, i: u64, text: &str) -> MemoryId {
+    store
+        .store(StoreRequest::new(NewMemory::new(text)).with_vector(unit(i)))
+        .unwrap()
+        .memory_id
+}
+
+fn files(fs: &FaultyStorage, prefix: &str) -> Vec<String> {
+    let mut names: Vec<String> = fs
+        .list(Path::new(DIR))
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.starts_with(prefix))
+        .collect();
+    names.sort();
+    names
+}
+
+fn seq_of(name: &str) -> u64 {
+    name.trim_start_matches("ckpt-")
+        .trim_start_matches("wal-")
+        .split('.')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// `FaultyStorage` whose checkpoint renames (C4) wait until the test lets them go.
+#[derive(Debug)]
+struct GatedStorage {
+    inner: FaultyStorage,
+    /// Told when a checkpoint's rename is reached.
+    reached: Mutex<Option<mpsc::Sender<()>>>,
+    /// The rename goes on when this receives.
+    release: Mutex<Option<mpsc::Receiver<()>>>,
+}
+
+impl Storage for GatedStorage {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        self.inner.create_dir_all(dir)
+    }
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        self.inner.list(dir)
+    }
+    fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
+        self.inner.read(path)
+    }
+    fn map(&self, path: &Path) -> io::Result<SealedBytes> {
+        self.inner.map(path)
+    }
+    fn create(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
+        self.inner.create(path)
+    }
+    fn open_append(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
+        self.inner.open_append(path)
+    }
+    fn truncate(&self, path: &Path, len: u64) -> io::Result<()> {
+        self.inner.truncate(path, len)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let is_checkpoint = to
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("ckpt-"));
+        if is_checkpoint {
+            let reached = self.reached.lock().unwrap().take();
+            if let Some(reached) = reached {
+                reached.send(()).unwrap();
+                let release = self.release.lock().unwrap().take().unwrap();
+                release.recv().unwrap();
+            }
+        }
+        self.inner.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        self.inner.remove(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        self.inner.sync_dir(dir)
+    }
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn StorageLock>> {
+        self.inner.lock(path)
+    }
+}
+
+#[test]
+fn writes_and_searches_go_on_while_a_checkpoint_writes_its_files() {
+    let fs = FaultyStorage::new();
+    let (reached_tx, reached) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel();
+    let gated = Arc::new(GatedStorage {
+        inner: fs.clone(),
+        reached: Mutex::new(Some(reached_tx)),
+        release: Mutex::new(Some(release_rx)),
+    });
+    let options = small_options(&fs, 1000).storage(gated);
+    let store = Store::open(DIR, options).unwrap();
+    for i in 0..50 {
+        store_note(&store, i, &format!("before the checkpoint {i}"));
+    }
+    std::thread::scope(|s| {
+        let checkpoint = s.spawn(|| store.checkpoint());
+        // The checkpoint has captured (rows frozen, log rotated) and waits at its rename,
+        // holding no lock a writer needs.
+        reached.recv().unwrap();
+        let (done_tx, done) = mpsc::channel();
+        let store = &store;
+        s.spawn(move || {
+            for i in 50..80 {
+                store_note(store, i, &format!("during the checkpoint {i}"));
+            }
+            let hits = store
+                .search(&SearchRequest::new("during the checkpoint 60"))
+                .unwrap();
+            done_tx
+                .send((hits.count, store.stats().checkpoint_seq))
+                .unwrap();
+        });
+        // A writer that waited for the checkpoint would never finish: give it a minute.
+        let answered = done.recv_timeout(Duration::from_secs(60));
+        release.send(()).unwrap();
+        let (count, checkpoint_seq) =
+            answered.expect("writes and searches wait for no checkpoint file");
+        assert!(count > 0);
+        assert_eq!(checkpoint_seq, 0, "not committed yet");
+        checkpoint.join().unwrap().unwrap();
+    });
+    let stats = store.stats();
+    assert_eq!(stats.memories, 80);
+    assert_eq!(stats.maintenance.checkpoints, 1);
+    let run = stats.maintenance.last.expect("the checkpoint is reported");
+    assert_eq!(run.sealed_rows, 50, "it sealed the rows it captured");
+    assert!(stats.checkpoint_seq >= 50 && stats.checkpoint_seq < stats.last_seq);
+    assert_eq!(
+        stats.growing_rows, 30,
+        "the writes during it are in the growing rows"
+    );
+    drop(store);
+    // The checkpoint covers the first 50; the log after it the 30 written during it.
+    let reopened = Store::open(DIR, small_options(&fs, 1000)).unwrap();
+    assert_eq!(reopened.stats().memories, 80);
+}
+
+#[test]
+fn the_maintenance_thread_checkpoints_without_being_asked() {
+    let fs = FaultyStorage::new();
+    let options = small_options(&fs, 20).maintenance_thread(true);
+    let store = Store::open(DIR, options).unwrap();
+    assert!(store.stats().maintenance.thread);
+    for i in 0..25 {
+        store_note(&store, i, &format!("note {i}"));
+    }
+    // Wait (up to a minute, for a loaded CI machine) for the thread: no write ran it.
+    let start = Instant::now();
+    while store.stats().maintenance.checkpoints == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no checkpoint: {:?}",
+            store.stats().maintenance
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let stats = store.stats();
+    assert!(stats.checkpoint_seq >= 20, "{stats:?}");
+    assert_eq!(stats.maintenance.failures, 0);
+    drop(store);
+    assert_eq!(
+        Store::open(DIR, small_options(&fs, 20))
+            .unwrap()
+            .stats()
+            .memories,
+        25
+    );
+}
+
+#[test]
+fn retention_keeps_two_checkpoints_and_the_log_from_the_older_one() {
+    let fs = FaultyStorage::new();
+    let store = Store::open(DIR, small_options(&fs, 1000)).unwrap();
+    let mut removed_total = 0;
+    for round in 0..6u64 {
+        for i in 0..10 {
+            store_note(&store, round * 10 + i, &format!("round {round} note {i}"));
+        }
+        store.checkpoint().unwrap();
+        let checkpoints = files(&fs, "ckpt-");
+        let logs = files(&fs, "wal-");
+        assert!(checkpoints.len() <= 2, "{checkpoints:?}");
+        if checkpoints.len() == 1 {
+            // One checkpoint: the whole log is its fallback.
+            assert_eq!(seq_of(&logs[0]), 1, "{logs:?}");
+            continue;
+        }
+        let older = seq_of(&checkpoints[0]);
+        // Every log file left holds a frame after the older checkpoint, and one starts right
+        // after it (R5 needs it).
+        assert!(
+            logs.iter().any(|l| seq_of(l) == older + 1),
+            "{logs:?} {checkpoints:?}"
+        );
+        assert!(
+            logs.iter().all(|l| seq_of(l) > older),
+            "round {round}: {logs:?} kept before {older}"
+        );
+        removed_total = store.stats().maintenance.removed.files;
+    }
+    assert!(
+        removed_total >= 8,
+        "4 checkpoints and 4 log files went: {removed_total}"
+    );
+    drop(store);
+    assert_eq!(
+        Store::open(DIR, small_options(&fs, 1000))
+            .unwrap()
+            .stats()
+            .memories,
+        60
+    );
+}
+
+#[test]
+fn a_damaged_newest_checkpoint_falls_back_to_the_older_and_two_refuse_to_open() {
+    let fs = FaultyStorage::new();
+    let store = Store::open(DIR, small_options(&fs, 1000)).unwrap();
+    for round in 0..4u64 {
+        for i in 0..10 {
+            store_note(&store, round * 10 + i, &format!("round {round} note {i}"));
+        }
+        store.checkpoint().unwrap();
+    }
+    for i in 40..45 {
+        store_note(&store, i, &format!("after the last checkpoint {i}"));
+    }
+    drop(store);
+    let checkpoints = files(&fs, "ckpt-");
+    assert_eq!(checkpoints.len(), 2);
+    let damage = |name: &str| {
+        let path = Path::new(DIR).join(name);
+        let mut bytes = fs.read(&path).unwrap();
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 0x40;
+        fs.overwrite(&path, bytes).unwrap();
+    };
+    damage(&checkpoints[1]);
+    let store = Store::open(DIR, small_options(&fs, 1000)).unwrap();
+    assert_eq!(store.open_report().skipped_checkpoints.len(), 1);
+    assert_eq!(store.stats().memories, 45, "rebuilt from the older one");
+    drop(store);
+    damage(&checkpoints[0]);
+    match Store::open(DIR, small_options(&fs, 1000)) {
+        Err(EngineError::Corrupted { file, .. }) => {
+            assert!(
+                file.to_string_lossy().contains("wal-"),
+                "names the log file retention let go: {}",
+                file.display()
+            );
+        }
+        Err(e) => panic!("expected Corrupted, got {e}"),
+        Ok(s) => panic!(
+            "opened with {} memories instead of refusing",
+            s.stats().memories
+        ),
+    }
+}
+
+#[test]
+fn deleted_texts_leave_the_log_and_checkpoints_after_two_checkpoints() {
+    let fs = FaultyStorage::new();
+    let store = Store::open(DIR, small_options(&fs, 1000)).unwrap();
+    let secrets: Vec<String> = (0..20).map(|i| format!("secret-{i:03}-zqx")).collect();
+    let ids: Vec<MemoryId> = secrets
+        .iter()
+        .enumerate()
+        .map(|(i, s)| store_note(&store, i as u64, s))
+        .collect();
+    store_note(&store, 99, "a note that stays");
+    store.checkpoint().unwrap();
+    for id in ids {
+        store.delete(id).unwrap();
+    }
+    store.checkpoint().unwrap();
+    store_note(&store, 98, "another note that stays");
+    store.checkpoint().unwrap();
+    let leaked: Vec<String> = fs
+        .list(Path::new(DIR))
+        .unwrap()
+        .into_iter()
+        .filter(|name| !name.starts_with("seg-"))
+        .filter(|name| {
+            let bytes = fs.read(&Path::new(DIR).join(name)).unwrap();
+            bytes.windows(6).any(|w| w == b"secret")
+        })
+        .collect();
+    assert!(leaked.is_empty(), "deleted texts still in {leaked:?}");
+    assert_eq!(store.stats().memories, 2);
+}
