@@ -366,6 +366,32 @@ pub fn validate_vector(dim: usize, v: &[f32]) -> Result<()> {
     Ok(())
 }
 
+/// The live growing rows copied out of a collection (`Collection::growing_rows`).
+#[derive(Debug, Clone)]
+pub struct GrowingRows {
+    /// The growing rows there were, live or not: what `seal_growing_prefix` replaces.
+    pub rows: usize,
+    dim: usize,
+    keys: Vec<u64>,
+    vectors: Vec<f32>,
+}
+
+impl GrowingRows {
+    /// Live rows copied.
+    #[must_use]
+    pub fn live(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// The rows as a flat segment file (`segment::writer`).
+    ///
+    /// # Errors
+    /// As `writer::encode`.
+    pub fn encode(&self, with_codes: bool) -> Result<Vec<u8>> {
+        writer::encode(&self.keys, &self.vectors, self.dim, with_codes)
+    }
+}
+
 impl Collection {
     /// An empty collection of `dim`-dimensional vectors.
     #[must_use]
@@ -522,11 +548,10 @@ impl Collection {
         }
     }
 
-    /// Encodes the live growing rows as a segment file (see `segment::writer`).
-    ///
-    /// # Errors
-    /// As `writer::encode`.
-    pub fn encode_growing(&self, with_codes: bool) -> Result<(Vec<u8>, usize)> {
+    /// A copy of the live growing rows, for sealing them into a segment file away from the
+    /// locks that guard this collection (`seal_growing_prefix` puts the file in their place).
+    #[must_use]
+    pub fn growing_rows(&self) -> GrowingRows {
         let mut keys = Vec::with_capacity(self.growing_keys.len());
         let mut vectors = Vec::with_capacity(self.growing_vectors.len());
         for (row, &key) in self.growing_keys.iter().enumerate() {
@@ -539,43 +564,65 @@ impl Collection {
                 );
             }
         }
-        Ok((
-            writer::encode(&keys, &vectors, self.dim, with_codes)?,
-            keys.len(),
-        ))
+        GrowingRows {
+            rows: self.growing_keys.len(),
+            dim: self.dim,
+            keys,
+            vectors,
+        }
     }
 
-    fn clear_growing(&mut self) {
-        self.growing_keys.clear();
-        self.growing_vectors.clear();
-        self.growing_codes.clear();
-        self.growing_scales.clear();
-    }
-
-    /// Replaces the growing rows with `segment`, which must hold exactly the live growing rows
-    /// (the bytes of `encode_growing`, written and reopened).
+    /// Replaces the first `rows` growing rows with `segment`, which holds those of them that
+    /// were live when `growing_rows` copied them (`None`: none was). Rows inserted since stay
+    /// growing; a row deleted since stays in the segment under its tombstone, and the
+    /// tombstones of the rows left out are dropped.
     ///
     /// # Errors
-    /// `KeyOrder` when the segment's keys differ from the live growing keys.
-    pub fn seal_growing(&mut self, segment: FlatSegment) -> Result<()> {
-        let live: Vec<u64> = self
+    /// `InvalidParameter` when there are fewer growing rows, `DimensionMismatch`, or
+    /// `KeyOrder` when the segment holds a key that is not among those rows or leaves out
+    /// one that is live; nothing changes on error.
+    pub fn seal_growing_prefix(&mut self, rows: usize, segment: Option<FlatSegment>) -> Result<()> {
+        let prefix = self
             .growing_keys
-            .iter()
-            .copied()
-            .filter(|k| !self.deleted.contains(*k))
-            .collect();
-        if live != segment.keys() || segment.dim() != self.dim {
-            let last = live.last().copied().unwrap_or(0);
-            return Err(IndexError::KeyOrder {
-                key: segment.keys().last().copied().unwrap_or(0),
-                last,
+            .get(..rows)
+            .ok_or(IndexError::InvalidParameter(
+                "fewer growing rows than sealed",
+            ))?;
+        let kept: &[u64] = segment.as_ref().map_or(&[], |s| s.keys());
+        if let Some(s) = &segment
+            && s.dim() != self.dim
+        {
+            return Err(IndexError::DimensionMismatch {
+                expected: self.dim,
+                got: s.dim(),
             });
         }
-        for k in &self.growing_keys {
-            self.deleted.remove(*k);
+        let mut next = kept.iter().peekable();
+        for &key in prefix {
+            if next.peek() == Some(&&key) {
+                next.next();
+            } else if !self.deleted.contains(key) {
+                return Err(IndexError::KeyOrder { key, last: key });
+            }
         }
-        self.clear_growing();
-        self.sealed.push(Sealed::Flat(segment));
+        if let Some(&key) = next.next() {
+            return Err(IndexError::KeyOrder { key, last: key });
+        }
+        let left_out: Vec<u64> = prefix
+            .iter()
+            .copied()
+            .filter(|k| kept.binary_search(k).is_err())
+            .collect();
+        for key in left_out {
+            self.deleted.remove(key);
+        }
+        self.growing_keys.drain(..rows);
+        self.growing_vectors.drain(..rows * self.dim);
+        self.growing_codes.drain(..rows * self.dim);
+        self.growing_scales.drain(..rows);
+        if let Some(segment) = segment {
+            self.sealed.push(Sealed::Flat(segment));
+        }
         Ok(())
     }
 
@@ -631,46 +678,6 @@ impl Collection {
             self.deleted.remove(key);
         }
         Ok(self.sealed.splice(run, [Sealed::Ivf(ivf)]).collect())
-    }
-
-    /// Replaces sealed segment `index` by `segment`, which holds the same keys in the same
-    /// order (the file of a segment that was held in memory until it was written). Returns the
-    /// one replaced; nothing changes on error.
-    ///
-    /// # Errors
-    /// `InvalidParameter` for an index out of range, `DimensionMismatch`, or `KeyOrder` when
-    /// the keys differ.
-    pub fn replace_same(&mut self, index: usize, segment: Sealed) -> Result<Sealed> {
-        let old = self
-            .sealed
-            .get_mut(index)
-            .ok_or(IndexError::InvalidParameter("no such sealed segment"))?;
-        if segment.dim() != self.dim {
-            return Err(IndexError::DimensionMismatch {
-                expected: self.dim,
-                got: segment.dim(),
-            });
-        }
-        if old.keys() != segment.keys() {
-            let key = segment.keys().first().copied().unwrap_or(0);
-            return Err(IndexError::KeyOrder { key, last: key });
-        }
-        Ok(std::mem::replace(old, segment))
-    }
-
-    /// Drops the growing rows if every one of them is deleted (there is nothing to seal), so
-    /// scans stop reading them. Returns whether it did.
-    pub fn drop_dead_growing(&mut self) -> bool {
-        if self.growing_keys.is_empty()
-            || !self.growing_keys.iter().all(|k| self.deleted.contains(*k))
-        {
-            return false;
-        }
-        for k in &self.growing_keys {
-            self.deleted.remove(*k);
-        }
-        self.clear_growing();
-        true
     }
 
     /// Every row, in chunks: what an exact scan reads.

@@ -51,7 +51,9 @@ pub mod segment;
 pub mod synthetic;
 pub mod topk;
 
-pub use collection::{Collection, KeyFilter, Probe, Scan, SearchParams, validate_vector};
+pub use collection::{
+    Collection, GrowingRows, KeyFilter, Probe, Scan, SearchParams, validate_vector,
+};
 pub use error::{IndexError, Result};
 pub use keyset::KeySet;
 pub use mmap::SealedBytes;

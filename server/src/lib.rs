@@ -320,6 +320,15 @@ pub fn stats(dir: &Path, options: StoreOptions) -> Result<String> {
             g.rows, g.nlist, g.nprobe, g.built_recall
         );
     }
+    let m = &s.maintenance;
+    let _ = writeln!(
+        out,
+        "maintenance: {} checkpoint(s) since open, {} failed; retention removed {} file(s), {} bytes",
+        m.checkpoints, m.failures, m.removed.files, m.removed.bytes
+    );
+    if let Some(e) = &m.last_error {
+        let _ = writeln!(out, "  last failure: {e}");
+    }
     Ok(out)
 }
 

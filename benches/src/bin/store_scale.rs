@@ -158,15 +158,21 @@ fn main() {
         took.sort();
         let at = |q: f64| ms(took[((took.len() - 1) as f64 * q) as usize]);
         let after = store.stats();
+        let m = &after.maintenance;
         println!(
-            "{n} memories: {stores} stores in {:.2} s: {:.0} stores/s, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; {near} found a near neighbour; after: growing rows {}, checkpoints to seq {}",
+            "{n} memories: {stores} stores in {:.2} s: {:.0} stores/s, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; {near} found a near neighbour; after: growing rows {}, checkpoints to seq {}; {} checkpoint(s) in the background, writers waited at most {:.1} ms for one, the last took {:.2} s; retention removed {} files, {:.0} MB",
             elapsed.as_secs_f64(),
             stores as f64 / elapsed.as_secs_f64(),
             at(0.5),
             at(0.99),
             at(1.0),
             after.growing_rows,
-            after.checkpoint_seq
+            after.checkpoint_seq,
+            m.checkpoints,
+            m.longest_writers_wait * 1e3,
+            m.last.as_ref().map_or(0.0, |c| c.seconds),
+            m.removed.files,
+            m.removed.bytes as f64 / 1e6,
         );
         store.close().expect("close");
     }

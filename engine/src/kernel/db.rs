@@ -100,13 +100,6 @@ impl NextIds {
     }
 }
 
-/// A sealed segment held in memory until a checkpoint writes its file (C1, C3).
-#[derive(Clone)]
-struct Unwritten {
-    entry: SegmentEntry,
-    segment: amberdb_index::FlatSegment,
-}
-
 /// What a checkpoint's capture took under the writer mutex, for C3–C4 to write with no lock
 /// held (`docs/durability.md`, "Checkpoint").
 struct Capture {
@@ -114,9 +107,11 @@ struct Capture {
     /// The checkpoint file at `seq` exists and is replaced (B3).
     rewrite: bool,
     next_id: u64,
+    /// The segment list the checkpoint names: the sealed segments, then `sealed` if any.
     segments: Vec<SegmentEntry>,
-    segments_version: u64,
-    unwritten: Vec<Unwritten>,
+    /// The growing rows C1 copied, and the segment they become.
+    growing: amberdb_index::GrowingRows,
+    sealed: Option<SegmentEntry>,
     /// The archive, entities, canonical tags and snapshots, as operations.
     aux: Vec<Op>,
     /// The live records, shared with the table (copy-on-write).
@@ -157,9 +152,6 @@ pub(crate) struct Writer {
     segments_version: u64,
     /// `segments_version` as the newest checkpoint wrote it.
     segments_checkpointed: u64,
-    /// Sealed segments held in memory whose files no checkpoint has written yet (C1), newest
-    /// last: always the tail of `segments`.
-    unwritten: Vec<Unwritten>,
     /// Segments an index build replaced whose files are still on disk (B4).
     replaced: Vec<SegmentEntry>,
     /// Automatic checkpoints wait until then after one failed for a full disk.
@@ -300,7 +292,6 @@ impl Db {
                 segments: r.segments,
                 segments_version: 0,
                 segments_checkpointed: 0,
-                unwritten: Vec::new(),
                 replaced: r.replaced,
                 checkpoint_paused_until: None,
             }),
@@ -571,7 +562,6 @@ impl Db {
 
     fn checkpoint_due(&self, w: &Writer) -> bool {
         (w.log_bytes_since_checkpoint >= self.config.checkpoint_bytes
-            || !w.unwritten.is_empty()
             || self.state.read().vectors.growing_len() >= self.config.seal_rows)
             && w.checkpoint_paused_until
                 .is_none_or(|t| Instant::now() >= t)
@@ -655,17 +645,23 @@ impl Db {
         let mut w = self.writer.lock();
         let finish_start = Instant::now();
         match written {
-            Ok((mapped, bytes)) => {
-                let removed = self.finish_checkpoint(&mut w, &capture, mapped);
+            Ok((segment, bytes)) => {
+                let retired = match self.finish_checkpoint(&mut w, &capture, segment) {
+                    Ok(retired) => retired,
+                    Err(e) => return Err(self.checkpoint_failed(&mut w, e)),
+                };
+                drop(w);
+                let writers_waited = held + finish_start.elapsed();
+                let removed = self.remove_retired(&retired);
                 self.maintenance.record_checkpoint(CheckpointRun {
                     seq: capture.seq,
                     bytes,
-                    sealed_rows: capture.unwritten.iter().map(|u| u.entry.rows).sum(),
+                    sealed_rows: capture.sealed.map_or(0, |e| e.rows),
                     seconds: start.elapsed().as_secs_f64(),
-                    writers_waited: (held + finish_start.elapsed()).as_secs_f64(),
+                    writers_waited: writers_waited.as_secs_f64(),
                     removed,
                 });
-                Ok(!capture.unwritten.is_empty())
+                Ok(capture.sealed.is_some())
             }
             Err(e) => Err(self.checkpoint_failed(&mut w, e)),
         }
@@ -732,33 +728,14 @@ impl Db {
         if rewrite && w.segments_version == w.segments_checkpointed {
             return Ok(None);
         }
-        // C1: freeze the growing rows into a segment held in memory until C3 writes it.
-        let (encoded, rows) = self
-            .state
-            .read()
-            .vectors
-            .encode_growing(self.config.vector_codes)
-            .map_err(|e| internal("encoding the growing rows as a segment", e))?;
-        if rows > 0 {
-            let entry = SegmentEntry::flat(w.next_segment_id, rows as u64);
-            // Never reuse the id, even if this checkpoint fails.
+        // C1: copy the live growing rows; C3 writes them as a segment under a new id, never
+        // given again in this process even if this checkpoint fails.
+        let growing = self.state.read().vectors.growing_rows();
+        let sealed = (growing.live() > 0).then(|| {
+            let entry = SegmentEntry::flat(w.next_segment_id, growing.live() as u64);
             w.next_segment_id += 1;
-            let bytes = amberdb_index::SealedBytes::copy_from(&encoded);
-            drop(encoded);
-            let segment = amberdb_index::FlatSegment::open(entry.file_name(), bytes)
-                .map_err(|e| internal("reading back the growing rows' segment", e))?;
-            self.state
-                .write()
-                .vectors
-                .seal_growing(segment.clone())
-                .map_err(|e| internal("replacing the growing rows by their segment", e))?;
-            w.segments.push(entry);
-            w.segments_version += 1;
-            w.unwritten.push(Unwritten { entry, segment });
-        } else {
-            // Nothing live to seal: the deleted rows go, so scans stop reading them.
-            self.state.write().vectors.drop_dead_growing();
-        }
+            entry
+        });
         // C2: the log file that follows the checkpoint exists before the checkpoint does, so
         // a checkpoint at S without `wal-<S+1>.log` means a lost log file (R5).
         if w.log.first_seq != seq + 1 {
@@ -781,33 +758,46 @@ impl Db {
             seq,
             rewrite,
             next_id: w.next_id,
-            segments: w.segments.clone(),
-            segments_version: w.segments_version,
-            unwritten: w.unwritten.clone(),
+            segments: w.segments.iter().copied().chain(sealed).collect(),
+            growing,
+            sealed,
             aux: state.table.aux_ops(self.dim),
             records: state.table.snapshot(),
             log_bytes: w.log_bytes_since_checkpoint,
         }))
     }
 
-    /// C3–C4 with no lock held: the unwritten segments, then the checkpoint file, each durable;
-    /// the checkpoint's rename is the commit point. Every file it creates is pushed to
-    /// `created` first, for the caller to remove on failure. Returns the written segments,
-    /// mapped, and the checkpoint's size.
+    /// C3–C4 with no lock held: the segment of the copied growing rows, then the checkpoint
+    /// file, each durable; the checkpoint's rename is the commit point. Every file it creates
+    /// is pushed to `created` first, for the caller to remove on failure. Returns the new
+    /// segment, mapped, and the checkpoint's size.
     fn write_checkpoint_files(
         &self,
         capture: &Capture,
         created: &mut Vec<PathBuf>,
-    ) -> Result<(Vec<(u64, amberdb_index::Sealed)>, u64)> {
+    ) -> Result<(Option<amberdb_index::FlatSegment>, u64)> {
         let storage = self.storage();
         let dir = &self.dir;
-        let mut mapped = Vec::with_capacity(capture.unwritten.len());
-        for u in &capture.unwritten {
-            let name = u.entry.file_name();
+        let mut segment = None;
+        if let Some(entry) = &capture.sealed {
+            let name = entry.file_name();
             created.push(dir.join(&name));
-            crate::kernel::storage::write_atomic(storage, dir, &name, u.segment.file_bytes())
+            let encoded = capture
+                .growing
+                .encode(self.config.vector_codes)
+                .map_err(|e| internal("encoding the growing rows as a segment", e))?;
+            crate::kernel::storage::write_atomic(storage, dir, &name, &encoded)
                 .map_err(|source| io_error(dir.join(&name), source))?;
-            mapped.push((u.entry.id, segment_file::open(storage, dir, &u.entry)?));
+            drop(encoded);
+            match segment_file::open(storage, dir, entry)? {
+                amberdb_index::Sealed::Flat(flat) => segment = Some(flat),
+                amberdb_index::Sealed::Ivf(_) => {
+                    return Err(internal(
+                        "reading back the growing rows' segment",
+                        "it opened as an IVF segment",
+                    ));
+                }
+            }
         }
         let bytes = ckpt_writer::encode(
             capture.seq,
@@ -826,28 +816,31 @@ impl Db {
         }
         crate::kernel::storage::write_atomic(storage, dir, &name, &bytes)
             .map_err(|source| io_error(dir.join(&name), source))?;
-        Ok((mapped, bytes.len() as u64))
+        Ok((segment, bytes.len() as u64))
     }
 
-    /// C5 and C6 under the writer mutex: the written segments replace their in-memory copies,
-    /// the checkpoint becomes the newest, and retention removes what no retained checkpoint
-    /// needs. Returns the files and bytes removed.
+    /// C5 and C6's choice under the writer mutex: the new segment replaces the growing rows
+    /// it holds, the checkpoint becomes the newest, and retention picks what no retained
+    /// checkpoint needs. Returns the files to remove.
+    ///
+    /// # Errors
+    /// `Internal` if the segment does not fit the growing rows (a bug): the store is poisoned
+    /// by the caller; the checkpoint on disk stands.
     fn finish_checkpoint(
         &self,
         w: &mut Writer,
         capture: &Capture,
-        mapped: Vec<(u64, amberdb_index::Sealed)>,
-    ) -> Removed {
+        segment: Option<amberdb_index::FlatSegment>,
+    ) -> Result<Vec<PathBuf>> {
         // C5
-        for (id, file) in mapped {
-            w.unwritten.retain(|u| u.entry.id != id);
-            // Searches go on from the copy in memory if the swap is refused (a bug): the rows
-            // are the same.
-            if let Some(i) = w.segments.iter().position(|s| s.id == id)
-                && let Err(e) = self.state.write().vectors.replace_same(i, file)
-            {
-                tracing::warn!(segment = id, error = %e, "a written segment could not replace its copy in memory");
-            }
+        self.state
+            .write()
+            .vectors
+            .seal_growing_prefix(capture.growing.rows, segment)
+            .map_err(|e| internal("replacing the growing rows by their segment", e))?;
+        if let Some(entry) = capture.sealed {
+            w.segments.push(entry);
+            w.segments_version += 1;
         }
         w.checkpoint_seq = capture.seq;
         self.checkpoint_seq.store(capture.seq, Ordering::Release);
@@ -859,46 +852,28 @@ impl Db {
                 segments: named,
             }),
         }
-        w.segments_checkpointed = capture.segments_version;
+        w.segments_checkpointed = w.segments_version;
         w.log_bytes_since_checkpoint = w
             .log_bytes_since_checkpoint
             .saturating_sub(capture.log_bytes);
         w.checkpoint_paused_until = None;
-        // C6
-        self.retain(w)
+        // C6, the choice; the removals follow with the writer mutex released.
+        Ok(self.retire(w))
     }
 
-    /// C6, retention (`docs/durability.md`, "Retention"): the two newest checkpoints stay, with
-    /// every segment either names and every log file from the older one on; everything older
-    /// goes. A file that cannot be removed is logged and left for the next checkpoint (or the
-    /// next open): the checkpoint stands.
-    fn retain(&self, w: &mut Writer) -> Removed {
-        let storage = self.storage();
-        let mut removed = Removed::default();
-        let mut remove = |path: &Path| {
-            let len = storage.len(path).unwrap_or(0);
-            match storage.remove(path) {
-                Ok(()) => {
-                    removed.files += 1;
-                    removed.bytes += len;
-                    true
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
-                Err(e) => {
-                    tracing::warn!(path = %path.display(), error = %e, "retention could not remove a file");
-                    false
-                }
-            }
-        };
+    /// C6's choice, under the writer mutex (`docs/durability.md`, "Retention"): the two newest
+    /// checkpoints stay, with every segment either names and every log file from the older
+    /// one on; the files of everything older are returned, to be removed with the writer
+    /// mutex released (`remove_retired`).
+    fn retire(&self, w: &mut Writer) -> Vec<PathBuf> {
+        let mut retired = Vec::new();
         while w.checkpoints.len() > 2 {
-            let path = self.dir.join(ckpt_format::file_name(w.checkpoints[0].seq));
-            if !remove(&path) {
-                break;
-            }
-            w.checkpoints.remove(0);
+            let old = w.checkpoints.remove(0);
+            retired.push(self.dir.join(ckpt_format::file_name(old.seq)));
         }
         if let [older, _] = &w.checkpoints[..] {
-            let mut logs: Vec<u64> = storage
+            let mut logs: Vec<u64> = self
+                .storage()
                 .list(&self.dir)
                 .unwrap_or_default()
                 .iter()
@@ -909,58 +884,59 @@ impl Db {
             // checkpoint: it holds only frames both checkpoints cover.
             for pair in logs.windows(2) {
                 if pair[1] <= older.seq + 1 && pair[0] != w.log.first_seq {
-                    remove(
-                        &self
-                            .dir
+                    retired.push(
+                        self.dir
                             .join(crate::kernel::log::writer::file_name(pair[0])),
                     );
                 }
             }
         }
-        removed.files += self.remove_replaced_segments(w, &mut removed.bytes);
-        if let Err(e) = storage.sync_dir(&self.dir) {
+        // B4: replaced segments that no retained checkpoint names (none while a retained
+        // checkpoint's list is unknown).
+        if w.checkpoints.iter().all(|c| c.segments.is_some()) {
+            let named: std::collections::HashSet<u64> = w
+                .checkpoints
+                .iter()
+                .flat_map(|c| c.segments.iter().flatten().copied())
+                .chain(w.segments.iter().map(|s| s.id))
+                .collect();
+            w.replaced.retain(|entry| {
+                let keep = named.contains(&entry.id);
+                if !keep {
+                    retired.push(self.dir.join(entry.file_name()));
+                }
+                keep
+            });
+        }
+        retired
+    }
+
+    /// C6's removals, with no lock a writer needs. A file that cannot be removed is logged and
+    /// left: the next checkpoint's retention (log and checkpoint files) or the next open
+    /// (orphan segments, R4) removes it; the checkpoint stands.
+    fn remove_retired(&self, retired: &[PathBuf]) -> Removed {
+        let storage = self.storage();
+        let mut removed = Removed::default();
+        for path in retired {
+            let len = storage.len(path).unwrap_or(0);
+            match storage.remove(path) {
+                Ok(()) => {
+                    removed.files += 1;
+                    removed.bytes += len;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "retention could not remove a file");
+                }
+            }
+        }
+        if !retired.is_empty()
+            && let Err(e) = storage.sync_dir(&self.dir)
+        {
             tracing::warn!(error = %e, "retention could not sync the directory");
         }
         self.maintenance.record_removed(removed);
         removed
-    }
-
-    /// B4: removes the files of replaced segments that no retained checkpoint names (none,
-    /// while a retained checkpoint's list is unknown). One that cannot be removed is kept for
-    /// the next checkpoint to retry (or the next open, R4): the checkpoint itself stands.
-    /// Returns the files removed, adding their bytes to `bytes`.
-    fn remove_replaced_segments(&self, w: &mut Writer, bytes: &mut u64) -> u64 {
-        if w.replaced.is_empty() || w.checkpoints.iter().any(|c| c.segments.is_none()) {
-            return 0;
-        }
-        let named: std::collections::HashSet<u64> = w
-            .checkpoints
-            .iter()
-            .flat_map(|c| c.segments.iter().flatten().copied())
-            .chain(w.segments.iter().map(|s| s.id))
-            .collect();
-        let storage = self.storage();
-        let mut files = 0;
-        w.replaced.retain(|entry| {
-            if named.contains(&entry.id) {
-                return true;
-            }
-            let path = self.dir.join(entry.file_name());
-            let len = storage.len(&path).unwrap_or(0);
-            match storage.remove(&path) {
-                Ok(()) => {
-                    files += 1;
-                    *bytes += len;
-                    false
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
-                Err(e) => {
-                    tracing::warn!(path = %path.display(), error = %e, "a replaced segment could not be removed");
-                    true
-                }
-            }
-        });
-        files
     }
 
     /// Starts a background index build if one is due and none is running
@@ -1057,9 +1033,7 @@ impl Db {
     /// B1: the run to index, its segments (shared maps) and a new segment id.
     fn plan_build(&self, min_rows: u64) -> Option<BuildPlan> {
         let mut w = self.writer.lock();
-        // Only segments on disk: an unwritten one (the tail) has no file a checkpoint names yet.
-        let written = w.segments.len() - w.unwritten.len();
-        let run = build_run(w.segments.get(..written)?, min_rows)?;
+        let run = build_run(&w.segments, min_rows)?;
         let state = self.state.read();
         let segments = state.vectors.sealed();
         if segments.len() != w.segments.len() {

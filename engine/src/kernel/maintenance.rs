@@ -54,6 +54,8 @@ pub struct MaintenanceCounters {
     pub failures: u64,
     /// The newest checkpoint written.
     pub last: Option<CheckpointRun>,
+    /// The longest writers waited for one checkpoint (seconds).
+    pub longest_writers_wait: f64,
     /// The last failure's message.
     pub last_error: Option<String>,
     /// Everything retention removed.
@@ -122,6 +124,7 @@ impl Maintenance {
         );
         let mut c = self.counters.lock();
         c.checkpoints += 1;
+        c.longest_writers_wait = c.longest_writers_wait.max(run.writers_waited);
         c.last = Some(run);
     }
 

@@ -108,12 +108,6 @@ impl FlatSegment {
         super::format::cast_block(self.bytes.as_slice(), range)
     }
 
-    /// The bytes of its file, for writing a segment that was held in memory until then.
-    #[must_use]
-    pub fn file_bytes(&self) -> &[u8] {
-        self.bytes.as_slice()
-    }
-
     /// The segment's name, as given at open.
     #[must_use]
     pub fn name(&self) -> &str {

@@ -320,7 +320,9 @@ fn replacing_a_run_keeps_every_live_key_and_refuses_a_wrong_segment() {
 enum Op {
     Insert(usize),
     Delete(u64),
-    Seal,
+    /// Copy the growing rows, then (as a checkpoint does while it writes the file) insert
+    /// `.0` rows and delete key `.1` if live, then seal the copied rows.
+    Seal(usize, u64),
     Rebuild,
 }
 
@@ -328,7 +330,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => (1usize..40).prop_map(Op::Insert),
         2 => (0u64..400).prop_map(Op::Delete),
-        1 => Just(Op::Seal),
+        1 => (0usize..5, 0u64..400).prop_map(|(n, k)| Op::Seal(n, k)),
         1 => Just(Op::Rebuild),
     ]
 }
@@ -362,11 +364,21 @@ proptest! {
                     prop_assert_eq!(c.delete(k), live);
                     model.retain(|r| r.0 != k);
                 }
-                Op::Seal => {
-                    let (bytes, _) = c.encode_growing(true).unwrap();
+                Op::Seal(inserted, deleted) => {
+                    let copied = c.growing_rows();
+                    let bytes = copied.encode(true).unwrap();
                     let seg = FlatSegment::open("g", SealedBytes::copy_from(&bytes)).unwrap();
-                    if seg.is_empty() { c.drop_dead_growing(); } else { c.seal_growing(seg).unwrap(); }
-                    growing.clear();
+                    for _ in 0..inserted {
+                        c.insert(next, &vector(next)).unwrap();
+                        model.push((next, vector(next)));
+                        growing.push(next);
+                        next += 1;
+                    }
+                    let live = model.iter().any(|r| r.0 == deleted);
+                    prop_assert_eq!(c.delete(deleted), live);
+                    model.retain(|r| r.0 != deleted);
+                    c.seal_growing_prefix(copied.rows, (copied.live() > 0).then_some(seg)).unwrap();
+                    growing.drain(..copied.rows);
                 }
                 Op::Rebuild => {
                     let sealed = c.sealed().len();

@@ -135,25 +135,57 @@ fn bad_queries_and_inserts_are_typed_errors() {
 }
 
 #[test]
-fn dead_growing_rows_are_dropped_only_when_all_are_dead() {
+fn sealing_a_copy_of_the_growing_rows_keeps_what_came_after_and_refuses_a_wrong_segment() {
+    use amberdb_index::{FlatSegment, SealedBytes};
+    let segment = |rows: &amberdb_index::GrowingRows| {
+        FlatSegment::open("g", SealedBytes::copy_from(&rows.encode(true).unwrap())).unwrap()
+    };
     let mut c = Collection::new(2);
     c.insert(1, &[1.0, 0.0]).unwrap();
     c.insert(2, &[0.0, 1.0]).unwrap();
+    c.insert(3, &[0.6, 0.8]).unwrap();
     c.delete(1);
-    assert!(!c.drop_dead_growing(), "row 2 is live");
-    assert_eq!(c.growing_len(), 2);
+    let copied = c.growing_rows();
+    assert_eq!((copied.rows, copied.live()), (3, 2));
+    // While the file is written: a row comes, a copied row goes.
+    c.insert(4, &[0.8, 0.6]).unwrap();
     c.delete(2);
-    assert!(c.drop_dead_growing());
-    assert_eq!((c.growing_len(), c.len()), (0, 0));
+    // Refusals change nothing: too many rows, a segment missing a live row.
+    assert!(c.seal_growing_prefix(5, Some(segment(&copied))).is_err());
+    let mut fewer = Collection::new(2);
+    fewer.insert(2, &[0.0, 1.0]).unwrap();
     assert!(
-        c.search(&[1.0, 0.0], &SearchParams::top(5))
-            .unwrap()
-            .is_empty()
+        c.seal_growing_prefix(3, Some(segment(&fewer.growing_rows())))
+            .is_err(),
+        "row 3 is live and missing"
     );
-    c.insert(3, &[1.0, 0.0]).unwrap();
+    let mut stranger = Collection::new(2);
+    stranger.insert(9, &[0.0, 1.0]).unwrap();
+    assert!(
+        c.seal_growing_prefix(3, Some(segment(&stranger.growing_rows())))
+            .is_err(),
+        "a key that is not among the rows"
+    );
+    assert_eq!((c.growing_len(), c.len()), (4, 2));
+    c.seal_growing_prefix(copied.rows, Some(segment(&copied)))
+        .unwrap();
+    assert_eq!((c.growing_len(), c.sealed().len(), c.len()), (1, 1, 2));
+    let keys: Vec<u64> = c
+        .search(&[1.0, 0.0], &SearchParams::top(5))
+        .unwrap()
+        .iter()
+        .map(|n| n.key)
+        .collect();
+    assert_eq!(keys, [4, 3], "2 is deleted in the segment, 4 still growing");
+    // Every copied row dead: the prefix just goes.
+    c.delete(4);
+    let dead = c.growing_rows();
+    assert_eq!(dead.live(), 0);
+    c.seal_growing_prefix(dead.rows, None).unwrap();
+    assert_eq!((c.growing_len(), c.len()), (0, 1));
+    c.insert(5, &[1.0, 0.0]).unwrap();
     assert_eq!(
         c.search(&[1.0, 0.0], &SearchParams::top(5)).unwrap()[0].key,
-        3
+        5
     );
-    assert!(!Collection::new(2).drop_dead_growing());
 }

@@ -115,6 +115,7 @@ fn stats(ctx: &Ctx, session: &Session, _: &mut Args) -> Outcome {
                 "removed_files": c.removed.files,
                 "removed_bytes": c.removed.bytes,
             })),
+            "longest_writers_wait_seconds": s.maintenance.longest_writers_wait,
             "last_error": s.maintenance.last_error,
             "removed_files": s.maintenance.removed.files,
             "removed_bytes": s.maintenance.removed.bytes,
