@@ -917,7 +917,18 @@ impl Db {
     fn remove_retired(&self, retired: &[PathBuf]) -> Removed {
         let storage = self.storage();
         let mut removed = Removed::default();
+        // Log files come oldest first; after one that stays, the later ones stay too, so the
+        // log files left run without a gap (`amberdb check` and recovery read them in order).
+        let mut log_kept = false;
         for path in retired {
+            let is_log = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(crate::kernel::log::writer::parse_file_name)
+                .is_some();
+            if is_log && log_kept {
+                continue;
+            }
             let len = storage.len(path).unwrap_or(0);
             match storage.remove(path) {
                 Ok(()) => {
@@ -926,6 +937,7 @@ impl Db {
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {
+                    log_kept |= is_log;
                     tracing::warn!(path = %path.display(), error = %e, "retention could not remove a file");
                 }
             }
