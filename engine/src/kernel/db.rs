@@ -21,7 +21,7 @@ use crate::kernel::log::Op;
 use crate::kernel::log::format::{FRAME_PREFIX, MAX_FRAME_LEN, encode_frame};
 use crate::kernel::log::writer::LogWriter;
 use crate::kernel::maintenance::{CheckpointRun, Maintenance, Removed};
-use crate::kernel::record::{Memory, MemoryId, Timestamp};
+use crate::kernel::record::{MemoryId, Timestamp};
 use crate::kernel::recovery::{self, OpenReport, Retained};
 use crate::kernel::segment_file::{self, SegmentEntry, SegmentKind};
 use crate::kernel::state::State;
@@ -115,7 +115,7 @@ struct Capture {
     /// The archive, entities, canonical tags and snapshots, as operations.
     aux: Vec<Op>,
     /// The live records, shared with the table (copy-on-write).
-    records: Vec<Arc<Memory>>,
+    records: crate::kernel::table::Snapshot,
     /// `log_bytes_since_checkpoint` when captured.
     log_bytes: u64,
 }
@@ -804,7 +804,7 @@ impl Db {
             capture.next_id,
             &capture.segments,
             &capture.aux,
-            capture.records.iter().map(|m| &**m),
+            capture.records.iter(),
         );
         let name = ckpt_format::file_name(capture.seq);
         if capture.rewrite {

@@ -30,6 +30,7 @@ pub mod record;
 pub(crate) mod recovery;
 pub mod rule;
 pub mod segment_file;
+pub(crate) mod slots;
 pub(crate) mod state;
 pub mod storage;
 pub(crate) mod table;

@@ -14,6 +14,7 @@ use crate::kernel::log::Op;
 use crate::kernel::record::{
     Category, Entity, EntityKind, Kind, Memory, MemoryId, TagSnapshot, Timestamp,
 };
+use crate::kernel::slots::Slots;
 use crate::kernel::text_column::TextColumn;
 use amberdb_index::KeySet;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -207,12 +208,47 @@ fn implicit(kind: EntityKind, m: &Memory, id: &str) -> Entity {
     }
 }
 
+/// An iterator that knows how many items it has left.
+struct Counted<I> {
+    inner: I,
+    left: usize,
+}
+
+impl<'a, I: Iterator<Item = &'a Memory>> Iterator for Counted<I> {
+    type Item = &'a Memory;
+    fn next(&mut self) -> Option<&'a Memory> {
+        let m = self.inner.next()?;
+        self.left = self.left.saturating_sub(1);
+        Some(m)
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl<'a, I: Iterator<Item = &'a Memory>> ExactSizeIterator for Counted<I> {}
+
+/// The live records at one moment (`Table::snapshot`).
+pub(crate) struct Snapshot {
+    slots: Slots,
+    live: usize,
+}
+
+impl Snapshot {
+    /// The records in id order.
+    pub(crate) fn iter(&self) -> impl ExactSizeIterator<Item = &Memory> + '_ {
+        Counted {
+            inner: self.slots.iter(),
+            left: self.live,
+        }
+    }
+}
+
 /// The live records and their indexes.
 #[derive(Debug, Default)]
 pub(crate) struct Table {
-    /// Records by id. Shared so that a checkpoint's snapshot costs a reference per record; a
-    /// record changed while a snapshot holds it is copied first (`Arc::make_mut`).
-    slots: Vec<Option<Arc<Memory>>>,
+    /// Records by id, copy-on-write so that a checkpoint's snapshot is cheap.
+    slots: Slots,
     live: usize,
     users: HashMap<String, UserIndex>,
     archive: HashMap<MemoryId, Archived>,
@@ -225,10 +261,7 @@ impl Table {
     }
 
     pub(crate) fn get(&self, id: MemoryId) -> Option<&Memory> {
-        usize::try_from(id.0)
-            .ok()
-            .and_then(|i| self.slots.get(i))
-            .and_then(|s| s.as_deref())
+        self.slots.get(id.0)
     }
 
     pub(crate) fn find_hash(&self, user: &str, hash: &[u8; 32]) -> Option<MemoryId> {
@@ -428,64 +461,38 @@ impl Table {
 
     /// Live records in id order.
     pub(crate) fn iter(&self) -> impl ExactSizeIterator<Item = &Memory> + '_ {
-        struct Live<'a> {
-            inner: std::slice::Iter<'a, Option<Arc<Memory>>>,
-            left: usize,
-        }
-        impl<'a> Iterator for Live<'a> {
-            type Item = &'a Memory;
-            fn next(&mut self) -> Option<&'a Memory> {
-                let m = self.inner.by_ref().find_map(|s| s.as_deref())?;
-                self.left -= 1;
-                Some(m)
-            }
-            fn size_hint(&self) -> (usize, Option<usize>) {
-                (self.left, Some(self.left))
-            }
-        }
-        impl ExactSizeIterator for Live<'_> {}
-        Live {
+        Counted {
             inner: self.slots.iter(),
             left: self.live,
         }
     }
 
-    /// The live records in id order, shared: what a checkpoint encodes after the writer lock
-    /// is released (`docs/durability.md`, "Checkpoint"). A reference per record.
-    pub(crate) fn snapshot(&self) -> Vec<Arc<Memory>> {
-        self.slots.iter().flatten().cloned().collect()
+    /// The live records as they are now, for a checkpoint to encode after the writer lock is
+    /// released (`docs/durability.md`, "Checkpoint"): a reference per 1,024 ids.
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            slots: self.slots.clone(),
+            live: self.live,
+        }
     }
 
     /// Makes room for ids up to `max_id` (loading a checkpoint).
     pub(crate) fn reserve(&mut self, max_id: u64) {
-        let want = usize::try_from(max_id).unwrap_or(0).saturating_add(1);
-        self.slots.reserve(want.saturating_sub(self.slots.len()));
+        self.slots.reserve(max_id);
     }
 
     /// Inserts a record whose id is not present.
     pub(crate) fn insert(&mut self, m: Memory) {
-        let Ok(i) = usize::try_from(m.id.0) else {
-            return;
-        };
-        if i >= self.slots.len() {
-            self.slots.resize_with(i + 1, || None);
-        }
         self.note_lineage(&m);
         self.user_mut(&m.user_id).add(&m);
-        if let Some(slot) = self.slots.get_mut(i) {
-            if slot.is_none() {
-                self.live += 1;
-            }
-            *slot = Some(Arc::new(m));
+        if self.slots.put(m) {
+            self.live += 1;
         }
     }
 
     /// Removes a record, returning it.
     pub(crate) fn remove(&mut self, id: MemoryId) -> Option<Arc<Memory>> {
-        let m = usize::try_from(id.0)
-            .ok()
-            .and_then(|i| self.slots.get_mut(i))
-            .and_then(Option::take)?;
+        let m = self.slots.take(id.0)?;
         self.live -= 1;
         if let Some(u) = self.users.get_mut(&m.user_id) {
             if u.by_hash.get(&m.content_hash) == Some(&m.id) {
@@ -497,9 +504,7 @@ impl Table {
             if u.text.remove() {
                 let mut text = TextColumn::default();
                 for k in u.keys.iter() {
-                    if let Some(Some(live)) =
-                        usize::try_from(k).ok().and_then(|i| self.slots.get(i))
-                    {
+                    if let Some(live) = self.slots.get(k) {
                         text.add(k, &live.content);
                     }
                 }
@@ -544,11 +549,7 @@ impl Table {
     /// Changes a live record in place through `f`, which keeps its id, user and content (the
     /// callers above check or guarantee it), re-indexing its tags and session.
     fn reindexed(&mut self, id: MemoryId, f: impl FnOnce(&mut Memory)) -> Option<()> {
-        let m = usize::try_from(id.0)
-            .ok()
-            .and_then(|i| self.slots.get_mut(i))
-            .and_then(Option::as_mut)
-            .map(Arc::make_mut)?;
+        let m = self.slots.get_mut(id.0)?;
         let u = self.users.get_mut(&m.user_id)?;
         u.remove_fields(m);
         f(m);
@@ -569,11 +570,7 @@ impl Table {
     /// `at`. No index holds either field, so nothing is re-indexed (a touch is on every read's
     /// path). `None` if `id` is not live.
     pub(crate) fn touch(&mut self, id: MemoryId, at: Timestamp) -> Option<()> {
-        let m = usize::try_from(id.0)
-            .ok()
-            .and_then(|i| self.slots.get_mut(i))
-            .and_then(Option::as_mut)
-            .map(Arc::make_mut)?;
+        let m = self.slots.get_mut(id.0)?;
         m.access_count = m.access_count.saturating_add(1);
         m.last_accessed_at = m.last_accessed_at.max(at);
         Some(())
@@ -673,11 +670,7 @@ impl Table {
             let index = self.users.remove(user);
             let mut freed = Vec::with_capacity(live.len());
             for k in &live {
-                if let Some(m) = usize::try_from(k.0)
-                    .ok()
-                    .and_then(|i| self.slots.get_mut(i))
-                    .and_then(Option::take)
-                {
+                if let Some(m) = self.slots.take(k.0) {
                     self.live -= 1;
                     freed.push(m);
                 }

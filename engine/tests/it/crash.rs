@@ -253,10 +253,13 @@ mod hooked {
     use std::path::Path;
     use std::sync::Arc;
 
+    /// Checkpoints after the write that finds one due (no maintenance thread), so a run's
+    /// sync points are the same every time.
     fn options(fs: &FaultyStorage) -> StoreOptions {
         StoreOptions::new(Arc::new(HashingEmbedder::with_dim(8)))
             .storage(Arc::new(fs.clone()))
             .seal_rows(3)
+            .maintenance_thread(false)
     }
 
     fn near(axis: usize, eps: f32) -> Vec<f32> {
