@@ -139,7 +139,7 @@ pub mod query {
 }
 pub use amberdb_embed::{Embedder, HashingEmbedder};
 pub use amberdb_index::Probe;
-pub use kernel::db::{IndexBuild, PendingDurable};
+pub use kernel::db::{IndexBuild, PendingDurable, Purge};
 pub use kernel::maintenance::{CheckpointRun, MaintenanceCounters, Removed};
 pub use kernel::recovery::OpenReport;
 pub use options::{Clock, IndexOptions, MAX_MEMORY_LIMIT, StoreOptions, SyncPolicy};

@@ -6,7 +6,7 @@
 //! nothing.
 
 use crate::kernel::commit::PoisonCause;
-use crate::kernel::db::{Db, DbConfig, IndexBuild, NextIds, PendingDurable};
+use crate::kernel::db::{Db, DbConfig, IndexBuild, NextIds, PendingDurable, Purge};
 use crate::kernel::error::{EngineError, Result};
 use crate::kernel::log::Op;
 use crate::kernel::maintenance::MaintenanceCounters;
@@ -282,6 +282,20 @@ impl Store {
     /// `Poisoned`, or `Io` (which poisons the store).
     pub fn checkpoint(&self) -> Result<()> {
         self.inner.db.checkpoint()
+    }
+
+    /// Makes every memory deleted so far leave every file of the store now, and says what it
+    /// removed (`docs/durability.md`, "Purge"): segments holding deleted rows are rewritten
+    /// without them, a checkpoint is written, and the older checkpoint and every log file
+    /// before the new one are removed, so deleted texts, tags and vectors are nowhere on disk.
+    /// Until the next checkpoint the store has one checkpoint, read back before the older one
+    /// went. Merged and superseded sources are kept (lineage, undo); memories deleted while it
+    /// runs wait for the next purge. Reads and writes go on; writers wait only for the swaps.
+    ///
+    /// # Errors
+    /// `Poisoned`, `Io`, `DiskFull`, `Internal`; a failure before the swap changes nothing.
+    pub fn purge(&self) -> Result<Purge> {
+        self.inner.db.purge()
     }
 
     /// Runs `f`, whose writes on this thread each return as soon as they are appended and

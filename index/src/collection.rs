@@ -626,11 +626,12 @@ impl Collection {
         Ok(())
     }
 
-    /// Replaces the sealed segments `run` (adjacent, in key order) by `ivf`, built from their
-    /// rows: it must hold every one of their keys that is not deleted, and no other key (a key
-    /// deleted since the build started stays in it, under its tombstone). The tombstones of
-    /// the keys it left out are dropped. Returns the replaced segments; nothing changes on
-    /// error.
+    /// Replaces the sealed segments `run` (adjacent, in key order) by `segment` (an IVF
+    /// segment built from their rows, or one segment rewritten without its deleted rows), or
+    /// by nothing when no row is left: it must hold every one of their keys that is not
+    /// deleted, and no other key (a key deleted since the new segment was made stays in it,
+    /// under its tombstone). The tombstones of the keys it left out are dropped. Returns the
+    /// replaced segments; nothing changes on error.
     ///
     /// # Errors
     /// `InvalidParameter` for a run out of range, `DimensionMismatch`, or `KeyOrder` naming a
@@ -638,7 +639,7 @@ impl Collection {
     pub fn replace_run(
         &mut self,
         run: std::ops::Range<usize>,
-        ivf: IvfSegment,
+        segment: Option<Sealed>,
     ) -> Result<Vec<Sealed>> {
         let replaced = self
             .sealed
@@ -647,10 +648,12 @@ impl Collection {
             .ok_or(IndexError::InvalidParameter(
                 "no such run of sealed segments",
             ))?;
-        if ivf.dim() != self.dim {
+        if let Some(s) = &segment
+            && s.dim() != self.dim
+        {
             return Err(IndexError::DimensionMismatch {
                 expected: self.dim,
-                got: ivf.dim(),
+                got: s.dim(),
             });
         }
         let mut old: Vec<u64> = replaced
@@ -660,7 +663,12 @@ impl Collection {
         old.sort_unstable();
         let mut dropped = Vec::new();
         {
-            let mut new = ivf.sorted_keys().peekable();
+            let mut new: Box<dyn Iterator<Item = u64>> = match &segment {
+                None => Box::new(std::iter::empty()),
+                Some(Sealed::Flat(f)) => Box::new(f.keys().iter().copied()),
+                Some(Sealed::Ivf(i)) => Box::new(i.sorted_keys()),
+            };
+            let mut new = new.by_ref().peekable();
             for &key in &old {
                 if new.peek() == Some(&key) {
                     new.next();
@@ -677,7 +685,7 @@ impl Collection {
         for key in dropped {
             self.deleted.remove(key);
         }
-        Ok(self.sealed.splice(run, [Sealed::Ivf(ivf)]).collect())
+        Ok(self.sealed.splice(run, segment).collect())
     }
 
     /// Every row, in chunks: what an exact scan reads.

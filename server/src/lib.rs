@@ -332,6 +332,20 @@ pub fn stats(dir: &Path, options: StoreOptions) -> Result<String> {
     Ok(out)
 }
 
+/// `amberdb purge`: makes every deleted memory leave the store's files now
+/// (`docs/durability.md`, "Purge"), and says what it removed.
+///
+/// # Errors
+/// As `Store::open` and `purge`.
+pub fn purge(dir: &Path, options: StoreOptions) -> Result<String> {
+    let store = Store::open(dir, options)?;
+    let p = store.purge()?;
+    Ok(format!(
+        "purged: {} deleted row(s) dropped from {} segment(s); removed {} file(s), {} bytes, in {:.2} s\n",
+        p.rows_dropped, p.segments_rewritten, p.removed.files, p.removed.bytes, p.seconds
+    ))
+}
+
 /// `amberdb index`: seals the growing rows, then builds an IVF segment of every flat one
 /// (`docs/ivf.md`), and says what it built.
 ///

@@ -82,6 +82,12 @@ enum Command {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// Makes every deleted memory leave the store's files now (texts, tags, vectors; a running
+    /// server does the same with PURGE), and says what it removed (docs/durability.md, "Purge").
+    Purge {
+        #[command(flatten)]
+        store: StoreArgs,
+    },
     /// Verifies every checksum and cross-reference of a store without changing it; exit
     /// code 0 = clean, 1 = damaged, 2 = could not check.
     Check {
@@ -269,6 +275,12 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             print!(
                 "{}",
                 amberdb_server::build_index(&store.dir(), store.embedder.options()?)?
+            );
+        }
+        Command::Purge { store } => {
+            print!(
+                "{}",
+                amberdb_server::purge(&store.dir(), store.embedder.options()?)?
             );
         }
         Command::Check { data_dir, json } => {

@@ -177,6 +177,19 @@ pub struct IndexBuild {
     pub seconds: f64,
 }
 
+/// What a purge did (`Store::purge`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Purge {
+    /// Segments rewritten without their deleted rows (or dropped, when none was left).
+    pub segments_rewritten: usize,
+    /// Deleted rows whose vectors left the segment files.
+    pub rows_dropped: u64,
+    /// The files removed: replaced segments, older checkpoints, log files.
+    pub removed: Removed,
+    /// Wall time.
+    pub seconds: f64,
+}
+
 /// The index builds of one store: one at a time, in the background or asked for.
 #[derive(Default)]
 struct Indexing {
@@ -872,24 +885,7 @@ impl Db {
             retired.push(self.dir.join(ckpt_format::file_name(old.seq)));
         }
         if let [older, _] = &w.checkpoints[..] {
-            let mut logs: Vec<u64> = self
-                .storage()
-                .list(&self.dir)
-                .unwrap_or_default()
-                .iter()
-                .filter_map(|n| crate::kernel::log::writer::parse_file_name(n))
-                .collect();
-            logs.sort_unstable();
-            // A file goes when the next one starts at or before the frame after the older
-            // checkpoint: it holds only frames both checkpoints cover.
-            for pair in logs.windows(2) {
-                if pair[1] <= older.seq + 1 && pair[0] != w.log.first_seq {
-                    retired.push(
-                        self.dir
-                            .join(crate::kernel::log::writer::file_name(pair[0])),
-                    );
-                }
-            }
+            retired.extend(self.retire_logs_before(w, older.seq));
         }
         // B4: replaced segments that no retained checkpoint names (none while a retained
         // checkpoint's list is unknown).
@@ -909,6 +905,26 @@ impl Db {
             });
         }
         retired
+    }
+
+    /// The log files whose frames all precede the checkpoint at `seq`, oldest first: a file
+    /// goes when the next one starts at or before `seq + 1`.
+    fn retire_logs_before(&self, w: &Writer, seq: u64) -> Vec<PathBuf> {
+        let mut logs: Vec<u64> = self
+            .storage()
+            .list(&self.dir)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|n| crate::kernel::log::writer::parse_file_name(n))
+            .collect();
+        logs.sort_unstable();
+        logs.windows(2)
+            .filter(|pair| pair[1] <= seq + 1 && pair[0] != w.log.first_seq)
+            .map(|pair| {
+                self.dir
+                    .join(crate::kernel::log::writer::file_name(pair[0]))
+            })
+            .collect()
     }
 
     /// C6's removals, with no lock a writer needs. A file that cannot be removed is logged and
@@ -1156,7 +1172,7 @@ impl Db {
             .state
             .write()
             .vectors
-            .replace_run(plan.run.clone(), ivf);
+            .replace_run(plan.run.clone(), Some(ivf.into()));
         if let Err(e) = swapped {
             return Err(discard(EngineError::Internal {
                 context: "swapping in an IVF segment",
@@ -1182,6 +1198,177 @@ impl Db {
             nlist: built.nlist,
             nprobe: built.nprobe,
             built_recall: built.built_recall,
+            seconds: start.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Makes the deleted records leave every file now (`docs/durability.md`, "Purge"): P1–P5.
+    ///
+    /// # Errors
+    /// `Poisoned`, `Io`, `DiskFull`, `Internal`. A failure before P3 changes nothing; after it,
+    /// the rewritten segments stand and the checkpoint's failure is handled as any
+    /// checkpoint's.
+    pub(crate) fn purge(&self) -> Result<Purge> {
+        let start = Instant::now();
+        let _turn = self.checkpointing.lock();
+        // P1: the segments holding deleted rows, and the rows deleted now.
+        let plan = {
+            let mut w = self.writer.lock();
+            self.commit.check()?;
+            let state = self.state.read();
+            let mut plan = Vec::new();
+            for (i, (entry, seg)) in w.segments.iter().zip(state.vectors.sealed()).enumerate() {
+                let mut dead: Vec<u64> = seg
+                    .keys()
+                    .iter()
+                    .copied()
+                    .filter(|k| !state.vectors.contains(*k))
+                    .collect();
+                if !dead.is_empty() {
+                    dead.sort_unstable();
+                    plan.push((i, *entry, seg.clone(), dead));
+                }
+            }
+            drop(state);
+            plan.into_iter()
+                .map(|(i, entry, seg, dead)| {
+                    let id = w.next_segment_id;
+                    w.next_segment_id += 1;
+                    (i, entry, seg, dead, id)
+                })
+                .collect::<Vec<_>>()
+        };
+        // P2: each rewritten without those rows, written and read back; no lock held.
+        let mut rewritten = Vec::with_capacity(plan.len());
+        let mut written = Vec::new();
+        let discard = |written: &[PathBuf]| {
+            let _ = self.undo_checkpoint_files(written);
+        };
+        let mut rows_dropped = 0u64;
+        for (i, entry, seg, dead, id) in &plan {
+            let keep = |k: u64| dead.binary_search(&k).is_err();
+            let bytes = match seg.encode_kept(&keep, self.config.vector_codes) {
+                Ok(b) => b,
+                Err(e) => {
+                    discard(&written);
+                    return Err(internal("rewriting a segment without its deleted rows", e));
+                }
+            };
+            rows_dropped += dead.len() as u64;
+            let (kind, bytes) = match bytes {
+                amberdb_index::segment::Rewritten::Empty => {
+                    rewritten.push((*i, *entry, None));
+                    continue;
+                }
+                amberdb_index::segment::Rewritten::Flat(b) => (SegmentKind::Flat, b),
+                amberdb_index::segment::Rewritten::Ivf(b) => (SegmentKind::Ivf, b),
+            };
+            let new = SegmentEntry {
+                id: *id,
+                rows: entry.rows - dead.len() as u64,
+                kind,
+            };
+            let name = new.file_name();
+            written.push(self.dir.join(&name));
+            let opened =
+                crate::kernel::storage::write_atomic(self.storage(), &self.dir, &name, &bytes)
+                    .map_err(|source| io_error(self.dir.join(&name), source))
+                    .and_then(|()| segment_file::open(self.storage(), &self.dir, &new));
+            match opened {
+                Ok(seg) => rewritten.push((*i, *entry, Some((new, seg)))),
+                Err(e) => {
+                    discard(&written);
+                    return Err(e);
+                }
+            }
+        }
+        // P3: the swap, last segment first so the indices stay right.
+        {
+            let mut w = self.writer.lock();
+            if let Err(e) = self.commit.check() {
+                discard(&written);
+                return Err(e);
+            }
+            if rewritten
+                .iter()
+                .any(|(i, entry, _)| w.segments.get(*i) != Some(entry))
+            {
+                discard(&written);
+                return Err(internal(
+                    "purging segments",
+                    "the segments changed meanwhile",
+                ));
+            }
+            let mut state = self.state.write();
+            for (i, entry, new) in rewritten.into_iter().rev() {
+                let (new_entry, segment) = match new {
+                    Some((e, s)) => (Some(e), Some(s)),
+                    None => (None, None),
+                };
+                if let Err(e) = state.vectors.replace_run(i..i + 1, segment) {
+                    drop(state);
+                    self.commit.poison(PoisonCause::new("purge", &self.dir, &e));
+                    return Err(internal("swapping in a purged segment", e));
+                }
+                w.segments.splice(i..=i, new_entry);
+                w.replaced.push(entry);
+                w.segments_version += 1;
+            }
+        }
+        // P4: a checkpoint names the new list and holds no deleted record.
+        self.checkpoint_holding(false)?;
+        // P5: the newest checkpoint, read back, becomes the only one; everything older goes.
+        let retired = {
+            let mut w = self.writer.lock();
+            // No checkpoint even now: nothing was ever written, so nothing was deleted.
+            let Some(newest) = w.checkpoints.last().map(|c| c.seq) else {
+                return Ok(Purge {
+                    segments_rewritten: 0,
+                    rows_dropped: 0,
+                    removed: Removed::default(),
+                    seconds: start.elapsed().as_secs_f64(),
+                });
+            };
+            let path = self.dir.join(ckpt_format::file_name(newest));
+            let bytes = self.storage().read(&path).map_err(EngineError::io(&path))?;
+            // What falls back to the older checkpoint is about to go: the newest must read.
+            if let Err(e) = crate::kernel::checkpoint::reader::decode(&bytes) {
+                let (offset, reason) = match e {
+                    crate::kernel::checkpoint::reader::CheckpointError::Corrupted(d) => {
+                        (d.offset as u64, d.reason)
+                    }
+                    crate::kernel::checkpoint::reader::CheckpointError::Unsupported(_) => {
+                        (0, "the purge's checkpoint does not read back")
+                    }
+                };
+                return Err(EngineError::Corrupted {
+                    file: path,
+                    offset,
+                    reason,
+                });
+            }
+            let keep = w.checkpoints.len().saturating_sub(1);
+            let older: Vec<Retained> = w.checkpoints.drain(..keep).collect();
+            let mut retired: Vec<PathBuf> = older
+                .iter()
+                .map(|c| self.dir.join(ckpt_format::file_name(c.seq)))
+                .collect();
+            retired.extend(self.retire_logs_before(&w, newest));
+            let named: std::collections::HashSet<u64> = w.segments.iter().map(|s| s.id).collect();
+            w.replaced.retain(|entry| {
+                let keep = named.contains(&entry.id);
+                if !keep {
+                    retired.push(self.dir.join(entry.file_name()));
+                }
+                keep
+            });
+            retired
+        };
+        let removed = self.remove_retired(&retired);
+        Ok(Purge {
+            segments_rewritten: plan.len(),
+            rows_dropped,
+            removed,
             seconds: start.elapsed().as_secs_f64(),
         })
     }

@@ -320,3 +320,222 @@ fn deleted_texts_leave_the_log_and_checkpoints_after_two_checkpoints() {
     assert!(leaked.is_empty(), "deleted texts still in {leaked:?}");
     assert_eq!(store.stats().memories, 2);
 }
+
+/// A vector no other row has, with components whose f32 bytes are easy to look for.
+fn marked(i: u64) -> Vec<f32> {
+    let mut v = [0.0f32; 8];
+    v[(i % 8) as usize] = 0.75 + i as f32 / 4096.0;
+    v[((i + 3) % 8) as usize] = 0.5;
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.iter().map(|x| x / n).collect()
+}
+
+fn bytes_of(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+#[test]
+fn a_purge_removes_deleted_texts_and_vectors_from_every_file() {
+    let fs = FaultyStorage::new();
+    let store = Store::open(DIR, small_options(&fs, 1000)).unwrap();
+    let mut secrets = Vec::new();
+    let mut kept = Vec::new();
+    // Every third row a secret, and all of rows 40..50, a segment of their own.
+    let secret = |i: u64| i.is_multiple_of(3) || (40..50).contains(&i);
+    for i in 0..60u64 {
+        let text = if secret(i) {
+            format!("secret-{i:03}-zqx")
+        } else {
+            format!("kept note {i}")
+        };
+        let id = store
+            .store(StoreRequest::new(NewMemory::new(&text)).with_vector(marked(i)))
+            .unwrap()
+            .memory_id;
+        if secret(i) {
+            secrets.push((id, marked(i)));
+        } else {
+            kept.push((id, text));
+        }
+        // Three sealed segments, and rows still growing.
+        if i == 19 || i == 39 || i == 49 {
+            store.checkpoint().unwrap();
+        }
+    }
+    for (id, _) in &secrets {
+        store.delete(*id).unwrap();
+    }
+    // Two segments rewritten, the third (every row deleted) dropped; the growing secrets were
+    // never in a segment.
+    let purge = store.purge().unwrap();
+    assert_eq!(purge.rows_dropped, 14 + 10, "{purge:?}");
+    assert_eq!(purge.segments_rewritten, 3, "{purge:?}");
+    assert_eq!(
+        store.stats().sealed_segments,
+        3,
+        "two rewritten, one new from the growing rows"
+    );
+    assert!(purge.removed.files > 0, "{purge:?}");
+    let leaks = |fs: &FaultyStorage| -> Vec<String> {
+        fs.list(Path::new(DIR))
+            .unwrap()
+            .into_iter()
+            .filter(|name| {
+                let bytes = fs.read(&Path::new(DIR).join(name)).unwrap();
+                bytes.windows(6).any(|w| w == b"secret")
+                    || secrets.iter().any(|(_, v)| {
+                        let needle = bytes_of(v);
+                        bytes.windows(needle.len()).any(|w| w == needle.as_slice())
+                    })
+            })
+            .collect()
+    };
+    assert!(
+        leaks(&fs).is_empty(),
+        "deleted data still in {:?}",
+        leaks(&fs)
+    );
+    assert_eq!(
+        files(&fs, "ckpt-").len(),
+        1,
+        "one checkpoint until the next"
+    );
+    // Everything kept is there and searchable, before and after a reopen.
+    let check = |s: &Store| {
+        assert_eq!(s.stats().memories, kept.len());
+        for (id, text) in &kept {
+            assert_eq!(&s.get(*id).unwrap().content, text);
+        }
+        for (id, _) in &secrets {
+            assert!(s.get(*id).is_err());
+        }
+        assert!(s.search(&SearchRequest::new("kept note 7")).unwrap().count > 0);
+    };
+    check(&store);
+    drop(store);
+    check(&Store::open(DIR, small_options(&fs, 1000)).unwrap());
+    // The next checkpoint brings back two, and the store goes on.
+    let s = Store::open(DIR, small_options(&fs, 1000)).unwrap();
+    store_note(&s, 1, "after the purge");
+    s.checkpoint().unwrap();
+    assert_eq!(files(&fs, "ckpt-").len(), 2);
+    assert!(leaks(&fs).is_empty());
+}
+
+#[test]
+fn a_power_cut_at_any_sync_point_of_a_purge_loses_nothing_and_resurrects_nothing() {
+    use amberdb::storage::CrashImage;
+    // The store before the purge: two sealed segments and growing rows, every third deleted.
+    let prepare = |fs: &FaultyStorage| -> (Store, Vec<(MemoryId, String)>, Vec<MemoryId>) {
+        let store = Store::open(DIR, small_options(fs, 1000)).unwrap();
+        let (mut kept, mut deleted) = (Vec::new(), Vec::new());
+        for i in 0..30u64 {
+            let text = format!("note {i}");
+            let id = store
+                .store(StoreRequest::new(NewMemory::new(&text)).with_vector(marked(i)))
+                .unwrap()
+                .memory_id;
+            if i % 3 == 0 {
+                deleted.push(id);
+            } else {
+                kept.push((id, text));
+            }
+            if i == 9 || i == 19 {
+                store.checkpoint().unwrap();
+            }
+        }
+        for id in &deleted {
+            store.delete(*id).unwrap();
+        }
+        (store, kept, deleted)
+    };
+    let clean = FaultyStorage::new();
+    let (store, _, _) = prepare(&clean);
+    let before = clean.syncs();
+    store.purge().unwrap();
+    let sync_points = clean.syncs() - before;
+    drop(store);
+    assert!(sync_points >= 8, "{sync_points} sync points");
+    eprintln!("a purge: {sync_points} sync points x 3 crash images, each reopened and checked");
+    for k in 1..=sync_points {
+        for image in [
+            CrashImage::DropUnsynced,
+            CrashImage::TearUnsynced {
+                numerator: (k * 37 % 256) as u8,
+            },
+            CrashImage::KeepUnsynced,
+        ] {
+            let fs = FaultyStorage::new();
+            let (store, kept, deleted) = prepare(&fs);
+            fs.crash_at_sync(k);
+            let _ = store.purge();
+            assert!(fs.crashed(), "sync point {k} never reached");
+            drop(store);
+            let after = fs.crash_image(image);
+            let reopened = Store::open(DIR, small_options(&after, 1000))
+                .unwrap_or_else(|e| panic!("sync point {k}, {image:?}: {e}"));
+            assert_eq!(
+                reopened.stats().memories,
+                kept.len(),
+                "sync point {k}, {image:?}"
+            );
+            for (id, text) in &kept {
+                assert_eq!(&reopened.get(*id).unwrap().content, text);
+            }
+            for id in &deleted {
+                assert!(reopened.get(*id).is_err(), "sync point {k}: {id} came back");
+            }
+            // It writes and purges again.
+            store_note(&reopened, 99, "after the cut");
+            reopened.purge().unwrap();
+        }
+    }
+}
+
+#[test]
+fn purges_checkpoints_and_writers_together_lose_nothing() {
+    let seed = super::support::seed("purges_checkpoints_and_writers_together", 11);
+    let fs = FaultyStorage::new();
+    let store = Store::open(DIR, small_options(&fs, 40).maintenance_thread(true)).unwrap();
+    let model: Mutex<std::collections::BTreeMap<MemoryId, String>> = Mutex::default();
+    std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            let mut rng = super::support::Rng::new(seed);
+            for i in 0..600u64 {
+                let text = format!("concurrent note {i}");
+                let id = store
+                    .store(StoreRequest::new(NewMemory::new(&text)).with_vector(marked(i)))
+                    .unwrap()
+                    .memory_id;
+                model.lock().unwrap().insert(id, text);
+                if rng.below(3) == 0 {
+                    let victim = {
+                        let m = model.lock().unwrap();
+                        let n = m.len() as u64;
+                        m.keys().nth(rng.below(n) as usize).copied()
+                    };
+                    if let Some(victim) = victim {
+                        store.delete(victim).unwrap();
+                        model.lock().unwrap().remove(&victim);
+                    }
+                }
+            }
+        });
+        while !writer.is_finished() {
+            store.purge().unwrap();
+        }
+        writer.join().unwrap();
+    });
+    store.purge().unwrap();
+    let model = model.into_inner().unwrap();
+    let check = |s: &Store| {
+        assert_eq!(s.stats().memories, model.len());
+        for (id, text) in &model {
+            assert_eq!(&s.get(*id).unwrap().content, text);
+        }
+        assert_eq!(s.stats().maintenance.failures, 0);
+    };
+    check(&store);
+    drop(store);
+    check(&Store::open(DIR, small_options(&fs, 40)).unwrap());
+}

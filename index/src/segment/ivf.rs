@@ -529,6 +529,63 @@ impl IvfSegment {
         self.count == 0
     }
 
+    /// This segment's file without the rows `keep` refuses: the same lists, centroids, nprobe
+    /// and recall curve (measured at build; dropping rows does not retrain). `None` when
+    /// fewer rows than lists are kept (`encode` needs a row per list at least): the caller
+    /// writes those rows as a flat segment.
+    ///
+    /// # Errors
+    /// As `encode`.
+    pub fn encode_kept(&self, keep: &dyn Fn(u64) -> bool) -> Result<Option<Vec<u8>>> {
+        let keys_all = self.keys();
+        let mut keys = Vec::new();
+        let mut vectors = Vec::new();
+        let mut assignment = Vec::new();
+        for l in 0..self.nlist {
+            for row in self.list_rows(l) {
+                let Some(&key) = keys_all.get(row) else {
+                    continue;
+                };
+                if keep(key)
+                    && let Some(v) = self.vector(row)
+                {
+                    keys.push(key);
+                    vectors.extend_from_slice(v);
+                    assignment.push(u32::try_from(l).unwrap_or(u32::MAX));
+                }
+            }
+        }
+        if keys.len() < self.nlist {
+            return Ok(None);
+        }
+        let header = self.bytes.as_slice();
+        let f32_at = |at: usize| {
+            header
+                .get(at..at + 4)
+                .and_then(|b| b.try_into().ok())
+                .map_or(0.0, f32::from_le_bytes)
+        };
+        let u32_at = |at: usize| {
+            header
+                .get(at..at + 4)
+                .and_then(|b| b.try_into().ok())
+                .map_or(0, u32::from_le_bytes)
+        };
+        encode(&IvfBuild {
+            keys: &keys,
+            vectors: &vectors,
+            dim: self.dim,
+            centroids: self.centroids(),
+            assignment: &assignment,
+            nprobe: self.nprobe,
+            built_recall: self.built_recall,
+            target_recall: f32_at(44),
+            held_out: u32_at(48),
+            curve: &self.curve,
+        })
+        .map(Some)
+    }
+
     /// Lists.
     #[must_use]
     pub fn nlist(&self) -> usize {

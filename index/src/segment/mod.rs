@@ -8,6 +8,8 @@
 //! `writer::encode` returns through its storage layer) and deletes (tombstones live in
 //! `Collection`).
 
+use crate::error::Result;
+
 pub mod format;
 pub mod ivf;
 pub mod reader;
@@ -39,7 +41,50 @@ impl From<IvfSegment> for Sealed {
     }
 }
 
+/// A segment's file rewritten without some of its rows (`Sealed::encode_kept`).
+#[derive(Debug)]
+pub enum Rewritten {
+    /// No row is kept: the segment goes.
+    Empty,
+    /// A flat segment's bytes.
+    Flat(Vec<u8>),
+    /// An IVF segment's bytes.
+    Ivf(Vec<u8>),
+}
+
 impl Sealed {
+    /// This segment's file without the rows `keep` refuses, so that deleted rows leave the
+    /// store's files (compaction). An IVF segment keeps its lists and stays IVF unless fewer
+    /// rows than lists are left, which are written flat; a flat one stays flat, with i8 codes
+    /// when `with_codes`.
+    ///
+    /// # Errors
+    /// As `writer::encode` and `ivf::encode`.
+    pub fn encode_kept(&self, keep: &dyn Fn(u64) -> bool, with_codes: bool) -> Result<Rewritten> {
+        if let Sealed::Ivf(ivf) = self
+            && let Some(bytes) = ivf.encode_kept(keep)?
+        {
+            return Ok(Rewritten::Ivf(bytes));
+        }
+        let mut rows: Vec<(u64, usize)> = self
+            .keys()
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| keep(**k))
+            .map(|(row, &k)| (k, row))
+            .collect();
+        if rows.is_empty() {
+            return Ok(Rewritten::Empty);
+        }
+        rows.sort_unstable();
+        let keys: Vec<u64> = rows.iter().map(|r| r.0).collect();
+        let mut vectors = Vec::with_capacity(rows.len() * self.dim());
+        for &(_, row) in &rows {
+            vectors.extend_from_slice(self.vector(row).unwrap_or(&[]));
+        }
+        writer::encode(&keys, &vectors, self.dim(), with_codes).map(Rewritten::Flat)
+    }
+
     /// Vector dimension.
     #[must_use]
     pub fn dim(&self) -> usize {

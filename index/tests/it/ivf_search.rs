@@ -3,6 +3,7 @@
 //! under random inserts, deletes, filters and rebuilds.
 
 use amberdb_index::ivf::{IvfParams, build};
+use amberdb_index::segment::Rewritten;
 use amberdb_index::segment::writer;
 use amberdb_index::synthetic::{SeededRng, clustered, seed_from_env as seed};
 use amberdb_index::{
@@ -296,16 +297,16 @@ fn replacing_a_run_keeps_every_live_key_and_refuses_a_wrong_segment() {
     let (short_k, short_v) = (ks[1..].to_vec(), vs[dim..].to_vec());
     let missing = ivf(&short_k, &short_v, dim, &IvfParams::new(1));
     let before: Vec<u64> = c.sealed().iter().map(|s| s.len() as u64).collect();
-    assert!(c.replace_run(0..2, missing).is_err());
+    assert!(c.replace_run(0..2, Some(missing.into())).is_err());
     assert!(
-        c.replace_run(1..3, good.clone()).is_err(),
+        c.replace_run(1..3, Some(good.clone().into())).is_err(),
         "keys of another run"
     );
-    assert!(c.replace_run(0..0, good.clone()).is_err());
-    assert!(c.replace_run(2..4, good.clone()).is_err());
+    assert!(c.replace_run(0..0, Some(good.clone().into())).is_err());
+    assert!(c.replace_run(2..4, Some(good.clone().into())).is_err());
     let after: Vec<u64> = c.sealed().iter().map(|s| s.len() as u64).collect();
     assert_eq!(before, after, "a refusal changes nothing");
-    let replaced = c.replace_run(0..2, good).unwrap();
+    let replaced = c.replace_run(0..2, Some(good.into())).unwrap();
     assert_eq!(replaced.len(), 2);
     assert_eq!(c.sealed().len(), 2);
     assert_eq!(c.len(), 898);
@@ -324,6 +325,8 @@ enum Op {
     /// `.0` rows and delete key `.1` if live, then seal the copied rows.
     Seal(usize, u64),
     Rebuild,
+    /// Rewrite every sealed segment without its deleted rows (compaction).
+    Compact,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -332,6 +335,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0u64..400).prop_map(Op::Delete),
         1 => (0usize..5, 0u64..400).prop_map(|(n, k)| Op::Seal(n, k)),
         1 => Just(Op::Rebuild),
+        1 => Just(Op::Compact),
     ]
 }
 
@@ -387,7 +391,28 @@ proptest! {
                         let ks: Vec<u64> = live.iter().map(|r| r.0).collect();
                         let vs: Vec<f32> = live.iter().flat_map(|r| r.1.clone()).collect();
                         let seg = ivf(&ks, &vs, dim, &IvfParams::new(seed));
-                        c.replace_run(0..sealed, seg).unwrap();
+                        c.replace_run(0..sealed, Some(seg.into())).unwrap();
+                    }
+                }
+                Op::Compact => {
+                    let mut i = 0;
+                    while i < c.sealed().len() {
+                        let rewritten = {
+                            let keep = |k: u64| c.contains(k);
+                            c.sealed()[i].encode_kept(&keep, true).unwrap()
+                        };
+                        let segment = match rewritten {
+                            Rewritten::Empty => None,
+                            Rewritten::Flat(b) => Some(FlatSegment::open("c", SealedBytes::copy_from(&b)).unwrap().into()),
+                            Rewritten::Ivf(b) => Some(IvfSegment::open("c", SealedBytes::copy_from(&b)).unwrap().into()),
+                        };
+                        let kept = segment.is_some();
+                        c.replace_run(i..i + 1, segment).unwrap();
+                        if kept {
+                            let s = &c.sealed()[i];
+                            prop_assert!(s.keys().iter().all(|&k| c.contains(k)), "no dead row left");
+                            i += 1;
+                        }
                     }
                 }
             }

@@ -1,4 +1,5 @@
-//! Commands about the server and the connection: PING, HELP, AUTH, QUIT, STATS.
+//! Commands about the server, the store and the connection: PING, HELP, AUTH, QUIT, STATS,
+//! PURGE.
 
 use super::*;
 
@@ -126,6 +127,24 @@ fn stats(ctx: &Ctx, session: &Session, _: &mut Args) -> Outcome {
     Ok(Value::Object(reply))
 }
 
+fn purge(ctx: &Ctx, session: &Session, _: &mut Args) -> Outcome {
+    if let Some(bound) = &session.user {
+        return Err(forbidden(&format!(
+            "every user (PURGE; {bound}'s token is user-bound)"
+        )));
+    }
+    let p = engine(ctx.store.purge())?;
+    Ok(json!({
+        "purged": {
+            "segments_rewritten": p.segments_rewritten,
+            "rows_dropped": p.rows_dropped,
+            "removed_files": p.removed.files,
+            "removed_bytes": p.removed.bytes,
+            "seconds": p.seconds,
+        }
+    }))
+}
+
 /// The commands of this domain, in HELP's order.
 pub(super) static TABLE: &[Command] = &[
     Command {
@@ -171,5 +190,13 @@ pub(super) static TABLE: &[Command] = &[
         summary: "Server counters (requests, errors, latency quantiles, connections) and the store's size.",
         args: &[],
         run: Some(stats),
+    },
+    Command {
+        name: "PURGE",
+        alias: None,
+        tool: false,
+        summary: "Makes every deleted memory leave the store's files now (texts, tags, vectors) and says what it removed.",
+        args: &[],
+        run: Some(purge),
     },
 ];

@@ -360,6 +360,31 @@ fn every_command_works_over_tcp() {
     assert!(stats["store"]["bytes_on_disk"].as_u64().unwrap() > 0);
     assert_eq!(stats["connections"]["open"], 1);
 
+    // PURGE: a deleted memory's text leaves every file of the store.
+    let gone = ok(
+        &mut c,
+        "STORE",
+        json!({"content": "purge-me-xyzzy, a note to forget"}),
+    )["memory_id"]
+        .as_u64()
+        .unwrap();
+    ok(&mut c, "DELETE", json!({"memory_id": gone}));
+    let purged = ok(&mut c, "PURGE", json!({}));
+    assert!(
+        purged["purged"]["removed_files"].as_u64().unwrap() > 0,
+        "{purged}"
+    );
+    let store_dir = dir.path().join("store");
+    for entry in std::fs::read_dir(&store_dir).unwrap() {
+        let path = entry.unwrap().path();
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(
+            !bytes.windows(14).any(|w| w == b"purge-me-xyzzy"),
+            "{} still holds the purged text",
+            path.display()
+        );
+    }
+
     assert_eq!(ok(&mut c, "QUIT", json!({}))["reply"], "BYE");
     assert!(c.closed());
 
@@ -735,6 +760,7 @@ fn tokens_authenticate_bind_users_and_never_reach_the_log() {
         "not_found",
     );
     ada.fails("STATS", json!({}), "forbidden");
+    ada.fails("PURGE", json!({}), "forbidden");
     ada.fails("DELETE_USER", json!({"user_id": "bob"}), "forbidden");
     // Every other way to another user's records: the library's scoped handle refuses each.
     for command in ["HISTORY", "LINEAGE", "COMPACT_UNDO"] {
