@@ -5,6 +5,7 @@
 //! never wait for a writer's prepare), and invalid input is a typed error that changes
 //! nothing.
 
+use crate::kernel::backup::Backup;
 use crate::kernel::commit::PoisonCause;
 use crate::kernel::db::{Db, DbConfig, IndexBuild, NextIds, PendingDurable, Purge};
 use crate::kernel::error::{EngineError, Result};
@@ -296,6 +297,27 @@ impl Store {
     /// `Poisoned`, `Io`, `DiskFull`, `Internal`; a failure before the swap changes nothing.
     pub fn purge(&self) -> Result<Purge> {
         self.inner.db.purge()
+    }
+
+    /// Copies the store into `dest` (a new or empty directory, not inside the store) as it is
+    /// at one commit, while reads and writes go on (`docs/durability.md`, "Backup and
+    /// restore"): the newest checkpoint, its segments and the log after it, byte for byte, so
+    /// ids, timestamps, lineage, access counts, tags and snapshots all come along. `IDENTITY` is
+    /// written last, so an interrupted backup never opens. Checkpoints wait while it copies.
+    /// Opened, the backup is the store after `Backup::seq`; `amberdb::restore` puts it back.
+    ///
+    /// # Errors
+    /// `Invalid` for `dest`; `Poisoned` (reopen first); `Io`, `DiskFull` (what was written is
+    /// removed). A scoped store refuses (`OutOfScope`): a backup holds every user.
+    pub fn backup(&self, dest: impl AsRef<Path>) -> Result<Backup> {
+        if let Some(scope) = self.scope() {
+            return Err(EngineError::OutOfScope {
+                field: "backup",
+                user: "every user".into(),
+                scope: scope.to_owned(),
+            });
+        }
+        self.inner.db.backup(dest.as_ref())
     }
 
     /// Runs `f`, whose writes on this thread each return as soon as they are appended and

@@ -14,6 +14,7 @@
 //! operation, which changes memory only. Reads may observe a write while its fsync is still in
 //! flight (before it is acknowledged); see `docs/durability.md`, "Visibility".
 
+use crate::kernel::backup;
 use crate::kernel::checkpoint::{format as ckpt_format, writer as ckpt_writer};
 use crate::kernel::commit::{GroupCommit, PoisonCause};
 use crate::kernel::error::{EngineError, Result};
@@ -1369,6 +1370,71 @@ impl Db {
             segments_rewritten: plan.len(),
             rows_dropped,
             removed,
+            seconds: start.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Copies the store into `dest` as it is at one commit, while reads and writes go on
+    /// (`docs/durability.md`, "Backup and restore", K1–K4).
+    ///
+    /// # Errors
+    /// `Invalid` for a `dest` that is not empty or is inside the store; `Poisoned`; `Io`,
+    /// `DiskFull` (what was written is removed).
+    pub(crate) fn backup(&self, dest: &Path) -> Result<backup::Backup> {
+        let start = Instant::now();
+        let storage = self.storage();
+        backup::prepare_dest(storage, &self.dir, dest)?;
+        // K1: no file the backup reads is removed or replaced until it is done.
+        let _turn = self.checkpointing.lock();
+        // K2: one durable commit, and where each file ends for it.
+        let (seq, checkpoint, active, active_len) = {
+            let mut w = self.writer.lock();
+            self.drain_touches(&mut w);
+            self.commit.check()?;
+            let seq = self.commit.written();
+            self.commit.wait_durable(seq)?;
+            let checkpoint = w.checkpoints.last().map_or(0, |c| c.seq);
+            (seq, checkpoint, w.log.first_seq, w.log.bytes)
+        };
+        // K3's list: the checkpoint's segments and the checkpoint, then the log after it.
+        let mut parts = Vec::new();
+        if checkpoint > 0 {
+            let name = ckpt_format::file_name(checkpoint);
+            let path = self.dir.join(&name);
+            let bytes = storage.map(&path).map_err(EngineError::io(&path))?;
+            let head =
+                crate::kernel::checkpoint::reader::decode_head(bytes.as_slice()).map_err(|_| {
+                    EngineError::Corrupted {
+                        file: path.clone(),
+                        offset: 0,
+                        reason: "the newest checkpoint's head does not decode",
+                    }
+                })?;
+            parts.extend(head.segments.iter().map(|e| backup::Part {
+                name: e.file_name(),
+                len: None,
+            }));
+            parts.push(backup::Part { name, len: None });
+        }
+        let mut logs: Vec<u64> = storage
+            .list(&self.dir)
+            .map_err(EngineError::io(&self.dir))?
+            .iter()
+            .filter_map(|n| crate::kernel::log::writer::parse_file_name(n))
+            .filter(|&first| first > checkpoint && first <= active)
+            .collect();
+        logs.sort_unstable();
+        parts.extend(logs.into_iter().map(|first| backup::Part {
+            name: crate::kernel::log::writer::file_name(first),
+            len: (first == active).then_some(active_len),
+        }));
+        // K3–K4, with the writer mutex released: writes go on.
+        let (files, bytes) = backup::copy_store_files(storage, &self.dir, dest, &parts)?;
+        Ok(backup::Backup {
+            dest: dest.to_path_buf(),
+            seq,
+            files,
+            bytes,
             seconds: start.elapsed().as_secs_f64(),
         })
     }

@@ -15,7 +15,9 @@
 //! - `record`, `ids`, `rule`, `codec`, `error`: the data model, its ids, the decision codes it
 //!   keeps, its byte encoding, and errors.
 //! - `verify`: the offline check of a store's files.
+//! - `backup`: online backup (files chosen by `db`, copied here) and offline restore.
 
+pub mod backup;
 pub mod checkpoint;
 pub mod codec;
 pub(crate) mod commit;

@@ -1,0 +1,248 @@
+//! Online backup and offline restore (`docs/durability.md`, "Backup and restore", K1–K4).
+//!
+//! A backup is the store's own files, copied byte for byte into an empty directory: the
+//! newest checkpoint, the segments it names, and the log after it cut at one durable commit.
+//! `IDENTITY` is written last: a directory holding store files without it refuses to open, so
+//! an interrupted backup or restore is never taken for a store with less in it. `Db::backup`
+//! chooses the files under the store's locks (K1–K2); this module copies them (K3–K4).
+
+use crate::kernel::checkpoint::format as ckpt_format;
+use crate::kernel::error::{EngineError, Result};
+use crate::kernel::identity;
+use crate::kernel::log::writer as log_writer;
+use crate::kernel::segment_file;
+use crate::kernel::storage::{FsStorage, Storage};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Bytes copied per append.
+const COPY_CHUNK: usize = 8 << 20;
+
+/// What a backup wrote (`Store::backup`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Backup {
+    /// The directory written.
+    pub dest: PathBuf,
+    /// The commit it holds: opened, the backup is the store as it was after this sequence
+    /// number.
+    pub seq: u64,
+    /// Files copied.
+    pub files: usize,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Wall time.
+    pub seconds: f64,
+}
+
+/// What a restore wrote (`amberdb::restore`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Restored {
+    /// Files copied.
+    pub files: usize,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Wall time, the check of the backup included.
+    pub seconds: f64,
+}
+
+/// One file to copy: its name, and how many of its bytes (`None`: all).
+pub(crate) struct Part {
+    pub(crate) name: String,
+    pub(crate) len: Option<u64>,
+}
+
+/// Whether `name` is one of a store's files (not `LOCK`, not a temporary).
+fn is_store_file(name: &str) -> bool {
+    name == identity::FILE_NAME
+        || log_writer::parse_file_name(name).is_some()
+        || ckpt_format::parse_file_name(name).is_some()
+        || segment_file::parse_file_name(name).is_some()
+}
+
+fn invalid(field: &'static str, reason: String) -> EngineError {
+    EngineError::Invalid { field, reason }
+}
+
+/// K3's target: `dest` must not be the store or inside it, and must hold no file; it is
+/// created if missing.
+pub(crate) fn prepare_dest(storage: &dyn Storage, store_dir: &Path, dest: &Path) -> Result<()> {
+    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    if absolute(dest).starts_with(absolute(store_dir)) {
+        return Err(invalid(
+            "dest",
+            format!(
+                "{} is the store's directory or inside it; back up to a directory of its own",
+                dest.display()
+            ),
+        ));
+    }
+    match storage.list(dest) {
+        Ok(names) if !names.is_empty() => Err(invalid(
+            "dest",
+            format!(
+                "{} is not empty ({} entries); a backup goes into a new or empty directory",
+                dest.display(),
+                names.len()
+            ),
+        )),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            storage.create_dir_all(dest).map_err(EngineError::io(dest))
+        }
+        Err(e) => Err(EngineError::Io {
+            path: dest.to_path_buf(),
+            source: e,
+        }),
+    }
+}
+
+/// Copies `len` bytes (all when `None`) of `from` to `to`, durably. Returns the bytes copied.
+fn copy_file(storage: &dyn Storage, from: &Path, to: &Path, len: Option<u64>) -> Result<u64> {
+    let src = storage.map(from).map_err(EngineError::io(from))?;
+    let bytes = src.as_slice();
+    let n = len.map_or(bytes.len(), |l| {
+        usize::try_from(l).unwrap_or(usize::MAX).min(bytes.len())
+    });
+    if len.is_some_and(|l| l > n as u64) {
+        return Err(EngineError::Corrupted {
+            file: from.to_path_buf(),
+            offset: n as u64,
+            reason: "shorter than the length the backup was taken at",
+        });
+    }
+    let file = storage.create(to).map_err(EngineError::io(to))?;
+    for chunk in bytes[..n].chunks(COPY_CHUNK) {
+        file.append(chunk)
+            .map_err(|source| write_error(to, source))?;
+    }
+    file.sync().map_err(|source| write_error(to, source))?;
+    Ok(n as u64)
+}
+
+fn write_error(path: &Path, source: std::io::Error) -> EngineError {
+    if crate::kernel::db::is_disk_full(&source) {
+        EngineError::DiskFull {
+            path: path.to_path_buf(),
+            source,
+        }
+    } else {
+        EngineError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// K3–K4: copies `parts` from `from` into `dest` (already prepared), then `IDENTITY` as the
+/// commit point. On failure removes what it wrote. Returns the files and bytes written.
+pub(crate) fn copy_store_files(
+    storage: &dyn Storage,
+    from: &Path,
+    dest: &Path,
+    parts: &[Part],
+) -> Result<(usize, u64)> {
+    let mut written: Vec<PathBuf> = Vec::new();
+    let result = (|| {
+        let mut bytes = 0;
+        for part in parts {
+            let to = dest.join(&part.name);
+            written.push(to.clone());
+            bytes += copy_file(storage, &from.join(&part.name), &to, part.len)?;
+        }
+        storage.sync_dir(dest).map_err(EngineError::io(dest))?;
+        let id_from = from.join(identity::FILE_NAME);
+        let id = storage.read(&id_from).map_err(EngineError::io(&id_from))?;
+        let id_to = dest.join(identity::FILE_NAME);
+        written.push(id_to.clone());
+        written.push(dest.join(format!("{}.tmp", identity::FILE_NAME)));
+        crate::kernel::storage::write_atomic(storage, dest, identity::FILE_NAME, &id)
+            .map_err(|source| write_error(&id_to, source))?;
+        Ok((parts.len() + 1, bytes + id.len() as u64))
+    })();
+    if result.is_err() {
+        for path in &written {
+            let _ = storage.remove(path);
+        }
+        let _ = storage.sync_dir(dest);
+    }
+    result
+}
+
+/// Restores the backup in `backup` into `dir`, offline (`docs/durability.md`, "Backup and
+/// restore"): the backup must pass `amberdb check`, `dir` must hold no store file and no open
+/// store; every store file is copied and fsynced, `IDENTITY` last.
+///
+/// # Errors
+/// `Invalid` for a backup with errors or a `dir` that holds a store; `Locked` when a store is
+/// open in `dir`; `Io` / `DiskFull` (what was written is removed).
+pub fn restore(backup: &Path, dir: &Path) -> Result<Restored> {
+    let start = Instant::now();
+    let storage = FsStorage;
+    let report = crate::kernel::verify::verify(backup)?;
+    let has_identity = storage
+        .list(backup)
+        .map_err(EngineError::io(backup))?
+        .iter()
+        .any(|n| n == identity::FILE_NAME);
+    if report.errors() > 0 || !has_identity {
+        let first = report
+            .findings
+            .iter()
+            .find(|f| f.severity == crate::kernel::verify::Severity::Error)
+            .map_or_else(
+                || "it has no IDENTITY".to_owned(),
+                |f| format!("{}: {}", f.file, f.what),
+            );
+        return Err(invalid(
+            "backup",
+            format!(
+                "{} is not a complete backup ({} error(s); first: {first}); amberdb check says more",
+                backup.display(),
+                report.errors()
+            ),
+        ));
+    }
+    storage.create_dir_all(dir).map_err(EngineError::io(dir))?;
+    let lock_path = dir.join("LOCK");
+    let _lock = storage.lock(&lock_path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::WouldBlock {
+            EngineError::Locked {
+                path: lock_path.clone(),
+            }
+        } else {
+            EngineError::Io {
+                path: lock_path.clone(),
+                source: e,
+            }
+        }
+    })?;
+    let present: Vec<String> = storage
+        .list(dir)
+        .map_err(EngineError::io(dir))?
+        .into_iter()
+        .filter(|n| is_store_file(n))
+        .collect();
+    if !present.is_empty() {
+        return Err(invalid(
+            "dir",
+            format!(
+                "{} holds a store ({} store files); restore into a new or empty directory",
+                dir.display(),
+                present.len()
+            ),
+        ));
+    }
+    let parts: Vec<Part> = storage
+        .list(backup)
+        .map_err(EngineError::io(backup))?
+        .into_iter()
+        .filter(|n| is_store_file(n) && n != identity::FILE_NAME)
+        .map(|name| Part { name, len: None })
+        .collect();
+    let (files, bytes) = copy_store_files(&storage, backup, dir, &parts)?;
+    Ok(Restored {
+        files,
+        bytes,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
