@@ -346,6 +346,126 @@ pub fn purge(dir: &Path, options: StoreOptions) -> Result<String> {
     ))
 }
 
+/// `amberdb backup DEST`: copies the store in `dir` into `dest` as it is at one commit, then
+/// checks the copy (`docs/durability.md`, "Backup and restore"). Returns the report and
+/// whether the copy checked clean. A store a server holds open is `Locked`: the CLI then says
+/// to use `--server`.
+///
+/// # Errors
+/// As `Store::open`, `Store::backup` and `check`.
+pub fn backup(dir: &Path, options: StoreOptions, dest: &Path) -> anyhow::Result<(String, bool)> {
+    let store = match Store::open(dir, options) {
+        Err(EngineError::Locked { .. }) => anyhow::bail!(
+            "the store {} is open in another process (a running server?): back it up through \
+             the server with `amberdb backup {} --server HOST:PORT` (or send it BACKUP)",
+            dir.display(),
+            dest.display()
+        ),
+        other => other?,
+    };
+    let b = store.backup(dest)?;
+    store.close()?;
+    let (check, code, _) = check::check(dest)?;
+    Ok((
+        format!(
+            "backed up {} at commit {}: {} files, {} bytes, in {:.2} s\n{check}",
+            dir.display(),
+            b.seq,
+            b.files,
+            b.bytes,
+            b.seconds
+        ),
+        code == check::CLEAN,
+    ))
+}
+
+/// `amberdb backup DEST --server ADDR`: sends BACKUP to a running server (authenticating with
+/// the first shared token of `token_file`, if given) and reports its reply. `dest` is made
+/// absolute here: it names a directory on the server's machine.
+///
+/// # Errors
+/// Connection and I/O failures; the server's error reply.
+pub fn backup_via_server(
+    addr: &str,
+    token_file: Option<&Path>,
+    dest: &Path,
+) -> anyhow::Result<(String, bool)> {
+    use anyhow::Context as _;
+    use std::io::{BufRead as _, Write as _};
+    let dest = std::path::absolute(dest)?;
+    let stream = std::net::TcpStream::connect(addr)
+        .with_context(|| format!("connecting to the server at {addr}"))?;
+    let mut reader = std::io::BufReader::new(stream.try_clone()?);
+    let mut writer = stream;
+    let mut ask = |line: String| -> anyhow::Result<serde_json::Value> {
+        writer.write_all(line.as_bytes())?;
+        writer.write_all(b"\n")?;
+        let mut reply = String::new();
+        reader.read_line(&mut reply)?;
+        anyhow::ensure!(!reply.is_empty(), "the server closed the connection");
+        let value: serde_json::Value = serde_json::from_str(&reply)
+            .with_context(|| format!("the server's reply is not JSON: {reply:?}"))?;
+        if value["ok"] != serde_json::Value::Bool(true) {
+            anyhow::bail!(
+                "the server refused: {}",
+                value["message"].as_str().unwrap_or(reply.trim())
+            );
+        }
+        Ok(value)
+    };
+    if let Some(path) = token_file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the token file {}", path.display()))?;
+        let token = text
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty() && !l.starts_with('#') && l.split_whitespace().count() == 1)
+            .with_context(|| {
+                format!(
+                    "{} holds no shared token (a user-bound one may not back up the store)",
+                    path.display()
+                )
+            })?;
+        ask(format!("AUTH {}", serde_json::json!({ "token": token })))?;
+    }
+    let reply = ask(format!(
+        "BACKUP {}",
+        serde_json::json!({ "dest": dest.display().to_string() })
+    ))?;
+    let b = &reply["backup"];
+    let clean = b["check"]["clean"] == serde_json::Value::Bool(true);
+    let mut out = format!(
+        "backed up through {addr} at commit {} into {}: {} files, {} bytes, in {:.2} s\ncheck: {}\n",
+        b["seq"],
+        dest.display(),
+        b["files"],
+        b["bytes"],
+        b["seconds"].as_f64().unwrap_or(0.0),
+        if clean { "clean" } else { "ERRORS" }
+    );
+    for f in b["check"]["findings"].as_array().into_iter().flatten() {
+        let _ = writeln!(out, "  {}", f.as_str().unwrap_or_default());
+    }
+    Ok((out, clean))
+}
+
+/// `amberdb restore BACKUP`: checks the backup and copies it into `dir`, which must hold no
+/// store and no open one (`docs/durability.md`, "Backup and restore").
+///
+/// # Errors
+/// As `amberdb::restore`.
+pub fn restore(backup: &Path, dir: &Path) -> Result<String> {
+    let r = amberdb::restore(backup, dir)?;
+    Ok(format!(
+        "restored {} into {}: {} files, {} bytes, in {:.2} s\n",
+        backup.display(),
+        dir.display(),
+        r.files,
+        r.bytes,
+        r.seconds
+    ))
+}
+
 /// `amberdb index`: seals the growing rows, then builds an IVF segment of every flat one
 /// (`docs/ivf.md`), and says what it built.
 ///

@@ -1,5 +1,6 @@
-//! The `amberdb` command line: `serve`, `mcp`, `import`, `export`, `stats`, `check`, `compact`,
-//! `model fetch`, `demo`. Logs go to stderr (`AMBERDB_LOG`, e.g. `debug`); results to stdout.
+//! The `amberdb` command line: `serve`, `mcp`, `import`, `export`, `stats`, `index`, `purge`,
+//! `backup`, `restore`, `check`, `compact`, `model fetch`, `demo`. Logs go to stderr
+//! (`AMBERDB_LOG`, e.g. `debug`); results to stdout.
 
 #![expect(
     clippy::print_stdout,
@@ -87,6 +88,30 @@ enum Command {
     Purge {
         #[command(flatten)]
         store: StoreArgs,
+    },
+    /// Copies the store, as it is at one commit, into DEST (a new or empty directory) and
+    /// checks the copy; with --server, asks a running server to do it (docs/durability.md,
+    /// "Backup and restore"). Exit code 0 = the copy checked clean.
+    Backup {
+        /// The directory to write.
+        dest: PathBuf,
+        #[command(flatten)]
+        store: StoreArgs,
+        /// A running server holding the store (HOST:PORT); DEST is then on its machine.
+        #[arg(long, env = "AMBERDB_SERVER")]
+        server: Option<String>,
+        /// The server's token file (its first shared token is used).
+        #[arg(long, env = "AMBERDB_TOKEN_FILE", requires = "server")]
+        token_file: Option<PathBuf>,
+    },
+    /// Puts a backup back: checks it, then copies it into the store directory, which must
+    /// hold no store (and no open one).
+    Restore {
+        /// The backup directory.
+        backup: PathBuf,
+        /// Store directory to create [default: ~/.local/share/amberdb/store].
+        #[arg(long, visible_alias = "dir", env = "AMBERDB_DATA_DIR")]
+        data_dir: Option<PathBuf>,
     },
     /// Verifies every checksum and cross-reference of a store without changing it; exit
     /// code 0 = clean, 1 = damaged, 2 = could not check.
@@ -282,6 +307,29 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 "{}",
                 amberdb_server::purge(&store.dir(), store.embedder.options()?)?
             );
+        }
+        Command::Backup {
+            dest,
+            store,
+            server,
+            token_file,
+        } => {
+            let (text, clean) = match server {
+                Some(addr) => {
+                    amberdb_server::backup_via_server(&addr, token_file.as_deref(), &dest)?
+                }
+                None => amberdb_server::backup(&store.dir(), store.embedder.options()?, &dest)?,
+            };
+            print!("{text}");
+            return Ok(if clean {
+                amberdb_server::check::CLEAN
+            } else {
+                amberdb_server::check::DAMAGED
+            });
+        }
+        Command::Restore { backup, data_dir } => {
+            let dir = data_dir.unwrap_or_else(default_data_dir);
+            print!("{}", amberdb_server::restore(&backup, &dir)?);
         }
         Command::Check { data_dir, json } => {
             let dir = data_dir.unwrap_or_else(default_data_dir);

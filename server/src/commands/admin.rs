@@ -1,5 +1,5 @@
 //! Commands about the server, the store and the connection: PING, HELP, AUTH, QUIT, STATS,
-//! PURGE.
+//! PURGE, BACKUP.
 
 use super::*;
 
@@ -145,6 +145,44 @@ fn purge(ctx: &Ctx, session: &Session, _: &mut Args) -> Outcome {
     }))
 }
 
+fn backup(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
+    if let Some(bound) = &session.user {
+        return Err(forbidden(&format!(
+            "every user (BACKUP; {bound}'s token is user-bound)"
+        )));
+    }
+    let dest = std::path::PathBuf::from(args.str("dest")?);
+    if !dest.is_absolute() {
+        return Err(Fail::new(
+            Code::Invalid,
+            format!(
+                "dest {:?} must be an absolute path (a directory on the server's machine)",
+                dest.display()
+            ),
+        ));
+    }
+    let b = engine(ctx.store.backup(&dest))?;
+    // The copy is checked as `amberdb check` would, so the reply says it is whole.
+    let check = match crate::check::check(&dest) {
+        Ok((_, code, report)) => json!({
+            "clean": code == crate::check::CLEAN,
+            "errors": report.errors(),
+            "findings": report.findings.iter().map(|f| format!("{}: {}", f.file, f.what)).collect::<Vec<_>>(),
+        }),
+        Err(e) => json!({"clean": false, "errors": 1, "findings": [e.to_string()]}),
+    };
+    Ok(json!({
+        "backup": {
+            "dest": b.dest.display().to_string(),
+            "seq": b.seq,
+            "files": b.files,
+            "bytes": b.bytes,
+            "seconds": b.seconds,
+            "check": check,
+        }
+    }))
+}
+
 /// The commands of this domain, in HELP's order.
 pub(super) static TABLE: &[Command] = &[
     Command {
@@ -198,5 +236,17 @@ pub(super) static TABLE: &[Command] = &[
         summary: "Makes every deleted memory leave the store's files now (texts, tags, vectors) and says what it removed.",
         args: &[],
         run: Some(purge),
+    },
+    Command {
+        name: "BACKUP",
+        alias: None,
+        tool: false,
+        summary: "Copies the store, as it is at one commit, into an empty directory on the server's machine while it serves, and checks the copy.",
+        args: &[req(
+            "dest",
+            Ty::Str,
+            "an absolute path: a new or empty directory outside the store",
+        )],
+        run: Some(backup),
     },
 ];

@@ -1,5 +1,6 @@
 //! Integration tests of the `amberdb` binary.
 
+mod backup;
 mod cli;
 mod faults;
 mod kill;

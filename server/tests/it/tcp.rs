@@ -385,6 +385,23 @@ fn every_command_works_over_tcp() {
         );
     }
 
+    // BACKUP: a checked copy that opens as the store; refused into a non-empty or relative
+    // directory.
+    let backup_dir = dir.path().join("backup");
+    let b = ok(
+        &mut c,
+        "BACKUP",
+        json!({"dest": backup_dir.display().to_string()}),
+    );
+    assert_eq!(b["backup"]["check"]["clean"], true, "{b}");
+    assert!(b["backup"]["files"].as_u64().unwrap() >= 2, "{b}");
+    assert!(backup_dir.join("IDENTITY").exists());
+    for dest in [backup_dir.display().to_string(), "relative/dir".to_owned()] {
+        let r = c.call("BACKUP", json!({ "dest": dest }));
+        assert_eq!(r["code"], "invalid", "{r}");
+    }
+    assert!(!std::path::Path::new("relative").exists());
+
     assert_eq!(ok(&mut c, "QUIT", json!({}))["reply"], "BYE");
     assert!(c.closed());
 
@@ -761,6 +778,7 @@ fn tokens_authenticate_bind_users_and_never_reach_the_log() {
     );
     ada.fails("STATS", json!({}), "forbidden");
     ada.fails("PURGE", json!({}), "forbidden");
+    ada.fails("BACKUP", json!({"dest": "/tmp/ada-backup"}), "forbidden");
     ada.fails("DELETE_USER", json!({"user_id": "bob"}), "forbidden");
     // Every other way to another user's records: the library's scoped handle refuses each.
     for command in ["HISTORY", "LINEAGE", "COMPACT_UNDO"] {
