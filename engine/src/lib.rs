@@ -143,7 +143,9 @@ pub use kernel::backup::{Backup, Restored, restore};
 pub use kernel::db::{IndexBuild, PendingDurable, Purge};
 pub use kernel::maintenance::{CheckpointRun, MaintenanceCounters, Removed};
 pub use kernel::recovery::OpenReport;
-pub use options::{Clock, IndexOptions, MAX_MEMORY_LIMIT, StoreOptions, SyncPolicy};
+pub use options::{
+    Clock, DEFAULT_PURGE_DELAY, IndexOptions, MAX_MEMORY_LIMIT, StoreOptions, SyncPolicy,
+};
 pub use record::{
     Category, Entity, EntityKind, Kind, Memory, MemoryId, NewMemory, Role, TagSnapshot, Timestamp,
 };

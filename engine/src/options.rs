@@ -36,6 +36,9 @@ pub struct StoreOptions {
     /// the write that finds one due (false: deterministic, no thread; `docs/durability.md`,
     /// "Maintenance").
     pub maintenance_thread: bool,
+    /// How long after a delete the maintenance thread purges it from every file of the store
+    /// (`docs/durability.md`, "Purge"). Default 10 minutes; `None`: only `Store::purge` does.
+    pub purge_delay: Option<std::time::Duration>,
 }
 
 /// When and how IVF segments are built (`docs/ivf.md`, "When a build runs").
@@ -96,9 +99,13 @@ impl std::fmt::Debug for StoreOptions {
             .field("hooks", &self.hooks)
             .field("index", &self.index)
             .field("maintenance_thread", &self.maintenance_thread)
+            .field("purge_delay", &self.purge_delay)
             .finish()
     }
 }
+
+/// How long after a delete the maintenance thread purges it, by default.
+pub const DEFAULT_PURGE_DELAY: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Largest configurable memory limit.
 pub const MAX_MEMORY_LIMIT: usize = 10_000_000;
@@ -119,6 +126,7 @@ impl StoreOptions {
             clock: Arc::new(Timestamp::now),
             index: IndexOptions::default(),
             maintenance_thread: true,
+            purge_delay: Some(DEFAULT_PURGE_DELAY),
         }
     }
 
@@ -188,6 +196,14 @@ impl StoreOptions {
     #[must_use]
     pub fn maintenance_thread(mut self, on: bool) -> StoreOptions {
         self.maintenance_thread = on;
+        self
+    }
+
+    /// Sets how long after a delete the maintenance thread purges it (`None`: never on its
+    /// own).
+    #[must_use]
+    pub fn purge_delay(mut self, delay: Option<std::time::Duration>) -> StoreOptions {
+        self.purge_delay = delay;
         self
     }
 }

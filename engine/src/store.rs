@@ -147,6 +147,7 @@ impl Store {
             seal_rows: options.seal_rows,
             checkpoint_bytes: options.checkpoint_bytes,
             maintenance_thread: options.maintenance_thread,
+            purge_delay: options.purge_delay,
             vector_codes: options.vector_codes,
             clock: Arc::clone(&options.clock),
             index: options.index.clone(),
@@ -449,7 +450,10 @@ impl Store {
             accesses_not_recorded: c.accesses_not_recorded,
             memory_limit: self.inner.options.memory_limit,
             index: index_stats(&state, self.inner.db.index_counters()),
-            maintenance: self.inner.db.maintenance().counters(),
+            maintenance: MaintenanceCounters {
+                purge_pending: self.inner.db.unpurged_for().map(|d| d.as_secs_f64()),
+                ..self.inner.db.maintenance().counters()
+            },
         }
     }
 

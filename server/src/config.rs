@@ -60,6 +60,10 @@ pub struct ServeFlags {
     /// seed's].
     #[arg(long, env = "AMBERDB_MEMORY_LIMIT")]
     pub memory_limit: Option<usize>,
+    /// Seconds after a delete when the maintenance thread purges it from every file of the
+    /// store; 0: only PURGE does [default: 600].
+    #[arg(long, env = "AMBERDB_PURGE_DELAY")]
+    pub purge_delay: Option<u64>,
 }
 
 /// The store-wide defaults of the hooks (`docs/semantics.md`, "Hooks"), for `serve` and
@@ -143,6 +147,7 @@ pub struct FileConfig {
     max_running: Option<usize>,
     max_queued: Option<usize>,
     memory_limit: Option<usize>,
+    purge_delay: Option<u64>,
     semantic_dedup: Option<bool>,
     dedup_distance: Option<f32>,
     fold: Option<bool>,
@@ -176,6 +181,8 @@ pub struct ServeConfig {
     pub auth: Auth,
     /// The store's memory limit, when given.
     pub memory_limit: Option<usize>,
+    /// Seconds after a delete when it is purged (0: never on its own), when given.
+    pub purge_delay: Option<u64>,
     /// The config file as read (its hook keys apply to the store's options).
     pub file: FileConfig,
 }
@@ -262,6 +269,7 @@ impl ServeFlags {
             limits,
             auth,
             memory_limit: self.memory_limit.or(file.memory_limit),
+            purge_delay: self.purge_delay.or(file.purge_delay),
             file,
         })
     }

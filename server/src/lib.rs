@@ -50,6 +50,9 @@ pub fn run_server(config: config::ServeConfig, mut options: StoreOptions) -> any
     if let Some(limit) = config.memory_limit {
         options.memory_limit = limit;
     }
+    if let Some(seconds) = config.purge_delay {
+        options.purge_delay = (seconds > 0).then(|| std::time::Duration::from_secs(seconds));
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("amberdb-io")
@@ -325,6 +328,15 @@ pub fn stats(dir: &Path, options: StoreOptions) -> Result<String> {
         out,
         "maintenance: {} checkpoint(s) since open, {} failed; retention removed {} file(s), {} bytes",
         m.checkpoints, m.failures, m.removed.files, m.removed.bytes
+    );
+    let _ = writeln!(
+        out,
+        "purges: {} since open, {} failed{}",
+        m.purges,
+        m.purge_failures,
+        m.purge_pending.map_or_else(String::new, |s| format!(
+            "; the oldest delete not purged yet waited {s:.0} s"
+        ))
     );
     if let Some(e) = &m.last_error {
         let _ = writeln!(out, "  last failure: {e}");

@@ -89,6 +89,8 @@ pub(crate) struct DbConfig {
     pub(crate) index: crate::options::IndexOptions,
     /// Checkpoints run on the maintenance thread (else after the write that finds one due).
     pub(crate) maintenance_thread: bool,
+    /// The maintenance thread purges a delete this long after it (`None`: never on its own).
+    pub(crate) purge_delay: Option<Duration>,
 }
 
 /// The ids the operation being prepared may assign: `nth(0)` is the next free one.
@@ -276,6 +278,9 @@ pub(crate) struct Db {
     indexing: Indexing,
     /// One checkpoint at a time; taken before the writer mutex.
     checkpointing: Mutex<()>,
+    /// When the oldest delete no purge has covered yet was applied (`docs/durability.md`,
+    /// "Purge": the maintenance thread purges `purge_delay` after it).
+    unpurged_since: Mutex<Option<Instant>>,
     maintenance: Maintenance,
     /// This database, for the background threads it starts (they hold it weakly).
     me: Weak<Db>,
@@ -286,11 +291,19 @@ impl Db {
     /// Opens or creates the database in `dir` (`docs/durability.md`, "Recovery").
     pub(crate) fn open(dir: &Path, embedder: &dyn Embedder, config: DbConfig) -> Result<Arc<Db>> {
         let r = recovery::recover(dir, &*config.storage, embedder)?;
+        // What a purge would remove is not remembered across a restart, so an open notes a
+        // delete when the files may hold one (`docs/durability.md`, "Purge"): the replayed log
+        // deleted records, a segment holds deleted rows, or an older checkpoint is retained
+        // (it, or the log after it, may hold records deleted since).
+        let unpurged =
+            (r.replayed_deletes || r.checkpoints.len() > 1 || !dead_rows(&r.state).is_empty())
+                .then(Instant::now);
         let commit = GroupCommit::new(r.last_seq, Arc::clone(&r.log.file), r.log.path.clone());
         let db = Arc::new_cyclic(|me| Db {
             me: me.clone(),
             indexing: Indexing::default(),
             checkpointing: Mutex::new(()),
+            unpurged_since: Mutex::new(unpurged),
             maintenance: Maintenance::default(),
             dir: dir.to_path_buf(),
             dim: embedder.dim(),
@@ -341,11 +354,27 @@ impl Db {
         &self.maintenance
     }
 
-    /// What the maintenance thread runs when woken: a checkpoint if one is due.
+    /// What the maintenance thread runs when woken: a checkpoint if one is due, then a purge
+    /// if the oldest delete not purged yet is `purge_delay` old (`docs/durability.md`,
+    /// "Purge").
     pub(crate) fn run_due_maintenance(&self) {
-        if !self.commit.is_poisoned() {
-            self.checkpoint_if_due();
+        if self.commit.is_poisoned() {
+            return;
         }
+        self.checkpoint_if_due();
+        let due = self.config.purge_delay.is_some_and(|delay| {
+            self.unpurged_since
+                .lock()
+                .is_some_and(|since| since.elapsed() >= delay)
+        });
+        if due && let Err(e) = self.purge() {
+            tracing::warn!(error = %e, "the automatic purge failed; it is tried again after another delay");
+        }
+    }
+
+    /// How long the oldest delete not purged yet has waited.
+    pub(crate) fn unpurged_for(&self) -> Option<Duration> {
+        self.unpurged_since.lock().map(|since| since.elapsed())
     }
 
     /// Stops the background work (maintenance, index builds) and waits for it (at close).
@@ -484,6 +513,9 @@ impl Db {
     /// Step 5: applies an appended, checked operation and publishes it. It cannot fail short
     /// of a bug; if it does, the state may be half changed, so the store is poisoned.
     fn apply(&self, w: &Writer, seq: u64, op: Op) -> Result<()> {
+        if op.deletes_records() {
+            self.unpurged_since.lock().get_or_insert_with(Instant::now);
+        }
         if let Err(reason) = self.state.write().apply_checked(op) {
             self.commit
                 .poison(PoisonCause::new("apply", &w.log.path, reason));
@@ -1212,24 +1244,37 @@ impl Db {
     pub(crate) fn purge(&self) -> Result<Purge> {
         let start = Instant::now();
         let _turn = self.checkpointing.lock();
+        let mut noted = None;
+        let result = self.purge_holding(start, &mut noted);
+        match &result {
+            Ok(p) => self.maintenance.record_purge(p.clone()),
+            Err(e) => {
+                // The deletes P1 took are not purged: they are due again after another delay.
+                if noted.is_some() {
+                    self.unpurged_since.lock().get_or_insert_with(Instant::now);
+                }
+                self.maintenance.record_purge_failure(e);
+            }
+        }
+        result
+    }
+
+    /// P1–P5 with the checkpoint mutex held. P1 moves the deletes' note into `noted`.
+    fn purge_holding(&self, start: Instant, noted: &mut Option<Instant>) -> Result<Purge> {
         // P1: the segments holding deleted rows, and the rows deleted now.
         let plan = {
             let mut w = self.writer.lock();
             self.commit.check()?;
+            // Every delete applied so far is covered from here on; later ones note again.
+            *noted = self.unpurged_since.lock().take();
             let state = self.state.read();
-            let mut plan = Vec::new();
-            for (i, (entry, seg)) in w.segments.iter().zip(state.vectors.sealed()).enumerate() {
-                let mut dead: Vec<u64> = seg
-                    .keys()
-                    .iter()
-                    .copied()
-                    .filter(|k| !state.vectors.contains(*k))
-                    .collect();
-                if !dead.is_empty() {
-                    dead.sort_unstable();
-                    plan.push((i, *entry, seg.clone(), dead));
-                }
-            }
+            let plan: Vec<_> = dead_rows(&state)
+                .into_iter()
+                .filter_map(|(i, dead)| {
+                    let entry = *w.segments.get(i)?;
+                    Some((i, entry, state.vectors.sealed().get(i)?.clone(), dead))
+                })
+                .collect();
             drop(state);
             plan.into_iter()
                 .map(|(i, entry, seg, dead)| {
@@ -1556,6 +1601,25 @@ pub(crate) struct IndexCounters {
 
 /// k-means and nprobe for a segment, on `options.threads` threads, giving up when `stop` is
 /// set. Seeded by the segment id, so a rebuild of the same rows is the same file.
+/// The sealed segments holding deleted rows, by position, each with those rows' keys in
+/// ascending order (what a purge rewrites, P1).
+fn dead_rows(state: &State) -> Vec<(usize, Vec<u64>)> {
+    let mut out = Vec::new();
+    for (i, seg) in state.vectors.sealed().iter().enumerate() {
+        let mut dead: Vec<u64> = seg
+            .keys()
+            .iter()
+            .copied()
+            .filter(|k| !state.vectors.contains(*k))
+            .collect();
+        if !dead.is_empty() {
+            dead.sort_unstable();
+            out.push((i, dead));
+        }
+    }
+    out
+}
+
 fn train_segment(
     keys: &[u64],
     vectors: &[f32],
@@ -1691,6 +1755,7 @@ mod tests {
             clock: Arc::new(Timestamp::now),
             index: crate::options::IndexOptions::default(),
             maintenance_thread: true,
+            purge_delay: None,
         };
         let embedder = amberdb_embed::HashingEmbedder::new();
         let db = Db::open(dir.path(), &embedder, config).expect("open");

@@ -1,12 +1,12 @@
-//! The maintenance thread of a store (`docs/durability.md`, "Maintenance"): checkpoints and
-//! retention run here, never in a client's request.
+//! The maintenance thread of a store (`docs/durability.md`, "Maintenance"): checkpoints,
+//! retention and automatic purges run here, never in a client's request.
 //!
 //! A write that finds a checkpoint due wakes the thread; it also wakes every second, so
 //! thresholds crossed by accesses alone are caught. It holds the database weakly while it
 //! waits, so a store that closes is not kept open by it, and it is joined at close. What it
 //! did is counted for STATS.
 
-use crate::kernel::db::Db;
+use crate::kernel::db::{Db, Purge};
 use crate::kernel::error::EngineError;
 use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -58,8 +58,16 @@ pub struct MaintenanceCounters {
     pub longest_writers_wait: f64,
     /// The last failure's message.
     pub last_error: Option<String>,
-    /// Everything retention removed.
+    /// Everything retention and purges removed.
     pub removed: Removed,
+    /// Purges run (automatic and asked for).
+    pub purges: u64,
+    /// Purges that failed.
+    pub purge_failures: u64,
+    /// The newest purge.
+    pub last_purge: Option<Purge>,
+    /// How long the oldest delete not purged yet has waited (seconds); `None`: none waits.
+    pub purge_pending: Option<f64>,
 }
 
 /// How writers wake the thread, shared with it (it waits on this, not on the database).
@@ -131,6 +139,26 @@ impl Maintenance {
     pub(crate) fn record_failure(&self, e: &EngineError) {
         let mut c = self.counters.lock();
         c.failures += 1;
+        c.last_error = Some(e.to_string());
+    }
+
+    pub(crate) fn record_purge(&self, purge: Purge) {
+        tracing::info!(
+            segments_rewritten = purge.segments_rewritten,
+            rows_dropped = purge.rows_dropped,
+            removed_files = purge.removed.files,
+            removed_bytes = purge.removed.bytes,
+            seconds = purge.seconds,
+            "purge done"
+        );
+        let mut c = self.counters.lock();
+        c.purges += 1;
+        c.last_purge = Some(purge);
+    }
+
+    pub(crate) fn record_purge_failure(&self, e: &EngineError) {
+        let mut c = self.counters.lock();
+        c.purge_failures += 1;
         c.last_error = Some(e.to_string());
     }
 

@@ -52,6 +52,8 @@ pub(crate) struct Recovered {
     /// Segment files an older retained checkpoint names and the loaded one does not: what an
     /// index build replaced, removed once no retained checkpoint names them (B4).
     pub(crate) replaced: Vec<SegmentEntry>,
+    /// The replayed log deleted records: their texts are in the log files until a purge.
+    pub(crate) replayed_deletes: bool,
     pub(crate) report: OpenReport,
 }
 
@@ -410,6 +412,7 @@ pub(crate) fn recover(
         .rposition(|&first| first <= ckpt_seq + 1)
         .unwrap_or(0);
     let mut expected = ckpt_seq + 1;
+    let mut replayed_deletes = false;
     let mut last_file: Option<(PathBuf, u64)> = None;
     for (i, &first) in logs.iter().enumerate().skip(start) {
         let path = dir.join(log_writer::file_name(first));
@@ -429,6 +432,7 @@ pub(crate) fn recover(
             if let Some(id) = op.max_new_id() {
                 next_id = next_id.max(id + 1);
             }
+            replayed_deletes |= op.deletes_records();
             state.apply(op).map_err(|reason| EngineError::Corrupted {
                 file: path.clone(),
                 offset,
@@ -530,6 +534,7 @@ pub(crate) fn recover(
         checkpoints,
         segments,
         replaced,
+        replayed_deletes,
         report,
     })
 }

@@ -539,3 +539,109 @@ fn purges_checkpoints_and_writers_together_lose_nothing() {
     drop(store);
     check(&Store::open(DIR, small_options(&fs, 40)).unwrap());
 }
+
+#[test]
+fn the_maintenance_thread_purges_deletes_after_the_purge_delay_without_being_asked() {
+    let fs = FaultyStorage::new();
+    let delay = Duration::from_millis(300);
+    let store = Store::open(
+        DIR,
+        small_options(&fs, 1000)
+            .maintenance_thread(true)
+            .purge_delay(Some(delay)),
+    )
+    .unwrap();
+    let mut doomed = Vec::new();
+    for i in 0..30u64 {
+        let id = store
+            .store(
+                StoreRequest::new(NewMemory::new(format!("auto-purge-{i:03} text")))
+                    .with_vector(marked(i)),
+            )
+            .unwrap()
+            .memory_id;
+        if i % 2 == 0 {
+            doomed.push((id, format!("auto-purge-{i:03}"), marked(i)));
+        }
+        if i == 14 {
+            store.checkpoint().unwrap();
+        }
+    }
+    // Without a delete nothing is pending, and nothing is purged.
+    std::thread::sleep(delay * 2);
+    assert_eq!(store.stats().maintenance.purges, 0);
+    assert_eq!(store.stats().maintenance.purge_pending, None);
+    let deleted_at = Instant::now();
+    for (id, _, _) in &doomed {
+        store.delete(*id).unwrap();
+    }
+    assert!(store.stats().maintenance.purge_pending.is_some());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while store.stats().maintenance.purges == 0 {
+        assert!(Instant::now() < deadline, "no purge within 20 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let took = deleted_at.elapsed();
+    assert!(took >= delay, "purged after {took:?}, before the delay");
+    let m = store.stats().maintenance;
+    eprintln!("purged {took:?} after the deletes: {:?}", m.last_purge);
+    assert_eq!(m.purge_pending, None);
+    assert_eq!(
+        m.last_purge.unwrap().rows_dropped,
+        8,
+        "the sealed rows deleted"
+    );
+    // No file holds a deleted text or vector; the kept ones are still there.
+    let everything: Vec<u8> = fs
+        .list(Path::new(DIR))
+        .unwrap()
+        .iter()
+        .flat_map(|name| fs.read(&Path::new(DIR).join(name)).unwrap())
+        .collect();
+    let holds = |needle: &[u8]| everything.windows(needle.len()).any(|w| w == needle);
+    for (_, text, vector) in &doomed {
+        assert!(!holds(text.as_bytes()), "{text} is still on disk");
+        assert!(
+            !holds(&bytes_of(vector)),
+            "the vector of {text} is still on disk"
+        );
+    }
+    assert!(holds(b"auto-purge-001"));
+    assert_eq!(store.stats().memories, 15);
+}
+
+#[test]
+fn a_delete_not_purged_before_a_restart_is_purged_after_it() {
+    let fs = FaultyStorage::new();
+    let delay = Duration::from_millis(200);
+    let options = || {
+        small_options(&fs, 1000)
+            .maintenance_thread(true)
+            .purge_delay(Some(delay))
+    };
+    let store = Store::open(DIR, options().purge_delay(None)).unwrap();
+    let doomed = store_note(&store, 1, "restart-doomed-note");
+    store_note(&store, 2, "restart-kept-note");
+    store.checkpoint().unwrap();
+    store.delete(doomed).unwrap();
+    // Closed before any purge: the note of the delete is in memory only.
+    drop(store);
+    let store = Store::open(DIR, options()).unwrap();
+    assert!(store.stats().maintenance.purge_pending.is_some());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while store.stats().maintenance.purges == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "no purge within 20 s of the reopen"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for name in fs.list(Path::new(DIR)).unwrap() {
+        let bytes = fs.read(&Path::new(DIR).join(&name)).unwrap();
+        assert!(
+            !bytes.windows(14).any(|w| w == b"restart-doomed"),
+            "{name} still holds the deleted text"
+        );
+    }
+    assert_eq!(store.stats().memories, 1);
+}

@@ -120,6 +120,16 @@ fn stats(ctx: &Ctx, session: &Session, _: &mut Args) -> Outcome {
             "last_error": s.maintenance.last_error,
             "removed_files": s.maintenance.removed.files,
             "removed_bytes": s.maintenance.removed.bytes,
+            "purges": s.maintenance.purges,
+            "purge_failures": s.maintenance.purge_failures,
+            "purge_pending_seconds": s.maintenance.purge_pending,
+            "last_purge": s.maintenance.last_purge.as_ref().map(|p| json!({
+                "segments_rewritten": p.segments_rewritten,
+                "rows_dropped": p.rows_dropped,
+                "removed_files": p.removed.files,
+                "removed_bytes": p.removed.bytes,
+                "seconds": p.seconds,
+            })),
         }),
     });
     let mut reply = ctx.metrics.snapshot();

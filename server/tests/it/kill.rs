@@ -1,6 +1,7 @@
-//! kill -9 over TCP: clients record every store the server acknowledged; the server is killed
-//! (SIGKILL) at random moments and restarted, many times; every acknowledged store is there
-//! afterwards, with its content, under its id. `AMBERDB_KILL_CYCLES` (default 12) and
+//! kill -9 over TCP: clients record every store and delete the server acknowledged; the server
+//! is killed (SIGKILL) at random moments and restarted, many times, with automatic purges due
+//! a second after a delete; every acknowledged store is there afterwards, with its content,
+//! under its id, and no acknowledged delete came back. `AMBERDB_KILL_CYCLES` (default 12) and
 //! `AMBERDB_KILL_SEED` (default: the clock; printed) repeat or lengthen a run.
 
 use crate::support::{Client, Server, amberdb};
@@ -23,8 +24,18 @@ impl Rng {
     }
 }
 
-/// Stores pipelined batches of 8 until the connection dies; records each acknowledged one.
-fn writer(addr: SocketAddr, tag: String, acked: Arc<Mutex<Vec<(u64, String)>>>) {
+/// What the clients were told: stores (id, content) and deletes.
+#[derive(Default)]
+struct Acked {
+    stores: Vec<(u64, String)>,
+    deletes: Vec<u64>,
+    /// Deletes sent, acknowledged or not (one cut off by the kill may have been applied).
+    deletes_sent: Vec<u64>,
+}
+
+/// Stores pipelined batches of 8, then deletes the batch's first, until the connection dies;
+/// records each acknowledged store and delete.
+fn writer(addr: SocketAddr, tag: String, acked: Arc<Mutex<Acked>>) {
     let Ok(mut stream) = TcpStream::connect(addr) else {
         return;
     };
@@ -46,24 +57,56 @@ fn writer(addr: SocketAddr, tag: String, acked: Arc<Mutex<Vec<(u64, String)>>>) 
         if stream.write_all(lines.as_bytes()).is_err() {
             return;
         }
+        let mut first = None;
         for content in contents {
-            let mut line = String::new();
-            match reader.read_line(&mut line) {
-                Ok(n) if n > 0 && line.ends_with('\n') => {}
-                _ => return, // killed: this store was never acknowledged
-            }
-            let reply: Value = serde_json::from_str(&line).expect("a whole reply line is JSON");
+            let Some(reply) = read_reply(&mut reader) else {
+                return; // killed: this store was never acknowledged
+            };
             assert_eq!(reply["ok"], true, "{reply}");
-            acked
-                .lock()
-                .unwrap()
-                .push((reply["memory_id"].as_u64().unwrap(), content));
+            let id = reply["memory_id"].as_u64().unwrap();
+            first.get_or_insert(id);
+            acked.lock().unwrap().stores.push((id, content));
         }
+        let Some(victim) = first else { return };
+        acked.lock().unwrap().deletes_sent.push(victim);
+        let line = format!("DELETE {}\n", json!({ "memory_id": victim }));
+        if stream.write_all(line.as_bytes()).is_err() {
+            return;
+        }
+        let Some(reply) = read_reply(&mut reader) else {
+            return;
+        };
+        assert_eq!(reply["ok"], true, "{reply}");
+        acked.lock().unwrap().deletes.push(victim);
     }
 }
 
-fn assert_all_there(client: &mut Client, acked: &[(u64, String)]) {
-    for (id, content) in acked {
+/// The next whole reply line, or `None` when the connection died first.
+fn read_reply(reader: &mut BufReader<TcpStream>) -> Option<Value> {
+    let mut line = String::new();
+    match reader.read_line(&mut line) {
+        Ok(n) if n > 0 && line.ends_with('\n') => {
+            Some(serde_json::from_str(&line).expect("a whole reply line is JSON"))
+        }
+        _ => None,
+    }
+}
+
+fn assert_all_there(client: &mut Client, acked: &Acked) {
+    for id in &acked.deletes {
+        let r = client.call("GET", json!({ "memory_id": id }));
+        assert_eq!(
+            r["code"], "not_found",
+            "acknowledged delete of {id} came back: {r}"
+        );
+    }
+    let maybe_deleted: std::collections::HashSet<u64> =
+        acked.deletes_sent.iter().copied().collect();
+    for (id, content) in acked
+        .stores
+        .iter()
+        .filter(|(id, _)| !maybe_deleted.contains(id))
+    {
         let r = client.call("GET", json!({"memory_id": id, }));
         assert_eq!(r["ok"], true, "acknowledged store {id} is lost: {r}");
         assert_eq!(
@@ -92,11 +135,13 @@ fn kill_9_never_loses_an_acknowledged_store() {
     let mut rng = Rng(seed);
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
-    let acked = Arc::new(Mutex::new(Vec::new()));
+    let acked = Arc::new(Mutex::new(Acked::default()));
+    let flags = ["--memory-limit", "10000000", "--purge-delay", "1"];
     let mut killed_before_first_ack = 0;
+    let mut purges = 0;
     for cycle in 0..cycles {
-        let server = Server::start(&store, &["--memory-limit", "10000000"]);
-        let before = acked.lock().unwrap().len();
+        let server = Server::start(&store, &flags);
+        let before = acked.lock().unwrap().stores.len();
         let writers: Vec<_> = (0..4)
             .map(|w| {
                 let acked = Arc::clone(&acked);
@@ -104,12 +149,19 @@ fn kill_9_never_loses_an_acknowledged_store() {
                 std::thread::spawn(move || writer(addr, format!("cycle {cycle} writer {w}"), acked))
             })
             .collect();
-        std::thread::sleep(Duration::from_millis(50 + rng.next() % 250));
+        // One cycle in four runs long enough for an automatic purge to start.
+        let run_ms = if rng.next().is_multiple_of(4) {
+            1_100 + rng.next() % 900
+        } else {
+            50 + rng.next() % 250
+        };
+        std::thread::sleep(Duration::from_millis(run_ms));
+        purges += server.log().matches("purge done").count();
         server.kill9();
         for w in writers {
             w.join().unwrap();
         }
-        if acked.lock().unwrap().len() == before {
+        if acked.lock().unwrap().stores.len() == before {
             // Killed before the first acknowledgement (e.g. during a checkpoint): a kill point
             // too, with nothing to check but that the store still opens.
             killed_before_first_ack += 1;
@@ -119,17 +171,25 @@ fn kill_9_never_loses_an_acknowledged_store() {
         killed_before_first_ack < cycles,
         "no cycle acknowledged a store: the test checked nothing"
     );
-    let acked = acked.lock().unwrap().clone();
-    let server = Server::start(&store, &["--memory-limit", "10000000"]);
+    let acked = std::mem::take(&mut *acked.lock().unwrap());
+    let server = Server::start(&store, &flags);
     let mut client = server.client();
     assert_all_there(&mut client, &acked);
-    let ids: std::collections::HashSet<u64> = acked.iter().map(|a| a.0).collect();
-    assert_eq!(ids.len(), acked.len(), "an id was acknowledged twice");
+    let ids: std::collections::HashSet<u64> = acked.stores.iter().map(|a| a.0).collect();
+    assert_eq!(
+        ids.len(),
+        acked.stores.len(),
+        "an id was acknowledged twice"
+    );
     let stats = client.ok("GET_MEMORY_STATS", json!({}));
-    assert!(stats["total_memories"].as_u64().unwrap() >= acked.len() as u64);
+    assert!(
+        stats["total_memories"].as_u64().unwrap()
+            >= (acked.stores.len() - acked.deletes.len()) as u64
+    );
     eprintln!(
-        "kill -9: {cycles} cycles ({killed_before_first_ack} before the first ack), {} acknowledged stores, 0 lost; {} in the store (the rest were written but never acknowledged)",
-        acked.len(),
+        "kill -9: {cycles} cycles ({killed_before_first_ack} before the first ack), {} acknowledged stores, 0 lost, {} acknowledged deletes, none back; {} in the store (the rest were written but never acknowledged); {purges} automatic purges finished between kills",
+        acked.stores.len(),
+        acked.deletes.len(),
         stats["total_memories"]
     );
     drop(client);

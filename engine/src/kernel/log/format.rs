@@ -159,6 +159,17 @@ impl Op {
             _ => None,
         }
     }
+
+    /// Whether it deletes records (what a purge then removes from the files,
+    /// `docs/durability.md`, "Purge").
+    #[must_use]
+    pub fn deletes_records(&self) -> bool {
+        match self {
+            Op::Delete { .. } | Op::DeleteEntity { .. } => true,
+            Op::Batch(ops) => ops.iter().any(Op::deletes_records),
+            _ => false,
+        }
+    }
 }
 
 fn crc(seed: u32, parts: &[&[u8]]) -> u32 {
