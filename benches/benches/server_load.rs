@@ -396,6 +396,9 @@ fn main() {
             }
         }
     }
+    if wanted("maintenance") {
+        maintenance_rows(secs);
+    }
     if wanted("idle") {
         let dir = prebuilt("server-get", 10_000);
         let server = start(Store::open(&dir, options()).expect("open"));
@@ -435,4 +438,125 @@ fn main() {
             before.errors + during.errors + after.errors
         );
     }
+}
+
+/// STORE and SEARCH together (even connections store, odd ones search) while the store's own
+/// work runs beside them: nothing; checkpoints and purges (each purge rewrites the segments
+/// holding rows deleted just before it, then checkpoints); online backups. Each row reports the
+/// load's requests/s and p50/p99, then what the background work did. On a copy of the prebuilt
+/// store of `AMBERDB_LOAD_MAINT_SIZE` (default 100,000) memories, durable, every hook on.
+fn maintenance_rows(secs: f64) {
+    let n: u64 = std::env::var("AMBERDB_LOAD_MAINT_SIZE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100_000);
+    let conns: usize = std::env::var("AMBERDB_LOAD_CONNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(16);
+    let base = prebuilt("server-search", n);
+    let copy = amberdb_benches::copy_of_store(&base);
+    let opened = Instant::now();
+    let store = Store::open(copy.path(), options()).expect("open");
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "maintenance rows: {n} memories (opened in {:.1} s), {conns} connections, half STORE (durable, every hook) half SEARCH",
+        opened.elapsed().as_secs_f64()
+    );
+    drop(out);
+    while store.stats().index.building {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let server = start(store.clone());
+    let mixed: Arc<dyn Fn(usize, u64) -> String + Send + Sync> = Arc::new(move |c, k| {
+        if c % 2 == 0 {
+            format!(
+                "STORE {{\"content\": \"{}\", \"user_id\": \"user{c}\"}}",
+                text((c as u64) << 32 | k)
+            )
+        } else {
+            let full = text((c as u64 * 7919 + k * 104_729) % n);
+            let w: Vec<&str> = full.split(' ').collect();
+            format!(
+                "SEARCH {{\"query\": \"{} {} {}\", \"count_access\": false}}",
+                w[0], w[1], w[5]
+            )
+        }
+    });
+    let quiet = drive(server.addr, conns, 1, secs, Arc::clone(&mixed));
+    report("mixed, quiet", conns, 1, &quiet);
+
+    // Checkpoints and purges in a loop: 1,000 of the prebuilt memories deleted, then a purge
+    // (segment rewrite + checkpoint), then a checkpoint.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let worker = {
+        let (store, stop) = (store.clone(), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let (mut purges, mut checkpoints, mut rows, mut seconds) = (0, 0, 0, Vec::new());
+            let mut next = 1u64;
+            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                let victims: Vec<u64> = (next..next + 1_000).filter(|i| i % 7 == 0).collect();
+                next += 1_000;
+                store
+                    .durable_batch(|| {
+                        for id in victims {
+                            let _ = store.delete(amberdb::MemoryId(id));
+                        }
+                    })
+                    .expect("durable");
+                let p = store.purge().expect("purge");
+                rows += p.rows_dropped;
+                seconds.push(p.seconds);
+                purges += 1;
+                store.checkpoint().expect("checkpoint");
+                checkpoints += 1;
+            }
+            (purges, checkpoints, rows, seconds)
+        })
+    };
+    let busy = drive(server.addr, conns, 1, secs, Arc::clone(&mixed));
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    let (purges, checkpoints, rows, mut purge_s) = worker.join().expect("worker");
+    report("mixed, ckpt + purge", conns, 1, &busy);
+    purge_s.sort_by(f64::total_cmp);
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "    beside it: {purges} purges ({rows} deleted rows dropped, median {:.2} s each) + {checkpoints} checkpoints; p99 {:.2}x quiet",
+        purge_s.get(purge_s.len() / 2).copied().unwrap_or(0.0),
+        quantile(&busy.latencies_us, 0.99) / quantile(&quiet.latencies_us, 0.99).max(1e-9)
+    );
+    drop(out);
+
+    // Online backups in a loop, each into a new directory, removed after.
+    stop.store(false, std::sync::atomic::Ordering::Release);
+    let worker = {
+        let (store, stop) = (store.clone(), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut runs = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                let dest =
+                    tempfile::tempdir_in(amberdb_benches::bench_data_dir()).expect("tempdir");
+                let b = store.backup(dest.path().join("backup")).expect("backup");
+                runs.push((b.seconds, b.bytes));
+            }
+            runs
+        })
+    };
+    let during = drive(server.addr, conns, 1, secs, Arc::clone(&mixed));
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    let mut runs = worker.join().expect("worker");
+    report("mixed, backups", conns, 1, &during);
+    runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (median_s, bytes) = runs.get(runs.len() / 2).copied().unwrap_or((0.0, 0));
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "    beside it: {} backups of {:.0} MB, median {median_s:.2} s each ({:.0} MB/s); p99 {:.2}x quiet",
+        runs.len(),
+        bytes as f64 / 1e6,
+        bytes as f64 / 1e6 / median_s.max(1e-9),
+        quantile(&during.latencies_us, 0.99) / quantile(&quiet.latencies_us, 0.99).max(1e-9)
+    );
 }

@@ -6,7 +6,9 @@
 //! version 3 adds users, agents and sessions (created before and after the checkpoint) and the
 //! deletion of a user with its records; version 4 adds validity in time: facts with a given
 //! `valid_from`, updates that close the older value's validity (before and after the
-//! checkpoint) with the rule that decided each, and an earlier value stored late (history).
+//! checkpoint) with the rule that decided each, and an earlier value stored late (history);
+//! version 5 adds `forget/`, a store whose archive retention forgot archived records before and
+//! after its checkpoint.
 
 use amberdb::log::format::VERSION;
 use amberdb::{
@@ -273,6 +275,69 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut bad = bytes.clone();
     bad[32 + 20] ^= 0x04;
     std::fs::write(root.join("corrupt").join(&wal), bad)?;
+    write_forget_fixture(&root)?;
     eprintln!("wrote {}", root.display());
+    Ok(())
+}
+
+/// Version 5: `forget/`, a store whose archive retention forgot archived records in the
+/// checkpoint's past and in the log tail, and `forget.tsv`: each id of its history with
+/// `live`, `archived` or `forgotten`.
+fn write_forget_fixture(root: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let dir = root.join("forget");
+    let retention = amberdb::ArchiveRetention {
+        max_age: None,
+        max_records: Some(2),
+    };
+    let store = Store::open(
+        &dir,
+        StoreOptions::hashing()
+            .archive_retention(retention)
+            .maintenance_thread(false),
+    )?;
+    let mut ids: Vec<MemoryId> = (0..6)
+        .map(|i| {
+            store
+                .store(NewMemory::new(format!(
+                    "Retention fixture note {i}, first wording"
+                )))
+                .map(|s| s.memory_id)
+        })
+        .collect::<Result<_, _>>()?;
+    let mut history: Vec<MemoryId> = ids.clone();
+    let mut rewrite = |store: &Store, i: usize, wording: &str| -> amberdb::Result<()> {
+        let u = store.update(UpdateRequest {
+            memory_id: Some(ids[i]),
+            content: Some(format!("Retention fixture note {i}, {wording} wording")),
+            ..UpdateRequest::default()
+        })?;
+        ids[i] = u.memory_id;
+        history.push(u.memory_id);
+        Ok(())
+    };
+    for i in 0..4 {
+        rewrite(&store, i, "second")?;
+    }
+    let before = store.apply_archive_retention()?;
+    store.checkpoint()?;
+    for i in 4..6 {
+        rewrite(&store, i, "second")?;
+    }
+    let after = store.apply_archive_retention()?;
+    if (before, after) != (2, 2) {
+        return Err(format!("expected 2 and 2 forgotten, got {before} and {after}").into());
+    }
+    let mut tsv = String::new();
+    for id in &history {
+        let status = match store.get(*id) {
+            Ok(_) => "live",
+            Err(amberdb::EngineError::Archived { .. }) => "archived",
+            Err(_) => "forgotten",
+        };
+        tsv.push_str(&format!("{id}\t{status}\n"));
+    }
+    store.close()?;
+    std::fs::remove_file(dir.join("LOCK"))?;
+    std::fs::write(root.join("forget.tsv"), tsv)?;
     Ok(())
 }

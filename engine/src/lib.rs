@@ -144,7 +144,8 @@ pub use kernel::db::{IndexBuild, PendingDurable, Purge};
 pub use kernel::maintenance::{CheckpointRun, MaintenanceCounters, Removed};
 pub use kernel::recovery::OpenReport;
 pub use options::{
-    Clock, DEFAULT_PURGE_DELAY, IndexOptions, MAX_MEMORY_LIMIT, StoreOptions, SyncPolicy,
+    ArchiveRetention, Clock, DEFAULT_PURGE_DELAY, IndexOptions, MAX_MEMORY_LIMIT, StoreOptions,
+    SyncPolicy,
 };
 pub use record::{
     Category, Entity, EntityKind, Kind, Memory, MemoryId, NewMemory, Role, TagSnapshot, Timestamp,

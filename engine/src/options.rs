@@ -39,6 +39,27 @@ pub struct StoreOptions {
     /// How long after a delete the maintenance thread purges it from every file of the store
     /// (`docs/durability.md`, "Purge"). Default 10 minutes; `None`: only `Store::purge` does.
     pub purge_delay: Option<std::time::Duration>,
+    /// How long and how many archived records (merged and superseded sources) are kept
+    /// (`docs/semantics.md`, "Archive retention"). Default: all, forever.
+    pub archive_retention: ArchiveRetention,
+}
+
+/// Which archived records the maintenance thread forgets (`docs/semantics.md`, "Archive
+/// retention"). Both `None` (the default): none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ArchiveRetention {
+    /// Archived records replaced longer ago than this are forgotten.
+    pub max_age: Option<std::time::Duration>,
+    /// Past this many archived records, the oldest are forgotten.
+    pub max_records: Option<usize>,
+}
+
+impl ArchiveRetention {
+    /// Whether it forgets anything at all.
+    #[must_use]
+    pub fn is_set(&self) -> bool {
+        self.max_age.is_some() || self.max_records.is_some()
+    }
 }
 
 /// When and how IVF segments are built (`docs/ivf.md`, "When a build runs").
@@ -100,6 +121,7 @@ impl std::fmt::Debug for StoreOptions {
             .field("index", &self.index)
             .field("maintenance_thread", &self.maintenance_thread)
             .field("purge_delay", &self.purge_delay)
+            .field("archive_retention", &self.archive_retention)
             .finish()
     }
 }
@@ -127,6 +149,7 @@ impl StoreOptions {
             index: IndexOptions::default(),
             maintenance_thread: true,
             purge_delay: Some(DEFAULT_PURGE_DELAY),
+            archive_retention: ArchiveRetention::default(),
         }
     }
 
@@ -204,6 +227,13 @@ impl StoreOptions {
     #[must_use]
     pub fn purge_delay(mut self, delay: Option<std::time::Duration>) -> StoreOptions {
         self.purge_delay = delay;
+        self
+    }
+
+    /// Sets which archived records are forgotten (default: none).
+    #[must_use]
+    pub fn archive_retention(mut self, retention: ArchiveRetention) -> StoreOptions {
+        self.archive_retention = retention;
         self
     }
 }

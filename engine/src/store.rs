@@ -148,6 +148,7 @@ impl Store {
             checkpoint_bytes: options.checkpoint_bytes,
             maintenance_thread: options.maintenance_thread,
             purge_delay: options.purge_delay,
+            archive_retention: options.archive_retention,
             vector_codes: options.vector_codes,
             clock: Arc::clone(&options.clock),
             index: options.index.clone(),
@@ -319,6 +320,16 @@ impl Store {
             });
         }
         self.inner.db.backup(dest.as_ref())
+    }
+
+    /// Forgets now the archived records `StoreOptions::archive_retention` lets go (the
+    /// maintenance thread does it on its own, `docs/semantics.md`, "Archive retention"), and
+    /// says how many. Their texts leave the files at the next purge.
+    ///
+    /// # Errors
+    /// As any write.
+    pub fn apply_archive_retention(&self) -> Result<usize> {
+        self.inner.db.apply_archive_retention()
     }
 
     /// Runs `f`, whose writes on this thread each return as soon as they are appended and

@@ -64,6 +64,13 @@ pub struct ServeFlags {
     /// store; 0: only PURGE does [default: 600].
     #[arg(long, env = "AMBERDB_PURGE_DELAY")]
     pub purge_delay: Option<u64>,
+    /// Days an archived record (a merged or superseded source) is kept after it was replaced
+    /// [default: forever].
+    #[arg(long, env = "AMBERDB_ARCHIVE_MAX_AGE_DAYS")]
+    pub archive_max_age_days: Option<u64>,
+    /// Most archived records kept; past it the oldest are forgotten [default: all].
+    #[arg(long, env = "AMBERDB_ARCHIVE_MAX_RECORDS")]
+    pub archive_max_records: Option<usize>,
 }
 
 /// The store-wide defaults of the hooks (`docs/semantics.md`, "Hooks"), for `serve` and
@@ -148,6 +155,8 @@ pub struct FileConfig {
     max_queued: Option<usize>,
     memory_limit: Option<usize>,
     purge_delay: Option<u64>,
+    archive_max_age_days: Option<u64>,
+    archive_max_records: Option<usize>,
     semantic_dedup: Option<bool>,
     dedup_distance: Option<f32>,
     fold: Option<bool>,
@@ -183,6 +192,8 @@ pub struct ServeConfig {
     pub memory_limit: Option<usize>,
     /// Seconds after a delete when it is purged (0: never on its own), when given.
     pub purge_delay: Option<u64>,
+    /// Which archived records are forgotten.
+    pub archive_retention: amberdb::ArchiveRetention,
     /// The config file as read (its hook keys apply to the store's options).
     pub file: FileConfig,
 }
@@ -270,6 +281,13 @@ impl ServeFlags {
             auth,
             memory_limit: self.memory_limit.or(file.memory_limit),
             purge_delay: self.purge_delay.or(file.purge_delay),
+            archive_retention: amberdb::ArchiveRetention {
+                max_age: self
+                    .archive_max_age_days
+                    .or(file.archive_max_age_days)
+                    .map(|days| Duration::from_secs(days.saturating_mul(86_400))),
+                max_records: self.archive_max_records.or(file.archive_max_records),
+            },
             file,
         })
     }
@@ -322,6 +340,34 @@ fn read_token_file(path: &Path, auth: &mut Auth) -> anyhow::Result<()> {
 mod tests {
     use super::*;
     use amberdb::{HookConfig, ReadHook, WriteHook};
+
+    #[test]
+    fn retention_settings_come_from_flags_then_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("amberdb.toml");
+        std::fs::write(
+            &path,
+            "purge_delay = 30\narchive_max_age_days = 7\narchive_max_records = 500\n",
+        )
+        .unwrap();
+        let flags = ServeFlags {
+            config: Some(path),
+            archive_max_records: Some(100),
+            ..ServeFlags::default()
+        };
+        let c = flags.resolve().unwrap();
+        assert_eq!(c.purge_delay, Some(30));
+        assert_eq!(
+            c.archive_retention,
+            amberdb::ArchiveRetention {
+                max_age: Some(Duration::from_secs(7 * 86_400)),
+                max_records: Some(100),
+            }
+        );
+        let none = ServeFlags::default().resolve().unwrap();
+        assert!(!none.archive_retention.is_set());
+        assert_eq!(none.purge_delay, None);
+    }
 
     #[test]
     fn hook_defaults_come_from_flags_then_the_file_then_the_engine() {

@@ -50,6 +50,9 @@ pub fn run_server(config: config::ServeConfig, mut options: StoreOptions) -> any
     if let Some(limit) = config.memory_limit {
         options.memory_limit = limit;
     }
+    if config.archive_retention.is_set() {
+        options.archive_retention = config.archive_retention;
+    }
     if let Some(seconds) = config.purge_delay {
         options.purge_delay = (seconds > 0).then(|| std::time::Duration::from_secs(seconds));
     }
@@ -331,9 +334,10 @@ pub fn stats(dir: &Path, options: StoreOptions) -> Result<String> {
     );
     let _ = writeln!(
         out,
-        "purges: {} since open, {} failed{}",
+        "purges: {} since open, {} failed; archive retention forgot {} record(s){}",
         m.purges,
         m.purge_failures,
+        m.archived_forgotten,
         m.purge_pending.map_or_else(String::new, |s| format!(
             "; the oldest delete not purged yet waited {s:.0} s"
         ))

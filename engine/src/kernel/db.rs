@@ -91,6 +91,8 @@ pub(crate) struct DbConfig {
     pub(crate) maintenance_thread: bool,
     /// The maintenance thread purges a delete this long after it (`None`: never on its own).
     pub(crate) purge_delay: Option<Duration>,
+    /// Which archived records the maintenance thread forgets.
+    pub(crate) archive_retention: crate::options::ArchiveRetention,
 }
 
 /// The ids the operation being prepared may assign: `nth(0)` is the next free one.
@@ -258,6 +260,9 @@ pub(crate) struct Counters {
     pub(crate) accesses_not_recorded: u64,
 }
 
+/// How often (the store's clock) archive retention looks at the archived records' ages.
+const ARCHIVE_AGE_CHECK_US: i64 = 60_000_000;
+
 /// One open database.
 pub(crate) struct Db {
     dir: PathBuf,
@@ -281,6 +286,8 @@ pub(crate) struct Db {
     /// When the oldest delete no purge has covered yet was applied (`docs/durability.md`,
     /// "Purge": the maintenance thread purges `purge_delay` after it).
     unpurged_since: Mutex<Option<Instant>>,
+    /// When (the store's clock) archive retention last looked at the ages.
+    archive_checked_at: Mutex<Option<Timestamp>>,
     maintenance: Maintenance,
     /// This database, for the background threads it starts (they hold it weakly).
     me: Weak<Db>,
@@ -304,6 +311,7 @@ impl Db {
             indexing: Indexing::default(),
             checkpointing: Mutex::new(()),
             unpurged_since: Mutex::new(unpurged),
+            archive_checked_at: Mutex::new(None),
             maintenance: Maintenance::default(),
             dir: dir.to_path_buf(),
             dim: embedder.dim(),
@@ -362,6 +370,9 @@ impl Db {
             return;
         }
         self.checkpoint_if_due();
+        if let Err(e) = self.archive_retention_if_due() {
+            tracing::warn!(error = %e, "archive retention failed; it is tried again at the next wake-up");
+        }
         let due = self.config.purge_delay.is_some_and(|delay| {
             self.unpurged_since
                 .lock()
@@ -370,6 +381,66 @@ impl Db {
         if due && let Err(e) = self.purge() {
             tracing::warn!(error = %e, "the automatic purge failed; it is tried again after another delay");
         }
+    }
+
+    /// Archive retention, when due: the count at every call, the ages once a minute of the
+    /// store's clock (`docs/semantics.md`, "Archive retention").
+    fn archive_retention_if_due(&self) -> Result<usize> {
+        let r = self.config.archive_retention;
+        if !r.is_set() {
+            return Ok(0);
+        }
+        let now = self.now();
+        let over = r
+            .max_records
+            .is_some_and(|max| self.state.read().table.archive_len() > max);
+        let ages_due = r.max_age.is_some()
+            && self
+                .archive_checked_at
+                .lock()
+                .is_none_or(|at| now.0.saturating_sub(at.0) >= ARCHIVE_AGE_CHECK_US);
+        if over || ages_due {
+            self.apply_archive_retention()
+        } else {
+            Ok(0)
+        }
+    }
+
+    /// Forgets the archived records archive retention lets go, now, in frames of at most
+    /// `MAX_FORGET_IDS` ids. Returns how many.
+    ///
+    /// # Errors
+    /// As any write (`Poisoned`, `Io`, `DiskFull`); what was forgotten before stays forgotten.
+    pub(crate) fn apply_archive_retention(&self) -> Result<usize> {
+        let r = self.config.archive_retention;
+        let now = self.now();
+        *self.archive_checked_at.lock() = Some(now);
+        let max_age_us = r
+            .max_age
+            .map(|d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX));
+        let doomed = self
+            .state
+            .read()
+            .table
+            .archive_to_forget(now, max_age_us, r.max_records);
+        let mut forgotten = 0;
+        for chunk in doomed.chunks(crate::kernel::log::format::MAX_FORGET_IDS) {
+            forgotten += self.commit(|_, state| {
+                // Still archived: a user's deletion may have taken some meanwhile.
+                let ids: Vec<MemoryId> = chunk
+                    .iter()
+                    .copied()
+                    .filter(|id| state.table.archived(*id).is_some())
+                    .collect();
+                let n = ids.len();
+                Ok(((n > 0).then_some(Op::ForgetArchived { ids }), n))
+            })?;
+        }
+        if forgotten > 0 {
+            tracing::info!(forgotten, "archive retention forgot archived records");
+            self.maintenance.record_forgotten(forgotten as u64);
+        }
+        Ok(forgotten)
     }
 
     /// How long the oldest delete not purged yet has waited.
@@ -1756,6 +1827,7 @@ mod tests {
             index: crate::options::IndexOptions::default(),
             maintenance_thread: true,
             purge_delay: None,
+            archive_retention: crate::options::ArchiveRetention::default(),
         };
         let embedder = amberdb_embed::HashingEmbedder::new();
         let db = Db::open(dir.path(), &embedder, config).expect("open");

@@ -68,6 +68,8 @@ pub struct MaintenanceCounters {
     pub last_purge: Option<Purge>,
     /// How long the oldest delete not purged yet has waited (seconds); `None`: none waits.
     pub purge_pending: Option<f64>,
+    /// Archived records archive retention forgot.
+    pub archived_forgotten: u64,
 }
 
 /// How writers wake the thread, shared with it (it waits on this, not on the database).
@@ -160,6 +162,10 @@ impl Maintenance {
         let mut c = self.counters.lock();
         c.purge_failures += 1;
         c.last_error = Some(e.to_string());
+    }
+
+    pub(crate) fn record_forgotten(&self, n: u64) {
+        self.counters.lock().archived_forgotten += n;
     }
 
     pub(crate) fn record_removed(&self, removed: Removed) {

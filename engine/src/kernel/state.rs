@@ -153,11 +153,25 @@ impl State {
                 // it in one batch (no write path builds such a batch).
                 o.entities.insert(key, false);
             }
+            Op::ForgetArchived { ids } => {
+                let unique: HashSet<MemoryId> = ids.iter().copied().collect();
+                if unique.len() != ids.len() {
+                    return Err("an archived record forgotten twice in one frame");
+                }
+                if ids.iter().any(|id| !self.is_archived(o, *id)) {
+                    return Err("forget of an id that is not archived");
+                }
+            }
             Op::Batch(ops) => {
                 let mut after_delete = false;
                 for op in ops {
                     if after_delete {
                         return Err("an operation after an entity's deletion in one batch");
+                    }
+                    if matches!(op, Op::ForgetArchived { .. }) {
+                        // Retention writes it alone; in a batch it would need the overlay to
+                        // track what it removed.
+                        return Err("forget archived inside a batch");
                     }
                     self.check_in(op, o)?;
                     after_delete = matches!(op, Op::DeleteEntity { .. });
@@ -228,6 +242,13 @@ impl State {
             }
             Op::Snapshot(s) => table.put_snapshot(*s),
             Op::Entity(e) => table.put_entity(*e),
+            Op::ForgetArchived { ids } => {
+                for id in ids {
+                    table
+                        .forget_archived(id)
+                        .ok_or("forget of an id that is not archived")?;
+                }
+            }
             Op::DeleteEntity { kind, user_id, id } => {
                 let removed = table
                     .delete_entity(kind, &user_id, &id)

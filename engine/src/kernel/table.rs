@@ -387,6 +387,52 @@ impl Table {
         true
     }
 
+    /// The archived records archive retention forgets at `now` (`docs/semantics.md`, "Archive
+    /// retention"): those replaced before `now - max_age`, then, past `max_records`, the
+    /// oldest. A record counts from the `updated_at` of the record that superseded it (set
+    /// when it replaced it, later if that one changed since: never too early), else from its
+    /// own `updated_at`. Oldest first.
+    pub(crate) fn archive_to_forget(
+        &self,
+        now: Timestamp,
+        max_age_us: Option<i64>,
+        max_records: Option<usize>,
+    ) -> Vec<MemoryId> {
+        let replaced_at = |a: &Archived| {
+            self.superseded_by
+                .get(&a.record.id)
+                .and_then(|s| {
+                    self.get(*s)
+                        .or_else(|| self.archived(*s).map(|b| &b.record))
+                })
+                .map_or(a.record.updated_at, |s| s.updated_at)
+        };
+        let mut by_age: Vec<(Timestamp, MemoryId)> = self
+            .archive
+            .values()
+            .map(|a| (replaced_at(a), a.record.id))
+            .collect();
+        by_age.sort_unstable();
+        let too_old = max_age_us.map_or(0, |age| {
+            let cutoff = now.0.saturating_sub(age);
+            by_age.partition_point(|(at, _)| at.0 < cutoff)
+        });
+        let too_many = max_records.map_or(0, |max| by_age.len().saturating_sub(max));
+        by_age
+            .into_iter()
+            .take(too_old.max(too_many))
+            .map(|(_, id)| id)
+            .collect()
+    }
+
+    /// Removes an archived record for good (archive retention). Lineage that names it skips it
+    /// from now on. `None` if `id` is not archived.
+    pub(crate) fn forget_archived(&mut self, id: MemoryId) -> Option<()> {
+        self.archive.remove(&id)?;
+        self.superseded_by.remove(&id);
+        Some(())
+    }
+
     /// Every archived record the lineage of `id` (live or archived) reaches through
     /// `supersedes`, depth first in `supersedes` order, each once.
     pub(crate) fn lineage(&self, id: MemoryId) -> Vec<&Archived> {

@@ -275,3 +275,30 @@ fn version_4_store_opens_with_validity_history_and_as_of() {
     assert_eq!(city(Some("2024-06-01T00:00:00Z")), ["Dora lives in Lisbon"]);
     assert!(city(Some("2020-01-01T00:00:00Z")).is_empty());
 }
+
+#[test]
+fn version_5_store_opens_and_its_forgotten_archive_stays_forgotten() {
+    check_v2_store(5);
+    let dir = copy_of_version(5, "forget");
+    let store = Store::open(dir.path(), StoreOptions::hashing()).unwrap();
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v5/forget.tsv"),
+    )
+    .unwrap();
+    let mut counts = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        let (id, status) = line.split_once('\t').unwrap();
+        let got = match store.get(MemoryId(id.parse().unwrap())) {
+            Ok(_) => "live",
+            Err(EngineError::Archived { .. }) => "archived",
+            Err(EngineError::NotFound { .. }) => "forgotten",
+            Err(e) => panic!("{id}: {e}"),
+        };
+        assert_eq!(got, status, "memory {id}");
+        *counts.entry(status).or_insert(0) += 1;
+    }
+    // Forgotten before the checkpoint and in the log after it.
+    assert_eq!(counts["forgotten"], 4);
+    assert_eq!(counts["archived"], 2);
+    assert_eq!(store.stats().memories, 6);
+}

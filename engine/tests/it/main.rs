@@ -1,6 +1,7 @@
 //! Integration tests of amberdb, one module per area.
 
 mod api;
+mod archive;
 mod backup;
 mod corruption;
 mod crash;

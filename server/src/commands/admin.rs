@@ -123,6 +123,7 @@ fn stats(ctx: &Ctx, session: &Session, _: &mut Args) -> Outcome {
             "purges": s.maintenance.purges,
             "purge_failures": s.maintenance.purge_failures,
             "purge_pending_seconds": s.maintenance.purge_pending,
+            "archived_forgotten": s.maintenance.archived_forgotten,
             "last_purge": s.maintenance.last_purge.as_ref().map(|p| json!({
                 "segments_rewritten": p.segments_rewritten,
                 "rows_dropped": p.rows_dropped,

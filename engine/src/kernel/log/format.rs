@@ -14,7 +14,7 @@
 //! off size field   meaning
 //!   0    4 len     u32 LE = 1 + 8 + payload; MIN_FRAME_LEN..=MAX_FRAME_LEN
 //!   4    4 crc     crc32 seeded FRAME_CRC_SEED over bytes 0..4 then 8..8+len
-//!   8    1 type    TYPE_STORE ..= TYPE_DELETE_ENTITY
+//!   8    1 type    TYPE_STORE ..= TYPE_FORGET_ARCHIVED
 //!   9    8 seq     u64 LE
 //!  17    * payload
 //! ```
@@ -30,9 +30,10 @@ use std::ops::RangeInclusive;
 /// File magic.
 pub const MAGIC: [u8; 4] = *b"MNWL";
 /// Version this build writes.
-pub const VERSION: u16 = 4;
-/// Versions this build reads (v1 files hold only store and delete frames, v2 no entities).
-pub const SUPPORTED: RangeInclusive<u16> = 1..=4;
+pub const VERSION: u16 = 5;
+/// Versions this build reads (v1 files hold only store and delete frames, v2 no entities, v4
+/// no forgotten archive).
+pub const SUPPORTED: RangeInclusive<u16> = 1..=5;
 /// File header length.
 pub const HEADER_LEN: usize = 32;
 /// CRC seed of the file header.
@@ -69,6 +70,10 @@ pub const TYPE_BATCH: u8 = 10;
 pub const TYPE_ENTITY: u8 = 11;
 /// Frame type (v3): delete a user, agent or session and every record that belongs to it.
 pub const TYPE_DELETE_ENTITY: u8 = 12;
+/// Frame type (v5): archived records removed for good (archive retention).
+pub const TYPE_FORGET_ARCHIVED: u8 = 13;
+/// Most ids in one `ForgetArchived` frame.
+pub const MAX_FORGET_IDS: usize = 8_192;
 /// Most operations in one batch.
 pub const MAX_BATCH_OPS: usize = 1 << 20;
 
@@ -147,6 +152,11 @@ pub enum Op {
         /// The entity.
         id: String,
     },
+    /// Archived records leave the archive for good (archive retention, `docs/semantics.md`).
+    ForgetArchived {
+        /// The archived ids, at most `MAX_FORGET_IDS`.
+        ids: Vec<MemoryId>,
+    },
 }
 
 impl Op {
@@ -165,7 +175,7 @@ impl Op {
     #[must_use]
     pub fn deletes_records(&self) -> bool {
         match self {
-            Op::Delete { .. } | Op::DeleteEntity { .. } => true,
+            Op::Delete { .. } | Op::DeleteEntity { .. } | Op::ForgetArchived { .. } => true,
             Op::Batch(ops) => ops.iter().any(Op::deletes_records),
             _ => false,
         }
@@ -326,6 +336,7 @@ pub fn op_type(op: &Op) -> u8 {
         Op::Batch(_) => TYPE_BATCH,
         Op::Entity(_) => TYPE_ENTITY,
         Op::DeleteEntity { .. } => TYPE_DELETE_ENTITY,
+        Op::ForgetArchived { .. } => TYPE_FORGET_ARCHIVED,
     }
 }
 
@@ -353,6 +364,12 @@ pub(crate) fn encode_payload(op: &Op, e: &mut Encoder<'_>) {
         }
         Op::Delete { id } | Op::Archive { id } => e.u64(id.0),
         Op::Update { record } => record::encode(record, e),
+        Op::ForgetArchived { ids } => {
+            e.u32(u32::try_from(ids.len()).unwrap_or(u32::MAX));
+            for id in ids {
+                e.u64(id.0);
+            }
+        }
         Op::Touch { at, ids } => {
             e.i64(at.0);
             e.u32(u32::try_from(ids.len()).unwrap_or(u32::MAX));
@@ -475,6 +492,17 @@ pub(crate) fn decode_payload(
             user_id: d.str(record::MAX_ID_CHARS * 4)?,
             id: d.str(record::MAX_ID_CHARS * 4)?,
         },
+        TYPE_FORGET_ARCHIVED => {
+            let n = d.u32()? as usize;
+            if n > MAX_FORGET_IDS || n > d.remaining() / 8 {
+                return d.fail("forget count out of bounds");
+            }
+            let mut ids = Vec::with_capacity(n);
+            for _ in 0..n {
+                ids.push(MemoryId(d.u64()?));
+            }
+            Op::ForgetArchived { ids }
+        }
         TYPE_BATCH if !in_batch => {
             let n = d.u32()? as usize;
             // Each member takes at least its type and length.
@@ -585,6 +613,9 @@ mod tests {
                 created_at: Timestamp(13),
                 entries: vec![(MemoryId(1), vec!["a".into()]), (MemoryId(2), vec![])],
             })),
+            Op::ForgetArchived {
+                ids: vec![MemoryId(7), MemoryId(70)],
+            },
         ];
         for op in &ops {
             assert_eq!(&round_trip(op), op);
@@ -592,6 +623,26 @@ mod tests {
         let batch = Op::Batch(ops);
         assert_eq!(round_trip(&batch), batch);
         assert_eq!(batch.max_new_id(), Some(12));
+    }
+
+    #[test]
+    fn a_forget_frame_over_its_bound_is_refused() {
+        let mut payload = Vec::new();
+        let mut e = Encoder::new(&mut payload);
+        e.u32(u32::try_from(MAX_FORGET_IDS + 1).expect("fits"));
+        for i in 0..=MAX_FORGET_IDS {
+            e.u64(i as u64);
+        }
+        let raw = RawFrame {
+            frame_type: TYPE_FORGET_ARCHIVED,
+            seq: 1,
+            payload: &payload,
+            total_len: 0,
+        };
+        assert_eq!(
+            decode_op(&raw).expect_err("over the bound").reason,
+            "forget count out of bounds"
+        );
     }
 
     #[test]
