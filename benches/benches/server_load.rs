@@ -440,12 +440,20 @@ fn main() {
     }
 }
 
-/// STORE and SEARCH together (even connections store, odd ones search) while the store's own
-/// work runs beside them: nothing; checkpoints and purges (each purge rewrites the segments
-/// holding rows deleted just before it, then checkpoints); online backups. Each row reports the
-/// load's requests/s and p50/p99, then what the background work did. On a copy of the prebuilt
-/// store of `AMBERDB_LOAD_MAINT_SIZE` (default 100,000) memories, durable, every hook on.
+/// A load beside the store's own background work, three rows, each on a fresh copy of the
+/// prebuilt store of `AMBERDB_LOAD_MAINT_SIZE` (default 100,000) memories, durable, every hook
+/// on:
+/// - quiet: default options (no checkpoint or purge falls due in a row's time);
+/// - checkpoints + purges: reopened with `checkpoint_bytes` 4 MiB and `purge_delay` 1 s, and 1 %
+///   of the prebuilt memories deleted every second, so the maintenance thread checkpoints every
+///   few seconds and purges (rewriting the segments holding the deleted rows) after each delete;
+/// - backups: default options, online backups back to back from another thread, each into a new
+///   directory.
+///
+/// The load: `AMBERDB_LOAD_MIX=store` has every connection store; the default, half store and
+/// half search. Each row reports requests/s, p50/p99, and what ran beside it.
 fn maintenance_rows(secs: f64) {
+    use std::sync::atomic::{AtomicBool, Ordering};
     let n: u64 = std::env::var("AMBERDB_LOAD_MAINT_SIZE")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -454,49 +462,84 @@ fn maintenance_rows(secs: f64) {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(16);
-    let base = prebuilt("server-search", n);
-    let copy = amberdb_benches::copy_of_store(&base);
-    let opened = Instant::now();
-    let store = Store::open(copy.path(), options()).expect("open");
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(
-        out,
-        "maintenance rows: {n} memories (opened in {:.1} s), {conns} connections, half STORE (durable, every hook) half SEARCH",
-        opened.elapsed().as_secs_f64()
+    let store_only = std::env::var("AMBERDB_LOAD_MIX").is_ok_and(|m| m == "store");
+    // Built once, then checkpointed and indexed, as a store that grew at a user's pace would
+    // be (`docs/ivf.md`, "When a build runs"), so no row waits for a build at open.
+    let base = amberdb_benches::store_built_once(
+        &format!("server-maint-{n}"),
+        options().sync(SyncPolicy::None).hooks(HookConfig::none()),
+        |store| {
+            for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+                let batch = chunk.iter().map(|i| NewMemory::new(text(*i))).collect();
+                for r in store.store_batch(batch).expect("embed") {
+                    r.expect("store");
+                }
+            }
+            store.checkpoint().expect("checkpoint");
+            store.build_index().expect("index");
+        },
     );
-    drop(out);
-    while store.stats().index.building {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let server = start(store.clone());
-    let mixed: Arc<dyn Fn(usize, u64) -> String + Send + Sync> = Arc::new(move |c, k| {
-        if c % 2 == 0 {
-            format!(
-                "STORE {{\"content\": \"{}\", \"user_id\": \"user{c}\"}}",
-                text((c as u64) << 32 | k)
-            )
-        } else {
-            let full = text((c as u64 * 7919 + k * 104_729) % n);
-            let w: Vec<&str> = full.split(' ').collect();
-            format!(
-                "SEARCH {{\"query\": \"{} {} {}\", \"count_access\": false}}",
-                w[0], w[1], w[5]
-            )
+    // Every row starts from the same state: a fresh copy of the prebuilt store, indexed as
+    // its open does, so no row inherits the growing rows the one before it wrote.
+    let open = |options: StoreOptions| {
+        let started = Instant::now();
+        let copy = amberdb_benches::copy_of_store(&base);
+        let store = Store::open(copy.path(), options).expect("open");
+        while store.stats().index.building {
+            std::thread::sleep(Duration::from_millis(100));
         }
-    });
-    let quiet = drive(server.addr, conns, 1, secs, Arc::clone(&mixed));
-    report("mixed, quiet", conns, 1, &quiet);
+        (store, started.elapsed().as_secs_f64(), copy)
+    };
+    // Each row stores texts of its own (`row` in the top bits), so none is a duplicate.
+    let load = |row: u64| -> Arc<dyn Fn(usize, u64) -> String + Send + Sync> {
+        Arc::new(move |c, k| {
+            if store_only || c % 2 == 0 {
+                format!(
+                    "STORE {{\"content\": \"{}\", \"user_id\": \"user{c}\"}}",
+                    text(row << 48 | (c as u64) << 32 | k)
+                )
+            } else {
+                let full = text((c as u64 * 7919 + k * 104_729) % n);
+                let w: Vec<&str> = full.split(' ').collect();
+                format!(
+                    "SEARCH {{\"query\": \"{} {} {}\", \"count_access\": false}}",
+                    w[0], w[1], w[5]
+                )
+            }
+        })
+    };
+    let kind = if store_only { "store" } else { "mixed" };
+    let say = |line: String| {
+        let _ = writeln!(std::io::stdout().lock(), "{line}");
+    };
 
-    // Checkpoints and purges in a loop: 1,000 of the prebuilt memories deleted, then a purge
-    // (segment rewrite + checkpoint), then a checkpoint.
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let worker = {
+    let (store, opened, _copy) = open(options());
+    say(format!(
+        "maintenance rows: {n} memories (opened and indexed in {opened:.1} s), {conns} connections, {}",
+        if store_only {
+            "all STORE (durable, every hook)"
+        } else {
+            "half STORE (durable, every hook), half SEARCH"
+        }
+    ));
+    let server = start(store.clone());
+    let quiet = drive(server.addr, conns, 1, secs, load(1));
+    report(&format!("{kind}, quiet"), conns, 1, &quiet);
+    drop(server);
+    drop(store);
+
+    let mut busy_options = options().purge_delay(Some(Duration::from_secs(1)));
+    busy_options.checkpoint_bytes = 4 << 20;
+    let (store, _, _copy) = open(busy_options);
+    let server = start(store.clone());
+    let before = store.stats().maintenance;
+    let stop = Arc::new(AtomicBool::new(false));
+    let deleter = {
         let (store, stop) = (store.clone(), Arc::clone(&stop));
         std::thread::spawn(move || {
-            let (mut purges, mut checkpoints, mut rows, mut seconds) = (0, 0, 0, Vec::new());
             let mut next = 1u64;
-            while !stop.load(std::sync::atomic::Ordering::Acquire) {
-                let victims: Vec<u64> = (next..next + 1_000).filter(|i| i % 7 == 0).collect();
+            while !stop.load(Ordering::Acquire) {
+                let victims: Vec<u64> = (next..next + 1_000).collect();
                 next += 1_000;
                 store
                     .durable_batch(|| {
@@ -505,37 +548,36 @@ fn maintenance_rows(secs: f64) {
                         }
                     })
                     .expect("durable");
-                let p = store.purge().expect("purge");
-                rows += p.rows_dropped;
-                seconds.push(p.seconds);
-                purges += 1;
-                store.checkpoint().expect("checkpoint");
-                checkpoints += 1;
+                std::thread::sleep(Duration::from_secs(1));
             }
-            (purges, checkpoints, rows, seconds)
         })
     };
-    let busy = drive(server.addr, conns, 1, secs, Arc::clone(&mixed));
-    stop.store(true, std::sync::atomic::Ordering::Release);
-    let (purges, checkpoints, rows, mut purge_s) = worker.join().expect("worker");
-    report("mixed, ckpt + purge", conns, 1, &busy);
-    purge_s.sort_by(f64::total_cmp);
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(
-        out,
-        "    beside it: {purges} purges ({rows} deleted rows dropped, median {:.2} s each) + {checkpoints} checkpoints; p99 {:.2}x quiet",
-        purge_s.get(purge_s.len() / 2).copied().unwrap_or(0.0),
+    let busy = drive(server.addr, conns, 1, secs, load(2));
+    stop.store(true, Ordering::Release);
+    deleter.join().expect("deleter");
+    report(&format!("{kind}, ckpt + purge"), conns, 1, &busy);
+    let m = store.stats().maintenance;
+    say(format!(
+        "    beside it, on the maintenance thread: {} checkpoints (the last {:.2} s, writers waited {:.1} ms), {} purges (the last {:.2} s, {} rows dropped); p99 {:.2}x quiet",
+        m.checkpoints - before.checkpoints,
+        m.last.as_ref().map_or(0.0, |c| c.seconds),
+        m.longest_writers_wait * 1e3,
+        m.purges - before.purges,
+        m.last_purge.as_ref().map_or(0.0, |p| p.seconds),
+        m.last_purge.as_ref().map_or(0, |p| p.rows_dropped),
         quantile(&busy.latencies_us, 0.99) / quantile(&quiet.latencies_us, 0.99).max(1e-9)
-    );
-    drop(out);
+    ));
+    drop(server);
+    drop(store);
 
-    // Online backups in a loop, each into a new directory, removed after.
-    stop.store(false, std::sync::atomic::Ordering::Release);
+    let (store, _, _copy) = open(options());
+    let server = start(store.clone());
+    stop.store(false, Ordering::Release);
     let worker = {
         let (store, stop) = (store.clone(), Arc::clone(&stop));
         std::thread::spawn(move || {
             let mut runs = Vec::new();
-            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+            while !stop.load(Ordering::Acquire) {
                 let dest =
                     tempfile::tempdir_in(amberdb_benches::bench_data_dir()).expect("tempdir");
                 let b = store.backup(dest.path().join("backup")).expect("backup");
@@ -544,19 +586,17 @@ fn maintenance_rows(secs: f64) {
             runs
         })
     };
-    let during = drive(server.addr, conns, 1, secs, Arc::clone(&mixed));
-    stop.store(true, std::sync::atomic::Ordering::Release);
+    let during = drive(server.addr, conns, 1, secs, load(3));
+    stop.store(true, Ordering::Release);
     let mut runs = worker.join().expect("worker");
-    report("mixed, backups", conns, 1, &during);
+    report(&format!("{kind}, backups"), conns, 1, &during);
     runs.sort_by(|a, b| a.0.total_cmp(&b.0));
     let (median_s, bytes) = runs.get(runs.len() / 2).copied().unwrap_or((0.0, 0));
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(
-        out,
-        "    beside it: {} backups of {:.0} MB, median {median_s:.2} s each ({:.0} MB/s); p99 {:.2}x quiet",
+    say(format!(
+        "    beside it: {} backups of {:.0} MB back to back, median {median_s:.2} s each ({:.0} MB/s); p99 {:.2}x quiet",
         runs.len(),
         bytes as f64 / 1e6,
         bytes as f64 / 1e6 / median_s.max(1e-9),
         quantile(&during.latencies_us, 0.99) / quantile(&quiet.latencies_us, 0.99).max(1e-9)
-    );
+    ));
 }

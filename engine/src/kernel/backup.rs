@@ -15,9 +15,6 @@ use crate::kernel::storage::{FsStorage, Storage};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// Bytes copied per append.
-const COPY_CHUNK: usize = 8 << 20;
-
 /// What a backup wrote (`Store::backup`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Backup {
@@ -111,11 +108,8 @@ fn copy_file(storage: &dyn Storage, from: &Path, to: &Path, len: Option<u64>) ->
         });
     }
     let file = storage.create(to).map_err(EngineError::io(to))?;
-    for chunk in bytes[..n].chunks(COPY_CHUNK) {
-        file.append(chunk)
-            .map_err(|source| write_error(to, source))?;
-    }
-    file.sync().map_err(|source| write_error(to, source))?;
+    crate::kernel::storage::append_synced(&*file, bytes.get(..n).unwrap_or_default())
+        .map_err(|source| write_error(to, source))?;
     Ok(n as u64)
 }
 

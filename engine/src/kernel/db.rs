@@ -1094,6 +1094,7 @@ impl Db {
         let spawned = std::thread::Builder::new()
             .name("amberdb-index".into())
             .spawn(move || {
+                crate::kernel::maintenance::lower_priority();
                 let built = background_build(&weak);
                 if let Some(db) = weak.upgrade() {
                     db.indexing.running.store(false, Ordering::Release);
@@ -1544,8 +1545,16 @@ impl Db {
             name: crate::kernel::log::writer::file_name(first),
             len: (first == active).then_some(active_len),
         }));
-        // K3–K4, with the writer mutex released: writes go on.
-        let (files, bytes) = backup::copy_store_files(storage, &self.dir, dest, &parts)?;
+        // K3–K4, with the writer mutex released: writes go on. The copy runs on a thread of
+        // lower priority, as maintenance does, so that requests come first.
+        let (files, bytes) = std::thread::scope(|s| {
+            s.spawn(|| {
+                crate::kernel::maintenance::lower_priority();
+                backup::copy_store_files(storage, &self.dir, dest, &parts)
+            })
+            .join()
+        })
+        .map_err(|_| internal("copying the backup", "the copy thread panicked"))??;
         Ok(backup::Backup {
             dest: dest.to_path_buf(),
             seq,

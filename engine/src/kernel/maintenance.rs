@@ -179,9 +179,27 @@ impl Maintenance {
     }
 }
 
+/// Lowers the calling thread's CPU priority (about nice 10 on Linux), so that background work
+/// (maintenance, index builds) yields the CPU to requests under load and takes what is idle
+/// otherwise (`docs/durability.md`, "Maintenance"). A failure is logged and harmless.
+pub(crate) fn lower_priority() {
+    use thread_priority::{ThreadPriority, ThreadPriorityValue, set_current_thread_priority};
+    // The crate maps 0..=99 onto nice 19..=-20; 24 is nice 10.
+    let lowered = ThreadPriorityValue::try_from(24u8)
+        .map_err(|e| e.to_string())
+        .and_then(|v| {
+            set_current_thread_priority(ThreadPriority::Crossplatform(v))
+                .map_err(|e| format!("{e:?}"))
+        });
+    if let Err(e) = lowered {
+        tracing::debug!(error = %e, "could not lower a background thread's priority");
+    }
+}
+
 /// The thread: wait to be woken (or `IDLE_WAKE`), run what is due, until stopped. It holds
 /// the database only while it works.
 fn run(db: &Weak<Db>, signal: &Signal) {
+    lower_priority();
     loop {
         {
             let mut due = signal.due.lock();
@@ -195,5 +213,28 @@ fn run(db: &Weak<Db>, signal: &Signal) {
         }
         let Some(db) = db.upgrade() else { return };
         db.run_due_maintenance();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn background_threads_run_at_a_lower_priority() {
+        let nice = std::thread::spawn(|| {
+            super::lower_priority();
+            // Field 19 of /proc/thread-self/stat, counted after the command's closing paren.
+            let stat = std::fs::read_to_string("/proc/thread-self/stat").expect("stat");
+            let after = stat.rsplit_once(')').expect("comm").1;
+            after
+                .split_whitespace()
+                .nth(16)
+                .expect("nice")
+                .parse::<i32>()
+                .expect("number")
+        })
+        .join()
+        .expect("thread");
+        assert!((5..=15).contains(&nice), "nice {nice}");
     }
 }
