@@ -322,6 +322,14 @@ impl Store {
         self.inner.db.backup(dest.as_ref())
     }
 
+    /// Pauses (`true`) or resumes (`false`) the store's automatic work: due checkpoints, purges
+    /// and archive retention wait while paused, and run when it resumes (`docs/durability.md`,
+    /// "Maintenance"). Explicit calls (`checkpoint`, `purge`, `backup`) still run. While paused
+    /// the log grows past `checkpoint_bytes`, and an open after a crash replays all of it.
+    pub fn pause_maintenance(&self, paused: bool) {
+        self.inner.db.maintenance().set_paused(paused);
+    }
+
     /// Forgets now the archived records `StoreOptions::archive_retention` lets go (the
     /// maintenance thread does it on its own, `docs/semantics.md`, "Archive retention"), and
     /// says how many. Their texts leave the files at the next purge.

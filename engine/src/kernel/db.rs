@@ -366,7 +366,7 @@ impl Db {
     /// if the oldest delete not purged yet is `purge_delay` old (`docs/durability.md`,
     /// "Purge").
     pub(crate) fn run_due_maintenance(&self) {
-        if self.commit.is_poisoned() {
+        if self.commit.is_poisoned() || self.maintenance.is_paused() {
             return;
         }
         self.checkpoint_if_due();
@@ -689,7 +689,7 @@ impl Db {
     fn checkpoint_found_due(&self) {
         if self.config.maintenance_thread {
             self.maintenance.wake();
-        } else {
+        } else if !self.maintenance.is_paused() {
             self.checkpoint_if_due();
         }
     }

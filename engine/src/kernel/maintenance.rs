@@ -70,6 +70,8 @@ pub struct MaintenanceCounters {
     pub purge_pending: Option<f64>,
     /// Archived records archive retention forgot.
     pub archived_forgotten: u64,
+    /// Automatic work is paused (`Store::pause_maintenance`).
+    pub paused: bool,
 }
 
 /// How writers wake the thread, shared with it (it waits on this, not on the database).
@@ -84,6 +86,8 @@ struct Signal {
 /// The thread's handle, its wake-up and its counters.
 #[derive(Default)]
 pub(crate) struct Maintenance {
+    /// Automatic work (checkpoints, purges, archive retention) waits while set.
+    paused: AtomicBool,
     signal: Arc<Signal>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     counters: Mutex<MaintenanceCounters>,
@@ -120,6 +124,19 @@ impl Maintenance {
         {
             let _ = handle.join();
         }
+    }
+
+    /// Pauses or resumes automatic work; resuming wakes the thread.
+    pub(crate) fn set_paused(&self, paused: bool) {
+        self.paused.store(paused, Ordering::Release);
+        tracing::info!(paused, "maintenance paused or resumed");
+        if !paused {
+            self.wake();
+        }
+    }
+
+    pub(crate) fn is_paused(&self) -> bool {
+        self.paused.load(Ordering::Acquire)
     }
 
     pub(crate) fn record_checkpoint(&self, run: CheckpointRun) {
@@ -175,7 +192,10 @@ impl Maintenance {
     }
 
     pub(crate) fn counters(&self) -> MaintenanceCounters {
-        self.counters.lock().clone()
+        MaintenanceCounters {
+            paused: self.is_paused(),
+            ..self.counters.lock().clone()
+        }
     }
 }
 

@@ -645,3 +645,40 @@ fn a_delete_not_purged_before_a_restart_is_purged_after_it() {
     }
     assert_eq!(store.stats().memories, 1);
 }
+
+#[test]
+fn paused_maintenance_waits_and_resumed_it_catches_up() {
+    let fs = FaultyStorage::new();
+    let options = small_options(&fs, 20)
+        .maintenance_thread(true)
+        .purge_delay(Some(Duration::from_millis(50)));
+    let store = Store::open(DIR, options).unwrap();
+    store.pause_maintenance(true);
+    assert!(store.stats().maintenance.paused);
+    let ids: Vec<MemoryId> = (0..25)
+        .map(|i| store_note(&store, i, &format!("paused note {i}")))
+        .collect();
+    store.delete(ids[0]).unwrap();
+    // Due work waits: three wake-ups of the thread pass with nothing done.
+    std::thread::sleep(Duration::from_millis(3_000));
+    let m = store.stats().maintenance;
+    assert_eq!((m.checkpoints, m.purges), (0, 0), "{m:?}");
+    assert!(m.purge_pending.is_some());
+    // Asked for, it still runs.
+    store.checkpoint().unwrap();
+    assert_eq!(store.stats().maintenance.checkpoints, 1);
+    store_note(&store, 99, "one more");
+    store.pause_maintenance(false);
+    let start = Instant::now();
+    while store.stats().maintenance.purges == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no purge after resuming"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let m = store.stats().maintenance;
+    assert!(!m.paused);
+    assert_eq!(m.purge_pending, None);
+    assert_eq!(store.stats().memories, 25);
+}

@@ -1,5 +1,5 @@
 //! Commands about the server, the store and the connection: PING, HELP, AUTH, QUIT, STATS,
-//! PURGE, BACKUP.
+//! PURGE, BACKUP, MAINTENANCE.
 
 use super::*;
 
@@ -124,6 +124,7 @@ fn stats(ctx: &Ctx, session: &Session, _: &mut Args) -> Outcome {
             "purge_failures": s.maintenance.purge_failures,
             "purge_pending_seconds": s.maintenance.purge_pending,
             "archived_forgotten": s.maintenance.archived_forgotten,
+            "paused": s.maintenance.paused,
             "last_purge": s.maintenance.last_purge.as_ref().map(|p| json!({
                 "segments_rewritten": p.segments_rewritten,
                 "rows_dropped": p.rows_dropped,
@@ -194,6 +195,27 @@ fn backup(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     }))
 }
 
+fn maintenance(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
+    if let Some(bound) = &session.user {
+        return Err(forbidden(&format!(
+            "every user (MAINTENANCE; {bound}'s token is user-bound)"
+        )));
+    }
+    if let Some(paused) = args.opt_bool("paused")? {
+        ctx.store.pause_maintenance(paused);
+    }
+    let m = ctx.store.stats().maintenance;
+    Ok(json!({
+        "maintenance": {
+            "paused": m.paused,
+            "checkpoints": m.checkpoints,
+            "purges": m.purges,
+            "purge_pending_seconds": m.purge_pending,
+            "archived_forgotten": m.archived_forgotten,
+        }
+    }))
+}
+
 /// The commands of this domain, in HELP's order.
 pub(super) static TABLE: &[Command] = &[
     Command {
@@ -259,5 +281,17 @@ pub(super) static TABLE: &[Command] = &[
             "an absolute path: a new or empty directory outside the store",
         )],
         run: Some(backup),
+    },
+    Command {
+        name: "MAINTENANCE",
+        alias: None,
+        tool: false,
+        summary: "Pauses or resumes the store's automatic checkpoints, purges and archive retention, and says what they did.",
+        args: &[opt(
+            "paused",
+            Ty::Bool,
+            "true pauses, false resumes; absent only reports",
+        )],
+        run: Some(maintenance),
     },
 ];

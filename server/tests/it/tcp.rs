@@ -401,6 +401,17 @@ fn every_command_works_over_tcp() {
         assert_eq!(r["code"], "invalid", "{r}");
     }
     assert!(!std::path::Path::new("relative").exists());
+    // MAINTENANCE: pause, report, resume.
+    let m = ok(&mut c, "MAINTENANCE", json!({"paused": true}));
+    assert_eq!(m["maintenance"]["paused"], true, "{m}");
+    assert_eq!(
+        ok(&mut c, "STATS", json!({}))["store"]["maintenance"]["paused"],
+        true
+    );
+    let m = ok(&mut c, "MAINTENANCE", json!({"paused": false}));
+    assert_eq!(m["maintenance"]["paused"], false, "{m}");
+    let r = c.call("MAINTENANCE", json!({"paused": "yes"}));
+    assert_eq!(r["code"], "invalid", "{r}");
 
     assert_eq!(ok(&mut c, "QUIT", json!({}))["reply"], "BYE");
     assert!(c.closed());
@@ -779,6 +790,7 @@ fn tokens_authenticate_bind_users_and_never_reach_the_log() {
     ada.fails("STATS", json!({}), "forbidden");
     ada.fails("PURGE", json!({}), "forbidden");
     ada.fails("BACKUP", json!({"dest": "/tmp/ada-backup"}), "forbidden");
+    ada.fails("MAINTENANCE", json!({"paused": true}), "forbidden");
     ada.fails("DELETE_USER", json!({"user_id": "bob"}), "forbidden");
     // Every other way to another user's records: the library's scoped handle refuses each.
     for command in ["HISTORY", "LINEAGE", "COMPACT_UNDO"] {
