@@ -22,24 +22,15 @@ use amberdb::{
     HookConfig, MemoryId, NewMemory, Store, StoreOptions, SyncPolicy, UpdateRequest, WriteHook,
 };
 use amberdb_benches::bench_notes;
+use amberdb_index::synthetic::SeededRng;
 use std::time::{Duration, Instant};
 
 /// f32 vector and i8 codes of one row at 384-d.
 const VECTOR_BYTES: f64 = 384.0 * 4.0 + 384.0;
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
+/// A seeded index below `n`.
+fn below(rng: &mut SeededRng, n: usize) -> usize {
+    rng.below(n.max(1) as u64) as usize
 }
 
 fn mb(b: u64) -> f64 {
@@ -104,16 +95,16 @@ fn main() {
             ..HookConfig::none()
         });
     let store = Store::open(dir.path(), options).expect("open");
-    let mut rng = Rng(seed);
+    let mut rng = SeededRng::new(seed);
     let mut peak = 0u64;
     let texts = bench_notes(n + n / 6 + 1, seed);
     let mut next_text = 0usize;
-    let mut new_memory = |rng: &mut Rng| {
+    let mut new_memory = |rng: &mut SeededRng| {
         let t = texts[next_text % texts.len()].clone();
         next_text += 1;
         NewMemory::new(t)
-            .user(format!("user-{}", rng.below(100)))
-            .tags([format!("t{}", rng.below(50))])
+            .user(format!("user-{}", below(rng, 100)))
+            .tags([format!("t{}", below(rng, 50))])
     };
     let started = Instant::now();
     let mut live: Vec<MemoryId> = Vec::with_capacity(n + n / 2);
@@ -134,25 +125,25 @@ fn main() {
     let ops = n / 2;
     let (mut stores, mut updates, mut deletes) = (0, 0, 0);
     for i in 0..ops {
-        match rng.below(3) {
+        match below(&mut rng, 3) {
             0 => {
                 let r = store.store(new_memory(&mut rng)).expect("store");
                 live.push(r.memory_id);
                 stores += 1;
             }
             1 => {
-                let id = live[rng.below(live.len())];
+                let id = live[below(&mut rng, live.len())];
                 store
                     .update(UpdateRequest {
                         memory_id: Some(id),
-                        tags: Some(vec![format!("t{}", rng.below(50)), "updated".into()]),
+                        tags: Some(vec![format!("t{}", below(&mut rng, 50)), "updated".into()]),
                         ..UpdateRequest::default()
                     })
                     .expect("update");
                 updates += 1;
             }
             _ => {
-                let k = rng.below(live.len());
+                let k = below(&mut rng, live.len());
                 store.delete(live.swap_remove(k)).expect("delete");
                 deletes += 1;
             }
@@ -182,7 +173,7 @@ fn main() {
     let started = Instant::now();
     let keep = live.len() / 10;
     while live.len() > keep {
-        let k = rng.below(live.len());
+        let k = below(&mut rng, live.len());
         let victims: Vec<MemoryId> = (0..512.min(live.len() - keep))
             .map(|_| live.swap_remove(k.min(live.len() - 1)))
             .collect();

@@ -196,20 +196,7 @@ pub fn restore(backup: &Path, dir: &Path) -> Result<Restored> {
             ),
         ));
     }
-    storage.create_dir_all(dir).map_err(EngineError::io(dir))?;
-    let lock_path = dir.join("LOCK");
-    let _lock = storage.lock(&lock_path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::WouldBlock {
-            EngineError::Locked {
-                path: lock_path.clone(),
-            }
-        } else {
-            EngineError::Io {
-                path: lock_path.clone(),
-                source: e,
-            }
-        }
-    })?;
+    let _lock = crate::kernel::recovery::lock_dir(&storage, dir)?;
     let present: Vec<String> = storage
         .list(dir)
         .map_err(EngineError::io(dir))?

@@ -64,6 +64,26 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> EngineError + '_ {
     }
 }
 
+/// Creates `dir` if needed and takes its `LOCK`: one process at a time opens (or restores into)
+/// a store directory (R1).
+///
+/// # Errors
+/// `Locked` when another holds it; `Io`.
+pub(crate) fn lock_dir(storage: &dyn Storage, dir: &Path) -> Result<Box<dyn StorageLock>> {
+    storage.create_dir_all(dir).map_err(io(dir))?;
+    let lock_path = dir.join("LOCK");
+    storage.lock(&lock_path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::WouldBlock {
+            EngineError::Locked { path: lock_path }
+        } else {
+            EngineError::Io {
+                path: lock_path,
+                source: e,
+            }
+        }
+    })
+}
+
 /// A checkpoint file kept on disk, and the segment ids it names (`None`: its head could not
 /// be read, so it might name any).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -241,20 +261,7 @@ pub(crate) fn recover(
 ) -> Result<Recovered> {
     let mut report = OpenReport::default();
     // R1: directory and lock.
-    storage.create_dir_all(dir).map_err(io(dir))?;
-    let lock_path = dir.join("LOCK");
-    let lock = storage.lock(&lock_path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::WouldBlock {
-            EngineError::Locked {
-                path: lock_path.clone(),
-            }
-        } else {
-            EngineError::Io {
-                path: lock_path.clone(),
-                source: e,
-            }
-        }
-    })?;
+    let lock = lock_dir(storage, dir)?;
     // R2: leftovers of interrupted atomic writes.
     let mut names = storage.list(dir).map_err(io(dir))?;
     for tmp in names.iter().filter(|n| n.ends_with(".tmp")) {

@@ -30,6 +30,18 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// `amberdb backup DEST --server ADDR --token-file TOKENS`.
+fn through_server(dest: &Path, addr: &str, tokens: &Path) -> Output {
+    run(&[
+        "backup",
+        s(dest),
+        "--server",
+        addr,
+        "--token-file",
+        s(tokens),
+    ])
+}
+
 #[test]
 fn a_backup_through_the_running_server_restores_as_the_store_was_at_one_commit() {
     let dir = tempfile::tempdir().unwrap();
@@ -90,14 +102,7 @@ fn a_backup_through_the_running_server_restores_as_the_store_was_at_one_commit()
         ]);
         assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
         let acked_before = acked.lock().unwrap().len();
-        let out = run(&[
-            "backup",
-            s(&dest),
-            "--server",
-            &addr,
-            "--token-file",
-            s(&tokens),
-        ]);
+        let out = through_server(&dest, &addr, &tokens);
         stop.store(true, Ordering::Release);
         (acked_before, out)
     });
@@ -108,14 +113,7 @@ fn a_backup_through_the_running_server_restores_as_the_store_was_at_one_commit()
         text(&backup_out)
     );
     // The same again is refused: the directory is not empty.
-    let again = run(&[
-        "backup",
-        s(&dest),
-        "--server",
-        &addr,
-        "--token-file",
-        s(&tokens),
-    ]);
+    let again = through_server(&dest, &addr, &tokens);
     assert_eq!(again.status.code(), Some(2), "{}", text(&again));
     assert!(text(&again).contains("not empty"), "{}", text(&again));
     let (status, _) = server.terminate();

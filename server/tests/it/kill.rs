@@ -2,7 +2,9 @@
 //! is killed (SIGKILL) at random moments and restarted, many times, with automatic purges due
 //! a second after a delete; every acknowledged store is there afterwards, with its content,
 //! under its id, and no acknowledged delete came back. `AMBERDB_KILL_CYCLES` (default 12) and
-//! `AMBERDB_KILL_SEED` (default: the clock; printed) repeat or lengthen a run.
+//! `AMBERDB_KILL_SEED` (default: the clock; printed) repeat or lengthen a run;
+//! `AMBERDB_KILL_FROM=DIR` starts from a copy of the store in DIR (a big one, to time the opens
+//! after each kill: printed as p50 / p99 / max).
 
 use crate::support::{Client, Server, amberdb};
 use serde_json::{Value, json};
@@ -135,12 +137,24 @@ fn kill_9_never_loses_an_acknowledged_store() {
     let mut rng = Rng(seed);
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
+    if let Some(from) = std::env::var_os("AMBERDB_KILL_FROM") {
+        std::fs::create_dir_all(&store).unwrap();
+        for e in std::fs::read_dir(&from).unwrap() {
+            let e = e.unwrap();
+            if e.file_name() != "LOCK" && e.file_name() != "BUILT" {
+                std::fs::copy(e.path(), store.join(e.file_name())).unwrap();
+            }
+        }
+    }
+    let mut opens = Vec::new();
     let acked = Arc::new(Mutex::new(Acked::default()));
     let flags = ["--memory-limit", "10000000", "--purge-delay", "1"];
     let mut killed_before_first_ack = 0;
     let mut purges = 0;
     for cycle in 0..cycles {
+        let started = std::time::Instant::now();
         let server = Server::start(&store, &flags);
+        opens.push(started.elapsed());
         let before = acked.lock().unwrap().stores.len();
         let writers: Vec<_> = (0..4)
             .map(|w| {
@@ -185,6 +199,14 @@ fn kill_9_never_loses_an_acknowledged_store() {
     assert!(
         stats["total_memories"].as_u64().unwrap()
             >= (acked.stores.len() - acked.deletes.len()) as u64
+    );
+    opens.sort();
+    let at = |q: f64| opens[((opens.len() - 1) as f64 * q).round() as usize].as_secs_f64();
+    eprintln!(
+        "opens (process start to listening), the first after the copy included: p50 {:.2} s, p99 {:.2} s, max {:.2} s",
+        at(0.5),
+        at(0.99),
+        at(1.0)
     );
     eprintln!(
         "kill -9: {cycles} cycles ({killed_before_first_ack} before the first ack), {} acknowledged stores, 0 lost, {} acknowledged deletes, none back; {} in the store (the rest were written but never acknowledged); {purges} automatic purges finished between kills",
