@@ -1500,6 +1500,8 @@ impl Db {
     pub(crate) fn backup(&self, dest: &Path) -> Result<backup::Backup> {
         let start = Instant::now();
         let storage = self.storage();
+        // A poisoned store is refused before anything is created.
+        self.commit.check()?;
         backup::prepare_dest(storage, &self.dir, dest)?;
         // K1: no file the backup reads is removed or replaced until it is done.
         let _turn = self.checkpointing.lock();

@@ -329,3 +329,24 @@ fn a_backup_that_fills_the_disk_removes_what_it_wrote_and_the_store_goes_on() {
     let copy = Store::open("/b", small_options(&fs, 1000)).unwrap();
     assert_eq!(copy.stats().memories, expected.count + 1);
 }
+
+#[test]
+fn a_poisoned_store_refuses_a_backup_before_creating_anything_and_after_a_reopen_backs_up() {
+    let fs = FaultyStorage::new();
+    let store = prepare(&fs);
+    // A store's fsync (its second operation) fails: the store is poisoned.
+    fs.fail_op(2, true);
+    assert!(store.store(NewMemory::new("lost to the fault")).is_err());
+    assert!(store.stats().poisoned);
+    let err = store.backup("/b").unwrap_err();
+    assert!(matches!(err, EngineError::Poisoned), "{err}");
+    assert!(
+        fs.list(Path::new("/b")).is_err(),
+        "the destination was created"
+    );
+    drop(store);
+    let reopened = Store::open(DIR, small_options(&fs, 1000)).unwrap();
+    reopened.backup("/b").unwrap();
+    let copy = Store::open("/b", small_options(&fs, 1000)).unwrap();
+    assert!(dump(&copy) == dump(&reopened));
+}
