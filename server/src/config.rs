@@ -60,6 +60,16 @@ pub struct ServeFlags {
     /// seed's].
     #[arg(long, env = "AMBERDB_MEMORY_LIMIT")]
     pub memory_limit: Option<usize>,
+    /// How long deleted and replaced memories stay on disk.
+    #[command(flatten)]
+    pub retention: RetentionFlags,
+}
+
+/// How long deleted and replaced memories stay on disk, for `serve` and `mcp`: flag, then
+/// `AMBERDB_*` environment, then the config file, then the engine's default
+/// (`docs/durability.md`, "Purge"; `docs/semantics.md`, "Archive retention").
+#[derive(Debug, Default, Clone, clap::Args)]
+pub struct RetentionFlags {
     /// Seconds after a delete when the maintenance thread purges it from every file of the
     /// store; 0: only PURGE does [default: 600].
     #[arg(long, env = "AMBERDB_PURGE_DELAY")]
@@ -71,6 +81,26 @@ pub struct ServeFlags {
     /// Most archived records kept; past it the oldest are forgotten [default: all].
     #[arg(long, env = "AMBERDB_ARCHIVE_MAX_RECORDS")]
     pub archive_max_records: Option<usize>,
+}
+
+impl RetentionFlags {
+    /// Sets the store's purge delay and archive retention from the flags, then `file`; what
+    /// neither gives keeps the engine's default.
+    pub fn apply(&self, file: &FileConfig, options: &mut amberdb::StoreOptions) {
+        if let Some(seconds) = self.purge_delay.or(file.purge_delay) {
+            options.purge_delay = (seconds > 0).then(|| Duration::from_secs(seconds));
+        }
+        let archive = amberdb::ArchiveRetention {
+            max_age: self
+                .archive_max_age_days
+                .or(file.archive_max_age_days)
+                .map(|days| Duration::from_secs(days.saturating_mul(86_400))),
+            max_records: self.archive_max_records.or(file.archive_max_records),
+        };
+        if archive.is_set() {
+            options.archive_retention = archive;
+        }
+    }
 }
 
 /// The store-wide defaults of the hooks (`docs/semantics.md`, "Hooks"), for `serve` and
@@ -190,10 +220,8 @@ pub struct ServeConfig {
     pub auth: Auth,
     /// The store's memory limit, when given.
     pub memory_limit: Option<usize>,
-    /// Seconds after a delete when it is purged (0: never on its own), when given.
-    pub purge_delay: Option<u64>,
-    /// Which archived records are forgotten.
-    pub archive_retention: amberdb::ArchiveRetention,
+    /// Purge delay and archive retention, as given (applied with the file by `run_server`).
+    pub retention: RetentionFlags,
     /// The config file as read (its hook keys apply to the store's options).
     pub file: FileConfig,
 }
@@ -280,14 +308,7 @@ impl ServeFlags {
             limits,
             auth,
             memory_limit: self.memory_limit.or(file.memory_limit),
-            purge_delay: self.purge_delay.or(file.purge_delay),
-            archive_retention: amberdb::ArchiveRetention {
-                max_age: self
-                    .archive_max_age_days
-                    .or(file.archive_max_age_days)
-                    .map(|days| Duration::from_secs(days.saturating_mul(86_400))),
-                max_records: self.archive_max_records.or(file.archive_max_records),
-            },
+            retention: self.retention.clone(),
             file,
         })
     }
@@ -350,23 +371,32 @@ mod tests {
             "purge_delay = 30\narchive_max_age_days = 7\narchive_max_records = 500\n",
         )
         .unwrap();
-        let flags = ServeFlags {
-            config: Some(path),
+        let file = read_config_file(Some(&path)).unwrap();
+        let flags = RetentionFlags {
             archive_max_records: Some(100),
-            ..ServeFlags::default()
+            ..RetentionFlags::default()
         };
-        let c = flags.resolve().unwrap();
-        assert_eq!(c.purge_delay, Some(30));
+        let mut options = amberdb::StoreOptions::hashing();
+        flags.apply(&file, &mut options);
+        assert_eq!(options.purge_delay, Some(Duration::from_secs(30)));
         assert_eq!(
-            c.archive_retention,
+            options.archive_retention,
             amberdb::ArchiveRetention {
                 max_age: Some(Duration::from_secs(7 * 86_400)),
                 max_records: Some(100),
             }
         );
-        let none = ServeFlags::default().resolve().unwrap();
-        assert!(!none.archive_retention.is_set());
-        assert_eq!(none.purge_delay, None);
+        // Nothing given: the engine's defaults; 0 turns the purge off.
+        let mut options = amberdb::StoreOptions::hashing();
+        RetentionFlags::default().apply(&FileConfig::default(), &mut options);
+        assert_eq!(options.purge_delay, Some(amberdb::DEFAULT_PURGE_DELAY));
+        assert!(!options.archive_retention.is_set());
+        let off = RetentionFlags {
+            purge_delay: Some(0),
+            ..RetentionFlags::default()
+        };
+        off.apply(&FileConfig::default(), &mut options);
+        assert_eq!(options.purge_delay, None);
     }
 
     #[test]

@@ -50,12 +50,7 @@ pub fn run_server(config: config::ServeConfig, mut options: StoreOptions) -> any
     if let Some(limit) = config.memory_limit {
         options.memory_limit = limit;
     }
-    if config.archive_retention.is_set() {
-        options.archive_retention = config.archive_retention;
-    }
-    if let Some(seconds) = config.purge_delay {
-        options.purge_delay = (seconds > 0).then(|| std::time::Duration::from_secs(seconds));
-    }
+    config.retention.apply(&config.file, &mut options);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("amberdb-io")

@@ -7,7 +7,9 @@
     reason = "a command-line tool prints its results"
 )]
 
-use amberdb_server::config::{HookFlags, ServeFlags, default_data_dir, read_config_file};
+use amberdb_server::config::{
+    HookFlags, RetentionFlags, ServeFlags, default_data_dir, read_config_file,
+};
 use amberdb_server::{EmbedderChoice, open_options};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -54,6 +56,8 @@ enum Command {
         config: Option<PathBuf>,
         #[command(flatten)]
         hooks: HookFlags,
+        #[command(flatten)]
+        retention: RetentionFlags,
         #[command(flatten)]
         embedder: EmbedderArgs,
     },
@@ -234,6 +238,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             memory_limit,
             config,
             hooks,
+            retention,
             embedder,
         } => {
             let file = read_config_file(config.as_deref())?;
@@ -246,6 +251,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             };
             let mut options = embedder.options()?;
             hooks.apply(&file, &mut options.hooks)?;
+            retention.apply(&file, &mut options);
             if let Some(limit) = memory_limit.or(file.memory_limit()) {
                 options.memory_limit = limit.clamp(1_000, amberdb::MAX_MEMORY_LIMIT);
             }
