@@ -537,6 +537,27 @@ impl Collection {
         }
     }
 
+    /// The deleted rows still held by sealed segments (what a purge rewrites them without):
+    /// for each such segment, its position in `sealed()` and the rows' keys, ascending. Reads
+    /// only the tombstones, not the rows.
+    #[must_use]
+    pub fn sealed_tombstones(&self) -> Vec<(usize, Vec<u64>)> {
+        let mut by_segment: std::collections::BTreeMap<usize, Vec<u64>> =
+            std::collections::BTreeMap::new();
+        for key in self.deleted.iter() {
+            if let Some((Source::Sealed(seg), _)) = self.locate(key) {
+                by_segment.entry(seg).or_default().push(key);
+            }
+        }
+        by_segment
+            .into_iter()
+            .map(|(seg, mut keys)| {
+                keys.sort_unstable();
+                (seg, keys)
+            })
+            .collect()
+    }
+
     /// Marks `key` deleted (a tombstone). Returns whether it was live.
     pub fn delete(&mut self, key: u64) -> bool {
         if self.contains(key) {

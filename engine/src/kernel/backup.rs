@@ -7,6 +7,7 @@
 //! chooses the files under the store's locks (K1–K2); this module copies them (K3–K4).
 
 use crate::kernel::checkpoint::format as ckpt_format;
+use crate::kernel::db::io_error;
 use crate::kernel::error::{EngineError, Result};
 use crate::kernel::identity;
 use crate::kernel::log::writer as log_writer;
@@ -109,22 +110,8 @@ fn copy_file(storage: &dyn Storage, from: &Path, to: &Path, len: Option<u64>) ->
     }
     let file = storage.create(to).map_err(EngineError::io(to))?;
     crate::kernel::storage::append_synced(&*file, bytes.get(..n).unwrap_or_default())
-        .map_err(|source| write_error(to, source))?;
+        .map_err(|source| io_error(to.to_path_buf(), source))?;
     Ok(n as u64)
-}
-
-fn write_error(path: &Path, source: std::io::Error) -> EngineError {
-    if crate::kernel::db::is_disk_full(&source) {
-        EngineError::DiskFull {
-            path: path.to_path_buf(),
-            source,
-        }
-    } else {
-        EngineError::Io {
-            path: path.to_path_buf(),
-            source,
-        }
-    }
 }
 
 /// K3–K4: copies `parts` from `from` into `dest` (already prepared), then `IDENTITY` as the
@@ -150,7 +137,7 @@ pub(crate) fn copy_store_files(
         written.push(id_to.clone());
         written.push(dest.join(format!("{}.tmp", identity::FILE_NAME)));
         crate::kernel::storage::write_atomic(storage, dest, identity::FILE_NAME, &id)
-            .map_err(|source| write_error(&id_to, source))?;
+            .map_err(|source| io_error(id_to.clone(), source))?;
         Ok((parts.len() + 1, bytes + id.len() as u64))
     })();
     if result.is_err() {

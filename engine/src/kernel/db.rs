@@ -133,7 +133,7 @@ fn internal(context: &'static str, e: impl std::fmt::Display) -> EngineError {
 }
 
 /// An I/O failure writing `path`: `DiskFull` for a full disk or quota.
-fn io_error(path: PathBuf, source: std::io::Error) -> EngineError {
+pub(crate) fn io_error(path: PathBuf, source: std::io::Error) -> EngineError {
     if is_disk_full(&source) {
         EngineError::DiskFull { path, source }
     } else {
@@ -302,9 +302,10 @@ impl Db {
         // delete when the files may hold one (`docs/durability.md`, "Purge"): the replayed log
         // deleted records, a segment holds deleted rows, or an older checkpoint is retained
         // (it, or the log after it, may hold records deleted since).
-        let unpurged =
-            (r.replayed_deletes || r.checkpoints.len() > 1 || !dead_rows(&r.state).is_empty())
-                .then(Instant::now);
+        let unpurged = (r.replayed_deletes
+            || r.checkpoints.len() > 1
+            || !r.state.vectors.sealed_tombstones().is_empty())
+        .then(Instant::now);
         let commit = GroupCommit::new(r.last_seq, Arc::clone(&r.log.file), r.log.path.clone());
         let db = Arc::new_cyclic(|me| Db {
             me: me.clone(),
@@ -1340,7 +1341,9 @@ impl Db {
             // Every delete applied so far is covered from here on; later ones note again.
             *noted = self.unpurged_since.lock().take();
             let state = self.state.read();
-            let plan: Vec<_> = dead_rows(&state)
+            let plan: Vec<_> = state
+                .vectors
+                .sealed_tombstones()
                 .into_iter()
                 .filter_map(|(i, dead)| {
                     let entry = *w.segments.get(i)?;
@@ -1500,12 +1503,10 @@ impl Db {
     pub(crate) fn backup(&self, dest: &Path) -> Result<backup::Backup> {
         let start = Instant::now();
         let storage = self.storage();
-        // A poisoned store is refused before anything is created.
-        self.commit.check()?;
-        backup::prepare_dest(storage, &self.dir, dest)?;
         // K1: no file the backup reads is removed or replaced until it is done.
         let _turn = self.checkpointing.lock();
-        // K2: one durable commit, and where each file ends for it.
+        // K2: one durable commit, and where each file ends for it. A poisoned store is
+        // refused here, before anything is created.
         let (seq, checkpoint, active, active_len) = {
             let mut w = self.writer.lock();
             self.drain_touches(&mut w);
@@ -1515,6 +1516,7 @@ impl Db {
             let checkpoint = w.checkpoints.last().map_or(0, |c| c.seq);
             (seq, checkpoint, w.log.first_seq, w.log.bytes)
         };
+        backup::prepare_dest(storage, &self.dir, dest)?;
         // K3's list: the checkpoint's segments and the checkpoint, then the log after it.
         let mut parts = Vec::new();
         if checkpoint > 0 {
@@ -1683,25 +1685,6 @@ pub(crate) struct IndexCounters {
 
 /// k-means and nprobe for a segment, on `options.threads` threads, giving up when `stop` is
 /// set. Seeded by the segment id, so a rebuild of the same rows is the same file.
-/// The sealed segments holding deleted rows, by position, each with those rows' keys in
-/// ascending order (what a purge rewrites, P1).
-fn dead_rows(state: &State) -> Vec<(usize, Vec<u64>)> {
-    let mut out = Vec::new();
-    for (i, seg) in state.vectors.sealed().iter().enumerate() {
-        let mut dead: Vec<u64> = seg
-            .keys()
-            .iter()
-            .copied()
-            .filter(|k| !state.vectors.contains(*k))
-            .collect();
-        if !dead.is_empty() {
-            dead.sort_unstable();
-            out.push((i, dead));
-        }
-    }
-    out
-}
-
 fn train_segment(
     keys: &[u64],
     vectors: &[f32],
