@@ -8,7 +8,8 @@
 //! `valid_from`, updates that close the older value's validity (before and after the
 //! checkpoint) with the rule that decided each, and an earlier value stored late (history);
 //! version 5 adds `forget/`, a store whose archive retention forgot archived records before and
-//! after its checkpoint.
+//! after its checkpoint; version 6 adds `reembed/`, a store re-embedded from the 384-d hashing
+//! embedder to the 64-d one, with writes after the switch in its log.
 
 use amberdb::log::format::VERSION;
 use amberdb::{
@@ -276,6 +277,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     bad[32 + 20] ^= 0x04;
     std::fs::write(root.join("corrupt").join(&wal), bad)?;
     write_forget_fixture(&root)?;
+    write_reembed_fixture(&root)?;
     eprintln!("wrote {}", root.display());
     Ok(())
 }
@@ -339,5 +341,34 @@ fn write_forget_fixture(root: &Path) -> Result<(), Box<dyn std::error::Error>> {
     store.close()?;
     std::fs::remove_file(dir.join("LOCK"))?;
     std::fs::write(root.join("forget.tsv"), tsv)?;
+    Ok(())
+}
+
+/// Version 6: `reembed/`, a store made with the 384-d hashing embedder, re-embedded to the
+/// 64-d one (its checkpoint names the model), with records stored after the switch in the log
+/// tail, and `reembed.tsv`: id and content of every live record.
+fn write_reembed_fixture(root: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let dir = root.join("reembed");
+    let store = Store::open(&dir, StoreOptions::hashing().maintenance_thread(false))?;
+    for i in 0..5 {
+        store.store(
+            NewMemory::new(format!("Re-embedding fixture note {i} about colour {i}"))
+                .tags(["fixture"]),
+        )?;
+    }
+    store.checkpoint()?;
+    store.reembed(std::sync::Arc::new(amberdb::HashingEmbedder::with_dim(64)))?;
+    for i in 5..8 {
+        store.store(NewMemory::new(format!(
+            "Re-embedding fixture note {i}, written after the switch"
+        )))?;
+    }
+    let mut tsv = String::new();
+    for id in store.memory_ids() {
+        tsv.push_str(&format!("{id}\t{}\n", store.get(id)?.content));
+    }
+    store.close()?;
+    std::fs::remove_file(dir.join("LOCK"))?;
+    std::fs::write(root.join("reembed.tsv"), tsv)?;
     Ok(())
 }

@@ -125,10 +125,10 @@ pub use kernel::{checkpoint, codec, error, identity, log, record, segment_file, 
 pub use memory::{
     Cleared, Compacted, CompactionGroup, CompactionPreview, DedupDecision, EntityDeleted, Feedback,
     FeedbackResult, Fusion, History, Hits, MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS, MemoryStats,
-    Mode, Outcome, SEARCH_ACCESS_INTERVAL_US, ScanMode, SearchRequest, SearchedHit,
-    SnapshotCreated, SnapshotRestored, Source, StoreRequest, Stored, Strategy, TagChange,
-    TagPreview, TagsApplied, TopAccessed, Unmerged, UpdateRequest, Updated, Version, frequency,
-    importance, recency, strategy_score,
+    Mode, Outcome, ReembedStatus, Reembedded, SEARCH_ACCESS_INTERVAL_US, ScanMode, SearchRequest,
+    SearchedHit, SnapshotCreated, SnapshotRestored, Source, StoreRequest, Stored, Strategy,
+    TagChange, TagPreview, TagsApplied, TopAccessed, Unmerged, UpdateRequest, Updated, Version,
+    frequency, importance, recency, strategy_score,
 };
 /// The MemFuse query API (`docs/search.md`, "The MemFuse query").
 pub mod query {

@@ -57,6 +57,10 @@ pub struct Stats {
     pub index: IndexStats,
     /// Checkpoints and retention (`docs/durability.md`, "Maintenance").
     pub maintenance: MaintenanceCounters,
+    /// The embedder the store's vectors come from, and its dimension.
+    pub embedder: (String, usize),
+    /// A re-embedding with vectors staged and no switch yet (`Store::reembed`).
+    pub reembedding: Option<crate::memory::ReembedStatus>,
 }
 
 /// The IVF index in STATS (`docs/ivf.md`).
@@ -94,8 +98,25 @@ pub struct IvfSegmentStats {
 pub(crate) struct Inner {
     pub(crate) db: Arc<Db>,
     pub(crate) options: StoreOptions,
-    /// Embeddings of the category label texts, computed on first need.
-    pub(crate) category_labels: std::sync::OnceLock<Vec<Vec<f32>>>,
+    /// The embedder the store's vectors come from now: `options.embedder` until a
+    /// re-embedding switches it (`Store::reembed`), which holds this lock for the switch.
+    pub(crate) embedding: parking_lot::RwLock<Embedding>,
+    /// Embeddings of the category label texts by the embedder of one epoch, computed on
+    /// first need.
+    pub(crate) category_labels: parking_lot::Mutex<Option<CategoryLabels>>,
+    /// Held while a re-embedding runs: one at a time.
+    pub(crate) reembedding: parking_lot::Mutex<()>,
+}
+
+/// The category labels' vectors and the model epoch of the embedder that computed them.
+pub(crate) type CategoryLabels = (u64, Arc<Vec<Vec<f32>>>);
+
+/// An embedder and the model epoch it belongs to (`State::model_epoch`): vectors it computed
+/// may be committed, or searched with, only while the state's epoch is the same.
+#[derive(Clone)]
+pub(crate) struct Embedding {
+    pub(crate) embedder: Arc<dyn amberdb_embed::Embedder>,
+    pub(crate) epoch: u64,
 }
 
 impl Drop for Inner {
@@ -154,11 +175,17 @@ impl Store {
             index: options.index.clone(),
         };
         let db = Db::open(dir.as_ref(), &*options.embedder, config)?;
+        let epoch = db.read().model_epoch;
         Ok(Store {
             inner: Arc::new(Inner {
                 db,
+                embedding: parking_lot::RwLock::new(Embedding {
+                    embedder: Arc::clone(&options.embedder),
+                    epoch,
+                }),
                 options,
-                category_labels: std::sync::OnceLock::new(),
+                category_labels: parking_lot::Mutex::new(None),
+                reembedding: parking_lot::Mutex::new(()),
             }),
             scope: None,
         })
@@ -244,10 +271,33 @@ impl Store {
         self.inner.db.bytes_on_disk()
     }
 
-    /// The model id of the store's embedder (what its `IDENTITY` pins).
+    /// The model id of the store's embedder: the one it was opened with, or the one a
+    /// re-embedding switched it to since.
     #[must_use]
-    pub fn embedder_id(&self) -> &str {
-        self.inner.options.embedder.model_id()
+    pub fn embedder_id(&self) -> String {
+        self.embedding().embedder.model_id().to_owned()
+    }
+
+    /// The embedder the store's vectors come from now, and its epoch.
+    pub(crate) fn embedding(&self) -> Embedding {
+        self.inner.embedding.read().clone()
+    }
+
+    /// The write path for an operation whose vectors the embedder of `epoch` computed:
+    /// `None`, with nothing written, when a re-embedding has switched the store to another
+    /// embedder since (the caller embeds again).
+    pub(crate) fn commit_embedded<T>(
+        &self,
+        epoch: u64,
+        prepare: impl FnOnce(&NextIds, &State) -> Result<(Option<Op>, T)>,
+    ) -> Result<Option<T>> {
+        self.commit(|ids, state| {
+            if state.model_epoch != epoch {
+                return Ok((None, None));
+            }
+            let (op, value) = prepare(ids, state)?;
+            Ok((op, Some(value)))
+        })
     }
 
     /// Deletes a memory.
@@ -473,6 +523,8 @@ impl Store {
                 purge_pending: self.inner.db.unpurged_for().map(|d| d.as_secs_f64()),
                 ..self.inner.db.maintenance().counters()
             },
+            embedder: (state.model.id.clone(), state.model.dim),
+            reembedding: Store::reembed_status(&state),
         }
     }
 

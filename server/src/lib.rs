@@ -390,9 +390,8 @@ pub fn backup(dir: &Path, options: StoreOptions, dest: &Path) -> anyhow::Result<
     ))
 }
 
-/// `amberdb backup DEST --server ADDR`: sends BACKUP to a running server (authenticating with
-/// the first shared token of `token_file`, if given) and reports its reply. `dest` is made
-/// absolute here: it names a directory on the server's machine.
+/// `amberdb backup DEST --server ADDR`: sends BACKUP to a running server and reports its
+/// reply. `dest` is made absolute here: it names a directory on the server's machine.
 ///
 /// # Errors
 /// Connection and I/O failures; the server's error reply.
@@ -401,14 +400,110 @@ pub fn backup_via_server(
     token_file: Option<&Path>,
     dest: &Path,
 ) -> anyhow::Result<(String, bool)> {
+    let dest = std::path::absolute(dest)?;
+    let reply = ask_server(
+        addr,
+        token_file,
+        &format!(
+            "BACKUP {}",
+            serde_json::json!({ "dest": dest.display().to_string() })
+        ),
+    )?;
+    let b = &reply["backup"];
+    let clean = b["check"]["clean"] == serde_json::Value::Bool(true);
+    let mut out = format!(
+        "backed up through {addr} at commit {} into {}: {} files, {} bytes, in {:.2} s\ncheck: {}\n",
+        b["seq"],
+        dest.display(),
+        b["files"],
+        b["bytes"],
+        b["seconds"].as_f64().unwrap_or(0.0),
+        if clean { "clean" } else { "ERRORS" }
+    );
+    for f in b["check"]["findings"].as_array().into_iter().flatten() {
+        let _ = writeln!(out, "  {}", f.as_str().unwrap_or_default());
+    }
+    Ok((out, clean))
+}
+
+/// `amberdb reembed --to EMBEDDER`: moves the store in `dir` to another embedder
+/// (`docs/durability.md`, "Re-embedding"); with `server`, asks the running server to.
+///
+/// # Errors
+/// The store is open elsewhere (use `--server`), the new embedder cannot be loaded, or any
+/// engine error.
+pub fn reembed(
+    dir: &Path,
+    options: StoreOptions,
+    to: EmbedderChoice,
+    to_name: &str,
+    model_dir: Option<&Path>,
+) -> anyhow::Result<String> {
+    let embedder = open_options(to, model_dir)?.embedder;
+    let store = match Store::open(dir, options) {
+        Err(EngineError::Locked { .. }) => anyhow::bail!(
+            "the store {} is open in another process (a running server?): re-embed it through \
+             the server with `amberdb reembed --to {to_name} --server HOST:PORT` (or send it REEMBED)",
+            dir.display()
+        ),
+        other => other?,
+    };
+    let r = store.reembed(embedder)?;
+    store.close()?;
+    Ok(format!(
+        "re-embedded {} to {} ({}-d): {} records and {} tags in {:.2} s (reads and writes waited {:.3} s for the switch); {} bytes on disk\nopen it with --embedder {to_name} from now on\n",
+        dir.display(),
+        r.model_id,
+        r.dim,
+        r.records,
+        r.tags,
+        r.seconds,
+        r.switch_seconds,
+        r.bytes_after
+    ))
+}
+
+/// `amberdb reembed --to EMBEDDER --server ADDR`: sends REEMBED and reports the reply.
+///
+/// # Errors
+/// Connection and I/O failures; the server's error reply.
+pub fn reembed_via_server(
+    addr: &str,
+    token_file: Option<&Path>,
+    to_name: &str,
+) -> anyhow::Result<String> {
+    let reply = ask_server(
+        addr,
+        token_file,
+        &format!("REEMBED {}", serde_json::json!({ "embedder": to_name })),
+    )?;
+    let r = &reply["reembed"];
+    Ok(format!(
+        "re-embedded through {addr} to {} ({}-d): {} records and {} tags in {:.2} s (reads and writes waited {:.3} s for the switch); {} bytes on disk\nrestart the server with --embedder {to_name}\n",
+        r["model"].as_str().unwrap_or_default(),
+        r["dimensions"],
+        r["records"],
+        r["tags"],
+        r["seconds"].as_f64().unwrap_or(0.0),
+        r["switch_seconds"].as_f64().unwrap_or(0.0),
+        r["bytes_on_disk"]
+    ))
+}
+
+/// Sends one command line to a running server (authenticating first with the first shared
+/// token of `token_file`, if given) and returns its reply, or the server's refusal as an error.
+fn ask_server(
+    addr: &str,
+    token_file: Option<&Path>,
+    line: &str,
+) -> anyhow::Result<serde_json::Value> {
     use anyhow::Context as _;
     use std::io::{BufRead as _, Write as _};
-    let dest = std::path::absolute(dest)?;
     let stream = std::net::TcpStream::connect(addr)
         .with_context(|| format!("connecting to the server at {addr}"))?;
     let mut reader = std::io::BufReader::new(stream.try_clone()?);
     let mut writer = stream;
-    let mut ask = |line: String| -> anyhow::Result<serde_json::Value> {
+    let mut ask = |line: &str| -> anyhow::Result<serde_json::Value> {
         writer.write_all(line.as_bytes())?;
         writer.write_all(b"\n")?;
         let mut reply = String::new();
@@ -433,31 +528,13 @@ pub fn backup_via_server(
             .find(|l| !l.is_empty() && !l.starts_with('#') && l.split_whitespace().count() == 1)
             .with_context(|| {
                 format!(
-                    "{} holds no shared token (a user-bound one may not back up the store)",
+                    "{} holds no shared token (a user-bound one may not run this)",
                     path.display()
                 )
             })?;
-        ask(format!("AUTH {}", serde_json::json!({ "token": token })))?;
+        ask(&format!("AUTH {}", serde_json::json!({ "token": token })))?;
     }
-    let reply = ask(format!(
-        "BACKUP {}",
-        serde_json::json!({ "dest": dest.display().to_string() })
-    ))?;
-    let b = &reply["backup"];
-    let clean = b["check"]["clean"] == serde_json::Value::Bool(true);
-    let mut out = format!(
-        "backed up through {addr} at commit {} into {}: {} files, {} bytes, in {:.2} s\ncheck: {}\n",
-        b["seq"],
-        dest.display(),
-        b["files"],
-        b["bytes"],
-        b["seconds"].as_f64().unwrap_or(0.0),
-        if clean { "clean" } else { "ERRORS" }
-    );
-    for f in b["check"]["findings"].as_array().into_iter().flatten() {
-        let _ = writeln!(out, "  {}", f.as_str().unwrap_or_default());
-    }
-    Ok((out, clean))
+    ask(line)
 }
 
 /// `amberdb restore BACKUP`: checks the backup and copies it into `dir`, which must hold no

@@ -1,5 +1,5 @@
 //! The `amberdb` command line: `serve`, `mcp`, `import`, `export`, `stats`, `index`, `purge`,
-//! `backup`, `restore`, `check`, `compact`, `model fetch`, `demo`. Logs go to stderr
+//! `backup`, `restore`, `reembed`, `check`, `compact`, `model fetch`, `demo`. Logs go to stderr
 //! (`AMBERDB_LOG`, e.g. `debug`); results to stdout.
 
 #![expect(
@@ -108,6 +108,22 @@ enum Command {
         #[arg(long, env = "AMBERDB_TOKEN_FILE", requires = "server")]
         token_file: Option<PathBuf>,
     },
+    /// Moves the store to another embedder from its stored texts (--embedder names the one it
+    /// has now); with --server, asks a running server to, while it serves (docs/durability.md,
+    /// "Re-embedding"). Afterwards open it with --embedder set to the new one.
+    Reembed {
+        /// The embedder to move to.
+        #[arg(long, value_enum)]
+        to: EmbedderChoice,
+        #[command(flatten)]
+        store: StoreArgs,
+        /// A running server holding the store (HOST:PORT).
+        #[arg(long, env = "AMBERDB_SERVER")]
+        server: Option<String>,
+        /// The server's token file (its first shared token is used).
+        #[arg(long, env = "AMBERDB_TOKEN_FILE", requires = "server")]
+        token_file: Option<PathBuf>,
+    },
     /// Puts a backup back: checks it, then copies it into the store directory, which must
     /// hold no store (and no open one).
     Restore {
@@ -186,7 +202,7 @@ impl StoreArgs {
     }
 }
 
-/// How text becomes vectors. A store keeps the embedder it was created with.
+/// How text becomes vectors. A store keeps its embedder until `amberdb reembed` moves it.
 #[derive(clap::Args)]
 struct EmbedderArgs {
     /// `minilm` (all-MiniLM-L6-v2, fetched by `amberdb model fetch`) or `hashing` (no model).
@@ -332,6 +348,30 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             } else {
                 amberdb_server::check::DAMAGED
             });
+        }
+        Command::Reembed {
+            to,
+            store,
+            server,
+            token_file,
+        } => {
+            let to_name = match to {
+                EmbedderChoice::Minilm => "minilm",
+                EmbedderChoice::Hashing => "hashing",
+            };
+            let text = match server {
+                Some(addr) => {
+                    amberdb_server::reembed_via_server(&addr, token_file.as_deref(), to_name)?
+                }
+                None => amberdb_server::reembed(
+                    &store.dir(),
+                    store.embedder.options()?,
+                    to,
+                    to_name,
+                    store.embedder.model_dir.as_deref(),
+                )?,
+            };
+            print!("{text}");
         }
         Command::Restore { backup, data_dir } => {
             let dir = data_dir.unwrap_or_else(default_data_dir);

@@ -213,6 +213,8 @@ struct Indexing {
 /// B1's choice: the run of sealed segments to index, and the id of the new one.
 struct BuildPlan {
     run: std::ops::Range<usize>,
+    /// The vectors' dimension.
+    dim: usize,
     entries: Vec<SegmentEntry>,
     segments: Vec<amberdb_index::Sealed>,
     id: u64,
@@ -267,8 +269,6 @@ const ARCHIVE_AGE_CHECK_US: i64 = 60_000_000;
 pub(crate) struct Db {
     dir: PathBuf,
     config: DbConfig,
-    /// The vector dimension (the embedder's, pinned by `IDENTITY`).
-    dim: usize,
     state: RwLock<State>,
     writer: Mutex<Writer>,
     commit: GroupCommit,
@@ -315,7 +315,6 @@ impl Db {
             archive_checked_at: Mutex::new(None),
             maintenance: Maintenance::default(),
             dir: dir.to_path_buf(),
-            dim: embedder.dim(),
             checkpoint_seq: AtomicU64::new(r.checkpoint_seq),
             writer: Mutex::new(Writer {
                 log_bytes_since_checkpoint: 0,
@@ -538,7 +537,7 @@ impl Db {
             // step 4: append.
             let seq = self.append(&mut w, &op)?;
             // step 5: apply, publish.
-            self.apply(&w, seq, op)?;
+            self.apply(&mut w, seq, op)?;
             (seq, self.checkpoint_due(&w), value)
         };
         // step 6: durability per policy (inside `durable_batch`, once at the batch's end).
@@ -584,8 +583,18 @@ impl Db {
 
     /// Step 5: applies an appended, checked operation and publishes it. It cannot fail short
     /// of a bug; if it does, the state may be half changed, so the store is poisoned.
-    fn apply(&self, w: &Writer, seq: u64, op: Op) -> Result<()> {
+    fn apply(&self, w: &mut Writer, seq: u64, op: Op) -> Result<()> {
         if op.deletes_records() {
+            self.unpurged_since.lock().get_or_insert_with(Instant::now);
+        }
+        let switches = matches!(&op, Op::Reembed(r) if r.switch);
+        if switches {
+            // The new vectors are all growing; the old segments are replaced (B4: their files
+            // go once no retained checkpoint names them), and a purge removes the old vectors
+            // from every file (`docs/durability.md`, "Re-embedding").
+            let old = std::mem::take(&mut w.segments);
+            w.replaced.extend(old);
+            w.segments_version += 1;
             self.unpurged_since.lock().get_or_insert_with(Instant::now);
         }
         if let Err(reason) = self.state.write().apply_checked(op) {
@@ -879,7 +888,7 @@ impl Db {
             segments: w.segments.iter().copied().chain(sealed).collect(),
             growing,
             sealed,
-            aux: state.table.aux_ops(self.dim),
+            aux: checkpoint_aux(&state),
             records: state.table.snapshot(),
             log_bytes: w.log_bytes_since_checkpoint,
         }))
@@ -1131,7 +1140,7 @@ impl Db {
         let result = self.plan_build(min_rows).map_or(Ok(None), |plan| {
             let start = Instant::now();
             let (keys, vectors) = self.gather(&plan);
-            let built = self.train(&keys, &vectors, plan.id);
+            let built = self.train(&keys, &vectors, &plan);
             drop(vectors);
             self.install(plan, keys.len(), built, start).map(Some)
         });
@@ -1174,6 +1183,7 @@ impl Db {
             return None;
         }
         let plan = BuildPlan {
+            dim: state.vectors.dim(),
             entries: w.segments.get(run.clone())?.to_vec(),
             segments: segments.get(run.clone())?.to_vec(),
             run,
@@ -1187,7 +1197,7 @@ impl Db {
     fn gather(&self, plan: &BuildPlan) -> (Vec<u64>, Vec<f32>) {
         let rows: usize = plan.segments.iter().map(amberdb_index::Sealed::len).sum();
         let mut keys = Vec::with_capacity(rows);
-        let mut vectors = Vec::with_capacity(rows * self.dim);
+        let mut vectors = Vec::with_capacity(rows * plan.dim);
         for seg in &plan.segments {
             let state = self.state.read();
             for (row, &key) in seg.keys().iter().enumerate() {
@@ -1203,13 +1213,18 @@ impl Db {
     }
 
     /// B2, second half: the lists and the nprobe, on the build's own threads.
-    fn train(&self, keys: &[u64], vectors: &[f32], id: u64) -> Result<amberdb_index::ivf::Built> {
+    fn train(
+        &self,
+        keys: &[u64],
+        vectors: &[f32],
+        plan: &BuildPlan,
+    ) -> Result<amberdb_index::ivf::Built> {
         train_segment(
             keys,
             vectors,
-            self.dim,
+            plan.dim,
             &self.config.index,
-            id,
+            plan.id,
             &self.indexing.stop,
         )
     }
@@ -1685,6 +1700,24 @@ pub(crate) struct IndexCounters {
 
 /// k-means and nprobe for a segment, on `options.threads` threads, giving up when `stop` is
 /// set. Seeded by the segment id, so a rebuild of the same rows is the same file.
+/// A checkpoint's aux section (`docs/format/checkpoint.md`): the model first, then the
+/// entities, archive, canonical tags and snapshots, then what a re-embedding has staged.
+fn checkpoint_aux(state: &State) -> Vec<Op> {
+    let mut aux = vec![Op::Model {
+        model_id: state.model.id.clone(),
+        dim: u32::try_from(state.model.dim).unwrap_or(u32::MAX),
+    }];
+    aux.extend(state.table.aux_ops(state.vectors.dim()));
+    if let Some(stage) = &state.stage {
+        aux.extend(stage.ops(REEMBED_VECTORS_PER_FRAME));
+    }
+    aux
+}
+
+/// Most vectors in one re-embedding frame: 1,024 vectors of 1,024 dimensions are 4 MiB, well
+/// inside a frame (16 MiB).
+pub(crate) const REEMBED_VECTORS_PER_FRAME: usize = 1_024;
+
 fn train_segment(
     keys: &[u64],
     vectors: &[f32],
@@ -1731,7 +1764,7 @@ fn background_build(weak: &Weak<Db>) -> bool {
     let start = Instant::now();
     let (keys, vectors) = db.gather(&plan);
     let (dim, options, stop) = (
-        db.dim,
+        plan.dim,
         db.config.index.clone(),
         Arc::clone(&db.indexing.stop),
     );

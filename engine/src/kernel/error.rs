@@ -114,11 +114,11 @@ pub enum EngineError {
         /// What was given.
         got: usize,
     },
-    /// The store was created with another embedder.
+    /// The store's vectors come from another embedder.
     #[error(
-        "store was created with embedder {stored_model} ({stored_dim}-d), opened with {given_model} \
-         ({given_dim}-d): a store keeps the embedder it was created with, so open it with that one \
-         or create a new store"
+        "the store's vectors come from embedder {stored_model} ({stored_dim}-d), opened with \
+         {given_model} ({given_dim}-d): open it with that one, or move it to another with \
+         `amberdb reembed` (Store::reembed)"
     )]
     EmbedderMismatch {
         /// Model id recorded in the store.

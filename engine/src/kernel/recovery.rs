@@ -10,6 +10,7 @@ use crate::kernel::log::reader::{ScanEnd, scan};
 use crate::kernel::log::writer::{self as log_writer, LogWriter};
 use crate::kernel::record::{MemoryId, Timestamp};
 use crate::kernel::segment_file::{self, SegmentEntry, SegmentKind};
+use crate::kernel::state::Model;
 use crate::kernel::state::State;
 use crate::kernel::storage::{Storage, StorageLock};
 use crate::kernel::table::Table;
@@ -99,7 +100,7 @@ struct Base {
     segments: Vec<SegmentEntry>,
 }
 
-fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, dim: usize) -> Result<Base> {
+fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model) -> Result<Base> {
     let path = dir.join(ckpt_format::file_name(seq));
     let bytes = storage.map(&path).map_err(io(&path))?;
     let to_engine = |e| match e {
@@ -154,7 +155,16 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, dim: usize) -> R
     };
     decoded.map_err(panicked)?.map_err(to_engine)?;
     let segments = segments.map_err(panicked)??;
-    let mut vectors = Collection::new(dim);
+    // The model the vectors belong to: the first aux entry when a re-embedding changed it
+    // (checkpoint.md), else the one the store was created with.
+    let model = match head.aux.first() {
+        Some(Op::Model { model_id, dim }) => Model {
+            id: model_id.clone(),
+            dim: *dim as usize,
+        },
+        _ => created.clone(),
+    };
+    let mut vectors = Collection::new(model.dim);
     for (seg, entry) in segments.into_iter().zip(&head.segments) {
         vectors
             .push_sealed(seg)
@@ -182,7 +192,7 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, dim: usize) -> R
         });
     }
     // The archive, canonical tags and snapshots (checkpoint.md, "Aux section").
-    let mut state = State { table, vectors };
+    let mut state = State::new(table, vectors, model);
     for op in head.aux {
         state.apply(op).map_err(|reason| EngineError::Corrupted {
             file: path.clone(),
@@ -290,9 +300,9 @@ pub(crate) fn recover(
             || ckpt_format::parse_file_name(n).is_some()
             || segment_file::parse_file_name(n).is_some()
     });
-    if names.iter().any(|n| n == identity::FILE_NAME) {
+    let identity = if names.iter().any(|n| n == identity::FILE_NAME) {
         let bytes = storage.read(&id_path).map_err(io(&id_path))?;
-        let found = identity::decode(&bytes).map_err(|e| match e {
+        identity::decode(&bytes).map_err(|e| match e {
             IdentityError::Corrupted(d) => EngineError::Corrupted {
                 file: id_path.clone(),
                 offset: d.offset as u64,
@@ -303,15 +313,7 @@ pub(crate) fn recover(
                 found,
                 supported: identity::SUPPORTED,
             },
-        })?;
-        if !found.matches(embedder.model_id(), embedder.dim()) {
-            return Err(EngineError::EmbedderMismatch {
-                stored_model: found.model_id,
-                stored_dim: found.dim as usize,
-                given_model: embedder.model_id().to_owned(),
-                given_dim: embedder.dim(),
-            });
-        }
+        })?
     } else if has_data {
         return Err(EngineError::Corrupted {
             file: id_path,
@@ -346,7 +348,12 @@ pub(crate) fn recover(
             &identity::encode(&id),
         )
         .map_err(io(&id_path))?;
-    }
+        id
+    };
+    let created = Model {
+        id: identity.model_id.clone(),
+        dim: identity.dim as usize,
+    };
     // R4: newest usable checkpoint.
     let mut checkpoints: Vec<u64> = names
         .iter()
@@ -355,7 +362,7 @@ pub(crate) fn recover(
     checkpoints.sort_unstable();
     let mut base = None;
     for &seq in checkpoints.iter().rev() {
-        match load_checkpoint(storage, dir, seq, embedder.dim()) {
+        match load_checkpoint(storage, dir, seq, &created) {
             Ok(b) => {
                 base = Some(b);
                 break;
@@ -379,10 +386,11 @@ pub(crate) fn recover(
     } = base.unwrap_or_else(|| Base {
         seq: 0,
         next_id: 1,
-        state: State {
-            table: Table::default(),
-            vectors: Collection::new(embedder.dim()),
-        },
+        state: State::new(
+            Table::default(),
+            Collection::new(created.dim),
+            created.clone(),
+        ),
         segments: Vec::new(),
     });
     report.checkpoint_seq = (ckpt_seq > 0).then_some(ckpt_seq);
@@ -512,6 +520,21 @@ pub(crate) fn recover(
             file: dir.to_path_buf(),
             offset: 0,
             reason: "log ends before the checkpoint it was synced for",
+        });
+    }
+    // R3b: the embedder given must be the one the store's vectors come from now: the one
+    // IDENTITY names, or the one a re-embedding switched to (`docs/durability.md`).
+    let same = if state.model == created {
+        identity.matches(embedder.model_id(), embedder.dim())
+    } else {
+        state.model.id == embedder.model_id() && state.model.dim == embedder.dim()
+    };
+    if !same {
+        return Err(EngineError::EmbedderMismatch {
+            stored_model: state.model.id.clone(),
+            stored_dim: state.model.dim,
+            given_model: embedder.model_id().to_owned(),
+            given_dim: embedder.dim(),
         });
     }
     // R8: the active log file.

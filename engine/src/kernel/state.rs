@@ -7,7 +7,7 @@
 //! applies what the log holds, and a frame that does not apply there means a damaged log
 //! (recovery refuses to open).
 
-use crate::kernel::log::Op;
+use crate::kernel::log::{Op, Reembed};
 use crate::kernel::record::{EntityKind, MemoryId};
 use crate::kernel::table::Table;
 use amberdb_index::Collection;
@@ -21,6 +21,63 @@ pub(crate) type Refusal = &'static str;
 pub(crate) struct State {
     pub(crate) table: Table,
     pub(crate) vectors: Collection,
+    /// The embedder every vector of the state comes from.
+    pub(crate) model: Model,
+    /// Bumped at every change of `model` in this process: a write or a search whose vectors
+    /// were computed before a switch sees it changed and embeds again.
+    pub(crate) model_epoch: u64,
+    /// Vectors of a re-embedding not switched to yet (`docs/durability.md`, "Re-embedding").
+    pub(crate) stage: Option<Stage>,
+}
+
+/// An embedder, as a store knows it: its model id and dimension.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Model {
+    pub(crate) id: String,
+    pub(crate) dim: usize,
+}
+
+/// New vectors, from one embedder, of records (live or archived) and canonical tags.
+#[derive(Debug, Default)]
+pub(crate) struct Stage {
+    pub(crate) model: Option<Model>,
+    pub(crate) records: HashMap<MemoryId, Vec<f32>>,
+    pub(crate) tags: HashMap<(String, String), Vec<f32>>,
+}
+
+impl Stage {
+    /// The operations that rebuild it (a checkpoint's aux section), at most `per_op` vectors
+    /// each, records in id order then tags sorted.
+    pub(crate) fn ops(&self, per_op: usize) -> Vec<Op> {
+        let Some(model) = &self.model else {
+            return Vec::new();
+        };
+        let frame = |records, tags| {
+            Op::Reembed(Box::new(Reembed {
+                model_id: model.id.clone(),
+                dim: u32::try_from(model.dim).unwrap_or(u32::MAX),
+                records,
+                tags,
+                switch: false,
+            }))
+        };
+        let per_op = per_op.max(1);
+        let mut records: Vec<(MemoryId, Vec<f32>)> =
+            self.records.iter().map(|(k, v)| (*k, v.clone())).collect();
+        records.sort_unstable_by_key(|r| r.0);
+        let mut tags: Vec<(String, String, Vec<f32>)> = self
+            .tags
+            .iter()
+            .map(|((u, t), v)| (u.clone(), t.clone(), v.clone()))
+            .collect();
+        tags.sort_unstable_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+        let mut ops: Vec<Op> = records
+            .chunks(per_op)
+            .map(|c| frame(c.to_vec(), Vec::new()))
+            .collect();
+        ops.extend(tags.chunks(per_op).map(|c| frame(Vec::new(), c.to_vec())));
+        ops
+    }
 }
 
 /// What the earlier members of a batch did to what the later ones look at, so that a batch is
@@ -41,6 +98,44 @@ struct Overlay<'a> {
 }
 
 impl State {
+    /// A state of `table` and `vectors`, whose vectors come from `model`.
+    pub(crate) fn new(table: Table, vectors: Collection, model: Model) -> State {
+        State {
+            table,
+            vectors,
+            model,
+            model_epoch: 0,
+            stage: None,
+        }
+    }
+
+    /// What a re-embedding to `model` still lacks: the live and archived records and the
+    /// canonical tags without a staged vector from it.
+    pub(crate) fn unstaged(&self, model: &Model) -> (Vec<MemoryId>, Vec<(String, String)>) {
+        let staged = self
+            .stage
+            .as_ref()
+            .filter(|s| s.model.as_ref() == Some(model));
+        let has_record = |id: &MemoryId| staged.is_some_and(|s| s.records.contains_key(id));
+        let mut records: Vec<MemoryId> = self
+            .table
+            .iter()
+            .map(|m| m.id)
+            .chain(self.table.archived_ids())
+            .filter(|id| !has_record(id))
+            .collect();
+        records.sort_unstable();
+        let tags = self
+            .table
+            .canonical_tags()
+            .filter(|(u, t)| {
+                !staged.is_some_and(|s| s.tags.contains_key(&((*u).to_owned(), (*t).to_owned())))
+            })
+            .map(|(u, t)| (u.to_owned(), t.to_owned()))
+            .collect();
+        (records, tags)
+    }
+
     /// Whether `op` applies to the current state; nothing changes.
     pub(crate) fn check(&self, op: &Op) -> Result<(), Refusal> {
         self.check_in(op, &mut Overlay::default())
@@ -162,13 +257,22 @@ impl State {
                     return Err("forget of an id that is not archived");
                 }
             }
+            Op::Reembed(r) => self.check_reembed(r)?,
+            Op::Model { model_id, dim } => {
+                if model_id.is_empty() || *dim as usize != self.vectors.dim() {
+                    return Err("model of another dimension than the vectors");
+                }
+            }
             Op::Batch(ops) => {
                 let mut after_delete = false;
                 for op in ops {
                     if after_delete {
                         return Err("an operation after an entity's deletion in one batch");
                     }
-                    if matches!(op, Op::ForgetArchived { .. }) {
+                    if matches!(
+                        op,
+                        Op::ForgetArchived { .. } | Op::Reembed(_) | Op::Model { .. }
+                    ) {
                         // Retention writes it alone; in a batch it would need the overlay to
                         // track what it removed.
                         return Err("forget archived inside a batch");
@@ -181,10 +285,111 @@ impl State {
         Ok(())
     }
 
+    fn check_reembed(&self, r: &Reembed) -> Result<(), Refusal> {
+        let model = Model {
+            id: r.model_id.clone(),
+            dim: r.dim as usize,
+        };
+        if model.id.is_empty() || model.dim == 0 || model == self.model {
+            return Err("re-embedding to no model, or to the store's own");
+        }
+        if r.records.iter().any(|(_, v)| v.len() != model.dim)
+            || r.tags.iter().any(|(_, _, v)| v.len() != model.dim)
+        {
+            return Err("re-embedded vector of another dimension");
+        }
+        let exists =
+            |id: &MemoryId| self.table.get(*id).is_some() || self.table.archived(*id).is_some();
+        if !r.records.iter().all(|(id, _)| exists(id)) {
+            return Err("re-embedded vector of a record that does not exist");
+        }
+        let registered = |u: &str, t: &str| self.table.canonical(u).is_some_and(|c| c.contains(t));
+        if !r.tags.iter().all(|(u, t, _)| registered(u, t)) {
+            return Err("re-embedded vector of a tag that is not registered");
+        }
+        if r.switch {
+            let (records, tags) = self.unstaged(&model);
+            let given: HashSet<MemoryId> = r.records.iter().map(|(id, _)| *id).collect();
+            let given_tags: HashSet<(&str, &str)> = r
+                .tags
+                .iter()
+                .map(|(u, t, _)| (u.as_str(), t.as_str()))
+                .collect();
+            if !records.iter().all(|id| given.contains(id))
+                || !tags
+                    .iter()
+                    .all(|(u, t)| given_tags.contains(&(u.as_str(), t.as_str())))
+            {
+                return Err("switch to a model before every vector is re-embedded");
+            }
+        }
+        Ok(())
+    }
+
+    /// Stages `r`'s vectors and, if it switches, makes them the store's: a new collection
+    /// of the live vectors (all growing: the next checkpoint seals them), and new vectors in
+    /// the archive and the canonical tags.
+    fn apply_reembed(&mut self, r: Reembed) -> Result<(), Refusal> {
+        let model = Model {
+            id: r.model_id,
+            dim: r.dim as usize,
+        };
+        let stage = self.stage.get_or_insert_with(Stage::default);
+        if stage.model.as_ref() != Some(&model) {
+            *stage = Stage {
+                model: Some(model.clone()),
+                ..Stage::default()
+            };
+        }
+        stage.records.extend(r.records);
+        stage
+            .tags
+            .extend(r.tags.into_iter().map(|(u, t, v)| ((u, t), v)));
+        if !r.switch {
+            return Ok(());
+        }
+        let mut stage = self.stage.take().unwrap_or_default();
+        let mut vectors = Collection::new(model.dim);
+        for m in self.table.iter() {
+            let v = stage
+                .records
+                .remove(&m.id)
+                .ok_or("switch to a model before every vector is re-embedded")?;
+            vectors
+                .insert(m.id.0, &v)
+                .map_err(|_| "re-embedded vector does not fit")?;
+        }
+        self.table
+            .replace_vectors(&mut stage.records, &mut stage.tags)
+            .ok_or("switch to a model before every vector is re-embedded")?;
+        self.vectors = vectors;
+        self.model = model;
+        self.model_epoch += 1;
+        Ok(())
+    }
+
+    /// Drops the staged vectors of what a delete removed.
+    fn unstage_removed(&mut self, ids: &[MemoryId]) {
+        if let Some(stage) = &mut self.stage {
+            for id in ids {
+                stage.records.remove(id);
+            }
+            let table = &self.table;
+            stage
+                .tags
+                .retain(|(u, t), _| table.canonical(u).is_some_and(|c| c.contains(t)));
+        }
+    }
+
     /// Applies an operation `check` accepted. An error here is a bug (the write path then
     /// poisons the store).
     pub(crate) fn apply_checked(&mut self, op: Op) -> Result<(), Refusal> {
-        let State { table, vectors } = self;
+        let removed: Vec<MemoryId> = match &op {
+            Op::Delete { id } => vec![*id],
+            Op::ForgetArchived { ids } => ids.clone(),
+            _ => Vec::new(),
+        };
+        let State { table, vectors, .. } = self;
         match op {
             Op::Store { record, vector } => {
                 vectors
@@ -250,18 +455,29 @@ impl State {
                 }
             }
             Op::DeleteEntity { kind, user_id, id } => {
-                let removed = table
+                let gone = table
                     .delete_entity(kind, &user_id, &id)
                     .ok_or("delete of an entity that does not exist")?;
-                for m in removed {
+                for m in &gone {
                     vectors.delete(m.0);
                 }
+                self.unstage_removed(&gone);
+            }
+            Op::Reembed(r) => self.apply_reembed(*r)?,
+            Op::Model { model_id, dim } => {
+                self.model = Model {
+                    id: model_id,
+                    dim: dim as usize,
+                };
             }
             Op::Batch(ops) => {
                 for op in ops {
                     self.apply_checked(op)?;
                 }
             }
+        }
+        if !removed.is_empty() {
+            self.unstage_removed(&removed);
         }
         Ok(())
     }
@@ -308,10 +524,14 @@ pub(crate) mod tests {
     }
 
     fn state_with_one() -> State {
-        let mut s = State {
-            table: Table::default(),
-            vectors: Collection::new(DIM),
-        };
+        let mut s = State::new(
+            Table::default(),
+            Collection::new(DIM),
+            Model {
+                id: "test".into(),
+                dim: DIM,
+            },
+        );
         s.apply(store(1, "one")).expect("a fresh store applies");
         s
     }

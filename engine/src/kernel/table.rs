@@ -377,6 +377,51 @@ impl Table {
         ops
     }
 
+    /// Every user's canonical tags, as (user, tag).
+    pub(crate) fn canonical_tags(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
+        self.users.iter().flat_map(|(user, index)| {
+            index
+                .canonical
+                .tags
+                .iter()
+                .map(move |t| (user.as_str(), t.as_str()))
+        })
+    }
+
+    /// The ids of the archived records, in no order.
+    pub(crate) fn archived_ids(&self) -> impl Iterator<Item = MemoryId> + '_ {
+        self.archive.keys().copied()
+    }
+
+    /// Gives every archived record and canonical tag its vector from `records` and `tags`
+    /// (re-embedding's switch, `docs/durability.md`, "Re-embedding"), taking them out. `None`,
+    /// with nothing changed, if one of them has none there.
+    pub(crate) fn replace_vectors(
+        &mut self,
+        records: &mut HashMap<MemoryId, Vec<f32>>,
+        tags: &mut HashMap<(String, String), Vec<f32>>,
+    ) -> Option<()> {
+        let covered = self.archive.keys().all(|id| records.contains_key(id))
+            && self
+                .canonical_tags()
+                .all(|(u, t)| tags.contains_key(&(u.to_owned(), t.to_owned())));
+        if !covered {
+            return None;
+        }
+        for (id, a) in &mut self.archive {
+            a.vector = records.remove(id)?;
+        }
+        for (user, index) in &mut self.users {
+            let c = &mut index.canonical;
+            let mut vectors = Vec::new();
+            for t in &c.tags {
+                vectors.extend(tags.remove(&(user.clone(), t.clone()))?);
+            }
+            c.vectors = vectors;
+        }
+        Some(())
+    }
+
     /// Puts a record into the archive; false if its id is live or archived already.
     pub(crate) fn insert_archived(&mut self, record: Memory, vector: Vec<f32>) -> bool {
         if self.get(record.id).is_some() || self.archive.contains_key(&record.id) {

@@ -10,6 +10,7 @@ mod compaction;
 mod entities;
 mod query;
 mod read;
+mod reembed;
 mod scope;
 mod search;
 mod space;
@@ -23,6 +24,7 @@ pub use query::{
     GRAPH_SESSION_WINDOW, Query, QueryData, QueryResult, ResultMetadata, Retrieval, StoreType,
 };
 pub use read::{Cleared, Feedback, FeedbackResult, History, MemoryStats, TopAccessed, Version};
+pub use reembed::{ReembedStatus, Reembedded};
 pub use search::{
     Fusion, Hits, MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS, Mode, SEARCH_ACCESS_INTERVAL_US, ScanMode,
     SearchRequest, SearchedHit, Source, Strategy, frequency, importance, recency, strategy_score,
@@ -62,6 +64,15 @@ fn in_range(what: &'static str, value: usize, min: usize, max: usize) -> Result<
 /// A vector a caller gave (to store or to search with): the store's dimension, finite.
 fn check_vector(dim: usize, v: &[f32]) -> Result<()> {
     amberdb_index::validate_vector(dim, v).map_err(|e| EngineError::from_index("vector", e))
+}
+
+/// A caller's own vector met a switch of the store's embedder (a re-embedding) before it was
+/// committed: nothing was written.
+fn model_switched() -> EngineError {
+    EngineError::Invalid {
+        field: "vector",
+        reason: "the store switched to another embedder (a re-embedding) while this request ran; nothing was written: embed with the new one".into(),
+    }
 }
 
 /// The first 100 characters and `...` when there is more (the peer's `content_preview`).

@@ -177,6 +177,23 @@ impl Store {
     /// graph retrievals when the query cannot be embedded. Never for the access count (skipped
     /// and counted when it cannot be recorded).
     pub fn query(&self, user_id: &str, q: &Query) -> Result<QueryData> {
+        // A re-embedding that switched the embedder while the query was answered with the
+        // old one's vector: answered again (`Store::reembed`).
+        loop {
+            let embedding = self.embedding();
+            let data = self.query_embedded(user_id, q, &embedding)?;
+            if self.read().model_epoch == embedding.epoch {
+                return Ok(data);
+            }
+        }
+    }
+
+    fn query_embedded(
+        &self,
+        user_id: &str,
+        q: &Query,
+        embedding: &crate::store::Embedding,
+    ) -> Result<QueryData> {
         self.user_for(Some(user_id))?;
         if q.query.trim().is_empty() {
             return Err(EngineError::Invalid {
@@ -211,7 +228,7 @@ impl Store {
         let embedded = if q.store_type == StoreType::Keyword {
             None
         } else {
-            Some(self.inner.options.embedder.embed_query(&q.query)?)
+            Some(embedding.embedder.embed_query(&q.query)?)
         };
         let (results, ids) = {
             let state = self.read();
@@ -236,7 +253,7 @@ impl Store {
                     continue;
                 };
                 if let Some(left) = &mut room {
-                    let t = self.inner.options.embedder.count_tokens(&m.content)?;
+                    let t = embedding.embedder.count_tokens(&m.content)?;
                     if t > *left {
                         continue;
                     }

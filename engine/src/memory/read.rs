@@ -169,7 +169,7 @@ impl Store {
         let bytes = self.bytes_on_disk();
         #[expect(clippy::cast_precision_loss, reason = "a size in MiB")]
         let mb = (bytes as f64 / f64::from(1 << 20) * 100.0).round() / 100.0;
-        let embedder = &self.inner.options.embedder;
+        let embedder = self.embedding().embedder;
         Ok(MemoryStats {
             total_memories: mine.len(),
             store_memories,

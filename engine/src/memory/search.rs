@@ -921,7 +921,7 @@ impl Store {
         let chars = req.query.chars().count();
         let by_vector = req.vector.is_some() && req.mode == Mode::Vector;
         if let Some(v) = &req.vector {
-            check_vector(self.inner.options.embedder.dim(), v)?;
+            check_vector(self.read().vectors.dim(), v)?;
         }
         if req.query.trim().is_empty() && !by_vector {
             return Err(EngineError::Invalid {
@@ -1034,6 +1034,25 @@ impl Store {
     /// Never for the access count: one that cannot be recorded is skipped and counted
     /// (`Stats::accesses_not_recorded`).
     pub fn search(&self, req: &SearchRequest) -> Result<Hits> {
+        // A re-embedding that switched the embedder while the search ran with the old one's
+        // query vector: searched again (`Store::reembed`). A caller's own vector is refused.
+        loop {
+            let embedding = self.embedding();
+            let hits = self.search_embedded(req, &embedding)?;
+            if self.read().model_epoch == embedding.epoch {
+                return Ok(hits);
+            }
+            if req.vector.is_some() {
+                return Err(super::model_switched());
+            }
+        }
+    }
+
+    fn search_embedded(
+        &self,
+        req: &SearchRequest,
+        embedding: &crate::store::Embedding,
+    ) -> Result<Hits> {
         let plan = self.plan_search(req)?;
         let mut fallback: Option<String> = None;
         let mut mode = req.mode;
@@ -1044,7 +1063,7 @@ impl Store {
         let query = if let (Some(v), Mode::Vector | Mode::Hybrid) = (&req.vector, mode) {
             Some(v.clone())
         } else if matches!(mode, Mode::Vector | Mode::Hybrid) {
-            match self.inner.options.embedder.embed_query(&req.query) {
+            match embedding.embedder.embed_query(&req.query) {
                 Ok(q) => Some(q),
                 Err(e) if req.strategy == Strategy::Similarity => return Err(e.into()),
                 Err(e) => {
@@ -1158,9 +1177,7 @@ impl Store {
                         continue;
                     };
                     if let Some((limit, used, skipped)) = &mut budget {
-                        let t = self
-                            .inner
-                            .options
+                        let t = embedding
                             .embedder
                             .count_tokens(&m.content)
                             .map_err(EngineError::from)?;

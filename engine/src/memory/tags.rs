@@ -165,12 +165,20 @@ impl Store {
             .map(|t| tag_rules::embedding_form(t))
             .collect();
         let refs: Vec<&str> = forms.iter().map(String::as_str).collect();
-        let vectors = if refs.is_empty() {
-            Vec::new()
-        } else {
-            self.inner.options.embedder.embed_batch(&refs)?
+        // Embedded again when a re-embedding switched the embedder meanwhile, so the tags are
+        // compared with canonical vectors of the same model.
+        let (vectors, state) = loop {
+            let embedding = self.embedding();
+            let vectors = if refs.is_empty() {
+                Vec::new()
+            } else {
+                embedding.embedder.embed_batch(&refs)?
+            };
+            let state = self.read();
+            if state.model_epoch == embedding.epoch {
+                break (vectors, state);
+            }
         };
-        let state = self.read();
         let mut mapping = BTreeMap::new();
         if let Some(canonical) = state.table.canonical(user) {
             for (tag, v) in unknown.iter().zip(&vectors) {

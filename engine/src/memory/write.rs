@@ -3,7 +3,7 @@
 //! the writer lock and commit one frame.
 
 use super::space::UserSpace;
-use super::{check_vector, preview};
+use super::{check_vector, model_switched, preview};
 use crate::hooks::category;
 use crate::hooks::dedup;
 use crate::hooks::facts::{Relation, Rule, content_words};
@@ -17,6 +17,7 @@ use crate::kernel::record::{
 use crate::kernel::state::State;
 use crate::store::Store;
 use amberdb_index::kernels;
+use std::sync::Arc;
 
 /// A memory to store, with what the caller may add: its vector, and changes to the store's
 /// hooks for this request. A `NewMemory` converts into one with neither.
@@ -176,6 +177,12 @@ struct Embedded {
     content: Vec<f32>,
     tags: Vec<Option<Vec<f32>>>,
     category: Option<Vec<f32>>,
+    /// The model epoch of the embedder that computed them (`Store::commit_embedded`).
+    epoch: u64,
+    /// Its dimension.
+    dim: usize,
+    /// Whether `content` is the caller's own vector.
+    given: bool,
 }
 
 impl Store {
@@ -242,7 +249,7 @@ impl Store {
 
     fn embed_failed(&self, reason: &str) -> EngineError {
         EngineError::Embed(amberdb_embed::EmbedError::Failed {
-            model_id: self.inner.options.embedder.model_id().to_owned(),
+            model_id: self.embedding().embedder.model_id().to_owned(),
             reason: reason.to_owned(),
         })
     }
@@ -308,9 +315,10 @@ impl Store {
         planned: &[&Planned],
         given: Option<Vec<f32>>,
     ) -> Result<Vec<Embedded>> {
-        let embedder = &self.inner.options.embedder;
+        let embedding = self.embedding();
+        let embedder = &embedding.embedder;
         let mut texts: Vec<String> = Vec::new();
-        let need_labels = self.inner.category_labels.get().is_none()
+        let need_labels = self.category_labels(embedding.epoch).is_none()
             && planned
                 .iter()
                 .any(|p| matches!(p.category, CategoryPlan::Embed(_)));
@@ -350,14 +358,14 @@ impl Store {
         let mut it = vectors.into_iter();
         if need_labels {
             let labels: Vec<Vec<f32>> = it.by_ref().take(Category::ALL.len()).collect();
-            let _ = self.inner.category_labels.set(labels);
+            *self.inner.category_labels.lock() = Some((embedding.epoch, Arc::new(labels)));
         }
         let mut given = given;
         let mut out = Vec::new();
         for p in planned {
-            let content = match given.take() {
-                Some(v) => v,
-                None => it.next().unwrap_or_default(),
+            let (content, given) = match given.take() {
+                Some(v) => (v, true),
+                None => (it.next().unwrap_or_default(), false),
             };
             let tags = p
                 .tag_needs_vector
@@ -371,25 +379,31 @@ impl Store {
                 content,
                 tags,
                 category,
+                epoch: embedding.epoch,
+                dim: embedder.dim(),
+                given,
             });
         }
         Ok(out)
     }
 
+    /// The category labels' vectors by the embedder of `epoch`, if computed.
+    fn category_labels(&self, epoch: u64) -> Option<Arc<Vec<Vec<f32>>>> {
+        match &*self.inner.category_labels.lock() {
+            Some((at, labels)) if *at == epoch => Some(Arc::clone(labels)),
+            _ => None,
+        }
+    }
+
     /// The decide phase of the category hook: the planned category, or the label closest to
     /// the category text's vector, with how it was chosen.
-    fn resolve_category(
-        &self,
-        plan: &CategoryPlan,
-        vector: Option<&[f32]>,
-    ) -> (Category, &'static str) {
+    fn resolve_category(&self, plan: &CategoryPlan, e: &Embedded) -> (Category, &'static str) {
+        let vector = e.category.as_deref();
         match plan {
             CategoryPlan::Known(c, reason) => (*c, reason),
             CategoryPlan::Embed(_) => {
                 let sims: Vec<f32> = self
-                    .inner
-                    .category_labels
-                    .get()
+                    .category_labels(e.epoch)
                     .map(|labels| {
                         labels
                             .iter()
@@ -419,17 +433,27 @@ impl Store {
             .into_iter()
             .map(|r| self.plan(r))
             .collect::<Result<_>>()?;
+        loop {
+            if let Some(ids) = self.store_all_or_none_embedded(&planned)? {
+                return Ok(ids);
+            }
+        }
+    }
+
+    /// `store_all_or_none` with one embedder; `None` if a re-embedding switched it meanwhile.
+    fn store_all_or_none_embedded(&self, planned: &[Planned]) -> Result<Option<Vec<MemoryId>>> {
         let refs: Vec<&Planned> = planned.iter().collect();
         let embedded = self.embed_planned(&refs, None)?;
-        let dim = self.inner.options.embedder.dim();
         let mut categories = Vec::with_capacity(planned.len());
+        let mut epoch = 0;
         for (p, e) in planned.iter().zip(&embedded) {
-            check_vector(dim, &e.content)?;
-            categories.push(self.resolve_category(&p.category, e.category.as_deref()).0);
+            check_vector(e.dim, &e.content)?;
+            categories.push(self.resolve_category(&p.category, e).0);
+            epoch = e.epoch;
         }
         let limit = self.inner.options.memory_limit;
         let now = self.now();
-        self.commit(|next, state| {
+        self.commit_embedded(epoch, |next, state| {
             if state.table.len() + planned.len() > limit {
                 return Err(EngineError::MemoryLimitReached { limit });
             }
@@ -461,15 +485,28 @@ impl Store {
         })
     }
 
-    /// Steps 3–7: the decide phase of every hook under the writer lock, then one commit.
-    fn decide_and_commit(&self, p: Planned, e: Embedded) -> Result<Stored> {
-        let dim = self.inner.options.embedder.dim();
-        check_vector(dim, &e.content)?;
-        let (category, category_reason) = self.resolve_category(&p.category, e.category.as_deref());
+    /// Steps 3–7: the decide phase of every hook under the writer lock, then one commit. When
+    /// a re-embedding switched the store's embedder after `e` was computed, the request is
+    /// embedded again by the new one; a caller's own vector is refused then.
+    fn decide_and_commit(&self, p: Planned, mut e: Embedded) -> Result<Stored> {
+        loop {
+            if let Some(stored) = self.decide_and_commit_embedded(&p, &e)? {
+                return Ok(stored);
+            }
+            if e.given {
+                return Err(model_switched());
+            }
+            e = self.embed_one(&p, None)?;
+        }
+    }
+
+    fn decide_and_commit_embedded(&self, p: &Planned, e: &Embedded) -> Result<Option<Stored>> {
+        check_vector(e.dim, &e.content)?;
+        let (category, category_reason) = self.resolve_category(&p.category, e);
         let limit = self.inner.options.memory_limit;
         let content_hash = record::content_hash(&p.m.content);
         let now = self.now();
-        self.commit(|ids, state| {
+        self.commit_embedded(e.epoch, |ids, state| {
             let (tags, mut ops, new_canonical) =
                 resolve_tags(state, &p.user, &p.tags, &e.tags, p.eff.tags);
             let m = &p.m;
@@ -877,17 +914,32 @@ impl Store {
             vector: None,
             hooks: req.hooks.clone(),
         })?;
-        let given = if new_content {
-            None
-        } else {
-            Some(self.vector(id)?)
-        };
-        let e = self.embed_one(&p, given)?;
-        let dim = self.inner.options.embedder.dim();
-        check_vector(dim, &e.content)?;
-        let (category, _) = self.resolve_category(&p.category, e.category.as_deref());
+        // A re-embedding that switches the embedder between here and the commit makes it
+        // refuse; the update is then embedded again by the new one.
+        loop {
+            let given = if new_content {
+                None
+            } else {
+                Some(self.vector(id)?)
+            };
+            let e = self.embed_one(&p, given)?;
+            if let Some(updated) = self.update_embedded(id, new_content, &p, &e)? {
+                return Ok(updated);
+            }
+        }
+    }
+
+    fn update_embedded(
+        &self,
+        id: MemoryId,
+        new_content: bool,
+        p: &Planned,
+        e: &Embedded,
+    ) -> Result<Option<Updated>> {
+        check_vector(e.dim, &e.content)?;
+        let (category, _) = self.resolve_category(&p.category, e);
         let now = self.now();
-        self.commit(|ids, state| {
+        self.commit_embedded(e.epoch, |ids, state| {
             let current = state
                 .table
                 .get(id)

@@ -302,3 +302,36 @@ fn version_5_store_opens_and_its_forgotten_archive_stays_forgotten() {
     assert_eq!(counts["archived"], 2);
     assert_eq!(store.stats().memories, 6);
 }
+
+#[test]
+fn version_6_store_opens_and_its_reembedded_copy_opens_with_the_new_embedder_only() {
+    check_v2_store(6);
+    let dir = copy_of_version(6, "reembed");
+    match Store::open(dir.path(), StoreOptions::hashing()) {
+        Err(EngineError::EmbedderMismatch {
+            stored_model,
+            stored_dim,
+            ..
+        }) => assert_eq!(
+            (stored_model.as_str(), stored_dim),
+            ("amberdb-hashing-v1-64", 64)
+        ),
+        other => panic!("opened with the embedder it was made with: {other:?}"),
+    }
+    let new = std::sync::Arc::new(amberdb::HashingEmbedder::with_dim(64));
+    let store = Store::open(dir.path(), StoreOptions::new(new.clone())).unwrap();
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v6/reembed.tsv"),
+    )
+    .unwrap();
+    let mut n = 0;
+    for line in text.lines() {
+        let (id, content) = line.split_once('\t').unwrap();
+        let id = MemoryId(id.parse().unwrap());
+        assert_eq!(store.get(id).unwrap().content, content);
+        let want = amberdb::Embedder::embed(&*new, content).unwrap();
+        assert_eq!(store.vector(id).unwrap(), want, "memory {id}");
+        n += 1;
+    }
+    assert_eq!((n, store.stats().memories), (8, 8));
+}

@@ -16,6 +16,7 @@ mod maintenance;
 mod minilm;
 mod model;
 mod operations;
+mod reembed;
 mod search;
 mod search_minilm;
 mod semantics;

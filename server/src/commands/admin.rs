@@ -1,5 +1,5 @@
 //! Commands about the server, the store and the connection: PING, HELP, AUTH, QUIT, STATS,
-//! PURGE, BACKUP, MAINTENANCE.
+//! PURGE, BACKUP, MAINTENANCE, REEMBED.
 
 use super::*;
 
@@ -57,7 +57,15 @@ fn stats(ctx: &Ctx, session: &Session, _: &mut Args) -> Outcome {
         .iter()
         .map(|(c, n)| (c.to_string(), json!(n)))
         .collect();
-    let store = json!({
+    let reembedding = s.reembedding.as_ref().map(|r| {
+        json!({
+            "model": r.model_id,
+            "dimensions": r.dim,
+            "staged": r.staged,
+            "total": r.total,
+        })
+    });
+    let mut store = json!({
         "dir": ctx.store.dir().display().to_string(),
         "bytes_on_disk": ctx.store.bytes_on_disk(),
         "memories": s.memories,
@@ -134,6 +142,8 @@ fn stats(ctx: &Ctx, session: &Session, _: &mut Args) -> Outcome {
             })),
         }),
     });
+    store["embedding_dimensions"] = json!(s.embedder.1);
+    store["reembedding"] = reembedding.unwrap_or(Value::Null);
     let mut reply = ctx.metrics.snapshot();
     reply.insert("store".into(), store);
     Ok(Value::Object(reply))
@@ -191,6 +201,43 @@ fn backup(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
             "bytes": b.bytes,
             "seconds": b.seconds,
             "check": check,
+        }
+    }))
+}
+
+fn reembed(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
+    if let Some(bound) = &session.user {
+        return Err(forbidden(&format!(
+            "every user (REEMBED; {bound}'s token is user-bound)"
+        )));
+    }
+    let name = args.str("embedder")?;
+    let choice = match name.as_str() {
+        "minilm" => crate::EmbedderChoice::Minilm,
+        "hashing" => crate::EmbedderChoice::Hashing,
+        other => {
+            return Err(Fail::new(
+                Code::Invalid,
+                format!("embedder {other:?} is not one of minilm, hashing"),
+            ));
+        }
+    };
+    let embedder = engine(
+        crate::open_options(choice, None)
+            .map(|o| o.embedder)
+            .map_err(amberdb::EngineError::from),
+    )?;
+    let r = engine(ctx.store.reembed(embedder))?;
+    Ok(json!({
+        "reembed": {
+            "model": r.model_id,
+            "dimensions": r.dim,
+            "records": r.records,
+            "tags": r.tags,
+            "seconds": r.seconds,
+            "switch_seconds": r.switch_seconds,
+            "bytes_on_disk": r.bytes_after,
+            "restart_with": format!("--embedder {name}"),
         }
     }))
 }
@@ -293,5 +340,17 @@ pub(super) static TABLE: &[Command] = &[
             "true pauses, false resumes; absent only reports",
         )],
         run: Some(maintenance),
+    },
+    Command {
+        name: "REEMBED",
+        alias: None,
+        tool: false,
+        summary: "Moves the store to another embedder from its stored texts while it serves (new vectors staged, one switch, old vectors purged); replies when done.",
+        args: &[req(
+            "embedder",
+            Ty::Str,
+            "minilm (from AMBERDB_MODEL_DIR or ~/.cache/amberdb/all-MiniLM-L6-v2) or hashing (384-d)",
+        )],
+        run: Some(reembed),
     },
 ];

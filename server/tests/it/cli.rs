@@ -89,11 +89,35 @@ fn the_no_model_embedder_is_an_explicit_choice_and_sticks_to_its_store() {
     assert!(!refused.status.success());
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
-        stderr.contains("created with embedder amberdb-hashing-v1-384"),
+        stderr.contains("vectors come from embedder amberdb-hashing-v1-384")
+            && stderr.contains("amberdb reembed"),
         "{stderr}"
     );
     assert!(
         stdout(&amberdb(&["stats", "--embedder", "hashing"], dir.path())).starts_with("memories 5")
+    );
+    // Moving it to MiniLM keeps every memory, and from then on MiniLM opens it and finds by
+    // meaning; the hashing embedder no longer does.
+    let moved = stdout(&amberdb(
+        &["reembed", "--to", "minilm", "--embedder", "hashing"],
+        dir.path(),
+    ));
+    assert!(
+        moved.contains("to sentence-transformers/all-MiniLM-L6-v2 (384-d): 5 records")
+            && moved.contains("--embedder minilm"),
+        "{moved}"
+    );
+    assert!(stdout(&amberdb(&["stats"], dir.path())).starts_with("memories 5"));
+    assert!(
+        !amberdb(&["stats", "--embedder", "hashing"], dir.path())
+            .status
+            .success()
+    );
+    let found = stdout(&amberdb(&["demo"], dir.path()));
+    assert_eq!(found.matches("already stored").count(), 5, "{found}");
+    assert!(
+        best_hit(&found, "keeping credentials secret").contains("AUTH token"),
+        "{found}"
     );
 }
 

@@ -413,6 +413,27 @@ fn every_command_works_over_tcp() {
     let r = c.call("MAINTENANCE", json!({"paused": "yes"}));
     assert_eq!(r["code"], "invalid", "{r}");
 
+    // REEMBED: the store moves from the hashing embedder to MiniLM while it serves; unknown
+    // embedders and its own are refused with nothing changed.
+    for (embedder, code) in [("word2vec", "invalid"), ("hashing", "invalid")] {
+        let r = c.call("REEMBED", json!({ "embedder": embedder }));
+        assert_eq!(r["code"], code, "{r}");
+    }
+    let r = ok(&mut c, "REEMBED", json!({"embedder": "minilm"}));
+    assert_eq!(
+        r["reembed"]["model"], "sentence-transformers/all-MiniLM-L6-v2",
+        "{r}"
+    );
+    assert!(r["reembed"]["records"].as_u64().unwrap() >= 4, "{r}");
+    let stats = ok(&mut c, "STATS", json!({}));
+    assert_eq!(
+        stats["store"]["embedder"],
+        "sentence-transformers/all-MiniLM-L6-v2"
+    );
+    assert_eq!(stats["store"]["embedding_dimensions"], 384);
+    assert!(stats["store"]["reembedding"].is_null(), "{stats}");
+    assert_eq!(stats["store"]["memories"], 4, "{stats}");
+
     assert_eq!(ok(&mut c, "QUIT", json!({}))["reply"], "BYE");
     assert!(c.closed());
 
@@ -791,6 +812,7 @@ fn tokens_authenticate_bind_users_and_never_reach_the_log() {
     ada.fails("PURGE", json!({}), "forbidden");
     ada.fails("BACKUP", json!({"dest": "/tmp/ada-backup"}), "forbidden");
     ada.fails("MAINTENANCE", json!({"paused": true}), "forbidden");
+    ada.fails("REEMBED", json!({"embedder": "minilm"}), "forbidden");
     ada.fails("DELETE_USER", json!({"user_id": "bob"}), "forbidden");
     // Every other way to another user's records: the library's scoped handle refuses each.
     for command in ["HISTORY", "LINEAGE", "COMPACT_UNDO"] {

@@ -8,7 +8,8 @@ use super::format::{
 use crate::kernel::codec::{DecodeError, Decoder};
 use crate::kernel::log::Op;
 use crate::kernel::log::format::{
-    TYPE_CANONICAL_TAG, TYPE_ENTITY, TYPE_SNAPSHOT, TYPE_STORE_ARCHIVED, decode_payload,
+    TYPE_CANONICAL_TAG, TYPE_ENTITY, TYPE_MODEL, TYPE_REEMBED, TYPE_SNAPSHOT, TYPE_STORE_ARCHIVED,
+    decode_payload,
 };
 use crate::kernel::record::{self, Memory};
 use crate::kernel::segment_file::{SegmentEntry, SegmentKind};
@@ -143,14 +144,16 @@ pub fn decode_head(b: &[u8]) -> Result<Head, CheckpointError> {
     let mut aux = Vec::with_capacity(usize::try_from(aux_count).unwrap_or(0));
     for _ in 0..aux_count {
         let t = d.u8().map_err(at)?;
-        if ![
+        let model_types = [TYPE_MODEL, TYPE_REEMBED];
+        let held = [
             TYPE_STORE_ARCHIVED,
             TYPE_CANONICAL_TAG,
             TYPE_SNAPSHOT,
             TYPE_ENTITY,
         ]
         .contains(&t)
-        {
+            || (version >= 6 && model_types.contains(&t));
+        if !held {
             return Err(at(DecodeError {
                 offset: d.pos(),
                 reason: "aux entry of a type checkpoints do not hold",
@@ -159,7 +162,8 @@ pub fn decode_head(b: &[u8]) -> Result<Head, CheckpointError> {
         let len = d.u32().map_err(at)? as usize;
         let start = d.pos();
         let mut member = Decoder::new(d.take(len).map_err(at)?);
-        let op = decode_payload(t, &mut member, true).map_err(|e| {
+        // Re-embedding frames may not stand in a batch; an aux entry is not one.
+        let op = decode_payload(t, &mut member, !model_types.contains(&t)).map_err(|e| {
             at(DecodeError {
                 offset: start + e.offset,
                 reason: e.reason,

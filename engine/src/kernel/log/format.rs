@@ -14,7 +14,7 @@
 //! off size field   meaning
 //!   0    4 len     u32 LE = 1 + 8 + payload; MIN_FRAME_LEN..=MAX_FRAME_LEN
 //!   4    4 crc     crc32 seeded FRAME_CRC_SEED over bytes 0..4 then 8..8+len
-//!   8    1 type    TYPE_STORE ..= TYPE_FORGET_ARCHIVED
+//!   8    1 type    TYPE_STORE ..= TYPE_MODEL
 //!   9    8 seq     u64 LE
 //!  17    * payload
 //! ```
@@ -30,10 +30,10 @@ use std::ops::RangeInclusive;
 /// File magic.
 pub const MAGIC: [u8; 4] = *b"MNWL";
 /// Version this build writes.
-pub const VERSION: u16 = 5;
+pub const VERSION: u16 = 6;
 /// Versions this build reads (v1 files hold only store and delete frames, v2 no entities, v4
-/// no forgotten archive).
-pub const SUPPORTED: RangeInclusive<u16> = 1..=5;
+/// no forgotten archive, v5 no re-embedding).
+pub const SUPPORTED: RangeInclusive<u16> = 1..=6;
 /// File header length.
 pub const HEADER_LEN: usize = 32;
 /// CRC seed of the file header.
@@ -72,6 +72,11 @@ pub const TYPE_ENTITY: u8 = 11;
 pub const TYPE_DELETE_ENTITY: u8 = 12;
 /// Frame type (v5): archived records removed for good (archive retention).
 pub const TYPE_FORGET_ARCHIVED: u8 = 13;
+/// Frame type (v6): vectors of another embedder, staged, and with `switch` the change of
+/// model (`docs/durability.md`, "Re-embedding").
+pub const TYPE_REEMBED: u8 = 14;
+/// Frame type (v6): the model a checkpoint's vectors belong to (checkpoint aux only).
+pub const TYPE_MODEL: u8 = 15;
 /// Most ids in one `ForgetArchived` frame.
 pub const MAX_FORGET_IDS: usize = 8_192;
 /// Most operations in one batch.
@@ -157,6 +162,33 @@ pub enum Op {
         /// The archived ids, at most `MAX_FORGET_IDS`.
         ids: Vec<MemoryId>,
     },
+    /// Vectors of another embedder, and with `switch` the change to it.
+    Reembed(Box<Reembed>),
+    /// The embedder a state's vectors belong to when it is not the one `IDENTITY` names
+    /// (checkpoint aux, first).
+    Model {
+        /// The embedder's model id.
+        model_id: String,
+        /// Its dimension.
+        dim: u32,
+    },
+}
+
+/// Re-embedding work (`docs/durability.md`, "Re-embedding"): new vectors for records (live or
+/// archived) and canonical tags, staged until a frame with `switch` makes them the store's.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Reembed {
+    /// The embedder the vectors come from.
+    pub model_id: String,
+    /// Its dimension; every vector has it.
+    pub dim: u32,
+    /// Records and their new vectors.
+    pub records: Vec<(MemoryId, Vec<f32>)>,
+    /// Canonical tags (user, tag) and their new vectors.
+    pub tags: Vec<(String, String, Vec<f32>)>,
+    /// Whether this frame switches the store to `model_id`: every record and canonical tag
+    /// has a staged vector once its entries are added.
+    pub switch: bool,
 }
 
 impl Op {
@@ -337,6 +369,8 @@ pub fn op_type(op: &Op) -> u8 {
         Op::Entity(_) => TYPE_ENTITY,
         Op::DeleteEntity { .. } => TYPE_DELETE_ENTITY,
         Op::ForgetArchived { .. } => TYPE_FORGET_ARCHIVED,
+        Op::Reembed(_) => TYPE_REEMBED,
+        Op::Model { .. } => TYPE_MODEL,
     }
 }
 
@@ -391,6 +425,26 @@ pub(crate) fn encode_payload(op: &Op, e: &mut Encoder<'_>) {
             e.str(tag);
             encode_vector(vector, e);
         }
+        Op::Reembed(r) => {
+            e.u8(u8::from(r.switch));
+            e.str(&r.model_id);
+            e.u32(r.dim);
+            e.u32(u32::try_from(r.records.len()).unwrap_or(u32::MAX));
+            for (id, v) in &r.records {
+                e.u64(id.0);
+                encode_vector(v, e);
+            }
+            e.u32(u32::try_from(r.tags.len()).unwrap_or(u32::MAX));
+            for (user, tag, v) in &r.tags {
+                e.str(user);
+                e.str(tag);
+                encode_vector(v, e);
+            }
+        }
+        Op::Model { model_id, dim } => {
+            e.str(model_id);
+            e.u32(*dim);
+        }
         Op::Snapshot(s) => record::encode_snapshot(s, e),
         Op::Entity(x) => record::encode_entity(x, e),
         Op::DeleteEntity { kind, user_id, id } => record::encode_entity_key(*kind, user_id, id, e),
@@ -429,6 +483,58 @@ fn decode_tags(d: &mut Decoder<'_>) -> Result<Vec<String>, DecodeError> {
         tags.push(d.str(MAX_TAG_CHARS * 4)?);
     }
     Ok(tags)
+}
+
+fn decode_model_id(d: &mut Decoder<'_>) -> Result<String, DecodeError> {
+    let id = d.str(crate::kernel::identity::MAX_MODEL_ID)?;
+    if id.is_empty() {
+        return d.fail("empty model id");
+    }
+    Ok(id)
+}
+
+fn decode_reembed(d: &mut Decoder<'_>) -> Result<Reembed, DecodeError> {
+    let switch = match d.u8()? {
+        0 => false,
+        1 => true,
+        _ => return d.fail("unknown re-embedding flag"),
+    };
+    let model_id = decode_model_id(d)?;
+    let dim = d.u32()?;
+    let vector = |d: &mut Decoder<'_>| {
+        let v = decode_vector(d)?;
+        if v.len() != dim as usize || v.is_empty() {
+            return d.fail("re-embedded vector of another dimension");
+        }
+        Ok(v)
+    };
+    let n = d.u32()? as usize;
+    // Each record takes at least its id, a length and one component.
+    if n > d.remaining() / 16 {
+        return d.fail("re-embedded record count out of bounds");
+    }
+    let mut records = Vec::with_capacity(n);
+    for _ in 0..n {
+        let id = MemoryId(d.u64()?);
+        records.push((id, vector(d)?));
+    }
+    let n = d.u32()? as usize;
+    if n > d.remaining() / 16 {
+        return d.fail("re-embedded tag count out of bounds");
+    }
+    let mut tags = Vec::with_capacity(n);
+    for _ in 0..n {
+        let user = d.str(record::MAX_ID_CHARS * 4)?;
+        let tag = d.str(MAX_TAG_CHARS * 4)?;
+        tags.push((user, tag, vector(d)?));
+    }
+    Ok(Reembed {
+        model_id,
+        dim,
+        records,
+        tags,
+        switch,
+    })
 }
 
 /// Decodes one payload of type `frame_type`, which must use up `d`. Batches may not nest.
@@ -503,6 +609,11 @@ pub(crate) fn decode_payload(
             }
             Op::ForgetArchived { ids }
         }
+        TYPE_REEMBED if !in_batch => Op::Reembed(Box::new(decode_reembed(d)?)),
+        TYPE_MODEL if !in_batch => Op::Model {
+            model_id: decode_model_id(d)?,
+            dim: d.u32()?,
+        },
         TYPE_BATCH if !in_batch => {
             let n = d.u32()? as usize;
             // Each member takes at least its type and length.
@@ -522,6 +633,7 @@ pub(crate) fn decode_payload(
             Op::Batch(ops)
         }
         TYPE_BATCH => return d.fail("nested batch"),
+        TYPE_REEMBED | TYPE_MODEL => return d.fail("re-embedding inside a batch"),
         _ => return d.fail("unknown frame type"),
     };
     Ok(op)
@@ -623,6 +735,49 @@ mod tests {
         let batch = Op::Batch(ops);
         assert_eq!(round_trip(&batch), batch);
         assert_eq!(batch.max_new_id(), Some(12));
+    }
+
+    #[test]
+    fn reembedding_frames_round_trip_alone_and_are_refused_in_a_batch_or_off_their_dimension() {
+        let reembed = Op::Reembed(Box::new(Reembed {
+            model_id: "amberdb-hashing-v1-3".into(),
+            dim: 3,
+            records: vec![
+                (MemoryId(4), vec![0.1, 0.2, 0.3]),
+                (MemoryId(9), vec![1.0; 3]),
+            ],
+            tags: vec![("u".into(), "rust".into(), vec![0.0, 1.0, 0.0])],
+            switch: true,
+        }));
+        let model = Op::Model {
+            model_id: "m".into(),
+            dim: 7,
+        };
+        for op in [&reembed, &model] {
+            assert_eq!(&round_trip(op), op);
+        }
+        for op in [reembed.clone(), model] {
+            let frame = encode_frame(1, &Op::Batch(vec![op]));
+            let raw = check_frame(&frame).expect("frame checks");
+            assert_eq!(
+                decode_op(&raw).expect_err("in a batch").reason,
+                "re-embedding inside a batch"
+            );
+        }
+        let Op::Reembed(mut off) = reembed else {
+            unreachable!("built above")
+        };
+        if let Some((_, v)) = off.records.get_mut(1) {
+            v.push(0.5);
+        }
+        let frame = encode_frame(1, &Op::Reembed(off));
+        let raw = check_frame(&frame).expect("frame checks");
+        assert_eq!(
+            decode_op(&raw)
+                .expect_err("a 4-d vector in a 3-d frame")
+                .reason,
+            "re-embedded vector of another dimension"
+        );
     }
 
     #[test]

@@ -9,4 +9,4 @@ pub mod format;
 pub mod reader;
 pub mod writer;
 
-pub use format::Op;
+pub use format::{Op, Reembed};
