@@ -588,6 +588,12 @@ impl Db {
             self.unpurged_since.lock().get_or_insert_with(Instant::now);
         }
         let switches = matches!(&op, Op::Reembed(r) if r.switch);
+        let cancels =
+            matches!(&op, Op::Reembed(r) if !r.switch && r.records.is_empty() && r.tags.is_empty());
+        if cancels {
+            // A dropped stage's vectors leave the files at the next purge.
+            self.unpurged_since.lock().get_or_insert_with(Instant::now);
+        }
         if switches {
             // The new vectors are all growing; the old segments are replaced (B4: their files
             // go once no retained checkpoint names them), and a purge removes the old vectors

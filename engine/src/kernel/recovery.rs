@@ -382,7 +382,7 @@ pub(crate) fn recover(
         seq: ckpt_seq,
         mut next_id,
         mut state,
-        segments,
+        mut segments,
     } = base.unwrap_or_else(|| Base {
         seq: 0,
         next_id: 1,
@@ -521,6 +521,12 @@ pub(crate) fn recover(
             offset: 0,
             reason: "log ends before the checkpoint it was synced for",
         });
+    }
+    // A replayed re-embedding switched the vectors: the checkpoint's segments hold the old
+    // ones, replaced (B4, below) until a purge (which the open notes) removes them.
+    if state.model_epoch > 0 {
+        segments.clear();
+        replayed_deletes = true;
     }
     // R3b: the embedder given must be the one the store's vectors come from now: the one
     // IDENTITY names, or the one a re-embedding switched to (`docs/durability.md`).

@@ -290,8 +290,15 @@ impl State {
             id: r.model_id.clone(),
             dim: r.dim as usize,
         };
-        if model.id.is_empty() || model.dim == 0 || model == self.model {
-            return Err("re-embedding to no model, or to the store's own");
+        if model == self.model {
+            // To the store's own model, with nothing in it: the stage is dropped.
+            if r.records.is_empty() && r.tags.is_empty() && !r.switch {
+                return Ok(());
+            }
+            return Err("re-embedding to the store's own model");
+        }
+        if model.id.is_empty() || model.dim == 0 {
+            return Err("re-embedding to no model");
         }
         if r.records.iter().any(|(_, v)| v.len() != model.dim)
             || r.tags.iter().any(|(_, _, v)| v.len() != model.dim)
@@ -334,6 +341,10 @@ impl State {
             id: r.model_id,
             dim: r.dim as usize,
         };
+        if model == self.model {
+            self.stage = None;
+            return Ok(());
+        }
         let stage = self.stage.get_or_insert_with(Stage::default);
         if stage.model.as_ref() != Some(&model) {
             *stage = Stage {

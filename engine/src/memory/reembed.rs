@@ -170,6 +170,39 @@ impl Store {
         })
     }
 
+    /// Drops what an interrupted re-embedding staged (its vectors leave the files at the next
+    /// purge). Returns whether there was anything.
+    ///
+    /// # Errors
+    /// `OutOfScope` for a scoped handle; `Invalid` while a re-embedding runs; `Poisoned`,
+    /// `DiskFull`, `Io`.
+    pub fn cancel_reembed(&self) -> Result<bool> {
+        if let Some(scope) = self.scope() {
+            return Err(EngineError::OutOfScope {
+                field: "reembed",
+                user: "every user".into(),
+                scope: scope.to_owned(),
+            });
+        }
+        let Some(_running) = self.inner.reembedding.try_lock() else {
+            return Err(EngineError::Invalid {
+                field: "embedder",
+                reason: "a re-embedding of this store is running".into(),
+            });
+        };
+        self.commit(|_, state| {
+            if state.stage.is_none() {
+                return Ok((None, false));
+            }
+            let op = Op::Reembed(Box::new(Reembed {
+                model_id: state.model.id.clone(),
+                dim: u32::try_from(state.model.dim).unwrap_or(u32::MAX),
+                ..Reembed::default()
+            }));
+            Ok((Some(op), true))
+        })
+    }
+
     /// The re-embedding under way, if one has staged vectors (`Stats`).
     pub(crate) fn reembed_status(state: &State) -> Option<ReembedStatus> {
         let stage = state.stage.as_ref()?;

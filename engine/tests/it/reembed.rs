@@ -341,12 +341,26 @@ fn a_power_cut_at_any_sync_point_of_a_reembedding_leaves_one_whole_store() {
             for (m, _) in &before {
                 assert_eq!(reopened.vector(m.id).unwrap().len(), dim);
             }
-            // A re-embedding cut short carries on; one that switched is done.
-            if !on_new {
+            // A re-embedding cut short carries on; one that switched is done, and its store
+            // checkpoints, purges and reopens on the new embedder.
+            if on_new {
+                reopened.checkpoint().unwrap();
+                reopened.purge().unwrap();
+            } else {
                 reopened.reembed(new()).unwrap();
             }
             assert_eq!(reopened.stats().embedder.1, NEW_DIM);
             assert_eq!(contents(&reopened), before);
+            drop(reopened);
+            let again = Store::open(DIR, options(&after, new()))
+                .unwrap_or_else(|e| panic!("sync point {k}, {image:?}, second open: {e}"));
+            assert_eq!(contents(&again), before, "sync point {k}, {image:?}");
+            for (m, _) in &before {
+                assert_eq!(
+                    again.vector(m.id).unwrap(),
+                    new().embed(&m.content).unwrap()
+                );
+            }
         }
     }
     assert!(switched > 0, "no crash image was on the new embedder");
@@ -425,4 +439,34 @@ fn an_interrupted_reembedding_carries_on_from_what_it_staged_across_a_checkpoint
         );
     }
     assert!(store.stats().reembedding.is_none());
+}
+
+#[test]
+fn a_cancelled_reembedding_leaves_no_staged_vector_behind() {
+    let fs = FaultyStorage::new();
+    let store = Store::open(DIR, options(&fs, old())).unwrap();
+    fill(&store, 400);
+    assert!(!store.cancel_reembed().unwrap(), "nothing to cancel yet");
+    let failing = Arc::new(Failing {
+        inner: HashingEmbedder::with_dim(NEW_DIM),
+        calls: Default::default(),
+        fail_from: 2,
+    });
+    assert!(store.reembed(failing).is_err());
+    let staged_vector = new()
+        .embed(&store.get(store.memory_ids()[0]).unwrap().content)
+        .unwrap();
+    assert!(store.stats().reembedding.is_some());
+    assert!(store.cancel_reembed().unwrap());
+    assert!(store.stats().reembedding.is_none());
+    assert!(store.scoped("ann").unwrap().cancel_reembed().is_err());
+    // The purge that follows leaves none of the staged vectors in the files, and a reopen
+    // brings no stage back.
+    store.purge().unwrap();
+    let needle = as_bytes(&staged_vector);
+    assert!(!file_bytes(&fs).windows(needle.len()).any(|w| w == needle));
+    drop(store);
+    let store = Store::open(DIR, options(&fs, old())).unwrap();
+    assert!(store.stats().reembedding.is_none());
+    assert_eq!(store.stats().embedder.1, OLD_DIM);
 }

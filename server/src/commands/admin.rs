@@ -211,7 +211,16 @@ fn reembed(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
             "every user (REEMBED; {bound}'s token is user-bound)"
         )));
     }
-    let name = args.str("embedder")?;
+    if args.opt_bool("cancel")? == Some(true) {
+        let dropped = engine(ctx.store.cancel_reembed())?;
+        return Ok(json!({"reembed": {"cancelled": dropped}}));
+    }
+    let Some(name) = args.opt_str("embedder")? else {
+        return Err(Fail::new(
+            Code::Invalid,
+            "give embedder (minilm or hashing), or cancel: true".to_owned(),
+        ));
+    };
     let choice = match name.as_str() {
         "minilm" => crate::EmbedderChoice::Minilm,
         "hashing" => crate::EmbedderChoice::Hashing,
@@ -346,11 +355,18 @@ pub(super) static TABLE: &[Command] = &[
         alias: None,
         tool: false,
         summary: "Moves the store to another embedder from its stored texts while it serves (new vectors staged, one switch, old vectors purged); replies when done.",
-        args: &[req(
-            "embedder",
-            Ty::Str,
-            "minilm (from AMBERDB_MODEL_DIR or ~/.cache/amberdb/all-MiniLM-L6-v2) or hashing (384-d)",
-        )],
+        args: &[
+            opt(
+                "embedder",
+                Ty::Str,
+                "minilm (from AMBERDB_MODEL_DIR or ~/.cache/amberdb/all-MiniLM-L6-v2) or hashing (384-d)",
+            ),
+            opt(
+                "cancel",
+                Ty::Bool,
+                "true drops what an interrupted re-embedding staged",
+            ),
+        ],
         run: Some(reembed),
     },
 ];

@@ -419,6 +419,9 @@ fn every_command_works_over_tcp() {
         let r = c.call("REEMBED", json!({ "embedder": embedder }));
         assert_eq!(r["code"], code, "{r}");
     }
+    assert_eq!(c.call("REEMBED", json!({}))["code"], "invalid");
+    let r = ok(&mut c, "REEMBED", json!({"cancel": true}));
+    assert_eq!(r["reembed"]["cancelled"], false, "nothing was staged: {r}");
     let r = ok(&mut c, "REEMBED", json!({"embedder": "minilm"}));
     assert_eq!(
         r["reembed"]["model"], "sentence-transformers/all-MiniLM-L6-v2",
