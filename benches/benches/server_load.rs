@@ -399,6 +399,10 @@ fn main() {
     if wanted("maintenance") {
         maintenance_rows(secs);
     }
+    // Minutes of MiniLM: only when asked for by name.
+    if std::env::var("AMBERDB_LOAD_ONLY").is_ok_and(|only| only.contains("reembed")) {
+        reembed_row(secs);
+    }
     if wanted("idle") {
         let dir = prebuilt("server-get", 10_000);
         let server = start(Store::open(&dir, options()).expect("open"));
@@ -440,6 +444,136 @@ fn main() {
     }
 }
 
+/// `AMBERDB_LOAD_MAINT_SIZE`, default 100,000.
+fn maintenance_size() -> u64 {
+    std::env::var("AMBERDB_LOAD_MAINT_SIZE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100_000)
+}
+
+/// `AMBERDB_LOAD_CONNS`, default 16.
+fn maintenance_conns() -> usize {
+    std::env::var("AMBERDB_LOAD_CONNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(16)
+}
+
+/// The store of `n` memories of the maintenance rows, built once, then checkpointed and
+/// indexed, as a store that grew at a user's pace would be (`docs/ivf.md`, "When a build
+/// runs"), so no row waits for a build at open.
+fn maintenance_base(n: u64) -> PathBuf {
+    amberdb_benches::store_built_once(
+        &format!("server-maint-{n}"),
+        options().sync(SyncPolicy::None).hooks(HookConfig::none()),
+        |store| {
+            for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+                let batch = chunk.iter().map(|i| NewMemory::new(text(*i))).collect();
+                for r in store.store_batch(batch).expect("embed") {
+                    r.expect("store");
+                }
+            }
+            store.checkpoint().expect("checkpoint");
+            store.build_index().expect("index");
+        },
+    )
+}
+
+/// A fresh copy of `base` opened with `options` and indexed as its open does, so every row
+/// starts from the same state; with the time that took.
+fn open_copy(base: &std::path::Path, options: StoreOptions) -> (Store, f64, tempfile::TempDir) {
+    let started = Instant::now();
+    let copy = amberdb_benches::copy_of_store(base);
+    let store = Store::open(copy.path(), options).expect("open");
+    while store.stats().index.building {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    (store, started.elapsed().as_secs_f64(), copy)
+}
+
+/// Re-embedding the maintenance rows' store (`AMBERDB_LOAD_MAINT_SIZE` memories, the hashing
+/// embedder) to MiniLM while `AMBERDB_LOAD_CONNS` connections search it (vector search,
+/// limit 10): search p50/p99 before, during (windows of `secs` until it is done) and after
+/// (queries embedded by MiniLM then), the re-embedding's time and how long searches waited for
+/// the switch. Needs the model (`scripts/fetch-model`).
+fn reembed_row(secs: f64) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let n = maintenance_size();
+    let conns = maintenance_conns();
+    let base = maintenance_base(n);
+    let minilm = amberdb_embed::default_embedder().expect("the MiniLM model (scripts/fetch-model)");
+    let (store, _, _copy) = open_copy(&base, options());
+    let server = start(store.clone());
+    let search: Arc<dyn Fn(usize, u64) -> String + Send + Sync> = Arc::new(move |c, k| {
+        let full = text((c as u64 * 7919 + k * 104_729) % n);
+        let w: Vec<&str> = full.split(' ').collect();
+        format!(
+            "SEARCH {{\"query\": \"{} {} {}\", \"count_access\": false, \"mode\": \"vector\"}}",
+            w[0], w[1], w[5]
+        )
+    });
+    let say = |line: String| {
+        let _ = writeln!(std::io::stdout().lock(), "{line}");
+    };
+    say(format!(
+        "re-embedding: {n} memories, hashing -> MiniLM, {conns} connections searching"
+    ));
+    let before = drive(server.addr, conns, 1, secs, Arc::clone(&search));
+    report("SEARCH, before", conns, 1, &before);
+    let done = Arc::new(AtomicBool::new(false));
+    let worker = {
+        let (store, done) = (store.clone(), Arc::clone(&done));
+        std::thread::spawn(move || {
+            let r = store.reembed(minilm).expect("reembed");
+            done.store(true, Ordering::Release);
+            r
+        })
+    };
+    let mut during = Result {
+        requests: 0,
+        errors: 0,
+        busy: 0,
+        seconds: 0.0,
+        latencies_us: Vec::new(),
+    };
+    while !done.load(Ordering::Acquire) {
+        let window = drive(server.addr, conns, 1, secs, Arc::clone(&search));
+        during.requests += window.requests;
+        during.errors += window.errors;
+        during.busy += window.busy;
+        during.seconds += window.seconds;
+        during.latencies_us.extend(window.latencies_us);
+    }
+    let r = worker.join().expect("reembed thread");
+    during.latencies_us.sort_unstable();
+    report("SEARCH, during", conns, 1, &during);
+    // Right after the switch the new vectors are one flat segment and their IVF index builds
+    // in the background; then the steady state.
+    let just_after = drive(server.addr, conns, 1, secs, Arc::clone(&search));
+    report("SEARCH, just after", conns, 1, &just_after);
+    let waited = Instant::now();
+    while store.stats().index.building || store.stats().index.segments.is_empty() {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    say(format!(
+        "    the new vectors' IVF index was ready {:.1} s later",
+        waited.elapsed().as_secs_f64()
+    ));
+    let after = drive(server.addr, conns, 1, secs, Arc::clone(&search));
+    report("SEARCH, after (MiniLM)", conns, 1, &after);
+    say(format!(
+        "    re-embedded {} records and {} tags in {:.1} s ({:.0} records/s); searches waited {:.3} s for the switch; {:.0} MB on disk after; p99 during {:.2}x before",
+        r.records,
+        r.tags,
+        r.seconds,
+        r.records as f64 / r.seconds.max(1e-9),
+        r.switch_seconds,
+        r.bytes_after as f64 / 1e6,
+        quantile(&during.latencies_us, 0.99) / quantile(&before.latencies_us, 0.99).max(1e-9)
+    ));
+}
+
 /// A load beside the store's own background work, three rows, each on a fresh copy of the
 /// prebuilt store of `AMBERDB_LOAD_MAINT_SIZE` (default 100,000) memories, durable, every hook
 /// on:
@@ -454,42 +588,11 @@ fn main() {
 /// half search. Each row reports requests/s, p50/p99, and what ran beside it.
 fn maintenance_rows(secs: f64) {
     use std::sync::atomic::{AtomicBool, Ordering};
-    let n: u64 = std::env::var("AMBERDB_LOAD_MAINT_SIZE")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(100_000);
-    let conns: usize = std::env::var("AMBERDB_LOAD_CONNS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(16);
+    let n = maintenance_size();
+    let conns = maintenance_conns();
     let store_only = std::env::var("AMBERDB_LOAD_MIX").is_ok_and(|m| m == "store");
-    // Built once, then checkpointed and indexed, as a store that grew at a user's pace would
-    // be (`docs/ivf.md`, "When a build runs"), so no row waits for a build at open.
-    let base = amberdb_benches::store_built_once(
-        &format!("server-maint-{n}"),
-        options().sync(SyncPolicy::None).hooks(HookConfig::none()),
-        |store| {
-            for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
-                let batch = chunk.iter().map(|i| NewMemory::new(text(*i))).collect();
-                for r in store.store_batch(batch).expect("embed") {
-                    r.expect("store");
-                }
-            }
-            store.checkpoint().expect("checkpoint");
-            store.build_index().expect("index");
-        },
-    );
-    // Every row starts from the same state: a fresh copy of the prebuilt store, indexed as
-    // its open does, so no row inherits the growing rows the one before it wrote.
-    let open = |options: StoreOptions| {
-        let started = Instant::now();
-        let copy = amberdb_benches::copy_of_store(&base);
-        let store = Store::open(copy.path(), options).expect("open");
-        while store.stats().index.building {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        (store, started.elapsed().as_secs_f64(), copy)
-    };
+    let base = maintenance_base(n);
+    let open = |options: StoreOptions| open_copy(&base, options);
     // Each row stores texts of its own (`row` in the top bits), so none is a duplicate.
     let load = |row: u64| -> Arc<dyn Fn(usize, u64) -> String + Send + Sync> {
         Arc::new(move |c, k| {

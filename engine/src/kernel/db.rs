@@ -1115,7 +1115,8 @@ impl Db {
                 if let Some(db) = weak.upgrade() {
                     db.indexing.running.store(false, Ordering::Release);
                     if built {
-                        // Another may be due: the segments sealed while this one ran.
+                        // Another may be due: the segments sealed while this one ran, or the
+                        // ones that replaced a stale build's.
                         db.start_background_build();
                     }
                 }
@@ -1337,9 +1338,10 @@ impl Db {
     /// checkpoint's.
     pub(crate) fn purge(&self) -> Result<Purge> {
         let start = Instant::now();
-        let _turn = self.checkpointing.lock();
+        let turn = self.checkpointing.lock();
         let mut noted = None;
         let result = self.purge_holding(start, &mut noted);
+        drop(turn);
         match &result {
             Ok(p) => self.maintenance.record_purge(p.clone()),
             Err(e) => {
@@ -1349,6 +1351,11 @@ impl Db {
                 }
                 self.maintenance.record_purge_failure(e);
             }
+        }
+        // P4 sealed the growing rows as any checkpoint does: they are indexed the same way
+        // (after a re-embedding, every vector of the store).
+        if result.is_ok() {
+            self.start_background_build();
         }
         result
     }
@@ -1757,8 +1764,8 @@ fn train_segment(
 }
 
 /// One background build: B1 and the gathering with the database held, the training without
-/// it (a closing store is not kept open), B2's file and B3 with it again. Returns whether a
-/// segment was built.
+/// it (a closing store is not kept open), B2's file and B3 with it again. Returns whether
+/// another build may be due: one was built, or the segments changed under it.
 fn background_build(weak: &Weak<Db>) -> bool {
     let Some(db) = weak.upgrade() else {
         return false;
@@ -1783,9 +1790,13 @@ fn background_build(weak: &Weak<Db>) -> bool {
     if stop.load(Ordering::Acquire) {
         return false;
     }
+    let (run, entries) = (plan.run.clone(), plan.entries.clone());
     let result = db.install(plan, keys.len(), built, start).map(Some);
     db.record_build(&result);
-    matches!(result, Ok(Some(_)))
+    // A build whose segments changed meanwhile (a purge rewrote them, a re-embedding replaced
+    // them) built nothing: the segments there now may be due, as after a build.
+    let stale = result.is_err() && db.writer.lock().segments.get(run) != Some(&entries[..]);
+    matches!(result, Ok(Some(_))) || stale
 }
 
 fn batch_sync_loop(db: &Weak<Db>, interval: std::time::Duration) {

@@ -60,7 +60,7 @@ pub struct ReembedStatus {
 
 impl Store {
     /// Moves the store to `embedder`: every live and archived record's text and every
-    /// canonical tag is embedded again, in the background of the caller's thread, staged in
+    /// canonical tag is embedded again, on the caller's thread, staged in
     /// the log a chunk at a time, then one frame switches the store to the new vectors
     /// (`docs/durability.md`, "Re-embedding"). Searches and writes go on throughout; those
     /// that embedded with the old embedder when the switch lands run again with the new one.

@@ -470,3 +470,43 @@ fn a_cancelled_reembedding_leaves_no_staged_vector_behind() {
     assert!(store.stats().reembedding.is_none());
     assert_eq!(store.stats().embedder.1, OLD_DIM);
 }
+
+#[test]
+fn the_new_vectors_are_indexed_after_a_reembedding() {
+    let fs = FaultyStorage::new();
+    // Rows are sealed only by explicit checkpoints and the purge, as in a store whose growing
+    // segment is far from full.
+    let mut o = options(&fs, old()).seal_rows(100_000);
+    o.index = amberdb::IndexOptions {
+        min_rows: 64,
+        ..amberdb::IndexOptions::default()
+    };
+    let store = Store::open(DIR, o.clone()).unwrap();
+    fill(&store, 300);
+    store.checkpoint().unwrap();
+    store.reembed(new()).unwrap();
+    // The purge after the switch sealed every new vector; a build indexes them as after any
+    // checkpoint that seals rows, without another write.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while store.stats().index.segments.is_empty() || store.stats().index.building {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no index of the new vectors: {:?}",
+            store.stats().index
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(
+        store.stats().index.flat_rows,
+        0,
+        "{:?}",
+        store.stats().index
+    );
+    let hits = store
+        .search(&SearchRequest::new("note 5 about topic5").user("bob"))
+        .unwrap();
+    assert!(hits.count > 0);
+    drop(store);
+    let reopened = Store::open(DIR, options(&fs, new())).unwrap();
+    assert!(!reopened.stats().index.segments.is_empty());
+}
