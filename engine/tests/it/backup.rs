@@ -4,7 +4,7 @@
 //! refused before anything is written.
 
 use super::support::small_options;
-use amberdb::storage::{CrashImage, FaultyStorage, Storage};
+use amberdb::storage::{FaultyStorage, Storage};
 use amberdb::{EngineError, Memory, MemoryId, NewMemory, SearchRequest, Store, StoreRequest};
 use std::path::Path;
 use std::sync::Mutex;
@@ -229,13 +229,7 @@ fn a_power_cut_at_any_sync_point_of_a_backup_never_leaves_a_store_with_less() {
     assert!(sync_points >= 5, "{sync_points} sync points");
     eprintln!("a backup: {sync_points} sync points x 3 crash images, both stores reopened");
     for k in 1..=sync_points {
-        for image in [
-            CrashImage::DropUnsynced,
-            CrashImage::TearUnsynced {
-                numerator: (k * 53 % 256) as u8,
-            },
-            CrashImage::KeepUnsynced,
-        ] {
+        for image in super::support::crash_images(k) {
             let fs = FaultyStorage::new();
             let store = prepare(&fs);
             let expected = dump(&store);

@@ -3,7 +3,7 @@
 //! points, runs in the background and merges, and never keeps a closed store open.
 
 use super::support::{Rng, seed, small_options};
-use amberdb::storage::{CrashImage, FaultyStorage, Storage};
+use amberdb::storage::{FaultyStorage, Storage};
 use amberdb::{
     IndexOptions, MemoryId, NewMemory, Probe, ScanMode, SearchRequest, Store, StoreOptions,
     StoreRequest,
@@ -188,13 +188,7 @@ fn a_power_cut_at_every_sync_point_of_a_build_loses_nothing() {
         let result = store.build_index();
         assert!(fs.crashed(), "sync point {k} never reached: {result:?}");
         drop(store);
-        for image in [
-            CrashImage::DropUnsynced,
-            CrashImage::TearUnsynced {
-                numerator: (k % 256) as u8,
-            },
-            CrashImage::KeepUnsynced,
-        ] {
+        for image in super::support::crash_images(k) {
             let what = format!("sync point {k} of {sync_points}, {image:?}");
             let disk = fs.crash_image(image);
             let store = Store::open(Path::new("/s"), options(&disk, 60, 0))

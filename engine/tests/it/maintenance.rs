@@ -424,7 +424,6 @@ fn a_purge_removes_deleted_texts_and_vectors_from_every_file() {
 
 #[test]
 fn a_power_cut_at_any_sync_point_of_a_purge_loses_nothing_and_resurrects_nothing() {
-    use amberdb::storage::CrashImage;
     // The store before the purge: two sealed segments and growing rows, every third deleted.
     let prepare = |fs: &FaultyStorage| -> (Store, Vec<(MemoryId, String)>, Vec<MemoryId>) {
         let store = Store::open(DIR, small_options(fs, 1000)).unwrap();
@@ -458,13 +457,7 @@ fn a_power_cut_at_any_sync_point_of_a_purge_loses_nothing_and_resurrects_nothing
     assert!(sync_points >= 8, "{sync_points} sync points");
     eprintln!("a purge: {sync_points} sync points x 3 crash images, each reopened and checked");
     for k in 1..=sync_points {
-        for image in [
-            CrashImage::DropUnsynced,
-            CrashImage::TearUnsynced {
-                numerator: (k * 37 % 256) as u8,
-            },
-            CrashImage::KeepUnsynced,
-        ] {
+        for image in super::support::crash_images(k) {
             let fs = FaultyStorage::new();
             let (store, kept, deleted) = prepare(&fs);
             fs.crash_at_sync(k);

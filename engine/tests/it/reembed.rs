@@ -2,7 +2,7 @@
 //! embedder with nothing lost but its old vectors, while it is read and written, and a crash at
 //! any sync point leaves it whole on one embedder or the other.
 
-use amberdb::storage::{CrashImage, FaultyStorage, Storage};
+use amberdb::storage::{FaultyStorage, Storage};
 use amberdb::{
     Embedder, EngineError, HashingEmbedder, Memory, MemoryId, NewMemory, SearchRequest, Store,
     StoreOptions, UpdateRequest,
@@ -311,13 +311,7 @@ fn a_power_cut_at_any_sync_point_of_a_reembedding_leaves_one_whole_store() {
     );
     let mut switched = 0;
     for k in 1..=sync_points {
-        for image in [
-            CrashImage::DropUnsynced,
-            CrashImage::TearUnsynced {
-                numerator: (k * 53 % 256) as u8,
-            },
-            CrashImage::KeepUnsynced,
-        ] {
+        for image in super::support::crash_images(k) {
             let fs = FaultyStorage::new();
             let (store, before) = prepare(&fs);
             fs.crash_at_sync(k);

@@ -21,3 +21,16 @@ pub fn small_options(storage: &FaultyStorage, seal_rows: usize) -> StoreOptions 
             ..HookConfig::none()
         })
 }
+
+/// The three disks a power cut at sync point `k` can leave (`CrashImage`): unsynced bytes
+/// dropped, torn at a fraction that differs from one sync point to the next, or kept.
+pub fn crash_images(k: impl Into<u64>) -> [amberdb::storage::CrashImage; 3] {
+    use amberdb::storage::CrashImage;
+    [
+        CrashImage::DropUnsynced,
+        CrashImage::TearUnsynced {
+            numerator: (k.into() * 53 % 256) as u8,
+        },
+        CrashImage::KeepUnsynced,
+    ]
+}
