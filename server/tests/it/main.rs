@@ -5,5 +5,6 @@ mod cli;
 mod faults;
 mod kill;
 mod mcp;
+mod reembed;
 mod support;
 mod tcp;

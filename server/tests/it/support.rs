@@ -20,7 +20,8 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts `amberdb serve` on `dir` with the no-model embedder and `extra` flags.
+    /// Starts `amberdb serve` on `dir` with the no-model embedder (unless `extra` names
+    /// another) and `extra` flags.
     pub fn start(dir: &Path, extra: &[&str]) -> Server {
         Server::start_with_env(dir, extra, &[])
     }
@@ -30,20 +31,17 @@ impl Server {
         let stderr_path = dir.with_extension(format!("stderr-{}", std::process::id()));
         let stderr = std::fs::File::create(&stderr_path).unwrap();
         let mut cmd = amberdb();
-        cmd.args([
-            "serve",
-            "--port",
-            "0",
-            "--embedder",
-            "hashing",
-            "--data-dir",
-        ])
-        .arg(dir)
-        .args(extra)
-        .env_remove("AMBERDB_TOKEN")
-        .env("AMBERDB_LOG", "debug")
-        .stdout(Stdio::piped())
-        .stderr(stderr);
+        cmd.args(["serve", "--port", "0"]);
+        if !extra.contains(&"--embedder") {
+            cmd.args(["--embedder", "hashing"]);
+        }
+        cmd.arg("--data-dir")
+            .arg(dir)
+            .args(extra)
+            .env_remove("AMBERDB_TOKEN")
+            .env("AMBERDB_LOG", "debug")
+            .stdout(Stdio::piped())
+            .stderr(stderr);
         for (k, v) in env {
             cmd.env(k, v);
         }
