@@ -1711,8 +1711,6 @@ pub(crate) struct IndexCounters {
     pub(crate) last_error: Option<String>,
 }
 
-/// k-means and nprobe for a segment, on `options.threads` threads, giving up when `stop` is
-/// set. Seeded by the segment id, so a rebuild of the same rows is the same file.
 /// A checkpoint's aux section (`docs/format/checkpoint.md`): the model first, then the
 /// entities, archive, canonical tags and snapshots, then what a re-embedding has staged.
 fn checkpoint_aux(state: &State) -> Vec<Op> {
@@ -1727,10 +1725,12 @@ fn checkpoint_aux(state: &State) -> Vec<Op> {
     aux
 }
 
-/// Most vectors in one re-embedding frame: 1,024 vectors of 1,024 dimensions are 4 MiB, well
-/// inside a frame (16 MiB).
-pub(crate) const REEMBED_VECTORS_PER_FRAME: usize = 1_024;
+/// Most vectors in one staged entry of a checkpoint: 4 MiB at 1,024 dimensions, 16 MiB at the
+/// 4,096 a re-embedding allows (aux entries are bounded by the checkpoint's length only).
+const REEMBED_VECTORS_PER_FRAME: usize = 1_024;
 
+/// k-means and nprobe for a segment, on `options.threads` threads, giving up when `stop` is
+/// set. Seeded by the segment id, so a rebuild of the same rows is the same file.
 fn train_segment(
     keys: &[u64],
     vectors: &[f32],

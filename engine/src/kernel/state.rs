@@ -273,9 +273,9 @@ impl State {
                         op,
                         Op::ForgetArchived { .. } | Op::Reembed(_) | Op::Model { .. }
                     ) {
-                        // Retention writes it alone; in a batch it would need the overlay to
-                        // track what it removed.
-                        return Err("forget archived inside a batch");
+                        // Written alone; in a batch they would need the overlay to track what
+                        // they removed or staged.
+                        return Err("forget archived or re-embedding inside a batch");
                     }
                     self.check_in(op, o)?;
                     after_delete = matches!(op, Op::DeleteEntity { .. });
@@ -314,23 +314,30 @@ impl State {
         if !r.tags.iter().all(|(u, t, _)| registered(u, t)) {
             return Err("re-embedded vector of a tag that is not registered");
         }
-        if r.switch {
-            let (records, tags) = self.unstaged(&model);
-            let given: HashSet<MemoryId> = r.records.iter().map(|(id, _)| *id).collect();
-            let given_tags: HashSet<(&str, &str)> = r
-                .tags
-                .iter()
-                .map(|(u, t, _)| (u.as_str(), t.as_str()))
-                .collect();
-            if !records.iter().all(|id| given.contains(id))
-                || !tags
-                    .iter()
-                    .all(|(u, t)| given_tags.contains(&(u.as_str(), t.as_str())))
-            {
-                return Err("switch to a model before every vector is re-embedded");
-            }
+        if r.switch && !self.completes(r) {
+            return Err("switch to a model before every vector is re-embedded");
         }
         Ok(())
+    }
+
+    /// Whether every live and archived record and every canonical tag has a vector from
+    /// `r`'s model once `r`'s are staged: what a switch needs.
+    pub(crate) fn completes(&self, r: &Reembed) -> bool {
+        let model = Model {
+            id: r.model_id.clone(),
+            dim: r.dim as usize,
+        };
+        let (records, tags) = self.unstaged(&model);
+        let given: HashSet<MemoryId> = r.records.iter().map(|(id, _)| *id).collect();
+        let given_tags: HashSet<(&str, &str)> = r
+            .tags
+            .iter()
+            .map(|(u, t, _)| (u.as_str(), t.as_str()))
+            .collect();
+        records.iter().all(|id| given.contains(id))
+            && tags
+                .iter()
+                .all(|(u, t)| given_tags.contains(&(u.as_str(), t.as_str())))
     }
 
     /// Stages `r`'s vectors and, if it switches, makes them the store's: a new collection
@@ -395,11 +402,6 @@ impl State {
     /// Applies an operation `check` accepted. An error here is a bug (the write path then
     /// poisons the store).
     pub(crate) fn apply_checked(&mut self, op: Op) -> Result<(), Refusal> {
-        let removed: Vec<MemoryId> = match &op {
-            Op::Delete { id } => vec![*id],
-            Op::ForgetArchived { ids } => ids.clone(),
-            _ => Vec::new(),
-        };
         let State { table, vectors, .. } = self;
         match op {
             Op::Store { record, vector } => {
@@ -413,6 +415,7 @@ impl State {
                     .remove(id)
                     .ok_or("delete of an id that does not exist")?;
                 vectors.delete(id.0);
+                self.unstage_removed(&[id]);
             }
             Op::Update { record } => {
                 table
@@ -459,11 +462,12 @@ impl State {
             Op::Snapshot(s) => table.put_snapshot(*s),
             Op::Entity(e) => table.put_entity(*e),
             Op::ForgetArchived { ids } => {
-                for id in ids {
+                for id in &ids {
                     table
-                        .forget_archived(id)
+                        .forget_archived(*id)
                         .ok_or("forget of an id that is not archived")?;
                 }
+                self.unstage_removed(&ids);
             }
             Op::DeleteEntity { kind, user_id, id } => {
                 let gone = table
@@ -486,9 +490,6 @@ impl State {
                     self.apply_checked(op)?;
                 }
             }
-        }
-        if !removed.is_empty() {
-            self.unstage_removed(&removed);
         }
         Ok(())
     }

@@ -304,19 +304,7 @@ impl Store {
                 switch,
             };
             if switch {
-                let (missing, missing_tags) = state.unstaged(target);
-                let given: std::collections::HashSet<MemoryId> =
-                    op.records.iter().map(|(id, _)| *id).collect();
-                let given_tags: std::collections::HashSet<(&str, &str)> = op
-                    .tags
-                    .iter()
-                    .map(|(u, t, _)| (u.as_str(), t.as_str()))
-                    .collect();
-                let complete = missing.iter().all(|id| given.contains(id))
-                    && missing_tags
-                        .iter()
-                        .all(|(u, t)| given_tags.contains(&(u.as_str(), t.as_str())));
-                if !complete {
+                if !state.completes(&op) {
                     // Stage what we have; the caller finds the rest and tries again.
                     op.switch = false;
                     let staged = !(op.records.is_empty() && op.tags.is_empty());

@@ -444,12 +444,14 @@ impl Store {
     fn store_all_or_none_embedded(&self, planned: &[Planned]) -> Result<Option<Vec<MemoryId>>> {
         let refs: Vec<&Planned> = planned.iter().collect();
         let embedded = self.embed_planned(&refs, None)?;
+        // One model call, so one epoch; with nothing embedded, any epoch is the right one.
+        let epoch = embedded
+            .first()
+            .map_or_else(|| self.embedding().epoch, |e| e.epoch);
         let mut categories = Vec::with_capacity(planned.len());
-        let mut epoch = 0;
         for (p, e) in planned.iter().zip(&embedded) {
             check_vector(e.dim, &e.content)?;
             categories.push(self.resolve_category(&p.category, e).0);
-            epoch = e.epoch;
         }
         let limit = self.inner.options.memory_limit;
         let now = self.now();
