@@ -362,14 +362,20 @@ impl Store {
     /// `Invalid` for `dest`; `Poisoned` (reopen first); `Io`, `DiskFull` (what was written is
     /// removed). A scoped store refuses (`OutOfScope`): a backup holds every user.
     pub fn backup(&self, dest: impl AsRef<Path>) -> Result<Backup> {
-        if let Some(scope) = self.scope() {
-            return Err(EngineError::OutOfScope {
-                field: "backup",
+        self.every_user("backup")?;
+        self.inner.db.backup(dest.as_ref())
+    }
+
+    /// `OutOfScope` for a handle scoped to one user: `what` acts on every user's records.
+    pub(crate) fn every_user(&self, what: &'static str) -> Result<()> {
+        match self.scope() {
+            Some(scope) => Err(EngineError::OutOfScope {
+                field: what,
                 user: "every user".into(),
                 scope: scope.to_owned(),
-            });
+            }),
+            None => Ok(()),
         }
-        self.inner.db.backup(dest.as_ref())
     }
 
     /// Pauses (`true`) or resumes (`false`) the store's automatic work: due checkpoints, purges

@@ -71,15 +71,11 @@ impl Store {
     /// # Errors
     /// `OutOfScope` for a scoped handle; `Invalid` for the store's own embedder, a bad model
     /// id or dimension, or while another re-embedding runs; `Embed` when the new embedder fails
-    /// (what was staged stays); `Poisoned`, `DiskFull`, `Io`.
+    /// (what was staged stays); `Poisoned`, `DiskFull`, `Io`. Every error comes before the
+    /// switch: once it is committed the call succeeds, and a purge after it that fails is
+    /// logged and run again by the maintenance thread.
     pub fn reembed(&self, embedder: Arc<dyn Embedder>) -> Result<Reembedded> {
-        if let Some(scope) = self.scope() {
-            return Err(EngineError::OutOfScope {
-                field: "reembed",
-                user: "every user".into(),
-                scope: scope.to_owned(),
-            });
-        }
+        self.every_user("reembed")?;
         let target = Model {
             id: embedder.model_id().to_owned(),
             dim: embedder.dim(),
@@ -100,9 +96,7 @@ impl Store {
                 target.id, target.dim
             )));
         }
-        let Some(_running) = self.inner.reembedding.try_lock() else {
-            return Err(invalid("a re-embedding of this store is running".into()));
-        };
+        let _running = self.reembed_turn()?;
         let start = Instant::now();
         let mut done = (0, 0);
         // Stage everything but the last few, with reads and writes going on. Writes keep
@@ -150,8 +144,12 @@ impl Store {
             let switch_seconds = waited.elapsed().as_secs_f64();
             let seconds = start.elapsed().as_secs_f64();
             tracing::info!(model = %target.id, dim = target.dim, records = done.0, tags = done.1, seconds, switch_seconds, "re-embedded; purging the old vectors");
-            // The old vectors leave every file now (the switch noted them as deleted).
-            self.inner.db.purge()?;
+            // The old vectors leave every file now (the switch noted them as deleted). The
+            // switch stands whatever the purge does: a failed one is logged, counted (STATS)
+            // and run again by the maintenance thread, and the reply stays the switch's.
+            if let Err(e) = self.inner.db.purge() {
+                tracing::warn!(error = %e, "the purge after a re-embedding failed; the maintenance thread runs it again");
+            }
             return Ok(Reembedded {
                 model_id: target.id,
                 dim: target.dim,
@@ -177,19 +175,8 @@ impl Store {
     /// `OutOfScope` for a scoped handle; `Invalid` while a re-embedding runs; `Poisoned`,
     /// `DiskFull`, `Io`.
     pub fn cancel_reembed(&self) -> Result<bool> {
-        if let Some(scope) = self.scope() {
-            return Err(EngineError::OutOfScope {
-                field: "reembed",
-                user: "every user".into(),
-                scope: scope.to_owned(),
-            });
-        }
-        let Some(_running) = self.inner.reembedding.try_lock() else {
-            return Err(EngineError::Invalid {
-                field: "embedder",
-                reason: "a re-embedding of this store is running".into(),
-            });
-        };
+        self.every_user("reembed")?;
+        let _running = self.reembed_turn()?;
         self.commit(|_, state| {
             if state.stage.is_none() {
                 return Ok((None, false));
@@ -201,6 +188,18 @@ impl Store {
             }));
             Ok((Some(op), true))
         })
+    }
+
+    /// The one re-embedding (or cancellation) of the store at a time; `Invalid` while another
+    /// runs.
+    fn reembed_turn(&self) -> Result<parking_lot::MutexGuard<'_, ()>> {
+        self.inner
+            .reembedding
+            .try_lock()
+            .ok_or_else(|| EngineError::Invalid {
+                field: "embedder",
+                reason: "a re-embedding of this store is running".into(),
+            })
     }
 
     /// The re-embedding under way, if one has staged vectors (`Stats`).
