@@ -5,9 +5,12 @@
 //! scratch over the live documents (document frequencies, lengths and the average length are
 //! kept exactly; removed documents leave stale postings that are skipped and purged once they
 //! outnumber the live ones). Derived state: never written to disk, rebuilt from the records
-//! when a store opens (from the checkpoint and the log after it).
+//! when a store opens (from the checkpoint and the log after it), so `add` runs once per record
+//! on the open's path: it allocates nothing for a term already indexed (terms are interned to
+//! ids, lowercase ASCII words are not copied) and hashes with foldhash instead of SipHash
+//! (`docs/benchmarks.md`, "Opening a store").
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 /// BM25 term-frequency saturation.
 pub const BM25_K1: f32 = 1.2;
@@ -15,7 +18,8 @@ pub const BM25_K1: f32 = 1.2;
 pub const BM25_B: f32 = 0.75;
 
 /// Words that carry no meaning for a keyword search; a query made only of these (or of
-/// punctuation) has no terms, and the search falls back to text (`docs/search.md`).
+/// punctuation) has no terms, and the search falls back to text (`docs/search.md`). Sorted
+/// (looked up by binary search), none longer than `STOP_WORD_MAX_LEN` bytes.
 const STOP_WORDS: &[&str] = &[
     "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "from", "has", "have", "he",
     "her", "his", "i", "if", "in", "into", "is", "it", "its", "me", "my", "no", "not", "of", "on",
@@ -24,15 +28,45 @@ const STOP_WORDS: &[&str] = &[
     "you", "your",
 ];
 
+const STOP_WORD_MAX_LEN: usize = 5;
+
+fn is_stop_word(term: &str) -> bool {
+    term.len() <= STOP_WORD_MAX_LEN && STOP_WORDS.binary_search(&term).is_ok()
+}
+
 /// The terms of `text`: maximal runs of letters, digits and `_`, lowercased, stop words
 /// removed. `E4137`, `parse_config_v2` and `café` are one term each.
 #[must_use]
 pub fn tokenize(text: &str) -> Vec<String> {
-    text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .filter(|w| !STOP_WORDS.contains(&w.as_str()))
-        .collect()
+    let mut terms = Vec::new();
+    for_each_term(text, &mut String::new(), |t| terms.push(t.to_owned()));
+    terms
+}
+
+/// Calls `f` with each term of `text`, in order, as `tokenize` returns them. A word that is
+/// lowercase ASCII already is passed as it is; others are lowercased into `lower` (ASCII) or
+/// with `str::to_lowercase` (anything else, whose rules depend on the context).
+fn for_each_term(text: &str, lower: &mut String, mut f: impl FnMut(&str)) {
+    for word in text.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
+        if word.is_empty() {
+            continue;
+        }
+        let owned;
+        let term = if !word.is_ascii() {
+            owned = word.to_lowercase();
+            owned.as_str()
+        } else if word.bytes().any(|b| b.is_ascii_uppercase()) {
+            lower.clear();
+            lower.push_str(word);
+            lower.make_ascii_lowercase();
+            lower.as_str()
+        } else {
+            word
+        };
+        if !is_stop_word(term) {
+            f(term);
+        }
+    }
 }
 
 /// One document in a term's postings: its key, the term's frequency in it, and its length in
@@ -58,7 +92,9 @@ type TermWeights<'a> = Vec<(&'a str, &'a Postings, f64)>;
 /// The inverted index of one user's live memories.
 #[derive(Debug, Default)]
 pub(crate) struct KeywordIndex {
-    terms: HashMap<String, Postings>,
+    /// Each term's id: its place in `postings`.
+    term_ids: HashMap<Box<str>, u32>,
+    postings: Vec<Postings>,
     /// Live documents and their lengths in terms.
     lengths: HashMap<u64, u32>,
     total_length: u64,
@@ -66,6 +102,8 @@ pub(crate) struct KeywordIndex {
     stale: usize,
     /// The largest key ever added (sizes the dense score accumulator).
     max_key: u64,
+    /// Reused by `add`: the term ids of the document, and a lowercased word.
+    scratch: (Vec<u32>, String),
 }
 
 /// Postings entries of removed documents tolerated before a purge: at least this many, and
@@ -79,17 +117,30 @@ impl KeywordIndex {
         if self.lengths.contains_key(&key) {
             return;
         }
-        let terms = tokenize(content);
-        let length = u32::try_from(terms.len()).unwrap_or(u32::MAX);
-        let mut counts: HashMap<String, u32> = HashMap::new();
-        for t in terms {
-            *counts.entry(t).or_insert(0) += 1;
-        }
-        for (term, tf) in counts {
-            let p = self.terms.entry(term).or_default();
+        let (doc, lower) = &mut self.scratch;
+        doc.clear();
+        let (term_ids, postings) = (&mut self.term_ids, &mut self.postings);
+        for_each_term(content, lower, |term| {
+            let id = match term_ids.get(term) {
+                Some(&id) => id,
+                None => {
+                    let id = u32::try_from(postings.len()).unwrap_or(u32::MAX);
+                    term_ids.insert(term.into(), id);
+                    postings.push(Postings::default());
+                    id
+                }
+            };
+            doc.push(id);
+        });
+        let length = u32::try_from(doc.len()).unwrap_or(u32::MAX);
+        doc.sort_unstable();
+        for run in doc.chunk_by(|a, b| a == b) {
+            let Some(p) = run.first().and_then(|&id| postings.get_mut(id as usize)) else {
+                continue;
+            };
             p.entries.push(Posting {
                 key,
-                tf,
+                tf: u32::try_from(run.len()).unwrap_or(u32::MAX),
                 len: length,
             });
             p.df += 1;
@@ -109,7 +160,7 @@ impl KeywordIndex {
         terms.sort_unstable();
         terms.dedup();
         for t in &terms {
-            if let Some(p) = self.terms.get_mut(t) {
+            if let Some(p) = self.postings_mut(t) {
                 p.df = p.df.saturating_sub(1);
                 self.stale += 1;
             }
@@ -119,13 +170,36 @@ impl KeywordIndex {
         }
     }
 
+    /// Drops the postings of removed documents, and the terms no live document holds (the
+    /// survivors get new ids).
     fn purge(&mut self) {
         let lengths = &self.lengths;
-        self.terms.retain(|_, p| {
+        let mut postings = std::mem::take(&mut self.postings);
+        let mut kept = Vec::new();
+        self.term_ids.retain(|_, id| {
+            let Some(p) = postings.get_mut(*id as usize) else {
+                return false;
+            };
+            if p.df == 0 {
+                return false;
+            }
             p.entries.retain(|e| lengths.contains_key(&e.key));
-            p.df > 0
+            *id = u32::try_from(kept.len()).unwrap_or(u32::MAX);
+            kept.push(std::mem::take(p));
+            true
         });
+        self.postings = kept;
         self.stale = 0;
+    }
+
+    fn postings(&self, term: &str) -> Option<&Postings> {
+        let id = *self.term_ids.get(term)?;
+        self.postings.get(id as usize)
+    }
+
+    fn postings_mut(&mut self, term: &str) -> Option<&mut Postings> {
+        let id = *self.term_ids.get(term)?;
+        self.postings.get_mut(id as usize)
     }
 
     /// The distinct terms of `terms` that the index holds, with their idf; and the average
@@ -144,7 +218,7 @@ impl KeywordIndex {
                 continue;
             }
             seen.push(term);
-            if let Some(p) = self.terms.get(term)
+            if let Some(p) = self.postings(term)
                 && p.df > 0
             {
                 let df = f64::from(p.df);
@@ -246,6 +320,30 @@ mod tests {
             ["e4137", "error", "parse_config_v2", "café"]
         );
         assert!(tokenize("the, of; and!").is_empty());
+    }
+
+    #[test]
+    fn stop_words_are_sorted_and_short() {
+        assert!(STOP_WORDS.is_sorted(), "binary search needs them sorted");
+        assert!(STOP_WORDS.iter().all(|w| w.len() <= STOP_WORD_MAX_LEN));
+        for w in STOP_WORDS {
+            assert!(is_stop_word(w), "{w}");
+        }
+    }
+
+    #[test]
+    fn terms_are_lowercased_as_str_to_lowercase_does() {
+        // Mixed case ASCII, non-ASCII with context rules (final sigma), and stop words in
+        // capitals: the same terms as splitting and `str::to_lowercase`.
+        let text = "Parse_CONFIG the The ΟΔΟΣ Straße ÉCOLE x_Y2 THE";
+        let expected: Vec<String> = text
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .filter(|w| !STOP_WORDS.contains(&w.as_str()))
+            .collect();
+        assert_eq!(tokenize(text), expected);
+        assert_eq!(expected.len(), 5);
     }
 
     #[test]

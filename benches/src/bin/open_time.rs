@@ -1,0 +1,58 @@
+//! How long opening a store takes: `open_time DIR [RUNS]` copies the store in `DIR` once (so
+//! nothing here changes it), then opens the copy `RUNS` times (default 5) with the hashing
+//! embedder and no maintenance thread, and prints each open, the median and the peak RSS.
+//! The process exits without dropping the last store (dropping 1M records is not opening).
+//!
+//! The 1M store of the figures is `store_scale`'s (`cargo run --release -p amberdb-benches
+//! --bin store_scale 1000000` builds `target/bench-data/store-scale-1000000` once).
+//!
+//! Usage: `cargo run --release -p amberdb-benches --bin open_time -- DIR [RUNS]`
+
+#![expect(clippy::print_stdout, reason = "a bench tool reports on stdout")]
+
+use amberdb::{Store, StoreOptions};
+use amberdb_benches::copy_of_store;
+use std::path::PathBuf;
+use std::time::Instant;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let dir = PathBuf::from(args.next().expect("usage: open_time DIR [RUNS]"));
+    let runs: usize = args.next().map_or(5, |r| r.parse().expect("RUNS"));
+    let copy = copy_of_store(&dir);
+    let mut times = Vec::with_capacity(runs);
+    let mut last = None;
+    for run in 0..runs {
+        drop(last.take());
+        let started = Instant::now();
+        let store = Store::open(
+            copy.path(),
+            StoreOptions::hashing().maintenance_thread(false),
+        )
+        .expect("open");
+        let secs = started.elapsed().as_secs_f64();
+        println!(
+            "open {}: {secs:.3} s ({} memories)",
+            run + 1,
+            store.stats().memories
+        );
+        times.push(secs);
+        last = Some(store);
+    }
+    times.sort_by(f64::total_cmp);
+    let rss = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .map(|l| l.trim_start_matches("VmHWM:").trim().to_owned())
+        })
+        .unwrap_or_default();
+    println!(
+        "median {:.3} s over {runs} opens; peak RSS {rss}",
+        times.get(runs / 2).copied().unwrap_or(f64::NAN)
+    );
+    // Leaks the open store on purpose: the process ends here.
+    std::mem::forget(last);
+    std::mem::forget(copy);
+}
