@@ -61,6 +61,10 @@ pub struct Stats {
     pub embedder: (String, usize),
     /// A re-embedding with vectors staged and no switch yet (`Store::reembed`).
     pub reembedding: Option<crate::memory::ReembedStatus>,
+    /// Whether the keyword indexes and text columns are built: false for the seconds after
+    /// an open of a large store while they are built in the background (keyword and hybrid
+    /// searches wait for them; `docs/durability.md`, "Recovery", R9).
+    pub lexical_ready: bool,
 }
 
 /// The IVF index in STATS (`docs/ivf.md`).
@@ -531,6 +535,7 @@ impl Store {
             },
             embedder: (state.model.id.clone(), state.model.dim),
             reembedding: Store::reembed_status(&state),
+            lexical_ready: self.inner.db.lexical_ready(),
         }
     }
 

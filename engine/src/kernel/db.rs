@@ -18,6 +18,7 @@ use crate::kernel::backup;
 use crate::kernel::checkpoint::{format as ckpt_format, writer as ckpt_writer};
 use crate::kernel::commit::{GroupCommit, PoisonCause};
 use crate::kernel::error::{EngineError, Result};
+use crate::kernel::lexical::{self, LexicalBuild};
 use crate::kernel::log::Op;
 use crate::kernel::log::format::{FRAME_PREFIX, MAX_FRAME_LEN, encode_frame};
 use crate::kernel::log::writer::LogWriter;
@@ -27,6 +28,7 @@ use crate::kernel::recovery::{self, OpenReport, Retained};
 use crate::kernel::segment_file::{self, SegmentEntry, SegmentKind};
 use crate::kernel::state::State;
 use crate::kernel::storage::{Storage, StorageLock};
+use crate::kernel::table::{Lexical, PendingLexical};
 use amberdb_embed::Embedder;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use std::cell::Cell;
@@ -281,6 +283,8 @@ pub(crate) struct Db {
     accesses_not_recorded: AtomicU64,
     report: OpenReport,
     indexing: Indexing,
+    /// The lexical indexes built after the open (R9).
+    lexical: Arc<LexicalBuild>,
     /// One checkpoint at a time; taken before the writer mutex.
     checkpointing: Mutex<()>,
     /// When the oldest delete no purge has covered yet was applied (`docs/durability.md`,
@@ -310,6 +314,7 @@ impl Db {
         let db = Arc::new_cyclic(|me| Db {
             me: me.clone(),
             indexing: Indexing::default(),
+            lexical: Arc::default(),
             checkpointing: Mutex::new(()),
             unpurged_since: Mutex::new(unpurged),
             archive_checked_at: Mutex::new(None),
@@ -354,7 +359,25 @@ impl Db {
         // A store that already holds enough flat rows (opened after a crash mid-build, or
         // made before IVF segments existed) indexes them now.
         db.start_background_build();
+        lexical::start(&db, &db.lexical);
         Ok(db)
+    }
+
+    /// Waits until the lexical indexes built after the open are installed (R9); at once
+    /// when they are. Keyword and hybrid searches call it before taking the state lock.
+    pub(crate) fn wait_lexical(&self) {
+        self.lexical.wait();
+    }
+
+    /// Whether the lexical indexes built after the open are installed.
+    pub(crate) fn lexical_ready(&self) -> bool {
+        self.lexical.is_done()
+    }
+
+    /// Installs a user's lexical indexes built after the open (`Table::install_lexical`).
+    /// Takes only the state lock: they are derived, nothing durable changes.
+    pub(crate) fn install_lexical(&self, pending: &PendingLexical, built: Lexical) {
+        self.state.write().table.install_lexical(pending, built);
     }
 
     /// The maintenance thread's handle and counters.
@@ -448,10 +471,12 @@ impl Db {
         self.unpurged_since.lock().map(|since| since.elapsed())
     }
 
-    /// Stops the background work (maintenance, index builds) and waits for it (at close).
+    /// Stops the background work (maintenance, index builds, the lexical build after the
+    /// open) and waits for it (at close).
     pub(crate) fn stop_background(&self) {
         self.maintenance.stop();
         self.stop_indexing();
+        self.lexical.stop();
     }
 
     /// The state, for reading. Held briefly: a writer's apply waits for it.

@@ -26,6 +26,7 @@ pub mod error;
 pub mod identity;
 pub mod ids;
 pub(crate) mod keyword;
+pub(crate) mod lexical;
 pub mod log;
 pub mod maintenance;
 pub mod record;

@@ -143,7 +143,7 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model)
         });
         for batch in rx {
             for m in batch {
-                table.insert(m);
+                table.insert_loaded(m);
             }
         }
         (decoder.join(), verifier.join())

@@ -9,6 +9,7 @@
 //! deleting a user drops all of it at once. Not durable by itself: the log and checkpoints
 //! are.
 
+use crate::kernel::error::EngineError;
 use crate::kernel::keyword::KeywordIndex;
 use crate::kernel::log::Op;
 use crate::kernel::record::{
@@ -20,6 +21,7 @@ use amberdb_index::KeySet;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Hashes a sha256 content hash by its first eight bytes: it is already uniformly random, so
 /// running SipHash over it again would only cost time (it showed up in the open profile).
@@ -83,6 +85,61 @@ pub(crate) struct Archived {
     pub(crate) vector: Vec<f32>,
 }
 
+/// A user's lexical indexes, over the content of its live records: the keyword index and the
+/// text column.
+#[derive(Debug, Default)]
+pub(crate) struct Lexical {
+    keyword: KeywordIndex,
+    text: TextColumn,
+}
+
+impl Lexical {
+    fn add(&mut self, m: &Memory) {
+        self.keyword.add(m.id.0, &m.content);
+        self.text.add(m.id.0, &m.content);
+    }
+
+    /// Removes a record; `live` are the user's live keys after it left and `slots` the
+    /// records, for the text column's rebuild.
+    fn remove(&mut self, m: &Memory, live: &KeySet, slots: &Slots) {
+        self.keyword.remove(m.id.0, &m.content);
+        if self.text.remove() {
+            self.text = TextColumn::default();
+            for live in live.iter().filter_map(|k| slots.get(k)) {
+                self.text.add(live.id.0, &live.content);
+            }
+        }
+    }
+
+    /// The indexes of the records `keys` names in `slots`; `None` once `stop` is set.
+    fn build(keys: &KeySet, slots: &Slots, stop: &AtomicBool) -> Option<Lexical> {
+        let mut lexical = Lexical::default();
+        for (i, m) in keys.iter().filter_map(|k| slots.get(k)).enumerate() {
+            if i % 4096 == 0 && stop.load(Ordering::Relaxed) {
+                return None;
+            }
+            lexical.add(m);
+        }
+        Some(lexical)
+    }
+}
+
+/// What `Table::lexical_pending` hands to the background build: a user's live keys and the
+/// records as they were then.
+pub(crate) struct PendingLexical {
+    user: String,
+    keys: KeySet,
+    slots: Slots,
+}
+
+impl PendingLexical {
+    /// Builds the user's lexical indexes from what was live when this was taken (no lock
+    /// needed: the records are shared copy-on-write); `None` once `stop` is set.
+    pub(crate) fn build(&self, stop: &AtomicBool) -> Option<Lexical> {
+        Lexical::build(&self.keys, &self.slots, stop)
+    }
+}
+
 /// Everything indexed per user.
 #[derive(Debug, Default)]
 pub(crate) struct UserIndex {
@@ -93,8 +150,9 @@ pub(crate) struct UserIndex {
     pub(crate) session_members: HashMap<String, BTreeSet<MemoryId>>,
     pub(crate) category_members: HashMap<Category, BTreeSet<MemoryId>>,
     pub(crate) kind_members: HashMap<Kind, BTreeSet<MemoryId>>,
-    pub(crate) keyword: KeywordIndex,
-    pub(crate) text: TextColumn,
+    /// `None` from an open until the background build installs it (`docs/durability.md`,
+    /// "Recovery", R9): users loaded from a checkpoint start without, new users with.
+    lexical: Option<Lexical>,
     /// Live records whose validity is not "from when stored, still open": the only ones a
     /// search of the present checks one by one (`Memory::has_timed_validity`).
     pub(crate) timed: BTreeSet<MemoryId>,
@@ -107,11 +165,32 @@ pub(crate) struct UserIndex {
 }
 
 impl UserIndex {
+    /// The keyword index. A search that uses it waits for the background build after an open
+    /// first (`Db::wait_lexical`), so it is missing only when that build failed.
+    ///
+    /// # Errors
+    /// `Internal` when it is missing.
+    pub(crate) fn keyword(&self) -> Result<&KeywordIndex, EngineError> {
+        self.lexical
+            .as_ref()
+            .map(|l| &l.keyword)
+            .ok_or_else(|| EngineError::Internal {
+                context: "keyword search",
+                reason: "the keyword index was not built after the open (see the log)".into(),
+            })
+    }
+
+    /// The text column; `None` until the background build after an open installs it.
+    pub(crate) fn text(&self) -> Option<&TextColumn> {
+        self.lexical.as_ref().map(|l| &l.text)
+    }
+
     fn add(&mut self, m: &Memory) {
         self.by_hash.insert(m.content_hash, m.id);
         self.keys.insert(m.id.0);
-        self.keyword.add(m.id.0, &m.content);
-        self.text.add(m.id.0, &m.content);
+        if let Some(lexical) = &mut self.lexical {
+            lexical.add(m);
+        }
         self.add_fields(m);
         if self.entity.is_none() {
             self.entity = Some(implicit(EntityKind::User, m, &m.user_id));
@@ -520,13 +599,26 @@ impl Table {
         }
     }
 
-    fn user_mut(&mut self, user: &str) -> &mut UserIndex {
+    /// The user's index, created if it has none: with empty lexical indexes, or with none
+    /// when `loading` a checkpoint (the background build makes them, R9).
+    fn user_entry(&mut self, user: &str, loading: bool) -> &mut UserIndex {
         if !self.users.contains_key(user) {
-            self.users.insert(user.to_owned(), UserIndex::default());
+            let lexical = (!loading).then(Lexical::default);
+            self.users.insert(
+                user.to_owned(),
+                UserIndex {
+                    lexical,
+                    ..UserIndex::default()
+                },
+            );
         }
         self.users
             .get_mut(user)
             .unwrap_or_else(|| unreachable!("inserted above"))
+    }
+
+    fn user_mut(&mut self, user: &str) -> &mut UserIndex {
+        self.user_entry(user, false)
     }
 
     pub(crate) fn users(&self) -> usize {
@@ -574,11 +666,60 @@ impl Table {
 
     /// Inserts a record whose id is not present.
     pub(crate) fn insert(&mut self, m: Memory) {
+        self.insert_as(m, false);
+    }
+
+    /// Inserts a record of a checkpoint being loaded: a user it creates has no lexical
+    /// indexes until the background build installs them (R9).
+    pub(crate) fn insert_loaded(&mut self, m: Memory) {
+        self.insert_as(m, true);
+    }
+
+    fn insert_as(&mut self, m: Memory, loading: bool) {
         self.note_lineage(&m);
-        self.user_mut(&m.user_id).add(&m);
+        self.user_entry(&m.user_id, loading).add(&m);
         if self.slots.put(m) {
             self.live += 1;
         }
+    }
+
+    /// The users without lexical indexes, each with its live keys and the records now: what
+    /// the background build works from (R9).
+    pub(crate) fn lexical_pending(&self) -> Vec<PendingLexical> {
+        self.users
+            .iter()
+            .filter(|(_, u)| u.lexical.is_none())
+            .map(|(user, u)| PendingLexical {
+                user: user.clone(),
+                keys: u.keys.clone(),
+                slots: self.slots.clone(),
+            })
+            .collect()
+    }
+
+    /// Installs the lexical indexes `built` from `pending`, first bringing them up to date
+    /// with what changed since: records live then and not now leave, records live now and
+    /// not then are added (content never changes under an id, so a record live at both
+    /// moments is indexed right). A user deleted meanwhile, or one that has its indexes
+    /// already, is left as it is.
+    pub(crate) fn install_lexical(&mut self, pending: &PendingLexical, mut built: Lexical) {
+        let Some(u) = self.users.get_mut(&pending.user) else {
+            return;
+        };
+        if u.lexical.is_some() {
+            return;
+        }
+        for gone in pending.keys.iter().filter(|k| !u.keys.contains(*k)) {
+            if let Some(m) = pending.slots.get(gone) {
+                built.remove(m, &u.keys, &self.slots);
+            }
+        }
+        for new in u.keys.iter().filter(|k| !pending.keys.contains(*k)) {
+            if let Some(m) = self.slots.get(new) {
+                built.add(m);
+            }
+        }
+        u.lexical = Some(built);
     }
 
     /// Removes a record, returning it.
@@ -590,16 +731,9 @@ impl Table {
                 u.by_hash.remove(&m.content_hash);
             }
             u.keys.remove(m.id.0);
-            u.keyword.remove(m.id.0, &m.content);
             u.remove_fields(&m);
-            if u.text.remove() {
-                let mut text = TextColumn::default();
-                for k in u.keys.iter() {
-                    if let Some(live) = self.slots.get(k) {
-                        text.add(k, &live.content);
-                    }
-                }
-                u.text = text;
+            if let Some(lexical) = &mut u.lexical {
+                lexical.remove(&m, &u.keys, &self.slots);
             }
         }
         Some(m)
@@ -806,5 +940,102 @@ fn drop_elsewhere<T: Send + 'static>(garbage: T) {
         .is_err()
     {
         drop(cell.lock().take());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::state::tests::record;
+    use proptest::prelude::*;
+
+    const WORDS: [&str; 6] = ["alpha", "Beta", "gamma", "delta", "epsilon", "zeta"];
+
+    fn memory(id: u64, user: usize, words: &[usize]) -> Memory {
+        let content: Vec<&str> = words.iter().map(|w| WORDS[w % WORDS.len()]).collect();
+        let mut m = *record(id, &content.join(" "));
+        m.user_id = format!("user{user}");
+        m
+    }
+
+    /// A user, its keyword scores (key, score bits) for each word, and its text matches of
+    /// each word, sorted.
+    type UserView = (String, Vec<Vec<(u64, u32)>>, Vec<Vec<u64>>);
+
+    /// Every user's view, by user.
+    fn lexical_view(t: &Table) -> Vec<UserView> {
+        let mut users: Vec<&String> = t.users.keys().collect();
+        users.sort();
+        users
+            .into_iter()
+            .map(|name| {
+                let u = &t.users[name];
+                let index = u.keyword().expect("built");
+                let text = u.text().expect("built");
+                let scores = WORDS
+                    .iter()
+                    .map(|w| {
+                        let mut s: Vec<(u64, u32)> = index
+                            .scores(&[w.to_lowercase()], |k| u.keys.contains(k))
+                            .into_iter()
+                            .map(|(k, s)| (k, s.to_bits()))
+                            .collect();
+                        s.sort_unstable();
+                        s
+                    })
+                    .collect();
+                let found = WORDS
+                    .iter()
+                    .map(|w| {
+                        let mut f = text.find(w.to_lowercase().as_bytes(), |k| u.keys.contains(k));
+                        f.sort_unstable();
+                        f
+                    })
+                    .collect();
+                (name.clone(), scores, found)
+            })
+            .collect()
+    }
+
+    proptest! {
+        /// The build after an open (R9): records loaded from a checkpoint, then inserts and
+        /// removes while the build works from its snapshot; once installed, the lexical
+        /// indexes equal those of a table built from the live records from scratch.
+        #[test]
+        fn lexical_indexes_installed_after_changes_equal_a_fresh_build(
+            loaded in prop::collection::vec((0usize..3, prop::collection::vec(0usize..6, 1..5)), 1..60),
+            changes in prop::collection::vec((any::<bool>(), 0usize..4, prop::collection::vec(0usize..6, 1..5), any::<prop::sample::Index>()), 0..60),
+        ) {
+            let mut t = Table::default();
+            for (i, (user, words)) in loaded.iter().enumerate() {
+                t.insert_loaded(memory(i as u64 + 1, *user, words));
+            }
+            let pending = t.lexical_pending();
+            prop_assert!(t.users.values().all(|u| u.keyword().is_err() && u.text().is_none()));
+            let mut next = loaded.len() as u64 + 1;
+            for (insert, user, words, pick) in changes {
+                let live: Vec<u64> = t.iter().map(|m| m.id.0).collect();
+                if insert || live.is_empty() {
+                    t.insert(memory(next, user, &words));
+                    next += 1;
+                } else {
+                    t.remove(MemoryId(live[pick.index(live.len())]));
+                }
+            }
+            for p in &pending {
+                let built = p.build(&AtomicBool::new(false)).expect("not stopped");
+                t.install_lexical(p, built);
+            }
+            let mut fresh = Table::default();
+            for m in t.iter() {
+                fresh.insert(m.clone());
+            }
+            // Users whose records all left keep an empty index; a fresh table has no entry.
+            let view: Vec<_> = lexical_view(&t)
+                .into_iter()
+                .filter(|(name, _, _)| !t.users[name].keys.is_empty())
+                .collect();
+            prop_assert_eq!(view, lexical_view(&fresh));
+        }
     }
 }

@@ -230,6 +230,10 @@ impl Store {
         } else {
             Some(embedding.embedder.embed_query(&q.query)?)
         };
+        if matches!(q.store_type, StoreType::Keyword | StoreType::Hybrid) {
+            // Not under the state lock: the build installs under it (R9).
+            self.inner.db.wait_lexical();
+        }
         let (results, ids) = {
             let state = self.read();
             let u = user_index(&state, user_id)?;
@@ -303,7 +307,7 @@ fn retrieve(
     };
     let mut out: Vec<(u64, f32, Source)> = match (q.store_type, embedded) {
         (StoreType::Keyword, _) => {
-            let top = keyword_top(u, sel, &tokenize(&q.query), k);
+            let top = keyword_top(u, sel, &tokenize(&q.query), k)?;
             let max = top.first().map_or(1.0, |t| t.1);
             top.into_iter()
                 .map(|(key, s)| (key, if max > 0.0 { s / max } else { 0.0 }, Source::Keyword))
@@ -312,8 +316,8 @@ fn retrieve(
         (StoreType::Hybrid, Some(e)) => {
             let terms = tokenize(&q.query);
             let vector = nearest(e)?;
-            let keyword = keyword_top(u, sel, &terms, k);
-            fuse(state, u, e, &terms, &vector, &keyword, Fusion::default())
+            let keyword = keyword_top(u, sel, &terms, k)?;
+            fuse(state, u, e, &terms, &vector, &keyword, Fusion::default())?
                 .into_iter()
                 .map(|c| (c.key, c.relevance, c.source))
                 .collect()

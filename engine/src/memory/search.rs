@@ -626,7 +626,7 @@ fn replaced_candidates(
     mode: Mode,
     query: Option<&[f32]>,
     live: &[Candidate],
-) -> Vec<Candidate> {
+) -> Result<Vec<Candidate>> {
     let max_bm25 = live.iter().filter_map(|c| c.bm25).fold(0.0f32, f32::max);
     let mut out = Vec::new();
     for a in state.table.archived_of(&plan.user) {
@@ -652,7 +652,7 @@ fn replaced_candidates(
                 }
             }
             (Mode::Keyword, _) => {
-                let Some(b) = u.keyword.score_of(&plan.terms, &m.content) else {
+                let Some(b) = u.keyword()?.score_of(&plan.terms, &m.content) else {
                     continue;
                 };
                 Candidate {
@@ -678,7 +678,7 @@ fn replaced_candidates(
         };
         out.push(candidate);
     }
-    out
+    Ok(out)
 }
 
 /// Whether `haystack` holds `needle` (already lowercase), ignoring case: ASCII case folding
@@ -706,7 +706,8 @@ const TEXT_SCAN_KEYS: usize = 256;
 
 /// Keys of the selection whose content holds `needle` (already lowercase), newest first, at
 /// most `k`: one pass over the user's text column (`text_column.rs`) for an ASCII needle and a
-/// large selection, else each record's content.
+/// large selection, else (or while the column is being built after an open) each record's
+/// content.
 pub(crate) fn text_matches(
     state: &State,
     u: &UserIndex,
@@ -714,8 +715,11 @@ pub(crate) fn text_matches(
     needle: &str,
     k: usize,
 ) -> Vec<u64> {
-    let mut keys: Vec<u64> = if needle.is_ascii() && sel.len() > TEXT_SCAN_KEYS {
-        u.text.find(needle.as_bytes(), |key| sel.contains(key))
+    let column = u
+        .text()
+        .filter(|_| needle.is_ascii() && sel.len() > TEXT_SCAN_KEYS);
+    let mut keys: Vec<u64> = if let Some(column) = column {
+        column.find(needle.as_bytes(), |key| sel.contains(key))
     } else {
         sel.keys()
             .filter(|key| {
@@ -737,8 +741,8 @@ pub(crate) fn keyword_top(
     sel: &Selection<'_>,
     terms: &[String],
     k: usize,
-) -> Vec<(u64, f32)> {
-    let mut top = u.keyword.scores(terms, |key| sel.contains(key));
+) -> Result<Vec<(u64, f32)>> {
+    let mut top = u.keyword()?.scores(terms, |key| sel.contains(key));
     let order = |a: &(u64, f32), b: &(u64, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
     if top.len() > k && k > 0 {
         top.select_nth_unstable_by(k - 1, order);
@@ -746,7 +750,7 @@ pub(crate) fn keyword_top(
     }
     top.sort_unstable_by(order);
     top.truncate(k);
-    top
+    Ok(top)
 }
 
 /// Cosine of the query with `key`'s vector.
@@ -768,7 +772,8 @@ pub(crate) fn fuse(
     vector: &[(u64, f32)],
     keyword: &[(u64, f32)],
     fusion: Fusion,
-) -> Vec<Candidate> {
+) -> Result<Vec<Candidate>> {
+    let index = u.keyword()?;
     let max_bm25 = keyword.first().map_or(0.0, |k| k.1);
     let ranks = |list: &[(u64, f32)]| -> HashMap<u64, usize> {
         list.iter().enumerate().map(|(i, x)| (x.0, i)).collect()
@@ -781,7 +786,7 @@ pub(crate) fn fuse(
             .map(|k| k.0)
             .filter(|k| !vector_rank.contains_key(k)),
     );
-    order
+    Ok(order
         .into_iter()
         .map(|key| {
             let cosine = cosine_of(state, query, key);
@@ -790,7 +795,7 @@ pub(crate) fn fuse(
                 None => state
                     .table
                     .get(MemoryId(key))
-                    .and_then(|m| u.keyword.score_of(terms, &m.content)),
+                    .and_then(|m| index.score_of(terms, &m.content)),
             };
             let relevance = match fusion {
                 Fusion::Weighted {
@@ -825,7 +830,7 @@ pub(crate) fn fuse(
                 source,
             }
         })
-        .collect()
+        .collect())
 }
 
 /// `freshness` and `novelty` combined: `0.6·2^(−days since access / 7) + 0.4·2^(−days since
@@ -1100,6 +1105,10 @@ impl Store {
             Strategy::Similarity => dedup_fetch,
             _ => (4 * page_end).max(60).max(dedup_fetch),
         };
+        if matches!(mode, Mode::Keyword | Mode::Hybrid) {
+            // Not under the state lock: the build installs under it (R9).
+            self.inner.db.wait_lexical();
+        }
         let now = self.now();
         let tokens: Option<(usize, usize)>;
         let (mut hits, total, folded_total) = {
@@ -1293,10 +1302,10 @@ impl Store {
                     || vector_top(state, sel, q, fetch, plan.threshold, plan.scan, plan.probe),
                     || keyword_top(u, sel, &plan.terms, fetch),
                 );
-                candidates = fuse(state, u, q, &plan.terms, &vector?, &keyword, req.fusion);
+                candidates = fuse(state, u, q, &plan.terms, &vector?, &keyword?, req.fusion)?;
             }
             (Mode::Keyword, _) => {
-                let keyword = keyword_top(u, sel, &plan.terms, fetch);
+                let keyword = keyword_top(u, sel, &plan.terms, fetch)?;
                 let max = keyword.first().map_or(1.0, |k| k.1);
                 candidates = keyword
                     .into_iter()
@@ -1330,7 +1339,7 @@ impl Store {
                 mode,
                 query,
                 &candidates,
-            ));
+            )?);
         }
         Ok((candidates, fallback))
     }

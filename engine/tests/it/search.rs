@@ -118,6 +118,81 @@ fn keyword_index_is_rebuilt_after_a_crash() {
     assert_scores(&bm25(&reopened, "cat dog bird"), &before);
 }
 
+/// The keyword indexes and text columns of a loaded checkpoint are built after the open, in
+/// the background (`docs/durability.md`, "Recovery", R9): writes and deletes right after the
+/// open, before and while they are built, and then every lexical search answers as the same
+/// store that never closed.
+#[test]
+fn lexical_indexes_built_after_the_open_answer_as_before() {
+    let seed = seed("lexical_after_open", 0x1e81_ca17);
+    let mut rng = Rng::new(seed);
+    let words = [
+        "amber", "river", "stone", "cloud", "ember", "field", "glass", "north",
+    ];
+    let text = |rng: &mut Rng| {
+        (0..6)
+            .map(|_| words[rng.below(words.len() as u64) as usize])
+            .collect::<Vec<_>>()
+            .join(" ")
+            + &format!(" n{}", rng.below(1_000_000))
+    };
+    let (fs, original) = open();
+    for user in ["u1", "u2"] {
+        let batch: Vec<NewMemory> = (0..10_000)
+            .map(|_| NewMemory::new(text(&mut rng)).user(user))
+            .collect();
+        for r in original.store_batch(batch).unwrap() {
+            r.unwrap();
+        }
+    }
+    original.checkpoint().unwrap();
+    let image = fs.crash_image(CrashImage::DropUnsynced);
+    let reopened = Store::open(Path::new("/s"), options(&image)).unwrap();
+    // The same changes to both, at once after the open.
+    let news: Vec<String> = (0..50)
+        .map(|i| format!("{} fresh{i}", text(&mut rng)))
+        .collect();
+    for store in [&original, &reopened] {
+        for (i, t) in news.iter().enumerate() {
+            let user = if i % 2 == 0 { "u1" } else { "u2" };
+            store.store(NewMemory::new(t.clone()).user(user)).unwrap();
+        }
+        for id in (1..=20_000).step_by(97) {
+            store.delete(MemoryId(id)).unwrap();
+        }
+    }
+    // fresh8 was stored by u1, fresh7 by u2.
+    for (user, fresh) in [("u1", "fresh8"), ("u2", "fresh7")] {
+        for q in ["amber river", "glass north ember", fresh, "stone"] {
+            for mode in [Mode::Keyword, Mode::Hybrid, Mode::Text] {
+                let mut r = SearchRequest::new(q).user(user).mode(mode);
+                r.hooks.count_access = Some(false);
+                r.hooks.deduplicate = Some(false);
+                r.limit = 30;
+                let answer = |s: &Store| -> Vec<(u64, Option<f32>)> {
+                    s.search(&r)
+                        .unwrap()
+                        .results
+                        .iter()
+                        .map(|h| (h.memory.id.0, h.keyword_score))
+                        .collect()
+                };
+                let (want, got) = (answer(&original), answer(&reopened));
+                assert!(!want.is_empty(), "seed {seed}: {user} {q} {mode:?}");
+                assert_eq!(got.len(), want.len(), "seed {seed}: {user} {q} {mode:?}");
+                for ((gid, gs), (wid, ws)) in got.iter().zip(&want) {
+                    assert_eq!(gid, wid, "seed {seed}: {user} {q} {mode:?}");
+                    assert_eq!(gs.is_some(), ws.is_some());
+                    if let (Some(g), Some(w)) = (gs, ws) {
+                        assert!((g - w).abs() < 1e-5, "seed {seed}: {g} vs {w}");
+                    }
+                }
+            }
+        }
+    }
+    assert!(reopened.stats().lexical_ready);
+}
+
 #[test]
 fn keyword_queries_without_terms_fall_back_to_text_and_say_so() {
     let (_fs, store) = open();
