@@ -501,17 +501,14 @@ impl Store {
     pub fn stats(&self) -> Stats {
         let c = self.inner.db.counters();
         let state = self.read();
-        let mut by_kind: Vec<(Kind, usize)> = Kind::ALL.iter().map(|k| (*k, 0)).collect();
-        let mut by_category: Vec<(Category, usize)> =
-            Category::ALL.iter().map(|c| (*c, 0)).collect();
-        for m in state.table.iter() {
-            if let Some(e) = by_kind.iter_mut().find(|e| e.0 == m.kind) {
-                e.1 += 1;
-            }
-            if let Some(e) = by_category.iter_mut().find(|e| e.0 == m.category) {
-                e.1 += 1;
-            }
-        }
+        let by_kind = Kind::ALL
+            .iter()
+            .map(|k| (*k, state.table.count_of_kind(*k)))
+            .collect();
+        let by_category = Category::ALL
+            .iter()
+            .map(|c| (*c, state.table.count_of_category(*c)))
+            .collect();
         Stats {
             memories: state.table.len(),
             users: state.table.users(),

@@ -140,16 +140,20 @@ impl PendingLexical {
     }
 }
 
+/// Records by tag, session, category or kind. Hashed with foldhash, not SipHash: a lookup
+/// runs for every record a checkpoint loads (`keyword.rs` says why foldhash is enough).
+pub(crate) type Members<K> = foldhash::HashMap<K, BTreeSet<MemoryId>>;
+
 /// Everything indexed per user.
 #[derive(Debug, Default)]
 pub(crate) struct UserIndex {
     by_hash: HashIndex,
     pub(crate) keys: KeySet,
     tag_freq: BTreeMap<String, u64>,
-    pub(crate) tag_members: HashMap<String, BTreeSet<MemoryId>>,
-    pub(crate) session_members: HashMap<String, BTreeSet<MemoryId>>,
-    pub(crate) category_members: HashMap<Category, BTreeSet<MemoryId>>,
-    pub(crate) kind_members: HashMap<Kind, BTreeSet<MemoryId>>,
+    pub(crate) tag_members: Members<String>,
+    pub(crate) session_members: Members<String>,
+    pub(crate) category_members: Members<Category>,
+    pub(crate) kind_members: Members<Kind>,
     /// `None` from an open until the background build installs it (`docs/durability.md`,
     /// "Recovery", R9): users loaded from a checkpoint start without, new users with.
     lexical: Option<Lexical>,
@@ -228,13 +232,10 @@ impl UserIndex {
                     self.tag_freq.insert(t.clone(), 1);
                 }
             }
-            self.tag_members.entry(t.clone()).or_default().insert(m.id);
+            add_member(&mut self.tag_members, t, m.id);
         }
         if let Some(s) = &m.session_id {
-            self.session_members
-                .entry(s.clone())
-                .or_default()
-                .insert(m.id);
+            add_member(&mut self.session_members, s, m.id);
         }
     }
 
@@ -270,6 +271,19 @@ impl UserIndex {
             if set.is_empty() {
                 self.session_members.remove(s);
             }
+        }
+    }
+}
+
+/// Adds `id` to `name`'s members, copying the name only when it is new (this runs for every
+/// record a checkpoint loads).
+fn add_member(sets: &mut Members<String>, name: &str, id: MemoryId) {
+    match sets.get_mut(name) {
+        Some(set) => {
+            set.insert(id);
+        }
+        None => {
+            sets.insert(name.to_owned(), BTreeSet::from([id]));
         }
     }
 }
@@ -329,7 +343,8 @@ pub(crate) struct Table {
     /// Records by id, copy-on-write so that a checkpoint's snapshot is cheap.
     slots: Slots,
     live: usize,
-    users: HashMap<String, UserIndex>,
+    /// By user id; foldhash, as `Members`.
+    users: foldhash::HashMap<String, UserIndex>,
     archive: HashMap<MemoryId, Archived>,
     superseded_by: HashMap<MemoryId, MemoryId>,
 }
@@ -623,6 +638,25 @@ impl Table {
 
     pub(crate) fn users(&self) -> usize {
         self.users.values().filter(|u| !u.keys.is_empty()).count()
+    }
+
+    /// Live records of `kind`, all users: from the member sets, not a pass over the records
+    /// (STATS holds the read lock while it counts).
+    pub(crate) fn count_of_kind(&self, kind: Kind) -> usize {
+        self.users
+            .values()
+            .filter_map(|u| u.kind_members.get(&kind))
+            .map(BTreeSet::len)
+            .sum()
+    }
+
+    /// Live records of `category`, all users, as `count_of_kind`.
+    pub(crate) fn count_of_category(&self, category: Category) -> usize {
+        self.users
+            .values()
+            .filter_map(|u| u.category_members.get(&category))
+            .map(BTreeSet::len)
+            .sum()
     }
 
     /// Every entity, for a checkpoint's aux section: per user (sorted) the user, its agents,

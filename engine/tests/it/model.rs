@@ -185,7 +185,12 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
             }
             Step::Checkpoint => store.checkpoint().unwrap(),
         }
-        prop_assert_eq!(store.stats().memories, rows.len());
+        let stats = store.stats();
+        prop_assert_eq!(stats.memories, rows.len());
+        // STATS counts from the member sets; the model counts its rows.
+        for (category, count) in &stats.by_category {
+            prop_assert_eq!(*count, rows.iter().filter(|r| r.category == *category).count());
+        }
     }
     for r in &rows {
         let m = store.get(r.id).unwrap();
