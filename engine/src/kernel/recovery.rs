@@ -141,11 +141,7 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model)
                 .map(|entry| segment_file::open(storage, dir, entry))
                 .collect::<Result<Vec<_>>>()
         });
-        for batch in rx {
-            for m in batch {
-                table.insert_loaded(m);
-            }
-        }
+        table.load(rx.into_iter().flatten());
         (decoder.join(), verifier.join())
     });
     let panicked = |_| EngineError::Corrupted {

@@ -157,6 +157,9 @@ pub(crate) struct UserIndex {
     /// `None` from an open until the background build installs it (`docs/durability.md`,
     /// "Recovery", R9): users loaded from a checkpoint start without, new users with.
     lexical: Option<Lexical>,
+    /// While a checkpoint loads: the members of its records, made into the sets above at the
+    /// end of `Table::load`.
+    loading: Option<Box<StagedMembers>>,
     /// Live records whose validity is not "from when stored, still open": the only ones a
     /// search of the present checks one by one (`Memory::has_timed_validity`).
     pub(crate) timed: BTreeSet<MemoryId>,
@@ -195,7 +198,10 @@ impl UserIndex {
         if let Some(lexical) = &mut self.lexical {
             lexical.add(m);
         }
-        self.add_fields(m);
+        match &mut self.loading {
+            Some(staged) => staged.add(m),
+            None => self.add_fields(m),
+        }
         if self.entity.is_none() {
             self.entity = Some(implicit(EntityKind::User, m, &m.user_id));
         }
@@ -271,6 +277,75 @@ impl UserIndex {
             if set.is_empty() {
                 self.session_members.remove(s);
             }
+        }
+    }
+}
+
+/// The members of the records a checkpoint loads, collected (in id order, as the checkpoint
+/// holds them) and then made into sets in one bulk build each: an insert into a `BTreeSet` per
+/// record and set was a fifth of a 1M-record open.
+#[derive(Debug, Default)]
+struct StagedMembers {
+    categories: foldhash::HashMap<Category, Vec<MemoryId>>,
+    kinds: foldhash::HashMap<Kind, Vec<MemoryId>>,
+    tags: foldhash::HashMap<String, Vec<MemoryId>>,
+    sessions: foldhash::HashMap<String, Vec<MemoryId>>,
+    timed: Vec<MemoryId>,
+}
+
+impl StagedMembers {
+    /// Stages what `UserIndex::add_fields` indexes.
+    fn add(&mut self, m: &Memory) {
+        self.categories.entry(m.category).or_default().push(m.id);
+        self.kinds.entry(m.kind).or_default().push(m.id);
+        if m.has_timed_validity() {
+            self.timed.push(m.id);
+        }
+        for t in &m.tags {
+            stage_member(&mut self.tags, t, m.id);
+        }
+        if let Some(s) = &m.session_id {
+            stage_member(&mut self.sessions, s, m.id);
+        }
+    }
+
+    /// Moves everything staged into `u`'s sets (and tag frequencies).
+    fn finish(self, u: &mut UserIndex) {
+        fn into_sets<K: std::hash::Hash + Eq>(
+            staged: foldhash::HashMap<K, Vec<MemoryId>>,
+            sets: &mut Members<K>,
+        ) {
+            for (key, ids) in staged {
+                match sets.entry(key) {
+                    std::collections::hash_map::Entry::Occupied(set) => set.into_mut().extend(ids),
+                    // Sorted input: `from_iter` builds the tree bottom up.
+                    std::collections::hash_map::Entry::Vacant(slot) => {
+                        slot.insert(ids.into_iter().collect());
+                    }
+                }
+            }
+        }
+        for (tag, ids) in &self.tags {
+            *u.tag_freq.entry(tag.clone()).or_insert(0) += ids.len() as u64;
+        }
+        into_sets(self.categories, &mut u.category_members);
+        into_sets(self.kinds, &mut u.kind_members);
+        into_sets(self.tags, &mut u.tag_members);
+        into_sets(self.sessions, &mut u.session_members);
+        if u.timed.is_empty() {
+            u.timed = self.timed.into_iter().collect();
+        } else {
+            u.timed.extend(self.timed);
+        }
+    }
+}
+
+/// Appends `id` to `name`'s staged members, copying the name only when it is new.
+fn stage_member(staged: &mut foldhash::HashMap<String, Vec<MemoryId>>, name: &str, id: MemoryId) {
+    match staged.get_mut(name) {
+        Some(ids) => ids.push(id),
+        None => {
+            staged.insert(name.to_owned(), vec![id]);
         }
     }
 }
@@ -614,15 +689,16 @@ impl Table {
         }
     }
 
-    /// The user's index, created if it has none: with empty lexical indexes, or with none
-    /// when `loading` a checkpoint (the background build makes them, R9).
+    /// The user's index, created if it has none: with empty lexical indexes, or, when
+    /// `loading` a checkpoint, with none (the background build makes them, R9) and its
+    /// members staged (`load` makes them sets).
     fn user_entry(&mut self, user: &str, loading: bool) -> &mut UserIndex {
         if !self.users.contains_key(user) {
-            let lexical = (!loading).then(Lexical::default);
             self.users.insert(
                 user.to_owned(),
                 UserIndex {
-                    lexical,
+                    lexical: (!loading).then(Lexical::default),
+                    loading: loading.then(Box::default),
                     ..UserIndex::default()
                 },
             );
@@ -703,10 +779,18 @@ impl Table {
         self.insert_as(m, false);
     }
 
-    /// Inserts a record of a checkpoint being loaded: a user it creates has no lexical
-    /// indexes until the background build installs them (R9).
-    pub(crate) fn insert_loaded(&mut self, m: Memory) {
-        self.insert_as(m, true);
+    /// Inserts the records of a checkpoint being loaded (ids not present). The users they
+    /// create have no lexical indexes until the background build installs them (R9); their
+    /// members are staged and made into sets at the end, one bulk build per set.
+    pub(crate) fn load(&mut self, records: impl Iterator<Item = Memory>) {
+        for m in records {
+            self.insert_as(m, true);
+        }
+        for u in self.users.values_mut() {
+            if let Some(staged) = u.loading.take() {
+                staged.finish(u);
+            }
+        }
     }
 
     fn insert_as(&mut self, m: Memory, loading: bool) {
@@ -989,6 +1073,18 @@ mod tests {
         let content: Vec<&str> = words.iter().map(|w| WORDS[w % WORDS.len()]).collect();
         let mut m = *record(id, &content.join(" "));
         m.user_id = format!("user{user}");
+        // Members vary with the words: category, tags, session, timed validity.
+        m.category = Category::ALL[words[0] % Category::ALL.len()];
+        m.tags = words
+            .iter()
+            .map(|w| format!("t{}", w % 3))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        m.session_id = (words.len() > 2).then(|| format!("s{}", words[1] % 2));
+        if words.len() == 4 {
+            m.valid_to = Some(Timestamp(5));
+        }
         m
     }
 
@@ -1031,6 +1127,35 @@ mod tests {
             .collect()
     }
 
+    /// Every user's non-empty member sets and tag frequencies, by user.
+    fn members_view(t: &Table) -> Vec<(String, String)> {
+        fn sets<K: std::fmt::Debug>(m: &Members<K>) -> BTreeMap<String, &BTreeSet<MemoryId>> {
+            m.iter()
+                .filter(|(_, s)| !s.is_empty())
+                .map(|(k, s)| (format!("{k:?}"), s))
+                .collect()
+        }
+        let mut users: Vec<(String, String)> = t
+            .users
+            .iter()
+            .filter(|(_, u)| !u.keys.is_empty())
+            .map(|(name, u)| {
+                let view = format!(
+                    "{:?} {:?} {:?} {:?} {:?} {:?}",
+                    sets(&u.category_members),
+                    sets(&u.kind_members),
+                    sets(&u.tag_members),
+                    sets(&u.session_members),
+                    u.tag_freq,
+                    u.timed
+                );
+                (name.clone(), view)
+            })
+            .collect();
+        users.sort();
+        users
+    }
+
     proptest! {
         /// The build after an open (R9): records loaded from a checkpoint, then inserts and
         /// removes while the build works from its snapshot; once installed, the lexical
@@ -1041,9 +1166,12 @@ mod tests {
             changes in prop::collection::vec((any::<bool>(), 0usize..4, prop::collection::vec(0usize..6, 1..5), any::<prop::sample::Index>()), 0..60),
         ) {
             let mut t = Table::default();
-            for (i, (user, words)) in loaded.iter().enumerate() {
-                t.insert_loaded(memory(i as u64 + 1, *user, words));
-            }
+            t.load(
+                loaded
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (user, words))| memory(i as u64 + 1, *user, words)),
+            );
             let pending = t.lexical_pending();
             prop_assert!(t.users.values().all(|u| u.keyword().is_err() && u.text().is_none()));
             let mut next = loaded.len() as u64 + 1;
@@ -1070,6 +1198,7 @@ mod tests {
                 .filter(|(name, _, _)| !t.users[name].keys.is_empty())
                 .collect();
             prop_assert_eq!(view, lexical_view(&fresh));
+            prop_assert_eq!(members_view(&t), members_view(&fresh));
         }
     }
 }

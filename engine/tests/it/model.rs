@@ -189,7 +189,10 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
         prop_assert_eq!(stats.memories, rows.len());
         // STATS counts from the member sets; the model counts its rows.
         for (category, count) in &stats.by_category {
-            prop_assert_eq!(*count, rows.iter().filter(|r| r.category == *category).count());
+            prop_assert_eq!(
+                *count,
+                rows.iter().filter(|r| r.category == *category).count()
+            );
         }
     }
     for r in &rows {
