@@ -257,6 +257,14 @@ impl Store {
         self.inner.db.now()
     }
 
+    /// Whether the keyword indexes and text columns the open left to the background are
+    /// built (`docs/durability.md`, "Recovery", R9). Until then keyword and hybrid searches
+    /// wait for them; a server waits before it gives such a request a running slot.
+    #[must_use]
+    pub fn lexical_ready(&self) -> bool {
+        self.inner.db.lexical_ready()
+    }
+
     /// What opening found and repaired.
     #[must_use]
     pub fn open_report(&self) -> &OpenReport {

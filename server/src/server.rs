@@ -151,6 +151,30 @@ fn is_control(line: &Line) -> bool {
         .is_some_and(|c| matches!(c.name, "PING" | "STATS" | "HELP" | "AUTH" | "QUIT"))
 }
 
+/// Whether a line is a search that reads the keyword index: `SEARCH_MEMORIES` with mode
+/// keyword or hybrid, `QUERY` with store type keyword or hybrid. Asked only while the index is
+/// being built after the open (`durability.md`, R9): a batch holding one waits for the build
+/// before it takes a running slot, so keyword searches cannot hold every slot for seconds
+/// while gets, writes and vector searches queue behind them.
+fn uses_keyword_index(line: &Line) -> bool {
+    let Line::Request(bytes) = line else {
+        return false;
+    };
+    let Ok(Some(request)) = protocol::parse(bytes) else {
+        return false;
+    };
+    let field = match commands::find(&request.command).map(|c| c.name) {
+        Some("SEARCH_MEMORIES") => "mode",
+        Some("QUERY") => "store_type",
+        _ => return false,
+    };
+    request
+        .args
+        .get(field)
+        .and_then(|v| v.as_str())
+        .is_some_and(|v| v.eq_ignore_ascii_case("keyword") || v.eq_ignore_ascii_case("hybrid"))
+}
+
 /// Failed AUTH attempts a connection gets before it is closed.
 pub const MAX_AUTH_FAILURES: u32 = 3;
 
@@ -502,6 +526,10 @@ async fn run_batch(
     auth_failures: u32,
     lines: Vec<Line>,
 ) -> Batch {
+    // Keyword searches wait for the keyword index built after the open outside any slot.
+    while !shared.ctx.store.lexical_ready() && lines.iter().any(uses_keyword_index) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     // A batch of control commands never waits for capacity: STATS and PING answer during
     // overload (they read counters, not memories).
     let admitted = if lines.iter().all(is_control) {
@@ -716,6 +744,29 @@ fn auth(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keyword_and_hybrid_searches_are_told_apart_from_everything_else() {
+        let line = |s: &str| Line::Request(s.as_bytes().to_vec());
+        for waits in [
+            r#"SEARCH_MEMORIES {"query": "x", "mode": "keyword"}"#,
+            r#"@t1 search_memories {"query": "x", "mode": "HYBRID"}"#,
+            r#"QUERY {"user_id": "u", "query": "x", "store_type": "keyword"}"#,
+        ] {
+            assert!(uses_keyword_index(&line(waits)), "{waits}");
+        }
+        for runs in [
+            r#"SEARCH_MEMORIES {"query": "keyword hybrid"}"#,
+            r#"SEARCH_MEMORIES {"query": "x", "mode": "text"}"#,
+            r#"QUERY {"user_id": "u", "query": "x", "store_type": "vector"}"#,
+            r#"STORE_MEMORY {"content": "mode keyword", "mode": "keyword"}"#,
+            "PING",
+            "SEARCH_MEMORIES {not json",
+        ] {
+            assert!(!uses_keyword_index(&line(runs)), "{runs}");
+        }
+        assert!(!uses_keyword_index(&Line::TooLong(10)));
+    }
 
     #[test]
     fn admission_runs_max_running_queues_max_queued_and_refuses_the_rest() {
