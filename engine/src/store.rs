@@ -511,11 +511,11 @@ impl Store {
         let state = self.read();
         let by_kind = Kind::ALL
             .iter()
-            .map(|k| (*k, state.table.count_of_kind(*k)))
+            .map(|k| (*k, state.table.member_count(|u| u.kind_members.get(k))))
             .collect();
         let by_category = Category::ALL
             .iter()
-            .map(|c| (*c, state.table.count_of_category(*c)))
+            .map(|c| (*c, state.table.member_count(|u| u.category_members.get(c))))
             .collect();
         Stats {
             memories: state.table.len(),

@@ -716,23 +716,13 @@ impl Table {
         self.users.values().filter(|u| !u.keys.is_empty()).count()
     }
 
-    /// Live records of `kind`, all users: from the member sets, not a pass over the records
-    /// (STATS holds the read lock while it counts).
-    pub(crate) fn count_of_kind(&self, kind: Kind) -> usize {
-        self.users
-            .values()
-            .filter_map(|u| u.kind_members.get(&kind))
-            .map(BTreeSet::len)
-            .sum()
-    }
-
-    /// Live records of `category`, all users, as `count_of_kind`.
-    pub(crate) fn count_of_category(&self, category: Category) -> usize {
-        self.users
-            .values()
-            .filter_map(|u| u.category_members.get(&category))
-            .map(BTreeSet::len)
-            .sum()
+    /// Live records in the member set `set` picks in each user, all users: from the sets,
+    /// not a pass over the records (STATS holds the read lock while it counts).
+    pub(crate) fn member_count(
+        &self,
+        set: impl Fn(&UserIndex) -> Option<&BTreeSet<MemoryId>>,
+    ) -> usize {
+        self.users.values().filter_map(set).map(BTreeSet::len).sum()
     }
 
     /// Every entity, for a checkpoint's aux section: per user (sorted) the user, its agents,
