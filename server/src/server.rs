@@ -526,9 +526,12 @@ async fn run_batch(
     auth_failures: u32,
     lines: Vec<Line>,
 ) -> Batch {
-    // Keyword searches wait for the keyword index built after the open outside any slot.
-    while !shared.ctx.store.lexical_ready() && lines.iter().any(uses_keyword_index) {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    // Keyword searches wait for the keyword index built after the open outside any slot
+    // (the lines are parsed once, and only while it is being built).
+    if !shared.ctx.store.lexical_ready() && lines.iter().any(uses_keyword_index) {
+        while !shared.ctx.store.lexical_ready() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
     // A batch of control commands never waits for capacity: STATS and PING answer during
     // overload (they read counters, not memories).

@@ -129,7 +129,8 @@ impl Lexical {
 pub(crate) struct PendingLexical {
     user: String,
     keys: KeySet,
-    slots: Slots,
+    /// One snapshot shared by every pending user.
+    slots: Arc<Slots>,
 }
 
 impl PendingLexical {
@@ -794,13 +795,14 @@ impl Table {
     /// The users without lexical indexes, each with its live keys and the records now: what
     /// the background build works from (R9).
     pub(crate) fn lexical_pending(&self) -> Vec<PendingLexical> {
+        let slots = Arc::new(self.slots.clone());
         self.users
             .iter()
             .filter(|(_, u)| u.lexical.is_none())
             .map(|(user, u)| PendingLexical {
                 user: user.clone(),
                 keys: u.keys.clone(),
-                slots: self.slots.clone(),
+                slots: Arc::clone(&slots),
             })
             .collect()
     }
