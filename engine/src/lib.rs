@@ -6,6 +6,7 @@
 //! | to | call | with | and get |
 //! |---|---|---|---|
 //! | store a memory | [`Store::store`] | a [`NewMemory`] or a [`StoreRequest`] (own vector, hook overrides) | [`Stored`]: id, [`Outcome`], dedup decisions |
+//! | import a memory written elsewhere | [`Store::import`] | a [`StoreRequest`] and its [`Provenance`] (times, access count, feedback kept) | [`Stored`] |
 //! | store many, one model call | [`Store::store_batch`] | memories | one result each |
 //! | find by meaning, keywords or text | [`Store::search`] | a [`SearchRequest`]: text or vector, [`Mode`], [`Strategy`], filters, [`ScanMode`], `as_of`, `max_tokens` | [`Hits`] |
 //! | read one | [`Store::get`] (plain) / [`Store::record_access`] (counted) | a [`MemoryId`] | [`Memory`] |
@@ -125,10 +126,10 @@ pub use kernel::{checkpoint, codec, error, identity, log, record, segment_file, 
 pub use memory::{
     Cleared, Compacted, CompactionGroup, CompactionPreview, DedupDecision, EntityDeleted, Feedback,
     FeedbackResult, Fusion, History, Hits, MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS, MemoryStats,
-    Mode, Outcome, ReembedStatus, Reembedded, SEARCH_ACCESS_INTERVAL_US, ScanMode, SearchRequest,
-    SearchedHit, SnapshotCreated, SnapshotRestored, Source, StoreRequest, Stored, Strategy,
-    TagChange, TagPreview, TagsApplied, TopAccessed, Unmerged, UpdateRequest, Updated, Version,
-    frequency, importance, recency, strategy_score,
+    Mode, Outcome, Provenance, ReembedStatus, Reembedded, SEARCH_ACCESS_INTERVAL_US, ScanMode,
+    SearchRequest, SearchedHit, SnapshotCreated, SnapshotRestored, Source, StoreRequest, Stored,
+    Strategy, TagChange, TagPreview, TagsApplied, TopAccessed, Unmerged, UpdateRequest, Updated,
+    Version, frequency, importance, recency, strategy_score,
 };
 /// The MemFuse query API (`docs/search.md`, "The MemFuse query").
 pub mod query {

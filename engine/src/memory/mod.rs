@@ -30,7 +30,7 @@ pub use search::{
     SearchRequest, SearchedHit, Source, Strategy, frequency, importance, recency, strategy_score,
 };
 pub use tags::{SnapshotCreated, SnapshotRestored, TagChange, TagPreview, TagsApplied};
-pub use write::{DedupDecision, Outcome, StoreRequest, Stored, UpdateRequest, Updated};
+pub use write::{DedupDecision, Outcome, Provenance, StoreRequest, Stored, UpdateRequest, Updated};
 
 pub(crate) use read::missing;
 

@@ -52,6 +52,79 @@ impl StoreRequest {
     }
 }
 
+/// What a memory carries from the store it was first written in, kept by
+/// [`Store::import`]: its times, usage and feedback. A store of a new memory sets them to now
+/// and zero; an import (`amberdb import`, from an export or another system) keeps them, so
+/// recency ranking, retention by age and the access counts go on as they were.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Provenance {
+    /// When it was first stored. Not in the future, not before 1970.
+    pub created_at: Timestamp,
+    /// When it last changed: from `created_at` to now.
+    pub updated_at: Timestamp,
+    /// When it was last read: from `created_at` to now.
+    pub last_accessed_at: Timestamp,
+    /// Times it was read.
+    pub access_count: u64,
+    /// Helpful feedback received.
+    pub helpful_count: u32,
+    /// Harmful feedback received.
+    pub harmful_count: u32,
+    /// Its confidence, 0..=1; the initial one when `None`.
+    pub confidence: Option<f32>,
+}
+
+impl Provenance {
+    /// A memory first stored at `created_at`, changed and read then, never since.
+    #[must_use]
+    pub fn created(created_at: Timestamp) -> Provenance {
+        Provenance {
+            created_at,
+            updated_at: created_at,
+            last_accessed_at: created_at,
+            access_count: 0,
+            helpful_count: 0,
+            harmful_count: 0,
+            confidence: None,
+        }
+    }
+
+    fn validate(&self, now: Timestamp) -> Result<()> {
+        let invalid = |field: &'static str, reason: String| EngineError::Invalid { field, reason };
+        if self.created_at.0 < 0 || self.created_at > now {
+            return Err(invalid(
+                "created_at",
+                format!(
+                    "{} is not between 1970 and now ({})",
+                    self.created_at.to_rfc3339(),
+                    now.to_rfc3339()
+                ),
+            ));
+        }
+        for (field, t) in [
+            ("updated_at", self.updated_at),
+            ("last_accessed_at", self.last_accessed_at),
+        ] {
+            if t < self.created_at || t > now {
+                return Err(invalid(
+                    field,
+                    format!(
+                        "{} is not between created_at ({}) and now",
+                        t.to_rfc3339(),
+                        self.created_at.to_rfc3339()
+                    ),
+                ));
+            }
+        }
+        if let Some(c) = self.confidence
+            && !(0.0..=1.0).contains(&c)
+        {
+            return Err(invalid("confidence", format!("{c} is not in 0..=1")));
+        }
+        Ok(())
+    }
+}
+
 impl From<NewMemory> for StoreRequest {
     fn from(memory: NewMemory) -> StoreRequest {
         StoreRequest::new(memory)
@@ -133,6 +206,8 @@ struct Planned {
     tag_needs_vector: Vec<bool>,
     category: CategoryPlan,
     eff: Effective,
+    /// An import's times and counts ([`Store::import`]); `None` for a new memory.
+    kept: Option<Provenance>,
 }
 
 impl Planned {
@@ -146,6 +221,7 @@ impl Planned {
         now: Timestamp,
     ) -> Memory {
         let m = &self.m;
+        let kept = self.kept.unwrap_or(Provenance::created(now));
         Memory {
             id,
             user_id: self.user.clone(),
@@ -157,15 +233,15 @@ impl Planned {
             content_hash,
             category,
             tags,
-            created_at: now,
-            updated_at: now,
-            last_accessed_at: now,
-            access_count: 0,
-            helpful_count: 0,
-            harmful_count: 0,
-            confidence: INITIAL_CONFIDENCE,
+            created_at: kept.created_at,
+            updated_at: kept.updated_at,
+            last_accessed_at: kept.last_accessed_at,
+            access_count: kept.access_count,
+            helpful_count: kept.helpful_count,
+            harmful_count: kept.harmful_count,
+            confidence: kept.confidence.unwrap_or(INITIAL_CONFIDENCE),
             supersedes: Vec::new(),
-            valid_from: m.valid_from.unwrap_or(now),
+            valid_from: m.valid_from.unwrap_or(kept.created_at),
             valid_to: m.valid_to,
             decision: None,
         }
@@ -199,6 +275,22 @@ impl Store {
         let mut req = req.into();
         let given = req.vector.take();
         let planned = self.plan(req)?;
+        let embedded = self.embed_one(&planned, given)?;
+        self.decide_and_commit(planned, embedded)
+    }
+
+    /// Stores a memory written elsewhere (an export, another system's store), keeping its
+    /// times, access count and feedback ([`Provenance`]) instead of starting them now: the
+    /// same hooks and the same one commit as [`Store::store`]. Its validity begins at its
+    /// `created_at` unless the memory says otherwise.
+    ///
+    /// # Errors
+    /// As `store`; `Invalid` naming the field for a time in the future, before 1970, or
+    /// before `created_at`, or a confidence outside 0..=1 (checked before anything happens).
+    pub fn import(&self, req: impl Into<StoreRequest>, kept: Provenance) -> Result<Stored> {
+        let mut req = req.into();
+        let given = req.vector.take();
+        let planned = self.plan_kept(req, Some(kept))?;
         let embedded = self.embed_one(&planned, given)?;
         self.decide_and_commit(planned, embedded)
     }
@@ -256,15 +348,26 @@ impl Store {
 
     /// Step 1 and the plan phase of the hooks.
     fn plan(&self, req: StoreRequest) -> Result<Planned> {
+        self.plan_kept(req, None)
+    }
+
+    /// Step 1: validates the request (and an import's provenance) before anything happens.
+    fn plan_kept(&self, req: StoreRequest, kept: Option<Provenance>) -> Result<Planned> {
         let eff = Effective::of(&self.inner.options.hooks, &req.hooks)?;
         let m = req.memory;
         let canonical = record::validate_new(&m)?;
+        if let Some(k) = &kept {
+            k.validate(self.now())?;
+        }
         if let Some(to) = m.valid_to
-            && to <= m.valid_from.unwrap_or_else(|| self.now())
+            && to
+                <= m.valid_from
+                    .or(kept.map(|k| k.created_at))
+                    .unwrap_or_else(|| self.now())
         {
             return Err(EngineError::Invalid {
                 field: "valid_to",
-                reason: "must be later than valid_from (or than now, when valid_from is not given)"
+                reason: "must be later than valid_from (or than its creation, when valid_from is not given)"
                     .into(),
             });
         }
@@ -305,6 +408,7 @@ impl Store {
             tag_needs_vector,
             category,
             eff,
+            kept,
         })
     }
 

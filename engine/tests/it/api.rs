@@ -581,3 +581,115 @@ fn a_scoped_store_reaches_its_users_records_only_through_every_call() {
         "bob's note untouched"
     );
 }
+
+/// `Store::import` keeps a memory's history (times, usage, feedback) instead of starting it
+/// now, checks that history before anything happens, and the store reads it as it would its
+/// own: recency order, retention by age, a reopen.
+#[test]
+fn an_import_keeps_times_and_counts_and_refuses_impossible_ones() {
+    use amberdb::{Provenance, StoreRequest};
+    let fs = FaultyStorage::new();
+    let store = Store::open(Path::new("/a"), small_options(&fs, 100)).unwrap();
+    let t = |s: &str| Timestamp::parse_rfc3339(s).unwrap();
+    let kept = Provenance {
+        created_at: t("2025-03-01T10:00:00Z"),
+        updated_at: t("2025-04-01T10:00:00Z"),
+        last_accessed_at: t("2025-05-01T10:00:00Z"),
+        access_count: 7,
+        helpful_count: 2,
+        harmful_count: 1,
+        confidence: Some(0.8),
+    };
+    let old = store
+        .import(NewMemory::new("an old note from another store"), kept)
+        .unwrap();
+    let new = store.store(NewMemory::new("a note stored today")).unwrap();
+    let m = store.get(old.memory_id).unwrap();
+    assert_eq!(
+        (m.created_at, m.updated_at, m.last_accessed_at),
+        (kept.created_at, kept.updated_at, kept.last_accessed_at)
+    );
+    assert_eq!(
+        (m.access_count, m.helpful_count, m.harmful_count),
+        (7, 2, 1)
+    );
+    assert!((m.confidence - 0.8).abs() < 1e-6);
+    assert_eq!(
+        m.valid_from, kept.created_at,
+        "it held since it was created"
+    );
+    assert_eq!(old.created_at, kept.created_at);
+    // Newest first by creation, whatever the ids say.
+    let recent: Vec<MemoryId> = store
+        .list_recent(None, 10)
+        .unwrap()
+        .iter()
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(recent, vec![new.memory_id, old.memory_id]);
+
+    let before = (store.stats(), fs.ops());
+    let now = Timestamp::now();
+    let future = Timestamp(now.0 + 3_600_000_000);
+    let refused = [
+        (Provenance::created(future), "created_at"),
+        (Provenance::created(Timestamp(-1)), "created_at"),
+        (
+            Provenance {
+                updated_at: t("2025-02-01T00:00:00Z"),
+                ..kept
+            },
+            "updated_at",
+        ),
+        (
+            Provenance {
+                last_accessed_at: future,
+                ..kept
+            },
+            "last_accessed_at",
+        ),
+        (
+            Provenance {
+                confidence: Some(1.5),
+                ..kept
+            },
+            "confidence",
+        ),
+    ];
+    for (p, field) in refused {
+        match store.import(NewMemory::new("never stored"), p) {
+            Err(EngineError::Invalid { field: f, .. }) => assert_eq!(f, field),
+            other => panic!("{field}: {other:?}"),
+        }
+    }
+    let with_valid_to_before_creation = NewMemory {
+        valid_to: Some(t("2025-01-01T00:00:00Z")),
+        ..NewMemory::new("closed before it began")
+    };
+    assert!(matches!(
+        store.import(StoreRequest::new(with_valid_to_before_creation), kept),
+        Err(EngineError::Invalid {
+            field: "valid_to",
+            ..
+        })
+    ));
+    assert_eq!(
+        before,
+        (store.stats(), fs.ops()),
+        "a refused import changed nothing"
+    );
+
+    drop(store);
+    let store = Store::open(Path::new("/a"), small_options(&fs, 100)).unwrap();
+    let reopened = store.get(old.memory_id).unwrap();
+    assert_eq!(
+        (reopened.created_at, reopened.access_count),
+        (kept.created_at, 7)
+    );
+    // Filters by time read the kept age.
+    let mut before_2026 = SearchRequest::new("note");
+    before_2026.created_before = Some(t("2026-01-01T00:00:00Z"));
+    let hits = store.search(&before_2026).unwrap();
+    let ids: Vec<MemoryId> = hits.results.iter().map(|h| h.memory.id).collect();
+    assert_eq!(ids, vec![old.memory_id]);
+}
