@@ -12,16 +12,17 @@
 //! re-tagged). Chat messages are never deduplicated by the store (two turns may both say
 //! "ok"), so import counts them instead: a message is skipped when the store already holds as
 //! many turns with that user, session, role and content as the file has given so far; a file
-//! imported twice adds nothing, and repeated turns survive. A memory's validity
-//! (`valid_from`, `valid_to`) comes back as exported; ids, the other timestamps, access counts
-//! and feedback are the new store's: a record gets a new id and `created_at` is the time of
-//! the import. A line that fails is reported with its
+//! imported twice adds nothing, and repeated turns survive. A memory comes back with its
+//! history: its validity (`valid_from`, `valid_to`), times (`created_at`, `updated_at`,
+//! `last_accessed_at`), `access_count`, feedback (`helpful_count`, `harmful_count`) and
+//! `confidence` as exported (`Store::import`; a line without `created_at` is a new memory,
+//! stored now). Only the id is the new store's. A line that fails is reported with its
 //! line number and the import goes on; the summary counts each outcome.
 
 use amberdb::hooks::WriteHook;
 use amberdb::{
-    Category, EngineError, EntityKind, HookOverrides, Kind, NewMemory, Role, Store, StoreRequest,
-    Timestamp,
+    Category, EngineError, EntityKind, HookOverrides, Kind, NewMemory, Provenance, Role, Store,
+    StoreRequest, Timestamp,
 };
 use serde_json::{Map, Value, json};
 use std::io::{BufRead, Write};
@@ -44,7 +45,7 @@ pub struct Imported {
 }
 
 /// A progress bar on stderr for `len` items (hidden when stderr is not a terminal).
-fn progress(len: Option<u64>, what: &'static str) -> indicatif::ProgressBar {
+pub(crate) fn progress(len: Option<u64>, what: &'static str) -> indicatif::ProgressBar {
     let bar =
         indicatif::ProgressBar::with_draw_target(len, indicatif::ProgressDrawTarget::stderr());
     let template = if len.is_some() {
@@ -159,6 +160,45 @@ fn time(o: &Map<String, Value>, field: &'static str) -> Result<Option<Timestamp>
         .transpose()
 }
 
+/// A count field: a non-negative integer that fits `T`.
+fn count<T: TryFrom<u64>>(o: &Map<String, Value>, field: &'static str) -> Result<T, EngineError> {
+    let invalid = || EngineError::Invalid {
+        field,
+        reason: "must be a non-negative integer".into(),
+    };
+    match o.get(field) {
+        None | Some(Value::Null) => T::try_from(0).map_err(|_| invalid()),
+        Some(v) => v
+            .as_u64()
+            .and_then(|n| T::try_from(n).ok())
+            .ok_or_else(invalid),
+    }
+}
+
+/// The history an exported memory line carries (`created_at` and what follows it), if any.
+fn provenance(o: &Map<String, Value>) -> Result<Option<Provenance>, EngineError> {
+    let Some(created_at) = time(o, "created_at")? else {
+        return Ok(None);
+    };
+    let updated_at = time(o, "updated_at")?.unwrap_or(created_at);
+    let confidence = match o.get("confidence") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(v.as_f64().ok_or(EngineError::Invalid {
+            field: "confidence",
+            reason: "must be a number".into(),
+        })? as f32),
+    };
+    Ok(Some(Provenance {
+        created_at,
+        updated_at,
+        last_accessed_at: time(o, "last_accessed_at")?.unwrap_or(updated_at),
+        access_count: count(o, "access_count")?,
+        helpful_count: count(o, "helpful_count")?,
+        harmful_count: count(o, "harmful_count")?,
+        confidence,
+    }))
+}
+
 /// `(user, session, role, content)` of a message.
 type MessageKey = (String, Option<String>, Option<String>, String);
 
@@ -266,6 +306,7 @@ fn import_one(
     }
     m.valid_from = time(&o, "valid_from")?;
     m.valid_to = time(&o, "valid_to")?;
+    let kept = provenance(&o)?;
     if m.kind == Kind::Message && messages.already_stored(&m) {
         done.duplicates += 1;
         return Ok(());
@@ -279,11 +320,16 @@ fn import_one(
         force: vec![WriteHook::ExactDedup],
         ..HookOverrides::default()
     };
-    match store.store(StoreRequest {
+    let req = StoreRequest {
         memory: m,
         vector: None,
         hooks,
-    }) {
+    };
+    let stored = match kept {
+        Some(kept) => store.import(req, kept),
+        None => store.store(req),
+    };
+    match stored {
         Ok(_) => {
             done.stored += 1;
             Ok(())

@@ -134,7 +134,12 @@ fn sample_store(dir: &Path) {
         if i == 0 {
             m = m.valid_from(at("2024-01-01")).valid_to(at("2030-01-01"));
         }
-        store.store(m).unwrap();
+        let id = store.store(m).unwrap().memory_id;
+        if i % 7 == 1 {
+            // History an export must carry: accesses and feedback.
+            store.record_access(id).unwrap();
+            store.feedback(id, amberdb::Feedback::Helpful).unwrap();
+        }
     }
     store
         .create_entity(EntityKind::User, None, "ada", Some("Ada"), None)
@@ -229,11 +234,14 @@ fn export_then_import_round_trips_and_a_second_import_adds_nothing() {
         "{again}"
     );
 
-    // Same records (but for ids and record times): content, user, kind, session, role,
-    // category, tags, validity.
+    // Same records but for ids: content, user, kind, session, role, category, tags,
+    // validity, times, access counts, feedback.
     let key = |m: &amberdb::Memory| {
         (
             (m.valid_from, m.valid_to),
+            (m.created_at, m.updated_at, m.last_accessed_at),
+            (m.access_count, m.helpful_count, m.harmful_count),
+            m.confidence.to_bits(),
             m.content.clone(),
             m.user_id.clone(),
             m.kind.to_string(),
