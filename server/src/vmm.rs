@@ -1,0 +1,220 @@
+//! Import of a vector-memory-mcp store: its SQLite file, `WORKING_DIR/memory/vector_memory.db`
+//! (`../shared/reference/peers.md` §1.1 has its schema).
+//!
+//! Every row of `memory_metadata` becomes one memory of the target user (`default` unless
+//! told), keeping its content, category, tags, `created_at`, `updated_at` (also its last
+//! access: vector-memory-mcp moves `updated_at` when a search returns a row) and
+//! `access_count` (`Store::import`). The vectors of its `vec0` table are not read (that needs
+//! the sqlite-vec extension loaded); the content is embedded again by the store's embedder,
+//! which for MiniLM is the model vector-memory-mcp used. Tag and category normalization and
+//! semantic dedup are off (what was stored comes back as it was); exact dedup is on, so a
+//! second import of the same file adds nothing. The file is opened read-only and never
+//! changed. A row that fails is reported with its id and the import goes on.
+
+use crate::transfer::Imported;
+use amberdb::hooks::WriteHook;
+use amberdb::{
+    Category, EngineError, HookOverrides, NewMemory, Provenance, Store, StoreRequest, Timestamp,
+};
+use anyhow::Context;
+use std::path::{Path, PathBuf};
+
+/// Where vector-memory-mcp keeps its store under its `--working-dir`.
+#[must_use]
+pub fn database_in(working_dir: &Path) -> PathBuf {
+    working_dir.join("memory").join("vector_memory.db")
+}
+
+/// Whether `path` is an SQLite database file (by its 16-byte header).
+#[must_use]
+pub fn is_sqlite(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 16];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok()
+        && &head == b"SQLite format 3\0"
+}
+
+/// One row of `memory_metadata`.
+struct Row {
+    id: i64,
+    content: Option<String>,
+    category: Option<String>,
+    tags: Option<String>,
+    created_at: Option<String>,
+    updated_at: Option<String>,
+    access_count: Option<i64>,
+}
+
+/// Imports the vector-memory-mcp database `db` into `store`, for `user` (module doc).
+///
+/// # Errors
+/// The file is not an SQLite database or has no `memory_metadata` table, or the store
+/// stopped taking writes (poisoned, I/O).
+pub fn import(store: &Store, db: &Path, user: Option<&str>) -> anyhow::Result<Imported> {
+    let conn = rusqlite::Connection::open_with_flags(
+        db,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .with_context(|| format!("opening {}", db.display()))?;
+    let rows = read_rows(&conn).with_context(|| {
+        format!(
+            "reading memory_metadata from {} (is it vector-memory-mcp's store?)",
+            db.display()
+        )
+    })?;
+    let mut done = Imported::default();
+    let bar = crate::transfer::progress(Some(rows.len() as u64), "importing");
+    for row in rows {
+        bar.inc(1);
+        done.lines += 1;
+        match import_row(store, &row, user) {
+            Ok(true) => done.stored += 1,
+            Ok(false) => done.duplicates += 1,
+            Err(e @ (EngineError::Poisoned | EngineError::Io { .. })) => {
+                bar.finish_and_clear();
+                return Err(anyhow::Error::new(e).context(format!(
+                    "row id {}: the store stopped taking writes",
+                    row.id
+                )));
+            }
+            Err(e) => done.failed.push((row_number(row.id), e.to_string())),
+        }
+    }
+    bar.finish_and_clear();
+    store.flush()?;
+    Ok(done)
+}
+
+fn row_number(id: i64) -> usize {
+    usize::try_from(id).unwrap_or(0)
+}
+
+fn read_rows(conn: &rusqlite::Connection) -> rusqlite::Result<Vec<Row>> {
+    // Oldest first, so that ids in the new store follow the order the memories were made in.
+    let mut stmt = conn.prepare(
+        "SELECT id, content, category, tags, created_at, updated_at, access_count \
+         FROM memory_metadata ORDER BY created_at, id",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok(Row {
+            id: r.get(0)?,
+            content: r.get(1)?,
+            category: r.get(2)?,
+            tags: r.get(3)?,
+            created_at: r.get(4)?,
+            updated_at: r.get(5)?,
+            access_count: r.get(6)?,
+        })
+    })?;
+    rows.collect()
+}
+
+fn invalid(field: &'static str, reason: impl Into<String>) -> EngineError {
+    EngineError::Invalid {
+        field,
+        reason: reason.into(),
+    }
+}
+
+/// A time as vector-memory-mcp writes it: ISO 8601 in UTC, with an offset
+/// (`2025-01-15T10:30:00.123456+00:00`) or without one (Python's naive `isoformat()`, or
+/// SQLite's `2025-01-15 10:30:00`), which is UTC.
+fn parse_time(field: &'static str, text: &str) -> Result<Timestamp, EngineError> {
+    let t = text.trim().replacen(' ', "T", 1);
+    let has_offset = t.ends_with('Z')
+        || t.get(10..)
+            .is_some_and(|rest| rest.contains('+') || rest.contains('-'));
+    let full = if has_offset || t.len() <= 10 {
+        t
+    } else {
+        format!("{t}Z")
+    };
+    Timestamp::parse_rfc3339(&full)
+        .ok_or_else(|| invalid(field, format!("{text:?} is not an ISO 8601 time")))
+}
+
+/// Stores one row; `Ok(false)` when the user already holds its content.
+fn import_row(store: &Store, row: &Row, user: Option<&str>) -> Result<bool, EngineError> {
+    let content = row
+        .content
+        .clone()
+        .ok_or_else(|| invalid("content", "is NULL"))?;
+    let mut m = NewMemory::new(content);
+    m.user_id = user.map(str::to_owned);
+    if let Some(c) = row.category.as_deref().filter(|c| !c.is_empty()) {
+        m.category = Category::parse(c)?;
+    }
+    if let Some(tags) = row.tags.as_deref().filter(|t| !t.trim().is_empty()) {
+        m.tags = serde_json::from_str::<Vec<String>>(tags)
+            .map_err(|e| invalid("tags", format!("not a JSON array of strings: {e}")))?;
+    }
+    let created_at = match row.created_at.as_deref() {
+        Some(t) => parse_time("created_at", t)?,
+        None => return Err(invalid("created_at", "is NULL")),
+    };
+    let updated_at = match row.updated_at.as_deref() {
+        Some(t) => parse_time("updated_at", t)?.max(created_at),
+        None => created_at,
+    };
+    let access_count = u64::try_from(row.access_count.unwrap_or(0))
+        .map_err(|_| invalid("access_count", "is negative"))?;
+    let kept = Provenance {
+        created_at,
+        updated_at,
+        last_accessed_at: updated_at,
+        access_count,
+        ..Provenance::created(created_at)
+    };
+    let req = StoreRequest {
+        memory: m,
+        vector: None,
+        hooks: HookOverrides {
+            skip: vec![
+                WriteHook::Tags,
+                WriteHook::Category,
+                WriteHook::SemanticDedup,
+            ],
+            force: vec![WriteHook::ExactDedup],
+            ..HookOverrides::default()
+        },
+    };
+    match store.import(req, kept) {
+        Ok(_) => Ok(true),
+        Err(EngineError::AlreadyExists { .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// `amberdb mcp --working-dir DIR` on a directory vector-memory-mcp used: imports its store
+/// into `store` unless that was done already (`DIR/memory/amberdb-import.json` records it,
+/// written after the import completes; an interrupted import runs again, and exact dedup
+/// skips what the first run stored). Returns the summary of an import that ran.
+///
+/// # Errors
+/// As [`import`]; or the record cannot be written.
+pub fn import_on_first_start(
+    store: &Store,
+    working_dir: &Path,
+) -> anyhow::Result<Option<Imported>> {
+    let db = database_in(working_dir);
+    let record = working_dir.join("memory").join("amberdb-import.json");
+    if !db.is_file() || record.exists() {
+        return Ok(None);
+    }
+    let done = import(store, &db, None)?;
+    let summary = serde_json::json!({
+        "from": db.display().to_string(),
+        "at": Timestamp::now().to_rfc3339(),
+        "rows": done.lines,
+        "stored": done.stored,
+        "already_there": done.duplicates,
+        "failed": done.failed.iter().map(|(_, why)| why).collect::<Vec<_>>(),
+    });
+    let tmp = record.with_extension("json.tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(&summary)?)
+        .and_then(|()| std::fs::rename(&tmp, &record))
+        .with_context(|| format!("writing {}", record.display()))?;
+    Ok(Some(done))
+}
