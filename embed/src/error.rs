@@ -4,9 +4,9 @@ use std::path::PathBuf;
 
 /// What a user runs to get the MiniLM files, and the explicit alternative. Every error about
 /// missing or broken model files ends with it.
-pub const MODEL_FIX: &str = "run `scripts/fetch-model` (it puts the model in \
-~/.cache/amberdb/all-MiniLM-L6-v2, or in $AMBERDB_MODEL_DIR), or choose the no-model embedder \
-explicitly (`--embedder hashing`, `HashingEmbedder`)";
+pub const MODEL_FIX: &str = "run `amberdb model fetch` (`scripts/fetch-model` in a clone; it \
+puts the model in ~/.cache/amberdb/all-MiniLM-L6-v2, or in $AMBERDB_MODEL_DIR), or choose the \
+no-model embedder explicitly (`--embedder hashing`, `HashingEmbedder`)";
 
 /// Why text could not be turned into vectors.
 #[derive(Debug, thiserror::Error)]

@@ -212,7 +212,7 @@ fn assert_names_path_and_fix(error: &EmbedError, path: &Path) {
         path.display()
     );
     assert!(
-        message.contains("scripts/fetch-model") && message.contains("hashing"),
+        message.contains("amberdb model fetch") && message.contains("hashing"),
         "{message:?} says how to fix it"
     );
 }

@@ -91,7 +91,7 @@ fn missing_model_files_say_how_to_get_them() {
         .expect_err("no model there");
     let message = error.to_string();
     assert!(
-        message.contains("scripts/fetch-model") && message.contains("nowhere"),
+        message.contains("amberdb model fetch") && message.contains("nowhere"),
         "{message}"
     );
 }

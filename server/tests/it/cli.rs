@@ -69,7 +69,7 @@ fn missing_model_files_name_the_fetch_command_and_the_alternative() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("no-model-here")
-            && stderr.contains("scripts/fetch-model")
+            && stderr.contains("amberdb model fetch")
             && stderr.contains("--embedder hashing"),
         "{stderr}"
     );
