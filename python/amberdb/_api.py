@@ -1,0 +1,343 @@
+"""The command surface shared by :class:`amberdb.Store` (in-process), :class:`amberdb.Client`
+and :class:`amberdb.AsyncClient` (over the line protocol).
+
+Every method is one protocol command (docs/protocol.md): it builds the command's arguments,
+and a subclass's ``_run`` runs it and turns the reply into a typed result (or the error reply
+into an exception from :mod:`amberdb._errors`). For :class:`amberdb.AsyncClient` the same
+methods return awaitables. ``None`` means "not given": the command's default applies.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
+
+from ._types import Entity, Memory, SearchResult, StoreResult
+
+Time = Union[str, datetime]
+
+
+def _args(**values: Any) -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
+    for name, value in values.items():
+        if value is None:
+            continue
+        if isinstance(value, datetime):
+            if value.tzinfo is None:
+                raise ValueError(f"{name}: give a timezone-aware datetime (or an RFC 3339 string)")
+            value = value.isoformat()
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[name] = value
+    return out
+
+
+def _same(reply: Dict[str, Any]) -> Dict[str, Any]:
+    return reply
+
+
+def _memory(reply: Dict[str, Any]) -> Memory:
+    return Memory.from_reply(reply["memory"])
+
+
+def _memories(reply: Dict[str, Any]) -> List[Memory]:
+    return [Memory.from_reply(m) for m in reply.get("memories", [])]
+
+
+def _entity(kind: str) -> Callable[[Dict[str, Any]], Entity]:
+    return lambda reply: Entity.from_reply(reply[kind])
+
+
+def _entities(key: str) -> Callable[[Dict[str, Any]], List[Entity]]:
+    return lambda reply: [Entity.from_reply(e) for e in reply.get(key, [])]
+
+
+def _field(name: str) -> Callable[[Dict[str, Any]], Any]:
+    return lambda reply: reply[name]
+
+
+class Commands:
+    """amberdb's commands as methods. Subclasses define ``_run(command, args, parse)``."""
+
+    def _run(self, command: str, args: Dict[str, Any], parse: Callable[[Dict[str, Any]], Any]) -> Any:
+        raise NotImplementedError
+
+    # -- anything --------------------------------------------------------------------------
+    def call(self, command: str, **args: Any) -> Dict[str, Any]:
+        """Runs any protocol command by name (``"STORE_MEMORY"``, ``"SEARCH"``, ...) and returns
+        its reply as a dict. ``HELP`` lists the commands and their arguments."""
+        return self._run(command, _args(**args), _same)
+
+    # -- memories --------------------------------------------------------------------------
+    def store(
+        self,
+        content: str,
+        *,
+        category: Optional[str] = None,
+        tags: Optional[Sequence[str]] = None,
+        user_id: Optional[str] = None,
+        session_id: Optional[str] = None,
+        agent_id: Optional[str] = None,
+        kind: Optional[str] = None,
+        role: Optional[str] = None,
+        valid_from: Optional[Time] = None,
+        valid_to: Optional[Time] = None,
+        skip_hooks: Optional[Sequence[str]] = None,
+        force_hooks: Optional[Sequence[str]] = None,
+        dedup_distance: Optional[float] = None,
+    ) -> StoreResult:
+        """Stores a memory (durable when this returns). The write hooks normalize its tags and
+        category and dedup it: an exact duplicate raises :class:`amberdb.AlreadyExists` (its
+        ``memory_id`` is the one stored); a near duplicate is merged (``outcome="merged"``)
+        or supersedes an older fact (``outcome="superseded"``)."""
+        return self._run(
+            "STORE_MEMORY",
+            _args(content=content, category=category, tags=tags, user_id=user_id,
+                  session_id=session_id, agent_id=agent_id, kind=kind, role=role,
+                  valid_from=valid_from, valid_to=valid_to, skip_hooks=skip_hooks,
+                  force_hooks=force_hooks, dedup_distance=dedup_distance),
+            StoreResult.from_reply,
+        )
+
+    def search(
+        self,
+        query: str,
+        *,
+        limit: Optional[int] = None,
+        user_id: Optional[str] = None,
+        mode: Optional[str] = None,
+        strategy: Optional[str] = None,
+        threshold: Optional[float] = None,
+        category: Optional[str] = None,
+        tags: Optional[Sequence[str]] = None,
+        kind: Optional[str] = None,
+        session_id: Optional[str] = None,
+        agent_id: Optional[str] = None,
+        created_after: Optional[Time] = None,
+        created_before: Optional[Time] = None,
+        as_of: Optional[Time] = None,
+        offset: Optional[int] = None,
+        max_tokens: Optional[int] = None,
+        deduplicate: Optional[bool] = None,
+        count_access: Optional[bool] = None,
+        nprobe: Optional[int] = None,
+        recall: Optional[float] = None,
+        **more: Any,
+    ) -> SearchResult:
+        """Searches one user's memories by meaning (``mode``: ``vector`` by default, or
+        ``keyword``, ``hybrid``, ``text``), filtered inside the scan; ``limit`` hits (10 by
+        default), best first. ``more`` passes the rarer arguments (``fusion``, ``rrf_k``,
+        ``vector_weight``, ...; docs/protocol.md)."""
+        return self._run(
+            "SEARCH_MEMORIES",
+            _args(query=query, limit=limit, user_id=user_id, mode=mode, strategy=strategy,
+                  threshold=threshold, category=category, tags=tags, kind=kind,
+                  session_id=session_id, agent_id=agent_id, created_after=created_after,
+                  created_before=created_before, as_of=as_of, offset=offset,
+                  max_tokens=max_tokens, deduplicate=deduplicate, count_access=count_access,
+                  nprobe=nprobe, recall=recall, **more),
+            SearchResult.from_reply,
+        )
+
+    def get(self, memory_id: int) -> Memory:
+        """The memory with this id (counts as an access); :class:`amberdb.NotFound` if none."""
+        return self._run("GET_BY_MEMORY_ID", _args(memory_id=memory_id), _memory)
+
+    def update(
+        self,
+        memory_id: int,
+        *,
+        content: Optional[str] = None,
+        category: Optional[str] = None,
+        tags: Optional[Sequence[str]] = None,
+        skip_hooks: Optional[Sequence[str]] = None,
+        force_hooks: Optional[Sequence[str]] = None,
+        dedup_distance: Optional[float] = None,
+    ) -> Dict[str, Any]:
+        """Changes a memory. New content makes a new record (``memory_id`` in the reply) that
+        supersedes the old one, which stays in its lineage."""
+        return self._run(
+            "UPDATE_MEMORY",
+            _args(memory_id=memory_id, content=content, category=category, tags=tags,
+                  skip_hooks=skip_hooks, force_hooks=force_hooks, dedup_distance=dedup_distance),
+            _same,
+        )
+
+    def delete(self, memory_id: int) -> Dict[str, Any]:
+        """Deletes a memory (its text leaves the store's files within a maintenance cycle)."""
+        return self._run("DELETE_BY_MEMORY_ID", _args(memory_id=memory_id), _same)
+
+    def feedback(self, memory_id: int, helpful: bool) -> Dict[str, Any]:
+        """Marks a memory helpful or harmful (ranking and retention read it)."""
+        return self._run(
+            "FEEDBACK", _args(memory_id=memory_id, feedback="helpful" if helpful else "harmful"), _same
+        )
+
+    def recent(self, *, user_id: Optional[str] = None, limit: Optional[int] = None) -> List[Memory]:
+        """A user's most recently stored memories, newest first."""
+        return self._run("LIST_RECENT_MEMORIES", _args(user_id=user_id, limit=limit), _memories)
+
+    def lineage(self, memory_id: int) -> List[Memory]:
+        """The archived records a memory merged or replaced."""
+        return self._run(
+            "LINEAGE", _args(memory_id=memory_id),
+            lambda r: [Memory.from_reply(m) for m in r.get("lineage", [])],
+        )
+
+    def history(self, memory_id: int) -> Dict[str, Any]:
+        """Every version of the fact a memory holds, newest first."""
+        return self._run("HISTORY", _args(memory_id=memory_id), _same)
+
+    def memory_stats(self, *, user_id: Optional[str] = None) -> Dict[str, Any]:
+        """vector-memory-mcp's statistics of one user's memories."""
+        return self._run("GET_MEMORY_STATS", _args(user_id=user_id), _same)
+
+    def clear_old_memories(
+        self, *, user_id: Optional[str] = None, days_old: Optional[int] = None,
+        max_to_keep: Optional[int] = None,
+    ) -> Dict[str, Any]:
+        """Deletes memories older than ``days_old`` beyond the newest ``max_to_keep``."""
+        return self._run(
+            "CLEAR_OLD_MEMORIES", _args(user_id=user_id, days_old=days_old, max_to_keep=max_to_keep),
+            _same,
+        )
+
+    # -- users, agents, sessions, and the query ---------------------------------------------
+    def create_user(self, user_id: str, *, name: Optional[str] = None) -> Entity:
+        return self._run("CREATE_USER", _args(user_id=user_id, name=name), _entity("user"))
+
+    def create_agent(self, agent_id: str, *, user_id: Optional[str] = None, name: Optional[str] = None) -> Entity:
+        return self._run("CREATE_AGENT", _args(user_id=user_id, agent_id=agent_id, name=name), _entity("agent"))
+
+    def create_session(
+        self, session_id: str, *, user_id: Optional[str] = None, agent_id: Optional[str] = None,
+        name: Optional[str] = None,
+    ) -> Entity:
+        return self._run(
+            "CREATE_SESSION", _args(user_id=user_id, session_id=session_id, agent_id=agent_id, name=name),
+            _entity("session"),
+        )
+
+    def get_user(self, user_id: str) -> Entity:
+        return self._run("GET_USER", _args(user_id=user_id), _entity("user"))
+
+    def get_agent(self, agent_id: str, *, user_id: Optional[str] = None) -> Entity:
+        return self._run("GET_AGENT", _args(user_id=user_id, agent_id=agent_id), _entity("agent"))
+
+    def get_session(self, session_id: str, *, user_id: Optional[str] = None) -> Entity:
+        return self._run("GET_SESSION", _args(user_id=user_id, session_id=session_id), _entity("session"))
+
+    def list_users(self) -> List[Entity]:
+        return self._run("LIST_USERS", {}, _entities("users"))
+
+    def list_agents(self, *, user_id: Optional[str] = None) -> List[Entity]:
+        return self._run("LIST_AGENTS", _args(user_id=user_id), _entities("agents"))
+
+    def list_sessions(self, *, user_id: Optional[str] = None) -> List[Entity]:
+        return self._run("LIST_SESSIONS", _args(user_id=user_id), _entities("sessions"))
+
+    def delete_user(self, user_id: str) -> Dict[str, Any]:
+        """Deletes a user and everything of it, in one commit."""
+        return self._run("DELETE_USER", _args(user_id=user_id), _same)
+
+    def delete_agent(self, agent_id: str, *, user_id: Optional[str] = None) -> Dict[str, Any]:
+        return self._run("DELETE_AGENT", _args(user_id=user_id, agent_id=agent_id), _same)
+
+    def delete_session(self, session_id: str, *, user_id: Optional[str] = None) -> Dict[str, Any]:
+        return self._run("DELETE_SESSION", _args(user_id=user_id, session_id=session_id), _same)
+
+    def add_messages(
+        self, session_id: str, messages: Iterable[Dict[str, str]], *, user_id: Optional[str] = None,
+    ) -> List[int]:
+        """Stores chat turns (``{"role": ..., "content": ...}``) as one commit; their ids."""
+        return self._run(
+            "ADD_MESSAGES", _args(user_id=user_id, session_id=session_id, messages=list(messages)),
+            _field("memory_ids"),
+        )
+
+    def add_knowledge(self, items: Iterable[str], *, user_id: Optional[str] = None) -> Dict[str, Any]:
+        """Stores user-level facts, item by item (the reply says which were stored)."""
+        return self._run("ADD_KNOWLEDGE", _args(user_id=user_id, items=list(items)), _same)
+
+    def query(
+        self, query: str, *, user_id: Optional[str] = None, session_id: Optional[str] = None,
+        agent_id: Optional[str] = None, top_k: Optional[int] = None, store_type: Optional[str] = None,
+        include_messages: Optional[bool] = None, include_knowledge: Optional[bool] = None,
+    ) -> Dict[str, Any]:
+        """MemFuse's query over memories, messages and knowledge (its envelope as the reply)."""
+        return self._run(
+            "QUERY",
+            _args(query=query, user_id=user_id, session_id=session_id, agent_id=agent_id,
+                  top_k=top_k, store_type=store_type, include_messages=include_messages,
+                  include_knowledge=include_knowledge),
+            _same,
+        )
+
+    # -- tags and snapshots -----------------------------------------------------------------
+    def tags(self, *, user_id: Optional[str] = None) -> List[str]:
+        """Every tag in use."""
+        return self._run("GET_UNIQUE_TAGS", _args(user_id=user_id), _field("tags"))
+
+    def canonical_tags(self, *, user_id: Optional[str] = None) -> List[str]:
+        return self._run("GET_CANONICAL_TAGS", _args(user_id=user_id), _field("tags"))
+
+    def tag_frequencies(self, *, user_id: Optional[str] = None) -> Dict[str, int]:
+        return self._run("GET_TAG_FREQUENCIES", _args(user_id=user_id), _field("frequencies"))
+
+    def tag_weights(self, *, user_id: Optional[str] = None) -> Dict[str, float]:
+        return self._run("GET_TAG_WEIGHTS", _args(user_id=user_id), _field("weights"))
+
+    def tag_normalize_preview(
+        self, *, user_id: Optional[str] = None, threshold: Optional[float] = None,
+        max_changes: Optional[int] = None,
+    ) -> Dict[str, Any]:
+        return self._run(
+            "TAG_NORMALIZE_PREVIEW", _args(user_id=user_id, threshold=threshold, max_changes=max_changes),
+            _same,
+        )
+
+    def tag_normalize_apply(
+        self, preview_id: str, snapshot_id: str, *, user_id: Optional[str] = None,
+        threshold: Optional[float] = None, max_changes: Optional[int] = None,
+    ) -> Dict[str, Any]:
+        return self._run(
+            "TAG_NORMALIZE_APPLY",
+            _args(user_id=user_id, preview_id=preview_id, snapshot_id=snapshot_id,
+                  threshold=threshold, max_changes=max_changes),
+            _same,
+        )
+
+    def snapshot_create(self, *, user_id: Optional[str] = None, description: Optional[str] = None) -> Dict[str, Any]:
+        """Snapshots a user's tags and categories (what tag normalization may change)."""
+        return self._run("SNAPSHOT_CREATE", _args(user_id=user_id, description=description), _same)
+
+    def snapshot_restore(self, snapshot_id: str, *, user_id: Optional[str] = None) -> Dict[str, Any]:
+        return self._run("SNAPSHOT_RESTORE", _args(user_id=user_id, snapshot_id=snapshot_id), _same)
+
+    # -- compaction and maintenance ---------------------------------------------------------
+    def compact_preview(self, *, user_id: Optional[str] = None, distance: Optional[float] = None) -> Dict[str, Any]:
+        """Groups of near-duplicate memories a merge would fold (``preview_id`` applies it)."""
+        return self._run("COMPACT_PREVIEW", _args(user_id=user_id, distance=distance), _same)
+
+    def compact_apply(
+        self, preview_id: str, *, user_id: Optional[str] = None, distance: Optional[float] = None,
+    ) -> Dict[str, Any]:
+        return self._run(
+            "COMPACT_APPLY", _args(user_id=user_id, distance=distance, preview_id=preview_id), _same
+        )
+
+    def compact_undo(self, memory_id: int) -> Dict[str, Any]:
+        """Splits a merged memory back into its sources."""
+        return self._run("COMPACT_UNDO", _args(memory_id=memory_id), _same)
+
+    def stats(self) -> Dict[str, Any]:
+        """The store's counters (STATS)."""
+        return self._run("STATS", {}, _same)
+
+    def purge(self) -> Dict[str, Any]:
+        """Makes every memory deleted so far leave the store's files now."""
+        return self._run("PURGE", {}, _field("purged"))
+
+    def backup(self, dest: str) -> Dict[str, Any]:
+        """Copies the store, as it is at one commit, into ``dest`` (a new or empty directory,
+        absolute) while reads and writes go on, and checks the copy."""
+        return self._run("BACKUP", _args(dest=dest), _field("backup"))

@@ -1,0 +1,172 @@
+//! `amberdb._amberdb`: the native half of the Python wheel (`python/amberdb` is the other).
+//!
+//! Nothing here is a second implementation. The module exposes three entry points into the
+//! same Rust code the `amberdb` binary runs:
+//!
+//! - `run_cli`: the whole command line ([`amberdb_server::cli::main`]), for the wheel's
+//!   `amberdb` command, with MiniLM fetched on first use;
+//! - `NativeStore`: an open store, whose `NativeStore::call` runs one protocol command
+//!   through the command table the server and MCP run ([`amberdb_server::commands::run`]):
+//!   the same argument checks, the same error codes, the same replies, with no socket;
+//! - `check`: `amberdb check` of a store directory, as a report.
+//!
+//! Arguments and replies cross as JSON text: the Python side (`amberdb/_api.py`) turns
+//! replies into typed results and error replies into exceptions. Every call releases the GIL
+//! while the engine works, so Python threads run meanwhile and several threads may call one
+//! store at once (the engine is thread-safe).
+
+use amberdb_server::cli::ModelPolicy;
+use amberdb_server::commands::{self, Ctx, Session};
+use amberdb_server::{EmbedderChoice, metrics::Metrics};
+use parking_lot::RwLock;
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+use serde_json::{Map, Value};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Runs the `amberdb` command line with `argv` (the program name first) and returns its exit
+/// code. MiniLM is fetched first when a command needs it and it is not there.
+#[pyfunction]
+fn run_cli(py: Python<'_>, argv: Vec<String>) -> u8 {
+    py.detach(|| amberdb_server::cli::main(argv, ModelPolicy::FetchIfMissing))
+}
+
+/// `amberdb check` of the store in `path`, which must not be open: returns the exit code
+/// (0 clean, 1 damaged) and the report as JSON text.
+#[pyfunction]
+fn check(py: Python<'_>, path: PathBuf) -> PyResult<(u8, String)> {
+    py.detach(|| {
+        let (_, code, report) = amberdb_server::check::check(&path)
+            .map_err(|e| PyOSError::new_err(format!("{e:#}")))?;
+        let json = serde_json::to_string(&report)
+            .map_err(|e| PyValueError::new_err(format!("encoding the report: {e}")))?;
+        Ok((code, json))
+    })
+}
+
+/// An open store. Closed by [`NativeStore::close`] (or when Python drops it).
+#[pyclass(frozen)]
+struct NativeStore {
+    /// `None` once closed. Calls hold the read lock while they run, so `close` waits for them.
+    ctx: RwLock<Option<Ctx>>,
+}
+
+#[pymethods]
+impl NativeStore {
+    /// Opens (or creates) the store in `path` with `embedder` (`minilm` or `hashing`);
+    /// MiniLM from `model_dir` (else the default model directory), fetched first when
+    /// `fetch_model` and its files are missing.
+    #[new]
+    #[pyo3(signature = (path, embedder, model_dir=None, fetch_model=true, memory_limit=None))]
+    fn open(
+        py: Python<'_>,
+        path: PathBuf,
+        embedder: &str,
+        model_dir: Option<PathBuf>,
+        fetch_model: bool,
+        memory_limit: Option<usize>,
+    ) -> PyResult<NativeStore> {
+        let choice = match embedder {
+            "minilm" => EmbedderChoice::Minilm,
+            "hashing" => EmbedderChoice::Hashing,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "embedder {other:?} is not one of minilm, hashing"
+                )));
+            }
+        };
+        if let Some(limit) = memory_limit
+            && !(1..=amberdb::MAX_MEMORY_LIMIT).contains(&limit)
+        {
+            return Err(PyValueError::new_err(format!(
+                "memory_limit {limit} is not in 1..={}",
+                amberdb::MAX_MEMORY_LIMIT
+            )));
+        }
+        py.detach(|| {
+            let model_dir = model_dir.as_deref();
+            if choice == EmbedderChoice::Minilm
+                && fetch_model
+                && !amberdb_server::model_present(model_dir)
+            {
+                amberdb_server::fetch_model(model_dir)
+                    .map_err(|e| PyOSError::new_err(format!("fetching MiniLM: {e:#}")))?;
+            }
+            let mut options = amberdb_server::open_options(choice, model_dir)
+                .map_err(|e| PyOSError::new_err(e.to_string()))?;
+            if let Some(limit) = memory_limit {
+                options.memory_limit = limit;
+            }
+            std::fs::create_dir_all(&path)
+                .map_err(|e| PyOSError::new_err(format!("creating {}: {e}", path.display())))?;
+            let store = amberdb::Store::open(&path, options).map_err(|e| {
+                PyOSError::new_err(format!("opening the store {}: {e}", path.display()))
+            })?;
+            Ok(NativeStore {
+                ctx: RwLock::new(Some(Ctx {
+                    store,
+                    metrics: Arc::new(Metrics::new()),
+                })),
+            })
+        })
+    }
+
+    /// Runs one protocol command (`STORE_MEMORY`, `SEARCH`, ...) with its arguments (a JSON
+    /// object as text). Returns whether it succeeded and the reply as JSON text: the protocol's
+    /// reply without `ok`, or its error reply (`code`, `message`, `field`, ...).
+    fn call(&self, py: Python<'_>, command: &str, args: &str) -> PyResult<(bool, String)> {
+        py.detach(|| {
+            let guard = self.ctx.read();
+            let ctx = guard
+                .as_ref()
+                .ok_or_else(|| PyValueError::new_err("the store is closed"))?;
+            let outcome = match serde_json::from_str::<Map<String, Value>>(args) {
+                Err(e) => Err(amberdb_server::args::Fail::new(
+                    amberdb_server::args::Code::BadRequest,
+                    format!("the arguments are not a JSON object: {e}"),
+                )),
+                Ok(args) => match commands::find(command) {
+                    None => Err(commands::unknown(command)),
+                    Some(c) => commands::run(ctx, &Session::trusted(), c, args),
+                },
+            };
+            let (ok, body) = match outcome {
+                Ok(reply) => (true, reply),
+                Err(fail) => (false, Value::Object(fail.body)),
+            };
+            let text = serde_json::to_string(&body)
+                .map_err(|e| PyValueError::new_err(format!("encoding the reply: {e}")))?;
+            Ok((ok, text))
+        })
+    }
+
+    /// Flushes and closes the store (waiting for calls in flight); later calls fail. A second
+    /// close does nothing.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| {
+            let Some(ctx) = self.ctx.write().take() else {
+                return Ok(());
+            };
+            ctx.store
+                .close()
+                .map_err(|e| PyOSError::new_err(format!("closing the store: {e}")))
+        })
+    }
+
+    /// Whether [`NativeStore::close`] ran.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.ctx.read().is_none()
+    }
+}
+
+/// The module `amberdb._amberdb`.
+#[pymodule]
+fn _amberdb(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(run_cli, m)?)?;
+    m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add_class::<NativeStore>()?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

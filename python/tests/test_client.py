@@ -1,0 +1,121 @@
+"""The clients against a server started from the wheel's `amberdb serve`."""
+import asyncio
+import signal
+
+import pytest
+
+import amberdb
+
+
+def test_sync_client_end_to_end(server):
+    with amberdb.Client(server.host, server.port) as db:
+        assert db.ping() is True
+        stored = db.store("pytest -x stops the run at the first failing test", tags=["Python"])
+        assert stored.outcome == "stored" and stored.tags == ["python"]
+        with pytest.raises(amberdb.AlreadyExists) as dup:
+            db.store("pytest -x stops the run at the first failing test")
+        assert dup.value.memory_id == stored.memory_id
+        hits = db.search("pytest", mode="keyword")
+        assert hits.ids == [stored.memory_id] and hits[0].tags == ["python"]
+        assert db.get(stored.memory_id).content.startswith("pytest -x")
+        uni = db.store("naïve café ☕ — 日本語 notes\nwith a second line")
+        assert db.get(uni.memory_id).content == "naïve café ☕ — 日本語 notes\nwith a second line"
+        with pytest.raises(amberdb.InvalidArgument) as bad:
+            db.search("x", colour="red")
+        assert "colour" in str(bad.value)
+        with pytest.raises(amberdb.NotFound):
+            db.get(999_999)
+        assert db.ping()  # the connection survives errors
+
+
+def test_pipeline_runs_in_order_and_reports_each_error(server):
+    with amberdb.Client(server.host, server.port) as db:
+        with db.pipeline() as p:
+            stores = [p.store(f"pipelined note {i}") for i in range(600)]  # three chunks
+            dup = p.store("pipelined note 7")
+            found = p.search("pipelined note", mode="text", limit=50, deduplicate=False)
+        ids = [s.result().memory_id for s in stores]
+        assert ids == sorted(ids) and len(set(ids)) == 600
+        with pytest.raises(amberdb.AlreadyExists):
+            dup.result()
+        assert isinstance(dup.error, amberdb.AlreadyExists)
+        assert len(found.result()) == 50
+        assert db.stats()["store"]["memories"] == 600
+
+
+def test_async_client_pipelines_concurrent_calls(server):
+    async def main():
+        async with await amberdb.AsyncClient.connect(server.host, server.port) as db:
+            assert await db.ping()
+            stored = await asyncio.gather(*(db.store(f"async note {i}") for i in range(200)))
+            assert len({s.memory_id for s in stored}) == 200
+            hits, recent, missing = await asyncio.gather(
+                db.search("async note", mode="text", limit=5),
+                db.recent(limit=3),
+                db.get(999_999),
+                return_exceptions=True,
+            )
+            assert len(hits) == 5 and len(recent) == 3
+            assert isinstance(missing, amberdb.NotFound)
+        with pytest.raises(ConnectionError):
+            await db.ping()
+
+    asyncio.run(main())
+
+
+def test_auth_with_a_token(start_server, tmp_path):
+    tokens = tmp_path / "tokens"
+    tokens.write_text("admin-secret\nann ann-secret\n")
+    s = start_server("--token-file", str(tokens))
+    with amberdb.Client(s.host, s.port) as anon:
+        assert anon.ping()  # PING works before AUTH
+        with pytest.raises(amberdb.Unauthorized):
+            anon.store("no token, no store")
+    with amberdb.Client(s.host, s.port, token="ann-secret") as ann:
+        assert ann.store("ann's note").memory_id
+        with pytest.raises(amberdb.Forbidden):
+            ann.search("note", user_id="bob")
+        with pytest.raises(amberdb.Forbidden):
+            ann.stats()
+    with pytest.raises(amberdb.Unauthorized):
+        amberdb.Client(s.host, s.port, token="wrong")
+
+    async def bad_async_token():
+        await amberdb.AsyncClient.connect(s.host, s.port, token="wrong")
+
+    with pytest.raises(amberdb.Unauthorized):
+        asyncio.run(bad_async_token())
+    with amberdb.Client(s.host, s.port, token="admin-secret") as admin:
+        assert admin.stats()["store"]["memories"] == 1
+
+
+def test_sigterm_stops_the_server_cleanly_and_nothing_is_lost(start_server, tmp_path):
+    data = tmp_path / "kept"
+    s = start_server(data_dir=data)
+    with amberdb.Client(s.host, s.port) as db:
+        ids = [db.store(f"kept note {i}").memory_id for i in range(20)]
+    assert s.stop(signal.SIGTERM) == 0
+    assert amberdb.check(data)["clean"] is True
+    with amberdb.Store(data, embedder="hashing") as db:
+        assert [db.get(i).content for i in ids] == [f"kept note {i}" for i in range(20)]
+
+
+def test_a_server_that_dies_fails_the_calls_waiting_on_it(start_server):
+    s = start_server()
+    sync = amberdb.Client(s.host, s.port)
+    assert sync.ping()
+
+    async def main():
+        db = await amberdb.AsyncClient.connect(s.host, s.port)
+        assert await db.ping()
+        s.stop(signal.SIGKILL)
+        with pytest.raises(ConnectionError):
+            await asyncio.wait_for(db.ping(), timeout=30)
+        with pytest.raises(ConnectionError):
+            await db.store("after the server died")
+        await db.close()
+
+    asyncio.run(main())
+    with pytest.raises(OSError):  # ConnectionError or a broken pipe: both OSError
+        sync.ping()
+    sync.close()
