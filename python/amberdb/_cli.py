@@ -3,6 +3,7 @@
 fetched on first use."""
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from typing import List, Optional
@@ -16,6 +17,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     # command ends at once. Python's own handler would only raise KeyboardInterrupt after the
     # command returned, turning a clean stop into a traceback and a death by SIGINT.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    # A first-use model fetch makes its venv with this interpreter (under uvx or pipx there may
+    # be no python3 with pip on PATH).
+    os.environ.setdefault("AMBERDB_PYTHON", sys.executable)
     return _amberdb.run_cli(["amberdb", *args])
 
 

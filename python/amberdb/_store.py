@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from typing import Any, Callable, Dict, Optional, Union
 
 from . import _amberdb
@@ -39,6 +40,8 @@ class Store(Commands):
         memory_limit: Optional[int] = None,
     ) -> None:
         self.path = os.fspath(path)
+        self._native = None  # an open that fails leaves a closed Store (repr, close work)
+        os.environ.setdefault("AMBERDB_PYTHON", sys.executable)  # for a first-use model fetch
         self._native = _amberdb.NativeStore(
             self.path, embedder, None if model_dir is None else os.fspath(model_dir),
             fetch_model, memory_limit,
@@ -58,11 +61,12 @@ class Store(Commands):
 
     def close(self) -> None:
         """Makes everything durable and closes the store (waiting for calls in flight)."""
-        self._native.close()
+        if self._native is not None:
+            self._native.close()
 
     @property
     def closed(self) -> bool:
-        return self._native.closed
+        return self._native is None or self._native.closed
 
     def __enter__(self) -> "Store":
         return self

@@ -189,6 +189,11 @@ def test_bad_open_arguments(tmp_path):
         amberdb.Store(tmp_path / "s", embedder="word2vec")
     with pytest.raises(ValueError, match="memory_limit"):
         amberdb.Store(tmp_path / "s", embedder="hashing", memory_limit=0)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a directory")
+    with pytest.raises(OSError, match="a-file"):
+        amberdb.Store(a_file, embedder="hashing")
+    assert a_file.read_text() == "not a directory"
     missing = tmp_path / "no-model"
     with pytest.raises(OSError, match="fetch"):
         amberdb.Store(tmp_path / "s2", model_dir=missing, fetch_model=False)

