@@ -7,6 +7,7 @@ import os
 import random
 import struct
 import subprocess
+from pathlib import Path
 
 import pysqlite3.dbapi2 as sqlite3  # the sqlite3 that loads extensions, as vector-memory-mcp's users run
 import sqlite_vec
@@ -14,24 +15,11 @@ import sqlite_vec
 import amberdb
 from conftest import amberdb_command
 
-# vector-memory-mcp 1.10.0's tables (../shared/reference/peers.md §1.1).
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS memory_metadata (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    content_hash TEXT UNIQUE NOT NULL,
-    content TEXT NOT NULL,
-    category TEXT NOT NULL,
-    tags TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL,
-    access_count INTEGER DEFAULT 0
-);
-CREATE VIRTUAL TABLE IF NOT EXISTS memory_vectors USING vec0(embedding float[384]);
-CREATE TABLE IF NOT EXISTS canonical_tags (
-    tag TEXT PRIMARY KEY, embedding BLOB, frequency INTEGER DEFAULT 1, created_at TEXT
-);
-CREATE INDEX IF NOT EXISTS idx_category ON memory_metadata(category);
-CREATE INDEX IF NOT EXISTS idx_created_at ON memory_metadata(created_at);
+# vector-memory-mcp 1.10.0's tables (../shared/reference/peers.md §1.1): the file the Rust
+# import tests use, and its vec0 table, made by sqlite-vec.
+SCHEMA = (Path(__file__).resolve().parents[2] / "server" / "tests" / "fixtures"
+          / "vector_memory_mcp.sql").read_text() + """
+CREATE VIRTUAL TABLE memory_vectors USING vec0(embedding float[384]);
 """
 
 NOTES = [

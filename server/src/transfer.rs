@@ -160,6 +160,21 @@ fn time(o: &Map<String, Value>, field: &'static str) -> Result<Option<Timestamp>
         .transpose()
 }
 
+/// The hooks of an import, from a file or another system (module doc): what was stored comes
+/// back as it was (no tag or category normalization, no merge of near duplicates), and exact
+/// duplicates are stored once, so importing the same thing twice adds nothing.
+pub(crate) fn import_hooks() -> HookOverrides {
+    HookOverrides {
+        skip: vec![
+            WriteHook::Tags,
+            WriteHook::Category,
+            WriteHook::SemanticDedup,
+        ],
+        force: vec![WriteHook::ExactDedup],
+        ..HookOverrides::default()
+    }
+}
+
 /// A count field: a non-negative integer that fits `T`.
 fn count<T: TryFrom<u64>>(o: &Map<String, Value>, field: &'static str) -> Result<T, EngineError> {
     let invalid = || EngineError::Invalid {
@@ -311,19 +326,10 @@ fn import_one(
         done.duplicates += 1;
         return Ok(());
     }
-    let hooks = HookOverrides {
-        skip: vec![
-            WriteHook::Tags,
-            WriteHook::Category,
-            WriteHook::SemanticDedup,
-        ],
-        force: vec![WriteHook::ExactDedup],
-        ..HookOverrides::default()
-    };
     let req = StoreRequest {
         memory: m,
         vector: None,
-        hooks,
+        hooks: import_hooks(),
     };
     let stored = match kept {
         Some(kept) => store.import(req, kept),

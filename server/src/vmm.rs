@@ -12,10 +12,7 @@
 //! changed. A row that fails is reported with its id and the import goes on.
 
 use crate::transfer::Imported;
-use amberdb::hooks::WriteHook;
-use amberdb::{
-    Category, EngineError, HookOverrides, NewMemory, Provenance, Store, StoreRequest, Timestamp,
-};
+use amberdb::{Category, EngineError, NewMemory, Provenance, Store, StoreRequest, Timestamp};
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 
@@ -170,15 +167,7 @@ fn import_row(store: &Store, row: &Row, user: Option<&str>) -> Result<bool, Engi
     let req = StoreRequest {
         memory: m,
         vector: None,
-        hooks: HookOverrides {
-            skip: vec![
-                WriteHook::Tags,
-                WriteHook::Category,
-                WriteHook::SemanticDedup,
-            ],
-            force: vec![WriteHook::ExactDedup],
-            ..HookOverrides::default()
-        },
+        hooks: crate::transfer::import_hooks(),
     };
     match store.import(req, kept) {
         Ok(_) => Ok(true),

@@ -8,22 +8,7 @@ use amberdb::{Category, Store, StoreOptions, Timestamp};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-const SCHEMA: &str = "
-CREATE TABLE memory_metadata (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    content_hash TEXT UNIQUE NOT NULL,
-    content TEXT NOT NULL,
-    category TEXT NOT NULL,
-    tags TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL,
-    access_count INTEGER DEFAULT 0
-);
-CREATE TABLE canonical_tags (tag TEXT PRIMARY KEY, embedding BLOB, frequency INTEGER DEFAULT 1, created_at TEXT);
-CREATE TABLE tag_snapshots (id INTEGER PRIMARY KEY, snapshot_id TEXT UNIQUE, description TEXT, memory_count INTEGER, tag_data TEXT, created_at TEXT);
-CREATE INDEX idx_category ON memory_metadata(category);
-CREATE INDEX idx_created_at ON memory_metadata(created_at);
-";
+const SCHEMA: &str = include_str!("../fixtures/vector_memory_mcp.sql");
 
 /// (content, category, tags JSON, created_at, updated_at, access_count), in id order.
 const ROWS: [(&str, &str, &str, &str, &str, i64); 5] = [
