@@ -6,7 +6,7 @@
 //! | to | call | with | and get |
 //! |---|---|---|---|
 //! | store a memory | [`Store::store`] | a [`NewMemory`] or a [`StoreRequest`] (own vector, hook overrides) | [`Stored`]: id, [`Outcome`], dedup decisions |
-//! | import a memory written elsewhere | [`Store::import`] | a [`StoreRequest`] and its [`Provenance`] (times, access count, feedback kept) | [`Stored`] |
+//! | import a memory written elsewhere | [`Store::import`], [`Store::import_batch`] | a [`StoreRequest`] and its [`Provenance`] (times, access count, feedback kept) | [`Stored`] |
 //! | store many, one model call | [`Store::store_batch`] | memories | one result each |
 //! | find by meaning, keywords or text | [`Store::search`] | a [`SearchRequest`]: text or vector, [`Mode`], [`Strategy`], filters, [`ScanMode`], `as_of`, `max_tokens` | [`Hits`] |
 //! | read one | [`Store::get`] (plain) / [`Store::record_access`] (counted) | a [`MemoryId`] | [`Memory`] |

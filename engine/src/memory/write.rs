@@ -274,7 +274,7 @@ impl Store {
     pub fn store(&self, req: impl Into<StoreRequest>) -> Result<Stored> {
         let mut req = req.into();
         let given = req.vector.take();
-        let planned = self.plan(req)?;
+        let planned = self.refuse_known_duplicate(self.plan(req)?)?;
         let embedded = self.embed_one(&planned, given)?;
         self.decide_and_commit(planned, embedded)
     }
@@ -290,7 +290,7 @@ impl Store {
     pub fn import(&self, req: impl Into<StoreRequest>, kept: Provenance) -> Result<Stored> {
         let mut req = req.into();
         let given = req.vector.take();
-        let planned = self.plan_kept(req, Some(kept))?;
+        let planned = self.refuse_known_duplicate(self.plan_kept(req, Some(kept))?)?;
         let embedded = self.embed_one(&planned, given)?;
         self.decide_and_commit(planned, embedded)
     }
@@ -318,7 +318,42 @@ impl Store {
 
     /// Steps 1–7 for many requests, with one model call.
     pub(crate) fn store_requests(&self, reqs: Vec<StoreRequest>) -> Result<Vec<Result<Stored>>> {
-        let planned: Vec<Result<Planned>> = reqs.into_iter().map(|r| self.plan(r)).collect();
+        self.store_planned(reqs.into_iter().map(|r| self.plan(r)).collect())
+    }
+
+    /// [`Store::import`] for many memories with **one** model call, as [`Store::store_batch`]
+    /// is to [`Store::store`]: each memory is still its own commit, in input order, and the
+    /// result for each is what `import` would have returned for it.
+    ///
+    /// # Errors
+    /// As `store_batch`: a request with its own vector refuses the whole batch, and an
+    /// embedder failure fails it; each memory's own errors are in its result.
+    pub fn import_batch<R: Into<StoreRequest>>(
+        &self,
+        reqs: Vec<(R, Provenance)>,
+    ) -> Result<Vec<Result<Stored>>> {
+        let reqs: Vec<(StoreRequest, Provenance)> =
+            reqs.into_iter().map(|(r, kept)| (r.into(), kept)).collect();
+        if reqs.iter().any(|(r, _)| r.vector.is_some()) {
+            return Err(EngineError::Invalid {
+                field: "vector",
+                reason: "a batch embeds every content; import a memory with its own vector alone"
+                    .into(),
+            });
+        }
+        self.store_planned(
+            reqs.into_iter()
+                .map(|(r, kept)| self.plan_kept(r, Some(kept)))
+                .collect(),
+        )
+    }
+
+    /// Steps 2–7 for requests planned (or refused) in step 1.
+    fn store_planned(&self, planned: Vec<Result<Planned>>) -> Result<Vec<Result<Stored>>> {
+        let planned: Vec<Result<Planned>> = planned
+            .into_iter()
+            .map(|p| p.and_then(|p| self.refuse_known_duplicate(p)))
+            .collect();
         let valid: Vec<&Planned> = planned.iter().flatten().collect();
         // One `Embedded` per valid request, in order (`embed_planned` checks the count).
         let mut embedded = self.embed_planned(&valid, None)?.into_iter();
@@ -330,6 +365,20 @@ impl Store {
                 self.decide_and_commit(p, e)
             })
             .collect())
+    }
+
+    /// Before step 2 of a new memory: an exact duplicate is answered before its content is
+    /// embedded (a re-import of the same file would otherwise pay the model for every row).
+    /// The check at commit stays the one that decides, for a content stored meanwhile. Not
+    /// for an update, whose own record holds the content.
+    fn refuse_known_duplicate(&self, p: Planned) -> Result<Planned> {
+        if p.eff.exact_dedup && p.m.kind != record::Kind::Message {
+            let hash = record::content_hash(&p.m.content);
+            if let Some(existing) = self.read().table.find_hash(&p.user, &hash) {
+                return Err(EngineError::AlreadyExists { existing });
+            }
+        }
+        Ok(p)
     }
 
     /// Step 2 for one request.

@@ -1207,3 +1207,45 @@ fn time_range_agent_and_kind_filters_select_inside_the_search() {
         }
     ));
 }
+
+/// An exact duplicate is answered before its content is embedded: with the embedder down, a
+/// store or an import of a known content still says `AlreadyExists` (a re-import of a whole
+/// file pays no model call), while a new content gets the embedder's error.
+#[test]
+fn an_exact_duplicate_is_answered_without_the_model() {
+    let flaky = Arc::new(Flaky {
+        inner: HashingEmbedder::with_dim(16),
+        failing: AtomicBool::new(false),
+    });
+    let store = Store::open(
+        Path::new("/d"),
+        StoreOptions::new(flaky.clone()).storage(Arc::new(FaultyStorage::new())),
+    )
+    .unwrap();
+    let first = store
+        .store(NewMemory::new("the nightly batch starts at two"))
+        .unwrap()
+        .memory_id;
+    flaky.failing.store(true, Ordering::SeqCst);
+    let again = store.store(NewMemory::new("the nightly batch starts at two"));
+    assert!(
+        matches!(again, Err(EngineError::AlreadyExists { existing }) if existing == first),
+        "{again:?}"
+    );
+    let kept = amberdb::Provenance::created(Timestamp::parse_rfc3339("2025-01-01").unwrap());
+    let batch = store
+        .import_batch(vec![(
+            NewMemory::new("the nightly batch starts at two"),
+            kept,
+        )])
+        .unwrap();
+    assert!(matches!(
+        batch[0],
+        Err(EngineError::AlreadyExists { existing }) if existing == first
+    ));
+    assert!(matches!(
+        store.store(NewMemory::new("a content never seen")),
+        Err(EngineError::Embed(_))
+    ));
+    assert_eq!(store.stats().memories, 1);
+}
