@@ -9,7 +9,9 @@
 //! which for MiniLM is the model vector-memory-mcp used. Tag and category normalization and
 //! semantic dedup are off (what was stored comes back as it was); exact dedup is on, so a
 //! second import of the same file adds nothing. The file is opened read-only and never
-//! changed. A row that fails is reported with its id and the import goes on.
+//! changed, and read whole before anything is stored (a damaged file stores nothing). Rows
+//! go in batches of `BATCH` (64) per model call, each its own commit. A row that fails is
+//! reported with its id and the import goes on.
 
 use crate::transfer::Imported;
 use amberdb::{Category, EngineError, NewMemory, Provenance, Store, StoreRequest, Timestamp};
@@ -63,26 +65,45 @@ pub fn import(store: &Store, db: &Path, user: Option<&str>) -> anyhow::Result<Im
     })?;
     let mut done = Imported::default();
     let bar = crate::transfer::progress(Some(rows.len() as u64), "importing");
-    for row in rows {
-        bar.inc(1);
-        done.lines += 1;
-        match import_row(store, &row, user) {
-            Ok(true) => done.stored += 1,
-            Ok(false) => done.duplicates += 1,
-            Err(e @ (EngineError::Poisoned | EngineError::Io { .. })) => {
-                bar.finish_and_clear();
-                return Err(anyhow::Error::new(e).context(format!(
-                    "row id {}: the store stopped taking writes",
-                    row.id
-                )));
+    // Batches share one model call (`Store::import_batch`); each row is still its own commit.
+    for chunk in rows.chunks(BATCH) {
+        let mut ids = Vec::with_capacity(chunk.len());
+        let mut batch = Vec::with_capacity(chunk.len());
+        for row in chunk {
+            match request(row, user) {
+                Ok(req) => {
+                    ids.push(row.id);
+                    batch.push(req);
+                }
+                Err(e) => done.failed.push((row_number(row.id), e.to_string())),
             }
-            Err(e) => done.failed.push((row_number(row.id), e.to_string())),
         }
+        let results = store
+            .import_batch(batch)
+            .with_context(|| format!("rows from id {}", chunk[0].id))?;
+        for (id, result) in ids.into_iter().zip(results) {
+            match result {
+                Ok(_) => done.stored += 1,
+                Err(EngineError::AlreadyExists { .. }) => done.duplicates += 1,
+                Err(e @ (EngineError::Poisoned | EngineError::Io { .. })) => {
+                    bar.finish_and_clear();
+                    return Err(anyhow::Error::new(e)
+                        .context(format!("row id {id}: the store stopped taking writes")));
+                }
+                Err(e) => done.failed.push((row_number(id), e.to_string())),
+            }
+        }
+        done.lines += chunk.len();
+        bar.inc(chunk.len() as u64);
     }
+    done.failed.sort_by_key(|(id, _)| *id);
     bar.finish_and_clear();
     store.flush()?;
     Ok(done)
 }
+
+/// Rows per model call.
+const BATCH: usize = 64;
 
 fn row_number(id: i64) -> usize {
     usize::try_from(id).unwrap_or(0)
@@ -132,8 +153,8 @@ fn parse_time(field: &'static str, text: &str) -> Result<Timestamp, EngineError>
         .ok_or_else(|| invalid(field, format!("{text:?} is not an ISO 8601 time")))
 }
 
-/// Stores one row; `Ok(false)` when the user already holds its content.
-fn import_row(store: &Store, row: &Row, user: Option<&str>) -> Result<bool, EngineError> {
+/// The import of one row: the memory and the history it keeps.
+fn request(row: &Row, user: Option<&str>) -> Result<(StoreRequest, Provenance), EngineError> {
     let content = row
         .content
         .clone()
@@ -169,11 +190,7 @@ fn import_row(store: &Store, row: &Row, user: Option<&str>) -> Result<bool, Engi
         vector: None,
         hooks: crate::transfer::import_hooks(),
     };
-    match store.import(req, kept) {
-        Ok(_) => Ok(true),
-        Err(EngineError::AlreadyExists { .. }) => Ok(false),
-        Err(e) => Err(e),
-    }
+    Ok((req, kept))
 }
 
 /// `amberdb mcp --working-dir DIR` on a directory vector-memory-mcp used: imports its store
