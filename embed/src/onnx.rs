@@ -82,7 +82,12 @@ impl ModelFiles {
         cache.join("amberdb").join("all-MiniLM-L6-v2")
     }
 
-    fn check_present(&self) -> Result<(), EmbedError> {
+    /// Whether the directory and the three files are there (not whether they are sound:
+    /// [`OnnxEmbedder::open`] checks that).
+    ///
+    /// # Errors
+    /// `ModelFileMissing` naming the first one that is not.
+    pub fn check_present(&self) -> Result<(), EmbedError> {
         let missing = |what, path: &Path| EmbedError::ModelFileMissing {
             what,
             path: path.to_path_buf(),

@@ -511,24 +511,23 @@ fn import_vmm_on_first_start(
     dir: &Path,
     options: &amberdb::StoreOptions,
 ) -> anyhow::Result<()> {
-    if !crate::vmm::database_in(working_dir).is_file() {
+    if !crate::vmm::import_pending(working_dir) {
         return Ok(());
     }
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let store = amberdb::Store::open(dir, options.clone())
         .with_context(|| format!("opening the store {}", dir.display()))?;
-    if let Some(done) = crate::vmm::import_on_first_start(&store, working_dir)? {
-        for (id, why) in &done.failed {
-            eprintln!("amberdb: vector-memory-mcp row id {id} not imported: {why}");
-        }
-        eprintln!(
-            "amberdb: imported vector-memory-mcp's {}: {} memories stored, {} already there, {} failed",
-            crate::vmm::database_in(working_dir).display(),
-            done.stored,
-            done.duplicates,
-            done.failed.len()
-        );
+    let done = crate::vmm::import_on_first_start(&store, working_dir)?;
+    for (id, why) in &done.failed {
+        eprintln!("amberdb: vector-memory-mcp row id {id} not imported: {why}");
     }
+    eprintln!(
+        "amberdb: imported vector-memory-mcp's {}: {} memories stored, {} already there, {} failed",
+        crate::vmm::database_in(working_dir).display(),
+        done.stored,
+        done.duplicates,
+        done.failed.len()
+    );
     store.close()?;
     Ok(())
 }

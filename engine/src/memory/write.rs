@@ -208,6 +208,8 @@ struct Planned {
     eff: Effective,
     /// An import's times and counts ([`Store::import`]); `None` for a new memory.
     kept: Option<Provenance>,
+    /// The content's sha256, taken once for the duplicate checks and the record.
+    content_hash: [u8; 32],
 }
 
 impl Planned {
@@ -372,11 +374,11 @@ impl Store {
     /// The check at commit stays the one that decides, for a content stored meanwhile. Not
     /// for an update, whose own record holds the content.
     fn refuse_known_duplicate(&self, p: Planned) -> Result<Planned> {
-        if p.eff.exact_dedup && p.m.kind != record::Kind::Message {
-            let hash = record::content_hash(&p.m.content);
-            if let Some(existing) = self.read().table.find_hash(&p.user, &hash) {
-                return Err(EngineError::AlreadyExists { existing });
-            }
+        if p.eff.exact_dedup
+            && p.m.kind != record::Kind::Message
+            && let Some(existing) = self.read().table.find_hash(&p.user, &p.content_hash)
+        {
+            return Err(EngineError::AlreadyExists { existing });
         }
         Ok(p)
     }
@@ -451,6 +453,7 @@ impl Store {
             Some(text) => CategoryPlan::Known(Category::parse(&category::clean(text))?, "exact"),
         };
         Ok(Planned {
+            content_hash: record::content_hash(&m.content),
             m,
             user,
             tags,
@@ -627,7 +630,7 @@ impl Store {
                 let record = p.record(
                     id,
                     (*category, p.tags.clone(), agent_id),
-                    record::content_hash(&p.m.content),
+                    p.content_hash,
                     now,
                 );
                 ops.push(Op::Store {
@@ -659,7 +662,7 @@ impl Store {
         check_vector(e.dim, &e.content)?;
         let (category, category_reason) = self.resolve_category(&p.category, e);
         let limit = self.inner.options.memory_limit;
-        let content_hash = record::content_hash(&p.m.content);
+        let content_hash = p.content_hash;
         let now = self.now();
         self.commit_embedded(e.epoch, |ids, state| {
             let (tags, mut ops, new_canonical) =
@@ -1106,7 +1109,7 @@ impl Store {
             record.updated_at = now;
             let mut supersedes = Vec::new();
             if new_content {
-                let hash = record::content_hash(&p.m.content);
+                let hash = p.content_hash;
                 if let Some(existing) = state.table.find_hash(&p.user, &hash) {
                     return Err(EngineError::AlreadyExists { existing });
                 }
