@@ -9,7 +9,8 @@
 //! checkpoint) with the rule that decided each, and an earlier value stored late (history);
 //! version 5 adds `forget/`, a store whose archive retention forgot archived records before and
 //! after its checkpoint; version 6 adds `reembed/`, a store re-embedded from the 384-d hashing
-//! embedder to the 64-d one, with writes after the switch in its log.
+//! embedder to the 64-d one, with writes after the switch in its log; version 7 adds `items/`,
+//! items put, replaced and deleted by key before and after its checkpoint.
 
 use amberdb::log::format::VERSION;
 use amberdb::{
@@ -278,6 +279,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::write(root.join("corrupt").join(&wal), bad)?;
     write_forget_fixture(&root)?;
     write_reembed_fixture(&root)?;
+    write_items_fixture(&root)?;
     eprintln!("wrote {}", root.display());
     Ok(())
 }
@@ -370,5 +372,80 @@ fn write_reembed_fixture(root: &Path) -> Result<(), Box<dyn std::error::Error>> 
     store.close()?;
     std::fs::remove_file(dir.join("LOCK"))?;
     std::fs::write(root.join("reembed.tsv"), tsv)?;
+    Ok(())
+}
+
+/// Version 7: `items/`, items of two users put, replaced and deleted by key before and after
+/// the checkpoint (and a note beside them), and `items.tsv`: user, key, value and text of
+/// every live item.
+fn write_items_fixture(root: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let dir = root.join("items");
+    let store = Store::open(&dir, StoreOptions::hashing().maintenance_thread(false))?;
+    let put = |user: &str, key: &str, value: &str, text: &str| {
+        let item = amberdb::Item {
+            key: key.into(),
+            value: value.into(),
+        };
+        store.put_item(Some(user), item, text).map(|_| ())
+    };
+    put(
+        "prefs.alice",
+        "food",
+        r#"{"likes": "pizza"}"#,
+        "alice likes pizza",
+    )?;
+    put(
+        "prefs.alice",
+        "drink",
+        r#"{"likes": "tea"}"#,
+        "alice drinks tea",
+    )?;
+    put(
+        "prefs.bob",
+        "food",
+        r#"{"likes": "soup"}"#,
+        "bob likes soup",
+    )?;
+    put(
+        "prefs.bob",
+        "gone",
+        r#"{"x": 1}"#,
+        "deleted before the checkpoint",
+    )?;
+    store.delete_item(Some("prefs.bob"), "gone")?;
+    store.store(NewMemory::new("a note beside the items").user("prefs.alice"))?;
+    store.checkpoint()?;
+    put(
+        "prefs.alice",
+        "food",
+        r#"{"likes": "sushi", "since": 2026}"#,
+        "alice likes sushi",
+    )?;
+    put(
+        "prefs.bob",
+        "drink",
+        r#"{"likes": "coffee"}"#,
+        "deleted after the checkpoint",
+    )?;
+    store.delete_item(Some("prefs.bob"), "drink")?;
+    put(
+        "prefs.bob",
+        "ünïcode/ключ",
+        r#"{"nested": {"a": [1, 2]}}"#,
+        "bob's nested value",
+    )?;
+    let mut tsv = String::new();
+    for user in ["prefs.alice", "prefs.bob"] {
+        for m in store.list_items(Some(user), "", 0, 50)? {
+            let item = m.item.as_ref().ok_or("a listed item without a key")?;
+            tsv.push_str(&format!(
+                "{user}\t{}\t{}\t{}\n",
+                item.key, item.value, m.content
+            ));
+        }
+    }
+    store.close()?;
+    std::fs::remove_file(dir.join("LOCK"))?;
+    std::fs::write(root.join("items.tsv"), tsv)?;
     Ok(())
 }

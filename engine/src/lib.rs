@@ -125,11 +125,11 @@ pub use kernel::commit::PoisonCause;
 pub use kernel::{checkpoint, codec, error, identity, log, record, segment_file, storage, verify};
 pub use memory::{
     Cleared, Compacted, CompactionGroup, CompactionPreview, DedupDecision, EntityDeleted, Feedback,
-    FeedbackResult, Fusion, History, Hits, MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS, MemoryStats,
-    Mode, Outcome, Provenance, ReembedStatus, Reembedded, SEARCH_ACCESS_INTERVAL_US, ScanMode,
-    SearchRequest, SearchedHit, SnapshotCreated, SnapshotRestored, Source, StoreRequest, Stored,
-    Strategy, TagChange, TagPreview, TagsApplied, TopAccessed, Unmerged, UpdateRequest, Updated,
-    Version, frequency, importance, recency, strategy_score,
+    FeedbackResult, Fusion, History, Hits, ItemUser, MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS,
+    MemoryStats, Mode, Outcome, Provenance, ReembedStatus, Reembedded, SEARCH_ACCESS_INTERVAL_US,
+    ScanMode, SearchRequest, SearchedHit, SnapshotCreated, SnapshotRestored, Source, StoreRequest,
+    Stored, Strategy, TagChange, TagPreview, TagsApplied, TopAccessed, Unmerged, UpdateRequest,
+    Updated, Version, frequency, importance, recency, strategy_score,
 };
 /// The MemFuse query API (`docs/search.md`, "The MemFuse query").
 pub mod query {
@@ -149,7 +149,8 @@ pub use options::{
     SyncPolicy,
 };
 pub use record::{
-    Category, Entity, EntityKind, Kind, Memory, MemoryId, NewMemory, Role, TagSnapshot, Timestamp,
+    Category, Entity, EntityKind, Item, Kind, Memory, MemoryId, NewMemory, Role, TagSnapshot,
+    Timestamp,
 };
 pub use store::{IndexStats, IvfSegmentStats, Stats, Store};
 

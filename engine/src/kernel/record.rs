@@ -20,6 +20,10 @@ pub const INITIAL_CONFIDENCE: f32 = 0.5;
 pub const MAX_ID_CHARS: usize = 256;
 /// The user a request belongs to when it names none.
 pub const DEFAULT_USER: &str = "default";
+/// Most characters in an item's key.
+pub const MAX_ITEM_KEY_CHARS: usize = 512;
+/// Most bytes in an item's value (its JSON text).
+pub const MAX_ITEM_VALUE_BYTES: usize = 256 * 1024;
 
 /// Microseconds since the Unix epoch, UTC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -213,6 +217,8 @@ closed_enum!(
         Message = 1 / "message",
         /// A user-level fact.
         Knowledge = 2 / "knowledge",
+        /// A JSON value under a key (`docs/semantics.md`, "Items"): a LangGraph store's item.
+        Item = 3 / "item",
     }
 );
 
@@ -307,6 +313,72 @@ pub struct Memory {
     /// again), for audit; `None` for a record no guard decision archived.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decision: Option<crate::kernel::rule::Rule>,
+    /// The key and value of an item: `Some` exactly when `kind` is `item`.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub item: Option<Item>,
+}
+
+/// What an item holds beside its text (`docs/semantics.md`, "Items").
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Item {
+    /// Unique among its user's live items: 1..=512 characters, no control characters.
+    pub key: String,
+    /// A JSON object, as the caller wrote it (at most 256 KiB); its JSON is the object itself.
+    #[serde(serialize_with = "raw_json")]
+    pub value: String,
+}
+
+impl Item {
+    /// Checks a key and a value against the limits of the memory model.
+    ///
+    /// # Errors
+    /// `Invalid` or `LimitExceeded`, naming `key` or `value`.
+    pub fn validate(&self) -> Result<()> {
+        let chars = self.key.chars().count();
+        if self.key.is_empty() {
+            return Err(EngineError::Invalid {
+                field: "key",
+                reason: "must not be empty".into(),
+            });
+        }
+        if chars > MAX_ITEM_KEY_CHARS {
+            return Err(EngineError::LimitExceeded {
+                what: "item key length (characters)",
+                limit: MAX_ITEM_KEY_CHARS,
+                got: chars,
+            });
+        }
+        if self.key.chars().any(char::is_control) {
+            return Err(EngineError::Invalid {
+                field: "key",
+                reason: "must not contain control characters".into(),
+            });
+        }
+        if self.value.len() > MAX_ITEM_VALUE_BYTES {
+            return Err(EngineError::LimitExceeded {
+                what: "item value size (bytes)",
+                limit: MAX_ITEM_VALUE_BYTES,
+                got: self.value.len(),
+            });
+        }
+        if let Err(e) =
+            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&self.value)
+        {
+            return Err(EngineError::Invalid {
+                field: "value",
+                reason: format!("must be a JSON object: {e}"),
+            });
+        }
+        Ok(())
+    }
+}
+
+fn raw_json<S: serde::Serializer>(v: &str, s: S) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    match serde_json::value::RawValue::from_string(v.to_owned()) {
+        Ok(raw) => raw.serialize(s),
+        Err(_) => s.serialize_str(v),
+    }
 }
 
 impl Memory {
@@ -350,6 +422,8 @@ pub struct NewMemory {
     pub valid_from: Option<Timestamp>,
     /// Until when it holds (after `valid_from`); open when `None`.
     pub valid_to: Option<Timestamp>,
+    /// An item's key and value: given exactly when `kind` is `item` ([`NewMemory::item`]).
+    pub item: Option<Item>,
 }
 
 impl NewMemory {
@@ -368,6 +442,25 @@ impl NewMemory {
             role: None,
             valid_from: None,
             valid_to: None,
+            item: None,
+        }
+    }
+
+    /// An item (`docs/semantics.md`, "Items"): `value` (a JSON object) under `key`, found by
+    /// the meaning of `text`. Storing it replaces the user's live item of the same key.
+    #[must_use]
+    pub fn item(
+        key: impl Into<String>,
+        value: impl Into<String>,
+        text: impl Into<String>,
+    ) -> NewMemory {
+        NewMemory {
+            kind: Kind::Item,
+            item: Some(Item {
+                key: key.into(),
+                value: value.into(),
+            }),
+            ..NewMemory::new(text)
         }
     }
 
@@ -550,11 +643,24 @@ pub fn validate_new(m: &NewMemory) -> Result<Vec<String>> {
             field: "session_id",
             reason: "a message needs a session".into(),
         }),
-        (Kind::Memory | Kind::Knowledge, Some(_), _) => Err(EngineError::Invalid {
+        (Kind::Memory | Kind::Knowledge | Kind::Item, Some(_), _) => Err(EngineError::Invalid {
             field: "role",
             reason: "only messages have a role".into(),
         }),
-        _ => Ok(tags),
+        _ => match (&m.item, m.kind) {
+            (Some(item), Kind::Item) => item.validate().map(|()| tags),
+            (None, Kind::Item) => Err(EngineError::Invalid {
+                field: "kind",
+                reason: "an item has a key and a value: PUT_ITEM (`NewMemory::item`) writes it, \
+                         and replaces it"
+                    .into(),
+            }),
+            (Some(_), _) => Err(EngineError::Invalid {
+                field: "key",
+                reason: "only an item has a key and a value".into(),
+            }),
+            (None, _) => Ok(tags),
+        },
     }
 }
 
@@ -721,7 +827,8 @@ pub(crate) fn encode(m: &Memory, e: &mut Encoder<'_>) {
             FLAG_DECISION
         } else {
             0
-        });
+        }
+        | if m.item.is_some() { FLAG_ITEM } else { 0 });
     e.i64(m.created_at.0);
     e.i64(m.updated_at.0);
     e.i64(m.last_accessed_at.0);
@@ -747,7 +854,14 @@ pub(crate) fn encode(m: &Memory, e: &mut Encoder<'_>) {
     if let Some(rule) = m.decision {
         e.u8(rule.code());
     }
+    if let Some(item) = &m.item {
+        e.str(&item.key);
+        e.str(&item.value);
+    }
 }
+
+/// Record flag: the record ends with an item's key and value (log v7, checkpoint v7).
+const FLAG_ITEM: u8 = 4;
 
 /// Record flag: the record ends with the code of the fact guard's rule that archived it.
 const FLAG_DECISION: u8 = 2;
@@ -770,7 +884,7 @@ pub(crate) fn decode(d: &mut Decoder<'_>) -> Result<Memory, DecodeError> {
         return d.fail("unknown kind, role or category");
     };
     let flags = d.u8()?;
-    if flags & !(FLAG_VALIDITY | FLAG_DECISION) != 0 {
+    if flags & !(FLAG_VALIDITY | FLAG_DECISION | FLAG_ITEM) != 0 {
         return d.fail("unknown record flags");
     }
     let created_at = Timestamp(d.i64()?);
@@ -829,6 +943,21 @@ pub(crate) fn decode(d: &mut Decoder<'_>) -> Result<Memory, DecodeError> {
             None => return d.fail("unknown decision rule"),
         }
     };
+    if (flags & FLAG_ITEM != 0) != (kind == Kind::Item) {
+        return d.fail("the ITEM flag and the item kind disagree");
+    }
+    let item = if flags & FLAG_ITEM == 0 {
+        None
+    } else {
+        let item = Item {
+            key: d.str(MAX_ITEM_KEY_CHARS * 4)?,
+            value: d.str(MAX_ITEM_VALUE_BYTES)?,
+        };
+        if item.validate().is_err() {
+            return d.fail("item key or value out of the model's limits");
+        }
+        Some(item)
+    };
     Ok(Memory {
         id,
         user_id,
@@ -851,6 +980,7 @@ pub(crate) fn decode(d: &mut Decoder<'_>) -> Result<Memory, DecodeError> {
         valid_from,
         valid_to,
         decision,
+        item,
     })
 }
 

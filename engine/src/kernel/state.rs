@@ -525,6 +525,7 @@ pub(crate) mod tests {
             valid_from: Timestamp(1),
             valid_to: None,
             decision: None,
+            item: None,
         })
     }
 

@@ -148,7 +148,10 @@ pub(crate) type Members<K> = foldhash::HashMap<K, BTreeSet<MemoryId>>;
 /// Everything indexed per user.
 #[derive(Debug, Default)]
 pub(crate) struct UserIndex {
+    /// Content hashes of the records exact dedup sees: every kind but items.
     by_hash: HashIndex,
+    /// Live items by key (`docs/semantics.md`, "Items"), in key order for listing.
+    pub(crate) items: BTreeMap<String, MemoryId>,
     pub(crate) keys: KeySet,
     tag_freq: BTreeMap<String, u64>,
     pub(crate) tag_members: Members<String>,
@@ -194,7 +197,14 @@ impl UserIndex {
     }
 
     fn add(&mut self, m: &Memory) {
-        self.by_hash.insert(m.content_hash, m.id);
+        match &m.item {
+            Some(item) => {
+                self.items.insert(item.key.clone(), m.id);
+            }
+            None => {
+                self.by_hash.insert(m.content_hash, m.id);
+            }
+        }
         self.keys.insert(m.id.0);
         if let Some(lexical) = &mut self.lexical {
             lexical.add(m);
@@ -436,6 +446,11 @@ impl Table {
 
     pub(crate) fn find_hash(&self, user: &str, hash: &[u8; 32]) -> Option<MemoryId> {
         self.users.get(user)?.by_hash.get(hash).copied()
+    }
+
+    /// The user's live item of `key`.
+    pub(crate) fn find_item(&self, user: &str, key: &str) -> Option<MemoryId> {
+        self.users.get(user)?.items.get(key).copied()
     }
 
     pub(crate) fn user_keys(&self, user: &str) -> Option<&KeySet> {
@@ -839,6 +854,11 @@ impl Table {
         if let Some(u) = self.users.get_mut(&m.user_id) {
             if u.by_hash.get(&m.content_hash) == Some(&m.id) {
                 u.by_hash.remove(&m.content_hash);
+            }
+            if let Some(item) = &m.item
+                && u.items.get(&item.key) == Some(&m.id)
+            {
+                u.items.remove(&item.key);
             }
             u.keys.remove(m.id.0);
             u.remove_fields(&m);

@@ -259,6 +259,7 @@ pub fn verify(dir: &Path) -> crate::kernel::error::Result<Report> {
             }
         }
         check_entities(&mut r, name, c);
+        check_item_keys(&mut r, name, c);
     }
     // A store with no checkpoint has its first log file from creation on (R3a).
     if newest.is_none() && ckpts.is_empty() && names.iter().any(|n| n == identity::FILE_NAME) {
@@ -358,5 +359,25 @@ fn check_entities(r: &mut Report, name: &str, c: &ckpt_reader::Checkpoint) {
             None,
             format!("... and {} more records like that", reported - 20),
         );
+    }
+}
+
+/// No two live items of a user share a key (`docs/semantics.md`, "Items": a put replaces).
+fn check_item_keys(r: &mut Report, name: &str, c: &ckpt_reader::Checkpoint) {
+    let mut seen: HashSet<(&str, &str)> = HashSet::new();
+    for m in &c.records {
+        if let Some(item) = &m.item
+            && !seen.insert((m.user_id.as_str(), item.key.as_str()))
+        {
+            r.add(
+                Severity::Error,
+                name,
+                None,
+                format!(
+                    "record {} is a second live item of key {:?} for user {:?}",
+                    m.id, item.key, m.user_id
+                ),
+            );
+        }
     }
 }

@@ -58,7 +58,7 @@ impl Store {
         let mut mine: Vec<&Memory> = state
             .table
             .iter()
-            .filter(|m| m.user_id == user && m.kind != Kind::Message)
+            .filter(|m| m.user_id == user && !matches!(m.kind, Kind::Message | Kind::Item))
             .collect();
         let live = state.table.iter().filter(|m| m.user_id == user).count();
         mine.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));

@@ -8,6 +8,7 @@
 
 mod compaction;
 mod entities;
+mod items;
 mod query;
 mod read;
 mod reembed;
@@ -19,6 +20,7 @@ mod write;
 
 pub use compaction::{Compacted, CompactionGroup, CompactionPreview, Unmerged};
 pub use entities::EntityDeleted;
+pub use items::ItemUser;
 pub use query::{
     DEFAULT_TOP_K, GRAPH_LINEAGE_WEIGHT, GRAPH_MAX_TAG_FREQUENCY, GRAPH_SESSION_WEIGHT,
     GRAPH_SESSION_WINDOW, Query, QueryData, QueryResult, ResultMetadata, Retrieval, StoreType,

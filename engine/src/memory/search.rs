@@ -922,7 +922,10 @@ struct Plan {
 
 impl Store {
     fn plan_search(&self, req: &SearchRequest) -> Result<Plan> {
-        let eff = Effective::of(&self.inner.options.hooks, &req.hooks)?;
+        let mut eff = Effective::of(&self.inner.options.hooks, &req.hooks)?;
+        // Items are the caller's values under the caller's keys: a search of items returns
+        // each one, never folded into another (`docs/semantics.md`, "Items").
+        eff.load_dedup &= req.kind != Some(Kind::Item);
         let chars = req.query.chars().count();
         let by_vector = req.vector.is_some() && req.mode == Mode::Vector;
         if let Some(v) = &req.vector {

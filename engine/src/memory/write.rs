@@ -179,6 +179,9 @@ pub struct Stored {
     /// Why a merge was not made, when candidates were found but refused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// For an item: the live item of the same key this store deleted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replaced: Option<MemoryId>,
 }
 
 /// The fact guard's decision about one near neighbour of a stored memory.
@@ -246,6 +249,7 @@ impl Planned {
             valid_from: m.valid_from.unwrap_or(kept.created_at),
             valid_to: m.valid_to,
             decision: None,
+            item: m.item.clone(),
         }
     }
 }
@@ -404,8 +408,16 @@ impl Store {
 
     /// Step 1: validates the request (and an import's provenance) before anything happens.
     fn plan_kept(&self, req: StoreRequest, kept: Option<Provenance>) -> Result<Planned> {
-        let eff = Effective::of(&self.inner.options.hooks, &req.hooks)?;
+        let mut eff = Effective::of(&self.inner.options.hooks, &req.hooks)?;
         let m = req.memory;
+        if m.kind == record::Kind::Item {
+            // An item is the caller's value under the caller's key: no write hook changes,
+            // merges or refuses it (`docs/semantics.md`, "Items").
+            eff.tags = false;
+            eff.category = false;
+            eff.exact_dedup = false;
+            eff.semantic_dedup = false;
+        }
         let canonical = record::validate_new(&m)?;
         if let Some(k) = &kept {
             k.validate(self.now())?;
@@ -681,6 +693,7 @@ impl Store {
                 return Err(EngineError::AlreadyExists { existing });
             }
             let mut new = p.record(ids.nth(0), (category, tags, agent_id), content_hash, now);
+            let replaced = replace_item(state, &p.user, &mut new, p.kept.is_none(), &mut ops);
             let plan = if p.eff.semantic_dedup && m.kind != record::Kind::Message {
                 let space = UserSpace {
                     state,
@@ -797,7 +810,7 @@ impl Store {
                 }
             };
             // A merge or a supersede archives at least as many live memories as it adds.
-            if archived.is_empty() && state.table.len() >= limit {
+            if archived.is_empty() && replaced.is_none() && state.table.len() >= limit {
                 return Err(EngineError::MemoryLimitReached { limit });
             }
             let stored = Stored {
@@ -822,10 +835,33 @@ impl Store {
                     })
                     .collect(),
                 reason,
+                replaced,
             };
             Ok((super::one_frame(ops), stored))
         })
     }
+}
+
+/// For an item: deletes the user's live item of the same key in the frame that stores `new`
+/// (`docs/semantics.md`, "Items"), and returns its id. A new put keeps when the key was first
+/// written (an import keeps its own times).
+fn replace_item(
+    state: &State,
+    user: &str,
+    new: &mut Memory,
+    keep_created: bool,
+    ops: &mut Vec<Op>,
+) -> Option<MemoryId> {
+    let key = &new.item.as_ref()?.key;
+    let old = state.table.get(state.table.find_item(user, key)?)?;
+    if keep_created {
+        if new.valid_from == new.created_at {
+            new.valid_from = old.created_at;
+        }
+        new.created_at = old.created_at;
+    }
+    ops.push(Op::Delete { id: old.id });
+    Some(old.id)
 }
 
 /// Archives each live record of `ids` with the rule that decided it (`Memory::decision`,
@@ -994,6 +1030,7 @@ pub(crate) fn merge(
                 .map(|(m, _)| m.valid_to)
                 .try_fold(Timestamp(i64::MIN), |acc, t| t.map(|t| acc.max(t))),
             decision: None,
+            item: k.item.clone(),
         },
         kept.1.to_vec(),
     ))

@@ -31,6 +31,7 @@ fn sample_log() -> Vec<u8> {
             valid_from: Timestamp(1),
             valid_to: None,
             decision: None,
+            item: None,
         };
         b.extend(encode_frame(
             seq,

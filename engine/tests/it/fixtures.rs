@@ -335,3 +335,46 @@ fn version_6_store_opens_and_its_reembedded_copy_opens_with_the_new_embedder_onl
     }
     assert_eq!((n, store.stats().memories), (8, 8));
 }
+
+#[test]
+fn version_7_store_opens_with_its_items_replaced_and_deleted_by_key() {
+    check_v2_store(7);
+    let dir = copy_of_version(7, "items");
+    let store = Store::open(dir.path(), StoreOptions::hashing()).unwrap();
+    assert!(
+        store.open_report().replayed_frames > 0,
+        "fixture has a log tail"
+    );
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v7/items.tsv"),
+    )
+    .unwrap();
+    let mut n = 0;
+    for line in text.lines() {
+        let f: Vec<&str> = line.splitn(4, '\t').collect();
+        let m = store
+            .get_item(Some(f[0]), f[1])
+            .unwrap()
+            .unwrap_or_else(|| panic!("item {line} missing"));
+        let item = m.item.as_ref().unwrap();
+        assert_eq!((item.value.as_str(), m.content.as_str()), (f[2], f[3]));
+        n += 1;
+    }
+    assert_eq!(n, 4);
+    for (user, key) in [("prefs.bob", "gone"), ("prefs.bob", "drink")] {
+        assert_eq!(store.get_item(Some(user), key).unwrap(), None, "{key}");
+    }
+    let users: Vec<(String, usize)> = store
+        .item_users()
+        .into_iter()
+        .map(|u| (u.user_id, u.items))
+        .collect();
+    assert_eq!(users, [("prefs.alice".into(), 2), ("prefs.bob".into(), 2)]);
+    // A put of a key the fixture holds still replaces it.
+    let item = amberdb::Item {
+        key: "food".into(),
+        value: "{}".into(),
+    };
+    let put = store.put_item(Some("prefs.bob"), item, "bob eats").unwrap();
+    assert!(put.replaced.is_some());
+}

@@ -11,6 +11,7 @@ mod faults;
 mod fixtures;
 mod hooked_model;
 mod index;
+mod items;
 mod kill;
 mod maintenance;
 mod minilm;

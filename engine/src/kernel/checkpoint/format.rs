@@ -24,10 +24,10 @@ use std::ops::RangeInclusive;
 /// File magic.
 pub const MAGIC: [u8; 4] = *b"MNCK";
 /// Version this build writes.
-pub const VERSION: u16 = 6;
+pub const VERSION: u16 = 7;
 /// Versions this build reads (v1 has no aux section, v2 no entities in it, v1–v4 no segment
 /// kinds, v1–v5 no model and no staged re-embedding).
-pub const SUPPORTED: RangeInclusive<u16> = 1..=6;
+pub const SUPPORTED: RangeInclusive<u16> = 1..=VERSION;
 
 /// Bytes of one segment entry in a checkpoint of `version`.
 #[must_use]

@@ -30,10 +30,10 @@ use std::ops::RangeInclusive;
 /// File magic.
 pub const MAGIC: [u8; 4] = *b"MNWL";
 /// Version this build writes.
-pub const VERSION: u16 = 6;
+pub const VERSION: u16 = 7;
 /// Versions this build reads (v1 files hold only store and delete frames, v2 no entities, v4
 /// no forgotten archive, v5 no re-embedding).
-pub const SUPPORTED: RangeInclusive<u16> = 1..=6;
+pub const SUPPORTED: RangeInclusive<u16> = 1..=VERSION;
 /// File header length.
 pub const HEADER_LEN: usize = 32;
 /// CRC seed of the file header.
@@ -680,6 +680,7 @@ mod tests {
             valid_from: Timestamp(1),
             valid_to: Some(Timestamp(9)),
             decision: Some(crate::kernel::rule::Rule::NewValue),
+            item: None,
         })
     }
 
