@@ -251,6 +251,8 @@ pub enum Ty {
     StrList,
     /// A list of `{role, content}` objects.
     Messages,
+    /// A JSON object (an item's value).
+    Object,
 }
 
 impl Ty {
@@ -268,6 +270,7 @@ impl Ty {
                 "properties": {"role": {"type": "string", "enum": ["user", "assistant", "system"]},
                                "content": {"type": "string"}},
                 "required": ["role", "content"]}}),
+            Ty::Object => json!({"type": "object"}),
         }
     }
 
@@ -279,6 +282,7 @@ impl Ty {
             Ty::Bool => "true or false",
             Ty::StrList => "a list of strings",
             Ty::Messages => "a list of {role, content}",
+            Ty::Object => "a JSON object",
         }
     }
 }
@@ -489,6 +493,19 @@ impl Args {
         })
     }
 
+    /// An optional JSON object.
+    ///
+    /// # Errors
+    /// `invalid` if it is not an object.
+    pub fn opt_object(&mut self, name: &str) -> Result<Option<Map<String, Value>>, Fail> {
+        self.declared(name)?;
+        match self.take(name) {
+            None => Ok(None),
+            Some(Value::Object(o)) => Ok(Some(o)),
+            Some(v) => Err(Args::wrong(name, Ty::Object, &v)),
+        }
+    }
+
     /// An optional time: RFC 3339 text or a plain date.
     ///
     /// # Errors
@@ -559,6 +576,7 @@ impl Args {
                 Ty::Bool => one.opt_bool(arg.name).map(drop),
                 Ty::StrList => one.opt_strs(arg.name).map(drop),
                 Ty::Messages => one.opt_objects(arg.name).map(drop),
+                Ty::Object => one.opt_object(arg.name).map(drop),
             }?;
         }
         Ok(Args {

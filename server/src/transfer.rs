@@ -21,8 +21,8 @@
 
 use amberdb::hooks::WriteHook;
 use amberdb::{
-    Category, EngineError, EntityKind, HookOverrides, Kind, NewMemory, Provenance, Role, Store,
-    StoreRequest, Timestamp,
+    Category, EngineError, EntityKind, HookOverrides, Item, Kind, NewMemory, Provenance, Role,
+    Store, StoreRequest, Timestamp,
 };
 use serde_json::{Map, Value, json};
 use std::io::{BufRead, Write};
@@ -261,6 +261,39 @@ impl MessageCounts {
     }
 }
 
+/// An item line's key and value (`docs/semantics.md`, "Items").
+fn item_of(o: &Map<String, Value>) -> Result<Item, EngineError> {
+    let key = text(o, "key")?.ok_or(EngineError::Invalid {
+        field: "key",
+        reason: "an item line needs a key".into(),
+    })?;
+    let Some(value @ Value::Object(_)) = o.get("value") else {
+        return Err(EngineError::Invalid {
+            field: "value",
+            reason: "an item line needs a value that is a JSON object".into(),
+        });
+    };
+    Ok(Item {
+        key,
+        value: value.to_string(),
+    })
+}
+
+/// Whether the user's live item of the key holds this value and text already: importing a
+/// file twice adds nothing (a put would replace the item with itself under a new id).
+fn item_already_stored(store: &Store, m: &NewMemory) -> Result<bool, EngineError> {
+    let Some(item) = &m.item else {
+        return Ok(false);
+    };
+    let parsed = |v: &str| serde_json::from_str::<Value>(v).ok();
+    Ok(store
+        .get_item(m.user_id.as_deref(), &item.key)?
+        .is_some_and(|live| {
+            live.content == m.content
+                && live.item.as_ref().map(|i| parsed(&i.value)) == Some(parsed(&item.value))
+        }))
+}
+
 fn import_one(
     store: &Store,
     o: Map<String, Value>,
@@ -321,7 +354,14 @@ fn import_one(
     }
     m.valid_from = time(&o, "valid_from")?;
     m.valid_to = time(&o, "valid_to")?;
+    if m.kind == Kind::Item {
+        m.item = Some(item_of(&o)?);
+    }
     let kept = provenance(&o)?;
+    if m.kind == Kind::Item && item_already_stored(store, &m)? {
+        done.duplicates += 1;
+        return Ok(());
+    }
     if m.kind == Kind::Message && messages.already_stored(&m) {
         done.duplicates += 1;
         return Ok(());

@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 mod admin;
 mod entities;
+mod items;
 mod memory;
 mod search;
 mod tags;
@@ -356,6 +357,7 @@ pub static COMMANDS: std::sync::LazyLock<Vec<&'static Command>> = std::sync::Laz
         search::TABLE,
         tags::TABLE,
         entities::TABLE,
+        items::TABLE,
     ]
     .iter()
     .flat_map(|t| t.iter())

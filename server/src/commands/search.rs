@@ -244,7 +244,7 @@ pub(super) static TABLE: &[Command] = &[
             opt("rrf_k", Ty::Int, "rrf's rank offset; default 60"),
             opt("category", Ty::Str, "only this category"),
             opt("tags", Ty::StrList, "only memories with any of these tags"),
-            opt("kind", Ty::Str, "only memory, message or knowledge"),
+            opt("kind", Ty::Str, "only memory, message, knowledge or item"),
             opt("session_id", Ty::Str, "only this session's records"),
             opt("agent_id", Ty::Str, "only this agent's records"),
             opt(

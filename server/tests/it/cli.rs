@@ -157,6 +157,20 @@ fn sample_store(dir: &Path) {
             ],
         )
         .unwrap();
+    // Items, one replaced: an export carries key and value, an import puts them back.
+    for (key, value) in [
+        ("a", r#"{"v": 1}"#),
+        ("b", r#"{"v": [2]}"#),
+        ("a", r#"{"v": 3}"#),
+    ] {
+        let item = amberdb::Item {
+            key: key.into(),
+            value: value.into(),
+        };
+        store
+            .put_item(Some("lg.ns"), item, format!("item {key}"))
+            .unwrap();
+    }
     store.checkpoint().unwrap();
     for i in 0..10 {
         store
@@ -205,11 +219,16 @@ fn export_then_import_round_trips_and_a_second_import_adds_nothing() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(lines.iter().filter(|l| l["type"] == "memory").count(), 52);
+    assert_eq!(lines.iter().filter(|l| l["type"] == "memory").count(), 54);
     assert_eq!(
         lines.iter().filter(|l| l["type"] == "entity").count(),
-        3,
-        "default, ada, ada's session"
+        4,
+        "default, ada, ada's session, lg.ns"
+    );
+    let item_a = lines.iter().find(|l| l["key"] == "a").unwrap();
+    assert_eq!(
+        (&item_a["kind"], &item_a["value"]),
+        (&serde_json::json!("item"), &serde_json::json!({"v": 3}))
     );
     let first_memory = lines.iter().position(|l| l["type"] == "memory").unwrap();
     assert!(
@@ -222,7 +241,7 @@ fn export_then_import_round_trips_and_a_second_import_adds_nothing() {
         &b,
     ));
     assert!(
-        imported.contains("52 memories stored, 0 already there, 3 entities created"),
+        imported.contains("54 memories stored, 0 already there, 4 entities created"),
         "{imported}"
     );
     let again = stdout(&run(
@@ -230,7 +249,7 @@ fn export_then_import_round_trips_and_a_second_import_adds_nothing() {
         &b,
     ));
     assert!(
-        again.contains("0 memories stored, 52 already there"),
+        again.contains("0 memories stored, 54 already there"),
         "{again}"
     );
 
@@ -249,6 +268,11 @@ fn export_then_import_round_trips_and_a_second_import_adds_nothing() {
             m.role.map(|r| r.to_string()),
             m.category.to_string(),
             m.tags.clone(),
+            // The value as JSON: an import writes it compact.
+            m.item.as_ref().map(|i| {
+                let v: serde_json::Value = serde_json::from_str(&i.value).unwrap();
+                (i.key.clone(), v.to_string())
+            }),
         )
     };
     let records = |p: &Path| {

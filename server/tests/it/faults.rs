@@ -43,6 +43,7 @@ fn plausible(command: &str, name: &str, ty: Ty) -> Value {
         (_, Ty::Bool) => json!(true),
         (_, Ty::StrList) => json!(["phantom"]),
         (_, Ty::Messages) => json!([{"role": "user", "content": "phantom message"}]),
+        (_, Ty::Object) => json!({"phantom": command}),
     }
 }
 
@@ -50,7 +51,9 @@ fn plausible(command: &str, name: &str, ty: Ty) -> Value {
 fn mistyped(ty: Ty) -> Value {
     match ty {
         Ty::Str => json!(5),
-        Ty::Int | Ty::Num | Ty::Bool | Ty::StrList | Ty::Messages => json!("not that"),
+        Ty::Int | Ty::Num | Ty::Bool | Ty::StrList | Ty::Messages | Ty::Object => {
+            json!("not that")
+        }
     }
 }
 

@@ -413,6 +413,84 @@ fn every_command_works_over_tcp() {
     let r = c.call("MAINTENANCE", json!({"paused": "yes"}));
     assert_eq!(r["code"], "invalid", "{r}");
 
+    // Items: a JSON value under a key; a put of a live key replaces it; reading by key is
+    // not an access; a search of kind item finds them; deleting a missing key changes nothing.
+    let put = ok(
+        &mut c,
+        "PUT_ITEM",
+        json!({"user_id": "lg.users", "key": "k1", "value": {"likes": ["tea", 2]}, "text": "likes tea"}),
+    );
+    assert!(put["replaced"].is_null(), "{put}");
+    let again = ok(
+        &mut c,
+        "PUT_ITEM",
+        json!({"user_id": "lg.users", "key": "k1", "value": {"likes": "coffee"}, "text": "likes coffee"}),
+    );
+    assert_eq!(again["replaced"], put["memory_id"], "{again}");
+    assert_eq!(again["created_at"], put["created_at"], "{again}");
+    let got = ok(
+        &mut c,
+        "GET_ITEM",
+        json!({"user_id": "lg.users", "key": "k1"}),
+    );
+    assert_eq!(
+        (&got["found"], &got["item"]["value"], &got["item"]["kind"]),
+        (&json!(true), &json!({"likes": "coffee"}), &json!("item")),
+        "{got}"
+    );
+    assert_eq!(got["item"]["access_count"], 0, "{got}");
+    ok(
+        &mut c,
+        "PUT_ITEM",
+        json!({"user_id": "lg.users", "key": "k2", "value": {}, "text": "likes tea"}),
+    );
+    let listed = ok(
+        &mut c,
+        "LIST_ITEMS",
+        json!({"user_id": "lg.users", "prefix": "k"}),
+    );
+    assert_eq!(listed["count"], 2, "{listed}");
+    assert_eq!(listed["items"][1]["key"], "k2", "{listed}");
+    let found = ok(
+        &mut c,
+        "SEARCH",
+        json!({"user_id": "lg.users", "query": "likes tea", "kind": "item"}),
+    );
+    assert_eq!(found["count"], 2, "{found}");
+    let users = ok(&mut c, "LIST_ITEM_USERS", json!({}));
+    assert_eq!(users["users"], json!([{"user_id": "lg.users", "items": 2}]));
+    for bad in [
+        json!({"key": "k", "value": [1], "text": "t"}),
+        json!({"key": "", "value": {}, "text": "t"}),
+        json!({"key": "k", "value": {}}),
+    ] {
+        let r = c.call("PUT_ITEM", bad.clone());
+        assert_eq!(r["code"], "invalid", "{bad} -> {r}");
+    }
+    for key in ["k1", "k2"] {
+        let d = ok(
+            &mut c,
+            "DELETE_ITEM",
+            json!({"user_id": "lg.users", "key": key}),
+        );
+        assert_eq!(d["deleted"], true, "{d}");
+    }
+    let d = ok(
+        &mut c,
+        "DELETE_ITEM",
+        json!({"user_id": "lg.users", "key": "k1"}),
+    );
+    assert_eq!(d["deleted"], false, "{d}");
+    let none = ok(
+        &mut c,
+        "GET_ITEM",
+        json!({"user_id": "lg.users", "key": "k1"}),
+    );
+    assert_eq!(
+        (&none["found"], &none["item"]),
+        (&json!(false), &Value::Null)
+    );
+
     // REEMBED: the store moves from the hashing embedder to MiniLM while it serves; unknown
     // embedders and its own are refused with nothing changed.
     for (embedder, code) in [("word2vec", "invalid"), ("hashing", "invalid")] {
