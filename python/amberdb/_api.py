@@ -9,7 +9,7 @@ methods return awaitables. ``None`` means "not given": the command's default app
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from ._types import Entity, Memory, SearchResult, StoreResult
 
@@ -199,6 +199,48 @@ class Commands:
         return self._run(
             "CLEAR_OLD_MEMORIES", _args(user_id=user_id, days_old=days_old, max_to_keep=max_to_keep),
             _same,
+        )
+
+    # -- items: a JSON value under a key (docs/semantics.md, "Items") -------------------
+    def put_item(
+        self, key: str, value: Mapping[str, Any], text: str, *, user_id: Optional[str] = None,
+    ) -> StoreResult:
+        """Puts ``value`` (a JSON object, at most 256 KiB) under ``key`` for the user, found by
+        the meaning of ``text``. A live item of the same key is replaced in the same commit
+        (``replaced`` in the result); the key keeps its ``created_at``. No write hook
+        (dedup, tags, category) touches an item."""
+        return self._run(
+            "PUT_ITEM", _args(user_id=user_id, key=key, value=dict(value), text=text),
+            StoreResult.from_reply,
+        )
+
+    def get_item(self, key: str, *, user_id: Optional[str] = None) -> Optional[Memory]:
+        """The user's item of ``key`` (``.value`` holds the object), or ``None``. Not an access:
+        nothing is written."""
+        return self._run(
+            "GET_ITEM", _args(user_id=user_id, key=key),
+            lambda r: Memory.from_reply(r["item"]) if r.get("found") else None,
+        )
+
+    def delete_item(self, key: str, *, user_id: Optional[str] = None) -> bool:
+        """Deletes the user's item of ``key``; ``False`` when there was none."""
+        return self._run("DELETE_ITEM", _args(user_id=user_id, key=key), _field("deleted"))
+
+    def list_items(
+        self, *, user_id: Optional[str] = None, prefix: Optional[str] = None,
+        offset: Optional[int] = None, limit: Optional[int] = None,
+    ) -> List[Memory]:
+        """The user's items whose key starts with ``prefix``, in key order (``limit`` at most
+        50, 10 by default)."""
+        return self._run(
+            "LIST_ITEMS", _args(user_id=user_id, prefix=prefix, offset=offset, limit=limit),
+            lambda r: [Memory.from_reply(m) for m in r.get("items", [])],
+        )
+
+    def item_users(self) -> Dict[str, int]:
+        """Every user that holds items, with how many."""
+        return self._run(
+            "LIST_ITEM_USERS", {}, lambda r: {u["user_id"]: u["items"] for u in r.get("users", [])},
         )
 
     # -- users, agents, sessions, and the query ---------------------------------------------

@@ -63,6 +63,10 @@ class Memory:
     confidence: float = 0.0
     supersedes: List[int] = field(default_factory=list)
     content_hash: str = ""
+    key: Optional[str] = None
+    """An item's key (``kind == "item"``; :meth:`amberdb.Store.put_item`)."""
+    value: Optional[Dict[str, Any]] = None
+    """An item's value: the JSON object put under its key."""
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -144,6 +148,8 @@ class StoreResult:
     decisions: List[Decision] = field(default_factory=list)
     created_at: Optional[datetime] = None
     reason: Optional[str] = None
+    replaced: Optional[int] = None
+    """For an item: the id of the item of the same key this put replaced."""
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod

@@ -14,7 +14,7 @@ import sys
 HEADER = '''"""Type stub of amberdb.client, written by python/tools/client_stub.py from amberdb/_api.py:
 do not edit."""
 import asyncio
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from ._api import Time
 from ._types import Entity, Memory, SearchResult, StoreResult

@@ -335,3 +335,26 @@ fn a_put_that_replaces_leaves_the_old_item_or_the_new_after_a_power_cut_at_every
     }
     eprintln!("{sync_points} sync points, {cuts} power cuts: every key old or new, never both");
 }
+
+#[test]
+fn concurrent_puts_of_the_same_keys_leave_one_live_item_per_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), StoreOptions::hashing()).unwrap();
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let store = &store;
+            s.spawn(move || {
+                for i in 0..50 {
+                    let key = format!("k{}", i % 3);
+                    let value = format!(r#"{{"thread": {t}, "i": {i}}}"#);
+                    store
+                        .put_item(None, item(&key, &value), format!("t{t} {i}"))
+                        .unwrap();
+                }
+            });
+        }
+    });
+    let live = listed(&store, amberdb::record::DEFAULT_USER);
+    assert_eq!(live.keys().collect::<Vec<_>>(), ["k0", "k1", "k2"]);
+    assert_eq!(store.stats().memories, 3, "every replaced item deleted");
+}
