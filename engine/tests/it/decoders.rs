@@ -9,10 +9,15 @@ use proptest::prelude::*;
 fn sample_log() -> Vec<u8> {
     let mut b = encode_header(1);
     for seq in 1..=3u64 {
+        // The third is an item (format v7): its key and value are decoded and checked too.
+        let item = (seq == 3).then(|| amberdb::Item {
+            key: "k".into(),
+            value: r#"{"v": [1]}"#.into(),
+        });
         let m = Memory {
             id: MemoryId(seq),
             user_id: "u".into(),
-            kind: Kind::Memory,
+            kind: if item.is_some() { Kind::Item } else { Kind::Memory },
             session_id: None,
             agent_id: Some("a".into()),
             role: None,
@@ -31,7 +36,7 @@ fn sample_log() -> Vec<u8> {
             valid_from: Timestamp(1),
             valid_to: None,
             decision: None,
-            item: None,
+            item,
         };
         b.extend(encode_frame(
             seq,
