@@ -114,19 +114,24 @@ enum Command {
         #[arg(long, short)]
         output: Option<PathBuf>,
     },
-    /// Reads into the store: JSON Lines (an export, or {"content": ...} lines), or
-    /// vector-memory-mcp's SQLite store (its file, or the --working-dir it ran with), keeping
-    /// every memory's times and access counts.
+    /// Reads into the store: JSON Lines (an export, or {"content": ...} lines),
+    /// vector-memory-mcp's SQLite store (its file, or the --working-dir it ran with), or
+    /// another system's JSON (--from mem0 | agent-memory-server), keeping every memory's times
+    /// and access counts.
     Import {
         #[command(flatten)]
         store: StoreArgs,
-        /// File to read: JSON Lines ("-" for stdin) or a vector_memory.db.
+        /// File to read: JSON Lines ("-" for stdin), a vector_memory.db, or another system's JSON (--from).
         #[arg(required_unless_present = "working_dir")]
         input: Option<PathBuf>,
         /// vector-memory-mcp's working directory: imports DIR/memory/vector_memory.db.
-        #[arg(long, conflicts_with = "input")]
+        #[arg(long, conflicts_with_all = ["input", "from"])]
         working_dir: Option<PathBuf>,
-        /// The user a vector-memory-mcp store's memories go to [default: default].
+        /// Another system's JSON: `mem0` (what its get_all() returns) or
+        /// `agent-memory-server` (its memory records; docs/python.md).
+        #[arg(long, value_enum)]
+        from: Option<crate::foreign::System>,
+        /// The user memories without one go to (vector-memory-mcp, mem0) [default: default].
         #[arg(long)]
         user: Option<String>,
     },
@@ -342,9 +347,28 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
         }
         Command::Import {
             store,
+            input: Some(input),
+            from: Some(system),
+            user,
+            ..
+        } => {
+            let s = store.open(model)?;
+            let imported = crate::foreign::import(&s, system, &input, user.as_deref())?;
+            s.close()?;
+            if imported.relations_skipped > 0 {
+                eprintln!(
+                    "{} graph relations not imported (mem0's graph memory is not a memory)",
+                    imported.relations_skipped
+                );
+            }
+            return Ok(report_import(&imported.done, "memories read", "memory"));
+        }
+        Command::Import {
+            store,
             input,
             working_dir,
             user,
+            ..
         } => {
             let vmm_db = match (&input, &working_dir) {
                 (_, Some(w)) => Some(crate::vmm::database_in(w)),
@@ -374,20 +398,8 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
                 (done, "lines")
             };
             s.close()?;
-            for (at, why) in &done.failed {
-                let what = if unit == "rows" { "row id" } else { "line" };
-                eprintln!("{what} {at}: {why}");
-            }
-            println!(
-                "{} {unit}: {} memories stored, {} already there, {} entities created, {} already there, {} failed",
-                done.lines,
-                done.stored,
-                done.duplicates,
-                done.entities,
-                done.entities_existing,
-                done.failed.len()
-            );
-            return Ok(u8::from(!done.failed.is_empty()));
+            let what = if unit == "rows" { "row id" } else { "line" };
+            return Ok(report_import(&done, unit, what));
         }
         Command::Stats { store } => {
             print!(
@@ -530,4 +542,22 @@ fn import_vmm_on_first_start(
     );
     store.close()?;
     Ok(())
+}
+
+/// Prints an import's failures (each `what` and where) on stderr and its summary on stdout;
+/// the exit code is 1 when anything failed.
+fn report_import(done: &crate::transfer::Imported, unit: &str, what: &str) -> u8 {
+    for (at, why) in &done.failed {
+        eprintln!("{what} {at}: {why}");
+    }
+    println!(
+        "{} {unit}: {} memories stored, {} already there, {} entities created, {} already there, {} failed",
+        done.lines,
+        done.stored,
+        done.duplicates,
+        done.entities,
+        done.entities_existing,
+        done.failed.len()
+    );
+    u8::from(!done.failed.is_empty())
 }

@@ -22,6 +22,7 @@ pub mod check;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod foreign;
 pub mod framing;
 pub mod mcp;
 pub mod metrics;
@@ -153,7 +154,7 @@ pub fn run_mcp(dir: &Path, options: StoreOptions) -> anyhow::Result<()> {
 /// Which embedder a store is opened with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum EmbedderChoice {
-    /// sentence-transformers/all-MiniLM-L6-v2 (the default; needs `scripts/fetch-model`).
+    /// sentence-transformers/all-MiniLM-L6-v2 (the default; fetched by `amberdb model fetch`).
     Minilm,
     /// The no-model hashing embedder: zero setup, lexical rather than semantic.
     Hashing,

@@ -104,21 +104,41 @@ pub fn export(store: &Store, mut out: impl Write) -> anyhow::Result<u64> {
 /// # Errors
 /// Reading failed, or the store failed in a way that stops every later line (poisoned, I/O).
 pub fn import(store: &Store, input: impl BufRead, total: Option<u64>) -> anyhow::Result<Imported> {
+    let objects = input.lines().map(|line| {
+        line.map(|line| {
+            (!line.trim().is_empty()).then(|| {
+                serde_json::from_str::<Map<String, Value>>(&line)
+                    .map_err(|e| format!("not a JSON object: {e}"))
+            })
+        })
+    });
+    import_objects(store, objects, total)
+}
+
+/// Imports objects of the export's shape, numbered from 1 as they come: `None` (a blank line)
+/// is skipped, `Err` is a failure of that object; another system's import converts its
+/// records into this shape (`mem0.rs`). Stops only when the store stops taking writes.
+///
+/// # Errors
+/// Reading the input, or the store refusing writes (poisoned, I/O).
+pub(crate) fn import_objects(
+    store: &Store,
+    objects: impl Iterator<Item = std::io::Result<Option<Result<Map<String, Value>, String>>>>,
+    total: Option<u64>,
+) -> anyhow::Result<Imported> {
     let bar = progress(total, "importing");
     let mut done = Imported::default();
     let mut messages = MessageCounts::of(store);
-    for (i, line) in input.lines().enumerate() {
-        let line = line?;
+    for (i, object) in objects.enumerate() {
+        let object = object?;
         bar.inc(1);
         let n = i + 1;
         done.lines = n;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let obj = match serde_json::from_str::<Map<String, Value>>(&line) {
-            Ok(o) => o,
-            Err(e) => {
-                done.failed.push((n, format!("not a JSON object: {e}")));
+        let obj = match object {
+            None => continue,
+            Some(Ok(o)) => o,
+            Some(Err(why)) => {
+                done.failed.push((n, why));
                 continue;
             }
         };

@@ -17,7 +17,11 @@ fn sample_log() -> Vec<u8> {
         let m = Memory {
             id: MemoryId(seq),
             user_id: "u".into(),
-            kind: if item.is_some() { Kind::Item } else { Kind::Memory },
+            kind: if item.is_some() {
+                Kind::Item
+            } else {
+                Kind::Memory
+            },
             session_id: None,
             agent_id: Some("a".into()),
             role: None,

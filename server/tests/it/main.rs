@@ -3,6 +3,7 @@
 mod backup;
 mod cli;
 mod faults;
+mod foreign;
 mod kill;
 mod mcp;
 mod reembed;
