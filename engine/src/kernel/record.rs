@@ -334,26 +334,7 @@ impl Item {
     /// # Errors
     /// `Invalid` or `LimitExceeded`, naming `key` or `value`.
     pub fn validate(&self) -> Result<()> {
-        let chars = self.key.chars().count();
-        if self.key.is_empty() {
-            return Err(EngineError::Invalid {
-                field: "key",
-                reason: "must not be empty".into(),
-            });
-        }
-        if chars > MAX_ITEM_KEY_CHARS {
-            return Err(EngineError::LimitExceeded {
-                what: "item key length (characters)",
-                limit: MAX_ITEM_KEY_CHARS,
-                got: chars,
-            });
-        }
-        if self.key.chars().any(char::is_control) {
-            return Err(EngineError::Invalid {
-                field: "key",
-                reason: "must not contain control characters".into(),
-            });
-        }
+        validate_item_key(&self.key)?;
         if self.value.len() > MAX_ITEM_VALUE_BYTES {
             return Err(EngineError::LimitExceeded {
                 what: "item value size (bytes)",
@@ -371,6 +352,34 @@ impl Item {
         }
         Ok(())
     }
+}
+
+/// Checks an item's key (or a key prefix): 1..=512 characters, no control characters.
+///
+/// # Errors
+/// `Invalid` or `LimitExceeded`, naming `key`.
+pub fn validate_item_key(key: &str) -> Result<()> {
+    let chars = key.chars().count();
+    if key.is_empty() {
+        return Err(EngineError::Invalid {
+            field: "key",
+            reason: "must not be empty".into(),
+        });
+    }
+    if chars > MAX_ITEM_KEY_CHARS {
+        return Err(EngineError::LimitExceeded {
+            what: "item key length (characters)",
+            limit: MAX_ITEM_KEY_CHARS,
+            got: chars,
+        });
+    }
+    if key.chars().any(char::is_control) {
+        return Err(EngineError::Invalid {
+            field: "key",
+            reason: "must not contain control characters".into(),
+        });
+    }
+    Ok(())
 }
 
 fn raw_json<S: serde::Serializer>(v: &str, s: S) -> Result<S::Ok, S::Error> {

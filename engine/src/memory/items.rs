@@ -6,9 +6,9 @@
 //! never both or neither; no write hook changes, merges or refuses an item; reading an item by
 //! key writes nothing.
 
-use crate::kernel::error::{EngineError, Result};
+use crate::kernel::error::Result;
 use crate::kernel::log::Op;
-use crate::kernel::record::{Item, Memory, MemoryId, NewMemory};
+use crate::kernel::record::{Item, Memory, MemoryId, NewMemory, validate_item_key};
 use crate::memory::search::{MAX_OFFSET, MAX_PAGE};
 use crate::memory::{Stored, in_range};
 use crate::store::Store;
@@ -47,7 +47,7 @@ impl Store {
     /// `Invalid` for a bad user id or key; `OutOfScope`.
     pub fn get_item(&self, user_id: Option<&str>, key: &str) -> Result<Option<Memory>> {
         let user = self.user_for(user_id)?;
-        check_key(key)?;
+        validate_item_key(key)?;
         let state = self.read();
         Ok(state
             .table
@@ -62,7 +62,7 @@ impl Store {
     /// `Invalid`, `OutOfScope`, and a failed commit's errors.
     pub fn delete_item(&self, user_id: Option<&str>, key: &str) -> Result<Option<MemoryId>> {
         let user = self.user_for(user_id)?;
-        check_key(key)?;
+        validate_item_key(key)?;
         self.commit(|_, state| {
             Ok(match state.table.find_item(&user, key) {
                 Some(id) => (Some(Op::Delete { id }), Some(id)),
@@ -85,7 +85,7 @@ impl Store {
     ) -> Result<Vec<Memory>> {
         let user = self.user_for(user_id)?;
         if !prefix.is_empty() {
-            check_key(prefix)?;
+            validate_item_key(prefix)?;
         }
         in_range("limit", limit, 1, MAX_PAGE)?;
         in_range("offset", offset, 0, MAX_OFFSET)?;
@@ -121,20 +121,4 @@ impl Store {
             })
             .collect()
     }
-}
-
-/// A key as `Item::validate` checks it, without a value.
-fn check_key(key: &str) -> Result<()> {
-    Item {
-        key: key.to_owned(),
-        value: "{}".to_owned(),
-    }
-    .validate()
-    .map_err(|e| match e {
-        EngineError::Invalid { reason, .. } => EngineError::Invalid {
-            field: "key",
-            reason,
-        },
-        other => other,
-    })
 }
