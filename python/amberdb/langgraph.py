@@ -192,14 +192,16 @@ class AmberStore(BaseStore):
             return []
         users = self._namespaces(op.namespace_prefix)
         wanted = op.offset + op.limit
+        # Without a filter every hit counts, so no namespace needs more than `wanted`.
+        page = PAGE if op.filter else min(PAGE, wanted)
         if op.query:
-            streams = [self._ranked(op.query, u) for u in users]
+            streams = [self._ranked(op.query, u, page) for u in users]
             merged: Iterator[Tuple[float, SearchItem]] = heapq.merge(
                 *streams, key=lambda pair: -pair[0]
             )
             found = (item for _, item in merged)
         else:
-            found = (item for u in users for item in self._listed(u))
+            found = (item for u in users for item in self._listed(u, page))
         out: List[SearchItem] = []
         for item in found:
             if op.filter and not _matches(item.value, op.filter):
@@ -209,33 +211,33 @@ class AmberStore(BaseStore):
                 break
         return out[op.offset:]
 
-    def _ranked(self, query: str, user: str) -> Iterator[Tuple[float, SearchItem]]:
-        """One namespace's items by similarity to ``query``, best first, page by page."""
+    def _ranked(self, query: str, user: str, page: int) -> Iterator[Tuple[float, SearchItem]]:
+        """One namespace's items by similarity to ``query``, best first, ``page`` at a time."""
         namespace = user_namespace(user)
         offset = 0
-        while offset <= MAX_OFFSET - PAGE:
-            page = self._call(
+        while offset <= MAX_OFFSET - page:
+            hits = self._call(
                 "search", query, user_id=user, kind="item", strategy="similarity",
-                limit=PAGE, offset=offset, count_access=False,
+                limit=page, offset=offset, count_access=False,
             )
-            for hit in page.hits:
+            for hit in hits.hits:
                 score = hit.similarity if hit.similarity is not None else hit.score
                 yield score, _item(hit, namespace, score=score)
-            if not page.has_more:
+            if not hits.has_more:
                 return
-            offset += PAGE
+            offset += page
 
-    def _listed(self, user: str) -> Iterator[SearchItem]:
-        """One namespace's items in key order, page by page."""
+    def _listed(self, user: str, page: int) -> Iterator[SearchItem]:
+        """One namespace's items in key order, ``page`` at a time."""
         namespace = user_namespace(user)
         offset = 0
         while offset <= MAX_OFFSET:
-            page = self._call("list_items", user_id=user, offset=offset, limit=PAGE)
-            for memory in page:
+            items = self._call("list_items", user_id=user, offset=offset, limit=page)
+            for memory in items:
                 yield _item(memory, namespace, score=None)
-            if len(page) < PAGE:
+            if len(items) < page:
                 return
-            offset += PAGE
+            offset += page
 
     def _list_namespaces(self, op: ListNamespacesOp) -> List[Tuple[str, ...]]:
         namespaces = [user_namespace(u) for u in self._call("item_users")]
