@@ -183,3 +183,33 @@ def test_the_store_over_a_running_server(server):
         assert client.get_item("k", user_id="srv.u").value == {"v": [1, 2, {"x": None}]}
         assert client.delete_item("k", user_id="srv.u") is True
         assert client.delete_item("k", user_id="srv.u") is False
+
+
+def test_langmem_memory_tools_run_on_it(store_dir):
+    # LangMem's own tools, as an agent calls them, with MiniLM: the one line a LangMem user
+    # changes is the store the graph is compiled with.
+    from langmem import create_manage_memory_tool, create_search_memory_tool
+
+    manage = create_manage_memory_tool(namespace=("memories", "{langgraph_user_id}"))
+    search = create_search_memory_tool(namespace=("memories", "{langgraph_user_id}"))
+
+    class Turn(TypedDict):
+        said: List[str]
+
+    def agent(state: Turn):
+        ids = [manage.invoke({"content": c, "action": "create"}).split()[-1]
+               for c in ("Ada prefers dark mode in her editor", "Ada's cat is called Miso")]
+        manage.invoke({"content": "Ada's cat is called Mochi", "action": "update", "id": ids[1]})
+        found = search.invoke({"query": "what is the pet's name?", "limit": 1})
+        manage.invoke({"action": "delete", "id": ids[0]})
+        return {"said": [found]}
+
+    with AmberStore.open(store_dir) as lg:
+        g = StateGraph(Turn)
+        g.add_node("agent", agent)
+        g.add_edge(START, "agent")
+        g.add_edge("agent", END)
+        out = g.compile(store=lg).invoke({"said": []}, {"configurable": {"langgraph_user_id": "ada"}})
+        assert "Mochi" in out["said"][0] and "Miso" not in out["said"][0], out
+        left = lg.search(("memories", "ada"))
+        assert [i.value["content"] for i in left] == ["Ada's cat is called Mochi"]
