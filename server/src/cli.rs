@@ -377,7 +377,7 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
             };
             if vmm_db.is_none() && user.is_some() {
                 anyhow::bail!(
-                    "--user is for a vector-memory-mcp store; a JSON Lines file names its users"
+                    "--user is for a vector-memory-mcp store or --from; a JSON Lines file names its users"
                 );
             }
             let s = store.open(model)?;

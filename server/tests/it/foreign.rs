@@ -4,9 +4,8 @@
 //! `relations` beside), and `--from agent-memory-server` of its memory records
 //! (`tests/fixtures/agent_memory_server_memories.json`, a search reply's shape).
 
+use crate::support::{run_on, text};
 use amberdb::{Kind, SearchRequest, Store, StoreOptions, Timestamp};
-use std::path::Path;
-use std::process::{Command, Output};
 
 const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -17,25 +16,11 @@ const AMS_FIXTURE: &str = concat!(
     "/tests/fixtures/agent_memory_server_memories.json"
 );
 
-fn amberdb(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_amberdb"))
-        .args(args)
-        .args(["--embedder", "hashing", "--data-dir"])
-        .arg(dir)
-        .env("AMBERDB_LOG", "warn")
-        .output()
-        .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 #[test]
 fn a_mem0_export_imports_as_items_keeping_ids_times_scopes_and_metadata() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("store");
-    let out = amberdb(&["import", "--from", "mem0", FIXTURE], &data);
+    let out = run_on(&["import", "--from", "mem0", FIXTURE], &data);
     let (so, se) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "two memories fail: {so}{se}");
     assert!(
@@ -103,7 +88,7 @@ fn a_mem0_export_imports_as_items_keeping_ids_times_scopes_and_metadata() {
     drop(store);
 
     // A second import adds nothing.
-    let again = amberdb(&["import", "--from", "mem0", FIXTURE], &data);
+    let again = run_on(&["import", "--from", "mem0", FIXTURE], &data);
     assert!(
         text(&again.stdout).contains("0 memories stored, 3 already there"),
         "{}",
@@ -111,7 +96,7 @@ fn a_mem0_export_imports_as_items_keeping_ids_times_scopes_and_metadata() {
     );
     // --user sends memories without a user to it.
     let other = dir.path().join("other");
-    let out = amberdb(
+    let out = run_on(
         &["import", "--from", "mem0", "--user", "carol", FIXTURE],
         &other,
     );
@@ -140,7 +125,7 @@ fn a_file_that_is_not_mem0s_is_refused_with_nothing_stored() {
     ] {
         let file = dir.path().join(name);
         std::fs::write(&file, body).unwrap();
-        let out = amberdb(&["import", "--from", "mem0", file.to_str().unwrap()], &data);
+        let out = run_on(&["import", "--from", "mem0", file.to_str().unwrap()], &data);
         assert_ne!(out.status.code(), Some(0), "{name}");
         assert!(
             text(&out.stderr).contains(name),
@@ -148,12 +133,12 @@ fn a_file_that_is_not_mem0s_is_refused_with_nothing_stored() {
             text(&out.stderr)
         );
     }
-    let out = amberdb(
+    let out = run_on(
         &["import", "--from", "mem0", "--working-dir", "/tmp"],
         &data,
     );
     assert_eq!(out.status.code(), Some(2), "clap refuses the mix");
-    let out = amberdb(&["import", "--from", "letta", FIXTURE], &data);
+    let out = run_on(&["import", "--from", "letta", FIXTURE], &data);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("mem0"), "{}", text(&out.stderr));
     if data.exists() {
@@ -166,7 +151,7 @@ fn a_file_that_is_not_mem0s_is_refused_with_nothing_stored() {
 fn agent_memory_server_records_import_as_items_keeping_access_counts_and_topics() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("store");
-    let out = amberdb(
+    let out = run_on(
         &["import", "--from", "agent-memory-server", AMS_FIXTURE],
         &data,
     );
@@ -199,7 +184,7 @@ fn agent_memory_server_records_import_as_items_keeping_access_counts_and_topics(
     assert_eq!(value["memory_type"], "semantic");
     assert!(value.get("text").is_none() && value.get("access_count").is_none());
     drop(store);
-    let again = amberdb(
+    let again = run_on(
         &["import", "--from", "agent-memory-server", AMS_FIXTURE],
         &data,
     );
@@ -209,7 +194,7 @@ fn agent_memory_server_records_import_as_items_keeping_access_counts_and_topics(
         text(&again.stdout)
     );
     // mem0's file is not agent-memory-server's: its list has another name.
-    let out = amberdb(&["import", "--from", "agent-memory-server", FIXTURE], &data);
+    let out = run_on(&["import", "--from", "agent-memory-server", FIXTURE], &data);
     assert_ne!(out.status.code(), Some(0));
     assert!(
         text(&out.stderr).contains("\"memories\""),

@@ -12,6 +12,22 @@ pub fn amberdb() -> Command {
     Command::new(env!("CARGO_BIN_EXE_amberdb"))
 }
 
+/// Runs `amberdb ARGS --embedder hashing --data-dir DIR` to its end.
+pub fn run_on(args: &[&str], dir: &Path) -> std::process::Output {
+    amberdb()
+        .args(args)
+        .args(["--embedder", "hashing", "--data-dir"])
+        .arg(dir)
+        .env("AMBERDB_LOG", "warn")
+        .output()
+        .unwrap()
+}
+
+/// Bytes of a child's output as text.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
 /// A running server; killed (SIGKILL) when dropped unless stopped.
 pub struct Server {
     pub child: Child,

@@ -4,9 +4,10 @@
 //! declared in the schema as sqlite-vec declares it, without the extension (amberdb must not
 //! need it: it never reads that table).
 
+use crate::support::{run_on, text};
 use amberdb::{Category, Store, StoreOptions, Timestamp};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 const SCHEMA: &str = include_str!("../fixtures/vector_memory_mcp.sql");
 
@@ -80,20 +81,6 @@ fn make_vmm_store(working_dir: &Path) -> std::path::PathBuf {
     db
 }
 
-fn amberdb(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_amberdb"))
-        .args(args)
-        .args(["--embedder", "hashing", "--data-dir"])
-        .arg(dir)
-        .env("AMBERDB_LOG", "warn")
-        .output()
-        .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 fn t(s: &str) -> Timestamp {
     Timestamp::parse_rfc3339(s).unwrap()
 }
@@ -107,7 +94,7 @@ fn import_keeps_contents_categories_tags_times_and_access_counts() {
     let store = tmp.path().join("store");
     let w = work.to_str().unwrap();
 
-    let out = amberdb(&["import", "--working-dir", w], &store);
+    let out = run_on(&["import", "--working-dir", w], &store);
     assert_eq!(out.status.code(), Some(1), "a row failed: {out:?}");
     let stdout = text(&out.stdout);
     assert!(
@@ -156,12 +143,12 @@ fn import_keeps_contents_categories_tags_times_and_access_counts() {
     }
 
     // The file itself, into another user; a second import adds nothing.
-    let out = amberdb(&["import", db.to_str().unwrap(), "--user", "ann"], &store);
+    let out = run_on(&["import", db.to_str().unwrap(), "--user", "ann"], &store);
     assert!(
         text(&out.stdout).contains("2 memories stored, 1 already there"),
         "{out:?}"
     );
-    let again = amberdb(&["import", db.to_str().unwrap(), "--user", "ann"], &store);
+    let again = run_on(&["import", db.to_str().unwrap(), "--user", "ann"], &store);
     assert!(
         text(&again.stdout).contains("0 memories stored, 3 already there"),
         "{again:?}"
@@ -181,17 +168,17 @@ fn import_keeps_contents_categories_tags_times_and_access_counts() {
 fn bad_import_arguments_change_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let store = tmp.path().join("store");
-    let out = amberdb(&["import"], &store);
+    let out = run_on(&["import"], &store);
     assert_eq!(out.status.code(), Some(2), "an input is required: {out:?}");
     let jsonl = tmp.path().join("x.jsonl");
     std::fs::write(&jsonl, "{\"content\": \"one\"}\n").unwrap();
-    let out = amberdb(
+    let out = run_on(
         &["import", jsonl.to_str().unwrap(), "--user", "ann"],
         &store,
     );
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(text(&out.stderr).contains("--user is for a vector-memory-mcp store"));
-    let out = amberdb(
+    let out = run_on(
         &["import", "--working-dir", tmp.path().to_str().unwrap()],
         &store,
     );
@@ -206,7 +193,7 @@ fn bad_import_arguments_change_nothing() {
         .unwrap()
         .execute_batch("CREATE TABLE t (x);")
         .unwrap();
-    let out = amberdb(&["import", not_vmm.to_str().unwrap()], &store);
+    let out = run_on(&["import", not_vmm.to_str().unwrap()], &store);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(text(&out.stderr).contains("memory_metadata"), "{out:?}");
     if store.exists() {
