@@ -129,6 +129,7 @@ pub(crate) fn import_objects(
     let bar = progress(total, "importing");
     let mut done = Imported::default();
     let mut messages = MessageCounts::of(store);
+    let mut pending = Pending::default();
     for (i, object) in objects.enumerate() {
         let object = object?;
         bar.inc(1);
@@ -142,8 +143,26 @@ pub(crate) fn import_objects(
                 continue;
             }
         };
-        match import_one(store, obj, &mut done, &mut messages) {
-            Ok(()) => {}
+        let parsed = match text(&obj, "type") {
+            Ok(Some(t)) if t == "entity" => {
+                // The memories before it may name it: they go first.
+                pending.commit(store, &mut done)?;
+                import_entity(store, &obj, &mut done).map(|()| None)
+            }
+            Ok(_) => memory_request(store, &obj, &mut done, &mut messages),
+            Err(e) => Err(e),
+        };
+        match parsed {
+            Ok(Some((req, kept))) => {
+                if !pending.takes(&req, kept.is_some()) {
+                    pending.commit(store, &mut done)?;
+                }
+                pending.push(n, req, kept);
+                if pending.lines.len() == BATCH {
+                    pending.commit(store, &mut done)?;
+                }
+            }
+            Ok(None) => {}
             Err(e @ (EngineError::Poisoned | EngineError::Io { .. })) => {
                 bar.finish_and_clear();
                 return Err(anyhow::Error::new(e)
@@ -152,9 +171,94 @@ pub(crate) fn import_objects(
             Err(e) => done.failed.push((n, e.to_string())),
         }
     }
+    let committed = pending.commit(store, &mut done);
     bar.finish_and_clear();
+    committed?;
+    done.failed.sort_by_key(|(n, _)| *n);
     store.flush()?;
     Ok(done)
+}
+
+/// Memories per model call (`Store::import_batch`, `Store::store_batch`); each memory is
+/// still its own commit, in file order.
+const BATCH: usize = 64;
+
+/// Memory lines parsed and waiting for their batch's model call. A batch holds lines of one
+/// kind of call (all with their history, or all new), and at most one line per item key, so
+/// that a later put of a key still finds the earlier one stored.
+#[derive(Default)]
+struct Pending {
+    lines: Vec<usize>,
+    reqs: Vec<StoreRequest>,
+    kept: Vec<Provenance>,
+    item_keys: std::collections::HashSet<(Option<String>, String)>,
+}
+
+impl Pending {
+    fn item_key(req: &StoreRequest) -> Option<(Option<String>, String)> {
+        let key = &req.memory.item.as_ref()?.key;
+        Some((req.memory.user_id.clone(), key.clone()))
+    }
+
+    /// Whether `req` may join this batch.
+    fn takes(&self, req: &StoreRequest, with_history: bool) -> bool {
+        self.lines.is_empty()
+            || ((self.kept.len() == self.lines.len()) == with_history
+                && Pending::item_key(req).is_none_or(|k| !self.item_keys.contains(&k)))
+    }
+
+    fn push(&mut self, line: usize, req: StoreRequest, kept: Option<Provenance>) {
+        if let Some(k) = Pending::item_key(&req) {
+            self.item_keys.insert(k);
+        }
+        self.lines.push(line);
+        self.reqs.push(req);
+        self.kept.extend(kept);
+    }
+
+    /// Stores the batch (one model call) and counts each line's outcome.
+    ///
+    /// # Errors
+    /// The store refusing writes (poisoned, I/O), with the line it happened at.
+    fn commit(&mut self, store: &Store, done: &mut Imported) -> anyhow::Result<()> {
+        if self.lines.is_empty() {
+            return Ok(());
+        }
+        let lines = std::mem::take(&mut self.lines);
+        let reqs = std::mem::take(&mut self.reqs);
+        let kept = std::mem::take(&mut self.kept);
+        self.item_keys.clear();
+        let results = if kept.len() == reqs.len() {
+            store.import_batch(reqs.into_iter().zip(kept).collect())
+        } else {
+            store.store_batch(reqs)
+        };
+        let stopped = |n: usize, e: EngineError| {
+            anyhow::Error::new(e).context(format!("line {n}: the store stopped taking writes"))
+        };
+        let results = match results {
+            Ok(results) => results,
+            Err(e @ (EngineError::Poisoned | EngineError::Io { .. })) => {
+                return Err(stopped(lines[0], e));
+            }
+            Err(e) => {
+                done.failed
+                    .extend(lines.into_iter().map(|n| (n, e.to_string())));
+                return Ok(());
+            }
+        };
+        for (n, result) in lines.into_iter().zip(results) {
+            match result {
+                Ok(_) => done.stored += 1,
+                Err(EngineError::AlreadyExists { .. }) => done.duplicates += 1,
+                Err(e @ (EngineError::Poisoned | EngineError::Io { .. })) => {
+                    return Err(stopped(n, e));
+                }
+                Err(e) => done.failed.push((n, e.to_string())),
+            }
+        }
+        Ok(())
+    }
 }
 
 fn text(o: &Map<String, Value>, field: &'static str) -> Result<Option<String>, EngineError> {
@@ -314,41 +418,49 @@ fn item_already_stored(store: &Store, m: &NewMemory) -> Result<bool, EngineError
         }))
 }
 
-fn import_one(
+/// An entity line: creates the user, agent or session (an existing one is counted).
+fn import_entity(
     store: &Store,
-    o: Map<String, Value>,
+    o: &Map<String, Value>,
+    done: &mut Imported,
+) -> Result<(), EngineError> {
+    let kind = EntityKind::parse(&text(o, "kind")?.unwrap_or_default())?;
+    let id = text(o, "id")?.unwrap_or_default();
+    let user = text(o, "user_id")?;
+    let owner = if kind == EntityKind::User {
+        None
+    } else {
+        user.as_deref()
+    };
+    let name = text(o, "name")?;
+    let agent = text(o, "agent_id")?;
+    match store.create_entity(kind, owner, &id, name.as_deref(), agent.as_deref()) {
+        Ok(_) => {
+            done.entities += 1;
+            Ok(())
+        }
+        Err(EngineError::EntityExists { .. }) => {
+            done.entities_existing += 1;
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A memory line as the request that stores it, with its history if it has one; `None` when
+/// the store holds it already (an item of the same key, text and value; a message counted).
+fn memory_request(
+    store: &Store,
+    o: &Map<String, Value>,
     done: &mut Imported,
     messages: &mut MessageCounts,
-) -> Result<(), EngineError> {
-    if text(&o, "type")?.as_deref() == Some("entity") {
-        let kind = EntityKind::parse(&text(&o, "kind")?.unwrap_or_default())?;
-        let id = text(&o, "id")?.unwrap_or_default();
-        let user = text(&o, "user_id")?;
-        let owner = if kind == EntityKind::User {
-            None
-        } else {
-            user.as_deref()
-        };
-        let name = text(&o, "name")?;
-        let agent = text(&o, "agent_id")?;
-        return match store.create_entity(kind, owner, &id, name.as_deref(), agent.as_deref()) {
-            Ok(_) => {
-                done.entities += 1;
-                Ok(())
-            }
-            Err(EngineError::EntityExists { .. }) => {
-                done.entities_existing += 1;
-                Ok(())
-            }
-            Err(e) => Err(e),
-        };
-    }
-    let content = text(&o, "content")?.ok_or(EngineError::Invalid {
+) -> Result<Option<(StoreRequest, Option<Provenance>)>, EngineError> {
+    let content = text(o, "content")?.ok_or(EngineError::Invalid {
         field: "content",
         reason: "a memory line needs content".into(),
     })?;
     let mut m = NewMemory::new(content);
-    if let Some(c) = text(&o, "category")? {
+    if let Some(c) = text(o, "category")? {
         m = m.category(Category::parse(&c)?);
     }
     if let Some(Value::Array(tags)) = o.get("tags") {
@@ -363,47 +475,31 @@ fn import_one(
             });
         }
     }
-    m.user_id = text(&o, "user_id")?;
-    m.session_id = text(&o, "session_id")?;
-    m.agent_id = text(&o, "agent_id")?;
-    if let Some(k) = text(&o, "kind")? {
+    m.user_id = text(o, "user_id")?;
+    m.session_id = text(o, "session_id")?;
+    m.agent_id = text(o, "agent_id")?;
+    if let Some(k) = text(o, "kind")? {
         m.kind = Kind::parse(&k)?;
     }
-    if let Some(r) = text(&o, "role")? {
+    if let Some(r) = text(o, "role")? {
         m.role = Some(Role::parse(&r)?);
     }
-    m.valid_from = time(&o, "valid_from")?;
-    m.valid_to = time(&o, "valid_to")?;
+    m.valid_from = time(o, "valid_from")?;
+    m.valid_to = time(o, "valid_to")?;
     if m.kind == Kind::Item {
-        m.item = Some(item_of(&o)?);
+        m.item = Some(item_of(o)?);
     }
-    let kept = provenance(&o)?;
-    if m.kind == Kind::Item && item_already_stored(store, &m)? {
+    let kept = provenance(o)?;
+    if (m.kind == Kind::Item && item_already_stored(store, &m)?)
+        || (m.kind == Kind::Message && messages.already_stored(&m))
+    {
         done.duplicates += 1;
-        return Ok(());
-    }
-    if m.kind == Kind::Message && messages.already_stored(&m) {
-        done.duplicates += 1;
-        return Ok(());
+        return Ok(None);
     }
     let req = StoreRequest {
         memory: m,
         vector: None,
         hooks: import_hooks(),
     };
-    let stored = match kept {
-        Some(kept) => store.import(req, kept),
-        None => store.store(req),
-    };
-    match stored {
-        Ok(_) => {
-            done.stored += 1;
-            Ok(())
-        }
-        Err(EngineError::AlreadyExists { .. }) => {
-            done.duplicates += 1;
-            Ok(())
-        }
-        Err(e) => Err(e),
-    }
+    Ok(Some((req, kept)))
 }

@@ -469,3 +469,62 @@ fn model_fetch_runs_the_script_built_into_the_binary() {
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("fetch-model: model ready in"), "{stderr}");
 }
+
+#[test]
+fn a_long_import_goes_in_batches_in_file_order() {
+    // 150 memory lines (more than two batches), new and with history mixed, an entity line in
+    // the middle that later lines need, and one item key put three times: the last wins.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("long.jsonl");
+    let mut lines = Vec::new();
+    for i in 0..150 {
+        if i == 70 {
+            lines.push(
+                r#"{"type": "entity", "kind": "session", "user_id": "ann", "id": "s1"}"#.to_owned(),
+            );
+        }
+        let line = match i {
+            10 | 80 | 140 => format!(
+                r#"{{"kind": "item", "key": "k", "value": {{"v": {i}}}, "content": "item {i}", "user_id": "ann"}}"#
+            ),
+            _ if i > 70 && i % 3 == 0 => format!(
+                r#"{{"content": "in the session {i}", "user_id": "ann", "session_id": "s1", "created_at": "2025-01-01T00:00:00Z"}}"#
+            ),
+            _ if i % 2 == 0 => format!(
+                r#"{{"content": "note {i}", "created_at": "2025-01-0{}T00:00:00Z"}}"#,
+                1 + i % 9
+            ),
+            _ => format!(r#"{{"content": "new note {i}"}}"#),
+        };
+        lines.push(line);
+    }
+    lines.push(r#"{"content": "note 2", "created_at": "2025-01-03T00:00:00Z"}"#.to_owned());
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let store = dir.path().join("store");
+    let out = stdout(&run(
+        &["import", "--embedder", "hashing", file.to_str().unwrap()],
+        &store,
+    ));
+    assert!(
+        out.contains("152 lines: 150 memories stored, 1 already there, 1 entities created"),
+        "{out}"
+    );
+    let s = amberdb::Store::open(&store, amberdb::StoreOptions::hashing()).unwrap();
+    let item = s.get_item(Some("ann"), "k").unwrap().unwrap();
+    assert_eq!(
+        (item.content.as_str(), item.item.unwrap().value.as_str()),
+        ("item 140", r#"{"v":140}"#)
+    );
+    // Three puts of one key leave one item: 150 stored, 148 live.
+    assert_eq!(s.stats().memories, 148);
+    let dated = s
+        .memory_ids()
+        .into_iter()
+        .map(|id| s.get(id).unwrap())
+        .find(|m| m.content == "note 4")
+        .unwrap();
+    assert_eq!(
+        dated.created_at,
+        amberdb::Timestamp::parse_rfc3339("2025-01-05T00:00:00Z").unwrap()
+    );
+}
