@@ -16,8 +16,9 @@
 //! history: its validity (`valid_from`, `valid_to`), times (`created_at`, `updated_at`,
 //! `last_accessed_at`), `access_count`, feedback (`helpful_count`, `harmful_count`) and
 //! `confidence` as exported (`Store::import`; a line without `created_at` is a new memory,
-//! stored now). Only the id is the new store's. A line that fails is reported with its
-//! line number and the import goes on; the summary counts each outcome.
+//! stored now). Only the id is the new store's. Memories are embedded 64 per model call, each
+//! still its own commit, in file order. A line that fails is reported with its line number
+//! and the import goes on; the summary counts each outcome.
 
 use amberdb::hooks::WriteHook;
 use amberdb::{
