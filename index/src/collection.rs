@@ -471,6 +471,15 @@ impl Collection {
         Ok(())
     }
 
+    /// Makes room for `rows` more growing rows (a replay that knows how many may come), so
+    /// that appending them copies nothing.
+    pub fn reserve(&mut self, rows: usize) {
+        self.growing_keys.reserve(rows);
+        self.growing_scales.reserve(rows);
+        self.growing_vectors.reserve(rows.saturating_mul(self.dim));
+        self.growing_codes.reserve(rows.saturating_mul(self.dim));
+    }
+
     /// Adds a row to the growing segment. Keys must be strictly increasing across the whole
     /// collection.
     ///

@@ -7,7 +7,11 @@
 //! The 1M store of the figures is `store_scale`'s (`cargo run --release -p amberdb-benches
 //! --bin store_scale 1000000` builds `target/bench-data/store-scale-1000000` once).
 //!
-//! Usage: `cargo run --release -p amberdb-benches --bin open_time -- DIR [RUNS]`
+//! With `--in-place` after `RUNS` it opens `DIR` itself, not a copy (a copy made beforehand):
+//! one open per process is what a restarted server pays, and copying 4 GB per process would
+//! dwarf it.
+//!
+//! Usage: `cargo run --release -p amberdb-benches --bin open_time -- DIR [RUNS] [--in-place]`
 
 #![expect(clippy::print_stdout, reason = "a bench tool reports on stdout")]
 
@@ -20,17 +24,16 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let dir = PathBuf::from(args.next().expect("usage: open_time DIR [RUNS]"));
     let runs: usize = args.next().map_or(5, |r| r.parse().expect("RUNS"));
-    let copy = copy_of_store(&dir);
+    let in_place = args.next().is_some_and(|a| a == "--in-place");
+    let copy = (!in_place).then(|| copy_of_store(&dir));
+    let path = copy.as_ref().map_or(dir.as_path(), |c| c.path());
     let mut times = Vec::with_capacity(runs);
     let mut last = None;
     for run in 0..runs {
         drop(last.take());
         let started = Instant::now();
-        let store = Store::open(
-            copy.path(),
-            StoreOptions::hashing().maintenance_thread(false),
-        )
-        .expect("open");
+        let store =
+            Store::open(path, StoreOptions::hashing().maintenance_thread(false)).expect("open");
         let secs = started.elapsed().as_secs_f64();
         // The keyword indexes and text columns are built after the open (durability.md, R7);
         // a keyword search waits for them (before it looks the user up: a store without a

@@ -8,7 +8,7 @@ use crate::kernel::log::Op;
 use crate::kernel::log::format::HeaderError;
 use crate::kernel::log::reader::{ScanEnd, scan};
 use crate::kernel::log::writer::{self as log_writer, LogWriter};
-use crate::kernel::record::{MemoryId, Timestamp};
+use crate::kernel::record::{Memory, MemoryId, Timestamp};
 use crate::kernel::segment_file::{self, SegmentEntry, SegmentKind};
 use crate::kernel::state::Model;
 use crate::kernel::state::State;
@@ -17,6 +17,7 @@ use crate::kernel::table::Table;
 use amberdb_index::Collection;
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// What `Store::open` found and repaired.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -129,10 +130,12 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model)
     let mut table = Table::default();
     table.reserve(head.next_id);
     let (decoded, segments) = std::thread::scope(|s| {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<crate::kernel::record::Memory>>(8);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Arc<Memory>>>(8);
+        // The decoder thread also allocates each record's shared cell: the indexing thread
+        // is the longer of the two (benchmarks.md, "Opening 1M memories").
         let decoder = s.spawn(|| {
             ckpt_reader::decode_records_into(bytes.as_slice(), &head, 16_384, move |batch| {
-                tx.send(batch).is_ok()
+                tx.send(batch.into_iter().map(Arc::new).collect()).is_ok()
             })
         });
         let verifier = s.spawn(|| {
@@ -428,7 +431,20 @@ pub(crate) fn recover(
     for (i, &first) in logs.iter().enumerate().skip(start) {
         let path = dir.join(log_writer::file_name(first));
         let newest = i + 1 == logs.len();
-        let bytes = storage.read(&path).map_err(io(&path))?;
+        // Files before the newest are sealed: mapped, not copied (a kill loop at 1M left
+        // 150 MB of them to replay). The newest may be cut below, so it is read.
+        let (read, mapped);
+        let bytes: &[u8] = if newest {
+            read = storage.read(&path).map_err(io(&path))?;
+            &read
+        } else {
+            mapped = storage.map(&path).map_err(io(&path))?;
+            mapped.as_slice()
+        };
+        // A STORE frame carries its vector: at most this many rows can come from the file.
+        state
+            .vectors
+            .reserve(bytes.len() / (state.vectors.dim() * 4).max(1));
         let mut on_frame = |seq: u64, offset: u64, op: Op| -> Result<(), EngineError> {
             if seq <= ckpt_seq {
                 return Ok(());
@@ -453,7 +469,7 @@ pub(crate) fn recover(
             report.replayed_frames += 1;
             Ok(())
         };
-        match scan(&bytes, &mut on_frame) {
+        match scan(bytes, &mut on_frame) {
             Ok(s) => {
                 if s.first_seq > expected {
                     return Err(EngineError::Corrupted {

@@ -51,8 +51,9 @@ impl Slots {
         Arc::make_mut(chunk).get_mut(j)
     }
 
-    /// Puts `m` at its id. Returns whether the slot was empty.
-    pub(crate) fn put(&mut self, m: Memory) -> bool {
+    /// Puts `m` at its id, already shared (a checkpoint's decoder thread allocates the
+    /// records it hands over, off the indexing thread). Returns whether the slot was empty.
+    pub(crate) fn put(&mut self, m: Arc<Memory>) -> bool {
         let Some((c, j)) = place(m.id.0) else {
             return false;
         };
@@ -68,7 +69,7 @@ impl Slots {
             return false;
         };
         let was_empty = slot.is_none();
-        *slot = Some(Arc::new(m));
+        *slot = Some(m);
         was_empty
     }
 
@@ -95,13 +96,16 @@ mod tests {
     fn a_snapshot_keeps_what_it_saw_while_the_slots_change() {
         let mut slots = Slots::default();
         for id in [1, 2, 1500, 5000] {
-            assert!(slots.put(*record(id, &format!("v{id}"))));
+            assert!(slots.put(record(id, &format!("v{id}")).into()));
         }
-        assert!(!slots.put(*record(2, "v2 again")), "the slot was taken");
+        assert!(
+            !slots.put(record(2, "v2 again").into()),
+            "the slot was taken"
+        );
         let snapshot = slots.clone();
         slots.get_mut(1).expect("present").content = "changed".into();
         assert_eq!(slots.take(1500).expect("present").content, "v1500");
-        assert!(slots.put(*record(7000, "new")));
+        assert!(slots.put(record(7000, "new").into()));
         assert!(slots.get_mut(3).is_none() && slots.take(3).is_none());
         let seen: Vec<(u64, &str)> = snapshot
             .iter()

@@ -782,13 +782,13 @@ impl Table {
 
     /// Inserts a record whose id is not present.
     pub(crate) fn insert(&mut self, m: Memory) {
-        self.insert_as(m, false);
+        self.insert_as(Arc::new(m), false);
     }
 
     /// Inserts the records of a checkpoint being loaded (ids not present). The users they
     /// create have no lexical indexes until the background build installs them (R9); their
     /// members are staged and made into sets at the end, one bulk build per set.
-    pub(crate) fn load(&mut self, records: impl Iterator<Item = Memory>) {
+    pub(crate) fn load(&mut self, records: impl Iterator<Item = Arc<Memory>>) {
         for m in records {
             self.insert_as(m, true);
         }
@@ -799,7 +799,7 @@ impl Table {
         }
     }
 
-    fn insert_as(&mut self, m: Memory, loading: bool) {
+    fn insert_as(&mut self, m: Arc<Memory>, loading: bool) {
         self.note_lineage(&m);
         self.user_entry(&m.user_id, loading).add(&m);
         if self.slots.put(m) {
@@ -1182,7 +1182,7 @@ mod tests {
                 loaded
                     .iter()
                     .enumerate()
-                    .map(|(i, (user, words))| memory(i as u64 + 1, *user, words)),
+                    .map(|(i, (user, words))| Arc::new(memory(i as u64 + 1, *user, words))),
             );
             let pending = t.lexical_pending();
             prop_assert!(t.users.values().all(|u| u.keyword().is_err() && u.text().is_none()));
