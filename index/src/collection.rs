@@ -471,13 +471,16 @@ impl Collection {
         Ok(())
     }
 
-    /// Makes room for `rows` more growing rows (a replay that knows how many may come), so
-    /// that appending them copies nothing.
+    /// Makes room for up to `rows` more growing rows (a replay that knows how many may come),
+    /// so that appending them copies nothing. Best effort: `rows` is an upper bound read from
+    /// a file's length, so memory the system will not give is simply not reserved (appending
+    /// then grows the rows as it always does).
     pub fn reserve(&mut self, rows: usize) {
-        self.growing_keys.reserve(rows);
-        self.growing_scales.reserve(rows);
-        self.growing_vectors.reserve(rows.saturating_mul(self.dim));
-        self.growing_codes.reserve(rows.saturating_mul(self.dim));
+        let values = rows.saturating_mul(self.dim);
+        let _ = self.growing_keys.try_reserve(rows).is_ok()
+            && self.growing_scales.try_reserve(rows).is_ok()
+            && self.growing_vectors.try_reserve(values).is_ok()
+            && self.growing_codes.try_reserve(values).is_ok();
     }
 
     /// Adds a row to the growing segment. Keys must be strictly increasing across the whole

@@ -189,3 +189,21 @@ fn sealing_a_copy_of_the_growing_rows_keeps_what_came_after_and_refuses_a_wrong_
         5
     );
 }
+
+#[test]
+fn a_reserve_the_system_cannot_give_changes_nothing_and_rows_still_append() {
+    let dim = 8;
+    let vectors = clustered(64, dim, 4, 0.1, seed("a_reserve_the_system_cannot_give", 7));
+    let mut c = Collection::new(dim);
+    // More than any address space: refused inside, not a panic or an abort.
+    c.reserve(usize::MAX / 2);
+    c.reserve(1_000);
+    for (i, v) in vectors.chunks_exact(dim).enumerate() {
+        c.insert(i as u64 + 1, v).expect("insert");
+    }
+    assert_eq!(c.len(), 64);
+    let hits = c
+        .search(&vectors[..dim], &SearchParams::top(1))
+        .expect("search");
+    assert_eq!(hits.first().map(|h| h.key), Some(1));
+}
