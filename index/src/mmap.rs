@@ -42,9 +42,10 @@ impl SealedBytes {
         #[expect(unsafe_code, reason = "mmap of a sealed segment or checkpoint")]
         // SAFETY: the engine maps only files it wrote as *.tmp, fsynced and renamed into place,
         // and never opens for writing again (docs/durability.md step C1), and at recovery the
-        // log files before the newest, never written again either (docs/safety.md). It holds the store's
-        // LOCK, so no other amberdb process writes the directory. Another process truncating
-        // the file could still raise SIGBUS; docs/safety.md lists that as outside our contract.
+        // log files before the newest, never written again either (docs/safety.md). It holds
+        // the store's LOCK, so no other amberdb process writes the directory. Another process
+        // truncating the file could still raise SIGBUS; docs/safety.md lists that as outside
+        // our contract.
         let map =
             unsafe { memmap2::MmapOptions::new().populate().map(file) }.map_err(|source| {
                 IndexError::Io {

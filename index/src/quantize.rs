@@ -10,8 +10,8 @@
 /// Each code is `round(x · 127 / max|v|)` (halves away from zero), clamped to ±127. Written so
 /// that the compiler vectorizes it on the baseline target: `f32::round` is a libm call per
 /// element, and it made quantizing a vector most of the cost of replaying a STORE
-/// (`docs/benchmarks.md`, "Opening 1M memories after a kill"). The result is the same to the
-/// bit (`tests::the_vectorized_rounding_is_the_scalar_one`).
+/// (`docs/benchmarks.md`, "Opening 1M memories after the keyword index"). The result is the
+/// same to the bit (`tests::the_vectorized_rounding_is_the_scalar_one`).
 #[must_use]
 pub fn encode_into(v: &[f32], codes: &mut [i8]) -> f32 {
     let max = max_abs(v);
