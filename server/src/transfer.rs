@@ -132,7 +132,17 @@ pub(crate) fn import_objects(
     let mut messages = MessageCounts::of(store);
     let mut pending = Pending::default();
     for (i, object) in objects.enumerate() {
-        let object = object?;
+        let object = match object {
+            Ok(object) => object,
+            Err(e) => {
+                // The lines read before it go in, as they would one at a time; then the
+                // read error is the import's.
+                let committed = pending.commit(store, &mut done);
+                bar.finish_and_clear();
+                committed?;
+                return Err(e.into());
+            }
+        };
         bar.inc(1);
         let n = i + 1;
         done.lines = n;

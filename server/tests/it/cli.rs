@@ -528,3 +528,30 @@ fn a_long_import_goes_in_batches_in_file_order() {
         amberdb::Timestamp::parse_rfc3339("2025-01-05T00:00:00Z").unwrap()
     );
 }
+
+#[test]
+fn an_import_that_cannot_read_on_keeps_the_lines_before_and_says_so() {
+    // Line 3 is not UTF-8: reading stops there with an error, and lines 1 and 2, parsed and
+    // waiting for their batch, are stored first, as they were when each went in alone.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.jsonl");
+    std::fs::write(
+        &file,
+        b"{\"content\": \"first note\"}\n{\"content\": \"second note\"}\n\xff\xfe\n{\"content\": \"never read\"}\n",
+    )
+    .unwrap();
+    let store = dir.path().join("store");
+    let out = run(
+        &["import", "--embedder", "hashing", file.to_str().unwrap()],
+        &store,
+    );
+    assert!(!out.status.success(), "{}", stdout(&out));
+    let s = amberdb::Store::open(&store, amberdb::StoreOptions::hashing()).unwrap();
+    let mut contents: Vec<String> = s
+        .memory_ids()
+        .into_iter()
+        .map(|id| s.get(id).unwrap().content)
+        .collect();
+    contents.sort();
+    assert_eq!(contents, ["first note", "second note"]);
+}
