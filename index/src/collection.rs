@@ -17,7 +17,9 @@
 //! at or near it.
 
 use crate::error::{IndexError, Result};
-use crate::kernels::{each_dot_f32, each_dot_f32_batch, each_dot_i8};
+use crate::kernels::{
+    each_dot_f32, each_dot_f32_batch, each_dot_f32_tile, each_dot_i8, each_dot_i8_tile,
+};
 use crate::keyset::KeySet;
 use crate::quantize;
 use crate::segment::{FlatSegment, IvfSegment, Sealed, writer};
@@ -176,6 +178,59 @@ impl Place {
     }
 }
 
+/// Centroids scored at a time by `centroid_scores`: 64 × 384 f32 = 96 KiB, held in cache
+/// while every query of a task passes over them.
+const CENTROID_BLOCK: usize = 64;
+
+/// Queries of a batch one task scores against a segment's centroids.
+const CENTROID_TASK: usize = 256;
+
+/// Every query's scores against `ivf`'s centroids, in query order, through the multi-query
+/// kernel, which scores a pair the same whatever the other queries: one query alone (a
+/// search) and the same query in a batch rank the lists alike. A batch reads the centroids a
+/// block at a time for many queries instead of whole for each: at 100k rows a segment's
+/// centroids are 2.6 MB, and scoring them one query at a time was most of a compaction's time.
+fn centroid_scores(queries: &[RangeQuery<'_>], ivf: &IvfSegment) -> Vec<Vec<f32>> {
+    let centroids = ivf.centroids();
+    let dim = ivf.dim().max(1);
+    let score = |task: &[RangeQuery<'_>]| {
+        let mut scores: Vec<Vec<f32>> = task
+            .iter()
+            .map(|_| Vec::with_capacity(centroids.len() / dim))
+            .collect();
+        for block in centroids.chunks(CENTROID_BLOCK * dim) {
+            for (four, out) in task.chunks(4).zip(scores.chunks_mut(4)) {
+                let vectors: Vec<&[f32]> = four.iter().map(|q| q.vector).collect();
+                each_dot_f32_tile(&vectors, dim, block, |_, j, s| {
+                    if let Some(o) = out.get_mut(j) {
+                        o.push(s);
+                    }
+                });
+            }
+        }
+        scores
+    };
+    if queries.len() <= CENTROID_TASK {
+        return score(queries);
+    }
+    queries
+        .par_chunks(CENTROID_TASK)
+        .flat_map_iter(score)
+        .collect()
+}
+
+/// Adds what a scan of a chunk of `source` found to the probe of its segment, when it is an
+/// IVF segment's.
+fn count_into(probes: &mut [ListProbe], source: Source, tally: Tally) {
+    if let Source::Sealed(i) = source
+        && let Some(probe) = probes.iter_mut().find(|pr| pr.segment == i)
+    {
+        probe.accepted += tally.accepted;
+        probe.examined += tally.examined;
+        probe.in_range += tally.in_range;
+    }
+}
+
 /// Splits `rows` of `source` into chunks of at most `CHUNK_ROWS`.
 fn push_chunks(out: &mut Vec<Chunk>, source: Source, rows: std::ops::Range<usize>) {
     let mut start = rows.start;
@@ -227,6 +282,148 @@ struct Tally {
     in_range: usize,
 }
 
+/// Where a scan puts its approximate candidates: the query's collector, or (in a range batch,
+/// which keeps every row it finds in range) a list merged into it afterwards.
+trait Candidates {
+    /// The score a candidate must beat to be worth offering.
+    fn threshold(&self) -> f32;
+    fn push(&mut self, candidate: Neighbour);
+}
+
+impl Candidates for TopK {
+    fn threshold(&self) -> f32 {
+        TopK::threshold(self)
+    }
+    fn push(&mut self, candidate: Neighbour) {
+        TopK::push(self, candidate);
+    }
+}
+
+impl Candidates for Vec<Neighbour> {
+    fn threshold(&self) -> f32 {
+        f32::NEG_INFINITY
+    }
+    fn push(&mut self, candidate: Neighbour) {
+        Vec::push(self, candidate);
+    }
+}
+
+/// The i8 scan of one chunk for one query, a row at a time, fed by the one-query kernel
+/// (`Collection::scan_i8_into`) or the multi-query one (`Collection::search_range_batch`).
+/// What it decides for a row depends only on that row's score and the rows before it, so both
+/// scans decide alike.
+struct CodeScan<'a> {
+    source: Source,
+    start: usize,
+    keys: &'a [u64],
+    scales: &'a [f32],
+    qcodes: &'a QueryCodes,
+    deleted: &'a KeySet,
+    filter: Option<KeyFilter<'a>>,
+    /// A key this query never returns (a batch query's own row).
+    exclude: Option<u64>,
+    /// Rows that pass are counted up to this many (the probe goes on while it has too few).
+    count_to: usize,
+    tally: Tally,
+}
+
+impl<'a> CodeScan<'a> {
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one chunk, one query, one filter"
+    )]
+    fn new(
+        c: Chunk,
+        keys: &'a [u64],
+        scales: &'a [f32],
+        qcodes: &'a QueryCodes,
+        deleted: &'a KeySet,
+        filter: Option<KeyFilter<'a>>,
+        exclude: Option<u64>,
+        count_to: usize,
+    ) -> CodeScan<'a> {
+        let unfiltered = filter.is_none() && deleted.is_empty() && exclude.is_none();
+        let accepted = if unfiltered { keys.len() } else { 0 };
+        CodeScan {
+            source: c.source,
+            start: c.start,
+            keys,
+            scales,
+            qcodes,
+            deleted,
+            filter,
+            exclude,
+            count_to,
+            tally: Tally {
+                accepted,
+                examined: accepted,
+                in_range: 0,
+            },
+        }
+    }
+
+    #[inline]
+    fn passes(&self, key: u64) -> bool {
+        self.exclude != Some(key)
+            && (self.deleted.is_empty() || !self.deleted.contains(key))
+            && self.filter.is_none_or(|f| f(key))
+    }
+
+    /// Row `row` of the chunk scored `dot` against the query's codes.
+    #[inline]
+    fn row(&mut self, row: usize, dot: i32, approx: &mut impl Candidates) {
+        #[expect(clippy::cast_precision_loss, reason = "approximate score")]
+        let score = dot as f32 * self.scales.get(row).copied().unwrap_or(0.0);
+        if score < self.qcodes.skip_below {
+            return;
+        }
+        let Some(&key) = self.keys.get(row) else {
+            return;
+        };
+        // Known for the rows counted; evaluated lazily for the rest.
+        let mut passes = None;
+        if self.tally.accepted < self.count_to {
+            let ok = self.passes(key);
+            self.tally.accepted += usize::from(ok);
+            self.tally.examined += 1;
+            passes = Some(ok);
+        }
+        if (self.qcodes.range || score > approx.threshold())
+            && passes.unwrap_or_else(|| self.passes(key))
+        {
+            self.tally.in_range += usize::from(self.qcodes.range);
+            // The candidate's place, not its key: the re-rank reads the row directly.
+            approx.push(Neighbour {
+                key: Place::pack(self.source, self.start + row),
+                score,
+            });
+        }
+    }
+}
+
+/// One query of a range batch (`Collection::search_range_batch`).
+#[derive(Debug, Clone, Copy)]
+pub struct RangeQuery<'a> {
+    /// The query vector.
+    pub vector: &'a [f32],
+    /// A key this query never returns (in compaction, the memory asking).
+    pub exclude: Option<u64>,
+}
+
+/// A range batch's state for one of its queries.
+struct BatchQuery {
+    qcodes: QueryCodes,
+    probes: Vec<ListProbe>,
+    approx: TopK,
+    exact: TopK,
+    /// The chunks it reads in the next round.
+    pending: Vec<Chunk>,
+}
+
+/// What scanning one chunk found for one query of a batch: the query, what its probe counts,
+/// its candidates in range, and, for f32 rows, its exact results.
+type BatchFinding = (usize, Tally, Vec<Neighbour>, Option<TopK>);
+
 /// The probing of one IVF segment by one query: its lists best first (sorted only as far as
 /// probing has gone: most queries never look past the first `nprobe`).
 struct ListProbe {
@@ -250,9 +447,10 @@ struct ListProbe {
 }
 
 impl ListProbe {
-    fn new(segment: usize, ivf: &IvfSegment, query: &[f32], probe: Probe) -> ListProbe {
+    /// The probe of segment `segment` for a query whose score against each of its centroids
+    /// is `scores` (`centroid_scores`).
+    fn new(segment: usize, ivf: &IvfSegment, scores: Vec<f32>, probe: Probe) -> ListProbe {
         let first = probe.lists(ivf);
-        let scores = crate::kernels::dot_rows(query, ivf.centroids()).unwrap_or_default();
         let order: Vec<u32> = (0..u32::try_from(scores.len()).unwrap_or(0)).collect();
         let mut probe = ListProbe {
             segment,
@@ -810,41 +1008,82 @@ impl Collection {
             *exact = std::mem::replace(exact, TopK::new(0)).merge(found);
             return Tally::default();
         };
-        let mut in_range = 0;
-        let unfiltered = p.filter.is_none() && self.deleted.is_empty();
-        let mut accepted = if unfiltered { keys.len() } else { 0 };
-        let mut examined = accepted;
-        each_dot_i8(&qcodes.codes, codes, |row, dot| {
-            #[expect(clippy::cast_precision_loss, reason = "approximate score")]
-            let score = dot as f32 * scales.get(row).copied().unwrap_or(0.0);
-            if score < qcodes.skip_below {
-                return;
-            }
-            let Some(&key) = keys.get(row) else { return };
-            // Known for the rows counted; evaluated lazily for the rest.
-            let mut passes = None;
-            if accepted < count_to {
-                let ok = self.accepts(key, p.filter);
-                accepted += usize::from(ok);
-                examined += 1;
-                passes = Some(ok);
-            }
-            if (qcodes.range || score > approx.threshold())
-                && passes.unwrap_or_else(|| self.accepts(key, p.filter))
-            {
-                in_range += usize::from(qcodes.range);
-                // The candidate's place, not its key: the re-rank reads the row directly.
-                approx.push(Neighbour {
-                    key: Place::pack(c.source, c.start + row),
-                    score,
-                });
-            }
-        });
-        Tally {
-            accepted,
-            examined,
-            in_range,
+        let mut scan = CodeScan::new(
+            c,
+            keys,
+            scales,
+            qcodes,
+            &self.deleted,
+            p.filter,
+            None,
+            count_to,
+        );
+        each_dot_i8(&qcodes.codes, codes, |row, dot| scan.row(row, dot, approx));
+        scan.tally
+    }
+
+    /// One chunk of a range batch, read once for all its `readers` (indexes into `queries`
+    /// and `states`): i8 codes four queries at a time through the multi-query kernel, each
+    /// query's rows decided as `scan_i8_into` decides them; f32 rows (a flat segment written
+    /// without codes) one query at a time, as `scan_i8_into` reads them.
+    fn scan_chunk_for(
+        &self,
+        c: Chunk,
+        readers: &[usize],
+        queries: &[RangeQuery<'_>],
+        states: &[BatchQuery],
+        count_to: usize,
+        p: &SearchParams<'_>,
+    ) -> Vec<BatchFinding> {
+        let (keys, _, codes) = self.chunk_rows(c);
+        let Some((codes, scales)) = codes else {
+            return readers
+                .iter()
+                .filter_map(|&i| {
+                    let q = queries.get(i)?;
+                    let accepts =
+                        |key: u64| q.exclude != Some(key) && p.filter.is_none_or(|f| f(key));
+                    let own = SearchParams {
+                        filter: Some(&accepts),
+                        ..*p
+                    };
+                    let exact = self.scan_f32(c, q.vector, &own);
+                    Some((i, Tally::default(), Vec::new(), Some(exact)))
+                })
+                .collect();
+        };
+        let mut found = Vec::with_capacity(readers.len());
+        for group in readers.chunks(4) {
+            let mut scans: Vec<(usize, CodeScan<'_>, Vec<Neighbour>)> = group
+                .iter()
+                .filter_map(|&i| {
+                    let (q, state) = (queries.get(i)?, states.get(i)?);
+                    let scan = CodeScan::new(
+                        c,
+                        keys,
+                        scales,
+                        &state.qcodes,
+                        &self.deleted,
+                        p.filter,
+                        q.exclude,
+                        count_to,
+                    );
+                    Some((i, scan, Vec::new()))
+                })
+                .collect();
+            let qcodes: Vec<&[i8]> = scans.iter().map(|s| s.1.qcodes.codes.as_slice()).collect();
+            each_dot_i8_tile(&qcodes, self.dim, codes, |row, j, dot| {
+                if let Some((_, scan, approx)) = scans.get_mut(j) {
+                    scan.row(row, dot, approx);
+                }
+            });
+            found.extend(
+                scans
+                    .into_iter()
+                    .map(|(i, scan, approx)| (i, scan.tally, approx, None)),
+            );
         }
+        found
     }
 
     /// Scans `chunks` into the collectors (in parallel when they hold enough rows to pay for
@@ -860,15 +1099,7 @@ impl Collection {
     ) {
         let (approx, exact) = found;
         let candidates = approx.capacity();
-        let mut count = |source: Source, tally: Tally| {
-            if let Source::Sealed(i) = source
-                && let Some(probe) = probes.iter_mut().find(|pr| pr.segment == i)
-            {
-                probe.accepted += tally.accepted;
-                probe.examined += tally.examined;
-                probe.in_range += tally.in_range;
-            }
-        };
+        let mut count = |source: Source, tally: Tally| count_into(probes, source, tally);
         let rows: usize = chunks.iter().map(|c| c.end - c.start).sum();
         if rows <= CHUNK_ROWS {
             for c in chunks {
@@ -893,18 +1124,23 @@ impl Collection {
         }
     }
 
-    /// The i8 scan: every row of the flat segments and the growing rows, the probed lists of
-    /// each IVF segment; then the best `candidates` re-ranked exactly.
-    fn search_i8(&self, query: &[f32], candidates: usize, p: &SearchParams<'_>) -> Vec<Neighbour> {
-        let candidates = candidates.max(p.k);
-        let qcodes = QueryCodes::new(query, p);
+    /// What an i8 scan for `query` reads first: every row of the flat segments and the
+    /// growing rows, and the first lists of each IVF segment; with the probes of those
+    /// segments, which decide how far it goes on.
+    /// `centroids(i, ivf)` gives the query's scores against the centroids of the IVF segment
+    /// at `i`.
+    fn first_chunks(
+        &self,
+        probe: Probe,
+        mut centroids: impl FnMut(usize, &IvfSegment) -> Vec<f32>,
+    ) -> (Vec<Chunk>, Vec<ListProbe>) {
         let mut chunks = Vec::new();
         let mut probes = Vec::new();
         for (i, s) in self.sealed.iter().enumerate() {
             match s.as_ivf() {
                 None => push_chunks(&mut chunks, Source::Sealed(i), 0..s.len()),
                 Some(ivf) => {
-                    let probe = ListProbe::new(i, ivf, query, p.probe);
+                    let probe = ListProbe::new(i, ivf, centroids(i, ivf), probe);
                     for &l in probe.order.get(..probe.probed).unwrap_or(&[]) {
                         push_chunks(&mut chunks, Source::Sealed(i), ivf.list_rows(l as usize));
                     }
@@ -913,6 +1149,44 @@ impl Collection {
             }
         }
         push_chunks(&mut chunks, Source::Growing, 0..self.growing_keys.len());
+        (chunks, probes)
+    }
+
+    /// The lists the probes go on to after a round, in chunks (none: the scan is done).
+    fn further_chunks(&self, probes: &mut [ListProbe], candidates: usize) -> Vec<Chunk> {
+        let mut chunks = Vec::new();
+        for probe in probes {
+            let next = probe.next(candidates);
+            if next <= probe.probed {
+                continue;
+            }
+            probe.sort_upto(next);
+            if let Some(Sealed::Ivf(ivf)) = self.sealed.get(probe.segment) {
+                for &l in probe.order.get(probe.probed..next).unwrap_or(&[]) {
+                    push_chunks(
+                        &mut chunks,
+                        Source::Sealed(probe.segment),
+                        ivf.list_rows(l as usize),
+                    );
+                }
+            }
+            probe.probed = next;
+        }
+        chunks
+    }
+
+    /// The i8 scan: every row of the flat segments and the growing rows, the probed lists of
+    /// each IVF segment; then the best `candidates` re-ranked exactly.
+    fn search_i8(&self, query: &[f32], candidates: usize, p: &SearchParams<'_>) -> Vec<Neighbour> {
+        let candidates = candidates.max(p.k);
+        let qcodes = QueryCodes::new(query, p);
+        let one = [RangeQuery {
+            vector: query,
+            exclude: None,
+        }];
+        let (mut chunks, mut probes) = self.first_chunks(p.probe, |_, ivf| {
+            centroid_scores(&one, ivf).pop().unwrap_or_default()
+        });
         let mut approx = TopK::new(candidates);
         let mut exact = TopK::new(p.k);
         while !chunks.is_empty() {
@@ -924,25 +1198,14 @@ impl Collection {
                 (&mut approx, &mut exact),
                 &mut probes,
             );
-            chunks.clear();
-            for probe in &mut probes {
-                let next = probe.next(candidates);
-                if next <= probe.probed {
-                    continue;
-                }
-                probe.sort_upto(next);
-                if let Some(Sealed::Ivf(ivf)) = self.sealed.get(probe.segment) {
-                    for &l in probe.order.get(probe.probed..next).unwrap_or(&[]) {
-                        push_chunks(
-                            &mut chunks,
-                            Source::Sealed(probe.segment),
-                            ivf.list_rows(l as usize),
-                        );
-                    }
-                }
-                probe.probed = next;
-            }
+            chunks = self.further_chunks(&mut probes, candidates);
         }
+        self.rerank(query, approx, exact, p.min_score)
+    }
+
+    /// The approximate candidates re-ranked with exact scores, joined with the exact results
+    /// (`min_score` applied to the exact scores): an i8 scan's answer.
+    fn rerank(&self, query: &[f32], approx: TopK, exact: TopK, min_score: f32) -> Vec<Neighbour> {
         let mut top = exact;
         for n in approx.into_sorted() {
             let (source, row) = Place::unpack(n.key);
@@ -952,13 +1215,118 @@ impl Collection {
             };
             if let (Some(&key), Some(v)) = (key, self.row_vector((source, row))) {
                 each_dot_f32(query, v, |_, score| {
-                    if score >= p.min_score {
+                    if score >= min_score {
                         top.push(Neighbour { key, score });
                     }
                 });
             }
         }
         top.into_sorted()
+    }
+
+    /// Many range queries at once (compaction's duplicate search): for each query, exactly
+    /// what `search` returns for its vector with `p` and with its `exclude` refused by the
+    /// filter. `p` must be an i8 scan (`Scan::I8`) with `Probe::Range`.
+    ///
+    /// Each round, every chunk of rows some query reads — a list of an IVF segment, a part of
+    /// a flat segment or of the growing rows — is read once for all the queries that read it,
+    /// their i8 codes four at a time in registers (the multi-query kernel), the chunks in
+    /// parallel. One query's rows are decided exactly as its own scan decides them (the same
+    /// chunks, counts and candidates), so the answers are the same; what changes is that a
+    /// list is read once per batch instead of once per query. The batch holds each query's
+    /// probes and candidates at once: callers pass a few thousand queries at a time.
+    ///
+    /// # Errors
+    /// `InvalidParameter` when `p` is not an i8 range scan; as `search`, for the first bad
+    /// query.
+    pub fn search_range_batch(
+        &self,
+        queries: &[RangeQuery<'_>],
+        p: &SearchParams<'_>,
+    ) -> Result<Vec<Vec<Neighbour>>> {
+        let (Scan::I8 { candidates }, Probe::Range(_)) = (p.scan, p.probe) else {
+            return Err(IndexError::InvalidParameter(
+                "a range batch is an i8 scan with Probe::Range",
+            ));
+        };
+        for q in queries {
+            validate_vector(self.dim, q.vector)?;
+        }
+        if p.k == 0 || self.live == 0 {
+            return Ok(vec![Vec::new(); queries.len()]);
+        }
+        let candidates = candidates.max(p.k);
+        // Each IVF segment's centroid scores, by segment, then by query.
+        let mut scores: Vec<Vec<Vec<f32>>> = self
+            .sealed
+            .iter()
+            .map(|s| {
+                s.as_ivf()
+                    .map(|ivf| centroid_scores(queries, ivf))
+                    .unwrap_or_default()
+            })
+            .collect();
+        let mut states: Vec<BatchQuery> = Vec::with_capacity(queries.len());
+        for (i, q) in queries.iter().enumerate() {
+            let (pending, probes) = self.first_chunks(p.probe, |segment, _| {
+                scores
+                    .get_mut(segment)
+                    .and_then(|by_query| by_query.get_mut(i))
+                    .map(std::mem::take)
+                    .unwrap_or_default()
+            });
+            states.push(BatchQuery {
+                qcodes: QueryCodes::new(q.vector, p),
+                probes,
+                approx: TopK::new(candidates),
+                exact: TopK::new(p.k),
+                pending,
+            });
+        }
+        loop {
+            // Each chunk read this round, with the queries that read it.
+            let mut readers: std::collections::BTreeMap<u64, (Chunk, Vec<usize>)> =
+                std::collections::BTreeMap::new();
+            for (i, state) in states.iter_mut().enumerate() {
+                for c in state.pending.drain(..) {
+                    readers
+                        .entry(Place::pack(c.source, c.start))
+                        .or_insert_with(|| (c, Vec::new()))
+                        .1
+                        .push(i);
+                }
+            }
+            if readers.is_empty() {
+                break;
+            }
+            let work: Vec<(Chunk, Vec<usize>)> = readers.into_values().collect();
+            let found: Vec<Vec<BatchFinding>> = work
+                .par_iter()
+                .map(|(c, who)| self.scan_chunk_for(*c, who, queries, &states, candidates, p))
+                .collect();
+            for ((c, _), findings) in work.iter().zip(found) {
+                for (i, tally, approx, exact) in findings {
+                    let Some(state) = states.get_mut(i) else {
+                        continue;
+                    };
+                    for n in approx {
+                        state.approx.push(n);
+                    }
+                    if let Some(e) = exact {
+                        state.exact = std::mem::replace(&mut state.exact, TopK::new(0)).merge(e);
+                    }
+                    count_into(&mut state.probes, c.source, tally);
+                }
+            }
+            for state in &mut states {
+                state.pending = self.further_chunks(&mut state.probes, candidates);
+            }
+        }
+        Ok(states
+            .into_par_iter()
+            .zip(queries)
+            .map(|(state, q)| self.rerank(q.vector, state.approx, state.exact, p.min_score))
+            .collect())
     }
 
     /// The `k` nearest live rows to `query` that pass the filter, best first.

@@ -52,7 +52,7 @@ pub mod synthetic;
 pub mod topk;
 
 pub use collection::{
-    Collection, GrowingRows, KeyFilter, Probe, Scan, SearchParams, validate_vector,
+    Collection, GrowingRows, KeyFilter, Probe, RangeQuery, Scan, SearchParams, validate_vector,
 };
 pub use error::{IndexError, Result};
 pub use keyset::KeySet;

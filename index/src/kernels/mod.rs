@@ -8,8 +8,15 @@
 //! the whole Ice Lake feature set, so on this project's machines it runs its AVX2 i8 kernel;
 //! `docs/benchmarks.md` (kernels) has the measurements.
 //!
-//! Every kernel is tested against the plain loops in [`scalar`] for every length 0..=1024 and
-//! every start offset 0..16 (`tests` below). Tolerances: f32 dot within
+//! The multi-query kernels (`each_dot_f32_tile`, `each_dot_i8_tile`, crate-private) score up to
+//! four queries against four rows at a time in registers: k-means and IVF assignment, the
+//! ranking of an IVF segment's lists, and compaction's batches of range queries. The f32 one
+//! rounds differently from [`dot`] but gives a pair the same bits whatever the other queries;
+//! the i8 one is exact.
+//!
+//! Every one-query kernel is tested against the plain loops in [`scalar`] for every length
+//! 0..=1024 and every start offset 0..16, the multi-query ones for every row count up to 9 and
+//! dimensions 1..=40 and around the block sizes (`tests` below). Tolerances: f32 dot within
 //! `1e-5 · (1 + Σ|aᵢbᵢ|)` of the f64 oracle; i8 dot exact.
 //!
 //! Scores mean "higher is closer": simsimd's `cos` returns a *distance*, and
@@ -19,7 +26,9 @@ pub mod scalar;
 mod x86;
 
 pub use x86::backend;
-pub(crate) use x86::{each_dot_f32, each_dot_f32_batch, each_dot_f32_tile, each_dot_i8};
+pub(crate) use x86::{
+    each_dot_f32, each_dot_f32_batch, each_dot_f32_tile, each_dot_i8, each_dot_i8_tile,
+};
 
 use crate::error::{IndexError, Result};
 use simsimd::SpatialSimilarity;
@@ -213,6 +222,10 @@ mod tests {
                     each_dot_f32_tile(&refs, dim, &m, |r, j, got| {
                         seen[r * 4 + j] += 1;
                         let row = &m[r * dim..(r + 1) * dim];
+                        // A pair scores the same bits alone as in a tile.
+                        let mut alone = f32::NAN;
+                        each_dot_f32_tile(&[&qs[j]], dim, row, |_, _, s| alone = s);
+                        assert_eq!(got.to_bits(), alone.to_bits(), "dim {dim} rows {rows}");
                         let oracle = scalar::dot_f32(&qs[j], row);
                         let magnitude: f64 = qs[j]
                             .iter()
@@ -225,6 +238,41 @@ mod tests {
                         );
                     });
                     // Every pair once, and a fifth query ignored.
+                    let want = nq.min(4);
+                    for r in 0..rows {
+                        for j in 0..4 {
+                            assert_eq!(
+                                seen[r * 4 + j],
+                                u32::from(j < want),
+                                "dim {dim} rows {rows}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_i8_multi_query_tile_is_exact_for_every_shape() {
+        #[expect(clippy::cast_possible_truncation, reason = "test data")]
+        let codes = |n: usize, seed: usize| -> Vec<i8> {
+            (0..n)
+                .map(|i| ((i * 37 + seed * 91) % 255) as u8 as i8)
+                .collect()
+        };
+        for dim in (1..=40).chain([63, 64, 65, 127, 128, 129, 384]) {
+            for rows in 0..=9 {
+                let m = codes(dim * rows, dim + 3);
+                for nq in 1..=5 {
+                    let qs: Vec<Vec<i8>> = (0..nq).map(|j| codes(dim, 100 + j)).collect();
+                    let refs: Vec<&[i8]> = qs.iter().map(Vec::as_slice).collect();
+                    let mut seen = vec![0u32; rows * 4];
+                    each_dot_i8_tile(&refs, dim, &m, |r, j, got| {
+                        seen[r * 4 + j] += 1;
+                        let oracle = scalar::dot_i8(&qs[j], &m[r * dim..(r + 1) * dim]);
+                        assert_eq!(i64::from(got), oracle, "dim {dim} rows {rows} q {j}");
+                    });
                     let want = nq.min(4);
                     for r in 0..rows {
                         for j in 0..4 {

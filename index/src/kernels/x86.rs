@@ -162,31 +162,49 @@ mod avx512 {
         }
     }
 
-    /// Up to four queries against rows four at a time, in registers: per 16-float block,
-    /// four row loads and four query loads feed sixteen FMAs (one load per two FMAs, where a
-    /// dot of one pair needs two per FMA). One accumulator per pair, so the sums round
-    /// differently from `dot_f32` (within the kernels' tolerance, not bit for bit).
     /// The whole 16-float blocks of `v`.
     fn blocks(v: &[f32]) -> &[[f32; 16]] {
         v.as_chunks::<16>().0
     }
 
+    /// Up to four queries against rows four at a time, in registers: per 16-float block,
+    /// four row loads and four query loads feed sixteen FMAs (one load per two FMAs, where a
+    /// dot of one pair needs two per FMA). One accumulator per pair, so the sums round
+    /// differently from `dot_f32` (within the kernels' tolerance, not bit for bit), but the
+    /// same way for a pair whatever the other queries and wherever the row lies: every pair's
+    /// sum is the same sequence of FMAs, then the same reduction.
     #[target_feature(enable = "avx512f")]
     pub(super) fn each_dot_f32_tile(
         queries: &[&[f32]],
         dim: usize,
         rows: &[f32],
-        mut on_row: impl FnMut(usize, usize, f32),
+        on_row: impl FnMut(usize, usize, f32),
     ) {
-        let nq = queries.len().min(4);
-        if nq == 0 || dim == 0 {
+        if dim == 0 {
             return;
         }
-        let query = |j: usize| queries.get(j.min(nq - 1)).copied().unwrap_or(&[]);
-        let qs = [query(0), query(1), query(2), query(3)];
+        // As many accumulators as queries: one query costs a quarter of four.
+        match queries {
+            [] => {}
+            [a] => tile::<1>([a], dim, rows, on_row),
+            [a, b] => tile::<2>([a, b], dim, rows, on_row),
+            [a, b, c] => tile::<3>([a, b, c], dim, rows, on_row),
+            [a, b, c, d, ..] => tile::<4>([a, b, c, d], dim, rows, on_row),
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn tile<const NQ: usize>(
+        qs: [&&[f32]; NQ],
+        dim: usize,
+        rows: &[f32],
+        mut on_row: impl FnMut(usize, usize, f32),
+    ) {
         // Whole 16-float blocks as arrays, so the loop below loads without bounds checks.
-        let qb = [blocks(qs[0]), blocks(qs[1]), blocks(qs[2]), blocks(qs[3])];
-        let whole = dim / 16 * 16;
+        let qb = qs.map(|q| blocks(q));
+        let blocks_per_row = dim / 16;
+        let whole = blocks_per_row * 16;
         let tail = |a: &[f32], b: &[f32]| -> f32 {
             let (a, b) = (a.get(whole..).unwrap_or(&[]), b.get(whole..).unwrap_or(&[]));
             a.iter().zip(b).map(|(x, y)| x * y).sum()
@@ -200,24 +218,26 @@ mod avx512 {
             rows_iter.next(),
         ) {
             let tile = [r0, r1, r2, r3];
-            let mut acc = [[_mm512_setzero_ps(); 4]; 4];
-            let q_blocks = qb[0].iter().zip(qb[1]).zip(qb[2]).zip(qb[3]);
-            let r_blocks = blocks(r0)
-                .iter()
-                .zip(blocks(r1))
-                .zip(blocks(r2))
-                .zip(blocks(r3));
-            for ((((q0, q1), q2), q3), (((x0, x1), x2), x3)) in q_blocks.zip(r_blocks) {
-                let q = [load_f32(q0), load_f32(q1), load_f32(q2), load_f32(q3)];
+            // Not `tile.map(..)`: its closure would not be inlined into this AVX-512 code.
+            let xb = [blocks(r0), blocks(r1), blocks(r2), blocks(r3)];
+            let mut acc = [[_mm512_setzero_ps(); NQ]; 4];
+            for b in 0..blocks_per_row {
+                let (Some(x0), Some(x1), Some(x2), Some(x3)) =
+                    (xb[0].get(b), xb[1].get(b), xb[2].get(b), xb[3].get(b))
+                else {
+                    break;
+                };
                 let x = [load_f32(x0), load_f32(x1), load_f32(x2), load_f32(x3)];
-                for (k, xk) in x.iter().enumerate() {
-                    for (j, qj) in q.iter().enumerate() {
-                        acc[k][j] = _mm512_fmadd_ps(*xk, *qj, acc[k][j]);
+                for (j, q) in qb.iter().enumerate() {
+                    let Some(q) = q.get(b) else { continue };
+                    let q = load_f32(q);
+                    for (k, xk) in x.iter().enumerate() {
+                        acc[k][j] = _mm512_fmadd_ps(*xk, q, acc[k][j]);
                     }
                 }
             }
             for (k, row) in tile.iter().enumerate() {
-                for (j, q) in qs.iter().enumerate().take(nq) {
+                for (j, q) in qs.iter().enumerate() {
                     on_row(r + k, j, _mm512_reduce_add_ps(acc[k][j]) + tail(q, row));
                 }
             }
@@ -225,16 +245,87 @@ mod avx512 {
         }
         // The rows after the last whole tile (the iterator stopped inside it).
         for (k, row) in rows.chunks_exact(dim).skip(r).enumerate() {
-            let mut acc = [_mm512_setzero_ps(); 4];
-            let q_blocks = qb[0].iter().zip(qb[1]).zip(qb[2]).zip(qb[3]);
-            for ((((q0, q1), q2), q3), x) in q_blocks.zip(blocks(row)) {
-                let x = load_f32(x);
-                for (j, qj) in [q0, q1, q2, q3].iter().enumerate() {
-                    acc[j] = _mm512_fmadd_ps(x, load_f32(qj), acc[j]);
+            let x = blocks(row);
+            let mut acc = [_mm512_setzero_ps(); NQ];
+            for b in 0..blocks_per_row {
+                let Some(xb) = x.get(b) else { break };
+                let xb = load_f32(xb);
+                for (j, q) in qb.iter().enumerate() {
+                    if let Some(q) = q.get(b) {
+                        acc[j] = _mm512_fmadd_ps(xb, load_f32(q), acc[j]);
+                    }
                 }
             }
-            for (j, q) in qs.iter().enumerate().take(nq) {
+            for (j, q) in qs.iter().enumerate() {
                 on_row(r + k, j, _mm512_reduce_add_ps(acc[j]) + tail(q, row));
+            }
+        }
+    }
+
+    /// The i8 twin of `each_dot_f32_tile`: up to four queries against rows four at a time,
+    /// in registers. Per 64-byte block, four row loads (made unsigned as in `dot_i8`) and four
+    /// query loads feed sixteen `vpdpbusd`. Integer sums, so every score equals `dot_i8`'s.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub(super) fn each_dot_i8_tile(
+        queries: &[&[i8]],
+        dim: usize,
+        rows: &[i8],
+        mut on_row: impl FnMut(usize, usize, i32),
+    ) {
+        let nq = queries.len().min(4);
+        if nq == 0 || dim == 0 {
+            return;
+        }
+        let query = |j: usize| queries.get(j.min(nq - 1)).copied().unwrap_or(&[]);
+        let qs = [query(0), query(1), query(2), query(3)];
+        let offsets = qs.map(offset_i8);
+        let qb = qs.map(|q| q.as_chunks::<64>().0);
+        let whole = dim / 64 * 64;
+        let tail = |a: &[i8], b: &[i8]| -> i32 {
+            let (a, b) = (a.get(whole..).unwrap_or(&[]), b.get(whole..).unwrap_or(&[]));
+            a.iter()
+                .zip(b)
+                .map(|(x, y)| i32::from(*x) * i32::from(*y))
+                .sum()
+        };
+        let flip = _mm512_set1_epi8(i8::MIN);
+        let unsigned = |block: &[i8; 64]| _mm512_xor_si512(load_i8(block), flip);
+        let mut rows_iter = rows.chunks_exact(dim);
+        let mut r = 0;
+        while let (Some(r0), Some(r1), Some(r2), Some(r3)) = (
+            rows_iter.next(),
+            rows_iter.next(),
+            rows_iter.next(),
+            rows_iter.next(),
+        ) {
+            let tile = [r0, r1, r2, r3];
+            let mut acc = [[_mm512_setzero_si512(); 4]; 4];
+            let q_blocks = qb[0].iter().zip(qb[1]).zip(qb[2]).zip(qb[3]);
+            let r_blocks = (r0.as_chunks::<64>().0.iter())
+                .zip(r1.as_chunks::<64>().0)
+                .zip(r2.as_chunks::<64>().0)
+                .zip(r3.as_chunks::<64>().0);
+            for ((((q0, q1), q2), q3), (((x0, x1), x2), x3)) in q_blocks.zip(r_blocks) {
+                let q = [load_i8(q0), load_i8(q1), load_i8(q2), load_i8(q3)];
+                let x = [unsigned(x0), unsigned(x1), unsigned(x2), unsigned(x3)];
+                for (k, xk) in x.iter().enumerate() {
+                    for (j, qj) in q.iter().enumerate() {
+                        acc[k][j] = _mm512_dpbusd_epi32(acc[k][j], *xk, *qj);
+                    }
+                }
+            }
+            for (k, row) in tile.iter().enumerate() {
+                for (j, q) in qs.iter().enumerate().take(nq) {
+                    let sum = _mm512_reduce_add_epi32(acc[k][j]);
+                    on_row(r + k, j, sum - offsets[j] + tail(q, row));
+                }
+            }
+            r += 4;
+        }
+        // The rows after the last whole tile (the iterator stopped inside it).
+        for (k, row) in rows.chunks_exact(dim).skip(r).enumerate() {
+            for (j, q) in qs.iter().enumerate().take(nq) {
+                on_row(r + k, j, dot_i8(q, row, offsets[j]));
             }
         }
     }
@@ -326,6 +417,32 @@ pub(crate) fn each_dot_f32_tile(
     for (i, row) in rows.chunks_exact(dim.max(1)).enumerate() {
         for (q, query) in queries.iter().take(4).enumerate() {
             on_row(i, q, simsimd_f32(query, row));
+        }
+    }
+}
+
+/// Calls `on_row(i, q, dot_i8(queries[q], row_i))` for each `dim`-wide row of i8 codes and
+/// each of up to four queries (more are ignored), exact: the i8 multi-query kernel, four
+/// queries and four rows held in registers at a time. Every query must be `dim` long.
+#[inline]
+pub(crate) fn each_dot_i8_tile(
+    queries: &[&[i8]],
+    dim: usize,
+    rows: &[i8],
+    mut on_row: impl FnMut(usize, usize, i32),
+) {
+    #[cfg(target_arch = "x86_64")]
+    if cpu().vnni {
+        #[expect(unsafe_code, reason = "calling a target_feature function")]
+        // SAFETY: `cpu()` detected every feature `avx512::each_dot_i8_tile` enables.
+        unsafe {
+            avx512::each_dot_i8_tile(queries, dim, rows, on_row);
+        }
+        return;
+    }
+    for (i, row) in rows.chunks_exact(dim.max(1)).enumerate() {
+        for (q, query) in queries.iter().take(4).enumerate() {
+            on_row(i, q, simsimd_i8(query, row));
         }
     }
 }

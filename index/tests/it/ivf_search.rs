@@ -7,7 +7,8 @@ use amberdb_index::segment::Rewritten;
 use amberdb_index::segment::writer;
 use amberdb_index::synthetic::{SeededRng, clustered, seed_from_env as seed};
 use amberdb_index::{
-    Collection, FlatSegment, IvfSegment, Probe, Scan, SealedBytes, SearchParams, kernels,
+    Collection, FlatSegment, IvfSegment, Neighbour, Probe, RangeQuery, Scan, SealedBytes,
+    SearchParams, kernels,
 };
 use proptest::prelude::*;
 use std::collections::BTreeSet;
@@ -440,5 +441,150 @@ proptest! {
             ..SearchParams::top(k)
         };
         prop_assert_eq!(&exact(&everything), &want);
+        // Range queries batched (compaction's duplicate search): each answer is the one its own
+        // search gives, with its own row refused.
+        let queries: Vec<(Vec<f32>, Option<u64>)> = (0..9u64)
+            .map(|i| {
+                let key = seed.wrapping_mul(31).wrapping_add(i * 7) % next.max(1);
+                (vector(key), (i % 3 != 0).then_some(key))
+            })
+            .collect();
+        let floor = [0.5f32, 0.8, 0.95][seed as usize % 3];
+        let range = SearchParams {
+            filter: Some(&keep),
+            min_score: floor,
+            scan: Scan::i8_for(k),
+            probe: Probe::Range(1 + (seed % 3) as u32),
+            k,
+        };
+        same_as_one_by_one(&c, &queries, &range)?;
     }
+}
+
+/// Asserts that `search_range_batch` answers each query as `search` does with the query's
+/// excluded key refused by the filter.
+fn same_as_one_by_one(
+    c: &Collection,
+    queries: &[(Vec<f32>, Option<u64>)],
+    p: &SearchParams<'_>,
+) -> Result<(), TestCaseError> {
+    let batch: Vec<RangeQuery<'_>> = queries
+        .iter()
+        .map(|(v, exclude)| RangeQuery {
+            vector: v,
+            exclude: *exclude,
+        })
+        .collect();
+    let together = c.search_range_batch(&batch, p).unwrap();
+    prop_assert_eq!(together.len(), queries.len());
+    for ((v, exclude), got) in queries.iter().zip(&together) {
+        let accepts = |key: u64| *exclude != Some(key) && p.filter.is_none_or(|f| f(key));
+        let alone: Vec<Neighbour> = c
+            .search(
+                v,
+                &SearchParams {
+                    filter: Some(&accepts),
+                    ..*p
+                },
+            )
+            .unwrap();
+        prop_assert_eq!(got, &alone);
+    }
+    Ok(())
+}
+
+#[test]
+fn a_range_batch_answers_each_query_as_its_own_search_does() {
+    let seed = seed("ivf_range_batch", 17);
+    eprintln!("seed {seed}");
+    // 96 dimensions: one whole 64-byte block of codes and a tail, as the kernels split them.
+    let (n, dim) = (12_000, 96);
+    let data = hard_data(n + 3_000, dim, seed);
+    let row = |k: u64| &data[(k as usize - 1) * dim..][..dim];
+    let mut c = Collection::new(dim);
+    // An IVF segment, a flat segment, growing rows, and tombstones in each.
+    let keys: Vec<u64> = (1..=n as u64).collect();
+    c.push_sealed(ivf(&keys, &data[..n * dim], dim, &IvfParams::new(seed)))
+        .unwrap();
+    let flat_keys: Vec<u64> = (n as u64 + 1..=n as u64 + 2_000).collect();
+    c.push_sealed(flat(&flat_keys, &data[n * dim..(n + 2_000) * dim], dim))
+        .unwrap();
+    for k in n as u64 + 2_001..=n as u64 + 3_000 {
+        c.insert(k, row(k)).unwrap();
+    }
+    for k in (1..=n as u64 + 3_000).step_by(13) {
+        c.delete(k);
+    }
+    let mut rng = SeededRng::new(seed ^ 0xBA7C);
+    // Stored rows asking for their own neighbours (compaction), near copies and random
+    // directions; some refusing their own row.
+    let queries: Vec<(Vec<f32>, Option<u64>)> = (0..600)
+        .map(|i| {
+            let key = 1 + rng.below(n as u64 + 3_000);
+            match i % 3 {
+                0 => (row(key).to_vec(), Some(key)),
+                1 => {
+                    let noisy: Vec<f32> =
+                        row(key).iter().map(|x| x + 0.02 * rng.gaussian()).collect();
+                    let norm = noisy.iter().map(|x| x * x).sum::<f32>().sqrt();
+                    (noisy.iter().map(|x| x / norm).collect(), None)
+                }
+                _ => (rng.unit_vector(dim), Some(key)),
+            }
+        })
+        .collect();
+    let keep = |key: u64| key % 5 != 2;
+    for (floor, first) in [(0.9f32, 16), (0.8, 4), (0.6, 1)] {
+        let p = SearchParams {
+            min_score: floor,
+            probe: Probe::Range(first),
+            ..i8_probe(50, Probe::Built)
+        };
+        same_as_one_by_one(&c, &queries, &p).unwrap();
+        let filtered = SearchParams {
+            filter: Some(&keep),
+            ..p
+        };
+        same_as_one_by_one(&c, &queries, &filtered).unwrap();
+    }
+    let found: usize = c
+        .search_range_batch(
+            &queries
+                .iter()
+                .map(|(v, exclude)| RangeQuery {
+                    vector: v,
+                    exclude: *exclude,
+                })
+                .collect::<Vec<_>>(),
+            &SearchParams {
+                min_score: 0.9,
+                probe: Probe::Range(16),
+                ..i8_probe(50, Probe::Built)
+            },
+        )
+        .unwrap()
+        .iter()
+        .map(Vec::len)
+        .sum();
+    // 200 near copies, a thirteenth of their rows deleted: not a vacuous comparison.
+    assert!(found >= 150, "the near copies find rows in range ({found})");
+    // Only an i8 range scan batches.
+    let q = RangeQuery {
+        vector: &queries[0].0,
+        exclude: None,
+    };
+    assert!(c.search_range_batch(&[q], &SearchParams::top(10)).is_err());
+    assert!(
+        c.search_range_batch(&[q], &i8_probe(10, Probe::Built))
+            .is_err()
+    );
+    let short = RangeQuery {
+        vector: &[1.0],
+        exclude: None,
+    };
+    let p = SearchParams {
+        probe: Probe::Range(4),
+        ..i8_probe(10, Probe::Built)
+    };
+    assert!(c.search_range_batch(&[q, short], &p).is_err());
 }
