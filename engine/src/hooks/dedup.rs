@@ -5,8 +5,8 @@
 
 use super::MAX_MERGE_GROUP;
 
-/// Most neighbours the fact guard judges for one memory.
-const GUARD_CANDIDATES: usize = 50;
+/// Most neighbours the fact guard judges for one memory: the limit of a plan's range query.
+pub(crate) const GUARD_CANDIDATES: usize = 50;
 use super::facts::{Decision, Reading, Relation, reading, relation, relation_of};
 use crate::kernel::record::{MemoryId, Timestamp};
 use amberdb_index::kernels;
@@ -95,7 +95,21 @@ pub(crate) fn plan(
 ) -> Plan {
     // The fact guard reads more neighbours than a merge may join: in a store of many similar
     // statements the older value of the same slot is often not among the nearest ten.
-    let mut candidates = space.within(vector, min_sim, GUARD_CANDIDATES, anchor);
+    let candidates = space.within(vector, min_sim, GUARD_CANDIDATES, anchor);
+    plan_among(space, candidates, vector, text, min_sim, anchor)
+}
+
+/// `plan` with its range query already answered: `candidates` is what
+/// `space.within(vector, min_sim, GUARD_CANDIDATES, anchor)` returns (compaction answers many
+/// of them in one batch).
+pub(crate) fn plan_among(
+    space: &dyn Space,
+    mut candidates: Vec<MemoryId>,
+    vector: &[f32],
+    text: &str,
+    min_sim: f32,
+    anchor: Option<MemoryId>,
+) -> Plan {
     candidates.truncate(GUARD_CANDIDATES);
     let mut plan = Plan {
         candidates: candidates.len(),

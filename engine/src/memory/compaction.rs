@@ -8,9 +8,16 @@ use super::write::merge;
 use crate::hooks::{check_distance, dedup};
 use crate::kernel::error::{EngineError, Result};
 use crate::kernel::log::Op;
-use crate::kernel::record::{self, Kind, Memory, MemoryId};
+use crate::kernel::record::{self, Kind, Memory, MemoryId, Timestamp};
 use crate::store::Store;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+
+/// Memories whose neighbours compaction asks for in one batch (`UserSpace::within_each`),
+/// under one read lock: enough that a list of the index is read once for several of them (at
+/// 1M memories, 16 of 4,000 lists each: 8 queries a list), few enough that a write waits
+/// at most one batch (~0.25 s at 1M) and their probes stay ~64 MB. At 1M, 512 took 179 s and
+/// 2,048 took 110 s (`docs/benchmarks.md`, "Compaction's duplicate search").
+const NEIGHBOURS_BATCH: usize = 2048;
 
 /// Memories compaction would merge into one.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -53,46 +60,63 @@ pub struct Unmerged {
 }
 
 impl Store {
+    /// The groups at `distance`, and the user's live memories. Reads the store a batch of
+    /// memories at a time (`NEIGHBOURS_BATCH`), each under its own read lock, so writes go on
+    /// between batches instead of waiting for the whole search (at 1M memories, minutes). A
+    /// memory deleted before its batch is left out; a write during the search can change the
+    /// plan, which `compact_apply` notices (it recomputes the plan and compares ids).
     fn compaction_groups(&self, user: &str, distance: f32) -> (Vec<CompactionGroup>, usize) {
-        let state = self.read();
-        let mut mine: Vec<&Memory> = state
-            .table
-            .iter()
-            .filter(|m| m.user_id == user && !matches!(m.kind, Kind::Message | Kind::Item))
-            .collect();
-        let live = state.table.iter().filter(|m| m.user_id == user).count();
-        mine.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        let (order, live) = {
+            let state = self.read();
+            let mut mine: Vec<(Timestamp, MemoryId)> = state
+                .table
+                .iter()
+                .filter(|m| m.user_id == user && !matches!(m.kind, Kind::Message | Kind::Item))
+                .map(|m| (m.created_at, m.id))
+                .collect();
+            mine.sort_unstable();
+            let live = state.table.iter().filter(|m| m.user_id == user).count();
+            (mine, live)
+        };
+        let min_sim = 1.0 - distance;
         let mut grouped: HashSet<MemoryId> = HashSet::new();
         let mut groups = Vec::new();
-        for m in mine {
-            if grouped.contains(&m.id) {
-                continue;
-            }
-            let Some(v) = state.vectors.vector(m.id.0) else {
-                continue;
-            };
-            let space = UserSpace {
+        for block in order.chunks(NEIGHBOURS_BATCH) {
+            let state = self.read();
+            let space = |kind| UserSpace {
                 state: &state,
                 user,
-                kind: m.kind,
+                kind,
             };
-            let plan = dedup::plan(&space, v, &m.content, 1.0 - distance, Some(m.id));
-            let dups: Vec<MemoryId> = plan
-                .duplicates
-                .into_iter()
-                .filter(|d| !grouped.contains(d))
+            let block: Vec<&Memory> = block
+                .iter()
+                .filter_map(|(_, id)| state.table.get(*id))
                 .collect();
-            if dups.is_empty() {
-                continue;
+            // The neighbours of the block's memories not grouped yet, asked kind by kind (each
+            // kind is its own space). A memory an earlier one of the block groups has them
+            // asked for nothing, which costs a little work and changes no answer.
+            let mut near: HashMap<MemoryId, Vec<MemoryId>> = HashMap::new();
+            let mut kinds: Vec<Kind> = Vec::new();
+            for m in &block {
+                if !kinds.contains(&m.kind) {
+                    kinds.push(m.kind);
+                }
             }
-            grouped.insert(m.id);
-            grouped.extend(dups.iter().copied());
-            let mut members = vec![m.id];
-            members.extend(dups);
-            groups.push(CompactionGroup {
-                anchor: m.id,
-                members,
-            });
+            for kind in kinds {
+                let anchors: Vec<(MemoryId, &[f32])> = block
+                    .iter()
+                    .filter(|m| m.kind == kind && !grouped.contains(&m.id))
+                    .filter_map(|m| Some((m.id, state.vectors.vector(m.id.0)?)))
+                    .collect();
+                let answers = space(kind).within_each(&anchors, min_sim, dedup::GUARD_CANDIDATES);
+                near.extend(anchors.iter().map(|a| a.0).zip(answers));
+            }
+            for m in block {
+                if let Some(group) = group_of(&space(m.kind), m, min_sim, &mut near, &grouped) {
+                    grouped.extend(group.members.iter().copied());
+                    groups.push(group);
+                }
+            }
         }
         (groups, live)
     }
@@ -267,10 +291,160 @@ impl Store {
     }
 }
 
+/// The group `m` anchors, if it is not grouped yet and has duplicates not grouped yet, its
+/// neighbours taken from `near` (`UserSpace::within_each`).
+fn group_of(
+    space: &UserSpace<'_>,
+    m: &Memory,
+    min_sim: f32,
+    near: &mut HashMap<MemoryId, Vec<MemoryId>>,
+    grouped: &HashSet<MemoryId>,
+) -> Option<CompactionGroup> {
+    if grouped.contains(&m.id) {
+        return None;
+    }
+    let v = space.state.vectors.vector(m.id.0)?;
+    let candidates = near.remove(&m.id)?;
+    let plan = dedup::plan_among(space, candidates, v, &m.content, min_sim, Some(m.id));
+    let dups: Vec<MemoryId> = plan
+        .duplicates
+        .into_iter()
+        .filter(|d| !grouped.contains(d))
+        .collect();
+    if dups.is_empty() {
+        return None;
+    }
+    let mut members = vec![m.id];
+    members.extend(dups);
+    Some(CompactionGroup {
+        anchor: m.id,
+        members,
+    })
+}
+
 fn groups_id(groups: &[CompactionGroup]) -> String {
     let ids: Vec<Vec<u64>> = groups
         .iter()
         .map(|g| g.members.iter().map(|m| m.0).collect())
         .collect();
     short_id(&serde_json::json!(ids))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hooks::dedup::Space;
+    use crate::{HookConfig, NewMemory, StoreOptions, SyncPolicy};
+
+    /// Compaction as it was before its neighbours came in batches: one range probe
+    /// (`UserSpace::within`) per memory, in the same order. The model the batch must equal.
+    fn one_probe_per_memory(store: &Store, user: &str, distance: f32) -> Vec<CompactionGroup> {
+        let state = store.read();
+        let mut mine: Vec<&Memory> = state
+            .table
+            .iter()
+            .filter(|m| m.user_id == user && !matches!(m.kind, Kind::Message | Kind::Item))
+            .collect();
+        mine.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        let mut grouped: HashSet<MemoryId> = HashSet::new();
+        let mut groups = Vec::new();
+        for m in mine {
+            let space = UserSpace {
+                state: &state,
+                user,
+                kind: m.kind,
+            };
+            let Some(v) = state.vectors.vector(m.id.0) else {
+                continue;
+            };
+            let near = space.within(v, 1.0 - distance, dedup::GUARD_CANDIDATES, Some(m.id));
+            let mut only = HashMap::from([(m.id, near)]);
+            if let Some(g) = group_of(&space, m, 1.0 - distance, &mut only, &grouped) {
+                grouped.extend(g.members.iter().copied());
+                groups.push(g);
+            }
+        }
+        groups
+    }
+
+    /// A note from a few common words and three made-up ones: the hashing embedder puts two
+    /// notes far apart unless they share most words.
+    fn note(i: u64) -> String {
+        const WORDS: [&str; 8] = [
+            "cache", "deploy", "login", "token", "backup", "report", "meeting", "invoice",
+        ];
+        let word = |j: u64| WORDS[((i * 2_654_435_761) >> (j * 5)) as usize % WORDS.len()];
+        let rare: Vec<String> = (0..3).map(|j| format!("w{}x{j}", i * 7 + j)).collect();
+        format!("{} {} {}", word(0), word(1), rare.join(" "))
+    }
+
+    #[test]
+    fn batched_neighbours_group_exactly_as_one_probe_per_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = StoreOptions::hashing()
+            .sync(SyncPolicy::None)
+            .hooks(HookConfig::none());
+        let store = Store::open(dir.path(), options).unwrap();
+        // 6,000 notes of one user (some knowledge, a kind of its own), each tenth said again
+        // in other words, and another user's notes the filter must keep out.
+        let mut batch = Vec::new();
+        for i in 0..6_000u64 {
+            let kind = if i % 7 == 0 {
+                Kind::Knowledge
+            } else {
+                Kind::Memory
+            };
+            batch.push(NewMemory::new(note(i)).kind(kind));
+            if i % 10 == 0 {
+                batch.push(NewMemory::new(format!("{} again", note(i))).kind(kind));
+            }
+            if i % 5 == 0 {
+                batch.push(NewMemory::new(note(i)).user("someone else"));
+            }
+        }
+        for chunk in batch.chunks(1000) {
+            for r in store.store_batch(chunk.to_vec()).unwrap() {
+                r.unwrap();
+            }
+        }
+        // Most rows in an IVF segment, some sealed flat, the rest growing; some deleted.
+        store.checkpoint().unwrap();
+        store.build_index().unwrap();
+        let more: Vec<NewMemory> = (6_000..6_600u64)
+            .map(|i| NewMemory::new(note(i - 6_000)))
+            .collect();
+        for r in store.store_batch(more).unwrap() {
+            r.unwrap();
+        }
+        let doomed: Vec<MemoryId> = store
+            .read()
+            .table
+            .iter()
+            .filter(|m| m.user_id == record::DEFAULT_USER && m.id.0 % 17 == 0)
+            .map(|m| m.id)
+            .collect();
+        for id in doomed {
+            store.delete(id).unwrap();
+        }
+        assert!(
+            store
+                .read()
+                .vectors
+                .sealed()
+                .iter()
+                .any(|s| s.as_ivf().is_some()),
+            "the batch reads IVF lists"
+        );
+        let user = record::DEFAULT_USER;
+        for distance in [0.05, 0.2, 0.35] {
+            let (batched, _) = store.compaction_groups(user, distance);
+            let model = one_probe_per_memory(&store, user, distance);
+            assert_eq!(batched, model, "distance {distance}");
+            assert!(
+                batched.len() >= 300,
+                "distance {distance}: {}",
+                batched.len()
+            );
+        }
+    }
 }

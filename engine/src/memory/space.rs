@@ -3,7 +3,7 @@
 use crate::hooks::dedup::Space;
 use crate::kernel::record::{Kind, MemoryId};
 use crate::kernel::state::State;
-use amberdb_index::{Probe, Scan, SearchParams};
+use amberdb_index::{Probe, RangeQuery, Scan, SearchParams};
 
 /// Matching keys up to which a filtered vector search scores just those keys instead of
 /// scanning (at least this many, or a sixteenth of the store).
@@ -24,6 +24,89 @@ pub(crate) struct UserSpace<'a> {
     pub(crate) kind: Kind,
 }
 
+impl UserSpace<'_> {
+    /// Whether a range query over a user's `keys_len` memories scores just those keys instead
+    /// of scanning: a user with few memories in a store of many users, one dot product each
+    /// instead of every user's rows through the filter (the rule search's selections follow,
+    /// `search`'s vector scan).
+    fn gathers(&self, keys_len: usize) -> bool {
+        let total = self.state.vectors.len();
+        keys_len <= GATHER_KEYS.max(total / 16) && keys_len < total
+    }
+
+    /// The scan of a range query. Over COMPACT_SCAN_ROWS, the compact scan: i8 codes of the sealed rows (a quarter of the
+    /// bytes), then the best 100 re-ranked exactly, so the threshold is applied to exact
+    /// scores. Below it the f32 rows fit in cache and re-ranking only adds work
+    /// (docs/benchmarks.md, "Hooks": 100k memories 8.8 → 3.1 ms, 10k 1.14 → 0.55 ms, but
+    /// 1k 0.12 → 0.21 ms).
+    fn scan(&self, limit: usize) -> Scan {
+        if self.state.vectors.len() > COMPACT_SCAN_ROWS {
+            Scan::i8_for(limit)
+        } else {
+            Scan::F32
+        }
+    }
+
+    /// Whether `key` is one of the user's live memories of this space's kind.
+    fn holds(&self, keys: &amberdb_index::KeySet, key: u64) -> bool {
+        keys.contains(key)
+            && self
+                .state
+                .table
+                .get(MemoryId(key))
+                .is_some_and(|m| m.kind == self.kind)
+    }
+
+    /// `within` for many stored memories at once, each refusing itself (compaction's
+    /// duplicate search): the same answers, in `anchors` order. When the query scans a large
+    /// store, the batch reads each list once for all the anchors that probe it
+    /// (`Collection::search_range_batch`); otherwise it asks one by one.
+    pub(crate) fn within_each(
+        &self,
+        anchors: &[(MemoryId, &[f32])],
+        min_sim: f32,
+        limit: usize,
+    ) -> Vec<Vec<MemoryId>> {
+        let one_by_one = || {
+            anchors
+                .iter()
+                .map(|(id, v)| self.within(v, min_sim, limit, Some(*id)))
+                .collect()
+        };
+        let Some(keys) = self.state.table.user_keys(self.user) else {
+            return vec![Vec::new(); anchors.len()];
+        };
+        let scan = self.scan(limit);
+        if self.gathers(keys.len()) || scan == Scan::F32 {
+            return one_by_one();
+        }
+        let accept = |key: u64| self.holds(keys, key);
+        let params = SearchParams {
+            k: limit,
+            filter: Some(&accept),
+            scan,
+            min_score: min_sim,
+            probe: Probe::Range(RANGE_PROBE_LISTS),
+        };
+        let queries: Vec<RangeQuery<'_>> = anchors
+            .iter()
+            .map(|(id, v)| RangeQuery {
+                vector: v,
+                exclude: Some(id.0),
+            })
+            .collect();
+        match self.state.vectors.search_range_batch(&queries, &params) {
+            Ok(found) => found
+                .into_iter()
+                .map(|hits| hits.into_iter().map(|n| MemoryId(n.key)).collect())
+                .collect(),
+            // A stored vector the batch refuses (it never should): each asks alone, as
+            // `within` would.
+            Err(_) => one_by_one(),
+        }
+    }
+}
+
 impl Space for UserSpace<'_> {
     fn within(
         &self,
@@ -35,14 +118,7 @@ impl Space for UserSpace<'_> {
         let Some(keys) = self.state.table.user_keys(self.user) else {
             return Vec::new();
         };
-        let table = &self.state.table;
-        let accept = |key: u64| {
-            keys.contains(key)
-                && exclude != Some(MemoryId(key))
-                && table
-                    .get(MemoryId(key))
-                    .is_some_and(|m| m.kind == self.kind)
-        };
+        let accept = |key: u64| exclude != Some(MemoryId(key)) && self.holds(keys, key);
         let params = |scan| SearchParams {
             k: limit,
             filter: Some(&accept),
@@ -50,11 +126,7 @@ impl Space for UserSpace<'_> {
             min_score: min_sim,
             probe: Probe::Range(RANGE_PROBE_LISTS),
         };
-        // A user with few memories in a store of many users: score just theirs, one dot
-        // product each, instead of scanning every user's rows through the filter (the rule
-        // search's selections follow, `search`'s vector scan).
-        let total = self.state.vectors.len();
-        if keys.len() <= GATHER_KEYS.max(total / 16) && keys.len() < total {
+        if self.gathers(keys.len()) {
             let mine: Vec<u64> = keys.iter().filter(|k| accept(*k)).collect();
             return self
                 .state
@@ -63,19 +135,9 @@ impl Space for UserSpace<'_> {
                 .map(|found| found.into_iter().map(|n| MemoryId(n.key)).collect())
                 .unwrap_or_default();
         }
-        // Over COMPACT_SCAN_ROWS, the compact scan: i8 codes of the sealed rows (a quarter of the
-        // bytes), then the best 100 re-ranked exactly, so the threshold is applied to exact
-        // scores. Below it the f32 rows fit in cache and re-ranking only adds work
-        // (docs/benchmarks.md, "Hooks": 100k memories 8.8 → 3.1 ms, 10k 1.14 → 0.55 ms, but
-        // 1k 0.12 → 0.21 ms).
-        let scan = if self.state.vectors.len() > COMPACT_SCAN_ROWS {
-            Scan::i8_for(limit)
-        } else {
-            Scan::F32
-        };
         self.state
             .vectors
-            .search(query, &params(scan))
+            .search(query, &params(self.scan(limit)))
             .map(|found| found.into_iter().map(|n| MemoryId(n.key)).collect())
             .unwrap_or_default()
     }
