@@ -2,9 +2,16 @@
 //! and the i8 scan with exact re-rank; and a batch of queries sharing one pass at 1M.
 //! Throughput is the f32 bytes a query covers (n × 384 × 4), so GB/s compare across types.
 //! `AMBERDB_BENCH_SIZES=100000` skips the 1M set.
+//!
+//! Then the same 100k rows as one IVF segment (`ivf_100000`): a top-10 probe at the built
+//! nprobe, and 1,024 stored rows asking for their neighbours at or above 0.8 (compaction's
+//! duplicate search, `Probe::Range(16)`), one query at a time against one batch
+//! (`Collection::search_range_batch`), on 2 threads. Criterion's `--bench search ivf` runs
+//! just these.
 
 use amberdb_benches::{DIM, SEED, sealed_collection, vectors};
-use amberdb_index::{Scan, SearchParams};
+use amberdb_index::ivf::{IvfParams, build};
+use amberdb_index::{Collection, IvfSegment, Probe, RangeQuery, Scan, SealedBytes, SearchParams};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 use std::time::Duration;
@@ -71,5 +78,82 @@ fn bench(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench);
+fn ivf(c: &mut Criterion) {
+    let n = 100_000;
+    let data = vectors(n, SEED);
+    let keys: Vec<u64> = (1..=n as u64).collect();
+    let built = build(&keys, &data, DIM, &IvfParams::new(SEED)).expect("build");
+    let mut collection = Collection::new(DIM);
+    collection
+        .push_sealed(
+            IvfSegment::open("bench-ivf", SealedBytes::copy_from(&built.bytes)).expect("open"),
+        )
+        .expect("push");
+    let queries = vectors(64, SEED + 1);
+    let mut g = c.benchmark_group(format!("ivf_{n}"));
+    g.sample_size(20).measurement_time(Duration::from_secs(8));
+    let one = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .expect("pool");
+    let p = SearchParams {
+        scan: Scan::i8_for(10),
+        probe: Probe::Built,
+        ..SearchParams::top(10)
+    };
+    let mut qi = 0;
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("top10_built_nprobe_1t", |b| {
+        b.iter(|| {
+            qi = (qi + 1) % 64;
+            one.install(|| collection.search(black_box(&queries[qi * DIM..(qi + 1) * DIM]), &p))
+                .expect("search")
+        });
+    });
+    let two = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .expect("pool");
+    let range = SearchParams {
+        min_score: 0.8,
+        scan: Scan::i8_for(50),
+        probe: Probe::Range(16),
+        ..SearchParams::top(50)
+    };
+    let asking: Vec<RangeQuery<'_>> = data
+        .chunks_exact(DIM)
+        .zip(&keys)
+        .step_by(n / 1024)
+        .take(1024)
+        .map(|(vector, &key)| RangeQuery {
+            vector,
+            exclude: Some(key),
+        })
+        .collect();
+    g.sample_size(10)
+        .throughput(Throughput::Elements(asking.len() as u64));
+    g.bench_function("range_1024_one_by_one_2t", |b| {
+        b.iter(|| {
+            two.install(|| {
+                for q in &asking {
+                    let own = |key: u64| q.exclude != Some(key);
+                    let p = SearchParams {
+                        filter: Some(&own),
+                        ..range
+                    };
+                    collection.search(black_box(q.vector), &p).expect("search");
+                }
+            });
+        });
+    });
+    g.bench_function("range_1024_batch_2t", |b| {
+        b.iter(|| {
+            two.install(|| collection.search_range_batch(black_box(&asking), &range))
+                .expect("batch")
+        });
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench, ivf);
 criterion_main!(benches);
