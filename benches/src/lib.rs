@@ -263,3 +263,15 @@ pub fn minilm_with(config: amberdb_embed::OnnxConfig) -> amberdb_embed::OnnxEmbe
     let files = amberdb_embed::ModelFiles::in_dir(&amberdb_embed::ModelFiles::default_dir());
     amberdb_embed::OnnxEmbedder::open(&files, config).unwrap_or_else(|e| panic!("{e}"))
 }
+
+/// A field of `/proc/self/status` in KiB (`"VmHWM:"`: the peak RSS; `"VmRSS:"`: now), 0 when
+/// it cannot be read.
+#[must_use]
+pub fn status_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}

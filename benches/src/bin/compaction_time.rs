@@ -21,7 +21,7 @@
 #![expect(clippy::print_stdout, reason = "a bench tool reports on stdout")]
 
 use amberdb::{NewMemory, Store, StoreOptions};
-use amberdb_benches::copy_of_store;
+use amberdb_benches::{copy_of_store, status_kib};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -96,17 +96,10 @@ fn main() {
         times.push(secs);
     }
     times.sort_by(f64::total_cmp);
-    let rss = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .map(|l| l.trim_start_matches("VmHWM:").trim().to_owned())
-        })
-        .unwrap_or_default();
     println!(
-        "median {:.2} s over {runs} runs; peak RSS {rss}",
-        times.get(runs / 2).copied().unwrap_or(f64::NAN)
+        "median {:.2} s over {runs} runs; peak RSS {} MiB",
+        times.get(runs / 2).copied().unwrap_or(f64::NAN),
+        status_kib("VmHWM:") / 1024
     );
     std::mem::forget(store);
     drop(copy);

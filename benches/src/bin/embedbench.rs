@@ -9,7 +9,7 @@
 
 #![expect(clippy::print_stdout, reason = "a bench tool reports on stdout")]
 
-use amberdb_benches::{SEED, bench_data_dir, bench_texts, minilm, minilm_with};
+use amberdb_benches::{SEED, bench_data_dir, bench_texts, minilm, minilm_with, status_kib};
 use amberdb_embed::{Embedder, OnnxConfig, OnnxEmbedder};
 use std::time::{Duration, Instant};
 
@@ -156,13 +156,4 @@ fn rss() -> anyhow::Result<()> {
         model.config().batch_tokens
     );
     Ok(())
-}
-
-fn status_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
 }

@@ -16,7 +16,7 @@
 #![expect(clippy::print_stdout, reason = "a bench tool reports on stdout")]
 
 use amberdb::{Mode, SearchRequest, Store, StoreOptions};
-use amberdb_benches::copy_of_store;
+use amberdb_benches::{copy_of_store, status_kib};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -56,17 +56,10 @@ fn main() {
         last = Some(store);
     }
     times.sort_by(f64::total_cmp);
-    let rss = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .map(|l| l.trim_start_matches("VmHWM:").trim().to_owned())
-        })
-        .unwrap_or_default();
     println!(
-        "median {:.3} s over {runs} opens; peak RSS {rss}",
-        times.get(runs / 2).copied().unwrap_or(f64::NAN)
+        "median {:.3} s over {runs} opens; peak RSS {} MiB",
+        times.get(runs / 2).copied().unwrap_or(f64::NAN),
+        status_kib("VmHWM:") / 1024
     );
     // Leaks the open store on purpose (the process ends here); the copy is removed.
     std::mem::forget(last);
