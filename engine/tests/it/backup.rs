@@ -8,6 +8,7 @@ use amberdb::storage::{FaultyStorage, Storage};
 use amberdb::{EngineError, Memory, MemoryId, NewMemory, SearchRequest, Store, StoreRequest};
 use std::path::Path;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 const DIR: &str = "/s";
 
@@ -268,28 +269,34 @@ fn backups_taken_while_a_writer_and_checkpoints_run_each_hold_a_prefix_of_its_wr
     let fs = FaultyStorage::new();
     let store = Store::open(DIR, small_options(&fs, 50).maintenance_thread(true)).unwrap();
     let written: Mutex<Vec<(MemoryId, String)>> = Mutex::default();
+    // The writer goes on past 800 stores until three backups are done: on a loaded machine
+    // 800 stores can end before the third backup does.
+    let taken = AtomicUsize::new(0);
     let backups = std::thread::scope(|s| {
         let writer = s.spawn(|| {
-            for i in 0..800u64 {
+            let mut i = 0u64;
+            while i < 800 || taken.load(Ordering::SeqCst) < 3 {
                 let id = store_note(&store, i);
                 let content = store.get(id).unwrap().content;
                 written.lock().unwrap().push((id, content));
-                if i % 97 == 0 {
+                if i.is_multiple_of(97) {
                     store.checkpoint().unwrap();
                 }
+                i += 1;
             }
         });
         let mut backups = Vec::new();
         while !writer.is_finished() {
             let dest = format!("/b{}", backups.len());
             backups.push(store.backup(&dest).unwrap());
+            taken.fetch_add(1, Ordering::SeqCst);
         }
         writer.join().unwrap();
         backups
     });
     let written = written.into_inner().unwrap();
     assert!(backups.len() >= 3, "{} backups", backups.len());
-    eprintln!("{} backups beside 800 stores", backups.len());
+    eprintln!("{} backups beside {} stores", backups.len(), written.len());
     let mut last_count = 0;
     for b in &backups {
         let copy = Store::open(&b.dest, small_options(&fs, 50)).unwrap();
