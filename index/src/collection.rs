@@ -188,20 +188,20 @@ const CENTROID_TASK: usize = 256;
 /// Every query's scores against `ivf`'s centroids, in query order, through the multi-query
 /// kernel, which scores a pair the same whatever the other queries: one query alone (a
 /// search) and the same query in a batch rank the lists alike. A batch reads the centroids a
-/// block at a time for many queries instead of whole for each: at 100k rows a segment's
-/// centroids are 2.6 MB, and scoring them one query at a time was most of a compaction's time.
-fn centroid_scores(queries: &[RangeQuery<'_>], ivf: &IvfSegment) -> Vec<Vec<f32>> {
+/// block at a time for `CENTROID_TASK` queries instead of whole for each: at 100k rows a
+/// segment's centroids are 2.6 MB, and scoring them one query at a time was most of a
+/// compaction's time.
+fn centroid_scores(queries: &[&[f32]], ivf: &IvfSegment) -> Vec<Vec<f32>> {
     let centroids = ivf.centroids();
     let dim = ivf.dim().max(1);
-    let score = |task: &[RangeQuery<'_>]| {
+    let score = |task: &[&[f32]]| {
         let mut scores: Vec<Vec<f32>> = task
             .iter()
             .map(|_| Vec::with_capacity(centroids.len() / dim))
             .collect();
         for block in centroids.chunks(CENTROID_BLOCK * dim) {
             for (four, out) in task.chunks(4).zip(scores.chunks_mut(4)) {
-                let vectors: Vec<&[f32]> = four.iter().map(|q| q.vector).collect();
-                each_dot_f32_tile(&vectors, dim, block, |_, j, s| {
+                each_dot_f32_tile(four, dim, block, |_, j, s| {
                     if let Some(o) = out.get_mut(j) {
                         o.push(s);
                     }
@@ -313,12 +313,12 @@ impl Candidates for Vec<Neighbour> {
 /// What it decides for a row depends only on that row's score and the rows before it, so both
 /// scans decide alike.
 struct CodeScan<'a> {
+    collection: &'a Collection,
     source: Source,
     start: usize,
     keys: &'a [u64],
     scales: &'a [f32],
     qcodes: &'a QueryCodes,
-    deleted: &'a KeySet,
     filter: Option<KeyFilter<'a>>,
     /// A key this query never returns (a batch query's own row).
     exclude: Option<u64>,
@@ -333,24 +333,24 @@ impl<'a> CodeScan<'a> {
         reason = "one chunk, one query, one filter"
     )]
     fn new(
+        collection: &'a Collection,
         c: Chunk,
         keys: &'a [u64],
         scales: &'a [f32],
         qcodes: &'a QueryCodes,
-        deleted: &'a KeySet,
         filter: Option<KeyFilter<'a>>,
         exclude: Option<u64>,
         count_to: usize,
     ) -> CodeScan<'a> {
-        let unfiltered = filter.is_none() && deleted.is_empty() && exclude.is_none();
+        let unfiltered = filter.is_none() && collection.deleted.is_empty() && exclude.is_none();
         let accepted = if unfiltered { keys.len() } else { 0 };
         CodeScan {
+            collection,
             source: c.source,
             start: c.start,
             keys,
             scales,
             qcodes,
-            deleted,
             filter,
             exclude,
             count_to,
@@ -364,9 +364,7 @@ impl<'a> CodeScan<'a> {
 
     #[inline]
     fn passes(&self, key: u64) -> bool {
-        self.exclude != Some(key)
-            && (self.deleted.is_empty() || !self.deleted.contains(key))
-            && self.filter.is_none_or(|f| f(key))
+        self.exclude != Some(key) && self.collection.accepts(key, self.filter)
     }
 
     /// Row `row` of the chunk scored `dot` against the query's codes.
@@ -1008,16 +1006,7 @@ impl Collection {
             *exact = std::mem::replace(exact, TopK::new(0)).merge(found);
             return Tally::default();
         };
-        let mut scan = CodeScan::new(
-            c,
-            keys,
-            scales,
-            qcodes,
-            &self.deleted,
-            p.filter,
-            None,
-            count_to,
-        );
+        let mut scan = CodeScan::new(self, c, keys, scales, qcodes, p.filter, None, count_to);
         each_dot_i8(&qcodes.codes, codes, |row, dot| scan.row(row, dot, approx));
         scan.tally
     }
@@ -1059,11 +1048,11 @@ impl Collection {
                 .filter_map(|&i| {
                     let (q, state) = (queries.get(i)?, states.get(i)?);
                     let scan = CodeScan::new(
+                        self,
                         c,
                         keys,
                         scales,
                         &state.qcodes,
-                        &self.deleted,
                         p.filter,
                         q.exclude,
                         count_to,
@@ -1124,9 +1113,10 @@ impl Collection {
         }
     }
 
-    /// What an i8 scan for `query` reads first: every row of the flat segments and the
+    /// What a query's i8 scan reads first: every row of the flat segments and the
     /// growing rows, and the first lists of each IVF segment; with the probes of those
     /// segments, which decide how far it goes on.
+    ///
     /// `centroids(i, ivf)` gives the query's scores against the centroids of the IVF segment
     /// at `i`.
     fn first_chunks(
@@ -1180,12 +1170,8 @@ impl Collection {
     fn search_i8(&self, query: &[f32], candidates: usize, p: &SearchParams<'_>) -> Vec<Neighbour> {
         let candidates = candidates.max(p.k);
         let qcodes = QueryCodes::new(query, p);
-        let one = [RangeQuery {
-            vector: query,
-            exclude: None,
-        }];
         let (mut chunks, mut probes) = self.first_chunks(p.probe, |_, ivf| {
-            centroid_scores(&one, ivf).pop().unwrap_or_default()
+            centroid_scores(&[query], ivf).pop().unwrap_or_default()
         });
         let mut approx = TopK::new(candidates);
         let mut exact = TopK::new(p.k);
@@ -1257,12 +1243,13 @@ impl Collection {
         }
         let candidates = candidates.max(p.k);
         // Each IVF segment's centroid scores, by segment, then by query.
+        let vectors: Vec<&[f32]> = queries.iter().map(|q| q.vector).collect();
         let mut scores: Vec<Vec<Vec<f32>>> = self
             .sealed
             .iter()
             .map(|s| {
                 s.as_ivf()
-                    .map(|ivf| centroid_scores(queries, ivf))
+                    .map(|ivf| centroid_scores(&vectors, ivf))
                     .unwrap_or_default()
             })
             .collect();

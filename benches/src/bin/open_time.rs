@@ -22,14 +22,13 @@ use std::time::Instant;
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let dir = PathBuf::from(args.next().expect("usage: open_time DIR [RUNS]"));
-    let runs: usize = args.next().map_or(5, |r| r.parse().expect("RUNS"));
+    let usage = "usage: open_time DIR [RUNS] [--in-place]";
+    let dir = PathBuf::from(args.next().expect(usage));
+    let runs: usize = args.next().map_or(5, |r| r.parse().expect(usage));
     let in_place = match args.next().as_deref() {
         None => false,
         Some("--in-place") => true,
-        Some(other) => {
-            panic!("unknown argument {other:?}: usage: open_time DIR [RUNS] [--in-place]")
-        }
+        Some(other) => panic!("unknown argument {other:?}: {usage}"),
     };
     let copy = (!in_place).then(|| copy_of_store(&dir));
     let path = copy.as_ref().map_or(dir.as_path(), |c| c.path());

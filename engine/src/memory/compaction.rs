@@ -15,8 +15,9 @@ use std::collections::{HashMap, HashSet};
 /// Memories whose neighbours compaction asks for in one batch (`UserSpace::within_each`),
 /// under one read lock: enough that a list of the index is read once for several of them (at
 /// 1M memories, 16 of 4,000 lists each: 8 queries a list), few enough that a write waits
-/// at most one batch (~0.25 s at 1M) and their probes stay ~64 MB. At 1M, 512 took 179 s and
-/// 2,048 took 110 s (`docs/benchmarks.md`, "Compaction's duplicate search").
+/// at most one batch (the slowest beside a 1M preview: 394 ms) and their probes stay ~64 MB
+/// an IVF segment. At 1M, 512 took 179 s and 2,048 took 110 s (`docs/benchmarks.md`,
+/// "Compaction's duplicate search").
 const NEIGHBOURS_BATCH: usize = 2048;
 
 /// Memories compaction would merge into one.

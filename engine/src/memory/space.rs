@@ -3,7 +3,7 @@
 use crate::hooks::dedup::Space;
 use crate::kernel::record::{Kind, MemoryId};
 use crate::kernel::state::State;
-use amberdb_index::{Probe, RangeQuery, Scan, SearchParams};
+use amberdb_index::{KeyFilter, Neighbour, Probe, RangeQuery, Scan, SearchParams};
 
 /// Matching keys up to which a filtered vector search scores just those keys instead of
 /// scanning (at least this many, or a sixteenth of the store).
@@ -24,6 +24,23 @@ pub(crate) struct UserSpace<'a> {
     pub(crate) kind: Kind,
 }
 
+/// A dedup range query: the best `limit` that `filter` accepts at or above `min_sim`, its IVF
+/// probe stopping early when its first lists hold nothing in range.
+fn range_params(filter: KeyFilter<'_>, limit: usize, min_sim: f32, scan: Scan) -> SearchParams<'_> {
+    SearchParams {
+        k: limit,
+        filter: Some(filter),
+        scan,
+        min_score: min_sim,
+        probe: Probe::Range(RANGE_PROBE_LISTS),
+    }
+}
+
+/// The memory ids of a search's hits, best first.
+fn ids(hits: Vec<Neighbour>) -> Vec<MemoryId> {
+    hits.into_iter().map(|n| MemoryId(n.key)).collect()
+}
+
 impl UserSpace<'_> {
     /// Whether a range query over a user's `keys_len` memories scores just those keys instead
     /// of scanning: a user with few memories in a store of many users, one dot product each
@@ -34,11 +51,11 @@ impl UserSpace<'_> {
         keys_len <= GATHER_KEYS.max(total / 16) && keys_len < total
     }
 
-    /// The scan of a range query. Over COMPACT_SCAN_ROWS, the compact scan: i8 codes of the sealed rows (a quarter of the
-    /// bytes), then the best 100 re-ranked exactly, so the threshold is applied to exact
-    /// scores. Below it the f32 rows fit in cache and re-ranking only adds work
-    /// (docs/benchmarks.md, "Hooks": 100k memories 8.8 → 3.1 ms, 10k 1.14 → 0.55 ms, but
-    /// 1k 0.12 → 0.21 ms).
+    /// The scan of a range query. Over COMPACT_SCAN_ROWS, the compact scan: i8 codes of the
+    /// sealed rows (a quarter of the bytes), then the best 100 re-ranked exactly, so the
+    /// threshold is applied to exact scores. Below it the f32 rows fit in cache and
+    /// re-ranking only adds work (docs/benchmarks.md, "Hooks": 100k memories 8.8 → 3.1 ms,
+    /// 10k 1.14 → 0.55 ms, but 1k 0.12 → 0.21 ms).
     fn scan(&self, limit: usize) -> Scan {
         if self.state.vectors.len() > COMPACT_SCAN_ROWS {
             Scan::i8_for(limit)
@@ -81,13 +98,7 @@ impl UserSpace<'_> {
             return one_by_one();
         }
         let accept = |key: u64| self.holds(keys, key);
-        let params = SearchParams {
-            k: limit,
-            filter: Some(&accept),
-            scan,
-            min_score: min_sim,
-            probe: Probe::Range(RANGE_PROBE_LISTS),
-        };
+        let params = range_params(&accept, limit, min_sim, scan);
         let queries: Vec<RangeQuery<'_>> = anchors
             .iter()
             .map(|(id, v)| RangeQuery {
@@ -96,10 +107,7 @@ impl UserSpace<'_> {
             })
             .collect();
         match self.state.vectors.search_range_batch(&queries, &params) {
-            Ok(found) => found
-                .into_iter()
-                .map(|hits| hits.into_iter().map(|n| MemoryId(n.key)).collect())
-                .collect(),
+            Ok(found) => found.into_iter().map(ids).collect(),
             // A stored vector the batch refuses (it never should): each asks alone, as
             // `within` would.
             Err(_) => one_by_one(),
@@ -119,26 +127,20 @@ impl Space for UserSpace<'_> {
             return Vec::new();
         };
         let accept = |key: u64| exclude != Some(MemoryId(key)) && self.holds(keys, key);
-        let params = |scan| SearchParams {
-            k: limit,
-            filter: Some(&accept),
-            scan,
-            min_score: min_sim,
-            probe: Probe::Range(RANGE_PROBE_LISTS),
-        };
+        let params = |scan| range_params(&accept, limit, min_sim, scan);
         if self.gathers(keys.len()) {
             let mine: Vec<u64> = keys.iter().filter(|k| accept(*k)).collect();
             return self
                 .state
                 .vectors
                 .search_keys(query, &mine, &params(Scan::F32))
-                .map(|found| found.into_iter().map(|n| MemoryId(n.key)).collect())
+                .map(ids)
                 .unwrap_or_default();
         }
         self.state
             .vectors
             .search(query, &params(self.scan(limit)))
-            .map(|found| found.into_iter().map(|n| MemoryId(n.key)).collect())
+            .map(ids)
             .unwrap_or_default()
     }
 

@@ -263,24 +263,47 @@ mod avx512 {
     }
 
     /// The i8 twin of `each_dot_f32_tile`: up to four queries against rows four at a time,
-    /// in registers. Per 64-byte block, four row loads (made unsigned as in `dot_i8`) and four
-    /// query loads feed sixteen `vpdpbusd`. Integer sums, so every score equals `dot_i8`'s.
+    /// in registers. Per 64-byte block, four row loads (made unsigned as in `dot_i8`) and one
+    /// load per query feed a `vpdpbusd` per pair. Integer sums, so every score equals
+    /// `dot_i8`'s.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     pub(super) fn each_dot_i8_tile(
         queries: &[&[i8]],
         dim: usize,
         rows: &[i8],
-        mut on_row: impl FnMut(usize, usize, i32),
+        on_row: impl FnMut(usize, usize, i32),
     ) {
-        let nq = queries.len().min(4);
-        if nq == 0 || dim == 0 {
+        if dim == 0 {
             return;
         }
-        let query = |j: usize| queries.get(j.min(nq - 1)).copied().unwrap_or(&[]);
-        let qs = [query(0), query(1), query(2), query(3)];
-        let offsets = qs.map(offset_i8);
-        let qb = qs.map(|q| q.as_chunks::<64>().0);
-        let whole = dim / 64 * 64;
+        // As many accumulators as queries: a chunk of a batch read by one query costs a
+        // quarter of one read by four.
+        match queries {
+            [] => {}
+            [a] => tile_i8::<1>([a], dim, rows, on_row),
+            [a, b] => tile_i8::<2>([a, b], dim, rows, on_row),
+            [a, b, c] => tile_i8::<3>([a, b, c], dim, rows, on_row),
+            [a, b, c, d, ..] => tile_i8::<4>([a, b, c, d], dim, rows, on_row),
+        }
+    }
+
+    /// The whole 64-byte blocks of `v`.
+    fn blocks_i8(v: &[i8]) -> &[[i8; 64]] {
+        v.as_chunks::<64>().0
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    fn tile_i8<const NQ: usize>(
+        qs: [&&[i8]; NQ],
+        dim: usize,
+        rows: &[i8],
+        mut on_row: impl FnMut(usize, usize, i32),
+    ) {
+        let offsets = qs.map(|q| offset_i8(q));
+        let qb = qs.map(|q| blocks_i8(q));
+        let blocks_per_row = dim / 64;
+        let whole = blocks_per_row * 64;
         let tail = |a: &[i8], b: &[i8]| -> i32 {
             let (a, b) = (a.get(whole..).unwrap_or(&[]), b.get(whole..).unwrap_or(&[]));
             a.iter()
@@ -289,7 +312,6 @@ mod avx512 {
                 .sum()
         };
         let flip = _mm512_set1_epi8(i8::MIN);
-        let unsigned = |block: &[i8; 64]| _mm512_xor_si512(load_i8(block), flip);
         let mut rows_iter = rows.chunks_exact(dim);
         let mut r = 0;
         while let (Some(r0), Some(r1), Some(r2), Some(r3)) = (
@@ -299,23 +321,31 @@ mod avx512 {
             rows_iter.next(),
         ) {
             let tile = [r0, r1, r2, r3];
-            let mut acc = [[_mm512_setzero_si512(); 4]; 4];
-            let q_blocks = qb[0].iter().zip(qb[1]).zip(qb[2]).zip(qb[3]);
-            let r_blocks = (r0.as_chunks::<64>().0.iter())
-                .zip(r1.as_chunks::<64>().0)
-                .zip(r2.as_chunks::<64>().0)
-                .zip(r3.as_chunks::<64>().0);
-            for ((((q0, q1), q2), q3), (((x0, x1), x2), x3)) in q_blocks.zip(r_blocks) {
-                let q = [load_i8(q0), load_i8(q1), load_i8(q2), load_i8(q3)];
-                let x = [unsigned(x0), unsigned(x1), unsigned(x2), unsigned(x3)];
-                for (k, xk) in x.iter().enumerate() {
-                    for (j, qj) in q.iter().enumerate() {
-                        acc[k][j] = _mm512_dpbusd_epi32(acc[k][j], *xk, *qj);
+            // Not `tile.map(..)`: its closure would not be inlined into this AVX-512 code.
+            let xb = [blocks_i8(r0), blocks_i8(r1), blocks_i8(r2), blocks_i8(r3)];
+            let mut acc = [[_mm512_setzero_si512(); NQ]; 4];
+            for b in 0..blocks_per_row {
+                let (Some(x0), Some(x1), Some(x2), Some(x3)) =
+                    (xb[0].get(b), xb[1].get(b), xb[2].get(b), xb[3].get(b))
+                else {
+                    break;
+                };
+                let x = [
+                    _mm512_xor_si512(load_i8(x0), flip),
+                    _mm512_xor_si512(load_i8(x1), flip),
+                    _mm512_xor_si512(load_i8(x2), flip),
+                    _mm512_xor_si512(load_i8(x3), flip),
+                ];
+                for (j, q) in qb.iter().enumerate() {
+                    let Some(q) = q.get(b) else { continue };
+                    let q = load_i8(q);
+                    for (k, xk) in x.iter().enumerate() {
+                        acc[k][j] = _mm512_dpbusd_epi32(acc[k][j], *xk, q);
                     }
                 }
             }
             for (k, row) in tile.iter().enumerate() {
-                for (j, q) in qs.iter().enumerate().take(nq) {
+                for (j, q) in qs.iter().enumerate() {
                     let sum = _mm512_reduce_add_epi32(acc[k][j]);
                     on_row(r + k, j, sum - offsets[j] + tail(q, row));
                 }
@@ -324,7 +354,7 @@ mod avx512 {
         }
         // The rows after the last whole tile (the iterator stopped inside it).
         for (k, row) in rows.chunks_exact(dim).skip(r).enumerate() {
-            for (j, q) in qs.iter().enumerate().take(nq) {
+            for (j, q) in qs.iter().enumerate() {
                 on_row(r + k, j, dot_i8(q, row, offsets[j]));
             }
         }
