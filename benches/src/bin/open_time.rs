@@ -20,6 +20,10 @@ use amberdb_benches::{copy_of_store, status_kib};
 use std::path::PathBuf;
 use std::time::Instant;
 
+/// The allocator of the `amberdb` binary (server/src/main.rs): what a restarted server pays.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let usage = "usage: open_time DIR [RUNS] [--in-place]";

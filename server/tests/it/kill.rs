@@ -142,7 +142,11 @@ fn kill_9_never_loses_an_acknowledged_store() {
         for e in std::fs::read_dir(&from).unwrap() {
             let e = e.unwrap();
             if e.file_name() != "LOCK" && e.file_name() != "BUILT" {
-                std::fs::copy(e.path(), store.join(e.file_name())).unwrap();
+                let to = store.join(e.file_name());
+                std::fs::copy(e.path(), &to).unwrap();
+                // Written back before the first start, so that its open does not share the
+                // disk with the copy's 2 GB of writeback (an open after a kill never does).
+                std::fs::File::open(&to).unwrap().sync_all().unwrap();
             }
         }
     }
@@ -154,7 +158,7 @@ fn kill_9_never_loses_an_acknowledged_store() {
     for cycle in 0..cycles {
         let started = std::time::Instant::now();
         let server = Server::start(&store, &flags);
-        opens.push(started.elapsed());
+        opens.push((started.elapsed(), replayed_frames(&server.log())));
         let before = acked.lock().unwrap().stores.len();
         let writers: Vec<_> = (0..4)
             .map(|w| {
@@ -200,10 +204,19 @@ fn kill_9_never_loses_an_acknowledged_store() {
         stats["total_memories"].as_u64().unwrap()
             >= (acked.stores.len() - acked.deletes.len()) as u64
     );
+    let each: Vec<String> = opens
+        .iter()
+        .map(|(t, frames)| format!("{:.2} s ({frames})", t.as_secs_f64()))
+        .collect();
+    eprintln!(
+        "opens in cycle order (log frames replayed): {}",
+        each.join(", ")
+    );
+    let mut opens: Vec<Duration> = opens.into_iter().map(|(t, _)| t).collect();
     opens.sort();
     let at = |q: f64| opens[((opens.len() - 1) as f64 * q).round() as usize].as_secs_f64();
     eprintln!(
-        "opens (process start to listening), the first after the copy included: p50 {:.2} s, p99 {:.2} s, max {:.2} s",
+        "opens (process start to listening): p50 {:.2} s, p99 {:.2} s, max {:.2} s",
         at(0.5),
         at(0.99),
         at(1.0)
@@ -229,4 +242,13 @@ fn kill_9_never_loses_an_acknowledged_store() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(report.contains("ok: 0 errors"), "{report}");
+}
+
+/// The log frames an open replayed, from the server's `store open` line (`?` if absent).
+fn replayed_frames(log: &str) -> String {
+    log.split("replayed_frames: ")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .unwrap_or("?")
+        .to_owned()
 }
