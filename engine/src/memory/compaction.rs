@@ -3,7 +3,7 @@
 //! lineage.
 
 use super::short_id;
-use super::space::UserSpace;
+use super::space::{RangeView, UserSpace};
 use super::write::merge;
 use crate::hooks::{check_distance, dedup};
 use crate::kernel::error::{EngineError, Result};
@@ -12,11 +12,10 @@ use crate::kernel::record::{self, Kind, Memory, MemoryId, Timestamp};
 use crate::store::Store;
 use std::collections::{HashMap, HashSet};
 
-/// Memories whose neighbours compaction asks for in one batch (`UserSpace::within_each`),
-/// under one read lock: enough that a list of the index is read once for several of them (at
-/// 1M memories, 16 of 4,000 lists each: 8 queries a list), few enough that a write waits
-/// at most one batch (the slowest beside a 1M preview: 394 ms) and their probes stay ~64 MB
-/// an IVF segment. At 1M, 512 took 179 s and 2,048 took 110 s (`docs/benchmarks.md`,
+/// Memories whose neighbours compaction asks for in one batch (`RangeView::within_each`):
+/// enough that a list of the index is read once for several of them (at 1M memories, 16 of
+/// 4,000 lists each: 8 queries a list), few enough that their probes stay ~64 MB an IVF
+/// segment. At 1M, 512 took 179 s and 2,048 took 110 s (`docs/benchmarks.md`,
 /// "Compaction's duplicate search").
 const NEIGHBOURS_BATCH: usize = 2048;
 
@@ -61,13 +60,16 @@ pub struct Unmerged {
 }
 
 impl Store {
-    /// The groups at `distance`, and the user's live memories. Reads the store a batch of
-    /// memories at a time (`NEIGHBOURS_BATCH`), each under its own read lock, so writes go on
-    /// between batches instead of waiting for the whole search (at 1M memories, minutes). A
-    /// memory deleted before its batch is left out; a write during the search can change the
-    /// plan, which `compact_apply` notices (it recomputes the plan and compares ids).
+    /// The groups at `distance`, and the user's live memories. The duplicate search, the
+    /// costly part (minutes at 1M memories), reads a copy of the vectors, the records and the
+    /// user's keys taken once under the read lock (the sealed segments and the records are
+    /// shared, the growing rows copied) and holds no lock, so writes go on at their own pace.
+    /// Each batch of `NEIGHBOURS_BATCH` memories is then grouped under a short read lock from
+    /// the records as they are then: a memory or a neighbour deleted since the copy is left
+    /// out, one stored since is in no group. A write during the search can change the plan,
+    /// which `compact_apply` notices (it recomputes the plan and compares ids).
     fn compaction_groups(&self, user: &str, distance: f32) -> (Vec<CompactionGroup>, usize) {
-        let (order, live) = {
+        let (order, live, vectors, slots, keys) = {
             let state = self.read();
             let mut mine: Vec<(Timestamp, MemoryId)> = state
                 .table
@@ -77,22 +79,27 @@ impl Store {
                 .collect();
             mine.sort_unstable();
             let live = state.table.iter().filter(|m| m.user_id == user).count();
-            (mine, live)
+            (
+                mine,
+                live,
+                state.vectors.clone(),
+                state.table.slots().clone(),
+                state.table.user_keys(user).cloned(),
+            )
+        };
+        #[cfg(test)]
+        tests::AFTER_COPY.with(|hook| hook.take().map(|f| f()));
+        let copied = |kind| RangeView {
+            vectors: &vectors,
+            keys: keys.as_ref(),
+            slots: &slots,
+            kind,
         };
         let min_sim = 1.0 - distance;
         let mut grouped: HashSet<MemoryId> = HashSet::new();
         let mut groups = Vec::new();
         for block in order.chunks(NEIGHBOURS_BATCH) {
-            let state = self.read();
-            let space = |kind| UserSpace {
-                state: &state,
-                user,
-                kind,
-            };
-            let block: Vec<&Memory> = block
-                .iter()
-                .filter_map(|(_, id)| state.table.get(*id))
-                .collect();
+            let block: Vec<&Memory> = block.iter().filter_map(|(_, id)| slots.get(id.0)).collect();
             // The neighbours of the block's memories not grouped yet, asked kind by kind (each
             // kind is its own space). A memory an earlier one of the block groups has them
             // asked for nothing, which costs a little work and changes no answer.
@@ -107,13 +114,26 @@ impl Store {
                 let anchors: Vec<(MemoryId, &[f32])> = block
                     .iter()
                     .filter(|m| m.kind == kind && !grouped.contains(&m.id))
-                    .filter_map(|m| Some((m.id, state.vectors.vector(m.id.0)?)))
+                    .filter_map(|m| Some((m.id, vectors.vector(m.id.0)?)))
                     .collect();
-                let answers = space(kind).within_each(&anchors, min_sim, dedup::GUARD_CANDIDATES);
+                let answers = copied(kind).within_each(&anchors, min_sim, dedup::GUARD_CANDIDATES);
                 near.extend(anchors.iter().map(|a| a.0).zip(answers));
             }
-            for m in block {
-                if let Some(group) = group_of(&space(m.kind), m, min_sim, &mut near, &grouped) {
+            let state = self.read();
+            for copy in block {
+                let Some(m) = state.table.get(copy.id) else {
+                    continue;
+                };
+                let space = UserSpace {
+                    state: &state,
+                    user,
+                    kind: m.kind,
+                };
+                if let Some(candidates) = near.get_mut(&m.id) {
+                    let now = space.view();
+                    candidates.retain(|c| now.holds(c.0));
+                }
+                if let Some(group) = group_of(&space, m, min_sim, &mut near, &grouped) {
                     grouped.extend(group.members.iter().copied());
                     groups.push(group);
                 }
@@ -366,6 +386,88 @@ mod tests {
             }
         }
         groups
+    }
+
+    thread_local! {
+        /// Run by `compaction_groups` on its thread once it has its copy and before it
+        /// searches: what a concurrent writer does then.
+        pub(super) static AFTER_COPY: std::cell::Cell<Option<Box<dyn FnOnce()>>> =
+            std::cell::Cell::new(None);
+    }
+
+    #[test]
+    fn the_duplicate_search_holds_no_lock_and_groups_what_is_live_when_it_groups() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = StoreOptions::hashing()
+            .sync(SyncPolicy::None)
+            .hooks(HookConfig::none());
+        let store = Store::open(dir.path(), options).unwrap();
+        let mut batch = Vec::new();
+        for i in 0..800u64 {
+            batch.push(NewMemory::new(note(i)));
+            if i % 10 == 0 {
+                batch.push(NewMemory::new(format!("{} again", note(i))));
+            }
+        }
+        for r in store.store_batch(batch).unwrap() {
+            r.unwrap();
+        }
+        let user = record::DEFAULT_USER;
+        let before = store.compaction_groups(user, 0.2).0;
+        assert!(before.len() >= 40, "{} groups", before.len());
+        // The writer deletes the anchor of every third group and the second member of every
+        // other third, and stores a note like no other, while the search runs. Were a lock
+        // held across the search, its first write would wait for it forever on this thread.
+        let doomed: Vec<MemoryId> = before
+            .iter()
+            .enumerate()
+            .filter_map(|(i, g)| match i % 3 {
+                0 => Some(g.anchor),
+                1 => g.members.get(1).copied(),
+                _ => None,
+            })
+            .collect();
+        let writer = store.clone();
+        let stored = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let seen = std::sync::Arc::clone(&stored);
+        let gone = doomed.clone();
+        AFTER_COPY.with(|hook| {
+            hook.set(Some(Box::new(move || {
+                for id in gone {
+                    writer.delete(id).unwrap();
+                }
+                let id = writer
+                    .store(NewMemory::new("zq unlike any other note"))
+                    .unwrap()
+                    .memory_id;
+                *seen.lock().unwrap() = Some(id);
+            })));
+        });
+        let (during, live) = store.compaction_groups(user, 0.2);
+        let stored = stored
+            .lock()
+            .unwrap()
+            .expect("the writer ran during the search");
+        assert_eq!(live, 880, "the live count is the copy's");
+        for g in &during {
+            assert!(
+                !g.members.contains(&stored),
+                "{g:?} holds a memory stored after the copy"
+            );
+            for d in &doomed {
+                assert!(
+                    !g.members.contains(d),
+                    "{g:?} holds {d:?}, deleted before grouping"
+                );
+            }
+        }
+        // What is left groups as a search of the store now would group it (the new note is
+        // like no other, so it changes no group).
+        assert_eq!(during, one_probe_per_memory(&store, user, 0.2));
+        assert!(
+            during.len() < before.len(),
+            "the deleted anchors' groups are gone"
+        );
     }
 
     /// A note from a few common words and three made-up ones: the hashing embedder puts two

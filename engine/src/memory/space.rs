@@ -2,8 +2,11 @@
 
 use crate::hooks::dedup::Space;
 use crate::kernel::record::{Kind, MemoryId};
+use crate::kernel::slots::Slots;
 use crate::kernel::state::State;
-use amberdb_index::{KeyFilter, Neighbour, Probe, RangeQuery, Scan, SearchParams};
+use amberdb_index::{
+    Collection, KeyFilter, KeySet, Neighbour, Probe, RangeQuery, Scan, SearchParams,
+};
 
 /// Matching keys up to which a filtered vector search scores just those keys instead of
 /// scanning (at least this many, or a sixteenth of the store).
@@ -41,13 +44,25 @@ fn ids(hits: Vec<Neighbour>) -> Vec<MemoryId> {
     hits.into_iter().map(|n| MemoryId(n.key)).collect()
 }
 
-impl UserSpace<'_> {
+/// What a range query over one user's live memories of one kind reads: the vectors, the
+/// user's live keys and the records (for their kind). `UserSpace` lends them from the state
+/// under its lock; compaction's duplicate search from a copy it takes once and reads with no
+/// lock held (`Store::compaction_groups`).
+pub(crate) struct RangeView<'a> {
+    pub(crate) vectors: &'a Collection,
+    /// The user's live keys; `None` when the user has none.
+    pub(crate) keys: Option<&'a KeySet>,
+    pub(crate) slots: &'a Slots,
+    pub(crate) kind: Kind,
+}
+
+impl RangeView<'_> {
     /// Whether a range query over a user's `keys_len` memories scores just those keys instead
     /// of scanning: a user with few memories in a store of many users, one dot product each
     /// instead of every user's rows through the filter (the rule search's selections follow,
     /// `search`'s vector scan).
     fn gathers(&self, keys_len: usize) -> bool {
-        let total = self.state.vectors.len();
+        let total = self.vectors.len();
         keys_len <= GATHER_KEYS.max(total / 16) && keys_len < total
     }
 
@@ -57,21 +72,45 @@ impl UserSpace<'_> {
     /// re-ranking only adds work (docs/benchmarks.md, "Hooks": 100k memories 8.8 → 3.1 ms,
     /// 10k 1.14 → 0.55 ms, but 1k 0.12 → 0.21 ms).
     fn scan(&self, limit: usize) -> Scan {
-        if self.state.vectors.len() > COMPACT_SCAN_ROWS {
+        if self.vectors.len() > COMPACT_SCAN_ROWS {
             Scan::i8_for(limit)
         } else {
             Scan::F32
         }
     }
 
-    /// Whether `key` is one of the user's live memories of this space's kind.
-    fn holds(&self, keys: &amberdb_index::KeySet, key: u64) -> bool {
-        keys.contains(key)
-            && self
-                .state
-                .table
-                .get(MemoryId(key))
-                .is_some_and(|m| m.kind == self.kind)
+    /// Whether `key` is one of the user's live memories of this view's kind.
+    pub(crate) fn holds(&self, key: u64) -> bool {
+        self.keys.is_some_and(|keys| keys.contains(key))
+            && self.slots.get(key).is_some_and(|m| m.kind == self.kind)
+    }
+
+    /// The best `limit` of the user's memories of this kind at or above `min_sim` to `query`,
+    /// best first, `exclude` left out (`Space::within`).
+    pub(crate) fn within(
+        &self,
+        query: &[f32],
+        min_sim: f32,
+        limit: usize,
+        exclude: Option<MemoryId>,
+    ) -> Vec<MemoryId> {
+        let Some(keys) = self.keys else {
+            return Vec::new();
+        };
+        let accept = |key: u64| exclude != Some(MemoryId(key)) && self.holds(key);
+        let params = |scan| range_params(&accept, limit, min_sim, scan);
+        if self.gathers(keys.len()) {
+            let mine: Vec<u64> = keys.iter().filter(|k| accept(*k)).collect();
+            return self
+                .vectors
+                .search_keys(query, &mine, &params(Scan::F32))
+                .map(ids)
+                .unwrap_or_default();
+        }
+        self.vectors
+            .search(query, &params(self.scan(limit)))
+            .map(ids)
+            .unwrap_or_default()
     }
 
     /// `within` for many stored memories at once, each refusing itself (compaction's
@@ -90,14 +129,14 @@ impl UserSpace<'_> {
                 .map(|(id, v)| self.within(v, min_sim, limit, Some(*id)))
                 .collect()
         };
-        let Some(keys) = self.state.table.user_keys(self.user) else {
+        let Some(keys) = self.keys else {
             return vec![Vec::new(); anchors.len()];
         };
         let scan = self.scan(limit);
         if self.gathers(keys.len()) || scan == Scan::F32 {
             return one_by_one();
         }
-        let accept = |key: u64| self.holds(keys, key);
+        let accept = |key: u64| self.holds(key);
         let params = range_params(&accept, limit, min_sim, scan);
         let queries: Vec<RangeQuery<'_>> = anchors
             .iter()
@@ -106,11 +145,23 @@ impl UserSpace<'_> {
                 exclude: Some(id.0),
             })
             .collect();
-        match self.state.vectors.search_range_batch(&queries, &params) {
+        match self.vectors.search_range_batch(&queries, &params) {
             Ok(found) => found.into_iter().map(ids).collect(),
             // A stored vector the batch refuses (it never should): each asks alone, as
             // `within` would.
             Err(_) => one_by_one(),
+        }
+    }
+}
+
+impl<'a> UserSpace<'a> {
+    /// The range-query view of this space, lent from the state.
+    pub(crate) fn view(&self) -> RangeView<'a> {
+        RangeView {
+            vectors: &self.state.vectors,
+            keys: self.state.table.user_keys(self.user),
+            slots: self.state.table.slots(),
+            kind: self.kind,
         }
     }
 }
@@ -123,25 +174,7 @@ impl Space for UserSpace<'_> {
         limit: usize,
         exclude: Option<MemoryId>,
     ) -> Vec<MemoryId> {
-        let Some(keys) = self.state.table.user_keys(self.user) else {
-            return Vec::new();
-        };
-        let accept = |key: u64| exclude != Some(MemoryId(key)) && self.holds(keys, key);
-        let params = |scan| range_params(&accept, limit, min_sim, scan);
-        if self.gathers(keys.len()) {
-            let mine: Vec<u64> = keys.iter().filter(|k| accept(*k)).collect();
-            return self
-                .state
-                .vectors
-                .search_keys(query, &mine, &params(Scan::F32))
-                .map(ids)
-                .unwrap_or_default();
-        }
-        self.state
-            .vectors
-            .search(query, &params(self.scan(limit)))
-            .map(ids)
-            .unwrap_or_default()
+        self.view().within(query, min_sim, limit, exclude)
     }
 
     fn lineage_vectors(&self, id: MemoryId) -> Vec<Vec<f32>> {
