@@ -153,10 +153,14 @@ fn seed_reply(e: &EngineError) -> Map<String, Value> {
             "Preview ID mismatch",
             format!("{e}; run the preview again and apply its id"),
         ),
-        EngineError::MemoryLimitReached { limit } => (
+        EngineError::MemoryLimitReached {
+            limit,
+            held,
+            adding,
+        } => (
             "Memory limit reached",
             format!(
-                "Memory limit reached ({limit}/{limit}). Use clear_old_memories to free space."
+                "Memory limit reached ({held}/{limit}; {adding} more do not fit). Use clear_old_memories to free space."
             ),
         ),
         EngineError::DimensionMismatch { .. } => ("Invalid input", e.to_string()),
@@ -672,8 +676,20 @@ mod tests {
         assert_eq!(reply["memory_id"], 7);
         assert_eq!(reply["code"], "already_exists");
         assert_eq!(reply["error"], "Memory already exists");
-        let full = Fail::from(EngineError::MemoryLimitReached { limit: 3 }).into_reply();
+        let full = Fail::from(EngineError::MemoryLimitReached {
+            limit: 3,
+            held: 5,
+            adding: 1,
+        })
+        .into_reply();
         assert_eq!(full["error"], "Memory limit reached");
+        assert!(
+            full["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("Memory limit reached (5/3; 1 more do not fit)"),
+            "{full:?}"
+        );
         assert!(
             full["message"]
                 .as_str()

@@ -90,11 +90,15 @@ pub enum EngineError {
         /// The id the caller gave.
         provided: String,
     },
-    /// The store holds as many memories as its limit allows.
-    #[error("memory limit reached: {limit}")]
+    /// The memories a write adds do not fit under the store's limit.
+    #[error("memory limit reached: {held} of {limit} memories held, {adding} more do not fit")]
     MemoryLimitReached {
         /// The configured limit.
         limit: usize,
+        /// Live memories in the store (more than `limit` when it was opened with a lower one).
+        held: usize,
+        /// What the refused write would have added.
+        adding: usize,
     },
     /// A store scoped to one user (`Store::scoped`) was asked to act for another.
     #[error("{field} {user:?} is outside this store's scope (it acts for {scope:?} only)")]

@@ -625,7 +625,11 @@ impl Store {
         let now = self.now();
         self.commit_embedded(epoch, |next, state| {
             if state.table.len() + planned.len() > limit {
-                return Err(EngineError::MemoryLimitReached { limit });
+                return Err(EngineError::MemoryLimitReached {
+                    limit,
+                    held: state.table.len(),
+                    adding: planned.len(),
+                });
             }
             let mut ops = Vec::with_capacity(planned.len());
             let mut ids = Vec::with_capacity(planned.len());
@@ -811,7 +815,11 @@ impl Store {
             };
             // A merge or a supersede archives at least as many live memories as it adds.
             if archived.is_empty() && replaced.is_none() && state.table.len() >= limit {
-                return Err(EngineError::MemoryLimitReached { limit });
+                return Err(EngineError::MemoryLimitReached {
+                    limit,
+                    held: state.table.len(),
+                    adding: 1,
+                });
             }
             let stored = Stored {
                 memory_id: live.id,

@@ -129,8 +129,39 @@ fn memory_limit_is_enforced_and_named() {
     store.store(NewMemory::new("two")).unwrap();
     assert!(matches!(
         store.store(NewMemory::new("three")),
-        Err(EngineError::MemoryLimitReached { limit: 2 })
+        Err(EngineError::MemoryLimitReached {
+            limit: 2,
+            held: 2,
+            adding: 1
+        })
     ));
+    // Reopened under a lower limit, the store holds more than it: the error says how many.
+    drop(store);
+    let store = Store::open(Path::new("/a"), small_options(&fs, 100).memory_limit(1)).unwrap();
+    assert!(matches!(
+        store.store(NewMemory::new("three")),
+        Err(EngineError::MemoryLimitReached {
+            limit: 1,
+            held: 2,
+            adding: 1
+        })
+    ));
+    drop(store);
+    let store = Store::open(Path::new("/a"), small_options(&fs, 100).memory_limit(4)).unwrap();
+    // Messages are stored all together or not at all: three do not fit beside two under 4.
+    store
+        .create_entity(EntityKind::Session, None, "chat", None, None)
+        .unwrap();
+    let turns = ["three", "four", "five"].map(|t| (Role::User, t.to_owned()));
+    assert!(matches!(
+        store.add_messages(None, "chat", &turns),
+        Err(EngineError::MemoryLimitReached {
+            limit: 4,
+            held: 2,
+            adding: 3
+        })
+    ));
+    assert_eq!(store.stats().memories, 2, "refused messages store nothing");
     assert!(matches!(
         Store::open(
             Path::new("/b"),

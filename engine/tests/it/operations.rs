@@ -64,7 +64,14 @@ fn store_memory_errors_name_the_rule_and_store_nothing() {
         .store(NewMemory::new("the third one: kafka retention"))
         .unwrap();
     let full = st(NewMemory::new("three, about the weather in june"));
-    assert!(matches!(full, EngineError::MemoryLimitReached { limit: 3 }));
+    assert!(matches!(
+        full,
+        EngineError::MemoryLimitReached {
+            limit: 3,
+            held: 3,
+            adding: 1
+        }
+    ));
 }
 
 #[test]
