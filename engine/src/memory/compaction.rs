@@ -398,10 +398,7 @@ mod tests {
     #[test]
     fn the_duplicate_search_holds_no_lock_and_groups_what_is_live_when_it_groups() {
         let dir = tempfile::tempdir().unwrap();
-        let options = StoreOptions::hashing()
-            .sync(SyncPolicy::None)
-            .hooks(HookConfig::none());
-        let store = Store::open(dir.path(), options).unwrap();
+        let store = plain_store(dir.path());
         let mut batch = Vec::new();
         for i in 0..800u64 {
             batch.push(NewMemory::new(note(i)));
@@ -470,6 +467,14 @@ mod tests {
         );
     }
 
+    /// A store with no hooks and no syncs: compaction's decisions alone.
+    fn plain_store(dir: &std::path::Path) -> Store {
+        let options = StoreOptions::hashing()
+            .sync(SyncPolicy::None)
+            .hooks(HookConfig::none());
+        Store::open(dir, options).unwrap()
+    }
+
     /// A note from a few common words and three made-up ones: the hashing embedder puts two
     /// notes far apart unless they share most words.
     fn note(i: u64) -> String {
@@ -484,10 +489,7 @@ mod tests {
     #[test]
     fn batched_neighbours_group_exactly_as_one_probe_per_memory() {
         let dir = tempfile::tempdir().unwrap();
-        let options = StoreOptions::hashing()
-            .sync(SyncPolicy::None)
-            .hooks(HookConfig::none());
-        let store = Store::open(dir.path(), options).unwrap();
+        let store = plain_store(dir.path());
         // 6,000 notes of one user (some knowledge, a kind of its own), each tenth said again
         // in other words, and another user's notes the filter must keep out.
         let mut batch = Vec::new();
