@@ -160,7 +160,7 @@ fn seed_reply(e: &EngineError) -> Map<String, Value> {
         } => (
             "Memory limit reached",
             format!(
-                "Memory limit reached ({held}/{limit}; {adding} more do not fit). Use clear_old_memories to free space."
+                "Memory limit reached ({held}/{limit}; adding {adding} would pass it). Use clear_old_memories to free space."
             ),
         ),
         EngineError::DimensionMismatch { .. } => ("Invalid input", e.to_string()),
@@ -687,7 +687,7 @@ mod tests {
             full["message"]
                 .as_str()
                 .unwrap()
-                .starts_with("Memory limit reached (5/3; 1 more do not fit)"),
+                .starts_with("Memory limit reached (5/3; adding 1 would pass it)"),
             "{full:?}"
         );
         assert!(

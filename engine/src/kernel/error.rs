@@ -91,7 +91,7 @@ pub enum EngineError {
         provided: String,
     },
     /// The memories a write adds do not fit under the store's limit.
-    #[error("memory limit reached: {held} of {limit} memories held, {adding} more do not fit")]
+    #[error("memory limit reached: {held} of {limit} memories held; adding {adding} would pass it")]
     MemoryLimitReached {
         /// The configured limit.
         limit: usize,
