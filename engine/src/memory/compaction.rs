@@ -35,7 +35,7 @@ pub struct CompactionPreview {
     pub preview_id: String,
     /// The groups.
     pub groups: Vec<CompactionGroup>,
-    /// Live memories of the user now.
+    /// Live memories of the user when the plan started (the copy its search read).
     pub memories_before: usize,
     /// After applying.
     pub memories_after: usize,
