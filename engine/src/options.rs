@@ -24,6 +24,11 @@ pub struct StoreOptions {
     /// Log bytes since the last checkpoint that trigger a checkpoint. Default 64 MiB, which
     /// bounds what an open must replay.
     pub checkpoint_bytes: u64,
+    /// A checkpoint writes only the records changed since the newest full checkpoint (a
+    /// delta) while those are at most this share of its records; past it, every record.
+    /// Default 1/8 (`docs/durability.md`, "Incremental checkpoints"); 0: every checkpoint is
+    /// full; must be a number `>= 0`.
+    pub delta_max_share: f64,
     /// Whether sealed segments also carry i8 codes for the compact scan. Default true.
     pub vector_codes: bool,
     /// Write and read hooks (`docs/semantics.md`). Default: all on.
@@ -116,6 +121,7 @@ impl std::fmt::Debug for StoreOptions {
             .field("memory_limit", &self.memory_limit)
             .field("seal_rows", &self.seal_rows)
             .field("checkpoint_bytes", &self.checkpoint_bytes)
+            .field("delta_max_share", &self.delta_max_share)
             .field("vector_codes", &self.vector_codes)
             .field("hooks", &self.hooks)
             .field("index", &self.index)
@@ -143,6 +149,7 @@ impl StoreOptions {
             memory_limit: 10_000,
             seal_rows: 65_536,
             checkpoint_bytes: 64 << 20,
+            delta_max_share: 0.125,
             vector_codes: true,
             hooks: HookConfig::default(),
             clock: Arc::new(Timestamp::now),
@@ -211,6 +218,14 @@ impl StoreOptions {
     #[must_use]
     pub fn seal_rows(mut self, rows: usize) -> StoreOptions {
         self.seal_rows = rows;
+        self
+    }
+
+    /// Sets the share of a full checkpoint's records up to which a checkpoint is a delta
+    /// (`delta_max_share`).
+    #[must_use]
+    pub fn delta_max_share(mut self, share: f64) -> StoreOptions {
+        self.delta_max_share = share;
         self
     }
 

@@ -166,11 +166,21 @@ impl Store {
         }
         options.hooks.validate()?;
         options.index.validate()?;
+        if options.delta_max_share.is_nan() || options.delta_max_share < 0.0 {
+            return Err(EngineError::Invalid {
+                field: "delta_max_share",
+                reason: format!(
+                    "must be a number >= 0 (0: every checkpoint full), got {}",
+                    options.delta_max_share
+                ),
+            });
+        }
         let config = DbConfig {
             storage: Arc::clone(&options.storage),
             sync: options.sync,
             seal_rows: options.seal_rows,
             checkpoint_bytes: options.checkpoint_bytes,
+            delta_max_share: options.delta_max_share,
             maintenance_thread: options.maintenance_thread,
             purge_delay: options.purge_delay,
             archive_retention: options.archive_retention,

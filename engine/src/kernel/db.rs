@@ -50,6 +50,26 @@ thread_local! {
 /// How long automatic checkpoints pause after one failed for a full disk.
 const CHECKPOINT_RETRY_AFTER_DISK_FULL: Duration = Duration::from_secs(10);
 
+/// What asked for a checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CheckpointAsk {
+    /// The maintenance thread or a write found one due: only if still due, and not while
+    /// another runs. A delta when one may be.
+    IfDue,
+    /// A caller (`checkpoint`, an index build): now, a delta when one may be.
+    Now,
+    /// A purge: now, and full, so that no older file is needed for what it holds.
+    Full,
+}
+
+/// The full checkpoint the changed ids are counted from, which a delta applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DeltaBase {
+    pub(crate) seq: u64,
+    /// Its records.
+    pub(crate) records: u64,
+}
+
 /// Whether an I/O error says the disk (or the user's quota) is full: a write that failed so
 /// before its fsync is cut back and refused, and the store stays writable.
 pub(crate) fn is_disk_full(e: &std::io::Error) -> bool {
@@ -86,6 +106,8 @@ pub(crate) struct DbConfig {
     pub(crate) sync: SyncPolicy,
     pub(crate) seal_rows: usize,
     pub(crate) checkpoint_bytes: u64,
+    /// A checkpoint is a delta while the changed records are at most this share of the base's.
+    pub(crate) delta_max_share: f64,
     pub(crate) vector_codes: bool,
     pub(crate) clock: Clock,
     pub(crate) index: crate::options::IndexOptions,
@@ -125,6 +147,20 @@ struct Capture {
     records: crate::kernel::table::Snapshot,
     /// `log_bytes_since_checkpoint` when captured.
     log_bytes: u64,
+    /// Full or a delta, with what each needs.
+    kind: CaptureKind,
+}
+
+/// What a capture writes: every record, or those changed since a base.
+enum CaptureKind {
+    /// Every live record. `taken`: the changed ids it took from the table, given back if it
+    /// fails (a later delta on the old base still needs them).
+    Full { taken: amberdb_index::KeySet },
+    /// A delta on the full checkpoint at `base_seq`: the ids changed since it.
+    Delta {
+        base_seq: u64,
+        changed: amberdb_index::KeySet,
+    },
 }
 
 fn internal(context: &'static str, e: impl std::fmt::Display) -> EngineError {
@@ -163,6 +199,9 @@ pub(crate) struct Writer {
     replaced: Vec<SegmentEntry>,
     /// Automatic checkpoints wait until then after one failed for a full disk.
     checkpoint_paused_until: Option<Instant>,
+    /// The newest full checkpoint, when the table's changed ids count from it (`None`: the
+    /// next checkpoint is full).
+    delta_base: Option<DeltaBase>,
 }
 
 /// What one index build did (`Store::build_index`, STATS).
@@ -334,6 +373,7 @@ impl Db {
                 segments_checkpointed: 0,
                 replaced: r.replaced,
                 checkpoint_paused_until: None,
+                delta_base: r.delta_base,
             }),
             state: RwLock::new(r.state),
             commit,
@@ -764,7 +804,11 @@ impl Db {
             } else {
                 self.checkpointing.lock()
             };
-            self.checkpoint_holding(only_if_due)?
+            self.checkpoint_holding(if only_if_due {
+                CheckpointAsk::IfDue
+            } else {
+                CheckpointAsk::Now
+            })?
         };
         if sealed {
             self.start_background_build();
@@ -777,16 +821,16 @@ impl Db {
     /// commit point removes what it wrote; for a full disk it pauses automatic checkpoints
     /// (`DiskFull`; the log still holds everything), any other failure poisons the store.
     /// Returns whether rows were sealed.
-    fn checkpoint_holding(&self, only_if_due: bool) -> Result<bool> {
+    fn checkpoint_holding(&self, ask: CheckpointAsk) -> Result<bool> {
         let start = Instant::now();
         let capture = {
             let mut w = self.writer.lock();
-            if only_if_due && !self.checkpoint_due(&w) {
+            if ask == CheckpointAsk::IfDue && !self.checkpoint_due(&w) {
                 return Ok(false);
             }
             self.drain_touches(&mut w);
             self.commit.check()?;
-            match self.capture(&mut w) {
+            match self.capture(&mut w, ask) {
                 Ok(Some(capture)) => capture,
                 Ok(None) => return Ok(false),
                 Err(e) => return Err(self.checkpoint_failed(&mut w, e)),
@@ -802,17 +846,29 @@ impl Db {
             });
         let mut w = self.writer.lock();
         let finish_start = Instant::now();
+        let give_back = |capture: &Capture| {
+            if let CaptureKind::Full { taken } = &capture.kind {
+                self.state.write().table.mark_changed(taken.iter());
+            }
+        };
         match written {
             Ok((segment, bytes)) => {
                 let retired = match self.finish_checkpoint(&mut w, &capture, segment) {
                     Ok(retired) => retired,
-                    Err(e) => return Err(self.checkpoint_failed(&mut w, e)),
+                    Err(e) => {
+                        give_back(&capture);
+                        return Err(self.checkpoint_failed(&mut w, e));
+                    }
                 };
                 drop(w);
                 let writers_waited = held + finish_start.elapsed();
                 let removed = self.remove_retired(&retired);
                 self.maintenance.record_checkpoint(CheckpointRun {
                     seq: capture.seq,
+                    delta_of: match capture.kind {
+                        CaptureKind::Delta { base_seq, .. } => Some(base_seq),
+                        CaptureKind::Full { .. } => None,
+                    },
                     bytes,
                     sealed_rows: capture.sealed.map_or(0, |e| e.rows),
                     seconds: start.elapsed().as_secs_f64(),
@@ -821,7 +877,10 @@ impl Db {
                 });
                 Ok(capture.sealed.is_some())
             }
-            Err(e) => Err(self.checkpoint_failed(&mut w, e)),
+            Err(e) => {
+                give_back(&capture);
+                Err(self.checkpoint_failed(&mut w, e))
+            }
         }
     }
 
@@ -876,14 +935,20 @@ impl Db {
 
     /// C0–C2 and the snapshot, under the writer mutex. `None`: nothing to checkpoint (nothing
     /// written and no segment changed since the last one).
-    fn capture(&self, w: &mut Writer) -> Result<Option<Capture>> {
+    fn capture(&self, w: &mut Writer, ask: CheckpointAsk) -> Result<Option<Capture>> {
         // C0: everything appended is durable; the checkpoint covers exactly that.
         let seq = self.commit.written();
         self.commit.wait_durable(seq)?;
         // Nothing written since the last checkpoint: only an index build's new segment list
         // is worth a checkpoint, which then replaces the file at the same sequence number (B3).
+        // A purge's full checkpoint replaces a delta at the same number: the delta's base,
+        // which the purge then removes, still holds what was deleted.
         let rewrite = seq == w.checkpoint_seq;
-        if rewrite && w.segments_version == w.segments_checkpointed {
+        let newest_is_delta = w.checkpoints.last().is_some_and(|c| c.delta_of.is_some());
+        if rewrite
+            && w.segments_version == w.segments_checkpointed
+            && !(ask == CheckpointAsk::Full && newest_is_delta)
+        {
             return Ok(None);
         }
         // C1: copy the live growing rows; C3 writes them as a segment under a new id, never
@@ -911,7 +976,26 @@ impl Db {
                 .set_file(Arc::clone(&log.file), log.path.clone());
             w.log = log;
         }
-        let state = self.state.read();
+        // Full or a delta ("Incremental checkpoints"); no slot changes while the writer mutex
+        // is held, so the changed ids and the snapshot agree.
+        let mut state = self.state.write();
+        let delta_on = w.delta_base.filter(|base| {
+            ask != CheckpointAsk::Full
+                && base.seq < seq
+                && state.table.changed().len() as f64
+                    <= base.records as f64 * self.config.delta_max_share
+        });
+        let kind = match delta_on {
+            Some(base) => CaptureKind::Delta {
+                base_seq: base.seq,
+                changed: state.table.changed().clone(),
+            },
+            None => CaptureKind::Full {
+                taken: state.table.take_changed(),
+            },
+        };
+        let records = state.table.snapshot();
+        let state = parking_lot::RwLockWriteGuard::downgrade(state);
         Ok(Some(Capture {
             seq,
             rewrite,
@@ -920,8 +1004,9 @@ impl Db {
             growing,
             sealed,
             aux: checkpoint_aux(&state),
-            records: state.table.snapshot(),
+            records,
             log_bytes: w.log_bytes_since_checkpoint,
+            kind,
         }))
     }
 
@@ -957,13 +1042,38 @@ impl Db {
                 }
             }
         }
-        let bytes = ckpt_writer::encode(
-            capture.seq,
-            capture.next_id,
-            &capture.segments,
-            &capture.aux,
-            capture.records.iter(),
-        );
+        let bytes = match &capture.kind {
+            CaptureKind::Full { .. } => ckpt_writer::encode(
+                capture.seq,
+                capture.next_id,
+                &capture.segments,
+                &capture.aux,
+                None,
+                capture.records.iter(),
+            ),
+            CaptureKind::Delta { base_seq, changed } => {
+                // A changed id live now is written whole; one that is not is deleted.
+                let (mut live, mut deleted) = (Vec::new(), Vec::new());
+                for id in changed.iter() {
+                    match capture.records.get(id) {
+                        Some(m) => live.push(m),
+                        None => deleted.push(id),
+                    }
+                }
+                let delta = ckpt_format::Delta {
+                    base_seq: *base_seq,
+                    deleted,
+                };
+                ckpt_writer::encode(
+                    capture.seq,
+                    capture.next_id,
+                    &capture.segments,
+                    &capture.aux,
+                    Some(&delta),
+                    live.into_iter(),
+                )
+            }
+        };
         let name = ckpt_format::file_name(capture.seq);
         if capture.rewrite {
             // The file at `seq` stays until the rename replaces it: only the temporary is ours
@@ -1003,11 +1113,25 @@ impl Db {
         w.checkpoint_seq = capture.seq;
         self.checkpoint_seq.store(capture.seq, Ordering::Release);
         let named = Some(capture.segments.iter().map(|s| s.id).collect());
+        let delta_of = match capture.kind {
+            CaptureKind::Full { .. } => {
+                w.delta_base = Some(DeltaBase {
+                    seq: capture.seq,
+                    records: capture.records.iter().len() as u64,
+                });
+                None
+            }
+            CaptureKind::Delta { base_seq, .. } => Some(base_seq),
+        };
         match w.checkpoints.last_mut() {
-            Some(last) if last.seq == capture.seq => last.segments = named,
+            Some(last) if last.seq == capture.seq => {
+                last.segments = named;
+                last.delta_of = delta_of;
+            }
             _ => w.checkpoints.push(Retained {
                 seq: capture.seq,
                 segments: named,
+                delta_of,
             }),
         }
         w.segments_checkpointed = w.segments_version;
@@ -1020,17 +1144,35 @@ impl Db {
     }
 
     /// C6's choice, under the writer mutex (`docs/durability.md`, "Retention"): the two newest
-    /// checkpoints stay, with every segment either names and every log file from the older
-    /// one on; the files of everything older are returned, to be removed with the writer
-    /// mutex released (`remove_retired`).
+    /// full checkpoints stay, and the newest delta on the newer of them, with every segment
+    /// any of them names and every log file from the older full one on; the files of
+    /// everything else are returned, to be removed with the writer mutex released
+    /// (`remove_retired`).
     fn retire(&self, w: &mut Writer) -> Vec<PathBuf> {
         let mut retired = Vec::new();
-        while w.checkpoints.len() > 2 {
-            let old = w.checkpoints.remove(0);
-            retired.push(self.dir.join(ckpt_format::file_name(old.seq)));
-        }
-        if let [older, _] = &w.checkpoints[..] {
-            retired.extend(self.retire_logs_before(w, older.seq));
+        let fulls: Vec<u64> = w
+            .checkpoints
+            .iter()
+            .filter(|c| c.delta_of.is_none())
+            .map(|c| c.seq)
+            .collect();
+        let kept_fulls = fulls.get(fulls.len().saturating_sub(2)..).unwrap_or(&[]);
+        let newest_full = kept_fulls.last().copied();
+        let kept_delta = w
+            .checkpoints
+            .iter()
+            .rev()
+            .find(|c| c.delta_of.is_some() && c.delta_of == newest_full)
+            .map(|c| c.seq);
+        w.checkpoints.retain(|c| {
+            let keep = kept_fulls.contains(&c.seq) || Some(c.seq) == kept_delta;
+            if !keep {
+                retired.push(self.dir.join(ckpt_format::file_name(c.seq)));
+            }
+            keep
+        });
+        if let [older, _] = kept_fulls {
+            retired.extend(self.retire_logs_before(w, *older));
         }
         // B4: replaced segments that no retained checkpoint names (none while a retained
         // checkpoint's list is unknown).
@@ -1340,7 +1482,7 @@ impl Db {
         // checkpoint poisons the store or pauses checkpoints as any does
         // (`checkpoint_holding`), and the next one names the new segment; reporting the build
         // failed would say the store is unchanged when it is not.
-        if let Err(e) = self.checkpoint_holding(false) {
+        if let Err(e) = self.checkpoint_holding(CheckpointAsk::Now) {
             tracing::warn!(error = %e, "the checkpoint after an index build failed; the next one names the segment");
         }
         drop(turn);
@@ -1489,8 +1631,9 @@ impl Db {
                 w.segments_version += 1;
             }
         }
-        // P4: a checkpoint names the new list and holds no deleted record.
-        self.checkpoint_holding(false)?;
+        // P4: a full checkpoint names the new list and holds no deleted record (a delta's base
+        // would still hold the deleted ones).
+        self.checkpoint_holding(CheckpointAsk::Full)?;
         // P5: the newest checkpoint, read back, becomes the only one; everything older goes.
         let retired = {
             let mut w = self.writer.lock();
@@ -1588,6 +1731,13 @@ impl Db {
                 name: e.file_name(),
                 len: None,
             }));
+            // A delta is opened with its base ("Incremental checkpoints").
+            if let Some(delta) = &head.delta {
+                parts.push(backup::Part {
+                    name: ckpt_format::file_name(delta.base_seq),
+                    len: None,
+                });
+            }
             parts.push(backup::Part { name, len: None });
         }
         let mut logs: Vec<u64> = storage
@@ -1891,6 +2041,7 @@ mod tests {
             sync: SyncPolicy::Always,
             seal_rows: 1 << 16,
             checkpoint_bytes: 1 << 26,
+            delta_max_share: 0.125,
             vector_codes: true,
             clock: Arc::new(Timestamp::now),
             index: crate::options::IndexOptions::default(),

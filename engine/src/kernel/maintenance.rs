@@ -30,6 +30,8 @@ pub struct Removed {
 pub struct CheckpointRun {
     /// The sequence number it covers.
     pub seq: u64,
+    /// A delta's base (`docs/durability.md`, "Incremental checkpoints"); `None`: full.
+    pub delta_of: Option<u64>,
     /// The checkpoint file's bytes.
     pub bytes: u64,
     /// Rows it sealed into a new segment.

@@ -29,6 +29,9 @@ const REPLAY_QUEUE: usize = 16;
 pub struct OpenReport {
     /// Sequence number of the checkpoint the store was loaded from, if any.
     pub checkpoint_seq: Option<u64>,
+    /// When that checkpoint is a delta, the full checkpoint it was applied to
+    /// (`docs/durability.md`, "Incremental checkpoints").
+    pub checkpoint_delta_of: Option<u64>,
     /// Checkpoints that were damaged or unusable, with the reason, newest first.
     pub skipped_checkpoints: Vec<String>,
     /// Log frames replayed after the checkpoint.
@@ -55,6 +58,9 @@ pub(crate) struct Recovered {
     pub(crate) next_segment_id: u64,
     pub(crate) checkpoint_seq: u64,
     pub(crate) checkpoints: Vec<Retained>,
+    /// The full checkpoint the table's changed ids count from (the loaded one, or the loaded
+    /// delta's base); `None` when nothing was loaded.
+    pub(crate) delta_base: Option<crate::kernel::db::DeltaBase>,
     pub(crate) segments: Vec<SegmentEntry>,
     /// Segment files an older retained checkpoint names and the loaded one does not: what an
     /// index build replaced, removed once no retained checkpoint names them (B4).
@@ -97,6 +103,8 @@ pub(crate) fn lock_dir(storage: &dyn Storage, dir: &Path) -> Result<Box<dyn Stor
 pub(crate) struct Retained {
     pub(crate) seq: u64,
     pub(crate) segments: Option<Vec<u64>>,
+    /// A delta's base; `None` for a full checkpoint (or one whose head could not be read).
+    pub(crate) delta_of: Option<u64>,
 }
 
 struct Base {
@@ -104,23 +112,41 @@ struct Base {
     next_id: u64,
     state: State,
     segments: Vec<SegmentEntry>,
+    /// The full checkpoint the records count from: this one, or a delta's base.
+    full: crate::kernel::db::DeltaBase,
+    /// A delta's base sequence number (`None`: full).
+    delta_of: Option<u64>,
+}
+
+/// A checkpoint file's error as the engine's, naming `path`.
+fn checkpoint_error(path: &Path, e: ckpt_reader::CheckpointError) -> EngineError {
+    match e {
+        ckpt_reader::CheckpointError::Corrupted(d) => EngineError::Corrupted {
+            file: path.to_path_buf(),
+            offset: d.offset as u64,
+            reason: d.reason,
+        },
+        ckpt_reader::CheckpointError::Unsupported(found) => EngineError::UnsupportedVersion {
+            file: path.to_path_buf(),
+            found,
+            supported: ckpt_format::SUPPORTED,
+        },
+    }
+}
+
+/// A delta's base, mapped and checked, and the delta's own records (at most an eighth of the
+/// base's, so decoded whole).
+struct DeltaParts {
+    base_path: PathBuf,
+    base_bytes: amberdb_index::SealedBytes,
+    base_head: ckpt_reader::Head,
+    changed: Vec<Memory>,
 }
 
 fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model) -> Result<Base> {
     let path = dir.join(ckpt_format::file_name(seq));
     let bytes = storage.map(&path).map_err(io(&path))?;
-    let to_engine = |e| match e {
-        ckpt_reader::CheckpointError::Corrupted(d) => EngineError::Corrupted {
-            file: path.clone(),
-            offset: d.offset as u64,
-            reason: d.reason,
-        },
-        ckpt_reader::CheckpointError::Unsupported(found) => EngineError::UnsupportedVersion {
-            file: path.clone(),
-            found,
-            supported: ckpt_format::SUPPORTED,
-        },
-    };
+    let to_engine = |e| checkpoint_error(&path, e);
     let head = ckpt_reader::decode_head(bytes.as_slice()).map_err(to_engine)?;
     if head.seq != seq {
         return Err(EngineError::Corrupted {
@@ -129,6 +155,51 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model)
             reason: "sequence number differs from the file name",
         });
     }
+    // A delta: its base must be there and sound ("Incremental checkpoints"); its records are
+    // merged into the base's as they stream.
+    let delta = match &head.delta {
+        None => None,
+        Some(d) => {
+            let base_path = dir.join(ckpt_format::file_name(d.base_seq));
+            let base_bytes = storage.map(&base_path).map_err(io(&base_path))?;
+            let base_head = ckpt_reader::decode_head(base_bytes.as_slice())
+                .map_err(|e| checkpoint_error(&base_path, e))?;
+            ckpt_reader::check_base(&head, &base_head)
+                .map_err(|e| checkpoint_error(&base_path, e))?;
+            let mut changed = Vec::new();
+            ckpt_reader::decode_records_into(bytes.as_slice(), &head, 4096, |batch| {
+                changed.extend(batch);
+                true
+            })
+            .map_err(to_engine)?;
+            Some(DeltaParts {
+                base_path,
+                base_bytes,
+                base_head,
+                changed,
+            })
+        }
+    };
+    let full = match (&delta, &head.delta) {
+        (Some(parts), Some(d)) => crate::kernel::db::DeltaBase {
+            seq: d.base_seq,
+            records: parts.base_head.record_count(),
+        },
+        _ => crate::kernel::db::DeltaBase {
+            seq,
+            records: head.record_count(),
+        },
+    };
+    // The ids a delta changed count as changed since the base, for the next delta.
+    let delta_ids: Vec<u64> = match (&delta, &head.delta) {
+        (Some(parts), Some(d)) => parts
+            .changed
+            .iter()
+            .map(|m| m.id.0)
+            .chain(d.deleted.iter().copied())
+            .collect(),
+        _ => Vec::new(),
+    };
     // Three independent jobs at once: decode the records (streamed in batches), index them
     // as they arrive, and checksum the segments. Opening a 1M-record store was 2.3 s in
     // sequence (docs/benchmarks.md, open).
@@ -139,9 +210,22 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model)
         // The decoder thread also allocates each record's shared cell: the indexing thread
         // is the longer of the two (benchmarks.md, "Opening 1M memories").
         let decoder = s.spawn(|| {
-            ckpt_reader::decode_records_into(bytes.as_slice(), &head, 16_384, move |batch| {
+            let send = move |batch: Vec<Memory>| {
                 tx.send(batch.into_iter().map(Arc::new).collect()).is_ok()
-            })
+            };
+            match (delta, &head.delta) {
+                (Some(parts), Some(d)) => ckpt_reader::decode_merged_into(
+                    parts.base_bytes.as_slice(),
+                    &parts.base_head,
+                    &d.deleted,
+                    parts.changed,
+                    16_384,
+                    send,
+                )
+                .map_err(|e| checkpoint_error(&parts.base_path, e)),
+                _ => ckpt_reader::decode_records_into(bytes.as_slice(), &head, 16_384, send)
+                    .map_err(to_engine),
+            }
         });
         let verifier = s.spawn(|| {
             head.segments
@@ -157,7 +241,7 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model)
         offset: 0,
         reason: "decoder thread panicked",
     };
-    decoded.map_err(panicked)?.map_err(to_engine)?;
+    decoded.map_err(panicked)??;
     let segments = segments.map_err(panicked)??;
     // The model the vectors belong to: the first aux entry when a re-embedding changed it
     // (checkpoint.md), else the one the store was created with.
@@ -204,11 +288,14 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model)
             reason,
         })?;
     }
+    state.table.mark_changed(delta_ids);
     Ok(Base {
         seq,
         next_id: head.next_id,
         state,
         segments: head.segments,
+        full,
+        delta_of: head.delta.map(|d| d.base_seq),
     })
 }
 
@@ -222,23 +309,32 @@ fn remove_orphan_segments(
     storage: &dyn Storage,
     dir: &Path,
     checkpoints: &[u64],
-    loaded: (u64, &[SegmentEntry]),
+    loaded: (u64, &[SegmentEntry], Option<u64>),
     seg_files: &[(u64, SegmentKind)],
     report: &mut OpenReport,
 ) -> Result<Vec<Retained>> {
     let mut retained = Vec::new();
     for &seq in checkpoints {
-        let segments = if seq == loaded.0 {
-            Some(loaded.1.iter().map(|s| s.id).collect())
+        let (segments, delta_of) = if seq == loaded.0 {
+            (Some(loaded.1.iter().map(|s| s.id).collect()), loaded.2)
         } else {
             let path = dir.join(ckpt_format::file_name(seq));
             storage
                 .map(&path)
                 .ok()
                 .and_then(|b| ckpt_reader::decode_head(b.as_slice()).ok())
-                .map(|head| head.segments.iter().map(|s| s.id).collect())
+                .map_or((None, None), |head| {
+                    (
+                        Some(head.segments.iter().map(|s| s.id).collect()),
+                        head.delta.map(|d| d.base_seq),
+                    )
+                })
         };
-        retained.push(Retained { seq, segments });
+        retained.push(Retained {
+            seq,
+            segments,
+            delta_of,
+        });
     }
     let mut referenced: std::collections::HashSet<u64> = loaded.1.iter().map(|s| s.id).collect();
     let mut all_read = true;
@@ -382,11 +478,14 @@ pub(crate) fn recover(
             Err(e) => return Err(e),
         }
     }
+    let delta_base = base.as_ref().map(|b| b.full);
     let Base {
         seq: ckpt_seq,
         mut next_id,
         mut state,
         mut segments,
+        delta_of,
+        ..
     } = base.unwrap_or_else(|| Base {
         seq: 0,
         next_id: 1,
@@ -396,8 +495,11 @@ pub(crate) fn recover(
             created.clone(),
         ),
         segments: Vec::new(),
+        full: crate::kernel::db::DeltaBase { seq: 0, records: 0 },
+        delta_of: None,
     });
     report.checkpoint_seq = (ckpt_seq > 0).then_some(ckpt_seq);
+    report.checkpoint_delta_of = delta_of;
     let seg_files: Vec<(u64, SegmentKind)> = names
         .iter()
         .filter_map(|n| segment_file::parse_file_name(n))
@@ -407,7 +509,7 @@ pub(crate) fn recover(
         storage,
         dir,
         &checkpoints,
-        (ckpt_seq, &segments),
+        (ckpt_seq, &segments, delta_of),
         &seg_files,
         &mut report,
     )?;
@@ -631,6 +733,7 @@ pub(crate) fn recover(
         next_segment_id,
         checkpoint_seq: ckpt_seq,
         checkpoints,
+        delta_base,
         segments,
         replaced,
         replayed_deletes,

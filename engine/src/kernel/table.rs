@@ -414,6 +414,11 @@ pub(crate) struct Snapshot {
 }
 
 impl Snapshot {
+    /// The record with `id`, if it was live.
+    pub(crate) fn get(&self, id: u64) -> Option<&Memory> {
+        self.slots.get(id)
+    }
+
     /// The records in id order.
     pub(crate) fn iter(&self) -> impl ExactSizeIterator<Item = &Memory> + '_ {
         Counted {
@@ -433,6 +438,11 @@ pub(crate) struct Table {
     users: foldhash::HashMap<String, UserIndex>,
     archive: HashMap<MemoryId, Archived>,
     superseded_by: HashMap<MemoryId, MemoryId>,
+    /// The ids whose slot changed (stored, changed, touched, removed) since the newest full
+    /// checkpoint's capture: what a delta checkpoint writes (`docs/durability.md`,
+    /// "Incremental checkpoints"). Every place that changes a slot marks it; loading a
+    /// checkpoint marks nothing.
+    changed: KeySet,
 }
 
 impl Table {
@@ -804,7 +814,28 @@ impl Table {
         }
     }
 
+    /// The ids changed since the newest full checkpoint's capture (`changed`).
+    pub(crate) fn changed(&self) -> &KeySet {
+        &self.changed
+    }
+
+    /// Takes the changed ids out, leaving none (a full checkpoint's capture).
+    pub(crate) fn take_changed(&mut self) -> KeySet {
+        std::mem::take(&mut self.changed)
+    }
+
+    /// Marks `ids` changed: those a full checkpoint that failed had taken, or a delta's and the
+    /// replay's at open.
+    pub(crate) fn mark_changed(&mut self, ids: impl IntoIterator<Item = u64>) {
+        for id in ids {
+            self.changed.insert(id);
+        }
+    }
+
     fn insert_as(&mut self, m: Arc<Memory>, loading: bool) {
+        if !loading {
+            self.changed.insert(m.id.0);
+        }
         self.note_lineage(&m);
         self.user_entry(&m.user_id, loading).add(&m);
         if self.slots.put(m) {
@@ -855,6 +886,7 @@ impl Table {
     /// Removes a record, returning it.
     pub(crate) fn remove(&mut self, id: MemoryId) -> Option<Arc<Memory>> {
         let m = self.slots.take(id.0)?;
+        self.changed.insert(id.0);
         self.live -= 1;
         if let Some(u) = self.users.get_mut(&m.user_id) {
             if u.by_hash.get(&m.content_hash) == Some(&m.id) {
@@ -910,6 +942,7 @@ impl Table {
     /// callers above check or guarantee it), re-indexing its tags and session.
     fn reindexed(&mut self, id: MemoryId, f: impl FnOnce(&mut Memory)) -> Option<()> {
         let m = self.slots.get_mut(id.0)?;
+        self.changed.insert(id.0);
         let u = self.users.get_mut(&m.user_id)?;
         u.remove_fields(m);
         f(m);
@@ -931,6 +964,7 @@ impl Table {
     /// path). `None` if `id` is not live.
     pub(crate) fn touch(&mut self, id: MemoryId, at: Timestamp) -> Option<()> {
         let m = self.slots.get_mut(id.0)?;
+        self.changed.insert(id.0);
         m.access_count = m.access_count.saturating_add(1);
         m.last_accessed_at = m.last_accessed_at.max(at);
         Some(())
@@ -1031,6 +1065,7 @@ impl Table {
             let mut freed = Vec::with_capacity(live.len());
             for k in &live {
                 if let Some(m) = self.slots.take(k.0) {
+                    self.changed.insert(k.0);
                     self.live -= 1;
                     freed.push(m);
                 }

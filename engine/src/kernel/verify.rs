@@ -220,6 +220,23 @@ pub fn verify(dir: &Path) -> crate::kernel::error::Result<Report> {
             ),
         }
     }
+    // A delta is checked as what it opens as: its records merged into its base's.
+    if let Some((name, c)) = &mut newest
+        && let Some(delta) = c.delta.clone()
+    {
+        let base_name = ckpt_format::file_name(delta.base_seq);
+        match merged_with_base(&storage, &dir.join(&base_name), c) {
+            Ok(records) => c.records = records,
+            Err(what) => r.add(
+                Severity::Error,
+                name,
+                None,
+                format!(
+                    "a delta on {base_name}, which {what}: it opens only with its base (an open falls back to the base itself or an older full checkpoint)"
+                ),
+            ),
+        }
+    }
     let mut named_segments = HashSet::new();
     if let Some((name, c)) = &newest {
         r.checkpoint_records = c.records.len();
@@ -304,6 +321,41 @@ pub fn verify(dir: &Path) -> crate::kernel::error::Result<Report> {
         }
     }
     Ok(r)
+}
+
+/// The live records of the delta `c` applied to its base at `base_path`, or what is wrong
+/// with the base.
+fn merged_with_base(
+    storage: &dyn Storage,
+    base_path: &Path,
+    c: &ckpt_reader::Checkpoint,
+) -> Result<Vec<crate::kernel::record::Memory>, String> {
+    let deleted = c
+        .delta
+        .as_ref()
+        .map(|d| d.deleted.as_slice())
+        .unwrap_or(&[]);
+    let bytes = storage
+        .read(base_path)
+        .map_err(|e| format!("cannot be read ({e})"))?;
+    let damaged = |e: CheckpointError| match e {
+        CheckpointError::Corrupted(d) => format!("is damaged at offset {}: {}", d.offset, d.reason),
+        CheckpointError::Unsupported(v) => format!("has format version {v}"),
+    };
+    let head = ckpt_reader::decode_head(&bytes).map_err(damaged)?;
+    if head.delta.is_some() || c.delta.as_ref().is_some_and(|d| d.base_seq != head.seq) {
+        return Err("is not a full checkpoint at that sequence number".into());
+    }
+    if head.next_id > c.next_id {
+        return Err("assigns ids past the delta's next_id".into());
+    }
+    let mut records = Vec::new();
+    ckpt_reader::decode_merged_into(&bytes, &head, deleted, c.records.clone(), 16_384, |b| {
+        records.extend(b);
+        true
+    })
+    .map_err(damaged)?;
+    Ok(records)
 }
 
 /// Every live record of a checkpoint names entities the checkpoint holds.

@@ -13,8 +13,16 @@ const DIR: &str = "/c";
 
 /// A store with `n` records and, if `checkpoint`, a checkpoint after the first half.
 fn build(n: u64, checkpoint: bool) -> (FaultyStorage, BTreeMap<MemoryId, String>) {
+    let at: &[u64] = if checkpoint { &[n / 2] } else { &[] };
+    build_with_checkpoints(n, at)
+}
+
+/// A store with `n` records and a checkpoint after each index in `at`: the first full, the
+/// others deltas on it (docs/durability.md, "Incremental checkpoints").
+fn build_with_checkpoints(n: u64, at: &[u64]) -> (FaultyStorage, BTreeMap<MemoryId, String>) {
     let fs = FaultyStorage::new();
-    let store = Store::open(Path::new(DIR), small_options(&fs, 1000)).unwrap();
+    let options = small_options(&fs, 1000).delta_max_share(f64::INFINITY);
+    let store = Store::open(Path::new(DIR), options).unwrap();
     let mut rng = Rng::new(n);
     let mut want = BTreeMap::new();
     for i in 0..n {
@@ -30,7 +38,7 @@ fn build(n: u64, checkpoint: bool) -> (FaultyStorage, BTreeMap<MemoryId, String>
             .unwrap()
             .memory_id;
         want.insert(id, content);
-        if checkpoint && i == n / 2 {
+        if at.contains(&i) {
             store.checkpoint().unwrap();
         }
     }
@@ -239,11 +247,31 @@ fn a_damaged_identity_is_corruption() {
 
 #[test]
 fn random_overwrites_never_panic_or_return_wrong_data() {
-    let (fs, want) = build(16, true);
-    let mut rng = Rng::new(seed(
+    random_overwrites(
+        build(16, true),
         "random_overwrites_never_panic_or_return_wrong_data",
         99,
-    ));
+    );
+}
+
+#[test]
+fn random_overwrites_of_a_delta_and_its_base_never_panic_or_return_wrong_data() {
+    let (fs, want) = build_with_checkpoints(24, &[8, 16]);
+    let names = files(&fs, "ckpt-");
+    assert_eq!(names.len(), 2, "a base and a delta: {names:?}");
+    random_overwrites(
+        (fs, want),
+        "random_overwrites_of_a_delta_and_its_base_never_panic_or_return_wrong_data",
+        98,
+    );
+}
+
+fn random_overwrites(
+    (fs, want): (FaultyStorage, BTreeMap<MemoryId, String>),
+    name: &str,
+    default_seed: u64,
+) {
+    let mut rng = Rng::new(seed(name, default_seed));
     let all: Vec<PathBuf> = fs
         .list(Path::new(DIR))
         .unwrap()

@@ -152,11 +152,32 @@ fn images(seed: u64) -> [CrashImage; 3] {
 
 #[test]
 fn every_sync_point_survives_a_power_cut() {
-    let seed = seed("every_sync_point_survives_a_power_cut", 0xC0FFEE);
+    power_cut_at_every_sync_point("every_sync_point_survives_a_power_cut", 0xC0FFEE, 0.125);
+}
+
+/// Every checkpoint after the first is a delta on it (docs/durability.md, "Incremental
+/// checkpoints"): a power cut at each of their sync points, and at the full one's.
+#[test]
+fn every_sync_point_of_delta_checkpoints_survives_a_power_cut() {
+    power_cut_at_every_sync_point(
+        "every_sync_point_of_delta_checkpoints_survives_a_power_cut",
+        0xDE17A,
+        f64::INFINITY,
+    );
+}
+
+/// `small_options` with checkpoints that are deltas while the changes are at most `share`
+/// of their base's records.
+fn options(fs: &FaultyStorage, share: f64) -> amberdb::StoreOptions {
+    small_options(fs, 3).delta_max_share(share)
+}
+
+fn power_cut_at_every_sync_point(name: &str, default_seed: u64, share: f64) {
+    let seed = seed(name, default_seed);
     let work = workload(seed);
     // Count the sync points of a clean run.
     let clean = FaultyStorage::new();
-    let store = Store::open(Path::new("/s"), small_options(&clean, 3)).unwrap();
+    let store = Store::open(Path::new("/s"), options(&clean, share)).unwrap();
     let before = clean.syncs();
     let full = run_until_failure(&store, &work);
     assert_eq!(
@@ -166,6 +187,20 @@ fn every_sync_point_survives_a_power_cut() {
             .count()
     );
     let sync_points = clean.syncs() - before;
+    let deltas = clean
+        .list(Path::new("/s"))
+        .unwrap()
+        .iter()
+        .filter(|n| n.starts_with("ckpt-"))
+        .filter(|n| {
+            let bytes = clean.read(&Path::new("/s").join(n)).unwrap();
+            u16::from_le_bytes([bytes[6], bytes[7]]) & 1 == 1
+        })
+        .count();
+    assert!(
+        deltas > 0 || share.is_finite(),
+        "no delta on disk after the clean run"
+    );
     drop(store);
     assert!(
         sync_points > 40,
@@ -174,7 +209,7 @@ fn every_sync_point_survives_a_power_cut() {
     let mut cuts = 0;
     for k in 1..=sync_points {
         let fs = FaultyStorage::new();
-        let store = Store::open(Path::new("/s"), small_options(&fs, 3)).unwrap();
+        let store = Store::open(Path::new("/s"), options(&fs, share)).unwrap();
         fs.crash_at_sync(k);
         let ledger = run_until_failure(&store, &work);
         assert!(fs.crashed(), "sync point {k} never reached");
@@ -194,10 +229,23 @@ fn every_sync_point_survives_a_power_cut() {
 
 #[test]
 fn every_failed_operation_poisons_and_loses_nothing() {
-    let seed = seed("every_failed_operation_poisons_and_loses_nothing", 7);
+    failure_of_every_operation("every_failed_operation_poisons_and_loses_nothing", 7, 0.125);
+}
+
+#[test]
+fn every_failed_operation_of_delta_checkpoints_poisons_and_loses_nothing() {
+    failure_of_every_operation(
+        "every_failed_operation_of_delta_checkpoints_poisons_and_loses_nothing",
+        8,
+        f64::INFINITY,
+    );
+}
+
+fn failure_of_every_operation(name: &str, default_seed: u64, share: f64) {
+    let seed = seed(name, default_seed);
     let work = workload(seed);
     let clean = FaultyStorage::new();
-    let store = Store::open(Path::new("/s"), small_options(&clean, 3)).unwrap();
+    let store = Store::open(Path::new("/s"), options(&clean, share)).unwrap();
     let before = clean.ops();
     run_until_failure(&store, &work);
     let ops = clean.ops() - before;
@@ -205,7 +253,7 @@ fn every_failed_operation_poisons_and_loses_nothing() {
     for n in 1..=ops {
         for torn in [false, true] {
             let fs = FaultyStorage::new();
-            let store = Store::open(Path::new("/s"), small_options(&fs, 3)).unwrap();
+            let store = Store::open(Path::new("/s"), options(&fs, share)).unwrap();
             fs.fail_op(n, torn);
             let ledger = run_until_failure(&store, &work);
             if ledger.acked.len() < work.len() && store.stats().poisoned {

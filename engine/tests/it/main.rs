@@ -7,6 +7,7 @@ mod corruption;
 mod crash;
 mod decoders;
 mod dedup;
+mod delta;
 mod faults;
 mod fixtures;
 mod hooked_model;

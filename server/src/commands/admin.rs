@@ -119,6 +119,7 @@ fn stats(ctx: &Ctx, session: &Session, _: &mut Args) -> Outcome {
                 "seq": c.seq,
                 "bytes": c.bytes,
                 "sealed_rows": c.sealed_rows,
+                "delta_of": c.delta_of,
                 "seconds": c.seconds,
                 "writers_waited_seconds": c.writers_waited,
                 "removed_files": c.removed.files,

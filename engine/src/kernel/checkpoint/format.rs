@@ -4,7 +4,7 @@
 //! off size field          meaning
 //!   0    4 magic          b"MNCK"
 //!   4    2 version        u16 LE; readers accept SUPPORTED
-//!   6    2 flags          u16 LE; must be 0
+//!   6    2 flags          u16 LE; v8: bit 0 DELTA, the rest 0 (before v8: all 0)
 //!   8    8 seq            u64 LE; last log sequence number included
 //!  16    8 next_id        u64 LE
 //!  24    8 record_count   u64 LE
@@ -13,10 +13,12 @@
 //!  48    4 body_crc       crc32 seeded BODY_SEED over the body
 //!  52    8 aux_count      u64 LE; v2 (zero in v1)
 //!  60    4 hdr_crc        crc32 seeded HEADER_SEED over bytes 0..60
-//! body: segment_count × { segment_id u64, rows u64, kind u8, pad 7 × 0 }   (v5, key order;
+//! body: DELTA only: base_seq u64, deleted_count u64   (v8)
+//!       segment_count × { segment_id u64, rows u64, kind u8, pad 7 × 0 }   (v5, key order;
 //!       v1–v4: { segment_id u64, rows u64 }, every one flat)
 //!       aux_count × { type u8, len u32, payload (log.md) }   (v2)
-//!       record_count × record (log.md)
+//!       DELTA only: deleted_count × id u64, increasing   (v8)
+//!       record_count × record (log.md), in id order
 //! ```
 
 use std::ops::RangeInclusive;
@@ -24,16 +26,31 @@ use std::ops::RangeInclusive;
 /// File magic.
 pub const MAGIC: [u8; 4] = *b"MNCK";
 /// Version this build writes.
-pub const VERSION: u16 = 7;
+pub const VERSION: u16 = 8;
 /// Versions this build reads (v1 has no aux section, v2 no entities in it, v1–v4 no segment
-/// kinds, v1–v5 no model and no staged re-embedding).
+/// kinds, v1–v5 no model and no staged re-embedding, v1–v7 no deltas).
 pub const SUPPORTED: RangeInclusive<u16> = 1..=VERSION;
+/// Flag bit: the checkpoint is a delta on the full checkpoint at `base_seq` (v8).
+pub const FLAG_DELTA: u16 = 1;
+/// The first version that may set `FLAG_DELTA`.
+pub const DELTA_VERSION: u16 = 8;
 
 /// Bytes of one segment entry in a checkpoint of `version`.
 #[must_use]
 pub fn segment_entry_len(version: u16) -> u64 {
     if version >= 5 { 24 } else { 16 }
 }
+/// What makes a checkpoint a delta (`../../../docs/durability.md`, "Incremental
+/// checkpoints"): the full checkpoint it applies to, and the ids live there that are not now.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Delta {
+    /// The sequence number of the full checkpoint the delta applies to.
+    pub base_seq: u64,
+    /// Ids to drop from the base's records, increasing. An id the base does not hold is
+    /// nothing to drop (a record restored after the base and deleted again).
+    pub deleted: Vec<u64>,
+}
+
 /// Header length.
 pub const HEADER_LEN: usize = 64;
 /// CRC seed of the header.

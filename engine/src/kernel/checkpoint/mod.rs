@@ -11,8 +11,8 @@ pub mod writer;
 
 #[cfg(test)]
 mod tests {
-    use super::format::{BODY_SEED, HEADER_LEN, HEADER_SEED};
-    use super::reader::{CheckpointError, decode};
+    use super::format::{BODY_SEED, Delta, HEADER_LEN, HEADER_SEED};
+    use super::reader::{CheckpointError, check_base, decode, decode_head, decode_merged_into};
     use super::writer::encode;
     use crate::kernel::segment_file::{SegmentEntry, SegmentKind};
     use crate::kernel::state::tests::record;
@@ -43,7 +43,7 @@ mod tests {
             SegmentEntry::flat(4, 50),
         ];
         let records = [*record(1, "one"), *record(2, "two")];
-        let bytes = encode(7, 3, &segments, &[], records.iter());
+        let bytes = encode(7, 3, &segments, &[], None, records.iter());
         let c = decode(&bytes).expect("decodes");
         assert_eq!(c.segments, segments, "kinds and key order kept");
         assert_eq!(c.records.len(), 2);
@@ -76,5 +76,77 @@ mod tests {
             c.segments,
             [SegmentEntry::flat(9, 300), SegmentEntry::flat(4, 50)]
         );
+    }
+
+    /// A delta round-trips, merges into its base (changed replaced, created added, deleted
+    /// dropped, an id the base lacks ignored), and every truncation and bit flip of it is
+    /// refused.
+    #[test]
+    fn a_delta_round_trips_merges_into_its_base_and_refuses_every_damage() {
+        let base_records = [*record(1, "one"), *record(2, "two"), *record(4, "four")];
+        let base = encode(10, 5, &[], &[], None, base_records.iter());
+        let mut changed_two = *record(2, "two");
+        changed_two.access_count = 7;
+        let delta_records = [changed_two.clone(), *record(6, "six")];
+        let delta = Delta {
+            base_seq: 10,
+            deleted: vec![3, 4],
+        };
+        let segments = [SegmentEntry::flat(2, 3)];
+        let bytes = encode(15, 7, &segments, &[], Some(&delta), delta_records.iter());
+        let c = decode(&bytes).expect("decodes");
+        assert_eq!(c.delta.as_ref(), Some(&delta));
+        assert_eq!((c.seq, c.next_id), (15, 7));
+        assert_eq!(c.segments, segments);
+        assert_eq!(c.records, delta_records);
+
+        let (head, base_head) = (decode_head(&bytes).unwrap(), decode_head(&base).unwrap());
+        check_base(&head, &base_head).expect("the base fits");
+        let mut merged = Vec::new();
+        decode_merged_into(&base, &base_head, &delta.deleted, c.records, 2, |b| {
+            merged.extend(b);
+            true
+        })
+        .unwrap();
+        let ids: Vec<u64> = merged.iter().map(|m| m.id.0).collect();
+        assert_eq!(ids, [1, 2, 6], "4 deleted, 3 was never there, 6 created");
+        assert_eq!(merged[1].access_count, 7, "2 is the delta's version");
+        // The delta is not its own base, nor is a full checkpoint at another seq.
+        assert!(check_base(&head, &head).is_err());
+        let other = decode_head(&encode(11, 5, &[], &[], None, base_records.iter())).unwrap();
+        assert!(check_base(&head, &other).is_err());
+
+        for len in 0..bytes.len() {
+            assert!(decode(&bytes[..len]).is_err(), "cut at {len}");
+        }
+        for byte in 0..bytes.len() {
+            for bit in 0..8 {
+                let mut b = bytes.clone();
+                b[byte] ^= 1 << bit;
+                assert!(decode(&b).is_err(), "bit {bit} of byte {byte}");
+            }
+        }
+        // Checksums fixed, the fields are still checked: the flag before v8, a base not
+        // older than the delta, deleted ids out of order, a record that is also deleted.
+        let mut v7 = bytes.clone();
+        v7[4..6].copy_from_slice(&7u16.to_le_bytes());
+        let mut late_base = bytes.clone();
+        late_base[HEADER_LEN..HEADER_LEN + 8].copy_from_slice(&15u64.to_le_bytes());
+        let deleted_at = HEADER_LEN + 16 + 24;
+        let mut unordered = bytes.clone();
+        unordered[deleted_at..deleted_at + 8].copy_from_slice(&4u64.to_le_bytes());
+        let mut both = bytes.clone();
+        both[deleted_at + 8..deleted_at + 16].copy_from_slice(&6u64.to_le_bytes());
+        for (what, b) in [
+            ("v7 with the flag", v7),
+            ("base not older", late_base),
+            ("deleted ids unordered", unordered),
+            ("deleted and changed", both),
+        ] {
+            assert!(
+                matches!(decode(&reseal(b)), Err(CheckpointError::Corrupted(_))),
+                "{what}"
+            );
+        }
     }
 }

@@ -3,7 +3,8 @@
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
 use super::format::{
-    BODY_SEED, HEADER_LEN, HEADER_SEED, MAGIC, MIN_RECORD_BYTES, SUPPORTED, segment_entry_len,
+    BODY_SEED, DELTA_VERSION, Delta, FLAG_DELTA, HEADER_LEN, HEADER_SEED, MAGIC, MIN_RECORD_BYTES,
+    SUPPORTED, segment_entry_len,
 };
 use crate::kernel::codec::{DecodeError, Decoder};
 use crate::kernel::log::Op;
@@ -25,7 +26,9 @@ pub struct Checkpoint {
     pub segments: Vec<SegmentEntry>,
     /// The archive, canonical tags and snapshots, as operations.
     pub aux: Vec<Op>,
-    /// Live records, in id order.
+    /// A delta's base and deletions (v8); `None` for a full checkpoint.
+    pub delta: Option<Delta>,
+    /// Live records, in id order (a delta's: those changed or created since its base).
     pub records: Vec<Memory>,
 }
 
@@ -56,8 +59,18 @@ pub struct Head {
     pub segments: Vec<SegmentEntry>,
     /// The archive, canonical tags and snapshots, as operations (v2).
     pub aux: Vec<Op>,
+    /// A delta's base and deletions (v8); `None` for a full checkpoint.
+    pub delta: Option<Delta>,
     record_count: u64,
     records_at: usize,
+}
+
+impl Head {
+    /// The records it holds (a delta's: those changed or created since its base).
+    #[must_use]
+    pub fn record_count(&self) -> u64 {
+        self.record_count
+    }
 }
 
 /// Checks everything but the records (they are covered by the body checksum already checked
@@ -91,9 +104,15 @@ pub fn decode_head(b: &[u8]) -> Result<Head, CheckpointError> {
     if !SUPPORTED.contains(&version) {
         return Err(CheckpointError::Unsupported(version));
     }
-    if flags != 0 || (version == 1 && aux_count != 0) {
+    let known_flags = if version >= DELTA_VERSION {
+        FLAG_DELTA
+    } else {
+        0
+    };
+    if flags & !known_flags != 0 || (version == 1 && aux_count != 0) {
         return Err(corrupt(6, "unknown flags or reserved bytes set"));
     }
+    let is_delta = flags & FLAG_DELTA != 0;
     let body = b.get(HEADER_LEN..).unwrap_or(&[]);
     if body_len != body.len() as u64 {
         return Err(corrupt(40, "body length differs from the file"));
@@ -120,6 +139,22 @@ pub fn decode_head(b: &[u8]) -> Result<Head, CheckpointError> {
             reason: e.reason,
         })
     };
+    let mut delta = None;
+    if is_delta {
+        let base_seq = d.u64().map_err(at)?;
+        let deleted_count = d.u64().map_err(at)?;
+        let fits = deleted_count
+            .checked_mul(8)
+            .zip(needed)
+            .and_then(|(ids, n)| ids.checked_add(n)?.checked_add(16));
+        if fits.is_none_or(|n| n > body_len) {
+            return Err(corrupt(HEADER_LEN + 8, "deleted ids exceed the body"));
+        }
+        if base_seq >= seq {
+            return Err(corrupt(HEADER_LEN, "a delta's base is not older than it"));
+        }
+        delta = Some((base_seq, deleted_count));
+    }
     let mut segments = Vec::with_capacity(usize::try_from(segment_count).unwrap_or(0));
     for _ in 0..segment_count {
         let (id, rows) = (d.u64().map_err(at)?, d.u64().map_err(at)?);
@@ -177,11 +212,29 @@ pub fn decode_head(b: &[u8]) -> Result<Head, CheckpointError> {
         }
         aux.push(op);
     }
+    let delta = match delta {
+        None => None,
+        Some((base_seq, count)) => {
+            let mut deleted = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
+            for _ in 0..count {
+                let id = d.u64().map_err(at)?;
+                if deleted.last().is_some_and(|&last| id <= last) || id >= next_id {
+                    return Err(at(DecodeError {
+                        offset: d.pos() - 8,
+                        reason: "deleted ids not increasing or not below next_id",
+                    }));
+                }
+                deleted.push(id);
+            }
+            Some(Delta { base_seq, deleted })
+        }
+    };
     Ok(Head {
         seq,
         next_id,
         segments,
         aux,
+        delta,
         record_count,
         records_at: HEADER_LEN + d.pos(),
     })
@@ -219,6 +272,11 @@ pub fn decode_records_into(
                 "record ids not increasing or not below next_id",
             ));
         }
+        if let Some(delta) = &head.delta
+            && delta.deleted.binary_search(&m.id.0).is_ok()
+        {
+            return Err(corrupt(base + d.pos(), "a record the delta also deletes"));
+        }
         last_id = m.id.0;
         records.push(m);
         if records.len() == batch
@@ -252,6 +310,70 @@ pub fn decode(b: &[u8]) -> Result<Checkpoint, CheckpointError> {
         next_id: head.next_id,
         segments: head.segments,
         aux: head.aux,
+        delta: head.delta,
         records,
     })
+}
+
+/// Whether `base` is the full checkpoint a delta with `delta_head` applies to: full, at the
+/// delta's `base_seq`, with no id past the delta's `next_id`.
+///
+/// # Errors
+/// `Corrupted`, naming what does not fit (offsets are the base's).
+pub fn check_base(delta_head: &Head, base: &Head) -> Result<(), CheckpointError> {
+    let corrupt = |offset, reason| CheckpointError::Corrupted(DecodeError { offset, reason });
+    let Some(delta) = &delta_head.delta else {
+        return Err(corrupt(6, "not a delta"));
+    };
+    if base.delta.is_some() {
+        return Err(corrupt(6, "a delta's base is itself a delta"));
+    }
+    if base.seq != delta.base_seq {
+        return Err(corrupt(8, "the base is at another sequence number"));
+    }
+    if base.next_id > delta_head.next_id {
+        return Err(corrupt(16, "the base's next_id is past the delta's"));
+    }
+    Ok(())
+}
+
+/// The live records of a delta applied to its base, in id order: the base's records streamed
+/// (`base_bytes`, `base`, as `decode_records_into` does), the delta's `deleted` ids dropped,
+/// and its `changed` records (in id order, from `decode_records_into` on the delta) put in
+/// place of or beside them. The caller checked the pair with `check_base`.
+///
+/// # Errors
+/// `CheckpointError` of the base's records; never panics on any input.
+pub fn decode_merged_into(
+    base_bytes: &[u8],
+    base: &Head,
+    deleted: &[u64],
+    changed: Vec<Memory>,
+    batch: usize,
+    mut sink: impl FnMut(Vec<Memory>) -> bool,
+) -> Result<(), CheckpointError> {
+    let mut changed = changed.into_iter().peekable();
+    let mut deleted = deleted.iter().copied().peekable();
+    let mut open = true;
+    decode_records_into(base_bytes, base, batch, |records| {
+        let mut out = Vec::with_capacity(records.len());
+        for m in records {
+            while let Some(c) = changed.next_if(|c| c.id < m.id) {
+                out.push(c);
+            }
+            while deleted.next_if(|&id| id < m.id.0).is_some() {}
+            if let Some(c) = changed.next_if(|c| c.id == m.id) {
+                out.push(c);
+            } else if deleted.next_if(|&id| id == m.id.0).is_none() {
+                out.push(m);
+            }
+        }
+        open = sink(out);
+        open
+    })?;
+    let rest: Vec<Memory> = changed.collect();
+    if open && !rest.is_empty() {
+        sink(rest);
+    }
+    Ok(())
 }

@@ -1,6 +1,6 @@
 //! Encodes a checkpoint.
 
-use super::format::{BODY_SEED, HEADER_LEN, HEADER_SEED, MAGIC, VERSION};
+use super::format::{BODY_SEED, Delta, FLAG_DELTA, HEADER_LEN, HEADER_SEED, MAGIC, VERSION};
 use crate::kernel::codec::Encoder;
 use crate::kernel::log::Op;
 use crate::kernel::log::format::{encode_payload, op_type};
@@ -15,13 +15,14 @@ fn crc(seed: u32, b: &[u8]) -> u32 {
 
 /// Encodes the checkpoint at `seq`: sealed `segments` (in key order), the `aux`
 /// operations that rebuild the archive, canonical tags and snapshots, and `records` (in id
-/// order).
+/// order): every live record, or with `delta` the records changed or created since its base.
 #[must_use]
 pub fn encode<'a>(
     seq: u64,
     next_id: u64,
     segments: &[SegmentEntry],
     aux: &[Op],
+    delta: Option<&Delta>,
     records: impl ExactSizeIterator<Item = &'a Memory>,
 ) -> Vec<u8> {
     let record_count = records.len() as u64;
@@ -32,6 +33,10 @@ pub fn encode<'a>(
     out.resize(HEADER_LEN, 0);
     {
         let mut e = Encoder::new(&mut out);
+        if let Some(d) = delta {
+            e.u64(d.base_seq);
+            e.u64(d.deleted.len() as u64);
+        }
         for s in segments {
             e.u64(s.id);
             e.u64(s.rows);
@@ -45,6 +50,9 @@ pub fn encode<'a>(
             e.u32(u32::try_from(payload.len()).unwrap_or(u32::MAX));
             e.bytes(&payload);
         }
+        for id in delta.iter().flat_map(|d| &d.deleted) {
+            e.u64(*id);
+        }
         for m in records {
             record::encode(m, &mut e);
         }
@@ -54,7 +62,7 @@ pub fn encode<'a>(
     let mut e = Encoder::new(&mut header);
     e.bytes(&MAGIC);
     e.u16(VERSION);
-    e.u16(0);
+    e.u16(if delta.is_some() { FLAG_DELTA } else { 0 });
     e.u64(seq);
     e.u64(next_id);
     e.u64(record_count);
