@@ -361,7 +361,7 @@ impl Db {
             dir: dir.to_path_buf(),
             checkpoint_seq: AtomicU64::new(r.checkpoint_seq),
             writer: Mutex::new(Writer {
-                log_bytes_since_checkpoint: 0,
+                log_bytes_since_checkpoint: r.log_bytes_after_checkpoint,
                 log: r.log,
                 next_seq: r.last_seq + 1,
                 next_id: r.next_id,
@@ -395,6 +395,11 @@ impl Db {
             db.maintenance
                 .start(Arc::downgrade(&db))
                 .map_err(EngineError::io(&db.dir))?;
+            // A tail long enough to be due (after a crash) is checkpointed now, not after the
+            // next write: the next open replays less the sooner it lands.
+            if db.checkpoint_due(&db.writer.lock()) {
+                db.maintenance.wake();
+            }
         }
         // A store that already holds enough flat rows (opened after a crash mid-build, or
         // made before IVF segments existed) indexes them now.

@@ -57,6 +57,9 @@ pub(crate) struct Recovered {
     pub(crate) next_id: u64,
     pub(crate) next_segment_id: u64,
     pub(crate) checkpoint_seq: u64,
+    /// Bytes of the log files after the checkpoint: what the next open would replay, which
+    /// counts toward the next checkpoint (`checkpoint_bytes`) as if written since.
+    pub(crate) log_bytes_after_checkpoint: u64,
     pub(crate) checkpoints: Vec<Retained>,
     /// The full checkpoint the table's changed ids count from (the loaded one, or the loaded
     /// delta's base); `None` when nothing was loaded.
@@ -534,6 +537,7 @@ pub(crate) fn recover(
         .unwrap_or(0);
     let mut expected = ckpt_seq + 1;
     let mut replayed_deletes = false;
+    let mut log_bytes_after_checkpoint = 0u64;
     let mut last_file: Option<(PathBuf, u64)> = None;
     for (i, &first) in logs.iter().enumerate().skip(start) {
         let path = dir.join(log_writer::file_name(first));
@@ -548,6 +552,10 @@ pub(crate) fn recover(
             mapped = storage.map(&path).map_err(io(&path))?;
             mapped.as_slice()
         };
+        // Log files start at checkpoints (C2): one past the checkpoint holds only its tail.
+        if first > ckpt_seq {
+            log_bytes_after_checkpoint += bytes.len() as u64;
+        }
         // A STORE frame carries its vector: at most this many rows can come from the file.
         state
             .vectors
@@ -732,6 +740,7 @@ pub(crate) fn recover(
         next_id,
         next_segment_id,
         checkpoint_seq: ckpt_seq,
+        log_bytes_after_checkpoint,
         checkpoints,
         delta_base,
         segments,

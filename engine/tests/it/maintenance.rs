@@ -199,6 +199,43 @@ fn the_maintenance_thread_checkpoints_without_being_asked() {
     );
 }
 
+/// A crash leaves a log tail past `checkpoint_bytes`: the open counts it, and the
+/// maintenance thread checkpoints it with no write to find it due (the next open after
+/// another crash replays less).
+#[test]
+fn a_tail_past_checkpoint_bytes_after_a_crash_is_checkpointed_at_open_without_a_write() {
+    let fs = FaultyStorage::new();
+    let mut options = small_options(&fs, 1000);
+    options.checkpoint_bytes = u64::MAX;
+    let store = Store::open(DIR, options.clone()).unwrap();
+    for i in 0..30 {
+        store_note(&store, i, &format!("note {i}"));
+    }
+    // Nothing checkpointed the 30 frames; the crash keeps the log as it is.
+    assert_eq!(store.stats().checkpoint_seq, 0);
+    let image = fs.crash_image(amberdb::storage::CrashImage::DropUnsynced);
+    drop(store);
+    // Reopened where 4 KiB of log is due: the 30 frames are more.
+    options.checkpoint_bytes = 4096;
+    let store = Store::open(
+        DIR,
+        options.maintenance_thread(true).storage(Arc::new(image)),
+    )
+    .unwrap();
+    assert_eq!(store.open_report().replayed_frames, 30);
+    let start = Instant::now();
+    while store.stats().maintenance.checkpoints == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no checkpoint: {:?}",
+            store.stats().maintenance
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(store.stats().checkpoint_seq, 30);
+    assert_eq!(store.stats().memories, 30);
+}
+
 #[test]
 fn retention_keeps_two_checkpoints_and_the_log_from_the_older_one() {
     let fs = FaultyStorage::new();

@@ -209,7 +209,7 @@ fn kill_9_never_loses_an_acknowledged_store() {
         .map(|(t, frames)| format!("{:.2} s ({frames})", t.as_secs_f64()))
         .collect();
     eprintln!(
-        "opens in cycle order (log frames replayed): {}",
+        "opens in cycle order (log frames replayed, + delta: opened from a delta): {}",
         each.join(", ")
     );
     let mut opens: Vec<Duration> = opens.into_iter().map(|(t, _)| t).collect();
@@ -245,10 +245,17 @@ fn kill_9_never_loses_an_acknowledged_store() {
 }
 
 /// The log frames an open replayed, from the server's `store open` line (`?` if absent).
+/// The log frames the open replayed, from the server's "store open" line, and "+ delta"
+/// when it opened from a delta checkpoint (`docs/durability.md`, "Incremental checkpoints").
 fn replayed_frames(log: &str) -> String {
-    log.split("replayed_frames: ")
+    let frames = log
+        .split("replayed_frames: ")
         .nth(1)
         .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
-        .unwrap_or("?")
-        .to_owned()
+        .unwrap_or("?");
+    if log.contains("checkpoint_delta_of: Some(") {
+        format!("{frames} + delta")
+    } else {
+        frames.to_owned()
+    }
 }
