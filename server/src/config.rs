@@ -81,6 +81,11 @@ pub struct RetentionFlags {
     /// Most archived records kept; past it the oldest are forgotten [default: all].
     #[arg(long, env = "AMBERDB_ARCHIVE_MAX_RECORDS")]
     pub archive_max_records: Option<usize>,
+    /// A checkpoint writes only the records changed since the last full one while they are
+    /// at most this share of its records; a delta's base keeps deleted texts until the next
+    /// full checkpoint or a purge; 0: every checkpoint full [default: 0.125].
+    #[arg(long, env = "AMBERDB_DELTA_MAX_SHARE")]
+    pub delta_max_share: Option<f64>,
 }
 
 impl RetentionFlags {
@@ -99,6 +104,9 @@ impl RetentionFlags {
         };
         if archive.is_set() {
             options.archive_retention = archive;
+        }
+        if let Some(share) = self.delta_max_share.or(file.delta_max_share) {
+            options.delta_max_share = share;
         }
     }
 }
@@ -187,6 +195,7 @@ pub struct FileConfig {
     purge_delay: Option<u64>,
     archive_max_age_days: Option<u64>,
     archive_max_records: Option<usize>,
+    delta_max_share: Option<f64>,
     semantic_dedup: Option<bool>,
     dedup_distance: Option<f32>,
     fold: Option<bool>,
@@ -368,7 +377,7 @@ mod tests {
         let path = dir.path().join("amberdb.toml");
         std::fs::write(
             &path,
-            "purge_delay = 30\narchive_max_age_days = 7\narchive_max_records = 500\n",
+            "purge_delay = 30\narchive_max_age_days = 7\narchive_max_records = 500\ndelta_max_share = 0.25\n",
         )
         .unwrap();
         let file = read_config_file(Some(&path)).unwrap();
@@ -379,6 +388,7 @@ mod tests {
         let mut options = amberdb::StoreOptions::hashing();
         flags.apply(&file, &mut options);
         assert_eq!(options.purge_delay, Some(Duration::from_secs(30)));
+        assert_eq!(options.delta_max_share, 0.25);
         assert_eq!(
             options.archive_retention,
             amberdb::ArchiveRetention {
@@ -390,6 +400,7 @@ mod tests {
         let mut options = amberdb::StoreOptions::hashing();
         RetentionFlags::default().apply(&FileConfig::default(), &mut options);
         assert_eq!(options.purge_delay, Some(amberdb::DEFAULT_PURGE_DELAY));
+        assert_eq!(options.delta_max_share, 0.125);
         assert!(!options.archive_retention.is_set());
         let off = RetentionFlags {
             purge_delay: Some(0),

@@ -49,10 +49,15 @@ fn main() {
         // user "u" answers "not found" just as late).
         let _ = store.search(&SearchRequest::new("ready").user("u").mode(Mode::Keyword));
         assert!(store.stats().lexical_ready);
+        let report = store.open_report();
         println!(
-            "open {}: {secs:.3} s ({} memories); keyword and text indexes ready after {:.3} s",
+            "open {}: {secs:.3} s ({} memories; checkpoint {:?}, a delta on {:?}, {} skipped, {} log frames replayed); keyword and text indexes ready after {:.3} s",
             run + 1,
             store.stats().memories,
+            report.checkpoint_seq,
+            report.checkpoint_delta_of,
+            report.skipped_checkpoints.len(),
+            report.replayed_frames,
             started.elapsed().as_secs_f64()
         );
         times.push(secs);

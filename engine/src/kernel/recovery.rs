@@ -137,13 +137,11 @@ fn checkpoint_error(path: &Path, e: ckpt_reader::CheckpointError) -> EngineError
     }
 }
 
-/// A delta's base, mapped and checked, and the delta's own records (at most an eighth of the
-/// base's, so decoded whole).
+/// A delta's base, mapped and checked.
 struct DeltaParts {
     base_path: PathBuf,
     base_bytes: amberdb_index::SealedBytes,
     base_head: ckpt_reader::Head,
-    changed: Vec<Memory>,
 }
 
 fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model) -> Result<Base> {
@@ -169,17 +167,10 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model)
                 .map_err(|e| checkpoint_error(&base_path, e))?;
             ckpt_reader::check_base(&head, &base_head)
                 .map_err(|e| checkpoint_error(&base_path, e))?;
-            let mut changed = Vec::new();
-            ckpt_reader::decode_records_into(bytes.as_slice(), &head, 4096, |batch| {
-                changed.extend(batch);
-                true
-            })
-            .map_err(to_engine)?;
             Some(DeltaParts {
                 base_path,
                 base_bytes,
                 base_head,
-                changed,
             })
         }
     };
@@ -193,16 +184,7 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model)
             records: head.record_count(),
         },
     };
-    // The ids a delta changed count as changed since the base, for the next delta.
-    let delta_ids: Vec<u64> = match (&delta, &head.delta) {
-        (Some(parts), Some(d)) => parts
-            .changed
-            .iter()
-            .map(|m| m.id.0)
-            .chain(d.deleted.iter().copied())
-            .collect(),
-        _ => Vec::new(),
-    };
+
     // Three independent jobs at once: decode the records (streamed in batches), index them
     // as they arrive, and checksum the segments. Opening a 1M-record store was 2.3 s in
     // sequence (docs/benchmarks.md, open).
@@ -212,21 +194,38 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model)
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Arc<Memory>>>(8);
         // The decoder thread also allocates each record's shared cell: the indexing thread
         // is the longer of the two (benchmarks.md, "Opening 1M memories").
-        let decoder = s.spawn(|| {
+        // Returns the ids a delta changed (its records' and its deleted ones): they count as
+        // changed since the base, for the next delta.
+        let decoder = s.spawn(|| -> Result<Vec<u64>> {
             let send = move |batch: Vec<Memory>| {
                 tx.send(batch.into_iter().map(Arc::new).collect()).is_ok()
             };
             match (delta, &head.delta) {
-                (Some(parts), Some(d)) => ckpt_reader::decode_merged_into(
-                    parts.base_bytes.as_slice(),
-                    &parts.base_head,
-                    &d.deleted,
-                    parts.changed,
-                    16_384,
-                    send,
-                )
-                .map_err(|e| checkpoint_error(&parts.base_path, e)),
+                (Some(parts), Some(d)) => {
+                    let mut changed = Vec::new();
+                    ckpt_reader::decode_records_into(bytes.as_slice(), &head, 4096, |batch| {
+                        changed.extend(batch);
+                        true
+                    })
+                    .map_err(to_engine)?;
+                    let ids = changed
+                        .iter()
+                        .map(|m| m.id.0)
+                        .chain(d.deleted.iter().copied())
+                        .collect();
+                    ckpt_reader::decode_merged_into(
+                        parts.base_bytes.as_slice(),
+                        &parts.base_head,
+                        &d.deleted,
+                        changed,
+                        16_384,
+                        send,
+                    )
+                    .map_err(|e| checkpoint_error(&parts.base_path, e))?;
+                    Ok(ids)
+                }
                 _ => ckpt_reader::decode_records_into(bytes.as_slice(), &head, 16_384, send)
+                    .map(|()| Vec::new())
                     .map_err(to_engine),
             }
         });
@@ -244,7 +243,7 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model)
         offset: 0,
         reason: "decoder thread panicked",
     };
-    decoded.map_err(panicked)??;
+    let delta_ids = decoded.map_err(panicked)??;
     let segments = segments.map_err(panicked)??;
     // The model the vectors belong to: the first aux entry when a re-embedding changed it
     // (checkpoint.md), else the one the store was created with.

@@ -4,7 +4,9 @@
 //! under its id, and no acknowledged delete came back. `AMBERDB_KILL_CYCLES` (default 12) and
 //! `AMBERDB_KILL_SEED` (default: the clock; printed) repeat or lengthen a run;
 //! `AMBERDB_KILL_FROM=DIR` starts from a copy of the store in DIR (a big one, to time the opens
-//! after each kill: printed as p50 / p99 / max).
+//! after each kill: printed as p50 / p99 / max); `AMBERDB_KILL_PURGE_DELAY=SECONDS` (default 1)
+//! sets the server's `--purge-delay` (at 1M a purge rewrites the whole IVF segment and never
+//! finishes between kills: the opens are timed with and without them).
 
 use crate::support::{Client, Server, amberdb};
 use serde_json::{Value, json};
@@ -152,7 +154,14 @@ fn kill_9_never_loses_an_acknowledged_store() {
     }
     let mut opens = Vec::new();
     let acked = Arc::new(Mutex::new(Acked::default()));
-    let flags = ["--memory-limit", "10000000", "--purge-delay", "1"];
+    let purge_delay = std::env::var("AMBERDB_KILL_PURGE_DELAY").unwrap_or_else(|_| "1".into());
+    eprintln!("purge delay {purge_delay} s");
+    let flags = [
+        "--memory-limit",
+        "10000000",
+        "--purge-delay",
+        purge_delay.as_str(),
+    ];
     let mut killed_before_first_ack = 0;
     let mut purges = 0;
     for cycle in 0..cycles {

@@ -356,6 +356,13 @@ pub fn decode_merged_into(
     let mut deleted = deleted.iter().copied().peekable();
     let mut open = true;
     decode_records_into(base_bytes, base, batch, |records| {
+        // Most batches hold no change (changes gather at recent ids): handed on as they are.
+        let last = records.last().map_or(0, |m| m.id.0);
+        if changed.peek().is_none_or(|c| c.id.0 > last) && deleted.peek().is_none_or(|&d| d > last)
+        {
+            open = sink(records);
+            return open;
+        }
         let mut out = Vec::with_capacity(records.len());
         for m in records {
             while let Some(c) = changed.next_if(|c| c.id < m.id) {
