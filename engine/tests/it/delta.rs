@@ -353,3 +353,54 @@ fn retention_keeps_two_full_checkpoints_and_the_newest_delta_and_a_backup_takes_
     let store = Store::open(DIR, options(&fs, 0.125)).unwrap();
     assert_eq!(dump(&store), want);
 }
+
+/// `check` reads a delta as the store opens it, merged with its base, and names a base that
+/// is damaged; segments only an older checkpoint names are no orphans.
+#[test]
+fn check_verifies_a_delta_with_its_base() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng::new(seed("check_verifies_a_delta_with_its_base", 7));
+    let options = || {
+        small_options(&FaultyStorage::new(), 1_000_000)
+            .storage(std::sync::Arc::new(amberdb::storage::FsStorage))
+            .delta_max_share(0.125)
+    };
+    let store = Store::open(dir.path(), options()).unwrap();
+    let ids: Vec<MemoryId> = (0..40)
+        .map(|i| store_one(&store, &mut rng, "ada", i))
+        .collect();
+    store.checkpoint().unwrap();
+    store.delete(ids[0]).unwrap();
+    store.record_access(ids[1]).unwrap();
+    store_one(&store, &mut rng, "ada", 40);
+    store.checkpoint().unwrap();
+    let live = store.stats().memories;
+    drop(store);
+    let report = amberdb::verify::verify(dir.path()).unwrap();
+    assert_eq!(report.errors(), 0, "{report:?}");
+    assert!(report.findings.is_empty(), "{report:?}");
+    assert_eq!(
+        report.checkpoint_records, live,
+        "the delta merged with its base"
+    );
+
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("ckpt-"))
+        .collect();
+    names.sort();
+    let base = dir.path().join(&names[0]);
+    let mut bytes = std::fs::read(&base).unwrap();
+    let at = bytes.len() - 10;
+    bytes[at] ^= 1;
+    std::fs::write(&base, bytes).unwrap();
+    let report = amberdb::verify::verify(dir.path()).unwrap();
+    assert!(
+        report
+            .findings
+            .iter()
+            .any(|f| f.file == names[1] && f.what.contains(&names[0])),
+        "the delta's finding names its base: {report:?}"
+    );
+}
