@@ -404,3 +404,45 @@ fn check_verifies_a_delta_with_its_base() {
         "the delta's finding names its base: {report:?}"
     );
 }
+
+/// A full checkpoint takes the changed ids with it; one that fails (here a purge's, on a full
+/// disk) gives them back, or the next delta on the old base would miss those changes.
+#[test]
+fn a_full_checkpoint_that_fails_gives_its_changes_back_to_the_next_delta() {
+    let mut rng = Rng::new(seed("a_full_checkpoint_that_fails_gives", 8));
+    let fs = FaultyStorage::new();
+    let store = Store::open(DIR, options(&fs, 0.125)).unwrap();
+    let ids: Vec<MemoryId> = (0..40)
+        .map(|i| store_one(&store, &mut rng, "ada", i))
+        .collect();
+    store.checkpoint().unwrap(); // the base
+    for id in &ids[..3] {
+        store
+            .update(UpdateRequest {
+                memory_id: Some(*id),
+                tags: Some(vec!["changed".into()]),
+                ..UpdateRequest::default()
+            })
+            .unwrap();
+    }
+    store.record_access(ids[3]).unwrap();
+    // The purge's full checkpoint finds the disk full.
+    fs.set_capacity(Some(fs.used_bytes() + 64));
+    let err = store.purge().unwrap_err();
+    assert!(
+        matches!(err, amberdb::EngineError::DiskFull { .. }),
+        "{err}"
+    );
+    fs.set_capacity(None);
+    store.checkpoint().unwrap();
+    assert_eq!(
+        checkpoints(&fs).iter().map(|c| c.1).collect::<Vec<_>>(),
+        [false, true],
+        "the base and a delta"
+    );
+    let want = dump(&store);
+    drop(store);
+    let store = Store::open(DIR, options(&fs, 0.125)).unwrap();
+    assert!(store.open_report().checkpoint_delta_of.is_some());
+    assert_eq!(dump(&store), want);
+}
