@@ -84,8 +84,18 @@ pub struct RetentionFlags {
     /// A checkpoint writes only the records changed since the last full one while they are
     /// at most this share of its records; a delta's base keeps deleted texts until the next
     /// full checkpoint or a purge; 0: every checkpoint full [default: 0.125].
-    #[arg(long, env = "AMBERDB_DELTA_MAX_SHARE")]
+    #[arg(long, env = "AMBERDB_DELTA_MAX_SHARE", value_parser = parse_share)]
     pub delta_max_share: Option<f64>,
+}
+
+/// A share for `--delta-max-share`: a number `>= 0`, refused before anything is created.
+fn parse_share(text: &str) -> std::result::Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(share) if share >= 0.0 => Ok(share),
+        _ => Err(format!(
+            "must be a number >= 0 (0: every checkpoint full), got {text:?}"
+        )),
+    }
 }
 
 impl RetentionFlags {
@@ -408,6 +418,10 @@ mod tests {
         };
         off.apply(&FileConfig::default(), &mut options);
         assert_eq!(options.purge_delay, None);
+        for bad in ["nan", "-0.5", "x", ""] {
+            assert!(parse_share(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_share("0"), Ok(0.0));
     }
 
     #[test]
