@@ -40,6 +40,19 @@ fn store_one(store: &Store, rng: &mut Rng, user: &str, i: usize) -> MemoryId {
         .memory_id
 }
 
+/// Gives each of `ids` the tag "changed".
+fn retag(store: &Store, ids: &[MemoryId]) {
+    for id in ids {
+        store
+            .update(UpdateRequest {
+                memory_id: Some(*id),
+                tags: Some(vec!["changed".into()]),
+                ..UpdateRequest::default()
+            })
+            .unwrap();
+    }
+}
+
 /// The checkpoint files, oldest first, each with whether it is a delta (flag bit 0).
 fn checkpoints(fs: &FaultyStorage) -> Vec<(String, bool)> {
     let mut names: Vec<String> = fs
@@ -216,15 +229,7 @@ fn a_damaged_delta_falls_back_to_its_base_and_a_damaged_base_to_the_older_full()
     store.checkpoint().unwrap(); // A: the first is full
     ids.extend((40..50).map(|i| store_one(&store, &mut rng, "ada", i)));
     store.checkpoint().unwrap(); // B: 10 changes on A's 40 records, past an eighth: full
-    for id in &ids[..3] {
-        store
-            .update(UpdateRequest {
-                memory_id: Some(*id),
-                tags: Some(vec!["changed".into()]),
-                ..UpdateRequest::default()
-            })
-            .unwrap();
-    }
+    retag(&store, &ids[..3]);
     store.delete(ids[3]).unwrap();
     store.record_access(ids[4]).unwrap();
     store_one(&store, &mut rng, "bob", 50);
@@ -416,15 +421,7 @@ fn a_full_checkpoint_that_fails_gives_its_changes_back_to_the_next_delta() {
         .map(|i| store_one(&store, &mut rng, "ada", i))
         .collect();
     store.checkpoint().unwrap(); // the base
-    for id in &ids[..3] {
-        store
-            .update(UpdateRequest {
-                memory_id: Some(*id),
-                tags: Some(vec!["changed".into()]),
-                ..UpdateRequest::default()
-            })
-            .unwrap();
-    }
+    retag(&store, &ids[..3]);
     store.record_access(ids[3]).unwrap();
     // The purge's full checkpoint finds the disk full.
     fs.set_capacity(Some(fs.used_bytes() + 64));

@@ -167,16 +167,9 @@ fn writes_and_searches_go_on_while_a_checkpoint_writes_its_files() {
     assert_eq!(reopened.stats().memories, 80);
 }
 
-#[test]
-fn the_maintenance_thread_checkpoints_without_being_asked() {
-    let fs = FaultyStorage::new();
-    let options = small_options(&fs, 20).maintenance_thread(true);
-    let store = Store::open(DIR, options).unwrap();
-    assert!(store.stats().maintenance.thread);
-    for i in 0..25 {
-        store_note(&store, i, &format!("note {i}"));
-    }
-    // Wait (up to a minute, for a loaded CI machine) for the thread: no write ran it.
+/// Waits (up to a minute, for a loaded CI machine) until the maintenance thread wrote a
+/// checkpoint.
+fn wait_for_a_checkpoint(store: &Store) {
     let start = Instant::now();
     while store.stats().maintenance.checkpoints == 0 {
         assert!(
@@ -186,6 +179,19 @@ fn the_maintenance_thread_checkpoints_without_being_asked() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+#[test]
+fn the_maintenance_thread_checkpoints_without_being_asked() {
+    let fs = FaultyStorage::new();
+    let options = small_options(&fs, 20).maintenance_thread(true);
+    let store = Store::open(DIR, options).unwrap();
+    assert!(store.stats().maintenance.thread);
+    for i in 0..25 {
+        store_note(&store, i, &format!("note {i}"));
+    }
+    // No write ran it: the thread did.
+    wait_for_a_checkpoint(&store);
     let stats = store.stats();
     assert!(stats.checkpoint_seq >= 20, "{stats:?}");
     assert_eq!(stats.maintenance.failures, 0);
@@ -223,15 +229,7 @@ fn a_tail_past_checkpoint_bytes_after_a_crash_is_checkpointed_at_open_without_a_
     )
     .unwrap();
     assert_eq!(store.open_report().replayed_frames, 30);
-    let start = Instant::now();
-    while store.stats().maintenance.checkpoints == 0 {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "no checkpoint: {:?}",
-            store.stats().maintenance
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for_a_checkpoint(&store);
     assert_eq!(store.stats().checkpoint_seq, 30);
     assert_eq!(store.stats().memories, 30);
 }
