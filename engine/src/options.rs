@@ -229,6 +229,21 @@ impl StoreOptions {
         self
     }
 
+    /// Checks a `delta_max_share` (`Store::open` does; a caller can before creating
+    /// anything).
+    ///
+    /// # Errors
+    /// `Invalid` for a negative share or one that is not a number.
+    pub fn check_delta_max_share(share: f64) -> crate::Result<f64> {
+        if share.is_nan() || share < 0.0 {
+            return Err(crate::EngineError::Invalid {
+                field: "delta_max_share",
+                reason: format!("must be a number >= 0 (0: every checkpoint full), got {share}"),
+            });
+        }
+        Ok(share)
+    }
+
     /// Runs due checkpoints on the maintenance thread (true, the default) or after the write
     /// that finds one due (false).
     #[must_use]

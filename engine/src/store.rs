@@ -166,15 +166,7 @@ impl Store {
         }
         options.hooks.validate()?;
         options.index.validate()?;
-        if options.delta_max_share.is_nan() || options.delta_max_share < 0.0 {
-            return Err(EngineError::Invalid {
-                field: "delta_max_share",
-                reason: format!(
-                    "must be a number >= 0 (0: every checkpoint full), got {}",
-                    options.delta_max_share
-                ),
-            });
-        }
+        StoreOptions::check_delta_max_share(options.delta_max_share)?;
         let config = DbConfig {
             storage: Arc::clone(&options.storage),
             sync: options.sync,

@@ -88,14 +88,13 @@ pub struct RetentionFlags {
     pub delta_max_share: Option<f64>,
 }
 
-/// A share for `--delta-max-share`: a number `>= 0`, refused before anything is created.
+/// A share for `--delta-max-share`, checked as the engine does, before anything is created.
 fn parse_share(text: &str) -> std::result::Result<f64, String> {
-    match text.trim().parse::<f64>() {
-        Ok(share) if share >= 0.0 => Ok(share),
-        _ => Err(format!(
-            "must be a number >= 0 (0: every checkpoint full), got {text:?}"
-        )),
-    }
+    let share = text
+        .trim()
+        .parse::<f64>()
+        .map_err(|e| format!("not a number ({e})"))?;
+    amberdb::StoreOptions::check_delta_max_share(share).map_err(|e| e.to_string())
 }
 
 impl RetentionFlags {

@@ -163,6 +163,16 @@ enum CaptureKind {
     },
 }
 
+impl CaptureKind {
+    /// A delta's base; `None`: full.
+    fn delta_of(&self) -> Option<u64> {
+        match self {
+            CaptureKind::Delta { base_seq, .. } => Some(*base_seq),
+            CaptureKind::Full { .. } => None,
+        }
+    }
+}
+
 fn internal(context: &'static str, e: impl std::fmt::Display) -> EngineError {
     EngineError::Internal {
         context,
@@ -870,10 +880,7 @@ impl Db {
                 let removed = self.remove_retired(&retired);
                 self.maintenance.record_checkpoint(CheckpointRun {
                     seq: capture.seq,
-                    delta_of: match capture.kind {
-                        CaptureKind::Delta { base_seq, .. } => Some(base_seq),
-                        CaptureKind::Full { .. } => None,
-                    },
+                    delta_of: capture.kind.delta_of(),
                     bytes,
                     sealed_rows: capture.sealed.map_or(0, |e| e.rows),
                     seconds: start.elapsed().as_secs_f64(),
@@ -1118,16 +1125,13 @@ impl Db {
         w.checkpoint_seq = capture.seq;
         self.checkpoint_seq.store(capture.seq, Ordering::Release);
         let named = Some(capture.segments.iter().map(|s| s.id).collect());
-        let delta_of = match capture.kind {
-            CaptureKind::Full { .. } => {
-                w.delta_base = Some(DeltaBase {
-                    seq: capture.seq,
-                    records: capture.records.iter().len() as u64,
-                });
-                None
-            }
-            CaptureKind::Delta { base_seq, .. } => Some(base_seq),
-        };
+        let delta_of = capture.kind.delta_of();
+        if delta_of.is_none() {
+            w.delta_base = Some(DeltaBase {
+                seq: capture.seq,
+                records: capture.records.iter().len() as u64,
+            });
+        }
         match w.checkpoints.last_mut() {
             Some(last) if last.seq == capture.seq => {
                 last.segments = named;

@@ -117,8 +117,6 @@ struct Base {
     segments: Vec<SegmentEntry>,
     /// The full checkpoint the records count from: this one, or a delta's base.
     full: crate::kernel::db::DeltaBase,
-    /// A delta's base sequence number (`None`: full).
-    delta_of: Option<u64>,
 }
 
 /// A checkpoint file's error as the engine's, naming `path`.
@@ -165,7 +163,7 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model)
             let base_bytes = storage.map(&base_path).map_err(io(&base_path))?;
             let base_head = ckpt_reader::decode_head(base_bytes.as_slice())
                 .map_err(|e| checkpoint_error(&base_path, e))?;
-            ckpt_reader::check_base(&head, &base_head)
+            ckpt_reader::check_base(d, head.next_id, &base_head)
                 .map_err(|e| checkpoint_error(&base_path, e))?;
             Some(DeltaParts {
                 base_path,
@@ -174,12 +172,12 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model)
             })
         }
     };
-    let full = match (&delta, &head.delta) {
-        (Some(parts), Some(d)) => crate::kernel::db::DeltaBase {
-            seq: d.base_seq,
+    let full = match &delta {
+        Some(parts) => crate::kernel::db::DeltaBase {
+            seq: parts.base_head.seq,
             records: parts.base_head.record_count(),
         },
-        _ => crate::kernel::db::DeltaBase {
+        None => crate::kernel::db::DeltaBase {
             seq,
             records: head.record_count(),
         },
@@ -200,34 +198,36 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model)
             let send = move |batch: Vec<Memory>| {
                 tx.send(batch.into_iter().map(Arc::new).collect()).is_ok()
             };
-            match (delta, &head.delta) {
-                (Some(parts), Some(d)) => {
-                    let mut changed = Vec::new();
-                    ckpt_reader::decode_records_into(bytes.as_slice(), &head, 4096, |batch| {
-                        changed.extend(batch);
-                        true
-                    })
-                    .map_err(to_engine)?;
-                    let ids = changed
-                        .iter()
-                        .map(|m| m.id.0)
-                        .chain(d.deleted.iter().copied())
-                        .collect();
-                    ckpt_reader::decode_merged_into(
-                        parts.base_bytes.as_slice(),
-                        &parts.base_head,
-                        &d.deleted,
-                        changed,
-                        16_384,
-                        send,
-                    )
-                    .map_err(|e| checkpoint_error(&parts.base_path, e))?;
-                    Ok(ids)
-                }
-                _ => ckpt_reader::decode_records_into(bytes.as_slice(), &head, 16_384, send)
+            let Some(parts) = delta else {
+                return ckpt_reader::decode_records_into(bytes.as_slice(), &head, 16_384, send)
                     .map(|()| Vec::new())
-                    .map_err(to_engine),
-            }
+                    .map_err(to_engine);
+            };
+            let deleted = head
+                .delta
+                .as_ref()
+                .map_or(&[][..], |d| d.deleted.as_slice());
+            let mut changed = Vec::new();
+            ckpt_reader::decode_records_into(bytes.as_slice(), &head, 4096, |batch| {
+                changed.extend(batch);
+                true
+            })
+            .map_err(to_engine)?;
+            let ids = changed
+                .iter()
+                .map(|m| m.id.0)
+                .chain(deleted.iter().copied())
+                .collect();
+            ckpt_reader::decode_merged_into(
+                parts.base_bytes.as_slice(),
+                &parts.base_head,
+                deleted,
+                changed,
+                16_384,
+                send,
+            )
+            .map_err(|e| checkpoint_error(&parts.base_path, e))?;
+            Ok(ids)
         });
         let verifier = s.spawn(|| {
             head.segments
@@ -297,7 +297,6 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model)
         state,
         segments: head.segments,
         full,
-        delta_of: head.delta.map(|d| d.base_seq),
     })
 }
 
@@ -481,12 +480,15 @@ pub(crate) fn recover(
         }
     }
     let delta_base = base.as_ref().map(|b| b.full);
+    // A delta's base is another checkpoint than the one loaded.
+    let delta_of = base
+        .as_ref()
+        .and_then(|b| (b.full.seq != b.seq).then_some(b.full.seq));
     let Base {
         seq: ckpt_seq,
         mut next_id,
         mut state,
         mut segments,
-        delta_of,
         ..
     } = base.unwrap_or_else(|| Base {
         seq: 0,
@@ -498,7 +500,6 @@ pub(crate) fn recover(
         ),
         segments: Vec::new(),
         full: crate::kernel::db::DeltaBase { seq: 0, records: 0 },
-        delta_of: None,
     });
     report.checkpoint_seq = (ckpt_seq > 0).then_some(ckpt_seq);
     report.checkpoint_delta_of = delta_of;

@@ -231,7 +231,7 @@ pub fn verify(dir: &Path) -> crate::kernel::error::Result<Report> {
         && let Some(delta) = c.delta.clone()
     {
         let base_name = ckpt_format::file_name(delta.base_seq);
-        match merged_with_base(&storage, &dir.join(&base_name), c) {
+        match merged_with_base(&storage, &dir.join(&base_name), &delta, c) {
             Ok(records) => c.records = records,
             Err(what) => r.add(
                 Severity::Error,
@@ -338,13 +338,9 @@ pub fn verify(dir: &Path) -> crate::kernel::error::Result<Report> {
 fn merged_with_base(
     storage: &dyn Storage,
     base_path: &Path,
+    delta: &ckpt_format::Delta,
     c: &ckpt_reader::Checkpoint,
 ) -> Result<Vec<crate::kernel::record::Memory>, String> {
-    let deleted = c
-        .delta
-        .as_ref()
-        .map(|d| d.deleted.as_slice())
-        .unwrap_or(&[]);
     let bytes = storage
         .read(base_path)
         .map_err(|e| format!("cannot be read ({e})"))?;
@@ -353,17 +349,19 @@ fn merged_with_base(
         CheckpointError::Unsupported(v) => format!("has format version {v}"),
     };
     let head = ckpt_reader::decode_head(&bytes).map_err(damaged)?;
-    if head.delta.is_some() || c.delta.as_ref().is_some_and(|d| d.base_seq != head.seq) {
-        return Err("is not a full checkpoint at that sequence number".into());
-    }
-    if head.next_id > c.next_id {
-        return Err("assigns ids past the delta's next_id".into());
-    }
+    ckpt_reader::check_base(delta, c.next_id, &head).map_err(damaged)?;
     let mut records = Vec::new();
-    ckpt_reader::decode_merged_into(&bytes, &head, deleted, c.records.clone(), 16_384, |b| {
-        records.extend(b);
-        true
-    })
+    ckpt_reader::decode_merged_into(
+        &bytes,
+        &head,
+        &delta.deleted,
+        c.records.clone(),
+        16_384,
+        |b| {
+            records.extend(b);
+            true
+        },
+    )
     .map_err(damaged)?;
     Ok(records)
 }

@@ -101,7 +101,7 @@ mod tests {
         assert_eq!(c.records, delta_records);
 
         let (head, base_head) = (decode_head(&bytes).unwrap(), decode_head(&base).unwrap());
-        check_base(&head, &base_head).expect("the base fits");
+        check_base(&delta, head.next_id, &base_head).expect("the base fits");
         let mut merged = Vec::new();
         decode_merged_into(&base, &base_head, &delta.deleted, c.records, 2, |b| {
             merged.extend(b);
@@ -112,9 +112,9 @@ mod tests {
         assert_eq!(ids, [1, 2, 6], "4 deleted, 3 was never there, 6 created");
         assert_eq!(merged[1].access_count, 7, "2 is the delta's version");
         // The delta is not its own base, nor is a full checkpoint at another seq.
-        assert!(check_base(&head, &head).is_err());
+        assert!(check_base(&delta, head.next_id, &head).is_err());
         let other = decode_head(&encode(11, 5, &[], &[], None, base_records.iter())).unwrap();
-        assert!(check_base(&head, &other).is_err());
+        assert!(check_base(&delta, head.next_id, &other).is_err());
 
         for len in 0..bytes.len() {
             assert!(decode(&bytes[..len]).is_err(), "cut at {len}");

@@ -315,23 +315,21 @@ pub fn decode(b: &[u8]) -> Result<Checkpoint, CheckpointError> {
     })
 }
 
-/// Whether `base` is the full checkpoint a delta with `delta_head` applies to: full, at the
-/// delta's `base_seq`, with no id past the delta's `next_id`.
+/// Whether `base` is the full checkpoint `delta` (of a checkpoint whose next id is
+/// `delta_next_id`) applies to: full, at the delta's `base_seq`, with no id past
+/// `delta_next_id`.
 ///
 /// # Errors
 /// `Corrupted`, naming what does not fit (offsets are the base's).
-pub fn check_base(delta_head: &Head, base: &Head) -> Result<(), CheckpointError> {
+pub fn check_base(delta: &Delta, delta_next_id: u64, base: &Head) -> Result<(), CheckpointError> {
     let corrupt = |offset, reason| CheckpointError::Corrupted(DecodeError { offset, reason });
-    let Some(delta) = &delta_head.delta else {
-        return Err(corrupt(6, "not a delta"));
-    };
     if base.delta.is_some() {
         return Err(corrupt(6, "a delta's base is itself a delta"));
     }
     if base.seq != delta.base_seq {
         return Err(corrupt(8, "the base is at another sequence number"));
     }
-    if base.next_id > delta_head.next_id {
+    if base.next_id > delta_next_id {
         return Err(corrupt(16, "the base's next_id is past the delta's"));
     }
     Ok(())
