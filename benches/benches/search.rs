@@ -82,7 +82,17 @@ fn ivf(c: &mut Criterion) {
     let n = 100_000;
     let data = vectors(n, SEED);
     let keys: Vec<u64> = (1..=n as u64).collect();
+    let started = std::time::Instant::now();
     let built = build(&keys, &data, DIM, &IvfParams::new(SEED)).expect("build");
+    eprintln!(
+        "ivf_{n}: built in {:.2} s on {} threads, kernels {}: nlist {}, nprobe {}, recall {:.3}",
+        started.elapsed().as_secs_f64(),
+        rayon::current_num_threads(),
+        amberdb_index::kernels::backend(),
+        built.nlist,
+        built.nprobe,
+        built.built_recall
+    );
     let mut collection = Collection::new(DIM);
     collection
         .push_sealed(

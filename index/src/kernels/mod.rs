@@ -1,23 +1,25 @@
 //! Similarity kernels: one safe, length-checked entry point per operation.
 //!
-//! [`dot`] and [`dot_i8`] are the scan kernels (`x86.rs`): AVX-512 F and AVX-512 VNNI when the
-//! CPU has them, picked once at run time, simsimd otherwise. The collection scans with exactly
-//! these functions, so a brute force written with [`dot`] reproduces its scores bit for bit on
-//! the same machine. [`cosine`] and the `*_simsimd` baselines go through simsimd. Why the scan
-//! has its own AVX-512 path: simsimd's f32 dot accumulates in f64, and its i8 VNNI kernel needs
-//! the whole Ice Lake feature set, so on this project's machines it runs its AVX2 i8 kernel;
+//! [`dot`] and [`dot_i8`] are the scan kernels (`x86.rs`), picked once at run time: AVX-512 F
+//! and AVX-512 VNNI when the CPU has them, AVX2 and FMA when it has those only, simsimd
+//! otherwise. The collection scans with exactly these functions, so a brute force written with
+//! [`dot`] reproduces its scores bit for bit on the same machine. [`cosine`] and the
+//! `*_simsimd` baselines go through simsimd. Why the scan has its own paths: simsimd's f32 dot
+//! accumulates in f64, its i8 VNNI kernel needs the whole Ice Lake feature set (so on this
+//! project's machines it runs its AVX2 i8 kernel), and it scores one pair per call;
 //! `docs/benchmarks.md` (kernels) has the measurements.
 //!
 //! The multi-query kernels (`each_dot_f32_tile`, `each_dot_i8_tile`, crate-private) score up to
-//! four queries against four rows at a time in registers: k-means and IVF assignment, the
-//! ranking of an IVF segment's lists, and compaction's batches of range queries. The f32 one
-//! rounds differently from [`dot`] but gives a pair the same bits whatever the other queries;
-//! the i8 one is exact.
+//! four queries against a tile of rows at a time in registers (four rows with AVX-512, two with
+//! AVX2's sixteen registers): k-means and IVF assignment, the ranking of an IVF segment's
+//! lists, and compaction's batches of range queries. The f32 one rounds differently from
+//! [`dot`] but gives a pair the same bits whatever the other queries; the i8 one is exact.
 //!
-//! Every one-query kernel is tested against the plain loops in [`scalar`] for every length
-//! 0..=1024 and every start offset 0..16, the multi-query ones for every row count up to 9 and
-//! dimensions 1..=40 and around the block sizes (`tests` below). Tolerances: f32 dot within
-//! `1e-5 · (1 + Σ|aᵢbᵢ|)` of the f64 oracle; i8 dot exact.
+//! Every kernel set the test host can run (AVX-512, AVX2, simsimd) is tested: every one-query
+//! kernel against the plain loops in [`scalar`] for every length 0..=1024 and every start
+//! offset 0..16, the multi-query ones for every row count up to 9 and dimensions 1..=40 and
+//! around the block sizes (`tests` below). Tolerances: f32 dot within `1e-5 · (1 + Σ|aᵢbᵢ|)`
+//! of the f64 oracle; i8 dot exact.
 //!
 //! Scores mean "higher is closer": simsimd's `cos` returns a *distance*, and
 //! [`cosine`] is the one function that turns it into a similarity.
@@ -130,6 +132,7 @@ pub fn dot_i8_simsimd(a: &[i8], b: &[i8]) -> Result<i32> {
 
 #[cfg(test)]
 mod tests {
+    use super::x86::for_each_backend;
     use super::*;
     use proptest::prelude::*;
 
@@ -149,143 +152,162 @@ mod tests {
 
     #[test]
     fn f32_dot_matches_oracle_for_every_length_and_offset() {
-        for len in 0..=1024 {
-            for offset in 0..16 {
-                let a = seeded_f32(len + offset, len as u64);
-                let b = seeded_f32(len + offset, len as u64 + 7);
-                let (a, b) = (&a[offset..], &b[offset..]);
-                let oracle = scalar::dot_f32(a, b);
-                let magnitude: f64 = a.iter().zip(b).map(|(x, y)| f64::from((x * y).abs())).sum();
-                for got in [dot(a, b).unwrap(), dot_simsimd(a, b).unwrap()] {
-                    let got = f64::from(got);
-                    assert!(
-                        (got - oracle).abs() <= 1e-5 * (1.0 + magnitude),
-                        "len {len} offset {offset}: {got} vs {oracle}"
-                    );
+        for_each_backend(|backend| {
+            for len in 0..=1024 {
+                for offset in 0..16 {
+                    let a = seeded_f32(len + offset, len as u64);
+                    let b = seeded_f32(len + offset, len as u64 + 7);
+                    let (a, b) = (&a[offset..], &b[offset..]);
+                    let oracle = scalar::dot_f32(a, b);
+                    let magnitude: f64 =
+                        a.iter().zip(b).map(|(x, y)| f64::from((x * y).abs())).sum();
+                    for got in [dot(a, b).unwrap(), dot_simsimd(a, b).unwrap()] {
+                        let got = f64::from(got);
+                        assert!(
+                            (got - oracle).abs() <= 1e-5 * (1.0 + magnitude),
+                            "{backend}: len {len} offset {offset}: {got} vs {oracle}"
+                        );
+                    }
                 }
             }
-        }
+        });
     }
 
     #[test]
     fn dot_rows_equals_one_dot_per_row() {
-        for (dim, rows) in [(1, 5), (3, 7), (16, 1), (384, 33), (385, 4)] {
-            let q = seeded_f32(dim, 1);
-            let m = seeded_f32(dim * rows, 2);
-            let all = dot_rows(&q, &m).unwrap();
-            assert_eq!(all.len(), rows);
-            for (r, got) in all.iter().enumerate() {
-                assert_eq!(
-                    *got,
-                    dot(&q, &m[r * dim..(r + 1) * dim]).unwrap(),
-                    "{dim} {r}"
-                );
+        for_each_backend(|backend| {
+            for (dim, rows) in [(1, 5), (3, 7), (16, 1), (384, 33), (385, 4)] {
+                let q = seeded_f32(dim, 1);
+                let m = seeded_f32(dim * rows, 2);
+                let all = dot_rows(&q, &m).unwrap();
+                assert_eq!(all.len(), rows);
+                for (r, got) in all.iter().enumerate() {
+                    assert_eq!(
+                        *got,
+                        dot(&q, &m[r * dim..(r + 1) * dim]).unwrap(),
+                        "{backend}: {dim} {r}"
+                    );
+                }
             }
-        }
-        assert!(dot_rows(&[], &[1.0]).is_err());
-        assert!(dot_rows(&[1.0, 2.0], &[1.0, 2.0, 3.0]).is_err());
-        assert!(dot_rows(&[1.0, 2.0], &[]).unwrap().is_empty());
+            assert!(dot_rows(&[], &[1.0]).is_err());
+            assert!(dot_rows(&[1.0, 2.0], &[1.0, 2.0, 3.0]).is_err());
+            assert!(dot_rows(&[1.0, 2.0], &[]).unwrap().is_empty());
+        });
     }
 
     #[test]
     fn i8_dot_is_exact_for_every_length_and_offset() {
-        for len in 0..=1024usize {
-            for offset in 0..16 {
-                #[expect(clippy::cast_possible_truncation, reason = "test data")]
-                let a: Vec<i8> = (0..len + offset)
-                    .map(|i| ((i * 37 + len) % 255) as u8 as i8)
-                    .collect();
-                #[expect(clippy::cast_possible_truncation, reason = "test data")]
-                let b: Vec<i8> = (0..len + offset)
-                    .map(|i| ((i * 91 + 3) % 255) as u8 as i8)
-                    .collect();
-                let (a, b) = (&a[offset..], &b[offset..]);
-                assert_eq!(
-                    i64::from(dot_i8(a, b).unwrap()),
-                    scalar::dot_i8(a, b),
-                    "len {len}"
-                );
+        for_each_backend(|backend| {
+            for len in 0..=1024usize {
+                for offset in 0..16 {
+                    #[expect(clippy::cast_possible_truncation, reason = "test data")]
+                    let a: Vec<i8> = (0..len + offset)
+                        .map(|i| ((i * 37 + len) % 255) as u8 as i8)
+                        .collect();
+                    #[expect(clippy::cast_possible_truncation, reason = "test data")]
+                    let b: Vec<i8> = (0..len + offset)
+                        .map(|i| ((i * 91 + 3) % 255) as u8 as i8)
+                        .collect();
+                    let (a, b) = (&a[offset..], &b[offset..]);
+                    assert_eq!(
+                        i64::from(dot_i8(a, b).unwrap()),
+                        scalar::dot_i8(a, b),
+                        "{backend}: len {len}"
+                    );
+                }
             }
-        }
+        });
     }
 
     #[test]
     fn the_multi_query_tile_matches_the_oracle_for_every_shape() {
-        for dim in (1..=40).chain([63, 64, 65, 384]) {
-            for rows in 0..=9 {
-                let m = seeded_f32(dim * rows, dim as u64 + 3);
-                for nq in 1..=5 {
-                    let qs: Vec<Vec<f32>> =
-                        (0..nq).map(|j| seeded_f32(dim, 100 + j as u64)).collect();
-                    let refs: Vec<&[f32]> = qs.iter().map(Vec::as_slice).collect();
-                    let mut seen = vec![0u32; rows * 4];
-                    each_dot_f32_tile(&refs, dim, &m, |r, j, got| {
-                        seen[r * 4 + j] += 1;
-                        let row = &m[r * dim..(r + 1) * dim];
-                        // A pair scores the same bits alone as in a tile.
-                        let mut alone = f32::NAN;
-                        each_dot_f32_tile(&[&qs[j]], dim, row, |_, _, s| alone = s);
-                        assert_eq!(got.to_bits(), alone.to_bits(), "dim {dim} rows {rows}");
-                        let oracle = scalar::dot_f32(&qs[j], row);
-                        let magnitude: f64 = qs[j]
-                            .iter()
-                            .zip(row)
-                            .map(|(x, y)| f64::from((x * y).abs()))
-                            .sum();
-                        assert!(
-                            (f64::from(got) - oracle).abs() <= 1e-5 * (1.0 + magnitude),
-                            "dim {dim} rows {rows} q {j}: {got} vs {oracle}"
-                        );
-                    });
-                    // Every pair once, and a fifth query ignored.
-                    let want = nq.min(4);
-                    for r in 0..rows {
-                        for j in 0..4 {
+        for_each_backend(|backend| {
+            for dim in (1..=40).chain([63, 64, 65, 384]) {
+                for rows in 0..=9 {
+                    let m = seeded_f32(dim * rows, dim as u64 + 3);
+                    for nq in 1..=5 {
+                        let qs: Vec<Vec<f32>> =
+                            (0..nq).map(|j| seeded_f32(dim, 100 + j as u64)).collect();
+                        let refs: Vec<&[f32]> = qs.iter().map(Vec::as_slice).collect();
+                        let mut seen = vec![0u32; rows * 4];
+                        each_dot_f32_tile(&refs, dim, &m, |r, j, got| {
+                            seen[r * 4 + j] += 1;
+                            let row = &m[r * dim..(r + 1) * dim];
+                            // A pair scores the same bits alone as in a tile.
+                            let mut alone = f32::NAN;
+                            each_dot_f32_tile(&[&qs[j]], dim, row, |_, _, s| alone = s);
                             assert_eq!(
-                                seen[r * 4 + j],
-                                u32::from(j < want),
-                                "dim {dim} rows {rows}"
+                                got.to_bits(),
+                                alone.to_bits(),
+                                "{backend}: dim {dim} rows {rows}"
                             );
+                            let oracle = scalar::dot_f32(&qs[j], row);
+                            let magnitude: f64 = qs[j]
+                                .iter()
+                                .zip(row)
+                                .map(|(x, y)| f64::from((x * y).abs()))
+                                .sum();
+                            assert!(
+                                (f64::from(got) - oracle).abs() <= 1e-5 * (1.0 + magnitude),
+                                "{backend}: dim {dim} rows {rows} q {j}: {got} vs {oracle}"
+                            );
+                        });
+                        // Every pair once, and a fifth query ignored.
+                        let want = nq.min(4);
+                        for r in 0..rows {
+                            for j in 0..4 {
+                                assert_eq!(
+                                    seen[r * 4 + j],
+                                    u32::from(j < want),
+                                    "{backend}: dim {dim} rows {rows}"
+                                );
+                            }
                         }
                     }
                 }
             }
-        }
+        });
     }
 
     #[test]
     fn the_i8_multi_query_tile_is_exact_for_every_shape() {
-        #[expect(clippy::cast_possible_truncation, reason = "test data")]
-        let codes = |n: usize, seed: usize| -> Vec<i8> {
-            (0..n)
-                .map(|i| ((i * 37 + seed * 91) % 255) as u8 as i8)
-                .collect()
-        };
-        for dim in (1..=40).chain([63, 64, 65, 127, 128, 129, 384]) {
-            for rows in 0..=9 {
-                let m = codes(dim * rows, dim + 3);
-                for nq in 1..=5 {
-                    let qs: Vec<Vec<i8>> = (0..nq).map(|j| codes(dim, 100 + j)).collect();
-                    let refs: Vec<&[i8]> = qs.iter().map(Vec::as_slice).collect();
-                    let mut seen = vec![0u32; rows * 4];
-                    each_dot_i8_tile(&refs, dim, &m, |r, j, got| {
-                        seen[r * 4 + j] += 1;
-                        let oracle = scalar::dot_i8(&qs[j], &m[r * dim..(r + 1) * dim]);
-                        assert_eq!(i64::from(got), oracle, "dim {dim} rows {rows} q {j}");
-                    });
-                    let want = nq.min(4);
-                    for r in 0..rows {
-                        for j in 0..4 {
+        for_each_backend(|backend| {
+            #[expect(clippy::cast_possible_truncation, reason = "test data")]
+            let codes = |n: usize, seed: usize| -> Vec<i8> {
+                (0..n)
+                    .map(|i| ((i * 37 + seed * 91) % 255) as u8 as i8)
+                    .collect()
+            };
+            for dim in (1..=40).chain([63, 64, 65, 127, 128, 129, 384]) {
+                for rows in 0..=9 {
+                    let m = codes(dim * rows, dim + 3);
+                    for nq in 1..=5 {
+                        let qs: Vec<Vec<i8>> = (0..nq).map(|j| codes(dim, 100 + j)).collect();
+                        let refs: Vec<&[i8]> = qs.iter().map(Vec::as_slice).collect();
+                        let mut seen = vec![0u32; rows * 4];
+                        each_dot_i8_tile(&refs, dim, &m, |r, j, got| {
+                            seen[r * 4 + j] += 1;
+                            let oracle = scalar::dot_i8(&qs[j], &m[r * dim..(r + 1) * dim]);
                             assert_eq!(
-                                seen[r * 4 + j],
-                                u32::from(j < want),
-                                "dim {dim} rows {rows}"
+                                i64::from(got),
+                                oracle,
+                                "{backend}: dim {dim} rows {rows} q {j}"
                             );
+                        });
+                        let want = nq.min(4);
+                        for r in 0..rows {
+                            for j in 0..4 {
+                                assert_eq!(
+                                    seen[r * 4 + j],
+                                    u32::from(j < want),
+                                    "{backend}: dim {dim} rows {rows}"
+                                );
+                            }
                         }
                     }
                 }
             }
-        }
+        });
     }
 
     #[test]
