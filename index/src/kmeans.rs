@@ -127,18 +127,26 @@ fn assign_i8(codes: &[i8], dim: usize, centroids: &[f32]) -> Vec<u32> {
         .zip(centroid_codes.chunks_exact_mut(dim.max(1)))
         .map(|(c, out)| quantize::encode_into(c, out))
         .collect();
+    // Four rows per pass over the centroids' codes, in registers (the i8 multi-query kernel,
+    // exact, so the same lists as one row at a time).
+    let dim = dim.max(1);
     codes
-        .par_chunks(dim.max(1))
-        .map(|q| {
-            let mut best = (0u32, f32::NEG_INFINITY);
-            kernels::each_dot_i8(q, &centroid_codes, |c, dot| {
-                #[expect(clippy::cast_precision_loss, reason = "an approximate score")]
-                let score = dot as f32 * scales.get(c).copied().unwrap_or(0.0);
-                if score > best.1 {
-                    best = (u32::try_from(c).unwrap_or(u32::MAX), score);
-                }
-            });
-            best.0
+        .par_chunks(ASSIGN_ROWS * dim)
+        .flat_map_iter(|group| {
+            let rows: Vec<&[i8]> = group.chunks_exact(dim).collect();
+            let mut best = vec![(0u32, f32::NEG_INFINITY); rows.len()];
+            for (g, four) in rows.chunks(4).enumerate() {
+                kernels::each_dot_i8_tile(four, dim, &centroid_codes, |c, j, dot| {
+                    #[expect(clippy::cast_precision_loss, reason = "an approximate score")]
+                    let score = dot as f32 * scales.get(c).copied().unwrap_or(0.0);
+                    if let Some(slot) = best.get_mut(g * 4 + j)
+                        && score > slot.1
+                    {
+                        *slot = (u32::try_from(c).unwrap_or(u32::MAX), score);
+                    }
+                });
+            }
+            best.into_iter().map(|b| b.0)
         })
         .collect()
 }
@@ -430,6 +438,44 @@ mod tests {
             }
         }
         (rows, labels)
+    }
+
+    #[test]
+    fn the_tiled_i8_assignment_picks_each_rows_first_best_list() {
+        // Every row count around the tile's four and a chunk's 256, against the plain
+        // argmax of `dot_i8 × scale` (ties to the lower list, so two equal centroids too).
+        let dim = 24;
+        let mut rng = SeededRng::new(11);
+        let mut centroids: Vec<f32> = (0..9).flat_map(|_| rng.unit_vector(dim)).collect();
+        let copy = centroids[..dim].to_vec();
+        centroids.extend_from_slice(&copy);
+        let mut centroid_codes = vec![0i8; centroids.len()];
+        let scales: Vec<f32> = centroids
+            .chunks_exact(dim)
+            .zip(centroid_codes.chunks_exact_mut(dim))
+            .map(|(c, out)| quantize::encode_into(c, out))
+            .collect();
+        for n in [0, 1, 3, 4, 5, 255, 256, 257, 515] {
+            let mut codes = vec![0i8; n * dim];
+            for row in codes.chunks_exact_mut(dim) {
+                let _ = quantize::encode_into(&rng.unit_vector(dim), row);
+            }
+            let want: Vec<u32> = codes
+                .chunks_exact(dim)
+                .map(|q| {
+                    let mut best = (0u32, f32::NEG_INFINITY);
+                    for (c, code) in centroid_codes.chunks_exact(dim).enumerate() {
+                        let dot = crate::kernels::dot_i8(q, code).unwrap() as f32;
+                        let score = dot * scales[c];
+                        if score > best.1 {
+                            best = (c as u32, score);
+                        }
+                    }
+                    best.0
+                })
+                .collect();
+            assert_eq!(assign_i8(&codes, dim, &centroids), want, "{n} rows");
+        }
     }
 
     #[test]
