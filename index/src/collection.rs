@@ -870,6 +870,31 @@ impl Collection {
         run: std::ops::Range<usize>,
         segment: Option<Sealed>,
     ) -> Result<Vec<Sealed>> {
+        self.swap_run(run, segment, false)
+            .map(|(replaced, _)| replaced)
+    }
+
+    /// As [`replace_run`](Self::replace_run) for a segment built from rows some of which a
+    /// rewrite of the run has dropped since (a purge during an index build): a key of
+    /// `segment` that is in no segment now enters deleted, under a tombstone, since keys are
+    /// never given twice. Returns the replaced segments and how many keys entered so.
+    ///
+    /// # Errors
+    /// As `replace_run`, and `KeyOrder` for a key of `segment` held outside the run.
+    pub fn absorb_run(
+        &mut self,
+        run: std::ops::Range<usize>,
+        segment: Sealed,
+    ) -> Result<(Vec<Sealed>, usize)> {
+        self.swap_run(run, Some(segment), true)
+    }
+
+    fn swap_run(
+        &mut self,
+        run: std::ops::Range<usize>,
+        segment: Option<Sealed>,
+        absorb: bool,
+    ) -> Result<(Vec<Sealed>, usize)> {
         let replaced = self
             .sealed
             .get(run.clone())
@@ -891,6 +916,7 @@ impl Collection {
             .collect();
         old.sort_unstable();
         let mut dropped = Vec::new();
+        let mut absorbed = Vec::new();
         {
             let mut new: Box<dyn Iterator<Item = u64>> = match &segment {
                 None => Box::new(std::iter::empty()),
@@ -899,6 +925,10 @@ impl Collection {
             };
             let mut new = new.by_ref().peekable();
             for &key in &old {
+                while absorb && let Some(&extra) = new.peek().filter(|&&k| k < key) {
+                    absorbed.push(extra);
+                    new.next();
+                }
                 if new.peek() == Some(&key) {
                     new.next();
                 } else if self.deleted.contains(key) {
@@ -907,14 +937,25 @@ impl Collection {
                     return Err(IndexError::KeyOrder { key, last: key });
                 }
             }
+            if absorb {
+                absorbed.extend(new.by_ref());
+            }
             if let Some(key) = new.next() {
                 return Err(IndexError::KeyOrder { key, last: key });
             }
         }
+        // An absorbed key must be nowhere else: a key held outside the run would be found
+        // twice.
+        if let Some(&key) = absorbed.iter().find(|&&k| self.locate(k).is_some()) {
+            return Err(IndexError::KeyOrder { key, last: key });
+        }
         for key in dropped {
             self.deleted.remove(key);
         }
-        Ok(self.sealed.splice(run, segment).collect())
+        for &key in &absorbed {
+            self.deleted.insert(key);
+        }
+        Ok((self.sealed.splice(run, segment).collect(), absorbed.len()))
     }
 
     /// Every row, in chunks: what an exact scan reads.

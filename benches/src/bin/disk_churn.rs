@@ -63,14 +63,34 @@ fn settle(store: &Store, since_purges: u64) {
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+    let purged = started.elapsed().as_secs_f64();
     while store.stats().index.building {
         std::thread::sleep(Duration::from_millis(200));
     }
     store.checkpoint().expect("checkpoint");
     eprintln!(
-        "  settled in {:.1} s: {:?}",
+        "  settled in {:.1} s (the purge after {purged:.1} s): {:?}",
         started.elapsed().as_secs_f64(),
         store.stats().maintenance.last_purge
+    );
+    print_index(store);
+}
+
+/// The index builds so far, the last one, and the segments.
+fn print_index(store: &Store) {
+    let index = store.stats().index;
+    println!(
+        "  index: {} builds, {} failed (last error {:?}); last {:?}; IVF segments (rows, nlist, nprobe) {:?}, {} flat rows",
+        index.builds,
+        index.failures,
+        index.last_error,
+        index.last_build,
+        index
+            .segments
+            .iter()
+            .map(|s| (s.rows, s.nlist, s.nprobe))
+            .collect::<Vec<_>>(),
+        index.flat_rows
     );
 }
 
@@ -120,6 +140,7 @@ fn main() {
     }
     eprintln!("filled in {:.0} s", started.elapsed().as_secs_f64());
     report("after the fill", &store, &mut peak);
+    print_index(&store);
 
     let started = Instant::now();
     let ops = n / 2;
@@ -166,6 +187,7 @@ fn main() {
         store.stats().index.builds,
         mb(m.removed.bytes)
     );
+    print_index(&store);
     println!("{:<28} {:>10.1} MB", "peak so far", mb(peak));
     settle(&store, store.stats().maintenance.purges);
     report("churn, one cycle later", &store, &mut peak);

@@ -32,6 +32,7 @@ use crate::kernel::table::{Lexical, PendingLexical};
 use amberdb_embed::Embedder;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use std::cell::Cell;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -207,11 +208,42 @@ pub(crate) struct Writer {
     segments_checkpointed: u64,
     /// Segments an index build replaced whose files are still on disk (B4).
     replaced: Vec<SegmentEntry>,
+    /// For each segment a purge wrote, the id of the segment it descends from through purges:
+    /// what a build planned before those purges names it by (`docs/durability.md`, B3).
+    purged_from: HashMap<u64, u64>,
     /// Automatic checkpoints wait until then after one failed for a full disk.
     checkpoint_paused_until: Option<Instant>,
     /// The newest full checkpoint, when the table's changed ids count from it (`None`: the
     /// next checkpoint is full).
     delta_base: Option<DeltaBase>,
+}
+
+impl Writer {
+    /// The segment `id` descends from through purges (itself when no purge wrote it).
+    fn root_of(&self, id: u64) -> u64 {
+        self.purged_from.get(&id).copied().unwrap_or(id)
+    }
+
+    /// Where the segments descending from `roots` (a build's run, B1) are now: adjacent and in
+    /// the same order, or `None` when there are none or they are not (B3).
+    fn descendants_of(&self, roots: &[u64]) -> Option<std::ops::Range<usize>> {
+        let found: Vec<(usize, usize)> = self
+            .segments
+            .iter()
+            .enumerate()
+            .filter_map(|(at, s)| {
+                let root = self.root_of(s.id);
+                roots
+                    .iter()
+                    .position(|&r| r == root)
+                    .map(|planned| (at, planned))
+            })
+            .collect();
+        let (first, last) = (found.first()?.0, found.last()?.0);
+        let adjacent = found.len() == last - first + 1;
+        let in_order = found.windows(2).all(|p| p[0].1 < p[1].1);
+        (adjacent && in_order).then_some(first..last + 1)
+    }
 }
 
 /// What one index build did (`Store::build_index`, STATS).
@@ -267,6 +299,9 @@ struct BuildPlan {
     /// The vectors' dimension.
     dim: usize,
     entries: Vec<SegmentEntry>,
+    /// Each entry's root (`Writer::purged_from`): a purge during the build rewrites the entry,
+    /// and B3 finds the rewritten one by it.
+    roots: Vec<u64>,
     segments: Vec<amberdb_index::Sealed>,
     id: u64,
 }
@@ -382,6 +417,7 @@ impl Db {
                 segments_version: 0,
                 segments_checkpointed: 0,
                 replaced: r.replaced,
+                purged_from: HashMap::new(),
                 checkpoint_paused_until: None,
                 delta_base: r.delta_base,
             }),
@@ -680,6 +716,7 @@ impl Db {
             // from every file (`docs/durability.md`, "Re-embedding").
             let old = std::mem::take(&mut w.segments);
             w.replaced.extend(old);
+            w.purged_from.clear();
             w.segments_version += 1;
             self.unpurged_since.lock().get_or_insert_with(Instant::now);
         }
@@ -1365,9 +1402,11 @@ impl Db {
         if segments.len() != w.segments.len() {
             return None;
         }
+        let entries = w.segments.get(run.clone())?.to_vec();
         let plan = BuildPlan {
             dim: state.vectors.dim(),
-            entries: w.segments.get(run.clone())?.to_vec(),
+            roots: entries.iter().map(|e| w.root_of(e.id)).collect(),
+            entries,
             segments: segments.get(run.clone())?.to_vec(),
             run,
             id: w.next_segment_id,
@@ -1466,27 +1505,43 @@ impl Db {
         if let Err(e) = self.commit.check() {
             return Err(discard(e));
         }
-        if w.segments.get(plan.run.clone()) != Some(&plan.entries[..]) {
+        // The run as it is now: the planned segments, or what purges rewrote them into.
+        let Some(run) = w.descendants_of(&plan.roots) else {
             return Err(discard(EngineError::Internal {
                 context: "swapping in an IVF segment",
-                reason: "the segments it replaces changed during the build".into(),
+                reason: "the segments it replaces were replaced during the build".into(),
             }));
-        }
+        };
         let swapped = self
             .state
             .write()
             .vectors
-            .replace_run(plan.run.clone(), Some(ivf.into()));
-        if let Err(e) = swapped {
-            return Err(discard(EngineError::Internal {
-                context: "swapping in an IVF segment",
-                reason: e.to_string(),
-            }));
+            .absorb_run(run.clone(), ivf.into());
+        let absorbed = match swapped {
+            Ok((_, absorbed)) => absorbed,
+            Err(e) => {
+                return Err(discard(EngineError::Internal {
+                    context: "swapping in an IVF segment",
+                    reason: e.to_string(),
+                }));
+            }
+        };
+        let replaced: Vec<SegmentEntry> = w.segments.splice(run, [entry]).collect();
+        for r in &replaced {
+            w.purged_from.remove(&r.id);
         }
-        w.segments.splice(plan.run, [entry]);
-        w.replaced.extend(plan.entries.iter().copied());
+        w.replaced.extend(replaced);
         w.segments_version += 1;
         drop(w);
+        if absorbed > 0 {
+            // Rows a purge dropped during the build, back under tombstones: deleted at least a
+            // purge ago, so due now (B3).
+            let due = Instant::now()
+                .checked_sub(self.config.purge_delay.unwrap_or_default())
+                .unwrap_or_else(Instant::now);
+            let mut since = self.unpurged_since.lock();
+            *since = Some(since.map_or(due, |s| s.min(due)));
+        }
         // The swap has happened: the build stands whatever the checkpoint does. A failed
         // checkpoint poisons the store or pauses checkpoints as any does
         // (`checkpoint_holding`), and the next one names the new segment; reporting the build
@@ -1634,6 +1689,10 @@ impl Db {
                     drop(state);
                     self.commit.poison(PoisonCause::new("purge", &self.dir, &e));
                     return Err(internal("swapping in a purged segment", e));
+                }
+                let root = w.purged_from.remove(&entry.id).unwrap_or(entry.id);
+                if let Some(new) = new_entry {
+                    w.purged_from.insert(new.id, root);
                 }
                 w.segments.splice(i..=i, new_entry);
                 w.replaced.push(entry);
@@ -2009,6 +2068,8 @@ impl Drop for Db {
 mod tests {
     use super::*;
     use crate::kernel::storage::FsStorage;
+    use amberdb_index::SearchParams;
+    use amberdb_index::synthetic::SeededRng;
     use std::sync::mpsc;
 
     #[test]
@@ -2042,10 +2103,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn readers_and_accesses_never_wait_for_a_writer_preparing() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let config = DbConfig {
+    fn test_config() -> DbConfig {
+        DbConfig {
             storage: Arc::new(FsStorage),
             sync: SyncPolicy::Always,
             seal_rows: 1 << 16,
@@ -2054,9 +2113,143 @@ mod tests {
             vector_codes: true,
             clock: Arc::new(Timestamp::now),
             index: crate::options::IndexOptions::default(),
-            maintenance_thread: true,
+            maintenance_thread: false,
             purge_delay: None,
             archive_retention: crate::options::ArchiveRetention::default(),
+        }
+    }
+
+    /// Stores records `ids` with seeded unit vectors, then checkpoints: one flat segment.
+    fn store_segment(db: &Db, ids: std::ops::Range<u64>, rng: &mut SeededRng) {
+        for i in ids {
+            let record = crate::kernel::state::tests::record(i, &format!("text {i}"));
+            let vector = rng.unit_vector(db.read().vectors.dim());
+            db.commit(|_, _| Ok((Some(Op::Store { record, vector }), ())))
+                .expect("a store");
+        }
+        db.checkpoint().expect("checkpoint");
+    }
+
+    fn delete(db: &Db, id: u64) {
+        db.commit(|_, _| Ok((Some(Op::Delete { id: MemoryId(id) }), ())))
+            .expect("a delete");
+    }
+
+    /// Keys of every sealed segment, ascending.
+    fn sealed_keys(db: &Db) -> Vec<u64> {
+        let state = db.read();
+        let mut keys: Vec<u64> = state
+            .vectors
+            .sealed()
+            .iter()
+            .flat_map(|s| s.keys().iter().copied())
+            .collect();
+        keys.sort_unstable();
+        keys
+    }
+
+    #[test]
+    fn a_build_lands_after_a_purge_rewrote_its_segments_and_its_deleted_rows_go_next() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let embedder = amberdb_embed::HashingEmbedder::new();
+        let db = Db::open(dir.path(), &embedder, test_config()).expect("open");
+        let mut rng = SeededRng::new(17);
+        store_segment(&db, 1..201, &mut rng);
+        store_segment(&db, 201..401, &mut rng);
+        // B1 and B2 of a build of both segments, then a purge rewrites them under it.
+        let plan = db.plan_build(0).expect("a run to build");
+        assert_eq!(plan.entries.len(), 2);
+        let start = Instant::now();
+        let (keys, vectors) = db.gather(&plan);
+        let built = db.train(&keys, &vectors, &plan);
+        for id in [3, 150, 250] {
+            delete(&db, id);
+        }
+        let purge = db.purge().expect("purge");
+        assert_eq!((purge.segments_rewritten, purge.rows_dropped), (2, 3));
+        assert!(db.unpurged_for().is_none(), "the purge took the note");
+        delete(&db, 399); // after the purge: still in its segment, under its tombstone
+        let build = db
+            .install(plan, keys.len(), built, start)
+            .expect("the build lands on the rewritten segments");
+        assert_eq!((build.rows, build.replaced), (400, 2));
+        // The rows the purge dropped are back in the new segment, deleted; a purge is due.
+        assert_eq!(db.writer.lock().segments.len(), 1);
+        assert_eq!(sealed_keys(&db), (1..401).collect::<Vec<_>>());
+        let live = |db: &Db| {
+            let state = db.read();
+            (1..401u64)
+                .filter(|&k| state.vectors.contains(k))
+                .collect::<Vec<_>>()
+        };
+        let expected: Vec<u64> = (1..401)
+            .filter(|k| ![3, 150, 250, 399].contains(k))
+            .collect();
+        assert_eq!(live(&db), expected);
+        assert_eq!(db.read().vectors.len(), db.read().table.len());
+        assert!(
+            db.unpurged_for().is_some(),
+            "the absorbed rows make a purge due"
+        );
+        let query = db.read().vectors.vector(1).expect("live").to_vec();
+        let hits = db
+            .read()
+            .vectors
+            .search(&query, &SearchParams::top(400))
+            .expect("search");
+        assert_eq!(hits.len(), 396, "every live row and no deleted one");
+        // The next purge rewrites the IVF segment without them; the open agrees.
+        db.purge().expect("purge");
+        let kept: Vec<u64> = sealed_keys(&db);
+        assert_eq!(kept, expected);
+        drop(db);
+        let db = Db::open(dir.path(), &embedder, test_config()).expect("reopen");
+        assert_eq!(live(&db), expected);
+        assert_eq!(sealed_keys(&db), expected);
+    }
+
+    #[test]
+    fn a_build_whose_rows_a_purge_dropped_entirely_is_stale_and_leaves_no_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let embedder = amberdb_embed::HashingEmbedder::new();
+        let db = Db::open(dir.path(), &embedder, test_config()).expect("open");
+        let mut rng = SeededRng::new(18);
+        store_segment(&db, 1..101, &mut rng);
+        let plan = db.plan_build(0).expect("a run to build");
+        let id = plan.id;
+        let start = Instant::now();
+        let (keys, vectors) = db.gather(&plan);
+        let built = db.train(&keys, &vectors, &plan);
+        for i in 1..101 {
+            delete(&db, i);
+        }
+        db.purge().expect("purge");
+        let err = db
+            .install(plan, keys.len(), built, start)
+            .expect_err("nothing left to replace");
+        assert!(
+            err.to_string().contains("replaced during the build"),
+            "{err}"
+        );
+        let name = SegmentEntry {
+            id,
+            rows: 0,
+            kind: SegmentKind::Ivf,
+        }
+        .file_name();
+        assert!(
+            !dir.path().join(name).exists(),
+            "the stale build's file is removed"
+        );
+        assert!(db.writer.lock().segments.is_empty());
+    }
+
+    #[test]
+    fn readers_and_accesses_never_wait_for_a_writer_preparing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = DbConfig {
+            maintenance_thread: true,
+            ..test_config()
         };
         let embedder = amberdb_embed::HashingEmbedder::new();
         let db = Db::open(dir.path(), &embedder, config).expect("open");

@@ -305,8 +305,38 @@ fn replacing_a_run_keeps_every_live_key_and_refuses_a_wrong_segment() {
     );
     assert!(c.replace_run(0..0, Some(good.clone().into())).is_err());
     assert!(c.replace_run(2..4, Some(good.clone().into())).is_err());
+    assert!(
+        c.absorb_run(1..3, good.clone().into()).is_err(),
+        "absorbing keys another segment holds"
+    );
     let after: Vec<u64> = c.sealed().iter().map(|s| s.len() as u64).collect();
     assert_eq!(before, after, "a refusal changes nothing");
+    // A purge during the build: the first segment rewritten without 5 and 7 (7 deleted after
+    // the build gathered it). `replace_run` refuses the build's 7; `absorb_run` takes it in
+    // deleted.
+    let mut purged = c.clone();
+    purged.delete(7);
+    let (pk, pv): (Vec<u64>, Vec<f32>) = {
+        let (ks, vs) = keys(1..=300);
+        let keep: Vec<usize> = (0..ks.len())
+            .filter(|&i| ks[i] != 5 && ks[i] != 7)
+            .collect();
+        (
+            keep.iter().map(|&i| ks[i]).collect(),
+            keep.iter()
+                .flat_map(|&i| vs[i * dim..(i + 1) * dim].to_vec())
+                .collect(),
+        )
+    };
+    purged
+        .replace_run(0..1, Some(flat(&pk, &pv, dim).into()))
+        .unwrap();
+    assert!(purged.replace_run(0..2, Some(good.clone().into())).is_err());
+    let (replaced, absorbed) = purged.absorb_run(0..2, good.clone().into()).unwrap();
+    assert_eq!((replaced.len(), absorbed), (2, 1));
+    assert_eq!(purged.len(), 897);
+    assert!(!purged.contains(7) && !purged.contains(5) && purged.contains(8));
+    assert_eq!(purged.sealed_tombstones(), vec![(0, vec![7, 400])]);
     let replaced = c.replace_run(0..2, Some(good.into())).unwrap();
     assert_eq!(replaced.len(), 2);
     assert_eq!(c.sealed().len(), 2);
