@@ -191,7 +191,7 @@ const CENTROID_TASK: usize = 256;
 /// block at a time for `CENTROID_TASK` queries instead of whole for each: at 100k rows a
 /// segment's centroids are 2.6 MB, and scoring them one query at a time was most of a
 /// compaction's time.
-fn centroid_scores(queries: &[&[f32]], ivf: &IvfSegment) -> Vec<Vec<f32>> {
+pub(crate) fn centroid_scores(queries: &[&[f32]], ivf: &IvfSegment) -> Vec<Vec<f32>> {
     let centroids = ivf.centroids();
     let dim = ivf.dim().max(1);
     let score = |task: &[&[f32]]| {

@@ -86,7 +86,8 @@ pub struct Built {
     pub nprobe: u32,
     /// Mean recall@10 at `nprobe`.
     pub built_recall: f32,
-    /// Every `(nprobe, recall@10)` measured, nprobe increasing.
+    /// `(nprobe, recall@10)`, nprobe increasing: searched at the default and at any nprobe
+    /// tried before it, estimated elsewhere (`curve_around`).
     pub curve: Vec<(u32, f32)>,
     /// Queries measured on.
     pub held_out: usize,
@@ -149,52 +150,51 @@ pub fn build_until(
     // A provisional segment to measure on; the final one differs only in its header and curve.
     let provisional = segment_of(1, 0.0, &[])?;
     let seg = IvfSegment::open("build", SealedBytes::copy_from(&provisional))?;
-    let mut index = Collection::new(dim);
-    index.push_sealed(seg)?;
     let queries = sample_rows(count, held_out, params.seed ^ 0x4845_4c44);
     let truth = ground_truth(keys, vectors, dim, &queries);
+    let list_recall = list_recall(
+        keys,
+        vectors,
+        &seg,
+        &clustering.assignment,
+        &queries,
+        &truth,
+    );
+    let mut index = Collection::new(dim);
+    index.push_sealed(seg)?;
     let recall_at = |nprobe: u32| measure(&index, keys, vectors, dim, &queries, &truth, nprobe);
 
     let nlist32 = u32::try_from(nlist).map_err(|_| invalid("too many lists"))?;
-    let mut curve: Vec<(u32, f32)> = Vec::new();
-    let point = |nprobe: u32, curve: &mut Vec<(u32, f32)>| -> Result<f32> {
-        if let Some(&(_, r)) = curve.iter().find(|(n, _)| *n == nprobe) {
-            return Ok(r);
-        }
+    let least = |recall: f32, from: u32| {
+        (from..=nlist32)
+            .find(|&p| list_recall.at(p) >= recall)
+            .unwrap_or(nlist32)
+    };
+    // The least nprobe whose lists hold the target's share of the true neighbours, searched:
+    // the i8 scan and its re-rank lose a little more, so while the search falls short, the
+    // least nprobe whose lists make up for what it lost there, at least a sixteenth more.
+    let mut measured: Vec<(u32, f32)> = Vec::new();
+    let mut nprobe = least(params.target_recall, 1);
+    let built_recall = loop {
         if stop() {
             return Err(IndexError::Cancelled);
         }
-        let r = recall_at(nprobe)?;
-        curve.push((nprobe, r));
-        Ok(r)
+        let recall = recall_at(nprobe)?;
+        measured.push((nprobe, recall));
+        if recall >= params.target_recall || nprobe == nlist32 {
+            break recall;
+        }
+        let lost = (list_recall.at(nprobe) - recall).max(0.0);
+        let next = (nprobe + (nprobe / 16).max(1)).min(nlist32);
+        nprobe = least(params.target_recall + lost, next).max(next);
     };
-    // Doubling until the target is met, then bisecting down to the least nprobe that meets it.
-    let mut hi = 1u32;
-    while point(hi, &mut curve)? < params.target_recall && hi < nlist32 {
-        hi = (hi * 2).min(nlist32);
-    }
-    let mut lo = hi / 2;
-    let met = curve.last().is_some_and(|p| p.1 >= params.target_recall);
-    // To within a sixteenth: finer steps cost a measurement each and change the scan by less.
-    while met && lo + (hi / 16).max(1) < hi && curve.len() < CURVE_POINTS - 8 {
-        let mid = lo + (hi - lo) / 2;
-        if point(mid, &mut curve)? >= params.target_recall {
-            hi = mid;
-        } else {
-            lo = mid;
-        }
-    }
-    let nprobe = if met { hi } else { nlist32 };
-    // Further points for queries that ask for more than the target.
-    let mut more = hi;
-    while more < nlist32.min(hi.saturating_mul(CURVE_REACH)) && curve.len() < CURVE_POINTS {
-        more = (more * 2).min(nlist32);
-        if point(more, &mut curve)? >= CURVE_CEILING {
-            break;
-        }
-    }
-    curve.sort_by_key(|p| p.0);
-    let built_recall = curve.iter().find(|p| p.0 == nprobe).map_or(0.0, |p| p.1);
+    let curve = curve_around(
+        &list_recall,
+        &measured,
+        nprobe,
+        params.target_recall,
+        nlist32,
+    );
     let mut bytes = provisional;
     set_nprobe(&mut bytes, nprobe, built_recall, &curve)?;
     Ok(Built {
@@ -205,6 +205,140 @@ pub fn build_until(
         curve,
         held_out,
     })
+}
+
+/// For the held-out queries, how many of their true neighbours lie in the first `p` lists a
+/// probe reads, for every `p`: the recall an exact scan of those lists would reach.
+struct ListRecall {
+    /// `within[p]`: neighbours whose list is among a query's first `p`, `p` in `0..=nlist`.
+    within: Vec<u64>,
+    /// Neighbours in all.
+    wanted: u64,
+}
+
+impl ListRecall {
+    #[expect(clippy::cast_precision_loss, reason = "a ratio of counts")]
+    fn at(&self, p: u32) -> f32 {
+        if self.wanted == 0 {
+            return 1.0;
+        }
+        let within = self.within.get(p as usize).or(self.within.last());
+        within.copied().unwrap_or(0) as f32 / self.wanted as f32
+    }
+}
+
+/// Each query's lists in the order its probe reads them (the search's own centroid scores,
+/// best first, ties to the lower list), and where its true neighbours' lists come in it. A
+/// probe of `p` lists whose rows fall short of the scan's `candidates` reads as many lists
+/// again until they do (`Collection`'s probe), so `p` counts the lists that probe reads.
+fn list_recall(
+    keys: &[u64],
+    vectors: &[f32],
+    seg: &IvfSegment,
+    assignment: &[u32],
+    queries: &[usize],
+    truth: &[Vec<u64>],
+) -> ListRecall {
+    let nlist = seg.nlist();
+    let candidates = match Scan::i8_for(RECALL_AT) {
+        Scan::I8 { candidates } => candidates,
+        Scan::F32 => RECALL_AT,
+    };
+    let wanted: std::collections::HashSet<u64> = truth.iter().flatten().copied().collect();
+    let list_of: std::collections::HashMap<u64, u32> = keys
+        .iter()
+        .zip(assignment)
+        .filter(|(k, _)| wanted.contains(k))
+        .map(|(&k, &l)| (k, l))
+        .collect();
+    let sizes: Vec<usize> = (0..nlist).map(|l| seg.list_rows(l).len()).collect();
+    let dim = seg.dim().max(1);
+    let qs: Vec<&[f32]> = queries.iter().map(|&r| row(vectors, dim, r)).collect();
+    let scores = crate::collection::centroid_scores(&qs, seg);
+    let within = scores
+        .par_iter()
+        .zip(truth)
+        .map(|(scores, want)| {
+            let score = |l: usize| scores.get(l).copied().unwrap_or(f32::NEG_INFINITY);
+            let mut order: Vec<usize> = (0..nlist).collect();
+            order.sort_by(|&a, &b| score(b).total_cmp(&score(a)).then(a.cmp(&b)));
+            let mut rank_of = vec![0usize; nlist];
+            for (rank, &l) in order.iter().enumerate() {
+                if let Some(r) = rank_of.get_mut(l) {
+                    *r = rank;
+                }
+            }
+            // Rows in the first `i` lists, less the query's own row (filtered out).
+            let mut rows = Vec::with_capacity(nlist + 1);
+            rows.push(0usize);
+            for &l in &order {
+                rows.push(rows.last().copied().unwrap_or(0) + sizes.get(l).copied().unwrap_or(0));
+            }
+            let mut ranks: Vec<usize> = want
+                .iter()
+                .filter_map(|k| list_of.get(k))
+                .filter_map(|&l| rank_of.get(l as usize).copied())
+                .collect();
+            ranks.sort_unstable();
+            let mut within = vec![0u64; nlist + 1];
+            for (p, slot) in within.iter_mut().enumerate().skip(1) {
+                let mut read = p;
+                while read < nlist
+                    && rows.get(read).copied().unwrap_or(0).saturating_sub(1) < candidates
+                {
+                    read = (read * 2).min(nlist);
+                }
+                *slot = ranks.partition_point(|&r| r < read) as u64;
+            }
+            within
+        })
+        .reduce(
+            || vec![0u64; nlist + 1],
+            |a, b| a.iter().zip(&b).map(|(x, y)| x + y).collect(),
+        );
+    ListRecall {
+        within,
+        wanted: truth.iter().map(|t| t.len() as u64).sum(),
+    }
+}
+
+/// The recall curve a segment carries: the nprobes searched at (`measured`, the default
+/// `nprobe` last), and between and beyond them the list recall scaled by what the search
+/// reached at `nprobe` (an estimate): halvings below `nprobe` that stay under the target,
+/// doublings above it up to `CURVE_REACH` × `nprobe` or recall `CURVE_CEILING`.
+fn curve_around(
+    list_recall: &ListRecall,
+    measured: &[(u32, f32)],
+    nprobe: u32,
+    target: f32,
+    nlist: u32,
+) -> Vec<(u32, f32)> {
+    let at_default = measured.last().map_or(0.0, |p| p.1);
+    let scale = match list_recall.at(nprobe) {
+        l if l > 0.0 => (at_default / l).min(1.0),
+        _ => 1.0,
+    };
+    let estimate = |p: u32| (list_recall.at(p) * scale).clamp(0.0, 1.0);
+    let mut curve: Vec<(u32, f32)> = measured.to_vec();
+    let mut below = nprobe / 2;
+    while below >= 1 && curve.len() < CURVE_POINTS / 2 {
+        if !curve.iter().any(|p| p.0 == below) && estimate(below) < target {
+            curve.push((below, estimate(below)));
+        }
+        below /= 2;
+    }
+    let mut above = nprobe;
+    while above < nlist.min(nprobe.saturating_mul(CURVE_REACH)) && curve.len() < CURVE_POINTS {
+        above = above.saturating_mul(2).min(nlist);
+        let recall = estimate(above).max(at_default);
+        curve.push((above, recall));
+        if recall >= CURVE_CEILING {
+            break;
+        }
+    }
+    curve.sort_by_key(|p| p.0);
+    curve.dedup_by_key(|p| p.0);
+    curve
 }
 
 /// `n` distinct row numbers below `count`, a seeded sample.

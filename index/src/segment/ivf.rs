@@ -25,7 +25,7 @@ pub const MAX_NLIST: u32 = 65_536;
 pub const HEADER_SEED: u32 = 0x414d_4956;
 /// CRC seed of the body.
 pub const BODY_SEED: u32 = 0x4956_4244;
-/// Points of the recall curve a segment carries (`nprobe → recall@10` measured at build).
+/// Points of the recall curve a segment carries (`nprobe → recall@10` at build).
 pub const CURVE_POINTS: usize = 32;
 
 /// Where each block lies, derived from `count`, `dim` and `nlist` alone.
