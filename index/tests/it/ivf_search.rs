@@ -366,9 +366,43 @@ enum Op {
     /// Copy the growing rows, then (as a checkpoint does while it writes the file) insert
     /// `.0` rows and delete key `.1` if live, then seal the copied rows.
     Seal(usize, u64),
-    Rebuild,
+    /// Merge every sealed segment into one IVF segment. With `Some(key)`: after the build
+    /// gathered its rows, delete `key` if live and compact, then swap the build in over what
+    /// the compaction left (a purge during an index build).
+    Rebuild(Option<u64>),
     /// Rewrite every sealed segment without its deleted rows (compaction).
     Compact,
+}
+
+/// Rewrites every sealed segment without its deleted rows, as a purge does.
+fn compact(c: &mut Collection) {
+    let mut i = 0;
+    while i < c.sealed().len() {
+        let rewritten = {
+            let keep = |k: u64| c.contains(k);
+            c.sealed()[i].encode_kept(&keep, true).unwrap()
+        };
+        let segment = match rewritten {
+            Rewritten::Empty => None,
+            Rewritten::Flat(b) => Some(
+                FlatSegment::open("c", SealedBytes::copy_from(&b))
+                    .unwrap()
+                    .into(),
+            ),
+            Rewritten::Ivf(b) => Some(
+                IvfSegment::open("c", SealedBytes::copy_from(&b))
+                    .unwrap()
+                    .into(),
+            ),
+        };
+        let kept = segment.is_some();
+        c.replace_run(i..i + 1, segment).unwrap();
+        if kept {
+            let s = &c.sealed()[i];
+            assert!(s.keys().iter().all(|&k| c.contains(k)), "no dead row left");
+            i += 1;
+        }
+    }
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -376,7 +410,7 @@ fn op() -> impl Strategy<Value = Op> {
         6 => (1usize..40).prop_map(Op::Insert),
         2 => (0u64..400).prop_map(Op::Delete),
         1 => (0usize..5, 0u64..400).prop_map(|(n, k)| Op::Seal(n, k)),
-        1 => Just(Op::Rebuild),
+        1 => proptest::option::of(0u64..400).prop_map(Op::Rebuild),
         1 => Just(Op::Compact),
     ]
 }
@@ -426,37 +460,35 @@ proptest! {
                     c.seal_growing_prefix(copied.rows, (copied.live() > 0).then_some(seg)).unwrap();
                     growing.drain(..copied.rows);
                 }
-                Op::Rebuild => {
+                Op::Rebuild(purged) => {
                     let sealed = c.sealed().len();
                     let live: Vec<&(u64, Vec<f32>)> = model.iter().filter(|r| !growing.contains(&r.0)).collect();
                     if sealed > 0 && !live.is_empty() {
                         let ks: Vec<u64> = live.iter().map(|r| r.0).collect();
                         let vs: Vec<f32> = live.iter().flat_map(|r| r.1.clone()).collect();
                         let seg = ivf(&ks, &vs, dim, &IvfParams::new(seed));
-                        c.replace_run(0..sealed, Some(seg.into())).unwrap();
-                    }
-                }
-                Op::Compact => {
-                    let mut i = 0;
-                    while i < c.sealed().len() {
-                        let rewritten = {
-                            let keep = |k: u64| c.contains(k);
-                            c.sealed()[i].encode_kept(&keep, true).unwrap()
-                        };
-                        let segment = match rewritten {
-                            Rewritten::Empty => None,
-                            Rewritten::Flat(b) => Some(FlatSegment::open("c", SealedBytes::copy_from(&b)).unwrap().into()),
-                            Rewritten::Ivf(b) => Some(IvfSegment::open("c", SealedBytes::copy_from(&b)).unwrap().into()),
-                        };
-                        let kept = segment.is_some();
-                        c.replace_run(i..i + 1, segment).unwrap();
-                        if kept {
-                            let s = &c.sealed()[i];
-                            prop_assert!(s.keys().iter().all(|&k| c.contains(k)), "no dead row left");
-                            i += 1;
+                        match purged {
+                            None => {
+                                c.replace_run(0..sealed, Some(seg.into())).unwrap();
+                            }
+                            Some(key) => {
+                                let was_live = model.iter().any(|r| r.0 == key);
+                                prop_assert_eq!(c.delete(key), was_live);
+                                model.retain(|r| r.0 != key);
+                                compact(&mut c);
+                                let left = c.sealed().len();
+                                // A compaction that left no segment makes the build stale.
+                                if left > 0 {
+                                    let (_, absorbed) = c.absorb_run(0..left, seg.into()).unwrap();
+                                    prop_assert_eq!(absorbed, usize::from(ks.contains(&key)));
+                                    prop_assert!(!c.contains(key));
+                                    prop_assert_eq!(c.sealed().len(), 1);
+                                }
+                            }
                         }
                     }
                 }
+                Op::Compact => compact(&mut c),
             }
             prop_assert_eq!(c.len(), model.len());
         }
