@@ -1,6 +1,8 @@
 //! Kernel ns/pair at 384-d: the scalar oracle, simsimd, and amberdb's scan kernels (AVX-512 F
 //! and VNNI when the CPU has them), for f32 and i8; and the scan itself over 1,024 rows held
-//! in cache (the figure that matters: per-call overheads are amortized there).
+//! in cache (the figure that matters: per-call overheads are amortized there); and a k-means
+//! of 20,000 rows into 566 lists on one thread, which is the multi-query tiles' work in an
+//! IVF build (its i8 iterations, its exact f32 assignment).
 
 use amberdb_benches::{DIM, SEED, vectors};
 use amberdb_index::segment::writer;
@@ -65,5 +67,23 @@ fn scan(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, pairs, scan);
+fn kmeans(c: &mut Criterion) {
+    let rows = vectors(20_000, SEED + 4);
+    let params = amberdb_index::kmeans::KMeansParams::new(566, SEED);
+    let one = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .expect("pool");
+    let mut g = c.benchmark_group("kmeans_20000_rows_566_lists");
+    g.sample_size(10);
+    g.bench_function("1_thread", |x| {
+        x.iter(|| {
+            one.install(|| amberdb_index::kmeans::train(black_box(&rows), DIM, &params))
+                .expect("train")
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, pairs, scan, kmeans);
 criterion_main!(benches);
