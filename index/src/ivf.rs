@@ -303,9 +303,10 @@ fn list_recall(
 }
 
 /// The recall curve a segment carries: the nprobes searched at (`measured`, the default
-/// `nprobe` last), and between and beyond them the list recall scaled by what the search
-/// reached at `nprobe` (an estimate): halvings below `nprobe` that stay under the target,
-/// doublings above it up to `CURVE_REACH` × `nprobe` or recall `CURVE_CEILING`.
+/// `nprobe` last; the last `CURVE_POINTS / 2` of them, so the curve fits its block however
+/// many steps the search took), and between and beyond them the list recall scaled by what the
+/// search reached at `nprobe` (an estimate): halvings below `nprobe` that stay under the
+/// target, doublings above it up to `CURVE_REACH` × `nprobe` or recall `CURVE_CEILING`.
 fn curve_around(
     list_recall: &ListRecall,
     measured: &[(u32, f32)],
@@ -319,7 +320,10 @@ fn curve_around(
         _ => 1.0,
     };
     let estimate = |p: u32| (list_recall.at(p) * scale).clamp(0.0, 1.0);
-    let mut curve: Vec<(u32, f32)> = measured.to_vec();
+    let mut curve: Vec<(u32, f32)> = measured
+        .get(measured.len().saturating_sub(CURVE_POINTS / 2)..)
+        .unwrap_or(measured)
+        .to_vec();
     let mut below = nprobe / 2;
     while below >= 1 && curve.len() < CURVE_POINTS / 2 {
         if !curve.iter().any(|p| p.0 == below) && estimate(below) < target {
@@ -441,4 +445,28 @@ fn measure(
     } else {
         hits.iter().sum::<usize>() as f32 / wanted as f32
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CURVE_POINTS, ListRecall, curve_around};
+
+    #[test]
+    fn a_curve_fits_its_block_however_many_nprobes_were_searched() {
+        // 100 searches short of the target, one step apart, then the default at 101.
+        let nlist = 200u32;
+        let list_recall = ListRecall {
+            within: (0..=u64::from(nlist)).collect(),
+            wanted: u64::from(nlist),
+        };
+        let mut measured: Vec<(u32, f32)> = (1..=100).map(|p| (p, 0.5)).collect();
+        measured.push((101, 0.95));
+        let curve = curve_around(&list_recall, &measured, 101, 0.95, nlist);
+        assert!(curve.len() <= CURVE_POINTS, "{} points", curve.len());
+        assert!(curve.windows(2).all(|w| w[0].0 < w[1].0), "{curve:?}");
+        assert!(
+            curve.contains(&(101, 0.95)),
+            "the default is kept: {curve:?}"
+        );
+    }
 }
