@@ -138,6 +138,11 @@ impl KeywordIndex {
             let Some(p) = run.first().and_then(|&id| postings.get_mut(id as usize)) else {
                 continue;
             };
+            // Most terms of a large index occur in one document (a name, an id, a typo): a
+            // first push would reserve four entries (64 bytes), so reserve one.
+            if p.entries.capacity() == 0 {
+                p.entries.reserve_exact(1);
+            }
             p.entries.push(Posting {
                 key,
                 tf: u32::try_from(run.len()).unwrap_or(u32::MAX),
