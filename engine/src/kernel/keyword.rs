@@ -8,9 +8,11 @@
 //! when a store opens (from the checkpoint and the log after it), so `add` runs once per record
 //! on the open's path: it allocates nothing for a term already indexed (terms are interned to
 //! ids, lowercase ASCII words are not copied) and hashes with foldhash instead of SipHash
-//! (`docs/benchmarks.md`, "Opening a store").
+//! (`docs/benchmarks.md`, "Opening a store"). Term strings live in one buffer, not one
+//! allocation each (`Terms`): most terms of a large index occur in one document.
 
 use foldhash::{HashMap, HashMapExt};
+use std::hash::BuildHasher;
 
 /// BM25 term-frequency saturation.
 pub const BM25_K1: f32 = 1.2;
@@ -86,6 +88,62 @@ struct Postings {
     df: u32,
 }
 
+/// Terms interned to dense ids (`0, 1, 2, ...` in order of first use), their bytes in one
+/// buffer. At 1M memories of the server bench (8M distinct terms) a boxed string and a 24-byte
+/// map entry per term were a third of the index; here a term costs its bytes, a start offset
+/// and a 4-byte table slot.
+#[derive(Debug, Default)]
+struct Terms {
+    bytes: String,
+    /// Where each term starts in `bytes`; a term ends where the next starts (the last at the
+    /// end of `bytes`).
+    starts: Vec<usize>,
+    /// Ids, hashed by their term's bytes.
+    ids: hashbrown::HashTable<u32>,
+    hasher: foldhash::fast::FixedState,
+}
+
+impl Terms {
+    fn len(&self) -> usize {
+        self.starts.len()
+    }
+
+    fn term(&self, id: u32) -> &str {
+        term_of(&self.bytes, &self.starts, id)
+    }
+
+    fn get(&self, term: &str) -> Option<u32> {
+        let hash = self.hasher.hash_one(term);
+        let (bytes, starts) = (&self.bytes, &self.starts);
+        self.ids
+            .find(hash, |&id| term_of(bytes, starts, id) == term)
+            .copied()
+    }
+
+    /// The id of `term`, interning it first if it is new; `None` past `u32::MAX` terms.
+    fn intern(&mut self, term: &str) -> Option<u32> {
+        if let Some(id) = self.get(term) {
+            return Some(id);
+        }
+        let id = u32::try_from(self.starts.len()).ok()?;
+        self.starts.push(self.bytes.len());
+        self.bytes.push_str(term);
+        let (bytes, starts, hasher) = (&self.bytes, &self.starts, &self.hasher);
+        self.ids.insert_unique(hasher.hash_one(term), id, |&id| {
+            hasher.hash_one(term_of(bytes, starts, id))
+        });
+        Some(id)
+    }
+}
+
+/// Term `id` of a `Terms` buffer; empty for an id it does not hold.
+fn term_of<'a>(bytes: &'a str, starts: &[usize], id: u32) -> &'a str {
+    let i = id as usize;
+    let start = starts.get(i).copied().unwrap_or(bytes.len());
+    let end = starts.get(i + 1).copied().unwrap_or(bytes.len());
+    bytes.get(start..end).unwrap_or_default()
+}
+
 /// Query terms the index holds, each with its postings and idf.
 type TermWeights<'a> = Vec<(&'a str, &'a Postings, f64)>;
 
@@ -93,7 +151,7 @@ type TermWeights<'a> = Vec<(&'a str, &'a Postings, f64)>;
 #[derive(Debug, Default)]
 pub(crate) struct KeywordIndex {
     /// Each term's id: its place in `postings`.
-    term_ids: HashMap<Box<str>, u32>,
+    terms: Terms,
     postings: Vec<Postings>,
     /// Live documents and their lengths in terms.
     lengths: HashMap<u64, u32>,
@@ -119,17 +177,14 @@ impl KeywordIndex {
         }
         let (doc, lower) = &mut self.scratch;
         doc.clear();
-        let (term_ids, postings) = (&mut self.term_ids, &mut self.postings);
+        let (terms, postings) = (&mut self.terms, &mut self.postings);
         for_each_term(content, lower, |term| {
-            let id = match term_ids.get(term) {
-                Some(&id) => id,
-                None => {
-                    let id = u32::try_from(postings.len()).unwrap_or(u32::MAX);
-                    term_ids.insert(term.into(), id);
-                    postings.push(Postings::default());
-                    id
-                }
+            let Some(id) = terms.intern(term) else {
+                return;
             };
+            if postings.len() < terms.len() {
+                postings.push(Postings::default());
+            }
             doc.push(id);
         });
         let length = u32::try_from(doc.len()).unwrap_or(u32::MAX);
@@ -179,31 +234,28 @@ impl KeywordIndex {
     /// survivors get new ids).
     fn purge(&mut self) {
         let lengths = &self.lengths;
-        let mut postings = std::mem::take(&mut self.postings);
+        let old = std::mem::take(&mut self.terms);
         let mut kept = Vec::new();
-        self.term_ids.retain(|_, id| {
-            let Some(p) = postings.get_mut(*id as usize) else {
-                return false;
-            };
+        for (id, mut p) in (0..).zip(std::mem::take(&mut self.postings)) {
             if p.df == 0 {
-                return false;
+                continue;
             }
-            p.entries.retain(|e| lengths.contains_key(&e.key));
-            *id = u32::try_from(kept.len()).unwrap_or(u32::MAX);
-            kept.push(std::mem::take(p));
-            true
-        });
+            if self.terms.intern(old.term(id)).is_some() {
+                p.entries.retain(|e| lengths.contains_key(&e.key));
+                kept.push(p);
+            }
+        }
         self.postings = kept;
         self.stale = 0;
     }
 
     fn postings(&self, term: &str) -> Option<&Postings> {
-        let id = *self.term_ids.get(term)?;
+        let id = self.terms.get(term)?;
         self.postings.get(id as usize)
     }
 
     fn postings_mut(&mut self, term: &str) -> Option<&mut Postings> {
-        let id = *self.term_ids.get(term)?;
+        let id = self.terms.get(term)?;
         self.postings.get_mut(id as usize)
     }
 
@@ -349,6 +401,32 @@ mod tests {
             .collect();
         assert_eq!(tokenize(text), expected);
         assert_eq!(expected.len(), 5);
+    }
+
+    #[test]
+    fn terms_intern_each_string_once_and_give_it_back() {
+        // Enough terms for the table to grow many times; repeats, prefixes of each other,
+        // non-ASCII and an empty string.
+        let mut terms = Terms::default();
+        let mut model: std::collections::HashMap<String, u32> = Default::default();
+        for i in 0..50_000u32 {
+            let s = match i % 5 {
+                0 => format!("t{}", i / 3),
+                1 => format!("t{}x", i / 7),
+                2 => format!("café{}", i % 101),
+                3 => String::new(),
+                _ => format!("{i}"),
+            };
+            let next = u32::try_from(model.len()).unwrap();
+            let want = *model.entry(s.clone()).or_insert(next);
+            assert_eq!(terms.intern(&s), Some(want), "{s:?}");
+        }
+        assert_eq!(terms.len(), model.len());
+        for (s, &id) in &model {
+            assert_eq!(terms.get(s), Some(id));
+            assert_eq!(terms.term(id), s);
+        }
+        assert_eq!(terms.get("absent"), None);
     }
 
     #[test]
