@@ -1626,22 +1626,23 @@ impl Db {
         };
         let mut rows_dropped = 0u64;
         for (i, entry, seg, dead, id) in &plan {
+            use amberdb_index::segment::Rewritten;
             let keep = |k: u64| dead.binary_search(&k).is_err();
-            let bytes = match seg.encode_kept(&keep, self.config.vector_codes) {
-                Ok(b) => b,
+            let rewrite = match seg.rewrite_kept(&keep, self.config.vector_codes) {
+                Ok(r) => r,
                 Err(e) => {
                     discard(&written);
                     return Err(internal("rewriting a segment without its deleted rows", e));
                 }
             };
             rows_dropped += dead.len() as u64;
-            let (kind, bytes) = match bytes {
-                amberdb_index::segment::Rewritten::Empty => {
+            let kind = match &rewrite {
+                Rewritten::Empty => {
                     rewritten.push((*i, *entry, None));
                     continue;
                 }
-                amberdb_index::segment::Rewritten::Flat(b) => (SegmentKind::Flat, b),
-                amberdb_index::segment::Rewritten::Ivf(b) => (SegmentKind::Ivf, b),
+                Rewritten::Flat(_) => SegmentKind::Flat,
+                Rewritten::Ivf(_) => SegmentKind::Ivf,
             };
             let new = SegmentEntry {
                 id: *id,
@@ -1650,10 +1651,23 @@ impl Db {
             };
             let name = new.file_name();
             written.push(self.dir.join(&name));
-            let opened =
-                crate::kernel::storage::write_atomic(self.storage(), &self.dir, &name, &bytes)
-                    .map_err(|source| io_error(self.dir.join(&name), source))
-                    .and_then(|()| segment_file::open(self.storage(), &self.dir, &new));
+            let wrote = crate::kernel::storage::write_atomic_pieces(
+                self.storage(),
+                &self.dir,
+                &name,
+                &mut |put| match &rewrite {
+                    Rewritten::Flat(bytes) => {
+                        put(bytes);
+                    }
+                    Rewritten::Ivf(kept) => {
+                        kept.write(put);
+                    }
+                    Rewritten::Empty => {}
+                },
+            );
+            let opened = wrote
+                .map_err(|source| io_error(self.dir.join(&name), source))
+                .and_then(|()| segment_file::open(self.storage(), &self.dir, &new));
             match opened {
                 Ok(seg) => rewritten.push((*i, *entry, Some((new, seg)))),
                 Err(e) => {

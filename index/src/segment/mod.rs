@@ -41,30 +41,34 @@ impl From<IvfSegment> for Sealed {
     }
 }
 
-/// A segment's file rewritten without some of its rows (`Sealed::encode_kept`).
+/// A segment's file rewritten without some of its rows (`Sealed::rewrite_kept`).
 #[derive(Debug)]
-pub enum Rewritten {
+pub enum Rewritten<'a> {
     /// No row is kept: the segment goes.
     Empty,
     /// A flat segment's bytes.
     Flat(Vec<u8>),
-    /// An IVF segment's bytes.
-    Ivf(Vec<u8>),
+    /// An IVF segment, written in pieces (`ivf::Kept::write`): its file can be gigabytes.
+    Ivf(Box<ivf::Kept<'a>>),
 }
 
 impl Sealed {
     /// This segment's file without the rows `keep` refuses, so that deleted rows leave the
-    /// store's files (compaction). An IVF segment keeps its lists and stays IVF unless fewer
+    /// store's files (a purge). An IVF segment keeps its lists and stays IVF unless fewer
     /// rows than lists are left, which are written flat; a flat one stays flat, with i8 codes
     /// when `with_codes`.
     ///
     /// # Errors
-    /// As `writer::encode` and `ivf::encode`.
-    pub fn encode_kept(&self, keep: &dyn Fn(u64) -> bool, with_codes: bool) -> Result<Rewritten> {
+    /// As `writer::encode`.
+    pub fn rewrite_kept(
+        &self,
+        keep: &dyn Fn(u64) -> bool,
+        with_codes: bool,
+    ) -> Result<Rewritten<'_>> {
         if let Sealed::Ivf(ivf) = self
-            && let Some(bytes) = ivf.encode_kept(keep)?
+            && let Some(kept) = ivf.kept(keep)
         {
-            return Ok(Rewritten::Ivf(bytes));
+            return Ok(Rewritten::Ivf(Box::new(kept)));
         }
         let mut rows: Vec<(u64, usize)> = self
             .keys()

@@ -240,3 +240,62 @@ fn the_fuzz_seed_is_a_valid_segment() {
     );
     assert!(amberdb_index::fuzz_ivf_open(&seed));
 }
+
+/// The pieces `kept` hands out, joined.
+fn kept_file(s: &IvfSegment, keep: &dyn Fn(u64) -> bool) -> Option<Vec<u8>> {
+    let kept = s.kept(keep)?;
+    let mut file = Vec::new();
+    assert!(kept.write(&mut |piece| {
+        file.extend_from_slice(piece);
+        true
+    }));
+    assert_eq!(file.len() as u64, kept.file_len());
+    Some(file)
+}
+
+#[test]
+fn a_segment_without_some_rows_is_byte_for_byte_what_encode_writes_for_the_rest() {
+    // Seeded: the segment, and which rows go (none, one, a third, all but one per list...).
+    let seed = 11;
+    eprintln!("seed {seed}");
+    let (keys, vectors, assignment, bytes) = build(600, 24, 8, seed);
+    let s = IvfSegment::open("t", SealedBytes::copy_from(&bytes)).unwrap();
+    let dropped: [&dyn Fn(u64) -> bool; 4] =
+        [&|_| false, &|k| k == keys[17], &|k| k % 3 == 0, &|k| {
+            k % 7 != 1
+        }];
+    for (case, drop) in dropped.iter().enumerate() {
+        let keep = |k: u64| !drop(k);
+        let rows: Vec<usize> = (0..keys.len()).filter(|&i| keep(keys[i])).collect();
+        let file = kept_file(&s, &keep).unwrap();
+        let want = encode(&IvfBuild {
+            keys: &rows.iter().map(|&i| keys[i]).collect::<Vec<_>>(),
+            vectors: &rows
+                .iter()
+                .flat_map(|&i| vectors[i * 24..(i + 1) * 24].iter().copied())
+                .collect::<Vec<_>>(),
+            dim: 24,
+            centroids: s.centroids(),
+            assignment: &rows.iter().map(|&i| assignment[i]).collect::<Vec<_>>(),
+            nprobe: 2,
+            built_recall: 0.97,
+            target_recall: 0.95,
+            held_out: 10,
+            curve: s.curve(),
+        })
+        .unwrap();
+        assert!(file == want, "case {case}: {} rows kept", rows.len());
+        let back = IvfSegment::open("k", SealedBytes::copy_from(&file)).unwrap();
+        assert_eq!(back.len(), rows.len(), "case {case}");
+    }
+    // Fewer rows than lists: not an IVF segment any more.
+    assert!(kept_file(&s, &|k| k == keys[0]).is_none());
+    // A writer that stops is not asked again, and the write says so.
+    let kept = s.kept(&|_| true).unwrap();
+    let mut calls = 0;
+    assert!(!kept.write(&mut |_| {
+        calls += 1;
+        calls < 3
+    }));
+    assert_eq!(calls, 3);
+}

@@ -374,22 +374,40 @@ enum Op {
     Compact,
 }
 
+/// A rewritten segment's file.
+enum Written {
+    Empty,
+    Flat(Vec<u8>),
+    Ivf(Vec<u8>),
+}
+
 /// Rewrites every sealed segment without its deleted rows, as a purge does.
 fn compact(c: &mut Collection) {
     let mut i = 0;
     while i < c.sealed().len() {
         let rewritten = {
             let keep = |k: u64| c.contains(k);
-            c.sealed()[i].encode_kept(&keep, true).unwrap()
+            match c.sealed()[i].rewrite_kept(&keep, true).unwrap() {
+                Rewritten::Ivf(kept) => {
+                    let mut file = Vec::new();
+                    assert!(kept.write(&mut |piece| {
+                        file.extend_from_slice(piece);
+                        true
+                    }));
+                    Written::Ivf(file)
+                }
+                Rewritten::Flat(b) => Written::Flat(b),
+                Rewritten::Empty => Written::Empty,
+            }
         };
         let segment = match rewritten {
-            Rewritten::Empty => None,
-            Rewritten::Flat(b) => Some(
+            Written::Empty => None,
+            Written::Flat(b) => Some(
                 FlatSegment::open("c", SealedBytes::copy_from(&b))
                     .unwrap()
                     .into(),
             ),
-            Rewritten::Ivf(b) => Some(
+            Written::Ivf(b) => Some(
                 IvfSegment::open("c", SealedBytes::copy_from(&b))
                     .unwrap()
                     .into(),

@@ -128,10 +128,119 @@ pub fn append_synced(file: &dyn StorageFile, bytes: &[u8]) -> io::Result<()> {
 /// # Errors
 /// Any I/O failure; the caller poisons the store.
 pub fn write_atomic(storage: &dyn Storage, dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+    write_atomic_pieces(storage, dir, name, &mut |put| {
+        put(bytes);
+    })
+}
+
+/// Takes a piece of a file, answering whether to go on (`write_atomic_pieces`).
+pub type PieceSink<'a> = dyn FnMut(&[u8]) -> bool + 'a;
+
+/// `write_atomic` for a file made in pieces, never whole in memory (a purge's rewrite of a
+/// gigabyte segment): `produce` hands each piece, in order, to the function it is given,
+/// which answers whether to go on. Pieces are gathered into appends of `SYNC_EVERY_BYTES`,
+/// each fsynced; the first failure stops the writing and is returned.
+///
+/// # Errors
+/// Any I/O failure; the caller poisons the store.
+pub fn write_atomic_pieces(
+    storage: &dyn Storage,
+    dir: &Path,
+    name: &str,
+    produce: &mut dyn FnMut(&mut PieceSink<'_>),
+) -> io::Result<()> {
     let tmp = dir.join(format!("{name}.tmp"));
     let file = storage.create(&tmp)?;
-    append_synced(&*file, bytes)?;
+    let mut pending: Vec<u8> = Vec::new();
+    let mut failed = None;
+    produce(&mut |mut piece| {
+        while !piece.is_empty() {
+            if pending.is_empty() && piece.len() >= SYNC_EVERY_BYTES {
+                // A large piece goes out as it is, without a copy.
+                let (whole, rest) = piece.split_at(piece.len() - piece.len() % SYNC_EVERY_BYTES);
+                if let Err(e) = append_synced(&*file, whole) {
+                    failed = Some(e);
+                    return false;
+                }
+                piece = rest;
+                continue;
+            }
+            let take = piece.len().min(SYNC_EVERY_BYTES - pending.len());
+            let (now, rest) = piece.split_at(take);
+            pending.extend_from_slice(now);
+            piece = rest;
+            if pending.len() == SYNC_EVERY_BYTES {
+                if let Err(e) = append_synced(&*file, &pending) {
+                    failed = Some(e);
+                    return false;
+                }
+                pending.clear();
+            }
+        }
+        true
+    });
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    append_synced(&*file, &pending)?;
     drop(file);
     storage.rename(&tmp, &dir.join(name))?;
     storage.sync_dir(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_written_in_pieces_is_their_concatenation_synced_every_chunk() {
+        // Pieces smaller than a chunk, one that fills the pending chunk exactly, one larger
+        // than two chunks arriving with none pending, and one arriving with some pending.
+        let big = |n: usize, b: u8| vec![b; n];
+        let pieces = [
+            big(3, 1),
+            big(SYNC_EVERY_BYTES - 3, 2),
+            big(2 * SYNC_EVERY_BYTES + 5, 3),
+            big(SYNC_EVERY_BYTES + 1, 4),
+            big(0, 5),
+            big(7, 6),
+        ];
+        let whole: Vec<u8> = pieces.concat();
+        let fs = FaultyStorage::new();
+        let dir = Path::new("/d");
+        fs.create_dir_all(dir).unwrap();
+        write_atomic_pieces(&fs, dir, "f", &mut |put| {
+            for p in &pieces {
+                assert!(put(p));
+            }
+        })
+        .unwrap();
+        assert!(fs.read(&dir.join("f")).unwrap() == whole);
+        assert!(fs.read(&dir.join("f.tmp")).is_err(), "renamed");
+        // Durable after a power cut, and never more than a chunk unsynced on the way.
+        let cut = fs.crash_image(CrashImage::DropUnsynced);
+        assert!(cut.read(&dir.join("f")).unwrap() == whole);
+        // One fsync per chunk (the last one partial), and the directory's.
+        assert_eq!(
+            fs.syncs(),
+            whole.len().div_ceil(SYNC_EVERY_BYTES) as u64 + 1
+        );
+
+        // A failing append stops the pieces: the producer is told, and the error returned.
+        let fs = FaultyStorage::new();
+        fs.create_dir_all(dir).unwrap();
+        fs.fail_op(3, false);
+        let mut refused = 0;
+        let e = write_atomic_pieces(&fs, dir, "g", &mut |put| {
+            for p in &pieces {
+                if !put(p) {
+                    refused += 1;
+                    return;
+                }
+            }
+        });
+        assert!(e.is_err());
+        assert_eq!(refused, 1);
+        assert!(fs.read(&dir.join("g")).is_err(), "never renamed into place");
+    }
 }
