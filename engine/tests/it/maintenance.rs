@@ -51,14 +51,57 @@ fn seq_of(name: &str) -> u64 {
         .unwrap()
 }
 
-/// `FaultyStorage` whose checkpoint renames (C4) wait until the test lets them go.
+/// Which operation on a checkpoint file a `GatedStorage` holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gate {
+    /// Its rename into place (C4).
+    Rename,
+    /// Reading it back (a purge's P5).
+    Read,
+}
+
+/// `FaultyStorage` whose first `gate` of a checkpoint file waits until the test lets it go.
 #[derive(Debug)]
 struct GatedStorage {
     inner: FaultyStorage,
+    gate: Gate,
     /// Told when a checkpoint's rename is reached.
     reached: Mutex<Option<mpsc::Sender<()>>>,
     /// The rename goes on when this receives.
     release: Mutex<Option<mpsc::Receiver<()>>>,
+}
+
+impl GatedStorage {
+    fn new(
+        inner: &FaultyStorage,
+        gate: Gate,
+    ) -> (Arc<GatedStorage>, mpsc::Receiver<()>, mpsc::Sender<()>) {
+        let (reached_tx, reached) = mpsc::channel();
+        let (release, release_rx) = mpsc::channel();
+        let gated = Arc::new(GatedStorage {
+            inner: inner.clone(),
+            gate,
+            reached: Mutex::new(Some(reached_tx)),
+            release: Mutex::new(Some(release_rx)),
+        });
+        (gated, reached, release)
+    }
+
+    /// The first time `path` is a checkpoint file: says so, then waits to be let go.
+    fn hold_if_checkpoint(&self, path: &Path) {
+        let is_checkpoint = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("ckpt-"));
+        if is_checkpoint {
+            let reached = self.reached.lock().unwrap().take();
+            if let Some(reached) = reached {
+                reached.send(()).unwrap();
+                let release = self.release.lock().unwrap().take().unwrap();
+                release.recv().unwrap();
+            }
+        }
+    }
 }
 
 impl Storage for GatedStorage {
@@ -69,6 +112,9 @@ impl Storage for GatedStorage {
         self.inner.list(dir)
     }
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
+        if self.gate == Gate::Read {
+            self.hold_if_checkpoint(path);
+        }
         self.inner.read(path)
     }
     fn map(&self, path: &Path) -> io::Result<SealedBytes> {
@@ -84,17 +130,8 @@ impl Storage for GatedStorage {
         self.inner.truncate(path, len)
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        let is_checkpoint = to
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with("ckpt-"));
-        if is_checkpoint {
-            let reached = self.reached.lock().unwrap().take();
-            if let Some(reached) = reached {
-                reached.send(()).unwrap();
-                let release = self.release.lock().unwrap().take().unwrap();
-                release.recv().unwrap();
-            }
+        if self.gate == Gate::Rename {
+            self.hold_if_checkpoint(to);
         }
         self.inner.rename(from, to)
     }
@@ -112,13 +149,7 @@ impl Storage for GatedStorage {
 #[test]
 fn writes_and_searches_go_on_while_a_checkpoint_writes_its_files() {
     let fs = FaultyStorage::new();
-    let (reached_tx, reached) = mpsc::channel();
-    let (release, release_rx) = mpsc::channel();
-    let gated = Arc::new(GatedStorage {
-        inner: fs.clone(),
-        reached: Mutex::new(Some(reached_tx)),
-        release: Mutex::new(Some(release_rx)),
-    });
+    let (gated, reached, release) = GatedStorage::new(&fs, Gate::Rename);
     let options = small_options(&fs, 1000).storage(gated);
     let store = Store::open(DIR, options).unwrap();
     for i in 0..50 {
@@ -165,6 +196,43 @@ fn writes_and_searches_go_on_while_a_checkpoint_writes_its_files() {
     // The checkpoint covers the first 50; the log after it the 30 written during it.
     let reopened = Store::open(DIR, small_options(&fs, 1000)).unwrap();
     assert_eq!(reopened.stats().memories, 80);
+}
+
+#[test]
+fn writes_go_on_while_a_purge_reads_its_checkpoint_back() {
+    let fs = FaultyStorage::new();
+    let (gated, reached, release) = GatedStorage::new(&fs, Gate::Read);
+    let store = Store::open(DIR, small_options(&fs, 1000).storage(gated)).unwrap();
+    let ids: Vec<MemoryId> = (0..40)
+        .map(|i| store_note(&store, i, &format!("before the purge {i}")))
+        .collect();
+    for id in &ids[..10] {
+        store.delete(*id).unwrap();
+    }
+    std::thread::scope(|s| {
+        let purge = s.spawn(|| store.purge());
+        // P4's checkpoint is written; P5 reads it back, holding no lock a writer needs.
+        reached.recv().unwrap();
+        let (done_tx, done) = mpsc::channel();
+        let store = &store;
+        s.spawn(move || {
+            for i in 40..60 {
+                store_note(store, i, &format!("during the purge {i}"));
+            }
+            done_tx.send(store.stats().memories).unwrap();
+        });
+        // A writer that waited for the read-back would never finish: give it a minute.
+        let answered = done.recv_timeout(Duration::from_secs(60));
+        release.send(()).unwrap();
+        let memories = answered.expect("writes wait for no purge's read-back");
+        assert_eq!(memories, 50);
+        let purge = purge.join().unwrap().unwrap();
+        assert_eq!(purge.rows_dropped, 0, "the deleted rows were never sealed");
+    });
+    drop(store);
+    let reopened = Store::open(DIR, small_options(&fs, 1000)).unwrap();
+    assert_eq!(reopened.stats().memories, 50);
+    assert_eq!(files(&fs, "ckpt-").len(), 1, "the purge's checkpoint alone");
 }
 
 /// Waits (up to a minute, for a loaded CI machine) until the maintenance thread wrote a
