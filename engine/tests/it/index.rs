@@ -5,8 +5,8 @@
 use super::support::{Rng, seed, small_options};
 use amberdb::storage::{FaultyStorage, Storage};
 use amberdb::{
-    IndexOptions, MemoryId, NewMemory, Probe, ScanMode, SearchRequest, Store, StoreOptions,
-    StoreRequest,
+    EngineError, IndexOptions, MemoryId, NewMemory, Probe, ScanMode, SearchRequest, Store,
+    StoreOptions, StoreRequest,
 };
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -160,6 +160,51 @@ fn an_index_build_keeps_every_answer_and_survives_reopen() {
     let again = store.build_index().unwrap().expect("two flat segments");
     assert_eq!(again.replaced, 2, "{again:?}: the small flat tail alone");
     assert_eq!(store.stats().index.segments.len(), 2);
+}
+
+#[test]
+fn a_purge_that_fills_the_disk_inside_an_ivf_rewrite_changes_nothing() {
+    let seed = seed("a_purge_that_fills_the_disk", 23);
+    eprintln!("seed {seed}");
+    let fs = FaultyStorage::new();
+    let store = Store::open(Path::new("/s"), options(&fs, 50, 0)).unwrap();
+    let ids = fill(&store, &vectors(600, seed));
+    store.checkpoint().unwrap();
+    store.build_index().unwrap().expect("an IVF segment");
+    let ivf: Vec<String> = segment_files(&fs)
+        .into_iter()
+        .filter(|n| n.ends_with(".mnsi"))
+        .collect();
+    assert_eq!(ivf.len(), 1, "{:?}", segment_files(&fs));
+    let ivf_len = fs.read(&Path::new("/s").join(&ivf[0])).unwrap().len() as u64;
+    let mut rng = Rng::new(seed);
+    let mut deleted = 0;
+    for _ in 0..30 {
+        deleted += u64::from(store.delete(ids[rng.below(600) as usize]).is_ok());
+    }
+    let queries = vectors(20, seed + 1);
+    let before = exact_answers(&store, &queries);
+    let files = segment_files(&fs);
+    // Room for half of the rewritten IVF file: P2 runs out inside it (the rewrite is written
+    // in pieces, so the failure comes part way through the segment, not before it).
+    fs.set_capacity(Some(fs.used_bytes() + ivf_len / 2));
+    let e = store.purge().unwrap_err();
+    assert!(matches!(e, EngineError::DiskFull { .. }), "{e:?}");
+    assert_eq!(segment_files(&fs), files, "no new segment, no .tmp left");
+    assert_eq!(exact_answers(&store, &queries), before, "reads go on");
+    assert_eq!(store.stats().maintenance.purges, 0);
+    fs.set_capacity(None);
+    let purge = store.purge().unwrap();
+    assert_eq!((purge.segments_rewritten, purge.rows_dropped), (1, deleted));
+    assert_eq!(exact_answers(&store, &queries), before);
+    drop(store);
+    let store = Store::open(Path::new("/s"), options(&fs, 50, 0)).unwrap();
+    assert_eq!(exact_answers(&store, &queries), before);
+    assert_eq!(
+        store.stats().index.segments.len(),
+        1,
+        "still one IVF segment"
+    );
 }
 
 #[test]
