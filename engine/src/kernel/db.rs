@@ -1730,9 +1730,9 @@ impl Db {
             });
         };
         let path = self.dir.join(ckpt_format::file_name(newest));
-        let bytes = self.storage().read(&path).map_err(EngineError::io(&path))?;
+        let bytes = self.storage().map(&path).map_err(EngineError::io(&path))?;
         // What falls back to the older checkpoint is about to go: the newest must read.
-        if let Err(e) = crate::kernel::checkpoint::reader::decode(&bytes) {
+        if let Err(e) = crate::kernel::checkpoint::reader::verify(bytes.as_slice()) {
             let (offset, reason) = match e {
                 crate::kernel::checkpoint::reader::CheckpointError::Corrupted(d) => {
                     (d.offset as u64, d.reason)

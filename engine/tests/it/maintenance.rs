@@ -56,7 +56,7 @@ fn seq_of(name: &str) -> u64 {
 enum Gate {
     /// Its rename into place (C4).
     Rename,
-    /// Reading it back (a purge's P5).
+    /// Reading or mapping it (a purge's P5 reads it back).
     Read,
 }
 
@@ -118,6 +118,9 @@ impl Storage for GatedStorage {
         self.inner.read(path)
     }
     fn map(&self, path: &Path) -> io::Result<SealedBytes> {
+        if self.gate == Gate::Read {
+            self.hold_if_checkpoint(path);
+        }
         self.inner.map(path)
     }
     fn create(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
