@@ -5,8 +5,8 @@
 //! Guarantees: a segment is only ever read after every byte of it passed the checks of
 //! `docs/format/segment-flat.md` (`reader`); a truncated or damaged file is a typed error at
 //! open, never a panic or a SIGBUS. Not done here: writing files (the engine writes the bytes
-//! `writer::encode` returns through its storage layer) and deletes (tombstones live in
-//! `Collection`).
+//! `writer::encode` returns, or the pieces `ivf::Kept::write` hands out, through its storage
+//! layer) and deletes (tombstones live in `Collection`).
 
 use crate::error::Result;
 
