@@ -1655,14 +1655,8 @@ impl Db {
                 self.storage(),
                 &self.dir,
                 &name,
-                &mut |put| match &rewrite {
-                    Rewritten::Flat(bytes) => {
-                        put(bytes);
-                    }
-                    Rewritten::Ivf(kept) => {
-                        kept.write(put);
-                    }
-                    Rewritten::Empty => {}
+                &mut |put| {
+                    rewrite.write(put);
                 },
             );
             let opened = wrote

@@ -120,7 +120,13 @@ pub(crate) fn put(out: &mut [u8], at: u64, bytes: &[u8]) {
 /// 60..64, over bytes 0..60) of an encoded 64-byte-header file.
 pub(crate) fn seal(out: &mut [u8], body_seed: u32, header_seed: u32) {
     let body_crc = seeded_crc(body_seed, out.get(HEADER_LEN..).unwrap_or(&[]));
-    put(out, 56, &body_crc.to_le_bytes());
-    let hdr_crc = seeded_crc(header_seed, out.get(..60).unwrap_or(&[]));
-    put(out, 60, &hdr_crc.to_le_bytes());
+    seal_header(out, body_crc, header_seed);
+}
+
+/// Writes `body_crc` (bytes 56..60) and then the header checksum (bytes 60..64, over bytes
+/// 0..60) into a header: `seal` for a file whose body is not in memory.
+pub(crate) fn seal_header(header: &mut [u8], body_crc: u32, header_seed: u32) {
+    put(header, 56, &body_crc.to_le_bytes());
+    let hdr_crc = seeded_crc(header_seed, header.get(..60).unwrap_or(&[]));
+    put(header, 60, &hdr_crc.to_le_bytes());
 }

@@ -7,7 +7,9 @@
 
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
-use super::format::{HEADER_LEN, MAX_DIM, METRIC_DOT, align64, field, put, seal, seeded_crc};
+use super::format::{
+    HEADER_LEN, MAX_DIM, METRIC_DOT, align64, field, put, seal, seal_header, seeded_crc,
+};
 use crate::error::{IndexError, Result};
 use crate::mmap::SealedBytes;
 use crate::quantize;
@@ -588,9 +590,7 @@ impl IvfSegment {
         header.copy_from_slice(self.bytes.as_slice().get(..HEADER_LEN)?);
         put(header, 16, &(kept.rows.len() as u64).to_le_bytes());
         put(header, 24, &kept.layout.file_len.to_le_bytes());
-        put(header, 56, &body.finalize().to_le_bytes());
-        let hdr_crc = seeded_crc(HEADER_SEED, header.get(..60).unwrap_or(&[]));
-        put(header, 60, &hdr_crc.to_le_bytes());
+        seal_header(header, body.finalize(), HEADER_SEED);
         Some(kept)
     }
 
@@ -728,12 +728,6 @@ impl Kept<'_> {
     #[must_use]
     pub fn file_len(&self) -> u64 {
         self.layout.file_len
-    }
-
-    /// Rows kept.
-    #[must_use]
-    pub fn rows(&self) -> usize {
-        self.rows.len()
     }
 
     /// Hands the file to `out` in pieces, in order, until it answers `false`; returns whether

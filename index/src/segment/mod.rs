@@ -52,6 +52,18 @@ pub enum Rewritten<'a> {
     Ivf(Box<ivf::Kept<'a>>),
 }
 
+impl Rewritten<'_> {
+    /// Hands the file to `out` in pieces, in order, until it answers `false`; returns whether
+    /// every piece was taken (nothing to hand for `Empty`).
+    pub fn write(&self, out: &mut dyn FnMut(&[u8]) -> bool) -> bool {
+        match self {
+            Rewritten::Empty => true,
+            Rewritten::Flat(bytes) => out(bytes),
+            Rewritten::Ivf(kept) => kept.write(out),
+        }
+    }
+}
+
 impl Sealed {
     /// This segment's file without the rows `keep` refuses, so that deleted rows leave the
     /// store's files (a purge). An IVF segment keeps its lists and stays IVF unless fewer

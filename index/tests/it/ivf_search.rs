@@ -387,17 +387,16 @@ fn compact(c: &mut Collection) {
     while i < c.sealed().len() {
         let rewritten = {
             let keep = |k: u64| c.contains(k);
-            match c.sealed()[i].rewrite_kept(&keep, true).unwrap() {
-                Rewritten::Ivf(kept) => {
-                    let mut file = Vec::new();
-                    assert!(kept.write(&mut |piece| {
-                        file.extend_from_slice(piece);
-                        true
-                    }));
-                    Written::Ivf(file)
-                }
-                Rewritten::Flat(b) => Written::Flat(b),
+            let rewrite = c.sealed()[i].rewrite_kept(&keep, true).unwrap();
+            let mut file = Vec::new();
+            assert!(rewrite.write(&mut |piece| {
+                file.extend_from_slice(piece);
+                true
+            }));
+            match rewrite {
                 Rewritten::Empty => Written::Empty,
+                Rewritten::Flat(_) => Written::Flat(file),
+                Rewritten::Ivf(_) => Written::Ivf(file),
             }
         };
         let segment = match rewritten {

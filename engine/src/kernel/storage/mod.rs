@@ -151,34 +151,42 @@ pub fn write_atomic_pieces(
 ) -> io::Result<()> {
     let tmp = dir.join(format!("{name}.tmp"));
     let file = storage.create(&tmp)?;
-    let mut pending: Vec<u8> = Vec::new();
     let mut failed = None;
-    produce(&mut |mut piece| {
-        while !piece.is_empty() {
-            if pending.is_empty() && piece.len() >= SYNC_EVERY_BYTES {
-                // A large piece goes out as it is, without a copy.
-                let (whole, rest) = piece.split_at(piece.len() - piece.len() % SYNC_EVERY_BYTES);
-                if let Err(e) = append_synced(&*file, whole) {
-                    failed = Some(e);
-                    return false;
+    let mut pending: Vec<u8> = Vec::new();
+    {
+        let mut append = |bytes: &[u8]| match append_synced(&*file, bytes) {
+            Ok(()) => true,
+            Err(e) => {
+                failed = Some(e);
+                false
+            }
+        };
+        produce(&mut |mut piece| {
+            while !piece.is_empty() {
+                if pending.is_empty() && piece.len() >= SYNC_EVERY_BYTES {
+                    // Whole chunks of a large piece go out as they are, without a copy.
+                    let at = piece.len() - piece.len() % SYNC_EVERY_BYTES;
+                    let (whole, rest) = piece.split_at(at);
+                    piece = rest;
+                    if !append(whole) {
+                        return false;
+                    }
+                    continue;
                 }
+                let take = piece.len().min(SYNC_EVERY_BYTES - pending.len());
+                let (now, rest) = piece.split_at(take);
+                pending.extend_from_slice(now);
                 piece = rest;
-                continue;
-            }
-            let take = piece.len().min(SYNC_EVERY_BYTES - pending.len());
-            let (now, rest) = piece.split_at(take);
-            pending.extend_from_slice(now);
-            piece = rest;
-            if pending.len() == SYNC_EVERY_BYTES {
-                if let Err(e) = append_synced(&*file, &pending) {
-                    failed = Some(e);
-                    return false;
+                if pending.len() == SYNC_EVERY_BYTES {
+                    if !append(&pending) {
+                        return false;
+                    }
+                    pending.clear();
                 }
-                pending.clear();
             }
-        }
-        true
-    });
+            true
+        });
+    }
     if let Some(e) = failed {
         return Err(e);
     }
