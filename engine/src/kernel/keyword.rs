@@ -113,7 +113,10 @@ impl Terms {
     }
 
     fn get(&self, term: &str) -> Option<u32> {
-        let hash = self.hasher.hash_one(term);
+        self.find(term, self.hasher.hash_one(term))
+    }
+
+    fn find(&self, term: &str, hash: u64) -> Option<u32> {
         let (bytes, starts) = (&self.bytes, &self.starts);
         self.ids
             .find(hash, |&id| term_of(bytes, starts, id) == term)
@@ -122,16 +125,17 @@ impl Terms {
 
     /// The id of `term`, interning it first if it is new; `None` past `u32::MAX` terms.
     fn intern(&mut self, term: &str) -> Option<u32> {
-        if let Some(id) = self.get(term) {
+        // Hashed once: `add` interns every word of every record an open loads.
+        let hash = self.hasher.hash_one(term);
+        if let Some(id) = self.find(term, hash) {
             return Some(id);
         }
         let id = u32::try_from(self.starts.len()).ok()?;
         self.starts.push(self.bytes.len());
         self.bytes.push_str(term);
         let (bytes, starts, hasher) = (&self.bytes, &self.starts, &self.hasher);
-        self.ids.insert_unique(hasher.hash_one(term), id, |&id| {
-            hasher.hash_one(term_of(bytes, starts, id))
-        });
+        self.ids
+            .insert_unique(hash, id, |&id| hasher.hash_one(term_of(bytes, starts, id)));
         Some(id)
     }
 }
