@@ -1,7 +1,8 @@
 //! How long opening a store takes: `open_time DIR [RUNS]` copies the store in `DIR` once (so
 //! nothing here changes it), then opens the copy `RUNS` times (default 5) with the hashing
 //! embedder and no maintenance thread, and prints each open (until `Store::open` returns), when
-//! the lexical indexes built after it were ready, the median open and the peak RSS.
+//! the resident memory then, when the lexical indexes built after it were ready, the median
+//! open and the peak RSS.
 //! The process exits without dropping the last store (dropping 1M records is not opening).
 //!
 //! The 1M store of the figures is `store_scale`'s (`cargo run --release -p amberdb-benches
@@ -44,6 +45,7 @@ fn main() {
         let store =
             Store::open(path, StoreOptions::hashing().maintenance_thread(false)).expect("open");
         let secs = started.elapsed().as_secs_f64();
+        let resident_mib = status_kib("VmRSS:") / 1024;
         // The keyword indexes and text columns are built after the open (durability.md, R7);
         // a keyword search waits for them (before it looks the user up: a store without a
         // user "u" answers "not found" just as late).
@@ -51,7 +53,7 @@ fn main() {
         assert!(store.stats().lexical_ready);
         let report = store.open_report();
         println!(
-            "open {}: {secs:.3} s ({} memories; checkpoint {:?}, a delta on {:?}, {} skipped, {} log frames replayed); keyword and text indexes ready after {:.3} s",
+            "open {}: {secs:.3} s, {resident_mib} MiB resident ({} memories; checkpoint {:?}, a delta on {:?}, {} skipped, {} log frames replayed); keyword and text indexes ready after {:.3} s",
             run + 1,
             store.stats().memories,
             report.checkpoint_seq,

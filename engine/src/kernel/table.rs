@@ -19,32 +19,61 @@ use crate::kernel::slots::Slots;
 use crate::kernel::text_column::TextColumn;
 use amberdb_index::KeySet;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Hashes a sha256 content hash by its first eight bytes: it is already uniformly random, so
-/// running SipHash over it again would only cost time (it showed up in the open profile).
+/// A user's content-hash index, for exact dedup: the newest record with each content hash.
+///
+/// An entry is the hash's first eight bytes with the id, 16 bytes where a map from the whole
+/// hash took 40 (86 MB of the 0.53 GB an open of 1M records touches, `benchmarks.md`, "Open
+/// at 1M"). The prefix is the table's hash (a sha256 is uniformly random already); a lookup
+/// confirms the whole hash on the record itself, so two contents that share a prefix never
+/// match each other.
 #[derive(Debug, Default)]
-pub(crate) struct ContentHashHasher(u64);
+struct ContentHashes(hashbrown::HashTable<(u64, MemoryId)>);
 
-impl Hasher for ContentHashHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let mut word = [0u8; 8];
-        for (w, b) in word.iter_mut().zip(bytes) {
-            *w = *b;
-        }
-        self.0 ^= u64::from_le_bytes(word);
-    }
-
-    fn write_usize(&mut self, _length_prefix: usize) {}
+fn hash_prefix(hash: &[u8; 32]) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&hash[..8]);
+    u64::from_le_bytes(word)
 }
 
-type HashIndex = HashMap<[u8; 32], MemoryId, BuildHasherDefault<ContentHashHasher>>;
+impl ContentHashes {
+    /// The record `hash` names; `slots` holds the records.
+    fn find(&self, hash: &[u8; 32], slots: &Slots) -> Option<MemoryId> {
+        let prefix = hash_prefix(hash);
+        self.0
+            .find(prefix, |&(p, id)| {
+                p == prefix && slots.get(id.0).is_some_and(|m| m.content_hash == *hash)
+            })
+            .map(|&(_, id)| id)
+    }
+
+    /// Makes `id` the record of `hash`, replacing the one it named.
+    fn insert(&mut self, hash: &[u8; 32], id: MemoryId, slots: &Slots) {
+        let prefix = hash_prefix(hash);
+        let same = |&(p, named): &(u64, MemoryId)| {
+            p == prefix && slots.get(named.0).is_some_and(|m| m.content_hash == *hash)
+        };
+        match self.0.entry(prefix, same, |&(p, _)| p) {
+            hashbrown::hash_table::Entry::Occupied(mut e) => e.get_mut().1 = id,
+            hashbrown::hash_table::Entry::Vacant(e) => {
+                e.insert((prefix, id));
+            }
+        }
+    }
+
+    /// Forgets `hash` if it names `id` (a newer record with the same content keeps it).
+    fn remove(&mut self, hash: &[u8; 32], id: MemoryId) {
+        let prefix = hash_prefix(hash);
+        if let Ok(e) = self
+            .0
+            .find_entry(prefix, |&(p, named)| p == prefix && named == id)
+        {
+            e.remove();
+        }
+    }
+}
 
 /// A user's canonical tags (`docs/semantics.md`, "Tags"): never removed, in registration
 /// order, each with the embedding of its embedding form.
@@ -149,7 +178,7 @@ pub(crate) type Members<K> = foldhash::HashMap<K, BTreeSet<MemoryId>>;
 #[derive(Debug, Default)]
 pub(crate) struct UserIndex {
     /// Content hashes of the records exact dedup sees: every kind but items.
-    by_hash: HashIndex,
+    by_hash: ContentHashes,
     /// Live items by key (`docs/semantics.md`, "Items"), in key order for listing.
     pub(crate) items: BTreeMap<String, MemoryId>,
     pub(crate) keys: KeySet,
@@ -196,14 +225,13 @@ impl UserIndex {
         self.lexical.as_ref().map(|l| &l.text)
     }
 
-    fn add(&mut self, m: &Memory) {
+    /// Indexes `m`; `slots` holds the other records (`m` may not be in it yet).
+    fn add(&mut self, m: &Memory, slots: &Slots) {
         match &m.item {
             Some(item) => {
                 self.items.insert(item.key.clone(), m.id);
             }
-            None => {
-                self.by_hash.insert(m.content_hash, m.id);
-            }
+            None => self.by_hash.insert(&m.content_hash, m.id, slots),
         }
         self.keys.insert(m.id.0);
         if let Some(lexical) = &mut self.lexical {
@@ -455,7 +483,7 @@ impl Table {
     }
 
     pub(crate) fn find_hash(&self, user: &str, hash: &[u8; 32]) -> Option<MemoryId> {
-        self.users.get(user)?.by_hash.get(hash).copied()
+        self.users.get(user)?.by_hash.find(hash, &self.slots)
     }
 
     /// The user's live item of `key`.
@@ -722,10 +750,15 @@ impl Table {
 
     /// The user's index, created if it has none: with empty lexical indexes, or, when
     /// `loading` a checkpoint, with none (the background build makes them, R9) and its
-    /// members staged (`load` makes them sets).
-    fn user_entry(&mut self, user: &str, loading: bool) -> &mut UserIndex {
-        if !self.users.contains_key(user) {
-            self.users.insert(
+    /// members staged (`load` makes them sets). Takes the map, not `self`, so that a caller
+    /// can lend the records beside it.
+    fn user_entry<'u>(
+        users: &'u mut foldhash::HashMap<String, UserIndex>,
+        user: &str,
+        loading: bool,
+    ) -> &'u mut UserIndex {
+        if !users.contains_key(user) {
+            users.insert(
                 user.to_owned(),
                 UserIndex {
                     lexical: (!loading).then(Lexical::default),
@@ -734,13 +767,13 @@ impl Table {
                 },
             );
         }
-        self.users
+        users
             .get_mut(user)
             .unwrap_or_else(|| unreachable!("inserted above"))
     }
 
     fn user_mut(&mut self, user: &str) -> &mut UserIndex {
-        self.user_entry(user, false)
+        Self::user_entry(&mut self.users, user, false)
     }
 
     pub(crate) fn users(&self) -> usize {
@@ -837,7 +870,7 @@ impl Table {
             self.changed.insert(m.id.0);
         }
         self.note_lineage(&m);
-        self.user_entry(&m.user_id, loading).add(&m);
+        Self::user_entry(&mut self.users, &m.user_id, loading).add(&m, &self.slots);
         if self.slots.put(m) {
             self.live += 1;
         }
@@ -889,9 +922,7 @@ impl Table {
         self.changed.insert(id.0);
         self.live -= 1;
         if let Some(u) = self.users.get_mut(&m.user_id) {
-            if u.by_hash.get(&m.content_hash) == Some(&m.id) {
-                u.by_hash.remove(&m.content_hash);
-            }
+            u.by_hash.remove(&m.content_hash, m.id);
             if let Some(item) = &m.item
                 && u.items.get(&item.key) == Some(&m.id)
             {
@@ -1208,7 +1239,54 @@ mod tests {
         users
     }
 
+    /// Content hashes that share their first eight bytes in pairs, so that the index's prefix
+    /// meets every case: a new hash, the same hash again, and a different hash with the
+    /// same prefix.
+    fn crafted_hash(i: usize) -> [u8; 32] {
+        let mut h = [0u8; 32];
+        h[0] = u8::try_from(i / 2).unwrap_or(u8::MAX);
+        h[31] = u8::try_from(i % 2).unwrap_or(u8::MAX);
+        h
+    }
+
     proptest! {
+        /// `find_hash` against a map from (user, whole hash) to the newest record stored with
+        /// it, which a delete of that record clears: stores of six hashes in three prefix
+        /// pairs, by two users, and deletes of live records.
+        #[test]
+        fn the_content_hash_index_names_the_newest_record_of_each_whole_hash(
+            ops in proptest::collection::vec((0usize..4, 0usize..6, 0usize..2), 1..80),
+        ) {
+            let mut t = Table::default();
+            let mut model: BTreeMap<(usize, [u8; 32]), MemoryId> = BTreeMap::new();
+            let mut live: Vec<(MemoryId, usize, [u8; 32])> = Vec::new();
+            for (id, (op, which, user)) in (1u64..).zip(ops) {
+                if op == 0 && !live.is_empty() {
+                    let (gone, user, hash) = live.remove(which % live.len());
+                    prop_assert!(t.remove(gone).is_some());
+                    if model.get(&(user, hash)) == Some(&gone) {
+                        model.remove(&(user, hash));
+                    }
+                } else {
+                    let mut m = memory(id, user, &[which]);
+                    m.content_hash = crafted_hash(which);
+                    live.push((m.id, user, m.content_hash));
+                    model.insert((user, m.content_hash), m.id);
+                    t.insert(m);
+                }
+                for user in 0..2 {
+                    for which in 0..6 {
+                        let hash = crafted_hash(which);
+                        prop_assert_eq!(
+                            t.find_hash(&format!("user{user}"), &hash),
+                            model.get(&(user, hash)).copied(),
+                            "user {} hash {}", user, which
+                        );
+                    }
+                }
+            }
+        }
+
         /// The build after an open (R9): records loaded from a checkpoint, then inserts and
         /// removes while the build works from its snapshot; once installed, the lexical
         /// indexes equal those of a table built from the live records from scratch.
