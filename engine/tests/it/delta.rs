@@ -443,3 +443,67 @@ fn a_full_checkpoint_that_fails_gives_its_changes_back_to_the_next_delta() {
     assert!(store.open_report().checkpoint_delta_of.is_some());
     assert_eq!(dump(&store), want);
 }
+
+/// `check` decodes every checkpoint and cross-checks the newest one that decodes, the one an
+/// open starts from: a damaged newest leaves the older one to be cross-checked, a damaged
+/// older one is named and the newest is cross-checked.
+#[test]
+fn check_cross_checks_the_newest_checkpoint_that_decodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng::new(seed(
+        "check_cross_checks_the_newest_checkpoint_that_decodes",
+        11,
+    ));
+    let options = || {
+        small_options(&FaultyStorage::new(), 1_000_000)
+            .storage(std::sync::Arc::new(amberdb::storage::FsStorage))
+            .delta_max_share(0.0)
+    };
+    let store = Store::open(dir.path(), options()).unwrap();
+    for i in 0..30 {
+        store_one(&store, &mut rng, "ada", i);
+    }
+    store.checkpoint().unwrap();
+    for i in 30..40 {
+        store_one(&store, &mut rng, "ada", i);
+    }
+    store.checkpoint().unwrap();
+    drop(store);
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("ckpt-"))
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 2, "the previous checkpoint is kept: {names:?}");
+    let report = amberdb::verify::verify(dir.path()).unwrap();
+    assert_eq!(report.errors(), 0, "{report:?}");
+    assert_eq!(report.checkpoint_records, 40);
+
+    let flip = |name: &str| {
+        let path = dir.path().join(name);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = bytes.len() / 2;
+        bytes[at] ^= 0x10;
+        std::fs::write(&path, bytes).unwrap();
+    };
+    let damaged = |report: &amberdb::verify::Report, name: &str| {
+        report
+            .findings
+            .iter()
+            .any(|f| f.file == name && f.what.starts_with("damaged"))
+    };
+    flip(&names[1]);
+    let report = amberdb::verify::verify(dir.path()).unwrap();
+    assert!(damaged(&report, &names[1]), "{report:?}");
+    assert_eq!(
+        report.checkpoint_records, 30,
+        "the older checkpoint cross-checked"
+    );
+    flip(&names[1]);
+    flip(&names[0]);
+    let report = amberdb::verify::verify(dir.path()).unwrap();
+    assert!(damaged(&report, &names[0]), "{report:?}");
+    assert_eq!(report.errors(), 1, "{report:?}");
+    assert_eq!(report.checkpoint_records, 40, "the newest cross-checked");
+}
