@@ -83,6 +83,17 @@ fn log_files(fs: &FaultyStorage) -> Vec<String> {
     names
 }
 
+/// The checkpoint files in the directory `dir`, oldest first.
+fn checkpoint_files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("ckpt-"))
+        .collect();
+    names.sort();
+    names
+}
+
 /// Random stores, tag updates, content updates (a new id superseding the old), accesses,
 /// deletes, user deletions, checkpoints and reopens; after every reopen the store is the one
 /// that was closed, record for record.
@@ -389,12 +400,7 @@ fn check_verifies_a_delta_with_its_base() {
         "the delta merged with its base"
     );
 
-    let mut names: Vec<String> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.starts_with("ckpt-"))
-        .collect();
-    names.sort();
+    let names = checkpoint_files(dir.path());
     let base = dir.path().join(&names[0]);
     let mut bytes = std::fs::read(&base).unwrap();
     let at = bytes.len() - 10;
@@ -469,12 +475,7 @@ fn check_cross_checks_the_newest_checkpoint_that_decodes() {
     }
     store.checkpoint().unwrap();
     drop(store);
-    let mut names: Vec<String> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.starts_with("ckpt-"))
-        .collect();
-    names.sort();
+    let names = checkpoint_files(dir.path());
     assert_eq!(names.len(), 2, "the previous checkpoint is kept: {names:?}");
     let report = amberdb::verify::verify(dir.path()).unwrap();
     assert_eq!(report.errors(), 0, "{report:?}");
