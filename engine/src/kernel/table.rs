@@ -25,8 +25,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// A user's content-hash index, for exact dedup: the newest record with each content hash.
 ///
 /// An entry is the hash's first eight bytes with the id, 16 bytes where a map from the whole
-/// hash took 40 (86 MB of the 0.53 GB an open of 1M records touches, `benchmarks.md`, "Open
-/// at 1M"). The prefix is the table's hash (a sha256 is uniformly random already); a lookup
+/// hash took 40 (86 MB of the 0.53 GB an open of 1M records touches: `benchmarks.md`, "The
+/// content-hash index at 16 bytes an entry"). The prefix is the table's hash (a sha256 is uniformly random already); a lookup
 /// confirms the whole hash on the record itself, so two contents that share a prefix never
 /// match each other.
 #[derive(Debug, Default)]
