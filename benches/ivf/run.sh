@@ -4,7 +4,7 @@
 # and IVF-SQ8 (same nlist), hnswlib and usearch HNSW (M 16, efConstruction 128) from their
 # PyPI packages (pinned below, in a private venv under target/), then the curves as a PNG.
 #   benches/ivf/run.sh [rows=100000] [queries=1000]
-# Needs the set: scripts/real-text all (not part of CI; about an hour of embedding).
+# Needs the set: scripts/real-text all (not part of CI; ~2.5 hours of embedding for 1M passages).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rows="${1:-100000}"; queries="${2:-1000}"
