@@ -38,24 +38,32 @@ fn hash_prefix(hash: &[u8; 32]) -> u64 {
     u64::from_le_bytes(word)
 }
 
+/// Whether an entry names a record whose content hash is `hash` (of prefix `prefix`): the
+/// prefix first, then the whole hash on the record in `slots`.
+fn names_hash<'a>(
+    prefix: u64,
+    hash: &'a [u8; 32],
+    slots: &'a Slots,
+) -> impl Fn(&(u64, MemoryId)) -> bool + 'a {
+    move |&(p, id)| p == prefix && slots.get(id.0).is_some_and(|m| m.content_hash == *hash)
+}
+
 impl ContentHashes {
     /// The record `hash` names; `slots` holds the records.
     fn find(&self, hash: &[u8; 32], slots: &Slots) -> Option<MemoryId> {
         let prefix = hash_prefix(hash);
         self.0
-            .find(prefix, |&(p, id)| {
-                p == prefix && slots.get(id.0).is_some_and(|m| m.content_hash == *hash)
-            })
+            .find(prefix, names_hash(prefix, hash, slots))
             .map(|&(_, id)| id)
     }
 
     /// Makes `id` the record of `hash`, replacing the one it named.
     fn insert(&mut self, hash: &[u8; 32], id: MemoryId, slots: &Slots) {
         let prefix = hash_prefix(hash);
-        let same = |&(p, named): &(u64, MemoryId)| {
-            p == prefix && slots.get(named.0).is_some_and(|m| m.content_hash == *hash)
-        };
-        match self.0.entry(prefix, same, |&(p, _)| p) {
+        match self
+            .0
+            .entry(prefix, names_hash(prefix, hash, slots), |&(p, _)| p)
+        {
             hashbrown::hash_table::Entry::Occupied(mut e) => e.get_mut().1 = id,
             hashbrown::hash_table::Entry::Vacant(e) => {
                 e.insert((prefix, id));
