@@ -193,35 +193,39 @@ pub fn verify(dir: &Path) -> crate::kernel::error::Result<Report> {
         }
     }
 
-    // Checkpoints: all decoded, keeping only their heads (mapped, not read: a full one at 1M
-    // is ~250 MB and its records ~0.5 GB); the newest that decodes is decoded again whole
-    // and cross-checked.
+    // Checkpoints, newest first (mapped, not read: a full one at 1M is ~250 MB and its records
+    // ~0.5 GB): the first that decodes is kept whole for the cross-checks, and the older ones
+    // are only verified, keeping their heads.
     let mut ckpts: Vec<(String, u64)> = names
         .iter()
         .filter_map(|n| Some((n.clone(), ckpt_format::parse_file_name(n)?)))
         .collect();
     ckpts.sort_by_key(|c| c.1);
-    let mut newest_sound = None;
     // The segments of every checkpoint that decodes: an older one (the fallback, or a delta's
     // base) names segments the newest may not.
     let mut named_by_any: BTreeMap<u64, segment_file::SegmentEntry> = BTreeMap::new();
-    let map = |r: &mut Report, name: &str| match storage.map(&dir.join(name)) {
-        Ok(b) => Some(b),
-        Err(e) => {
-            r.add(Severity::Error, name, None, format!("cannot be read: {e}"));
-            None
-        }
-    };
-    for (name, _) in &ckpts {
-        let Some(bytes) = map(&mut r, name) else {
-            continue;
+    let mut newest: Option<(String, ckpt_reader::Checkpoint)> = None;
+    let findings_before = r.findings.len();
+    for (name, _) in ckpts.iter().rev() {
+        let bytes = match storage.map(&dir.join(name)) {
+            Ok(b) => b,
+            Err(e) => {
+                r.add(Severity::Error, name, None, format!("cannot be read: {e}"));
+                continue;
+            }
         };
         r.files += 1;
-        match ckpt_reader::verify(bytes.as_slice()) {
-            Ok(head) => {
-                named_by_any.extend(head.segments.iter().map(|e| (e.id, *e)));
-                newest_sound = Some(name);
-            }
+        let checked = if newest.is_none() {
+            ckpt_reader::decode(bytes.as_slice()).map(|c| {
+                named_by_any.extend(c.segments.iter().map(|e| (e.id, *e)));
+                newest = Some((name.clone(), c));
+            })
+        } else {
+            ckpt_reader::verify(bytes.as_slice())
+                .map(|head| named_by_any.extend(head.segments.iter().map(|e| (e.id, *e))))
+        };
+        match checked {
+            Ok(()) => {}
             Err(CheckpointError::Corrupted(e)) => r.add(
                 Severity::Error,
                 name,
@@ -236,21 +240,8 @@ pub fn verify(dir: &Path) -> crate::kernel::error::Result<Report> {
             ),
         }
     }
-    let mut newest = None;
-    if let Some(name) = newest_sound {
-        let decoded = map(&mut r, name).map(|b| ckpt_reader::decode(b.as_slice()));
-        match decoded {
-            Some(Ok(c)) => newest = Some((name.clone(), c)),
-            // It verified a moment ago: only a file changed under the check gets here.
-            Some(Err(e)) => r.add(
-                Severity::Error,
-                name,
-                None,
-                format!("changed while it was checked: {e:?}"),
-            ),
-            None => {}
-        }
-    }
+    // At most one finding per checkpoint: reversed, they are in the files' order, oldest first.
+    r.findings[findings_before..].reverse();
     // A delta is checked as what it opens as: its records merged into its base's.
     if let Some((name, c)) = &mut newest
         && let Some(delta) = c.delta.clone()

@@ -507,4 +507,14 @@ fn check_cross_checks_the_newest_checkpoint_that_decodes() {
     assert!(damaged(&report, &names[0]), "{report:?}");
     assert_eq!(report.errors(), 1, "{report:?}");
     assert_eq!(report.checkpoint_records, 40, "the newest cross-checked");
+    flip(&names[1]);
+    let report = amberdb::verify::verify(dir.path()).unwrap();
+    let files: Vec<&str> = report.findings.iter().map(|f| f.file.as_str()).collect();
+    assert_eq!(
+        files[..2],
+        [&names[0], &names[1]],
+        "oldest first: {report:?}"
+    );
+    assert!(damaged(&report, &names[0]) && damaged(&report, &names[1]));
+    assert_eq!(report.checkpoint_records, 0, "nothing to cross-check");
 }
