@@ -150,6 +150,33 @@ impl std::fmt::Debug for Store {
 }
 
 impl Store {
+    /// Whether `dir` holds a store: any of its files (`IDENTITY`, a log file, a checkpoint, a
+    /// segment), so a store missing its `IDENTITY` counts and its open names the damage. A
+    /// missing directory holds none. Tools that act on an existing store ask this first, as
+    /// [`Store::open`] would create one.
+    ///
+    /// # Errors
+    /// `Io` when `dir` exists and cannot be listed.
+    pub fn exists(dir: impl AsRef<Path>) -> Result<bool> {
+        let dir = dir.as_ref();
+        match std::fs::read_dir(dir) {
+            Ok(entries) => {
+                for entry in entries {
+                    let name = entry.map_err(EngineError::io(dir))?.file_name();
+                    if name
+                        .to_str()
+                        .is_some_and(crate::kernel::backup::is_store_file)
+                    {
+                        return Ok(true);
+                    }
+                }
+                Ok(false)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(EngineError::io(dir)(e)),
+        }
+    }
+
     /// Opens the store in `dir`, creating it if the directory is empty or missing.
     ///
     /// # Errors

@@ -17,11 +17,12 @@ def test_the_command_fetches_the_model_on_first_use(tmp_path):
     # fetch checks and unpacks them instead of downloading again.
     model = tmp_path / "model"
     done = subprocess.run(
-        [amberdb_command(), "stats", "--model-dir", str(model), "--data-dir", str(tmp_path / "s")],
+        [amberdb_command(), "demo", "--model-dir", str(model), "--dir", str(tmp_path / "s")],
         capture_output=True, text=True, timeout=900, env={**os.environ, "AMBERDB_LOG": "warn"},
     )
     assert done.returncode == 0, done.stderr
     assert "fetch-model: model ready in" in done.stderr, done.stderr
+    assert ": 5 memories" in done.stdout, done.stdout
     assert (model / "MANIFEST.sha256").is_file() and (model / "model.onnx").is_file()
     # Now there: no fetch, and the library opens it (in another process: a process loads one
     # ONNX Runtime, and this one uses the default model directory's).
@@ -47,8 +48,8 @@ def test_a_fetch_that_cannot_work_is_a_clear_error(tmp_path):
         amberdb.Store(tmp_path / "s", model_dir="/proc/amberdb-cannot-write-here")
     assert not (tmp_path / "s").exists() or not any((tmp_path / "s").iterdir())
     done = subprocess.run(
-        [amberdb_command(), "stats", "--model-dir", "/proc/amberdb-cannot-write-here",
-         "--data-dir", str(tmp_path / "s")],
+        [amberdb_command(), "demo", "--model-dir", "/proc/amberdb-cannot-write-here",
+         "--dir", str(tmp_path / "s")],
         capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 2 and "model fetch failed" in done.stderr, done.stderr

@@ -16,8 +16,8 @@ pub const DAMAGED: u8 = 1;
 /// # Errors
 /// The directory cannot be listed (missing, not a directory, no permission).
 pub fn check(dir: &Path) -> anyhow::Result<(String, u8, Report)> {
-    if !dir.is_dir() {
-        anyhow::bail!("{} is not a store directory", dir.display());
+    if !amberdb::Store::exists(dir)? {
+        anyhow::bail!("{} holds no store", dir.display());
     }
     let report = verify(dir)?;
     let mut out = String::new();

@@ -56,10 +56,24 @@ where
     match run(cli, model) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("amberdb: {e:#}");
+            eprintln!("amberdb: {}", error_chain(&e));
             2
         }
     }
+}
+
+/// The error and its causes, each once: the engine's errors already quote the OS error they
+/// wrap (`i/o on f: Not a directory`), which `{:#}` printed a second time.
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut text = e.to_string();
+    for cause in e.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 #[derive(Parser)]
@@ -262,6 +276,32 @@ impl StoreArgs {
         amberdb::Store::open(&dir, self.embedder.options(model)?)
             .with_context(|| format!("opening the store {}", dir.display()))
     }
+
+    /// The directory, when it holds a store: the commands that read or change an existing
+    /// store refuse one that does not, where opening it would create an empty store and report
+    /// on that (a mistyped `--data-dir` backed up, exported or purged nothing, and said so).
+    fn existing_dir(&self) -> anyhow::Result<PathBuf> {
+        let dir = self.dir();
+        ensure_store(&dir)?;
+        Ok(dir)
+    }
+
+    /// [`StoreArgs::open`] of an existing store.
+    fn open_existing(&self, model: ModelPolicy) -> anyhow::Result<amberdb::Store> {
+        self.existing_dir()?;
+        self.open(model)
+    }
+}
+
+/// Fails unless `dir` holds a store (`Store::exists`).
+fn ensure_store(dir: &Path) -> anyhow::Result<()> {
+    if amberdb::Store::exists(dir)? {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "no store in {}: give the store's directory with --data-dir (or AMBERDB_DATA_DIR); `amberdb serve`, `mcp`, `import` and `demo` create a store, this command does not",
+        dir.display()
+    )
 }
 
 /// How text becomes vectors. A store keeps its embedder until `amberdb reembed` moves it.
@@ -334,7 +374,7 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
             crate::run_mcp(&dir, options)?;
         }
         Command::Export { store, output } => {
-            let s = store.open(model)?;
+            let s = store.open_existing(model)?;
             let lines = match output {
                 Some(path) => {
                     let file = std::fs::File::create(&path)
@@ -404,19 +444,19 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
         Command::Stats { store } => {
             print!(
                 "{}",
-                crate::stats(&store.dir(), store.embedder.options(model)?)?
+                crate::stats(&store.existing_dir()?, store.embedder.options(model)?)?
             );
         }
         Command::Index { store } => {
             print!(
                 "{}",
-                crate::build_index(&store.dir(), store.embedder.options(model)?)?
+                crate::build_index(&store.existing_dir()?, store.embedder.options(model)?)?
             );
         }
         Command::Purge { store } => {
             print!(
                 "{}",
-                crate::purge(&store.dir(), store.embedder.options(model)?)?
+                crate::purge(&store.existing_dir()?, store.embedder.options(model)?)?
             );
         }
         Command::Backup {
@@ -426,7 +466,11 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
         } => {
             let (text, clean) = match remote.server {
                 Some(addr) => crate::backup_via_server(&addr, remote.token_file.as_deref(), &dest)?,
-                None => crate::backup(&store.dir(), store.embedder.options(model)?, &dest)?,
+                None => crate::backup(
+                    &store.existing_dir()?,
+                    store.embedder.options(model)?,
+                    &dest,
+                )?,
             };
             print!("{text}");
             return Ok(if clean {
@@ -436,8 +480,12 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
             });
         }
         Command::Reembed { to, store, remote } => {
-            if to == EmbedderChoice::Minilm && remote.server.is_none() {
-                store.embedder.ensure_minilm(model)?;
+            if remote.server.is_none() {
+                // Before any model fetch.
+                store.existing_dir()?;
+                if to == EmbedderChoice::Minilm {
+                    store.embedder.ensure_minilm(model)?;
+                }
             }
             let to_name = match to {
                 EmbedderChoice::Minilm => "minilm",
@@ -448,7 +496,7 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
                     crate::reembed_via_server(&addr, remote.token_file.as_deref(), to_name)?
                 }
                 None => crate::reembed(
-                    &store.dir(),
+                    &store.existing_dir()?,
                     store.embedder.options(model)?,
                     to,
                     to_name,
@@ -477,7 +525,7 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
             user,
             distance,
         } => {
-            let dir = store.dir();
+            let dir = store.existing_dir()?;
             let s = store.open(model)?;
             let before = s.bytes_on_disk();
             if merge {

@@ -50,7 +50,7 @@ pub(crate) struct Part {
 }
 
 /// Whether `name` is one of a store's files (not `LOCK`, not a temporary).
-fn is_store_file(name: &str) -> bool {
+pub(crate) fn is_store_file(name: &str) -> bool {
     name == identity::FILE_NAME
         || log_writer::parse_file_name(name).is_some()
         || ckpt_format::parse_file_name(name).is_some()

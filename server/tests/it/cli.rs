@@ -329,6 +329,78 @@ fn only(dir: &Path, prefix: &str) -> std::path::PathBuf {
 }
 
 #[test]
+fn the_commands_for_an_existing_store_refuse_a_directory_without_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("typo");
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("notes.txt"), "not a store").unwrap();
+    let dest = dir.path().join("backup");
+    let dest = dest.to_str().unwrap();
+    let commands: [&[&str]; 8] = [
+        &["stats"],
+        &["export"],
+        &["purge"],
+        &["index"],
+        &["compact"],
+        &["backup", dest],
+        &["reembed", "--to", "minilm"],
+        &["check"],
+    ];
+    for store in [&missing, &other] {
+        for args in commands {
+            let out = Command::new(env!("CARGO_BIN_EXE_amberdb"))
+                .args(args)
+                .arg("--data-dir")
+                .arg(store)
+                .env("AMBERDB_EMBEDDER", "hashing")
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{args:?} on {store:?}: {stderr}"
+            );
+            let name = store.display().to_string();
+            assert!(
+                stderr.contains(&format!("no store in {name}"))
+                    || stderr.contains(&format!("{name} holds no store")),
+                "{args:?}: {stderr}"
+            );
+        }
+    }
+    // Nothing was created: no store in either directory, no backup.
+    assert!(!missing.exists());
+    let left: Vec<_> = std::fs::read_dir(&other)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, ["notes.txt"]);
+    assert!(!Path::new(dest).exists());
+    // A store is still found where there is one.
+    let store = dir.path().join("store");
+    sample_store(&store);
+    assert!(stdout(&run(&["stats", "--embedder", "hashing"], &store)).starts_with("memories "));
+}
+
+#[test]
+fn an_error_names_its_operating_system_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    sample_store(&store);
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let out = run(
+        &["backup", file.to_str().unwrap(), "--embedder", "hashing"],
+        &store,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.matches("Not a directory").count(), 1, "{stderr}");
+}
+
+#[test]
 fn check_passes_a_clean_store_and_names_the_file_and_offset_of_damage() {
     let dir = tempfile::tempdir().unwrap();
     let clean = dir.path().join("clean");
