@@ -843,6 +843,15 @@ impl Db {
         self.checkpoint_under_lock(false)
     }
 
+    /// Runs `f` with checkpoints, purges and index swaps held off, once the one under way has
+    /// finished: a re-embedding's switch makes every vector a growing row, and a checkpoint
+    /// captured before it would, at its finish, seal the old growing rows over the new ones
+    /// (`docs/durability.md`, "Re-embedding"). The checkpoint mutex comes first, as always.
+    pub(crate) fn between_checkpoints<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _turn = self.checkpointing.lock();
+        f()
+    }
+
     /// Takes the checkpoint mutex and checkpoints, then starts an index build if rows were
     /// sealed. `only_if_due`: only if still due once the writer lock is held, and not at all
     /// while another checkpoint runs (the next write or wake-up looks again).

@@ -178,12 +178,13 @@ impl Store {
     /// and counted when it cannot be recorded).
     pub fn query(&self, user_id: &str, q: &Query) -> Result<QueryData> {
         // A re-embedding that switched the embedder while the query was answered with the
-        // old one's vector: answered again (`Store::reembed`).
+        // old one's vector: answered again (`Store::reembed`), whatever the first try returned
+        // (as `Store::search`).
         loop {
             let embedding = self.embedding();
-            let data = self.query_embedded(user_id, q, &embedding)?;
+            let data = self.query_embedded(user_id, q, &embedding);
             if self.read().model_epoch == embedding.epoch {
-                return Ok(data);
+                return data;
             }
         }
     }

@@ -117,30 +117,35 @@ impl Store {
         // committed, so nothing the old embedder computed is committed after it. Writes that
         // embedded before the gate closed may still commit records; the switch frame then
         // finds them unstaged, stages what it has, and the next attempt takes them.
+        // No checkpoint may be between its capture and its finish when the switch lands
+        // (`Db::between_checkpoints`): one under way finishes first, and the next waits.
         for _ in 0..SWITCH_ATTEMPTS {
             let waited = Instant::now();
-            let mut gate = self.inner.embedding.write();
-            let switched = loop {
-                let (records, tags) = self.read().unstaged(&target);
-                let last = records.len() + tags.len() <= CHUNK;
-                let records = &records[..records.len().min(CHUNK)];
-                let tags = &tags[..tags.len().min(CHUNK - records.len())];
-                let (r, t, switched) = self.stage(&*embedder, &target, records, tags, last)?;
-                done.0 += r;
-                done.1 += t;
-                if last {
-                    break switched;
+            let switched = self.inner.db.between_checkpoints(|| -> Result<bool> {
+                let mut gate = self.inner.embedding.write();
+                let switched = loop {
+                    let (records, tags) = self.read().unstaged(&target);
+                    let last = records.len() + tags.len() <= CHUNK;
+                    let records = &records[..records.len().min(CHUNK)];
+                    let tags = &tags[..tags.len().min(CHUNK - records.len())];
+                    let (r, t, switched) = self.stage(&*embedder, &target, records, tags, last)?;
+                    done.0 += r;
+                    done.1 += t;
+                    if last {
+                        break switched;
+                    }
+                };
+                if switched {
+                    *gate = Embedding {
+                        embedder: Arc::clone(&embedder),
+                        epoch: self.read().model_epoch,
+                    };
                 }
-            };
+                Ok(switched)
+            })?;
             if !switched {
-                drop(gate);
                 continue;
             }
-            *gate = Embedding {
-                embedder: Arc::clone(&embedder),
-                epoch: self.read().model_epoch,
-            };
-            drop(gate);
             let switch_seconds = waited.elapsed().as_secs_f64();
             let seconds = start.elapsed().as_secs_f64();
             tracing::info!(model = %target.id, dim = target.dim, records = done.0, tags = done.1, seconds, switch_seconds, "re-embedded; purging the old vectors");

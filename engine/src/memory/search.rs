@@ -1043,12 +1043,14 @@ impl Store {
     /// (`Stats::accesses_not_recorded`).
     pub fn search(&self, req: &SearchRequest) -> Result<Hits> {
         // A re-embedding that switched the embedder while the search ran with the old one's
-        // query vector: searched again (`Store::reembed`). A caller's own vector is refused.
+        // query vector: searched again (`Store::reembed`), whatever the first try returned (a
+        // query vector of the old dimension against the new vectors is a dimension mismatch).
+        // A caller's own vector is refused.
         loop {
             let embedding = self.embedding();
-            let hits = self.search_embedded(req, &embedding)?;
+            let hits = self.search_embedded(req, &embedding);
             if self.read().model_epoch == embedding.epoch {
-                return Ok(hits);
+                return hits;
             }
             if req.vector.is_some() {
                 return Err(super::model_switched());

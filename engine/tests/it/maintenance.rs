@@ -238,6 +238,66 @@ fn writes_go_on_while_a_purge_reads_its_checkpoint_back() {
     assert_eq!(files(&fs, "ckpt-").len(), 1, "the purge's checkpoint alone");
 }
 
+#[test]
+fn a_reembedding_switches_only_between_checkpoints() {
+    use amberdb::{Embedder, HashingEmbedder};
+    let new = || -> Arc<dyn Embedder> { Arc::new(HashingEmbedder::with_dim(40)) };
+    let fs = FaultyStorage::new();
+    let (gated, reached, release) = GatedStorage::new(&fs, Gate::Rename);
+    let store = Store::open(DIR, small_options(&fs, 1000).storage(gated)).unwrap();
+    for i in 0..40 {
+        store
+            .store(NewMemory::new(format!("before the switch {i}")))
+            .unwrap();
+    }
+    std::thread::scope(|s| {
+        let checkpoint = s.spawn(|| store.checkpoint());
+        // Captured (the 40 growing rows are in its segment), its files being written.
+        reached.recv().unwrap();
+        let reembed = s.spawn(|| store.reembed(new()));
+        // A switch inside the checkpoint would land within a second; none may.
+        let start = Instant::now();
+        let mut switched_inside = false;
+        while start.elapsed() < Duration::from_secs(1) && !switched_inside {
+            switched_inside = store.embedder_id() == new().model_id();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        release.send(()).unwrap();
+        let checkpointed = checkpoint.join().unwrap();
+        let reembedded = reembed.join().unwrap();
+        assert!(
+            !switched_inside,
+            "the switch landed while a checkpoint was between its capture and its finish; the checkpoint then returned {checkpointed:?}"
+        );
+        checkpointed.unwrap();
+        reembedded.unwrap();
+    });
+    let cause = store.stats().poison_cause;
+    assert!(cause.is_none(), "{cause:?}");
+    let after = store
+        .store(NewMemory::new("after the switch"))
+        .unwrap()
+        .memory_id;
+    store.checkpoint().unwrap();
+    let memories = store.list_recent(None, 50).unwrap();
+    assert_eq!(memories.len(), 41);
+    for m in &memories {
+        assert_eq!(
+            store.vector(m.id).unwrap(),
+            new().embed(&m.content).unwrap()
+        );
+    }
+    drop(store);
+    let mut options = small_options(&fs, 1000);
+    options.embedder = new();
+    let reopened = Store::open(DIR, options).unwrap();
+    assert_eq!(reopened.stats().memories, 41);
+    assert_eq!(
+        reopened.vector(after).unwrap(),
+        new().embed("after the switch").unwrap()
+    );
+}
+
 /// Waits (up to a minute, for a loaded CI machine) until the maintenance thread wrote a
 /// checkpoint.
 fn wait_for_a_checkpoint(store: &Store) {
