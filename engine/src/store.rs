@@ -159,19 +159,12 @@ impl Store {
     /// `Io` when `dir` exists and cannot be listed.
     pub fn exists(dir: impl AsRef<Path>) -> Result<bool> {
         let dir = dir.as_ref();
-        match std::fs::read_dir(dir) {
-            Ok(entries) => {
-                for entry in entries {
-                    let name = entry.map_err(EngineError::io(dir))?.file_name();
-                    if name
-                        .to_str()
-                        .is_some_and(crate::kernel::backup::is_store_file)
-                    {
-                        return Ok(true);
-                    }
-                }
-                Ok(false)
-            }
+        // Through the storage seam, as every file access of the engine.
+        use crate::kernel::storage::Storage as _;
+        match crate::kernel::storage::FsStorage.list(dir) {
+            Ok(names) => Ok(names
+                .iter()
+                .any(|n| crate::kernel::backup::is_store_file(n))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(EngineError::io(dir)(e)),
         }

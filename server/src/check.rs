@@ -14,7 +14,7 @@ pub const DAMAGED: u8 = 1;
 /// Checks `dir` and returns the report text and the exit code.
 ///
 /// # Errors
-/// The directory cannot be listed (missing, not a directory, no permission).
+/// The directory holds no store (`Store::exists`) or cannot be listed.
 pub fn check(dir: &Path) -> anyhow::Result<(String, u8, Report)> {
     if !amberdb::Store::exists(dir)? {
         anyhow::bail!("{} holds no store", dir.display());

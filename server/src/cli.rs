@@ -282,7 +282,12 @@ impl StoreArgs {
     /// on that (a mistyped `--data-dir` backed up, exported or purged nothing, and said so).
     fn existing_dir(&self) -> anyhow::Result<PathBuf> {
         let dir = self.dir();
-        ensure_store(&dir)?;
+        if !amberdb::Store::exists(&dir)? {
+            anyhow::bail!(
+                "no store in {}: give the store's directory with --data-dir (or AMBERDB_DATA_DIR); `amberdb serve`, `mcp`, `import` and `demo` create a store, this command does not",
+                dir.display()
+            );
+        }
         Ok(dir)
     }
 
@@ -291,17 +296,6 @@ impl StoreArgs {
         self.existing_dir()?;
         self.open(model)
     }
-}
-
-/// Fails unless `dir` holds a store (`Store::exists`).
-fn ensure_store(dir: &Path) -> anyhow::Result<()> {
-    if amberdb::Store::exists(dir)? {
-        return Ok(());
-    }
-    anyhow::bail!(
-        "no store in {}: give the store's directory with --data-dir (or AMBERDB_DATA_DIR); `amberdb serve`, `mcp`, `import` and `demo` create a store, this command does not",
-        dir.display()
-    )
 }
 
 /// How text becomes vectors. A store keeps its embedder until `amberdb reembed` moves it.
