@@ -15,7 +15,7 @@ use crate::kernel::record::{
     self, Category, INITIAL_CONFIDENCE, MAX_TAGS, Memory, MemoryId, NewMemory, Timestamp,
 };
 use crate::kernel::state::State;
-use crate::store::Store;
+use crate::store::{CategoryLabels, Store};
 use amberdb_index::kernels;
 use std::sync::Arc;
 
@@ -265,6 +265,10 @@ struct Embedded {
     dim: usize,
     /// Whether `content` is the caller's own vector.
     given: bool,
+    /// The category labels' vectors by the same embedder, when `category` was embedded:
+    /// resolved against these, never against the store's cache, which a re-embedding may
+    /// have moved to another epoch meanwhile.
+    labels: Option<Arc<Vec<Vec<f32>>>>,
 }
 
 impl Store {
@@ -486,10 +490,11 @@ impl Store {
         let embedding = self.embedding();
         let embedder = &embedding.embedder;
         let mut texts: Vec<String> = Vec::new();
-        let need_labels = self.category_labels(embedding.epoch).is_none()
-            && planned
-                .iter()
-                .any(|p| matches!(p.category, CategoryPlan::Embed(_)));
+        let any_category = planned
+            .iter()
+            .any(|p| matches!(p.category, CategoryPlan::Embed(_)));
+        let cached = self.category_labels(embedding.epoch);
+        let need_labels = any_category && cached.is_none();
         if need_labels {
             texts.extend(
                 Category::ALL
@@ -524,10 +529,17 @@ impl Store {
             )));
         }
         let mut it = vectors.into_iter();
-        if need_labels {
-            let labels: Vec<Vec<f32>> = it.by_ref().take(Category::ALL.len()).collect();
-            *self.inner.category_labels.lock() = Some((embedding.epoch, Arc::new(labels)));
-        }
+        let labels = if need_labels {
+            let labels = Arc::new(it.by_ref().take(Category::ALL.len()).collect());
+            keep_newest_labels(
+                &mut self.inner.category_labels.lock(),
+                embedding.epoch,
+                &labels,
+            );
+            Some(labels)
+        } else {
+            cached
+        };
         let mut given = given;
         let mut out = Vec::new();
         for p in planned {
@@ -540,9 +552,8 @@ impl Store {
                 .iter()
                 .map(|need| if *need { it.next() } else { None })
                 .collect();
-            let category = matches!(p.category, CategoryPlan::Embed(_))
-                .then(|| it.next())
-                .flatten();
+            let embeds_category = matches!(p.category, CategoryPlan::Embed(_));
+            let category = embeds_category.then(|| it.next()).flatten();
             out.push(Embedded {
                 content,
                 tags,
@@ -550,6 +561,11 @@ impl Store {
                 epoch: embedding.epoch,
                 dim: embedder.dim(),
                 given,
+                labels: if embeds_category {
+                    labels.clone()
+                } else {
+                    None
+                },
             });
         }
         Ok(out)
@@ -570,8 +586,9 @@ impl Store {
         match plan {
             CategoryPlan::Known(c, reason) => (*c, reason),
             CategoryPlan::Embed(_) => {
-                let sims: Vec<f32> = self
-                    .category_labels(e.epoch)
+                let sims: Vec<f32> = e
+                    .labels
+                    .as_deref()
                     .map(|labels| {
                         labels
                             .iter()
@@ -1181,5 +1198,33 @@ impl Store {
             };
             Ok((super::one_frame(ops), updated))
         })
+    }
+}
+
+/// Caches `labels`, computed by the embedder of `epoch`, unless the cache already holds a
+/// newer epoch's: a writer that embedded with the old model before a re-embedding switched
+/// must not put its labels in place of the new model's.
+fn keep_newest_labels(cache: &mut Option<CategoryLabels>, epoch: u64, labels: &Arc<Vec<Vec<f32>>>) {
+    if cache.as_ref().is_none_or(|(at, _)| *at < epoch) {
+        *cache = Some((epoch, Arc::clone(labels)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_older_epochs_labels_never_replace_a_newer_ones() {
+        let old = Arc::new(vec![vec![1.0_f32]]);
+        let new = Arc::new(vec![vec![2.0_f32]]);
+        let mut cache = None;
+        keep_newest_labels(&mut cache, 1, &old);
+        assert_eq!(cache.as_ref().map(|(at, _)| *at), Some(1));
+        keep_newest_labels(&mut cache, 2, &new);
+        // The writer still on epoch 1 finishes after the switch.
+        keep_newest_labels(&mut cache, 1, &old);
+        let (at, labels) = cache.expect("labels cached");
+        assert_eq!((at, labels[0][0]), (2, 2.0));
     }
 }
