@@ -60,7 +60,7 @@ def main():
 
     import faiss
 
-    nprobes = [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512]
+    nprobes = [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768]
     for name, make in [
         (f"FAISS {faiss.__version__} IVFFlat",
          lambda quant: faiss.IndexIVFFlat(quant, DIM, nlist, faiss.METRIC_INNER_PRODUCT)),

@@ -283,7 +283,7 @@ fn bench(dir: &Path, n: usize, q: usize) -> anyhow::Result<()> {
     let mut ivf = Collection::new(DIM);
     ivf.push_sealed(seg)?;
     let mut nprobes: Vec<u32> = vec![
-        1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512,
+        1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768,
     ];
     nprobes.push(built.nprobe);
     nprobes.sort_unstable();
