@@ -474,13 +474,6 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
             });
         }
         Command::Reembed { to, store, remote } => {
-            if remote.server.is_none() {
-                // Before any model fetch.
-                store.existing_dir()?;
-                if to == EmbedderChoice::Minilm {
-                    store.embedder.ensure_minilm(model)?;
-                }
-            }
             let to_name = match to {
                 EmbedderChoice::Minilm => "minilm",
                 EmbedderChoice::Hashing => "hashing",
@@ -489,13 +482,20 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
                 Some(addr) => {
                     crate::reembed_via_server(&addr, remote.token_file.as_deref(), to_name)?
                 }
-                None => crate::reembed(
-                    &store.existing_dir()?,
-                    store.embedder.options(model)?,
-                    to,
-                    to_name,
-                    store.embedder.model_dir.as_deref(),
-                )?,
+                None => {
+                    // The store first, then any model fetch.
+                    let dir = store.existing_dir()?;
+                    if to == EmbedderChoice::Minilm {
+                        store.embedder.ensure_minilm(model)?;
+                    }
+                    crate::reembed(
+                        &dir,
+                        store.embedder.options(model)?,
+                        to,
+                        to_name,
+                        store.embedder.model_dir.as_deref(),
+                    )?
+                }
             };
             print!("{text}");
         }
