@@ -72,15 +72,22 @@ impl TopK {
         }
         if self.heap.len() < self.k {
             self.heap.push(Reverse(candidate));
-        } else if self.heap.peek().is_some_and(|worst| candidate > worst.0) {
-            self.heap.pop();
-            self.heap.push(Reverse(candidate));
+        } else if let Some(mut worst) = self.heap.peek_mut()
+            && candidate > worst.0
+        {
+            // Replaced in place: one sift down when `worst` drops, where a pop and a push
+            // sift twice.
+            *worst = Reverse(candidate);
         }
     }
 
     /// Merges another collector into this one.
     #[must_use]
-    pub fn merge(mut self, other: TopK) -> TopK {
+    pub fn merge(mut self, mut other: TopK) -> TopK {
+        // Push the smaller heap into the larger (one that fits this collector's k).
+        if other.heap.len() > self.heap.len() && other.heap.len() <= self.k {
+            std::mem::swap(&mut self.heap, &mut other.heap);
+        }
         for Reverse(n) in other.heap {
             self.push(n);
         }
