@@ -87,6 +87,17 @@ impl Probe {
         };
         (n as usize).clamp(1, seg.nlist())
     }
+
+    /// Lists of `seg` whose centroid scores this probe has exact (`centroid_scores`): enough
+    /// for the lists it reads first, and for a range probe, for the built nprobe it may go on
+    /// to.
+    fn rescored(self, seg: &IvfSegment) -> usize {
+        let lists = match self {
+            Probe::Range(_) => self.lists(seg).max(Probe::Built.lists(seg)),
+            _ => self.lists(seg),
+        };
+        rescored_lists(lists)
+    }
 }
 
 /// A predicate over keys, evaluated inside the scan.
@@ -178,32 +189,84 @@ impl Place {
     }
 }
 
-/// Centroids scored at a time by `centroid_scores`: 64 × 384 f32 = 96 KiB, held in cache
-/// while every query of a task passes over them.
-const CENTROID_BLOCK: usize = 64;
+/// Centroids scored at a time by `centroid_scores`: 256 × 384 i8 codes = 96 KiB (or 64 × 384
+/// f32 when every score is exact), held in cache while every query of a task passes over them.
+const CENTROID_BLOCK_BYTES: usize = 96 << 10;
 
 /// Queries of a batch one task scores against a segment's centroids.
 const CENTROID_TASK: usize = 256;
 
-/// Every query's scores against `ivf`'s centroids, in query order, through the multi-query
-/// kernel, which scores a pair the same whatever the other queries: one query alone (a
-/// search) and the same query in a batch rank the lists alike. A batch reads the centroids a
-/// block at a time for `CENTROID_TASK` queries instead of whole for each: at 100k rows a
-/// segment's centroids are 2.6 MB, and scoring them one query at a time was most of a
-/// compaction's time.
-pub(crate) fn centroid_scores(queries: &[&[f32]], ivf: &IvfSegment) -> Vec<Vec<f32>> {
+/// Lists whose centroid scores a probe of `lists` lists has exact: twice as many, and at least
+/// 64 (a probe that goes further orders the rest by their i8 scores).
+fn rescored_lists(lists: usize) -> usize {
+    lists.saturating_mul(2).max(64)
+}
+
+/// Every query's scores against `ivf`'s centroids, in query order: for each list an
+/// approximate score from the i8 codes (`quantize`: both scales times the exact integer dot),
+/// then the `rescore` best of those replaced by exact f32 scores. The f32 centroids at 4,000
+/// lists are a 6 MB read a query, the codes a quarter of it, and the lists a probe reads come
+/// from the best few by approximate score (`docs/ivf.md`, "Searching"). With `rescore` at least
+/// the list count, every score is exact and the codes are not read.
+///
+/// A pair scores the same whatever the other queries (the i8 kernels are exact; the f32
+/// re-score goes through the one-query tile): one query alone (a search) and the same query
+/// in a batch rank the lists alike. A batch reads the centroids a block at a time for
+/// `CENTROID_TASK` queries instead of whole for each: at 100k rows a segment's centroids are
+/// 2.6 MB, and scoring them one query at a time was most of a compaction's time.
+pub(crate) fn centroid_scores(
+    queries: &[&[f32]],
+    ivf: &IvfSegment,
+    rescore: usize,
+) -> Vec<Vec<f32>> {
     let centroids = ivf.centroids();
+    let (codes, code_scales) = ivf.centroid_codes();
     let dim = ivf.dim().max(1);
+    let nlist = centroids.len() / dim;
+    let exact = rescore >= nlist;
     let score = |task: &[&[f32]]| {
-        let mut scores: Vec<Vec<f32>> = task
-            .iter()
-            .map(|_| Vec::with_capacity(centroids.len() / dim))
-            .collect();
-        for block in centroids.chunks(CENTROID_BLOCK * dim) {
-            for (four, out) in task.chunks(4).zip(scores.chunks_mut(4)) {
-                each_dot_f32_tile(four, dim, block, |_, j, s| {
-                    if let Some(o) = out.get_mut(j) {
-                        o.push(s);
+        let mut scores: Vec<Vec<f32>> = task.iter().map(|_| vec![0.0; nlist]).collect();
+        if exact {
+            let block_rows = (CENTROID_BLOCK_BYTES / (4 * dim)).max(1);
+            for (b, block) in centroids.chunks(block_rows * dim).enumerate() {
+                for (four, out) in task.chunks(4).zip(scores.chunks_mut(4)) {
+                    each_dot_f32_tile(four, dim, block, |r, j, s| {
+                        if let Some(o) = out.get_mut(j).and_then(|o| o.get_mut(b * block_rows + r))
+                        {
+                            *o = s;
+                        }
+                    });
+                }
+            }
+            return scores;
+        }
+        let encoded: Vec<(Vec<i8>, f32)> = task.iter().map(|q| quantize::encode(q)).collect();
+        let block_rows = (CENTROID_BLOCK_BYTES / dim).max(1);
+        for (b, block) in codes.chunks(block_rows * dim).enumerate() {
+            for (four, out) in encoded.chunks(4).zip(scores.chunks_mut(4)) {
+                let qs: Vec<&[i8]> = four.iter().map(|(c, _)| c.as_slice()).collect();
+                each_dot_i8_tile(&qs, dim, block, |r, j, dot| {
+                    let l = b * block_rows + r;
+                    let scale = four.get(j).map_or(0.0, |q| q.1)
+                        * code_scales.get(l).copied().unwrap_or(0.0);
+                    if let Some(o) = out.get_mut(j).and_then(|o| o.get_mut(l)) {
+                        #[expect(clippy::cast_precision_loss, reason = "approximate score")]
+                        let approx = dot as f32 * scale;
+                        *o = approx;
+                    }
+                });
+            }
+        }
+        for (query, out) in task.iter().zip(&mut scores) {
+            let mut best: Vec<u32> = (0..u32::try_from(nlist).unwrap_or(0)).collect();
+            let at = |l: &u32| out.get(*l as usize).copied().unwrap_or(f32::NEG_INFINITY);
+            best.select_nth_unstable_by(rescore, |a, b| at(b).total_cmp(&at(a)).then(a.cmp(b)));
+            for &l in best.get(..rescore).unwrap_or(&[]) {
+                let l = l as usize;
+                let row = centroids.get(l * dim..(l + 1) * dim).unwrap_or(&[]);
+                each_dot_f32_tile(&[query], dim, row, |_, _, s| {
+                    if let Some(o) = out.get_mut(l) {
+                        *o = s;
                     }
                 });
             }
@@ -1138,19 +1201,27 @@ impl Collection {
             }
             return;
         }
-        let scans: Vec<(Source, TopK, TopK, Tally)> = chunks
+        // One pair of collectors per piece of work rayon splits off, not per chunk: a
+        // collector's threshold rises as it fills, and a fresh one per list of a few hundred
+        // rows took nearly every row as a candidate (a quarter of a probe's time went to the
+        // heaps at 1M rows, `docs/benchmarks.md`).
+        type Found = (TopK, TopK, Vec<(Source, Tally)>);
+        let fresh = || (TopK::new(candidates), TopK::new(p.k), Vec::new());
+        let (a, e, tallies) = chunks
             .par_iter()
-            .map(|c| {
-                let (mut a, mut e) = (TopK::new(candidates), TopK::new(p.k));
-                let accepted =
-                    self.scan_i8_into(*c, query, qcodes, candidates, p, (&mut a, &mut e));
-                (c.source, a, e, accepted)
+            .fold(fresh, |(mut a, mut e, mut tallies): Found, c| {
+                let tally = self.scan_i8_into(*c, query, qcodes, candidates, p, (&mut a, &mut e));
+                tallies.push((c.source, tally));
+                (a, e, tallies)
             })
-            .collect();
-        for (source, a, e, accepted) in scans {
-            *approx = std::mem::replace(approx, TopK::new(0)).merge(a);
-            *exact = std::mem::replace(exact, TopK::new(0)).merge(e);
-            count(source, accepted);
+            .reduce(fresh, |(a, e, mut tallies), (a2, e2, tallies2)| {
+                tallies.extend(tallies2);
+                (a.merge(a2), e.merge(e2), tallies)
+            });
+        *approx = std::mem::replace(approx, TopK::new(0)).merge(a);
+        *exact = std::mem::replace(exact, TopK::new(0)).merge(e);
+        for (source, tally) in tallies {
+            count(source, tally);
         }
     }
 
@@ -1212,7 +1283,9 @@ impl Collection {
         let candidates = candidates.max(p.k);
         let qcodes = QueryCodes::new(query, p);
         let (mut chunks, mut probes) = self.first_chunks(p.probe, |_, ivf| {
-            centroid_scores(&[query], ivf).pop().unwrap_or_default()
+            centroid_scores(&[query], ivf, p.probe.rescored(ivf))
+                .pop()
+                .unwrap_or_default()
         });
         let mut approx = TopK::new(candidates);
         let mut exact = TopK::new(p.k);
@@ -1290,7 +1363,7 @@ impl Collection {
             .iter()
             .map(|s| {
                 s.as_ivf()
-                    .map(|ivf| centroid_scores(&vectors, ivf))
+                    .map(|ivf| centroid_scores(&vectors, ivf, p.probe.rescored(ivf)))
                     .unwrap_or_default()
             })
             .collect();
@@ -1453,7 +1526,52 @@ impl Collection {
 
 #[cfg(test)]
 mod tests {
-    use super::ListProbe;
+    use super::{ListProbe, centroid_scores, rescored_lists};
+    use crate::ivf::{IvfParams, build};
+    use crate::mmap::SealedBytes;
+    use crate::segment::IvfSegment;
+
+    /// The order a probe reads lists in: best score first, ties to the lower list.
+    fn best_first(scores: &[f32]) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..scores.len()).collect();
+        order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
+        order
+    }
+
+    #[test]
+    fn lists_ranked_from_i8_codes_then_rescored_are_the_lists_exact_scores_rank_first() {
+        let (n, dim, seed) = (12_000usize, 48usize, 11u64);
+        eprintln!("seed {seed}");
+        let vectors = crate::synthetic::clustered(n, dim, 60, 0.6, seed);
+        let keys: Vec<u64> = (1..=n as u64).collect();
+        let params = IvfParams {
+            nlist: Some(400),
+            ..IvfParams::new(seed)
+        };
+        let built = build(&keys, &vectors, dim, &params).unwrap();
+        let seg = IvfSegment::open("ivf", SealedBytes::copy_from(&built.bytes)).unwrap();
+        let queries = crate::synthetic::clustered(40, dim, 60, 0.6, seed + 1);
+        let qs: Vec<&[f32]> = queries.chunks_exact(dim).collect();
+        for lists in [1, 8, 32, 100] {
+            let rescore = rescored_lists(lists);
+            let batch = centroid_scores(&qs, &seg, rescore);
+            for (i, q) in qs.iter().enumerate() {
+                let exact = centroid_scores(&[q], &seg, seg.nlist()).remove(0);
+                let mixed = centroid_scores(&[q], &seg, rescore).remove(0);
+                // Alone and in a batch, the same bits.
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&mixed), bits(&batch[i]), "query {i}, {lists} lists");
+                // `rescore` of them exact, the probe's first lists the exact ones.
+                let same = mixed.iter().zip(&exact).filter(|(a, b)| a == b).count();
+                assert!(same >= rescore, "query {i}: {same} exact of {rescore}");
+                assert_eq!(
+                    best_first(&mixed)[..lists],
+                    best_first(&exact)[..lists],
+                    "query {i}, {lists} lists"
+                );
+            }
+        }
+    }
 
     #[test]
     fn a_probe_sorted_in_steps_orders_the_lists_as_one_full_sort() {

@@ -14,6 +14,7 @@ use crate::error::{IndexError, Result};
 use crate::mmap::SealedBytes;
 use crate::quantize;
 use std::ops::{Range, RangeInclusive};
+use std::sync::Arc;
 
 /// File magic.
 pub const MAGIC: [u8; 4] = *b"AMIV";
@@ -324,6 +325,11 @@ pub struct IvfSegment {
     built_recall: f32,
     curve: Vec<(u32, f32)>,
     layout: IvfLayout,
+    /// The centroids' i8 codes and scales (`quantize`), made at open: a query ranks the lists
+    /// by these first (a quarter of the bytes of the f32 centroids, which at 4,000 lists were
+    /// a fixed 6 MB read a query) and re-scores the best in f32 (`Collection`'s probe).
+    centroid_codes: Arc<[i8]>,
+    centroid_scales: Arc<[f32]>,
 }
 
 impl IvfSegment {
@@ -409,10 +415,22 @@ impl IvfSegment {
             curve: Vec::new(),
             layout,
             bytes,
+            centroid_codes: Arc::from([]),
+            centroid_scales: Arc::from([]),
         };
         let mut segment = segment;
         segment.curve = segment.read_curve(&corrupt)?;
         segment.check_structure(&corrupt)?;
+        let dim = segment.dim;
+        let mut codes = vec![0i8; segment.centroids().len()];
+        let scales: Vec<f32> = segment
+            .centroids()
+            .chunks_exact(dim)
+            .zip(codes.chunks_exact_mut(dim))
+            .map(|(c, code)| quantize::encode_into(c, code))
+            .collect();
+        segment.centroid_codes = codes.into();
+        segment.centroid_scales = scales.into();
         Ok(segment)
     }
 
@@ -657,6 +675,12 @@ impl IvfSegment {
     #[must_use]
     pub fn centroids(&self) -> &[f32] {
         self.block(&self.layout.centroids)
+    }
+
+    /// The centroids' i8 codes (row-major) and their scales.
+    #[must_use]
+    pub fn centroid_codes(&self) -> (&[i8], &[f32]) {
+        (&self.centroid_codes, &self.centroid_scales)
     }
 
     fn list_starts(&self) -> &[u64] {
