@@ -16,6 +16,11 @@
 //!                             floor, the rows in range brute force finds, and the share of
 //!                             them and the queries/s of an IVF probe by `Probe::Range` from
 //!                             1 to 32 lists and by the built nprobe
+//! realtext probe DIR N [Q] [NPROBE...]
+//!                             the IVF sweep alone at the given nprobes (default: the
+//!                             built one), 1 and 2 threads, against an index built once and
+//!                             kept in DIR/ivf-N.seg (rebuilt when it no longer opens): for
+//!                             profiling and for before/after figures of a change to the probe
 //! ```
 //!
 //! Usage: `cargo run --release -p amberdb-benches --bin realtext -- bench target/real-text 100000`
@@ -53,8 +58,19 @@ fn main() -> anyhow::Result<()> {
             let q: usize = args.get(4).map_or(Ok(1_000), |s| s.parse())?;
             range(&dir, n, q)
         }
+        Some("probe") => {
+            let n: usize = args.get(3).map_or(Ok(100_000), |s| s.parse())?;
+            let q: usize = args.get(4).map_or(Ok(1_000), |s| s.parse())?;
+            let nprobes = args
+                .get(5..)
+                .unwrap_or(&[])
+                .iter()
+                .map(|s| s.parse())
+                .collect::<Result<Vec<u32>, _>>()?;
+            probe(&dir, n, q, &nprobes)
+        }
         _ => anyhow::bail!(
-            "usage: realtext embed DIR | realtext bench DIR N [QUERIES] | realtext range DIR N [QUERIES]"
+            "usage: realtext embed DIR | realtext bench DIR N [QUERIES] | realtext range DIR N [QUERIES] | realtext probe DIR N [QUERIES] [NPROBE...]"
         ),
     }
 }
@@ -375,6 +391,76 @@ fn bench(dir: &Path, n: usize, q: usize) -> anyhow::Result<()> {
     let path = dir.join(format!("amberdb-{n}.json"));
     std::fs::write(&path, serde_json::to_string_pretty(&out)?)?;
     println!("\nwrote {}", path.display());
+    Ok(())
+}
+
+/// The IVF sweep alone at `nprobes` (none: the built nprobe), on an index built once and kept
+/// in `DIR/ivf-N.seg`.
+fn probe(dir: &Path, n: usize, q: usize, nprobes: &[u32]) -> anyhow::Result<()> {
+    let queries = read_rows(&dir.join("queries.f32"), q)?;
+    let path = dir.join(format!("ivf-{n}.seg"));
+    let opened = std::fs::read(&path)
+        .ok()
+        .and_then(|bytes| IvfSegment::open("ivf", SealedBytes::copy_from(&bytes)).ok());
+    let seg = if let Some(seg) = opened {
+        seg
+    } else {
+        let rows = read_rows(&dir.join("passages.f32"), n)?;
+        let keys: Vec<u64> = (1..=n as u64).collect();
+        let start = Instant::now();
+        let built = pool(2).install(|| build(&keys, &rows, DIM, &IvfParams::new(7)))?;
+        println!(
+            "IVF build: {:.1} s, written to {}",
+            start.elapsed().as_secs_f64(),
+            path.display()
+        );
+        std::fs::write(&path, &built.bytes)?;
+        IvfSegment::open("ivf", SealedBytes::copy_from(&built.bytes))?
+    };
+    let truth_path = dir.join(format!("truth-{n}-{q}.u64"));
+    let truth: Vec<Vec<u64>> = if let Ok(bytes) = std::fs::read(&truth_path) {
+        bytes
+            .chunks_exact(8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+            .collect::<Vec<_>>()
+            .chunks(K)
+            .map(<[u64]>::to_vec)
+            .collect()
+    } else {
+        let rows = read_rows(&dir.join("passages.f32"), n)?;
+        ground_truth(dir, &flat_collection(&rows)?, &queries, n)?
+    };
+    anyhow::ensure!(
+        truth.len() == q,
+        "{} is not {q} queries",
+        truth_path.display()
+    );
+    let built = seg.nprobe().0;
+    let nprobes = if nprobes.is_empty() {
+        vec![built]
+    } else {
+        nprobes.to_vec()
+    };
+    let mut ivf = Collection::new(DIM);
+    ivf.push_sealed(seg)?;
+    println!(
+        "{n} rows, built nprobe {built}; kernels: {}",
+        amberdb_index::kernels::backend()
+    );
+    println!("| nprobe | threads | queries/s | recall@10 |\n|---|---|---|---|");
+    for threads in [1, 2] {
+        for &nprobe in &nprobes {
+            let p = SearchParams {
+                scan: Scan::i8_for(K),
+                probe: Probe::Lists(nprobe),
+                ..SearchParams::top(K)
+            };
+            let (qps, r) = run(threads, &queries, &truth, &|v| {
+                keys_of(ivf.search(v, &p).unwrap_or_default())
+            });
+            println!("| {nprobe} | {threads} | {qps:.0} | {r:.3} |");
+        }
+    }
     Ok(())
 }
 
