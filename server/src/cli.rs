@@ -231,7 +231,12 @@ enum Command {
     /// Stores sample memories, reopens the store, and searches it.
     Demo {
         /// Store directory.
-        #[arg(long, env = "AMBERDB_DATA_DIR", default_value = "amberdb-data")]
+        #[arg(
+            long = "data-dir",
+            visible_alias = "dir",
+            env = "AMBERDB_DATA_DIR",
+            default_value = "amberdb-data"
+        )]
         dir: PathBuf,
         #[command(flatten)]
         embedder: EmbedderArgs,

@@ -4,10 +4,11 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+/// `amberdb ARGS --data-dir DIR`.
 fn amberdb(args: &[&str], dir: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_amberdb"))
         .args(args)
-        .arg("--dir")
+        .arg("--data-dir")
         .arg(dir)
         .output()
         .unwrap()
@@ -54,7 +55,13 @@ fn demo_stores_reopens_and_finds_by_meaning_with_minilm() {
     // A second run finds them already stored: nothing duplicated.
     let second = stdout(&amberdb(&["demo"], dir.path()));
     assert_eq!(second.matches("already stored").count(), 5, "{second}");
-    assert!(stdout(&amberdb(&["stats"], dir.path())).starts_with("memories 5"));
+    // `--dir` is the short alias of `--data-dir`.
+    let stats = Command::new(env!("CARGO_BIN_EXE_amberdb"))
+        .args(["stats", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(stdout(&stats).starts_with("memories 5"));
 }
 
 #[test]
@@ -184,22 +191,13 @@ fn sample_store(dir: &Path) {
     store.close().unwrap();
 }
 
-fn run(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_amberdb"))
-        .args(args)
-        .arg("--data-dir")
-        .arg(dir)
-        .output()
-        .unwrap()
-}
-
 #[test]
 fn export_then_import_round_trips_and_a_second_import_adds_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (dir.path().join("a"), dir.path().join("b"));
     sample_store(&a);
     let file = dir.path().join("export.jsonl");
-    let out = run(
+    let out = amberdb(
         &[
             "export",
             "--embedder",
@@ -236,7 +234,7 @@ fn export_then_import_round_trips_and_a_second_import_adds_nothing() {
         "entities come first"
     );
 
-    let imported = stdout(&run(
+    let imported = stdout(&amberdb(
         &["import", "--embedder", "hashing", file.to_str().unwrap()],
         &b,
     ));
@@ -244,7 +242,7 @@ fn export_then_import_round_trips_and_a_second_import_adds_nothing() {
         imported.contains("54 memories stored, 0 already there, 4 entities created"),
         "{imported}"
     );
-    let again = stdout(&run(
+    let again = stdout(&amberdb(
         &["import", "--embedder", "hashing", file.to_str().unwrap()],
         &b,
     ));
@@ -290,7 +288,7 @@ fn export_then_import_round_trips_and_a_second_import_adds_nothing() {
     // A bad line is reported by number; the rest still go in.
     let bad = dir.path().join("bad.jsonl");
     std::fs::write(&bad, "{\"content\": \"fine one\"}\nnot json\n{\"content\": \"x\", \"category\": \"nonsense\"}\n{\"content\": \"fine two\"}\n").unwrap();
-    let out = run(
+    let out = amberdb(
         &["import", "--embedder", "hashing", bad.to_str().unwrap()],
         &b,
     );
@@ -311,7 +309,7 @@ fn export_then_import_round_trips_and_a_second_import_adds_nothing() {
 }
 
 fn check(dir: &Path) -> (Option<i32>, String) {
-    let out = run(&["check"], dir);
+    let out = amberdb(&["check"], dir);
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -381,7 +379,7 @@ fn the_commands_for_an_existing_store_refuse_a_directory_without_one() {
     // A store is still found where there is one.
     let store = dir.path().join("store");
     sample_store(&store);
-    assert!(stdout(&run(&["stats", "--embedder", "hashing"], &store)).starts_with("memories "));
+    assert!(stdout(&amberdb(&["stats", "--embedder", "hashing"], &store)).starts_with("memories "));
 }
 
 #[test]
@@ -391,7 +389,7 @@ fn an_error_names_its_operating_system_cause_once() {
     sample_store(&store);
     let file = dir.path().join("a-file");
     std::fs::write(&file, "").unwrap();
-    let out = run(
+    let out = amberdb(
         &["backup", file.to_str().unwrap(), "--embedder", "hashing"],
         &store,
     );
@@ -513,7 +511,7 @@ fn compact_merges_near_duplicates_and_checkpoints() {
         .store(NewMemory::new("an unrelated note about the coffee machine"))
         .unwrap();
     store.close().unwrap();
-    let out = stdout(&run(
+    let out = stdout(&amberdb(
         &["compact", "--merge", "--embedder", "hashing"],
         dir.path(),
     ));
@@ -522,7 +520,7 @@ fn compact_merges_near_duplicates_and_checkpoints() {
         "{out}"
     );
     assert!(
-        stdout(&run(&["stats", "--embedder", "hashing"], dir.path())).starts_with("memories 2")
+        stdout(&amberdb(&["stats", "--embedder", "hashing"], dir.path())).starts_with("memories 2")
     );
     let (code, report) = check(dir.path());
     assert_eq!(code, Some(0), "{report}");
@@ -573,7 +571,7 @@ fn a_long_import_goes_in_batches_in_file_order() {
     lines.push(r#"{"content": "note 2", "created_at": "2025-01-03T00:00:00Z"}"#.to_owned());
     std::fs::write(&file, lines.join("\n")).unwrap();
     let store = dir.path().join("store");
-    let out = stdout(&run(
+    let out = stdout(&amberdb(
         &["import", "--embedder", "hashing", file.to_str().unwrap()],
         &store,
     ));
@@ -613,7 +611,7 @@ fn an_import_that_cannot_read_on_keeps_the_lines_before_and_says_so() {
     )
     .unwrap();
     let store = dir.path().join("store");
-    let out = run(
+    let out = amberdb(
         &["import", "--embedder", "hashing", file.to_str().unwrap()],
         &store,
     );
