@@ -160,6 +160,37 @@ fn flat_collection(rows: &[f32]) -> anyhow::Result<Collection> {
     Ok(c)
 }
 
+/// The ground truth `ground_truth` cached for `n` rows and `q` queries, if it did.
+fn cached_truth(dir: &Path, n: usize, q: usize) -> Option<Vec<Vec<u64>>> {
+    let bytes = std::fs::read(dir.join(format!("truth-{n}-{q}.u64"))).ok()?;
+    if bytes.len() != q * K * 8 {
+        return None;
+    }
+    let ids: Vec<u64> = bytes
+        .chunks_exact(8)
+        .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+        .collect();
+    Some(ids.chunks(K).map(<[u64]>::to_vec).collect())
+}
+
+/// Throughput and recall@10 of the IVF probe at `nprobe` lists on `threads` threads.
+fn probe_at(
+    ivf: &Collection,
+    threads: usize,
+    nprobe: u32,
+    queries: &[f32],
+    truth: &[Vec<u64>],
+) -> (f64, f64) {
+    let p = SearchParams {
+        scan: Scan::i8_for(K),
+        probe: Probe::Lists(nprobe),
+        ..SearchParams::top(K)
+    };
+    run(threads, queries, truth, &|v| {
+        keys_of(ivf.search(v, &p).unwrap_or_default())
+    })
+}
+
 /// Exact top-10 of every query (cached in truth-N-Q.u64).
 fn ground_truth(
     dir: &Path,
@@ -168,16 +199,10 @@ fn ground_truth(
     n: usize,
 ) -> anyhow::Result<Vec<Vec<u64>>> {
     let q = queries.len() / DIM;
-    let path = dir.join(format!("truth-{n}-{q}.u64"));
-    if let Ok(bytes) = std::fs::read(&path)
-        && bytes.len() == q * K * 8
-    {
-        let ids: Vec<u64> = bytes
-            .chunks_exact(8)
-            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
-            .collect();
-        return Ok(ids.chunks(K).map(<[u64]>::to_vec).collect());
+    if let Some(truth) = cached_truth(dir, n, q) {
+        return Ok(truth);
     }
+    let path = dir.join(format!("truth-{n}-{q}.u64"));
     let start = Instant::now();
     let qs: Vec<&[f32]> = queries.chunks_exact(DIM).collect();
     let mut truth = Vec::new();
@@ -308,14 +333,7 @@ fn bench(dir: &Path, n: usize, q: usize) -> anyhow::Result<()> {
     println!("| index | parameter | threads | queries/s | recall@10 |\n|---|---|---|---|---|");
     for threads in [1, 2] {
         for &nprobe in &nprobes {
-            let p = SearchParams {
-                scan: Scan::i8_for(K),
-                probe: Probe::Lists(nprobe),
-                ..SearchParams::top(K)
-            };
-            let (qps, r) = run(threads, &queries, &truth, &|v| {
-                keys_of(ivf.search(v, &p).unwrap_or_default())
-            });
+            let (qps, r) = probe_at(&ivf, threads, nprobe, &queries, &truth);
             line("amberdb IVF", format!("nprobe={nprobe}"), threads, qps, r);
             if r >= 0.995 {
                 break;
@@ -417,24 +435,12 @@ fn probe(dir: &Path, n: usize, q: usize, nprobes: &[u32]) -> anyhow::Result<()> 
         std::fs::write(&path, &built.bytes)?;
         IvfSegment::open("ivf", SealedBytes::copy_from(&built.bytes))?
     };
-    let truth_path = dir.join(format!("truth-{n}-{q}.u64"));
-    let truth: Vec<Vec<u64>> = if let Ok(bytes) = std::fs::read(&truth_path) {
-        bytes
-            .chunks_exact(8)
-            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
-            .collect::<Vec<_>>()
-            .chunks(K)
-            .map(<[u64]>::to_vec)
-            .collect()
+    let truth = if let Some(truth) = cached_truth(dir, n, q) {
+        truth
     } else {
         let rows = read_rows(&dir.join("passages.f32"), n)?;
         ground_truth(dir, &flat_collection(&rows)?, &queries, n)?
     };
-    anyhow::ensure!(
-        truth.len() == q,
-        "{} is not {q} queries",
-        truth_path.display()
-    );
     let built = seg.nprobe().0;
     let nprobes = if nprobes.is_empty() {
         vec![built]
@@ -450,14 +456,7 @@ fn probe(dir: &Path, n: usize, q: usize, nprobes: &[u32]) -> anyhow::Result<()> 
     println!("| nprobe | threads | queries/s | recall@10 |\n|---|---|---|---|");
     for threads in [1, 2] {
         for &nprobe in &nprobes {
-            let p = SearchParams {
-                scan: Scan::i8_for(K),
-                probe: Probe::Lists(nprobe),
-                ..SearchParams::top(K)
-            };
-            let (qps, r) = run(threads, &queries, &truth, &|v| {
-                keys_of(ivf.search(v, &p).unwrap_or_default())
-            });
+            let (qps, r) = probe_at(&ivf, threads, nprobe, &queries, &truth);
             println!("| {nprobe} | {threads} | {qps:.0} | {r:.3} |");
         }
     }
