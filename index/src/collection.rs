@@ -241,11 +241,14 @@ pub(crate) fn centroid_scores(
             return scores;
         }
         let encoded: Vec<(Vec<i8>, f32)> = task.iter().map(|q| quantize::encode(q)).collect();
+        let groups: Vec<Vec<&[i8]>> = encoded
+            .chunks(4)
+            .map(|four| four.iter().map(|(c, _)| c.as_slice()).collect())
+            .collect();
         let block_rows = (CENTROID_BLOCK_BYTES / dim).max(1);
         for (b, block) in codes.chunks(block_rows * dim).enumerate() {
-            for (four, out) in encoded.chunks(4).zip(scores.chunks_mut(4)) {
-                let qs: Vec<&[i8]> = four.iter().map(|(c, _)| c.as_slice()).collect();
-                each_dot_i8_tile(&qs, dim, block, |r, j, dot| {
+            for ((four, qs), out) in encoded.chunks(4).zip(&groups).zip(scores.chunks_mut(4)) {
+                each_dot_i8_tile(qs, dim, block, |r, j, dot| {
                     let l = b * block_rows + r;
                     let scale = four.get(j).map_or(0.0, |q| q.1)
                         * code_scales.get(l).copied().unwrap_or(0.0);

@@ -420,10 +420,16 @@ fn probe(dir: &Path, n: usize, q: usize, nprobes: &[u32]) -> anyhow::Result<()> 
     let opened = std::fs::read(&path)
         .ok()
         .and_then(|bytes| IvfSegment::open("ivf", SealedBytes::copy_from(&bytes)).ok());
+    let cached = cached_truth(dir, n, q);
+    // The passages, read once, only when the index or the ground truth must be made.
+    let rows = if opened.is_none() || cached.is_none() {
+        read_rows(&dir.join("passages.f32"), n)?
+    } else {
+        Vec::new()
+    };
     let seg = if let Some(seg) = opened {
         seg
     } else {
-        let rows = read_rows(&dir.join("passages.f32"), n)?;
         let keys: Vec<u64> = (1..=n as u64).collect();
         let start = Instant::now();
         let built = pool(2).install(|| build(&keys, &rows, DIM, &IvfParams::new(7)))?;
@@ -435,10 +441,9 @@ fn probe(dir: &Path, n: usize, q: usize, nprobes: &[u32]) -> anyhow::Result<()> 
         std::fs::write(&path, &built.bytes)?;
         IvfSegment::open("ivf", SealedBytes::copy_from(&built.bytes))?
     };
-    let truth = if let Some(truth) = cached_truth(dir, n, q) {
+    let truth = if let Some(truth) = cached {
         truth
     } else {
-        let rows = read_rows(&dir.join("passages.f32"), n)?;
         ground_truth(dir, &flat_collection(&rows)?, &queries, n)?
     };
     let built = seg.nprobe().0;
