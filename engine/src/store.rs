@@ -341,7 +341,7 @@ impl Store {
     pub fn delete(&self, id: MemoryId) -> Result<()> {
         self.commit(|_, state| {
             self.reach(state, id)?;
-            if state.table.get(id).is_none() {
+            if !state.table.contains(id) {
                 return Err(crate::memory::missing(state, id));
             }
             Ok((Some(Op::Delete { id }), ()))

@@ -84,6 +84,13 @@ impl SealedBytes {
         }
     }
 
+    /// Whether `other` is a clone of these very bytes (the same map or copy), not merely
+    /// equal ones.
+    #[must_use]
+    pub fn same(&self, other: &SealedBytes) -> bool {
+        Arc::ptr_eq(&self.backing, &other.backing)
+    }
+
     /// Length in bytes.
     #[must_use]
     pub fn len(&self) -> usize {

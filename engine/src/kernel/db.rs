@@ -150,6 +150,18 @@ struct Capture {
     log_bytes: u64,
     /// Full or a delta, with what each needs.
     kind: CaptureKind,
+    /// The full checkpoint before this one that retention keeps beside it (the newest; a
+    /// delta's base), unless a purge is to remove every older checkpoint.
+    kept_full: Option<u64>,
+}
+
+impl Capture {
+    /// Whether the file of the checkpoint at `seq` may be removed once this one is written:
+    /// every checkpoint but the full one kept beside it, and this one's own sequence number
+    /// when it writes that file again (`docs/architecture.md`, "Mapped records").
+    fn may_remove(&self, seq: u64) -> bool {
+        Some(seq) != self.kept_full || (self.rewrite && seq == self.seq)
+    }
 }
 
 /// What a capture writes: every record, or those changed since a base.
@@ -762,7 +774,7 @@ impl Db {
                 let state = self.state.read();
                 let ids: Vec<MemoryId> = ids
                     .into_iter()
-                    .filter(|id| state.table.get(*id).is_some())
+                    .filter(|id| state.table.contains(*id))
                     .collect();
                 if ids.is_empty() {
                     continue;
@@ -1065,6 +1077,10 @@ impl Db {
             records,
             log_bytes: w.log_bytes_since_checkpoint,
             kind,
+            kept_full: w
+                .delta_base
+                .map(|base| base.seq)
+                .filter(|_| ask != CheckpointAsk::Full),
         }))
     }
 
@@ -1079,6 +1095,10 @@ impl Db {
     ) -> Result<(Option<amberdb_index::FlatSegment>, u64)> {
         let storage = self.storage();
         let dir = &self.dir;
+        // Records an open left in a mapped checkpoint come into memory at the finish of the
+        // checkpoint whose retention removes that file (`docs/architecture.md`, "Mapped
+        // records"). Decoded here, with no lock held, that costs the finish next to nothing.
+        capture.records.decode_mapped(|seq| capture.may_remove(seq));
         let mut segment = None;
         if let Some(entry) = &capture.sealed {
             let name = entry.file_name();
@@ -1107,14 +1127,14 @@ impl Db {
                 &capture.segments,
                 &capture.aux,
                 None,
-                capture.records.iter(),
+                capture.records.to_write(),
             ),
             CaptureKind::Delta { base_seq, changed } => {
                 // A changed id live now is written whole; one that is not is deleted.
                 let (mut live, mut deleted) = (Vec::new(), Vec::new());
                 for id in changed.iter() {
-                    match capture.records.get(id) {
-                        Some(m) => live.push(m),
+                    match capture.records.one_to_write(id) {
+                        Some(r) => live.push(r),
                         None => deleted.push(id),
                     }
                 }
@@ -1195,7 +1215,27 @@ impl Db {
             .saturating_sub(capture.log_bytes);
         w.checkpoint_paused_until = None;
         // C6, the choice; the removals follow with the writer mutex released.
-        Ok(self.retire(w))
+        let retired = self.retire(w);
+        // A checkpoint written again at its sequence number replaced the file by its rename.
+        self.let_go(&retired, capture.rewrite.then_some(capture.seq));
+        Ok(retired)
+    }
+
+    /// Brings into memory the records an open left in a checkpoint about to be removed
+    /// (`docs/architecture.md`, "Mapped records"), under the writer mutex, so that no slot
+    /// keeps a removed file's blocks (and any deleted text in them) on the disk. The
+    /// checkpoint written just before decoded them off the lock (`write_checkpoint_files`),
+    /// but for chunks a write copied since its capture. `replaced`: the sequence number of a
+    /// checkpoint file that a new one at the same number has just replaced.
+    fn let_go(&self, retired: &[PathBuf], replaced: Option<u64>) {
+        let seqs: Vec<u64> = retired
+            .iter()
+            .filter_map(|p| ckpt_format::parse_file_name(p.file_name()?.to_str()?))
+            .chain(replaced)
+            .collect();
+        if !seqs.is_empty() {
+            self.state.write().table.materialize(&seqs);
+        }
     }
 
     /// C6's choice, under the writer mutex (`docs/durability.md`, "Retention"): the two newest
@@ -1774,6 +1814,7 @@ impl Db {
                 }
                 keep
             });
+            self.let_go(&retired, None);
             retired
         };
         let removed = self.remove_retired(&retired);

@@ -8,7 +8,7 @@ use crate::kernel::log::Op;
 use crate::kernel::log::format::HeaderError;
 use crate::kernel::log::reader::{ScanEnd, scan};
 use crate::kernel::log::writer::{self as log_writer, LogWriter};
-use crate::kernel::record::{Memory, MemoryId, Timestamp};
+use crate::kernel::record::{MemoryId, Timestamp};
 use crate::kernel::segment_file::{self, SegmentEntry, SegmentKind};
 use crate::kernel::state::Model;
 use crate::kernel::state::State;
@@ -17,7 +17,6 @@ use crate::kernel::table::Table;
 use amberdb_index::Collection;
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// Decoded log frames handed from the replay's scanner to its applier at a time, and batches
 /// the scanner may run ahead by.
@@ -188,16 +187,21 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model)
     // sequence (docs/benchmarks.md, open).
     let mut table = Table::default();
     table.reserve(head.next_id);
+    // The records stay in the mapped files they were decoded from (`docs/architecture.md`,
+    // "Mapped records"): a delta's merge takes them from the base or the delta.
+    let files = match &delta {
+        Some(parts) => vec![
+            (parts.base_head.seq, parts.base_bytes.clone()),
+            (seq, bytes.clone()),
+        ],
+        None => vec![(seq, bytes.clone())],
+    };
     let (decoded, segments) = std::thread::scope(|s| {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Arc<Memory>>>(8);
-        // The decoder thread also allocates each record's shared cell: the indexing thread
-        // is the longer of the two (benchmarks.md, "Opening 1M memories").
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<ckpt_reader::Located>>(8);
         // Returns the ids a delta changed (its records' and its deleted ones): they count as
         // changed since the base, for the next delta.
         let decoder = s.spawn(|| -> Result<Vec<u64>> {
-            let send = move |batch: Vec<Memory>| {
-                tx.send(batch.into_iter().map(Arc::new).collect()).is_ok()
-            };
+            let send = move |batch: Vec<ckpt_reader::Located>| tx.send(batch).is_ok();
             let Some(parts) = delta else {
                 return ckpt_reader::decode_records_into(bytes.as_slice(), &head, 16_384, send)
                     .map(|()| Vec::new())
@@ -215,7 +219,7 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model)
             .map_err(to_engine)?;
             let ids = changed
                 .iter()
-                .map(|m| m.id.0)
+                .map(|l| l.record.id.0)
                 .chain(deleted.iter().copied())
                 .collect();
             ckpt_reader::decode_merged_into(
@@ -235,7 +239,12 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model)
                 .map(|entry| segment_file::open(storage, dir, entry))
                 .collect::<Result<Vec<_>>>()
         });
-        table.load(rx.into_iter().flatten());
+        // A delta's records are in the second file; everything else in the first.
+        let records = rx
+            .into_iter()
+            .flatten()
+            .map(|l| (l.record, usize::from(l.in_delta), l.at..l.at + l.len));
+        table.load(files, records);
         (decoder.join(), verifier.join())
     });
     let panicked = |_| EngineError::Corrupted {
@@ -269,7 +278,7 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model)
         .sealed()
         .iter()
         .flat_map(|s| s.keys().iter().copied())
-        .filter(|k| table.get(MemoryId(*k)).is_none())
+        .filter(|k| !table.contains(MemoryId(*k)))
         .collect();
     for k in dead {
         vectors.delete(k);

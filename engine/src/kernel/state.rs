@@ -305,8 +305,7 @@ impl State {
         {
             return Err("re-embedded vector of another dimension");
         }
-        let exists =
-            |id: &MemoryId| self.table.get(*id).is_some() || self.table.archived(*id).is_some();
+        let exists = |id: &MemoryId| self.table.contains(*id) || self.table.archived(*id).is_some();
         if !r.records.iter().all(|(id, _)| exists(id)) {
             return Err("re-embedded vector of a record that does not exist");
         }
@@ -586,7 +585,7 @@ pub(crate) mod tests {
         ]);
         assert!(s.check(&batch).is_err());
         assert!(s.apply(batch).is_err());
-        assert!(s.table.get(MemoryId(2)).is_none() && s.table.archived(MemoryId(2)).is_none());
+        assert!(!s.table.contains(MemoryId(2)) && s.table.archived(MemoryId(2)).is_none());
         assert_eq!(s.vectors.len(), 1);
         // Keys must rise within a batch as across batches.
         let backwards = Op::Batch(vec![store(5, "five"), store(3, "three")]);

@@ -9,6 +9,7 @@
 //! deleting a user drops all of it at once. Not durable by itself: the log and checkpoints
 //! are.
 
+use crate::kernel::checkpoint::writer as ckpt_writer;
 use crate::kernel::error::EngineError;
 use crate::kernel::keyword::KeywordIndex;
 use crate::kernel::log::Op;
@@ -17,7 +18,7 @@ use crate::kernel::record::{
 };
 use crate::kernel::slots::Slots;
 use crate::kernel::text_column::TextColumn;
-use amberdb_index::KeySet;
+use amberdb_index::{KeySet, SealedBytes};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -142,20 +143,21 @@ impl Lexical {
         self.keyword.remove(m.id.0, &m.content);
         if self.text.remove() {
             self.text = TextColumn::default();
-            for live in live.iter().filter_map(|k| slots.get(k)) {
-                self.text.add(live.id.0, &live.content);
+            for k in live.iter() {
+                slots.with(k, |m| self.text.add(k, &m.content));
             }
         }
     }
 
-    /// The indexes of the records `keys` names in `slots`; `None` once `stop` is set.
+    /// The indexes of the records `keys` names in `slots`; `None` once `stop` is set. A
+    /// record left in a mapped checkpoint is decoded for this alone (`Slots::with`).
     fn build(keys: &KeySet, slots: &Slots, stop: &AtomicBool) -> Option<Lexical> {
         let mut lexical = Lexical::default();
-        for (i, m) in keys.iter().filter_map(|k| slots.get(k)).enumerate() {
+        for (i, k) in keys.iter().enumerate() {
             if i % 4096 == 0 && stop.load(Ordering::Relaxed) {
                 return None;
             }
-            lexical.add(m);
+            slots.with(k, |m| lexical.add(m));
         }
         Some(lexical)
     }
@@ -429,9 +431,9 @@ struct Counted<I> {
     left: usize,
 }
 
-impl<'a, I: Iterator<Item = &'a Memory>> Iterator for Counted<I> {
-    type Item = &'a Memory;
-    fn next(&mut self) -> Option<&'a Memory> {
+impl<I: Iterator> Iterator for Counted<I> {
+    type Item = I::Item;
+    fn next(&mut self) -> Option<I::Item> {
         let m = self.inner.next()?;
         self.left = self.left.saturating_sub(1);
         Some(m)
@@ -441,25 +443,45 @@ impl<'a, I: Iterator<Item = &'a Memory>> Iterator for Counted<I> {
     }
 }
 
-impl<'a, I: Iterator<Item = &'a Memory>> ExactSizeIterator for Counted<I> {}
+impl<I: Iterator> ExactSizeIterator for Counted<I> {}
 
 /// The live records at one moment (`Table::snapshot`).
 pub(crate) struct Snapshot {
     slots: Slots,
     live: usize,
+    mapped: Vec<(u64, SealedBytes)>,
 }
 
 impl Snapshot {
-    /// The record with `id`, if it was live.
-    pub(crate) fn get(&self, id: u64) -> Option<&Memory> {
-        self.slots.get(id)
-    }
-
     /// The records in id order.
     pub(crate) fn iter(&self) -> impl ExactSizeIterator<Item = &Memory> + '_ {
         Counted {
             inner: self.slots.iter(),
             left: self.live,
+        }
+    }
+
+    /// The records in id order as a checkpoint writes them: one an open left in its mapped
+    /// checkpoint and no one has read since as the bytes it has there, not decoded.
+    pub(crate) fn to_write(&self) -> impl ExactSizeIterator<Item = ckpt_writer::Record<'_>> + '_ {
+        Counted {
+            inner: self.slots.to_write(),
+            left: self.live,
+        }
+    }
+
+    /// The record with `id`, if it was live, as `to_write` gives it.
+    pub(crate) fn one_to_write(&self, id: u64) -> Option<ckpt_writer::Record<'_>> {
+        self.slots.one_to_write(id)
+    }
+
+    /// Decodes every record still in a mapped checkpoint whose sequence number `may_go`
+    /// into its once-cell, off the writer lock: the live table shares those cells in every
+    /// chunk not copied since the snapshot, so `Table::materialize` under the lock finds
+    /// them decoded.
+    pub(crate) fn decode_mapped(&self, may_go: impl Fn(u64) -> bool) {
+        for (_, file) in self.mapped.iter().filter(|(seq, _)| may_go(*seq)) {
+            self.slots.decode_mapped_in(file);
         }
     }
 }
@@ -474,6 +496,9 @@ pub(crate) struct Table {
     users: foldhash::HashMap<String, UserIndex>,
     archive: HashMap<MemoryId, Archived>,
     superseded_by: HashMap<MemoryId, MemoryId>,
+    /// The checkpoints (sequence number, map) that records loaded at open were left in
+    /// (`docs/architecture.md`, "Mapped records"), until `materialize` lets each go.
+    mapped: Vec<(u64, SealedBytes)>,
     /// The ids whose slot changed (stored, changed, touched, removed) since the newest full
     /// checkpoint's capture: what a delta checkpoint writes (`docs/durability.md`,
     /// "Incremental checkpoints"). Every place that changes a slot marks it; loading a
@@ -488,6 +513,12 @@ impl Table {
 
     pub(crate) fn get(&self, id: MemoryId) -> Option<&Memory> {
         self.slots.get(id.0)
+    }
+
+    /// Whether `id` is live, decoding nothing (a record an open left in its mapped
+    /// checkpoint stays there).
+    pub(crate) fn contains(&self, id: MemoryId) -> bool {
+        self.slots.contains(id.0)
     }
 
     pub(crate) fn find_hash(&self, user: &str, hash: &[u8; 32]) -> Option<MemoryId> {
@@ -660,7 +691,7 @@ impl Table {
 
     /// Puts a record into the archive; false if its id is live or archived already.
     pub(crate) fn insert_archived(&mut self, record: Memory, vector: Vec<f32>) -> bool {
-        if self.get(record.id).is_some() || self.archive.contains_key(&record.id) {
+        if self.contains(record.id) || self.archive.contains_key(&record.id) {
             return false;
         }
         self.note_lineage(&record);
@@ -743,7 +774,7 @@ impl Table {
         // Lineage is acyclic (a record only supersedes older ids); the bound is a safeguard.
         for _ in 0..64 {
             match self.superseded_by.get(&at) {
-                Some(next) if self.get(at).is_none() => at = *next,
+                Some(next) if !self.contains(at) => at = *next,
                 _ => break,
             }
         }
@@ -828,6 +859,7 @@ impl Table {
         Snapshot {
             slots: self.slots.clone(),
             live: self.live,
+            mapped: self.mapped.clone(),
         }
     }
 
@@ -838,16 +870,36 @@ impl Table {
 
     /// Inserts a record whose id is not present.
     pub(crate) fn insert(&mut self, m: Memory) {
-        self.insert_as(Arc::new(m), false);
+        let m = Arc::new(m);
+        self.changed.insert(m.id.0);
+        self.index(&m, false);
+        if self.slots.put(m) {
+            self.live += 1;
+        }
     }
 
-    /// Inserts the records of a checkpoint being loaded (ids not present). The users they
+    /// Inserts the records of a checkpoint being loaded (ids not present), each given with
+    /// the index in `files` (sequence number, map) of the checkpoint that holds it and its
+    /// bytes there: the table indexes the record and keeps only its place, to decode it
+    /// again when it is read (`docs/architecture.md`, "Mapped records"). The users they
     /// create have no lexical indexes until the background build installs them (R9); their
     /// members are staged and made into sets at the end, one bulk build per set.
-    pub(crate) fn load(&mut self, records: impl Iterator<Item = Arc<Memory>>) {
-        for m in records {
-            self.insert_as(m, true);
+    pub(crate) fn load(
+        &mut self,
+        files: Vec<(u64, SealedBytes)>,
+        records: impl Iterator<Item = (Memory, usize, std::ops::Range<usize>)>,
+    ) {
+        for (m, file, at) in records {
+            self.index(&m, true);
+            let Some((_, bytes)) = files.get(file) else {
+                // The loader names only the files it gives.
+                continue;
+            };
+            if self.slots.put_mapped(m.id.0, bytes.clone(), at) {
+                self.live += 1;
+            }
         }
+        self.mapped.extend(files);
         for u in self.users.values_mut() {
             if let Some(staged) = u.loading.take() {
                 staged.finish(u);
@@ -873,15 +925,27 @@ impl Table {
         }
     }
 
-    fn insert_as(&mut self, m: Arc<Memory>, loading: bool) {
-        if !loading {
-            self.changed.insert(m.id.0);
-        }
-        self.note_lineage(&m);
-        Self::user_entry(&mut self.users, &m.user_id, loading).add(&m, &self.slots);
-        if self.slots.put(m) {
-            self.live += 1;
-        }
+    /// Indexes a record about to be put in its slot.
+    fn index(&mut self, m: &Memory, loading: bool) {
+        self.note_lineage(m);
+        Self::user_entry(&mut self.users, &m.user_id, loading).add(m, &self.slots);
+    }
+
+    /// Decodes into memory every record still in a mapped checkpoint whose sequence number
+    /// is in `seqs`, so that no slot keeps that checkpoint's map: done before retention
+    /// removes the file (`docs/architecture.md`, "Mapped records"). Returns how many there
+    /// were.
+    pub(crate) fn materialize(&mut self, seqs: &[u64]) -> usize {
+        let mut decoded = 0;
+        let slots = &mut self.slots;
+        self.mapped.retain(|(seq, file)| {
+            let going = seqs.contains(seq);
+            if going {
+                decoded += slots.materialize_in(file);
+            }
+            !going
+        });
+        decoded
     }
 
     /// The users without lexical indexes, each with its live keys and the records now: what
@@ -1179,6 +1243,29 @@ mod tests {
         m
     }
 
+    /// `records` as a checkpoint being loaded gives them: encoded one after the other in one
+    /// file, each with the file's index (0) and its bytes there.
+    fn mapped(
+        records: impl Iterator<Item = Memory>,
+    ) -> (
+        SealedBytes,
+        impl Iterator<Item = (Memory, usize, std::ops::Range<usize>)>,
+    ) {
+        let records: Vec<Memory> = records.collect();
+        let mut buf = Vec::new();
+        let mut offsets = Vec::new();
+        for m in &records {
+            let start = buf.len();
+            crate::kernel::record::encode(m, &mut crate::kernel::codec::Encoder::new(&mut buf));
+            offsets.push(start..buf.len());
+        }
+        let records = records
+            .into_iter()
+            .zip(offsets)
+            .map(move |(m, at)| (m, 0, at));
+        (SealedBytes::copy_from(&buf), records)
+    }
+
     /// A user, its keyword scores (key, score bits) for each word, and its text matches of
     /// each word, sorted.
     type UserView = (String, Vec<Vec<(u64, u32)>>, Vec<Vec<u64>>);
@@ -1304,12 +1391,13 @@ mod tests {
             changes in prop::collection::vec((any::<bool>(), 0usize..4, prop::collection::vec(0usize..6, 1..5), any::<prop::sample::Index>()), 0..60),
         ) {
             let mut t = Table::default();
-            t.load(
+            let (file, records) = mapped(
                 loaded
                     .iter()
                     .enumerate()
-                    .map(|(i, (user, words))| Arc::new(memory(i as u64 + 1, *user, words))),
+                    .map(|(i, (user, words))| memory(i as u64 + 1, *user, words)),
             );
+            t.load(vec![(1, file)], records);
             let pending = t.lexical_pending();
             prop_assert!(t.users.values().all(|u| u.keyword().is_err() && u.text().is_none()));
             let mut next = loaded.len() as u64 + 1;

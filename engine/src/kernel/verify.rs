@@ -367,14 +367,21 @@ fn merged_with_base(
     let head = ckpt_reader::decode_head(&bytes).map_err(damaged)?;
     ckpt_reader::check_base(delta, c.next_id, &head).map_err(damaged)?;
     let mut records = Vec::new();
+    // Where each record lies is not needed here: offsets and lengths 0.
+    let changed = c.records.iter().map(|m| ckpt_reader::Located {
+        record: m.clone(),
+        at: 0,
+        len: 0,
+        in_delta: true,
+    });
     ckpt_reader::decode_merged_into(
         &bytes,
         &head,
         &delta.deleted,
-        c.records.clone(),
+        changed.collect(),
         16_384,
         |b| {
-            records.extend(b);
+            records.extend(b.into_iter().map(|l| l.record));
             true
         },
     )

@@ -273,7 +273,7 @@ impl Store {
     pub fn lineage(&self, id: MemoryId) -> Result<Vec<Memory>> {
         let state = self.read();
         self.reach(&state, id)?;
-        if state.table.get(id).is_none() && state.table.archived(id).is_none() {
+        if !state.table.contains(id) && state.table.archived(id).is_none() {
             return Err(EngineError::NotFound { id });
         }
         Ok(state
@@ -293,7 +293,7 @@ impl Store {
     pub fn history(&self, id: MemoryId) -> Result<History> {
         let state = self.read();
         self.reach(&state, id)?;
-        let head = if state.table.get(id).is_some() {
+        let head = if state.table.contains(id) {
             id
         } else if state.table.archived(id).is_some() {
             state.table.successor(id).unwrap_or(id)

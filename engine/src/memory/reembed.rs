@@ -284,9 +284,8 @@ impl Store {
             .map(|((u, t), v)| (u, t, v))
             .collect();
         self.commit(|_, state| {
-            let exists = |id: &MemoryId| {
-                state.table.get(*id).is_some() || state.table.archived(*id).is_some()
-            };
+            let exists =
+                |id: &MemoryId| state.table.contains(*id) || state.table.archived(*id).is_some();
             let registered =
                 |u: &str, t: &str| state.table.canonical(u).is_some_and(|c| c.contains(t));
             let records: Vec<(MemoryId, Vec<f32>)> = new_records

@@ -841,3 +841,159 @@ fn paused_maintenance_waits_and_resumed_it_catches_up() {
     assert_eq!(m.purge_pending, None);
     assert_eq!(store.stats().memories, 25);
 }
+
+/// The lines of this process's memory maps that name `path` (an unlinked file's line ends
+/// in " (deleted)", and still names it).
+fn maps_of(path: &Path) -> usize {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let name = path.to_str().unwrap();
+    maps.lines().filter(|l| l.contains(name)).count()
+}
+
+/// Records an open loads stay in the checkpoint it mapped and are decoded when read
+/// (`docs/architecture.md`, "Mapped records"): every record reads back as it was written, is
+/// changed and deleted as usual, and once a checkpoint has brought them into memory and a
+/// purge has removed the old checkpoint, no map of this process keeps that file (and the
+/// deleted text in it) on the disk.
+#[test]
+fn records_left_in_the_mapped_checkpoint_read_back_and_let_the_file_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = || {
+        amberdb::StoreOptions::new(Arc::new(amberdb::HashingEmbedder::with_dim(8)))
+            .maintenance_thread(false)
+            .purge_delay(None)
+    };
+    let written: Vec<amberdb::Memory> = {
+        let store = Store::open(dir.path(), options()).unwrap();
+        let ids: Vec<MemoryId> = (0..300)
+            .map(|i| store_note(&store, i, &format!("note {i}: the mapped record kept")))
+            .collect();
+        store.checkpoint().unwrap();
+        let written = ids.iter().map(|id| store.get(*id).unwrap()).collect();
+        store.close().unwrap();
+        written
+    };
+    let checkpoint = {
+        let mut names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "ckpt"))
+            .collect();
+        assert_eq!(names.len(), 1, "one checkpoint: {names:?}");
+        names.pop().unwrap()
+    };
+    assert_eq!(maps_of(&checkpoint), 0, "the closed store mapped nothing");
+
+    let store = Store::open(dir.path(), options()).unwrap();
+    assert!(
+        maps_of(&checkpoint) > 0,
+        "the open keeps the checkpoint mapped for its records"
+    );
+    for m in &written {
+        assert_eq!(&store.get(m.id).unwrap(), m, "record {} reads back", m.id);
+    }
+    let (changed, gone) = (written[1].id, written[0].id);
+    store
+        .update(amberdb::UpdateRequest {
+            memory_id: Some(changed),
+            tags: Some(vec!["fresh".into()]),
+            ..amberdb::UpdateRequest::default()
+        })
+        .unwrap();
+    store.delete(gone).unwrap();
+    assert_eq!(store.get(changed).unwrap().tags, ["fresh"]);
+    while !store.lexical_ready() {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    store.purge().unwrap();
+    assert!(!checkpoint.exists(), "the purge removed the old checkpoint");
+    assert_eq!(
+        maps_of(&checkpoint),
+        0,
+        "no map keeps the removed checkpoint's blocks (and its deleted text) on the disk"
+    );
+    for m in &written[2..] {
+        assert_eq!(
+            &store.get(m.id).unwrap(),
+            m,
+            "record {} after the purge",
+            m.id
+        );
+    }
+    assert!(store.get(gone).is_err());
+    store.close().unwrap();
+
+    let store = Store::open(dir.path(), options()).unwrap();
+    assert!(store.get(gone).is_err(), "the delete stands after a reopen");
+    assert_eq!(store.get(changed).unwrap().tags, ["fresh"]);
+    for m in &written[2..] {
+        assert_eq!(
+            &store.get(m.id).unwrap(),
+            m,
+            "record {} after a reopen",
+            m.id
+        );
+    }
+}
+
+/// An open from a delta leaves records in the base and in the delta; the next delta makes
+/// retention remove the older delta, so its records come into memory first, and those of the
+/// base, which stays, are left where they are.
+#[test]
+fn the_next_delta_lets_the_loaded_delta_go_and_keeps_the_base_mapped() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = || {
+        amberdb::StoreOptions::new(Arc::new(amberdb::HashingEmbedder::with_dim(8)))
+            .maintenance_thread(false)
+            .purge_delay(None)
+    };
+    let ckpts = || {
+        let mut names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "ckpt"))
+            .collect();
+        names.sort();
+        names
+    };
+    let written: Vec<amberdb::Memory> = {
+        let store = Store::open(dir.path(), options()).unwrap();
+        let mut ids: Vec<MemoryId> = (0..200)
+            .map(|i| store_note(&store, i, &format!("base note {i}")))
+            .collect();
+        store.checkpoint().unwrap();
+        ids.extend((200..210).map(|i| store_note(&store, i, &format!("delta note {i}"))));
+        store.checkpoint().unwrap();
+        let written = ids.iter().map(|id| store.get(*id).unwrap()).collect();
+        store.close().unwrap();
+        written
+    };
+    let [base, delta] = <[_; 2]>::try_from(ckpts()).unwrap();
+    let store = Store::open(dir.path(), options()).unwrap();
+    assert_eq!(
+        store.open_report().checkpoint_delta_of,
+        Some(seq_of(base.file_name().unwrap().to_str().unwrap())),
+        "opened from the delta"
+    );
+    assert!(
+        maps_of(&base) > 0 && maps_of(&delta) > 0,
+        "both keep records"
+    );
+    store_note(&store, 999, "after the open");
+    store.checkpoint().unwrap();
+    assert!(!delta.exists() && base.exists(), "{:?}", ckpts());
+    assert_eq!(maps_of(&delta), 0, "the removed delta is mapped no more");
+    assert!(maps_of(&base) > 0, "the base still holds its records");
+    store.close().unwrap();
+    // A full checkpoint copies the records no one read as their bytes; a reopen from it
+    // gives every record back.
+    let store = Store::open(dir.path(), options().delta_max_share(0.0)).unwrap();
+    store_note(&store, 1000, "before a full checkpoint");
+    store.checkpoint().unwrap();
+    store.close().unwrap();
+    let store = Store::open(dir.path(), options()).unwrap();
+    assert_eq!(store.open_report().checkpoint_delta_of, None, "a full one");
+    for m in &written {
+        assert_eq!(&store.get(m.id).unwrap(), m, "record {}", m.id);
+    }
+}

@@ -12,8 +12,11 @@ pub mod writer;
 #[cfg(test)]
 mod tests {
     use super::format::{BODY_SEED, Delta, HEADER_LEN, HEADER_SEED};
-    use super::reader::{CheckpointError, check_base, decode, decode_head, decode_merged_into};
-    use super::writer::encode;
+    use super::reader::{
+        CheckpointError, check_base, decode, decode_head, decode_merged_into, decode_records_into,
+    };
+    use super::writer::{Record, encode};
+    use crate::kernel::record::Memory;
     use crate::kernel::segment_file::{SegmentEntry, SegmentKind};
     use crate::kernel::state::tests::record;
 
@@ -43,7 +46,14 @@ mod tests {
             SegmentEntry::flat(4, 50),
         ];
         let records = [*record(1, "one"), *record(2, "two")];
-        let bytes = encode(7, 3, &segments, &[], None, records.iter());
+        let bytes = encode(
+            7,
+            3,
+            &segments,
+            &[],
+            None,
+            records.iter().map(Record::Decoded),
+        );
         let c = decode(&bytes).expect("decodes");
         assert_eq!(c.segments, segments, "kinds and key order kept");
         assert_eq!(c.records.len(), 2);
@@ -84,7 +94,14 @@ mod tests {
     #[test]
     fn a_delta_round_trips_merges_into_its_base_and_refuses_every_damage() {
         let base_records = [*record(1, "one"), *record(2, "two"), *record(4, "four")];
-        let base = encode(10, 5, &[], &[], None, base_records.iter());
+        let base = encode(
+            10,
+            5,
+            &[],
+            &[],
+            None,
+            base_records.iter().map(Record::Decoded),
+        );
         let mut changed_two = *record(2, "two");
         changed_two.access_count = 7;
         let delta_records = [changed_two.clone(), *record(6, "six")];
@@ -93,7 +110,14 @@ mod tests {
             deleted: vec![3, 4],
         };
         let segments = [SegmentEntry::flat(2, 3)];
-        let bytes = encode(15, 7, &segments, &[], Some(&delta), delta_records.iter());
+        let bytes = encode(
+            15,
+            7,
+            &segments,
+            &[],
+            Some(&delta),
+            delta_records.iter().map(Record::Decoded),
+        );
         let c = decode(&bytes).expect("decodes");
         assert_eq!(c.delta.as_ref(), Some(&delta));
         assert_eq!((c.seq, c.next_id), (15, 7));
@@ -102,18 +126,48 @@ mod tests {
 
         let (head, base_head) = (decode_head(&bytes).unwrap(), decode_head(&base).unwrap());
         check_base(&delta, head.next_id, &base_head).expect("the base fits");
-        let mut merged = Vec::new();
-        decode_merged_into(&base, &base_head, &delta.deleted, c.records, 2, |b| {
-            merged.extend(b);
+        let mut changed = Vec::new();
+        decode_records_into(&bytes, &head, 2, |b| {
+            changed.extend(b);
             true
         })
         .unwrap();
+        let mut located = Vec::new();
+        decode_merged_into(&base, &base_head, &delta.deleted, changed, 2, |b| {
+            located.extend(b);
+            true
+        })
+        .unwrap();
+        // Each record's offset is where it decodes from, in the file it came from.
+        for l in &located {
+            let file = if l.in_delta { &bytes } else { &base };
+            let again = crate::kernel::record::decode(&mut crate::kernel::codec::Decoder::new(
+                &file[l.at..],
+            ))
+            .unwrap();
+            assert_eq!(again, l.record);
+            let mut encoded = Vec::new();
+            crate::kernel::record::encode(
+                &l.record,
+                &mut crate::kernel::codec::Encoder::new(&mut encoded),
+            );
+            assert_eq!(&file[l.at..l.at + l.len], encoded, "its length");
+        }
+        let merged: Vec<Memory> = located.into_iter().map(|l| l.record).collect();
         let ids: Vec<u64> = merged.iter().map(|m| m.id.0).collect();
         assert_eq!(ids, [1, 2, 6], "4 deleted, 3 was never there, 6 created");
         assert_eq!(merged[1].access_count, 7, "2 is the delta's version");
         // The delta is not its own base, nor is a full checkpoint at another seq.
         assert!(check_base(&delta, head.next_id, &head).is_err());
-        let other = decode_head(&encode(11, 5, &[], &[], None, base_records.iter())).unwrap();
+        let other = decode_head(&encode(
+            11,
+            5,
+            &[],
+            &[],
+            None,
+            base_records.iter().map(Record::Decoded),
+        ))
+        .unwrap();
         assert!(check_base(&delta, head.next_id, &other).is_err());
 
         for len in 0..bytes.len() {

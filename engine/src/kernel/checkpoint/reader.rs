@@ -240,9 +240,26 @@ pub fn decode_head(b: &[u8]) -> Result<Head, CheckpointError> {
     })
 }
 
+/// A decoded record and where its encoding starts: the offset in the checkpoint it was decoded
+/// from, or in a delta's merge (`decode_merged_into`) in the delta (`in_delta`) or its base.
+/// What an open keeps of a record instead of the record (`docs/architecture.md`, "Mapped
+/// records").
+#[derive(Debug, Clone, PartialEq)]
+pub struct Located {
+    /// The record.
+    pub record: Memory,
+    /// The offset of its first byte in the file.
+    pub at: usize,
+    /// The length of its encoding.
+    pub len: usize,
+    /// Whether the file is the delta of a merge rather than its base.
+    pub in_delta: bool,
+}
+
 /// Decodes the records of a checkpoint whose head `decode_head` accepted, handing them to
 /// `sink` in batches of up to `batch` records, in id order (so a consumer can index them while
-/// the rest decode). Stops early, without error, if `sink` returns false.
+/// the rest decode), each with its offset in `b`. Stops early, without error, if `sink`
+/// returns false.
 ///
 /// # Errors
 /// `CheckpointError`; never panics on any input.
@@ -250,7 +267,7 @@ pub fn decode_records_into(
     b: &[u8],
     head: &Head,
     batch: usize,
-    mut sink: impl FnMut(Vec<Memory>) -> bool,
+    mut sink: impl FnMut(Vec<Located>) -> bool,
 ) -> Result<(), CheckpointError> {
     let corrupt = |offset, reason| CheckpointError::Corrupted(DecodeError { offset, reason });
     let base = head.records_at;
@@ -265,6 +282,7 @@ pub fn decode_records_into(
     let mut records = Vec::with_capacity(batch);
     let mut last_id = 0;
     for _ in 0..head.record_count {
+        let start = base + d.pos();
         let m = record::decode(&mut d).map_err(at)?;
         if m.id.0 <= last_id || m.id.0 >= head.next_id {
             return Err(corrupt(
@@ -278,7 +296,12 @@ pub fn decode_records_into(
             return Err(corrupt(base + d.pos(), "a record the delta also deletes"));
         }
         last_id = m.id.0;
-        records.push(m);
+        records.push(Located {
+            record: m,
+            at: start,
+            len: base + d.pos() - start,
+            in_delta: false,
+        });
         if records.len() == batch
             && !sink(std::mem::replace(&mut records, Vec::with_capacity(batch)))
         {
@@ -302,7 +325,7 @@ pub fn decode(b: &[u8]) -> Result<Checkpoint, CheckpointError> {
     let head = decode_head(b)?;
     let mut records = Vec::new();
     decode_records_into(b, &head, 4096, |batch| {
-        records.extend(batch);
+        records.extend(batch.into_iter().map(|l| l.record));
         true
     })?;
     Ok(Checkpoint {
@@ -353,8 +376,9 @@ pub fn check_base(delta: &Delta, delta_next_id: u64, base: &Head) -> Result<(), 
 
 /// The live records of a delta applied to its base, in id order: the base's records streamed
 /// (`base_bytes`, `base`, as `decode_records_into` does), the delta's `deleted` ids dropped,
-/// and its `changed` records (in id order, from `decode_records_into` on the delta) put in
-/// place of or beside them. The caller checked the pair with `check_base`.
+/// and its `changed` records (in id order, from `decode_records_into` on the delta, marked
+/// `in_delta` here) put in place of or beside them. The caller checked the pair with
+/// `check_base`.
 ///
 /// # Errors
 /// `CheckpointError` of the base's records; never panics on any input.
@@ -362,37 +386,45 @@ pub fn decode_merged_into(
     base_bytes: &[u8],
     base: &Head,
     deleted: &[u64],
-    changed: Vec<Memory>,
+    changed: Vec<Located>,
     batch: usize,
-    mut sink: impl FnMut(Vec<Memory>) -> bool,
+    mut sink: impl FnMut(Vec<Located>) -> bool,
 ) -> Result<(), CheckpointError> {
-    let mut changed = changed.into_iter().peekable();
+    let mut changed = changed
+        .into_iter()
+        .map(|l| Located {
+            in_delta: true,
+            ..l
+        })
+        .peekable();
     let mut deleted = deleted.iter().copied().peekable();
     let mut open = true;
     decode_records_into(base_bytes, base, batch, |records| {
         // Most batches hold no change (changes gather at recent ids): handed on as they are.
-        let last = records.last().map_or(0, |m| m.id.0);
-        if changed.peek().is_none_or(|c| c.id.0 > last) && deleted.peek().is_none_or(|&d| d > last)
+        let last = records.last().map_or(0, |l| l.record.id.0);
+        if changed.peek().is_none_or(|c| c.record.id.0 > last)
+            && deleted.peek().is_none_or(|&d| d > last)
         {
             open = sink(records);
             return open;
         }
         let mut out = Vec::with_capacity(records.len());
-        for m in records {
-            while let Some(c) = changed.next_if(|c| c.id < m.id) {
+        for l in records {
+            let id = l.record.id;
+            while let Some(c) = changed.next_if(|c| c.record.id < id) {
                 out.push(c);
             }
-            while deleted.next_if(|&id| id < m.id.0).is_some() {}
-            if let Some(c) = changed.next_if(|c| c.id == m.id) {
+            while deleted.next_if(|&d| d < id.0).is_some() {}
+            if let Some(c) = changed.next_if(|c| c.record.id == id) {
                 out.push(c);
-            } else if deleted.next_if(|&id| id == m.id.0).is_none() {
-                out.push(m);
+            } else if deleted.next_if(|&d| d == id.0).is_none() {
+                out.push(l);
             }
         }
         open = sink(out);
         open
     })?;
-    let rest: Vec<Memory> = changed.collect();
+    let rest: Vec<Located> = changed.collect();
     if open && !rest.is_empty() {
         sink(rest);
     }

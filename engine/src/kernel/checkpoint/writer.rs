@@ -13,6 +13,17 @@ fn crc(seed: u32, b: &[u8]) -> u32 {
     h.finalize()
 }
 
+/// A record to write: decoded, or its encoding as a checkpoint already holds it (a record an
+/// open left in its mapped checkpoint, copied without being decoded: `docs/architecture.md`,
+/// "Mapped records"). A record's encoding is the same in every checkpoint version.
+#[derive(Debug, Clone, Copy)]
+pub enum Record<'a> {
+    /// A record in memory, encoded here.
+    Decoded(&'a Memory),
+    /// A record's encoding, copied as it is.
+    Encoded(&'a [u8]),
+}
+
 /// Encodes the checkpoint at `seq`: sealed `segments` (in key order), the `aux`
 /// operations that rebuild the archive, canonical tags and snapshots, and `records` (in id
 /// order): every live record, or with `delta` the records changed or created since its base.
@@ -23,7 +34,7 @@ pub fn encode<'a>(
     segments: &[SegmentEntry],
     aux: &[Op],
     delta: Option<&Delta>,
-    records: impl ExactSizeIterator<Item = &'a Memory>,
+    records: impl ExactSizeIterator<Item = Record<'a>>,
 ) -> Vec<u8> {
     let record_count = records.len() as u64;
     // The body is encoded after room for the header, which is filled in last: a checkpoint of
@@ -53,8 +64,11 @@ pub fn encode<'a>(
         for id in delta.iter().flat_map(|d| &d.deleted) {
             e.u64(*id);
         }
-        for m in records {
-            record::encode(m, &mut e);
+        for r in records {
+            match r {
+                Record::Decoded(m) => record::encode(m, &mut e),
+                Record::Encoded(bytes) => e.bytes(bytes),
+            }
         }
     }
     let body = out.get(HEADER_LEN..).unwrap_or(&[]);
