@@ -935,6 +935,8 @@ impl Db {
                 };
                 drop(w);
                 let writers_waited = held + finish_start.elapsed();
+                // A checkpoint written again at its sequence number replaced that file.
+                self.let_go(&retired, capture.rewrite.then_some(capture.seq));
                 let removed = self.remove_retired(&retired);
                 self.maintenance.record_checkpoint(CheckpointRun {
                     seq: capture.seq,
@@ -1215,17 +1217,17 @@ impl Db {
             .saturating_sub(capture.log_bytes);
         w.checkpoint_paused_until = None;
         // C6, the choice; the removals follow with the writer mutex released.
-        let retired = self.retire(w);
-        // A checkpoint written again at its sequence number replaced the file by its rename.
-        self.let_go(&retired, capture.rewrite.then_some(capture.seq));
-        Ok(retired)
+        Ok(self.retire(w))
     }
 
     /// Brings into memory the records an open left in a checkpoint about to be removed
-    /// (`docs/architecture.md`, "Mapped records"), under the writer mutex, so that no slot
-    /// keeps a removed file's blocks (and any deleted text in them) on the disk. The
-    /// checkpoint written just before decoded them off the lock (`write_checkpoint_files`),
-    /// but for chunks a write copied since its capture. `replaced`: the sequence number of a
+    /// (`docs/architecture.md`, "Mapped records"), so that no slot keeps a removed file's
+    /// blocks (and any deleted text in them) on the disk; before the removal, with the
+    /// checkpoint mutex held (no other checkpoint or purge runs) and the writer mutex not.
+    /// The checkpoint written just before decoded them into their cells
+    /// (`write_checkpoint_files`), but for chunks a write copied since its capture: those
+    /// are decoded here a chunk at a time under the read lock, so that the write lock, which
+    /// stops reads, is held for references only. `replaced`: the sequence number of a
     /// checkpoint file that a new one at the same number has just replaced.
     fn let_go(&self, retired: &[PathBuf], replaced: Option<u64>) {
         let seqs: Vec<u64> = retired
@@ -1233,9 +1235,15 @@ impl Db {
             .filter_map(|p| ckpt_format::parse_file_name(p.file_name()?.to_str()?))
             .chain(replaced)
             .collect();
-        if !seqs.is_empty() {
-            self.state.write().table.materialize(&seqs);
+        let files = self.state.read().table.mapped_in(&seqs);
+        if files.is_empty() {
+            return;
         }
+        let mut chunk = 0;
+        while self.state.read().table.decode_mapped_chunk(&files, chunk) {
+            chunk += 1;
+        }
+        self.state.write().table.materialize(&seqs);
     }
 
     /// C6's choice, under the writer mutex (`docs/durability.md`, "Retention"): the two newest
@@ -1814,9 +1822,9 @@ impl Db {
                 }
                 keep
             });
-            self.let_go(&retired, None);
             retired
         };
+        self.let_go(&retired, None);
         let removed = self.remove_retired(&retired);
         Ok(Purge {
             segments_rewritten: plan.len(),

@@ -239,13 +239,25 @@ impl Slots {
     /// Decodes every record still mapped in `file` into its once-cell (shared with every
     /// clone of a chunk not copied since), changing no slot.
     pub(crate) fn decode_mapped_in(&self, file: &SealedBytes) {
-        for slot in self.chunks.iter().flat_map(|chunk| chunk.iter().flatten()) {
+        for chunk in 0..self.chunks.len() {
+            self.decode_mapped_chunk(std::slice::from_ref(file), chunk);
+        }
+    }
+
+    /// As `decode_mapped_in`, for the records of chunk `chunk` mapped in one of `files`.
+    /// Returns whether there was such a chunk.
+    pub(crate) fn decode_mapped_chunk(&self, files: &[SealedBytes], chunk: usize) -> bool {
+        let Some(slots) = self.chunks.get(chunk) else {
+            return false;
+        };
+        for slot in slots.iter().flatten() {
             if let Slot::Mapped(mapped) = slot
-                && mapped.bytes.same(file)
+                && files.iter().any(|f| mapped.bytes.same(f))
             {
                 mapped.record();
             }
         }
+        true
     }
 
     /// Decodes every record mapped in `file` into its slot for good, so that no slot holds

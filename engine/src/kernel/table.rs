@@ -931,6 +931,22 @@ impl Table {
         Self::user_entry(&mut self.users, &m.user_id, loading).add(m, &self.slots);
     }
 
+    /// The maps of the checkpoints in `seqs` that records are still left in.
+    pub(crate) fn mapped_in(&self, seqs: &[u64]) -> Vec<SealedBytes> {
+        self.mapped
+            .iter()
+            .filter(|(seq, _)| seqs.contains(seq))
+            .map(|(_, file)| file.clone())
+            .collect()
+    }
+
+    /// Decodes the records of chunk `chunk` still mapped in one of `files` into their
+    /// once-cells, changing no slot (`Db::let_go` runs it under the read lock). Returns
+    /// whether there was such a chunk.
+    pub(crate) fn decode_mapped_chunk(&self, files: &[SealedBytes], chunk: usize) -> bool {
+        self.slots.decode_mapped_chunk(files, chunk)
+    }
+
     /// Decodes into memory every record still in a mapped checkpoint whose sequence number
     /// is in `seqs`, so that no slot keeps that checkpoint's map: done before retention
     /// removes the file (`docs/architecture.md`, "Mapped records"). Returns how many there
