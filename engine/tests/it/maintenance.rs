@@ -850,6 +850,25 @@ fn maps_of(path: &Path) -> usize {
     maps.lines().filter(|l| l.contains(name)).count()
 }
 
+/// A store on the real file system (so its files are mapped), with maintenance left to the
+/// test.
+fn on_disk() -> amberdb::StoreOptions {
+    amberdb::StoreOptions::new(Arc::new(amberdb::HashingEmbedder::with_dim(8)))
+        .maintenance_thread(false)
+        .purge_delay(None)
+}
+
+/// The checkpoint files in `dir`, in sequence order.
+fn checkpoint_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "ckpt"))
+        .collect();
+    names.sort();
+    names
+}
+
 /// Records an open loads stay in the checkpoint it mapped and are decoded when read
 /// (`docs/architecture.md`, "Mapped records"): every record reads back as it was written, is
 /// changed and deleted as usual, and once a checkpoint has brought them into memory and a
@@ -858,13 +877,8 @@ fn maps_of(path: &Path) -> usize {
 #[test]
 fn records_left_in_the_mapped_checkpoint_read_back_and_let_the_file_go() {
     let dir = tempfile::tempdir().unwrap();
-    let options = || {
-        amberdb::StoreOptions::new(Arc::new(amberdb::HashingEmbedder::with_dim(8)))
-            .maintenance_thread(false)
-            .purge_delay(None)
-    };
     let written: Vec<amberdb::Memory> = {
-        let store = Store::open(dir.path(), options()).unwrap();
+        let store = Store::open(dir.path(), on_disk()).unwrap();
         let ids: Vec<MemoryId> = (0..300)
             .map(|i| store_note(&store, i, &format!("note {i}: the mapped record kept")))
             .collect();
@@ -873,18 +887,10 @@ fn records_left_in_the_mapped_checkpoint_read_back_and_let_the_file_go() {
         store.close().unwrap();
         written
     };
-    let checkpoint = {
-        let mut names: Vec<_> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|x| x == "ckpt"))
-            .collect();
-        assert_eq!(names.len(), 1, "one checkpoint: {names:?}");
-        names.pop().unwrap()
-    };
+    let [checkpoint] = <[_; 1]>::try_from(checkpoint_files(dir.path())).unwrap();
     assert_eq!(maps_of(&checkpoint), 0, "the closed store mapped nothing");
 
-    let store = Store::open(dir.path(), options()).unwrap();
+    let store = Store::open(dir.path(), on_disk()).unwrap();
     assert!(
         maps_of(&checkpoint) > 0,
         "the open keeps the checkpoint mapped for its records"
@@ -923,7 +929,7 @@ fn records_left_in_the_mapped_checkpoint_read_back_and_let_the_file_go() {
     assert!(store.get(gone).is_err());
     store.close().unwrap();
 
-    let store = Store::open(dir.path(), options()).unwrap();
+    let store = Store::open(dir.path(), on_disk()).unwrap();
     assert!(store.get(gone).is_err(), "the delete stands after a reopen");
     assert_eq!(store.get(changed).unwrap().tags, ["fresh"]);
     for m in &written[2..] {
@@ -942,22 +948,8 @@ fn records_left_in_the_mapped_checkpoint_read_back_and_let_the_file_go() {
 #[test]
 fn the_next_delta_lets_the_loaded_delta_go_and_keeps_the_base_mapped() {
     let dir = tempfile::tempdir().unwrap();
-    let options = || {
-        amberdb::StoreOptions::new(Arc::new(amberdb::HashingEmbedder::with_dim(8)))
-            .maintenance_thread(false)
-            .purge_delay(None)
-    };
-    let ckpts = || {
-        let mut names: Vec<_> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|x| x == "ckpt"))
-            .collect();
-        names.sort();
-        names
-    };
     let written: Vec<amberdb::Memory> = {
-        let store = Store::open(dir.path(), options()).unwrap();
+        let store = Store::open(dir.path(), on_disk()).unwrap();
         let mut ids: Vec<MemoryId> = (0..200)
             .map(|i| store_note(&store, i, &format!("base note {i}")))
             .collect();
@@ -968,8 +960,8 @@ fn the_next_delta_lets_the_loaded_delta_go_and_keeps_the_base_mapped() {
         store.close().unwrap();
         written
     };
-    let [base, delta] = <[_; 2]>::try_from(ckpts()).unwrap();
-    let store = Store::open(dir.path(), options()).unwrap();
+    let [base, delta] = <[_; 2]>::try_from(checkpoint_files(dir.path())).unwrap();
+    let store = Store::open(dir.path(), on_disk()).unwrap();
     assert_eq!(
         store.open_report().checkpoint_delta_of,
         Some(seq_of(base.file_name().unwrap().to_str().unwrap())),
@@ -981,17 +973,21 @@ fn the_next_delta_lets_the_loaded_delta_go_and_keeps_the_base_mapped() {
     );
     store_note(&store, 999, "after the open");
     store.checkpoint().unwrap();
-    assert!(!delta.exists() && base.exists(), "{:?}", ckpts());
+    assert!(
+        !delta.exists() && base.exists(),
+        "{:?}",
+        checkpoint_files(dir.path())
+    );
     assert_eq!(maps_of(&delta), 0, "the removed delta is mapped no more");
     assert!(maps_of(&base) > 0, "the base still holds its records");
     store.close().unwrap();
     // A full checkpoint copies the records no one read as their bytes; a reopen from it
     // gives every record back.
-    let store = Store::open(dir.path(), options().delta_max_share(0.0)).unwrap();
+    let store = Store::open(dir.path(), on_disk().delta_max_share(0.0)).unwrap();
     store_note(&store, 1000, "before a full checkpoint");
     store.checkpoint().unwrap();
     store.close().unwrap();
-    let store = Store::open(dir.path(), options()).unwrap();
+    let store = Store::open(dir.path(), on_disk()).unwrap();
     assert_eq!(store.open_report().checkpoint_delta_of, None, "a full one");
     for m in &written {
         assert_eq!(&store.get(m.id).unwrap(), m, "record {}", m.id);
