@@ -76,14 +76,12 @@ impl Mapped {
 }
 
 impl Slot {
-    /// The record as a checkpoint writes it: decoded if it is, else its bytes.
+    /// The record as a checkpoint writes it: a mapped one as its bytes (its once-cell, if
+    /// read, holds the same record: a change makes the slot decoded).
     fn to_write(&self) -> Record<'_> {
         match self {
             Slot::Decoded(m) => Record::Decoded(m),
-            Slot::Mapped(mapped) => match mapped.decoded.get() {
-                Some(m) => Record::Decoded(m),
-                None => Record::Encoded(mapped.encoded()),
-            },
+            Slot::Mapped(mapped) => Record::Encoded(mapped.encoded()),
         }
     }
 
@@ -223,7 +221,7 @@ impl Slots {
     }
 
     /// Present records in id order as a checkpoint writes them (`Slot::to_write`): a mapped
-    /// one not read since the open is copied, not decoded.
+    /// one is copied, not decoded.
     pub(crate) fn to_write(&self) -> impl Iterator<Item = Record<'_>> + '_ {
         self.chunks
             .iter()
@@ -366,12 +364,16 @@ mod tests {
         slots.get_mut(1).expect("present").content = "changed".into();
         assert_eq!(slots.take(3).as_deref(), Some(&records[2]));
         assert!(slots.put(record(7000, "new").into()));
-        // A checkpoint copies what no one read, and encodes the rest.
+        // A checkpoint copies what is still mapped, and encodes the rest.
         let written: Vec<bool> = slots
             .to_write()
             .map(|r| matches!(r, Record::Encoded(_)))
             .collect();
-        assert_eq!(written, [false, false, true, false], "1500 was never read");
+        assert_eq!(
+            written,
+            [false, true, true, false],
+            "2 and 1500 are still mapped"
+        );
         match slots.one_to_write(1500) {
             Some(Record::Encoded(b)) => assert_eq!(b, &file.as_slice()[offsets[3].clone()]),
             other => panic!("{other:?}"),

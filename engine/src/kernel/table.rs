@@ -462,7 +462,7 @@ impl Snapshot {
     }
 
     /// The records in id order as a checkpoint writes them: one an open left in its mapped
-    /// checkpoint and no one has read since as the bytes it has there, not decoded.
+    /// checkpoint as the bytes it has there, not decoded.
     pub(crate) fn to_write(&self) -> impl ExactSizeIterator<Item = ckpt_writer::Record<'_>> + '_ {
         Counted {
             inner: self.slots.to_write(),
