@@ -176,28 +176,27 @@ impl Slots {
         self.put_slot(id, Slot::Decoded(m))
     }
 
-    /// Puts the record with `id` that a checkpoint being loaded holds at `at` in `bytes`, to
-    /// be decoded when first read. Returns whether the slot was empty; false, putting
-    /// nothing, for an encoding longer than 4 GiB (no checkpoint writes one: a record's
-    /// fields are bounded far below that).
+    /// Puts `m`, which a checkpoint being loaded holds at `at` in `bytes`, as its place
+    /// there, to be decoded when first read (`m` itself is dropped). An encoding longer than
+    /// 4 GiB, which no checkpoint writes (a record's fields are bounded far below that), is
+    /// kept decoded instead. Returns whether the slot was empty.
     pub(crate) fn put_mapped(
         &mut self,
-        id: u64,
+        m: Memory,
         bytes: SealedBytes,
         at: std::ops::Range<usize>,
     ) -> bool {
-        let Ok(len) = u32::try_from(at.len()) else {
-            return false;
-        };
-        self.put_slot(
-            id,
-            Slot::Mapped(Mapped {
+        let id = m.id.0;
+        let slot = match u32::try_from(at.len()) {
+            Ok(len) => Slot::Mapped(Mapped {
                 bytes,
                 at: at.start,
                 len,
                 decoded: OnceLock::new(),
             }),
-        )
+            Err(_) => Slot::Decoded(Arc::new(m)),
+        };
+        self.put_slot(id, slot)
     }
 
     fn put_slot(&mut self, id: u64, value: Slot) -> bool {
@@ -356,7 +355,7 @@ mod tests {
         let (file, offsets) = file_of(&records);
         let mut slots = Slots::default();
         for (m, at) in records.iter().zip(&offsets) {
-            assert!(slots.put_mapped(m.id.0, file.clone(), at.clone()));
+            assert!(slots.put_mapped(m.clone(), file.clone(), at.clone()));
         }
         let snapshot = slots.clone();
         assert_eq!(slots.with(3, |m| m.content.clone()).as_deref(), Some("m3"));
@@ -410,8 +409,8 @@ mod tests {
         // The second record cut short: what a change under the map would leave.
         let cut = SealedBytes::copy_from(&file.as_slice()[..offsets[1].start + 5]);
         let mut slots = Slots::default();
-        slots.put_mapped(1, cut.clone(), offsets[0].clone());
-        slots.put_mapped(2, cut.clone(), offsets[1].clone());
+        slots.put_mapped(records[0].clone(), cut.clone(), offsets[0].clone());
+        slots.put_mapped(records[1].clone(), cut.clone(), offsets[1].clone());
         assert_eq!(slots.get(1).map(|m| m.content.as_str()), Some("kept"));
         assert!(slots.get(2).is_none());
         assert!(slots.get_mut(2).is_none() && slots.take(2).is_none());

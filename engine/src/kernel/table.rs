@@ -891,11 +891,12 @@ impl Table {
     ) {
         for (m, file, at) in records {
             self.index(&m, true);
-            let Some((_, bytes)) = files.get(file) else {
-                // The loader names only the files it gives.
-                continue;
+            // The loader names only the files it gives; a record it did not is kept decoded.
+            let put = match files.get(file) {
+                Some((_, bytes)) => self.slots.put_mapped(m, bytes.clone(), at),
+                None => self.slots.put(Arc::new(m)),
             };
-            if self.slots.put_mapped(m.id.0, bytes.clone(), at) {
+            if put {
                 self.live += 1;
             }
         }
