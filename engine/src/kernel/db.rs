@@ -1197,7 +1197,7 @@ impl Db {
         if delta_of.is_none() {
             w.delta_base = Some(DeltaBase {
                 seq: capture.seq,
-                records: capture.records.iter().len() as u64,
+                records: capture.records.len() as u64,
             });
         }
         match w.checkpoints.last_mut() {

@@ -453,12 +453,9 @@ pub(crate) struct Snapshot {
 }
 
 impl Snapshot {
-    /// The records in id order.
-    pub(crate) fn iter(&self) -> impl ExactSizeIterator<Item = &Memory> + '_ {
-        Counted {
-            inner: self.slots.iter(),
-            left: self.live,
-        }
+    /// How many records were live.
+    pub(crate) fn len(&self) -> usize {
+        self.live
     }
 
     /// The records in id order as a checkpoint writes them: one an open left in its mapped
@@ -950,19 +947,16 @@ impl Table {
 
     /// Decodes into memory every record still in a mapped checkpoint whose sequence number
     /// is in `seqs`, so that no slot keeps that checkpoint's map: done before retention
-    /// removes the file (`docs/architecture.md`, "Mapped records"). Returns how many there
-    /// were.
-    pub(crate) fn materialize(&mut self, seqs: &[u64]) -> usize {
-        let mut decoded = 0;
+    /// removes the file (`docs/architecture.md`, "Mapped records").
+    pub(crate) fn materialize(&mut self, seqs: &[u64]) {
         let slots = &mut self.slots;
         self.mapped.retain(|(seq, file)| {
             let going = seqs.contains(seq);
             if going {
-                decoded += slots.materialize_in(file);
+                slots.materialize_in(file);
             }
             !going
         });
-        decoded
     }
 
     /// The users without lexical indexes, each with its live keys and the records now: what
