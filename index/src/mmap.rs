@@ -42,7 +42,8 @@ impl SealedBytes {
         #[expect(unsafe_code, reason = "mmap of a sealed segment or checkpoint")]
         // SAFETY: the engine maps only files it wrote as *.tmp, fsynced and renamed into place,
         // and never opens for writing again (docs/durability.md step C1), and at recovery the
-        // log files before the newest, never written again either (docs/safety.md). It holds
+        // log files it replays, which nothing writes until the map is dropped (the newest is
+        // cut or appended to only after its replay; docs/safety.md). It holds
         // the store's LOCK, so no other amberdb process writes the directory. Another process
         // truncating the file could still raise SIGBUS; docs/safety.md lists that as outside
         // our contract.

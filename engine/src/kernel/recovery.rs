@@ -22,6 +22,12 @@ use std::path::{Path, PathBuf};
 /// the scanner may run ahead by.
 const REPLAY_BATCH: usize = 256;
 const REPLAY_QUEUE: usize = 16;
+/// Decoded checkpoint records the decoder hands the indexer at a time, and the batches it may
+/// be ahead by. Every record in flight is decoded whole, strings and all, and dropped once
+/// indexed (it stays mapped): what is in flight is fresh memory at the open's peak, which a
+/// VM's host may have to back first (docs/benchmarks.md, "What fresh memory costs on a VM").
+const LOAD_BATCH: usize = 4096;
+const LOAD_QUEUE: usize = 2;
 
 /// What `Store::open` found and repaired.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -197,13 +203,13 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model)
         None => vec![(seq, bytes.clone())],
     };
     let (decoded, segments) = std::thread::scope(|s| {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<ckpt_reader::Located>>(8);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<ckpt_reader::Located>>(LOAD_QUEUE);
         // Returns the ids a delta changed (its records' and its deleted ones): they count as
         // changed since the base, for the next delta.
         let decoder = s.spawn(|| -> Result<Vec<u64>> {
             let send = move |batch: Vec<ckpt_reader::Located>| tx.send(batch).is_ok();
             let Some(parts) = delta else {
-                return ckpt_reader::decode_records_into(bytes.as_slice(), &head, 16_384, send)
+                return ckpt_reader::decode_records_into(bytes.as_slice(), &head, LOAD_BATCH, send)
                     .map(|()| Vec::new())
                     .map_err(to_engine);
             };
@@ -211,26 +217,25 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model)
                 .delta
                 .as_ref()
                 .map_or(&[][..], |d| d.deleted.as_slice());
-            let mut changed = Vec::new();
-            ckpt_reader::decode_records_into(bytes.as_slice(), &head, 4096, |batch| {
-                changed.extend(batch);
-                true
-            })
-            .map_err(to_engine)?;
-            let ids = changed
-                .iter()
-                .map(|l| l.record.id.0)
-                .chain(deleted.iter().copied())
-                .collect();
+            // The delta's records decode one at a time as the merge reaches them.
+            let mut ids: Vec<u64> = deleted.to_vec();
+            let changed = ckpt_reader::records(bytes.as_slice(), &head).inspect(|l| {
+                if let Ok(l) = l {
+                    ids.push(l.record.id.0);
+                }
+            });
             ckpt_reader::decode_merged_into(
                 parts.base_bytes.as_slice(),
                 &parts.base_head,
                 deleted,
                 changed,
-                16_384,
+                LOAD_BATCH,
                 send,
             )
-            .map_err(|e| checkpoint_error(&parts.base_path, e))?;
+            .map_err(|e| match e {
+                ckpt_reader::MergeError::Base(e) => checkpoint_error(&parts.base_path, e),
+                ckpt_reader::MergeError::Delta(e) => to_engine(e),
+            })?;
             Ok(ids)
         });
         let verifier = s.spawn(|| {
@@ -551,16 +556,13 @@ pub(crate) fn recover(
     for (i, &first) in logs.iter().enumerate().skip(start) {
         let path = dir.join(log_writer::file_name(first));
         let newest = i + 1 == logs.len();
-        // Files before the newest are sealed: mapped, not copied (a kill loop at 1M left
-        // 150 MB of them to replay). The newest may be cut below, so it is read.
-        let (read, mapped);
-        let bytes: &[u8] = if newest {
-            read = storage.read(&path).map_err(io(&path))?;
-            &read
-        } else {
-            mapped = storage.map(&path).map_err(io(&path))?;
-            mapped.as_slice()
-        };
+        // Every file is mapped, not copied: a kill loop at 1M left 130 MB of tail in the
+        // newest alone, and a copy is as much fresh memory, which a VM's host may have to give
+        // back first (docs/benchmarks.md, "What fresh memory costs on a VM"). Nothing writes
+        // the files meanwhile (we hold LOCK; the writer opens after recovery), and the map
+        // is dropped before the newest is cut or removed below (docs/safety.md).
+        let mapped = storage.map(&path).map_err(io(&path))?;
+        let bytes = mapped.as_slice();
         // Log files start at checkpoints (C2): one past the checkpoint holds only its tail.
         if first > ckpt_seq {
             log_bytes_after_checkpoint += bytes.len() as u64;
@@ -626,6 +628,8 @@ pub(crate) fn recover(
             drop(rx);
             (scanner.join(), applied)
         });
+        let file_len = bytes.len();
+        drop(mapped);
         applied?;
         let scanned = scanned.map_err(|_| EngineError::Corrupted {
             file: path.clone(),
@@ -681,7 +685,7 @@ pub(crate) fn recover(
             }
             Err(Ok(HeaderError::Corrupted(reason))) => {
                 // A header torn while the file was being created (step C2 or R3a) holds no frames.
-                if newest && bytes.len() <= crate::kernel::log::format::HEADER_LEN {
+                if newest && file_len <= crate::kernel::log::format::HEADER_LEN {
                     storage.remove(&path).map_err(io(&path))?;
                     storage.sync_dir(dir).map_err(io(dir))?;
                     report.truncated_tail = Some((path, 0));

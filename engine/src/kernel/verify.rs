@@ -368,24 +368,22 @@ fn merged_with_base(
     ckpt_reader::check_base(delta, c.next_id, &head).map_err(damaged)?;
     let mut records = Vec::new();
     // Where each record lies is not needed here: offsets and lengths 0.
-    let changed = c.records.iter().map(|m| ckpt_reader::Located {
-        record: m.clone(),
-        at: 0,
-        len: 0,
-        in_delta: true,
+    let changed = c.records.iter().map(|m| {
+        Ok(ckpt_reader::Located {
+            record: m.clone(),
+            at: 0,
+            len: 0,
+            in_delta: true,
+        })
     });
-    ckpt_reader::decode_merged_into(
-        &bytes,
-        &head,
-        &delta.deleted,
-        changed.collect(),
-        16_384,
-        |b| {
-            records.extend(b.into_iter().map(|l| l.record));
-            true
-        },
-    )
-    .map_err(damaged)?;
+    ckpt_reader::decode_merged_into(&bytes, &head, &delta.deleted, changed, 16_384, |b| {
+        records.extend(b.into_iter().map(|l| l.record));
+        true
+    })
+    .map_err(|e| match e {
+        // The delta was decoded whole before: only its base can fail here.
+        ckpt_reader::MergeError::Base(e) | ckpt_reader::MergeError::Delta(e) => damaged(e),
+    })?;
     Ok(records)
 }
 

@@ -114,6 +114,53 @@ fn every_torn_tail_is_truncated_to_a_prefix() {
     }
 }
 
+/// On the real file system: recovery maps the newest log file too (`docs/safety.md`), so the
+/// map must be gone before the torn tail is cut and the writer appends to the file.
+#[test]
+fn a_torn_newest_log_file_on_disk_is_replayed_from_its_map_cut_and_appended_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let stored = |store: &Store, i: u64| {
+        let content = format!("on disk {i}");
+        let request = amberdb::StoreRequest::new(NewMemory::new(&content));
+        (store.store(request).unwrap().memory_id, content)
+    };
+    let store = Store::open(dir.path(), amberdb::StoreOptions::hashing()).unwrap();
+    let mut want: BTreeMap<MemoryId, String> = (0..50).map(|i| stored(&store, i)).collect();
+    drop(store);
+    let newest = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("wal-"))
+        .max()
+        .unwrap();
+    let good = std::fs::read(&newest).unwrap();
+    let mut torn = good.clone();
+    torn.extend_from_slice(&[0x5a; 999]);
+    std::fs::write(&newest, &torn).unwrap();
+
+    let store = Store::open(dir.path(), amberdb::StoreOptions::hashing()).unwrap();
+    let report = store.open_report().clone();
+    assert_eq!(report.replayed_frames, 50, "{report:?}");
+    assert_eq!(
+        report.truncated_tail,
+        Some((newest.clone(), good.len() as u64))
+    );
+    assert_eq!(
+        std::fs::read(&newest).unwrap(),
+        good,
+        "cut back to the last frame"
+    );
+    want.extend((50..60).map(|i| stored(&store, i)));
+    drop(store);
+
+    let store = Store::open(dir.path(), amberdb::StoreOptions::hashing()).unwrap();
+    assert_eq!(store.open_report().truncated_tail, None);
+    assert_eq!(store.stats().memories, want.len());
+    for (id, content) in &want {
+        assert_eq!(&store.get(*id).unwrap().content, content);
+    }
+}
+
 #[test]
 fn zero_filled_and_garbage_tails_are_truncated() {
     let (fs, want) = build(10, true);

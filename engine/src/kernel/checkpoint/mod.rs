@@ -13,7 +13,7 @@ pub mod writer;
 mod tests {
     use super::format::{BODY_SEED, Delta, HEADER_LEN, HEADER_SEED};
     use super::reader::{
-        CheckpointError, check_base, decode, decode_head, decode_merged_into, decode_records_into,
+        CheckpointError, MergeError, check_base, decode, decode_head, decode_merged_into, records,
     };
     use super::writer::{Record, encode};
     use crate::kernel::record::Memory;
@@ -126,13 +126,8 @@ mod tests {
 
         let (head, base_head) = (decode_head(&bytes).unwrap(), decode_head(&base).unwrap());
         check_base(&delta, head.next_id, &base_head).expect("the base fits");
-        let mut changed = Vec::new();
-        decode_records_into(&bytes, &head, 2, |b| {
-            changed.extend(b);
-            true
-        })
-        .unwrap();
         let mut located = Vec::new();
+        let changed = records(&bytes, &head);
         decode_merged_into(&base, &base_head, &delta.deleted, changed, 2, |b| {
             located.extend(b);
             true
@@ -202,5 +197,46 @@ mod tests {
                 "{what}"
             );
         }
+
+        // A merge names the file whose records do not decode: the delta's (a record it also
+        // deletes, found only as the merge reaches it), or the base's (ids out of order).
+        let mut both = bytes.clone();
+        both[deleted_at + 8..deleted_at + 16].copy_from_slice(&6u64.to_le_bytes());
+        let both = reseal(both);
+        let both_head = decode_head(&both).expect("the head alone is sound");
+        let deleted = &both_head.delta.as_ref().unwrap().deleted;
+        let changed = records(&both, &both_head);
+        let merged = decode_merged_into(&base, &base_head, deleted, changed, 1, |_| true);
+        assert!(
+            matches!(
+                merged,
+                Err(MergeError::Delta(CheckpointError::Corrupted(_)))
+            ),
+            "{merged:?}"
+        );
+        let unordered_base = encode(
+            10,
+            5,
+            &[],
+            &[],
+            None,
+            [*record(2, "two"), *record(1, "one")]
+                .iter()
+                .map(Record::Decoded),
+        );
+        let unordered_head = decode_head(&unordered_base).expect("the head alone is sound");
+        let changed = records(&bytes, &head);
+        let merged = decode_merged_into(
+            &unordered_base,
+            &unordered_head,
+            &delta.deleted,
+            changed,
+            1,
+            |_| true,
+        );
+        assert!(
+            matches!(merged, Err(MergeError::Base(CheckpointError::Corrupted(_)))),
+            "{merged:?}"
+        );
     }
 }

@@ -256,6 +256,83 @@ pub struct Located {
     pub in_delta: bool,
 }
 
+/// The records of a checkpoint whose head `decode_head` accepted, decoded one at a time as
+/// they are asked for, in id order, each with its offset in `b`; after the last, the check
+/// that no byte follows it. A decoding error is the last item.
+pub fn records<'a>(b: &'a [u8], head: &'a Head) -> Records<'a> {
+    Records {
+        d: Decoder::new(b.get(head.records_at..).unwrap_or(&[])),
+        head,
+        left: head.record_count,
+        last_id: 0,
+        done: false,
+    }
+}
+
+/// See `records`.
+pub struct Records<'a> {
+    d: Decoder<'a>,
+    head: &'a Head,
+    left: u64,
+    last_id: u64,
+    done: bool,
+}
+
+impl Records<'_> {
+    fn corrupt(&mut self, reason: &'static str) -> Option<Result<Located, CheckpointError>> {
+        self.done = true;
+        Some(Err(CheckpointError::Corrupted(DecodeError {
+            offset: self.head.records_at + self.d.pos(),
+            reason,
+        })))
+    }
+}
+
+impl Iterator for Records<'_> {
+    type Item = Result<Located, CheckpointError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let base = self.head.records_at;
+        if self.left == 0 {
+            if self.d.remaining() != 0 {
+                return self.corrupt("trailing bytes");
+            }
+            self.done = true;
+            return None;
+        }
+        let start = base + self.d.pos();
+        let m = match record::decode(&mut self.d) {
+            Ok(m) => m,
+            Err(e) => {
+                self.done = true;
+                return Some(Err(CheckpointError::Corrupted(DecodeError {
+                    offset: e.offset + base,
+                    reason: e.reason,
+                })));
+            }
+        };
+        if m.id.0 <= self.last_id || m.id.0 >= self.head.next_id {
+            return self.corrupt("record ids not increasing or not below next_id");
+        }
+        if let Some(delta) = &self.head.delta
+            && delta.deleted.binary_search(&m.id.0).is_ok()
+        {
+            return self.corrupt("a record the delta also deletes");
+        }
+        self.last_id = m.id.0;
+        self.left -= 1;
+        Some(Ok(Located {
+            record: m,
+            at: start,
+            len: base + self.d.pos() - start,
+            in_delta: false,
+        }))
+    }
+}
+
 /// Decodes the records of a checkpoint whose head `decode_head` accepted, handing them to
 /// `sink` in batches of up to `batch` records, in id order (so a consumer can index them while
 /// the rest decode), each with its offset in `b`. Stops early, without error, if `sink`
@@ -269,50 +346,16 @@ pub fn decode_records_into(
     batch: usize,
     mut sink: impl FnMut(Vec<Located>) -> bool,
 ) -> Result<(), CheckpointError> {
-    let corrupt = |offset, reason| CheckpointError::Corrupted(DecodeError { offset, reason });
-    let base = head.records_at;
-    let mut d = Decoder::new(b.get(base..).unwrap_or(&[]));
-    let at = |e: DecodeError| {
-        CheckpointError::Corrupted(DecodeError {
-            offset: e.offset + base,
-            reason: e.reason,
-        })
-    };
     let batch = batch.max(1);
-    let mut records = Vec::with_capacity(batch);
-    let mut last_id = 0;
-    for _ in 0..head.record_count {
-        let start = base + d.pos();
-        let m = record::decode(&mut d).map_err(at)?;
-        if m.id.0 <= last_id || m.id.0 >= head.next_id {
-            return Err(corrupt(
-                base + d.pos(),
-                "record ids not increasing or not below next_id",
-            ));
-        }
-        if let Some(delta) = &head.delta
-            && delta.deleted.binary_search(&m.id.0).is_ok()
-        {
-            return Err(corrupt(base + d.pos(), "a record the delta also deletes"));
-        }
-        last_id = m.id.0;
-        records.push(Located {
-            record: m,
-            at: start,
-            len: base + d.pos() - start,
-            in_delta: false,
-        });
-        if records.len() == batch
-            && !sink(std::mem::replace(&mut records, Vec::with_capacity(batch)))
-        {
+    let mut out = Vec::with_capacity(batch);
+    for l in records(b, head) {
+        out.push(l?);
+        if out.len() == batch && !sink(std::mem::replace(&mut out, Vec::with_capacity(batch))) {
             return Ok(());
         }
     }
-    if d.remaining() != 0 {
-        return Err(corrupt(base + d.pos(), "trailing bytes"));
-    }
-    if !records.is_empty() {
-        sink(records);
+    if !out.is_empty() {
+        sink(out);
     }
     Ok(())
 }
@@ -374,38 +417,56 @@ pub fn check_base(delta: &Delta, delta_next_id: u64, base: &Head) -> Result<(), 
     Ok(())
 }
 
+/// Which file of a delta's merge a decoding error is in.
+#[derive(Debug)]
+pub enum MergeError {
+    /// The base's records.
+    Base(CheckpointError),
+    /// The delta's records.
+    Delta(CheckpointError),
+}
+
 /// The live records of a delta applied to its base, in id order: the base's records streamed
 /// (`base_bytes`, `base`, as `decode_records_into` does), the delta's `deleted` ids dropped,
-/// and its `changed` records (in id order, from `decode_records_into` on the delta, marked
-/// `in_delta` here) put in place of or beside them. The caller checked the pair with
-/// `check_base`.
+/// and its `changed` records (in id order, as `records` decodes the delta, one at a time as
+/// the merge reaches them; marked `in_delta` here) put in place of or beside them. The caller
+/// checked the pair with `check_base`. At most one changed record is held at a time: a delta
+/// at an eighth of 1M records held whole was ~40 MB of memory at the open's peak.
 ///
 /// # Errors
-/// `CheckpointError` of the base's records; never panics on any input.
+/// `MergeError`, naming the file whose records do not decode; never panics on any input.
 pub fn decode_merged_into(
     base_bytes: &[u8],
     base: &Head,
     deleted: &[u64],
-    changed: Vec<Located>,
+    changed: impl Iterator<Item = Result<Located, CheckpointError>>,
     batch: usize,
     mut sink: impl FnMut(Vec<Located>) -> bool,
-) -> Result<(), CheckpointError> {
+) -> Result<(), MergeError> {
+    let failed = std::cell::RefCell::new(None);
+    // The changed records, ending at the first that does not decode (kept in `failed`).
     let mut changed = changed
-        .into_iter()
-        .map(|l| Located {
-            in_delta: true,
-            ..l
+        .map_while(|l| match l {
+            Ok(l) => Some(Located {
+                in_delta: true,
+                ..l
+            }),
+            Err(e) => {
+                *failed.borrow_mut() = Some(e);
+                None
+            }
         })
+        .fuse()
         .peekable();
     let mut deleted = deleted.iter().copied().peekable();
     let mut open = true;
-    decode_records_into(base_bytes, base, batch, |records| {
+    let merged = decode_records_into(base_bytes, base, batch, |records| {
         // Most batches hold no change (changes gather at recent ids): handed on as they are.
         let last = records.last().map_or(0, |l| l.record.id.0);
         if changed.peek().is_none_or(|c| c.record.id.0 > last)
             && deleted.peek().is_none_or(|&d| d > last)
         {
-            open = sink(records);
+            open = failed.borrow().is_none() && sink(records);
             return open;
         }
         let mut out = Vec::with_capacity(records.len());
@@ -421,10 +482,24 @@ pub fn decode_merged_into(
                 out.push(l);
             }
         }
-        open = sink(out);
+        open = failed.borrow().is_none() && sink(out);
         open
-    })?;
-    let rest: Vec<Located> = changed.collect();
+    });
+    let mut rest = Vec::with_capacity(batch.max(1));
+    while open && let Some(c) = changed.next() {
+        rest.push(c);
+        if rest.len() == batch.max(1) {
+            open = sink(std::mem::replace(
+                &mut rest,
+                Vec::with_capacity(batch.max(1)),
+            ));
+        }
+    }
+    drop(changed);
+    if let Some(e) = failed.into_inner() {
+        return Err(MergeError::Delta(e));
+    }
+    merged.map_err(MergeError::Base)?;
     if open && !rest.is_empty() {
         sink(rest);
     }

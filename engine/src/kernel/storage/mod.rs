@@ -59,7 +59,8 @@ pub trait Storage: Send + Sync + Debug {
     fn len(&self, path: &Path) -> io::Result<u64> {
         self.read(path).map(|b| b.len() as u64)
     }
-    /// A read-only view of a sealed (never again written) file.
+    /// A read-only view of a file nothing writes while the view is held: a sealed one (never
+    /// written again), or at recovery a log file being replayed (`docs/safety.md`).
     ///
     /// # Errors
     /// As the operating system reports.
