@@ -24,6 +24,10 @@ pub struct StoreOptions {
     /// Log bytes since the last checkpoint that trigger a checkpoint. Default 64 MiB, which
     /// bounds what an open must replay.
     pub checkpoint_bytes: u64,
+    /// Log bytes since the newest checkpoint past which a write waits (at most 5 s) for the
+    /// due checkpoint to finish: what bounds the log an open replays after crash upon crash
+    /// (`docs/durability.md`, "Maintenance"). Default 96 MiB; 0: writes never wait.
+    pub log_tail_limit: u64,
     /// A checkpoint writes only the records changed since the newest full checkpoint (a
     /// delta) while those are at most this share of its records; past it, every record.
     /// Default 1/8 (`docs/durability.md`, "Incremental checkpoints"); 0: every checkpoint is
@@ -121,6 +125,7 @@ impl std::fmt::Debug for StoreOptions {
             .field("memory_limit", &self.memory_limit)
             .field("seal_rows", &self.seal_rows)
             .field("checkpoint_bytes", &self.checkpoint_bytes)
+            .field("log_tail_limit", &self.log_tail_limit)
             .field("delta_max_share", &self.delta_max_share)
             .field("vector_codes", &self.vector_codes)
             .field("hooks", &self.hooks)
@@ -149,6 +154,7 @@ impl StoreOptions {
             memory_limit: 10_000,
             seal_rows: 65_536,
             checkpoint_bytes: 64 << 20,
+            log_tail_limit: 96 << 20,
             delta_max_share: 0.125,
             vector_codes: true,
             hooks: HookConfig::default(),

@@ -192,6 +192,7 @@ impl Store {
             sync: options.sync,
             seal_rows: options.seal_rows,
             checkpoint_bytes: options.checkpoint_bytes,
+            log_tail_limit: options.log_tail_limit,
             delta_max_share: options.delta_max_share,
             maintenance_thread: options.maintenance_thread,
             purge_delay: options.purge_delay,
@@ -418,6 +419,7 @@ impl Store {
     /// the log grows past `checkpoint_bytes`, and an open after a crash replays all of it.
     pub fn pause_maintenance(&self, paused: bool) {
         self.inner.db.maintenance().set_paused(paused);
+        self.inner.db.log_room_changed();
     }
 
     /// Forgets now the archived records `StoreOptions::archive_retention` lets go (the

@@ -30,7 +30,7 @@ use crate::kernel::state::State;
 use crate::kernel::storage::{Storage, StorageLock};
 use crate::kernel::table::{Lexical, PendingLexical};
 use amberdb_embed::Embedder;
-use parking_lot::{Mutex, RwLock, RwLockReadGuard};
+use parking_lot::{Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -39,6 +39,10 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 thread_local! {
+    /// Set while this thread runs maintenance or holds the checkpoint mutex: its writes never
+    /// wait for a checkpoint at `log_tail_limit`, which would be waiting for itself
+    /// (`Db::wait_for_log_room`).
+    static MAINTAINING: Cell<bool> = const { Cell::new(false) };
     /// Set inside `Db::deferred_batch` on this thread: acknowledged writes skip their own
     /// wait for durability, and the batch waits once at its end.
     static DEFERRED: Cell<bool> = const { Cell::new(false) };
@@ -50,6 +54,20 @@ thread_local! {
 
 /// How long automatic checkpoints pause after one failed for a full disk.
 const CHECKPOINT_RETRY_AFTER_DISK_FULL: Duration = Duration::from_secs(10);
+/// The longest a write waits for a checkpoint at `log_tail_limit` (`Db::wait_for_log_room`).
+const LOG_TAIL_WAIT: Duration = Duration::from_secs(5);
+
+/// Runs `f` with `MAINTAINING` set on this thread (restored even if `f` panics).
+fn maintaining<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            MAINTAINING.set(self.0);
+        }
+    }
+    let _restore = Restore(MAINTAINING.replace(true));
+    f()
+}
 
 /// What asked for a checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,6 +125,8 @@ pub(crate) struct DbConfig {
     pub(crate) sync: SyncPolicy,
     pub(crate) seal_rows: usize,
     pub(crate) checkpoint_bytes: u64,
+    /// Log bytes since the newest checkpoint past which writes wait for it (0: never).
+    pub(crate) log_tail_limit: u64,
     /// A checkpoint is a delta while the changed records are at most this share of the base's.
     pub(crate) delta_max_share: f64,
     pub(crate) vector_codes: bool,
@@ -225,6 +245,9 @@ pub(crate) struct Writer {
     purged_from: HashMap<u64, u64>,
     /// Automatic checkpoints wait until then after one failed for a full disk.
     checkpoint_paused_until: Option<Instant>,
+    /// A write's wait for a checkpoint at `log_tail_limit` timed out: writes go on without
+    /// waiting until a checkpoint finishes or fails.
+    tail_wait_timed_out: bool,
     /// The newest full checkpoint, when the table's changed ids count from it (`None`: the
     /// next checkpoint is full).
     delta_base: Option<DeltaBase>,
@@ -373,6 +396,8 @@ pub(crate) struct Db {
     /// Accesses waiting for the writer lock, applied by whoever holds it next
     /// (`Db::touch`).
     pending_touches: Mutex<Vec<(Timestamp, Vec<MemoryId>)>>,
+    /// Where writes wait at `log_tail_limit` for a checkpoint (with the writer mutex).
+    log_room: Condvar,
     /// The newest checkpoint's sequence number, readable without the writer lock.
     checkpoint_seq: AtomicU64,
     disk_full_refusals: AtomicU64,
@@ -431,11 +456,13 @@ impl Db {
                 replaced: r.replaced,
                 purged_from: HashMap::new(),
                 checkpoint_paused_until: None,
+                tail_wait_timed_out: false,
                 delta_base: r.delta_base,
             }),
             state: RwLock::new(r.state),
             commit,
             pending_touches: Mutex::new(Vec::new()),
+            log_room: Condvar::new(),
             disk_full_refusals: AtomicU64::new(0),
             accesses_not_recorded: AtomicU64::new(0),
             report: r.report,
@@ -495,18 +522,21 @@ impl Db {
         if self.commit.is_poisoned() || self.maintenance.is_paused() {
             return;
         }
-        self.checkpoint_if_due();
-        if let Err(e) = self.archive_retention_if_due() {
-            tracing::warn!(error = %e, "archive retention failed; it is tried again at the next wake-up");
-        }
-        let due = self.config.purge_delay.is_some_and(|delay| {
-            self.unpurged_since
-                .lock()
-                .is_some_and(|since| since.elapsed() >= delay)
+        // Its writes (archive retention's) never wait for the checkpoint it runs itself.
+        maintaining(|| {
+            self.checkpoint_if_due();
+            if let Err(e) = self.archive_retention_if_due() {
+                tracing::warn!(error = %e, "archive retention failed; it is tried again at the next wake-up");
+            }
+            let due = self.config.purge_delay.is_some_and(|delay| {
+                self.unpurged_since
+                    .lock()
+                    .is_some_and(|since| since.elapsed() >= delay)
+            });
+            if due && let Err(e) = self.purge() {
+                tracing::warn!(error = %e, "the automatic purge failed; it is tried again after another delay");
+            }
         });
-        if due && let Err(e) = self.purge() {
-            tracing::warn!(error = %e, "the automatic purge failed; it is tried again after another delay");
-        }
     }
 
     /// Archive retention, when due: the count at every call, the ages once a minute of the
@@ -641,6 +671,7 @@ impl Db {
     ) -> Result<T> {
         let (seq, checkpoint_due, value) = {
             let mut w = self.writer.lock();
+            self.wait_for_log_room(&mut w);
             // Accesses readers queued while the mutex was held go first: if appending them
             // fails and poisons the store, this write is refused before anything of it exists.
             self.drain_touches(&mut w);
@@ -684,6 +715,42 @@ impl Db {
             self.checkpoint_found_due();
         }
         Ok(value)
+    }
+
+    /// Waits, the writer mutex released, while the log since the newest checkpoint holds
+    /// `log_tail_limit` bytes and a due checkpoint can run, until one finishes; at most
+    /// `LOG_TAIL_WAIT` (`docs/durability.md`, "Maintenance", a bounded log tail).
+    fn wait_for_log_room(&self, w: &mut MutexGuard<'_, Writer>) {
+        let limit = self.config.log_tail_limit;
+        let must_wait = |w: &Writer| {
+            limit > 0
+                && !MAINTAINING.get()
+                && w.log_bytes_since_checkpoint >= limit
+                && !w.tail_wait_timed_out
+                && self.config.maintenance_thread
+                && !self.maintenance.is_paused()
+                && self.checkpoint_due(w)
+                && self.commit.check().is_ok()
+        };
+        if !must_wait(w) {
+            return;
+        }
+        let start = Instant::now();
+        let deadline = start + LOG_TAIL_WAIT;
+        while must_wait(w) {
+            self.maintenance.wake();
+            if self.log_room.wait_until(w, deadline).timed_out() {
+                w.tail_wait_timed_out = must_wait(w);
+                break;
+            }
+        }
+        self.maintenance.record_write_wait(start.elapsed());
+    }
+
+    /// Wakes the writers `wait_for_log_room` holds: a checkpoint finished or failed, or
+    /// maintenance was paused or resumed. Called with the writer mutex held or not.
+    pub(crate) fn log_room_changed(&self) {
+        self.log_room.notify_all();
     }
 
     /// Step 4: encodes and appends `op` as the next frame. Returns its sequence number.
@@ -861,7 +928,7 @@ impl Db {
     /// (`docs/durability.md`, "Re-embedding"). The checkpoint mutex comes first, as always.
     pub(crate) fn between_checkpoints<T>(&self, f: impl FnOnce() -> T) -> T {
         let _turn = self.checkpointing.lock();
-        f()
+        maintaining(f)
     }
 
     /// Takes the checkpoint mutex and checkpoints, then starts an index build if rows were
@@ -959,6 +1026,8 @@ impl Db {
     /// A checkpoint failed short of its commit point: a full disk pauses automatic checkpoints,
     /// anything else poisons the store. Returns the error, counted in STATS.
     fn checkpoint_failed(&self, w: &mut Writer, e: EngineError) -> EngineError {
+        w.tail_wait_timed_out = false;
+        self.log_room_changed();
         match &e {
             EngineError::DiskFull { .. } => {
                 w.checkpoint_paused_until = Some(Instant::now() + CHECKPOINT_RETRY_AFTER_DISK_FULL);
@@ -1216,6 +1285,8 @@ impl Db {
             .log_bytes_since_checkpoint
             .saturating_sub(capture.log_bytes);
         w.checkpoint_paused_until = None;
+        w.tail_wait_timed_out = false;
+        self.log_room_changed();
         // C6, the choice; the removals follow with the writer mutex released.
         Ok(self.retire(w))
     }
@@ -2185,6 +2256,7 @@ mod tests {
             sync: SyncPolicy::Always,
             seal_rows: 1 << 16,
             checkpoint_bytes: 1 << 26,
+            log_tail_limit: 0,
             delta_max_share: 0.125,
             vector_codes: true,
             clock: Arc::new(Timestamp::now),

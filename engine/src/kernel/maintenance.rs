@@ -58,6 +58,10 @@ pub struct MaintenanceCounters {
     pub last: Option<CheckpointRun>,
     /// The longest writers waited for one checkpoint (seconds).
     pub longest_writers_wait: f64,
+    /// Writes that waited for a checkpoint at `StoreOptions::log_tail_limit`.
+    pub writes_waited: u64,
+    /// The longest of those waits (seconds).
+    pub longest_write_wait: f64,
     /// The last failure's message.
     pub last_error: Option<String>,
     /// Everything retention and purges removed.
@@ -155,6 +159,12 @@ impl Maintenance {
         c.checkpoints += 1;
         c.longest_writers_wait = c.longest_writers_wait.max(run.writers_waited);
         c.last = Some(run);
+    }
+
+    pub(crate) fn record_write_wait(&self, waited: std::time::Duration) {
+        let mut c = self.counters.lock();
+        c.writes_waited += 1;
+        c.longest_write_wait = c.longest_write_wait.max(waited.as_secs_f64());
     }
 
     pub(crate) fn record_failure(&self, e: &EngineError) {

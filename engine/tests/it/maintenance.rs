@@ -149,6 +149,112 @@ impl Storage for GatedStorage {
     }
 }
 
+/// A store whose maintenance thread checkpoints every 4 KiB of log and whose writes wait
+/// past 8 KiB, with the first checkpoint held at its rename until the test lets it go.
+fn tail_limited_store(fs: &FaultyStorage) -> (Store, mpsc::Receiver<()>, mpsc::Sender<()>) {
+    let (gated, reached, release) = GatedStorage::new(fs, Gate::Rename);
+    let mut options = small_options(fs, 1000)
+        .storage(gated)
+        .maintenance_thread(true);
+    options.checkpoint_bytes = 4096;
+    options.log_tail_limit = 8192;
+    (Store::open(DIR, options).unwrap(), reached, release)
+}
+
+/// Stores 400 notes (~50 KiB of log), then says so.
+fn tail_writer(store: &Store, done: mpsc::Sender<()>) {
+    for i in 0..400 {
+        store_note(store, i, &format!("note {i} of a long log tail"));
+    }
+    done.send(()).unwrap();
+}
+
+/// Runs `tail_writer` until it waits at the limit, with the first checkpoint held; then
+/// `let_go`, which must end the wait within 3 s.
+fn writes_held_at_the_limit(store: &Store, reached: &mpsc::Receiver<()>, let_go: impl FnOnce()) {
+    std::thread::scope(|s| {
+        let (done_tx, done) = mpsc::channel();
+        s.spawn(move || tail_writer(store, done_tx));
+        reached
+            .recv_timeout(Duration::from_secs(10))
+            .expect("a checkpoint fell due and holds at its rename");
+        assert!(
+            done.recv_timeout(Duration::from_millis(500)).is_err(),
+            "the writes went on past the limit"
+        );
+        let held = store.stats().memories;
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(store.stats().memories, held, "a write went through");
+        assert!(held < 400 && held > 30, "{held} stored before the wait");
+        let_go();
+        done.recv_timeout(Duration::from_secs(3))
+            .expect("the waiting writes were let go");
+    });
+}
+
+/// `docs/durability.md`, "Maintenance": a bounded log tail.
+#[test]
+fn writes_wait_at_the_log_tail_limit_until_the_checkpoint_finishes() {
+    let fs = FaultyStorage::new();
+    let (store, reached, release) = tail_limited_store(&fs);
+    writes_held_at_the_limit(&store, &reached, || release.send(()).unwrap());
+    let stats = store.stats();
+    assert_eq!(stats.memories, 400);
+    assert!(stats.maintenance.checkpoints >= 1);
+    assert!(stats.maintenance.writes_waited >= 1);
+    assert!(
+        (0.5..5.0).contains(&stats.maintenance.longest_write_wait),
+        "{}",
+        stats.maintenance.longest_write_wait
+    );
+}
+
+#[test]
+fn pausing_maintenance_lets_the_writes_waiting_at_the_log_tail_limit_go() {
+    let fs = FaultyStorage::new();
+    let (store, reached, release) = tail_limited_store(&fs);
+    writes_held_at_the_limit(&store, &reached, || store.pause_maintenance(true));
+    // Paused, the thread starts no checkpoint: no later write waited for one.
+    let m = store.stats().maintenance;
+    assert_eq!(m.writes_waited, 1, "only the write at the limit waited");
+    assert_eq!(m.checkpoints, 0, "the held checkpoint has not finished");
+    release.send(()).unwrap();
+    let released = Instant::now();
+    while store.stats().maintenance.checkpoints == 0 {
+        assert!(
+            released.elapsed() < Duration::from_secs(10),
+            "the held checkpoint never finished"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(store.stats().memories, 400);
+}
+
+#[test]
+fn a_write_waits_for_a_checkpoint_slower_than_five_seconds_once() {
+    let fs = FaultyStorage::new();
+    let (store, reached, release) = tail_limited_store(&fs);
+    std::thread::scope(|s| {
+        let (done_tx, done) = mpsc::channel();
+        let store = &store;
+        s.spawn(move || tail_writer(store, done_tx));
+        reached.recv_timeout(Duration::from_secs(10)).unwrap();
+        let held = Instant::now();
+        done.recv_timeout(Duration::from_secs(30))
+            .expect("the writes go on after one wait");
+        assert!(held.elapsed() >= Duration::from_millis(4500));
+        assert_eq!(store.stats().maintenance.checkpoints, 0, "still held");
+        release.send(()).unwrap();
+    });
+    let m = store.stats().maintenance;
+    assert_eq!(
+        m.writes_waited, 1,
+        "after the wait timed out, no write waited"
+    );
+    assert!(m.longest_write_wait >= 4.9, "{}", m.longest_write_wait);
+    assert_eq!(store.stats().memories, 400);
+}
+
 #[test]
 fn writes_and_searches_go_on_while_a_checkpoint_writes_its_files() {
     let fs = FaultyStorage::new();

@@ -111,37 +111,7 @@ fn stats(ctx: &Ctx, session: &Session, _: &mut Args) -> Outcome {
             })),
             "last_error": s.index.last_error,
         }),
-        "maintenance": json!({
-            "thread": s.maintenance.thread,
-            "checkpoints": s.maintenance.checkpoints,
-            "failures": s.maintenance.failures,
-            "last_checkpoint": s.maintenance.last.as_ref().map(|c| json!({
-                "seq": c.seq,
-                "bytes": c.bytes,
-                "sealed_rows": c.sealed_rows,
-                "delta_of": c.delta_of,
-                "seconds": c.seconds,
-                "writers_waited_seconds": c.writers_waited,
-                "removed_files": c.removed.files,
-                "removed_bytes": c.removed.bytes,
-            })),
-            "longest_writers_wait_seconds": s.maintenance.longest_writers_wait,
-            "last_error": s.maintenance.last_error,
-            "removed_files": s.maintenance.removed.files,
-            "removed_bytes": s.maintenance.removed.bytes,
-            "purges": s.maintenance.purges,
-            "purge_failures": s.maintenance.purge_failures,
-            "purge_pending_seconds": s.maintenance.purge_pending,
-            "archived_forgotten": s.maintenance.archived_forgotten,
-            "paused": s.maintenance.paused,
-            "last_purge": s.maintenance.last_purge.as_ref().map(|p| json!({
-                "segments_rewritten": p.segments_rewritten,
-                "rows_dropped": p.rows_dropped,
-                "removed_files": p.removed.files,
-                "removed_bytes": p.removed.bytes,
-                "seconds": p.seconds,
-            })),
-        }),
+        "maintenance": maintenance_stats(&s.maintenance),
     });
     store["embedding_dimensions"] = json!(s.embedder.1);
     store["reembedding"] = reembedding.unwrap_or(Value::Null);
@@ -149,6 +119,43 @@ fn stats(ctx: &Ctx, session: &Session, _: &mut Args) -> Outcome {
     let mut reply = ctx.metrics.snapshot();
     reply.insert("store".into(), store);
     Ok(Value::Object(reply))
+}
+
+/// STATS' `maintenance` object.
+fn maintenance_stats(m: &amberdb::MaintenanceCounters) -> Value {
+    json!({
+        "thread": m.thread,
+        "checkpoints": m.checkpoints,
+        "failures": m.failures,
+        "last_checkpoint": m.last.as_ref().map(|c| json!({
+            "seq": c.seq,
+            "bytes": c.bytes,
+            "sealed_rows": c.sealed_rows,
+            "delta_of": c.delta_of,
+            "seconds": c.seconds,
+            "writers_waited_seconds": c.writers_waited,
+            "removed_files": c.removed.files,
+            "removed_bytes": c.removed.bytes,
+        })),
+        "longest_writers_wait_seconds": m.longest_writers_wait,
+        "writes_waited": m.writes_waited,
+        "longest_write_wait_seconds": m.longest_write_wait,
+        "last_error": m.last_error,
+        "removed_files": m.removed.files,
+        "removed_bytes": m.removed.bytes,
+        "purges": m.purges,
+        "purge_failures": m.purge_failures,
+        "purge_pending_seconds": m.purge_pending,
+        "archived_forgotten": m.archived_forgotten,
+        "paused": m.paused,
+        "last_purge": m.last_purge.as_ref().map(|p| json!({
+            "segments_rewritten": p.segments_rewritten,
+            "rows_dropped": p.rows_dropped,
+            "removed_files": p.removed.files,
+            "removed_bytes": p.removed.bytes,
+            "seconds": p.seconds,
+        })),
+    })
 }
 
 fn purge(ctx: &Ctx, session: &Session, _: &mut Args) -> Outcome {
