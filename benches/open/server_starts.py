@@ -3,7 +3,7 @@ DIR N times, each time timing from the start to its `listening on` line, then SI
 store opened with nothing written is left as it was) and waits PAUSE seconds (default 0.5).
 Prints each start with what the process held and had spent at `listening on` (anonymous
 memory, the part of it in huge pages, minor faults, user and system CPU seconds, from /proc),
-and the median.
+the log frames it replayed, and the median.
 
 A PAUSE longer than a VM balloon's free page reporting delay (a few seconds) makes every start
 touch memory the host took back (docs/benchmarks.md, "What fresh memory costs on a VM").
@@ -13,8 +13,10 @@ Usage: python3 benches/open/server_starts.py target/release/amberdb DIR [N] [PAU
 """
 
 import os
+import re
 import subprocess
 import sys
+import tempfile
 import time
 
 
@@ -40,12 +42,15 @@ def main() -> None:
     runs = int(sys.argv[3]) if len(sys.argv) > 3 else 7
     pause = float(sys.argv[4]) if len(sys.argv) > 4 else 0.5
     times = []
+    log = tempfile.TemporaryFile()
     for _ in range(runs):
+        log.seek(0)
+        log.truncate()
         started = time.monotonic()
         server = subprocess.Popen(
             [binary, "serve", "--port", "0", "--embedder", "hashing", "--data-dir", store],
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=log,
         )
         line = server.stdout.readline().decode()
         took = time.monotonic() - started
@@ -55,7 +60,10 @@ def main() -> None:
         if not line.startswith("listening on "):
             sys.exit(f"the server did not start: {line!r}")
         times.append(took)
-        print(f"{took:.2f} s: {state}", flush=True)
+        log.seek(0)
+        replayed = re.search(rb"replayed_frames: (\d+)", log.read())
+        frames = replayed.group(1).decode() if replayed else "?"
+        print(f"{took:.2f} s ({frames} log frames replayed): {state}", flush=True)
         time.sleep(pause)
     print(" ".join(f"{t:.2f}" for t in times), f"median {sorted(times)[runs // 2]:.2f} s")
 

@@ -178,6 +178,7 @@ fn kill_9_never_loses_an_acknowledged_store() {
     ];
     let mut killed_before_first_ack = 0;
     let mut purges = 0;
+    let mut checkpoints = Vec::new();
     for cycle in 0..cycles {
         let started = std::time::Instant::now();
         let server = Server::start(&store, &flags);
@@ -197,7 +198,9 @@ fn kill_9_never_loses_an_acknowledged_store() {
             50 + rng.next() % 250
         };
         std::thread::sleep(Duration::from_millis(run_ms));
-        purges += server.log().matches("purge done").count();
+        let log = server.log();
+        purges += log.matches("purge done").count();
+        checkpoints.push(log.matches("checkpoint written").count());
         server.kill9();
         for w in writers {
             w.join().unwrap();
@@ -229,10 +232,11 @@ fn kill_9_never_loses_an_acknowledged_store() {
     );
     let each: Vec<String> = opens
         .iter()
-        .map(|(t, frames)| format!("{:.2} s ({frames})", t.as_secs_f64()))
+        .zip(&checkpoints)
+        .map(|((t, frames), written)| format!("{:.2} s ({frames}) {written}", t.as_secs_f64()))
         .collect();
     eprintln!(
-        "opens in cycle order (log frames replayed, + delta: opened from a delta): {}",
+        "opens in cycle order (log frames replayed, + delta: opened from a delta; then the checkpoints written before the kill): {}",
         each.join(", ")
     );
     // The first start follows the copy (or creation), not a kill: timed apart.
