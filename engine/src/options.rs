@@ -26,7 +26,8 @@ pub struct StoreOptions {
     pub checkpoint_bytes: u64,
     /// Log bytes since the newest checkpoint past which a write waits (at most 5 s) for the
     /// due checkpoint to finish: what bounds the log an open replays after crash upon crash
-    /// (`docs/durability.md`, "Maintenance"). Default 96 MiB; 0: writes never wait.
+    /// (`docs/durability.md`, "Maintenance"). Default 96 MiB; 0: writes never wait; below
+    /// `checkpoint_bytes`, writes wait whenever a checkpoint is due.
     pub log_tail_limit: u64,
     /// A checkpoint writes only the records changed since the newest full checkpoint (a
     /// delta) while those are at most this share of its records; past it, every record.

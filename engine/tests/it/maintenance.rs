@@ -219,15 +219,52 @@ fn pausing_maintenance_lets_the_writes_waiting_at_the_log_tail_limit_go() {
     assert_eq!(m.writes_waited, 1, "only the write at the limit waited");
     assert_eq!(m.checkpoints, 0, "the held checkpoint has not finished");
     release.send(()).unwrap();
-    let released = Instant::now();
-    while store.stats().maintenance.checkpoints == 0 {
+    wait_for_a_checkpoint(&store);
+    assert_eq!(store.stats().memories, 400);
+}
+
+/// A full disk holds automatic checkpoints off (`DiskFull`): writes past the limit do not
+/// wait for a checkpoint that cannot run.
+#[test]
+fn writes_past_the_log_tail_limit_do_not_wait_while_a_full_disk_holds_checkpoints_off() {
+    let fs = FaultyStorage::new();
+    let mut options = small_options(&fs, 1000).maintenance_thread(true);
+    options.checkpoint_bytes = 4096;
+    options.log_tail_limit = 8192;
+    let store = Store::open(DIR, options).unwrap();
+    // Paused, no checkpoint takes the tail, and no write waits: ~25 KiB of log.
+    store.pause_maintenance(true);
+    for i in 0..200 {
+        store_note(&store, i, &format!("note {i} before the disk fills"));
+    }
+    // Room for a few more frames, not for the checkpoint of 200 records.
+    fs.set_capacity(Some(fs.used_bytes() + 6000));
+    store.pause_maintenance(false);
+    let resumed = Instant::now();
+    while store.stats().maintenance.failures == 0 {
         assert!(
-            released.elapsed() < Duration::from_secs(10),
-            "the held checkpoint never finished"
+            resumed.elapsed() < Duration::from_secs(60),
+            "the checkpoint did not fail for the full disk: {:?}",
+            store.stats().maintenance
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert_eq!(store.stats().memories, 400);
+    let start = Instant::now();
+    for i in 200..220 {
+        store_note(&store, i, &format!("note {i} on a full disk"));
+    }
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+    let m = store.stats().maintenance;
+    assert_eq!(m.writes_waited, 0, "{m:?}");
+    assert!(
+        m.last_error.as_ref().is_some_and(|e| e.contains("disk")),
+        "{:?}",
+        m.last_error
+    );
 }
 
 #[test]
