@@ -240,15 +240,9 @@ fn writes_past_the_log_tail_limit_do_not_wait_while_a_full_disk_holds_checkpoint
     // Room for a few more frames, not for the checkpoint of 200 records.
     fs.set_capacity(Some(fs.used_bytes() + 6000));
     store.pause_maintenance(false);
-    let resumed = Instant::now();
-    while store.stats().maintenance.failures == 0 {
-        assert!(
-            resumed.elapsed() < Duration::from_secs(60),
-            "the checkpoint did not fail for the full disk: {:?}",
-            store.stats().maintenance
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for_maintenance(&store, "checkpoint failure for the full disk", |m| {
+        m.failures > 0
+    });
     let start = Instant::now();
     for i in 200..220 {
         store_note(&store, i, &format!("note {i} on a full disk"));
@@ -444,11 +438,20 @@ fn a_reembedding_switches_only_between_checkpoints() {
 /// Waits (up to a minute, for a loaded CI machine) until the maintenance thread wrote a
 /// checkpoint.
 fn wait_for_a_checkpoint(store: &Store) {
+    wait_for_maintenance(store, "a checkpoint", |m| m.checkpoints > 0);
+}
+
+/// Waits (up to a minute) until the maintenance counters show `what`.
+fn wait_for_maintenance(
+    store: &Store,
+    what: &str,
+    done: impl Fn(&amberdb::MaintenanceCounters) -> bool,
+) {
     let start = Instant::now();
-    while store.stats().maintenance.checkpoints == 0 {
+    while !done(&store.stats().maintenance) {
         assert!(
             start.elapsed() < Duration::from_secs(60),
-            "no checkpoint: {:?}",
+            "no {what}: {:?}",
             store.stats().maintenance
         );
         std::thread::sleep(Duration::from_millis(10));
