@@ -86,6 +86,11 @@ pub struct RetentionFlags {
     /// full checkpoint or a purge; 0: every checkpoint full [default: 0.125].
     #[arg(long, env = "AMBERDB_DELTA_MAX_SHARE", value_parser = parse_share)]
     pub delta_max_share: Option<f64>,
+    /// MiB of log since the last checkpoint past which a write waits (at most 5 s) for the
+    /// due checkpoint: bounds what an open replays after a crash; 0: writes never wait
+    /// [default: 96].
+    #[arg(long, env = "AMBERDB_LOG_TAIL_LIMIT_MIB")]
+    pub log_tail_limit_mib: Option<u64>,
 }
 
 /// A share for `--delta-max-share`, checked as the engine does, before anything is created.
@@ -116,6 +121,9 @@ impl RetentionFlags {
         }
         if let Some(share) = self.delta_max_share.or(file.delta_max_share) {
             options.delta_max_share = share;
+        }
+        if let Some(mib) = self.log_tail_limit_mib.or(file.log_tail_limit_mib) {
+            options.log_tail_limit = mib.saturating_mul(1 << 20);
         }
     }
 }
@@ -205,6 +213,7 @@ pub struct FileConfig {
     archive_max_age_days: Option<u64>,
     archive_max_records: Option<usize>,
     delta_max_share: Option<f64>,
+    log_tail_limit_mib: Option<u64>,
     semantic_dedup: Option<bool>,
     dedup_distance: Option<f32>,
     fold: Option<bool>,
@@ -386,7 +395,7 @@ mod tests {
         let path = dir.path().join("amberdb.toml");
         std::fs::write(
             &path,
-            "purge_delay = 30\narchive_max_age_days = 7\narchive_max_records = 500\ndelta_max_share = 0.25\n",
+            "purge_delay = 30\narchive_max_age_days = 7\narchive_max_records = 500\ndelta_max_share = 0.25\nlog_tail_limit_mib = 0\n",
         )
         .unwrap();
         let file = read_config_file(Some(&path)).unwrap();
@@ -398,6 +407,7 @@ mod tests {
         flags.apply(&file, &mut options);
         assert_eq!(options.purge_delay, Some(Duration::from_secs(30)));
         assert_eq!(options.delta_max_share, 0.25);
+        assert_eq!(options.log_tail_limit, 0, "0: writes never wait");
         assert_eq!(
             options.archive_retention,
             amberdb::ArchiveRetention {
@@ -410,6 +420,7 @@ mod tests {
         RetentionFlags::default().apply(&FileConfig::default(), &mut options);
         assert_eq!(options.purge_delay, Some(amberdb::DEFAULT_PURGE_DELAY));
         assert_eq!(options.delta_max_share, 0.125);
+        assert_eq!(options.log_tail_limit, 96 << 20);
         assert!(!options.archive_retention.is_set());
         let off = RetentionFlags {
             purge_delay: Some(0),
@@ -417,6 +428,12 @@ mod tests {
         };
         off.apply(&FileConfig::default(), &mut options);
         assert_eq!(options.purge_delay, None);
+        let flags = RetentionFlags {
+            log_tail_limit_mib: Some(200),
+            ..RetentionFlags::default()
+        };
+        flags.apply(&file, &mut options);
+        assert_eq!(options.log_tail_limit, 200 << 20, "the flag over the file");
         for bad in ["nan", "-0.5", "x", ""] {
             assert!(parse_share(bad).is_err(), "{bad}");
         }
