@@ -485,21 +485,20 @@ pub fn decode_merged_into(
         open = failed.borrow().is_none() && sink(out);
         open
     });
-    let mut rest = Vec::with_capacity(batch.max(1));
+    // A base that does not decode ends the merge; the delta's rest is not decoded for it.
+    merged.map_err(MergeError::Base)?;
+    let batch = batch.max(1);
+    let mut rest = Vec::with_capacity(batch);
     while open && let Some(c) = changed.next() {
         rest.push(c);
-        if rest.len() == batch.max(1) {
-            open = sink(std::mem::replace(
-                &mut rest,
-                Vec::with_capacity(batch.max(1)),
-            ));
+        if rest.len() == batch {
+            open = sink(std::mem::replace(&mut rest, Vec::with_capacity(batch)));
         }
     }
     drop(changed);
     if let Some(e) = failed.into_inner() {
         return Err(MergeError::Delta(e));
     }
-    merged.map_err(MergeError::Base)?;
     if open && !rest.is_empty() {
         sink(rest);
     }
