@@ -247,6 +247,16 @@ const PREDICATE_MARKERS: &[&str] = &[
     "plays",
 ];
 
+/// Copulas and auxiliaries whose predicate is the words after them ("is the capital of").
+const COPULAS: &[&str] = &[
+    "is", "are", "was", "were", "am", "be", "been", "became", "becomes",
+];
+
+/// Prepositions that end a copula's predicate before its value.
+const PREPOSITIONS: &[&str] = &[
+    "of", "with", "for", "in", "at", "to", "from", "by", "on", "as", "about", "into", "under",
+];
+
 /// Relations that hold many values at once: a new value adds to them, it does not replace.
 const MULTI_VALUED: &[&str] = &[
     "like",
@@ -375,11 +385,30 @@ fn tokens(text: &str) -> Vec<(String, bool)> {
     let mut out = Vec::new();
     let mut sentence_start = true;
     let mut word = String::new();
-    let flush = |word: &mut String, out: &mut Vec<(String, bool)>, start: &mut bool| {
+    // Only spaces since the last word: a numeral then belongs to the name before it.
+    let mut spaced = true;
+    // The last word began with a capital letter (a name, or a sentence's first word).
+    let mut capital = false;
+    let flush = |word: &mut String,
+                 out: &mut Vec<(String, bool)>,
+                 start: &mut bool,
+                 capital: &mut bool,
+                 spaced: bool| {
         if word.is_empty() {
             return;
         }
-        let name = !*start && word.chars().next().is_some_and(char::is_uppercase);
+        let upper = word.chars().next().is_some_and(char::is_uppercase);
+        let name = !*start && upper;
+        // A regnal or sequel numeral right after a capitalized word ("Pedro I", "Gregory
+        // XV", "Rocky II") is a number, never the pronoun "I" ("Melanie, I think").
+        let after_name = spaced && !*start && *capital;
+        *capital = upper;
+        if let Some(n) = roman_numeral(word).filter(|_| after_name) {
+            out.push((n.to_string(), false));
+            word.clear();
+            *start = false;
+            return;
+        }
         let lower = word.to_lowercase();
         if let Some(stem) = lower
             .strip_suffix("n't")
@@ -408,15 +437,65 @@ fn tokens(text: &str) -> Vec<(String, bool)> {
             let ends_sentence = word.ends_with('.');
             let trimmed = word.trim_end_matches('.').trim_matches('\'').to_owned();
             word = trimmed;
-            flush(&mut word, &mut out, &mut sentence_start);
+            if !word.is_empty() {
+                flush(
+                    &mut word,
+                    &mut out,
+                    &mut sentence_start,
+                    &mut capital,
+                    spaced,
+                );
+                spaced = true;
+            }
+            spaced &= c.is_whitespace();
             if ends_sentence || matches!(c, '!' | '?' | '\n' | ':' | '"' | '“' | '(') {
                 sentence_start = true;
             }
         }
     }
     word = word.trim_end_matches('.').trim_matches('\'').to_owned();
-    flush(&mut word, &mut out, &mut sentence_start);
+    flush(
+        &mut word,
+        &mut out,
+        &mut sentence_start,
+        &mut capital,
+        spaced,
+    );
     out
+}
+
+/// A word without its inflection's usual ending ("likes", "liked", "liking" → "lik"): enough
+/// to see that "does not like" negates "likes".
+fn stem(word: &str) -> &str {
+    ["ing", "ed", "es", "s", "e"]
+        .iter()
+        .find_map(|suffix| word.strip_suffix(suffix).filter(|s| s.len() >= 3))
+        .unwrap_or(word)
+}
+
+/// The value of a roman numeral written in capitals from I, V, X and L (1..=89), if `word`
+/// is one: how regnal names and numbered titles write their numbers.
+fn roman_numeral(word: &str) -> Option<u32> {
+    if word.is_empty() || word.len() > 7 {
+        return None;
+    }
+    let digit = |c: char| match c {
+        'I' => Some(1),
+        'V' => Some(5),
+        'X' => Some(10),
+        'L' => Some(50),
+        _ => None,
+    };
+    let values: Vec<u32> = word.chars().map(digit).collect::<Option<_>>()?;
+    let mut total = 0;
+    for (i, v) in values.iter().enumerate() {
+        if values.get(i + 1).is_some_and(|next| next > v) {
+            total -= i64::from(*v);
+        } else {
+            total += i64::from(*v);
+        }
+    }
+    u32::try_from(total).ok().filter(|t| *t > 0)
 }
 
 fn read(text: &str) -> Statement {
@@ -551,7 +630,11 @@ impl Statement {
     /// after it ("lives in", "works at", "is").
     fn predicate(&self) -> Option<Vec<&str>> {
         let p = self.predicate_at?;
-        let mut words = vec![self.all.get(p)?.trim_end_matches("'s")];
+        let verb = self.all.get(p)?.trim_end_matches("'s");
+        if let Some(phrase) = self.copula_phrase(p, verb) {
+            return Some(phrase);
+        }
+        let mut words = vec![verb];
         words.extend(
             self.all
                 .iter()
@@ -562,6 +645,48 @@ impl Statement {
                 .filter(|w| !matches!(*w, "a" | "an" | "the")),
         );
         Some(words)
+    }
+
+    /// A copula's whole predicate: "is a citizen of" and "is associated with the sport of"
+    /// are two relations, not one "is". The words from the copula to the last preposition
+    /// before the first name or number (at most six words on), articles left out; `None`
+    /// when no content word stands between them (the usual `predicate`).
+    fn copula_phrase<'a>(&'a self, p: usize, verb: &'a str) -> Option<Vec<&'a str>> {
+        if !COPULAS.contains(&verb) {
+            return None;
+        }
+        let valued: BTreeSet<usize> = self
+            .content
+            .iter()
+            .filter(|w| w.name || is_number(&w.text))
+            .map(|w| w.at)
+            .collect();
+        let end = (p + 7).min(self.all.len());
+        let mut last_preposition = None;
+        for at in p + 1..end {
+            if valued.contains(&at) {
+                break;
+            }
+            if self
+                .all
+                .get(at)
+                .is_some_and(|w| PREPOSITIONS.contains(&w.as_str()))
+            {
+                last_preposition = Some(at);
+            }
+        }
+        let last = last_preposition?;
+        let phrase: Vec<&str> = std::iter::once(verb)
+            .chain(
+                self.all
+                    .get(p + 1..=last)?
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|w| !matches!(*w, "a" | "an" | "the")),
+            )
+            .collect();
+        let has_content = phrase.iter().skip(1).any(|w| !STOP_WORDS.contains(w));
+        has_content.then_some(phrase)
     }
 
     /// Whether `w` stands before the predicate: part of the subject.
@@ -613,16 +738,45 @@ pub fn relation(older: &str, newer: &str) -> Decision {
 pub(crate) fn relation_of(older: &Reading, newer: &Reading) -> Decision {
     let o = older.0.joined(&newer.0);
     let n = newer.0.joined(&o);
-    if negated(&o.all) != negated(&n.all) {
-        return decide(Relation::Updates, Rule::Negation);
-    }
     let (wo, wn) = (o.words(), n.words());
     let (only_old, only_new) = (o.only(&wn), n.only(&wo));
+    // A negation, or an antonym, updates only the statement it negates: every other content
+    // word the same. Beside any other difference it says nothing about one slot ("I don't
+    // like horror" does not close "I like the beach at night").
+    if negated(&o.all) != negated(&n.all) {
+        // "likes" and "does not like" say the same words: compare stems.
+        // A word whose antonym is a negation ("always" / "never") is part of the negation.
+        fn stems(only: &[&Word]) -> Vec<String> {
+            let negation_partner = |w: &str| {
+                ANTONYMS
+                    .iter()
+                    .any(|(a, b)| a == &w && NEGATIONS.contains(b))
+            };
+            let mut s: Vec<String> = only
+                .iter()
+                .filter(|w| !negation_partner(&w.text))
+                .map(|w| stem(&w.text).to_owned())
+                .collect();
+            s.sort_unstable();
+            s
+        }
+        let relation = if stems(&only_old) == stems(&only_new) {
+            Relation::Updates
+        } else {
+            Relation::Distinct
+        };
+        return decide(relation, Rule::Negation);
+    }
     let has = |set: &[&Word], w: &str| set.iter().any(|s| s.text == w);
     if ANTONYMS.iter().any(|(x, y)| {
         (has(&only_old, x) && has(&only_new, y)) || (has(&only_old, y) && has(&only_new, x))
     }) {
-        return decide(Relation::Updates, Rule::Antonym);
+        let relation = if only_old.len() == 1 && only_new.len() == 1 {
+            Relation::Updates
+        } else {
+            Relation::Distinct
+        };
+        return decide(relation, Rule::Antonym);
     }
     if only_old.is_empty() && only_new.is_empty() {
         return decide(Relation::Duplicate, Rule::SameWords);
@@ -637,14 +791,11 @@ pub(crate) fn relation_of(older: &Reading, newer: &Reading) -> Decision {
     let (numbers_old, numbers_new) = (o.numbers(), n.numbers());
     let exclusive = |only: &[&Word]| only.iter().any(|w| is_number(&w.text));
     let each_has_its_own = exclusive(&only_old) && exclusive(&only_new);
-    if !numbers_old.is_empty()
-        && !numbers_new.is_empty()
-        && numbers_old != numbers_new
-        && !each_has_its_own
-    {
-        // Both hold numbers and one's are among the other's, counted differently ("1-to-1"
-        // / "4-to-1"): not one statement adding detail to the other. A number each side
-        // lacks (a new port) is judged by the rules below.
+    if numbers_old != numbers_new && !each_has_its_own {
+        // One side's numbers are among the other's, or only one side has any: a number is
+        // an identifier ("Half-Life" / "Half-Life 2", "Gregory I" / "Gregory"), counted
+        // ("1-to-1" / "4-to-1"), never detail added to the same statement. A number each
+        // side lacks (a new port) is judged by the rules below.
         return decide(Relation::Distinct, Rule::OtherNumber);
     }
     if only_old.is_empty() || only_new.is_empty() {
@@ -901,6 +1052,78 @@ mod tests {
         );
         assert_eq!(
             rel("The build is not cached", "The build is cached"),
+            Updates
+        );
+    }
+
+    #[test]
+    fn negation_beside_another_difference_is_another_fact() {
+        // Chat turns the old rule superseded: a negation says nothing of another statement.
+        assert_eq!(
+            rel(
+                "I love going to the beach at night",
+                "I don't like going to the mountains at night"
+            ),
+            Distinct
+        );
+        assert_eq!(
+            rel(
+                "User prefers dark mode in the editor",
+                "User prefers light mode in the terminal"
+            ),
+            Distinct
+        );
+    }
+
+    #[test]
+    fn numerals_sequels_and_regnal_names_are_identifiers() {
+        assert_eq!(
+            rel(
+                "Pedro I was a king of Portugal",
+                "Pedro Arrupe was a Jesuit"
+            ),
+            Distinct
+        );
+        assert_eq!(
+            rel("Half-Life is a video game", "Half-Life 2 is a video game"),
+            Distinct
+        );
+        assert_eq!(
+            rel("Gregory I was a pope", "Gregory XV was a pope"),
+            Distinct
+        );
+        assert_eq!(roman_numeral("XV"), Some(15));
+        assert_eq!(roman_numeral("IV"), Some(4));
+        assert_eq!(roman_numeral("Xmas"), None);
+        // The pronoun stays a pronoun after a comma or at a sentence's start.
+        let words: Vec<String> = tokens("Melanie, I think so. I agree with Bob")
+            .into_iter()
+            .map(|(w, _)| w)
+            .collect();
+        assert_eq!(words.iter().filter(|w| *w == "i").count(), 2);
+    }
+
+    #[test]
+    fn a_copula_relation_is_its_whole_predicate() {
+        assert_eq!(
+            rel(
+                "Rafael Nadal is associated with the sport of tennis",
+                "Rafael Nadal is a citizen of Spain"
+            ),
+            Unsure
+        );
+        assert_eq!(
+            rel(
+                "Nairobi is the capital of Kenya",
+                "Nairobi is the capital of Kenya."
+            ),
+            Duplicate
+        );
+        assert_eq!(
+            rel(
+                "Ines is a citizen of Spain",
+                "Ines is a citizen of Portugal"
+            ),
             Updates
         );
     }
