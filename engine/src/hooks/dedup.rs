@@ -188,8 +188,40 @@ fn close(a: &FoldItem<'_>, b: &FoldItem<'_>, min_sim: f32) -> bool {
     kernels::dot(a.vector, b.vector).is_ok_and(|s| s >= min_sim)
 }
 
-/// Load-time dedup (`docs/semantics.md`, "Dedup at load time") over `items`, best first.
-/// Within `min_sim` of a kept hit, the fact guard decides: a duplicate folds into it; an older
+/// The default load-time dedup (`docs/search.md`, "Folding") over `items`, best first: a
+/// result within `min_sim` of a kept one that has exactly its content words (the guard's
+/// `SameWords`: the same statement up to case, punctuation, stop words and word order) folds
+/// into it. Nothing moves: the kept results stay in the order given, so a page ranked by
+/// score stays in score order, and a result that differs in one content word is never hidden.
+/// Returns the first `max_kept` kept hits, each with how many later hits were folded into it.
+#[must_use]
+pub(crate) fn fold_duplicates(
+    items: &[FoldItem<'_>],
+    min_sim: f32,
+    max_kept: usize,
+) -> Vec<(usize, usize)> {
+    let mut kept: Vec<(usize, usize)> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let home = kept.iter_mut().find(|(k, _)| {
+            items.get(*k).is_some_and(|kept_item| {
+                close(kept_item, item, min_sim)
+                    && relation_of(kept_item.read(), item.read()).rule
+                        == super::facts::Rule::SameWords
+            })
+        });
+        if let Some(slot) = home {
+            slot.1 += 1;
+        } else if kept.len() < max_kept {
+            kept.push((i, 0));
+        } else {
+            break;
+        }
+    }
+    kept
+}
+
+/// The opt-in slot fold (`Fold::Slots`; `docs/semantics.md`, "Dedup at load time") over
+/// `items`, best first. Within `min_sim` of a kept hit, the fact guard decides: a duplicate folds into it; an older
 /// value of its slot folds into it too, and a newer value takes its place (the older one
 /// folded); anything else (another fact, a pair the guard is unsure of) is kept, so folding
 /// never drops a result that is not a duplicate or an outdated value. Then a newer statement
@@ -197,7 +229,11 @@ fn close(a: &FoldItem<'_>, b: &FoldItem<'_>, min_sim: f32) -> bool {
 /// `max_kept` kept hits, each with how many later hits were folded into it:
 /// `O(hits · max_kept)` comparisons.
 #[must_use]
-pub(crate) fn fold(items: &[FoldItem<'_>], min_sim: f32, max_kept: usize) -> Vec<(usize, usize)> {
+pub(crate) fn fold_slots(
+    items: &[FoldItem<'_>],
+    min_sim: f32,
+    max_kept: usize,
+) -> Vec<(usize, usize)> {
     let mut kept: Vec<(usize, usize)> = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let mut newer_unsure = false;
@@ -279,13 +315,33 @@ mod tests {
         ];
         // The newer value takes the older's place and the older folds into it, with the
         // paraphrase of the newer; the other subject stays on the page.
-        assert_eq!(fold(&items, 0.9, 10), vec![(1, 2), (3, 0)]);
-        assert_eq!(fold(&items, 0.9, 1), vec![(1, 2)]);
+        assert_eq!(fold_slots(&items, 0.9, 10), vec![(1, 2), (3, 0)]);
+        assert_eq!(fold_slots(&items, 0.9, 1), vec![(1, 2)]);
         // A pair the guard is unsure of stays on the page, the newer first.
         let unsure = [
             item(&v, "Nairobi is the capital of Kenya", 1),
             item(&v, "The capital of Kenya is Mombasa", 2),
         ];
-        assert_eq!(fold(&unsure, 0.9, 10), vec![(1, 0), (0, 0)]);
+        assert_eq!(fold_slots(&unsure, 0.9, 10), vec![(1, 0), (0, 0)]);
+    }
+
+    #[test]
+    fn the_default_fold_hides_only_the_same_words_and_keeps_the_order() {
+        let v = [1.0, 0.0];
+        let far = [0.0, 1.0];
+        let items = [
+            item(&v, "The capital of Kenya is Mombasa", 1),
+            item(&v, "The capital of Kenya is Nairobi", 2),
+            item(&v, "the capital of Kenya is Nairobi!", 3),
+            item(&far, "The capital of Kenya is Mombasa.", 4),
+            item(&v, "The capital of Kenya is Mombasa.", 5),
+        ];
+        // The older value stays first (score order); the newer value is another result; only
+        // the restatement in the same words folds, and only within the distance.
+        assert_eq!(
+            fold_duplicates(&items, 0.9, 10),
+            vec![(0, 1), (1, 1), (3, 0)]
+        );
+        assert_eq!(fold_duplicates(&items, 0.9, 2), vec![(0, 0), (1, 1)]);
     }
 }

@@ -63,6 +63,45 @@ impl ReadHook {
     pub const ALL: &'static [ReadHook] = &[ReadHook::LoadDedup, ReadHook::Access];
 }
 
+/// What load-time dedup folds (`docs/search.md`, "Folding").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Fold {
+    /// Only results that say the same in the same content words within the cluster distance:
+    /// the lower-ranked folds into the higher, the page stays in score order (the default).
+    #[default]
+    Duplicates,
+    /// The fact guard's fold: duplicates and older values of one slot fold, a newer value
+    /// takes the older's place and a newer unsure statement moves in front, so the page is
+    /// ordered by time within a slot, not by score. Measured in `docs/search.md`; opt-in.
+    Slots,
+}
+
+impl Fold {
+    /// Parses the protocol spelling.
+    ///
+    /// # Errors
+    /// `Invalid` naming the allowed values.
+    pub fn parse(s: &str) -> Result<Fold> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "duplicates" => Ok(Fold::Duplicates),
+            "slots" => Ok(Fold::Slots),
+            other => Err(EngineError::Invalid {
+                field: "fold",
+                reason: format!("{other:?} is not one of [\"duplicates\", \"slots\"]"),
+            }),
+        }
+    }
+
+    /// The protocol spelling.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fold::Duplicates => "duplicates",
+            Fold::Slots => "slots",
+        }
+    }
+}
+
 /// A store's hooks and their settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HookConfig {
@@ -76,6 +115,8 @@ pub struct HookConfig {
     pub cluster_distance: f32,
     /// Compaction distance, in (0, 2).
     pub compaction_distance: f32,
+    /// What load-time dedup folds when it is on.
+    pub fold: Fold,
 }
 
 impl Default for HookConfig {
@@ -86,6 +127,7 @@ impl Default for HookConfig {
             dedup_distance: DEDUP_DISTANCE,
             cluster_distance: CLUSTER_DISTANCE,
             compaction_distance: COMPACTION_DISTANCE,
+            fold: Fold::Duplicates,
         }
     }
 }
@@ -140,6 +182,8 @@ pub struct HookOverrides {
     pub deduplicate: Option<bool>,
     /// Load-time cluster distance for this request.
     pub dedup_threshold: Option<f32>,
+    /// What load-time dedup folds for this request.
+    pub fold: Option<Fold>,
     /// Count this read as an access, or not.
     pub count_access: Option<bool>,
 }
@@ -163,6 +207,8 @@ pub struct Effective {
     pub dedup_distance: f32,
     /// Load-time cluster distance.
     pub cluster_distance: f32,
+    /// What load-time dedup folds.
+    pub fold: Fold,
 }
 
 impl Effective {
@@ -191,6 +237,7 @@ impl Effective {
                 .unwrap_or(config.read.contains(&ReadHook::Access)),
             dedup_distance,
             cluster_distance,
+            fold: o.fold.unwrap_or(config.fold),
         })
     }
 }

@@ -8,7 +8,8 @@
 
 use super::scope::{check_scope, user_index};
 use super::{check_vector, in_range};
-use crate::hooks::dedup::{FoldItem, fold};
+use crate::hooks::Fold;
+use crate::hooks::dedup::{FoldItem, fold_duplicates, fold_slots};
 use crate::hooks::{Effective, HookOverrides, LOAD_DEDUP_OVERFETCH};
 use crate::kernel::error::{EngineError, Result};
 use crate::kernel::keyword::tokenize;
@@ -616,6 +617,17 @@ fn vector_of(state: &State, key: u64) -> Option<&[f32]> {
     })
 }
 
+/// How many of the user's replaced statements (archived, validity closed) pass the filters,
+/// its validity at the `as_of` moment among them: what an `as_of` search may return beside
+/// the live selection.
+fn replaced_count(state: &State, plan: &Plan) -> usize {
+    state
+        .table
+        .archived_of(&plan.user)
+        .filter(|a| a.record.valid_to.is_some() && plan.filter.matches(&a.record))
+        .count()
+}
+
 /// Candidates among the user's replaced statements (archived, validity closed) that were
 /// valid at the `as_of` moment and pass the filters, scored as `mode` scores live ones: an
 /// exact pass over the user's archive.
@@ -1167,9 +1179,13 @@ impl Store {
                             )
                         })
                         .collect();
-                    fold(&items, 1.0 - plan.eff.cluster_distance, kept_wanted)
-                        .into_iter()
-                        .unzip()
+                    let min_sim = 1.0 - plan.eff.cluster_distance;
+                    match plan.eff.fold {
+                        Fold::Duplicates => fold_duplicates(&items, min_sim, kept_wanted),
+                        Fold::Slots => fold_slots(&items, min_sim, kept_wanted),
+                    }
+                    .into_iter()
+                    .unzip()
                 } else {
                     ((0..ranked.len()).collect(), vec![0; ranked.len()])
                 };
@@ -1180,10 +1196,13 @@ impl Store {
                 if let Some(s) = supplement {
                     fallback = Some(s);
                 }
-                let folded_total = ranked.len() - kept.len();
+                // What was folded into the results up to the end of this page: the
+                // candidates past the last kept result were never compared, so they count
+                // as not folded, whatever they are.
+                let folded_total = folds.iter().take(page_end).sum();
                 let mut budget = req.max_tokens.map(|b| (b, 0usize, 0usize));
                 let mut hits: Vec<SearchedHit> = Vec::with_capacity(req.limit);
-                for (i, folded) in kept.into_iter().zip(folds).skip(req.offset) {
+                for (i, folded) in kept.into_iter().zip(folds.iter().copied()).skip(req.offset) {
                     if hits.len() == req.limit {
                         break;
                     }
@@ -1212,7 +1231,12 @@ impl Store {
                     });
                 }
                 tokens = budget.map(|b| (b.1, b.2));
-                break (hits, sel.len(), folded_total);
+                let total = if plan.filter.as_of {
+                    sel.len() + replaced_count(&state, &plan)
+                } else {
+                    sel.len()
+                };
+                break (hits, total, folded_total);
             }
         };
         // A hit counts once per SEARCH_ACCESS_INTERVAL_US (its first access always counts).

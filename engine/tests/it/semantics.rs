@@ -310,10 +310,29 @@ fn search_folds_near_duplicates_and_counts_access() {
     {
         store.store(no_dedup(text)).unwrap();
     }
+    // The default fold hides only a restatement in the same words, and keeps the page in
+    // score order; the three paraphrases stay three results.
+    {
+        let (_dir, store) = open();
+        for text in COFFEE
+            .iter()
+            .chain(&["user likes coffee - flat white, usually!"])
+        {
+            store.store(no_dedup(text)).unwrap();
+        }
+        let mut r = SearchRequest::new("what coffee does the user drink");
+        r.threshold = Some(-1.0);
+        r.hooks.count_access = Some(false);
+        let hits = store.search(&r).unwrap();
+        assert_eq!((hits.count, hits.folded_total), (3, 1), "{hits:?}");
+        assert!(hits.results.windows(2).all(|w| w[0].score >= w[1].score));
+    }
     // Every memory is a candidate (threshold -1), ranked by cosine.
+    // The fact guard's fold (opt-in) folds the paraphrases too.
     let all_of = |q: &str| {
         let mut r = SearchRequest::new(q).strategy(Strategy::Similarity);
         r.threshold = Some(-1.0);
+        r.hooks.fold = Some(amberdb::Fold::Slots);
         r
     };
     let hits = store

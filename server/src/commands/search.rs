@@ -76,6 +76,10 @@ fn search_memories(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
         .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
     q.hooks.deduplicate = args.opt_bool("deduplicate")?;
     q.hooks.dedup_threshold = args.opt_f32("dedup_threshold")?;
+    q.hooks.fold = args
+        .opt_str("fold")?
+        .map(|f| parsed("fold", amberdb::Fold::parse(&f)))
+        .transpose()?;
     q.hooks.count_access = args.opt_bool("count_access")?;
     match (args.opt_in("nprobe", 1, 65_536)?, args.opt_f32("recall")?) {
         (Some(_), Some(_)) => {
@@ -276,6 +280,11 @@ pub(super) static TABLE: &[Command] = &[
                 "dedup_threshold",
                 Ty::Num,
                 "load-time cluster distance; default 0.40",
+            ),
+            opt(
+                "fold",
+                Ty::Str,
+                "what load-time dedup folds: duplicates (default: one statement in the same words; the page stays in score order) or slots (older values of a fact folded, the newest first)",
             ),
             opt(
                 "nprobe",
