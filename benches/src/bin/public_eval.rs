@@ -1,0 +1,704 @@
+//! The default search and the store-time decisions judged on public labelled data nobody here
+//! wrote (`docs/search.md`, "Judged on public data"), beside plain baselines computed in the
+//! same run on the same MiniLM vectors: plain cosine, plain BM25 (k1 1.2, b 0.75, written here
+//! and sharing no code with the engine) and a plain 0.7·cosine + 0.3·BM25/max mix.
+//!
+//! Sets (fetched by `scripts/fetch-eval-data`, provenance and licences in
+//! `docs/search.md`; the data directory is the first argument):
+//! - `mrpc/`: the Microsoft Research Paraphrase Corpus (train and test splits);
+//! - `sick/`: SICK 2014 (train and test splits);
+//! - `sts/`: SemEval STS image captions and news headlines (2014 for tuning, 2015 held out);
+//! - `locomo/locomo10.json`: LoCoMo, ten multi-session chats with questions whose evidence
+//!   turns are labelled (conversations 1–5 for tuning, 6–10 held out).
+//!
+//! What it reports, per set and split:
+//! - **pairs**: each labelled pair stored in a fresh user through the default hooks, the first
+//!   text then the second; merge precision / recall / F1 against a bare cosine threshold at the
+//!   store's dedup distance (0.65), and how many different-meaning pairs were merged or
+//!   superseded;
+//! - **paraphrase retrieval**: every text of the set stored once with the default hooks but
+//!   the texts of the paraphrase pairs' second sides, which are the queries; R@1 and R@10 of
+//!   the default search and of the baselines, and pages out of score order;
+//! - **long chats**: every turn stored with `add_messages` (and, in a second store, as memories
+//!   through the default hooks), every question with evidence asked; hit@5 and hit@10 (an
+//!   evidence turn among the results) for the default search, the hybrid search, and the
+//!   baselines, and evidence turns the store-time hooks made unreachable.
+//!
+//! Usage: `cargo run --release -p amberdb-benches --bin public_eval -- DATA_DIR [SET...]`
+//! (SET: mrpc, sick, sts, locomo; default all). Needs the model (`scripts/fetch-model`).
+//! Deterministic: no randomness.
+
+#![expect(clippy::print_stdout, reason = "an evaluation tool reports on stdout")]
+#![expect(
+    clippy::cast_precision_loss,
+    clippy::indexing_slicing,
+    reason = "an evaluation tool: counts into ratios, indexes it built itself"
+)]
+
+use amberdb::{
+    EntityKind, MemoryId, Mode, NewMemory, Outcome, Role, SearchRequest, Store, StoreOptions,
+    StoreRequest, WriteHook,
+};
+use amberdb_benches::plain::{Baselines, Ranked};
+use anyhow::Context;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// One labelled pair: two texts and whether they say the same.
+struct Pair {
+    a: String,
+    b: String,
+    same: bool,
+}
+
+/// A split of a labelled pair set.
+struct PairSet {
+    name: &'static str,
+    split: &'static str,
+    pairs: Vec<Pair>,
+}
+
+fn read(path: &Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).with_context(|| {
+        format!(
+            "{}: missing; run scripts/fetch-eval-data first",
+            path.display()
+        )
+    })
+}
+
+/// MRPC: `Quality \t #1 ID \t #2 ID \t #1 String \t #2 String`, a header line.
+fn mrpc(dir: &Path, file: &str, split: &'static str) -> anyhow::Result<PairSet> {
+    let pairs = read(&dir.join("mrpc").join(file))?
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            (f.len() == 5).then(|| Pair {
+                a: f[3].trim().to_owned(),
+                b: f[4].trim().to_owned(),
+                same: f[0].trim_start_matches('\u{feff}') == "1",
+            })
+        })
+        .collect();
+    Ok(PairSet {
+        name: "MRPC",
+        split,
+        pairs,
+    })
+}
+
+/// SICK: `pair_ID \t A \t B \t relatedness \t entailment`. The same meaning: entailment and
+/// relatedness at least 4.5 of 5 (a restatement, not only a related sentence).
+fn sick(dir: &Path, file: &str, split: &'static str) -> anyhow::Result<PairSet> {
+    let pairs = read(&dir.join("sick").join(file))?
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            let score: f32 = f.get(3)?.parse().ok()?;
+            Some(Pair {
+                a: f.get(1)?.trim().to_owned(),
+                b: f.get(2)?.trim().to_owned(),
+                same: score >= 4.5 && f.get(4)?.trim() == "ENTAILMENT",
+            })
+        })
+        .collect();
+    Ok(PairSet {
+        name: "SICK",
+        split,
+        pairs,
+    })
+}
+
+/// SemEval STS: `score \t A \t B`; unscored lines skipped. The same meaning: at least 4 of 5
+/// ("mostly equivalent, unimportant details differ").
+fn sts(dir: &Path, files: &[&str], split: &'static str) -> anyhow::Result<PairSet> {
+    let mut pairs = Vec::new();
+    for file in files {
+        for l in read(&dir.join("sts").join(file))?.lines() {
+            let f: Vec<&str> = l.split('\t').collect();
+            let Some(score) = f.first().and_then(|s| s.trim().parse::<f32>().ok()) else {
+                continue;
+            };
+            if f.len() >= 3 {
+                pairs.push(Pair {
+                    a: f[1].trim().to_owned(),
+                    b: f[2].trim().to_owned(),
+                    same: score >= 4.0,
+                });
+            }
+        }
+    }
+    Ok(PairSet {
+        name: "STS captions+headlines",
+        split,
+        pairs,
+    })
+}
+
+fn ratio(n: usize, d: usize) -> String {
+    if d == 0 {
+        "-".into()
+    } else {
+        format!("{:.3}", n as f64 / d as f64)
+    }
+}
+
+fn prf(tp: usize, fp: usize, fneg: usize) -> String {
+    let p = tp as f64 / (tp + fp).max(1) as f64;
+    let r = tp as f64 / (tp + fneg).max(1) as f64;
+    let f = if p + r > 0.0 {
+        2.0 * p * r / (p + r)
+    } else {
+        0.0
+    };
+    format!("{p:.3} / {r:.3} / **{f:.3}**")
+}
+
+fn minilm_store(dir: &Path) -> anyhow::Result<Store> {
+    Ok(Store::open(
+        dir,
+        StoreOptions::minilm()?.memory_limit(10_000_000),
+    )?)
+}
+
+/// Store-time decisions on labelled pairs, each pair in a fresh user.
+fn pairs(store: &Store, vectors: &HashMap<String, Vec<f32>>, set: &PairSet) -> anyhow::Result<()> {
+    let verbose = std::env::var_os("AMBERDB_EVAL_VERBOSE").is_some();
+    // (tp, fp, fn) of merges; of a bare cosine threshold at the dedup distance.
+    let (mut merged, mut bare) = ((0, 0, 0), (0, 0, 0));
+    let (mut false_joins, mut different, mut supersedes) = (0, 0, 0);
+    let threshold = 1.0 - amberdb::hooks::DEDUP_DISTANCE;
+    let tally = |c: &mut (usize, usize, usize), predicted: bool, same: bool| match (predicted, same)
+    {
+        (true, true) => c.0 += 1,
+        (true, false) => c.1 += 1,
+        (false, true) => c.2 += 1,
+        _ => {}
+    };
+    let mut rules: std::collections::BTreeMap<(String, bool), usize> =
+        std::collections::BTreeMap::new();
+    for (i, p) in set.pairs.iter().enumerate() {
+        let user = format!("{}-{}-{i}", set.name, set.split);
+        let (va, vb) = (&vectors[&p.a], &vectors[&p.b]);
+        store.store(
+            StoreRequest::new(NewMemory::new(p.a.as_str()).user(&user)).with_vector(va.clone()),
+        )?;
+        let (outcome, rule) = match store.store(
+            StoreRequest::new(NewMemory::new(p.b.as_str()).user(&user)).with_vector(vb.clone()),
+        ) {
+            Ok(s) => (
+                s.outcome,
+                s.decisions
+                    .first()
+                    .map(|d| format!("{:?} {:?}", d.relation, d.reason)),
+            ),
+            Err(amberdb::EngineError::AlreadyExists { .. }) => {
+                (Outcome::Merged, Some("exact".into()))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(rule) = rule {
+            *rules.entry((rule, p.same)).or_default() += 1;
+        }
+        let cos: f32 = va.iter().zip(vb).map(|(x, y)| x * y).sum();
+        tally(&mut merged, outcome == Outcome::Merged, p.same);
+        tally(&mut bare, cos >= threshold, p.same);
+        supersedes += usize::from(matches!(outcome, Outcome::Superseded | Outcome::History));
+        if !p.same {
+            different += 1;
+            false_joins += usize::from(outcome != Outcome::Stored);
+        }
+        if verbose && (outcome == Outcome::Merged) != p.same {
+            println!(
+                "  {outcome:?} (same: {}) cos {cos:.3}: {:?} / {:?}",
+                p.same, p.a, p.b
+            );
+        }
+    }
+    if verbose {
+        for ((rule, same), n) in &rules {
+            println!(
+                "  rule {rule} on {} pairs: {n}",
+                if *same { "same" } else { "different" }
+            );
+        }
+    }
+    println!(
+        "| {} | {} | {} | {} | {} | {false_joins} of {different} ({}) | {supersedes} |",
+        set.name,
+        set.split,
+        set.pairs.len(),
+        prf(merged.0, merged.1, merged.2),
+        prf(bare.0, bare.1, bare.2),
+        ratio(false_joins, different),
+    );
+    Ok(())
+}
+
+/// Ranks of the default search for one query: ids in order and whether the scores are in
+/// order.
+fn default_page(
+    store: &Store,
+    user: &str,
+    query: &str,
+    variant: Variant,
+) -> anyhow::Result<(Vec<Vec<MemoryId>>, bool)> {
+    let mut req = SearchRequest::new(query).user(user).limit(10);
+    match variant {
+        Variant::Default => {}
+        Variant::Mode(m) => req = req.mode(m),
+        Variant::NoFold(m) => {
+            req = req.mode(m);
+            req.hooks.deduplicate = Some(false);
+        }
+        Variant::Similarity => req = req.strategy(amberdb::Strategy::Similarity),
+    }
+    let hits = store.search(&req)?;
+    let ordered = hits.results.windows(2).all(|w| w[0].score >= w[1].score);
+    // Each result with the ids its lineage reaches (a merged record stands for its sources).
+    let ids = hits
+        .results
+        .iter()
+        .map(|h| {
+            let mut ids = vec![h.memory.id];
+            ids.extend(&h.memory.supersedes);
+            ids
+        })
+        .collect();
+    Ok((ids, ordered))
+}
+
+/// A search as a user would ask it.
+#[derive(Clone, Copy)]
+enum Variant {
+    /// Every default.
+    Default,
+    /// The defaults but the mode.
+    Mode(Mode),
+    /// The defaults but the mode, load-time dedup off.
+    NoFold(Mode),
+    /// `strategy: similarity` (pure cosine ranking, the default load-time dedup).
+    Similarity,
+}
+
+const VARIANTS: &[(&str, Variant)] = &[
+    ("default", Variant::Default),
+    ("vector", Variant::Mode(Mode::Vector)),
+    ("hybrid", Variant::Mode(Mode::Hybrid)),
+    ("keyword", Variant::Mode(Mode::Keyword)),
+    ("hybrid, no fold", Variant::NoFold(Mode::Hybrid)),
+    ("similarity", Variant::Similarity),
+];
+
+/// The rank (0-based) of the first result that is or stands for one of `wanted`.
+fn first_hit(page: &[Vec<MemoryId>], wanted: &HashSet<MemoryId>) -> Option<usize> {
+    page.iter()
+        .position(|ids| ids.iter().any(|i| wanted.contains(i)))
+}
+
+/// Counts of a ranking's hits at 1, 5 and 10.
+#[derive(Default, Clone, Copy)]
+struct Hits {
+    at1: usize,
+    at5: usize,
+    at10: usize,
+}
+
+impl Hits {
+    fn add(&mut self, rank: Option<usize>) {
+        self.at1 += usize::from(rank.is_some_and(|r| r < 1));
+        self.at5 += usize::from(rank.is_some_and(|r| r < 5));
+        self.at10 += usize::from(rank.is_some_and(|r| r < 10));
+    }
+}
+
+fn print_hits(set: &str, split: &str, queries: usize, rows: &[(&str, Hits)], unordered: usize) {
+    for (name, h) in rows {
+        println!(
+            "| {set} | {split} | {queries} | {name} | {} | {} | {} |",
+            ratio(h.at1, queries),
+            ratio(h.at5, queries),
+            ratio(h.at10, queries),
+        );
+    }
+    println!(
+        "| {set} | {split} | {queries} | default pages out of score order: {unordered} | | | |"
+    );
+}
+
+/// Paraphrase retrieval over the texts of a pair set: the second text of every paraphrase
+/// pair asks for the first, among every other text of the set.
+fn retrieval(dir: &Path, vectors: &HashMap<String, Vec<f32>>, set: &PairSet) -> anyhow::Result<()> {
+    let queries_text: HashSet<&str> = set
+        .pairs
+        .iter()
+        .filter(|p| p.same && p.a != p.b)
+        .map(|p| p.b.as_str())
+        .collect();
+    let mut corpus: Vec<&str> = Vec::new();
+    let mut seen = HashSet::new();
+    for p in &set.pairs {
+        for t in [p.a.as_str(), p.b.as_str()] {
+            if !queries_text.contains(t) && seen.insert(t) {
+                corpus.push(t);
+            }
+        }
+    }
+    let index_of: HashMap<&str, usize> = corpus.iter().enumerate().map(|(i, t)| (*t, i)).collect();
+    let queries: Vec<(&str, usize)> = set
+        .pairs
+        .iter()
+        .filter(|p| p.same && p.a != p.b)
+        .filter_map(|p| Some((p.b.as_str(), *index_of.get(p.a.as_str())?)))
+        .collect();
+    let store_dir = dir.join(format!(
+        "retrieval-{}-{}",
+        set.name.replace(' ', "_"),
+        set.split
+    ));
+    let store = minilm_store(&store_dir)?;
+    let user = "eval";
+    let mut ids: Vec<MemoryId> = Vec::with_capacity(corpus.len());
+    for t in &corpus {
+        let r = store.store(
+            StoreRequest::new(NewMemory::new(*t).user(user)).with_vector(vectors[*t].clone()),
+        );
+        ids.push(match r {
+            Ok(s) => s.memory_id,
+            Err(amberdb::EngineError::AlreadyExists { existing }) => existing,
+            Err(e) => return Err(e.into()),
+        });
+    }
+    // The same texts in a store without store-time semantic dedup: what the merges cost.
+    let unmerged = Store::open(
+        store_dir.with_extension("unmerged"),
+        StoreOptions::minilm()?
+            .memory_limit(10_000_000)
+            .hooks(amberdb::HookConfig {
+                write: vec![WriteHook::Tags, WriteHook::Category, WriteHook::ExactDedup],
+                ..amberdb::HookConfig::default()
+            }),
+    )?;
+    let mut unmerged_ids = Vec::with_capacity(corpus.len());
+    for t in &corpus {
+        let s = unmerged.store(
+            StoreRequest::new(NewMemory::new(*t).user(user)).with_vector(vectors[*t].clone()),
+        )?;
+        unmerged_ids.push(s.memory_id);
+    }
+    let mut unmerged_hits = Hits::default();
+    let corpus_vectors: Vec<&[f32]> = corpus.iter().map(|t| vectors[*t].as_slice()).collect();
+    let plain = Baselines::new(&corpus, &corpus_vectors);
+    let mut variants = vec![Hits::default(); VARIANTS.len()];
+    let mut base = [Hits::default(); 3];
+    let mut unordered = 0;
+    for (q, target) in &queries {
+        let wanted: HashSet<MemoryId> = std::iter::once(ids[*target]).collect();
+        for (k, (_, variant)) in VARIANTS.iter().enumerate() {
+            let (page, ordered) = default_page(&store, user, q, *variant)?;
+            if k == 0 {
+                unordered += usize::from(!ordered);
+            }
+            variants[k].add(first_hit(&page, &wanted));
+        }
+        let wanted_unmerged: HashSet<MemoryId> = std::iter::once(unmerged_ids[*target]).collect();
+        let (page, _) = default_page(&unmerged, user, q, Variant::Default)?;
+        unmerged_hits.add(first_hit(&page, &wanted_unmerged));
+        let ranked: Ranked = plain.rank(q, &vectors[*q], 10);
+        for (k, list) in [&ranked.cosine, &ranked.bm25, &ranked.mix]
+            .into_iter()
+            .enumerate()
+        {
+            base[k].add(list.iter().position(|i| i == target));
+        }
+    }
+    print_hits(
+        set.name,
+        &format!("{} ({} texts)", set.split, corpus.len()),
+        queries.len(),
+        &VARIANTS
+            .iter()
+            .map(|v| v.0)
+            .zip(variants)
+            .chain([
+                ("default, store without semantic dedup", unmerged_hits),
+                ("plain cosine", base[0]),
+                ("plain BM25", base[1]),
+                ("plain mix", base[2]),
+            ])
+            .collect::<Vec<_>>(),
+        unordered,
+    );
+    println!(
+        "| {} | {} | live after the store-time hooks: {} of {} | | | | |",
+        set.name,
+        set.split,
+        store.stats().memories,
+        corpus.len()
+    );
+    Ok(())
+}
+
+/// One turn of a chat: its dialogue id (`D3:7`), speaker and text.
+type Turn = (String, String, String);
+
+/// One LoCoMo conversation: named sessions of turns and questions with evidence.
+struct Chat {
+    sessions: Vec<(String, Vec<Turn>)>,
+    speaker_a: String,
+    questions: Vec<(String, Vec<String>)>,
+}
+
+fn locomo(dir: &Path) -> anyhow::Result<Vec<Chat>> {
+    let text = read(&dir.join("locomo").join("locomo10.json"))?;
+    let data: serde_json::Value = serde_json::from_str(&text)?;
+    let mut chats = Vec::new();
+    for c in data.as_array().context("locomo10.json: not a list")? {
+        let conv = &c["conversation"];
+        let mut n = 1;
+        let mut sessions = Vec::new();
+        while let Some(turns) = conv.get(format!("session_{n}")).and_then(|s| s.as_array()) {
+            let turns = turns
+                .iter()
+                .filter_map(|t| {
+                    let mut text = t["text"].as_str()?.to_owned();
+                    if let Some(caption) = t.get("blip_caption").and_then(|c| c.as_str()) {
+                        text.push_str(&format!(" [shares a photo: {caption}]"));
+                    }
+                    Some((
+                        t["dia_id"].as_str()?.to_owned(),
+                        t["speaker"].as_str()?.to_owned(),
+                        text,
+                    ))
+                })
+                .collect();
+            sessions.push((format!("session_{n}"), turns));
+            n += 1;
+        }
+        let questions = c["qa"]
+            .as_array()
+            .map(|qs| {
+                qs.iter()
+                    .filter_map(|q| {
+                        let evidence: Vec<String> = q["evidence"]
+                            .as_array()?
+                            .iter()
+                            .filter_map(|e| e.as_str())
+                            .flat_map(|e| {
+                                e.split(|c: char| c == ';' || c == ',' || c.is_whitespace())
+                            })
+                            .filter(|e| e.starts_with('D'))
+                            .map(str::to_owned)
+                            .collect();
+                        (!evidence.is_empty()).then(|| {
+                            (
+                                q["question"].as_str().unwrap_or_default().to_owned(),
+                                evidence,
+                            )
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        chats.push(Chat {
+            sessions,
+            speaker_a: conv["speaker_a"].as_str().unwrap_or_default().to_owned(),
+            questions,
+        });
+    }
+    Ok(chats)
+}
+
+/// A turn as stored: the speaker's name, then the text.
+fn turn_text(speaker: &str, text: &str) -> String {
+    format!("{speaker}: {text}")
+}
+
+fn chats(
+    dir: &Path,
+    embedder: &Arc<dyn amberdb::Embedder>,
+    split: &str,
+    list: &[Chat],
+) -> anyhow::Result<()> {
+    let messages_store = minilm_store(&dir.join(format!("locomo-messages-{split}")))?;
+    let memories_store = minilm_store(&dir.join(format!("locomo-memories-{split}")))?;
+    let mut variants = vec![Hits::default(); VARIANTS.len()];
+    let mut as_memories = Hits::default();
+    let mut base = [Hits::default(); 3];
+    let (mut asked, mut unordered, mut lost, mut evidence_turns) = (0, 0, 0, 0);
+    for (c, chat) in list.iter().enumerate() {
+        let user = format!("conv-{split}-{c}");
+        messages_store.create_entity(EntityKind::User, None, &user, None, None)?;
+        let mut by_dia: HashMap<String, (MemoryId, MemoryId, usize)> = HashMap::new();
+        let mut texts: Vec<String> = Vec::new();
+        for (session, turns) in &chat.sessions {
+            if turns.is_empty() {
+                continue;
+            }
+            messages_store.create_entity(EntityKind::Session, Some(&user), session, None, None)?;
+            let msgs: Vec<(Role, String)> = turns
+                .iter()
+                .map(|(_, speaker, text)| {
+                    let role = if *speaker == chat.speaker_a {
+                        Role::User
+                    } else {
+                        Role::Assistant
+                    };
+                    (role, turn_text(speaker, text))
+                })
+                .collect();
+            let ids = messages_store.add_messages(Some(&user), session, &msgs)?;
+            for (((dia, _, _), (_, text)), id) in turns.iter().zip(&msgs).zip(ids) {
+                let as_memory =
+                    match memories_store.store(NewMemory::new(text.as_str()).user(&user)) {
+                        Ok(s) => s.memory_id,
+                        Err(amberdb::EngineError::AlreadyExists { existing }) => existing,
+                        Err(e) => return Err(e.into()),
+                    };
+                by_dia.insert(dia.clone(), (id, as_memory, texts.len()));
+                texts.push(text.clone());
+            }
+        }
+        let text_refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let vectors = embedder.embed_batch(&text_refs)?;
+        let vector_refs: Vec<&[f32]> = vectors.iter().map(Vec::as_slice).collect();
+        let plain = Baselines::new(&text_refs, &vector_refs);
+        // Evidence turns the memory store no longer holds live: archived by a merge or a
+        // supersede.
+        let mut evidence_all: HashSet<&str> = HashSet::new();
+        for (_, ev) in &chat.questions {
+            evidence_all.extend(ev.iter().map(String::as_str));
+        }
+        for dia in &evidence_all {
+            if let Some((_, mid, _)) = by_dia.get(*dia) {
+                evidence_turns += 1;
+                lost += usize::from(memories_store.get(*mid).is_err());
+            }
+        }
+        for (q, evidence) in &chat.questions {
+            let found: Vec<&(MemoryId, MemoryId, usize)> =
+                evidence.iter().filter_map(|e| by_dia.get(e)).collect();
+            if found.is_empty() {
+                continue;
+            }
+            asked += 1;
+            let wanted: HashSet<MemoryId> = found.iter().map(|f| f.0).collect();
+            for (k, (_, variant)) in VARIANTS.iter().enumerate() {
+                let (page, ordered) = default_page(&messages_store, &user, q, *variant)?;
+                if k == 0 {
+                    unordered += usize::from(!ordered);
+                }
+                variants[k].add(first_hit(&page, &wanted));
+            }
+            let wanted_memories: HashSet<MemoryId> = found.iter().map(|f| f.1).collect();
+            let (page, _) = default_page(&memories_store, &user, q, Variant::Default)?;
+            as_memories.add(first_hit(&page, &wanted_memories));
+            let qv = embedder.embed_query(q)?;
+            let ranked = plain.rank(q, &qv, 10);
+            let wanted_rows: HashSet<usize> = found.iter().map(|f| f.2).collect();
+            for (k, list) in [&ranked.cosine, &ranked.bm25, &ranked.mix]
+                .into_iter()
+                .enumerate()
+            {
+                base[k].add(list.iter().position(|i| wanted_rows.contains(i)));
+            }
+        }
+    }
+    print_hits(
+        "LoCoMo",
+        split,
+        asked,
+        &VARIANTS
+            .iter()
+            .map(|v| v.0)
+            .zip(variants)
+            .chain([
+                ("default, turns stored as memories", as_memories),
+                ("plain cosine", base[0]),
+                ("plain BM25", base[1]),
+                ("plain mix", base[2]),
+            ])
+            .collect::<Vec<_>>(),
+        unordered,
+    );
+    println!(
+        "LoCoMo {split}: evidence turns stored as memories that the store-time hooks archived: {lost} of {evidence_turns}"
+    );
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let data: PathBuf = args
+        .next()
+        .context("usage: public_eval DATA_DIR [mrpc|sick|sts|locomo ...]")?
+        .into();
+    let sets: Vec<String> = args.collect();
+    let wants = |s: &str| sets.is_empty() || sets.iter().any(|x| x == s);
+    let work = tempfile::tempdir()?;
+    let embedder = StoreOptions::minilm()?.embedder;
+    let mut pair_sets = Vec::new();
+    if wants("mrpc") {
+        pair_sets.push(mrpc(&data, "msr-para-train.tsv", "train")?);
+        pair_sets.push(mrpc(&data, "msr-para-test.tsv", "test")?);
+    }
+    if wants("sick") {
+        pair_sets.push(sick(&data, "SICK_train.txt", "train")?);
+        pair_sets.push(sick(&data, "SICK_test_annotated.txt", "test")?);
+    }
+    if wants("sts") {
+        pair_sets.push(sts(
+            &data,
+            &["2014-images.tsv", "2014-headlines.tsv"],
+            "2014 (tuning)",
+        )?);
+        pair_sets.push(sts(
+            &data,
+            &["2015-images.tsv", "2015-headlines.tsv"],
+            "2015 (held out)",
+        )?);
+    }
+    if !pair_sets.is_empty() {
+        let mut texts: Vec<&str> = pair_sets
+            .iter()
+            .flat_map(|s| s.pairs.iter().flat_map(|p| [p.a.as_str(), p.b.as_str()]))
+            .collect();
+        texts.sort_unstable();
+        texts.dedup();
+        println!("embedding {} texts with MiniLM", texts.len());
+        let mut vectors: HashMap<String, Vec<f32>> = HashMap::with_capacity(texts.len());
+        for chunk in texts.chunks(256) {
+            for (t, v) in chunk.iter().zip(embedder.embed_batch(chunk)?) {
+                vectors.insert((*t).to_owned(), v);
+            }
+        }
+        println!("\n## Store-time decisions on labelled pairs\n");
+        println!(
+            "| set | split | pairs | merged P / R / F1 | bare cosine ≥ 0.65 P / R / F1 | different meaning merged or superseded | supersedes |"
+        );
+        println!("|---|---|---|---|---|---|---|");
+        let store = minilm_store(&work.path().join("pairs"))?;
+        for set in &pair_sets {
+            pairs(&store, &vectors, set)?;
+        }
+        println!("\n## Paraphrase retrieval\n");
+        println!("| set | split | queries | ranking | R@1 | R@5 | R@10 |");
+        println!("|---|---|---|---|---|---|---|");
+        for set in &pair_sets {
+            retrieval(work.path(), &vectors, set)?;
+        }
+    }
+    if wants("locomo") {
+        let list = locomo(&data)?;
+        let (tuning, held_out) = list.split_at(list.len() / 2);
+        println!("\n## Long chats (LoCoMo)\n");
+        println!("| set | split | questions | ranking | hit@1 | hit@5 | hit@10 |");
+        println!("|---|---|---|---|---|---|---|");
+        chats(work.path(), &embedder, "1-5 (tuning)", tuning)?;
+        chats(work.path(), &embedder, "6-10 (held out)", held_out)?;
+    }
+    Ok(())
+}
