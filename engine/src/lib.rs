@@ -120,7 +120,7 @@ mod store;
 
 pub use error::{EngineError, ErrorKind, Result};
 pub use hooks::facts::Relation;
-pub use hooks::{Fold, HookConfig, HookOverrides, ReadHook, WriteHook};
+pub use hooks::{Fold, HookConfig, HookOverrides, Merge, ReadHook, WriteHook};
 pub use kernel::commit::PoisonCause;
 pub use kernel::{checkpoint, codec, error, identity, log, record, segment_file, storage, verify};
 pub use memory::{

@@ -178,6 +178,16 @@ fn pairs(store: &Store, vectors: &HashMap<String, Vec<f32>>, set: &PairSet) -> a
         (false, true) => c.2 += 1,
         _ => {}
     };
+    // AMBERDB_EVAL_DUMP=FILE appends every pair with its cosine and the guard's reading.
+    let mut dump = match std::env::var_os("AMBERDB_EVAL_DUMP") {
+        Some(path) => Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)?,
+        ),
+        None => None,
+    };
     let mut rules: std::collections::BTreeMap<(String, bool), usize> =
         std::collections::BTreeMap::new();
     for (i, p) in set.pairs.iter().enumerate() {
@@ -204,6 +214,21 @@ fn pairs(store: &Store, vectors: &HashMap<String, Vec<f32>>, set: &PairSet) -> a
             *rules.entry((rule, p.same)).or_default() += 1;
         }
         let cos: f32 = va.iter().zip(vb).map(|(x, y)| x * y).sum();
+        if let Some(out) = dump.as_mut() {
+            use std::io::Write;
+            let d = amberdb::hooks::facts::relation(&p.a, &p.b);
+            writeln!(
+                out,
+                "{}\t{}\t{}\t{cos:.4}\t{:?}\t{:?}\t{}\t{}",
+                set.name,
+                set.split,
+                u8::from(p.same),
+                d.relation,
+                d.rule,
+                p.a,
+                p.b
+            )?;
+        }
         tally(&mut merged, outcome == Outcome::Merged, p.same);
         tally(&mut bare, cos >= threshold, p.same);
         supersedes += usize::from(matches!(outcome, Outcome::Superseded | Outcome::History));
@@ -255,6 +280,7 @@ fn default_page(
             req.hooks.deduplicate = Some(false);
         }
         Variant::Similarity => req = req.strategy(amberdb::Strategy::Similarity),
+        Variant::Uncounted => req.hooks.count_access = Some(false),
     }
     let hits = store.search(&req)?;
     let ordered = hits.results.windows(2).all(|w| w[0].score >= w[1].score);
@@ -282,6 +308,8 @@ enum Variant {
     NoFold(Mode),
     /// `strategy: similarity` (pure cosine ranking, the default load-time dedup).
     Similarity,
+    /// The defaults, the search not counted as an access (`count_access: false`).
+    Uncounted,
 }
 
 const VARIANTS: &[(&str, Variant)] = &[
@@ -291,6 +319,7 @@ const VARIANTS: &[(&str, Variant)] = &[
     ("keyword", Variant::Mode(Mode::Keyword)),
     ("hybrid, no fold", Variant::NoFold(Mode::Hybrid)),
     ("similarity", Variant::Similarity),
+    ("default, not counted as access", Variant::Uncounted),
 ];
 
 /// The rank (0-based) of the first result that is or stands for one of `wanted`.

@@ -3,7 +3,7 @@
 //! cohesion check, complete linkage over lineage, and the fact guard. Pure over a `Space`, so
 //! the false-positive scenarios run with controlled vectors.
 
-use super::MAX_MERGE_GROUP;
+use super::{MAX_MERGE_GROUP, Merge};
 
 /// Most neighbours the fact guard judges for one memory: the limit of a plan's range query.
 pub(crate) const GUARD_CANDIDATES: usize = 50;
@@ -92,11 +92,12 @@ pub(crate) fn plan(
     text: &str,
     min_sim: f32,
     anchor: Option<MemoryId>,
+    merge: Merge,
 ) -> Plan {
     // The fact guard reads more neighbours than a merge may join: in a store of many similar
     // statements the older value of the same slot is often not among the nearest ten.
     let candidates = space.within(vector, min_sim, GUARD_CANDIDATES, anchor);
-    plan_among(space, candidates, vector, text, min_sim, anchor)
+    plan_among(space, candidates, vector, text, min_sim, anchor, merge)
 }
 
 /// `plan` with its range query already answered: `candidates` is what
@@ -109,6 +110,7 @@ pub(crate) fn plan_among(
     text: &str,
     min_sim: f32,
     anchor: Option<MemoryId>,
+    merge: Merge,
 ) -> Plan {
     candidates.truncate(GUARD_CANDIDATES);
     let mut plan = Plan {
@@ -124,7 +126,15 @@ pub(crate) fn plan_among(
             continue;
         }
         let older = space.text(c).unwrap_or_default();
-        let decision = relation(&older, text);
+        let mut decision = relation(&older, text);
+        if decision.relation == Relation::Duplicate
+            && merge == Merge::Identical
+            && decision.rule != super::facts::Rule::SameWords
+        {
+            // Precision first: the same statement in other words is kept apart unless the
+            // store asks for paraphrases to merge (`Merge::Paraphrases`).
+            decision.relation = Relation::Unsure;
+        }
         match decision.relation {
             Relation::Duplicate => plan.duplicates.push(c),
             Relation::Updates => plan.updated.push(c),

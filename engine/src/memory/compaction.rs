@@ -326,7 +326,18 @@ fn group_of(
     }
     let v = space.state.vectors.vector(m.id.0)?;
     let candidates = near.remove(&m.id)?;
-    let plan = dedup::plan_among(space, candidates, v, &m.content, min_sim, Some(m.id));
+    // Compaction is asked for, previewed and undoable: it merges what the fact guard reads
+    // as the same statement in other words too, where a store's automatic merges take only
+    // identical restatements (`docs/semantics.md`, "Compaction").
+    let plan = dedup::plan_among(
+        space,
+        candidates,
+        v,
+        &m.content,
+        min_sim,
+        Some(m.id),
+        crate::hooks::Merge::Paraphrases,
+    );
     let dups: Vec<MemoryId> = plan
         .duplicates
         .into_iter()

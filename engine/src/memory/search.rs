@@ -100,12 +100,13 @@ named_enum!(
 named_enum!(
     /// Where candidates come from (`docs/search.md`, "Modes").
     Mode {
-        /// Cosine over the embeddings (the default).
-        #[default]
+        /// Cosine over the embeddings.
         Vector = "vector",
         /// BM25 over the content.
         Keyword = "keyword",
-        /// Both, fused.
+        /// Both, fused (the default: on long chats it finds what neither finds alone,
+        /// `docs/search.md`, "Judged on public data").
+        #[default]
         Hybrid = "hybrid",
         /// Case-insensitive substring.
         Text = "text",
@@ -214,7 +215,7 @@ pub enum ScanMode {
 }
 
 impl SearchRequest {
-    /// The first 10 results for `query`, composite strategy, vector mode.
+    /// The first 10 results for `query`, composite strategy, hybrid mode.
     #[must_use]
     pub fn new(query: impl Into<String>) -> SearchRequest {
         SearchRequest {
@@ -248,6 +249,7 @@ impl SearchRequest {
         SearchRequest {
             vector: Some(vector),
             strategy: Strategy::Similarity,
+            mode: Mode::Vector,
             ..SearchRequest::new("")
         }
     }
@@ -296,6 +298,10 @@ impl SearchRequest {
     #[must_use]
     pub fn strategy(mut self, strategy: Strategy) -> SearchRequest {
         self.strategy = strategy;
+        if strategy == Strategy::Similarity {
+            // The one mode the pure cosine ranking has.
+            self.mode = Mode::Vector;
+        }
         self
     }
 

@@ -727,6 +727,7 @@ impl Store {
                     &m.content,
                     1.0 - p.eff.dedup_distance,
                     None,
+                    p.eff.merge,
                 )
             } else {
                 dedup::Plan::default()

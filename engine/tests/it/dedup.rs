@@ -33,11 +33,10 @@ fn at(deg: f32) -> Vec<f32> {
 }
 
 /// The same words in a different order for every `n`: distinct content, same content words.
+/// The `n`th restatement of one sentence in the same words (the vectors, not the words,
+/// decide these tests; the fact guard reads every pair as the same statement).
 fn text(n: usize) -> String {
-    let words = ["cache", "keys", "expire", "hourly", "redis"];
-    let mut w: Vec<&str> = words.to_vec();
-    w.rotate_left(n % words.len());
-    format!("{}{}", w.join(" "), ".".repeat(n / words.len()))
+    format!("cache keys expire hourly in redis{}", ".".repeat(n + 1))
 }
 
 fn store(store: &Store, n: usize, v: Vec<f32>) -> MemoryId {

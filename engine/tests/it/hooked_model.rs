@@ -14,10 +14,15 @@ use std::sync::Arc;
 
 const DIM: usize = 8;
 
+/// Every hook on, paraphrases merged too (`Merge::Paraphrases`), so the sequences merge.
 fn options(fs: &FaultyStorage) -> StoreOptions {
     StoreOptions::new(Arc::new(HashingEmbedder::with_dim(DIM)))
         .storage(Arc::new(fs.clone()))
         .seal_rows(5)
+        .hooks(amberdb::HookConfig {
+            merge: amberdb::Merge::Paraphrases,
+            ..amberdb::HookConfig::default()
+        })
 }
 
 /// A vector near one of four cluster centres.
@@ -39,9 +44,9 @@ fn text(rng: &mut Rng, cluster: u64, n: u64) -> String {
     w.rotate_left((n % 6) as usize);
     match rng.below(4) {
         0 => format!("cluster {cluster} retries {} {}", rng.below(4), w.join(" ")),
-        // One replaced word: the newer updates (supersedes) the older.
+        // A new value of one slot: the newer updates (supersedes) the older.
         1 => format!(
-            "cluster {cluster} colour {} cache keys expire hourly in redis",
+            "The colour of cluster {cluster} is {}",
             ["red", "blue", "green"][rng.below(3) as usize]
         ),
         _ => format!(
@@ -52,10 +57,11 @@ fn text(rng: &mut Rng, cluster: u64, n: u64) -> String {
     }
 }
 
+/// Every live memory, by id (ids are never reused; 300 steps assign far fewer than 4,000).
 fn live(store: &Store) -> Vec<Memory> {
-    let mut v = store.list_recent(None, 50).unwrap();
-    v.sort_by_key(|m| m.id);
-    v
+    (1..4_000)
+        .filter_map(|i| store.get(amberdb::MemoryId(i)).ok())
+        .collect()
 }
 
 /// Everything a reopen must give back: live memories, each one's lineage, canonical tags.

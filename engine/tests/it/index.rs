@@ -418,7 +418,8 @@ fn store_time_dedup_finds_a_duplicate_through_the_index() {
     };
     let again = store
         .store(
-            StoreRequest::new(NewMemory::new("redis cache keys expire hourly")).with_vector(near),
+            StoreRequest::new(NewMemory::new("Cache keys expire hourly in Redis."))
+                .with_vector(near),
         )
         .unwrap();
     assert_eq!(again.outcome, amberdb::Outcome::Merged, "{again:?}");

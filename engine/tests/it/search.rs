@@ -256,7 +256,7 @@ fn similarity_never_falls_back_and_the_others_say_when_they_do() {
         .unwrap();
     // Composite, embeddings working, but no vector candidate reaches the 0.6 asked for: the
     // substring match supplements and the reply says so.
-    let mut r = SearchRequest::new("kafka");
+    let mut r = SearchRequest::new("kafka").mode(Mode::Vector);
     r.threshold = Some(0.6);
     r.hooks.count_access = Some(false);
     let hits = store.search(&r).unwrap();
@@ -321,7 +321,7 @@ fn strategies_rank_by_their_documented_formulas() {
         store.record_access(used).unwrap();
     }
     let rank = |strategy: Strategy, q: &str| {
-        let mut r = SearchRequest::new(q).strategy(strategy);
+        let mut r = SearchRequest::new(q).strategy(strategy).mode(Mode::Vector);
         r.threshold = Some(-1.0);
         r.hooks.count_access = Some(false);
         r.hooks.deduplicate = Some(false);

@@ -3,8 +3,8 @@
 //! and its undo, tag preview / apply / snapshots, update and feedback.
 
 use amberdb::{
-    Category, EngineError, Feedback, HookOverrides, NewMemory, Outcome, Relation, SearchRequest,
-    Store, StoreOptions, StoreRequest, Strategy, UpdateRequest, WriteHook,
+    Category, EngineError, Feedback, HookConfig, HookOverrides, NewMemory, Outcome, Relation,
+    SearchRequest, Store, StoreOptions, StoreRequest, Strategy, UpdateRequest, WriteHook,
 };
 
 fn minilm() -> StoreOptions {
@@ -134,8 +134,31 @@ const COFFEE: [&str; 3] = [
 ];
 
 #[test]
-fn three_coffee_paraphrases_end_as_one_memory_with_lineage() {
+fn paraphrases_stay_apart_unless_the_store_merges_paraphrases() {
+    // The default merges only restatements in the same words: three paraphrases are three.
     let (_dir, store) = open();
+    for text in COFFEE {
+        let s = store.store(NewMemory::new(text)).unwrap();
+        assert_eq!(s.outcome, Outcome::Stored, "{s:?}");
+    }
+    let same_words = store
+        .store(NewMemory::new("user likes coffee - flat white, usually!"))
+        .unwrap();
+    assert_eq!(same_words.outcome, Outcome::Merged, "{same_words:?}");
+    assert_eq!(store.list_recent(None, 50).unwrap().len(), 3);
+}
+
+#[test]
+fn three_coffee_paraphrases_end_as_one_memory_with_lineage() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(
+        dir.path(),
+        minilm().hooks(HookConfig {
+            merge: amberdb::Merge::Paraphrases,
+            ..HookConfig::default()
+        }),
+    )
+    .unwrap();
     let mut stored = Vec::new();
     for text in COFFEE {
         let s = store

@@ -11,15 +11,25 @@ fn search_memories(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     if let Some(n) = args.opt_u64("offset")? {
         q.offset = usize::try_from(n).unwrap_or(usize::MAX);
     }
-    if let Some(s) = args.opt_str("mode")? {
-        q.mode = parsed("mode", Mode::parse(&s))?;
-    }
+    let mode = args
+        .opt_str("mode")?
+        .map(|s| parsed("mode", Mode::parse(&s)))
+        .transpose()?;
     q.strategy = match args.opt_str("strategy")? {
         Some(s) => parsed("strategy", Strategy::parse(&s))?,
-        // vector-memory-mcp ranks a vector search by similarity alone.
-        None if session.vmm_shapes && q.mode == Mode::Vector => Strategy::Similarity,
+        // vector-memory-mcp ranks a vector search by similarity alone: its tools keep that
+        // ranking unless asked for another mode.
+        None if session.vmm_shapes && mode.is_none_or(|m| m == Mode::Vector) => {
+            Strategy::Similarity
+        }
         None => Strategy::default(),
     };
+    // The similarity strategy has one mode, vector; any other default is hybrid.
+    q.mode = mode.unwrap_or(if q.strategy == Strategy::Similarity {
+        Mode::Vector
+    } else {
+        Mode::default()
+    });
     q.threshold = args.opt_f32("threshold")?;
     let (vector, keyword) = (
         args.opt_f32("vector_weight")?,
@@ -224,7 +234,7 @@ pub(super) static TABLE: &[Command] = &[
                 Ty::Str,
                 "composite (default), similarity, recency, frequency, importance",
             ),
-            opt("mode", Ty::Str, "vector (default), keyword, hybrid, text"),
+            opt("mode", Ty::Str, "hybrid (default; vector with strategy similarity and over MCP), vector, keyword, text"),
             opt(
                 "threshold",
                 Ty::Num,
