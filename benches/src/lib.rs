@@ -1,6 +1,7 @@
 //! Shared setup of amberdb's benches: seeded data sets and prebuilt stores.
 
 pub mod plain;
+pub mod public;
 
 use amberdb::{NewMemory, Store, StoreOptions, SyncPolicy};
 use amberdb_index::segment::writer;

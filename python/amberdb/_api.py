@@ -86,9 +86,10 @@ class Commands:
         dedup_distance: Optional[float] = None,
     ) -> StoreResult:
         """Stores a memory (durable when this returns). The write hooks normalize its tags and
-        category and dedup it: an exact duplicate raises :class:`amberdb.AlreadyExists` (its
-        ``memory_id`` is the one stored); a near duplicate is merged (``outcome="merged"``)
-        or supersedes an older fact (``outcome="superseded"``)."""
+        category and dedup it: an exact duplicate is ``outcome="duplicate"`` with the
+        ``memory_id`` of the memory that holds it (nothing stored, no exception); the same
+        words restated are merged (``outcome="merged"``); a new value of a fact supersedes the
+        older one (``outcome="superseded"``)."""
         return self._run(
             "STORE_MEMORY",
             _args(content=content, category=category, tags=tags, user_id=user_id,

@@ -138,6 +138,7 @@ class Decision:
 @dataclass
 class StoreResult:
     """A stored memory: its id and what the write hooks did (``outcome``: ``stored``,
+    ``duplicate`` (nothing stored; ``memory_id`` holds the content already),
     ``merged``, ``superseded`` or ``history``)."""
 
     memory_id: int

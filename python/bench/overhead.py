@@ -40,10 +40,7 @@ def python_run(n):
         stores, raw_stores, searches, raw = [], [], [], []
         for i in range(n):
             t = time.perf_counter()
-            try:
-                db.store(note(i))
-            except amberdb.AlreadyExists:
-                pass
+            db.store(note(i))
             stores.append((time.perf_counter() - t) * 1e6)
             t = time.perf_counter()
             raw_db._native.call("STORE_MEMORY", json.dumps({"content": note(i)}))

@@ -12,9 +12,8 @@ def test_sync_client_end_to_end(server):
         assert db.ping() is True
         stored = db.store("pytest -x stops the run at the first failing test", tags=["Python"])
         assert stored.outcome == "stored" and stored.tags == ["python"]
-        with pytest.raises(amberdb.AlreadyExists) as dup:
-            db.store("pytest -x stops the run at the first failing test")
-        assert dup.value.memory_id == stored.memory_id
+        dup = db.store("pytest -x stops the run at the first failing test")
+        assert dup.outcome == "duplicate" and dup.memory_id == stored.memory_id
         hits = db.search("pytest", mode="keyword")
         assert hits.ids == [stored.memory_id] and hits[0].tags == ["python"]
         assert db.get(stored.memory_id).content.startswith("pytest -x")
@@ -36,9 +35,7 @@ def test_pipeline_runs_in_order_and_reports_each_error(server):
             found = p.search("pipelined note", mode="text", limit=50, deduplicate=False)
         ids = [s.result().memory_id for s in stores]
         assert ids == sorted(ids) and len(set(ids)) == 600
-        with pytest.raises(amberdb.AlreadyExists):
-            dup.result()
-        assert isinstance(dup.error, amberdb.AlreadyExists)
+        assert dup.result().outcome == "duplicate" and dup.error is None
         assert len(found.result()) == 50
         assert db.stats()["store"]["memories"] == 600
 

@@ -303,11 +303,11 @@ pub fn demo(dir: &Path, options: StoreOptions) -> Result<String> {
                 .category(*category)
                 .tags(tags.iter().copied()),
         ) {
+            Ok(stored) if stored.outcome == amberdb::Outcome::Duplicate => {
+                let _ = writeln!(out, "already stored as #{}: {text}", stored.memory_id);
+            }
             Ok(stored) => {
                 let _ = writeln!(out, "stored #{}: {text}", stored.memory_id);
-            }
-            Err(EngineError::AlreadyExists { existing }) => {
-                let _ = writeln!(out, "already stored as #{existing}: {text}");
             }
             Err(e) => return Err(e),
         }

@@ -234,7 +234,10 @@ mod tests {
         assert_eq!(stored["result"]["structuredContent"]["success"], true);
         let again = call(&ctx, json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
             "params": {"name": "store_memory", "arguments": {"content": "the build needs protoc 3.21"}}})).unwrap();
-        assert_eq!(again["result"]["isError"], true);
+        // A duplicate is vector-memory-mcp's answer: a normal result, success false.
+        assert_eq!(again["result"]["isError"], false);
+        assert_eq!(again["result"]["structuredContent"]["success"], false);
+        assert_eq!(again["result"]["structuredContent"]["outcome"], "duplicate");
         assert_eq!(
             again["result"]["structuredContent"]["memory_id"],
             stored["result"]["structuredContent"]["memory_id"]

@@ -40,17 +40,11 @@ use amberdb::{
     StoreRequest, WriteHook,
 };
 use amberdb_benches::plain::{Baselines, Ranked};
+use amberdb_benches::public::{Pair, Retrieval, read_sts, write_slice};
 use anyhow::Context;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// One labelled pair: two texts and whether they say the same.
-struct Pair {
-    a: String,
-    b: String,
-    same: bool,
-}
 
 /// A split of a labelled pair set.
 struct PairSet {
@@ -117,19 +111,7 @@ fn sick(dir: &Path, file: &str, split: &'static str) -> anyhow::Result<PairSet> 
 fn sts(dir: &Path, files: &[&str], split: &'static str) -> anyhow::Result<PairSet> {
     let mut pairs = Vec::new();
     for file in files {
-        for l in read(&dir.join("sts").join(file))?.lines() {
-            let f: Vec<&str> = l.split('\t').collect();
-            let Some(score) = f.first().and_then(|s| s.trim().parse::<f32>().ok()) else {
-                continue;
-            };
-            if f.len() >= 3 {
-                pairs.push(Pair {
-                    a: f[1].trim().to_owned(),
-                    b: f[2].trim().to_owned(),
-                    same: score >= 4.0,
-                });
-            }
-        }
+        pairs.extend(read_sts(&read(&dir.join("sts").join(file))?));
     }
     Ok(PairSet {
         name: "STS captions+headlines",
@@ -199,15 +181,13 @@ fn pairs(store: &Store, vectors: &HashMap<String, Vec<f32>>, set: &PairSet) -> a
         let (outcome, rule) = match store.store(
             StoreRequest::new(NewMemory::new(p.b.as_str()).user(&user)).with_vector(vb.clone()),
         ) {
+            Ok(s) if s.outcome == Outcome::Duplicate => (Outcome::Merged, Some("exact".into())),
             Ok(s) => (
                 s.outcome,
                 s.decisions
                     .first()
                     .map(|d| format!("{:?} {:?}", d.relation, d.reason)),
             ),
-            Err(amberdb::EngineError::AlreadyExists { .. }) => {
-                (Outcome::Merged, Some("exact".into()))
-            }
             Err(e) => return Err(e.into()),
         };
         if let Some(rule) = rule {
@@ -281,6 +261,14 @@ fn default_page(
         }
         Variant::Similarity => req = req.strategy(amberdb::Strategy::Similarity),
         Variant::Uncounted => req.hooks.count_access = Some(false),
+        Variant::Weights(v, k) => {
+            req = req.mode(Mode::Hybrid);
+            req.fusion = amberdb::Fusion::Weighted {
+                vector: v,
+                keyword: k,
+            };
+        }
+        Variant::Fetch(n) => req.limit = n,
     }
     let hits = store.search(&req)?;
     let ordered = hits.results.windows(2).all(|w| w[0].score >= w[1].score);
@@ -310,6 +298,10 @@ enum Variant {
     Similarity,
     /// The defaults, the search not counted as an access (`count_access: false`).
     Uncounted,
+    /// Hybrid with these fusion weights.
+    Weights(f32, f32),
+    /// The defaults with a longer page (its top 10 judged).
+    Fetch(usize),
 }
 
 const VARIANTS: &[(&str, Variant)] = &[
@@ -320,6 +312,9 @@ const VARIANTS: &[(&str, Variant)] = &[
     ("hybrid, no fold", Variant::NoFold(Mode::Hybrid)),
     ("similarity", Variant::Similarity),
     ("default, not counted as access", Variant::Uncounted),
+    ("hybrid 0.8/0.2", Variant::Weights(0.8, 0.2)),
+    ("hybrid 0.6/0.4", Variant::Weights(0.6, 0.4)),
+    ("default, limit 50", Variant::Fetch(50)),
 ];
 
 /// The rank (0-based) of the first result that is or stands for one of `wanted`.
@@ -361,28 +356,9 @@ fn print_hits(set: &str, split: &str, queries: usize, rows: &[(&str, Hits)], uno
 /// Paraphrase retrieval over the texts of a pair set: the second text of every paraphrase
 /// pair asks for the first, among every other text of the set.
 fn retrieval(dir: &Path, vectors: &HashMap<String, Vec<f32>>, set: &PairSet) -> anyhow::Result<()> {
-    let queries_text: HashSet<&str> = set
-        .pairs
-        .iter()
-        .filter(|p| p.same && p.a != p.b)
-        .map(|p| p.b.as_str())
-        .collect();
-    let mut corpus: Vec<&str> = Vec::new();
-    let mut seen = HashSet::new();
-    for p in &set.pairs {
-        for t in [p.a.as_str(), p.b.as_str()] {
-            if !queries_text.contains(t) && seen.insert(t) {
-                corpus.push(t);
-            }
-        }
-    }
-    let index_of: HashMap<&str, usize> = corpus.iter().enumerate().map(|(i, t)| (*t, i)).collect();
-    let queries: Vec<(&str, usize)> = set
-        .pairs
-        .iter()
-        .filter(|p| p.same && p.a != p.b)
-        .filter_map(|p| Some((p.b.as_str(), *index_of.get(p.a.as_str())?)))
-        .collect();
+    let task = Retrieval::of(&set.pairs);
+    let corpus: Vec<&str> = task.corpus.iter().map(String::as_str).collect();
+    let queries: Vec<(&str, usize)> = task.queries.iter().map(|(q, t)| (q.as_str(), *t)).collect();
     let store_dir = dir.join(format!(
         "retrieval-{}-{}",
         set.name.replace(' ', "_"),
@@ -397,7 +373,6 @@ fn retrieval(dir: &Path, vectors: &HashMap<String, Vec<f32>>, set: &PairSet) -> 
         );
         ids.push(match r {
             Ok(s) => s.memory_id,
-            Err(amberdb::EngineError::AlreadyExists { existing }) => existing,
             Err(e) => return Err(e.into()),
         });
     }
@@ -584,7 +559,6 @@ fn chats(
                 let as_memory =
                     match memories_store.store(NewMemory::new(text.as_str()).user(&user)) {
                         Ok(s) => s.memory_id,
-                        Err(amberdb::EngineError::AlreadyExists { existing }) => existing,
                         Err(e) => return Err(e.into()),
                     };
                 by_dia.insert(dia.clone(), (id, as_memory, texts.len()));
@@ -659,8 +633,48 @@ fn chats(
     Ok(())
 }
 
+/// The CI slice (`benches/tests/data/sts-images/`): the SemEval STS image-caption pairs of
+/// 2014 and 2015 (their descriptions are free, the readme says: the one permissive set here)
+/// with their MiniLM vectors, so the CI check embeds nothing.
+fn write_ci_slice(data: Option<String>, out: Option<String>) -> anyhow::Result<()> {
+    let (Some(data), Some(out)) = (data, out) else {
+        anyhow::bail!("usage: public_eval --write-slice DATA_DIR OUT_DIR");
+    };
+    let data = PathBuf::from(data);
+    let out = PathBuf::from(out);
+    let mut pairs_text = String::new();
+    let mut texts: Vec<String> = Vec::new();
+    for file in ["2014-images.tsv", "2015-images.tsv"] {
+        for line in read(&data.join("sts").join(file))?.lines() {
+            let mut f = line.split('\t');
+            if let (Some(score), Some(a), Some(b)) = (f.next(), f.next(), f.next())
+                && score.trim().parse::<f32>().is_ok()
+            {
+                pairs_text.push_str(&format!("{}\t{}\t{}\n", score.trim(), a.trim(), b.trim()));
+                texts.push(a.trim().to_owned());
+                texts.push(b.trim().to_owned());
+            }
+        }
+    }
+    texts.sort_unstable();
+    texts.dedup();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let embedder = StoreOptions::minilm()?.embedder;
+    let mut vectors = Vec::with_capacity(refs.len());
+    for chunk in refs.chunks(256) {
+        vectors.extend(embedder.embed_batch(chunk)?);
+    }
+    write_slice(&out, &refs, &vectors)?;
+    std::fs::write(out.join("pairs.tsv"), pairs_text)?;
+    println!("{} texts written to {}", refs.len(), out.display());
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
+    if std::env::args().nth(1).as_deref() == Some("--write-slice") {
+        return write_ci_slice(args.nth(1), args.next());
+    }
     let data: PathBuf = args
         .next()
         .context("usage: public_eval DATA_DIR [mrpc|sick|sts|locomo ...]")?

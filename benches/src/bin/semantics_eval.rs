@@ -273,12 +273,11 @@ impl Eval {
                 .user(user)
                 .valid_from(Timestamp(self.clock)),
         );
-        let s = match self.store.store(req) {
-            Ok(s) => s,
+        let s = self.store.store(req)?;
+        if s.outcome == Outcome::Duplicate {
             // The same text again (the exact hook): nothing to decide.
-            Err(amberdb::EngineError::AlreadyExists { .. }) => return Ok(()),
-            Err(e) => return Err(e.into()),
-        };
+            return Ok(());
+        }
         let mut updated_same_slot = false;
         let mut merged_same_value = false;
         if s.reason.is_none() {
@@ -595,10 +594,13 @@ fn pair_f1(store: &Store, title: &str, pairs: &[(String, String, bool)]) -> anyh
     for (i, (a, b, same)) in pairs.iter().enumerate() {
         let u = format!("{title}-{}-{i}", first_user);
         store.store(NewMemory::new(a.as_str()).user(&u))?;
-        let outcome = match store.store(StoreRequest::new(NewMemory::new(b.as_str()).user(&u))) {
-            Ok(s) => s.outcome,
-            Err(amberdb::EngineError::AlreadyExists { .. }) => Outcome::Merged,
-            Err(e) => return Err(e.into()),
+        let outcome = match store
+            .store(StoreRequest::new(NewMemory::new(b.as_str()).user(&u)))?
+            .outcome
+        {
+            // The same text: merged, as far as pairs go.
+            Outcome::Duplicate => Outcome::Merged,
+            other => other,
         };
         let va = embedder.embed_query(a)?;
         let vb = embedder.embed_query(b)?;

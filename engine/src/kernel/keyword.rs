@@ -49,6 +49,16 @@ pub fn tokenize(text: &str) -> Vec<String> {
 /// lowercase ASCII already is passed as it is; others are lowercased into `lower` (ASCII) or
 /// with `str::to_lowercase` (anything else, whose rules depend on the context).
 fn for_each_term(text: &str, lower: &mut String, mut f: impl FnMut(&str)) {
+    for_each_word(text, lower, |term| {
+        if !is_stop_word(term) {
+            f(term);
+        }
+    });
+}
+
+/// Calls `f` with each word of `text`, lowercased as `for_each_term` lowercases, stop words
+/// included.
+fn for_each_word(text: &str, lower: &mut String, mut f: impl FnMut(&str)) {
     for word in text.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
         if word.is_empty() {
             continue;
@@ -65,10 +75,29 @@ fn for_each_term(text: &str, lower: &mut String, mut f: impl FnMut(&str)) {
         } else {
             word
         };
-        if !is_stop_word(term) {
-            f(term);
-        }
+        f(term);
     }
+}
+
+/// The position of a stop word in `STOP_WORDS`.
+fn stop_word_index(term: &str) -> Option<usize> {
+    if term.len() > STOP_WORD_MAX_LEN {
+        return None;
+    }
+    STOP_WORDS.binary_search(&term).ok()
+}
+
+/// The distinct stop words of `text`, as positions in `STOP_WORDS`.
+fn stop_words_of(text: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    for_each_word(text, &mut String::new(), |w| {
+        if let Some(i) = stop_word_index(w) {
+            out.push(i);
+        }
+    });
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// One document in a term's postings: its key, the term's frequency in it, and its length in
@@ -164,6 +193,9 @@ pub(crate) struct KeywordIndex {
     stale: usize,
     /// The largest key ever added (sizes the dense score accumulator).
     max_key: u64,
+    /// How many live documents hold each stop word (by its place in `STOP_WORDS`): their
+    /// idf for `score_all_words`. Stop words have no postings: they never find a document.
+    stop_df: Vec<u32>,
     /// Reused by `add`: the term ids of the document, and a lowercased word.
     scratch: (Vec<u32>, String),
 }
@@ -212,6 +244,14 @@ impl KeywordIndex {
         self.max_key = self.max_key.max(key);
         self.lengths.insert(key, length);
         self.total_length += u64::from(length);
+        if self.stop_df.len() < STOP_WORDS.len() {
+            self.stop_df.resize(STOP_WORDS.len(), 0);
+        }
+        for i in stop_words_of(content) {
+            if let Some(df) = self.stop_df.get_mut(i) {
+                *df += 1;
+            }
+        }
     }
 
     /// Removes a document (its content is needed to find its terms).
@@ -220,6 +260,11 @@ impl KeywordIndex {
             return;
         };
         self.total_length -= u64::from(length);
+        for i in stop_words_of(content) {
+            if let Some(df) = self.stop_df.get_mut(i) {
+                *df = df.saturating_sub(1);
+            }
+        }
         let mut terms = tokenize(content);
         terms.sort_unstable();
         terms.dedup();
@@ -337,6 +382,44 @@ impl KeywordIndex {
         out
     }
 
+    /// BM25 of one document for every word of `query`, stop words included (their idf from
+    /// how many live documents hold them), as a plain BM25 over all words scores it: the
+    /// hybrid mode's keyword score of a candidate (`docs/search.md`, "Modes"). Lengths are
+    /// counted in terms, as `scores` counts them. `None` if it holds none of the words.
+    pub(crate) fn score_all_words(&self, query: &str, content: &str) -> Option<f32> {
+        let n = self.lengths.len();
+        if n == 0 {
+            return None;
+        }
+        #[expect(clippy::cast_precision_loss, reason = "BM25 is approximate")]
+        let (n, avg) = (n as f64, self.total_length as f64 / n as f64);
+        let mut words: Vec<String> = Vec::new();
+        for_each_word(query, &mut String::new(), |w| words.push(w.to_owned()));
+        words.sort_unstable();
+        words.dedup();
+        let mut doc: Vec<String> = Vec::new();
+        for_each_word(content, &mut String::new(), |w| doc.push(w.to_owned()));
+        let len =
+            u32::try_from(doc.iter().filter(|w| !is_stop_word(w)).count()).unwrap_or(u32::MAX);
+        let mut total = 0.0f32;
+        let mut any = false;
+        for w in &words {
+            let df = match stop_word_index(w) {
+                Some(i) => self.stop_df.get(i).copied().unwrap_or(0),
+                None => self.postings(w).map_or(0, |p| p.df),
+            };
+            let tf = doc.iter().filter(|d| *d == w).count();
+            if df == 0 || tf == 0 {
+                continue;
+            }
+            let df = f64::from(df);
+            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+            any = true;
+            total += term_score(idf, u32::try_from(tf).unwrap_or(u32::MAX), len, avg);
+        }
+        any.then_some(total)
+    }
+
     /// BM25 of one document given its content, equal to what `scores` gives it (same terms,
     /// same order of addition); `None` if it holds none of the terms.
     pub(crate) fn score_of(&self, terms: &[String], content: &str) -> Option<f32> {
@@ -381,6 +464,29 @@ mod tests {
             ["e4137", "error", "parse_config_v2", "café"]
         );
         assert!(tokenize("the, of; and!").is_empty());
+    }
+
+    #[test]
+    fn all_words_scoring_counts_stop_words_by_their_own_idf() {
+        let mut index = KeywordIndex::default();
+        index.add(1, "a man is in the water");
+        index.add(2, "a man is on the water");
+        index.add(3, "a dog sleeps");
+        let (inside, on) = (
+            index.score_all_words("man in water", "a man is in the water"),
+            index.score_all_words("man in water", "a man is on the water"),
+        );
+        assert!(inside.unwrap() > on.unwrap(), "{inside:?} {on:?}");
+        // The stop word alone finds its documents' score, and leaves with them.
+        assert!(
+            index
+                .score_all_words("on", "a man is on the water")
+                .is_some()
+        );
+        index.remove(2, "a man is on the water");
+        assert_eq!(index.score_all_words("on", "a man is on the water"), None);
+        // Stop words still find nothing through the postings.
+        assert!(index.scores(&tokenize("in"), |_| true).is_empty());
     }
 
     #[test]

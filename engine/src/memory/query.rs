@@ -318,10 +318,17 @@ fn retrieve(
             let terms = tokenize(&q.query);
             let vector = nearest(e)?;
             let keyword = keyword_top(u, sel, &terms, k)?;
-            fuse(state, u, e, &terms, &vector, &keyword, Fusion::default())?
-                .into_iter()
-                .map(|c| (c.key, c.relevance, c.source))
-                .collect()
+            fuse(
+                state,
+                u,
+                (e, &q.query),
+                &vector,
+                &keyword,
+                Fusion::default(),
+            )?
+            .into_iter()
+            .map(|c| (c.key, c.relevance, c.source))
+            .collect()
         }
         (StoreType::Graph, Some(e)) => {
             let seeds = nearest(e)?;

@@ -785,14 +785,13 @@ pub(crate) fn cosine_of(state: &State, query: &[f32], key: u64) -> Option<f32> {
 pub(crate) fn fuse(
     state: &State,
     u: &UserIndex,
-    query: &[f32],
-    terms: &[String],
+    query: (&[f32], &str),
     vector: &[(u64, f32)],
     keyword: &[(u64, f32)],
     fusion: Fusion,
 ) -> Result<Vec<Candidate>> {
+    let (query, text) = query;
     let index = u.keyword()?;
-    let max_bm25 = keyword.first().map_or(0.0, |k| k.1);
     let ranks = |list: &[(u64, f32)]| -> HashMap<u64, usize> {
         list.iter().enumerate().map(|(i, x)| (x.0, i)).collect()
     };
@@ -804,17 +803,22 @@ pub(crate) fn fuse(
             .map(|k| k.0)
             .filter(|k| !vector_rank.contains_key(k)),
     );
+    // Every candidate's BM25 over all the query's words, stop words included, as a plain
+    // BM25 scores it ("a man is in the water" is not "a man is on the water"): the keyword
+    // list, whose terms leave stop words out, only finds candidates. Normalized by the best.
+    let raws: HashMap<u64, f32> = order
+        .iter()
+        .filter_map(|key| {
+            let m = state.table.get(MemoryId(*key))?;
+            Some((*key, index.score_all_words(text, &m.content)?))
+        })
+        .collect();
+    let max_bm25 = raws.values().copied().fold(0.0f32, f32::max);
     Ok(order
         .into_iter()
         .map(|key| {
             let cosine = cosine_of(state, query, key);
-            let raw = match keyword_rank.get(&key) {
-                Some(i) => keyword.get(*i).map(|k| k.1),
-                None => state
-                    .table
-                    .get(MemoryId(key))
-                    .and_then(|m| index.score_of(terms, &m.content)),
-            };
+            let raw = raws.get(&key).copied();
             let relevance = match fusion {
                 Fusion::Weighted {
                     vector: wv,
@@ -1337,7 +1341,7 @@ impl Store {
                     || vector_top(state, sel, q, fetch, plan.threshold, plan.scan, plan.probe),
                     || keyword_top(u, sel, &plan.terms, fetch),
                 );
-                candidates = fuse(state, u, q, &plan.terms, &vector?, &keyword?, req.fusion)?;
+                candidates = fuse(state, u, (q, &req.query), &vector?, &keyword?, req.fusion)?;
             }
             (Mode::Keyword, _) => {
                 let keyword = keyword_top(u, sel, &plan.terms, fetch)?;

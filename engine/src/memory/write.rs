@@ -145,6 +145,10 @@ pub enum Outcome {
     /// before the newer one's): kept in the archive with its validity closed, in the newer
     /// one's lineage, out of searches of the present.
     History,
+    /// The user holds this exact content already (the exact dedup hook): nothing was
+    /// stored; `memory_id` is the memory that holds it. An outcome, not an error, on every
+    /// interface (`docs/semantics.md`, "Duplicates").
+    Duplicate,
 }
 
 /// The result of `store_memory`, in the seed's shape.
@@ -279,14 +283,48 @@ impl Store {
     ///
     /// # Errors
     /// `Invalid` / `LimitExceeded` for bad input (naming the rule), `DimensionMismatch` for a
-    /// given vector of another dimension, `AlreadyExists` with the existing id,
-    /// `MemoryLimitReached`, `Poisoned`, `DiskFull`, `Io`, `Embed`.
+    /// given vector of another dimension, `MemoryLimitReached`, `Poisoned`, `DiskFull`, `Io`,
+    /// `Embed`. An exact duplicate is not an error: the outcome `Duplicate` with the id of the
+    /// memory that holds the content.
     pub fn store(&self, req: impl Into<StoreRequest>) -> Result<Stored> {
         let mut req = req.into();
         let given = req.vector.take();
-        let planned = self.refuse_known_duplicate(self.plan(req)?)?;
-        let embedded = self.embed_one(&planned, given)?;
-        self.decide_and_commit(planned, embedded)
+        let stored = self
+            .refuse_known_duplicate(self.plan(req)?)
+            .and_then(|planned| {
+                let embedded = self.embed_one(&planned, given)?;
+                self.decide_and_commit(planned, embedded)
+            });
+        self.duplicate_as_outcome(stored)
+    }
+
+    /// An exact duplicate as the outcome `Duplicate` naming the memory that holds the
+    /// content, with that memory's fields: what every interface answers for a duplicate
+    /// store (`docs/semantics.md`, "Duplicates"). Other results pass unchanged.
+    fn duplicate_as_outcome(&self, stored: Result<Stored>) -> Result<Stored> {
+        let existing = match stored {
+            Err(EngineError::AlreadyExists { existing }) => existing,
+            other => return other,
+        };
+        let m = self.get(existing)?;
+        Ok(Stored {
+            memory_id: existing,
+            outcome: Outcome::Duplicate,
+            content_preview: preview(&m.content),
+            category: m.category,
+            category_reason: "existing",
+            tags: m.tags,
+            new_canonical_tags: Vec::new(),
+            created_at: m.created_at,
+            valid_from: m.valid_from,
+            supersedes: Vec::new(),
+            dedup_candidates: 0,
+            decisions: Vec::new(),
+            reason: Some(format!(
+                "memory {existing} holds this content already; nothing was stored"
+            )),
+            replaced: None,
+        })
     }
 
     /// Stores a memory written elsewhere (an export, another system's store), keeping its
@@ -323,7 +361,11 @@ impl Store {
                     .into(),
             });
         }
-        self.store_requests(reqs)
+        Ok(self
+            .store_requests(reqs)?
+            .into_iter()
+            .map(|r| self.duplicate_as_outcome(r))
+            .collect())
     }
 
     /// Steps 1–7 for many requests, with one model call.

@@ -84,12 +84,6 @@ fn bad_input_is_a_typed_error_and_changes_nothing() {
             store.search(&SearchRequest::new("   ")).unwrap_err(),
             "empty query",
         ),
-        (
-            store
-                .store(NewMemory::new("the one good memory"))
-                .unwrap_err(),
-            "duplicate",
-        ),
     ];
     for (err, what) in &cases {
         assert_eq!(err.kind(), amberdb::ErrorKind::Caller, "{what}: {err}");
@@ -109,7 +103,12 @@ fn bad_input_is_a_typed_error_and_changes_nothing() {
             got: 7
         }
     ));
-    assert!(matches!(cases[14].0, EngineError::AlreadyExists { existing } if existing == id));
+    // A duplicate is an outcome, not an error, and changes nothing either.
+    let dup = store.store(NewMemory::new("the one good memory")).unwrap();
+    assert_eq!(
+        (dup.outcome, dup.memory_id),
+        (amberdb::Outcome::Duplicate, id)
+    );
     assert_eq!(
         (store.stats(), fs.ops()),
         before,

@@ -123,7 +123,7 @@ fn a_batch_is_embedded_once_and_stored_as_one_store_each() {
     );
     let second = results[2].as_ref().unwrap().memory_id;
     assert!(
-        matches!(results[3], Err(EngineError::AlreadyExists { existing }) if existing == first),
+        matches!(&results[3], Ok(s) if s.outcome == amberdb::Outcome::Duplicate && s.memory_id == first),
         "{results:?}"
     );
     assert!(

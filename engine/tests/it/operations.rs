@@ -57,8 +57,12 @@ fn store_memory_errors_name_the_rule_and_store_nothing() {
         .unwrap();
     assert_eq!(empty_category.category_reason, "fallback");
     let first = empty_category.memory_id;
-    let dup = st(NewMemory::new("x"));
-    assert!(matches!(dup, EngineError::AlreadyExists { existing } if existing == first));
+    // A duplicate is an outcome naming the memory that holds the content.
+    let dup = store.store(NewMemory::new("x")).unwrap();
+    assert_eq!(
+        (dup.outcome, dup.memory_id),
+        (amberdb::Outcome::Duplicate, first)
+    );
     store.store(NewMemory::new("two, about trains")).unwrap();
     store
         .store(NewMemory::new("the third one: kafka retention"))

@@ -1209,8 +1209,9 @@ fn time_range_agent_and_kind_filters_select_inside_the_search() {
 }
 
 /// An exact duplicate is answered before its content is embedded: with the embedder down, a
-/// store or an import of a known content still says `AlreadyExists` (a re-import of a whole
-/// file pays no model call), while a new content gets the embedder's error.
+/// store of a known content still answers the outcome `Duplicate` and an import says
+/// `AlreadyExists` (a re-import of a whole file pays no model call), while a new content gets
+/// the embedder's error.
 #[test]
 fn an_exact_duplicate_is_answered_without_the_model() {
     let flaky = Arc::new(Flaky {
@@ -1228,9 +1229,10 @@ fn an_exact_duplicate_is_answered_without_the_model() {
         .memory_id;
     flaky.failing.store(true, Ordering::SeqCst);
     let again = store.store(NewMemory::new("the nightly batch starts at two"));
-    assert!(
-        matches!(again, Err(EngineError::AlreadyExists { existing }) if existing == first),
-        "{again:?}"
+    let again = again.unwrap();
+    assert_eq!(
+        (again.outcome, again.memory_id),
+        (amberdb::Outcome::Duplicate, first)
     );
     let kept = amberdb::Provenance::created(Timestamp::parse_rfc3339("2025-01-01").unwrap());
     let batch = store

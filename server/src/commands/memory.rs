@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn store_memory(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
+fn store_memory(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     let mut m = NewMemory::new(args.str("content")?);
     if let Some(c) = args.opt_str("category")? {
         m = m.category_text(c);
@@ -26,7 +26,18 @@ fn store_memory(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
         hooks,
     }))?;
     let message = stored_message(&stored);
-    to_reply(&stored, message)
+    let mut reply = to_reply(&stored, message)?;
+    // A duplicate is an outcome, never an error (`docs/protocol.md`, "Duplicates"); over
+    // MCP it reads as vector-memory-mcp's: `success: false`, "Memory already exists", the
+    // existing `memory_id`, in a normal (non-isError) result agents act on.
+    if stored.outcome == amberdb::Outcome::Duplicate
+        && session.vmm_shapes
+        && let Value::Object(o) = &mut reply
+    {
+        o.insert("success".into(), json!(false));
+        o.insert("error".into(), json!("Memory already exists"));
+    }
+    Ok(reply)
 }
 
 /// What a store did, for people.
@@ -46,6 +57,10 @@ pub(super) fn stored_message(stored: &amberdb::Stored) -> String {
             "Stored as an earlier value of {}, which holds from {}",
             stored.memory_id,
             stored.valid_from.to_rfc3339()
+        ),
+        amberdb::Outcome::Duplicate => format!(
+            "Memory already exists with id {}; nothing was stored",
+            stored.memory_id
         ),
     }
 }

@@ -54,11 +54,13 @@ fn every_command_works_over_tcp() {
     assert_eq!(flaky["outcome"], "stored");
     let flaky_id = flaky["memory_id"].as_u64().unwrap();
     let pool = ok(&mut c, "STORE", json!({"content": "raise the postgres connection pool when the API times out under load", "tags": ["postgres"]}))["memory_id"].as_u64().unwrap();
-    let dup = c.fails(
+    // A duplicate is an outcome, not an error (docs/protocol.md, "Duplicates").
+    let dup = ok(
+        &mut c,
         "STORE",
         json!({"content": "the login test is flaky because two tests share one session cookie"}),
-        "already_exists",
     );
+    assert_eq!(dup["outcome"], "duplicate");
     assert_eq!(
         dup["memory_id"], flaky_id,
         "the duplicate names the existing id"

@@ -63,7 +63,8 @@ async def main(binary, store_dir):
             check(stored["content_preview"].startswith("use ruff"), "content_preview")
             check(stored["tags"] == ["python", "lint"], "tags")
             err, dup = await call("store_memory", content="use ruff format before committing python code")
-            check(err and dup["success"] is False and dup["memory_id"] == mid, f"duplicate: {dup}")
+            # vector-memory-mcp's answer: a normal result, success false, the existing id.
+            check(not err and dup["success"] is False and dup["memory_id"] == mid, f"duplicate: {dup}")
             other = (await ok("store_memory", content="the staging database rotates its password on mondays"))["memory_id"]
 
             found = await ok("search_memories", query="ruff", mode="keyword", limit=5)

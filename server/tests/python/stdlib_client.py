@@ -42,7 +42,8 @@ def main():
     note = stored["memory_id"]
 
     dup = db.call("STORE", content="pytest -x stops at the first failure; -k selects tests by name")
-    check(not dup["ok"] and dup["code"] == "already_exists" and dup["memory_id"] == note, f"duplicate: {dup}")
+    # A duplicate is an outcome, not an error: ok, "duplicate", the existing id.
+    check(dup["ok"] and dup["outcome"] == "duplicate" and dup["memory_id"] == note, f"duplicate: {dup}")
 
     found = db.call("SEARCH", query="pytest", mode="keyword")
     check(found["ok"] and [r["id"] for r in found["results"]] == [note], f"search: {found}")

@@ -1,0 +1,179 @@
+//! Public labelled pair sets as the quality evaluation reads them (`public_eval` and the CI
+//! slice test, `docs/search.md`, "Judged on public data"): pairs of texts labelled the same
+//! meaning or not, the paraphrase retrieval task built from them, and the committed slice's
+//! file format.
+
+use amberdb::Embedder;
+use std::collections::{HashMap, HashSet};
+
+/// One labelled pair: two texts and whether they say the same.
+#[derive(Debug, Clone)]
+pub struct Pair {
+    /// The first text (stored first).
+    pub a: String,
+    /// The second text.
+    pub b: String,
+    /// Labelled the same meaning.
+    pub same: bool,
+}
+
+/// SemEval STS lines, `score \t A \t B`; unscored lines skipped. The same meaning: a score of
+/// at least 4 of 5 ("mostly equivalent, unimportant details differ").
+#[must_use]
+pub fn read_sts(text: &str) -> Vec<Pair> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split('\t');
+            let score: f32 = f.next()?.trim().parse().ok()?;
+            Some(Pair {
+                a: f.next()?.trim().to_owned(),
+                b: f.next()?.trim().to_owned(),
+                same: score >= 4.0,
+            })
+        })
+        .collect()
+}
+
+/// Paraphrase retrieval over the texts of a pair set: the second text of every paraphrase
+/// pair asks for the first, among every other text of the set (the queries themselves are
+/// not stored).
+pub struct Retrieval {
+    /// The stored texts, each once.
+    pub corpus: Vec<String>,
+    /// Each query and the index in `corpus` of the text it restates.
+    pub queries: Vec<(String, usize)>,
+}
+
+impl Retrieval {
+    /// The task of `pairs`.
+    #[must_use]
+    pub fn of(pairs: &[Pair]) -> Retrieval {
+        let asks = |p: &&Pair| p.same && p.a != p.b;
+        let query_texts: HashSet<&str> = pairs.iter().filter(asks).map(|p| p.b.as_str()).collect();
+        let mut corpus: Vec<String> = Vec::new();
+        let mut seen = HashSet::new();
+        for p in pairs {
+            for t in [p.a.as_str(), p.b.as_str()] {
+                if !query_texts.contains(t) && seen.insert(t) {
+                    corpus.push(t.to_owned());
+                }
+            }
+        }
+        let index: HashMap<&str, usize> = corpus
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.as_str(), i))
+            .collect();
+        let queries = pairs
+            .iter()
+            .filter(asks)
+            .filter_map(|p| Some((p.b.clone(), *index.get(p.a.as_str())?)))
+            .collect();
+        Retrieval { corpus, queries }
+    }
+}
+
+/// Vectors computed once and looked up by text: the committed slice's MiniLM vectors, so
+/// the CI check embeds nothing. Reports its model as MiniLM's (the vectors are MiniLM's);
+/// a text it does not hold is an error.
+pub struct TableEmbedder {
+    vectors: HashMap<String, Vec<f32>>,
+    dim: usize,
+}
+
+impl TableEmbedder {
+    /// An embedder answering from `vectors`, all of dimension `dim`.
+    #[must_use]
+    pub fn new(vectors: HashMap<String, Vec<f32>>, dim: usize) -> TableEmbedder {
+        TableEmbedder { vectors, dim }
+    }
+
+    /// Reads a slice written by [`write_slice`]: `texts.txt` (one text a line) and
+    /// `vectors.f16` (each text's vector, f16 little-endian, in the same order).
+    ///
+    /// # Errors
+    /// When a file is missing or the sizes disagree.
+    pub fn read(dir: &std::path::Path, dim: usize) -> std::io::Result<TableEmbedder> {
+        let texts = std::fs::read_to_string(dir.join("texts.txt"))?;
+        let bytes = std::fs::read(dir.join("vectors.f16"))?;
+        let texts: Vec<&str> = texts.lines().collect();
+        if bytes.len() != texts.len() * dim * 2 {
+            return Err(std::io::Error::other(format!(
+                "{}: {} bytes for {} texts of {dim} dimensions",
+                dir.display(),
+                bytes.len(),
+                texts.len()
+            )));
+        }
+        let values: Vec<f32> = bytes
+            .chunks_exact(2)
+            .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
+            .collect();
+        let vectors = texts
+            .iter()
+            .zip(values.chunks_exact(dim))
+            .map(|(t, v)| {
+                let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+                ((*t).to_owned(), v.iter().map(|x| x / n).collect())
+            })
+            .collect();
+        Ok(TableEmbedder { vectors, dim })
+    }
+
+    /// The vector of `text`, if held.
+    #[must_use]
+    pub fn vector(&self, text: &str) -> Option<&[f32]> {
+        self.vectors.get(text).map(Vec::as_slice)
+    }
+}
+
+impl Embedder for TableEmbedder {
+    fn model_id(&self) -> &str {
+        "sentence-transformers/all-MiniLM-L6-v2 (precomputed)"
+    }
+
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, amberdb_embed::EmbedError> {
+        texts
+            .iter()
+            .map(|t| {
+                self.vectors
+                    .get(*t)
+                    .cloned()
+                    .ok_or_else(|| amberdb_embed::EmbedError::Failed {
+                        model_id: self.model_id().to_owned(),
+                        reason: format!("no precomputed vector for {t:?}"),
+                    })
+            })
+            .collect()
+    }
+}
+
+/// Writes `texts` and their vectors as a slice [`TableEmbedder::read`] reads.
+///
+/// # Errors
+/// On I/O.
+pub fn write_slice(
+    dir: &std::path::Path,
+    texts: &[&str],
+    vectors: &[Vec<f32>],
+) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let mut t = String::new();
+    let mut bytes = Vec::new();
+    for (text, v) in texts.iter().zip(vectors) {
+        if text.contains('\n') {
+            return Err(std::io::Error::other(format!("{text:?} spans lines")));
+        }
+        t.push_str(text);
+        t.push('\n');
+        for x in v {
+            bytes.extend_from_slice(&half::f16::from_f32(*x).to_le_bytes());
+        }
+    }
+    std::fs::write(dir.join("texts.txt"), t)?;
+    std::fs::write(dir.join("vectors.f16"), bytes)
+}

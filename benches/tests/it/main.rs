@@ -1,0 +1,3 @@
+//! The benches crate's integration tests: the quality check on the committed public slice.
+
+mod quality;
