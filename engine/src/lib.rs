@@ -65,11 +65,14 @@
 //! let tagged = SearchRequest::new("cargo").tags(["cargo"]);
 //! assert_eq!(store.search(&tagged)?.count, 1);
 //!
-//! // A paraphrase merges, keeping both texts in lineage.
+//! // The same statement again merges, keeping both texts in lineage; the same text again is
+//! // the outcome `Duplicate`; a paraphrase in other words stays its own memory by default.
 //! let first = store.store(NewMemory::new("User likes coffee, flat white usually"))?;
-//! let again = store.store(NewMemory::new("They are a coffee enthusiast, favorite coffee is flatwhite"))?;
+//! let again = store.store(NewMemory::new("user likes coffee - flat white, usually!"))?;
 //! assert_eq!(again.outcome, Outcome::Merged);
 //! assert!(again.supersedes.contains(&first.memory_id));
+//! let same = store.store(NewMemory::new("user likes coffee - flat white, usually!"))?;
+//! assert_eq!((same.outcome, same.memory_id), (Outcome::Duplicate, again.memory_id));
 //! let by_meaning = SearchRequest::new("what does the user drink").strategy(Strategy::Similarity);
 //! assert_eq!(store.search(&by_meaning)?.results[0].memory.id, again.memory_id);
 //!
@@ -128,8 +131,8 @@ pub use memory::{
     FeedbackResult, Fusion, History, Hits, ItemUser, MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS,
     MemoryStats, Mode, Outcome, Provenance, ReembedStatus, Reembedded, SEARCH_ACCESS_INTERVAL_US,
     ScanMode, SearchRequest, SearchedHit, SnapshotCreated, SnapshotRestored, Source, StoreRequest,
-    Stored, Strategy, TagChange, TagPreview, TagsApplied, TopAccessed, Unmerged, UpdateRequest,
-    Updated, Version, frequency, importance, recency, strategy_score,
+    Stored, Strategy, TagChange, TagPreview, TagsApplied, TopAccessed, Turn, Unmerged,
+    UpdateRequest, Updated, Version, frequency, importance, recency, strategy_score,
 };
 /// The MemFuse query API (`docs/search.md`, "The MemFuse query").
 pub mod query {

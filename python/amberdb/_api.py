@@ -115,6 +115,8 @@ class Commands:
         agent_id: Optional[str] = None,
         created_after: Optional[Time] = None,
         created_before: Optional[Time] = None,
+        valid_after: Optional[Time] = None,
+        valid_before: Optional[Time] = None,
         as_of: Optional[Time] = None,
         offset: Optional[int] = None,
         max_tokens: Optional[int] = None,
@@ -124,16 +126,19 @@ class Commands:
         recall: Optional[float] = None,
         **more: Any,
     ) -> SearchResult:
-        """Searches one user's memories by meaning (``mode``: ``vector`` by default, or
-        ``keyword``, ``hybrid``, ``text``), filtered inside the scan; ``limit`` hits (10 by
-        default), best first. ``more`` passes the rarer arguments (``fusion``, ``rrf_k``,
+        """Searches one user's memories by meaning and words (``mode``: ``hybrid`` by default,
+        or ``vector``, ``keyword``, ``text``), filtered inside the scan; ``limit`` hits (10 by
+        default), best first. ``valid_after`` / ``valid_before`` filter on when a memory is
+        about (a chat turn's own ``time``), ``created_after`` / ``created_before`` on when it
+        was stored. ``more`` passes the rarer arguments (``fusion``, ``rrf_k``, ``fold``,
         ``vector_weight``, ...; docs/protocol.md)."""
         return self._run(
             "SEARCH_MEMORIES",
             _args(query=query, limit=limit, user_id=user_id, mode=mode, strategy=strategy,
                   threshold=threshold, category=category, tags=tags, kind=kind,
                   session_id=session_id, agent_id=agent_id, created_after=created_after,
-                  created_before=created_before, as_of=as_of, offset=offset,
+                  created_before=created_before, valid_after=valid_after,
+                  valid_before=valid_before, as_of=as_of, offset=offset,
                   max_tokens=max_tokens, deduplicate=deduplicate, count_access=count_access,
                   nprobe=nprobe, recall=recall, **more),
             SearchResult.from_reply,
@@ -291,7 +296,9 @@ class Commands:
     def add_messages(
         self, session_id: str, messages: Iterable[Dict[str, str]], *, user_id: Optional[str] = None,
     ) -> List[int]:
-        """Stores chat turns (``{"role": ..., "content": ...}``) as one commit; their ids."""
+        """Stores chat turns (``{"role": ..., "content": ..., "time": ...}``, ``time``
+        optional: when the turn was said, an RFC 3339 string or a date, its ``valid_from``) as
+        one commit; their ids."""
         return self._run(
             "ADD_MESSAGES", _args(user_id=user_id, session_id=session_id, messages=list(messages)),
             _field("memory_ids"),

@@ -272,7 +272,8 @@ impl Ty {
             Ty::Messages => json!({"type": "array", "items": {
                 "type": "object",
                 "properties": {"role": {"type": "string", "enum": ["user", "assistant", "system"]},
-                               "content": {"type": "string"}},
+                               "content": {"type": "string"},
+                               "time": {"type": "string", "description": "when it was said (RFC 3339 or a date)"}},
                 "required": ["role", "content"]}}),
             Ty::Object => json!({"type": "object"}),
         }
@@ -285,7 +286,7 @@ impl Ty {
             Ty::Num => "a number",
             Ty::Bool => "true or false",
             Ty::StrList => "a list of strings",
-            Ty::Messages => "a list of {role, content}",
+            Ty::Messages => "a list of {role, content, time?}",
             Ty::Object => "a JSON object",
         }
     }

@@ -215,8 +215,32 @@ impl Store {
         })
     }
 
+    /// Adds chat turns to a session of `user_id`, in order, each dated when it is added: as
+    /// [`Store::add_turns`] with no turn's time given.
+    ///
+    /// # Errors
+    /// As [`Store::add_turns`].
+    pub fn add_messages(
+        &self,
+        user_id: Option<&str>,
+        session_id: &str,
+        messages: &[(Role, String)],
+    ) -> Result<Vec<MemoryId>> {
+        let turns: Vec<Turn> = messages
+            .iter()
+            .map(|(role, content)| Turn {
+                role: *role,
+                content: content.clone(),
+                at: None,
+            })
+            .collect();
+        self.add_turns(user_id, session_id, &turns)
+    }
+
     /// Adds chat turns to a session of `user_id`, in order: each a `message` record with its
-    /// role (non-empty content). Messages are never deduplicated (two turns saying "ok" are two
+    /// role (non-empty content) and, when the turn says when it was said, that time as its
+    /// `valid_from` (what `valid_after` / `valid_before` filter on; `created_at` stays the
+    /// moment it was stored). Messages are never deduplicated (two turns saying "ok" are two
     /// turns); tags and categories do not apply. All are embedded in one batch.
     ///
     /// # Errors
@@ -224,11 +248,11 @@ impl Store {
     /// naming its position (checked for every message before any is stored); `Embed`,
     /// `MemoryLimitReached`, `Poisoned`, `DiskFull`, `Io`, `LimitExceeded` for a list over one
     /// frame (16 MiB). The messages are one log frame: an error means none was stored.
-    pub fn add_messages(
+    pub fn add_turns(
         &self,
         user_id: Option<&str>,
         session_id: &str,
-        messages: &[(Role, String)],
+        turns: &[Turn],
     ) -> Result<Vec<MemoryId>> {
         let user = self.user_for(user_id)?;
         let user = user.as_str();
@@ -243,12 +267,18 @@ impl Store {
             WriteHook::Tags,
             WriteHook::Category,
         ];
-        let reqs: Vec<StoreRequest> = messages
+        let reqs: Vec<StoreRequest> = turns
             .iter()
-            .map(|(role, content)| StoreRequest {
-                memory: NewMemory::new(content.clone())
-                    .user(user)
-                    .message(session_id, *role),
+            .map(|t| StoreRequest {
+                memory: {
+                    let m = NewMemory::new(t.content.clone())
+                        .user(user)
+                        .message(session_id, t.role);
+                    match t.at {
+                        Some(at) => m.valid_from(at),
+                        None => m,
+                    }
+                },
                 vector: None,
                 hooks: HookOverrides {
                     skip: skip.clone(),
@@ -281,6 +311,17 @@ impl Store {
             .collect();
         self.store_requests(reqs)
     }
+}
+
+/// One chat turn for [`Store::add_turns`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Turn {
+    /// Who said it.
+    pub role: Role,
+    /// What was said.
+    pub content: String,
+    /// When it was said, if known (its `valid_from`); `None`: when it is stored.
+    pub at: Option<crate::Timestamp>,
 }
 
 /// `e` with the position of the item it is about.

@@ -19,7 +19,7 @@ mod tags;
 mod write;
 
 pub use compaction::{Compacted, CompactionGroup, CompactionPreview, Unmerged};
-pub use entities::EntityDeleted;
+pub use entities::{EntityDeleted, Turn};
 pub use items::ItemUser;
 pub use query::{
     DEFAULT_TOP_K, GRAPH_LINEAGE_WEIGHT, GRAPH_MAX_TAG_FREQUENCY, GRAPH_SESSION_WEIGHT,

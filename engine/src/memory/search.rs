@@ -185,6 +185,11 @@ pub struct SearchRequest {
     pub created_after: Option<Timestamp>,
     /// Only created before.
     pub created_before: Option<Timestamp>,
+    /// Only about a moment at or after: a record's `valid_from` (a chat turn's own time, a
+    /// fact's start), not when it was stored.
+    pub valid_after: Option<Timestamp>,
+    /// Only about a moment before (`valid_from`).
+    pub valid_before: Option<Timestamp>,
     /// The moment asked about: statements valid then, replaced ones included
     /// (`docs/semantics.md`, "Validity in time"). `None`: what is valid now.
     pub as_of: Option<Timestamp>,
@@ -235,6 +240,8 @@ impl SearchRequest {
             agent_id: None,
             created_after: None,
             created_before: None,
+            valid_after: None,
+            valid_before: None,
             as_of: None,
             max_tokens: None,
             scan: ScanMode::Auto,
@@ -407,6 +414,9 @@ pub(crate) struct RecordFilter {
     pub(crate) agent_spares_knowledge: bool,
     pub(crate) created_after: Option<Timestamp>,
     pub(crate) created_before: Option<Timestamp>,
+    /// `[after, before)` on `valid_from`.
+    pub(crate) valid_after: Option<Timestamp>,
+    pub(crate) valid_before: Option<Timestamp>,
     /// Only statements valid at this moment (`None`: no validity filter).
     pub(crate) valid_at: Option<Timestamp>,
     /// The caller asked about a moment (`as_of`): every record's validity is checked, and
@@ -424,6 +434,8 @@ impl RecordFilter {
             && self.agent.is_none()
             && self.created_after.is_none()
             && self.created_before.is_none()
+            && self.valid_after.is_none()
+            && self.valid_before.is_none()
     }
 
     pub(crate) fn matches(&self, m: &Memory) -> bool {
@@ -440,6 +452,8 @@ impl RecordFilter {
             })
             && self.created_after.is_none_or(|t| m.created_at >= t)
             && self.created_before.is_none_or(|t| m.created_at < t)
+            && self.valid_after.is_none_or(|t| m.valid_from >= t)
+            && self.valid_before.is_none_or(|t| m.valid_from < t)
             && self.valid_at.is_none_or(|t| m.valid_at(t))
     }
 }
@@ -1029,6 +1043,14 @@ impl Store {
                 reason: "must be later than created_after".into(),
             });
         }
+        if let (Some(a), Some(b)) = (req.valid_after, req.valid_before)
+            && a >= b
+        {
+            return Err(EngineError::Invalid {
+                field: "valid_before",
+                reason: "must be later than valid_after".into(),
+            });
+        }
         let user = self.user_for(req.user_id.as_deref())?;
         let category = req.category;
         Ok(Plan {
@@ -1043,6 +1065,8 @@ impl Store {
                 agent_spares_knowledge: false,
                 created_after: req.created_after,
                 created_before: req.created_before,
+                valid_after: req.valid_after,
+                valid_before: req.valid_before,
                 valid_at: Some(req.as_of.unwrap_or_else(|| self.now())),
                 as_of: req.as_of.is_some(),
             },

@@ -1251,3 +1251,73 @@ fn an_exact_duplicate_is_answered_without_the_model() {
     ));
     assert_eq!(store.stats().memories, 1);
 }
+
+/// A chat imported with its turns' own times: `valid_after` / `valid_before` place a turn by
+/// when it was said, while `created_after` / `created_before` still mean when it was stored.
+#[test]
+fn chat_turns_keep_their_own_times_and_filter_by_them() {
+    let (_fs, store) = open();
+    store
+        .create_entity(EntityKind::User, None, "ann", None, None)
+        .unwrap();
+    store
+        .create_entity(EntityKind::Session, Some("ann"), "s1", None, None)
+        .unwrap();
+    let day = |d: &str| Timestamp::parse_rfc3339(d).unwrap();
+    let ids = store
+        .add_turns(
+            Some("ann"),
+            "s1",
+            &[
+                amberdb::Turn {
+                    role: Role::User,
+                    content: "we adopted a cat called Miso".into(),
+                    at: Some(day("2023-05-08")),
+                },
+                amberdb::Turn {
+                    role: Role::User,
+                    content: "the cat Miso learned to open doors".into(),
+                    at: Some(day("2023-07-20")),
+                },
+                amberdb::Turn {
+                    role: Role::Assistant,
+                    content: "a cat that opens doors is clever".into(),
+                    at: None,
+                },
+            ],
+        )
+        .unwrap();
+    assert_eq!(store.get(ids[0]).unwrap().valid_from, day("2023-05-08"));
+    let search = |after: Option<&str>, before: Option<&str>| {
+        let mut r = SearchRequest::new("cat").user("ann").mode(Mode::Keyword);
+        r.valid_after = after.map(day);
+        r.valid_before = before.map(day);
+        r.hooks.count_access = Some(false);
+        let mut got: Vec<MemoryId> = store
+            .search(&r)
+            .unwrap()
+            .results
+            .iter()
+            .map(|h| h.memory.id)
+            .collect();
+        got.sort_unstable();
+        got
+    };
+    assert_eq!(search(None, None), ids);
+    assert_eq!(search(None, Some("2023-06-01")), [ids[0]]);
+    assert_eq!(search(Some("2023-06-01"), Some("2023-12-31")), [ids[1]]);
+    // Stored now: created_after a day in 2023 finds all three.
+    let mut created = SearchRequest::new("cat").user("ann").mode(Mode::Keyword);
+    created.created_after = Some(day("2024-01-01"));
+    assert_eq!(store.search(&created).unwrap().count, 3);
+    let mut backwards = SearchRequest::new("cat").user("ann");
+    backwards.valid_after = Some(day("2023-07-01"));
+    backwards.valid_before = Some(day("2023-06-01"));
+    assert!(matches!(
+        store.search(&backwards),
+        Err(EngineError::Invalid {
+            field: "valid_before",
+            ..
+        })
+    ));
+}

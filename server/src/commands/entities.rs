@@ -116,18 +116,26 @@ fn add_messages(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
             Some(Value::String(c)) => c,
             _ => return Err(Fail::invalid(&field("content"), "must be a string")),
         };
+        // When the turn was said (its valid_from): an imported conversation keeps its times.
+        let at = match m.remove("time") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(t)) => Some(amberdb::Timestamp::parse_rfc3339(&t).ok_or_else(|| {
+                Fail::invalid(
+                    &field("time"),
+                    format!("{t:?} is not an RFC 3339 time like 2026-11-22T09:30:00Z or a date like 2026-11-22"),
+                )
+            })?),
+            Some(_) => return Err(Fail::invalid(&field("time"), "must be a string")),
+        };
         if let Some(extra) = m.keys().next() {
             return Err(Fail::invalid(
                 &field(extra),
-                "unknown field (a message is {role, content})",
+                "unknown field (a message is {role, content, time})",
             ));
         }
-        messages.push((role, content));
+        messages.push(amberdb::Turn { role, content, at });
     }
-    let ids = engine(
-        ctx.store
-            .add_messages(user.as_deref(), &session_id, &messages),
-    )?;
+    let ids = engine(ctx.store.add_turns(user.as_deref(), &session_id, &messages))?;
     Ok(json!({"success": true, "count": ids.len(), "memory_ids": ids}))
 }
 
@@ -267,7 +275,11 @@ pub(super) static TABLE: &[Command] = &[
         args: &[
             USER,
             req("session_id", Ty::Str, "the session"),
-            req("messages", Ty::Messages, "[{role, content}], at most 1,000"),
+            req(
+                "messages",
+                Ty::Messages,
+                "[{role, content, time?}], at most 1,000; time: when the turn was said (RFC 3339 or a date), its valid_from",
+            ),
         ],
         run: Some(add_messages),
     },

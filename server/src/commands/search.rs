@@ -80,6 +80,8 @@ fn search_memories(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     q.agent_id = args.opt_str("agent_id")?;
     q.created_after = args.opt_time("created_after")?;
     q.created_before = args.opt_time("created_before")?;
+    q.valid_after = args.opt_time("valid_after")?;
+    q.valid_before = args.opt_time("valid_before")?;
     q.as_of = args.opt_time("as_of")?;
     q.max_tokens = args
         .opt_u64("max_tokens")?
@@ -270,6 +272,16 @@ pub(super) static TABLE: &[Command] = &[
                 "created_before",
                 Ty::Str,
                 "only created before (RFC 3339 or a date)",
+            ),
+            opt(
+                "valid_after",
+                Ty::Str,
+                "only about a moment at or after (a chat turn's time, a fact's valid_from; RFC 3339 or a date)",
+            ),
+            opt(
+                "valid_before",
+                Ty::Str,
+                "only about a moment before (valid_from; RFC 3339 or a date)",
             ),
             opt(
                 "as_of",

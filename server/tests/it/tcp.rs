@@ -310,6 +310,34 @@ fn every_command_works_over_tcp() {
         {"role": "assistant", "content": "hold the power button for ten seconds"}]}),
     );
     assert_eq!(msgs["count"], 2);
+    // A turn carries its own time (its valid_from); valid_after / valid_before filter by it.
+    let dated = ok(
+        &mut c,
+        "ADD_MESSAGES",
+        json!({"user_id": "ada", "session_id": "s1", "messages": [
+        {"role": "user", "content": "last year my laptop ran linux", "time": "2025-03-01"}]}),
+    );
+    let old_turn = dated["memory_ids"][0].clone();
+    let then = ok(
+        &mut c,
+        "SEARCH",
+        json!({"user_id": "ada", "query": "laptop", "mode": "keyword", "valid_before": "2026-01-01"}),
+    );
+    assert_eq!(then["count"], 1, "{then}");
+    assert_eq!(then["results"][0]["id"], old_turn);
+    let bad = c.fails(
+        "ADD_MESSAGES",
+        json!({"user_id": "ada", "session_id": "s1", "messages": [
+        {"role": "user", "content": "never stored"}, {"role": "user", "content": "x", "time": "yesterday"}]}),
+        "invalid",
+    );
+    assert_eq!(bad["field"], "messages[1].time", "{bad}");
+    let none = ok(
+        &mut c,
+        "SEARCH",
+        json!({"user_id": "ada", "query": "never stored", "mode": "text"}),
+    );
+    assert_eq!(none["count"], 0, "an error means nothing was stored");
     let know = ok(
         &mut c,
         "ADD_KNOWLEDGE",
@@ -338,7 +366,8 @@ fn every_command_works_over_tcp() {
             "DELETE_SESSION",
             json!({"user_id": "ada", "session_id": "s1"})
         )["deleted_records"],
-        2
+        3,
+        "the session's three turns"
     );
     ok(
         &mut c,
