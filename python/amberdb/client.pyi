@@ -26,7 +26,9 @@ class Client:
     def add_knowledge(self, items: Iterable[str], *, user_id: Optional[str] = ...) -> Dict[str, Any]:
         """Stores user-level facts, item by item (the reply says which were stored)."""
     def add_messages(self, session_id: str, messages: Iterable[Dict[str, str]], *, user_id: Optional[str] = ...) -> List[int]:
-        """Stores chat turns (``{"role": ..., "content": ...}``) as one commit; their ids."""
+        """Stores chat turns (``{"role": ..., "content": ..., "time": ...}``, ``time``
+        optional: when the turn was said, an RFC 3339 string or a date, its ``valid_from``) as
+        one commit; their ids."""
     def backup(self, dest: str) -> Dict[str, Any]:
         """Copies the store, as it is at one commit, into ``dest`` (a new or empty directory,
         absolute) while reads and writes go on, and checks the copy."""
@@ -100,10 +102,12 @@ class Client:
         """MemFuse's query over memories, messages and knowledge (its envelope as the reply)."""
     def recent(self, *, user_id: Optional[str] = ..., limit: Optional[int] = ...) -> List[Memory]:
         """A user's most recently stored memories, newest first."""
-    def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., **more: Any) -> SearchResult:
-        """Searches one user's memories by meaning (``mode``: ``vector`` by default, or
-        ``keyword``, ``hybrid``, ``text``), filtered inside the scan; ``limit`` hits (10 by
-        default), best first. ``more`` passes the rarer arguments (``fusion``, ``rrf_k``,
+    def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., valid_after: Optional[Time] = ..., valid_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., **more: Any) -> SearchResult:
+        """Searches one user's memories by meaning and words (``mode``: ``hybrid`` by default,
+        or ``vector``, ``keyword``, ``text``), filtered inside the scan; ``limit`` hits (10 by
+        default), best first. ``valid_after`` / ``valid_before`` filter on when a memory is
+        about (a chat turn's own ``time``), ``created_after`` / ``created_before`` on when it
+        was stored. ``more`` passes the rarer arguments (``fusion``, ``rrf_k``, ``fold``,
         ``vector_weight``, ...; docs/protocol.md)."""
     def snapshot_create(self, *, user_id: Optional[str] = ..., description: Optional[str] = ...) -> Dict[str, Any]:
         """Snapshots a user's tags and categories (what tag normalization may change)."""
@@ -113,9 +117,10 @@ class Client:
         """The store's counters (STATS)."""
     def store(self, content: str, *, category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., user_id: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., kind: Optional[str] = ..., role: Optional[str] = ..., valid_from: Optional[Time] = ..., valid_to: Optional[Time] = ..., skip_hooks: Optional[Sequence[str]] = ..., force_hooks: Optional[Sequence[str]] = ..., dedup_distance: Optional[float] = ...) -> StoreResult:
         """Stores a memory (durable when this returns). The write hooks normalize its tags and
-        category and dedup it: an exact duplicate raises :class:`amberdb.AlreadyExists` (its
-        ``memory_id`` is the one stored); a near duplicate is merged (``outcome="merged"``)
-        or supersedes an older fact (``outcome="superseded"``)."""
+        category and dedup it: an exact duplicate is ``outcome="duplicate"`` with the
+        ``memory_id`` of the memory that holds it (nothing stored, no exception); the same
+        words restated are merged (``outcome="merged"``); a new value of a fact supersedes the
+        older one (``outcome="superseded"``)."""
     def tag_frequencies(self, *, user_id: Optional[str] = ...) -> Dict[str, int]:
         ...
     def tag_normalize_apply(self, preview_id: str, snapshot_id: str, *, user_id: Optional[str] = ..., threshold: Optional[float] = ..., max_changes: Optional[int] = ...) -> Dict[str, Any]:
@@ -205,7 +210,7 @@ class Pipeline:
         ...
     def recent(self, *, user_id: Optional[str] = ..., limit: Optional[int] = ...) -> Pending:
         ...
-    def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., **more: Any) -> Pending:
+    def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., valid_after: Optional[Time] = ..., valid_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., **more: Any) -> Pending:
         ...
     def snapshot_create(self, *, user_id: Optional[str] = ..., description: Optional[str] = ...) -> Pending:
         ...
@@ -308,7 +313,7 @@ class AsyncClient:
         ...
     async def recent(self, *, user_id: Optional[str] = ..., limit: Optional[int] = ...) -> List[Memory]:
         ...
-    async def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., **more: Any) -> SearchResult:
+    async def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., valid_after: Optional[Time] = ..., valid_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., **more: Any) -> SearchResult:
         ...
     async def snapshot_create(self, *, user_id: Optional[str] = ..., description: Optional[str] = ...) -> Dict[str, Any]:
         ...

@@ -339,6 +339,25 @@ impl Hits {
     }
 }
 
+/// The rows of a hits table: every search variant, one more row, then the three baselines.
+fn rows(
+    variants: Vec<Hits>,
+    extra: (&'static str, Hits),
+    base: [Hits; 3],
+) -> Vec<(&'static str, Hits)> {
+    VARIANTS
+        .iter()
+        .map(|v| v.0)
+        .zip(variants)
+        .chain([
+            extra,
+            ("plain cosine", base[0]),
+            ("plain BM25", base[1]),
+            ("plain mix", base[2]),
+        ])
+        .collect()
+}
+
 fn print_hits(set: &str, split: &str, queries: usize, rows: &[(&str, Hits)], unordered: usize) {
     for (name, h) in rows {
         println!(
@@ -423,17 +442,11 @@ fn retrieval(dir: &Path, vectors: &HashMap<String, Vec<f32>>, set: &PairSet) -> 
         set.name,
         &format!("{} ({} texts)", set.split, corpus.len()),
         queries.len(),
-        &VARIANTS
-            .iter()
-            .map(|v| v.0)
-            .zip(variants)
-            .chain([
-                ("default, store without semantic dedup", unmerged_hits),
-                ("plain cosine", base[0]),
-                ("plain BM25", base[1]),
-                ("plain mix", base[2]),
-            ])
-            .collect::<Vec<_>>(),
+        &rows(
+            variants,
+            ("default, store without semantic dedup", unmerged_hits),
+            base,
+        ),
         unordered,
     );
     println!(
@@ -531,12 +544,14 @@ fn chats(
     let memories_store = minilm_store(&dir.join(format!("locomo-memories-{split}")))?;
     let mut variants = vec![Hits::default(); VARIANTS.len()];
     let mut as_memories = Hits::default();
+    let mut with_neighbours = Hits::default();
     let mut base = [Hits::default(); 3];
     let (mut asked, mut unordered, mut lost, mut evidence_turns) = (0, 0, 0, 0);
     for (c, chat) in list.iter().enumerate() {
         let user = format!("conv-{split}-{c}");
         messages_store.create_entity(EntityKind::User, None, &user, None, None)?;
         let mut by_dia: HashMap<String, (MemoryId, MemoryId, usize)> = HashMap::new();
+        let mut neighbours: HashMap<MemoryId, Vec<MemoryId>> = HashMap::new();
         let mut texts: Vec<String> = Vec::new();
         for (session, turns) in &chat.sessions {
             if turns.is_empty() {
@@ -555,6 +570,15 @@ fn chats(
                 })
                 .collect();
             let ids = messages_store.add_messages(Some(&user), session, &msgs)?;
+            // Each turn's neighbours in its session: the turn before and the one after.
+            for (k, id) in ids.iter().enumerate() {
+                let around = [k.checked_sub(1), Some(k + 1)]
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|n| ids.get(n).copied())
+                    .collect();
+                neighbours.insert(*id, around);
+            }
             for (((dia, _, _), (_, text)), id) in turns.iter().zip(&msgs).zip(ids) {
                 let as_memory =
                     match memories_store.store(NewMemory::new(text.as_str()).user(&user)) {
@@ -593,6 +617,21 @@ fn chats(
                 let (page, ordered) = default_page(&messages_store, &user, q, *variant)?;
                 if k == 0 {
                     unordered += usize::from(!ordered);
+                    // A neighbour expansion: the first five results, each followed by the
+                    // turns before and after it in its session, ten in all.
+                    let mut expanded: Vec<Vec<MemoryId>> = Vec::new();
+                    for hit in page.iter().take(5) {
+                        let id = hit[0];
+                        for n in std::iter::once(id)
+                            .chain(neighbours.get(&id).into_iter().flatten().copied())
+                        {
+                            if !expanded.iter().any(|e| e[0] == n) {
+                                expanded.push(vec![n]);
+                            }
+                        }
+                    }
+                    expanded.truncate(10);
+                    with_neighbours.add(first_hit(&expanded, &wanted));
                 }
                 variants[k].add(first_hit(&page, &wanted));
             }
@@ -614,21 +653,21 @@ fn chats(
         "LoCoMo",
         split,
         asked,
-        &VARIANTS
-            .iter()
-            .map(|v| v.0)
-            .zip(variants)
-            .chain([
-                ("default, turns stored as memories", as_memories),
-                ("plain cosine", base[0]),
-                ("plain BM25", base[1]),
-                ("plain mix", base[2]),
-            ])
-            .collect::<Vec<_>>(),
+        &rows(
+            variants,
+            ("default, turns stored as memories", as_memories),
+            base,
+        ),
         unordered,
     );
     println!(
         "LoCoMo {split}: evidence turns stored as memories that the store-time hooks archived: {lost} of {evidence_turns}"
+    );
+    println!(
+        "LoCoMo {split}: the default's first five results each with its session neighbours (before, after), ten in all: hit@1 {} hit@5 {} hit@10 {}",
+        ratio(with_neighbours.at1, asked),
+        ratio(with_neighbours.at5, asked),
+        ratio(with_neighbours.at10, asked)
     );
     Ok(())
 }

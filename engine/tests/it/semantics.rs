@@ -603,3 +603,22 @@ fn two_values_of_a_slot_valid_from_the_same_moment_reopen() {
     assert_eq!(replaced[0].id, old);
     assert_eq!(replaced[0].valid_to, Some(amberdb::Timestamp(at.0 + 1)));
 }
+
+/// An `as_of` search that returns a replaced value counts it in `total` ("Found 1 of 1", not
+/// "of 0").
+#[test]
+fn an_as_of_search_counts_the_replaced_values_it_may_return() {
+    let (_dir, store) = open();
+    let at = |d: &str| amberdb::Timestamp::parse_rfc3339(d).unwrap();
+    store
+        .store(NewMemory::new("Dora lives in Lisbon").valid_from(at("2024-01-01")))
+        .unwrap();
+    let berlin = store.store(NewMemory::new("Dora lives in Berlin")).unwrap();
+    assert_eq!(berlin.outcome, Outcome::Superseded, "{berlin:?}");
+    let mut r = SearchRequest::new("where does Dora live");
+    r.as_of = Some(at("2024-06-01"));
+    r.hooks.count_access = Some(false);
+    let then = store.search(&r).unwrap();
+    assert_eq!(then.results[0].memory.content, "Dora lives in Lisbon");
+    assert!(then.total >= then.count && then.total >= 1, "{then:?}");
+}
