@@ -198,10 +198,10 @@ fn close(a: &FoldItem<'_>, b: &FoldItem<'_>, min_sim: f32) -> bool {
     kernels::dot(a.vector, b.vector).is_ok_and(|s| s >= min_sim)
 }
 
-/// The default load-time dedup (`docs/search.md`, "Folding") over `items`, best first: a
-/// result within `min_sim` of a kept one that has exactly its content words (the guard's
-/// `SameWords`: the same statement up to case, punctuation, stop words and word order) folds
-/// into it. Nothing moves: the kept results stay in the order given, so a page ranked by
+/// The default load-time dedup (`docs/semantics.md`, "Dedup at load time") over `items`, best
+/// first: a result within `min_sim` of a kept one that has exactly its content words in the
+/// same order (the guard's `SameWords`: the same statement up to case, punctuation and stop
+/// words) folds into it. Nothing moves: the kept results stay in the order given, so a page ranked by
 /// score stays in score order, and a result that differs in one content word is never hidden.
 /// Returns the first `max_kept` kept hits, each with how many later hits were folded into it.
 #[must_use]

@@ -63,7 +63,7 @@ impl ReadHook {
     pub const ALL: &'static [ReadHook] = &[ReadHook::LoadDedup, ReadHook::Access];
 }
 
-/// What load-time dedup folds (`docs/search.md`, "Folding").
+/// What load-time dedup folds (`docs/semantics.md`, "Dedup at load time").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Fold {
     /// Only results that say the same in the same content words within the cluster distance:
@@ -91,15 +91,6 @@ impl Fold {
             }),
         }
     }
-
-    /// The protocol spelling.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Fold::Duplicates => "duplicates",
-            Fold::Slots => "slots",
-        }
-    }
 }
 
 /// Which near duplicates store-time dedup merges (`docs/semantics.md`, "Dedup at store
@@ -114,32 +105,6 @@ pub enum Merge {
     /// Also what the fact guard reads as the same statement in other words or with detail
     /// added: more merges, measured precision 0.6–0.85 on public pairs; opt-in.
     Paraphrases,
-}
-
-impl Merge {
-    /// Parses the protocol spelling.
-    ///
-    /// # Errors
-    /// `Invalid` naming the allowed values.
-    pub fn parse(s: &str) -> Result<Merge> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "identical" => Ok(Merge::Identical),
-            "paraphrases" => Ok(Merge::Paraphrases),
-            other => Err(EngineError::Invalid {
-                field: "merge",
-                reason: format!("{other:?} is not one of [\"identical\", \"paraphrases\"]"),
-            }),
-        }
-    }
-
-    /// The protocol spelling.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Merge::Identical => "identical",
-            Merge::Paraphrases => "paraphrases",
-        }
-    }
 }
 
 /// A store's hooks and their settings.

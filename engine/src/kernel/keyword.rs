@@ -87,17 +87,27 @@ fn stop_word_index(term: &str) -> Option<usize> {
     STOP_WORDS.binary_search(&term).ok()
 }
 
-/// The distinct stop words of `text`, as positions in `STOP_WORDS`.
-fn stop_words_of(text: &str) -> Vec<usize> {
-    let mut out = Vec::new();
+// NOTE: a document's stop words are a set of bits, bit `i` for `STOP_WORDS[i]`.
+const _: () = assert!(STOP_WORDS.len() <= 64, "a stop-word set is one u64");
+
+/// The stop words of `text`, as a set of bits.
+fn stop_words_of(text: &str) -> u64 {
+    let mut set = 0u64;
     for_each_word(text, &mut String::new(), |w| {
         if let Some(i) = stop_word_index(w) {
-            out.push(i);
+            set |= 1 << i;
         }
     });
-    out.sort_unstable();
-    out.dedup();
-    out
+    set
+}
+
+/// The words `score_all_words` scores a query by: every word, stop words included, each once.
+pub(crate) fn query_words(query: &str) -> Vec<String> {
+    let mut words: Vec<String> = Vec::new();
+    for_each_word(query, &mut String::new(), |w| words.push(w.to_owned()));
+    words.sort_unstable();
+    words.dedup();
+    words
 }
 
 /// One document in a term's postings: its key, the term's frequency in it, and its length in
@@ -214,7 +224,13 @@ impl KeywordIndex {
         let (doc, lower) = &mut self.scratch;
         doc.clear();
         let (terms, postings) = (&mut self.terms, &mut self.postings);
-        for_each_term(content, lower, |term| {
+        let mut stops = 0u64;
+        // One pass: stop words are counted, every other term is indexed.
+        for_each_word(content, lower, |term| {
+            if let Some(i) = stop_word_index(term) {
+                stops |= 1 << i;
+                return;
+            }
             let Some(id) = terms.intern(term) else {
                 return;
             };
@@ -247,10 +263,8 @@ impl KeywordIndex {
         if self.stop_df.len() < STOP_WORDS.len() {
             self.stop_df.resize(STOP_WORDS.len(), 0);
         }
-        for i in stop_words_of(content) {
-            if let Some(df) = self.stop_df.get_mut(i) {
-                *df += 1;
-            }
+        for (i, df) in self.stop_df.iter_mut().enumerate() {
+            *df += u32::from(stops >> i & 1 == 1);
         }
     }
 
@@ -260,10 +274,9 @@ impl KeywordIndex {
             return;
         };
         self.total_length -= u64::from(length);
-        for i in stop_words_of(content) {
-            if let Some(df) = self.stop_df.get_mut(i) {
-                *df = df.saturating_sub(1);
-            }
+        let stops = stop_words_of(content);
+        for (i, df) in self.stop_df.iter_mut().enumerate() {
+            *df = df.saturating_sub(u32::from(stops >> i & 1 == 1));
         }
         let mut terms = tokenize(content);
         terms.sort_unstable();
@@ -386,24 +399,21 @@ impl KeywordIndex {
     /// how many live documents hold them), as a plain BM25 over all words scores it: the
     /// hybrid mode's keyword score of a candidate (`docs/search.md`, "Modes"). Lengths are
     /// counted in terms, as `scores` counts them. `None` if it holds none of the words.
-    pub(crate) fn score_all_words(&self, query: &str, content: &str) -> Option<f32> {
+    /// `words` is `query_words(query)`, read once per search.
+    pub(crate) fn score_all_words(&self, words: &[String], content: &str) -> Option<f32> {
         let n = self.lengths.len();
         if n == 0 {
             return None;
         }
         #[expect(clippy::cast_precision_loss, reason = "BM25 is approximate")]
         let (n, avg) = (n as f64, self.total_length as f64 / n as f64);
-        let mut words: Vec<String> = Vec::new();
-        for_each_word(query, &mut String::new(), |w| words.push(w.to_owned()));
-        words.sort_unstable();
-        words.dedup();
         let mut doc: Vec<String> = Vec::new();
         for_each_word(content, &mut String::new(), |w| doc.push(w.to_owned()));
         let len =
             u32::try_from(doc.iter().filter(|w| !is_stop_word(w)).count()).unwrap_or(u32::MAX);
         let mut total = 0.0f32;
         let mut any = false;
-        for w in &words {
+        for w in words {
             let df = match stop_word_index(w) {
                 Some(i) => self.stop_df.get(i).copied().unwrap_or(0),
                 None => self.postings(w).map_or(0, |p| p.df),
@@ -473,18 +483,21 @@ mod tests {
         index.add(2, "a man is on the water");
         index.add(3, "a dog sleeps");
         let (inside, on) = (
-            index.score_all_words("man in water", "a man is in the water"),
-            index.score_all_words("man in water", "a man is on the water"),
+            index.score_all_words(&query_words("man in water"), "a man is in the water"),
+            index.score_all_words(&query_words("man in water"), "a man is on the water"),
         );
         assert!(inside.unwrap() > on.unwrap(), "{inside:?} {on:?}");
         // The stop word alone finds its documents' score, and leaves with them.
         assert!(
             index
-                .score_all_words("on", "a man is on the water")
+                .score_all_words(&query_words("on"), "a man is on the water")
                 .is_some()
         );
         index.remove(2, "a man is on the water");
-        assert_eq!(index.score_all_words("on", "a man is on the water"), None);
+        assert_eq!(
+            index.score_all_words(&query_words("on"), "a man is on the water"),
+            None
+        );
         // Stop words still find nothing through the postings.
         assert!(index.scores(&tokenize("in"), |_| true).is_empty());
     }

@@ -820,11 +820,12 @@ pub(crate) fn fuse(
     // Every candidate's BM25 over all the query's words, stop words included, as a plain
     // BM25 scores it ("a man is in the water" is not "a man is on the water"): the keyword
     // list, whose terms leave stop words out, only finds candidates. Normalized by the best.
+    let words = crate::kernel::keyword::query_words(text);
     let raws: HashMap<u64, f32> = order
         .iter()
         .filter_map(|key| {
             let m = state.table.get(MemoryId(*key))?;
-            Some((*key, index.score_all_words(text, &m.content)?))
+            Some((*key, index.score_all_words(&words, &m.content)?))
         })
         .collect();
     let max_bm25 = raws.values().copied().fold(0.0f32, f32::max);

@@ -147,7 +147,7 @@ pub enum Outcome {
     History,
     /// The user holds this exact content already (the exact dedup hook): nothing was
     /// stored; `memory_id` is the memory that holds it. An outcome, not an error, on every
-    /// interface (`docs/semantics.md`, "Duplicates").
+    /// interface (`docs/semantics.md`, "Dedup at store time", step 1).
     Duplicate,
 }
 
@@ -300,7 +300,7 @@ impl Store {
 
     /// An exact duplicate as the outcome `Duplicate` naming the memory that holds the
     /// content, with that memory's fields: what every interface answers for a duplicate
-    /// store (`docs/semantics.md`, "Duplicates"). Other results pass unchanged.
+    /// store (`docs/semantics.md`, "Dedup at store time", step 1). Other results pass unchanged.
     fn duplicate_as_outcome(&self, stored: Result<Stored>) -> Result<Stored> {
         let existing = match stored {
             Err(EngineError::AlreadyExists { existing }) => existing,

@@ -27,7 +27,7 @@ fn store_memory(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     }))?;
     let message = stored_message(&stored);
     let mut reply = to_reply(&stored, message)?;
-    // A duplicate is an outcome, never an error (`docs/protocol.md`, "Duplicates"); over
+    // A duplicate is an outcome, never an error (`docs/semantics.md`, "Dedup at store time", step 1); over
     // MCP it reads as vector-memory-mcp's: `success: false`, "Memory already exists", the
     // existing `memory_id`, in a normal (non-isError) result agents act on.
     if stored.outcome == amberdb::Outcome::Duplicate

@@ -54,7 +54,7 @@ fn every_command_works_over_tcp() {
     assert_eq!(flaky["outcome"], "stored");
     let flaky_id = flaky["memory_id"].as_u64().unwrap();
     let pool = ok(&mut c, "STORE", json!({"content": "raise the postgres connection pool when the API times out under load", "tags": ["postgres"]}))["memory_id"].as_u64().unwrap();
-    // A duplicate is an outcome, not an error (docs/protocol.md, "Duplicates").
+    // A duplicate is an outcome, not an error (docs/semantics.md, "Dedup at store time").
     let dup = ok(
         &mut c,
         "STORE",
