@@ -4,7 +4,9 @@
 //! file format.
 
 use amberdb::Embedder;
+use anyhow::Context;
 use std::collections::{HashMap, HashSet};
+use std::path::Path;
 
 /// One labelled pair: two texts and whether they say the same.
 #[derive(Debug, Clone)]
@@ -32,6 +34,142 @@ pub fn read_sts(text: &str) -> Vec<Pair> {
             })
         })
         .collect()
+}
+
+/// A split of a labelled pair set (`docs/search.md`, "Judged on public data").
+pub struct PairSet {
+    /// The set's short name on the command line: `mrpc`, `sick`, `sts`.
+    pub key: &'static str,
+    /// The set's name in tables.
+    pub name: &'static str,
+    /// The split's name in tables.
+    pub split: &'static str,
+    /// Held out: never used to choose a rule, a weight or a threshold.
+    pub held_out: bool,
+    /// Its pairs.
+    pub pairs: Vec<Pair>,
+}
+
+/// Reads a file of the evaluation data, naming the script that fetches it when it is missing.
+///
+/// # Errors
+/// The file cannot be read.
+pub fn read_data(path: &Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).with_context(|| {
+        format!(
+            "{}: missing; run scripts/fetch-eval-data first",
+            path.display()
+        )
+    })
+}
+
+impl PairSet {
+    /// Every split of MRPC, SICK and STS under `dir` (as `scripts/fetch-eval-data` lays them
+    /// out), tuning splits first.
+    ///
+    /// # Errors
+    /// A file is missing.
+    pub fn all(dir: &Path) -> anyhow::Result<Vec<PairSet>> {
+        Ok(vec![
+            PairSet::mrpc(dir, "msr-para-train.tsv", "train", false)?,
+            PairSet::mrpc(dir, "msr-para-test.tsv", "test", true)?,
+            PairSet::sick(dir, "SICK_train.txt", "train", false)?,
+            PairSet::sick(dir, "SICK_test_annotated.txt", "test", true)?,
+            PairSet::sts(
+                dir,
+                &["2014-images.tsv", "2014-headlines.tsv"],
+                "2014 (tuning)",
+                false,
+            )?,
+            PairSet::sts(
+                dir,
+                &["2015-images.tsv", "2015-headlines.tsv"],
+                "2015 (held out)",
+                true,
+            )?,
+        ])
+    }
+
+    /// MRPC: `Quality \t #1 ID \t #2 ID \t #1 String \t #2 String`, a header line.
+    fn mrpc(
+        dir: &Path,
+        file: &str,
+        split: &'static str,
+        held_out: bool,
+    ) -> anyhow::Result<PairSet> {
+        let pairs = read_data(&dir.join("mrpc").join(file))?
+            .lines()
+            .skip(1)
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split('\t').collect();
+                let [quality, _, _, a, b] = f.as_slice() else {
+                    return None;
+                };
+                Some(Pair {
+                    a: a.trim().to_owned(),
+                    b: b.trim().to_owned(),
+                    same: quality.trim_start_matches('\u{feff}') == "1",
+                })
+            })
+            .collect();
+        Ok(PairSet {
+            key: "mrpc",
+            name: "MRPC",
+            split,
+            held_out,
+            pairs,
+        })
+    }
+
+    /// SICK: `pair_ID \t A \t B \t relatedness \t entailment`. The same meaning: entailment
+    /// and relatedness at least 4.5 of 5 (a restatement, not only a related sentence).
+    fn sick(
+        dir: &Path,
+        file: &str,
+        split: &'static str,
+        held_out: bool,
+    ) -> anyhow::Result<PairSet> {
+        let pairs = read_data(&dir.join("sick").join(file))?
+            .lines()
+            .skip(1)
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split('\t').collect();
+                let score: f32 = f.get(3)?.parse().ok()?;
+                Some(Pair {
+                    a: f.get(1)?.trim().to_owned(),
+                    b: f.get(2)?.trim().to_owned(),
+                    same: score >= 4.5 && f.get(4)?.trim() == "ENTAILMENT",
+                })
+            })
+            .collect();
+        Ok(PairSet {
+            key: "sick",
+            name: "SICK",
+            split,
+            held_out,
+            pairs,
+        })
+    }
+
+    /// SemEval STS captions and headlines (`read_sts`).
+    fn sts(
+        dir: &Path,
+        files: &[&str],
+        split: &'static str,
+        held_out: bool,
+    ) -> anyhow::Result<PairSet> {
+        let mut pairs = Vec::new();
+        for file in files {
+            pairs.extend(read_sts(&read_data(&dir.join("sts").join(file))?));
+        }
+        Ok(PairSet {
+            key: "sts",
+            name: "STS captions+headlines",
+            split,
+            held_out,
+            pairs,
+        })
+    }
 }
 
 /// Paraphrase retrieval over the texts of a pair set: the second text of every paraphrase

@@ -84,18 +84,20 @@ class Commands:
         skip_hooks: Optional[Sequence[str]] = None,
         force_hooks: Optional[Sequence[str]] = None,
         dedup_distance: Optional[float] = None,
+        merge: Optional[str] = None,
     ) -> StoreResult:
         """Stores a memory (durable when this returns). The write hooks normalize its tags and
         category and dedup it: an exact duplicate is ``outcome="duplicate"`` with the
         ``memory_id`` of the memory that holds it (nothing stored, no exception); the same
-        words restated are merged (``outcome="merged"``); a new value of a fact supersedes the
-        older one (``outcome="superseded"``)."""
+        words restated are merged (``outcome="merged"``, and with ``merge="paraphrases"`` the
+        fact guard's looser readings too); a new value of a fact supersedes the older one
+        (``outcome="superseded"``)."""
         return self._run(
             "STORE_MEMORY",
             _args(content=content, category=category, tags=tags, user_id=user_id,
                   session_id=session_id, agent_id=agent_id, kind=kind, role=role,
                   valid_from=valid_from, valid_to=valid_to, skip_hooks=skip_hooks,
-                  force_hooks=force_hooks, dedup_distance=dedup_distance),
+                  force_hooks=force_hooks, dedup_distance=dedup_distance, merge=merge),
             StoreResult.from_reply,
         )
 
@@ -124,13 +126,15 @@ class Commands:
         count_access: Optional[bool] = None,
         nprobe: Optional[int] = None,
         recall: Optional[float] = None,
+        neighbours: Optional[int] = None,
         **more: Any,
     ) -> SearchResult:
         """Searches one user's memories by meaning and words (``mode``: ``hybrid`` by default,
         or ``vector``, ``keyword``, ``text``), filtered inside the scan; ``limit`` hits (10 by
         default), best first. ``valid_after`` / ``valid_before`` filter on when a memory is
         about (a chat turn's own ``time``), ``created_after`` / ``created_before`` on when it
-        was stored. ``more`` passes the rarer arguments (``fusion``, ``rrf_k``, ``fold``,
+        was stored. ``neighbours=1`` gives each hit in a session the turn before and the one
+        after it (``Hit.context``). ``more`` passes the rarer arguments (``fusion``, ``rrf_k``, ``fold``,
         ``vector_weight``, ...; docs/protocol.md)."""
         return self._run(
             "SEARCH_MEMORIES",
@@ -140,7 +144,7 @@ class Commands:
                   created_before=created_before, valid_after=valid_after,
                   valid_before=valid_before, as_of=as_of, offset=offset,
                   max_tokens=max_tokens, deduplicate=deduplicate, count_access=count_access,
-                  nprobe=nprobe, recall=recall, **more),
+                  nprobe=nprobe, recall=recall, neighbours=neighbours, **more),
             SearchResult.from_reply,
         )
 
@@ -378,6 +382,20 @@ class Commands:
     def compact_undo(self, memory_id: int) -> Dict[str, Any]:
         """Splits a merged memory back into its sources."""
         return self._run("COMPACT_UNDO", _args(memory_id=memory_id), _same)
+
+    def mend_preview(self, *, user_id: Optional[str] = None) -> Dict[str, Any]:
+        """Archived memories older, looser dedup rules put away that this build's rules would
+        keep live (``restore``, each with why), without writing; ``preview_id`` applies it."""
+        return self._run("MEND_PREVIEW", _args(user_id=user_id), _same)
+
+    def mend_apply(self, preview_id: str, *, user_id: Optional[str] = None) -> Dict[str, Any]:
+        """Brings back what the preview listed, in one step (``restored``: pairs of the archived
+        id and its new live copy)."""
+        return self._run("MEND_APPLY", _args(user_id=user_id, preview_id=preview_id), _same)
+
+    def mend_undo(self, memory_id: int) -> Dict[str, Any]:
+        """Archives one copy mend brought back again."""
+        return self._run("MEND_UNDO", _args(memory_id=memory_id), _same)
 
     def stats(self) -> Dict[str, Any]:
         """The store's counters (STATS)."""

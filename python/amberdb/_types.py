@@ -84,6 +84,10 @@ class Hit(Memory):
     keyword_score: Optional[float] = None
     source: Optional[str] = None
     folded: int = 0
+    #: With ``neighbours=n``: the records right before and after it in its session, each a
+    #: dict (``memory_id``, ``position`` -1 before / 1 after, ``role``, ``content``,
+    #: ``valid_from``), in session order.
+    context: List[Dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def from_reply(cls, reply: Dict[str, Any]) -> "Hit":

@@ -91,6 +91,14 @@ class Client:
         ...
     def memory_stats(self, *, user_id: Optional[str] = ...) -> Dict[str, Any]:
         """vector-memory-mcp's statistics of one user's memories."""
+    def mend_apply(self, preview_id: str, *, user_id: Optional[str] = ...) -> Dict[str, Any]:
+        """Brings back what the preview listed, in one step (``restored``: pairs of the archived
+        id and its new live copy)."""
+    def mend_preview(self, *, user_id: Optional[str] = ...) -> Dict[str, Any]:
+        """Archived memories older, looser dedup rules put away that this build's rules would
+        keep live (``restore``, each with why), without writing; ``preview_id`` applies it."""
+    def mend_undo(self, memory_id: int) -> Dict[str, Any]:
+        """Archives one copy mend brought back again."""
     def purge(self) -> Dict[str, Any]:
         """Makes every memory deleted so far leave the store's files now."""
     def put_item(self, key: str, value: Mapping[str, Any], text: str, *, user_id: Optional[str] = ...) -> StoreResult:
@@ -102,12 +110,13 @@ class Client:
         """MemFuse's query over memories, messages and knowledge (its envelope as the reply)."""
     def recent(self, *, user_id: Optional[str] = ..., limit: Optional[int] = ...) -> List[Memory]:
         """A user's most recently stored memories, newest first."""
-    def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., valid_after: Optional[Time] = ..., valid_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., **more: Any) -> SearchResult:
+    def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., valid_after: Optional[Time] = ..., valid_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., neighbours: Optional[int] = ..., **more: Any) -> SearchResult:
         """Searches one user's memories by meaning and words (``mode``: ``hybrid`` by default,
         or ``vector``, ``keyword``, ``text``), filtered inside the scan; ``limit`` hits (10 by
         default), best first. ``valid_after`` / ``valid_before`` filter on when a memory is
         about (a chat turn's own ``time``), ``created_after`` / ``created_before`` on when it
-        was stored. ``more`` passes the rarer arguments (``fusion``, ``rrf_k``, ``fold``,
+        was stored. ``neighbours=1`` gives each hit in a session the turn before and the one
+        after it (``Hit.context``). ``more`` passes the rarer arguments (``fusion``, ``rrf_k``, ``fold``,
         ``vector_weight``, ...; docs/protocol.md)."""
     def snapshot_create(self, *, user_id: Optional[str] = ..., description: Optional[str] = ...) -> Dict[str, Any]:
         """Snapshots a user's tags and categories (what tag normalization may change)."""
@@ -115,12 +124,13 @@ class Client:
         ...
     def stats(self) -> Dict[str, Any]:
         """The store's counters (STATS)."""
-    def store(self, content: str, *, category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., user_id: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., kind: Optional[str] = ..., role: Optional[str] = ..., valid_from: Optional[Time] = ..., valid_to: Optional[Time] = ..., skip_hooks: Optional[Sequence[str]] = ..., force_hooks: Optional[Sequence[str]] = ..., dedup_distance: Optional[float] = ...) -> StoreResult:
+    def store(self, content: str, *, category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., user_id: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., kind: Optional[str] = ..., role: Optional[str] = ..., valid_from: Optional[Time] = ..., valid_to: Optional[Time] = ..., skip_hooks: Optional[Sequence[str]] = ..., force_hooks: Optional[Sequence[str]] = ..., dedup_distance: Optional[float] = ..., merge: Optional[str] = ...) -> StoreResult:
         """Stores a memory (durable when this returns). The write hooks normalize its tags and
         category and dedup it: an exact duplicate is ``outcome="duplicate"`` with the
         ``memory_id`` of the memory that holds it (nothing stored, no exception); the same
-        words restated are merged (``outcome="merged"``); a new value of a fact supersedes the
-        older one (``outcome="superseded"``)."""
+        words restated are merged (``outcome="merged"``, and with ``merge="paraphrases"`` the
+        fact guard's looser readings too); a new value of a fact supersedes the older one
+        (``outcome="superseded"``)."""
     def tag_frequencies(self, *, user_id: Optional[str] = ...) -> Dict[str, int]:
         ...
     def tag_normalize_apply(self, preview_id: str, snapshot_id: str, *, user_id: Optional[str] = ..., threshold: Optional[float] = ..., max_changes: Optional[int] = ...) -> Dict[str, Any]:
@@ -202,6 +212,12 @@ class Pipeline:
         ...
     def memory_stats(self, *, user_id: Optional[str] = ...) -> Pending:
         ...
+    def mend_apply(self, preview_id: str, *, user_id: Optional[str] = ...) -> Pending:
+        ...
+    def mend_preview(self, *, user_id: Optional[str] = ...) -> Pending:
+        ...
+    def mend_undo(self, memory_id: int) -> Pending:
+        ...
     def purge(self) -> Pending:
         ...
     def put_item(self, key: str, value: Mapping[str, Any], text: str, *, user_id: Optional[str] = ...) -> Pending:
@@ -210,7 +226,7 @@ class Pipeline:
         ...
     def recent(self, *, user_id: Optional[str] = ..., limit: Optional[int] = ...) -> Pending:
         ...
-    def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., valid_after: Optional[Time] = ..., valid_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., **more: Any) -> Pending:
+    def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., valid_after: Optional[Time] = ..., valid_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., neighbours: Optional[int] = ..., **more: Any) -> Pending:
         ...
     def snapshot_create(self, *, user_id: Optional[str] = ..., description: Optional[str] = ...) -> Pending:
         ...
@@ -218,7 +234,7 @@ class Pipeline:
         ...
     def stats(self) -> Pending:
         ...
-    def store(self, content: str, *, category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., user_id: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., kind: Optional[str] = ..., role: Optional[str] = ..., valid_from: Optional[Time] = ..., valid_to: Optional[Time] = ..., skip_hooks: Optional[Sequence[str]] = ..., force_hooks: Optional[Sequence[str]] = ..., dedup_distance: Optional[float] = ...) -> Pending:
+    def store(self, content: str, *, category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., user_id: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., kind: Optional[str] = ..., role: Optional[str] = ..., valid_from: Optional[Time] = ..., valid_to: Optional[Time] = ..., skip_hooks: Optional[Sequence[str]] = ..., force_hooks: Optional[Sequence[str]] = ..., dedup_distance: Optional[float] = ..., merge: Optional[str] = ...) -> Pending:
         ...
     def tag_frequencies(self, *, user_id: Optional[str] = ...) -> Pending:
         ...
@@ -305,6 +321,12 @@ class AsyncClient:
         ...
     async def memory_stats(self, *, user_id: Optional[str] = ...) -> Dict[str, Any]:
         ...
+    async def mend_apply(self, preview_id: str, *, user_id: Optional[str] = ...) -> Dict[str, Any]:
+        ...
+    async def mend_preview(self, *, user_id: Optional[str] = ...) -> Dict[str, Any]:
+        ...
+    async def mend_undo(self, memory_id: int) -> Dict[str, Any]:
+        ...
     async def purge(self) -> Dict[str, Any]:
         ...
     async def put_item(self, key: str, value: Mapping[str, Any], text: str, *, user_id: Optional[str] = ...) -> StoreResult:
@@ -313,7 +335,7 @@ class AsyncClient:
         ...
     async def recent(self, *, user_id: Optional[str] = ..., limit: Optional[int] = ...) -> List[Memory]:
         ...
-    async def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., valid_after: Optional[Time] = ..., valid_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., **more: Any) -> SearchResult:
+    async def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., valid_after: Optional[Time] = ..., valid_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., neighbours: Optional[int] = ..., **more: Any) -> SearchResult:
         ...
     async def snapshot_create(self, *, user_id: Optional[str] = ..., description: Optional[str] = ...) -> Dict[str, Any]:
         ...
@@ -321,7 +343,7 @@ class AsyncClient:
         ...
     async def stats(self) -> Dict[str, Any]:
         ...
-    async def store(self, content: str, *, category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., user_id: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., kind: Optional[str] = ..., role: Optional[str] = ..., valid_from: Optional[Time] = ..., valid_to: Optional[Time] = ..., skip_hooks: Optional[Sequence[str]] = ..., force_hooks: Optional[Sequence[str]] = ..., dedup_distance: Optional[float] = ...) -> StoreResult:
+    async def store(self, content: str, *, category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., user_id: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., kind: Optional[str] = ..., role: Optional[str] = ..., valid_from: Optional[Time] = ..., valid_to: Optional[Time] = ..., skip_hooks: Optional[Sequence[str]] = ..., force_hooks: Optional[Sequence[str]] = ..., dedup_distance: Optional[float] = ..., merge: Optional[str] = ...) -> StoreResult:
         ...
     async def tag_frequencies(self, *, user_id: Optional[str] = ...) -> Dict[str, int]:
         ...

@@ -197,3 +197,40 @@ def test_bad_open_arguments(tmp_path):
     missing = tmp_path / "no-model"
     with pytest.raises(OSError, match="fetch"):
         amberdb.Store(tmp_path / "s2", model_dir=missing, fetch_model=False)
+
+
+def test_session_neighbours_and_mend(hashing_store):
+    db = hashing_store
+    db.create_session("chat")
+    ids = db.add_messages("chat", [
+        {"role": "user", "content": "What genre is the novel?"},
+        {"role": "assistant", "content": "It's a mix of drama and romance!"},
+        {"role": "user", "content": "Sounds lovely"},
+    ])
+    hits = db.search("romance", mode="keyword", neighbours=1)
+    turn = next(h for h in hits if h.id == ids[1])
+    assert [(n["memory_id"], n["position"]) for n in turn.context] == [(ids[0], -1), (ids[2], 1)]
+    assert turn.context[0]["content"] == "What genre is the novel?"
+    assert all(h.context == [] for h in db.search("romance", mode="keyword"))
+    with pytest.raises(amberdb.LimitExceeded):
+        db.search("romance", neighbours=6)
+
+    # A looser merge than the default's, then mended: the merged text comes back, and goes
+    # again on undo.
+    db.store("The nightly backup runs at two in the morning")
+    merged = db.store("The nightly backup runs at two in the morning on the db host",
+                      merge="paraphrases")
+    assert merged.outcome == "merged"
+    with pytest.raises(amberdb.InvalidArgument):
+        db.store("x", merge="everything")
+    preview = db.mend_preview()
+    assert len(preview["restore"]) == 1
+    mended = db.mend_apply(preview["preview_id"])
+    archived, copy = mended["restored"][0]
+    assert db.get(copy).content in (
+        "The nightly backup runs at two in the morning",
+        "The nightly backup runs at two in the morning on the db host",
+    )
+    assert db.mend_undo(copy)["original"] == archived
+    with pytest.raises(amberdb.NotFound):
+        db.get(copy)

@@ -223,6 +223,19 @@ enum Command {
         #[arg(long, requires = "merge")]
         distance: Option<f32>,
     },
+    /// Re-judges what older dedup rules archived (`docs/semantics.md`, "Mend"): lists, per
+    /// user, the archived memories this build's rules would keep live; `--apply` brings them
+    /// back (each undoable with MEND_UNDO).
+    Mend {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Only this user's memories [default: every user].
+        #[arg(long)]
+        user: Option<String>,
+        /// Bring them back (without it: only the list).
+        #[arg(long)]
+        apply: bool,
+    },
     /// The MiniLM model files.
     Model {
         #[command(subcommand)]
@@ -517,6 +530,49 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
                 print!("{text}");
             }
             return Ok(code);
+        }
+        Command::Mend { store, user, apply } => {
+            store.existing_dir()?;
+            let s = store.open(model)?;
+            let users: Vec<String> = match user {
+                Some(u) => vec![u],
+                None => s
+                    .list_entities(amberdb::EntityKind::User, None)?
+                    .into_iter()
+                    .map(|e| e.id)
+                    .collect(),
+            };
+            let (mut listed, mut kept) = (0, 0);
+            for u in users {
+                let preview = s.mend_preview(Some(&u))?;
+                kept += preview.kept;
+                for item in &preview.restore {
+                    listed += 1;
+                    println!(
+                        "{u}: memory {} (behind {}): archived because {}; now: {}: {:?}",
+                        item.archived.0,
+                        item.behind.0,
+                        item.archived_because,
+                        item.now,
+                        item.content_preview
+                    );
+                }
+                if apply && !preview.restore.is_empty() {
+                    let done = s.mend_apply(Some(&u), &preview.preview_id)?;
+                    for (original, copy) in done.restored {
+                        println!("{u}: memory {} is back as {}", original.0, copy.0);
+                    }
+                }
+            }
+            println!(
+                "{listed} archived memories {}; {kept} stay archived",
+                if apply {
+                    "brought back"
+                } else {
+                    "would come back (run with --apply)"
+                }
+            );
+            s.close()?;
         }
         Command::Compact {
             store,

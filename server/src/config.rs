@@ -140,6 +140,10 @@ pub struct HookFlags {
     /// Its cosine distance, in (0, 2) [default: 0.35].
     #[arg(long, env = "AMBERDB_DEDUP_DISTANCE")]
     pub dedup_distance: Option<f32>,
+    /// Which near duplicates it merges: `sure` (the same words, or what the learned judge is
+    /// sure of) or `paraphrases` (the fact guard's looser readings too) [default: sure].
+    #[arg(long, env = "AMBERDB_MERGE")]
+    pub merge: Option<String>,
     /// Load-time folding of near-duplicate search results (true/false) [default: true].
     #[arg(long, env = "AMBERDB_FOLD")]
     pub fold: Option<bool>,
@@ -169,6 +173,9 @@ impl HookFlags {
         }
         if let Some(d) = self.dedup_distance.or(file.dedup_distance) {
             hooks.dedup_distance = d;
+        }
+        if let Some(m) = self.merge.as_ref().or(file.merge.as_ref()) {
+            hooks.merge = amberdb::Merge::parse(m).map_err(|e| anyhow::anyhow!("{e}"))?;
         }
         if let Some(d) = self.cluster_distance.or(file.cluster_distance) {
             hooks.cluster_distance = d;
@@ -216,6 +223,7 @@ pub struct FileConfig {
     log_tail_limit_mib: Option<u64>,
     semantic_dedup: Option<bool>,
     dedup_distance: Option<f32>,
+    merge: Option<String>,
     fold: Option<bool>,
     cluster_distance: Option<f32>,
 }
@@ -446,7 +454,7 @@ mod tests {
         let path = dir.path().join("amberdb.toml");
         std::fs::write(
             &path,
-            "semantic_dedup = false\nfold = false\ndedup_distance = 0.2\n",
+            "semantic_dedup = false\nfold = false\ndedup_distance = 0.2\nmerge = \"paraphrases\"\n",
         )
         .unwrap();
         let file = read_config_file(Some(&path)).unwrap();
@@ -455,6 +463,15 @@ mod tests {
         assert!(!hooks.write.contains(&WriteHook::SemanticDedup));
         assert!(!hooks.read.contains(&ReadHook::LoadDedup));
         assert!((hooks.dedup_distance - 0.2).abs() < 1e-6);
+        assert_eq!(hooks.merge, amberdb::Merge::Paraphrases);
+        let wrong = HookFlags {
+            merge: Some("all".into()),
+            ..HookFlags::default()
+        };
+        let err = wrong
+            .apply(&FileConfig::default(), &mut HookConfig::default())
+            .unwrap_err();
+        assert!(err.to_string().contains("paraphrases"), "{err}");
         let flags = HookFlags {
             semantic_dedup: Some(true),
             cluster_distance: Some(0.3),

@@ -16,6 +16,8 @@
 //!   text then the second; merge precision / recall / F1 against a bare cosine threshold at the
 //!   store's dedup distance (0.65), and how many different-meaning pairs were merged or
 //!   superseded;
+//! - **mend**: each pair stored in a fresh user of a store that merges paraphrases, every
+//!   user then mended: the wrong and the right merges brought back;
 //! - **paraphrase retrieval**: every text of the set stored once with the default hooks but
 //!   the texts of the paraphrase pairs' second sides, which are the queries; R@1 and R@10 of
 //!   the default search and of the baselines, and pages out of score order;
@@ -40,85 +42,11 @@ use amberdb::{
     StoreRequest, WriteHook,
 };
 use amberdb_benches::plain::{Baselines, Ranked};
-use amberdb_benches::public::{Pair, Retrieval, read_sts, write_slice};
+use amberdb_benches::public::{PairSet, Retrieval, read_data, write_slice};
 use anyhow::Context;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// A split of a labelled pair set.
-struct PairSet {
-    name: &'static str,
-    split: &'static str,
-    pairs: Vec<Pair>,
-}
-
-fn read(path: &Path) -> anyhow::Result<String> {
-    std::fs::read_to_string(path).with_context(|| {
-        format!(
-            "{}: missing; run scripts/fetch-eval-data first",
-            path.display()
-        )
-    })
-}
-
-/// MRPC: `Quality \t #1 ID \t #2 ID \t #1 String \t #2 String`, a header line.
-fn mrpc(dir: &Path, file: &str, split: &'static str) -> anyhow::Result<PairSet> {
-    let pairs = read(&dir.join("mrpc").join(file))?
-        .lines()
-        .skip(1)
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split('\t').collect();
-            (f.len() == 5).then(|| Pair {
-                a: f[3].trim().to_owned(),
-                b: f[4].trim().to_owned(),
-                same: f[0].trim_start_matches('\u{feff}') == "1",
-            })
-        })
-        .collect();
-    Ok(PairSet {
-        name: "MRPC",
-        split,
-        pairs,
-    })
-}
-
-/// SICK: `pair_ID \t A \t B \t relatedness \t entailment`. The same meaning: entailment and
-/// relatedness at least 4.5 of 5 (a restatement, not only a related sentence).
-fn sick(dir: &Path, file: &str, split: &'static str) -> anyhow::Result<PairSet> {
-    let pairs = read(&dir.join("sick").join(file))?
-        .lines()
-        .skip(1)
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split('\t').collect();
-            let score: f32 = f.get(3)?.parse().ok()?;
-            Some(Pair {
-                a: f.get(1)?.trim().to_owned(),
-                b: f.get(2)?.trim().to_owned(),
-                same: score >= 4.5 && f.get(4)?.trim() == "ENTAILMENT",
-            })
-        })
-        .collect();
-    Ok(PairSet {
-        name: "SICK",
-        split,
-        pairs,
-    })
-}
-
-/// SemEval STS: `score \t A \t B`; unscored lines skipped. The same meaning: at least 4 of 5
-/// ("mostly equivalent, unimportant details differ").
-fn sts(dir: &Path, files: &[&str], split: &'static str) -> anyhow::Result<PairSet> {
-    let mut pairs = Vec::new();
-    for file in files {
-        pairs.extend(read_sts(&read(&dir.join("sts").join(file))?));
-    }
-    Ok(PairSet {
-        name: "STS captions+headlines",
-        split,
-        pairs,
-    })
-}
 
 fn ratio(n: usize, d: usize) -> String {
     if d == 0 {
@@ -239,6 +167,51 @@ fn pairs(store: &Store, vectors: &HashMap<String, Vec<f32>>, set: &PairSet) -> a
         prf(merged.0, merged.1, merged.2),
         prf(bare.0, bare.1, bare.2),
         ratio(false_joins, different),
+    );
+    Ok(())
+}
+
+/// Mend on labelled pairs: each pair stored in a fresh user of a store whose merges take
+/// paraphrases (`merge: paraphrases`, looser than the default, as every store's were before
+/// wave 3), then every user mended. Counts the merges the looser rule made and what mend
+/// brought back, by label.
+fn mend(dir: &Path, vectors: &HashMap<String, Vec<f32>>, set: &PairSet) -> anyhow::Result<()> {
+    let store = Store::open(
+        dir,
+        StoreOptions::minilm()?
+            .memory_limit(10_000_000)
+            .hooks(amberdb::HookConfig {
+                merge: amberdb::Merge::Paraphrases,
+                ..amberdb::HookConfig::default()
+            }),
+    )?;
+    // (pairs merged, pairs brought back), of the same meaning and of different meanings.
+    let (mut same, mut different) = ((0, 0), (0, 0));
+    for (i, p) in set.pairs.iter().enumerate() {
+        let user = format!("{i}");
+        store.store(
+            StoreRequest::new(NewMemory::new(p.a.as_str()).user(&user))
+                .with_vector(vectors[&p.a].clone()),
+        )?;
+        let b = store.store(
+            StoreRequest::new(NewMemory::new(p.b.as_str()).user(&user))
+                .with_vector(vectors[&p.b].clone()),
+        )?;
+        if b.outcome != Outcome::Merged {
+            continue;
+        }
+        let preview = store.mend_preview(Some(&user))?;
+        let back = store
+            .mend_apply(Some(&user), &preview.preview_id)?
+            .restored
+            .len();
+        let tally = if p.same { &mut same } else { &mut different };
+        tally.0 += 1;
+        tally.1 += usize::from(back > 0);
+    }
+    println!(
+        "| {} | {} | {} of {} | {} of {} |",
+        set.name, set.split, different.1, different.0, same.1, same.0
     );
     Ok(())
 }
@@ -470,7 +443,7 @@ struct Chat {
 }
 
 fn locomo(dir: &Path) -> anyhow::Result<Vec<Chat>> {
-    let text = read(&dir.join("locomo").join("locomo10.json"))?;
+    let text = read_data(&dir.join("locomo").join("locomo10.json"))?;
     let data: serde_json::Value = serde_json::from_str(&text)?;
     let mut chats = Vec::new();
     for c in data.as_array().context("locomo10.json: not a list")? {
@@ -551,7 +524,6 @@ fn chats(
         let user = format!("conv-{split}-{c}");
         messages_store.create_entity(EntityKind::User, None, &user, None, None)?;
         let mut by_dia: HashMap<String, (MemoryId, MemoryId, usize)> = HashMap::new();
-        let mut neighbours: HashMap<MemoryId, Vec<MemoryId>> = HashMap::new();
         let mut texts: Vec<String> = Vec::new();
         for (session, turns) in &chat.sessions {
             if turns.is_empty() {
@@ -570,15 +542,6 @@ fn chats(
                 })
                 .collect();
             let ids = messages_store.add_messages(Some(&user), session, &msgs)?;
-            // Each turn's neighbours in its session: the turn before and the one after.
-            for (k, id) in ids.iter().enumerate() {
-                let around = [k.checked_sub(1), Some(k + 1)]
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|n| ids.get(n).copied())
-                    .collect();
-                neighbours.insert(*id, around);
-            }
             for (((dia, _, _), (_, text)), id) in turns.iter().zip(&msgs).zip(ids) {
                 let as_memory =
                     match memories_store.store(NewMemory::new(text.as_str()).user(&user)) {
@@ -617,14 +580,16 @@ fn chats(
                 let (page, ordered) = default_page(&messages_store, &user, q, *variant)?;
                 if k == 0 {
                     unordered += usize::from(!ordered);
-                    // A neighbour expansion: the first five results, each followed by the
-                    // turns before and after it in its session, ten in all.
+                    // The session-neighbour expansion as a user asks for it: the first
+                    // five results with `neighbours: 1`, each followed by the turn before and
+                    // the one after it, ten turns in all.
+                    let mut req = SearchRequest::new(q.as_str()).user(&user).limit(5);
+                    req.neighbours = 1;
+                    req.hooks.count_access = Some(false);
                     let mut expanded: Vec<Vec<MemoryId>> = Vec::new();
-                    for hit in page.iter().take(5) {
-                        let id = hit[0];
-                        for n in std::iter::once(id)
-                            .chain(neighbours.get(&id).into_iter().flatten().copied())
-                        {
+                    for hit in messages_store.search(&req)?.results {
+                        let around = hit.context.iter().map(|n| n.memory_id);
+                        for n in std::iter::once(hit.memory.id).chain(around) {
                             if !expanded.iter().any(|e| e[0] == n) {
                                 expanded.push(vec![n]);
                             }
@@ -664,7 +629,7 @@ fn chats(
         "LoCoMo {split}: evidence turns stored as memories that the store-time hooks archived: {lost} of {evidence_turns}"
     );
     println!(
-        "LoCoMo {split}: the default's first five results each with its session neighbours (before, after), ten in all: hit@1 {} hit@5 {} hit@10 {}",
+        "LoCoMo {split}: the default's first five results with `neighbours: 1` (each, the turn before, the turn after), ten turns in all: hit@1 {} hit@5 {} hit@10 {}",
         ratio(with_neighbours.at1, asked),
         ratio(with_neighbours.at5, asked),
         ratio(with_neighbours.at10, asked)
@@ -684,7 +649,7 @@ fn write_ci_slice(data: Option<String>, out: Option<String>) -> anyhow::Result<(
     let mut pairs_text = String::new();
     let mut texts: Vec<String> = Vec::new();
     for file in ["2014-images.tsv", "2015-images.tsv"] {
-        for line in read(&data.join("sts").join(file))?.lines() {
+        for line in read_data(&data.join("sts").join(file))?.lines() {
             let mut f = line.split('\t');
             if let (Some(score), Some(a), Some(b)) = (f.next(), f.next(), f.next())
                 && score.trim().parse::<f32>().is_ok()
@@ -722,27 +687,10 @@ fn main() -> anyhow::Result<()> {
     let wants = |s: &str| sets.is_empty() || sets.iter().any(|x| x == s);
     let work = tempfile::tempdir()?;
     let embedder = StoreOptions::minilm()?.embedder;
-    let mut pair_sets = Vec::new();
-    if wants("mrpc") {
-        pair_sets.push(mrpc(&data, "msr-para-train.tsv", "train")?);
-        pair_sets.push(mrpc(&data, "msr-para-test.tsv", "test")?);
-    }
-    if wants("sick") {
-        pair_sets.push(sick(&data, "SICK_train.txt", "train")?);
-        pair_sets.push(sick(&data, "SICK_test_annotated.txt", "test")?);
-    }
-    if wants("sts") {
-        pair_sets.push(sts(
-            &data,
-            &["2014-images.tsv", "2014-headlines.tsv"],
-            "2014 (tuning)",
-        )?);
-        pair_sets.push(sts(
-            &data,
-            &["2015-images.tsv", "2015-headlines.tsv"],
-            "2015 (held out)",
-        )?);
-    }
+    let pair_sets: Vec<PairSet> = PairSet::all(&data)?
+        .into_iter()
+        .filter(|s| wants(s.key))
+        .collect();
     if !pair_sets.is_empty() {
         let mut texts: Vec<&str> = pair_sets
             .iter()
@@ -765,6 +713,12 @@ fn main() -> anyhow::Result<()> {
         let store = minilm_store(&work.path().join("pairs"))?;
         for set in &pair_sets {
             pairs(&store, &vectors, set)?;
+        }
+        println!("\n## Mend after merges of paraphrases\n");
+        println!("| set | split | wrong merges brought back | right merges brought back |");
+        println!("|---|---|---|---|");
+        for (k, set) in pair_sets.iter().enumerate() {
+            mend(&work.path().join(format!("mend-{k}")), &vectors, set)?;
         }
         println!("\n## Paraphrase retrieval\n");
         println!("| set | split | queries | ranking | R@1 | R@5 | R@10 |");

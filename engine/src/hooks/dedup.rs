@@ -7,7 +7,7 @@ use super::{MAX_MERGE_GROUP, Merge};
 
 /// Most neighbours the fact guard judges for one memory: the limit of a plan's range query.
 pub(crate) const GUARD_CANDIDATES: usize = 50;
-use super::facts::{Decision, Reading, Relation, reading, relation, relation_of};
+use super::facts::{Decision, Reading, Relation, reading, relation_of};
 use crate::kernel::record::{MemoryId, Timestamp};
 use amberdb_index::kernels;
 
@@ -120,20 +120,28 @@ pub(crate) fn plan_among(
     if candidates.is_empty() {
         return plan;
     }
+    let new = reading(text);
     for c in candidates {
         if !linked(space, c, vector, min_sim) {
             plan.distinct.push(c);
             continue;
         }
-        let older = space.text(c).unwrap_or_default();
-        let mut decision = relation(&older, text);
+        let older = reading(&space.text(c).unwrap_or_default());
+        let mut decision = relation_of(&older, &new);
         if decision.relation == Relation::Duplicate
-            && merge == Merge::Identical
+            && merge == Merge::Sure
             && decision.rule != super::facts::Rule::SameWords
         {
-            // Precision first: the same statement in other words is kept apart unless the
-            // store asks for paraphrases to merge (`Merge::Paraphrases`).
-            decision.relation = Relation::Unsure;
+            // Precision first: the same statement in other words merges only when the
+            // learned judge is sure of it, or the store asks for paraphrases to merge
+            // (`Merge::Paraphrases`).
+            let cosine = space
+                .vector(c)
+                .and_then(|v| kernels::dot(&v, vector).ok())
+                .unwrap_or(0.0);
+            if !super::judge::merges(&older, &new, &decision, cosine) {
+                decision.relation = Relation::Unsure;
+            }
         }
         match decision.relation {
             Relation::Duplicate => plan.duplicates.push(c),

@@ -911,6 +911,41 @@ pub(crate) fn relation_of(older: &Reading, newer: &Reading) -> Decision {
     decide(Relation::Unsure, Rule::TooDifferent)
 }
 
+/// What the learned judge (`super::judge`) reads of two statements besides their cosine: the
+/// counts the guard's rules decide by, as numbers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Signals {
+    /// Distinct content words of the older and the newer statement.
+    pub(crate) words: (usize, usize),
+    /// Content words both have.
+    pub(crate) shared: usize,
+    /// Content words only the older, only the newer has (negations aside).
+    pub(crate) only: (usize, usize),
+    /// A name only one of them has.
+    pub(crate) name_differs: bool,
+    /// Both predicates say the relation in the same words.
+    pub(crate) same_predicate: bool,
+    /// A word before the predicate only one of them has: the subjects differ.
+    pub(crate) subject_differs: bool,
+}
+
+/// The signals of two texts already read.
+pub(crate) fn signals_of(older: &Reading, newer: &Reading) -> Signals {
+    let o = older.0.joined(&newer.0);
+    let n = newer.0.joined(&o);
+    let (wo, wn) = (o.words(), n.words());
+    let (only_old, only_new) = (o.only(&wn), n.only(&wo));
+    Signals {
+        words: (wo.len(), wn.len()),
+        shared: wo.intersection(&wn).count(),
+        only: (only_old.len(), only_new.len()),
+        name_differs: only_old.iter().chain(&only_new).any(|w| w.name),
+        same_predicate: o.predicate() == n.predicate(),
+        subject_differs: only_old.iter().any(|w| o.in_subject(w))
+            || only_new.iter().any(|w| n.in_subject(w)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

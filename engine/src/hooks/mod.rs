@@ -11,6 +11,7 @@
 pub mod category;
 pub mod dedup;
 pub mod facts;
+pub mod judge;
 pub mod tags;
 
 use crate::kernel::error::{EngineError, Result};
@@ -97,14 +98,31 @@ impl Fold {
 /// time"). Measured on public labelled pairs in `docs/search.md`, "Judged on public data".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Merge {
-    /// Only a restatement in the same content words in the same order (case, punctuation
-    /// and stop words aside): the one rule whose precision on public pairs is ≥ 0.99 (the
-    /// default).
+    /// A restatement in the same content words in the same order (case, punctuation and stop
+    /// words aside), or one the learned judge (`judge`) is sure of: the only merges whose
+    /// precision on public pairs is ≥ 0.99 (the default).
     #[default]
-    Identical,
-    /// Also what the fact guard reads as the same statement in other words or with detail
-    /// added: more merges, measured precision 0.6–0.85 on public pairs; opt-in.
+    Sure,
+    /// Also everything the fact guard reads as the same statement in other words or with
+    /// detail added: more merges, measured precision 0.49–0.84 on public pairs; opt-in.
     Paraphrases,
+}
+
+impl Merge {
+    /// Parses the protocol spelling.
+    ///
+    /// # Errors
+    /// `Invalid` naming the allowed values.
+    pub fn parse(s: &str) -> Result<Merge> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "sure" => Ok(Merge::Sure),
+            "paraphrases" => Ok(Merge::Paraphrases),
+            other => Err(EngineError::Invalid {
+                field: "merge",
+                reason: format!("{other:?} is not one of [\"sure\", \"paraphrases\"]"),
+            }),
+        }
+    }
 }
 
 /// A store's hooks and their settings.
@@ -135,7 +153,7 @@ impl Default for HookConfig {
             cluster_distance: CLUSTER_DISTANCE,
             compaction_distance: COMPACTION_DISTANCE,
             fold: Fold::Duplicates,
-            merge: Merge::Identical,
+            merge: Merge::Sure,
         }
     }
 }

@@ -9,6 +9,7 @@
 mod compaction;
 mod entities;
 mod items;
+mod mend;
 mod query;
 mod read;
 mod reembed;
@@ -21,6 +22,7 @@ mod write;
 pub use compaction::{Compacted, CompactionGroup, CompactionPreview, Unmerged};
 pub use entities::{EntityDeleted, Turn};
 pub use items::ItemUser;
+pub use mend::{MendItem, MendPreview, Mended};
 pub use query::{
     DEFAULT_TOP_K, GRAPH_LINEAGE_WEIGHT, GRAPH_MAX_TAG_FREQUENCY, GRAPH_SESSION_WEIGHT,
     GRAPH_SESSION_WINDOW, Query, QueryData, QueryResult, ResultMetadata, Retrieval, StoreType,
@@ -28,8 +30,9 @@ pub use query::{
 pub use read::{Cleared, Feedback, FeedbackResult, History, MemoryStats, TopAccessed, Version};
 pub use reembed::{ReembedStatus, Reembedded};
 pub use search::{
-    Fusion, Hits, MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS, Mode, SEARCH_ACCESS_INTERVAL_US, ScanMode,
-    SearchRequest, SearchedHit, Source, Strategy, frequency, importance, recency, strategy_score,
+    Fusion, Hits, MAX_NEIGHBOURS, MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS, Mode, Neighbour,
+    SEARCH_ACCESS_INTERVAL_US, ScanMode, SearchRequest, SearchedHit, Source, Strategy, frequency,
+    importance, recency, strategy_score,
 };
 pub use tags::{SnapshotCreated, SnapshotRestored, TagChange, TagPreview, TagsApplied};
 pub use write::{DedupDecision, Outcome, Provenance, StoreRequest, Stored, UpdateRequest, Updated};

@@ -204,7 +204,15 @@ pub struct SearchRequest {
     /// How many lists of each IVF segment the compact scan probes (`docs/ivf.md`): the
     /// segment's built nprobe, a number of lists, or a recall target.
     pub probe: Probe,
+    /// Each result in a session carries up to this many records before and as many after it
+    /// in its session (`SearchedHit::context`), 0..=`MAX_NEIGHBOURS` (default 0): a short
+    /// reply ("It's a mix of drama and romance!") is often answered by the turn before it
+    /// (`docs/search.md`, "Session neighbours").
+    pub neighbours: usize,
 }
+
+/// Most session neighbours a search result carries on each side.
+pub const MAX_NEIGHBOURS: usize = 5;
 
 /// Which representation a vector scan reads (`docs/search.md`, "The vector scan").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -247,6 +255,7 @@ impl SearchRequest {
             scan: ScanMode::Auto,
             hooks: HookOverrides::default(),
             probe: Probe::Built,
+            neighbours: 0,
         }
     }
 
@@ -361,6 +370,53 @@ pub struct SearchedHit {
     pub source: Source,
     /// Results within the cluster distance of this one that load-time dedup folded into it.
     pub folded: usize,
+    /// With `neighbours`: the records of its session right before and after it, in session
+    /// order, itself left out (whatever the search's filters; live records only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub context: Vec<Neighbour>,
+}
+
+/// A record next to a search result in its session.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Neighbour {
+    /// Its id.
+    pub memory_id: MemoryId,
+    /// Where it stands from the result: -1 the record right before, 1 right after.
+    pub position: i64,
+    /// Its role, for a chat turn.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<crate::kernel::record::Role>,
+    /// Its text.
+    pub content: String,
+    /// When it holds from (a chat turn's own time).
+    pub valid_from: Timestamp,
+}
+
+/// The live records up to `n` before and after `m` in its session, in session order.
+fn neighbours_of(state: &State, u: &UserIndex, m: &Memory, n: usize) -> Vec<Neighbour> {
+    let Some(members) = m.session_id.as_ref().and_then(|s| u.session_members.get(s)) else {
+        return Vec::new();
+    };
+    let before: Vec<MemoryId> = members.range(..m.id).rev().take(n).copied().collect();
+    let after = members.range(MemoryId(m.id.0 + 1)..).take(n).copied();
+    let at = |k: usize| i64::try_from(k).unwrap_or(i64::MAX);
+    before
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(k, id)| (-at(k + 1), *id))
+        .chain(after.enumerate().map(|(k, id)| (at(k + 1), id)))
+        .filter_map(|(position, id)| {
+            let r = state.table.get(id)?;
+            Some(Neighbour {
+                memory_id: id,
+                position,
+                role: r.role,
+                content: r.content.clone(),
+                valid_from: r.valid_from,
+            })
+        })
+        .collect()
 }
 
 /// The result of `search_memories`.
@@ -997,6 +1053,7 @@ impl Store {
             _ => {}
         }
         in_range("offset", req.offset, 0, MAX_OFFSET)?;
+        in_range("neighbours", req.neighbours, 0, MAX_NEIGHBOURS)?;
         if let Some(n) = req.max_tokens {
             in_range("max_tokens", n, 1, MAX_TOKEN_BUDGET)?;
         }
@@ -1263,6 +1320,11 @@ impl Store {
                         keyword_score: c.bm25,
                         source: c.source,
                         folded,
+                        context: if req.neighbours > 0 {
+                            neighbours_of(&state, u, m, req.neighbours)
+                        } else {
+                            Vec::new()
+                        },
                     });
                 }
                 tokens = budget.map(|b| (b.1, b.2));

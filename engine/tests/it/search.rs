@@ -1321,3 +1321,81 @@ fn chat_turns_keep_their_own_times_and_filter_by_them() {
         })
     ));
 }
+
+/// `neighbours: n` gives each result in a session the records right before and after it in
+/// that session, in session order and itself left out, whatever the filters; the page itself
+/// (ids, order, scores) is the page without it. Out of range is refused.
+#[test]
+fn a_result_carries_its_session_neighbours() {
+    let (_fs, store) = open();
+    store
+        .create_entity(EntityKind::User, None, "u", None, None)
+        .unwrap();
+    store
+        .create_entity(EntityKind::Session, Some("u"), "s", None, None)
+        .unwrap();
+    let turns: Vec<(Role, String)> = [
+        "What are you reading lately?",
+        "A novel about a lighthouse keeper",
+        "What genre is it?",
+        "It's a mix of drama and romance!",
+        "Sounds lovely",
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, t)| {
+        let role = if i % 2 == 0 {
+            Role::User
+        } else {
+            Role::Assistant
+        };
+        (role, (*t).to_owned())
+    })
+    .collect();
+    let ids = store.add_messages(Some("u"), "s", &turns).unwrap();
+    store
+        .store(NewMemory::new("a note about romance novels, in no session").user("u"))
+        .unwrap();
+    let mut req = keyword("romance").user("u");
+    let plain = store.search(&req).unwrap();
+    req.neighbours = 1;
+    let with = store.search(&req).unwrap();
+    let page = |h: &amberdb::Hits| -> Vec<(MemoryId, f32)> {
+        h.results.iter().map(|r| (r.memory.id, r.score)).collect()
+    };
+    assert_eq!(page(&plain), page(&with), "the page is the same");
+    assert!(plain.results.iter().all(|r| r.context.is_empty()));
+    let turn = with
+        .results
+        .iter()
+        .find(|r| r.memory.id == ids[3])
+        .expect("the turn is found");
+    let around: Vec<(MemoryId, i64)> = turn
+        .context
+        .iter()
+        .map(|n| (n.memory_id, n.position))
+        .collect();
+    assert_eq!(around, [(ids[2], -1), (ids[4], 1)]);
+    assert_eq!(turn.context[0].content, "What genre is it?");
+    assert_eq!(turn.context[0].role, Some(Role::User));
+    let note = with
+        .results
+        .iter()
+        .find(|r| r.memory.session_id.is_none())
+        .expect("the note is found");
+    assert!(note.context.is_empty(), "no session, no neighbours");
+    // Two on each side, cut at the session's ends.
+    req.neighbours = 2;
+    let two = store.search(&req).unwrap();
+    let turn = two.results.iter().find(|r| r.memory.id == ids[3]).unwrap();
+    let around: Vec<i64> = turn.context.iter().map(|n| n.position).collect();
+    assert_eq!(around, [-2, -1, 1]);
+    req.neighbours = amberdb::MAX_NEIGHBOURS + 1;
+    assert!(matches!(
+        store.search(&req),
+        Err(EngineError::LimitExceeded {
+            what: "neighbours",
+            ..
+        })
+    ));
+}

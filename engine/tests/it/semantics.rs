@@ -622,3 +622,86 @@ fn an_as_of_search_counts_the_replaced_values_it_may_return() {
     assert_eq!(then.results[0].memory.content, "Dora lives in Lisbon");
     assert!(then.total >= then.count && then.total >= 1, "{then:?}");
 }
+
+/// A store whose older rules merged paraphrases (here: `Merge::Paraphrases`, as every store
+/// did before wave 3) is mended: the preview lists what this build's rules would keep live,
+/// writes nothing, and an apply brings exactly that back, in one step a stale preview cannot
+/// take; each restore undoes on its own.
+#[test]
+fn mend_brings_back_what_older_rules_merged_and_undoes_record_by_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(
+        dir.path(),
+        minilm().hooks(HookConfig {
+            merge: amberdb::Merge::Paraphrases,
+            ..HookConfig::default()
+        }),
+    )
+    .unwrap();
+    for text in COFFEE {
+        store.store(NewMemory::new(text)).unwrap();
+    }
+    // A restatement in the same words: this build merges it too, so it stays archived.
+    let same = store
+        .store(NewMemory::new("user likes coffee - flat white, usually!"))
+        .unwrap();
+    assert_eq!(same.outcome, Outcome::Merged, "{same:?}");
+    assert_eq!(store.list_recent(None, 50).unwrap().len(), 1);
+
+    let preview = store.mend_preview(None).unwrap();
+    eprintln!("{preview:#?}");
+    let back: Vec<&str> = preview
+        .restore
+        .iter()
+        .map(|i| i.content_preview.as_str())
+        .collect();
+    assert_eq!(
+        store.list_recent(None, 50).unwrap().len(),
+        1,
+        "a preview wrote"
+    );
+    assert!(!back.is_empty(), "nothing to mend: {preview:?}");
+    assert!(
+        !back.contains(&"user likes coffee - flat white, usually!"),
+        "{back:?}"
+    );
+    assert!(preview.kept >= 1, "{preview:?}");
+
+    assert!(matches!(
+        store.mend_apply(None, "stale"),
+        Err(EngineError::PreviewMismatch { .. })
+    ));
+    assert_eq!(
+        store.list_recent(None, 50).unwrap().len(),
+        1,
+        "a refused apply wrote"
+    );
+
+    let mended = store.mend_apply(None, &preview.preview_id).unwrap();
+    assert_eq!(mended.restored.len(), back.len());
+    let live: Vec<String> = store
+        .list_recent(None, 50)
+        .unwrap()
+        .into_iter()
+        .map(|m| m.content)
+        .collect();
+    assert_eq!(live.len(), 1 + back.len(), "{live:?}");
+    for (original, copy) in &mended.restored {
+        let m = store.get(*copy).unwrap();
+        assert_eq!(m.supersedes, vec![*original]);
+        assert!(back.contains(&m.content.as_str()), "{m:?}");
+    }
+    // Nothing left to mend; an apply of the old preview id is refused.
+    assert!(store.mend_preview(None).unwrap().restore.is_empty());
+    assert!(store.mend_apply(None, &preview.preview_id).is_err());
+
+    let (original, copy) = mended.restored[0];
+    assert_eq!(store.mend_undo(copy).unwrap(), original);
+    assert_eq!(store.list_recent(None, 50).unwrap().len(), back.len());
+    assert!(matches!(store.get(copy), Err(EngineError::Archived { .. })));
+    // Only a copy mend made undoes.
+    let live_merged = same.memory_id;
+    assert!(store.mend_undo(live_merged).is_err());
+    // The undone record is listed again.
+    assert_eq!(store.mend_preview(None).unwrap().restore.len(), 1);
+}

@@ -197,6 +197,35 @@ fn compact_undo(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
     to_reply(&unmerged, message)
 }
 
+fn mend_preview(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
+    let user = args.opt_str("user_id")?;
+    let preview = engine(ctx.store.mend_preview(user.as_deref()))?;
+    let message = format!(
+        "{} archived memories would come back; {} stay archived",
+        preview.restore.len(),
+        preview.kept
+    );
+    to_reply(&preview, message)
+}
+
+fn mend_apply(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
+    let user = args.opt_str("user_id")?;
+    let preview = args.str("preview_id")?;
+    let mended = engine(ctx.store.mend_apply(user.as_deref(), &preview))?;
+    let message = format!("Brought back {} memories", mended.restored.len());
+    to_reply(&mended, message)
+}
+
+fn mend_undo(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
+    let id = args.memory_id()?;
+    let original = engine(ctx.store.mend_undo(id))?;
+    let message = format!("Archived {id} again; memory {original} keeps its text");
+    to_reply(
+        &serde_json::json!({ "archived": id, "original": original }),
+        message,
+    )
+}
+
 /// The commands of this domain, in HELP's order.
 pub(super) static TABLE: &[Command] = &[
     Command {
@@ -246,6 +275,7 @@ pub(super) static TABLE: &[Command] = &[
             SKIP_HOOKS,
             FORCE_HOOKS,
             DEDUP_DISTANCE,
+            MERGE,
         ],
         run: Some(store_memory),
     },
@@ -289,6 +319,7 @@ pub(super) static TABLE: &[Command] = &[
             SKIP_HOOKS,
             FORCE_HOOKS,
             DEDUP_DISTANCE,
+            MERGE,
         ],
         run: Some(update_memory),
     },
@@ -366,5 +397,29 @@ pub(super) static TABLE: &[Command] = &[
         summary: "Undoes one merge: its sources come back.",
         args: &[MEMORY_ID],
         run: Some(compact_undo),
+    },
+    Command {
+        name: "MEND_PREVIEW",
+        alias: None,
+        tool: false,
+        summary: "Archived memories that older dedup rules put away and this build's rules would keep live.",
+        args: &[USER],
+        run: Some(mend_preview),
+    },
+    Command {
+        name: "MEND_APPLY",
+        alias: None,
+        tool: false,
+        summary: "Brings back a mend preview's memories, in one frame.",
+        args: &[USER, req("preview_id", Ty::Str, "from MEND_PREVIEW")],
+        run: Some(mend_apply),
+    },
+    Command {
+        name: "MEND_UNDO",
+        alias: None,
+        tool: false,
+        summary: "Archives one memory mend brought back again.",
+        args: &[MEMORY_ID],
+        run: Some(mend_undo),
     },
 ];

@@ -315,6 +315,10 @@ fn write_overrides(args: &mut Args) -> Result<HookOverrides, Fail> {
         o.force.push(write_hook(&h)?);
     }
     o.dedup_distance = args.opt_f32("dedup_distance")?;
+    o.merge = args
+        .opt_str("merge")?
+        .map(|m| parsed("merge", amberdb::Merge::parse(&m)))
+        .transpose()?;
     Ok(o)
 }
 
@@ -347,6 +351,12 @@ const DEDUP_DISTANCE: Arg = opt(
     "dedup_distance",
     Ty::Num,
     "store-time semantic dedup cosine distance, (0, 2); default 0.35",
+);
+
+const MERGE: Arg = opt(
+    "merge",
+    Ty::Str,
+    "which near duplicates semantic dedup merges: sure (default) or paraphrases",
 );
 
 /// Every command, in HELP's order: the server's own, then by domain.

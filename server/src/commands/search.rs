@@ -83,6 +83,9 @@ fn search_memories(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     q.valid_after = args.opt_time("valid_after")?;
     q.valid_before = args.opt_time("valid_before")?;
     q.as_of = args.opt_time("as_of")?;
+    if let Some(n) = args.opt_in("neighbours", 0, 5)? {
+        q.neighbours = n;
+    }
     q.max_tokens = args
         .opt_u64("max_tokens")?
         .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
@@ -293,6 +296,12 @@ pub(super) static TABLE: &[Command] = &[
                 Ty::Int,
                 "a prompt's token budget: the best results that fit, counted by the model's tokenizer",
             ),
+            opt(
+                "neighbours",
+                Ty::Int,
+                "0..=5: each result in a session carries this many records before and after it (context); default 0",
+            )
+            .within(0, 5),
             opt(
                 "deduplicate",
                 Ty::Bool,

@@ -335,12 +335,13 @@ fn the_commands_for_an_existing_store_refuse_a_directory_without_one() {
     std::fs::write(other.join("notes.txt"), "not a store").unwrap();
     let dest = dir.path().join("backup");
     let dest = dest.to_str().unwrap();
-    let commands: [&[&str]; 8] = [
+    let commands: [&[&str]; 9] = [
         &["stats"],
         &["export"],
         &["purge"],
         &["index"],
         &["compact"],
+        &["mend"],
         &["backup", dest],
         &["reembed", "--to", "minilm"],
         &["check"],
@@ -519,6 +520,50 @@ fn compact_merges_near_duplicates_and_checkpoints() {
         out.contains("default: ") && out.contains("checkpointed"),
         "{out}"
     );
+    assert!(
+        stdout(&amberdb(&["stats", "--embedder", "hashing"], dir.path())).starts_with("memories 2")
+    );
+    let (code, report) = check(dir.path());
+    assert_eq!(code, Some(0), "{report}");
+}
+
+/// `amberdb mend` lists what a looser merge archived, changes nothing without `--apply`, and
+/// brings it back with it.
+#[test]
+fn mend_lists_then_brings_back_what_a_looser_merge_archived() {
+    use amberdb::{HookOverrides, Merge, NewMemory, Store, StoreOptions, StoreRequest};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), StoreOptions::hashing()).unwrap();
+    store
+        .store(NewMemory::new(
+            "The nightly backup runs at two in the morning",
+        ))
+        .unwrap();
+    let merged = store
+        .store(StoreRequest {
+            memory: NewMemory::new("The nightly backup runs at two in the morning on the db host"),
+            vector: None,
+            hooks: HookOverrides {
+                merge: Some(Merge::Paraphrases),
+                ..HookOverrides::default()
+            },
+        })
+        .unwrap();
+    assert_eq!(merged.outcome, amberdb::Outcome::Merged, "{merged:?}");
+    store.close().unwrap();
+    let listed = stdout(&amberdb(&["mend", "--embedder", "hashing"], dir.path()));
+    assert!(
+        listed.contains("1 archived memories would come back"),
+        "{listed}"
+    );
+    assert!(
+        stdout(&amberdb(&["stats", "--embedder", "hashing"], dir.path())).starts_with("memories 1")
+    );
+    let applied = stdout(&amberdb(
+        &["mend", "--apply", "--embedder", "hashing"],
+        dir.path(),
+    ));
+    assert!(applied.contains("is back as"), "{applied}");
     assert!(
         stdout(&amberdb(&["stats", "--embedder", "hashing"], dir.path())).starts_with("memories 2")
     );

@@ -236,6 +236,39 @@ fn every_command_works_over_tcp() {
     let undone = ok(&mut c, "COMPACT_UNDO", json!({"memory_id": merged}));
     assert_eq!(undone["archived"], merged);
     let back = undone["restored"][0].as_u64().unwrap();
+    // Mend: a paraphrase merged by a looser rule than the default's comes back, and goes
+    // again on undo.
+    let mend = ok(&mut c, "MEND_PREVIEW", json!({}));
+    assert_eq!(mend["restore"], json!([]), "nothing yet: {mend}");
+    c.fails("STORE", json!({"content": "x", "merge": "all"}), "invalid");
+    ok(
+        &mut c,
+        "STORE",
+        json!({"content": "The nightly backup runs at two in the morning"}),
+    );
+    let merged = ok(
+        &mut c,
+        "STORE",
+        json!({"content": "The nightly backup runs at two in the morning on the db host", "merge": "paraphrases"}),
+    );
+    assert_eq!(merged["outcome"], "merged", "{merged}");
+    let mend = ok(&mut c, "MEND_PREVIEW", json!({}));
+    assert_eq!(mend["restore"].as_array().unwrap().len(), 1, "{mend}");
+    c.fails("MEND_APPLY", json!({"preview_id": "stale"}), "invalid");
+    let mended = ok(
+        &mut c,
+        "MEND_APPLY",
+        json!({"preview_id": mend["preview_id"]}),
+    );
+    let copy = mended["restored"][0][1].as_u64().unwrap();
+    c.fails("MEND_UNDO", json!({"memory_id": back}), "invalid");
+    let undone = ok(&mut c, "MEND_UNDO", json!({"memory_id": copy}));
+    assert_eq!(undone["archived"], copy, "{undone}");
+    ok(
+        &mut c,
+        "DELETE_BY_MEMORY_ID",
+        json!({"memory_id": merged["memory_id"]}),
+    );
 
     let stats = ok(&mut c, "GET_MEMORY_STATS", json!({}));
     assert_eq!(stats["total_memories"], 4, "{stats}");
