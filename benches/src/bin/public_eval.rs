@@ -391,6 +391,7 @@ fn retrieval(dir: &Path, vectors: &HashMap<String, Vec<f32>>, set: &PairSet) -> 
     let mut variants = vec![Hits::default(); VARIANTS.len()];
     let mut base = [Hits::default(); 3];
     let mut unordered = 0;
+    let verbose = std::env::var_os("AMBERDB_EVAL_VERBOSE").is_some();
     for (q, target) in &queries {
         let wanted: HashSet<MemoryId> = std::iter::once(ids[*target]).collect();
         for (k, (_, variant)) in VARIANTS.iter().enumerate() {
@@ -404,6 +405,21 @@ fn retrieval(dir: &Path, vectors: &HashMap<String, Vec<f32>>, set: &PairSet) -> 
         let (page, _) = default_page(&unmerged, user, q, Variant::Default)?;
         unmerged_hits.add(first_hit(&page, &wanted_unmerged));
         let ranked: Ranked = plain.rank(q, &vectors[*q], 10);
+        if verbose && ranked.mix.contains(target) {
+            let (page, _) = default_page(&store, user, q, Variant::Uncounted)?;
+            if first_hit(&page, &wanted).is_none() {
+                println!(
+                    "  default misses, the plain mix finds: {q:?} -> {:?}",
+                    corpus[*target]
+                );
+                for ids in page.iter().take(3) {
+                    println!(
+                        "    default has {:?}",
+                        store.get(ids[0]).map(|m| m.content).unwrap_or_default()
+                    );
+                }
+            }
+        }
         for (k, list) in [&ranked.cosine, &ranked.bm25, &ranked.mix]
             .into_iter()
             .enumerate()
