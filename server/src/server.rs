@@ -679,10 +679,12 @@ fn execute(shared: &Shared, batch: &mut Batch, line: &Line) {
     };
     let result = match command.name {
         "AUTH" => auth(shared, batch, req.args),
-        "QUIT" => {
+        // Checked like every command's: a QUIT with arguments it does not take is refused
+        // and the connection stays open.
+        "QUIT" => crate::args::Args::checked(req.args, command.args).map(|_| {
             batch.close = true;
-            Ok(serde_json::json!({"reply": "BYE"}))
-        }
+            serde_json::json!({"reply": "BYE"})
+        }),
         _ => commands::run(&shared.ctx, &batch.session, command, req.args),
     };
     match result {

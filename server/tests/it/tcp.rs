@@ -272,6 +272,28 @@ fn every_command_works_over_tcp() {
 
     let stats = ok(&mut c, "GET_MEMORY_STATS", json!({}));
     assert_eq!(stats["total_memories"], 4, "{stats}");
+    // Categories largest first, as docs/protocol.md says (alphabetically "architecture"
+    // would come first).
+    for (i, text) in ["pool sizing: 20 connections", "index the tenant column", "cache the plan"]
+        .iter()
+        .enumerate()
+    {
+        let category = if i == 0 { "architecture" } else { "performance" };
+        ok(
+            &mut c,
+            "STORE",
+            json!({"content": text, "user_id": "cats", "category": category}),
+        );
+    }
+    let cats = ok(&mut c, "GET_MEMORY_STATS", json!({"user_id": "cats"}));
+    let order: Vec<(&str, u64)> = cats["categories"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_u64().unwrap()))
+        .collect();
+    assert_eq!(order, [("performance", 2), ("architecture", 1)], "{cats}");
+    ok(&mut c, "DELETE_USER", json!({"user_id": "cats"}));
     let cleared = ok(
         &mut c,
         "CLEAR_OLD_MEMORIES",
