@@ -171,9 +171,9 @@ fn seed_reply(e: &EngineError) -> Map<String, Value> {
         EngineError::DiskFull { .. } => ("Disk full", e.to_string()),
         EngineError::Internal { .. } => ("Internal error", e.to_string()),
         EngineError::Io { .. } => ("I/O error", e.to_string()),
-        EngineError::Corrupted { .. } | EngineError::UnsupportedVersion { .. } => {
-            ("Data error", e.to_string())
-        }
+        EngineError::Corrupted { .. }
+        | EngineError::Misnamed { .. }
+        | EngineError::UnsupportedVersion { .. } => ("Data error", e.to_string()),
         EngineError::Embed(_) => ("Embedding failed", e.to_string()),
         // Variants added after this server was written.
         _ => ("Internal error", e.to_string()),

@@ -186,6 +186,19 @@ pub enum EngineError {
         /// Which check failed.
         reason: &'static str,
     },
+    /// A log or checkpoint file whose header names another sequence number than its file
+    /// name (`docs/durability.md`, "File identity"): renamed, swapped or copied.
+    #[error(
+        "{file}: its name says sequence {named}, its header says {header}: the file was renamed, swapped or copied; put the right file back or restore a backup"
+    )]
+    Misnamed {
+        /// The file.
+        file: PathBuf,
+        /// The sequence number its name says.
+        named: u64,
+        /// The sequence number its header says.
+        header: u64,
+    },
     /// A file of a format version this build cannot read.
     #[error("{file}: format version {found} not in {supported:?}")]
     UnsupportedVersion {
@@ -225,9 +238,9 @@ impl EngineError {
             | EngineError::DiskFull { .. }
             | EngineError::Io { .. }
             | EngineError::Embed(_) => ErrorKind::Environment,
-            EngineError::Corrupted { .. } | EngineError::UnsupportedVersion { .. } => {
-                ErrorKind::Data
-            }
+            EngineError::Corrupted { .. }
+            | EngineError::Misnamed { .. }
+            | EngineError::UnsupportedVersion { .. } => ErrorKind::Data,
             EngineError::Internal { .. } => ErrorKind::Internal,
         }
     }

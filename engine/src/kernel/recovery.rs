@@ -153,10 +153,10 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model)
     let to_engine = |e| checkpoint_error(&path, e);
     let head = ckpt_reader::decode_head(bytes.as_slice()).map_err(to_engine)?;
     if head.seq != seq {
-        return Err(EngineError::Corrupted {
+        return Err(EngineError::Misnamed {
             file: path,
-            offset: 8,
-            reason: "sequence number differs from the file name",
+            named: seq,
+            header: head.seq,
         });
     }
     // A delta: its base must be there and sound ("Incremental checkpoints"); its records are
@@ -476,6 +476,9 @@ pub(crate) fn recover(
         .collect();
     checkpoints.sort_unstable();
     let mut base = None;
+    // The newest checkpoint skipped because it is under another's name: the reason to give
+    // when the log cannot make up for it.
+    let mut misnamed_checkpoint: Option<EngineError> = None;
     for &seq in checkpoints.iter().rev() {
         match load_checkpoint(storage, dir, seq, &created) {
             Ok(b) => {
@@ -489,6 +492,9 @@ pub(crate) fn recover(
                 report
                     .skipped_checkpoints
                     .push(format!("{}: {e}", ckpt_format::file_name(seq)));
+                if misnamed_checkpoint.is_none() && matches!(e, EngineError::Misnamed { .. }) {
+                    misnamed_checkpoint = Some(e);
+                }
             }
             Err(e) => return Err(e),
         }
@@ -539,6 +545,9 @@ pub(crate) fn recover(
     // R5: the log file that follows the checkpoint was made durable before the checkpoint was
     // (C2), and the first one before IDENTITY (R3a): without it, acknowledged writes are lost.
     if !logs.contains(&(ckpt_seq + 1)) {
+        if let Some(e) = misnamed_checkpoint {
+            return Err(e);
+        }
         return Err(EngineError::Corrupted {
             file: dir.join(log_writer::file_name(ckpt_seq + 1)),
             offset: 0,
@@ -563,6 +572,17 @@ pub(crate) fn recover(
         // is dropped before the newest is cut or removed below (docs/safety.md).
         let mapped = storage.map(&path).map_err(io(&path))?;
         let bytes = mapped.as_slice();
+        // File identity: a log under another's name (renamed, swapped, a stale copy) is
+        // refused before any of its frames is applied (`docs/durability.md`, "File identity").
+        if let Ok(header) = crate::kernel::log::format::decode_header(bytes)
+            && header != first
+        {
+            return Err(EngineError::Misnamed {
+                file: path,
+                named: first,
+                header,
+            });
+        }
         // Log files start at checkpoints (C2): one past the checkpoint holds only its tail.
         if first > ckpt_seq {
             log_bytes_after_checkpoint += bytes.len() as u64;

@@ -146,7 +146,7 @@ pub fn verify(dir: &Path) -> crate::kernel::error::Result<Report> {
         .collect();
     logs.sort_by_key(|l| l.1);
     let mut spans: Vec<(String, u64, u64)> = Vec::new();
-    for (i, (name, _)) in logs.iter().enumerate() {
+    for (i, (name, named)) in logs.iter().enumerate() {
         let Some(bytes) = read(&mut r, name) else {
             continue;
         };
@@ -162,6 +162,12 @@ pub fn verify(dir: &Path) -> crate::kernel::error::Result<Report> {
                 format!("format version {v} is newer than this build reads"),
             ),
             Err(Err(())) => {}
+            Ok(scan) if scan.first_seq != *named => r.add(
+                Severity::Error,
+                name,
+                Some(8),
+                misnamed(*named, scan.first_seq),
+            ),
             Ok(scan) => {
                 r.frames += scan.frames;
                 spans.push((name.clone(), scan.first_seq, scan.first_seq + scan.frames));
@@ -206,7 +212,7 @@ pub fn verify(dir: &Path) -> crate::kernel::error::Result<Report> {
     let mut named_by_any: BTreeMap<u64, segment_file::SegmentEntry> = BTreeMap::new();
     let mut newest: Option<(String, ckpt_reader::Checkpoint)> = None;
     let findings_before = r.findings.len();
-    for (name, _) in ckpts.iter().rev() {
+    for (name, named) in ckpts.iter().rev() {
         let bytes = match storage.map(&dir.join(name)) {
             Ok(b) => b,
             Err(e) => {
@@ -215,6 +221,14 @@ pub fn verify(dir: &Path) -> crate::kernel::error::Result<Report> {
             }
         };
         r.files += 1;
+        // A checkpoint under another's name is not read further: its segments and records
+        // would be checked against the wrong log.
+        if let Ok(head) = ckpt_reader::decode_head(bytes.as_slice())
+            && head.seq != *named
+        {
+            r.add(Severity::Error, name, Some(8), misnamed(*named, head.seq));
+            continue;
+        }
         let checked = if newest.is_none() {
             ckpt_reader::decode(bytes.as_slice()).map(|c| {
                 named_by_any.extend(c.segments.iter().map(|e| (e.id, *e)));
@@ -461,4 +475,12 @@ fn check_item_keys(r: &mut Report, name: &str, c: &ckpt_reader::Checkpoint) {
             );
         }
     }
+}
+
+/// The finding for a log or checkpoint whose header names another sequence number than its
+/// file name (`docs/durability.md`, "File identity").
+fn misnamed(named: u64, header: u64) -> String {
+    format!(
+        "its name says sequence {named}, its header says {header}: the file was renamed, swapped or copied; an open refuses it"
+    )
 }

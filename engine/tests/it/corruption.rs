@@ -360,3 +360,151 @@ fn random_overwrites(
         "400 random overwrites: {refused} refused as corrupt, {opened} opened with only correct records, 0 panics"
     );
 }
+
+/// A store on disk with two checkpoints, each of which starts a log file: the records
+/// written, by id.
+fn on_disk(dir: &Path) -> BTreeMap<MemoryId, String> {
+    let store = Store::open(dir, amberdb::StoreOptions::hashing()).unwrap();
+    let mut want = BTreeMap::new();
+    for i in 0..30 {
+        let content = format!("note {i} about the build cache");
+        let s = store
+            .store(amberdb::StoreRequest {
+                memory: NewMemory::new(&content),
+                vector: None,
+                hooks: amberdb::HookOverrides {
+                    skip: vec![amberdb::WriteHook::SemanticDedup],
+                    ..amberdb::HookOverrides::default()
+                },
+            })
+            .unwrap();
+        want.insert(s.memory_id, content);
+        if i == 9 || i == 19 {
+            store.checkpoint().unwrap();
+        }
+    }
+    store.close().unwrap();
+    want
+}
+
+fn named(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(prefix))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn swap(a: &Path, b: &Path) {
+    let tmp = a.with_extension("swap");
+    std::fs::rename(a, &tmp).unwrap();
+    std::fs::rename(b, a).unwrap();
+    std::fs::rename(&tmp, b).unwrap();
+}
+
+/// `check`'s errors about `file`.
+fn check_errors_about(dir: &Path, file: &Path) -> Vec<String> {
+    let name = file.file_name().unwrap().to_str().unwrap();
+    amberdb::verify::verify(dir)
+        .unwrap()
+        .findings
+        .into_iter()
+        .filter(|f| f.severity == amberdb::verify::Severity::Error && f.file == name)
+        .map(|f| f.what)
+        .collect()
+}
+
+/// Logs swapped by name, or an old log copied under a newer name, are refused at open before
+/// any frame is applied, and `check` names them; nothing is written, so putting the files
+/// back opens the store with every record (issue #45, items 1 and 2).
+#[test]
+fn a_log_under_another_name_is_refused_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let want = on_disk(dir.path());
+    assert_eq!(amberdb::verify::verify(dir.path()).unwrap().errors(), 0);
+    let logs = named(dir.path(), "wal-");
+    // The log before the older checkpoint is gone; the two after it remain.
+    assert_eq!(logs.len(), 2, "{logs:?}");
+    let (a, b) = (&logs[0], &logs[1]);
+    swap(a, b);
+    match Store::open(dir.path(), amberdb::StoreOptions::hashing()) {
+        Err(EngineError::Misnamed {
+            file,
+            named,
+            header,
+        }) => {
+            assert!(file == *a || file == *b, "{}", file.display());
+            assert_ne!(named, header);
+        }
+        other => panic!("a swapped log opened: {:?}", other.map(|_| ())),
+    }
+    for f in [a, b] {
+        let errors = check_errors_about(dir.path(), f);
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.contains("renamed, swapped or copied")),
+            "{}: {errors:?}",
+            f.display()
+        );
+    }
+    swap(a, b);
+    let store = Store::open(dir.path(), amberdb::StoreOptions::hashing()).unwrap();
+    assert_eq!(check_subset(&store, &want), want.len());
+    store.close().unwrap();
+
+    // A stale copy of the oldest log under a name after the newest.
+    let stale = dir.path().join("wal-00000000000000100000.log");
+    std::fs::copy(&logs[0], &stale).unwrap();
+    match Store::open(dir.path(), amberdb::StoreOptions::hashing()) {
+        Err(EngineError::Misnamed { file, named, .. }) => {
+            assert_eq!(file, stale);
+            assert_eq!(named, 100_000);
+        }
+        other => panic!("a stale copy opened: {:?}", other.map(|_| ())),
+    }
+    assert!(!check_errors_about(dir.path(), &stale).is_empty());
+    std::fs::remove_file(&stale).unwrap();
+    let store = Store::open(dir.path(), amberdb::StoreOptions::hashing()).unwrap();
+    assert_eq!(check_subset(&store, &want), want.len());
+}
+
+/// Checkpoints swapped by name are never loaded: `check` names both, and an open that cannot
+/// recover without them (the log no longer reaches back) refuses naming a checkpoint, not a
+/// log file; one that can (an older checkpoint, or the whole log) opens and lists them as
+/// skipped (issue #45, item 3).
+#[test]
+fn checkpoints_under_each_others_names_are_reported_not_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let want = on_disk(dir.path());
+    let ckpts = named(dir.path(), "ckpt-");
+    assert_eq!(ckpts.len(), 2, "{ckpts:?}");
+    swap(&ckpts[0], &ckpts[1]);
+    for f in &ckpts {
+        let errors = check_errors_about(dir.path(), f);
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.contains("renamed, swapped or copied")),
+            "{}: {errors:?}",
+            f.display()
+        );
+    }
+    // The log before the older checkpoint is gone: the open cannot recover, and says
+    // which checkpoint is wrong (it named a missing wal-…1.log before).
+    match Store::open(dir.path(), amberdb::StoreOptions::hashing()) {
+        Err(EngineError::Misnamed { file, .. }) => {
+            assert!(ckpts.contains(&file), "{}", file.display());
+        }
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+    swap(&ckpts[0], &ckpts[1]);
+    let store = Store::open(dir.path(), amberdb::StoreOptions::hashing()).unwrap();
+    assert_eq!(check_subset(&store, &want), want.len());
+}

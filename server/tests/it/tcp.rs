@@ -274,11 +274,19 @@ fn every_command_works_over_tcp() {
     assert_eq!(stats["total_memories"], 4, "{stats}");
     // Categories largest first, as docs/protocol.md says (alphabetically "architecture"
     // would come first).
-    for (i, text) in ["pool sizing: 20 connections", "index the tenant column", "cache the plan"]
-        .iter()
-        .enumerate()
+    for (i, text) in [
+        "pool sizing: 20 connections",
+        "index the tenant column",
+        "cache the plan",
+    ]
+    .iter()
+    .enumerate()
     {
-        let category = if i == 0 { "architecture" } else { "performance" };
+        let category = if i == 0 {
+            "architecture"
+        } else {
+            "performance"
+        };
         ok(
             &mut c,
             "STORE",
