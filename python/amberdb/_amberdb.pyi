@@ -10,7 +10,7 @@ class NativeStore:
     def __init__(
         self,
         path: str,
-        embedder: str,
+        embedder: Optional[str] = None,
         model_dir: Optional[str] = None,
         fetch_model: bool = True,
         memory_limit: Optional[int] = None,

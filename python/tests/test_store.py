@@ -133,7 +133,9 @@ def test_close_and_reopen_keeps_everything(store_dir):
     db.close()  # a second close does nothing
     with pytest.raises(OSError, match="embedder"):
         amberdb.Store(store_dir, embedder="minilm", fetch_model=False)
-    with amberdb.Store(store_dir, embedder="hashing") as db:
+    # A reopen needs no embedder: the store's own is used (MiniLM is never fetched here).
+    with amberdb.Store(store_dir, fetch_model=False) as db:
+        assert db.stats()["store"]["embedder"].startswith("amberdb-hashing")
         assert db.stats()["store"]["memories"] == 99
         assert db.get(ids[50]).content == "note number 50"
         with pytest.raises(OSError, match="lock|open"):

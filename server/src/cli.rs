@@ -291,7 +291,7 @@ impl StoreArgs {
 
     fn open(&self, model: ModelPolicy) -> anyhow::Result<amberdb::Store> {
         let dir = self.dir();
-        amberdb::Store::open(&dir, self.embedder.options(model)?)
+        amberdb::Store::open(&dir, self.embedder.options(&dir, model)?)
             .with_context(|| format!("opening the store {}", dir.display()))
     }
 
@@ -319,20 +319,29 @@ impl StoreArgs {
 /// How text becomes vectors. A store keeps its embedder until `amberdb reembed` moves it.
 #[derive(clap::Args)]
 struct EmbedderArgs {
-    /// `minilm` (all-MiniLM-L6-v2, fetched by `amberdb model fetch`) or `hashing` (no model).
-    #[arg(long, env = "AMBERDB_EMBEDDER", value_enum, default_value = "minilm")]
-    embedder: EmbedderChoice,
+    /// `minilm` (all-MiniLM-L6-v2, fetched by `amberdb model fetch`) or `hashing` (no model)
+    /// [default: the one the store was made with; `minilm` for a new store].
+    #[arg(long, env = "AMBERDB_EMBEDDER", value_enum)]
+    embedder: Option<EmbedderChoice>,
     /// MiniLM's files [default: ~/.cache/amberdb/all-MiniLM-L6-v2].
     #[arg(long, env = "AMBERDB_MODEL_DIR")]
     model_dir: Option<PathBuf>,
 }
 
 impl EmbedderArgs {
-    fn options(&self, model: ModelPolicy) -> anyhow::Result<amberdb::StoreOptions> {
-        if self.embedder == EmbedderChoice::Minilm {
+    /// The options of an open of the store in `dir`: the embedder given, else the one the
+    /// store records (`docs/durability.md`, "Which embedder an open uses"), else MiniLM. A
+    /// store's own embedder never needs naming, and a command that embeds nothing never
+    /// fetches a model for a hashing store.
+    fn options(&self, dir: &Path, model: ModelPolicy) -> anyhow::Result<amberdb::StoreOptions> {
+        let choice = self
+            .embedder
+            .or_else(|| crate::recorded_embedder(dir))
+            .unwrap_or(EmbedderChoice::Minilm);
+        if choice == EmbedderChoice::Minilm {
             self.ensure_minilm(model)?;
         }
-        Ok(open_options(self.embedder, self.model_dir.as_deref())?)
+        Ok(open_options(choice, self.model_dir.as_deref())?)
     }
 
     /// With [`ModelPolicy::FetchIfMissing`], fetches MiniLM when its files are not there.
@@ -353,7 +362,7 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
             embedder,
         } => {
             let config = flags.resolve()?;
-            let mut options = embedder.options(model)?;
+            let mut options = embedder.options(&config.data_dir, model)?;
             hooks.apply(&config.file, &mut options.hooks)?;
             crate::run_server(config, options)?;
         }
@@ -374,7 +383,7 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
                     .data_dir()
                     .map_or_else(default_data_dir, Path::to_path_buf),
             };
-            let mut options = embedder.options(model)?;
+            let mut options = embedder.options(&dir, model)?;
             hooks.apply(&file, &mut options.hooks)?;
             retention.apply(&file, &mut options);
             if let Some(limit) = memory_limit.or(file.memory_limit()) {
@@ -454,22 +463,22 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
             return Ok(report_import(&done, unit, what));
         }
         Command::Stats { store } => {
-            print!(
-                "{}",
-                crate::stats(&store.existing_dir()?, store.embedder.options(model)?)?
-            );
+            print!("{}", {
+                let dir = store.existing_dir()?;
+                crate::stats(&dir, store.embedder.options(&dir, model)?)?
+            });
         }
         Command::Index { store } => {
-            print!(
-                "{}",
-                crate::build_index(&store.existing_dir()?, store.embedder.options(model)?)?
-            );
+            print!("{}", {
+                let dir = store.existing_dir()?;
+                crate::build_index(&dir, store.embedder.options(&dir, model)?)?
+            });
         }
         Command::Purge { store } => {
-            print!(
-                "{}",
-                crate::purge(&store.existing_dir()?, store.embedder.options(model)?)?
-            );
+            print!("{}", {
+                let dir = store.existing_dir()?;
+                crate::purge(&dir, store.embedder.options(&dir, model)?)?
+            });
         }
         Command::Backup {
             dest,
@@ -478,11 +487,10 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
         } => {
             let (text, clean) = match remote.server {
                 Some(addr) => crate::backup_via_server(&addr, remote.token_file.as_deref(), &dest)?,
-                None => crate::backup(
-                    &store.existing_dir()?,
-                    store.embedder.options(model)?,
-                    &dest,
-                )?,
+                None => {
+                    let dir = store.existing_dir()?;
+                    crate::backup(&dir, store.embedder.options(&dir, model)?, &dest)?
+                }
             };
             print!("{text}");
             return Ok(if clean {
@@ -508,7 +516,7 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
                     }
                     crate::reembed(
                         &dir,
-                        store.embedder.options(model)?,
+                        store.embedder.options(&dir, model)?,
                         to,
                         to_name,
                         store.embedder.model_dir.as_deref(),
@@ -613,7 +621,7 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
             action: ModelAction::Fetch,
         } => crate::fetch_model(None)?,
         Command::Demo { dir, embedder } => {
-            print!("{}", crate::demo(&dir, embedder.options(model)?)?);
+            print!("{}", crate::demo(&dir, embedder.options(&dir, model)?)?);
         }
     }
     Ok(0)

@@ -160,6 +160,20 @@ pub enum EmbedderChoice {
     Hashing,
 }
 
+/// The embedder a store in `dir` was made with (its `IDENTITY`), when there is a store and
+/// the embedder is one this build names: what an open uses when none is given.
+#[must_use]
+pub fn recorded_embedder(dir: &Path) -> Option<EmbedderChoice> {
+    let model = amberdb::identity::recorded_model(dir)?;
+    if model.starts_with("amberdb-hashing-v1-") {
+        Some(EmbedderChoice::Hashing)
+    } else if model == "sentence-transformers/all-MiniLM-L6-v2" {
+        Some(EmbedderChoice::Minilm)
+    } else {
+        None
+    }
+}
+
 /// Store options around the chosen embedder; MiniLM is loaded from `model_dir`, else from
 /// `ModelFiles::default_dir()`.
 ///

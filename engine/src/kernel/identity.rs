@@ -61,6 +61,20 @@ impl Identity {
     }
 }
 
+/// The model id the store in `dir` was created with, as its `IDENTITY` records it: `None`
+/// when the directory holds no `IDENTITY` (no store yet) or one this build cannot read (the
+/// open then says why). What an open without an explicit embedder uses
+/// (`docs/durability.md`, "Which embedder an open uses").
+#[must_use]
+pub fn recorded_model(dir: &std::path::Path) -> Option<String> {
+    let bytes = std::fs::read(dir.join(FILE_NAME)).ok()?;
+    let id = decode(&bytes).ok()?;
+    Some(match id.model_id.strip_prefix(LEGACY_HASHING_PREFIX) {
+        Some(dim) => format!("{HASHING_PREFIX}{dim}"),
+        None => id.model_id,
+    })
+}
+
 /// Why an identity file was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum IdentityError {

@@ -91,8 +91,10 @@ fn the_no_model_embedder_is_an_explicit_choice_and_sticks_to_its_store() {
     let dir = tempfile::tempdir().unwrap();
     let out = stdout(&amberdb(&["demo", "--embedder", "hashing"], dir.path()));
     assert!(out.starts_with("embedder amberdb-hashing-v1-384"), "{out}");
-    // Reopening it with the default embedder is refused, not silently re-embedded.
-    let refused = amberdb(&["stats"], dir.path());
+    // Reopened without naming an embedder, it uses its own (issue #45, item 9).
+    assert!(stdout(&amberdb(&["stats"], dir.path())).starts_with("memories 5"));
+    // Reopening it with another embedder is refused, not silently re-embedded.
+    let refused = amberdb(&["stats", "--embedder", "minilm"], dir.path());
     assert!(!refused.status.success());
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
@@ -114,13 +116,20 @@ fn the_no_model_embedder_is_an_explicit_choice_and_sticks_to_its_store() {
             && moved.contains("--embedder minilm"),
         "{moved}"
     );
-    assert!(stdout(&amberdb(&["stats"], dir.path())).starts_with("memories 5"));
     assert!(
-        !amberdb(&["stats", "--embedder", "hashing"], dir.path())
-            .status
-            .success()
+        stdout(&amberdb(&["stats", "--embedder", "minilm"], dir.path())).starts_with("memories 5")
     );
-    let found = stdout(&amberdb(&["demo"], dir.path()));
+    // IDENTITY still names the embedder the store was made with, which no longer opens it:
+    // after a re-embedding the new one is named (the error says which).
+    for args in [&["stats"][..], &["stats", "--embedder", "hashing"][..]] {
+        let refused = amberdb(args, dir.path());
+        assert!(!refused.status.success(), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&refused.stderr).contains("all-MiniLM-L6-v2"),
+            "{args:?}"
+        );
+    }
+    let found = stdout(&amberdb(&["demo", "--embedder", "minilm"], dir.path()));
     assert_eq!(found.matches("already stored").count(), 5, "{found}");
     assert!(
         best_hit(&found, "keeping credentials secret").contains("AUTH token"),
@@ -528,7 +537,8 @@ fn compact_merges_near_duplicates_and_checkpoints() {
 }
 
 /// `amberdb mend` lists what a looser merge archived, changes nothing without `--apply`, and
-/// brings it back with it.
+/// brings it back with it. No command names the embedder: each uses the one the store
+/// records (a hashing store here; MiniLM would be the default for a new store).
 #[test]
 fn mend_lists_then_brings_back_what_a_looser_merge_archived() {
     use amberdb::{HookOverrides, Merge, NewMemory, Store, StoreOptions, StoreRequest};
@@ -551,24 +561,22 @@ fn mend_lists_then_brings_back_what_a_looser_merge_archived() {
         .unwrap();
     assert_eq!(merged.outcome, amberdb::Outcome::Merged, "{merged:?}");
     store.close().unwrap();
-    let listed = stdout(&amberdb(&["mend", "--embedder", "hashing"], dir.path()));
+    let listed = stdout(&amberdb(&["mend"], dir.path()));
     assert!(
         listed.contains("1 archived memories would come back"),
         "{listed}"
     );
-    assert!(
-        stdout(&amberdb(&["stats", "--embedder", "hashing"], dir.path())).starts_with("memories 1")
-    );
-    let applied = stdout(&amberdb(
-        &["mend", "--apply", "--embedder", "hashing"],
-        dir.path(),
-    ));
+    assert!(stdout(&amberdb(&["stats"], dir.path())).starts_with("memories 1"));
+    let applied = stdout(&amberdb(&["mend", "--apply"], dir.path()));
     assert!(applied.contains("is back as"), "{applied}");
-    assert!(
-        stdout(&amberdb(&["stats", "--embedder", "hashing"], dir.path())).starts_with("memories 2")
-    );
+    assert!(stdout(&amberdb(&["stats"], dir.path())).starts_with("memories 2"));
     let (code, report) = check(dir.path());
     assert_eq!(code, Some(0), "{report}");
+    // A backup embeds nothing: no --embedder and no model needed (issue #45, item 9).
+    let dest = tempfile::tempdir().unwrap();
+    let dest = dest.path().join("copy");
+    let backed = stdout(&amberdb(&["backup", dest.to_str().unwrap()], dir.path()));
+    assert!(backed.contains("checked"), "{backed}");
 }
 
 #[test]
