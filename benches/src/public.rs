@@ -172,6 +172,29 @@ impl PairSet {
     }
 }
 
+/// Every text of `sets`, once, with its MiniLM vector (256 texts a batch).
+///
+/// # Errors
+/// The embedder fails.
+pub fn embed_texts(
+    sets: &[PairSet],
+    embedder: &dyn Embedder,
+) -> anyhow::Result<HashMap<String, Vec<f32>>> {
+    let mut texts: Vec<&str> = sets
+        .iter()
+        .flat_map(|s| s.pairs.iter().flat_map(|p| [p.a.as_str(), p.b.as_str()]))
+        .collect();
+    texts.sort_unstable();
+    texts.dedup();
+    let mut vectors = HashMap::with_capacity(texts.len());
+    for chunk in texts.chunks(256) {
+        for (t, v) in chunk.iter().zip(embedder.embed_batch(chunk)?) {
+            vectors.insert((*t).to_owned(), v);
+        }
+    }
+    Ok(vectors)
+}
+
 /// Paraphrase retrieval over the texts of a pair set: the second text of every paraphrase
 /// pair asks for the first, among every other text of the set (the queries themselves are
 /// not stored).

@@ -542,14 +542,7 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
         Command::Mend { store, user, apply } => {
             store.existing_dir()?;
             let s = store.open(model)?;
-            let users: Vec<String> = match user {
-                Some(u) => vec![u],
-                None => s
-                    .list_entities(amberdb::EntityKind::User, None)?
-                    .into_iter()
-                    .map(|e| e.id)
-                    .collect(),
-            };
+            let users = users_of(&s, user)?;
             let (mut listed, mut kept) = (0, 0);
             for u in users {
                 let preview = s.mend_preview(Some(&u))?;
@@ -592,14 +585,7 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
             let s = store.open(model)?;
             let before = s.bytes_on_disk();
             if merge {
-                let users: Vec<String> = match user {
-                    Some(u) => vec![u],
-                    None => s
-                        .list_entities(amberdb::EntityKind::User, None)?
-                        .into_iter()
-                        .map(|e| e.id)
-                        .collect(),
-                };
+                let users = users_of(&s, user)?;
                 for u in users {
                     let preview = s.compact_preview(Some(&u), distance)?;
                     if preview.groups.is_empty() {
@@ -625,6 +611,18 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
         }
     }
     Ok(0)
+}
+
+/// The user a command names, else every user of the store.
+fn users_of(s: &amberdb::Store, user: Option<String>) -> anyhow::Result<Vec<String>> {
+    Ok(match user {
+        Some(u) => vec![u],
+        None => s
+            .list_entities(amberdb::EntityKind::User, None)?
+            .into_iter()
+            .map(|e| e.id)
+            .collect(),
+    })
 }
 
 /// `amberdb mcp --working-dir DIR` where vector-memory-mcp ran: its store comes along on the

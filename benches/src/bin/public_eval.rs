@@ -42,7 +42,7 @@ use amberdb::{
     StoreRequest, WriteHook,
 };
 use amberdb_benches::plain::{Baselines, Ranked};
-use amberdb_benches::public::{PairSet, Retrieval, read_data, write_slice};
+use amberdb_benches::public::{PairSet, Retrieval, embed_texts, read_data, write_slice};
 use anyhow::Context;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -708,19 +708,8 @@ fn main() -> anyhow::Result<()> {
         .filter(|s| wants(s.key))
         .collect();
     if !pair_sets.is_empty() {
-        let mut texts: Vec<&str> = pair_sets
-            .iter()
-            .flat_map(|s| s.pairs.iter().flat_map(|p| [p.a.as_str(), p.b.as_str()]))
-            .collect();
-        texts.sort_unstable();
-        texts.dedup();
-        println!("embedding {} texts with MiniLM", texts.len());
-        let mut vectors: HashMap<String, Vec<f32>> = HashMap::with_capacity(texts.len());
-        for chunk in texts.chunks(256) {
-            for (t, v) in chunk.iter().zip(embedder.embed_batch(chunk)?) {
-                vectors.insert((*t).to_owned(), v);
-            }
-        }
+        let vectors = embed_texts(&pair_sets, embedder.as_ref())?;
+        println!("embedded {} texts with MiniLM", vectors.len());
         println!("\n## Store-time decisions on labelled pairs\n");
         println!(
             "| set | split | pairs | merged P / R / F1 | bare cosine ≥ 0.65 P / R / F1 | different meaning merged or superseded | supersedes |"

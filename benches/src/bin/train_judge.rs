@@ -27,9 +27,8 @@
 use amberdb::StoreOptions;
 use amberdb::hooks::facts::{Relation, Rule, relation};
 use amberdb::hooks::judge::{FEATURES, consulted, features, probability};
-use amberdb_benches::public::PairSet;
+use amberdb_benches::public::{PairSet, embed_texts};
 use anyhow::Context;
-use std::collections::HashMap;
 use std::fmt::Write as _;
 
 const N: usize = FEATURES.len();
@@ -197,19 +196,8 @@ fn main() -> anyhow::Result<()> {
     let write = args.next().as_deref() == Some("--write");
     let sets = PairSet::all(&data)?;
     let embedder = StoreOptions::minilm()?.embedder;
-    let mut texts: Vec<&str> = sets
-        .iter()
-        .flat_map(|s| s.pairs.iter().flat_map(|p| [p.a.as_str(), p.b.as_str()]))
-        .collect();
-    texts.sort_unstable();
-    texts.dedup();
-    println!("embedding {} texts with MiniLM", texts.len());
-    let mut vectors: HashMap<&str, Vec<f32>> = HashMap::with_capacity(texts.len());
-    for chunk in texts.chunks(256) {
-        for (t, v) in chunk.iter().zip(embedder.embed_batch(chunk)?) {
-            vectors.insert(t, v);
-        }
-    }
+    let vectors = embed_texts(&sets, embedder.as_ref())?;
+    println!("embedded {} texts with MiniLM", vectors.len());
     let dedup = 1.0 - amberdb::hooks::DEDUP_DISTANCE;
     let seen_sets: Vec<(&PairSet, Vec<Seen>)> = sets
         .iter()
@@ -218,9 +206,9 @@ fn main() -> anyhow::Result<()> {
                 .pairs
                 .iter()
                 .map(|p| {
-                    let cosine: f32 = vectors[p.a.as_str()]
+                    let cosine: f32 = vectors[&p.a]
                         .iter()
-                        .zip(&vectors[p.b.as_str()])
+                        .zip(&vectors[&p.b])
                         .map(|(x, y)| x * y)
                         .sum();
                     seen(p, cosine, dedup)
