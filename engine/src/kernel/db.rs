@@ -309,6 +309,9 @@ pub struct Purge {
     pub rows_dropped: u64,
     /// The files removed: replaced segments, older checkpoints, log files.
     pub removed: Removed,
+    /// Canonical tags that no record of their user carries any more, gone with the deleted
+    /// records (the purge's checkpoint no longer holds them).
+    pub tags_forgotten: usize,
     /// Wall time.
     pub seconds: f64,
 }
@@ -1799,7 +1802,7 @@ impl Db {
             }
         }
         // P3: the swap, last segment first so the indices stay right.
-        {
+        let tags_forgotten = {
             let mut w = self.writer.lock();
             if let Err(e) = self.commit.check() {
                 discard(&written);
@@ -1834,7 +1837,11 @@ impl Db {
                 w.replaced.push(entry);
                 w.segments_version += 1;
             }
-        }
+            // A deleted memory's tags go with it: P4's checkpoint holds only the canonical
+            // tags some record still carries, and P5 removes the files that named the others.
+            // No frame: a purge that fails before P4 leaves them, and the next one drops them.
+            state.table.forget_unused_canonical_tags()
+        };
         // P4: a full checkpoint names the new list and holds no deleted record (a delta's base
         // would still hold the deleted ones).
         self.checkpoint_holding(CheckpointAsk::Full)?;
@@ -1848,6 +1855,7 @@ impl Db {
                 segments_rewritten: 0,
                 rows_dropped: 0,
                 removed: Removed::default(),
+                tags_forgotten,
                 seconds: start.elapsed().as_secs_f64(),
             });
         };
@@ -1901,6 +1909,7 @@ impl Db {
             segments_rewritten: plan.len(),
             rows_dropped,
             removed,
+            tags_forgotten,
             seconds: start.elapsed().as_secs_f64(),
         })
     }

@@ -84,8 +84,9 @@ impl ContentHashes {
     }
 }
 
-/// A user's canonical tags (`docs/semantics.md`, "Tags"): never removed, in registration
-/// order, each with the embedding of its embedding form.
+/// A user's canonical tags (`docs/semantics.md`, "Tags"): in registration order, each with
+/// the embedding of its embedding form; removed only by a purge, when no record of the user
+/// carries them any more.
 #[derive(Debug, Default)]
 pub(crate) struct CanonicalTags {
     tags: Vec<String>,
@@ -113,6 +114,31 @@ impl CanonicalTags {
     /// The vectors, row-major in registration order (`names()[i]` is row `i`).
     pub(crate) fn vectors(&self) -> &[f32] {
         &self.vectors
+    }
+
+    /// Keeps the tags `keep` says, in their order, with their vectors; how many went.
+    fn retain(&mut self, keep: impl Fn(&str) -> bool) -> usize {
+        let dim = self.vectors.len().checked_div(self.tags.len()).unwrap_or(0);
+        let before = self.tags.len();
+        let mut tags = Vec::with_capacity(before);
+        let mut vectors = Vec::with_capacity(self.vectors.len());
+        for (tag, vector) in std::mem::take(&mut self.tags)
+            .into_iter()
+            .zip(self.vectors.chunks_exact(dim.max(1)))
+        {
+            if keep(&tag) {
+                vectors.extend_from_slice(vector);
+                tags.push(tag);
+            }
+        }
+        self.by_name = tags
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.clone(), i))
+            .collect();
+        self.tags = tags;
+        self.vectors = vectors;
+        before - self.tags.len()
     }
 }
 
@@ -650,6 +676,28 @@ impl Table {
                 .iter()
                 .map(move |t| (user.as_str(), t.as_str()))
         })
+    }
+
+    /// Removes each user's canonical tags that none of its records, live or archived, carries
+    /// (a purge, `docs/durability.md`, "Purge": a tag can be as personal as a text); returns
+    /// how many went.
+    pub(crate) fn forget_unused_canonical_tags(&mut self) -> usize {
+        let mut archived: HashMap<String, std::collections::HashSet<String>> = HashMap::new();
+        for a in self.archive.values() {
+            archived
+                .entry(a.record.user_id.clone())
+                .or_default()
+                .extend(a.record.tags.iter().cloned());
+        }
+        let mut removed = 0;
+        for (user, index) in &mut self.users {
+            let live = &index.tag_freq;
+            let kept = archived.get(user);
+            removed += index.canonical.retain(|t| {
+                live.get(t).is_some_and(|n| *n > 0) || kept.is_some_and(|k| k.contains(t))
+            });
+        }
+        removed
     }
 
     /// The ids of the archived records, in no order.

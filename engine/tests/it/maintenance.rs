@@ -647,7 +647,7 @@ fn bytes_of(v: &[f32]) -> Vec<u8> {
 }
 
 #[test]
-fn a_purge_removes_deleted_texts_and_vectors_from_every_file() {
+fn a_purge_removes_deleted_texts_vectors_and_tags_from_every_file() {
     let fs = FaultyStorage::new();
     let store = Store::open(DIR, small_options(&fs, 1000)).unwrap();
     let mut secrets = Vec::new();
@@ -660,8 +660,22 @@ fn a_purge_removes_deleted_texts_and_vectors_from_every_file() {
         } else {
             format!("kept note {i}")
         };
+        // A secret's tag is as personal as its text; a tag kept rows use too stays.
+        let tags: Vec<String> = if secret(i) {
+            vec![format!("secret-tag-{i:03}"), "shared".into()]
+        } else {
+            vec!["shared".into()]
+        };
         let id = store
-            .store(StoreRequest::new(NewMemory::new(&text)).with_vector(marked(i)))
+            .store(StoreRequest {
+                memory: NewMemory::new(&text).tags(tags),
+                vector: Some(marked(i)),
+                // The tags hook registers canonical tags (with their vectors).
+                hooks: amberdb::HookOverrides {
+                    force: vec![amberdb::WriteHook::Tags],
+                    ..amberdb::HookOverrides::default()
+                },
+            })
             .unwrap()
             .memory_id;
         if secret(i) {
@@ -688,6 +702,8 @@ fn a_purge_removes_deleted_texts_and_vectors_from_every_file() {
         "two rewritten, one new from the growing rows"
     );
     assert!(purge.removed.files > 0, "{purge:?}");
+    assert!(purge.tags_forgotten > 0, "{purge:?}");
+    assert_eq!(store.canonical_tags(None).unwrap(), ["shared"]);
     let leaks = |fs: &FaultyStorage| -> Vec<String> {
         fs.list(Path::new(DIR))
             .unwrap()
@@ -725,7 +741,10 @@ fn a_purge_removes_deleted_texts_and_vectors_from_every_file() {
     };
     check(&store);
     drop(store);
-    check(&Store::open(DIR, small_options(&fs, 1000)).unwrap());
+    let reopened = Store::open(DIR, small_options(&fs, 1000)).unwrap();
+    check(&reopened);
+    assert_eq!(reopened.canonical_tags(None).unwrap(), ["shared"]);
+    drop(reopened);
     // The next checkpoint brings back two, and the store goes on.
     let s = Store::open(DIR, small_options(&fs, 1000)).unwrap();
     store_note(&s, 1, "after the purge");
