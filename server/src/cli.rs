@@ -642,8 +642,11 @@ fn import_vmm_on_first_start(
     for (id, why) in &done.failed {
         eprintln!("amberdb: vector-memory-mcp row id {id} not imported: {why}");
     }
+    for (source, here) in &done.renumbered {
+        eprintln!("amberdb: vector-memory-mcp row id {source} is memory {here} here");
+    }
     eprintln!(
-        "amberdb: imported vector-memory-mcp's {}: {} memories stored, {} already there, {} failed",
+        "amberdb: imported vector-memory-mcp's {}: {} memories stored, {} already there, {} failed; every other row keeps its id",
         crate::vmm::database_in(working_dir).display(),
         done.stored,
         done.duplicates,
@@ -658,6 +661,10 @@ fn import_vmm_on_first_start(
 fn report_import(done: &crate::transfer::Imported, unit: &str, what: &str) -> u8 {
     for (at, why) in &done.failed {
         eprintln!("{what} {at}: {why}");
+    }
+    // The ids a source had that name another memory here (`Imported::renumbered`).
+    for (source, here) in &done.renumbered {
+        println!("{what} {source} is memory {here} here");
     }
     println!(
         "{} {unit}: {} memories stored, {} already there, {} entities created, {} already there, {} failed",

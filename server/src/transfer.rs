@@ -43,6 +43,10 @@ pub struct Imported {
     pub entities_existing: usize,
     /// Lines that failed: `(line number, why)`.
     pub failed: Vec<(usize, String)>,
+    /// Source ids that name another memory here: `(source id, id here)`, a duplicate mapped
+    /// to the memory that already held its text. A source id not listed is the same here
+    /// (or its row failed). Only imports that carry ids fill it (vector-memory-mcp's).
+    pub renumbered: Vec<(u64, u64)>,
 }
 
 /// A progress bar on stderr for `len` items (hidden when stderr is not a terminal).
@@ -346,6 +350,8 @@ fn provenance(o: &Map<String, Value>) -> Result<Option<Provenance>, EngineError>
         helpful_count: count(o, "helpful_count")?,
         harmful_count: count(o, "harmful_count")?,
         confidence,
+        // A JSON Lines import gets new ids (its lines may come from several stores).
+        id: None,
     }))
 }
 

@@ -14,7 +14,9 @@
 //! reported with its id and the import goes on.
 
 use crate::transfer::Imported;
-use amberdb::{Category, EngineError, NewMemory, Provenance, Store, StoreRequest, Timestamp};
+use amberdb::{
+    Category, EngineError, MemoryId, NewMemory, Provenance, Store, StoreRequest, Timestamp,
+};
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 
@@ -82,9 +84,18 @@ pub fn import(store: &Store, db: &Path, user: Option<&str>) -> anyhow::Result<Im
             .import_batch(batch)
             .with_context(|| format!("rows from id {}", chunk[0].id))?;
         for (id, result) in ids.into_iter().zip(results) {
+            let source = u64::try_from(id).unwrap_or(0);
             match result {
-                Ok(_) => done.stored += 1,
-                Err(EngineError::AlreadyExists { .. }) => done.duplicates += 1,
+                Ok(stored) => {
+                    done.stored += 1;
+                    if stored.memory_id.0 != source {
+                        done.renumbered.push((source, stored.memory_id.0));
+                    }
+                }
+                Err(EngineError::AlreadyExists { existing }) => {
+                    done.duplicates += 1;
+                    done.renumbered.push((source, existing.0));
+                }
                 Err(e @ (EngineError::Poisoned | EngineError::Io { .. })) => {
                     bar.finish_and_clear();
                     return Err(anyhow::Error::new(e)
@@ -110,10 +121,11 @@ fn row_number(id: i64) -> usize {
 }
 
 fn read_rows(conn: &rusqlite::Connection) -> rusqlite::Result<Vec<Row>> {
-    // Oldest first, so that ids in the new store follow the order the memories were made in.
+    // In id order: each row keeps its id in a store that has used none at or above it (an
+    // empty store), so an id an agent remembered names the same memory after the switch.
     let mut stmt = conn.prepare(
         "SELECT id, content, category, tags, created_at, updated_at, access_count \
-         FROM memory_metadata ORDER BY created_at, id",
+         FROM memory_metadata ORDER BY id",
     )?;
     let rows = stmt.query_map([], |r| {
         Ok(Row {
@@ -183,6 +195,10 @@ fn request(row: &Row, user: Option<&str>) -> Result<(StoreRequest, Provenance), 
         updated_at,
         last_accessed_at: updated_at,
         access_count,
+        id: u64::try_from(row.id)
+            .ok()
+            .filter(|id| *id >= 1)
+            .map(MemoryId),
         ..Provenance::created(created_at)
     };
     let req = StoreRequest {

@@ -72,7 +72,14 @@ pub struct Provenance {
     pub harmful_count: u32,
     /// Its confidence, 0..=1; the initial one when `None`.
     pub confidence: Option<f32>,
+    /// The id it had where it came from (an import): it keeps it when it is above every id
+    /// the store has used (ids only grow: an import into an empty store, in source-id
+    /// order), else it gets the next free id and `Stored::memory_id` says which.
+    pub id: Option<MemoryId>,
 }
+
+/// The largest source id an import keeps: 2^53, the largest integer every JSON reader holds.
+pub const MAX_SOURCE_ID: u64 = 1 << 53;
 
 impl Provenance {
     /// A memory first stored at `created_at`, changed and read then, never since.
@@ -86,11 +93,21 @@ impl Provenance {
             helpful_count: 0,
             harmful_count: 0,
             confidence: None,
+            id: None,
         }
     }
 
     fn validate(&self, now: Timestamp) -> Result<()> {
         let invalid = |field: &'static str, reason: String| EngineError::Invalid { field, reason };
+        // Ids a JSON number holds exactly, as every interface writes them.
+        if let Some(id) = self.id
+            && !(1..=MAX_SOURCE_ID).contains(&id.0)
+        {
+            return Err(invalid(
+                "id",
+                format!("{} is not a memory id in 1..={MAX_SOURCE_ID}", id.0),
+            ));
+        }
         if self.created_at.0 < 0 || self.created_at > now {
             return Err(invalid(
                 "created_at",
@@ -755,7 +772,13 @@ impl Store {
             {
                 return Err(EngineError::AlreadyExists { existing });
             }
-            let mut new = p.record(ids.nth(0), (category, tags, agent_id), content_hash, now);
+            // An import keeps its source id when no id at or above it is used yet.
+            let id = p
+                .kept
+                .and_then(|k| k.id)
+                .filter(|id| *id >= ids.nth(0))
+                .unwrap_or(ids.nth(0));
+            let mut new = p.record(id, (category, tags, agent_id), content_hash, now);
             let replaced = replace_item(state, &p.user, &mut new, p.kept.is_none(), &mut ops);
             let plan = if p.eff.semantic_dedup && m.kind != record::Kind::Message {
                 let space = UserSpace {
@@ -794,7 +817,7 @@ impl Store {
                     .iter()
                     .filter_map(|id| Some((state.table.get(*id)?, state.vectors.vector(id.0)?)))
                     .collect();
-                let merged_id = ids.nth(1);
+                let merged_id = MemoryId(new.id.0.saturating_add(1)).max(ids.nth(1));
                 match merge(merged_id, &new, &e.content, &sources, &older, now) {
                     Ok((merged, vector)) => {
                         // The new saying goes straight to the archive, merged for the rule

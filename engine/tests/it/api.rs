@@ -629,11 +629,14 @@ fn an_import_keeps_times_and_counts_and_refuses_impossible_ones() {
         helpful_count: 2,
         harmful_count: 1,
         confidence: Some(0.8),
+        id: Some(MemoryId(40)),
     };
     let old = store
         .import(NewMemory::new("an old note from another store"), kept)
         .unwrap();
     let new = store.store(NewMemory::new("a note stored today")).unwrap();
+    // Its source id is kept (nothing at or above it used yet); ids go on from it.
+    assert_eq!((old.memory_id, new.memory_id), (MemoryId(40), MemoryId(41)));
     let m = store.get(old.memory_id).unwrap();
     assert_eq!(
         (m.created_at, m.updated_at, m.last_accessed_at),
@@ -685,6 +688,13 @@ fn an_import_keeps_times_and_counts_and_refuses_impossible_ones() {
             },
             "confidence",
         ),
+        (
+            Provenance {
+                id: Some(MemoryId(0)),
+                ..kept
+            },
+            "id",
+        ),
     ];
     for (p, field) in refused {
         match store.import(NewMemory::new("never stored"), p) {
@@ -722,4 +732,15 @@ fn an_import_keeps_times_and_counts_and_refuses_impossible_ones() {
     let hits = store.search(&before_2026).unwrap();
     let ids: Vec<MemoryId> = hits.results.iter().map(|h| h.memory.id).collect();
     assert_eq!(ids, vec![old.memory_id]);
+    // A source id below one already used cannot be kept: the next free one.
+    let late = store
+        .import(
+            NewMemory::new("a note whose id was taken"),
+            Provenance {
+                id: Some(MemoryId(5)),
+                ..kept
+            },
+        )
+        .unwrap();
+    assert_eq!(late.memory_id, MemoryId(new.memory_id.0 + 1));
 }

@@ -102,6 +102,9 @@ fn import_keeps_contents_categories_tags_times_and_access_counts() {
         "{stdout}"
     );
     assert!(stdout.contains("2 failed"), "{stdout}");
+    // Ids are kept (the store was empty); the duplicate names the memory that holds its text.
+    assert!(stdout.contains("row id 5 is memory 1 here"), "{stdout}");
+    assert_eq!(stdout.matches(" is memory ").count(), 1, "{stdout}");
     let stderr = text(&out.stderr);
     assert!(
         stderr.contains("row id 3") && stderr.contains("nonsense"),
@@ -126,12 +129,14 @@ fn import_keeps_contents_categories_tags_times_and_access_counts() {
             .collect();
         all.sort_by_key(|m| m.id);
         assert_eq!(all.len(), 2);
-        // Oldest first: the 2024 copy of the pytest note comes before the 2025 rows and is the
-        // one kept (ids follow creation order).
+        // Every row keeps its id (issue #45, item 7): an id an agent remembered names the same
+        // memory after the switch. The later copy of the pytest note (id 5) is the duplicate.
+        let ids: Vec<u64> = all.iter().map(|m| m.id.0).collect();
+        assert_eq!(ids, [1, 2]);
         let pytest = &all[0];
         assert_eq!(pytest.content, "pytest -x stops at the first failure");
-        assert_eq!(pytest.created_at, t("2024-12-01T00:00:00Z"));
-        assert_eq!(pytest.access_count, 1);
+        assert_eq!(pytest.created_at, t("2025-01-15T10:30:00.123456Z"));
+        assert_eq!(pytest.access_count, 4);
         let flaky = &all[1];
         assert_eq!(flaky.category, Category::BugFix);
         assert!(flaky.tags.is_empty());
@@ -148,6 +153,14 @@ fn import_keeps_contents_categories_tags_times_and_access_counts() {
         text(&out.stdout).contains("2 memories stored, 1 already there"),
         "{out:?}"
     );
+    // Into a store that used ids 1 and 2 already: new ids, each listed.
+    for line in [
+        "row id 1 is memory 3 here",
+        "row id 2 is memory 4 here",
+        "row id 5 is memory 3 here",
+    ] {
+        assert!(text(&out.stdout).contains(line), "{line}: {out:?}");
+    }
     let again = run_on(&["import", db.to_str().unwrap(), "--user", "ann"], &store);
     assert!(
         text(&again.stdout).contains("0 memories stored, 3 already there"),
@@ -161,7 +174,8 @@ fn import_keeps_contents_categories_tags_times_and_access_counts() {
         .iter()
         .find(|m| m.content.starts_with("pytest"))
         .unwrap();
-    assert_eq!(tagged.created_at, t("2024-12-01T00:00:00Z"));
+    assert_eq!(tagged.created_at, t("2025-01-15T10:30:00.123456Z"));
+    assert_eq!(tagged.id.0, 3);
 }
 
 #[test]
