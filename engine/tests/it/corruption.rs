@@ -420,6 +420,18 @@ fn check_errors_about(dir: &Path, file: &Path) -> Vec<String> {
         .collect()
 }
 
+/// `check` names `file` as one under another file's name.
+fn assert_reported_misnamed(dir: &Path, file: &Path) {
+    let errors = check_errors_about(dir, file);
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("renamed, swapped or copied")),
+        "{}: {errors:?}",
+        file.display()
+    );
+}
+
 /// Logs swapped by name, or an old log copied under a newer name, are refused at open before
 /// any frame is applied, and `check` names them; nothing is written, so putting the files
 /// back opens the store with every record (issue #45, items 1 and 2).
@@ -445,14 +457,7 @@ fn a_log_under_another_name_is_refused_and_reported() {
         other => panic!("a swapped log opened: {:?}", other.map(|_| ())),
     }
     for f in [a, b] {
-        let errors = check_errors_about(dir.path(), f);
-        assert!(
-            errors
-                .iter()
-                .any(|e| e.contains("renamed, swapped or copied")),
-            "{}: {errors:?}",
-            f.display()
-        );
+        assert_reported_misnamed(dir.path(), f);
     }
     swap(a, b);
     let store = Store::open(dir.path(), amberdb::StoreOptions::hashing()).unwrap();
@@ -487,14 +492,7 @@ fn checkpoints_under_each_others_names_are_reported_not_loaded() {
     assert_eq!(ckpts.len(), 2, "{ckpts:?}");
     swap(&ckpts[0], &ckpts[1]);
     for f in &ckpts {
-        let errors = check_errors_about(dir.path(), f);
-        assert!(
-            errors
-                .iter()
-                .any(|e| e.contains("renamed, swapped or copied")),
-            "{}: {errors:?}",
-            f.display()
-        );
+        assert_reported_misnamed(dir.path(), f);
     }
     // The log before the older checkpoint is gone: the open cannot recover, and says
     // which checkpoint is wrong (it named a missing wal-…1.log before).

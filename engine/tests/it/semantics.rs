@@ -148,17 +148,22 @@ fn paraphrases_stay_apart_unless_the_store_merges_paraphrases() {
     assert_eq!(store.list_recent(None, 50).unwrap().len(), 3);
 }
 
-#[test]
-fn three_coffee_paraphrases_end_as_one_memory_with_lineage() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(
-        dir.path(),
+/// A MiniLM store whose merges take paraphrases (`Merge::Paraphrases`).
+fn paraphrase_merging_store(dir: &std::path::Path) -> Store {
+    Store::open(
+        dir,
         minilm().hooks(HookConfig {
             merge: amberdb::Merge::Paraphrases,
             ..HookConfig::default()
         }),
     )
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn three_coffee_paraphrases_end_as_one_memory_with_lineage() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = paraphrase_merging_store(dir.path());
     let mut stored = Vec::new();
     for text in COFFEE {
         let s = store
@@ -630,14 +635,7 @@ fn an_as_of_search_counts_the_replaced_values_it_may_return() {
 #[test]
 fn mend_brings_back_what_older_rules_merged_and_undoes_record_by_record() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(
-        dir.path(),
-        minilm().hooks(HookConfig {
-            merge: amberdb::Merge::Paraphrases,
-            ..HookConfig::default()
-        }),
-    )
-    .unwrap();
+    let store = paraphrase_merging_store(dir.path());
     for text in COFFEE {
         store.store(NewMemory::new(text)).unwrap();
     }
