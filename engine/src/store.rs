@@ -65,6 +65,10 @@ pub struct Stats {
     /// an open of a large store while they are built in the background (keyword and hybrid
     /// searches wait for them; `docs/durability.md`, "Recovery", R9).
     pub lexical_ready: bool,
+    /// Records whose vectors were in a damaged segment and are not restored yet: found by
+    /// GET, listings and keyword search, not by vector search (`docs/durability.md`,
+    /// "Recovery", R4b). 0 for a whole store.
+    pub unindexed: usize,
 }
 
 /// The IVF index in STATS (`docs/ivf.md`).
@@ -203,19 +207,22 @@ impl Store {
         };
         let db = Db::open(dir.as_ref(), &*options.embedder, config)?;
         let epoch = db.read().model_epoch;
-        Ok(Store {
-            inner: Arc::new(Inner {
-                db,
-                embedding: parking_lot::RwLock::new(Embedding {
-                    embedder: Arc::clone(&options.embedder),
-                    epoch,
-                }),
-                options,
-                category_labels: parking_lot::Mutex::new(None),
-                reembedding: parking_lot::Mutex::new(()),
+        let inner = Arc::new(Inner {
+            db,
+            embedding: parking_lot::RwLock::new(Embedding {
+                embedder: Arc::clone(&options.embedder),
+                epoch,
             }),
-            scope: None,
-        })
+            options,
+            category_labels: parking_lot::Mutex::new(None),
+            reembedding: parking_lot::Mutex::new(()),
+        });
+        // Records opened without their vectors (a damaged segment, R4b) get them back in the
+        // background; without a maintenance thread the caller runs `Store::restore`.
+        if inner.db.unindexed() > 0 && inner.options.maintenance_thread {
+            crate::memory::start_restoring(&inner).map_err(EngineError::io(dir.as_ref()))?;
+        }
+        Ok(Store { inner, scope: None })
     }
 
     /// This store as one user sees it: every call acts for `user_id` only. A request naming
@@ -565,6 +572,7 @@ impl Store {
             embedder: (state.model.id.clone(), state.model.dim),
             reembedding: Store::reembed_status(&state),
             lexical_ready: self.inner.db.lexical_ready(),
+            unindexed: state.unindexed.len(),
         }
     }
 

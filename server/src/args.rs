@@ -169,6 +169,7 @@ fn seed_reply(e: &EngineError) -> Map<String, Value> {
         EngineError::Locked { .. } => ("Store locked", e.to_string()),
         EngineError::Poisoned => ("Store poisoned", e.to_string()),
         EngineError::DiskFull { .. } => ("Disk full", e.to_string()),
+        EngineError::Restoring { .. } => ("Restoring", e.to_string()),
         EngineError::Internal { .. } => ("Internal error", e.to_string()),
         EngineError::Io { .. } => ("I/O error", e.to_string()),
         EngineError::Corrupted { .. }
@@ -212,9 +213,10 @@ impl From<EngineError> for Fail {
             | EngineError::Archived { .. }
             | EngineError::EntityNotFound { .. }
             | EngineError::SnapshotNotFound { .. } => Code::NotFound,
-            EngineError::Poisoned | EngineError::Embed(_) | EngineError::Locked { .. } => {
-                Code::Unavailable
-            }
+            EngineError::Poisoned
+            | EngineError::Embed(_)
+            | EngineError::Locked { .. }
+            | EngineError::Restoring { .. } => Code::Unavailable,
             EngineError::DiskFull { .. } => Code::DiskFull,
             EngineError::OutOfScope { .. } => Code::Forbidden,
             // I/O, corruption, and variants added after this server was written.

@@ -583,6 +583,11 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
         } => {
             let dir = store.existing_dir()?;
             let s = store.open(model)?;
+            // A store opened without a damaged segment gets its vectors back first (R4b).
+            let restored = s.restore_vectors()?;
+            if restored > 0 {
+                println!("restored the vectors of {restored} records a damaged segment held");
+            }
             let before = s.bytes_on_disk();
             if merge {
                 let users = users_of(&s, user)?;

@@ -65,6 +65,9 @@ pub fn run_server(config: config::ServeConfig, mut options: StoreOptions) -> any
         .with_context(|| format!("opening the store {}", config.data_dir.display()))?;
     let report = store.open_report();
     tracing::info!(dir = %config.data_dir.display(), memories = store.stats().memories, report = ?report, "store open");
+    if report.unindexed > 0 {
+        tracing::warn!(damaged = ?report.damaged_segments, unindexed = report.unindexed, "opened without damaged segments: their records are live and found by keyword search; their vectors are being rebuilt from the texts in the background (STATS unindexed)");
+    }
     let listener = runtime
         .block_on(tokio::net::TcpListener::bind(config.addr))
         .with_context(|| format!("listening on {}", config.addr))?;
@@ -98,7 +101,13 @@ pub fn run_server(config: config::ServeConfig, mut options: StoreOptions) -> any
         "connections closed; flushing and checkpointing"
     );
     store.flush().context("flushing the store")?;
-    store.checkpoint().context("checkpointing the store")?;
+    match store.checkpoint() {
+        // Vectors still being restored (R4b): the next open carries on; nothing is lost.
+        Err(amberdb::EngineError::Restoring { left }) => {
+            tracing::warn!(left, "not checkpointed: vectors still being restored");
+        }
+        done => done.context("checkpointing the store")?,
+    }
     let seq = store.stats().checkpoint_seq;
     drop(shared);
     store.close().context("closing the store")?;
@@ -373,6 +382,16 @@ pub fn stats(dir: &Path, options: StoreOptions) -> Result<String> {
         "last seq {}  checkpoint seq {}",
         s.last_seq, s.checkpoint_seq
     );
+    let report = store.open_report();
+    if report.unindexed > 0 {
+        let _ = writeln!(
+            out,
+            "unindexed {} at open ({} now): opened without the damaged segment(s) {}; their records are live and found by keyword search, and a store that stays open (`serve`, `mcp`, `compact`) rebuilds their vectors from the texts (docs/durability.md, R4b)",
+            report.unindexed,
+            s.unindexed,
+            report.damaged_segments.join("; ")
+        );
+    }
     for (category, n) in s.by_category.iter().filter(|c| c.1 > 0) {
         let _ = writeln!(out, "  {category}: {n}");
     }
@@ -629,6 +648,8 @@ pub fn restore(backup: &Path, dir: &Path) -> Result<String> {
 /// As `Store::open`, `checkpoint` and `build_index`.
 pub fn build_index(dir: &Path, options: StoreOptions) -> Result<String> {
     let store = Store::open(dir, options)?;
+    // A store opened without a damaged segment gets its vectors back first (R4b).
+    store.restore_vectors()?;
     store.checkpoint()?;
     Ok(match store.build_index()? {
         None => "nothing to index: no flat segment\n".to_owned(),

@@ -453,8 +453,10 @@ impl Db {
                 next_segment_id: r.next_segment_id,
                 checkpoint_seq: r.checkpoint_seq,
                 checkpoints: r.checkpoints,
+                // Opened without a damaged segment (R4b): the next checkpoint names the
+                // segments as they are now, even at the same sequence number (B3).
+                segments_version: u64::from(!r.report.damaged_segments.is_empty()),
                 segments: r.segments,
-                segments_version: 0,
                 segments_checkpointed: 0,
                 replaced: r.replaced,
                 purged_from: HashMap::new(),
@@ -511,6 +513,56 @@ impl Db {
     /// Takes only the state lock: they are derived, nothing durable changes.
     pub(crate) fn install_lexical(&self, pending: &PendingLexical, built: Lexical) {
         self.state.write().table.install_lexical(pending, built);
+    }
+
+    /// `Restoring` while records opened without their vectors wait for them (R4b): no
+    /// checkpoint, purge or backup can be written until then.
+    fn not_restoring(&self) -> Result<()> {
+        match self.state.read().unindexed.len() {
+            0 => Ok(()),
+            left => Err(EngineError::Restoring { left }),
+        }
+    }
+
+    /// Records still without a vector (R4b).
+    pub(crate) fn unindexed(&self) -> usize {
+        self.state.read().unindexed.len()
+    }
+
+    /// Gives unindexed records their vectors, computed from their texts by the store's
+    /// embedder (R4b, step 5), under the writer mutex so no checkpoint is captured halfway;
+    /// when the last is in, writes the full checkpoint that makes the store whole again.
+    /// Returns how many were restored.
+    pub(crate) fn restore_vectors(&self, vectors: Vec<(MemoryId, Vec<f32>)>) -> Result<usize> {
+        // The last batch rebuilds the collection: no checkpoint or index swap in between, as
+        // for a re-embedding's switch.
+        let (restored, whole) = self.between_checkpoints(|| -> Result<(usize, bool)> {
+            let mut w = self.writer.lock();
+            let mut state = self.state.write();
+            if state.unindexed.is_empty() {
+                return Ok((0, false));
+            }
+            let (restored, rebuilt) =
+                state
+                    .restore_vectors(vectors)
+                    .map_err(|reason| EngineError::Internal {
+                        context: "restoring vectors",
+                        reason: reason.into(),
+                    })?;
+            if rebuilt {
+                // Every live vector is a growing row now; the segments are replaced (B4:
+                // their files go once no retained checkpoint names them).
+                let old = std::mem::take(&mut w.segments);
+                w.replaced.extend(old);
+                w.purged_from.clear();
+                w.segments_version += 1;
+            }
+            Ok((restored, rebuilt || state.unindexed.is_empty()))
+        })?;
+        if whole {
+            self.checkpoint()?;
+        }
+        Ok(restored)
     }
 
     /// The maintenance thread's handle and counters.
@@ -970,6 +1022,14 @@ impl Db {
             let mut w = self.writer.lock();
             if ask == CheckpointAsk::IfDue && !self.checkpoint_due(&w) {
                 return Ok(false);
+            }
+            // No checkpoint can say a record has no vector: none until restored (R4b).
+            let left = self.state.read().unindexed.len();
+            if left > 0 {
+                return match ask {
+                    CheckpointAsk::IfDue => Ok(false),
+                    _ => Err(EngineError::Restoring { left }),
+                };
             }
             self.drain_touches(&mut w);
             self.commit.check()?;
@@ -1728,6 +1788,7 @@ impl Db {
         let plan = {
             let mut w = self.writer.lock();
             self.commit.check()?;
+            self.not_restoring()?;
             // Every delete applied so far is covered from here on; later ones note again.
             *noted = self.unpurged_since.lock().take();
             let state = self.state.read();
@@ -1929,6 +1990,7 @@ impl Db {
         // refused here, before anything is created.
         let (seq, checkpoint, active, active_len) = {
             let mut w = self.writer.lock();
+            self.not_restoring()?;
             self.drain_touches(&mut w);
             self.commit.check()?;
             let seq = self.commit.written();

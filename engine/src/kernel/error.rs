@@ -154,6 +154,18 @@ pub enum EngineError {
         #[source]
         source: std::io::Error,
     },
+    /// Records opened without their vectors (a damaged segment, `docs/durability.md`, R4b)
+    /// are being restored from their texts: until then no checkpoint, purge or backup can be
+    /// written. Nothing changed; retry once `Stats::unindexed` is 0.
+    #[error(
+        "{left} records' vectors are being rebuilt from their texts after a damaged segment; \
+         no checkpoint, purge or backup until that is done (nothing changed; retry when STATS \
+         unindexed is 0)"
+    )]
+    Restoring {
+        /// Records still without a vector.
+        left: usize,
+    },
     /// The store is closing: a long operation (an index build) stopped before it changed
     /// anything.
     #[error("the store is closing: stopped before anything changed")]
@@ -236,6 +248,7 @@ impl EngineError {
             | EngineError::Cancelled
             | EngineError::Poisoned
             | EngineError::DiskFull { .. }
+            | EngineError::Restoring { .. }
             | EngineError::Io { .. }
             | EngineError::Embed(_) => ErrorKind::Environment,
             EngineError::Corrupted { .. }

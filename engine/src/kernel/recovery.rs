@@ -51,6 +51,13 @@ pub struct OpenReport {
     pub removed_orphan_segments: Vec<PathBuf>,
     /// Leftover `*.tmp` files of interrupted writes that were removed.
     pub removed_tmp_files: usize,
+    /// Damaged segment files the store opened without, with the reason, because no sound
+    /// checkpoint and its log could recover (`docs/durability.md`, "Recovery", R4b).
+    pub damaged_segments: Vec<String>,
+    /// Live records whose vectors were in those segments: out of vector search until the
+    /// background restoration has embedded their texts again (`Stats::unindexed` says how
+    /// many are left).
+    pub unindexed: usize,
 }
 
 /// Everything recovery hands to the store.
@@ -122,6 +129,9 @@ struct Base {
     segments: Vec<SegmentEntry>,
     /// The full checkpoint the records count from: this one, or a delta's base.
     full: crate::kernel::db::DeltaBase,
+    /// Segments named by the checkpoint that did not open, each with why: the state holds
+    /// the others, and the records whose vectors they held are unindexed (R4b).
+    damaged: Vec<String>,
 }
 
 /// A checkpoint file's error as the engine's, naming `path`.
@@ -242,7 +252,7 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model)
             head.segments
                 .par_iter()
                 .map(|entry| segment_file::open(storage, dir, entry))
-                .collect::<Result<Vec<_>>>()
+                .collect::<Vec<Result<_>>>()
         });
         // A delta's records are in the second file; everything else in the first.
         let records = rx
@@ -258,7 +268,7 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model)
         reason: "decoder thread panicked",
     };
     let delta_ids = decoded.map_err(panicked)??;
-    let segments = segments.map_err(panicked)??;
+    let segments = segments.map_err(panicked)?;
     // The model the vectors belong to: the first aux entry when a re-embedding changed it
     // (checkpoint.md), else the one the store was created with.
     let model = match head.aux.first() {
@@ -268,15 +278,31 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model)
         },
         _ => created.clone(),
     };
+    // A segment that does not open is left out, named (R4b): the records are whole, and the
+    // caller decides whether a sound checkpoint recovers instead.
     let mut vectors = Collection::new(model.dim);
+    let mut damaged = Vec::new();
+    let mut sound_entries = Vec::with_capacity(head.segments.len());
     for (seg, entry) in segments.into_iter().zip(&head.segments) {
-        vectors
-            .push_sealed(seg)
-            .map_err(|_| EngineError::Corrupted {
-                file: dir.join(entry.file_name()),
-                offset: 0,
-                reason: "segment does not fit the store",
-            })?;
+        let pushed = seg.and_then(|seg| {
+            vectors
+                .push_sealed(seg)
+                .map_err(|_| EngineError::Corrupted {
+                    file: dir.join(entry.file_name()),
+                    offset: 0,
+                    reason: "segment does not fit the store",
+                })
+        });
+        match pushed {
+            Ok(()) => sound_entries.push(*entry),
+            Err(e)
+                if e.kind() == crate::kernel::error::ErrorKind::Data
+                    || matches!(e, EngineError::Io { .. }) =>
+            {
+                damaged.push(format!("{}: {e}", entry.file_name()));
+            }
+            Err(e) => return Err(e),
+        }
     }
     // Tombstones are derived: a sealed key with no record is deleted (checkpoint.md).
     let dead: Vec<u64> = vectors
@@ -288,7 +314,17 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model)
     for k in dead {
         vectors.delete(k);
     }
-    if vectors.len() != table.len() {
+    // Every live record has its vector in a segment, but those of a damaged one (R4b).
+    let unindexed: std::collections::BTreeSet<MemoryId> = if damaged.is_empty() {
+        std::collections::BTreeSet::new()
+    } else {
+        table
+            .iter()
+            .map(|m| m.id)
+            .filter(|id| !vectors.contains(id.0))
+            .collect()
+    };
+    if vectors.len() + unindexed.len() != table.len() {
         return Err(EngineError::Corrupted {
             file: path,
             offset: 0,
@@ -297,6 +333,7 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model)
     }
     // The archive, canonical tags and snapshots (checkpoint.md, "Aux section").
     let mut state = State::new(table, vectors, model);
+    state.unindexed = crate::kernel::state::Unindexed::waiting(unindexed);
     for op in head.aux {
         state.apply(op).map_err(|reason| EngineError::Corrupted {
             file: path.clone(),
@@ -309,8 +346,9 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model)
         seq,
         next_id: head.next_id,
         state,
-        segments: head.segments,
+        segments: sound_entries,
         full,
+        damaged,
     })
 }
 
@@ -475,12 +513,30 @@ pub(crate) fn recover(
         .filter_map(|n| ckpt_format::parse_file_name(n))
         .collect();
     checkpoints.sort_unstable();
+    let mut logs: Vec<u64> = names
+        .iter()
+        .filter_map(|n| log_writer::parse_file_name(n))
+        .collect();
+    logs.sort_unstable();
     let mut base = None;
+    // The newest checkpoint whose records are whole but a segment is not (R4b): used only if
+    // no sound checkpoint with the log after it recovers.
+    let mut damaged: Option<Base> = None;
     // The newest checkpoint skipped because it is under another's name: the reason to give
     // when the log cannot make up for it.
     let mut misnamed_checkpoint: Option<EngineError> = None;
     for &seq in checkpoints.iter().rev() {
         match load_checkpoint(storage, dir, seq, &created) {
+            Ok(b) if !b.damaged.is_empty() => {
+                report.skipped_checkpoints.push(format!(
+                    "{}: damaged segment {}",
+                    ckpt_format::file_name(seq),
+                    b.damaged.join("; ")
+                ));
+                if damaged.is_none() {
+                    damaged = Some(b);
+                }
+            }
             Ok(b) => {
                 base = Some(b);
                 break;
@@ -498,6 +554,17 @@ pub(crate) fn recover(
             }
             Err(e) => return Err(e),
         }
+    }
+    // R4b: a sound checkpoint (or none, from the first log file) recovers everything when the
+    // log after it is there; else the newest with a damaged segment, without it.
+    let sound_recovers = logs.contains(&(base.as_ref().map_or(0, |b| b.seq) + 1));
+    if !sound_recovers && let Some(d) = damaged {
+        report
+            .skipped_checkpoints
+            .retain(|s| !s.starts_with(&format!("{}:", ckpt_format::file_name(d.seq))));
+        report.damaged_segments.clone_from(&d.damaged);
+        report.unindexed = d.state.unindexed.len();
+        base = Some(d);
     }
     let delta_base = base.as_ref().map(|b| b.full);
     // A delta's base is another checkpoint than the one loaded.
@@ -520,6 +587,7 @@ pub(crate) fn recover(
         ),
         segments: Vec::new(),
         full: crate::kernel::db::DeltaBase { seq: 0, records: 0 },
+        damaged: Vec::new(),
     });
     report.checkpoint_seq = (ckpt_seq > 0).then_some(ckpt_seq);
     report.checkpoint_delta_of = delta_of;
@@ -537,11 +605,6 @@ pub(crate) fn recover(
         &mut report,
     )?;
     // R5–R6: replay the log after the checkpoint.
-    let mut logs: Vec<u64> = names
-        .iter()
-        .filter_map(|n| log_writer::parse_file_name(n))
-        .collect();
-    logs.sort_unstable();
     // R5: the log file that follows the checkpoint was made durable before the checkpoint was
     // (C2), and the first one before IDENTITY (R3a): without it, acknowledged writes are lost.
     if !logs.contains(&(ckpt_seq + 1)) {

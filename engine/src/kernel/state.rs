@@ -11,7 +11,7 @@ use crate::kernel::log::{Op, Reembed};
 use crate::kernel::record::{EntityKind, MemoryId};
 use crate::kernel::table::Table;
 use amberdb_index::Collection;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 /// Why an operation does not apply: a bug of the write path, or a damaged log.
@@ -28,6 +28,45 @@ pub(crate) struct State {
     pub(crate) model_epoch: u64,
     /// Vectors of a re-embedding not switched to yet (`docs/durability.md`, "Re-embedding").
     pub(crate) stage: Option<Stage>,
+    /// Records whose vector was in a damaged segment (`docs/durability.md`, "Recovery",
+    /// R4b). No checkpoint is written while any is left.
+    pub(crate) unindexed: Unindexed,
+}
+
+/// Records (live, or archived since) whose vector was in a damaged segment: out of vector
+/// search until restored from their texts (R4b).
+#[derive(Debug, Default)]
+pub(crate) struct Unindexed {
+    /// Not embedded yet.
+    pub(crate) waiting: BTreeSet<MemoryId>,
+    /// Live records embedded again, put in the collection with the last of them: the
+    /// collection takes keys in ascending order only, and these lie below its newer rows.
+    restored: HashMap<MemoryId, Vec<f32>>,
+}
+
+impl Unindexed {
+    /// Records waiting for a restored vector.
+    pub(crate) fn waiting(ids: BTreeSet<MemoryId>) -> Unindexed {
+        Unindexed {
+            waiting: ids,
+            restored: HashMap::new(),
+        }
+    }
+
+    /// Records not in vector search yet.
+    pub(crate) fn len(&self) -> usize {
+        self.waiting.len() + self.restored.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Forgets a record deleted for good.
+    fn remove(&mut self, id: MemoryId) {
+        self.waiting.remove(&id);
+        self.restored.remove(&id);
+    }
 }
 
 /// An embedder, as a store knows it: its model id and dimension.
@@ -106,7 +145,55 @@ impl State {
             model,
             model_epoch: 0,
             stage: None,
+            unindexed: Unindexed::default(),
         }
+    }
+
+    /// Gives unindexed records their vectors (`docs/durability.md`, R4b, step 5): an
+    /// archived one at once, a live one kept aside until the last is in; then the collection
+    /// is rebuilt with every live vector as a growing row, in key order, as a re-embedding's
+    /// switch does. Ids no longer waiting (deleted, or re-embedded) are skipped. Returns how
+    /// many were restored and whether the collection was rebuilt (its segments replaced).
+    pub(crate) fn restore_vectors(
+        &mut self,
+        vectors: Vec<(MemoryId, Vec<f32>)>,
+    ) -> Result<(usize, bool), Refusal> {
+        let mut restored = 0;
+        for (id, v) in vectors {
+            if !self.unindexed.waiting.contains(&id) {
+                continue;
+            }
+            if v.len() != self.model.dim {
+                return Err("restored vector does not fit the store");
+            }
+            if self.table.contains(id) {
+                self.unindexed.restored.insert(id, v);
+            } else if !self.table.set_archived_vector(id, v) {
+                return Err("restore of an id that is neither live nor archived");
+            }
+            self.unindexed.waiting.remove(&id);
+            restored += 1;
+        }
+        if !self.unindexed.waiting.is_empty() || self.unindexed.restored.is_empty() {
+            return Ok((restored, false));
+        }
+        let mut restored_vectors = std::mem::take(&mut self.unindexed.restored);
+        let mut vectors = Collection::new(self.model.dim);
+        for m in self.table.iter() {
+            let v = match restored_vectors.remove(&m.id) {
+                Some(v) => v,
+                None => self
+                    .vectors
+                    .vector(m.id.0)
+                    .ok_or("a live record without a vector after restoring")?
+                    .to_vec(),
+            };
+            vectors
+                .insert(m.id.0, &v)
+                .map_err(|_| "restored vector does not fit the store")?;
+        }
+        self.vectors = vectors;
+        Ok((restored, true))
     }
 
     /// What a re-embedding to `model` still lacks: the live and archived records and the
@@ -382,11 +469,15 @@ impl State {
         self.vectors = vectors;
         self.model = model;
         self.model_epoch += 1;
+        self.unindexed = Unindexed::default();
         Ok(())
     }
 
     /// Drops the staged vectors of what a delete removed.
     fn unstage_removed(&mut self, ids: &[MemoryId]) {
+        for id in ids {
+            self.unindexed.remove(*id);
+        }
         if let Some(stage) = &mut self.stage {
             for id in ids {
                 stage.records.remove(id);
@@ -401,7 +492,13 @@ impl State {
     /// Applies an operation `check` accepted. An error here is a bug (the write path then
     /// poisons the store).
     pub(crate) fn apply_checked(&mut self, op: Op) -> Result<(), Refusal> {
-        let State { table, vectors, .. } = self;
+        let State {
+            table,
+            vectors,
+            unindexed,
+            model,
+            ..
+        } = self;
         match op {
             Op::Store { record, vector } => {
                 vectors
@@ -434,10 +531,16 @@ impl State {
                     .ok_or("tags of an id that does not exist")?;
             }
             Op::Archive { id } => {
-                let vector = vectors
-                    .vector(id.0)
-                    .ok_or("archive of an id that does not exist")?
-                    .to_vec();
+                // An unindexed record has no vector yet: the archive keeps a zero one until
+                // restoration gives it its own (R4b).
+                let vector = match vectors.vector(id.0) {
+                    Some(v) => v.to_vec(),
+                    None => match unindexed.restored.remove(&id) {
+                        Some(v) => v,
+                        None if unindexed.waiting.contains(&id) => vec![0.0; model.dim],
+                        None => return Err("archive of an id that does not exist"),
+                    },
+                };
                 let m = table
                     .remove(id)
                     .ok_or("archive of an id that does not exist")?;

@@ -734,6 +734,18 @@ impl Table {
         Some(())
     }
 
+    /// Gives an archived record its vector (restoration, `docs/durability.md`, R4b); false if
+    /// the id is not archived.
+    pub(crate) fn set_archived_vector(&mut self, id: MemoryId, vector: Vec<f32>) -> bool {
+        match self.archive.get_mut(&id) {
+            Some(a) => {
+                a.vector = vector;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Puts a record into the archive; false if its id is live or archived already.
     pub(crate) fn insert_archived(&mut self, record: Memory, vector: Vec<f32>) -> bool {
         if self.contains(record.id) || self.archive.contains_key(&record.id) {

@@ -13,6 +13,7 @@ mod mend;
 mod query;
 mod read;
 mod reembed;
+mod restore;
 mod scope;
 mod search;
 mod space;
@@ -38,6 +39,7 @@ pub use tags::{SnapshotCreated, SnapshotRestored, TagChange, TagPreview, TagsApp
 pub use write::{DedupDecision, Outcome, Provenance, StoreRequest, Stored, UpdateRequest, Updated};
 
 pub(crate) use read::missing;
+pub(crate) use restore::start as start_restoring;
 
 use crate::kernel::error::{EngineError, Result};
 

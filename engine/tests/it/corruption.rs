@@ -506,3 +506,218 @@ fn checkpoints_under_each_others_names_are_reported_not_loaded() {
     let store = Store::open(dir.path(), amberdb::StoreOptions::hashing()).unwrap();
     assert_eq!(check_subset(&store, &want), want.len());
 }
+
+/// A store of `n` notes (the hashing embedder's vectors) with two full checkpoints, both
+/// naming the first segment: the first after `n / 2`, the second at the end. Returns the
+/// storage, the notes by id and that shared segment (docs/durability.md, R4b).
+fn with_a_shared_segment(n: u64) -> (FaultyStorage, BTreeMap<MemoryId, String>, PathBuf) {
+    let fs = FaultyStorage::new();
+    let store = Store::open(Path::new(DIR), small_options(&fs, 1000)).unwrap();
+    let mut want = BTreeMap::new();
+    for i in 0..n {
+        let content = format!("note {i}: the {} runbook mentions port {}", i * 7, 9000 + i);
+        let id = store
+            .store(amberdb::StoreRequest::new(NewMemory::new(&content)))
+            .unwrap()
+            .memory_id;
+        want.insert(id, content);
+        if i + 1 == n / 2 || i + 1 == n {
+            store.checkpoint().unwrap();
+        }
+    }
+    drop(store);
+    let mut segments = files(&fs, "seg-");
+    segments.sort();
+    assert_eq!(segments.len(), 2, "{segments:?}");
+    assert!(
+        files(&fs, "wal-").len() < 3,
+        "retention removed the first log file"
+    );
+    (fs, want, segments.remove(0))
+}
+
+fn flip_a_bit(fs: &FaultyStorage, path: &Path, at: usize) -> FaultyStorage {
+    let mut bad = fs.read(path).unwrap();
+    let at = at % bad.len();
+    bad[at] ^= 0x04;
+    let img = fs.crash_image(amberdb::storage::CrashImage::KeepUnsynced);
+    img.overwrite(path, bad).unwrap();
+    img
+}
+
+/// The ids a plain vector search for `text` returns among its first five.
+fn vector_hits(store: &Store, text: &str) -> Vec<MemoryId> {
+    let req = amberdb::SearchRequest::new(text)
+        .limit(5)
+        .strategy(amberdb::Strategy::Similarity)
+        .mode(amberdb::Mode::Vector)
+        .without_hooks();
+    store
+        .search(&req)
+        .unwrap()
+        .results
+        .iter()
+        .map(|h| h.memory.id)
+        .collect()
+}
+
+/// Before wave 3 one flipped bit in a segment both retained checkpoints name made the store
+/// impossible to open (the open fell back to sequence 0 and wanted `wal-…1.log`). Now it
+/// opens without it: every record live, keyword search finds them all, vector search the
+/// others; no checkpoint, purge or backup until the vectors are rebuilt from the texts;
+/// then the store is whole again, and reopens so.
+#[test]
+fn a_damaged_shared_segment_opens_unindexed_and_restores() {
+    let (fs, want, shared) = with_a_shared_segment(40);
+    let mut rng = Rng::new(seed(
+        "a_damaged_shared_segment_opens_unindexed_and_restores",
+        11,
+    ));
+    let img = flip_a_bit(&fs, &shared, rng.below(1 << 20) as usize);
+    let store = open(&img).unwrap_or_else(|e| panic!("open with a damaged shared segment: {e}"));
+    let report = store.open_report().clone();
+    assert_eq!(report.damaged_segments.len(), 1, "{report:?}");
+    let name = shared.file_name().unwrap().to_str().unwrap();
+    assert!(report.damaged_segments[0].starts_with(name), "{report:?}");
+    assert_eq!(
+        report.unindexed, 20,
+        "the first half was in the damaged segment"
+    );
+    assert_eq!(store.unindexed(), 20);
+    assert_eq!(store.stats().unindexed, 20);
+    assert_eq!(
+        check_subset(&store, &want),
+        want.len(),
+        "every record is live"
+    );
+    let (first, first_text) = want.iter().next().map(|(k, v)| (*k, v.clone())).unwrap();
+    let (last, last_text) = want.iter().last().map(|(k, v)| (*k, v.clone())).unwrap();
+    // Vector search finds the indexed half, not the unindexed; keyword search finds both.
+    assert_eq!(vector_hits(&store, &last_text).first(), Some(&last));
+    assert!(!vector_hits(&store, &first_text).contains(&first));
+    let keyword = amberdb::SearchRequest::new(&first_text)
+        .limit(5)
+        .mode(amberdb::Mode::Keyword)
+        .without_hooks();
+    let hits = store.search(&keyword).unwrap().results;
+    assert_eq!(hits.first().map(|h| h.memory.id), Some(first));
+    // No checkpoint, purge or backup yet; each refusal changes nothing.
+    let files_before = img.list(Path::new(DIR)).unwrap();
+    let seq_before = store.stats().checkpoint_seq;
+    for refused in [
+        store.checkpoint().map(drop),
+        store.purge().map(drop),
+        store.backup("/backup").map(drop),
+    ] {
+        assert!(
+            matches!(refused, Err(EngineError::Restoring { left: 20 })),
+            "{refused:?}"
+        );
+    }
+    assert_eq!(img.list(Path::new(DIR)).unwrap(), files_before);
+    assert_eq!(store.stats().checkpoint_seq, seq_before);
+    // Writes go on, unindexed records included: one deleted, one's content replaced (the old
+    // version is archived without a vector until restored).
+    let second = MemoryId(first.0 + 1);
+    let third = MemoryId(first.0 + 2);
+    store.delete(second).unwrap();
+    let updated = store
+        .update(amberdb::UpdateRequest {
+            memory_id: Some(third),
+            content: Some("note two, rewritten: the runbook moved to the wiki".into()),
+            ..amberdb::UpdateRequest::default()
+        })
+        .unwrap();
+    assert_eq!(store.unindexed(), 19, "the deleted one is not waited for");
+    // Restored on this thread (no maintenance thread): 18 live, 1 archived.
+    assert_eq!(store.restore_vectors().unwrap(), 19);
+    assert_eq!(store.unindexed(), 0);
+    assert!(
+        store.stats().checkpoint_seq > seq_before,
+        "restoring wrote a checkpoint"
+    );
+    assert_eq!(vector_hits(&store, &first_text).first(), Some(&first));
+    drop(store);
+    // Reopened: whole, from the checkpoint restoration wrote.
+    let store = open(&img).unwrap();
+    let report = store.open_report();
+    assert!(report.damaged_segments.is_empty(), "{report:?}");
+    assert_eq!(report.unindexed, 0);
+    assert_eq!(vector_hits(&store, &first_text).first(), Some(&first));
+    assert!(store.get(second).is_err());
+    assert_eq!(
+        store.get(updated.memory_id).unwrap().content,
+        "note two, rewritten: the runbook moved to the wiki"
+    );
+    let mut rest = want.clone();
+    rest.remove(&second);
+    rest.remove(&third);
+    for (id, text) in &rest {
+        assert_eq!(&store.get(*id).unwrap().content, text);
+    }
+    // Once no retained checkpoint names the damaged file (two newer full ones), it is gone.
+    let name = shared.file_name().unwrap().to_str().unwrap().to_owned();
+    let mut checkpoints = 0;
+    while img.list(Path::new(DIR)).unwrap().contains(&name) {
+        assert!(checkpoints < 20, "the damaged segment is never let go");
+        for i in 0..10 {
+            store
+                .store(amberdb::StoreRequest::new(NewMemory::new(format!(
+                    "a later note {checkpoints}.{i}"
+                ))))
+                .unwrap();
+        }
+        store.checkpoint().unwrap();
+        checkpoints += 1;
+    }
+}
+
+/// A crash while vectors are being restored loses nothing: the next open starts over from
+/// the same checkpoint and log, writes acknowledged meanwhile included.
+#[test]
+fn a_crash_before_restoration_ends_reopens_the_same_way() {
+    let (fs, want, shared) = with_a_shared_segment(30);
+    let img = flip_a_bit(&fs, &shared, 100);
+    let store = open(&img).unwrap();
+    assert_eq!(store.unindexed(), 15);
+    assert_eq!(check_subset(&store, &want), want.len());
+    let added = store
+        .store(amberdb::StoreRequest::new(NewMemory::new(
+            "written while the vectors were missing",
+        )))
+        .unwrap()
+        .memory_id;
+    drop(store);
+    let crashed = img.crash_image(amberdb::storage::CrashImage::DropUnsynced);
+    let store = open(&crashed).unwrap();
+    assert_eq!(store.unindexed(), 15);
+    for (id, text) in &want {
+        assert_eq!(&store.get(*id).unwrap().content, text);
+    }
+    assert_eq!(
+        store.get(added).unwrap().content,
+        "written while the vectors were missing"
+    );
+    assert_eq!(store.restore_vectors().unwrap(), 15);
+    assert_eq!(store.unindexed(), 0);
+}
+
+/// With a maintenance thread the vectors come back by themselves.
+#[test]
+fn a_store_with_a_maintenance_thread_restores_in_the_background() {
+    let (fs, want, shared) = with_a_shared_segment(30);
+    let img = flip_a_bit(&fs, &shared, 7);
+    let store = Store::open(
+        Path::new(DIR),
+        small_options(&img, 1000).maintenance_thread(true),
+    )
+    .unwrap();
+    assert_eq!(store.open_report().unindexed, 15);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while store.unindexed() > 0 {
+        assert!(std::time::Instant::now() < deadline, "not restored in 60 s");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let (first, text) = want.iter().next().unwrap();
+    assert_eq!(vector_hits(&store, text).first(), Some(first));
+}

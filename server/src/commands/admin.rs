@@ -116,6 +116,7 @@ fn stats(ctx: &Ctx, session: &Session, _: &mut Args) -> Outcome {
     store["embedding_dimensions"] = json!(s.embedder.1);
     store["reembedding"] = reembedding.unwrap_or(Value::Null);
     store["lexical_ready"] = json!(s.lexical_ready);
+    store["unindexed"] = json!(s.unindexed);
     let mut reply = ctx.metrics.snapshot();
     reply.insert("store".into(), store);
     Ok(Value::Object(reply))
