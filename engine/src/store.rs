@@ -218,7 +218,7 @@ impl Store {
             reembedding: parking_lot::Mutex::new(()),
         });
         // Records opened without their vectors (a damaged segment, R4b) get them back in the
-        // background; without a maintenance thread the caller runs `Store::restore`.
+        // background; without a maintenance thread the caller runs `Store::restore_vectors`.
         if inner.db.unindexed() > 0 && inner.options.maintenance_thread {
             crate::memory::start_restoring(&inner).map_err(EngineError::io(dir.as_ref()))?;
         }
