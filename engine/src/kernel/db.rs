@@ -531,7 +531,8 @@ impl Db {
 
     /// Gives unindexed records their vectors, computed from their texts by the store's
     /// embedder (R4b, step 5), under the writer mutex so no checkpoint is captured halfway;
-    /// when the last is in, writes the full checkpoint that makes the store whole again.
+    /// when the last is in, purges: a full checkpoint, the only one, and the damaged file
+    /// gone.
     /// Returns how many were restored.
     pub(crate) fn restore_vectors(&self, vectors: Vec<(MemoryId, Vec<f32>)>) -> Result<usize> {
         // The last batch rebuilds the collection: no checkpoint or index swap in between, as
@@ -559,8 +560,10 @@ impl Db {
             }
             Ok((restored, rebuilt || state.unindexed.is_empty()))
         })?;
+        // Whole again: a purge writes the full checkpoint, reads it back and lets go of the
+        // older ones, which name the damaged segment, and of that file (P4–P5).
         if whole {
-            self.checkpoint()?;
+            self.purge()?;
         }
         Ok(restored)
     }

@@ -655,21 +655,11 @@ fn a_damaged_shared_segment_opens_unindexed_and_restores() {
     for (id, text) in &rest {
         assert_eq!(&store.get(*id).unwrap().content, text);
     }
-    // Once no retained checkpoint names the damaged file (two newer full ones), it is gone.
+    // The purge that ended restoration let go of the damaged file and the checkpoints that
+    // named it.
     let name = shared.file_name().unwrap().to_str().unwrap().to_owned();
-    let mut checkpoints = 0;
-    while img.list(Path::new(DIR)).unwrap().contains(&name) {
-        assert!(checkpoints < 20, "the damaged segment is never let go");
-        for i in 0..10 {
-            store
-                .store(amberdb::StoreRequest::new(NewMemory::new(format!(
-                    "a later note {checkpoints}.{i}"
-                ))))
-                .unwrap();
-        }
-        store.checkpoint().unwrap();
-        checkpoints += 1;
-    }
+    assert!(!img.list(Path::new(DIR)).unwrap().contains(&name));
+    assert_eq!(files(&img, "ckpt-").len(), 1);
 }
 
 /// A crash while vectors are being restored loses nothing: the next open starts over from
@@ -720,4 +710,73 @@ fn a_store_with_a_maintenance_thread_restores_in_the_background() {
     }
     let (first, text) = want.iter().next().unwrap();
     assert_eq!(vector_hits(&store, text).first(), Some(first));
+}
+
+/// On a real directory: `check` names the damaged shared segment before, and is clean once
+/// the open has restored the vectors (the purge that ends restoration removed the file).
+#[test]
+fn check_is_clean_once_the_vectors_of_a_flat_segment_are_restored() {
+    damaged_shared_segment_on_disk(false);
+}
+
+/// The same with the shared segment an IVF one (`docs/ivf.md`): every IVF segment is named
+/// by both retained checkpoints.
+#[test]
+fn check_is_clean_once_the_vectors_of_an_ivf_segment_are_restored() {
+    damaged_shared_segment_on_disk(true);
+}
+
+fn damaged_shared_segment_on_disk(ivf: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let options = || {
+        amberdb::StoreOptions::hashing()
+            .maintenance_thread(false)
+            .hooks(amberdb::HookConfig::none())
+    };
+    let store = Store::open(dir.path(), options()).unwrap();
+    let mut want = BTreeMap::new();
+    for i in 0..40 {
+        let content = format!("incident {i}: queue q{i} stalled on host h{}", i * 3);
+        let id = store
+            .store(amberdb::StoreRequest::new(NewMemory::new(&content)))
+            .unwrap()
+            .memory_id;
+        want.insert(id, content);
+        if i == 19 || i == 39 {
+            store.checkpoint().unwrap();
+        }
+        if i == 19 && ivf {
+            let built = store
+                .build_index()
+                .unwrap()
+                .expect("a flat segment to index");
+            assert_eq!(built.rows, 20);
+        }
+    }
+    drop(store);
+    let mut segments = named(dir.path(), "seg-");
+    segments.sort();
+    let shared = segments.remove(0);
+    assert_eq!(
+        shared.to_str().unwrap().ends_with(".mnsi"),
+        ivf,
+        "{shared:?} and {segments:?}"
+    );
+    let mut bytes = std::fs::read(&shared).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x01;
+    std::fs::write(&shared, bytes).unwrap();
+    assert_eq!(check_errors_about(dir.path(), &shared).len(), 1);
+    let store = Store::open(dir.path(), options()).unwrap();
+    assert_eq!(store.unindexed(), 20);
+    assert_eq!(store.restore_vectors().unwrap(), 20);
+    drop(store);
+    let report = amberdb::verify::verify(dir.path()).unwrap();
+    assert_eq!(report.errors(), 0, "{:?}", report.findings);
+    assert!(!shared.exists());
+    let store = Store::open(dir.path(), options()).unwrap();
+    assert!(store.open_report().damaged_segments.is_empty());
+    for (id, text) in &want {
+        assert_eq!(&store.get(*id).unwrap().content, text);
+    }
 }
