@@ -243,8 +243,11 @@ impl Store {
     /// moment it was stored). Messages are never deduplicated (two turns saying "ok" are two
     /// turns); tags and categories do not apply. All are embedded in one batch.
     ///
+    /// The user and the session are created with the first turns when they do not exist yet
+    /// (as a stored memory creates its user), in the same commit.
+    ///
     /// # Errors
-    /// `EntityNotFound` for the user or session; `Invalid` / `LimitExceeded` for a message,
+    /// `Invalid` / `LimitExceeded` for the session id or a message,
     /// naming its position (checked for every message before any is stored); `Embed`,
     /// `MemoryLimitReached`, `Poisoned`, `DiskFull`, `Io`, `LimitExceeded` for a list over one
     /// frame (16 MiB). The messages are one log frame: an error means none was stored.
@@ -256,11 +259,7 @@ impl Store {
     ) -> Result<Vec<MemoryId>> {
         let user = self.user_for(user_id)?;
         let user = user.as_str();
-        {
-            let state = self.read();
-            user_index(&state, user)?;
-            check_scope(&state, user, Some(session_id), None)?;
-        }
+        record::validate_id("session_id", session_id)?;
         let skip = vec![
             WriteHook::ExactDedup,
             WriteHook::SemanticDedup,
@@ -293,10 +292,10 @@ impl Store {
     }
 
     /// Adds knowledge items (user-level facts) to `user_id`, with the store's hooks (a fact
-    /// stored twice is one fact).
+    /// stored twice is one fact). The user is created with its first item.
     ///
     /// # Errors
-    /// `EntityNotFound` for the user; per item, as `store_memory`.
+    /// Per item, as `store_memory`.
     pub fn add_knowledge(
         &self,
         user_id: Option<&str>,
@@ -304,7 +303,6 @@ impl Store {
     ) -> Result<Vec<Result<Stored>>> {
         let user = self.user_for(user_id)?;
         let user = user.as_str();
-        user_index(&self.read(), user)?;
         let reqs = items
             .iter()
             .map(|c| StoreRequest::new(NewMemory::new(c.clone()).user(user).kind(Kind::Knowledge)))

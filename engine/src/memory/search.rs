@@ -6,7 +6,7 @@
 //! never falls back to anything else; a fallback of any other strategy or mode is reported in
 //! `Hits::fallback`; nothing outside the user is ever read.
 
-use super::scope::{check_scope, user_index};
+use super::scope::check_scope;
 use super::{check_vector, in_range};
 use crate::hooks::Fold;
 use crate::hooks::dedup::{FoldItem, fold_duplicates, fold_slots};
@@ -1142,7 +1142,7 @@ impl Store {
     ///
     /// # Errors
     /// `Invalid` / `LimitExceeded` naming the parameter; `EntityNotFound` for an unknown
-    /// user, session or agent; `Embed` when the `similarity` strategy cannot embed the query.
+    /// session or agent (a user with nothing stored gets an empty page); `Embed` when the `similarity` strategy cannot embed the query.
     /// Never for the access count: one that cannot be recorded is skipped and counted
     /// (`Stats::accesses_not_recorded`).
     pub fn search(&self, req: &SearchRequest) -> Result<Hits> {
@@ -1222,10 +1222,11 @@ impl Store {
         let tokens: Option<(usize, usize)>;
         let (mut hits, total, folded_total) = {
             let state = self.read();
-            let u = user_index(&state, &plan.user)?;
             check_scope(&state, &plan.user, plan.filter.session.as_deref(), None)?;
             check_scope(&state, &plan.user, None, plan.filter.agent.as_deref())?;
-            let Some(u) = u else {
+            // A user who has stored nothing yet has nothing to find: an empty page, not an
+            // error (a new user's first turn searches before it stores).
+            let Some(u) = state.table.user(&plan.user) else {
                 return Ok(empty_hits(req, fallback));
             };
             let sel = select(&state, &plan.user, u, &plan.filter);

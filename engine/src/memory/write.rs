@@ -712,12 +712,15 @@ impl Store {
             for (i, ((p, e), category)) in
                 planned.iter().zip(&embedded).zip(&categories).enumerate()
             {
-                let agent_id = super::scope::check_scope(
-                    state,
-                    &p.user,
-                    p.m.session_id.as_deref(),
-                    p.m.agent_id.as_deref(),
-                )?;
+                // Chat turns create their session (the table makes its entity from the first
+                // record that names it): only one that exists is checked.
+                let session = p.m.session_id.as_deref().filter(|s| {
+                    state
+                        .table
+                        .has_entity(record::EntityKind::Session, &p.user, s)
+                });
+                let agent_id =
+                    super::scope::check_scope(state, &p.user, session, p.m.agent_id.as_deref())?;
                 let id = next.nth(i as u64);
                 let record = p.record(
                     id,

@@ -375,17 +375,11 @@ fn filters_apply_inside_the_scan_and_fill_k() {
             )),
         "a session that does not exist is named, not an empty page"
     );
-    assert!(
-        store
-            .search(&SearchRequest::by_vector(q.clone()).user("nobody"))
-            .is_err_and(|e| matches!(
-                e,
-                EngineError::EntityNotFound {
-                    field: "user_id",
-                    ..
-                }
-            ))
-    );
+    // A user who has stored nothing has an empty page, not an error (issue #46).
+    let empty = store
+        .search(&SearchRequest::by_vector(q.clone()).user("nobody"))
+        .unwrap();
+    assert_eq!((empty.count, empty.total), (0, 0));
     let t0 = store.get(targets[0]).unwrap().created_at;
     assert_eq!(
         by(&|r| {

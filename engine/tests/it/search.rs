@@ -643,14 +643,19 @@ fn entities_are_created_listed_and_scoped_to_their_user() {
         .unwrap();
     assert_eq!(ids.len(), 2, "two turns saying the same are two turns");
     assert_eq!(store.get(ids[1]).unwrap().agent_id.as_deref(), Some("bot"));
-    assert_eq!(
-        not_found(
-            store
-                .add_messages(Some("u1"), "nope", &[(Role::User, "x".into())])
-                .unwrap_err()
-        ),
-        "session_id"
+    // Turns create their session, and their user, in the same commit (issue #46).
+    let created = store
+        .add_messages(Some("u9"), "fresh", &[(Role::User, "first turn".into())])
+        .unwrap();
+    assert_eq!(store.get(created[0]).unwrap().session_id.as_deref(), Some("fresh"));
+    assert!(
+        store
+            .list_entities(EntityKind::Session, Some("u9"))
+            .unwrap()
+            .iter()
+            .any(|s| s.id == "fresh")
     );
+    assert!(store.add_messages(Some("u9"), "bad id\n", &[(Role::User, "x".into())]).is_err());
     assert!(matches!(
         store
             .add_messages(
@@ -701,12 +706,12 @@ fn entities_are_created_listed_and_scoped_to_their_user() {
         "user_id"
     );
     assert_eq!(
-        not_found(
-            store
-                .search(&SearchRequest::new("tea").user("u1"))
-                .unwrap_err()
-        ),
-        "user_id"
+        store
+            .search(&SearchRequest::new("tea").user("u1"))
+            .unwrap()
+            .count,
+        0,
+        "a deleted user's search is empty"
     );
     store
         .create_entity(EntityKind::User, None, "u1", None, None)
