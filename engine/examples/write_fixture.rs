@@ -10,7 +10,9 @@
 //! version 5 adds `forget/`, a store whose archive retention forgot archived records before and
 //! after its checkpoint; version 6 adds `reembed/`, a store re-embedded from the 384-d hashing
 //! embedder to the 64-d one, with writes after the switch in its log; version 7 adds `items/`,
-//! items put, replaced and deleted by key before and after its checkpoint.
+//! items put, replaced and deleted by key before and after its checkpoint; version 8 adds
+//! `chat/`, a session whose turns of every role (`tool` is new) were stored before and after
+//! a full checkpoint and a delta on it, with more in the log tail.
 
 use amberdb::log::format::VERSION;
 use amberdb::{
@@ -280,6 +282,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     write_forget_fixture(&root)?;
     write_reembed_fixture(&root)?;
     write_items_fixture(&root)?;
+    write_chat_fixture(&root)?;
     eprintln!("wrote {}", root.display());
     Ok(())
 }
@@ -372,6 +375,62 @@ fn write_reembed_fixture(root: &Path) -> Result<(), Box<dyn std::error::Error>> 
     store.close()?;
     std::fs::remove_file(dir.join("LOCK"))?;
     std::fs::write(root.join("reembed.tsv"), tsv)?;
+    Ok(())
+}
+
+/// Version 8: `chat/`, a session of every role's turns (a tool's output is new) stored
+/// before a full checkpoint, between it and a delta on it, and after both; `chat.tsv`: id,
+/// role and content of every turn.
+fn write_chat_fixture(root: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let dir = root.join("chat");
+    let store = Store::open(
+        &dir,
+        StoreOptions::hashing()
+            .maintenance_thread(false)
+            .delta_max_share(f64::INFINITY),
+    )?;
+    let turns = |list: &[(Role, &str)]| {
+        let turns: Vec<amberdb::Turn> = list
+            .iter()
+            .map(|(role, content)| amberdb::Turn {
+                role: *role,
+                content: (*content).to_owned(),
+                at: None,
+            })
+            .collect();
+        store.add_turns(Some("ann"), "thread-1", &turns)
+    };
+    turns(&[
+        (Role::System, "You are a helpful travel agent."),
+        (Role::User, "What is the weather in Lisbon?"),
+        (Role::Assistant, "Let me check the forecast."),
+        (
+            Role::Tool,
+            "{\"city\": \"Lisbon\", \"forecast\": \"sunny, 24 C\"}",
+        ),
+    ])?;
+    store.checkpoint()?;
+    turns(&[
+        (Role::Assistant, "It is sunny in Lisbon, 24 degrees."),
+        (Role::User, "And in Porto?"),
+        (
+            Role::Tool,
+            "{\"city\": \"Porto\", \"forecast\": \"rain, 17 C\"}",
+        ),
+    ])?;
+    store.checkpoint()?;
+    turns(&[(
+        Role::Assistant,
+        "Rain in Porto, 17 degrees: take an umbrella.",
+    )])?;
+    let mut tsv = String::new();
+    for m in store.list_recent(Some("ann"), 50)?.iter().rev() {
+        let role = m.role.map_or("none", Role::as_str);
+        tsv.push_str(&format!("{}\t{role}\t{}\n", m.id.0, m.content));
+    }
+    store.close()?;
+    std::fs::remove_file(dir.join("LOCK"))?;
+    std::fs::write(root.join("chat.tsv"), tsv)?;
     Ok(())
 }
 

@@ -149,8 +149,8 @@ pub use kernel::db::{IndexBuild, PendingDurable, Purge};
 pub use kernel::maintenance::{CheckpointRun, MaintenanceCounters, Removed};
 pub use kernel::recovery::OpenReport;
 pub use options::{
-    ArchiveRetention, Clock, DEFAULT_PURGE_DELAY, IndexOptions, MAX_MEMORY_LIMIT, StoreOptions,
-    SyncPolicy,
+    ArchiveRetention, Clock, DEFAULT_MEMORY_LIMIT, DEFAULT_PURGE_DELAY, IndexOptions,
+    MAX_MEMORY_LIMIT, StoreOptions, SyncPolicy,
 };
 pub use record::{
     Category, Entity, EntityKind, Item, Kind, Memory, MemoryId, NewMemory, Role, TagSnapshot,

@@ -144,6 +144,12 @@ pub const DEFAULT_PURGE_DELAY: std::time::Duration = std::time::Duration::from_s
 /// Largest configurable memory limit.
 pub const MAX_MEMORY_LIMIT: usize = 10_000_000;
 
+/// Live memories a store holds by default, all users, chat turns included: an agent storing
+/// a turn every few seconds all week stays under it (vector-memory-mcp's 10,000 was reached
+/// in a day by a chat loop; issue #46). `StoreOptions::memory_limit`, Python's
+/// `memory_limit=`, the server's `--memory-limit` change it.
+pub const DEFAULT_MEMORY_LIMIT: usize = 1_000_000;
+
 impl StoreOptions {
     /// Defaults around `embedder`.
     #[must_use]
@@ -152,7 +158,7 @@ impl StoreOptions {
             embedder,
             storage: Arc::new(FsStorage),
             sync: SyncPolicy::Always,
-            memory_limit: 10_000,
+            memory_limit: DEFAULT_MEMORY_LIMIT,
             seal_rows: 65_536,
             checkpoint_bytes: 64 << 20,
             log_tail_limit: 96 << 20,

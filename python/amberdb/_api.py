@@ -62,9 +62,10 @@ class Commands:
         raise NotImplementedError
 
     # -- anything --------------------------------------------------------------------------
-    def call(self, command: str, **args: Any) -> Dict[str, Any]:
+    def call(self, command: str, /, **args: Any) -> Dict[str, Any]:
         """Runs any protocol command by name (``"STORE_MEMORY"``, ``"SEARCH"``, ...) and returns
-        its reply as a dict. ``HELP`` lists the commands and their arguments."""
+        its reply as a dict. ``call("HELP")`` lists the commands, ``call("HELP",
+        command="SEARCH")`` one command's arguments."""
         return self._run(command, _args(**args), _same)
 
     # -- memories --------------------------------------------------------------------------
@@ -162,13 +163,15 @@ class Commands:
         skip_hooks: Optional[Sequence[str]] = None,
         force_hooks: Optional[Sequence[str]] = None,
         dedup_distance: Optional[float] = None,
+        merge: Optional[str] = None,
     ) -> Dict[str, Any]:
         """Changes a memory. New content makes a new record (``memory_id`` in the reply) that
         supersedes the old one, which stays in its lineage."""
         return self._run(
             "UPDATE_MEMORY",
             _args(memory_id=memory_id, content=content, category=category, tags=tags,
-                  skip_hooks=skip_hooks, force_hooks=force_hooks, dedup_distance=dedup_distance),
+                  skip_hooks=skip_hooks, force_hooks=force_hooks, dedup_distance=dedup_distance,
+                  merge=merge),
             _same,
         )
 
@@ -176,11 +179,14 @@ class Commands:
         """Deletes a memory (its text leaves the store's files within a maintenance cycle)."""
         return self._run("DELETE_BY_MEMORY_ID", _args(memory_id=memory_id), _same)
 
-    def feedback(self, memory_id: int, helpful: bool) -> Dict[str, Any]:
-        """Marks a memory helpful or harmful (ranking and retention read it)."""
-        return self._run(
-            "FEEDBACK", _args(memory_id=memory_id, feedback="helpful" if helpful else "harmful"), _same
-        )
+    def feedback(self, memory_id: int, feedback: Union[str, bool]) -> Dict[str, Any]:
+        """Marks a memory ``"helpful"`` or ``"harmful"`` (the protocol's words; ``True`` /
+        ``False`` mean the same). Ranking and retention read it."""
+        if isinstance(feedback, bool):
+            feedback = "helpful" if feedback else "harmful"
+        elif not isinstance(feedback, str):
+            raise TypeError(f"feedback: give \"helpful\", \"harmful\" or a bool, not {feedback!r}")
+        return self._run("FEEDBACK", _args(memory_id=memory_id, feedback=feedback), _same)
 
     def recent(self, *, user_id: Optional[str] = None, limit: Optional[int] = None) -> List[Memory]:
         """A user's most recently stored memories, newest first."""
@@ -316,13 +322,14 @@ class Commands:
         self, query: str, *, user_id: Optional[str] = None, session_id: Optional[str] = None,
         agent_id: Optional[str] = None, top_k: Optional[int] = None, store_type: Optional[str] = None,
         include_messages: Optional[bool] = None, include_knowledge: Optional[bool] = None,
+        max_tokens: Optional[int] = None,
     ) -> Dict[str, Any]:
         """MemFuse's query over memories, messages and knowledge (its envelope as the reply)."""
         return self._run(
             "QUERY",
             _args(query=query, user_id=user_id, session_id=session_id, agent_id=agent_id,
                   top_k=top_k, store_type=store_type, include_messages=include_messages,
-                  include_knowledge=include_knowledge),
+                  include_knowledge=include_knowledge, max_tokens=max_tokens),
             _same,
         )
 

@@ -21,6 +21,14 @@ class Store(Commands):
     ``"hashing"`` (no model, lexical rather than semantic); left out, a store opens with the
     embedder it was made with (MiniLM for a new store), so a reopen never needs to name it. One process owns a store: a second open raises :class:`OSError`.
 
+    ``memory_limit`` is the most live memories the store holds, all users, chat turns included
+    (1,000,000 by default). The store-wide write and read hooks take the settings ``amberdb
+    serve`` takes as flags: ``semantic_dedup=False`` stores every distinct text as its own
+    memory (no merge, no fact superseded; exact duplicates are still ``outcome="duplicate"``),
+    ``dedup_distance`` (0.35), ``merge`` (``"sure"`` or ``"paraphrases"``), ``fold=False``
+    keeps near-duplicate results apart in a search, ``cluster_distance`` (0.40). Per call,
+    ``skip_hooks`` / ``force_hooks`` still override them.
+
     Every method releases the GIL while the engine works, and may be called from several
     threads at once. Use it as a context manager, or call :meth:`close`::
 
@@ -38,13 +46,24 @@ class Store(Commands):
         model_dir: Optional[PathLike] = None,
         fetch_model: bool = True,
         memory_limit: Optional[int] = None,
+        semantic_dedup: Optional[bool] = None,
+        dedup_distance: Optional[float] = None,
+        merge: Optional[str] = None,
+        fold: Optional[bool] = None,
+        cluster_distance: Optional[float] = None,
     ) -> None:
         self.path = os.fspath(path)
         self._native = None  # an open that fails leaves a closed Store (repr, close work)
         os.environ.setdefault("AMBERDB_PYTHON", sys.executable)  # for a first-use model fetch
+        hooks = {
+            name: value for name, value in (
+                ("semantic_dedup", semantic_dedup), ("dedup_distance", dedup_distance),
+                ("merge", merge), ("fold", fold), ("cluster_distance", cluster_distance),
+            ) if value is not None
+        }
         self._native = _amberdb.NativeStore(
             self.path, embedder, None if model_dir is None else os.fspath(model_dir),
-            fetch_model, memory_limit,
+            fetch_model, memory_limit, json.dumps(hooks) if hooks else None,
         )
 
     def _run(self, command: str, args: Dict[str, Any], parse: Callable[[Dict[str, Any]], Any]) -> Any:

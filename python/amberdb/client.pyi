@@ -34,7 +34,8 @@ class Client:
         absolute) while reads and writes go on, and checks the copy."""
     def call(self, command: str, **args: Any) -> Dict[str, Any]:
         """Runs any protocol command by name (``"STORE_MEMORY"``, ``"SEARCH"``, ...) and returns
-        its reply as a dict. ``HELP`` lists the commands and their arguments."""
+        its reply as a dict. ``call("HELP")`` lists the commands, ``call("HELP",
+        command="SEARCH")`` one command's arguments."""
     def canonical_tags(self, *, user_id: Optional[str] = ...) -> List[str]:
         ...
     def clear_old_memories(self, *, user_id: Optional[str] = ..., days_old: Optional[int] = ..., max_to_keep: Optional[int] = ...) -> Dict[str, Any]:
@@ -61,8 +62,9 @@ class Client:
         ...
     def delete_user(self, user_id: str) -> Dict[str, Any]:
         """Deletes a user and everything of it, in one commit."""
-    def feedback(self, memory_id: int, helpful: bool) -> Dict[str, Any]:
-        """Marks a memory helpful or harmful (ranking and retention read it)."""
+    def feedback(self, memory_id: int, feedback: Union[str, bool]) -> Dict[str, Any]:
+        """Marks a memory ``"helpful"`` or ``"harmful"`` (the protocol's words; ``True`` /
+        ``False`` mean the same). Ranking and retention read it."""
     def get(self, memory_id: int) -> Memory:
         """The memory with this id (counts as an access); :class:`amberdb.NotFound` if none."""
     def get_agent(self, agent_id: str, *, user_id: Optional[str] = ...) -> Entity:
@@ -184,7 +186,7 @@ class Pipeline:
         ...
     def delete_user(self, user_id: str) -> Pending:
         ...
-    def feedback(self, memory_id: int, helpful: bool) -> Pending:
+    def feedback(self, memory_id: int, feedback: Union[str, bool]) -> Pending:
         ...
     def get(self, memory_id: int) -> Pending:
         ...
@@ -293,7 +295,7 @@ class AsyncClient:
         ...
     async def delete_user(self, user_id: str) -> Dict[str, Any]:
         ...
-    async def feedback(self, memory_id: int, helpful: bool) -> Dict[str, Any]:
+    async def feedback(self, memory_id: int, feedback: Union[str, bool]) -> Dict[str, Any]:
         ...
     async def get(self, memory_id: int) -> Memory:
         ...

@@ -59,7 +59,7 @@ impl NativeStore {
     /// the default model directory), fetched first when `fetch_model` and its files are
     /// missing.
     #[new]
-    #[pyo3(signature = (path, embedder=None, model_dir=None, fetch_model=true, memory_limit=None))]
+    #[pyo3(signature = (path, embedder=None, model_dir=None, fetch_model=true, memory_limit=None, hooks=None))]
     fn open(
         py: Python<'_>,
         path: PathBuf,
@@ -67,7 +67,15 @@ impl NativeStore {
         model_dir: Option<PathBuf>,
         fetch_model: bool,
         memory_limit: Option<usize>,
+        hooks: Option<&str>,
     ) -> PyResult<NativeStore> {
+        // The store-wide hook settings `serve` takes as flags, as a JSON object of the same
+        // names (`semantic_dedup`, `dedup_distance`, `merge`, `fold`, `cluster_distance`).
+        let hooks: amberdb_server::config::FileConfig = match hooks {
+            None => amberdb_server::config::FileConfig::default(),
+            Some(json) => serde_json::from_str(json)
+                .map_err(|e| PyValueError::new_err(format!("hook settings: {e}")))?,
+        };
         let choice = match embedder {
             None => amberdb_server::recorded_embedder(&path).unwrap_or(EmbedderChoice::Minilm),
             Some("minilm") => EmbedderChoice::Minilm,
@@ -100,6 +108,9 @@ impl NativeStore {
             if let Some(limit) = memory_limit {
                 options.memory_limit = limit;
             }
+            amberdb_server::config::HookFlags::default()
+                .apply(&hooks, &mut options.hooks)
+                .map_err(|e| PyValueError::new_err(format!("{e:#}")))?;
             std::fs::create_dir_all(&path)
                 .map_err(|e| PyOSError::new_err(format!("creating {}: {e}", path.display())))?;
             let store = amberdb::Store::open(&path, options).map_err(|e| {

@@ -160,7 +160,7 @@ fn seed_reply(e: &EngineError) -> Map<String, Value> {
         } => (
             "Memory limit reached",
             format!(
-                "Memory limit reached ({held}/{limit}; adding {adding} would pass it). Use clear_old_memories to free space."
+                "Memory limit reached ({held}/{limit}; adding {adding} would pass it). Use clear_old_memories to free space, or raise the limit (--memory-limit / AMBERDB_MEMORY_LIMIT for the server, memory_limit= for Python's Store)."
             ),
         ),
         EngineError::DimensionMismatch { .. } => ("Invalid input", e.to_string()),
@@ -273,7 +273,7 @@ impl Ty {
             Ty::StrList => json!({"type": "array", "items": {"type": "string"}}),
             Ty::Messages => json!({"type": "array", "items": {
                 "type": "object",
-                "properties": {"role": {"type": "string", "enum": ["user", "assistant", "system"]},
+                "properties": {"role": {"type": "string", "enum": ["user", "assistant", "system", "tool"]},
                                "content": {"type": "string"},
                                "time": {"type": "string", "description": "when it was said (RFC 3339 or a date)"}},
                 "required": ["role", "content"]}}),

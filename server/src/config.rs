@@ -56,8 +56,8 @@ pub struct ServeFlags {
     /// 64].
     #[arg(long, env = "AMBERDB_MAX_QUEUED")]
     pub max_queued: Option<usize>,
-    /// Most live memories in the store, all users (1000..=10000000) [default: 10000, the
-    /// seed's].
+    /// Most live memories in the store, all users, chat turns included (1000..=10000000)
+    /// [default: 1000000].
     #[arg(long, env = "AMBERDB_MEMORY_LIMIT")]
     pub memory_limit: Option<usize>,
     /// How long deleted and replaced memories stay on disk.

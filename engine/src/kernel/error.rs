@@ -91,7 +91,11 @@ pub enum EngineError {
         provided: String,
     },
     /// The memories a write adds do not fit under the store's limit.
-    #[error("memory limit reached: {held} of {limit} memories held; adding {adding} would pass it")]
+    #[error(
+        "memory limit reached: {held} of {limit} memories held; adding {adding} would pass it \
+         (delete memories, or open the store with a higher memory limit: StoreOptions::memory_limit, \
+         Python's memory_limit=, the server's --memory-limit)"
+    )]
     MemoryLimitReached {
         /// The configured limit.
         limit: usize,

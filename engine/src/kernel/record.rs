@@ -231,6 +231,9 @@ closed_enum!(
         Assistant = 2 / "assistant",
         /// The system prompt.
         System = 3 / "system",
+        /// A tool's output, as an agent framework passes it back (format v8 of the log, v9
+        /// of checkpoints).
+        Tool = 4 / "tool",
     }
 );
 

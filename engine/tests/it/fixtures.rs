@@ -2,7 +2,8 @@
 //! --example write_fixture` (by the build of that version) and never regenerated:
 //! `tests/fixtures/v<N>/{store,torn,corrupt}` plus `expected.tsv` (id, user, tags, content of
 //! every live record); version 2 adds `lineage.tsv` (a live id and the ids it supersedes),
-//! version 3 `entities.tsv` (every user, agent and session: kind, user, id, name, agent).
+//! version 3 `entities.tsv` (every user, agent and session: kind, user, id, name, agent);
+//! version 8 `chat/` and `chat.tsv` (turns of every role, a delta checkpoint).
 
 use amberdb::{
     EngineError, EntityKind, MemoryId, SearchRequest, Store, StoreOptions, Strategy, Timestamp,
@@ -377,4 +378,47 @@ fn version_7_store_opens_with_its_items_replaced_and_deleted_by_key() {
     };
     let put = store.put_item(Some("prefs.bob"), item, "bob eats").unwrap();
     assert!(put.replaced.is_some());
+}
+
+#[test]
+fn version_8_store_opens_with_its_tool_turns_and_its_delta() {
+    check_v2_store(8);
+    let dir = copy_of_version(8, "chat");
+    let store = Store::open(dir.path(), StoreOptions::hashing()).unwrap();
+    let report = store.open_report();
+    assert_eq!(
+        report.checkpoint_delta_of,
+        Some(1),
+        "the newest checkpoint is a delta"
+    );
+    assert!(report.replayed_frames > 0, "fixture has a log tail");
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v8/chat.tsv"),
+    )
+    .unwrap();
+    let mut tools = 0;
+    for line in text.lines() {
+        let f: Vec<&str> = line.splitn(3, '\t').collect();
+        let m = store.get(MemoryId(f[0].parse().unwrap())).unwrap();
+        assert_eq!(
+            (m.role.map(amberdb::Role::as_str), m.content.as_str()),
+            (Some(f[1]), f[2])
+        );
+        assert_eq!(m.session_id.as_deref(), Some("thread-1"));
+        tools += usize::from(f[1] == "tool");
+    }
+    assert_eq!((text.lines().count(), tools), (8, 2));
+    // The session goes on, tool turns included.
+    let more = store
+        .add_turns(
+            Some("ann"),
+            "thread-1",
+            &[amberdb::Turn {
+                role: amberdb::Role::Tool,
+                content: "{\"city\": \"Faro\"}".into(),
+                at: None,
+            }],
+        )
+        .unwrap();
+    assert_eq!(store.get(more[0]).unwrap().role, Some(amberdb::Role::Tool));
 }

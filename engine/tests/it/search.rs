@@ -647,7 +647,10 @@ fn entities_are_created_listed_and_scoped_to_their_user() {
     let created = store
         .add_messages(Some("u9"), "fresh", &[(Role::User, "first turn".into())])
         .unwrap();
-    assert_eq!(store.get(created[0]).unwrap().session_id.as_deref(), Some("fresh"));
+    assert_eq!(
+        store.get(created[0]).unwrap().session_id.as_deref(),
+        Some("fresh")
+    );
     assert!(
         store
             .list_entities(EntityKind::Session, Some("u9"))
@@ -655,7 +658,11 @@ fn entities_are_created_listed_and_scoped_to_their_user() {
             .iter()
             .any(|s| s.id == "fresh")
     );
-    assert!(store.add_messages(Some("u9"), "bad id\n", &[(Role::User, "x".into())]).is_err());
+    assert!(
+        store
+            .add_messages(Some("u9"), "bad id\n", &[(Role::User, "x".into())])
+            .is_err()
+    );
     assert!(matches!(
         store
             .add_messages(

@@ -26,9 +26,9 @@ use std::ops::RangeInclusive;
 /// File magic.
 pub const MAGIC: [u8; 4] = *b"MNCK";
 /// Version this build writes.
-pub const VERSION: u16 = 8;
+pub const VERSION: u16 = 9;
 /// Versions this build reads (v1 has no aux section, v2 no entities in it, v1–v4 no segment
-/// kinds, v1–v5 no model and no staged re-embedding, v1–v7 no deltas).
+/// kinds, v1–v5 no model and no staged re-embedding, v1–v7 no deltas, v1–v8 no tool role).
 pub const SUPPORTED: RangeInclusive<u16> = 1..=VERSION;
 /// Flag bit: the checkpoint is a delta on the full checkpoint at `base_seq` (v8).
 pub const FLAG_DELTA: u16 = 1;

@@ -30,9 +30,9 @@ use std::ops::RangeInclusive;
 /// File magic.
 pub const MAGIC: [u8; 4] = *b"MNWL";
 /// Version this build writes.
-pub const VERSION: u16 = 7;
+pub const VERSION: u16 = 8;
 /// Versions this build reads (v1 files hold only store and delete frames, v2 no entities, v4
-/// no forgotten archive, v5 no re-embedding).
+/// no forgotten archive, v5 no re-embedding, v6 no items, v7 no tool role).
 pub const SUPPORTED: RangeInclusive<u16> = 1..=VERSION;
 /// File header length.
 pub const HEADER_LEN: usize = 32;

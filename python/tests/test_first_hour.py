@@ -1,0 +1,128 @@
+"""What a new Python agent builder meets in the first hour (issue #46): a new user's first
+search, a second run of the README snippet, store-wide hook settings, chat history as agent
+frameworks hold it, feedback in the protocol's words, and every method's arguments checked
+against the command table the engine publishes (HELP)."""
+import inspect
+
+import pytest
+
+import amberdb
+from amberdb._api import Commands
+
+
+def test_a_new_users_first_search_is_an_empty_page(hashing_store):
+    page = hashing_store.search("anything at all", user_id="brand-new-user")
+    assert list(page) == []
+    # A session that does not exist is still named.
+    with pytest.raises(amberdb.NotFound):
+        hashing_store.search("x", user_id="brand-new-user", session_id="nope")
+
+
+def test_the_readme_snippet_runs_twice(store_dir):
+    for run in range(2):
+        with amberdb.Store(store_dir, embedder="hashing") as db:
+            stored = db.store("pytest -x stops at the first failure", tags=["python"])
+            assert stored.outcome == ("stored" if run == 0 else "duplicate")
+            assert stored.memory_id == 1
+    # Reopened without naming the embedder: the store remembers it.
+    with amberdb.Store(store_dir) as db:
+        assert db.stats()["store"]["embedder"] == "amberdb-hashing-v1-384"
+        assert db.stats()["store"]["memory_limit"] == 1_000_000
+
+
+def test_store_wide_hook_settings(store_dir):
+    a = "User prefers Sublime Text for Python"
+    b = "User prefers Sublime Text for SQL"
+    with amberdb.Store(store_dir / "default", embedder="hashing") as db:
+        db.store(a)
+        default_outcome = db.store(b).outcome
+    with amberdb.Store(store_dir / "off", embedder="hashing", semantic_dedup=False) as db:
+        db.store(a)
+        assert db.store(b).outcome == "stored"
+        assert len(list(db.search("Sublime Text"))) == 2
+        assert db.store(a).outcome == "duplicate", "exact duplicates are still caught"
+    assert default_outcome in ("stored", "superseded", "merged")
+    with pytest.raises(ValueError, match="dedup_distance"):
+        amberdb.Store(store_dir / "bad", embedder="hashing", dedup_distance=3.0)
+    with pytest.raises(ValueError, match="merge"):
+        amberdb.Store(store_dir / "bad2", embedder="hashing", merge="always")
+
+
+def test_feedback_takes_the_protocols_words(hashing_store):
+    mid = hashing_store.store("the cache lives in /var/cache/app").memory_id
+    hashing_store.feedback(mid, "harmful")
+    hashing_store.feedback(mid, "harmful")
+    hashing_store.feedback(mid, True)
+    m = hashing_store.get(mid)
+    assert (m.helpful_count, m.harmful_count) == (1, 2)
+    with pytest.raises(amberdb.InvalidArgument):
+        hashing_store.feedback(mid, "meh")
+    with pytest.raises(TypeError):
+        hashing_store.feedback(mid, 1)
+
+
+def test_call_takes_a_command_argument(hashing_store):
+    help_ = hashing_store.call("HELP", command="SEARCH_MEMORIES")
+    assert help_["command"] == "SEARCH_MEMORIES"
+    assert any(a["name"] == "query" for a in help_["arguments"])
+
+
+def test_add_messages_creates_its_user_and_session(hashing_store):
+    ids = hashing_store.add_messages("thread-1", [
+        {"role": "user", "content": "My cat is called Miso"},
+        {"role": "assistant", "content": "Nice name!"},
+    ], user_id="new-user")
+    assert len(ids) == 2
+    assert [s.id for s in hashing_store.list_sessions(user_id="new-user")] == ["thread-1"]
+    hits = hashing_store.search("cat", user_id="new-user", session_id="thread-1")
+    assert ids[0] in [h.id for h in hits]
+
+
+class _Recorder(Commands):
+    def __init__(self):
+        self.seen = None
+
+    def _run(self, command, args, parse):
+        self.seen = (command, args)
+        return None
+
+
+def _sample(param: inspect.Parameter):
+    name = param.name
+    if name in ("content", "query", "text", "key", "dest", "preview_id", "snapshot_id",
+                "session_id", "agent_id", "user_id", "token", "description", "name", "prefix"):
+        return "x"
+    if name in ("value",):
+        return {"a": 1}
+    if name in ("messages",):
+        return [{"role": "user", "content": "x"}]
+    if name in ("items", "tags", "skip_hooks", "force_hooks"):
+        return ["x"]
+    if name == "feedback":
+        return "helpful"
+    return 1
+
+
+def test_every_method_names_its_commands_arguments(hashing_store):
+    """Each method sends one command; every keyword it takes is an argument of that command
+    (HELP), and every argument of the command is reachable from the method (a parameter, or
+    `**more`). A renamed or missing argument fails here, not in a user's agent loop."""
+    checked = 0
+    for name, method in inspect.getmembers(Commands, inspect.isfunction):
+        if name.startswith("_") or name == "call":
+            continue
+        sig = inspect.signature(method)
+        params = [p for p in list(sig.parameters.values())[1:]
+                  if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+        rec = _Recorder()
+        getattr(rec, name)(*[_sample(p) for p in params if p.default is p.empty])
+        command = rec.seen[0]
+        help_ = hashing_store.call("HELP", command=command)
+        arguments = {a["name"] for a in help_["arguments"]}
+        takes = {p.name for p in params}
+        assert takes <= arguments, f"{name}: {takes - arguments} are not {command}'s arguments"
+        has_more = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
+        assert has_more or arguments <= takes, (
+            f"{name}: {command}'s {arguments - takes} cannot be given")
+        checked += 1
+    assert checked >= 40
