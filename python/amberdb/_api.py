@@ -31,6 +31,69 @@ def _args(**values: Any) -> Dict[str, Any]:
     return out
 
 
+# Role names of the message shapes agent frameworks hold: ours and OpenAI's (`role`), and
+# LangChain's message types (`type`: human, ai, system, tool, function; `chat` has a `role`).
+_ROLES = {
+    "user": "user", "human": "user", "assistant": "assistant", "ai": "assistant",
+    "system": "system", "developer": "system", "tool": "tool", "function": "tool",
+}
+
+
+def _calls_text(calls: Any) -> str:
+    """The tool calls of an assistant turn as text (``called name(arguments)``), from OpenAI's
+    ``{"function": {"name", "arguments"}}`` or LangChain's ``{"name", "args"}``."""
+    import json
+
+    out = []
+    for call in calls or []:
+        if not isinstance(call, Mapping):
+            continue
+        function = call.get("function") if isinstance(call.get("function"), Mapping) else call
+        name = function.get("name", "?")
+        arguments = function.get("arguments", function.get("args", {}))
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        out.append(f"called {name}({arguments})")
+    return "\n".join(out)
+
+
+def _turn(message: Any, i: int) -> Dict[str, Any]:
+    """One chat turn as ADD_MESSAGES takes it (``role``, ``content``, ``time``), from a dict
+    (ours, or OpenAI's chat message) or a LangChain message. Text parts of a list content are
+    joined; an assistant turn's tool calls are written out after its text; a part that is not
+    text (an image) is refused, naming the turn: nothing is dropped silently."""
+    if isinstance(message, Mapping):
+        role, content = message.get("role", message.get("type")), message.get("content")
+        calls, time = message.get("tool_calls"), message.get("time")
+    elif hasattr(message, "type") and hasattr(message, "content"):
+        role = getattr(message, "role", None) if message.type == "chat" else message.type
+        content, calls, time = message.content, getattr(message, "tool_calls", None), None
+    else:
+        raise TypeError(
+            f"messages[{i}]: give a dict with role and content, or a LangChain message, "
+            f"not {type(message).__name__}")
+    if isinstance(content, (list, tuple)):
+        texts = []
+        for part in content:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, Mapping) and part.get("type") == "text":
+                texts.append(str(part.get("text", "")))
+            else:
+                kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
+                raise ValueError(f"messages[{i}]: a content part of type {kind!r} is not text")
+        content = "\n".join(texts)
+    elif content is None:
+        content = ""
+    written_calls = _calls_text(calls)
+    if written_calls:
+        content = f"{content}\n{written_calls}" if content else written_calls
+    turn = {"role": _ROLES.get(role, role) if isinstance(role, str) else role, "content": content}
+    if time is not None:
+        turn["time"] = time
+    return turn
+
+
 def _same(reply: Dict[str, Any]) -> Dict[str, Any]:
     return reply
 
@@ -304,13 +367,19 @@ class Commands:
         return self._run("DELETE_SESSION", _args(user_id=user_id, session_id=session_id), _same)
 
     def add_messages(
-        self, session_id: str, messages: Iterable[Dict[str, str]], *, user_id: Optional[str] = None,
+        self, session_id: str, messages: Iterable[Any], *, user_id: Optional[str] = None,
     ) -> List[int]:
-        """Stores chat turns (``{"role": ..., "content": ..., "time": ...}``, ``time``
-        optional: when the turn was said, an RFC 3339 string or a date, its ``valid_from``) as
-        one commit; their ids."""
+        """Stores chat turns as one commit and returns their ids; the session (and the user)
+        is created with the first turns. A turn is ``{"role": ..., "content": ..., "time":
+        ...}`` (``role`` user, assistant, system or tool; ``time`` optional: when it was said,
+        an RFC 3339 string or a date, its ``valid_from``), an OpenAI chat message (roles
+        ``developer`` and ``function`` too, ``content`` as text parts, an assistant's
+        ``tool_calls`` written out as ``called name(arguments)``), or a LangChain message
+        (``HumanMessage``, ``AIMessage`` with its tool calls, ``SystemMessage``,
+        ``ToolMessage``): ``add_messages(thread_id, state["messages"])`` works as it is."""
+        turns = [_turn(m, i) for i, m in enumerate(messages)]
         return self._run(
-            "ADD_MESSAGES", _args(user_id=user_id, session_id=session_id, messages=list(messages)),
+            "ADD_MESSAGES", _args(user_id=user_id, session_id=session_id, messages=turns),
             _field("memory_ids"),
         )
 

@@ -25,10 +25,15 @@ class Client:
     def __exit__(self, *exc: Any) -> None: ...
     def add_knowledge(self, items: Iterable[str], *, user_id: Optional[str] = ...) -> Dict[str, Any]:
         """Stores user-level facts, item by item (the reply says which were stored)."""
-    def add_messages(self, session_id: str, messages: Iterable[Dict[str, str]], *, user_id: Optional[str] = ...) -> List[int]:
-        """Stores chat turns (``{"role": ..., "content": ..., "time": ...}``, ``time``
-        optional: when the turn was said, an RFC 3339 string or a date, its ``valid_from``) as
-        one commit; their ids."""
+    def add_messages(self, session_id: str, messages: Iterable[Any], *, user_id: Optional[str] = ...) -> List[int]:
+        """Stores chat turns as one commit and returns their ids; the session (and the user)
+        is created with the first turns. A turn is ``{"role": ..., "content": ..., "time":
+        ...}`` (``role`` user, assistant, system or tool; ``time`` optional: when it was said,
+        an RFC 3339 string or a date, its ``valid_from``), an OpenAI chat message (roles
+        ``developer`` and ``function`` too, ``content`` as text parts, an assistant's
+        ``tool_calls`` written out as ``called name(arguments)``), or a LangChain message
+        (``HumanMessage``, ``AIMessage`` with its tool calls, ``SystemMessage``,
+        ``ToolMessage``): ``add_messages(thread_id, state["messages"])`` works as it is."""
     def backup(self, dest: str) -> Dict[str, Any]:
         """Copies the store, as it is at one commit, into ``dest`` (a new or empty directory,
         absolute) while reads and writes go on, and checks the copy."""
@@ -108,7 +113,7 @@ class Client:
         the meaning of ``text``. A live item of the same key is replaced in the same commit
         (``replaced`` in the result); the key keeps its ``created_at``. No write hook
         (dedup, tags, category) touches an item."""
-    def query(self, query: str, *, user_id: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., top_k: Optional[int] = ..., store_type: Optional[str] = ..., include_messages: Optional[bool] = ..., include_knowledge: Optional[bool] = ...) -> Dict[str, Any]:
+    def query(self, query: str, *, user_id: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., top_k: Optional[int] = ..., store_type: Optional[str] = ..., include_messages: Optional[bool] = ..., include_knowledge: Optional[bool] = ..., max_tokens: Optional[int] = ...) -> Dict[str, Any]:
         """MemFuse's query over memories, messages and knowledge (its envelope as the reply)."""
     def recent(self, *, user_id: Optional[str] = ..., limit: Optional[int] = ...) -> List[Memory]:
         """A user's most recently stored memories, newest first."""
@@ -143,7 +148,7 @@ class Client:
         ...
     def tags(self, *, user_id: Optional[str] = ...) -> List[str]:
         """Every tag in use."""
-    def update(self, memory_id: int, *, content: Optional[str] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., skip_hooks: Optional[Sequence[str]] = ..., force_hooks: Optional[Sequence[str]] = ..., dedup_distance: Optional[float] = ...) -> Dict[str, Any]:
+    def update(self, memory_id: int, *, content: Optional[str] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., skip_hooks: Optional[Sequence[str]] = ..., force_hooks: Optional[Sequence[str]] = ..., dedup_distance: Optional[float] = ..., merge: Optional[str] = ...) -> Dict[str, Any]:
         """Changes a memory. New content makes a new record (``memory_id`` in the reply) that
         supersedes the old one, which stays in its lineage."""
 
@@ -154,7 +159,7 @@ class Pipeline:
     def __exit__(self, exc_type: Any, *exc: Any) -> None: ...
     def add_knowledge(self, items: Iterable[str], *, user_id: Optional[str] = ...) -> Pending:
         ...
-    def add_messages(self, session_id: str, messages: Iterable[Dict[str, str]], *, user_id: Optional[str] = ...) -> Pending:
+    def add_messages(self, session_id: str, messages: Iterable[Any], *, user_id: Optional[str] = ...) -> Pending:
         ...
     def backup(self, dest: str) -> Pending:
         ...
@@ -224,7 +229,7 @@ class Pipeline:
         ...
     def put_item(self, key: str, value: Mapping[str, Any], text: str, *, user_id: Optional[str] = ...) -> Pending:
         ...
-    def query(self, query: str, *, user_id: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., top_k: Optional[int] = ..., store_type: Optional[str] = ..., include_messages: Optional[bool] = ..., include_knowledge: Optional[bool] = ...) -> Pending:
+    def query(self, query: str, *, user_id: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., top_k: Optional[int] = ..., store_type: Optional[str] = ..., include_messages: Optional[bool] = ..., include_knowledge: Optional[bool] = ..., max_tokens: Optional[int] = ...) -> Pending:
         ...
     def recent(self, *, user_id: Optional[str] = ..., limit: Optional[int] = ...) -> Pending:
         ...
@@ -248,7 +253,7 @@ class Pipeline:
         ...
     def tags(self, *, user_id: Optional[str] = ...) -> Pending:
         ...
-    def update(self, memory_id: int, *, content: Optional[str] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., skip_hooks: Optional[Sequence[str]] = ..., force_hooks: Optional[Sequence[str]] = ..., dedup_distance: Optional[float] = ...) -> Pending:
+    def update(self, memory_id: int, *, content: Optional[str] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., skip_hooks: Optional[Sequence[str]] = ..., force_hooks: Optional[Sequence[str]] = ..., dedup_distance: Optional[float] = ..., merge: Optional[str] = ...) -> Pending:
         ...
 
 class AsyncClient:
@@ -263,7 +268,7 @@ class AsyncClient:
     async def __aexit__(self, *exc: Any) -> None: ...
     async def add_knowledge(self, items: Iterable[str], *, user_id: Optional[str] = ...) -> Dict[str, Any]:
         ...
-    async def add_messages(self, session_id: str, messages: Iterable[Dict[str, str]], *, user_id: Optional[str] = ...) -> List[int]:
+    async def add_messages(self, session_id: str, messages: Iterable[Any], *, user_id: Optional[str] = ...) -> List[int]:
         ...
     async def backup(self, dest: str) -> Dict[str, Any]:
         ...
@@ -333,7 +338,7 @@ class AsyncClient:
         ...
     async def put_item(self, key: str, value: Mapping[str, Any], text: str, *, user_id: Optional[str] = ...) -> StoreResult:
         ...
-    async def query(self, query: str, *, user_id: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., top_k: Optional[int] = ..., store_type: Optional[str] = ..., include_messages: Optional[bool] = ..., include_knowledge: Optional[bool] = ...) -> Dict[str, Any]:
+    async def query(self, query: str, *, user_id: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., top_k: Optional[int] = ..., store_type: Optional[str] = ..., include_messages: Optional[bool] = ..., include_knowledge: Optional[bool] = ..., max_tokens: Optional[int] = ...) -> Dict[str, Any]:
         ...
     async def recent(self, *, user_id: Optional[str] = ..., limit: Optional[int] = ...) -> List[Memory]:
         ...
@@ -357,5 +362,5 @@ class AsyncClient:
         ...
     async def tags(self, *, user_id: Optional[str] = ...) -> List[str]:
         ...
-    async def update(self, memory_id: int, *, content: Optional[str] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., skip_hooks: Optional[Sequence[str]] = ..., force_hooks: Optional[Sequence[str]] = ..., dedup_distance: Optional[float] = ...) -> Dict[str, Any]:
+    async def update(self, memory_id: int, *, content: Optional[str] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., skip_hooks: Optional[Sequence[str]] = ..., force_hooks: Optional[Sequence[str]] = ..., dedup_distance: Optional[float] = ..., merge: Optional[str] = ...) -> Dict[str, Any]:
         ...

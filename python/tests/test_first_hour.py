@@ -126,3 +126,50 @@ def test_every_method_names_its_commands_arguments(hashing_store):
             f"{name}: {command}'s {arguments - takes} cannot be given")
         checked += 1
     assert checked >= 40
+
+
+def test_add_messages_takes_openai_and_langchain_messages(hashing_store):
+    openai = [
+        {"role": "developer", "content": "Answer briefly."},
+        {"role": "user", "content": [{"type": "text", "text": "Weather in"},
+                                     {"type": "text", "text": "Lisbon?"}]},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function",
+             "function": {"name": "get_weather", "arguments": "{\"city\": \"Lisbon\"}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny, 24 C"},
+        {"role": "assistant", "content": "Sunny, 24 degrees.", "time": "2026-11-01T10:00:00Z"},
+    ]
+    ids = hashing_store.add_messages("openai-thread", openai, user_id="ann")
+    got = [(m.role, m.content) for m in map(hashing_store.get, ids)]
+    assert got == [
+        ("system", "Answer briefly."),
+        ("user", "Weather in\nLisbon?"),
+        ("assistant", 'called get_weather({"city": "Lisbon"})'),
+        ("tool", "sunny, 24 C"),
+        ("assistant", "Sunny, 24 degrees."),
+    ]
+    assert hashing_store.get(ids[-1]).valid_from.year == 2026
+    with pytest.raises(ValueError, match=r"messages\[0\].*image_url"):
+        hashing_store.add_messages("t", [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": "data:..."}}]}], user_id="ann")
+    with pytest.raises(TypeError, match=r"messages\[1\]"):
+        hashing_store.add_messages("t", [{"role": "user", "content": "a"}, 42], user_id="ann")
+
+    from langchain_core import messages  # the test venv has it (scripts/python-test)
+    lc = [
+        messages.SystemMessage("You are a travel agent."),
+        messages.HumanMessage("And in Porto?"),
+        messages.AIMessage("", tool_calls=[{"name": "get_weather", "args": {"city": "Porto"},
+                                            "id": "c2"}]),
+        messages.ToolMessage("rain, 17 C", tool_call_id="c2"),
+        messages.AIMessage("Rain in Porto."),
+    ]
+    ids = hashing_store.add_messages("lc-thread", lc, user_id="ann")
+    got = [(m.role, m.content) for m in map(hashing_store.get, ids)]
+    assert got == [
+        ("system", "You are a travel agent."),
+        ("user", "And in Porto?"),
+        ("assistant", 'called get_weather({"city": "Porto"})'),
+        ("tool", "rain, 17 C"),
+        ("assistant", "Rain in Porto."),
+    ]
