@@ -38,11 +38,28 @@ def _outcome(reply: Dict[str, Any], parse: Parse) -> Any:
     return parse(reply)
 
 
+def _check_address(host: Any, port: Any) -> None:
+    if not isinstance(host, str) or not host:
+        raise TypeError(f"host: give a host name or address, not {host!r}")
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise ValueError(f"port: give a port in 1..=65535, not {port!r}")
+
+
+def _check_timeout(timeout: Any) -> None:
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or timeout <= 0):
+        raise ValueError(f"timeout: give seconds > 0, or None to wait forever, not {timeout!r}")
+
+
 class Client(Commands):
     """A blocking connection to a server. Thread-safe (one request at a time); use
     :meth:`pipeline` to send many requests without waiting for each reply.
 
-    ``token`` is sent with ``AUTH`` when given (a server with tokens needs it)."""
+    ``token`` is sent with ``AUTH`` when given (a server with tokens needs it). ``timeout``
+    (seconds, 60 by default) bounds the connect and every reply: a call that waits longer
+    raises :class:`TimeoutError`. After a timeout or a dropped connection the next call
+    connects again (and authenticates again); the call that failed is not retried, since the
+    server may have run it."""
 
     def __init__(
         self,
@@ -52,26 +69,51 @@ class Client(Commands):
         token: Optional[str] = None,
         timeout: Optional[float] = 60.0,
     ) -> None:
-        self._sock = socket.create_connection((host, port), timeout=timeout)
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._reader = self._sock.makefile("rb")
+        _check_address(host, port)
+        _check_timeout(timeout)
+        self._address = (host, port)
+        self._token = token
+        self._timeout = timeout
         self._lock = threading.Lock()
-        if token is not None:
+        self._sock: Optional[socket.socket] = None
+        self._reader: Any = None
+        self._connect()
+
+    def _connect(self) -> None:
+        sock = socket.create_connection(self._address, timeout=self._timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock, self._reader = sock, sock.makefile("rb")
+        if self._token is not None:
             try:
-                self.auth(token)
+                (reply,) = self._exchange_connected([_line("AUTH", {"token": self._token})])
+                _outcome(reply, lambda r: r.get("user_id"))
             except BaseException:
-                self.close()
+                self._drop()
                 raise
 
+    def _drop(self) -> None:
+        """Closes a connection that can no longer be trusted (a timeout leaves a reply in
+        flight); the next call connects again."""
+        sock, reader, self._sock, self._reader = self._sock, self._reader, None, None
+        try:
+            if reader is not None:
+                reader.close()
+        finally:
+            if sock is not None:
+                sock.close()
+
     def auth(self, token: str) -> Optional[str]:
-        """Authenticates; returns the user the token is bound to, if any."""
-        return self._run("AUTH", {"token": token}, lambda r: r.get("user_id"))
+        """Authenticates (again after a reconnect); returns the user the token is bound to."""
+        user = self._run("AUTH", {"token": token}, lambda r: r.get("user_id"))
+        self._token = token
+        return user
 
     def ping(self) -> bool:
         return self._run("PING", {}, lambda r: r.get("reply") == "PONG")
 
-    def _exchange(self, lines: List[bytes]) -> List[Dict[str, Any]]:
-        with self._lock:
+    def _exchange_connected(self, lines: List[bytes]) -> List[Dict[str, Any]]:
+        assert self._sock is not None and self._reader is not None
+        try:
             self._sock.sendall(b"".join(lines))
             replies = []
             for _ in lines:
@@ -80,6 +122,20 @@ class Client(Commands):
                     raise ConnectionError("the server closed the connection")
                 replies.append(json.loads(raw))
             return replies
+        except socket.timeout as e:
+            self._drop()
+            raise TimeoutError(
+                f"no reply from {self._address[0]}:{self._address[1]} within {self._timeout} s; "
+                "the next call connects again") from e
+        except (OSError, ValueError):
+            self._drop()
+            raise
+
+    def _exchange(self, lines: List[bytes]) -> List[Dict[str, Any]]:
+        with self._lock:
+            if self._sock is None:
+                self._connect()
+            return self._exchange_connected(lines)
 
     def _run(self, command: str, args: Dict[str, Any], parse: Parse) -> Any:
         (reply,) = self._exchange([_line(command, args)])
@@ -93,10 +149,7 @@ class Client(Commands):
         return Pipeline(self)
 
     def close(self) -> None:
-        try:
-            self._reader.close()
-        finally:
-            self._sock.close()
+        self._drop()
 
     def __enter__(self) -> "Client":
         return self
@@ -177,20 +230,43 @@ class AsyncClient(Commands):
             hits, recent = await asyncio.gather(db.search("note"), db.recent())
     """
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *,
+        timeout: Optional[float] = 60.0,
+    ) -> None:
+        if not isinstance(reader, asyncio.StreamReader) or not isinstance(writer, asyncio.StreamWriter):
+            raise TypeError(
+                "AsyncClient is made by `await amberdb.AsyncClient.connect(host, port)`, "
+                f"not AsyncClient({reader!r}, {writer!r})")
+        _check_timeout(timeout)
+        self._timeout = timeout
+        # Where `connect` reached, and the token it sent: a dropped connection is made again
+        # by the next call.
+        self._address: Optional[Tuple[str, int]] = None
+        self._token: Optional[str] = None
         self._reader = reader
         self._writer = writer
         self._pending: Dict[str, "asyncio.Future[Dict[str, Any]]"] = {}
         self._tags = itertools.count()
         self._closed: Optional[BaseException] = None
+        self._shut = False  # closed by `close`: never connected again
+        self._reconnecting = asyncio.Lock()
         self._reading = asyncio.get_running_loop().create_task(self._read_replies())
 
     @classmethod
     async def connect(
         cls, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, token: Optional[str] = None,
+        timeout: Optional[float] = 60.0,
     ) -> "AsyncClient":
-        reader, writer = await asyncio.open_connection(host, port, limit=64 << 20)
-        client = cls(reader, writer)
+        """Connects (within ``timeout`` seconds, 60 by default; ``None`` waits forever).
+        Every call then waits at most ``timeout`` for its reply (:class:`TimeoutError`); a
+        late reply is dropped, and the connection serves the next calls."""
+        _check_address(host, port)
+        _check_timeout(timeout)
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(host, port, limit=64 << 20), timeout)
+        client = cls(reader, writer, timeout=timeout)
+        client._address = (host, port)
         if token is not None:
             try:
                 await client.auth(token)
@@ -199,8 +275,20 @@ class AsyncClient(Commands):
                 raise
         return client
 
+    async def _reconnect(self) -> None:
+        assert self._address is not None
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(*self._address, limit=64 << 20), self._timeout)
+        self._reader, self._writer, self._closed = reader, writer, None
+        self._reading = asyncio.get_running_loop().create_task(self._read_replies())
+        if self._token is not None:
+            await self.auth(self._token)
+
     async def auth(self, token: str) -> Optional[str]:
-        return await self._run("AUTH", {"token": token}, lambda r: r.get("user_id"))
+        """Authenticates (again after a reconnect); returns the user the token is bound to."""
+        user = await self._run("AUTH", {"token": token}, lambda r: r.get("user_id"))
+        self._token = token
+        return user
 
     async def ping(self) -> bool:
         return await self._run("PING", {}, lambda r: r.get("reply") == "PONG")
@@ -226,15 +314,26 @@ class AsyncClient(Commands):
 
     async def _run(self, command: str, args: Dict[str, Any], parse: Parse) -> Any:
         if self._closed is not None:
-            raise ConnectionError("the connection is closed") from self._closed
+            if self._address is None or self._shut:
+                raise ConnectionError("the connection is closed") from self._closed
+            async with self._reconnecting:
+                if self._closed is not None:
+                    await self._reconnect()
         tag = f"a{next(self._tags)}"
         future = asyncio.get_running_loop().create_future()
         self._pending[tag] = future
         self._writer.write(_line(command, args, tag))
-        await self._writer.drain()
-        return _outcome(await future, parse)
+        try:
+            await asyncio.wait_for(self._writer.drain(), self._timeout)
+            reply = await asyncio.wait_for(future, self._timeout)
+        except asyncio.TimeoutError as e:
+            self._pending.pop(tag, None)
+            raise TimeoutError(
+                f"no reply to {command} within {self._timeout} s (a late reply is dropped)") from e
+        return _outcome(reply, parse)
 
     async def close(self) -> None:
+        self._shut = True
         self._writer.close()
         try:
             await self._writer.wait_closed()

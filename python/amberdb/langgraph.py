@@ -92,6 +92,12 @@ class AmberStore(BaseStore):
     supports_ttl = False
 
     def __init__(self, db: Commands, *, index: Optional[Dict[str, Any]] = None, _owned: bool = False):
+        from .client import AsyncClient, Pipeline
+
+        if isinstance(db, (AsyncClient, Pipeline)) or not isinstance(db, Commands):
+            raise TypeError(
+                f"AmberStore needs an amberdb.Store or a blocking amberdb.Client, not "
+                f"{type(db).__name__} (its async methods run the blocking calls in a thread)")
         self.db = db
         self._owned = _owned
         # A Client has one connection: calls from several threads take turns. A Store is
@@ -111,7 +117,7 @@ class AmberStore(BaseStore):
 
     @classmethod
     def open(
-        cls, path: PathLike, *, embedder: str = "minilm", index: Optional[Dict[str, Any]] = None,
+        cls, path: PathLike, *, embedder: Optional[str] = None, index: Optional[Dict[str, Any]] = None,
         **store_options: Any,
     ) -> "AmberStore":
         """Opens (or creates) the amberdb store in ``path`` and serves it as a LangGraph

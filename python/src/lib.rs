@@ -113,8 +113,22 @@ impl NativeStore {
                 .map_err(|e| PyValueError::new_err(format!("{e:#}")))?;
             std::fs::create_dir_all(&path)
                 .map_err(|e| PyOSError::new_err(format!("creating {}: {e}", path.display())))?;
-            let store = amberdb::Store::open(&path, options).map_err(|e| {
-                PyOSError::new_err(format!("opening the store {}: {e}", path.display()))
+            let store = amberdb::Store::open(&path, options).map_err(|e| match &e {
+                // Said in this API's words: the names `embedder=` takes.
+                amberdb::EngineError::EmbedderMismatch { stored_model, .. } => {
+                    let made_with = match amberdb_server::embedder_of_model(stored_model) {
+                        Some(EmbedderChoice::Hashing) => "embedder=\"hashing\"".to_owned(),
+                        Some(EmbedderChoice::Minilm) => "embedder=\"minilm\"".to_owned(),
+                        None => format!("the embedder of {stored_model}"),
+                    };
+                    PyValueError::new_err(format!(
+                        "the store {} was made with {made_with}: open it with that, or leave \
+                         embedder out (a store remembers its embedder); `amberdb reembed` moves \
+                         it to another",
+                        path.display()
+                    ))
+                }
+                _ => PyOSError::new_err(format!("opening the store {}: {e}", path.display())),
             })?;
             Ok(NativeStore {
                 ctx: RwLock::new(Some(Ctx {

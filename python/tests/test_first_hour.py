@@ -173,3 +173,114 @@ def test_add_messages_takes_openai_and_langchain_messages(hashing_store):
         ("tool", "rain, 17 C"),
         ("assistant", "Rain in Porto."),
     ]
+
+
+class FakeServer:
+    """A loopback server that answers each connection as `script` says: for the n-th
+    connection, `script(n, line)` returns the reply line, or None to stay silent, or "close"
+    to drop the connection."""
+
+    def __init__(self, script):
+        import socket
+        import threading
+
+        self.script = script
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        import threading
+
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            n = self.connections
+            self.connections += 1
+            threading.Thread(target=self._answer, args=(conn, n), daemon=True).start()
+
+    def _answer(self, conn, n):
+        import json
+
+        with conn, conn.makefile("rb") as lines:
+            for raw in lines:
+                head, _, body = raw.decode().strip().partition(" ")
+                tag = head[1:] if head.startswith("@") else None
+                command = body.partition(" ")[0] if tag else head
+                reply = self.script(n, command)
+                if reply == "close":
+                    return
+                if reply is not None:
+                    if tag is not None:
+                        reply = dict(reply, tag=tag)
+                    conn.sendall((json.dumps(reply) + "\n").encode())
+
+    def close(self):
+        self.sock.close()
+
+
+PONG = {"ok": True, "reply": "PONG"}
+
+
+def test_client_times_out_and_connects_again():
+    # The first connection never answers; the next ones do.
+    server = FakeServer(lambda n, command: None if n == 0 else PONG)
+    client = amberdb.Client("127.0.0.1", server.port, timeout=0.3)
+    with pytest.raises(TimeoutError, match="connects again"):
+        client.ping()
+    assert client.ping() is True
+    assert server.connections == 2
+    client.close()
+    server.close()
+
+
+def test_client_connects_again_after_the_server_drops_it():
+    server = FakeServer(lambda n, command: "close" if n == 0 else PONG)
+    client = amberdb.Client("127.0.0.1", server.port, timeout=5)
+    with pytest.raises(ConnectionError):
+        client.ping()
+    assert client.ping() is True
+    client.close()
+    server.close()
+
+
+def test_async_client_times_out_and_connects_again():
+    import asyncio
+
+    async def run(port):
+        db = await amberdb.AsyncClient.connect("127.0.0.1", port, timeout=0.3)
+        with pytest.raises(TimeoutError):
+            await db.ping()
+        # The server drops this connection on its next line: the call after reconnects.
+        with pytest.raises(ConnectionError):
+            await db.ping()
+        await asyncio.sleep(0.05)
+        assert await db.ping() is True
+        await db.close()
+
+    answers = {0: [None, "close"]}
+    server = FakeServer(lambda n, command: answers[n].pop(0) if n in answers else PONG)
+    asyncio.run(run(server.port))
+    assert server.connections == 2
+    server.close()
+
+
+def test_wrong_client_arguments_fail_at_once():
+    with pytest.raises(TypeError, match="AsyncClient.connect"):
+        amberdb.AsyncClient("127.0.0.1", 7733)
+    with pytest.raises(ValueError, match="port"):
+        amberdb.Client("127.0.0.1", 0)
+    with pytest.raises(ValueError, match="timeout"):
+        amberdb.Client("127.0.0.1", 7733, timeout=-1)
+    from amberdb.langgraph import AmberStore
+
+    class NotAClient:
+        pass
+
+    with pytest.raises(TypeError, match="blocking amberdb.Client"):
+        AmberStore(NotAClient())

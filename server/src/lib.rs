@@ -173,7 +173,12 @@ pub enum EmbedderChoice {
 /// the embedder is one this build names: what an open uses when none is given.
 #[must_use]
 pub fn recorded_embedder(dir: &Path) -> Option<EmbedderChoice> {
-    let model = amberdb::identity::recorded_model(dir)?;
+    embedder_of_model(&amberdb::identity::recorded_model(dir)?)
+}
+
+/// The embedder this build names for a model id (`--embedder`, Python's `embedder=`).
+#[must_use]
+pub fn embedder_of_model(model: &str) -> Option<EmbedderChoice> {
     if model.starts_with("amberdb-hashing-v1-") {
         Some(EmbedderChoice::Hashing)
     } else if model == "sentence-transformers/all-MiniLM-L6-v2" {
