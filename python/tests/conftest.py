@@ -35,10 +35,10 @@ def hashing_store(store_dir):
 class Server:
     """`amberdb serve` started from the wheel's command on a free port."""
 
-    def __init__(self, data_dir: Path, *args: str, env=None):
+    def __init__(self, data_dir: Path, *args: str, env=None, port: int = 0):
         self.data_dir = data_dir
         self.proc = subprocess.Popen(
-            [amberdb_command(), "serve", "--embedder", "hashing", "--port", "0",
+            [amberdb_command(), "serve", "--embedder", "hashing", "--port", str(port),
              "--data-dir", str(data_dir), *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "AMBERDB_LOG": "warn", **(env or {})},
@@ -69,8 +69,8 @@ def server(tmp_path):
 def start_server(tmp_path):
     started = []
 
-    def start(*args, env=None, data_dir=None):
-        s = Server(data_dir or tmp_path / f"served{len(started)}", *args, env=env)
+    def start(*args, env=None, data_dir=None, port=0):
+        s = Server(data_dir or tmp_path / f"served{len(started)}", *args, env=env, port=port)
         started.append(s)
         return s
 

@@ -284,3 +284,112 @@ def test_wrong_client_arguments_fail_at_once():
 
     with pytest.raises(TypeError, match="blocking amberdb.Client"):
         AmberStore(NotAClient())
+
+
+def _python_blocks(path):
+    import re
+
+    return re.findall(r"```python\n(.*?)```", path.read_text(), re.S)
+
+
+def test_the_readme_and_docs_snippets_run_twice_in_a_row(tmp_path, start_server):
+    """The first Python snippet of README.md and of docs/python.md, as a reader pastes them,
+    against a running server (their port replaced by its), twice in the same directory."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    server = start_server()
+    root = Path(__file__).resolve().parents[2]
+    snippets = [_python_blocks(root / "README.md")[0], _python_blocks(root / "docs" / "python.md")[0]]
+    for i, code in enumerate(snippets):
+        code = code.replace("7733", str(server.port))
+        if "async def main" in code:
+            code += "\nasyncio.run(main())\n"
+        cwd = tmp_path / f"snippet{i}"
+        cwd.mkdir()
+        for run in range(2):
+            done = subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True,
+                                  text=True, timeout=300)
+            assert done.returncode == 0, f"snippet {i}, run {run}:\n{code}\n{done.stderr}"
+            assert "pytest -x stops the run" in done.stdout, done.stdout
+
+
+def test_a_paused_and_a_killed_server_under_both_clients(tmp_path, start_server):
+    import asyncio
+    import signal
+    import time
+
+    data = tmp_path / "served"
+    server = start_server(data_dir=data)
+    port = server.port
+    client = amberdb.Client("127.0.0.1", port, timeout=0.5)
+    stored = client.store("written before the trouble").memory_id
+    # Paused: the call times out; resumed, the next call connects again and works.
+    server.proc.send_signal(signal.SIGSTOP)
+    with pytest.raises(TimeoutError):
+        client.ping()
+    server.proc.send_signal(signal.SIGCONT)
+    assert client.ping() is True
+
+    async def paused_async():
+        db = await amberdb.AsyncClient.connect("127.0.0.1", port, timeout=0.5)
+        server.proc.send_signal(signal.SIGSTOP)
+        with pytest.raises(TimeoutError):
+            await db.ping()
+        server.proc.send_signal(signal.SIGCONT)
+        assert await db.ping() is True
+        return db
+
+    loop = asyncio.new_event_loop()
+    adb = loop.run_until_complete(paused_async())
+    # Killed and started again on the same port: the next call of each client reconnects,
+    # and what was acknowledged is there.
+    server.stop(signal.SIGKILL)
+    with pytest.raises(OSError):
+        client.ping()
+
+    async def after_kill():
+        await asyncio.sleep(0.2)  # the reader sees the connection end
+        with pytest.raises(OSError):
+            await adb.ping()
+
+    loop.run_until_complete(after_kill())
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            start_server(data_dir=data, port=port)
+            break
+        except AssertionError:  # the port not free yet
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+    assert client.get(stored).content == "written before the trouble"
+
+    async def reconnected():
+        assert (await adb.get(stored)).content == "written before the trouble"
+        await adb.close()
+
+    loop.run_until_complete(reconnected())
+    loop.close()
+    client.close()
+
+
+def test_amber_store_over_each_kind_of_connection(hashing_store, start_server):
+    import asyncio
+
+    from amberdb.langgraph import AmberStore
+
+    server = start_server()
+    with amberdb.Client("127.0.0.1", server.port) as client:
+        for db in (hashing_store, client):
+            store = AmberStore(db)
+            store.put(("prefs", "ann"), "food", {"likes": "pizza"})
+            assert store.get(("prefs", "ann"), "food").value == {"likes": "pizza"}
+
+    async def with_async():
+        db = await amberdb.AsyncClient.connect("127.0.0.1", server.port)
+        with pytest.raises(TypeError, match="blocking amberdb.Client"):
+            AmberStore(db)
+        await db.close()
+
+    asyncio.run(with_async())
