@@ -734,6 +734,13 @@ impl Table {
         Some(())
     }
 
+    /// The text of a live or an archived record: what re-embedding and restoration embed.
+    pub(crate) fn content_of(&self, id: MemoryId) -> Option<&str> {
+        self.get(id)
+            .map(|m| m.content.as_str())
+            .or_else(|| self.archived(id).map(|a| a.record.content.as_str()))
+    }
+
     /// Gives an archived record its vector (restoration, `docs/durability.md`, R4b); false if
     /// the id is not archived.
     pub(crate) fn set_archived_vector(&mut self, id: MemoryId, vector: Vec<f32>) -> bool {

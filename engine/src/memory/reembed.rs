@@ -236,14 +236,7 @@ impl Store {
             let state = self.read();
             records
                 .iter()
-                .filter_map(|id| {
-                    let m = state
-                        .table
-                        .get(*id)
-                        .map(|m| &m.content)
-                        .or_else(|| state.table.archived(*id).map(|a| &a.record.content))?;
-                    Some((*id, m.clone()))
-                })
+                .filter_map(|id| Some((*id, state.table.content_of(*id)?.to_owned())))
                 .collect()
         };
         let forms: Vec<String> = tags

@@ -56,14 +56,7 @@ fn restore_batch(inner: &Inner) -> Result<Option<usize>> {
             .waiting
             .iter()
             .take(BATCH)
-            .filter_map(|id| {
-                let content = state
-                    .table
-                    .get(*id)
-                    .map(|m| &m.content)
-                    .or_else(|| state.table.archived(*id).map(|a| &a.record.content))?;
-                Some((*id, content.clone()))
-            })
+            .filter_map(|id| Some((*id, state.table.content_of(*id)?.to_owned())))
             .collect()
     };
     if texts.is_empty() {
