@@ -590,7 +590,10 @@ fn model_fetch_runs_the_script_built_into_the_binary() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("fetch-model") && stderr.contains("model ready in"), "{stderr}");
+    assert!(
+        stderr.contains("fetch-model") && stderr.contains("model ready in"),
+        "{stderr}"
+    );
 }
 
 #[test]
