@@ -10,6 +10,7 @@ mod dedup;
 mod delta;
 mod faults;
 mod fixtures;
+mod format_docs;
 mod hooked_model;
 mod index;
 mod items;
