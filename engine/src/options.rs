@@ -1,7 +1,7 @@
 //! How a store is opened.
 
 use crate::hooks::HookConfig;
-pub use crate::kernel::db::{Clock, SyncPolicy};
+pub use crate::kernel::config::{ArchiveRetention, Clock, IndexOptions, SyncPolicy};
 use crate::kernel::record::Timestamp;
 use crate::kernel::storage::{FsStorage, Storage};
 use amberdb_embed::{Embedder, HashingEmbedder};
@@ -52,69 +52,6 @@ pub struct StoreOptions {
     /// How long and how many archived records (merged and superseded sources) are kept
     /// (`docs/semantics.md`, "Archive retention"). Default: all, forever.
     pub archive_retention: ArchiveRetention,
-}
-
-/// Which archived records the maintenance thread forgets (`docs/semantics.md`, "Archive
-/// retention"). Both `None` (the default): none.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ArchiveRetention {
-    /// Archived records replaced longer ago than this are forgotten.
-    pub max_age: Option<std::time::Duration>,
-    /// Past this many archived records, the oldest are forgotten.
-    pub max_records: Option<usize>,
-}
-
-impl ArchiveRetention {
-    /// Whether it forgets anything at all.
-    #[must_use]
-    pub fn is_set(&self) -> bool {
-        self.max_age.is_some() || self.max_records.is_some()
-    }
-}
-
-/// When and how IVF segments are built (`docs/ivf.md`, "When a build runs").
-#[derive(Debug, Clone, PartialEq)]
-pub struct IndexOptions {
-    /// Rows in sealed flat segments (after the last IVF segment) from which a background build
-    /// indexes them. Default 65,536 (one sealed segment: `docs/benchmarks.md`, "IVF", says where
-    /// it pays). 0: never in the background (`Store::build_index` still builds).
-    pub min_rows: usize,
-    /// Mean recall@10 a segment's default nprobe must reach, in `(0, 1]`. Default 0.95.
-    pub target_recall: f32,
-    /// Threads a build uses. Default 1, so a build never takes both cores from clients.
-    pub threads: usize,
-}
-
-impl Default for IndexOptions {
-    fn default() -> IndexOptions {
-        IndexOptions {
-            min_rows: 65_536,
-            target_recall: 0.95,
-            threads: 1,
-        }
-    }
-}
-
-impl IndexOptions {
-    /// Checks the values.
-    ///
-    /// # Errors
-    /// `Invalid` for a recall outside `(0, 1]` or no threads.
-    pub fn validate(&self) -> crate::Result<()> {
-        if !(self.target_recall > 0.0 && self.target_recall <= 1.0) {
-            return Err(crate::EngineError::Invalid {
-                field: "index.target_recall",
-                reason: "must be in (0, 1]".into(),
-            });
-        }
-        if self.threads == 0 || self.threads > 256 {
-            return Err(crate::EngineError::Invalid {
-                field: "index.threads",
-                reason: "must be 1..=256".into(),
-            });
-        }
-        Ok(())
-    }
 }
 
 impl std::fmt::Debug for StoreOptions {

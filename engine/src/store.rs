@@ -7,7 +7,8 @@
 
 use crate::kernel::backup::Backup;
 use crate::kernel::commit::PoisonCause;
-use crate::kernel::db::{Db, DbConfig, IndexBuild, NextIds, PendingDurable, Purge};
+use crate::kernel::config::DbConfig;
+use crate::kernel::db::{Db, IndexBuild, NextIds, PendingDurable, Purge};
 use crate::kernel::error::{EngineError, Result};
 use crate::kernel::log::Op;
 use crate::kernel::maintenance::MaintenanceCounters;

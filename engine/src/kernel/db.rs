@@ -17,6 +17,7 @@
 use crate::kernel::backup;
 use crate::kernel::checkpoint::{format as ckpt_format, writer as ckpt_writer};
 use crate::kernel::commit::{GroupCommit, PoisonCause};
+use crate::kernel::config::{DbConfig, SyncPolicy};
 use crate::kernel::error::{EngineError, Result};
 use crate::kernel::lexical::{self, LexicalBuild};
 use crate::kernel::log::Op;
@@ -96,48 +97,6 @@ pub(crate) fn is_disk_full(e: &std::io::Error) -> bool {
         e.kind(),
         std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
     )
-}
-
-/// When an acknowledged write is made durable (`docs/durability.md`, "Sync policies").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SyncPolicy {
-    /// Default. Every write is fsynced (shared with concurrent writers) before it returns:
-    /// acknowledged means durable.
-    Always,
-    /// Writes return once appended; a background thread fsyncs every `interval`. A power cut
-    /// loses at most the writes of the last interval; a process crash loses nothing.
-    Batch {
-        /// Time between fsyncs.
-        interval: Duration,
-    },
-    /// Writes are fsynced only at checkpoint, `flush` and `close`. For bulk import: a power cut
-    /// can lose everything since the last of those.
-    None,
-}
-
-/// A source of timestamps.
-pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
-
-/// What the kernel needs to know of a store's options.
-#[derive(Clone)]
-pub(crate) struct DbConfig {
-    pub(crate) storage: Arc<dyn Storage>,
-    pub(crate) sync: SyncPolicy,
-    pub(crate) seal_rows: usize,
-    pub(crate) checkpoint_bytes: u64,
-    /// Log bytes since the newest checkpoint past which writes wait for it (0: never).
-    pub(crate) log_tail_limit: u64,
-    /// A checkpoint is a delta while the changed records are at most this share of the base's.
-    pub(crate) delta_max_share: f64,
-    pub(crate) vector_codes: bool,
-    pub(crate) clock: Clock,
-    pub(crate) index: crate::options::IndexOptions,
-    /// Checkpoints run on the maintenance thread (else after the write that finds one due).
-    pub(crate) maintenance_thread: bool,
-    /// The maintenance thread purges a delete this long after it (`None`: never on its own).
-    pub(crate) purge_delay: Option<Duration>,
-    /// Which archived records the maintenance thread forgets.
-    pub(crate) archive_retention: crate::options::ArchiveRetention,
 }
 
 /// The ids the operation being prepared may assign: `nth(0)` is the next free one.
@@ -2199,7 +2158,7 @@ fn train_segment(
     keys: &[u64],
     vectors: &[f32],
     dim: usize,
-    options: &crate::options::IndexOptions,
+    options: &crate::kernel::config::IndexOptions,
     id: u64,
     stop: &AtomicBool,
 ) -> Result<amberdb_index::ivf::Built> {
@@ -2334,10 +2293,10 @@ mod tests {
             delta_max_share: 0.125,
             vector_codes: true,
             clock: Arc::new(Timestamp::now),
-            index: crate::options::IndexOptions::default(),
+            index: crate::kernel::config::IndexOptions::default(),
             maintenance_thread: false,
             purge_delay: None,
-            archive_retention: crate::options::ArchiveRetention::default(),
+            archive_retention: crate::kernel::config::ArchiveRetention::default(),
         }
     }
 

@@ -9,6 +9,9 @@
 //! - `db`: one open database, the API the layers above use: `read` the state, `commit` an
 //!   operation, `touch`, `checkpoint`, `flush`, batches.
 //! - `commit`: group commit and poisoning (`docs/durability.md`).
+//! - `config`: what a store's options tell the kernel (`DbConfig`, `SyncPolicy`, `Clock`,
+//!   `IndexOptions`, `ArchiveRetention`); `crate::options` re-exports the public ones and the
+//!   kernel imports nothing from it.
 //! - `state`: the in-memory state (the table and the vector collection) and `apply`, the one
 //!   way an operation changes it.
 //! - `table`, `keyword`, `text_column`: the metadata table and its indexes.
@@ -21,6 +24,7 @@ pub mod backup;
 pub mod checkpoint;
 pub mod codec;
 pub(crate) mod commit;
+pub(crate) mod config;
 pub(crate) mod db;
 pub mod error;
 pub mod identity;
