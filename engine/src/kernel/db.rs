@@ -520,9 +520,12 @@ impl Db {
             Ok((restored, rebuilt || state.unindexed.is_empty()))
         })?;
         // Whole again: a purge writes the full checkpoint, reads it back and lets go of the
-        // older ones, which name the damaged segment, and of that file (P4–P5).
-        if whole {
-            self.purge()?;
+        // older ones, which name the damaged segment, and of that file (P4–P5). The vectors
+        // stand whatever it does: a failed purge is logged and due again for the maintenance
+        // thread, as after a re-embedding's switch.
+        if whole && let Err(e) = self.purge() {
+            tracing::warn!(error = %e, "the purge after restoring vectors failed; it runs again later");
+            self.unpurged_since.lock().get_or_insert_with(Instant::now);
         }
         Ok(restored)
     }
@@ -986,11 +989,10 @@ impl Db {
                 return Ok(false);
             }
             // No checkpoint can say a record has no vector: none until restored (R4b).
-            let left = self.state.read().unindexed.len();
-            if left > 0 {
+            if let Err(e) = self.not_restoring() {
                 return match ask {
                     CheckpointAsk::IfDue => Ok(false),
-                    _ => Err(EngineError::Restoring { left }),
+                    _ => Err(e),
                 };
             }
             self.drain_touches(&mut w);

@@ -158,14 +158,19 @@ impl State {
         &mut self,
         vectors: Vec<(MemoryId, Vec<f32>)>,
     ) -> Result<(usize, bool), Refusal> {
+        // Checked whole before anything changes: a refused batch leaves the state as it was.
+        let vectors: Vec<(MemoryId, Vec<f32>)> = vectors
+            .into_iter()
+            .filter(|(id, _)| self.unindexed.waiting.contains(id))
+            .collect();
+        if vectors.iter().any(|(id, v)| {
+            v.len() != self.model.dim
+                || !(self.table.contains(*id) || self.table.archived(*id).is_some())
+        }) {
+            return Err("restored vector does not fit the store, or its record is gone");
+        }
         let mut restored = 0;
         for (id, v) in vectors {
-            if !self.unindexed.waiting.contains(&id) {
-                continue;
-            }
-            if v.len() != self.model.dim {
-                return Err("restored vector does not fit the store");
-            }
             if self.table.contains(id) {
                 self.unindexed.restored.insert(id, v);
             } else if !self.table.set_archived_vector(id, v) {

@@ -35,8 +35,8 @@ impl Store {
     ///
     /// # Errors
     /// `OutOfScope` for a scoped handle; `Embed` when the embedder fails (what was restored
-    /// stays restored until the process ends); `Poisoned`, `DiskFull`, `Io` from the final
-    /// checkpoint (the vectors stay, the next checkpoint writes them).
+    /// stays restored until the process ends). The purge that ends restoration never fails
+    /// the call: a failed one is logged and run again by the maintenance thread.
     pub fn restore_vectors(&self) -> Result<usize> {
         self.every_user("restore_vectors")?;
         let mut restored = 0;
