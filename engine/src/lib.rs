@@ -145,7 +145,8 @@ pub mod query {
 pub use amberdb_embed::{Embedder, HashingEmbedder};
 pub use amberdb_index::Probe;
 pub use kernel::backup::{Backup, Restored, restore};
-pub use kernel::db::{IndexBuild, PendingDurable, Purge};
+pub use kernel::db::{IndexBuild, PendingDurable};
+pub use kernel::maintenance::Purge;
 pub use kernel::maintenance::{CheckpointRun, MaintenanceCounters, Removed};
 pub use kernel::recovery::OpenReport;
 pub use options::{

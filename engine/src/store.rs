@@ -8,10 +8,11 @@
 use crate::kernel::backup::Backup;
 use crate::kernel::commit::PoisonCause;
 use crate::kernel::config::DbConfig;
-use crate::kernel::db::{Db, IndexBuild, NextIds, PendingDurable, Purge};
+use crate::kernel::db::{Db, IndexBuild, NextIds, PendingDurable};
 use crate::kernel::error::{EngineError, Result};
 use crate::kernel::log::Op;
 use crate::kernel::maintenance::MaintenanceCounters;
+use crate::kernel::maintenance::Purge;
 use crate::kernel::record::{self, Category, DEFAULT_USER, Kind, Memory, MemoryId, Timestamp};
 use crate::kernel::recovery::OpenReport;
 use crate::kernel::state::State;

@@ -7,8 +7,9 @@
 //! chooses the files under the store's locks (K1–K2); this module copies them (K3–K4).
 
 use crate::kernel::checkpoint::format as ckpt_format;
-use crate::kernel::db::io_error;
+use crate::kernel::db::Db;
 use crate::kernel::error::{EngineError, Result};
+use crate::kernel::error::{internal, io_error};
 use crate::kernel::identity;
 use crate::kernel::log::writer as log_writer;
 use crate::kernel::segment_file;
@@ -213,4 +214,88 @@ pub fn restore(backup: &Path, dir: &Path) -> Result<Restored> {
         bytes,
         seconds: start.elapsed().as_secs_f64(),
     })
+}
+
+impl Db {
+    /// Copies the store into `dest` as it is at one commit, while reads and writes go on
+    /// (`docs/durability.md`, "Backup and restore", K1–K4).
+    ///
+    /// # Errors
+    /// `Invalid` for a `dest` that is not empty or is inside the store; `Poisoned`; `Io`,
+    /// `DiskFull` (what was written is removed).
+    pub(crate) fn backup(&self, dest: &Path) -> Result<Backup> {
+        let start = Instant::now();
+        let storage = self.storage();
+        // K1: no file the backup reads is removed or replaced until it is done.
+        let _turn = self.checkpointing.lock();
+        // K2: one durable commit, and where each file ends for it. A poisoned store is
+        // refused here, before anything is created.
+        let (seq, checkpoint, active, active_len) = {
+            let mut w = self.writer.lock();
+            self.not_restoring()?;
+            self.drain_touches(&mut w);
+            self.commit.check()?;
+            let seq = self.commit.written();
+            self.commit.wait_durable(seq)?;
+            let checkpoint = w.checkpoints.last().map_or(0, |c| c.seq);
+            (seq, checkpoint, w.log.first_seq, w.log.bytes)
+        };
+        prepare_dest(storage, &self.dir, dest)?;
+        // K3's list: the checkpoint's segments and the checkpoint, then the log after it.
+        let mut parts = Vec::new();
+        if checkpoint > 0 {
+            let name = ckpt_format::file_name(checkpoint);
+            let path = self.dir.join(&name);
+            let bytes = storage.map(&path).map_err(EngineError::io(&path))?;
+            let head =
+                crate::kernel::checkpoint::reader::decode_head(bytes.as_slice()).map_err(|_| {
+                    EngineError::Corrupted {
+                        file: path.clone(),
+                        offset: 0,
+                        reason: "the newest checkpoint's head does not decode",
+                    }
+                })?;
+            parts.extend(head.segments.iter().map(|e| Part {
+                name: e.file_name(),
+                len: None,
+            }));
+            // A delta is opened with its base ("Incremental checkpoints").
+            if let Some(delta) = &head.delta {
+                parts.push(Part {
+                    name: ckpt_format::file_name(delta.base_seq),
+                    len: None,
+                });
+            }
+            parts.push(Part { name, len: None });
+        }
+        let mut logs: Vec<u64> = storage
+            .list(&self.dir)
+            .map_err(EngineError::io(&self.dir))?
+            .iter()
+            .filter_map(|n| crate::kernel::log::writer::parse_file_name(n))
+            .filter(|&first| first > checkpoint && first <= active)
+            .collect();
+        logs.sort_unstable();
+        parts.extend(logs.into_iter().map(|first| Part {
+            name: crate::kernel::log::writer::file_name(first),
+            len: (first == active).then_some(active_len),
+        }));
+        // K3–K4, with the writer mutex released: writes go on. The copy runs on a thread of
+        // lower priority, as maintenance does, so that requests come first.
+        let (files, bytes) = std::thread::scope(|s| {
+            s.spawn(|| {
+                crate::kernel::maintenance::lower_priority();
+                copy_store_files(storage, &self.dir, dest, &parts)
+            })
+            .join()
+        })
+        .map_err(|_| internal("copying the backup", "the copy thread panicked"))??;
+        Ok(Backup {
+            dest: dest.to_path_buf(),
+            seq,
+            files,
+            bytes,
+            seconds: start.elapsed().as_secs_f64(),
+        })
+    }
 }

@@ -284,3 +284,28 @@ impl EngineError {
 
 /// Result alias of amberdb.
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+/// Whether an I/O error says the disk (or the user's quota) is full: a write that failed so
+/// before its fsync is cut back and refused, and the store stays writable.
+pub(crate) fn is_disk_full(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    )
+}
+
+/// An I/O failure writing `path`: `DiskFull` for a full disk or quota.
+pub(crate) fn io_error(path: PathBuf, source: std::io::Error) -> EngineError {
+    if is_disk_full(&source) {
+        EngineError::DiskFull { path, source }
+    } else {
+        EngineError::Io { path, source }
+    }
+}
+
+/// A broken invariant of the engine (`EngineError::Internal`).
+pub(crate) fn internal(context: &'static str, e: impl std::fmt::Display) -> EngineError {
+    EngineError::Internal {
+        context,
+        reason: e.to_string(),
+    }
+}

@@ -14,12 +14,11 @@
 //! close) ends the thread within a few thousand records and joins it, so the store's lock is
 //! free when the close returns.
 
-use crate::kernel::db::Db;
-use crate::kernel::table::PendingLexical;
+use crate::kernel::table::{Lexical, PendingLexical};
 use parking_lot::{Condvar, Mutex};
 use rayon::prelude::*;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -74,22 +73,31 @@ impl Drop for FinishOnDrop {
     }
 }
 
-/// Starts building the lexical indexes `db`'s open left pending, on a thread of its own; in
-/// this thread when none can be started.
-pub(crate) fn start(db: &Arc<Db>, build: &Arc<LexicalBuild>) {
-    let pending = db.read().table.lexical_pending();
+/// Starts building the lexical indexes an open left `pending`, on a thread of its own; in
+/// this thread when none can be started. `install` installs one user's (`Db::install_lexical`)
+/// and returns false when the store is gone.
+pub(crate) fn start(
+    pending: Vec<PendingLexical>,
+    build: &Arc<LexicalBuild>,
+    install: impl Fn(&PendingLexical, Lexical) -> bool + Send + 'static,
+) {
     if pending.is_empty() {
         build.finish();
         return;
     }
-    let weak = Arc::downgrade(db);
+    // The work waits in a slot the thread takes it from: if the thread cannot start, the
+    // closure is dropped but the work is still here to do in this thread.
+    let work = Arc::new(Mutex::new(Some((pending, install))));
     let guard = FinishOnDrop(Arc::clone(build));
     let shared = Arc::clone(build);
+    let handed = Arc::clone(&work);
     let spawned = std::thread::Builder::new()
         .name("amberdb-lexical".into())
         .spawn(move || {
             let _finish = guard;
-            build_and_install(&weak, &shared.stop, pending);
+            if let Some((pending, install)) = handed.lock().take() {
+                build_and_install(&install, &shared.stop, pending);
+            }
         });
     match spawned {
         Ok(handle) => *build.thread.lock() = Some(handle),
@@ -97,9 +105,11 @@ pub(crate) fn start(db: &Arc<Db>, build: &Arc<LexicalBuild>) {
             // The closure, and with it the guard, was dropped: waiters are released already,
             // so build here, before the open returns and anyone can search.
             tracing::warn!(error = %e, "the lexical index thread could not start; building in the open");
-            for p in db.read().table.lexical_pending() {
-                if let Some(built) = p.build(&build.stop) {
-                    db.install_lexical(&p, built);
+            if let Some((pending, install)) = work.lock().take() {
+                for p in pending {
+                    if let Some(built) = p.build(&build.stop) {
+                        install(&p, built);
+                    }
                 }
             }
         }
@@ -109,18 +119,24 @@ pub(crate) fn start(db: &Arc<Db>, build: &Arc<LexicalBuild>) {
 /// Builds every pending user's indexes from its snapshot (users in parallel, no lock held),
 /// then installs each under the state's write lock. Gives up when `stop` is set or the store
 /// is gone.
-fn build_and_install(db: &Weak<Db>, stop: &AtomicBool, pending: Vec<PendingLexical>) {
+fn build_and_install(
+    install: &dyn Fn(&PendingLexical, Lexical) -> bool,
+    stop: &AtomicBool,
+    pending: Vec<PendingLexical>,
+) {
     let started = Instant::now();
     let users = pending.len();
     let built: Option<Vec<_>> = pending
         .into_par_iter()
         .map(|p| p.build(stop).map(|lexical| (p, lexical)))
         .collect();
-    let (Some(built), Some(db)) = (built, db.upgrade()) else {
+    let Some(built) = built else {
         return;
     };
     for (p, lexical) in built {
-        db.install_lexical(&p, lexical);
+        if !install(&p, lexical) {
+            return;
+        }
     }
     tracing::info!(
         users,

@@ -6,11 +6,10 @@
 //! waits, so a store that closes is not kept open by it, and it is joined at close. What it
 //! did is counted for STATS.
 
-use crate::kernel::db::{Db, Purge};
 use crate::kernel::error::EngineError;
 use parking_lot::{Condvar, Mutex};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 /// How long the thread sleeps when nobody wakes it.
@@ -100,15 +99,16 @@ pub(crate) struct Maintenance {
 }
 
 impl Maintenance {
-    /// Starts the thread for `db`.
+    /// Starts the thread, which calls `work` at each wake-up until it returns false (the
+    /// store is gone) or the thread is stopped. `work` holds the store only while it runs.
     ///
     /// # Errors
     /// When the thread cannot be spawned.
-    pub(crate) fn start(&self, db: Weak<Db>) -> std::io::Result<()> {
+    pub(crate) fn start(&self, work: impl Fn() -> bool + Send + 'static) -> std::io::Result<()> {
         let signal = Arc::clone(&self.signal);
         let handle = std::thread::Builder::new()
             .name("amberdb-maintenance".into())
-            .spawn(move || run(&db, &signal))?;
+            .spawn(move || run(&work, &signal))?;
         *self.thread.lock() = Some(handle);
         self.counters.lock().thread = true;
         Ok(())
@@ -228,9 +228,9 @@ pub(crate) fn lower_priority() {
     }
 }
 
-/// The thread: wait to be woken (or `IDLE_WAKE`), run what is due, until stopped. It holds
-/// the database only while it works.
-fn run(db: &Weak<Db>, signal: &Signal) {
+/// The thread: wait to be woken (or `IDLE_WAKE`), run what is due, until stopped or the
+/// store is gone.
+fn run(work: &dyn Fn() -> bool, signal: &Signal) {
     lower_priority();
     loop {
         {
@@ -243,9 +243,26 @@ fn run(db: &Weak<Db>, signal: &Signal) {
         if signal.stop.load(Ordering::Acquire) {
             return;
         }
-        let Some(db) = db.upgrade() else { return };
-        db.run_due_maintenance();
+        if !work() {
+            return;
+        }
     }
+}
+
+/// What a purge did (`Store::purge`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Purge {
+    /// Segments rewritten without their deleted rows (or dropped, when none was left).
+    pub segments_rewritten: usize,
+    /// Deleted rows whose vectors left the segment files.
+    pub rows_dropped: u64,
+    /// The files removed: replaced segments, older checkpoints, log files.
+    pub removed: Removed,
+    /// Canonical tags that no record of their user carries any more, gone with the deleted
+    /// records (the purge's checkpoint no longer holds them).
+    pub tags_forgotten: usize,
+    /// Wall time.
+    pub seconds: f64,
 }
 
 #[cfg(test)]

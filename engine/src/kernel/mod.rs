@@ -7,7 +7,12 @@
 //! - `log`, `checkpoint`, `identity`, `segment_file`: the on-disk formats (`docs/format/`).
 //! - `recovery`: open a directory: find the newest usable checkpoint, replay the log after it.
 //! - `db`: one open database, the API the layers above use: `read` the state, `commit` an
-//!   operation, `touch`, `checkpoint`, `flush`, batches.
+//!   operation, `touch`, `checkpoint`, `flush`, batches. Split by job: `db/core.rs` (what every
+//!   job shares: the `Db` and `Writer` structs, accessors), `db/mod.rs` (the open and the
+//!   orchestration of background work), `db/write.rs` (the commit path), `db/checkpoint.rs`,
+//!   `db/retention.rs` (retired files, archive retention), `db/indexing.rs` (IVF builds),
+//!   `db/purge.rs`; the backup's file choice is in `backup.rs`. Background threads
+//!   (`maintenance`, `lexical`) get a closure, not the `Db`.
 //! - `commit`: group commit and poisoning (`docs/durability.md`).
 //! - `config`: what a store's options tell the kernel (`DbConfig`, `SyncPolicy`, `Clock`,
 //!   `IndexOptions`, `ArchiveRetention`); `crate::options` re-exports the public ones and the
@@ -18,7 +23,8 @@
 //! - `record`, `ids`, `rule`, `codec`, `error`: the data model, its ids, the decision codes it
 //!   keeps, its byte encoding, and errors.
 //! - `verify`: the offline check of a store's files.
-//! - `backup`: online backup (files chosen by `db`, copied here) and offline restore.
+//! - `backup`: online backup (which files, under the writer mutex, then the copy) and offline
+//!   restore.
 
 pub mod backup;
 pub mod checkpoint;

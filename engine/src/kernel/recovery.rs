@@ -75,7 +75,7 @@ pub(crate) struct Recovered {
     pub(crate) checkpoints: Vec<Retained>,
     /// The full checkpoint the table's changed ids count from (the loaded one, or the loaded
     /// delta's base); `None` when nothing was loaded.
-    pub(crate) delta_base: Option<crate::kernel::db::DeltaBase>,
+    pub(crate) delta_base: Option<crate::kernel::checkpoint::DeltaBase>,
     pub(crate) segments: Vec<SegmentEntry>,
     /// Segment files an older retained checkpoint names and the loaded one does not: what an
     /// index build replaced, removed once no retained checkpoint names them (B4).
@@ -128,7 +128,7 @@ struct Base {
     state: State,
     segments: Vec<SegmentEntry>,
     /// The full checkpoint the records count from: this one, or a delta's base.
-    full: crate::kernel::db::DeltaBase,
+    full: crate::kernel::checkpoint::DeltaBase,
     /// Segments named by the checkpoint that did not open, each with why: the state holds
     /// the others, and the records whose vectors they held are unindexed (R4b).
     damaged: Vec<String>,
@@ -188,11 +188,11 @@ fn load_checkpoint(storage: &dyn Storage, dir: &Path, seq: u64, created: &Model)
         }
     };
     let full = match &delta {
-        Some(parts) => crate::kernel::db::DeltaBase {
+        Some(parts) => crate::kernel::checkpoint::DeltaBase {
             seq: parts.base_head.seq,
             records: parts.base_head.record_count(),
         },
-        None => crate::kernel::db::DeltaBase {
+        None => crate::kernel::checkpoint::DeltaBase {
             seq,
             records: head.record_count(),
         },
@@ -586,7 +586,7 @@ pub(crate) fn recover(
             created.clone(),
         ),
         segments: Vec::new(),
-        full: crate::kernel::db::DeltaBase { seq: 0, records: 0 },
+        full: crate::kernel::checkpoint::DeltaBase { seq: 0, records: 0 },
         damaged: Vec::new(),
     });
     report.checkpoint_seq = (ckpt_seq > 0).then_some(ckpt_seq);

@@ -240,3 +240,10 @@ mod tests {
         );
     }
 }
+/// The full checkpoint the changed ids are counted from, which a delta applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DeltaBase {
+    pub(crate) seq: u64,
+    /// Its records.
+    pub(crate) records: u64,
+}

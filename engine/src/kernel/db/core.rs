@@ -1,0 +1,236 @@
+//! What every job of a [`Db`] shares: the state, the writer (log file, counters, segment
+//! list), group commit, the configuration, the maintenance handle, and the small accessors. The
+//! jobs (`write`, `checkpoint`, `retention`, `indexing`, `purge`, `crate::kernel::backup`) each
+//! add their own `impl Db` in their file; `db/mod.rs` keeps the open and the orchestration.
+
+use crate::kernel::checkpoint::DeltaBase;
+use crate::kernel::commit::{GroupCommit, PoisonCause};
+use crate::kernel::config::DbConfig;
+use crate::kernel::lexical::LexicalBuild;
+use crate::kernel::log::writer::LogWriter;
+use crate::kernel::maintenance::Maintenance;
+use crate::kernel::record::{MemoryId, Timestamp};
+use crate::kernel::recovery::{OpenReport, Retained};
+use crate::kernel::segment_file::SegmentEntry;
+use crate::kernel::state::State;
+use crate::kernel::storage::{Storage, StorageLock};
+use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard};
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+thread_local! {
+    /// Set while this thread runs maintenance or holds the checkpoint mutex: its writes never
+    /// wait for a checkpoint at `log_tail_limit`, which would be waiting for itself
+    /// (`Db::wait_for_log_room`).
+    pub(in crate::kernel) static MAINTAINING: Cell<bool> = const { Cell::new(false) };
+    /// Set inside `Db::deferred_batch` on this thread: acknowledged writes skip their own
+    /// wait for durability, and the batch waits once at its end.
+    pub(in crate::kernel) static DEFERRED: Cell<bool> = const { Cell::new(false) };
+    /// The last sequence number an acknowledged write of this thread's batch appended (0: the
+    /// batch wrote nothing, so it has nothing to make durable and a poisoned store does not
+    /// fail it).
+    pub(in crate::kernel) static DEFERRED_SEQ: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Runs `f` with `MAINTAINING` set on this thread (restored even if `f` panics).
+pub(in crate::kernel) fn maintaining<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            MAINTAINING.set(self.0);
+        }
+    }
+    let _restore = Restore(MAINTAINING.replace(true));
+    f()
+}
+
+/// The ids the operation being prepared may assign: `nth(0)` is the next free one.
+pub(crate) struct NextIds(pub(in crate::kernel) u64);
+
+impl NextIds {
+    /// The `i`-th free id, counting from 0.
+    pub(crate) fn nth(&self, i: u64) -> MemoryId {
+        MemoryId(self.0 + i)
+    }
+}
+
+pub(crate) struct Writer {
+    pub(in crate::kernel) log: LogWriter,
+    pub(in crate::kernel) next_seq: u64,
+    pub(in crate::kernel) next_id: u64,
+    pub(in crate::kernel) next_segment_id: u64,
+    pub(in crate::kernel) checkpoint_seq: u64,
+    pub(in crate::kernel) log_bytes_since_checkpoint: u64,
+    /// The checkpoint files kept, oldest first, with the segments each names.
+    pub(in crate::kernel) checkpoints: Vec<Retained>,
+    /// The sealed segments, in key order (the collection's order).
+    pub(in crate::kernel) segments: Vec<SegmentEntry>,
+    /// Bumped at every change of `segments`; a checkpoint is written even at the same sequence
+    /// number while it differs from `segments_checkpointed` (`docs/durability.md`, B3).
+    pub(in crate::kernel) segments_version: u64,
+    /// `segments_version` as the newest checkpoint wrote it.
+    pub(in crate::kernel) segments_checkpointed: u64,
+    /// Segments an index build replaced whose files are still on disk (B4).
+    pub(in crate::kernel) replaced: Vec<SegmentEntry>,
+    /// For each segment a purge wrote, the id of the segment it descends from through purges:
+    /// what a build planned before those purges names it by (`docs/durability.md`, B3).
+    pub(in crate::kernel) purged_from: HashMap<u64, u64>,
+    /// Automatic checkpoints wait until then after one failed for a full disk.
+    pub(in crate::kernel) checkpoint_paused_until: Option<Instant>,
+    /// A write's wait for a checkpoint at `log_tail_limit` timed out: writes go on without
+    /// waiting until a checkpoint finishes or fails.
+    pub(in crate::kernel) tail_wait_timed_out: bool,
+    /// The newest full checkpoint, when the table's changed ids count from it (`None`: the
+    /// next checkpoint is full).
+    pub(in crate::kernel) delta_base: Option<DeltaBase>,
+}
+
+impl Writer {
+    /// The segment `id` descends from through purges (itself when no purge wrote it).
+    pub(in crate::kernel) fn root_of(&self, id: u64) -> u64 {
+        self.purged_from.get(&id).copied().unwrap_or(id)
+    }
+
+    /// Where the segments descending from `roots` (a build's run, B1) are now: adjacent and in
+    /// the same order, or `None` when there are none or they are not (B3).
+    pub(in crate::kernel) fn descendants_of(
+        &self,
+        roots: &[u64],
+    ) -> Option<std::ops::Range<usize>> {
+        let found: Vec<(usize, usize)> = self
+            .segments
+            .iter()
+            .enumerate()
+            .filter_map(|(at, s)| {
+                let root = self.root_of(s.id);
+                roots
+                    .iter()
+                    .position(|&r| r == root)
+                    .map(|planned| (at, planned))
+            })
+            .collect();
+        let (first, last) = (found.first()?.0, found.last()?.0);
+        let adjacent = found.len() == last - first + 1;
+        let in_order = found.windows(2).all(|p| p[0].1 < p[1].1);
+        (adjacent && in_order).then_some(first..last + 1)
+    }
+}
+
+/// What one index build did (`Store::build_index`, STATS).
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexBuild {
+    /// The new IVF segment's id.
+    pub segment_id: u64,
+    /// Its rows.
+    pub rows: u64,
+    /// The segments it replaced.
+    pub replaced: usize,
+    /// Its lists.
+    pub nlist: usize,
+    /// The lists a search probes by default.
+    pub nprobe: u32,
+    /// The mean recall@10 measured at `nprobe` on held-out rows.
+    pub built_recall: f32,
+    /// Wall time, gathering to checkpoint.
+    pub seconds: f64,
+}
+
+/// The index builds of one store: one at a time, in the background or asked for.
+#[derive(Default)]
+pub(in crate::kernel) struct Indexing {
+    /// A build is running (or a background one starting).
+    pub(in crate::kernel) running: AtomicBool,
+    /// Set when the store closes: a running build gives up at its next check.
+    pub(in crate::kernel) stop: Arc<AtomicBool>,
+    /// The background build thread, joined at close.
+    pub(in crate::kernel) thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    pub(in crate::kernel) builds: AtomicU64,
+    pub(in crate::kernel) failures: AtomicU64,
+    pub(in crate::kernel) last: Mutex<Option<IndexBuild>>,
+    pub(in crate::kernel) last_error: Mutex<Option<String>>,
+}
+
+/// The kernel's counters, for `Stats`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Counters {
+    pub(crate) sealed_segments: usize,
+    pub(crate) growing_rows: usize,
+    pub(crate) last_seq: u64,
+    pub(crate) durable_seq: u64,
+    pub(crate) checkpoint_seq: u64,
+    pub(crate) log_fsyncs: u64,
+    pub(crate) poison_cause: Option<PoisonCause>,
+    pub(crate) disk_full_refusals: u64,
+    pub(crate) accesses_not_recorded: u64,
+}
+
+/// One open database.
+pub(crate) struct Db {
+    pub(in crate::kernel) dir: PathBuf,
+    pub(in crate::kernel) config: DbConfig,
+    pub(in crate::kernel) state: RwLock<State>,
+    pub(in crate::kernel) writer: Mutex<Writer>,
+    pub(in crate::kernel) commit: GroupCommit,
+    /// Accesses waiting for the writer lock, applied by whoever holds it next
+    /// (`Db::touch`).
+    pub(in crate::kernel) pending_touches: Mutex<Vec<(Timestamp, Vec<MemoryId>)>>,
+    /// Where writes wait at `log_tail_limit` for a checkpoint (with the writer mutex).
+    pub(in crate::kernel) log_room: Condvar,
+    /// The newest checkpoint's sequence number, readable without the writer lock.
+    pub(in crate::kernel) checkpoint_seq: AtomicU64,
+    pub(in crate::kernel) disk_full_refusals: AtomicU64,
+    pub(in crate::kernel) accesses_not_recorded: AtomicU64,
+    pub(in crate::kernel) report: OpenReport,
+    pub(in crate::kernel) indexing: Indexing,
+    /// The lexical indexes built after the open (R9).
+    pub(in crate::kernel) lexical: Arc<LexicalBuild>,
+    /// One checkpoint at a time; taken before the writer mutex.
+    pub(in crate::kernel) checkpointing: Mutex<()>,
+    /// When the oldest delete no purge has covered yet was applied (`docs/durability.md`,
+    /// "Purge": the maintenance thread purges `purge_delay` after it).
+    pub(in crate::kernel) unpurged_since: Mutex<Option<Instant>>,
+    /// When (the store's clock) archive retention last looked at the ages.
+    pub(in crate::kernel) archive_checked_at: Mutex<Option<Timestamp>>,
+    pub(in crate::kernel) maintenance: Maintenance,
+    /// This database, for the background threads it starts (they hold it weakly).
+    pub(in crate::kernel) me: Weak<Db>,
+    pub(in crate::kernel) _lock: Box<dyn StorageLock>,
+}
+
+/// The index's figures for STATS.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct IndexCounters {
+    pub(crate) building: bool,
+    pub(crate) builds: u64,
+    pub(crate) failures: u64,
+    pub(crate) last: Option<IndexBuild>,
+    pub(crate) last_error: Option<String>,
+}
+
+impl Db {
+    /// The state, for reading. Held briefly: a writer's apply waits for it.
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, State> {
+        self.state.read()
+    }
+
+    /// The store's clock.
+    pub(crate) fn now(&self) -> Timestamp {
+        (self.config.clock)()
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub(crate) fn open_report(&self) -> &OpenReport {
+        &self.report
+    }
+
+    pub(crate) fn storage(&self) -> &dyn Storage {
+        &*self.config.storage
+    }
+}

@@ -1,0 +1,244 @@
+//! Purges of a [`Db`] (`docs/durability.md`, "Purge", P1–P5): deleted rows and archived
+//! texts leave every file.
+
+use super::checkpoint::CheckpointAsk;
+use super::core::*;
+use crate::kernel::checkpoint::format as ckpt_format;
+use crate::kernel::commit::PoisonCause;
+use crate::kernel::error::{EngineError, Result};
+use crate::kernel::error::{internal, io_error};
+use crate::kernel::maintenance::Purge;
+use crate::kernel::maintenance::Removed;
+use crate::kernel::recovery::Retained;
+use crate::kernel::segment_file::{self, SegmentEntry, SegmentKind};
+use std::path::PathBuf;
+use std::time::Instant;
+
+impl Db {
+    /// Makes the deleted records leave every file now (`docs/durability.md`, "Purge"): P1–P5.
+    ///
+    /// # Errors
+    /// `Poisoned`, `Io`, `DiskFull`, `Internal`. A failure before P3 changes nothing; after it,
+    /// the rewritten segments stand and the checkpoint's failure is handled as any
+    /// checkpoint's.
+    pub(crate) fn purge(&self) -> Result<Purge> {
+        let start = Instant::now();
+        let turn = self.checkpointing.lock();
+        let mut noted = None;
+        let result = self.purge_holding(start, &mut noted);
+        drop(turn);
+        match &result {
+            Ok(p) => self.maintenance.record_purge(p.clone()),
+            Err(e) => {
+                // The deletes P1 took are not purged: they are due again after another delay.
+                if noted.is_some() {
+                    self.unpurged_since.lock().get_or_insert_with(Instant::now);
+                }
+                self.maintenance.record_purge_failure(e);
+            }
+        }
+        // P4 sealed the growing rows as any checkpoint does: they are indexed the same way
+        // (after a re-embedding, every vector of the store).
+        if result.is_ok() {
+            self.start_background_build();
+        }
+        result
+    }
+
+    /// P1–P5 with the checkpoint mutex held. P1 moves the deletes' note into `noted`.
+    pub(in crate::kernel) fn purge_holding(
+        &self,
+        start: Instant,
+        noted: &mut Option<Instant>,
+    ) -> Result<Purge> {
+        // P1: the segments holding deleted rows, and the rows deleted now.
+        let plan = {
+            let mut w = self.writer.lock();
+            self.commit.check()?;
+            self.not_restoring()?;
+            // Every delete applied so far is covered from here on; later ones note again.
+            *noted = self.unpurged_since.lock().take();
+            let state = self.state.read();
+            let plan: Vec<_> = state
+                .vectors
+                .sealed_tombstones()
+                .into_iter()
+                .filter_map(|(i, dead)| {
+                    let entry = *w.segments.get(i)?;
+                    Some((i, entry, state.vectors.sealed().get(i)?.clone(), dead))
+                })
+                .collect();
+            drop(state);
+            plan.into_iter()
+                .map(|(i, entry, seg, dead)| {
+                    let id = w.next_segment_id;
+                    w.next_segment_id += 1;
+                    (i, entry, seg, dead, id)
+                })
+                .collect::<Vec<_>>()
+        };
+        // P2: each rewritten without those rows, written and read back; no lock held.
+        let mut rewritten = Vec::with_capacity(plan.len());
+        let mut written = Vec::new();
+        let discard = |written: &[PathBuf]| {
+            let _ = self.undo_checkpoint_files(written);
+        };
+        let mut rows_dropped = 0u64;
+        for (i, entry, seg, dead, id) in &plan {
+            use amberdb_index::segment::Rewritten;
+            let keep = |k: u64| dead.binary_search(&k).is_err();
+            let rewrite = match seg.rewrite_kept(&keep, self.config.vector_codes) {
+                Ok(r) => r,
+                Err(e) => {
+                    discard(&written);
+                    return Err(internal("rewriting a segment without its deleted rows", e));
+                }
+            };
+            rows_dropped += dead.len() as u64;
+            let kind = match &rewrite {
+                Rewritten::Empty => {
+                    rewritten.push((*i, *entry, None));
+                    continue;
+                }
+                Rewritten::Flat(_) => SegmentKind::Flat,
+                Rewritten::Ivf(_) => SegmentKind::Ivf,
+            };
+            let new = SegmentEntry {
+                id: *id,
+                rows: entry.rows - dead.len() as u64,
+                kind,
+            };
+            let name = new.file_name();
+            written.push(self.dir.join(&name));
+            let wrote = crate::kernel::storage::write_atomic_pieces(
+                self.storage(),
+                &self.dir,
+                &name,
+                &mut |put| {
+                    rewrite.write(put);
+                },
+            );
+            let opened = wrote
+                .map_err(|source| io_error(self.dir.join(&name), source))
+                .and_then(|()| segment_file::open(self.storage(), &self.dir, &new));
+            match opened {
+                Ok(seg) => rewritten.push((*i, *entry, Some((new, seg)))),
+                Err(e) => {
+                    discard(&written);
+                    return Err(e);
+                }
+            }
+        }
+        // P3: the swap, last segment first so the indices stay right.
+        let tags_forgotten = {
+            let mut w = self.writer.lock();
+            if let Err(e) = self.commit.check() {
+                discard(&written);
+                return Err(e);
+            }
+            if rewritten
+                .iter()
+                .any(|(i, entry, _)| w.segments.get(*i) != Some(entry))
+            {
+                discard(&written);
+                return Err(internal(
+                    "purging segments",
+                    "the segments changed meanwhile",
+                ));
+            }
+            let mut state = self.state.write();
+            for (i, entry, new) in rewritten.into_iter().rev() {
+                let (new_entry, segment) = match new {
+                    Some((e, s)) => (Some(e), Some(s)),
+                    None => (None, None),
+                };
+                if let Err(e) = state.vectors.replace_run(i..i + 1, segment) {
+                    drop(state);
+                    self.commit.poison(PoisonCause::new("purge", &self.dir, &e));
+                    return Err(internal("swapping in a purged segment", e));
+                }
+                let root = w.purged_from.remove(&entry.id).unwrap_or(entry.id);
+                if let Some(new) = new_entry {
+                    w.purged_from.insert(new.id, root);
+                }
+                w.segments.splice(i..=i, new_entry);
+                w.replaced.push(entry);
+                w.segments_version += 1;
+            }
+            // A deleted memory's tags go with it: P4's checkpoint holds only the canonical
+            // tags some record still carries, and P5 removes the files that named the others.
+            // No frame: a purge that fails before P4 leaves them, and the next one drops them.
+            state.table.forget_unused_canonical_tags()
+        };
+        // P4: a full checkpoint names the new list and holds no deleted record (a delta's base
+        // would still hold the deleted ones).
+        self.checkpoint_holding(CheckpointAsk::Full)?;
+        // P5: the newest checkpoint, read back, becomes the only one; everything older goes.
+        // The read-back takes no lock a writer needs (at 1M it reads and decodes ~250 MB for
+        // a second): the file is never written again, and no other checkpoint runs while the
+        // purge holds the checkpoint mutex.
+        // No checkpoint even now: nothing was ever written, so nothing was deleted.
+        let Some(newest) = self.writer.lock().checkpoints.last().map(|c| c.seq) else {
+            return Ok(Purge {
+                segments_rewritten: 0,
+                rows_dropped: 0,
+                removed: Removed::default(),
+                tags_forgotten,
+                seconds: start.elapsed().as_secs_f64(),
+            });
+        };
+        let path = self.dir.join(ckpt_format::file_name(newest));
+        let bytes = self.storage().map(&path).map_err(EngineError::io(&path))?;
+        // What falls back to the older checkpoint is about to go: the newest must read.
+        if let Err(e) = crate::kernel::checkpoint::reader::verify(bytes.as_slice()) {
+            let (offset, reason) = match e {
+                crate::kernel::checkpoint::reader::CheckpointError::Corrupted(d) => {
+                    (d.offset as u64, d.reason)
+                }
+                crate::kernel::checkpoint::reader::CheckpointError::Unsupported(_) => {
+                    (0, "the purge's checkpoint does not read back")
+                }
+            };
+            return Err(EngineError::Corrupted {
+                file: path,
+                offset,
+                reason,
+            });
+        }
+        drop(bytes);
+        let retired = {
+            let mut w = self.writer.lock();
+            if w.checkpoints.last().map(|c| c.seq) != Some(newest) {
+                return Err(internal(
+                    "purging",
+                    "the checkpoints changed while the purge held the checkpoint mutex",
+                ));
+            }
+            let keep = w.checkpoints.len().saturating_sub(1);
+            let older: Vec<Retained> = w.checkpoints.drain(..keep).collect();
+            let mut retired: Vec<PathBuf> = older
+                .iter()
+                .map(|c| self.dir.join(ckpt_format::file_name(c.seq)))
+                .collect();
+            retired.extend(self.retire_logs_before(&w, newest));
+            let named: std::collections::HashSet<u64> = w.segments.iter().map(|s| s.id).collect();
+            w.replaced.retain(|entry| {
+                let keep = named.contains(&entry.id);
+                if !keep {
+                    retired.push(self.dir.join(entry.file_name()));
+                }
+                keep
+            });
+            retired
+        };
+        self.let_go(&retired, None);
+        let removed = self.remove_retired(&retired);
+        Ok(Purge {
+            segments_rewritten: plan.len(),
+            rows_dropped,
+            removed,
+            tags_forgotten,
+            seconds: start.elapsed().as_secs_f64(),
+        })
+    }
+}

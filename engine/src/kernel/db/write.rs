@@ -1,0 +1,345 @@
+//! The write path of a [`Db`] (`docs/durability.md`, "The write path", steps 3–7): prepare
+//! and check under the read lock, append (step 4, [`Db::append`], the seam where a frame
+//! enters the log), apply, then acknowledge (step 6, [`Db::acknowledge`], the seam where a
+//! write is reported durable); accesses, group-commit batches, flush.
+
+use super::core::*;
+use crate::kernel::commit::PoisonCause;
+use crate::kernel::config::SyncPolicy;
+use crate::kernel::error::is_disk_full;
+use crate::kernel::error::{EngineError, Result};
+use crate::kernel::log::Op;
+use crate::kernel::log::format::{FRAME_PREFIX, MAX_FRAME_LEN, encode_frame};
+use crate::kernel::record::{MemoryId, Timestamp};
+use crate::kernel::state::State;
+use parking_lot::MutexGuard;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+/// The longest a write waits for a checkpoint at `log_tail_limit` (`Db::wait_for_log_room`).
+pub(in crate::kernel) const LOG_TAIL_WAIT: Duration = Duration::from_secs(5);
+
+/// The writes of a [`crate::Store::deferred_batch`] that are appended but perhaps not durable
+/// yet.
+#[must_use = "none of the batch's writes may be reported stored before `wait` returns Ok"]
+pub struct PendingDurable {
+    db: Arc<Db>,
+    /// The last sequence number the batch's acknowledged writes appended; 0 for none.
+    seq: u64,
+}
+
+impl std::fmt::Debug for PendingDurable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingDurable")
+            .field("seq", &self.seq)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PendingDurable {
+    /// Returns once the batch's writes are durable (at once if it made none).
+    ///
+    /// # Errors
+    /// `Poisoned` if the fsync fails: none of the batch's writes may be reported stored.
+    pub fn wait(self) -> Result<()> {
+        if self.seq == 0 {
+            return Ok(());
+        }
+        self.db.commit.wait_durable(self.seq)
+    }
+}
+
+pub(in crate::kernel) fn batch_sync_loop(db: &Weak<Db>, interval: std::time::Duration) {
+    loop {
+        std::thread::sleep(interval);
+        let Some(db) = db.upgrade() else { return };
+        if db.commit.is_poisoned() {
+            return;
+        }
+        // A failure poisons the store; the next write reports it.
+        let _ = db.commit.wait_durable(db.commit.written());
+    }
+}
+
+impl Db {
+    /// The write path, steps 3–7 of `docs/durability.md`: `prepare` turns the request into an
+    /// operation against the current state (or a caller error), with what the caller gets once
+    /// it is durable; no operation means nothing to write. It runs under the writer mutex and a
+    /// read lock, so readers go on while it scans; the write lock is taken only to apply.
+    pub(crate) fn commit<T>(
+        &self,
+        prepare: impl FnOnce(&NextIds, &State) -> Result<(Option<Op>, T)>,
+    ) -> Result<T> {
+        let (seq, checkpoint_due, value) = {
+            let mut w = self.writer.lock();
+            self.wait_for_log_room(&mut w);
+            // Accesses readers queued while the mutex was held go first: if appending them
+            // fails and poisons the store, this write is refused before anything of it exists.
+            self.drain_touches(&mut w);
+            self.commit.check()?;
+            // step 3: prepare and check, under the read lock. Only the holder of the writer
+            // mutex changes the state, so it is the same when the write lock is taken below.
+            let (op, value) = {
+                let state = self.state.read();
+                let (op, value) = prepare(&NextIds(w.next_id), &state)?;
+                let Some(op) = op else {
+                    return Ok(value);
+                };
+                if let Err(reason) = state.check(&op) {
+                    // Nothing was written: the store stays as it was, and writable.
+                    return Err(EngineError::Internal {
+                        context: "checking an operation before it is logged",
+                        reason: reason.to_owned(),
+                    });
+                }
+                (op, value)
+            };
+            // step 4: append.
+            let seq = self.append(&mut w, &op)?;
+            // step 5: apply, publish.
+            self.apply(&mut w, seq, op)?;
+            (seq, self.checkpoint_due(&w), value)
+        };
+        // step 6: durability per policy (inside `durable_batch`, once at the batch's end).
+        if self.config.sync == SyncPolicy::Always {
+            if DEFERRED.get() {
+                DEFERRED_SEQ.set(DEFERRED_SEQ.get().max(seq));
+            } else {
+                self.commit.wait_durable(seq)?;
+            }
+        }
+        // step 7: acknowledged. A due checkpoint is the maintenance thread's (never a reader's:
+        // `touch` does not get here). Without the thread it runs here, after the write; its
+        // failure is not this write's (the write is durable) and is logged, the reply stays
+        // the write's own.
+        if checkpoint_due {
+            self.checkpoint_found_due();
+        }
+        Ok(value)
+    }
+
+    /// Waits, the writer mutex released, while the log since the newest checkpoint holds
+    /// `log_tail_limit` bytes and a due checkpoint can run, until one finishes; at most
+    /// `LOG_TAIL_WAIT` (`docs/durability.md`, "Maintenance", a bounded log tail).
+    pub(in crate::kernel) fn wait_for_log_room(&self, w: &mut MutexGuard<'_, Writer>) {
+        let limit = self.config.log_tail_limit;
+        let must_wait = |w: &Writer| {
+            limit > 0
+                && !MAINTAINING.get()
+                && w.log_bytes_since_checkpoint >= limit
+                && !w.tail_wait_timed_out
+                && self.config.maintenance_thread
+                && !self.maintenance.is_paused()
+                && self.checkpoint_due(w)
+                && self.commit.check().is_ok()
+        };
+        if !must_wait(w) {
+            return;
+        }
+        let start = Instant::now();
+        let deadline = start + LOG_TAIL_WAIT;
+        while must_wait(w) {
+            self.maintenance.wake();
+            if self.log_room.wait_until(w, deadline).timed_out() {
+                w.tail_wait_timed_out = must_wait(w);
+                break;
+            }
+        }
+        self.maintenance.record_write_wait(start.elapsed());
+    }
+
+    /// Wakes the writers `wait_for_log_room` holds: a checkpoint finished or failed, or
+    /// maintenance was paused or resumed. Called with the writer mutex held or not.
+    pub(crate) fn log_room_changed(&self) {
+        self.log_room.notify_all();
+    }
+
+    /// Step 4: encodes and appends `op` as the next frame. Returns its sequence number.
+    pub(in crate::kernel) fn append(&self, w: &mut Writer, op: &Op) -> Result<u64> {
+        let seq = w.next_seq;
+        let frame = encode_frame(seq, op);
+        let body = frame.len() - FRAME_PREFIX;
+        if body > MAX_FRAME_LEN as usize {
+            return Err(EngineError::LimitExceeded {
+                what: "bytes of one atomic operation (its log frame)",
+                limit: MAX_FRAME_LEN as usize,
+                got: body,
+            });
+        }
+        match w.log.append_frame(&frame) {
+            Ok(n) => w.log_bytes_since_checkpoint += n,
+            Err(source) => return Err(self.append_failed(w, source)),
+        }
+        if let Some(id) = op.max_new_id() {
+            w.next_id = w.next_id.max(id + 1);
+        }
+        w.next_seq = seq + 1;
+        Ok(seq)
+    }
+
+    /// Step 5: applies an appended, checked operation and publishes it. It cannot fail short
+    /// of a bug; if it does, the state may be half changed, so the store is poisoned.
+    pub(in crate::kernel) fn apply(&self, w: &mut Writer, seq: u64, op: Op) -> Result<()> {
+        if op.deletes_records() {
+            self.unpurged_since.lock().get_or_insert_with(Instant::now);
+        }
+        let switches = matches!(&op, Op::Reembed(r) if r.switch);
+        let cancels =
+            matches!(&op, Op::Reembed(r) if !r.switch && r.records.is_empty() && r.tags.is_empty());
+        if cancels {
+            // A dropped stage's vectors leave the files at the next purge.
+            self.unpurged_since.lock().get_or_insert_with(Instant::now);
+        }
+        if switches {
+            // The new vectors are all growing; the old segments are replaced (B4: their files
+            // go once no retained checkpoint names them), and a purge removes the old vectors
+            // from every file (`docs/durability.md`, "Re-embedding").
+            let old = std::mem::take(&mut w.segments);
+            w.replaced.extend(old);
+            w.purged_from.clear();
+            w.segments_version += 1;
+            self.unpurged_since.lock().get_or_insert_with(Instant::now);
+        }
+        if let Err(reason) = self.state.write().apply_checked(op) {
+            self.commit
+                .poison(PoisonCause::new("apply", &w.log.path, reason));
+            return Err(EngineError::Internal {
+                context: "applying a logged operation",
+                reason: reason.to_owned(),
+            });
+        }
+        self.commit.set_written(seq);
+        Ok(())
+    }
+
+    /// Counts an access of `ids` at `at`: a `Touch` frame, not waited for (access counts are
+    /// bookkeeping, `docs/durability.md`, "Access counts"), and never waiting for a writer: when
+    /// one holds the writer lock (a store's dedup may take milliseconds), the access is queued
+    /// for whoever takes the lock next (the next write, access, checkpoint or flush), which
+    /// appends it before its own work. Returns false when it could not be recorded (a
+    /// full disk, a poisoned store); the read is answered all the same and
+    /// `accesses_not_recorded` counts it.
+    pub(crate) fn touch(&self, at: Timestamp, ids: Vec<MemoryId>) -> bool {
+        if self.commit.check().is_err() {
+            self.accesses_not_recorded.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        self.pending_touches.lock().push((at, ids));
+        match self.writer.try_lock() {
+            Some(mut w) => self.drain_touches(&mut w),
+            None => true,
+        }
+    }
+
+    /// Appends and applies the accesses waiting for the writer lock, each re-checked (a
+    /// memory archived or deleted since its read is not counted). Returns false if any could
+    /// not be recorded (each counted in `accesses_not_recorded`).
+    pub(in crate::kernel) fn drain_touches(&self, w: &mut Writer) -> bool {
+        let pending = std::mem::take(&mut *self.pending_touches.lock());
+        let mut all = true;
+        for (at, ids) in pending {
+            let op = {
+                let state = self.state.read();
+                let ids: Vec<MemoryId> = ids
+                    .into_iter()
+                    .filter(|id| state.table.contains(*id))
+                    .collect();
+                if ids.is_empty() {
+                    continue;
+                }
+                Op::Touch { at, ids }
+            };
+            let recorded = self.commit.check().is_ok()
+                && self
+                    .append(w, &op)
+                    .and_then(|seq| self.apply(w, seq, op))
+                    .inspect_err(|e| tracing::debug!(error = %e, "an access could not be recorded"))
+                    .is_ok();
+            if !recorded {
+                self.accesses_not_recorded.fetch_add(1, Ordering::Relaxed);
+                all = false;
+            }
+        }
+        all
+    }
+
+    /// Step 4 failed. An append that failed for a full disk wrote nothing durable and was never
+    /// acknowledged: its partial frame is cut back and the store stays writable (`DiskFull`).
+    /// Any other failure, or a cut that fails, may leave a partial frame that a later append
+    /// would bury mid-file, so it poisons the store (`docs/durability.md` step 4).
+    pub(in crate::kernel) fn append_failed(
+        &self,
+        w: &Writer,
+        source: std::io::Error,
+    ) -> EngineError {
+        let path = w.log.path.clone();
+        if is_disk_full(&source) {
+            match self.storage().truncate(&path, w.log.bytes) {
+                Ok(()) => {
+                    self.disk_full_refusals.fetch_add(1, Ordering::Relaxed);
+                    return EngineError::DiskFull { path, source };
+                }
+                Err(cut) => {
+                    self.commit.poison(PoisonCause::new(
+                        "append",
+                        &path,
+                        format!("{source}; cutting the partial frame back failed: {cut}"),
+                    ));
+                    return EngineError::Io { path, source };
+                }
+            }
+        }
+        self.commit
+            .poison(PoisonCause::new("append", &path, &source));
+        EngineError::Io { path, source }
+    }
+
+    /// Runs `f`, whose acknowledged writes on this thread each return as soon as they are
+    /// appended and applied, and returns what must still become durable (see
+    /// `Store::deferred_batch`).
+    pub(crate) fn deferred_batch<T>(
+        self: &Arc<Self>,
+        f: impl FnOnce() -> T,
+    ) -> (T, PendingDurable) {
+        struct Restore(bool);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                DEFERRED.set(self.0);
+            }
+        }
+        let outermost = !DEFERRED.get();
+        if outermost {
+            // A batch that panicked on this (pooled) thread may have left its sequence here.
+            DEFERRED_SEQ.set(0);
+        }
+        let outer = Restore(DEFERRED.replace(true));
+        let value = f();
+        drop(outer);
+        // Only the outermost batch makes the writes durable, if it made any.
+        let seq = if outermost {
+            DEFERRED_SEQ.replace(0)
+        } else {
+            0
+        };
+        (
+            value,
+            PendingDurable {
+                db: Arc::clone(self),
+                seq,
+            },
+        )
+    }
+
+    /// Appends the accesses still waiting for the writer, then makes every write so far
+    /// durable.
+    pub(crate) fn flush(&self) -> Result<()> {
+        {
+            let mut w = self.writer.lock();
+            if self.commit.check().is_ok() {
+                self.drain_touches(&mut w);
+            }
+        }
+        self.commit.wait_durable(self.commit.written())
+    }
+}

@@ -1,0 +1,53 @@
+//! `cargo run -p amberdb-house [--all]`: the house rules' measurements on this workspace: files
+//! and functions over the limits (every file and the 20 longest functions with `--all`), the
+//! import circles, and the kernel's imports from the product layer.
+
+#![expect(clippy::print_stdout, reason = "a report tool prints its report")]
+
+use amberdb_house::{
+    MAX_FILE_LINES, MAX_FN_LINES, circles, functions, imports, kernel_reaches_up, workspace_sources,
+};
+use std::path::Path;
+
+fn main() -> Result<(), String> {
+    let all = std::env::args().nth(1).is_some_and(|a| a == "--all");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let files = workspace_sources(&root)?;
+    let mut by_length: Vec<_> = files.iter().collect();
+    by_length.sort_by_key(|f| std::cmp::Reverse(f.lines));
+    println!("files over {MAX_FILE_LINES} lines outside tests:");
+    for file in by_length
+        .iter()
+        .filter(|f| all || f.lines > MAX_FILE_LINES)
+        .take(if all { 25 } else { usize::MAX })
+    {
+        println!("  {:5}  {}", file.lines, file.path.display());
+    }
+    let mut fns = functions(&files);
+    fns.sort_by_key(|f| std::cmp::Reverse(f.lines));
+    println!("functions over {MAX_FN_LINES} lines outside tests:");
+    for f in fns
+        .iter()
+        .filter(|f| all || f.lines > MAX_FN_LINES)
+        .take(if all { 20 } else { usize::MAX })
+    {
+        println!(
+            "  {:5}  {}:{} {}",
+            f.lines,
+            f.path.display(),
+            f.line,
+            f.name
+        );
+    }
+    let edges = imports(&files);
+    println!("import circles:");
+    for circle in circles(&edges) {
+        let names: Vec<_> = circle.iter().map(|p| p.display().to_string()).collect();
+        println!("  {}", names.join(" ↔ "));
+    }
+    println!("the kernel's imports from the product layer:");
+    for edge in kernel_reaches_up(&edges) {
+        println!("  {} → {}", edge.from.display(), edge.to.display());
+    }
+    Ok(())
+}
