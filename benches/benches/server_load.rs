@@ -653,9 +653,9 @@ fn maintenance_rows(secs: f64) {
                 let victims: Vec<u64> = (next..next + 1_000).collect();
                 next += 1_000;
                 store
-                    .durable_batch(|| {
+                    .durable_batch(|batch| {
                         for id in victims {
-                            let _ = store.delete(amberdb::MemoryId(id));
+                            let _ = batch.delete(amberdb::MemoryId(id));
                         }
                     })
                     .expect("durable");

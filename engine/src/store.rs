@@ -8,7 +8,7 @@
 use crate::kernel::backup::Backup;
 use crate::kernel::commit::PoisonCause;
 use crate::kernel::config::DbConfig;
-use crate::kernel::db::{Db, IndexBuild, NextIds, PendingDurable};
+use crate::kernel::db::{Db, DeferredWrites, Durability, IndexBuild, NextIds, PendingDurable};
 use crate::kernel::error::{EngineError, Result};
 use crate::kernel::log::Op;
 use crate::kernel::maintenance::MaintenanceCounters;
@@ -144,6 +144,9 @@ pub struct Store {
     pub(crate) inner: Arc<Inner>,
     /// The one user this handle acts for (`Store::scoped`), or every user.
     scope: Option<Arc<str>>,
+    /// How this handle's writes are acknowledged: at once, or with a batch
+    /// (`Store::deferred_batch`).
+    durability: Durability,
 }
 
 impl std::fmt::Debug for Store {
@@ -224,7 +227,11 @@ impl Store {
         if inner.db.unindexed() > 0 && inner.options.maintenance_thread {
             crate::memory::start_restoring(&inner).map_err(EngineError::io(dir.as_ref()))?;
         }
-        Ok(Store { inner, scope: None })
+        Ok(Store {
+            inner,
+            scope: None,
+            durability: Durability::Immediate,
+        })
     }
 
     /// This store as one user sees it: every call acts for `user_id` only. A request naming
@@ -239,6 +246,7 @@ impl Store {
         Ok(Store {
             inner: Arc::clone(&self.inner),
             scope: Some(Arc::from(user_id)),
+            durability: self.durability.clone(),
         })
     }
 
@@ -363,7 +371,7 @@ impl Store {
         &self,
         prepare: impl FnOnce(&NextIds, &State) -> Result<(Option<Op>, T)>,
     ) -> Result<T> {
-        self.inner.db.commit(prepare)
+        self.inner.db.commit(&self.durability, prepare)
     }
 
     /// The state, for reading.
@@ -441,19 +449,21 @@ impl Store {
         self.inner.db.apply_archive_retention()
     }
 
-    /// Runs `f`, whose writes on this thread each return as soon as they are appended and
+    /// Runs `f` with a handle whose writes each return as soon as they are appended and
     /// applied, then makes them all durable with one fsync (shared with concurrent writers,
     /// `docs/durability.md`, "Group commit") before returning. For a server answering a
     /// pipelined batch: it replies to none of the batch's writes until this returns `Ok`, so
     /// acknowledged still means durable, and a batch of N stores costs one fsync instead of N.
-    /// Other threads may read a batch's writes before they are durable (as they may read any
-    /// write during its own fsync). Under `SyncPolicy::Batch` / `None` it only runs `f`.
+    /// Only the handle `f` is given defers its writes; other handles, and other threads, write
+    /// as they always do, and may read a batch's writes before they are durable (as they may
+    /// read any write during its own fsync). Under `SyncPolicy::Batch` / `None` it only runs
+    /// `f`.
     ///
     /// # Errors
     /// `Poisoned` if the final fsync fails: then none of the batch's writes may be reported as
     /// stored (they may or may not survive a crash). A batch that wrote nothing never fails
     /// here, so reads keep answering on a poisoned store. `f`'s own errors are in its result.
-    pub fn durable_batch<T>(&self, f: impl FnOnce() -> T) -> Result<T> {
+    pub fn durable_batch<T>(&self, f: impl FnOnce(&Store) -> T) -> Result<T> {
         let (value, pending) = self.deferred_batch(f);
         pending.wait()?;
         Ok(value)
@@ -462,9 +472,25 @@ impl Store {
     /// `durable_batch` in two halves: runs `f` as it does and returns what must still become
     /// durable, so that the caller can give up what it holds for the work (a CPU slot) before
     /// it waits for the fsync, which many batches share. Nothing of the batch may be reported
-    /// stored before [`PendingDurable::wait`] returns `Ok`.
-    pub fn deferred_batch<T>(&self, f: impl FnOnce() -> T) -> (T, PendingDurable) {
-        self.inner.db.deferred_batch(f)
+    /// stored before [`PendingDurable::wait`] returns `Ok`. Called on a handle that is itself
+    /// a batch's, `f`'s writes join that batch and what this returns waits for nothing.
+    pub fn deferred_batch<T>(&self, f: impl FnOnce(&Store) -> T) -> (T, PendingDurable) {
+        let (batch, outermost) = match &self.durability {
+            Durability::Deferred(batch) => (Arc::clone(batch), false),
+            Durability::Immediate => (Arc::new(DeferredWrites::default()), true),
+        };
+        let handle = Store {
+            inner: Arc::clone(&self.inner),
+            scope: self.scope.clone(),
+            durability: Durability::Deferred(Arc::clone(&batch)),
+        };
+        let value = f(&handle);
+        let pending = if outermost {
+            self.inner.db.pending(&batch)
+        } else {
+            self.inner.db.pending(&DeferredWrites::default())
+        };
+        (value, pending)
     }
 
     /// Makes every write so far durable (a no-op cost under `Always`).

@@ -555,10 +555,16 @@ async fn run_batch(
             rest: Vec::new(),
         };
         // One fsync for the whole batch, before any of its replies leaves (module doc).
-        let ((), pending) = shared.ctx.store.deferred_batch(|| {
+        let ((), pending) = shared.ctx.store.deferred_batch(|store| {
+            // The batch's commands write through its handle: acknowledged once appended, made
+            // durable together below.
+            let ctx = Ctx {
+                store: store.clone(),
+                metrics: Arc::clone(&shared.ctx.metrics),
+            };
             let mut lines = lines.into_iter();
             for line in lines.by_ref() {
-                execute(&shared, &mut batch, &line);
+                execute(&shared, &ctx, &mut batch, &line);
                 if batch.close {
                     return;
                 }
@@ -643,7 +649,7 @@ fn busy(shared: &Shared, session: Session, auth_failures: u32, lines: &[Line]) -
 }
 
 /// Runs one line and appends its reply.
-fn execute(shared: &Shared, batch: &mut Batch, line: &Line) {
+fn execute(shared: &Shared, ctx: &Ctx, batch: &mut Batch, line: &Line) {
     let metrics = &shared.ctx.metrics;
     let started = Instant::now();
     let bytes = match line {
@@ -685,7 +691,7 @@ fn execute(shared: &Shared, batch: &mut Batch, line: &Line) {
             batch.close = true;
             serde_json::json!({"reply": "BYE"})
         }),
-        _ => commands::run(&shared.ctx, &batch.session, command, req.args),
+        _ => commands::run(ctx, &batch.session, command, req.args),
     };
     match result {
         Ok(body) => {

@@ -133,7 +133,7 @@ fn main() {
             .map(|_| new_memory(&mut rng))
             .collect();
         let stored = store
-            .durable_batch(|| store.store_batch(batch))
+            .durable_batch(|deferred| deferred.store_batch(batch))
             .expect("durable")
             .expect("stored");
         live.extend(stored.into_iter().map(|r| r.expect("stored").memory_id));
@@ -200,9 +200,9 @@ fn main() {
             .map(|_| live.swap_remove(k.min(live.len() - 1)))
             .collect();
         store
-            .durable_batch(|| {
+            .durable_batch(|batch| {
                 for id in victims {
-                    store.delete(id).expect("delete");
+                    batch.delete(id).expect("delete");
                 }
             })
             .expect("durable");

@@ -459,10 +459,10 @@ fn a_durable_batch_takes_one_fsync_and_is_durable_when_it_returns() {
     let store = Store::open(Path::new("/b"), small_options(&fs, 1000)).unwrap();
     let before = store.stats().log_fsyncs;
     let ids = store
-        .durable_batch(|| {
+        .durable_batch(|batch| {
             let ids: Vec<_> = (0..10)
                 .map(|i| {
-                    store
+                    batch
                         .store(NewMemory::new(format!("batched {i}")))
                         .unwrap()
                         .memory_id
@@ -502,11 +502,44 @@ fn a_durable_batch_takes_one_fsync_and_is_durable_when_it_returns() {
 }
 
 #[test]
+fn only_the_batchs_handle_defers_and_a_batch_inside_a_batch_joins_it() {
+    use amberdb::storage::CrashImage;
+    let fs = FaultyStorage::new();
+    let store = Store::open(Path::new("/h"), small_options(&fs, 1000)).unwrap();
+    let before = store.stats().log_fsyncs;
+    let (inner_pending, alone) = store
+        .durable_batch(|batch| {
+            batch.store(NewMemory::new("deferred")).unwrap();
+            // A batch opened on the batch's handle joins it: its pending waits for nothing.
+            let ((), inner) = batch.deferred_batch(|nested| {
+                nested.store(NewMemory::new("nested")).unwrap();
+            });
+            // The store's own handle is not the batch's: this write waits for its fsync.
+            let alone = store.store(NewMemory::new("alone")).unwrap().memory_id;
+            assert_eq!(
+                store.stats().log_fsyncs - before,
+                1,
+                "the plain write's own fsync"
+            );
+            (inner, alone)
+        })
+        .unwrap();
+    inner_pending.wait().unwrap();
+    let after = Store::open(
+        Path::new("/h"),
+        small_options(&fs.crash_image(CrashImage::DropUnsynced), 1000),
+    )
+    .unwrap();
+    assert_eq!(after.stats().memories, 3);
+    assert_eq!(after.get(alone).unwrap().content, "alone");
+}
+
+#[test]
 fn a_durable_batch_whose_fsync_fails_is_an_error() {
     let fs = FaultyStorage::new();
     let store = Store::open(Path::new("/f"), small_options(&fs, 1000)).unwrap();
-    let result = store.durable_batch(|| {
-        store.store(NewMemory::new("appended")).unwrap();
+    let result = store.durable_batch(|batch| {
+        batch.store(NewMemory::new("appended")).unwrap();
         fs.fail_op(1, false); // the batch's fsync
     });
     assert!(matches!(result, Err(EngineError::Poisoned)), "{result:?}");

@@ -241,12 +241,12 @@ fn a_failed_fsync_poisons_writes_with_its_cause_and_reads_go_on() {
         assert_eq!(store.record_access(kept).unwrap().content, "kept");
         assert!(store.search(&SearchRequest::new("kept")).is_ok());
         let read = store
-            .durable_batch(|| store.get(kept).map(|m| m.content))
+            .durable_batch(|batch| batch.get(kept).map(|m| m.content))
             .expect("a batch of reads has nothing to make durable");
         assert_eq!(read.unwrap(), "kept");
         let refused = store
-            .durable_batch(|| {
-                store.store(
+            .durable_batch(|batch| {
+                batch.store(
                     amberdb::StoreRequest::new(NewMemory::new("refused")).with_vector(unit(3)),
                 )
             })

@@ -323,7 +323,7 @@ pub fn imports(files: &[SourceFile]) -> Vec<Import> {
         }
         for file in members {
             let mut paths = Vec::new();
-            collect_paths(&file.syntax.items, &file.module, file, &tree, &mut paths);
+            collect_paths(&file.syntax.items, &file.module, &mut paths);
             for path in paths {
                 if let Some(to) = resolve(&tree, &path, 0)
                     && to.path != file.path
@@ -447,13 +447,7 @@ fn absolute(
 }
 
 /// Every path a file's non-test code names, made absolute.
-fn collect_paths(
-    items: &[syn::Item],
-    module: &[String],
-    file: &SourceFile,
-    tree: &Tree<'_>,
-    out: &mut Vec<Vec<String>>,
-) {
+fn collect_paths(items: &[syn::Item], module: &[String], out: &mut Vec<Vec<String>>) {
     struct Paths<'a> {
         module: Vec<String>,
         children: BTreeSet<String>,
@@ -493,7 +487,7 @@ fn collect_paths(
         {
             let mut child = module.to_vec();
             child.push(m.ident.to_string());
-            collect_paths(inner, &child, file, tree, out);
+            collect_paths(inner, &child, out);
             continue;
         }
         let mut visitor = Paths {

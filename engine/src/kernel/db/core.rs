@@ -27,13 +27,6 @@ thread_local! {
     /// wait for a checkpoint at `log_tail_limit`, which would be waiting for itself
     /// (`Db::wait_for_log_room`).
     pub(in crate::kernel) static MAINTAINING: Cell<bool> = const { Cell::new(false) };
-    /// Set inside `Db::deferred_batch` on this thread: acknowledged writes skip their own
-    /// wait for durability, and the batch waits once at its end.
-    pub(in crate::kernel) static DEFERRED: Cell<bool> = const { Cell::new(false) };
-    /// The last sequence number an acknowledged write of this thread's batch appended (0: the
-    /// batch wrote nothing, so it has nothing to make durable and a poisoned store does not
-    /// fail it).
-    pub(in crate::kernel) static DEFERRED_SEQ: Cell<u64> = const { Cell::new(0) };
 }
 
 /// Runs `f` with `MAINTAINING` set on this thread (restored even if `f` panics).

@@ -41,6 +41,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 pub use write::PendingDurable;
 use write::batch_sync_loop;
+pub(crate) use write::{DeferredWrites, Durability};
 
 impl Drop for Db {
     fn drop(&mut self) {
@@ -343,15 +344,19 @@ mod tests {
         for i in ids {
             let record = crate::kernel::state::tests::record(i, &format!("text {i}"));
             let vector = rng.unit_vector(db.read().vectors.dim());
-            db.commit(|_, _| Ok((Some(Op::Store { record, vector }), ())))
-                .expect("a store");
+            db.commit(&Durability::Immediate, |_, _| {
+                Ok((Some(Op::Store { record, vector }), ()))
+            })
+            .expect("a store");
         }
         db.checkpoint().expect("checkpoint");
     }
 
     fn delete(db: &Db, id: u64) {
-        db.commit(|_, _| Ok((Some(Op::Delete { id: MemoryId(id) }), ())))
-            .expect("a delete");
+        db.commit(&Durability::Immediate, |_, _| {
+            Ok((Some(Op::Delete { id: MemoryId(id) }), ()))
+        })
+        .expect("a delete");
     }
 
     /// Keys of every sealed segment, ascending.
@@ -475,15 +480,17 @@ mod tests {
         let record = crate::kernel::state::tests::record(1, "one");
         let id = record.id;
         let vector = vec![0.5; embedder.dim()];
-        db.commit(|_, _| Ok((Some(Op::Store { record, vector }), ())))
-            .expect("a store");
+        db.commit(&Durability::Immediate, |_, _| {
+            Ok((Some(Op::Store { record, vector }), ()))
+        })
+        .expect("a store");
         let (release, held) = mpsc::channel::<()>();
         let (answered, reads) = mpsc::channel::<bool>();
         let db = &*db;
         std::thread::scope(|s| {
             // A writer whose prepare takes as long as the test wants (a store's dedup scans).
             s.spawn(move || {
-                db.commit(|_, _| {
+                db.commit(&Durability::Immediate, |_, _| {
                     held.recv().expect("released");
                     Ok((None, ()))
                 })

@@ -13,12 +13,33 @@ use crate::kernel::log::format::{FRAME_PREFIX, MAX_FRAME_LEN, encode_frame};
 use crate::kernel::record::{MemoryId, Timestamp};
 use crate::kernel::state::State;
 use parking_lot::MutexGuard;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 /// The longest a write waits for a checkpoint at `log_tail_limit` (`Db::wait_for_log_room`).
 pub(in crate::kernel) const LOG_TAIL_WAIT: Duration = Duration::from_secs(5);
+
+/// How a write is acknowledged, said in its call (`docs/durability.md`, "Acknowledgement"),
+/// as redb's `set_durability` says it for a transaction: [`Db::acknowledge`] reads it.
+#[derive(Debug, Clone, Default)]
+pub(crate) enum Durability {
+    /// Returns once the store's `SyncPolicy` holds the write: under `Always`, after its fsync
+    /// (shared with concurrent writers by group commit).
+    #[default]
+    Immediate,
+    /// Returns once appended and applied; the batch the write belongs to waits for the fsync
+    /// of all its writes once, at its end ([`PendingDurable::wait`]).
+    Deferred(Arc<DeferredWrites>),
+}
+
+/// The writes of one deferred batch: the last sequence number they appended.
+#[derive(Debug, Default)]
+pub(crate) struct DeferredWrites {
+    /// 0: the batch wrote nothing, so it has nothing to make durable and a poisoned store does
+    /// not fail it.
+    last_seq: AtomicU64,
+}
 
 /// The writes of a [`crate::Store::deferred_batch`] that are appended but perhaps not durable
 /// yet.
@@ -67,8 +88,10 @@ impl Db {
     /// operation against the current state (or a caller error), with what the caller gets once
     /// it is durable; no operation means nothing to write. It runs under the writer mutex and a
     /// read lock, so readers go on while it scans; the write lock is taken only to apply.
+    /// `durability` says when it returns (step 6, [`Db::acknowledge`]).
     pub(crate) fn commit<T>(
         &self,
+        durability: &Durability,
         prepare: impl FnOnce(&NextIds, &State) -> Result<(Option<Op>, T)>,
     ) -> Result<T> {
         let (seq, checkpoint_due, value) = {
@@ -101,14 +124,8 @@ impl Db {
             self.apply(&mut w, seq, op)?;
             (seq, self.checkpoint_due(&w), value)
         };
-        // step 6: durability per policy (inside `durable_batch`, once at the batch's end).
-        if self.config.sync == SyncPolicy::Always {
-            if DEFERRED.get() {
-                DEFERRED_SEQ.set(DEFERRED_SEQ.get().max(seq));
-            } else {
-                self.commit.wait_durable(seq)?;
-            }
-        }
+        // step 6: durable as the write asked.
+        self.acknowledge(durability, seq)?;
         // step 7: acknowledged. A due checkpoint is the maintenance thread's (never a reader's:
         // `touch` does not get here). Without the thread it runs here, after the write; its
         // failure is not this write's (the write is durable) and is logged, the reply stays
@@ -155,7 +172,8 @@ impl Db {
         self.log_room.notify_all();
     }
 
-    /// Step 4: encodes and appends `op` as the next frame. Returns its sequence number.
+    /// Step 4, the seam where a frame enters the log: encodes and appends `op` as the next
+    /// frame. Returns its sequence number. (The cluster appends to its replicated log here.)
     pub(in crate::kernel) fn append(&self, w: &mut Writer, op: &Op) -> Result<u64> {
         let seq = w.next_seq;
         let frame = encode_frame(seq, op);
@@ -295,40 +313,29 @@ impl Db {
         EngineError::Io { path, source }
     }
 
-    /// Runs `f`, whose acknowledged writes on this thread each return as soon as they are
-    /// appended and applied, and returns what must still become durable (see
-    /// `Store::deferred_batch`).
-    pub(crate) fn deferred_batch<T>(
-        self: &Arc<Self>,
-        f: impl FnOnce() -> T,
-    ) -> (T, PendingDurable) {
-        struct Restore(bool);
-        impl Drop for Restore {
-            fn drop(&mut self) {
-                DEFERRED.set(self.0);
+    /// Step 6, the seam where a write is acknowledged: under `SyncPolicy::Always` an
+    /// `Immediate` write waits for its fsync here and a `Deferred` one leaves it to its batch
+    /// (`PendingDurable::wait`); under `Batch` / `None` neither waits. The cluster puts "the
+    /// replicated log holds it" here (`docs/durability.md`, "Acknowledgement").
+    pub(in crate::kernel) fn acknowledge(&self, durability: &Durability, seq: u64) -> Result<()> {
+        if self.config.sync != SyncPolicy::Always {
+            return Ok(());
+        }
+        match durability {
+            Durability::Immediate => self.commit.wait_durable(seq),
+            Durability::Deferred(batch) => {
+                batch.last_seq.fetch_max(seq, Ordering::AcqRel);
+                Ok(())
             }
         }
-        let outermost = !DEFERRED.get();
-        if outermost {
-            // A batch that panicked on this (pooled) thread may have left its sequence here.
-            DEFERRED_SEQ.set(0);
+    }
+
+    /// What the writes of `batch` still need to become durable.
+    pub(crate) fn pending(self: &Arc<Self>, batch: &DeferredWrites) -> PendingDurable {
+        PendingDurable {
+            db: Arc::clone(self),
+            seq: batch.last_seq.load(Ordering::Acquire),
         }
-        let outer = Restore(DEFERRED.replace(true));
-        let value = f();
-        drop(outer);
-        // Only the outermost batch makes the writes durable, if it made any.
-        let seq = if outermost {
-            DEFERRED_SEQ.replace(0)
-        } else {
-            0
-        };
-        (
-            value,
-            PendingDurable {
-                db: Arc::clone(self),
-                seq,
-            },
-        )
     }
 
     /// Appends the accesses still waiting for the writer, then makes every write so far
