@@ -1,0 +1,416 @@
+//! What a search asks for and what it answers: the limits, `SearchRequest`, `Mode`, `Strategy`,
+//! `Fusion`, `ScanMode`, and the page (`Hits`, `SearchedHit`, `Neighbour`).
+
+use crate::hooks::HookOverrides;
+use crate::kernel::error::{EngineError, Result};
+use crate::kernel::record::{Category, Kind, Memory, MemoryId, Timestamp};
+use amberdb_index::Probe;
+
+/// Longest search query, in characters.
+pub const MAX_QUERY_CHARS: usize = 1000;
+
+/// Most results one page may hold.
+pub const MAX_PAGE: usize = 50;
+
+/// Largest offset.
+pub const MAX_OFFSET: usize = 10_000;
+
+/// Largest token budget of one search.
+pub const MAX_TOKEN_BUDGET: usize = 1_000_000;
+
+/// The minimum score when none is asked for: every candidate (`docs/search.md`,
+/// "Calibration": MiniLM's scores of relevant memories start well below any fixed cut; a
+/// caller's own vectors need not be normalized).
+pub(crate) const NO_THRESHOLD: f32 = f32::NEG_INFINITY;
+
+/// A search counts a memory it returns as accessed at most once in this many microseconds
+/// (15 minutes, as agent-memory-server): a memory that every search returns must not climb
+/// the `frequency` ranking by being returned (`docs/search.md`, "Access counting").
+pub const SEARCH_ACCESS_INTERVAL_US: i64 = 15 * 60 * 1_000_000;
+
+/// Default fusion weights of the `hybrid` mode.
+pub const HYBRID_WEIGHTS: (f32, f32) = (0.7, 0.3);
+
+/// The k of reciprocal-rank fusion (as MemFuse and the RRF paper).
+pub const RRF_K: u32 = 60;
+
+/// Half-life of `freshness` (days since last access) and `novelty` (days since created).
+pub const RECENCY_HALF_LIVES_DAYS: (f64, f64) = (7.0, 30.0);
+
+/// Accesses at which `frequency` reaches one half.
+pub const FREQUENCY_HALF: f64 = 5.0;
+
+/// Largest boost a matching rare tag adds to a ranking score.
+pub const TAG_BOOST: f32 = 0.1;
+
+/// Rows above which the vector scan reads i8 codes and re-ranks exactly.
+pub(super) const COMPACT_SCAN_ROWS: usize = 4096;
+
+macro_rules! named_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+        #[serde(rename_all = "lowercase")]
+        pub enum $name { $($(#[$vm])* $variant),+ }
+
+        impl $name {
+            /// Parses the protocol spelling.
+            ///
+            /// # Errors
+            /// `Invalid` naming the allowed values.
+            pub fn parse(s: &str) -> Result<$name> {
+                match s.trim().to_ascii_lowercase().as_str() {
+                    $($text => Ok($name::$variant),)+
+                    other => Err(EngineError::Invalid {
+                        field: stringify!($name),
+                        reason: format!("{other:?} is not one of {:?}", [$($text),+]),
+                    }),
+                }
+            }
+
+            /// The protocol spelling.
+            #[must_use]
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+        }
+    };
+}
+
+named_enum!(
+    /// How results are ranked (`docs/search.md`, "Strategies").
+    Strategy {
+        /// Exact cosine only; no fallback.
+        Similarity = "similarity",
+        /// Relevance with recency, importance and frequency (the default).
+        #[default]
+        Composite = "composite",
+        /// Mostly how recently it was used and created.
+        Recency = "recency",
+        /// Mostly how often it was accessed.
+        Frequency = "frequency",
+        /// Mostly confidence and feedback.
+        Importance = "importance",
+    }
+);
+
+named_enum!(
+    /// Where candidates come from (`docs/search.md`, "Modes").
+    Mode {
+        /// Cosine over the embeddings.
+        Vector = "vector",
+        /// BM25 over the content.
+        Keyword = "keyword",
+        /// Both, fused (the default: on long chats it finds what neither finds alone,
+        /// `docs/search.md`, "Judged on public data").
+        #[default]
+        Hybrid = "hybrid",
+        /// Case-insensitive substring.
+        Text = "text",
+    }
+);
+
+/// How `hybrid` combines its two lists.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Fusion {
+    /// `vector·cos⁺ + keyword·bm25/max(bm25)` (each score normalized to 0..1).
+    Weighted {
+        /// Weight of the vector score.
+        vector: f32,
+        /// Weight of the keyword score.
+        keyword: f32,
+    },
+    /// Reciprocal rank: `Σ 1/(k + rank)` over the lists a result is in.
+    Rrf {
+        /// The rank offset (60 by default).
+        k: u32,
+    },
+}
+
+impl Fusion {
+    /// Reciprocal-rank fusion with k = 60.
+    #[must_use]
+    pub fn rrf() -> Fusion {
+        Fusion::Rrf { k: RRF_K }
+    }
+}
+
+impl Default for Fusion {
+    fn default() -> Fusion {
+        Fusion::Weighted {
+            vector: HYBRID_WEIGHTS.0,
+            keyword: HYBRID_WEIGHTS.1,
+        }
+    }
+}
+
+/// A `search_memories` request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchRequest {
+    /// The text: 1..=1,000 characters. May be empty with a `vector` in the vector mode.
+    pub query: String,
+    /// A query vector of the store's dimension, used instead of embedding `query` (vector
+    /// and hybrid modes).
+    pub vector: Option<Vec<f32>>,
+    /// The user; `"default"` when `None`.
+    pub user_id: Option<String>,
+    /// Results per page, 1..=50 (default 10).
+    pub limit: usize,
+    /// Results to skip, 0..=10,000.
+    pub offset: usize,
+    /// Ranking.
+    pub strategy: Strategy,
+    /// Candidate source. `similarity` allows only `vector`.
+    pub mode: Mode,
+    /// Minimum cosine of a vector candidate, in [-1, 1]; none by default, so a search returns
+    /// `limit` results whenever the selection holds that many (`docs/search.md`,
+    /// "Calibration").
+    pub threshold: Option<f32>,
+    /// Fusion of the `hybrid` mode.
+    pub fusion: Fusion,
+    /// Only this category.
+    pub category: Option<Category>,
+    /// Only memories with at least one of these tags.
+    pub tags: Vec<String>,
+    /// Only this kind.
+    pub kind: Option<Kind>,
+    /// Only this session (of this user).
+    pub session_id: Option<String>,
+    /// Only this agent (of this user).
+    pub agent_id: Option<String>,
+    /// Only created at or after.
+    pub created_after: Option<Timestamp>,
+    /// Only created before.
+    pub created_before: Option<Timestamp>,
+    /// Only about a moment at or after: a record's `valid_from` (a chat turn's own time, a
+    /// fact's start), not when it was stored.
+    pub valid_after: Option<Timestamp>,
+    /// Only about a moment before (`valid_from`).
+    pub valid_before: Option<Timestamp>,
+    /// The moment asked about: statements valid then, replaced ones included
+    /// (`docs/semantics.md`, "Validity in time"). `None`: what is valid now.
+    pub as_of: Option<Timestamp>,
+    /// A token budget for a prompt (`docs/search.md`, "Packed for a prompt"): the page holds
+    /// the best results whose contents fit in this many tokens of the embedder's tokenizer,
+    /// in ranking order (a newer value of a slot before an older one), at most `limit`.
+    pub max_tokens: Option<usize>,
+    /// Which representation the vector scan reads.
+    pub scan: ScanMode,
+    /// Per-request hook changes (`deduplicate`, `dedup_threshold`, `count_access`).
+    pub hooks: HookOverrides,
+    /// How many lists of each IVF segment the compact scan probes (`docs/ivf.md`): the
+    /// segment's built nprobe, a number of lists, or a recall target.
+    pub probe: Probe,
+    /// Each result in a session carries up to this many records before and as many after it
+    /// in its session (`SearchedHit::context`), 0..=`MAX_NEIGHBOURS` (default 0): a short
+    /// reply ("It's a mix of drama and romance!") is often answered by the turn before it
+    /// (`docs/search.md`, "Session neighbours").
+    pub neighbours: usize,
+}
+
+/// Most session neighbours a search result carries on each side.
+pub const MAX_NEIGHBOURS: usize = 5;
+
+/// Which representation a vector scan reads (`docs/search.md`, "The vector scan").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ScanMode {
+    /// Exact f32 scores over small selections; over 4,096 rows the compact scan.
+    #[default]
+    Auto,
+    /// Exact f32 scores always.
+    Exact,
+    /// i8 codes first, exact re-rank of the candidates: a quarter of the bytes, recall@10
+    /// >= 0.99 (`docs/benchmarks.md`).
+    Compact,
+}
+
+impl SearchRequest {
+    /// The first 10 results for `query`, composite strategy, hybrid mode.
+    #[must_use]
+    pub fn new(query: impl Into<String>) -> SearchRequest {
+        SearchRequest {
+            query: query.into(),
+            vector: None,
+            user_id: None,
+            limit: 10,
+            offset: 0,
+            strategy: Strategy::default(),
+            mode: Mode::default(),
+            threshold: None,
+            fusion: Fusion::default(),
+            category: None,
+            tags: Vec::new(),
+            kind: None,
+            session_id: None,
+            agent_id: None,
+            created_after: None,
+            created_before: None,
+            valid_after: None,
+            valid_before: None,
+            as_of: None,
+            max_tokens: None,
+            scan: ScanMode::Auto,
+            hooks: HookOverrides::default(),
+            probe: Probe::Built,
+            neighbours: 0,
+        }
+    }
+
+    /// The first 10 nearest to `vector` by cosine (the `similarity` strategy, vector mode).
+    #[must_use]
+    pub fn by_vector(vector: Vec<f32>) -> SearchRequest {
+        SearchRequest {
+            vector: Some(vector),
+            strategy: Strategy::Similarity,
+            mode: Mode::Vector,
+            ..SearchRequest::new("")
+        }
+    }
+
+    /// Sets the page size (1..=50).
+    #[must_use]
+    pub fn limit(mut self, limit: usize) -> SearchRequest {
+        self.limit = limit;
+        self
+    }
+
+    /// Sets the scan mode.
+    #[must_use]
+    pub fn scan(mut self, scan: ScanMode) -> SearchRequest {
+        self.scan = scan;
+        self
+    }
+
+    /// Sets how many lists of each IVF segment the compact scan probes.
+    #[must_use]
+    pub fn probe(mut self, probe: Probe) -> SearchRequest {
+        self.probe = probe;
+        self
+    }
+
+    /// Only memories with at least one of `tags`.
+    #[must_use]
+    pub fn tags<I, T>(mut self, tags: I) -> SearchRequest
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<String>,
+    {
+        self.tags = tags.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The plain engine search: no load-time folding and no access counted.
+    #[must_use]
+    pub fn without_hooks(mut self) -> SearchRequest {
+        self.hooks.deduplicate = Some(false);
+        self.hooks.count_access = Some(false);
+        self
+    }
+
+    /// Sets the strategy.
+    #[must_use]
+    pub fn strategy(mut self, strategy: Strategy) -> SearchRequest {
+        self.strategy = strategy;
+        if strategy == Strategy::Similarity {
+            // The one mode the pure cosine ranking has.
+            self.mode = Mode::Vector;
+        }
+        self
+    }
+
+    /// Sets the mode.
+    #[must_use]
+    pub fn mode(mut self, mode: Mode) -> SearchRequest {
+        self.mode = mode;
+        self
+    }
+
+    /// Sets the user.
+    #[must_use]
+    pub fn user(mut self, user: impl Into<String>) -> SearchRequest {
+        self.user_id = Some(user.into());
+        self
+    }
+}
+
+/// Where a result came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// The vector search.
+    Vector,
+    /// The keyword index.
+    Keyword,
+    /// Both lists of a hybrid search.
+    Hybrid,
+    /// A substring match.
+    Text,
+    /// A neighbour of a vector hit (MemFuse `graph` retrieval).
+    Graph,
+}
+
+/// One search result.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SearchedHit {
+    /// The memory (as stored after this search's access was counted).
+    #[serde(flatten)]
+    pub memory: Memory,
+    /// The ranking score (the strategy's formula; exact cosine for `similarity`).
+    pub score: f32,
+    /// Cosine similarity to the query, when the query was embedded.
+    pub similarity: Option<f32>,
+    /// `1 - similarity`.
+    pub distance: Option<f32>,
+    /// Raw BM25 score, when the keyword index scored it.
+    pub keyword_score: Option<f32>,
+    /// Which search found it.
+    pub source: Source,
+    /// Results within the cluster distance of this one that load-time dedup folded into it.
+    pub folded: usize,
+    /// With `neighbours`: the records of its session right before and after it, in session
+    /// order, itself left out (whatever the search's filters; live records only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub context: Vec<Neighbour>,
+}
+
+/// A record next to a search result in its session.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Neighbour {
+    /// Its id.
+    pub memory_id: MemoryId,
+    /// Where it stands from the result: -1 the record right before, 1 right after.
+    pub position: i64,
+    /// Its role, for a chat turn.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<crate::kernel::record::Role>,
+    /// Its text.
+    pub content: String,
+    /// When it holds from (a chat turn's own time).
+    pub valid_from: Timestamp,
+}
+
+/// The result of `search_memories`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Hits {
+    /// The page.
+    pub results: Vec<SearchedHit>,
+    /// Results on this page.
+    pub count: usize,
+    /// Memories of the user that match the filters (whatever their score): the set searched.
+    pub total: usize,
+    /// Results folded by load-time dedup into the results up to the end of this page.
+    pub folded_total: usize,
+    /// With a token budget: the tokens the page's contents take.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<usize>,
+    /// With a token budget: results that ranked on the page but did not fit in it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub over_budget: Option<usize>,
+    /// The strategy used.
+    pub strategy: Strategy,
+    /// The mode used.
+    pub mode: Mode,
+    /// Why the search did something other than the mode asked (text supplement, a keyword
+    /// query with no terms, embeddings unavailable); `None` when it did not.
+    pub fallback: Option<String>,
+}

@@ -1,0 +1,614 @@
+//! `Store::search`: plan (validate, embed, outside every lock), gather the candidates, fold,
+//! rank, page, count accesses (`docs/search.md`).
+
+use super::candidates::*;
+use super::rank::*;
+use super::request::*;
+use crate::hooks::Fold;
+use crate::hooks::dedup::{FoldItem, fold_duplicates, fold_slots};
+use crate::hooks::{Effective, LOAD_DEDUP_OVERFETCH};
+use crate::kernel::error::{EngineError, Result};
+use crate::kernel::keyword::tokenize;
+use crate::kernel::record::{self, Kind, Memory, MemoryId, Timestamp};
+use crate::kernel::state::State;
+use crate::kernel::table::UserIndex;
+use crate::memory::scope::check_scope;
+use crate::memory::{check_vector, in_range};
+use crate::store::Store;
+use amberdb_index::Probe;
+
+/// The live records up to `n` before and after `m` in its session, in session order.
+pub(super) fn neighbours_of(state: &State, u: &UserIndex, m: &Memory, n: usize) -> Vec<Neighbour> {
+    let Some(members) = m.session_id.as_ref().and_then(|s| u.session_members.get(s)) else {
+        return Vec::new();
+    };
+    let before: Vec<MemoryId> = members.range(..m.id).rev().take(n).copied().collect();
+    let after = members.range(MemoryId(m.id.0 + 1)..).take(n).copied();
+    let at = |k: usize| i64::try_from(k).unwrap_or(i64::MAX);
+    before
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(k, id)| (-at(k + 1), *id))
+        .chain(after.enumerate().map(|(k, id)| (at(k + 1), id)))
+        .filter_map(|(position, id)| {
+            let r = state.table.get(id)?;
+            Some(Neighbour {
+                memory_id: id,
+                position,
+                role: r.role,
+                content: r.content.clone(),
+                valid_from: r.valid_from,
+            })
+        })
+        .collect()
+}
+
+/// How many of the user's replaced statements (archived, validity closed) pass the filters,
+/// its validity at the `as_of` moment among them: what an `as_of` search may return beside
+/// the live selection.
+pub(super) fn replaced_count(state: &State, plan: &Plan) -> usize {
+    state
+        .table
+        .archived_of(&plan.user)
+        .filter(|a| a.record.valid_to.is_some() && plan.filter.matches(&a.record))
+        .count()
+}
+
+/// Candidates among the user's replaced statements (archived, validity closed) that were
+/// valid at the `as_of` moment and pass the filters, scored as `mode` scores live ones: an
+/// exact pass over the user's archive.
+pub(super) fn replaced_candidates(
+    state: &State,
+    u: &UserIndex,
+    plan: &Plan,
+    mode: Mode,
+    query: Option<&[f32]>,
+    live: &[Candidate],
+) -> Result<Vec<Candidate>> {
+    let max_bm25 = live.iter().filter_map(|c| c.bm25).fold(0.0f32, f32::max);
+    let mut out = Vec::new();
+    for a in state.table.archived_of(&plan.user) {
+        let m = &a.record;
+        if m.valid_to.is_none() || !plan.filter.matches(m) {
+            continue;
+        }
+        let key = m.id.0;
+        let candidate = match (mode, query) {
+            (Mode::Vector | Mode::Hybrid, Some(q)) => {
+                let Some(cos) = amberdb_index::kernels::dot(q, &a.vector).ok() else {
+                    continue;
+                };
+                if cos < plan.threshold {
+                    continue;
+                }
+                Candidate {
+                    key,
+                    cosine: Some(cos),
+                    bm25: None,
+                    relevance: cos,
+                    source: Source::Vector,
+                }
+            }
+            (Mode::Keyword, _) => {
+                let Some(b) = u.keyword()?.score_of(&plan.terms, &m.content) else {
+                    continue;
+                };
+                Candidate {
+                    key,
+                    cosine: None,
+                    bm25: Some(b),
+                    relevance: (b / max_bm25.max(b)).min(1.0),
+                    source: Source::Keyword,
+                }
+            }
+            _ => {
+                if !contains_folded(&m.content, &plan.needle) {
+                    continue;
+                }
+                Candidate {
+                    key,
+                    cosine: None,
+                    bm25: None,
+                    relevance: 1.0,
+                    source: Source::Text,
+                }
+            }
+        };
+        out.push(candidate);
+    }
+    Ok(out)
+}
+
+/// A validated request.
+pub(super) struct Plan {
+    user: String,
+    scan: ScanMode,
+    probe: Probe,
+    filter: RecordFilter,
+    threshold: f32,
+    needle: String,
+    terms: Vec<String>,
+    eff: Effective,
+}
+
+impl Store {
+    fn plan_search(&self, req: &SearchRequest) -> Result<Plan> {
+        let mut eff = Effective::of(&self.inner.options.hooks, &req.hooks)?;
+        // Items are the caller's values under the caller's keys: a search of items returns
+        // each one, never folded into another (`docs/semantics.md`, "Items").
+        eff.load_dedup &= req.kind != Some(Kind::Item);
+        let chars = req.query.chars().count();
+        let by_vector = req.vector.is_some() && req.mode == Mode::Vector;
+        if let Some(v) = &req.vector {
+            check_vector(self.read().vectors.dim(), v)?;
+        }
+        if req.query.trim().is_empty() && !by_vector {
+            return Err(EngineError::Invalid {
+                field: "query",
+                reason: "Search query cannot be empty".into(),
+            });
+        }
+        in_range(
+            "query length (characters)",
+            chars,
+            usize::from(!by_vector),
+            MAX_QUERY_CHARS,
+        )?;
+        in_range("limit", req.limit, 1, MAX_PAGE)?;
+        match req.probe {
+            Probe::Lists(0) | Probe::Range(0) => {
+                return Err(EngineError::Invalid {
+                    field: "nprobe",
+                    reason: "must be at least 1".into(),
+                });
+            }
+            Probe::Recall(r) if !(r > 0.0 && r <= 1.0) => {
+                return Err(EngineError::Invalid {
+                    field: "recall",
+                    reason: format!("{r} is not in (0, 1]"),
+                });
+            }
+            _ => {}
+        }
+        in_range("offset", req.offset, 0, MAX_OFFSET)?;
+        in_range("neighbours", req.neighbours, 0, MAX_NEIGHBOURS)?;
+        if let Some(n) = req.max_tokens {
+            in_range("max_tokens", n, 1, MAX_TOKEN_BUDGET)?;
+        }
+        if req.strategy == Strategy::Similarity && req.mode != Mode::Vector {
+            return Err(EngineError::Invalid {
+                field: "mode",
+                reason: format!(
+                    "the similarity strategy is vector only; {:?} needs another strategy",
+                    req.mode.as_str()
+                ),
+            });
+        }
+        let threshold = req.threshold.unwrap_or(NO_THRESHOLD);
+        if req.threshold.is_some() && !(-1.0..=1.0).contains(&threshold) {
+            return Err(EngineError::Invalid {
+                field: "threshold",
+                reason: format!("{threshold} is not a cosine in [-1, 1]"),
+            });
+        }
+        match req.fusion {
+            Fusion::Weighted { vector, keyword }
+                if !(vector.is_finite() && keyword.is_finite())
+                    || vector < 0.0
+                    || keyword < 0.0
+                    || vector + keyword <= 0.0 =>
+            {
+                return Err(EngineError::Invalid {
+                    field: "fusion",
+                    reason: "weights must be finite, non-negative, and not both zero".into(),
+                });
+            }
+            Fusion::Rrf { k: 0 } => {
+                return Err(EngineError::Invalid {
+                    field: "fusion",
+                    reason: "the RRF k must be at least 1".into(),
+                });
+            }
+            _ => {}
+        }
+        if let (Some(a), Some(b)) = (req.created_after, req.created_before)
+            && a >= b
+        {
+            return Err(EngineError::Invalid {
+                field: "created_before",
+                reason: "must be later than created_after".into(),
+            });
+        }
+        if let (Some(a), Some(b)) = (req.valid_after, req.valid_before)
+            && a >= b
+        {
+            return Err(EngineError::Invalid {
+                field: "valid_before",
+                reason: "must be later than valid_after".into(),
+            });
+        }
+        let user = self.user_for(req.user_id.as_deref())?;
+        let category = req.category;
+        Ok(Plan {
+            scan: req.scan,
+            probe: req.probe,
+            filter: RecordFilter {
+                category,
+                tags: req.tags.iter().map(|t| record::canonical_tag(t)).collect(),
+                kinds: req.kind.map(|k| vec![k]),
+                session: req.session_id.clone(),
+                agent: req.agent_id.clone(),
+                agent_spares_knowledge: false,
+                created_after: req.created_after,
+                created_before: req.created_before,
+                valid_after: req.valid_after,
+                valid_before: req.valid_before,
+                valid_at: Some(req.as_of.unwrap_or_else(|| self.now())),
+                as_of: req.as_of.is_some(),
+            },
+            user,
+            threshold,
+            needle: req.query.trim().to_lowercase(),
+            terms: tokenize(&req.query),
+            eff,
+        })
+    }
+
+    /// Searches the user's memories (`docs/search.md`): candidates from the mode, filtered
+    /// inside the search, ranked by the strategy, folded by load-time dedup, paginated, and
+    /// counted as accessed.
+    ///
+    /// # Errors
+    /// `Invalid` / `LimitExceeded` naming the parameter; `EntityNotFound` for an unknown
+    /// session or agent (a user with nothing stored gets an empty page); `Embed` when the `similarity` strategy cannot embed the query.
+    /// Never for the access count: one that cannot be recorded is skipped and counted
+    /// (`Stats::accesses_not_recorded`).
+    pub fn search(&self, req: &SearchRequest) -> Result<Hits> {
+        // A re-embedding that switched the embedder while the search ran with the old one's
+        // query vector: searched again (`Store::reembed`), whatever the first try returned (a
+        // query vector of the old dimension against the new vectors is a dimension mismatch).
+        // A caller's own vector is refused.
+        loop {
+            let embedding = self.embedding();
+            let hits = self.search_embedded(req, &embedding);
+            if self.read().model_epoch == embedding.epoch {
+                return hits;
+            }
+            if req.vector.is_some() {
+                return Err(crate::memory::model_switched());
+            }
+        }
+    }
+
+    fn search_embedded(
+        &self,
+        req: &SearchRequest,
+        embedding: &crate::store::Embedding,
+    ) -> Result<Hits> {
+        let plan = self.plan_search(req)?;
+        let mut fallback: Option<String> = None;
+        let mut mode = req.mode;
+        if mode == Mode::Keyword && plan.terms.is_empty() {
+            mode = Mode::Text;
+            fallback = Some("the query has no keyword terms (only stop words or punctuation); searched text instead".into());
+        }
+        let query = if let (Some(v), Mode::Vector | Mode::Hybrid) = (&req.vector, mode) {
+            Some(v.clone())
+        } else if matches!(mode, Mode::Vector | Mode::Hybrid) {
+            match embedding.embedder.embed_query(&req.query) {
+                Ok(q) => Some(q),
+                Err(e) if req.strategy == Strategy::Similarity => return Err(e.into()),
+                Err(e) => {
+                    fallback = Some(format!(
+                        "embeddings unavailable ({e}); searched {} instead",
+                        if mode == Mode::Hybrid {
+                            "keywords"
+                        } else {
+                            "text"
+                        }
+                    ));
+                    mode = if mode == Mode::Hybrid {
+                        Mode::Keyword
+                    } else {
+                        Mode::Text
+                    };
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let page_end = req.offset + req.limit;
+        // The ranking strategies over-fetch 4× (at least 60, as mem0) because their score
+        // reorders candidates; that also covers load-time dedup's 3× over-fetch. When folding
+        // leaves the page short, the search fetches 4× more until the page is full or the
+        // selection is exhausted.
+        let dedup_fetch = if plan.eff.load_dedup {
+            page_end * LOAD_DEDUP_OVERFETCH
+        } else {
+            page_end
+        };
+        let mut fetch = match req.strategy {
+            Strategy::Similarity => dedup_fetch,
+            _ => (4 * page_end).max(60).max(dedup_fetch),
+        };
+        if matches!(mode, Mode::Keyword | Mode::Hybrid) {
+            // Not under the state lock: the build installs under it (R9).
+            self.inner.db.wait_lexical();
+        }
+        let now = self.now();
+        let tokens: Option<(usize, usize)>;
+        let (mut hits, total, folded_total) = {
+            let state = self.read();
+            check_scope(&state, &plan.user, plan.filter.session.as_deref(), None)?;
+            check_scope(&state, &plan.user, None, plan.filter.agent.as_deref())?;
+            // A user who has stored nothing yet has nothing to find: an empty page, not an
+            // error (a new user's first turn searches before it stores).
+            let Some(u) = state.table.user(&plan.user) else {
+                return Ok(empty_hits(req, fallback));
+            };
+            let sel = select(&state, &plan.user, u, &plan.filter);
+            let mut query_tags = plan.filter.tags.clone();
+            query_tags.extend(plan.terms.iter().cloned());
+            query_tags.push(plan.needle.clone());
+            let freq = state.table.tag_frequencies(&plan.user);
+            // A token budget may skip long results: it chooses among three pages' worth.
+            let kept_wanted = if req.max_tokens.is_some() {
+                page_end + 2 * req.limit
+            } else {
+                page_end
+            };
+            loop {
+                let (candidates, supplement) =
+                    self.candidates(&state, u, &sel, &plan, req, mode, query.as_deref(), fetch)?;
+                let exhausted = candidates.len() < fetch || fetch >= sel.len();
+                let mut ranked: Vec<(Candidate, f32, &Memory)> = candidates
+                    .into_iter()
+                    .filter_map(|c| {
+                        let m = record_of(&state, c.key)?;
+                        let boost = if req.strategy == Strategy::Similarity {
+                            0.0
+                        } else {
+                            tag_boost(m, &query_tags, freq)
+                        };
+                        Some((
+                            c,
+                            strategy_score(req.strategy, m, c.relevance, boost, now),
+                            m,
+                        ))
+                    })
+                    .collect();
+                ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.key.cmp(&b.0.key)));
+                let (kept, folds): (Vec<usize>, Vec<usize>) = if plan.eff.load_dedup {
+                    let items: Vec<FoldItem<'_>> = ranked
+                        .iter()
+                        .map(|r| {
+                            FoldItem::new(
+                                vector_of(&state, r.0.key).unwrap_or(&[]),
+                                &r.2.content,
+                                r.2.valid_from,
+                            )
+                        })
+                        .collect();
+                    let min_sim = 1.0 - plan.eff.cluster_distance;
+                    match plan.eff.fold {
+                        Fold::Duplicates => fold_duplicates(&items, min_sim, kept_wanted),
+                        Fold::Slots => fold_slots(&items, min_sim, kept_wanted),
+                    }
+                    .into_iter()
+                    .unzip()
+                } else {
+                    ((0..ranked.len()).collect(), vec![0; ranked.len()])
+                };
+                if kept.len() < kept_wanted.min(page_end) && !exhausted {
+                    fetch = fetch.saturating_mul(4).min(sel.len());
+                    continue;
+                }
+                if let Some(s) = supplement {
+                    fallback = Some(s);
+                }
+                // What was folded into the results up to the end of this page: the
+                // candidates past the last kept result were never compared, so they count
+                // as not folded, whatever they are.
+                let folded_total = folds.iter().take(page_end).sum();
+                let mut budget = req.max_tokens.map(|b| (b, 0usize, 0usize));
+                let mut hits: Vec<SearchedHit> = Vec::with_capacity(req.limit);
+                for (i, folded) in kept.into_iter().zip(folds.iter().copied()).skip(req.offset) {
+                    if hits.len() == req.limit {
+                        break;
+                    }
+                    let Some((c, score, m)) = ranked.get(i) else {
+                        continue;
+                    };
+                    if let Some((limit, used, skipped)) = &mut budget {
+                        let t = embedding
+                            .embedder
+                            .count_tokens(&m.content)
+                            .map_err(EngineError::from)?;
+                        if *used + t > *limit {
+                            *skipped += 1;
+                            continue;
+                        }
+                        *used += t;
+                    }
+                    hits.push(SearchedHit {
+                        memory: (*m).clone(),
+                        score: *score,
+                        similarity: c.cosine,
+                        distance: c.cosine.map(|s| 1.0 - s),
+                        keyword_score: c.bm25,
+                        source: c.source,
+                        folded,
+                        context: if req.neighbours > 0 {
+                            neighbours_of(&state, u, m, req.neighbours)
+                        } else {
+                            Vec::new()
+                        },
+                    });
+                }
+                tokens = budget.map(|b| (b.1, b.2));
+                let total = if plan.filter.as_of {
+                    sel.len() + replaced_count(&state, &plan)
+                } else {
+                    sel.len()
+                };
+                break (hits, total, folded_total);
+            }
+        };
+        // A hit counts once per SEARCH_ACCESS_INTERVAL_US (its first access always counts).
+        let due = |m: &Memory| {
+            m.access_count == 0
+                || now.0.saturating_sub(m.last_accessed_at.0) >= SEARCH_ACCESS_INTERVAL_US
+        };
+        let counted: Vec<MemoryId> = hits
+            .iter()
+            .filter(|h| due(&h.memory))
+            .map(|h| h.memory.id)
+            .collect();
+        if plan.eff.access
+            && !counted.is_empty()
+            && let Some(at) = self.touch(counted)
+        {
+            for h in hits.iter_mut().filter(|h| due(&h.memory)) {
+                h.memory.access_count += 1;
+                h.memory.last_accessed_at = h.memory.last_accessed_at.max(at);
+            }
+        }
+        Ok(Hits {
+            count: hits.len(),
+            results: hits,
+            total,
+            folded_total,
+            tokens: tokens.map(|t| t.0),
+            over_budget: tokens.map(|t| t.1),
+            strategy: req.strategy,
+            mode,
+            fallback,
+        })
+    }
+
+    /// The candidates of `mode` for one search, at most `fetch` from each list, and the
+    /// fallback to report when text matches supplemented a short vector list.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the parts of one validated search"
+    )]
+    fn candidates(
+        &self,
+        state: &State,
+        u: &UserIndex,
+        sel: &Selection<'_>,
+        plan: &Plan,
+        req: &SearchRequest,
+        mode: Mode,
+        query: Option<&[f32]>,
+        fetch: usize,
+    ) -> Result<(Vec<Candidate>, Option<String>)> {
+        let page_end = req.offset + req.limit;
+        let mut fallback = None;
+        let mut candidates: Vec<Candidate> = Vec::new();
+        match (mode, query) {
+            (Mode::Vector, Some(q)) => {
+                for (key, cos) in
+                    vector_top(state, sel, q, fetch, plan.threshold, plan.scan, plan.probe)?
+                {
+                    candidates.push(Candidate {
+                        key,
+                        cosine: Some(cos),
+                        bm25: None,
+                        relevance: cos,
+                        source: Source::Vector,
+                    });
+                }
+                if req.strategy != Strategy::Similarity && candidates.len() < page_end {
+                    let before = candidates.len();
+                    for key in text_matches(state, u, sel, &plan.needle, fetch) {
+                        if candidates.iter().all(|c| c.key != key) {
+                            let cos = cosine_of(state, q, key);
+                            candidates.push(Candidate {
+                                key,
+                                cosine: cos,
+                                bm25: None,
+                                relevance: cos.unwrap_or(0.0).max(plan.threshold),
+                                source: Source::Text,
+                            });
+                        }
+                    }
+                    if candidates.len() > before {
+                        fallback = Some(format!(
+                            "{before} vector results were fewer than {page_end}; text matches supplemented them"
+                        ));
+                    }
+                }
+            }
+            (Mode::Hybrid, Some(q)) => {
+                // The scan (parallel inside) and the keyword lookup run side by side.
+                let (vector, keyword) = rayon::join(
+                    || vector_top(state, sel, q, fetch, plan.threshold, plan.scan, plan.probe),
+                    || keyword_top(u, sel, &plan.terms, fetch),
+                );
+                candidates = fuse(state, u, (q, &req.query), &vector?, &keyword?, req.fusion)?;
+            }
+            (Mode::Keyword, _) => {
+                let keyword = keyword_top(u, sel, &plan.terms, fetch)?;
+                let max = keyword.first().map_or(1.0, |k| k.1);
+                candidates = keyword
+                    .into_iter()
+                    .map(|(key, s)| Candidate {
+                        key,
+                        cosine: None,
+                        bm25: Some(s),
+                        relevance: if max > 0.0 { s / max } else { 0.0 },
+                        source: Source::Keyword,
+                    })
+                    .collect();
+            }
+            _ => {
+                candidates = text_matches(state, u, sel, &plan.needle, fetch)
+                    .into_iter()
+                    .map(|key| Candidate {
+                        key,
+                        cosine: None,
+                        bm25: None,
+                        relevance: 1.0,
+                        source: Source::Text,
+                    })
+                    .collect();
+            }
+        }
+        if plan.filter.as_of {
+            candidates.extend(replaced_candidates(
+                state,
+                u,
+                plan,
+                mode,
+                query,
+                &candidates,
+            )?);
+        }
+        Ok((candidates, fallback))
+    }
+
+    /// Counts `ids` as accessed now (`Db::touch`: never waits for a writer). Returns the
+    /// time recorded, or `None` when it could not be recorded (a full disk, a poisoned store):
+    /// the read is answered all the same, and `Stats::accesses_not_recorded` counts it.
+    pub(crate) fn touch(&self, ids: Vec<MemoryId>) -> Option<Timestamp> {
+        let at = self.now();
+        self.inner.db.touch(at, ids).then_some(at)
+    }
+}
+
+pub(super) fn empty_hits(req: &SearchRequest, fallback: Option<String>) -> Hits {
+    Hits {
+        results: Vec::new(),
+        count: 0,
+        total: 0,
+        folded_total: 0,
+        tokens: req.max_tokens.map(|_| 0),
+        over_budget: req.max_tokens.map(|_| 0),
+        strategy: req.strategy,
+        mode: req.mode,
+        fallback,
+    }
+}
