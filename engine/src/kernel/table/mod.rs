@@ -9,447 +9,17 @@
 //! deleting a user drops all of it at once. Not durable by itself: the log and checkpoints
 //! are.
 
+mod archive;
+mod user;
+
 use crate::kernel::checkpoint::writer as ckpt_writer;
-use crate::kernel::error::EngineError;
-use crate::kernel::keyword::KeywordIndex;
 use crate::kernel::log::Op;
-use crate::kernel::record::{
-    Category, Entity, EntityKind, Kind, Memory, MemoryId, TagSnapshot, Timestamp,
-};
+use crate::kernel::record::{Entity, EntityKind, Memory, MemoryId, TagSnapshot, Timestamp};
 use crate::kernel::slots::Slots;
-use crate::kernel::text_column::TextColumn;
 use amberdb_index::{KeySet, SealedBytes};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-/// A user's content-hash index, for exact dedup: the newest record with each content hash.
-///
-/// An entry is the hash's first eight bytes with the id, 16 bytes where a map from the whole
-/// hash took 40 (86 MB of the 0.53 GB an open of 1M records touches: `benchmarks.md`, "The
-/// content-hash index at 16 bytes an entry"). The prefix is the table's hash (a sha256 is uniformly random already); a lookup
-/// confirms the whole hash on the record itself, so two contents that share a prefix never
-/// match each other.
-#[derive(Debug, Default)]
-struct ContentHashes(hashbrown::HashTable<(u64, MemoryId)>);
-
-fn hash_prefix(hash: &[u8; 32]) -> u64 {
-    let mut word = [0u8; 8];
-    word.copy_from_slice(&hash[..8]);
-    u64::from_le_bytes(word)
-}
-
-/// Whether an entry names a record whose content hash is `hash` (of prefix `prefix`): the
-/// prefix first, then the whole hash on the record in `slots`.
-fn names_hash<'a>(
-    prefix: u64,
-    hash: &'a [u8; 32],
-    slots: &'a Slots,
-) -> impl Fn(&(u64, MemoryId)) -> bool + 'a {
-    move |&(p, id)| p == prefix && slots.get(id.0).is_some_and(|m| m.content_hash == *hash)
-}
-
-impl ContentHashes {
-    /// The record `hash` names; `slots` holds the records.
-    fn find(&self, hash: &[u8; 32], slots: &Slots) -> Option<MemoryId> {
-        let prefix = hash_prefix(hash);
-        self.0
-            .find(prefix, names_hash(prefix, hash, slots))
-            .map(|&(_, id)| id)
-    }
-
-    /// Makes `id` the record of `hash`, replacing the one it named.
-    fn insert(&mut self, hash: &[u8; 32], id: MemoryId, slots: &Slots) {
-        let prefix = hash_prefix(hash);
-        match self
-            .0
-            .entry(prefix, names_hash(prefix, hash, slots), |&(p, _)| p)
-        {
-            hashbrown::hash_table::Entry::Occupied(mut e) => e.get_mut().1 = id,
-            hashbrown::hash_table::Entry::Vacant(e) => {
-                e.insert((prefix, id));
-            }
-        }
-    }
-
-    /// Forgets `hash` if it names `id` (a newer record with the same content keeps it).
-    fn remove(&mut self, hash: &[u8; 32], id: MemoryId) {
-        let prefix = hash_prefix(hash);
-        if let Ok(e) = self
-            .0
-            .find_entry(prefix, |&(p, named)| p == prefix && named == id)
-        {
-            e.remove();
-        }
-    }
-}
-
-/// A user's canonical tags (`docs/semantics.md`, "Tags"): in registration order, each with
-/// the embedding of its embedding form; removed only by a purge, when no record of the user
-/// carries them any more.
-#[derive(Debug, Default)]
-pub(crate) struct CanonicalTags {
-    tags: Vec<String>,
-    by_name: HashMap<String, usize>,
-    vectors: Vec<f32>,
-}
-
-impl CanonicalTags {
-    pub(crate) fn contains(&self, tag: &str) -> bool {
-        self.by_name.contains_key(tag)
-    }
-
-    /// Tags with their vectors, in registration order.
-    pub(crate) fn iter(&self, dim: usize) -> impl Iterator<Item = (&str, &[f32])> + '_ {
-        self.tags
-            .iter()
-            .zip(self.vectors.chunks_exact(dim.max(1)))
-            .map(|(t, v)| (t.as_str(), v))
-    }
-
-    pub(crate) fn names(&self) -> &[String] {
-        &self.tags
-    }
-
-    /// The vectors, row-major in registration order (`names()[i]` is row `i`).
-    pub(crate) fn vectors(&self) -> &[f32] {
-        &self.vectors
-    }
-
-    /// Keeps the tags `keep` says, in their order, with their vectors; how many went.
-    fn retain(&mut self, keep: impl Fn(&str) -> bool) -> usize {
-        let dim = self.vectors.len().checked_div(self.tags.len()).unwrap_or(0);
-        let before = self.tags.len();
-        let mut tags = Vec::with_capacity(before);
-        let mut vectors = Vec::with_capacity(self.vectors.len());
-        for (tag, vector) in std::mem::take(&mut self.tags)
-            .into_iter()
-            .zip(self.vectors.chunks_exact(dim.max(1)))
-        {
-            if keep(&tag) {
-                vectors.extend_from_slice(vector);
-                tags.push(tag);
-            }
-        }
-        self.by_name = tags
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.clone(), i))
-            .collect();
-        self.tags = tags;
-        self.vectors = vectors;
-        before - self.tags.len()
-    }
-}
-
-/// A record that left the live set, kept for lineage.
-#[derive(Debug, Clone)]
-pub(crate) struct Archived {
-    pub(crate) record: Memory,
-    pub(crate) vector: Vec<f32>,
-}
-
-/// A user's lexical indexes, over the content of its live records: the keyword index and the
-/// text column.
-#[derive(Debug, Default)]
-pub(crate) struct Lexical {
-    keyword: KeywordIndex,
-    text: TextColumn,
-}
-
-impl Lexical {
-    fn add(&mut self, m: &Memory) {
-        self.keyword.add(m.id.0, &m.content);
-        self.text.add(m.id.0, &m.content);
-    }
-
-    /// Removes a record; `live` are the user's live keys after it left and `slots` the
-    /// records, for the text column's rebuild.
-    fn remove(&mut self, m: &Memory, live: &KeySet, slots: &Slots) {
-        self.keyword.remove(m.id.0, &m.content);
-        if self.text.remove() {
-            self.text = TextColumn::default();
-            for k in live.iter() {
-                slots.with(k, |m| self.text.add(k, &m.content));
-            }
-        }
-    }
-
-    /// The indexes of the records `keys` names in `slots`; `None` once `stop` is set. A
-    /// record left in a mapped checkpoint is decoded for this alone (`Slots::with`).
-    fn build(keys: &KeySet, slots: &Slots, stop: &AtomicBool) -> Option<Lexical> {
-        let mut lexical = Lexical::default();
-        for (i, k) in keys.iter().enumerate() {
-            if i % 4096 == 0 && stop.load(Ordering::Relaxed) {
-                return None;
-            }
-            slots.with(k, |m| lexical.add(m));
-        }
-        Some(lexical)
-    }
-}
-
-/// What `Table::lexical_pending` hands to the background build: a user's live keys and the
-/// records as they were then.
-pub(crate) struct PendingLexical {
-    user: String,
-    keys: KeySet,
-    /// One snapshot shared by every pending user.
-    slots: Arc<Slots>,
-}
-
-impl PendingLexical {
-    /// Builds the user's lexical indexes from what was live when this was taken (no lock
-    /// needed: the records are shared copy-on-write); `None` once `stop` is set.
-    pub(crate) fn build(&self, stop: &AtomicBool) -> Option<Lexical> {
-        Lexical::build(&self.keys, &self.slots, stop)
-    }
-}
-
-/// Records by tag, session, category or kind. Hashed with foldhash, not SipHash: a lookup
-/// runs for every record a checkpoint loads (`keyword.rs` says why foldhash is enough).
-pub(crate) type Members<K> = foldhash::HashMap<K, BTreeSet<MemoryId>>;
-
-/// Everything indexed per user.
-#[derive(Debug, Default)]
-pub(crate) struct UserIndex {
-    /// Content hashes of the records exact dedup sees: every kind but items.
-    by_hash: ContentHashes,
-    /// Live items by key (`docs/semantics.md`, "Items"), in key order for listing.
-    pub(crate) items: BTreeMap<String, MemoryId>,
-    pub(crate) keys: KeySet,
-    tag_freq: BTreeMap<String, u64>,
-    pub(crate) tag_members: Members<String>,
-    pub(crate) session_members: Members<String>,
-    pub(crate) category_members: Members<Category>,
-    pub(crate) kind_members: Members<Kind>,
-    /// `None` from an open until the background build installs it (`docs/durability.md`,
-    /// "Recovery", R9): users loaded from a checkpoint start without, new users with.
-    lexical: Option<Lexical>,
-    /// While a checkpoint loads: the members of its records, made into the sets above at the
-    /// end of `Table::load`.
-    loading: Option<Box<StagedMembers>>,
-    /// Live records whose validity is not "from when stored, still open": the only ones a
-    /// search of the present checks one by one (`Memory::has_timed_validity`).
-    pub(crate) timed: BTreeSet<MemoryId>,
-    canonical: CanonicalTags,
-    snapshots: BTreeMap<String, TagSnapshot>,
-    /// The user itself; `None` until created (explicitly, or by its first record).
-    pub(crate) entity: Option<Entity>,
-    pub(crate) agents: BTreeMap<String, Entity>,
-    pub(crate) sessions: BTreeMap<String, Entity>,
-}
-
-impl UserIndex {
-    /// The keyword index. A search that uses it waits for the background build after an open
-    /// first (`Db::wait_lexical`), so it is missing only when that build failed.
-    ///
-    /// # Errors
-    /// `Internal` when it is missing.
-    pub(crate) fn keyword(&self) -> Result<&KeywordIndex, EngineError> {
-        self.lexical
-            .as_ref()
-            .map(|l| &l.keyword)
-            .ok_or_else(|| EngineError::Internal {
-                context: "keyword search",
-                reason: "the keyword index was not built after the open (see the log)".into(),
-            })
-    }
-
-    /// The text column; `None` until the background build after an open installs it.
-    pub(crate) fn text(&self) -> Option<&TextColumn> {
-        self.lexical.as_ref().map(|l| &l.text)
-    }
-
-    /// Indexes `m`; `slots` holds the other records (`m` may not be in it yet).
-    fn add(&mut self, m: &Memory, slots: &Slots) {
-        match &m.item {
-            Some(item) => {
-                self.items.insert(item.key.clone(), m.id);
-            }
-            None => self.by_hash.insert(&m.content_hash, m.id, slots),
-        }
-        self.keys.insert(m.id.0);
-        if let Some(lexical) = &mut self.lexical {
-            lexical.add(m);
-        }
-        match &mut self.loading {
-            Some(staged) => staged.add(m),
-            None => self.add_fields(m),
-        }
-        if self.entity.is_none() {
-            self.entity = Some(implicit(EntityKind::User, m, &m.user_id));
-        }
-        if let Some(s) = &m.session_id
-            && !self.sessions.contains_key(s)
-        {
-            let mut e = implicit(EntityKind::Session, m, s);
-            e.agent_id.clone_from(&m.agent_id);
-            self.sessions.insert(s.clone(), e);
-        }
-        if let Some(a) = &m.agent_id
-            && !self.agents.contains_key(a)
-        {
-            self.agents
-                .insert(a.clone(), implicit(EntityKind::Agent, m, a));
-        }
-    }
-
-    /// Indexes the fields `modify` may change: tags, session, category (and kind, which never
-    /// changes but is indexed with them).
-    fn add_fields(&mut self, m: &Memory) {
-        self.category_members
-            .entry(m.category)
-            .or_default()
-            .insert(m.id);
-        self.kind_members.entry(m.kind).or_default().insert(m.id);
-        if m.has_timed_validity() {
-            self.timed.insert(m.id);
-        }
-        for t in &m.tags {
-            match self.tag_freq.get_mut(t) {
-                Some(n) => *n += 1,
-                None => {
-                    self.tag_freq.insert(t.clone(), 1);
-                }
-            }
-            add_member(&mut self.tag_members, t, m.id);
-        }
-        if let Some(s) = &m.session_id {
-            add_member(&mut self.session_members, s, m.id);
-        }
-    }
-
-    fn remove_fields(&mut self, m: &Memory) {
-        for set in [
-            self.category_members.get_mut(&m.category),
-            self.kind_members.get_mut(&m.kind),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            set.remove(&m.id);
-        }
-        self.timed.remove(&m.id);
-        for t in &m.tags {
-            if let Some(n) = self.tag_freq.get_mut(t) {
-                *n -= 1;
-                if *n == 0 {
-                    self.tag_freq.remove(t);
-                }
-            }
-            if let Some(set) = self.tag_members.get_mut(t) {
-                set.remove(&m.id);
-                if set.is_empty() {
-                    self.tag_members.remove(t);
-                }
-            }
-        }
-        if let Some(s) = &m.session_id
-            && let Some(set) = self.session_members.get_mut(s)
-        {
-            set.remove(&m.id);
-            if set.is_empty() {
-                self.session_members.remove(s);
-            }
-        }
-    }
-}
-
-/// The members of the records a checkpoint loads, collected (in id order, as the checkpoint
-/// holds them) and then made into sets in one bulk build each: an insert into a `BTreeSet` per
-/// record and set was a fifth of a 1M-record open.
-#[derive(Debug, Default)]
-struct StagedMembers {
-    categories: foldhash::HashMap<Category, Vec<MemoryId>>,
-    kinds: foldhash::HashMap<Kind, Vec<MemoryId>>,
-    tags: foldhash::HashMap<String, Vec<MemoryId>>,
-    sessions: foldhash::HashMap<String, Vec<MemoryId>>,
-    timed: Vec<MemoryId>,
-}
-
-impl StagedMembers {
-    /// Stages what `UserIndex::add_fields` indexes.
-    fn add(&mut self, m: &Memory) {
-        self.categories.entry(m.category).or_default().push(m.id);
-        self.kinds.entry(m.kind).or_default().push(m.id);
-        if m.has_timed_validity() {
-            self.timed.push(m.id);
-        }
-        for t in &m.tags {
-            stage_member(&mut self.tags, t, m.id);
-        }
-        if let Some(s) = &m.session_id {
-            stage_member(&mut self.sessions, s, m.id);
-        }
-    }
-
-    /// Moves everything staged into `u`'s sets (and tag frequencies).
-    fn finish(self, u: &mut UserIndex) {
-        fn into_sets<K: std::hash::Hash + Eq>(
-            staged: foldhash::HashMap<K, Vec<MemoryId>>,
-            sets: &mut Members<K>,
-        ) {
-            for (key, ids) in staged {
-                match sets.entry(key) {
-                    std::collections::hash_map::Entry::Occupied(set) => set.into_mut().extend(ids),
-                    // Sorted input: `from_iter` builds the tree bottom up.
-                    std::collections::hash_map::Entry::Vacant(slot) => {
-                        slot.insert(ids.into_iter().collect());
-                    }
-                }
-            }
-        }
-        for (tag, ids) in &self.tags {
-            *u.tag_freq.entry(tag.clone()).or_insert(0) += ids.len() as u64;
-        }
-        into_sets(self.categories, &mut u.category_members);
-        into_sets(self.kinds, &mut u.kind_members);
-        into_sets(self.tags, &mut u.tag_members);
-        into_sets(self.sessions, &mut u.session_members);
-        if u.timed.is_empty() {
-            u.timed = self.timed.into_iter().collect();
-        } else {
-            u.timed.extend(self.timed);
-        }
-    }
-}
-
-/// Appends `id` to `name`'s staged members, copying the name only when it is new.
-fn stage_member(staged: &mut foldhash::HashMap<String, Vec<MemoryId>>, name: &str, id: MemoryId) {
-    match staged.get_mut(name) {
-        Some(ids) => ids.push(id),
-        None => {
-            staged.insert(name.to_owned(), vec![id]);
-        }
-    }
-}
-
-/// Adds `id` to `name`'s members, copying the name only when it is new (this runs for every
-/// record a checkpoint loads).
-fn add_member(sets: &mut Members<String>, name: &str, id: MemoryId) {
-    match sets.get_mut(name) {
-        Some(set) => {
-            set.insert(id);
-        }
-        None => {
-            sets.insert(name.to_owned(), BTreeSet::from([id]));
-        }
-    }
-}
-
-/// The entity a record implies when none was recorded (stores written before entities
-/// existed): named by its id, created when the record was.
-fn implicit(kind: EntityKind, m: &Memory, id: &str) -> Entity {
-    Entity {
-        kind,
-        user_id: m.user_id.clone(),
-        id: id.to_owned(),
-        name: id.to_owned(),
-        agent_id: None,
-        created_at: m.created_at,
-    }
-}
+pub(crate) use user::{Archived, CanonicalTags, Lexical, PendingLexical, UserIndex};
 
 /// An iterator that knows how many items it has left.
 struct Counted<I> {
@@ -513,20 +83,34 @@ impl Snapshot {
 #[derive(Debug, Default)]
 pub(crate) struct Table {
     /// Records by id, copy-on-write so that a checkpoint's snapshot is cheap.
-    slots: Slots,
-    live: usize,
+    pub(super) slots: Slots,
+    pub(super) live: usize,
     /// By user id; foldhash, as `Members`.
-    users: foldhash::HashMap<String, UserIndex>,
-    archive: HashMap<MemoryId, Archived>,
-    superseded_by: HashMap<MemoryId, MemoryId>,
+    pub(super) users: foldhash::HashMap<String, UserIndex>,
+    pub(super) archive: HashMap<MemoryId, Archived>,
+    pub(super) superseded_by: HashMap<MemoryId, MemoryId>,
     /// The checkpoints (sequence number, map) that records loaded at open were left in
     /// (`docs/architecture.md`, "Mapped records"), until `materialize` lets each go.
-    mapped: Vec<(u64, SealedBytes)>,
+    pub(super) mapped: Vec<(u64, SealedBytes)>,
     /// The ids whose slot changed (stored, changed, touched, removed) since the newest full
     /// checkpoint's capture: what a delta checkpoint writes (`docs/durability.md`,
     /// "Incremental checkpoints"). Every place that changes a slot marks it; loading a
     /// checkpoint marks nothing.
-    changed: KeySet,
+    pub(super) changed: KeySet,
+}
+
+/// Drops `garbage` on a short-lived thread, so that freeing a large structure does not hold a
+/// lock its owner holds; inline if no thread can be started.
+fn drop_elsewhere<T: Send + 'static>(garbage: T) {
+    let cell = std::sync::Arc::new(parking_lot::Mutex::new(Some(garbage)));
+    let theirs = std::sync::Arc::clone(&cell);
+    if std::thread::Builder::new()
+        .name("amberdb-free".into())
+        .spawn(move || drop(theirs.lock().take()))
+        .is_err()
+    {
+        drop(cell.lock().take());
+    }
 }
 
 impl Table {
@@ -591,43 +175,6 @@ impl Table {
         self.user_mut(&s.user_id)
             .snapshots
             .insert(s.snapshot_id.clone(), s);
-    }
-
-    pub(crate) fn archived(&self, id: MemoryId) -> Option<&Archived> {
-        self.archive.get(&id)
-    }
-
-    /// The user's live records that do not hold at `t` (a validity that starts later or has
-    /// ended): only the records with a timed validity are looked at.
-    pub(crate) fn invalid_at(&self, user: &str, t: Timestamp) -> KeySet {
-        let mut out = KeySet::new();
-        if let Some(u) = self.users.get(user) {
-            for id in &u.timed {
-                if self.get(*id).is_some_and(|m| !m.valid_at(t)) {
-                    out.insert(id.0);
-                }
-            }
-        }
-        out
-    }
-
-    /// The user's archived records, in no order: a walk over the whole archive (`as_of`
-    /// searches and `history` only).
-    pub(crate) fn archived_of<'a>(&'a self, user: &'a str) -> impl Iterator<Item = &'a Archived> {
-        self.archive
-            .values()
-            .filter(move |a| a.record.user_id == user)
-    }
-
-    pub(crate) fn archive_len(&self) -> usize {
-        self.archive.len()
-    }
-
-    /// Archived records in id order.
-    pub(crate) fn archive_sorted(&self) -> Vec<&Archived> {
-        let mut v: Vec<&Archived> = self.archive.values().collect();
-        v.sort_by_key(|a| a.record.id);
-        v
     }
 
     /// The operations that rebuild the entities, the archive, the canonical tags and the
@@ -700,162 +247,11 @@ impl Table {
         removed
     }
 
-    /// The ids of the archived records, in no order.
-    pub(crate) fn archived_ids(&self) -> impl Iterator<Item = MemoryId> + '_ {
-        self.archive.keys().copied()
-    }
-
-    /// Gives every archived record and canonical tag its vector from `records` and `tags`
-    /// (re-embedding's switch, `docs/durability.md`, "Re-embedding"), taking them out. `None`,
-    /// with nothing changed, if one of them has none there.
-    pub(crate) fn replace_vectors(
-        &mut self,
-        records: &mut HashMap<MemoryId, Vec<f32>>,
-        tags: &mut HashMap<(String, String), Vec<f32>>,
-    ) -> Option<()> {
-        let covered = self.archive.keys().all(|id| records.contains_key(id))
-            && self
-                .canonical_tags()
-                .all(|(u, t)| tags.contains_key(&(u.to_owned(), t.to_owned())));
-        if !covered {
-            return None;
-        }
-        for (id, a) in &mut self.archive {
-            a.vector = records.remove(id)?;
-        }
-        for (user, index) in &mut self.users {
-            let c = &mut index.canonical;
-            let mut vectors = Vec::new();
-            for t in &c.tags {
-                vectors.extend(tags.remove(&(user.clone(), t.clone()))?);
-            }
-            c.vectors = vectors;
-        }
-        Some(())
-    }
-
-    /// The text of a live or an archived record: what re-embedding and restoration embed.
-    pub(crate) fn content_of(&self, id: MemoryId) -> Option<&str> {
-        self.get(id)
-            .map(|m| m.content.as_str())
-            .or_else(|| self.archived(id).map(|a| a.record.content.as_str()))
-    }
-
-    /// Gives an archived record its vector (restoration, `docs/durability.md`, R4b); false if
-    /// the id is not archived.
-    pub(crate) fn set_archived_vector(&mut self, id: MemoryId, vector: Vec<f32>) -> bool {
-        match self.archive.get_mut(&id) {
-            Some(a) => {
-                a.vector = vector;
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Puts a record into the archive; false if its id is live or archived already.
-    pub(crate) fn insert_archived(&mut self, record: Memory, vector: Vec<f32>) -> bool {
-        if self.contains(record.id) || self.archive.contains_key(&record.id) {
-            return false;
-        }
-        self.note_lineage(&record);
-        self.archive.insert(record.id, Archived { record, vector });
-        true
-    }
-
-    /// The archived records archive retention forgets at `now` (`docs/semantics.md`, "Archive
-    /// retention"): those replaced before `now - max_age`, then, past `max_records`, the
-    /// oldest. A record counts from the `updated_at` of the record that superseded it (set
-    /// when it replaced it, later if that one changed since: never too early), else from its
-    /// own `updated_at`. Oldest first.
-    pub(crate) fn archive_to_forget(
-        &self,
-        now: Timestamp,
-        max_age_us: Option<i64>,
-        max_records: Option<usize>,
-    ) -> Vec<MemoryId> {
-        let replaced_at = |a: &Archived| {
-            self.superseded_by
-                .get(&a.record.id)
-                .and_then(|s| {
-                    self.get(*s)
-                        .or_else(|| self.archived(*s).map(|b| &b.record))
-                })
-                .map_or(a.record.updated_at, |s| s.updated_at)
-        };
-        let mut by_age: Vec<(Timestamp, MemoryId)> = self
-            .archive
-            .values()
-            .map(|a| (replaced_at(a), a.record.id))
-            .collect();
-        by_age.sort_unstable();
-        let too_old = max_age_us.map_or(0, |age| {
-            let cutoff = now.0.saturating_sub(age);
-            by_age.partition_point(|(at, _)| at.0 < cutoff)
-        });
-        let too_many = max_records.map_or(0, |max| by_age.len().saturating_sub(max));
-        by_age
-            .into_iter()
-            .take(too_old.max(too_many))
-            .map(|(_, id)| id)
-            .collect()
-    }
-
-    /// Removes an archived record for good (archive retention). Lineage that names it skips it
-    /// from now on. `None` if `id` is not archived.
-    pub(crate) fn forget_archived(&mut self, id: MemoryId) -> Option<()> {
-        self.archive.remove(&id)?;
-        self.superseded_by.remove(&id);
-        Some(())
-    }
-
-    /// Every archived record the lineage of `id` (live or archived) reaches through
-    /// `supersedes`, depth first in `supersedes` order, each once.
-    pub(crate) fn lineage(&self, id: MemoryId) -> Vec<&Archived> {
-        let root = self
-            .get(id)
-            .or_else(|| self.archived(id).map(|a| &a.record));
-        let mut todo: Vec<MemoryId> = root
-            .map(|m| m.supersedes.iter().rev().copied().collect())
-            .unwrap_or_default();
-        let mut seen = std::collections::HashSet::new();
-        let mut out = Vec::new();
-        while let Some(s) = todo.pop() {
-            if !seen.insert(s) {
-                continue;
-            }
-            if let Some(a) = self.archived(s) {
-                out.push(a);
-                todo.extend(a.record.supersedes.iter().rev().copied());
-            }
-        }
-        out
-    }
-
-    /// The live record that replaced `id` through a merge or an update, following the chain.
-    pub(crate) fn successor(&self, id: MemoryId) -> Option<MemoryId> {
-        let mut at = *self.superseded_by.get(&id)?;
-        // Lineage is acyclic (a record only supersedes older ids); the bound is a safeguard.
-        for _ in 0..64 {
-            match self.superseded_by.get(&at) {
-                Some(next) if !self.contains(at) => at = *next,
-                _ => break,
-            }
-        }
-        Some(at)
-    }
-
-    fn note_lineage(&mut self, m: &Memory) {
-        for s in &m.supersedes {
-            self.superseded_by.insert(*s, m.id);
-        }
-    }
-
     /// The user's index, created if it has none: with empty lexical indexes, or, when
     /// `loading` a checkpoint, with none (the background build makes them, R9) and its
     /// members staged (`load` makes them sets). Takes the map, not `self`, so that a caller
     /// can lend the records beside it.
-    fn user_entry<'u>(
+    pub(super) fn user_entry<'u>(
         users: &'u mut foldhash::HashMap<String, UserIndex>,
         user: &str,
         loading: bool,
@@ -875,7 +271,7 @@ impl Table {
             .unwrap_or_else(|| unreachable!("inserted above"))
     }
 
-    fn user_mut(&mut self, user: &str) -> &mut UserIndex {
+    pub(super) fn user_mut(&mut self, user: &str) -> &mut UserIndex {
         Self::user_entry(&mut self.users, user, false)
     }
 
@@ -894,7 +290,7 @@ impl Table {
 
     /// Every entity, for a checkpoint's aux section: per user (sorted) the user, its agents,
     /// its sessions.
-    fn entity_ops(&self) -> Vec<Op> {
+    pub(super) fn entity_ops(&self) -> Vec<Op> {
         let mut users: Vec<(&String, &UserIndex)> = self.users.iter().collect();
         users.sort_by(|a, b| a.0.cmp(b.0));
         let mut ops = Vec::new();
@@ -991,7 +387,7 @@ impl Table {
     }
 
     /// Indexes a record about to be put in its slot.
-    fn index(&mut self, m: &Memory, loading: bool) {
+    pub(super) fn index(&mut self, m: &Memory, loading: bool) {
         self.note_lineage(m);
         Self::user_entry(&mut self.users, &m.user_id, loading).add(m, &self.slots);
     }
@@ -1121,7 +517,7 @@ impl Table {
 
     /// Changes a live record in place through `f`, which keeps its id, user and content (the
     /// callers above check or guarantee it), re-indexing its tags and session.
-    fn reindexed(&mut self, id: MemoryId, f: impl FnOnce(&mut Memory)) -> Option<()> {
+    pub(super) fn reindexed(&mut self, id: MemoryId, f: impl FnOnce(&mut Memory)) -> Option<()> {
         let m = self.slots.get_mut(id.0)?;
         self.changed.insert(id.0);
         let u = self.users.get_mut(&m.user_id)?;
@@ -1280,25 +676,14 @@ impl Table {
     }
 }
 
-/// Drops `garbage` on a short-lived thread, so that freeing a large structure does not hold a
-/// lock its owner holds; inline if no thread can be started.
-fn drop_elsewhere<T: Send + 'static>(garbage: T) {
-    let cell = std::sync::Arc::new(parking_lot::Mutex::new(Some(garbage)));
-    let theirs = std::sync::Arc::clone(&cell);
-    if std::thread::Builder::new()
-        .name("amberdb-free".into())
-        .spawn(move || drop(theirs.lock().take()))
-        .is_err()
-    {
-        drop(cell.lock().take());
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::user::Members;
     use super::*;
+    use crate::kernel::record::Category;
     use crate::kernel::state::tests::record;
     use proptest::prelude::*;
+    use std::sync::atomic::AtomicBool;
 
     const WORDS: [&str; 6] = ["alpha", "Beta", "gamma", "delta", "epsilon", "zeta"];
 
