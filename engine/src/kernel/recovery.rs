@@ -416,7 +416,7 @@ fn remove_orphan_segments(
     Ok(retained)
 }
 
-/// Opens or creates the store in `dir` (`docs/durability.md`, steps R1–R8).
+/// Opens or creates the store in `dir` (`docs/durability.md`, steps R1–R8), step by step.
 pub(crate) fn recover(
     dir: &Path,
     storage: &dyn Storage,
@@ -426,14 +426,177 @@ pub(crate) fn recover(
     // R1: directory and lock.
     let lock = lock_dir(storage, dir)?;
     // R2: leftovers of interrupted atomic writes.
+    let mut names = remove_tmp_files(storage, dir, &mut report)?;
+    // R3: identity (read, or the store created).
+    let identity = identity_of(storage, dir, embedder, &mut names)?;
+    let created = Model {
+        id: identity.model_id.clone(),
+        dim: identity.dim as usize,
+    };
+    // R4: newest usable checkpoint.
+    let checkpoints = sorted_seqs(&names, ckpt_format::parse_file_name);
+    let logs = sorted_seqs(&names, log_writer::parse_file_name);
+    let (base, misnamed_checkpoint) =
+        choose_checkpoint(storage, dir, &checkpoints, &logs, &created, &mut report)?;
+    let delta_base = base.as_ref().map(|b| b.full);
+    // A delta's base is another checkpoint than the one loaded.
+    let delta_of = base
+        .as_ref()
+        .and_then(|b| (b.full.seq != b.seq).then_some(b.full.seq));
+    let Base {
+        seq: ckpt_seq,
+        next_id,
+        state,
+        mut segments,
+        ..
+    } = base.unwrap_or_else(|| Base {
+        seq: 0,
+        next_id: 1,
+        state: State::new(
+            Table::default(),
+            Collection::new(created.dim),
+            created.clone(),
+        ),
+        segments: Vec::new(),
+        full: crate::kernel::checkpoint::DeltaBase { seq: 0, records: 0 },
+        damaged: Vec::new(),
+    });
+    report.checkpoint_seq = (ckpt_seq > 0).then_some(ckpt_seq);
+    report.checkpoint_delta_of = delta_of;
+    let seg_files: Vec<(u64, SegmentKind)> = names
+        .iter()
+        .filter_map(|n| segment_file::parse_file_name(n))
+        .collect();
+    let next_segment_id = seg_files.iter().map(|s| s.0).max().map_or(1, |m| m + 1);
+    let retained = remove_orphan_segments(
+        storage,
+        dir,
+        &checkpoints,
+        (ckpt_seq, &segments, delta_of),
+        &seg_files,
+        &mut report,
+    )?;
+    // R5: the log file that follows the checkpoint was made durable before the checkpoint was
+    // (C2), and the first one before IDENTITY (R3a): without it, acknowledged writes are lost.
+    if !logs.contains(&(ckpt_seq + 1)) {
+        if let Some(e) = misnamed_checkpoint {
+            return Err(e);
+        }
+        return Err(EngineError::Corrupted {
+            file: dir.join(log_writer::file_name(ckpt_seq + 1)),
+            offset: 0,
+            reason: "log file missing: the writes after the checkpoint (or since the store was created) are gone",
+        });
+    }
+    // R6: replay the log after the checkpoint.
+    let mut replay = Replay {
+        ckpt_seq,
+        expected: ckpt_seq + 1,
+        next_id,
+        state,
+        replayed_deletes: false,
+        log_bytes_after_checkpoint: 0,
+        last_file: None,
+    };
+    let start = logs
+        .iter()
+        .rposition(|&first| first <= ckpt_seq + 1)
+        .unwrap_or(0);
+    for (i, &first) in logs.iter().enumerate().skip(start) {
+        let newest = i + 1 == logs.len();
+        replay.file(storage, dir, first, newest, &mut report)?;
+    }
+    // R7: the log must reach the checkpoint.
+    let last_seq = replay.expected - 1;
+    if last_seq < ckpt_seq {
+        return Err(EngineError::Corrupted {
+            file: dir.to_path_buf(),
+            offset: 0,
+            reason: "log ends before the checkpoint it was synced for",
+        });
+    }
+    let Replay {
+        next_id,
+        state,
+        mut replayed_deletes,
+        log_bytes_after_checkpoint,
+        last_file,
+        ..
+    } = replay;
+    // A replayed re-embedding switched the vectors: the checkpoint's segments hold the old
+    // ones, replaced (B4, below) until a purge (which the open notes) removes them.
+    if state.model_epoch > 0 {
+        segments.clear();
+        replayed_deletes = true;
+    }
+    check_embedder(&identity, &created, &state, embedder)?;
+    // R8: the active log file.
+    let log = match last_file {
+        Some((path, len)) => LogWriter::open(storage, path.clone(), len).map_err(io(&path))?,
+        None => LogWriter::create(storage, dir, last_seq + 1).map_err(io(dir))?,
+    };
+    let checkpoints: Vec<Retained> = retained.into_iter().filter(|r| r.seq <= ckpt_seq).collect();
+    let replaced = seg_files
+        .iter()
+        .filter(|(id, _)| {
+            !segments.iter().any(|s| s.id == *id)
+                && checkpoints
+                    .iter()
+                    .any(|c| c.segments.as_ref().is_some_and(|ids| ids.contains(id)))
+        })
+        .map(|&(id, kind)| SegmentEntry { id, rows: 0, kind })
+        .collect();
+    Ok(Recovered {
+        lock,
+        state,
+        log,
+        last_seq,
+        next_id,
+        next_segment_id,
+        checkpoint_seq: ckpt_seq,
+        log_bytes_after_checkpoint,
+        checkpoints,
+        delta_base,
+        segments,
+        replaced,
+        replayed_deletes,
+        report,
+    })
+}
+
+/// R2: removes the `.tmp` leftovers of interrupted atomic writes. Returns the other names in
+/// `dir`.
+fn remove_tmp_files(
+    storage: &dyn Storage,
+    dir: &Path,
+    report: &mut OpenReport,
+) -> Result<Vec<String>> {
     let mut names = storage.list(dir).map_err(io(dir))?;
     for tmp in names.iter().filter(|n| n.ends_with(".tmp")) {
         storage.remove(&dir.join(tmp)).map_err(io(&dir.join(tmp)))?;
         report.removed_tmp_files += 1;
     }
     names.retain(|n| !n.ends_with(".tmp"));
-    // R3: identity. A store is created log first, then IDENTITY (R3a): a directory whose only
-    // store file is a first log file holding no frame is a creation that did not finish.
+    Ok(names)
+}
+
+/// The sequence numbers of the files in `names` that `parse` recognises, in order.
+fn sorted_seqs(names: &[String], parse: impl Fn(&str) -> Option<u64>) -> Vec<u64> {
+    let mut seqs: Vec<u64> = names.iter().filter_map(|n| parse(n)).collect();
+    seqs.sort_unstable();
+    seqs
+}
+
+/// R3: the store's identity, read from `IDENTITY`, or, for a directory with no store file, a
+/// new store created (R3a: its first log file, then `IDENTITY`; `names` gains the log file).
+fn identity_of(
+    storage: &dyn Storage,
+    dir: &Path,
+    embedder: &dyn amberdb_embed::Embedder,
+    names: &mut Vec<String>,
+) -> Result<Identity> {
+    // A store is created log first, then IDENTITY (R3a): a directory whose only store file is
+    // a first log file holding no frame is a creation that did not finish.
     let id_path = dir.join(identity::FILE_NAME);
     let first_log = log_writer::file_name(1);
     if !names.iter().any(|n| n == identity::FILE_NAME)
@@ -453,9 +616,9 @@ pub(crate) fn recover(
             || ckpt_format::parse_file_name(n).is_some()
             || segment_file::parse_file_name(n).is_some()
     });
-    let identity = if names.iter().any(|n| n == identity::FILE_NAME) {
+    if names.iter().any(|n| n == identity::FILE_NAME) {
         let bytes = storage.read(&id_path).map_err(io(&id_path))?;
-        identity::decode(&bytes).map_err(|e| match e {
+        return identity::decode(&bytes).map_err(|e| match e {
             IdentityError::Corrupted(d) => EngineError::Corrupted {
                 file: id_path.clone(),
                 offset: d.offset as u64,
@@ -466,67 +629,58 @@ pub(crate) fn recover(
                 found,
                 supported: identity::SUPPORTED,
             },
-        })?
-    } else if has_data {
+        });
+    }
+    if has_data {
         return Err(EngineError::Corrupted {
             file: id_path,
             offset: 0,
             reason: "store files exist but IDENTITY is missing",
         });
-    } else {
-        let dim = u32::try_from(embedder.dim()).map_err(|_| EngineError::Invalid {
+    }
+    let dim = u32::try_from(embedder.dim()).map_err(|_| EngineError::Invalid {
+        field: "embedder",
+        reason: "dimension too large".into(),
+    })?;
+    let model_id = embedder.model_id();
+    if model_id.is_empty() || model_id.len() > identity::MAX_MODEL_ID {
+        return Err(EngineError::Invalid {
             field: "embedder",
-            reason: "dimension too large".into(),
-        })?;
-        let model_id = embedder.model_id();
-        if model_id.is_empty() || model_id.len() > identity::MAX_MODEL_ID {
-            return Err(EngineError::Invalid {
-                field: "embedder",
-                reason: "model id must be 1..=256 bytes".into(),
-            });
-        }
-        let id = Identity {
-            model_id: model_id.to_owned(),
-            dim,
-            created_at: Timestamp::now(),
-        };
-        // R3a: the first log file, then IDENTITY: once IDENTITY exists, a missing log file is
-        // a lost one (R5).
-        LogWriter::create(storage, dir, 1).map_err(io(&dir.join(&first_log)))?;
-        names.push(first_log.clone());
-        crate::kernel::storage::write_atomic(
-            storage,
-            dir,
-            identity::FILE_NAME,
-            &identity::encode(&id),
-        )
+            reason: "model id must be 1..=256 bytes".into(),
+        });
+    }
+    let id = Identity {
+        model_id: model_id.to_owned(),
+        dim,
+        created_at: Timestamp::now(),
+    };
+    // R3a: the first log file, then IDENTITY: once IDENTITY exists, a missing log file is a
+    // lost one (R5).
+    LogWriter::create(storage, dir, 1).map_err(io(&dir.join(&first_log)))?;
+    names.push(first_log);
+    crate::kernel::storage::write_atomic(storage, dir, identity::FILE_NAME, &identity::encode(&id))
         .map_err(io(&id_path))?;
-        id
-    };
-    let created = Model {
-        id: identity.model_id.clone(),
-        dim: identity.dim as usize,
-    };
-    // R4: newest usable checkpoint.
-    let mut checkpoints: Vec<u64> = names
-        .iter()
-        .filter_map(|n| ckpt_format::parse_file_name(n))
-        .collect();
-    checkpoints.sort_unstable();
-    let mut logs: Vec<u64> = names
-        .iter()
-        .filter_map(|n| log_writer::parse_file_name(n))
-        .collect();
-    logs.sort_unstable();
+    Ok(id)
+}
+
+/// R4 and R4b: the newest checkpoint that loads whole, or, when none does with the log after
+/// it, the newest whose records decode, without its damaged segments. Also returns the newest
+/// checkpoint refused as misnamed, the reason to give when the log cannot make up for it.
+fn choose_checkpoint(
+    storage: &dyn Storage,
+    dir: &Path,
+    checkpoints: &[u64],
+    logs: &[u64],
+    created: &Model,
+    report: &mut OpenReport,
+) -> Result<(Option<Base>, Option<EngineError>)> {
     let mut base = None;
     // The newest checkpoint whose records are whole but a segment is not (R4b): used only if
     // no sound checkpoint with the log after it recovers.
     let mut damaged: Option<Base> = None;
-    // The newest checkpoint skipped because it is under another's name: the reason to give
-    // when the log cannot make up for it.
     let mut misnamed_checkpoint: Option<EngineError> = None;
     for &seq in checkpoints.iter().rev() {
-        match load_checkpoint(storage, dir, seq, &created) {
+        match load_checkpoint(storage, dir, seq, created) {
             Ok(b) if !b.damaged.is_empty() => {
                 report.skipped_checkpoints.push(format!(
                     "{}: damaged segment {}",
@@ -566,68 +720,63 @@ pub(crate) fn recover(
         report.unindexed = d.state.unindexed.len();
         base = Some(d);
     }
-    let delta_base = base.as_ref().map(|b| b.full);
-    // A delta's base is another checkpoint than the one loaded.
-    let delta_of = base
-        .as_ref()
-        .and_then(|b| (b.full.seq != b.seq).then_some(b.full.seq));
-    let Base {
-        seq: ckpt_seq,
-        mut next_id,
-        mut state,
-        mut segments,
-        ..
-    } = base.unwrap_or_else(|| Base {
-        seq: 0,
-        next_id: 1,
-        state: State::new(
-            Table::default(),
-            Collection::new(created.dim),
-            created.clone(),
-        ),
-        segments: Vec::new(),
-        full: crate::kernel::checkpoint::DeltaBase { seq: 0, records: 0 },
-        damaged: Vec::new(),
-    });
-    report.checkpoint_seq = (ckpt_seq > 0).then_some(ckpt_seq);
-    report.checkpoint_delta_of = delta_of;
-    let seg_files: Vec<(u64, SegmentKind)> = names
-        .iter()
-        .filter_map(|n| segment_file::parse_file_name(n))
-        .collect();
-    let next_segment_id = seg_files.iter().map(|s| s.0).max().map_or(1, |m| m + 1);
-    let retained = remove_orphan_segments(
-        storage,
-        dir,
-        &checkpoints,
-        (ckpt_seq, &segments, delta_of),
-        &seg_files,
-        &mut report,
-    )?;
-    // R5–R6: replay the log after the checkpoint.
-    // R5: the log file that follows the checkpoint was made durable before the checkpoint was
-    // (C2), and the first one before IDENTITY (R3a): without it, acknowledged writes are lost.
-    if !logs.contains(&(ckpt_seq + 1)) {
-        if let Some(e) = misnamed_checkpoint {
-            return Err(e);
-        }
-        return Err(EngineError::Corrupted {
-            file: dir.join(log_writer::file_name(ckpt_seq + 1)),
-            offset: 0,
-            reason: "log file missing: the writes after the checkpoint (or since the store was created) are gone",
-        });
+    Ok((base, misnamed_checkpoint))
+}
+
+/// R3b: the embedder given must be the one the store's vectors come from now: the one
+/// IDENTITY names, or the one a re-embedding switched to (`docs/durability.md`).
+fn check_embedder(
+    identity: &Identity,
+    created: &Model,
+    state: &State,
+    embedder: &dyn amberdb_embed::Embedder,
+) -> Result<()> {
+    let same = if state.model == *created {
+        identity.matches(embedder.model_id(), embedder.dim())
+    } else {
+        state.model.id == embedder.model_id() && state.model.dim == embedder.dim()
+    };
+    if same {
+        return Ok(());
     }
-    let start = logs
-        .iter()
-        .rposition(|&first| first <= ckpt_seq + 1)
-        .unwrap_or(0);
-    let mut expected = ckpt_seq + 1;
-    let mut replayed_deletes = false;
-    let mut log_bytes_after_checkpoint = 0u64;
-    let mut last_file: Option<(PathBuf, u64)> = None;
-    for (i, &first) in logs.iter().enumerate().skip(start) {
+    Err(EngineError::EmbedderMismatch {
+        stored_model: state.model.id.clone(),
+        stored_dim: state.model.dim,
+        given_model: embedder.model_id().to_owned(),
+        given_dim: embedder.dim(),
+    })
+}
+
+/// What `scan` returned for one log file: how it ended, or `Err(Ok(_))` for a bad header and
+/// `Err(Err(()))` when the applier stopped it.
+type Scanned =
+    std::result::Result<crate::kernel::log::reader::Scan, std::result::Result<HeaderError, ()>>;
+
+/// R6 under way: the state the log's frames are applied to, and what the replay has found.
+struct Replay {
+    ckpt_seq: u64,
+    /// The sequence number the next frame after the checkpoint must carry.
+    expected: u64,
+    next_id: u64,
+    state: State,
+    replayed_deletes: bool,
+    log_bytes_after_checkpoint: u64,
+    /// The newest log file and where its valid frames end: the writer appends there (R8).
+    last_file: Option<(PathBuf, u64)>,
+}
+
+impl Replay {
+    /// Replays the log file whose first sequence number is `first` (`newest`: the last one,
+    /// whose torn tail is cut).
+    fn file(
+        &mut self,
+        storage: &dyn Storage,
+        dir: &Path,
+        first: u64,
+        newest: bool,
+        report: &mut OpenReport,
+    ) -> Result<()> {
         let path = dir.join(log_writer::file_name(first));
-        let newest = i + 1 == logs.len();
         // Every file is mapped, not copied: a kill loop at 1M left 130 MB of tail in the
         // newest alone, and a copy is as much fresh memory, which a VM's host may have to give
         // back first (docs/benchmarks.md, "What fresh memory costs on a VM"). Nothing writes
@@ -647,40 +796,35 @@ pub(crate) fn recover(
             });
         }
         // Log files start at checkpoints (C2): one past the checkpoint holds only its tail.
-        if first > ckpt_seq {
-            log_bytes_after_checkpoint += bytes.len() as u64;
+        if first > self.ckpt_seq {
+            self.log_bytes_after_checkpoint += bytes.len() as u64;
         }
         // A STORE frame carries its vector: at most this many rows can come from the file.
-        state
+        self.state
             .vectors
-            .reserve(bytes.len() / (state.vectors.dim() * 4).max(1));
-        let mut on_frame = |seq: u64, offset: u64, op: Op| -> Result<(), EngineError> {
-            if seq <= ckpt_seq {
-                return Ok(());
-            }
-            if seq != expected {
-                return Err(EngineError::Corrupted {
-                    file: path.clone(),
-                    offset,
-                    reason: "gap in log sequence numbers",
-                });
-            }
-            if let Some(id) = op.max_new_id() {
-                next_id = next_id.max(id + 1);
-            }
-            replayed_deletes |= op.deletes_records();
-            state.apply(op).map_err(|reason| EngineError::Corrupted {
-                file: path.clone(),
-                offset,
-                reason,
-            })?;
-            expected += 1;
-            report.replayed_frames += 1;
-            Ok(())
-        };
-        // Two threads: one checks and decodes the frames (checksums, records, vectors), the
-        // other applies them in order; alone, the decoding was a third of the replay.
-        let (scanned, applied) = std::thread::scope(|s| {
+            .reserve(bytes.len() / (self.state.vectors.dim() * 4).max(1));
+        let (scanned, applied) = self.scan_and_apply(bytes, &path, report);
+        let file_len = bytes.len();
+        drop(mapped);
+        applied?;
+        let scanned = scanned.map_err(|_| EngineError::Corrupted {
+            file: path.clone(),
+            offset: 0,
+            reason: "log scanner thread panicked",
+        })?;
+        self.end_of_file(storage, dir, path, scanned, newest, file_len, report)
+    }
+
+    /// Two threads: one checks and decodes the frames (checksums, records, vectors), the other
+    /// (this one) applies them in order; alone, the decoding was a third of the replay.
+    /// Returns the scanner's result (`Err` if it panicked) and the applier's.
+    fn scan_and_apply(
+        &mut self,
+        bytes: &[u8],
+        path: &Path,
+        report: &mut OpenReport,
+    ) -> (std::thread::Result<Scanned>, Result<()>) {
+        std::thread::scope(|s| {
             let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(u64, u64, Op)>>(REPLAY_QUEUE);
             let scanner = s.spawn(move || {
                 let mut batch = Vec::with_capacity(REPLAY_BATCH);
@@ -703,25 +847,66 @@ pub(crate) fn recover(
             for frames in rx.iter() {
                 applied = frames
                     .into_iter()
-                    .try_for_each(|(seq, offset, op)| on_frame(seq, offset, op));
+                    .try_for_each(|(seq, offset, op)| self.frame(path, seq, offset, op, report));
                 if applied.is_err() {
                     break;
                 }
             }
             drop(rx);
             (scanner.join(), applied)
-        });
-        let file_len = bytes.len();
-        drop(mapped);
-        applied?;
-        let scanned = scanned.map_err(|_| EngineError::Corrupted {
-            file: path.clone(),
-            offset: 0,
-            reason: "log scanner thread panicked",
-        })?;
+        })
+    }
+
+    /// Applies one frame, unless the checkpoint holds it already.
+    fn frame(
+        &mut self,
+        path: &Path,
+        seq: u64,
+        offset: u64,
+        op: Op,
+        report: &mut OpenReport,
+    ) -> Result<()> {
+        if seq <= self.ckpt_seq {
+            return Ok(());
+        }
+        if seq != self.expected {
+            return Err(EngineError::Corrupted {
+                file: path.to_path_buf(),
+                offset,
+                reason: "gap in log sequence numbers",
+            });
+        }
+        if let Some(id) = op.max_new_id() {
+            self.next_id = self.next_id.max(id + 1);
+        }
+        self.replayed_deletes |= op.deletes_records();
+        self.state
+            .apply(op)
+            .map_err(|reason| EngineError::Corrupted {
+                file: path.to_path_buf(),
+                offset,
+                reason,
+            })?;
+        self.expected += 1;
+        report.replayed_frames += 1;
+        Ok(())
+    }
+
+    /// How a file's scan ended: clean, a torn tail (cut when it is the newest file), or damage.
+    #[expect(clippy::too_many_arguments, reason = "one step of the replay, named")]
+    fn end_of_file(
+        &mut self,
+        storage: &dyn Storage,
+        dir: &Path,
+        path: PathBuf,
+        scanned: Scanned,
+        newest: bool,
+        file_len: usize,
+        report: &mut OpenReport,
+    ) -> Result<()> {
         match scanned {
             Ok(s) => {
-                if s.first_seq > expected {
+                if s.first_seq > self.expected {
                     return Err(EngineError::Corrupted {
                         file: path,
                         offset: 8,
@@ -749,99 +934,36 @@ pub(crate) fn recover(
                         });
                     }
                 }
-                last_file = Some((path, s.valid_end));
+                self.last_file = Some((path, s.valid_end));
+                Ok(())
             }
-            // The applier stopped: only at an error of its own, returned above.
-            Err(Err(())) => {
-                return Err(EngineError::Corrupted {
-                    file: path,
-                    offset: 0,
-                    reason: "log replay stopped",
-                });
-            }
-            Err(Ok(HeaderError::Unsupported(found))) => {
-                return Err(EngineError::UnsupportedVersion {
-                    file: path,
-                    found,
-                    supported: crate::kernel::log::format::SUPPORTED,
-                });
-            }
+            // The applier stopped: only at an error of its own, returned before this.
+            Err(Err(())) => Err(EngineError::Corrupted {
+                file: path,
+                offset: 0,
+                reason: "log replay stopped",
+            }),
+            Err(Ok(HeaderError::Unsupported(found))) => Err(EngineError::UnsupportedVersion {
+                file: path,
+                found,
+                supported: crate::kernel::log::format::SUPPORTED,
+            }),
             Err(Ok(HeaderError::Corrupted(reason))) => {
-                // A header torn while the file was being created (step C2 or R3a) holds no frames.
+                // A header torn while the file was being created (step C2 or R3a) holds no
+                // frames.
                 if newest && file_len <= crate::kernel::log::format::HEADER_LEN {
                     storage.remove(&path).map_err(io(&path))?;
                     storage.sync_dir(dir).map_err(io(dir))?;
                     report.truncated_tail = Some((path, 0));
+                    Ok(())
                 } else {
-                    return Err(EngineError::Corrupted {
+                    Err(EngineError::Corrupted {
                         file: path,
                         offset: 0,
                         reason,
-                    });
+                    })
                 }
             }
         }
     }
-    // R7: the log must reach the checkpoint.
-    let last_seq = expected - 1;
-    if last_seq < ckpt_seq {
-        return Err(EngineError::Corrupted {
-            file: dir.to_path_buf(),
-            offset: 0,
-            reason: "log ends before the checkpoint it was synced for",
-        });
-    }
-    // A replayed re-embedding switched the vectors: the checkpoint's segments hold the old
-    // ones, replaced (B4, below) until a purge (which the open notes) removes them.
-    if state.model_epoch > 0 {
-        segments.clear();
-        replayed_deletes = true;
-    }
-    // R3b: the embedder given must be the one the store's vectors come from now: the one
-    // IDENTITY names, or the one a re-embedding switched to (`docs/durability.md`).
-    let same = if state.model == created {
-        identity.matches(embedder.model_id(), embedder.dim())
-    } else {
-        state.model.id == embedder.model_id() && state.model.dim == embedder.dim()
-    };
-    if !same {
-        return Err(EngineError::EmbedderMismatch {
-            stored_model: state.model.id.clone(),
-            stored_dim: state.model.dim,
-            given_model: embedder.model_id().to_owned(),
-            given_dim: embedder.dim(),
-        });
-    }
-    // R8: the active log file.
-    let log = match last_file {
-        Some((path, len)) => LogWriter::open(storage, path.clone(), len).map_err(io(&path))?,
-        None => LogWriter::create(storage, dir, last_seq + 1).map_err(io(dir))?,
-    };
-    let checkpoints: Vec<Retained> = retained.into_iter().filter(|r| r.seq <= ckpt_seq).collect();
-    let replaced = seg_files
-        .iter()
-        .filter(|(id, _)| {
-            !segments.iter().any(|s| s.id == *id)
-                && checkpoints
-                    .iter()
-                    .any(|c| c.segments.as_ref().is_some_and(|ids| ids.contains(id)))
-        })
-        .map(|&(id, kind)| SegmentEntry { id, rows: 0, kind })
-        .collect();
-    Ok(Recovered {
-        lock,
-        state,
-        log,
-        last_seq,
-        next_id,
-        next_segment_id,
-        checkpoint_seq: ckpt_seq,
-        log_bytes_after_checkpoint,
-        checkpoints,
-        delta_base,
-        segments,
-        replaced,
-        replayed_deletes,
-        report,
-    })
 }
