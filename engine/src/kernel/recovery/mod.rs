@@ -1,0 +1,323 @@
+//! Opening a store: lock, identity, newest valid checkpoint, log replay, torn-tail repair.
+//! Each step is numbered as in `docs/durability.md`, "Recovery".
+
+mod checkpoint;
+mod found;
+mod replay;
+
+use crate::kernel::checkpoint::format as ckpt_format;
+use crate::kernel::error::{EngineError, Result};
+use crate::kernel::identity::{self, Identity, IdentityError};
+use crate::kernel::log::writer::{self as log_writer, LogWriter};
+use crate::kernel::record::Timestamp;
+use crate::kernel::segment_file::{self, SegmentEntry, SegmentKind};
+use crate::kernel::state::Model;
+use crate::kernel::state::State;
+use crate::kernel::storage::{Storage, StorageLock};
+use checkpoint::{Base, choose_checkpoint, remove_orphan_segments};
+pub use found::OpenReport;
+use found::io;
+pub(crate) use found::{Recovered, Retained};
+use replay::Replay;
+use std::path::Path;
+
+/// Creates `dir` if needed and takes its `LOCK`: one process at a time opens (or restores into)
+/// a store directory (R1).
+///
+/// # Errors
+/// `Locked` when another holds it; `Io`.
+pub(crate) fn lock_dir(storage: &dyn Storage, dir: &Path) -> Result<Box<dyn StorageLock>> {
+    storage.create_dir_all(dir).map_err(io(dir))?;
+    let lock_path = dir.join("LOCK");
+    storage.lock(&lock_path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::WouldBlock {
+            EngineError::Locked { path: lock_path }
+        } else {
+            EngineError::Io {
+                path: lock_path,
+                source: e,
+            }
+        }
+    })
+}
+
+/// Opens or creates the store in `dir` (`docs/durability.md`, steps R1–R8), step by step.
+pub(crate) fn recover(
+    dir: &Path,
+    storage: &dyn Storage,
+    embedder: &dyn amberdb_embed::Embedder,
+) -> Result<Recovered> {
+    let mut report = OpenReport::default();
+    // R1: directory and lock.
+    let lock = lock_dir(storage, dir)?;
+    // R2: leftovers of interrupted atomic writes.
+    let mut names = remove_tmp_files(storage, dir, &mut report)?;
+    // R3: identity (read, or the store created).
+    let identity = identity_of(storage, dir, embedder, &mut names)?;
+    let created = Model {
+        id: identity.model_id.clone(),
+        dim: identity.dim as usize,
+    };
+    // R4: newest usable checkpoint.
+    let checkpoints = sorted_seqs(&names, ckpt_format::parse_file_name);
+    let logs = sorted_seqs(&names, log_writer::parse_file_name);
+    let (base, misnamed_checkpoint) =
+        choose_checkpoint(storage, dir, &checkpoints, &logs, &created, &mut report)?;
+    let delta_base = base.as_ref().map(|b| b.full);
+    // A delta's base is another checkpoint than the one loaded.
+    let delta_of = base
+        .as_ref()
+        .and_then(|b| (b.full.seq != b.seq).then_some(b.full.seq));
+    let Base {
+        seq: ckpt_seq,
+        next_id,
+        state,
+        mut segments,
+        ..
+    } = base.unwrap_or_else(|| Base::empty(&created));
+    report.checkpoint_seq = (ckpt_seq > 0).then_some(ckpt_seq);
+    report.checkpoint_delta_of = delta_of;
+    let seg_files: Vec<(u64, SegmentKind)> = names
+        .iter()
+        .filter_map(|n| segment_file::parse_file_name(n))
+        .collect();
+    let next_segment_id = seg_files.iter().map(|s| s.0).max().map_or(1, |m| m + 1);
+    let retained = remove_orphan_segments(
+        storage,
+        dir,
+        &checkpoints,
+        (ckpt_seq, &segments, delta_of),
+        &seg_files,
+        &mut report,
+    )?;
+    log_follows(dir, &logs, ckpt_seq, misnamed_checkpoint)?;
+    // R6: replay the log after the checkpoint.
+    let mut replay = Replay {
+        ckpt_seq,
+        expected: ckpt_seq + 1,
+        next_id,
+        state,
+        replayed_deletes: false,
+        log_bytes_after_checkpoint: 0,
+        last_file: None,
+    };
+    let start = logs
+        .iter()
+        .rposition(|&first| first <= ckpt_seq + 1)
+        .unwrap_or(0);
+    for (i, &first) in logs.iter().enumerate().skip(start) {
+        let newest = i + 1 == logs.len();
+        replay.file(storage, dir, first, newest, &mut report)?;
+    }
+    // R7: the log must reach the checkpoint.
+    let last_seq = replay.expected - 1;
+    if last_seq < ckpt_seq {
+        return Err(EngineError::Corrupted {
+            file: dir.to_path_buf(),
+            offset: 0,
+            reason: "log ends before the checkpoint it was synced for",
+        });
+    }
+    let Replay {
+        next_id,
+        state,
+        mut replayed_deletes,
+        log_bytes_after_checkpoint,
+        last_file,
+        ..
+    } = replay;
+    // A replayed re-embedding switched the vectors: the checkpoint's segments hold the old
+    // ones, replaced (B4, below) until a purge (which the open notes) removes them.
+    if state.model_epoch > 0 {
+        segments.clear();
+        replayed_deletes = true;
+    }
+    check_embedder(&identity, &created, &state, embedder)?;
+    // R8: the active log file.
+    let log = match last_file {
+        Some((path, len)) => LogWriter::open(storage, path.clone(), len).map_err(io(&path))?,
+        None => LogWriter::create(storage, dir, last_seq + 1).map_err(io(dir))?,
+    };
+    let checkpoints: Vec<Retained> = retained.into_iter().filter(|r| r.seq <= ckpt_seq).collect();
+    let replaced = replaced_segments(&seg_files, &segments, &checkpoints);
+    Ok(Recovered {
+        lock,
+        state,
+        log,
+        last_seq,
+        next_id,
+        next_segment_id,
+        checkpoint_seq: ckpt_seq,
+        log_bytes_after_checkpoint,
+        checkpoints,
+        delta_base,
+        segments,
+        replaced,
+        replayed_deletes,
+        report,
+    })
+}
+
+/// R2: removes the `.tmp` leftovers of interrupted atomic writes. Returns the other names in
+/// `dir`.
+fn remove_tmp_files(
+    storage: &dyn Storage,
+    dir: &Path,
+    report: &mut OpenReport,
+) -> Result<Vec<String>> {
+    let mut names = storage.list(dir).map_err(io(dir))?;
+    for tmp in names.iter().filter(|n| n.ends_with(".tmp")) {
+        storage.remove(&dir.join(tmp)).map_err(io(&dir.join(tmp)))?;
+        report.removed_tmp_files += 1;
+    }
+    names.retain(|n| !n.ends_with(".tmp"));
+    Ok(names)
+}
+
+/// The sequence numbers of the files in `names` that `parse` recognises, in order.
+fn sorted_seqs(names: &[String], parse: impl Fn(&str) -> Option<u64>) -> Vec<u64> {
+    let mut seqs: Vec<u64> = names.iter().filter_map(|n| parse(n)).collect();
+    seqs.sort_unstable();
+    seqs
+}
+
+/// R3: the store's identity, read from `IDENTITY`, or, for a directory with no store file, a
+/// new store created (R3a: its first log file, then `IDENTITY`; `names` gains the log file).
+fn identity_of(
+    storage: &dyn Storage,
+    dir: &Path,
+    embedder: &dyn amberdb_embed::Embedder,
+    names: &mut Vec<String>,
+) -> Result<Identity> {
+    // A store is created log first, then IDENTITY (R3a): a directory whose only store file is
+    // a first log file holding no frame is a creation that did not finish.
+    let id_path = dir.join(identity::FILE_NAME);
+    let first_log = log_writer::file_name(1);
+    if !names.iter().any(|n| n == identity::FILE_NAME)
+        && names.iter().all(|n| *n == first_log || n == "LOCK")
+        && names.contains(&first_log)
+    {
+        let path = dir.join(&first_log);
+        let len = storage.len(&path).map_err(io(&path))?;
+        if len <= crate::kernel::log::format::HEADER_LEN as u64 {
+            storage.remove(&path).map_err(io(&path))?;
+            storage.sync_dir(dir).map_err(io(dir))?;
+            names.retain(|n| *n != first_log);
+        }
+    }
+    let has_data = names.iter().any(|n| {
+        log_writer::parse_file_name(n).is_some()
+            || ckpt_format::parse_file_name(n).is_some()
+            || segment_file::parse_file_name(n).is_some()
+    });
+    if names.iter().any(|n| n == identity::FILE_NAME) {
+        let bytes = storage.read(&id_path).map_err(io(&id_path))?;
+        return identity::decode(&bytes).map_err(|e| match e {
+            IdentityError::Corrupted(d) => EngineError::Corrupted {
+                file: id_path.clone(),
+                offset: d.offset as u64,
+                reason: d.reason,
+            },
+            IdentityError::Unsupported(found) => EngineError::UnsupportedVersion {
+                file: id_path.clone(),
+                found,
+                supported: identity::SUPPORTED,
+            },
+        });
+    }
+    if has_data {
+        return Err(EngineError::Corrupted {
+            file: id_path,
+            offset: 0,
+            reason: "store files exist but IDENTITY is missing",
+        });
+    }
+    let dim = u32::try_from(embedder.dim()).map_err(|_| EngineError::Invalid {
+        field: "embedder",
+        reason: "dimension too large".into(),
+    })?;
+    let model_id = embedder.model_id();
+    if model_id.is_empty() || model_id.len() > identity::MAX_MODEL_ID {
+        return Err(EngineError::Invalid {
+            field: "embedder",
+            reason: "model id must be 1..=256 bytes".into(),
+        });
+    }
+    let id = Identity {
+        model_id: model_id.to_owned(),
+        dim,
+        created_at: Timestamp::now(),
+    };
+    // R3a: the first log file, then IDENTITY: once IDENTITY exists, a missing log file is a
+    // lost one (R5).
+    LogWriter::create(storage, dir, 1).map_err(io(&dir.join(&first_log)))?;
+    names.push(first_log);
+    crate::kernel::storage::write_atomic(storage, dir, identity::FILE_NAME, &identity::encode(&id))
+        .map_err(io(&id_path))?;
+    Ok(id)
+}
+
+/// R3b: the embedder given must be the one the store's vectors come from now: the one
+/// IDENTITY names, or the one a re-embedding switched to (`docs/durability.md`).
+fn check_embedder(
+    identity: &Identity,
+    created: &Model,
+    state: &State,
+    embedder: &dyn amberdb_embed::Embedder,
+) -> Result<()> {
+    let same = if state.model == *created {
+        identity.matches(embedder.model_id(), embedder.dim())
+    } else {
+        state.model.id == embedder.model_id() && state.model.dim == embedder.dim()
+    };
+    if same {
+        return Ok(());
+    }
+    Err(EngineError::EmbedderMismatch {
+        stored_model: state.model.id.clone(),
+        stored_dim: state.model.dim,
+        given_model: embedder.model_id().to_owned(),
+        given_dim: embedder.dim(),
+    })
+}
+
+/// Segment files an older retained checkpoint names and the loaded one does not: what an index
+/// build replaced, removed once no retained checkpoint names them (B4).
+fn replaced_segments(
+    files: &[(u64, SegmentKind)],
+    loaded: &[SegmentEntry],
+    checkpoints: &[Retained],
+) -> Vec<SegmentEntry> {
+    files
+        .iter()
+        .filter(|(id, _)| {
+            !loaded.iter().any(|s| s.id == *id)
+                && checkpoints
+                    .iter()
+                    .any(|c| c.segments.as_ref().is_some_and(|ids| ids.contains(id)))
+        })
+        .map(|&(id, kind)| SegmentEntry { id, rows: 0, kind })
+        .collect()
+}
+
+/// R5: the log file that follows the checkpoint was made durable before the checkpoint was
+/// (C2), and the first one before IDENTITY (R3a): without it, acknowledged writes are lost.
+/// A checkpoint refused as misnamed is the better reason then.
+fn log_follows(
+    dir: &Path,
+    logs: &[u64],
+    ckpt_seq: u64,
+    misnamed_checkpoint: Option<EngineError>,
+) -> Result<()> {
+    if logs.contains(&(ckpt_seq + 1)) {
+        return Ok(());
+    }
+    if let Some(e) = misnamed_checkpoint {
+        return Err(e);
+    }
+    Err(EngineError::Corrupted {
+        file: dir.join(log_writer::file_name(ckpt_seq + 1)),
+        offset: 0,
+        reason: "log file missing: the writes after the checkpoint (or since the store was created) are gone",
+    })
+}

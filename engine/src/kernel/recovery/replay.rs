@@ -1,0 +1,239 @@
+//! R6: the log after the checkpoint, replayed file by file: frames checked and decoded on one
+//! thread, applied in order on another; a torn tail cut, any other damage refused.
+
+use super::found::*;
+use crate::kernel::error::{EngineError, Result};
+use crate::kernel::log::Op;
+use crate::kernel::log::format::HeaderError;
+use crate::kernel::log::reader::{ScanEnd, scan};
+use crate::kernel::log::writer::{self as log_writer};
+use crate::kernel::state::State;
+use crate::kernel::storage::Storage;
+use std::path::{Path, PathBuf};
+
+/// Decoded log frames handed from the replay's scanner to its applier at a time, and batches
+/// the scanner may run ahead by.
+pub(super) const REPLAY_BATCH: usize = 256;
+
+pub(super) const REPLAY_QUEUE: usize = 16;
+
+/// What `scan` returned for one log file: how it ended, or `Err(Ok(_))` for a bad header and
+/// `Err(Err(()))` when the applier stopped it.
+pub(super) type Scanned =
+    std::result::Result<crate::kernel::log::reader::Scan, std::result::Result<HeaderError, ()>>;
+
+/// R6 under way: the state the log's frames are applied to, and what the replay has found.
+pub(super) struct Replay {
+    pub(super) ckpt_seq: u64,
+    /// The sequence number the next frame after the checkpoint must carry.
+    pub(super) expected: u64,
+    pub(super) next_id: u64,
+    pub(super) state: State,
+    pub(super) replayed_deletes: bool,
+    pub(super) log_bytes_after_checkpoint: u64,
+    /// The newest log file and where its valid frames end: the writer appends there (R8).
+    pub(super) last_file: Option<(PathBuf, u64)>,
+}
+
+impl Replay {
+    /// Replays the log file whose first sequence number is `first` (`newest`: the last one,
+    /// whose torn tail is cut).
+    pub(super) fn file(
+        &mut self,
+        storage: &dyn Storage,
+        dir: &Path,
+        first: u64,
+        newest: bool,
+        report: &mut OpenReport,
+    ) -> Result<()> {
+        let path = dir.join(log_writer::file_name(first));
+        // Every file is mapped, not copied: a kill loop at 1M left 130 MB of tail in the
+        // newest alone, and a copy is as much fresh memory, which a VM's host may have to give
+        // back first (docs/benchmarks.md, "What fresh memory costs on a VM"). Nothing writes
+        // the files meanwhile (we hold LOCK; the writer opens after recovery), and the map
+        // is dropped before the newest is cut or removed below (docs/safety.md).
+        let mapped = storage.map(&path).map_err(io(&path))?;
+        let bytes = mapped.as_slice();
+        // File identity: a log under another's name (renamed, swapped, a stale copy) is
+        // refused before any of its frames is applied (`docs/durability.md`, "File identity").
+        if let Ok(header) = crate::kernel::log::format::decode_header(bytes)
+            && header != first
+        {
+            return Err(EngineError::Misnamed {
+                file: path,
+                named: first,
+                header,
+            });
+        }
+        // Log files start at checkpoints (C2): one past the checkpoint holds only its tail.
+        if first > self.ckpt_seq {
+            self.log_bytes_after_checkpoint += bytes.len() as u64;
+        }
+        // A STORE frame carries its vector: at most this many rows can come from the file.
+        self.state
+            .vectors
+            .reserve(bytes.len() / (self.state.vectors.dim() * 4).max(1));
+        let (scanned, applied) = self.scan_and_apply(bytes, &path, report);
+        let file_len = bytes.len();
+        drop(mapped);
+        applied?;
+        let scanned = scanned.map_err(|_| EngineError::Corrupted {
+            file: path.clone(),
+            offset: 0,
+            reason: "log scanner thread panicked",
+        })?;
+        self.end_of_file(storage, dir, path, scanned, newest, file_len, report)
+    }
+
+    /// Two threads: one checks and decodes the frames (checksums, records, vectors), the other
+    /// (this one) applies them in order; alone, the decoding was a third of the replay.
+    /// Returns the scanner's result (`Err` if it panicked) and the applier's.
+    fn scan_and_apply(
+        &mut self,
+        bytes: &[u8],
+        path: &Path,
+        report: &mut OpenReport,
+    ) -> (std::thread::Result<Scanned>, Result<()>) {
+        std::thread::scope(|s| {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(u64, u64, Op)>>(REPLAY_QUEUE);
+            let scanner = s.spawn(move || {
+                let mut batch = Vec::with_capacity(REPLAY_BATCH);
+                let scanned = scan(bytes, |seq, offset, op| {
+                    batch.push((seq, offset, op));
+                    if batch.len() < REPLAY_BATCH {
+                        return Ok(());
+                    }
+                    let full = std::mem::replace(&mut batch, Vec::with_capacity(REPLAY_BATCH));
+                    // The applier stopped at an error of its own, which it reports.
+                    tx.send(full).map_err(|_| ())
+                });
+                // The frames before a bad one are applied, as a torn tail's are.
+                if !batch.is_empty() {
+                    let _ = tx.send(batch);
+                }
+                scanned
+            });
+            let mut applied = Ok(());
+            for frames in rx.iter() {
+                applied = frames
+                    .into_iter()
+                    .try_for_each(|(seq, offset, op)| self.frame(path, seq, offset, op, report));
+                if applied.is_err() {
+                    break;
+                }
+            }
+            drop(rx);
+            (scanner.join(), applied)
+        })
+    }
+
+    /// Applies one frame, unless the checkpoint holds it already.
+    fn frame(
+        &mut self,
+        path: &Path,
+        seq: u64,
+        offset: u64,
+        op: Op,
+        report: &mut OpenReport,
+    ) -> Result<()> {
+        if seq <= self.ckpt_seq {
+            return Ok(());
+        }
+        if seq != self.expected {
+            return Err(EngineError::Corrupted {
+                file: path.to_path_buf(),
+                offset,
+                reason: "gap in log sequence numbers",
+            });
+        }
+        if let Some(id) = op.max_new_id() {
+            self.next_id = self.next_id.max(id + 1);
+        }
+        self.replayed_deletes |= op.deletes_records();
+        self.state
+            .apply(op)
+            .map_err(|reason| EngineError::Corrupted {
+                file: path.to_path_buf(),
+                offset,
+                reason,
+            })?;
+        self.expected += 1;
+        report.replayed_frames += 1;
+        Ok(())
+    }
+
+    /// How a file's scan ended: clean, a torn tail (cut when it is the newest file), or damage.
+    #[expect(clippy::too_many_arguments, reason = "one step of the replay, named")]
+    fn end_of_file(
+        &mut self,
+        storage: &dyn Storage,
+        dir: &Path,
+        path: PathBuf,
+        scanned: Scanned,
+        newest: bool,
+        file_len: usize,
+        report: &mut OpenReport,
+    ) -> Result<()> {
+        match scanned {
+            Ok(s) => {
+                if s.first_seq > self.expected {
+                    return Err(EngineError::Corrupted {
+                        file: path,
+                        offset: 8,
+                        reason: "log file starts after a gap",
+                    });
+                }
+                match s.end {
+                    ScanEnd::Clean => {}
+                    ScanEnd::TornTail { offset } if newest => {
+                        storage.truncate(&path, offset).map_err(io(&path))?;
+                        report.truncated_tail = Some((path.clone(), offset));
+                    }
+                    ScanEnd::TornTail { offset } => {
+                        return Err(EngineError::Corrupted {
+                            file: path,
+                            offset,
+                            reason: "bad frame in a log file that is not the newest",
+                        });
+                    }
+                    ScanEnd::Corrupted { offset, reason } => {
+                        return Err(EngineError::Corrupted {
+                            file: path,
+                            offset,
+                            reason,
+                        });
+                    }
+                }
+                self.last_file = Some((path, s.valid_end));
+                Ok(())
+            }
+            // The applier stopped: only at an error of its own, returned before this.
+            Err(Err(())) => Err(EngineError::Corrupted {
+                file: path,
+                offset: 0,
+                reason: "log replay stopped",
+            }),
+            Err(Ok(HeaderError::Unsupported(found))) => Err(EngineError::UnsupportedVersion {
+                file: path,
+                found,
+                supported: crate::kernel::log::format::SUPPORTED,
+            }),
+            Err(Ok(HeaderError::Corrupted(reason))) => {
+                // A header torn while the file was being created (step C2 or R3a) holds no
+                // frames.
+                if newest && file_len <= crate::kernel::log::format::HEADER_LEN {
+                    storage.remove(&path).map_err(io(&path))?;
+                    storage.sync_dir(dir).map_err(io(dir))?;
+                    report.truncated_tail = Some((path, 0));
+                    Ok(())
+                } else {
+                    Err(EngineError::Corrupted {
+                        file: path,
+                        offset: 0,
+                        reason,
+                    })
+                }
+            }
+        }
+    }
+}
