@@ -99,171 +99,211 @@ impl Report {
 pub fn verify(dir: &Path) -> crate::kernel::error::Result<Report> {
     let io = crate::kernel::error::EngineError::io(dir);
     // Through the storage seam like every other file access of the engine.
-    let storage = FsStorage;
-    let names = storage.list(dir).map_err(io)?;
-    let mut r = Report::default();
-    let read = |r: &mut Report, name: &str| -> Option<Vec<u8>> {
-        match storage.read(&dir.join(name)) {
+    let names = FsStorage.list(dir).map_err(io)?;
+    let mut check = Check {
+        dir,
+        names,
+        r: Report::default(),
+    };
+    check.identity();
+    check.logs();
+    let (newest, named_by_any, any_checkpoint) = check.checkpoints();
+    check.newest_checkpoint(newest.as_ref(), any_checkpoint);
+    check.segments(newest.as_ref(), &named_by_any);
+    Ok(check.r)
+}
+
+/// The newest checkpoint that decodes, whole (its name and contents).
+type Newest = Option<(String, ckpt_reader::Checkpoint)>;
+
+/// One run of `verify`: the directory, its file names, what was found so far.
+struct Check<'a> {
+    dir: &'a Path,
+    names: Vec<String>,
+    r: Report,
+}
+
+impl Check<'_> {
+    /// Reads a whole file, counted; a file that cannot be read is a finding.
+    fn read(&mut self, name: &str) -> Option<Vec<u8>> {
+        match FsStorage.read(&self.dir.join(name)) {
             Ok(b) => {
-                r.files += 1;
+                self.r.files += 1;
                 Some(b)
             }
             Err(e) => {
-                r.add(Severity::Error, name, None, format!("cannot be read: {e}"));
+                self.r
+                    .add(Severity::Error, name, None, format!("cannot be read: {e}"));
                 None
             }
         }
-    };
+    }
 
-    // Identity.
-    if names.iter().any(|n| n == identity::FILE_NAME) {
-        if let Some(b) = read(&mut r, identity::FILE_NAME)
-            && identity::decode(&b).is_err()
-        {
-            r.add(
-                Severity::Error,
-                identity::FILE_NAME,
+    /// `IDENTITY`, and the leftovers of interrupted atomic writes.
+    fn identity(&mut self) {
+        // Identity.
+        if self.names.iter().any(|n| n == identity::FILE_NAME) {
+            if let Some(b) = self.read(identity::FILE_NAME)
+                && identity::decode(&b).is_err()
+            {
+                self.r.add(
+                    Severity::Error,
+                    identity::FILE_NAME,
+                    None,
+                    "damaged: the embedder the store was made with is unknown",
+                );
+            }
+        } else if !self.names.is_empty() {
+            self.r
+                .add(Severity::Error, identity::FILE_NAME, None, "missing");
+        }
+        for n in self.names.iter().filter(|n| n.ends_with(".tmp")) {
+            self.r.add(
+                Severity::Warning,
+                n,
                 None,
-                "damaged: the embedder the store was made with is unknown",
+                "an interrupted atomic write; the next open removes it",
             );
         }
-    } else if !names.is_empty() {
-        r.add(Severity::Error, identity::FILE_NAME, None, "missing");
-    }
-    for n in names.iter().filter(|n| n.ends_with(".tmp")) {
-        r.add(
-            Severity::Warning,
-            n,
-            None,
-            "an interrupted atomic write; the next open removes it",
-        );
     }
 
-    // Logs, oldest first: (name, first_seq, next seq after its last valid frame).
-    let mut logs: Vec<(String, u64)> = names
-        .iter()
-        .filter_map(|n| Some((n.clone(), log_writer::parse_file_name(n)?)))
-        .collect();
-    logs.sort_by_key(|l| l.1);
-    let mut spans: Vec<(String, u64, u64)> = Vec::new();
-    for (i, (name, named)) in logs.iter().enumerate() {
-        let Some(bytes) = read(&mut r, name) else {
-            continue;
-        };
-        let newest = i + 1 == logs.len();
-        match log_reader::scan::<()>(&bytes, |_, _, _| Ok(())) {
-            Err(Ok(HeaderError::Corrupted(why))) => {
-                r.add(Severity::Error, name, Some(0), format!("bad header: {why}"))
-            }
-            Err(Ok(HeaderError::Unsupported(v))) => r.add(
-                Severity::Error,
-                name,
-                Some(0),
-                format!("format version {v} is newer than this build reads"),
-            ),
-            Err(Err(())) => {}
-            Ok(scan) if scan.first_seq != *named => r.add(
-                Severity::Error,
-                name,
-                Some(8),
-                misnamed(*named, scan.first_seq),
-            ),
-            Ok(scan) => {
-                r.frames += scan.frames;
-                spans.push((name.clone(), scan.first_seq, scan.first_seq + scan.frames));
-                match scan.end {
+    /// The log files, oldest first: each one's frames, and no sequence numbers missing
+    /// between them.
+    fn logs(&mut self) {
+        // Logs, oldest first: (name, first_seq, next seq after its last valid frame).
+        let mut logs: Vec<(String, u64)> = self
+            .names
+            .iter()
+            .filter_map(|n| Some((n.clone(), log_writer::parse_file_name(n)?)))
+            .collect();
+        logs.sort_by_key(|l| l.1);
+        let mut spans: Vec<(String, u64, u64)> = Vec::new();
+        for (i, (name, named)) in logs.iter().enumerate() {
+            let Some(bytes) = self.read(name) else {
+                continue;
+            };
+            let newest = i + 1 == logs.len();
+            match log_reader::scan::<()>(&bytes, |_, _, _| Ok(())) {
+                Err(Ok(HeaderError::Corrupted(why))) => {
+                    self.r
+                        .add(Severity::Error, name, Some(0), format!("bad header: {why}"))
+                }
+                Err(Ok(HeaderError::Unsupported(v))) => self.r.add(
+                    Severity::Error,
+                    name,
+                    Some(0),
+                    format!("format version {v} is newer than this build reads"),
+                ),
+                Err(Err(())) => {}
+                Ok(scan) if scan.first_seq != *named => self.r.add(
+                    Severity::Error,
+                    name,
+                    Some(8),
+                    misnamed(*named, scan.first_seq),
+                ),
+                Ok(scan) => {
+                    self.r.frames += scan.frames;
+                    spans.push((name.clone(), scan.first_seq, scan.first_seq + scan.frames));
+                    match scan.end {
                     ScanEnd::Clean => {}
-                    ScanEnd::TornTail { offset } if newest => r.add(
+                    ScanEnd::TornTail { offset } if newest => self.r.add(
                         Severity::Warning,
                         name,
                         Some(offset),
                         format!("torn tail of {} bytes (a write that was never acknowledged); the next open truncates it", bytes.len() as u64 - offset),
                     ),
-                    ScanEnd::TornTail { offset } => r.add(Severity::Error, name, Some(offset), "bad bytes at the end of a log that is not the newest"),
-                    ScanEnd::Corrupted { offset, reason } => r.add(Severity::Error, name, Some(offset), format!("damaged frame: {reason} (valid frames follow it)")),
+                    ScanEnd::TornTail { offset } => self.r.add(Severity::Error, name, Some(offset), "bad bytes at the end of a log that is not the newest"),
+                    ScanEnd::Corrupted { offset, reason } => self.r.add(Severity::Error, name, Some(offset), format!("damaged frame: {reason} (valid frames follow it)")),
+                }
                 }
             }
         }
-    }
-    for pair in spans.windows(2) {
-        let [(a, _, a_end), (b, b_first, _)] = pair else {
-            continue;
-        };
-        if *b_first > *a_end {
-            r.add(
-                Severity::Error,
-                b,
-                Some(0),
-                format!("frames {a_end}..{b_first} are missing between {a} and it"),
-            );
+        for pair in spans.windows(2) {
+            let [(a, _, a_end), (b, b_first, _)] = pair else {
+                continue;
+            };
+            if *b_first > *a_end {
+                self.r.add(
+                    Severity::Error,
+                    b,
+                    Some(0),
+                    format!("frames {a_end}..{b_first} are missing between {a} and it"),
+                );
+            }
         }
     }
 
-    // Checkpoints, newest first (mapped, not read: a full one at 1M is ~250 MB and its records
-    // ~0.5 GB): the first that decodes is kept whole for the cross-checks, and the older ones
-    // are only verified, keeping their heads.
-    let mut ckpts: Vec<(String, u64)> = names
-        .iter()
-        .filter_map(|n| Some((n.clone(), ckpt_format::parse_file_name(n)?)))
-        .collect();
-    ckpts.sort_by_key(|c| c.1);
-    // The segments of every checkpoint that decodes: an older one (the fallback, or a delta's
-    // base) names segments the newest may not.
-    let mut named_by_any: BTreeMap<u64, segment_file::SegmentEntry> = BTreeMap::new();
-    let mut newest: Option<(String, ckpt_reader::Checkpoint)> = None;
-    let findings_before = r.findings.len();
-    for (name, named) in ckpts.iter().rev() {
-        let bytes = match storage.map(&dir.join(name)) {
-            Ok(b) => b,
-            Err(e) => {
-                r.add(Severity::Error, name, None, format!("cannot be read: {e}"));
+    /// The checkpoints, newest first. Returns the newest that decodes, the segments every
+    /// checkpoint that decodes names, and whether there is any checkpoint file.
+    fn checkpoints(&mut self) -> (Newest, BTreeMap<u64, segment_file::SegmentEntry>, bool) {
+        // Checkpoints, newest first (mapped, not read: a full one at 1M is ~250 MB and its records
+        // ~0.5 GB): the first that decodes is kept whole for the cross-checks, and the older ones
+        // are only verified, keeping their heads.
+        let mut ckpts: Vec<(String, u64)> = self
+            .names
+            .iter()
+            .filter_map(|n| Some((n.clone(), ckpt_format::parse_file_name(n)?)))
+            .collect();
+        ckpts.sort_by_key(|c| c.1);
+        // The segments of every checkpoint that decodes: an older one (the fallback, or a delta's
+        // base) names segments the newest may not.
+        let mut named_by_any: BTreeMap<u64, segment_file::SegmentEntry> = BTreeMap::new();
+        let mut newest: Option<(String, ckpt_reader::Checkpoint)> = None;
+        let findings_before = self.r.findings.len();
+        for (name, named) in ckpts.iter().rev() {
+            let bytes = match FsStorage.map(&self.dir.join(name)) {
+                Ok(b) => b,
+                Err(e) => {
+                    self.r
+                        .add(Severity::Error, name, None, format!("cannot be read: {e}"));
+                    continue;
+                }
+            };
+            self.r.files += 1;
+            // A checkpoint under another's name is not read further: its segments and records
+            // would be checked against the wrong log.
+            if let Ok(head) = ckpt_reader::decode_head(bytes.as_slice())
+                && head.seq != *named
+            {
+                self.r
+                    .add(Severity::Error, name, Some(8), misnamed(*named, head.seq));
                 continue;
             }
-        };
-        r.files += 1;
-        // A checkpoint under another's name is not read further: its segments and records
-        // would be checked against the wrong log.
-        if let Ok(head) = ckpt_reader::decode_head(bytes.as_slice())
-            && head.seq != *named
+            let checked = if newest.is_none() {
+                ckpt_reader::decode(bytes.as_slice()).map(|c| {
+                    named_by_any.extend(c.segments.iter().map(|e| (e.id, *e)));
+                    newest = Some((name.clone(), c));
+                })
+            } else {
+                ckpt_reader::verify(bytes.as_slice())
+                    .map(|head| named_by_any.extend(head.segments.iter().map(|e| (e.id, *e))))
+            };
+            match checked {
+                Ok(()) => {}
+                Err(CheckpointError::Corrupted(e)) => self.r.add(
+                    Severity::Error,
+                    name,
+                    Some(e.offset as u64),
+                    format!("damaged: {}", e.reason),
+                ),
+                Err(CheckpointError::Unsupported(v)) => self.r.add(
+                    Severity::Error,
+                    name,
+                    Some(0),
+                    format!("format version {v} is newer than this build reads"),
+                ),
+            }
+        }
+        // At most one finding per checkpoint: reversed, they are in the files' order, oldest first.
+        self.r.findings[findings_before..].reverse();
+        // A delta is checked as what it opens as: its records merged into its base's.
+        if let Some((name, c)) = &mut newest
+            && let Some(delta) = c.delta.clone()
         {
-            r.add(Severity::Error, name, Some(8), misnamed(*named, head.seq));
-            continue;
-        }
-        let checked = if newest.is_none() {
-            ckpt_reader::decode(bytes.as_slice()).map(|c| {
-                named_by_any.extend(c.segments.iter().map(|e| (e.id, *e)));
-                newest = Some((name.clone(), c));
-            })
-        } else {
-            ckpt_reader::verify(bytes.as_slice())
-                .map(|head| named_by_any.extend(head.segments.iter().map(|e| (e.id, *e))))
-        };
-        match checked {
-            Ok(()) => {}
-            Err(CheckpointError::Corrupted(e)) => r.add(
-                Severity::Error,
-                name,
-                Some(e.offset as u64),
-                format!("damaged: {}", e.reason),
-            ),
-            Err(CheckpointError::Unsupported(v)) => r.add(
-                Severity::Error,
-                name,
-                Some(0),
-                format!("format version {v} is newer than this build reads"),
-            ),
-        }
-    }
-    // At most one finding per checkpoint: reversed, they are in the files' order, oldest first.
-    r.findings[findings_before..].reverse();
-    // A delta is checked as what it opens as: its records merged into its base's.
-    if let Some((name, c)) = &mut newest
-        && let Some(delta) = c.delta.clone()
-    {
-        let base_name = ckpt_format::file_name(delta.base_seq);
-        match merged_with_base(&storage, &dir.join(&base_name), &delta, c) {
+            let base_name = ckpt_format::file_name(delta.base_seq);
+            match merged_with_base(&FsStorage, &self.dir.join(&base_name), &delta, c) {
             Ok(records) => c.records = records,
-            Err(what) => r.add(
+            Err(what) => self.r.add(
                 Severity::Error,
                 name,
                 None,
@@ -272,14 +312,24 @@ pub fn verify(dir: &Path) -> crate::kernel::error::Result<Report> {
                 ),
             ),
         }
+        }
+        (newest, named_by_any, !ckpts.is_empty())
     }
-    let mut named_segments = HashSet::new();
-    if let Some((name, c)) = &newest {
-        r.checkpoint_records = c.records.len();
-        // The log file after the checkpoint was durable before it (durability.md C2, R5).
-        let next = log_writer::file_name(c.seq + 1);
-        if !names.contains(&next) {
-            r.add(
+
+    /// The newest checkpoint against the other files: the log after it, its segments, its
+    /// records' ids, entities and item keys. A store without one has its first log file.
+    fn newest_checkpoint(
+        &mut self,
+        newest: Option<&(String, ckpt_reader::Checkpoint)>,
+        any_checkpoint: bool,
+    ) {
+        let mut named_segments = HashSet::new();
+        if let Some((name, c)) = &newest {
+            self.r.checkpoint_records = c.records.len();
+            // The log file after the checkpoint was durable before it (durability.md C2, R5).
+            let next = log_writer::file_name(c.seq + 1);
+            if !self.names.contains(&next) {
+                self.r.add(
                 Severity::Error,
                 &next,
                 None,
@@ -288,79 +338,93 @@ pub fn verify(dir: &Path) -> crate::kernel::error::Result<Report> {
                     c.seq
                 ),
             );
+            }
+            for entry in &c.segments {
+                named_segments.insert(entry.id);
+                let seg = entry.file_name();
+                if !self.names.contains(&seg) {
+                    self.r.add(
+                        Severity::Error,
+                        &seg,
+                        None,
+                        format!("missing: {name} names it with {} rows", entry.rows),
+                    );
+                }
+            }
+            for m in &c.records {
+                if m.id.0 >= c.next_id {
+                    self.r.add(
+                        Severity::Error,
+                        name,
+                        None,
+                        format!("record {} is at or past next_id {}", m.id, c.next_id),
+                    );
+                }
+            }
+            check_entities(&mut self.r, name, c);
+            check_item_keys(&mut self.r, name, c);
         }
-        for entry in &c.segments {
-            named_segments.insert(entry.id);
-            let seg = entry.file_name();
-            if !names.contains(&seg) {
-                r.add(
+        // A store with no checkpoint has its first log file from creation on (R3a).
+        if newest.is_none()
+            && !any_checkpoint
+            && self.names.iter().any(|n| n == identity::FILE_NAME)
+        {
+            let first = log_writer::file_name(1);
+            if !self.names.contains(&first) {
+                self.r.add(
                     Severity::Error,
-                    &seg,
+                    &first,
                     None,
-                    format!("missing: {name} names it with {} rows", entry.rows),
+                    "missing: the store has no checkpoint, so every acknowledged write was in it",
                 );
             }
         }
-        for m in &c.records {
-            if m.id.0 >= c.next_id {
-                r.add(
-                    Severity::Error,
-                    name,
-                    None,
-                    format!("record {} is at or past next_id {}", m.id, c.next_id),
-                );
-            }
-        }
-        check_entities(&mut r, name, c);
-        check_item_keys(&mut r, name, c);
     }
-    // A store with no checkpoint has its first log file from creation on (R3a).
-    if newest.is_none() && ckpts.is_empty() && names.iter().any(|n| n == identity::FILE_NAME) {
-        let first = log_writer::file_name(1);
-        if !names.contains(&first) {
-            r.add(
-                Severity::Error,
-                &first,
-                None,
-                "missing: the store has no checkpoint, so every acknowledged write was in it",
-            );
-        }
-    }
-    // Segments: every file's checksum; row counts against the newest checkpoint.
-    let entry_of: BTreeMap<u64, segment_file::SegmentEntry> = newest
-        .as_ref()
-        .map(|(_, c)| c.segments.iter().map(|e| (e.id, *e)).collect())
-        .unwrap_or_default();
-    for name in &names {
-        let Some((id, kind)) = segment_file::parse_file_name(name) else {
-            continue;
-        };
-        r.files += 1;
-        let in_newest = entry_of.get(&id).filter(|e| e.kind == kind);
-        let Some(entry) = in_newest.or_else(|| named_by_any.get(&id).filter(|e| e.kind == kind))
-        else {
-            r.add(
+
+    /// Every segment file's checksum; row counts against the newest checkpoint.
+    fn segments(
+        &mut self,
+        newest: Option<&(String, ckpt_reader::Checkpoint)>,
+        named_by_any: &BTreeMap<u64, segment_file::SegmentEntry>,
+    ) {
+        // Segments: every file's checksum; row counts against the newest checkpoint.
+        let entry_of: BTreeMap<u64, segment_file::SegmentEntry> = newest
+            .as_ref()
+            .map(|(_, c)| c.segments.iter().map(|e| (e.id, *e)).collect())
+            .unwrap_or_default();
+        for name in &self.names {
+            let Some((id, kind)) = segment_file::parse_file_name(name) else {
+                continue;
+            };
+            self.r.files += 1;
+            let in_newest = entry_of.get(&id).filter(|e| e.kind == kind);
+            let Some(entry) =
+                in_newest.or_else(|| named_by_any.get(&id).filter(|e| e.kind == kind))
+            else {
+                self.r.add(
                 Severity::Warning,
                 name,
                 None,
                 "no checkpoint names it (left over by an interrupted checkpoint; the next open removes it)",
             );
-            continue;
-        };
-        match segment_file::open(&FsStorage, dir, entry) {
-            // Rows count against the newest checkpoint; an older one's segments are checked.
-            Ok(_) if in_newest.is_some() => r.segment_rows += entry.rows,
-            Ok(_) => {}
-            Err(crate::kernel::error::EngineError::Corrupted { offset, reason, .. }) => r.add(
-                Severity::Error,
-                name,
-                Some(offset),
-                format!("damaged: {reason}"),
-            ),
-            Err(e) => r.add(Severity::Error, name, None, e.to_string()),
+                continue;
+            };
+            match segment_file::open(&FsStorage, self.dir, entry) {
+                // Rows count against the newest checkpoint; an older one's segments are checked.
+                Ok(_) if in_newest.is_some() => self.r.segment_rows += entry.rows,
+                Ok(_) => {}
+                Err(crate::kernel::error::EngineError::Corrupted { offset, reason, .. }) => {
+                    self.r.add(
+                        Severity::Error,
+                        name,
+                        Some(offset),
+                        format!("damaged: {reason}"),
+                    )
+                }
+                Err(e) => self.r.add(Severity::Error, name, None, e.to_string()),
+            }
         }
     }
-    Ok(r)
 }
 
 /// The live records of the delta `c` applied to its base at `base_path`, or what is wrong
