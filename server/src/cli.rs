@@ -374,26 +374,18 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
             hooks,
             retention,
             embedder,
-        } => {
-            let file = read_config_file(config.as_deref())?;
-            let dir = match (data_dir, &working_dir) {
-                (_, Some(w)) => w.join("memory").join("amberdb"),
-                (Some(d), None) => d,
-                (None, None) => file
-                    .data_dir()
-                    .map_or_else(default_data_dir, Path::to_path_buf),
-            };
-            let mut options = embedder.options(&dir, model)?;
-            hooks.apply(&file, &mut options.hooks)?;
-            retention.apply(&file, &mut options);
-            if let Some(limit) = memory_limit.or(file.memory_limit()) {
-                options.memory_limit = limit.clamp(1_000, amberdb::MAX_MEMORY_LIMIT);
-            }
-            if let Some(w) = &working_dir {
-                import_vmm_on_first_start(w, &dir, &options)?;
-            }
-            crate::run_mcp(&dir, options)?;
-        }
+        } => mcp(
+            McpArgs {
+                data_dir,
+                working_dir,
+                memory_limit,
+                config,
+            },
+            &hooks,
+            &retention,
+            &embedder,
+            model,
+        )?,
         Command::Export { store, output } => {
             let s = store.open_existing(model)?;
             let lines = match output {
@@ -412,18 +404,7 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
             from: Some(system),
             user,
             ..
-        } => {
-            let s = store.open(model)?;
-            let imported = crate::foreign::import(&s, system, &input, user.as_deref())?;
-            s.close()?;
-            if imported.relations_skipped > 0 {
-                eprintln!(
-                    "{} graph relations not imported (mem0's graph memory is not a memory)",
-                    imported.relations_skipped
-                );
-            }
-            return Ok(report_import(&imported.done, "memories read", "memory"));
-        }
+        } => return import_foreign(&store, system, &input, user.as_deref(), model),
         Command::Import {
             store,
             input,
@@ -431,36 +412,13 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
             user,
             ..
         } => {
-            let vmm_db = match (&input, &working_dir) {
-                (_, Some(w)) => Some(crate::vmm::database_in(w)),
-                (Some(path), None) if crate::vmm::is_sqlite(path) => Some(path.clone()),
-                _ => None,
-            };
-            if vmm_db.is_none() && user.is_some() {
-                anyhow::bail!(
-                    "--user is for a vector-memory-mcp store or --from; a JSON Lines file names its users"
-                );
-            }
-            let s = store.open(model)?;
-            let (done, unit) = if let Some(db) = vmm_db {
-                (crate::vmm::import(&s, &db, user.as_deref())?, "rows")
-            } else {
-                let input = input.unwrap_or_else(|| unreachable!("required by clap"));
-                let done = if input.as_os_str() == "-" {
-                    crate::transfer::import(&s, std::io::stdin().lock(), None)?
-                } else {
-                    let file = std::fs::File::open(&input)
-                        .with_context(|| format!("opening {}", input.display()))?;
-                    let lines = std::io::BufReader::new(std::fs::File::open(&input)?)
-                        .lines()
-                        .count() as u64;
-                    crate::transfer::import(&s, std::io::BufReader::new(file), Some(lines))?
-                };
-                (done, "lines")
-            };
-            s.close()?;
-            let what = if unit == "rows" { "row id" } else { "line" };
-            return Ok(report_import(&done, unit, what));
+            return import(
+                &store,
+                input,
+                working_dir.as_deref(),
+                user.as_deref(),
+                model,
+            );
         }
         Command::Stats { store } => {
             print!("{}", {
@@ -484,47 +442,8 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
             dest,
             store,
             remote,
-        } => {
-            let (text, clean) = match remote.server {
-                Some(addr) => crate::backup_via_server(&addr, remote.token_file.as_deref(), &dest)?,
-                None => {
-                    let dir = store.existing_dir()?;
-                    crate::backup(&dir, store.embedder.options(&dir, model)?, &dest)?
-                }
-            };
-            print!("{text}");
-            return Ok(if clean {
-                crate::check::CLEAN
-            } else {
-                crate::check::DAMAGED
-            });
-        }
-        Command::Reembed { to, store, remote } => {
-            let to_name = match to {
-                EmbedderChoice::Minilm => "minilm",
-                EmbedderChoice::Hashing => "hashing",
-            };
-            let text = match remote.server {
-                Some(addr) => {
-                    crate::reembed_via_server(&addr, remote.token_file.as_deref(), to_name)?
-                }
-                None => {
-                    // The store first, then any model fetch.
-                    let dir = store.existing_dir()?;
-                    if to == EmbedderChoice::Minilm {
-                        store.embedder.ensure_minilm(model)?;
-                    }
-                    crate::reembed(
-                        &dir,
-                        store.embedder.options(&dir, model)?,
-                        to,
-                        to_name,
-                        store.embedder.model_dir.as_deref(),
-                    )?
-                }
-            };
-            print!("{text}");
-        }
+        } => return backup(&dest, &store, &remote, model),
+        Command::Reembed { to, store, remote } => reembed(to, &store, &remote, model)?,
         Command::Restore { backup, data_dir } => {
             let dir = data_dir.unwrap_or_else(default_data_dir);
             print!("{}", crate::restore(&backup, &dir)?);
@@ -539,75 +458,13 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
             }
             return Ok(code);
         }
-        Command::Mend { store, user, apply } => {
-            store.existing_dir()?;
-            let s = store.open(model)?;
-            let users = users_of(&s, user)?;
-            let (mut listed, mut kept) = (0, 0);
-            for u in users {
-                let preview = s.mend_preview(Some(&u))?;
-                kept += preview.kept;
-                for item in &preview.restore {
-                    listed += 1;
-                    println!(
-                        "{u}: memory {} (behind {}): archived because {}; now: {}: {:?}",
-                        item.archived.0,
-                        item.behind.0,
-                        item.archived_because,
-                        item.now,
-                        item.content_preview
-                    );
-                }
-                if apply && !preview.restore.is_empty() {
-                    let done = s.mend_apply(Some(&u), &preview.preview_id)?;
-                    for (original, copy) in done.restored {
-                        println!("{u}: memory {} is back as {}", original.0, copy.0);
-                    }
-                }
-            }
-            println!(
-                "{listed} archived memories {}; {kept} stay archived",
-                if apply {
-                    "brought back"
-                } else {
-                    "would come back (run with --apply)"
-                }
-            );
-            s.close()?;
-        }
+        Command::Mend { store, user, apply } => mend(&store, user, apply, model)?,
         Command::Compact {
             store,
             merge,
             user,
             distance,
-        } => {
-            let dir = store.existing_dir()?;
-            let s = store.open(model)?;
-            // A store opened without a damaged segment gets its vectors back first (R4b).
-            let restored = s.restore_vectors()?;
-            if restored > 0 {
-                println!("restored the vectors of {restored} records a damaged segment held");
-            }
-            let before = s.bytes_on_disk();
-            if merge {
-                let users = users_of(&s, user)?;
-                for u in users {
-                    let preview = s.compact_preview(Some(&u), distance)?;
-                    if preview.groups.is_empty() {
-                        continue;
-                    }
-                    let done = s.compact_apply(Some(&u), distance, &preview.preview_id)?;
-                    println!("{u}: merged {} groups", done.merged.len());
-                }
-            }
-            s.checkpoint()?;
-            let after = s.bytes_on_disk();
-            s.close()?;
-            println!(
-                "checkpointed {}: {before} bytes before, {after} after",
-                dir.display()
-            );
-        }
+        } => compact(&store, merge, user, distance, model)?,
         Command::Model {
             action: ModelAction::Fetch,
         } => crate::fetch_model(None)?,
@@ -616,6 +473,254 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
         }
     }
     Ok(0)
+}
+
+/// `amberdb mcp`'s own flags (vector-memory-mcp's and the config file).
+struct McpArgs {
+    data_dir: Option<PathBuf>,
+    working_dir: Option<PathBuf>,
+    memory_limit: Option<usize>,
+    config: Option<PathBuf>,
+}
+
+/// `amberdb mcp`: the store directory (vector-memory-mcp's `--working-dir` layout, a flag,
+/// the config file or the default), its options, a first-start import, then MCP on stdio.
+fn mcp(
+    args: McpArgs,
+    hooks: &HookFlags,
+    retention: &RetentionFlags,
+    embedder: &EmbedderArgs,
+    model: ModelPolicy,
+) -> anyhow::Result<()> {
+    let McpArgs {
+        data_dir,
+        working_dir,
+        memory_limit,
+        config,
+    } = args;
+    let file = read_config_file(config.as_deref())?;
+    let dir = match (data_dir, &working_dir) {
+        (_, Some(w)) => w.join("memory").join("amberdb"),
+        (Some(d), None) => d,
+        (None, None) => file
+            .data_dir()
+            .map_or_else(default_data_dir, Path::to_path_buf),
+    };
+    let mut options = embedder.options(&dir, model)?;
+    hooks.apply(&file, &mut options.hooks)?;
+    retention.apply(&file, &mut options);
+    if let Some(limit) = memory_limit.or(file.memory_limit()) {
+        // vector-memory-mcp's range, refused rather than clamped: a limit the user
+        // did not ask for would surprise them later.
+        if !(1_000..=amberdb::MAX_MEMORY_LIMIT).contains(&limit) {
+            anyhow::bail!(
+                "--memory-limit (or memory_limit in the config file) is {limit}; it must be in 1000..={}",
+                amberdb::MAX_MEMORY_LIMIT
+            );
+        }
+        options.memory_limit = limit;
+    }
+    if let Some(w) = &working_dir {
+        import_vmm_on_first_start(w, &dir, &options)?;
+    }
+    crate::run_mcp(&dir, options)?;
+    Ok(())
+}
+
+/// `amberdb import --from SYSTEM`: another memory system's export.
+fn import_foreign(
+    store: &StoreArgs,
+    system: crate::foreign::System,
+    input: &Path,
+    user: Option<&str>,
+    model: ModelPolicy,
+) -> anyhow::Result<u8> {
+    let s = store.open(model)?;
+    let imported = crate::foreign::import(&s, system, input, user)?;
+    s.close()?;
+    if imported.relations_skipped > 0 {
+        eprintln!(
+            "{} graph relations not imported (mem0's graph memory is not a memory)",
+            imported.relations_skipped
+        );
+    }
+    Ok(report_import(&imported.done, "memories read", "memory"))
+}
+
+/// `amberdb import`: a JSON Lines export (a file or stdin), or a vector-memory-mcp store.
+fn import(
+    store: &StoreArgs,
+    input: Option<PathBuf>,
+    working_dir: Option<&Path>,
+    user: Option<&str>,
+    model: ModelPolicy,
+) -> anyhow::Result<u8> {
+    let vmm_db = match (&input, working_dir) {
+        (_, Some(w)) => Some(crate::vmm::database_in(w)),
+        (Some(path), None) if crate::vmm::is_sqlite(path) => Some(path.clone()),
+        _ => None,
+    };
+    if vmm_db.is_none() && user.is_some() {
+        anyhow::bail!(
+            "--user is for a vector-memory-mcp store or --from; a JSON Lines file names its users"
+        );
+    }
+    let s = store.open(model)?;
+    let (done, unit) = if let Some(db) = vmm_db {
+        (crate::vmm::import(&s, &db, user)?, "rows")
+    } else {
+        let input = input.unwrap_or_else(|| unreachable!("required by clap"));
+        let done = if input.as_os_str() == "-" {
+            crate::transfer::import(&s, std::io::stdin().lock(), None)?
+        } else {
+            let file = std::fs::File::open(&input)
+                .with_context(|| format!("opening {}", input.display()))?;
+            let lines = std::io::BufReader::new(std::fs::File::open(&input)?)
+                .lines()
+                .count() as u64;
+            crate::transfer::import(&s, std::io::BufReader::new(file), Some(lines))?
+        };
+        (done, "lines")
+    };
+    s.close()?;
+    let what = if unit == "rows" { "row id" } else { "line" };
+    Ok(report_import(&done, unit, what))
+}
+
+/// `amberdb backup`: through a running server, or of a store no server holds.
+fn backup(
+    dest: &Path,
+    store: &StoreArgs,
+    remote: &ServerArgs,
+    model: ModelPolicy,
+) -> anyhow::Result<u8> {
+    let (text, clean) = match &remote.server {
+        Some(addr) => crate::backup_via_server(addr, remote.token_file.as_deref(), dest)?,
+        None => {
+            let dir = store.existing_dir()?;
+            crate::backup(&dir, store.embedder.options(&dir, model)?, dest)?
+        }
+    };
+    print!("{text}");
+    Ok(if clean {
+        crate::check::CLEAN
+    } else {
+        crate::check::DAMAGED
+    })
+}
+
+/// `amberdb reembed`: through a running server, or of a store no server holds.
+fn reembed(
+    to: EmbedderChoice,
+    store: &StoreArgs,
+    remote: &ServerArgs,
+    model: ModelPolicy,
+) -> anyhow::Result<()> {
+    let to_name = match to {
+        EmbedderChoice::Minilm => "minilm",
+        EmbedderChoice::Hashing => "hashing",
+    };
+    let text = match &remote.server {
+        Some(addr) => crate::reembed_via_server(addr, remote.token_file.as_deref(), to_name)?,
+        None => {
+            // The store first, then any model fetch.
+            let dir = store.existing_dir()?;
+            if to == EmbedderChoice::Minilm {
+                store.embedder.ensure_minilm(model)?;
+            }
+            crate::reembed(
+                &dir,
+                store.embedder.options(&dir, model)?,
+                to,
+                to_name,
+                store.embedder.model_dir.as_deref(),
+            )?
+        }
+    };
+    print!("{text}");
+    Ok(())
+}
+
+/// `amberdb mend`: lists (and with `--apply` brings back) what the old rules archived.
+fn mend(
+    store: &StoreArgs,
+    user: Option<String>,
+    apply: bool,
+    model: ModelPolicy,
+) -> anyhow::Result<()> {
+    store.existing_dir()?;
+    let s = store.open(model)?;
+    let users = users_of(&s, user)?;
+    let (mut listed, mut kept) = (0, 0);
+    for u in users {
+        let preview = s.mend_preview(Some(&u))?;
+        kept += preview.kept;
+        for item in &preview.restore {
+            listed += 1;
+            println!(
+                "{u}: memory {} (behind {}): archived because {}; now: {}: {:?}",
+                item.archived.0,
+                item.behind.0,
+                item.archived_because,
+                item.now,
+                item.content_preview
+            );
+        }
+        if apply && !preview.restore.is_empty() {
+            let done = s.mend_apply(Some(&u), &preview.preview_id)?;
+            for (original, copy) in done.restored {
+                println!("{u}: memory {} is back as {}", original.0, copy.0);
+            }
+        }
+    }
+    println!(
+        "{listed} archived memories {}; {kept} stay archived",
+        if apply {
+            "brought back"
+        } else {
+            "would come back (run with --apply)"
+        }
+    );
+    s.close()?;
+    Ok(())
+}
+
+/// `amberdb compact`: vectors a damaged segment held restored, groups merged with
+/// `--merge`, then a checkpoint.
+fn compact(
+    store: &StoreArgs,
+    merge: bool,
+    user: Option<String>,
+    distance: Option<f32>,
+    model: ModelPolicy,
+) -> anyhow::Result<()> {
+    let dir = store.existing_dir()?;
+    let s = store.open(model)?;
+    // A store opened without a damaged segment gets its vectors back first (R4b).
+    let restored = s.restore_vectors()?;
+    if restored > 0 {
+        println!("restored the vectors of {restored} records a damaged segment held");
+    }
+    let before = s.bytes_on_disk();
+    if merge {
+        let users = users_of(&s, user)?;
+        for u in users {
+            let preview = s.compact_preview(Some(&u), distance)?;
+            if preview.groups.is_empty() {
+                continue;
+            }
+            let done = s.compact_apply(Some(&u), distance, &preview.preview_id)?;
+            println!("{u}: merged {} groups", done.merged.len());
+        }
+    }
+    s.checkpoint()?;
+    let after = s.bytes_on_disk();
+    s.close()?;
+    println!(
+        "checkpointed {}: {before} bytes before, {after} after",
+        dir.display()
+    );
+    Ok(())
 }
 
 /// The user a command names, else every user of the store.

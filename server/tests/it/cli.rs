@@ -681,3 +681,22 @@ fn an_import_that_cannot_read_on_keeps_the_lines_before_and_says_so() {
     contents.sort();
     assert_eq!(contents, ["first note", "second note"]);
 }
+
+#[test]
+fn mcp_refuses_a_memory_limit_out_of_range_instead_of_clamping_it() {
+    let dir = tempfile::tempdir().unwrap();
+    for limit in ["999", "10000001"] {
+        let out = amberdb(
+            &["mcp", "--embedder", "hashing", "--memory-limit", limit],
+            dir.path(),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{limit}: {stderr}");
+        assert!(
+            stderr.contains(&format!("is {limit}; it must be in 1000..=10000000")),
+            "{limit}: {stderr}"
+        );
+    }
+    // Refused before anything was created.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
