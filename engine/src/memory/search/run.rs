@@ -287,52 +287,9 @@ impl Store {
         embedding: &crate::store::Embedding,
     ) -> Result<Hits> {
         let plan = self.plan_search(req)?;
-        let mut fallback: Option<String> = None;
-        let mut mode = req.mode;
-        if mode == Mode::Keyword && plan.terms.is_empty() {
-            mode = Mode::Text;
-            fallback = Some("the query has no keyword terms (only stop words or punctuation); searched text instead".into());
-        }
-        let query = if let (Some(v), Mode::Vector | Mode::Hybrid) = (&req.vector, mode) {
-            Some(v.clone())
-        } else if matches!(mode, Mode::Vector | Mode::Hybrid) {
-            match embedding.embedder.embed_query(&req.query) {
-                Ok(q) => Some(q),
-                Err(e) if req.strategy == Strategy::Similarity => return Err(e.into()),
-                Err(e) => {
-                    fallback = Some(format!(
-                        "embeddings unavailable ({e}); searched {} instead",
-                        if mode == Mode::Hybrid {
-                            "keywords"
-                        } else {
-                            "text"
-                        }
-                    ));
-                    mode = if mode == Mode::Hybrid {
-                        Mode::Keyword
-                    } else {
-                        Mode::Text
-                    };
-                    None
-                }
-            }
-        } else {
-            None
-        };
+        let (mode, query, mut fallback) = query_of(req, &plan, embedding)?;
         let page_end = req.offset + req.limit;
-        // The ranking strategies over-fetch 4× (at least 60, as mem0) because their score
-        // reorders candidates; that also covers load-time dedup's 3× over-fetch. When folding
-        // leaves the page short, the search fetches 4× more until the page is full or the
-        // selection is exhausted.
-        let dedup_fetch = if plan.eff.load_dedup {
-            page_end * LOAD_DEDUP_OVERFETCH
-        } else {
-            page_end
-        };
-        let mut fetch = match req.strategy {
-            Strategy::Similarity => dedup_fetch,
-            _ => (4 * page_end).max(60).max(dedup_fetch),
-        };
+        let mut fetch = first_fetch(req, &plan);
         if matches!(mode, Mode::Keyword | Mode::Hybrid) {
             // Not under the state lock: the build installs under it (R9).
             self.inner.db.wait_lexical();
@@ -363,44 +320,8 @@ impl Store {
                 let (candidates, supplement) =
                     self.candidates(&state, u, &sel, &plan, req, mode, query.as_deref(), fetch)?;
                 let exhausted = candidates.len() < fetch || fetch >= sel.len();
-                let mut ranked: Vec<(Candidate, f32, &Memory)> = candidates
-                    .into_iter()
-                    .filter_map(|c| {
-                        let m = record_of(&state, c.key)?;
-                        let boost = if req.strategy == Strategy::Similarity {
-                            0.0
-                        } else {
-                            tag_boost(m, &query_tags, freq)
-                        };
-                        Some((
-                            c,
-                            strategy_score(req.strategy, m, c.relevance, boost, now),
-                            m,
-                        ))
-                    })
-                    .collect();
-                ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.key.cmp(&b.0.key)));
-                let (kept, folds): (Vec<usize>, Vec<usize>) = if plan.eff.load_dedup {
-                    let items: Vec<FoldItem<'_>> = ranked
-                        .iter()
-                        .map(|r| {
-                            FoldItem::new(
-                                vector_of(&state, r.0.key).unwrap_or(&[]),
-                                &r.2.content,
-                                r.2.valid_from,
-                            )
-                        })
-                        .collect();
-                    let min_sim = 1.0 - plan.eff.cluster_distance;
-                    match plan.eff.fold {
-                        Fold::Duplicates => fold_duplicates(&items, min_sim, kept_wanted),
-                        Fold::Slots => fold_slots(&items, min_sim, kept_wanted),
-                    }
-                    .into_iter()
-                    .unzip()
-                } else {
-                    ((0..ranked.len()).collect(), vec![0; ranked.len()])
-                };
+                let ranked = ranked(&state, candidates, req.strategy, (&query_tags, freq), now);
+                let (kept, folds) = folded(&state, &ranked, &plan, kept_wanted);
                 if kept.len() < kept_wanted.min(page_end) && !exhausted {
                     fetch = fetch.saturating_mul(4).min(sel.len());
                     continue;
@@ -412,42 +333,8 @@ impl Store {
                 // candidates past the last kept result were never compared, so they count
                 // as not folded, whatever they are.
                 let folded_total = folds.iter().take(page_end).sum();
-                let mut budget = req.max_tokens.map(|b| (b, 0usize, 0usize));
-                let mut hits: Vec<SearchedHit> = Vec::with_capacity(req.limit);
-                for (i, folded) in kept.into_iter().zip(folds.iter().copied()).skip(req.offset) {
-                    if hits.len() == req.limit {
-                        break;
-                    }
-                    let Some((c, score, m)) = ranked.get(i) else {
-                        continue;
-                    };
-                    if let Some((limit, used, skipped)) = &mut budget {
-                        let t = embedding
-                            .embedder
-                            .count_tokens(&m.content)
-                            .map_err(EngineError::from)?;
-                        if *used + t > *limit {
-                            *skipped += 1;
-                            continue;
-                        }
-                        *used += t;
-                    }
-                    hits.push(SearchedHit {
-                        memory: (*m).clone(),
-                        score: *score,
-                        similarity: c.cosine,
-                        distance: c.cosine.map(|s| 1.0 - s),
-                        keyword_score: c.bm25,
-                        source: c.source,
-                        folded,
-                        context: if req.neighbours > 0 {
-                            neighbours_of(&state, u, m, req.neighbours)
-                        } else {
-                            Vec::new()
-                        },
-                    });
-                }
-                tokens = budget.map(|b| (b.1, b.2));
+                let hits;
+                (hits, tokens) = page(&state, u, req, embedding, &ranked, (kept, &folds))?;
                 let total = if plan.filter.as_of {
                     sel.len() + replaced_count(&state, &plan)
                 } else {
@@ -456,24 +343,8 @@ impl Store {
                 break (hits, total, folded_total);
             }
         };
-        // A hit counts once per SEARCH_ACCESS_INTERVAL_US (its first access always counts).
-        let due = |m: &Memory| {
-            m.access_count == 0
-                || now.0.saturating_sub(m.last_accessed_at.0) >= SEARCH_ACCESS_INTERVAL_US
-        };
-        let counted: Vec<MemoryId> = hits
-            .iter()
-            .filter(|h| due(&h.memory))
-            .map(|h| h.memory.id)
-            .collect();
-        if plan.eff.access
-            && !counted.is_empty()
-            && let Some(at) = self.touch(counted)
-        {
-            for h in hits.iter_mut().filter(|h| due(&h.memory)) {
-                h.memory.access_count += 1;
-                h.memory.last_accessed_at = h.memory.last_accessed_at.max(at);
-            }
+        if plan.eff.access {
+            self.count_accesses(&mut hits, now);
         }
         Ok(Hits {
             count: hits.len(),
@@ -486,6 +357,28 @@ impl Store {
             mode,
             fallback,
         })
+    }
+
+    /// Counts an access of each hit, once per `SEARCH_ACCESS_INTERVAL_US` (its first access
+    /// always counts), and shows it in the hit.
+    fn count_accesses(&self, hits: &mut [SearchedHit], now: Timestamp) {
+        let due = |m: &Memory| {
+            m.access_count == 0
+                || now.0.saturating_sub(m.last_accessed_at.0) >= SEARCH_ACCESS_INTERVAL_US
+        };
+        let counted: Vec<MemoryId> = hits
+            .iter()
+            .filter(|h| due(&h.memory))
+            .map(|h| h.memory.id)
+            .collect();
+        if !counted.is_empty()
+            && let Some(at) = self.touch(counted)
+        {
+            for h in hits.iter_mut().filter(|h| due(&h.memory)) {
+                h.memory.access_count += 1;
+                h.memory.last_accessed_at = h.memory.last_accessed_at.max(at);
+            }
+        }
     }
 
     /// The candidates of `mode` for one search, at most `fetch` from each list, and the
@@ -611,4 +504,173 @@ pub(super) fn empty_hits(req: &SearchRequest, fallback: Option<String>) -> Hits 
         mode: req.mode,
         fallback,
     }
+}
+
+/// The mode a search runs in, its query vector, and the fallback to report: a keyword query
+/// without terms searches text; when the embedder fails, a hybrid search falls back to
+/// keywords and a vector one to text (a `similarity` search fails instead).
+fn query_of(
+    req: &SearchRequest,
+    plan: &Plan,
+    embedding: &crate::store::Embedding,
+) -> Result<(Mode, Option<Vec<f32>>, Option<String>)> {
+    let mut mode = req.mode;
+    if mode == Mode::Keyword && plan.terms.is_empty() {
+        return Ok((
+            Mode::Text,
+            None,
+            Some("the query has no keyword terms (only stop words or punctuation); searched text instead".into()),
+        ));
+    }
+    if !matches!(mode, Mode::Vector | Mode::Hybrid) {
+        return Ok((mode, None, None));
+    }
+    if let Some(v) = &req.vector {
+        return Ok((mode, Some(v.clone()), None));
+    }
+    match embedding.embedder.embed_query(&req.query) {
+        Ok(q) => Ok((mode, Some(q), None)),
+        Err(e) if req.strategy == Strategy::Similarity => Err(e.into()),
+        Err(e) => {
+            let fallback = format!(
+                "embeddings unavailable ({e}); searched {} instead",
+                if mode == Mode::Hybrid {
+                    "keywords"
+                } else {
+                    "text"
+                }
+            );
+            mode = if mode == Mode::Hybrid {
+                Mode::Keyword
+            } else {
+                Mode::Text
+            };
+            Ok((mode, None, Some(fallback)))
+        }
+    }
+}
+
+/// How many candidates a search fetches first. The ranking strategies over-fetch 4× (at
+/// least 60, as mem0) because their score reorders candidates; that also covers load-time
+/// dedup's 3× over-fetch. When folding leaves the page short, the search fetches 4× more
+/// until the page is full or the selection is exhausted.
+fn first_fetch(req: &SearchRequest, plan: &Plan) -> usize {
+    let page_end = req.offset + req.limit;
+    let dedup_fetch = if plan.eff.load_dedup {
+        page_end * LOAD_DEDUP_OVERFETCH
+    } else {
+        page_end
+    };
+    match req.strategy {
+        Strategy::Similarity => dedup_fetch,
+        _ => (4 * page_end).max(60).max(dedup_fetch),
+    }
+}
+
+/// The candidates with their records, scored by `strategy` (with the tag boost of the query's
+/// tags and terms, `tags`, but for `similarity`), best first, ties by key.
+fn ranked<'s>(
+    state: &'s State,
+    candidates: Vec<Candidate>,
+    strategy: Strategy,
+    tags: (&[String], Option<&std::collections::BTreeMap<String, u64>>),
+    now: Timestamp,
+) -> Vec<(Candidate, f32, &'s Memory)> {
+    let mut ranked: Vec<(Candidate, f32, &Memory)> = candidates
+        .into_iter()
+        .filter_map(|c| {
+            let m = record_of(state, c.key)?;
+            let boost = if strategy == Strategy::Similarity {
+                0.0
+            } else {
+                tag_boost(m, tags.0, tags.1)
+            };
+            Some((c, strategy_score(strategy, m, c.relevance, boost, now), m))
+        })
+        .collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.key.cmp(&b.0.key)));
+    ranked
+}
+
+/// Load-time dedup (`plan.eff.fold`): the indexes of `ranked` kept, and how many each one
+/// folded; every one kept, none folded, without it.
+fn folded(
+    state: &State,
+    ranked: &[(Candidate, f32, &Memory)],
+    plan: &Plan,
+    kept_wanted: usize,
+) -> (Vec<usize>, Vec<usize>) {
+    if !plan.eff.load_dedup {
+        return ((0..ranked.len()).collect(), vec![0; ranked.len()]);
+    }
+    let items: Vec<FoldItem<'_>> = ranked
+        .iter()
+        .map(|r| {
+            FoldItem::new(
+                vector_of(state, r.0.key).unwrap_or(&[]),
+                &r.2.content,
+                r.2.valid_from,
+            )
+        })
+        .collect();
+    let min_sim = 1.0 - plan.eff.cluster_distance;
+    match plan.eff.fold {
+        Fold::Duplicates => fold_duplicates(&items, min_sim, kept_wanted),
+        Fold::Slots => fold_slots(&items, min_sim, kept_wanted),
+    }
+    .into_iter()
+    .unzip()
+}
+
+/// The page: the kept results from `req.offset`, at most `req.limit`, within the token budget
+/// if one is set (a result that does not fit is skipped). Returns the hits and, with a
+/// budget, the tokens used and the results skipped.
+#[expect(
+    clippy::type_complexity,
+    reason = "the page and its budget, as SEARCH reports them"
+)]
+fn page(
+    state: &State,
+    u: &UserIndex,
+    req: &SearchRequest,
+    embedding: &crate::store::Embedding,
+    ranked: &[(Candidate, f32, &Memory)],
+    (kept, folds): (Vec<usize>, &[usize]),
+) -> Result<(Vec<SearchedHit>, Option<(usize, usize)>)> {
+    let mut budget = req.max_tokens.map(|b| (b, 0usize, 0usize));
+    let mut hits: Vec<SearchedHit> = Vec::with_capacity(req.limit);
+    for (i, folded) in kept.into_iter().zip(folds.iter().copied()).skip(req.offset) {
+        if hits.len() == req.limit {
+            break;
+        }
+        let Some((c, score, m)) = ranked.get(i) else {
+            continue;
+        };
+        if let Some((limit, used, skipped)) = &mut budget {
+            let t = embedding
+                .embedder
+                .count_tokens(&m.content)
+                .map_err(EngineError::from)?;
+            if *used + t > *limit {
+                *skipped += 1;
+                continue;
+            }
+            *used += t;
+        }
+        hits.push(SearchedHit {
+            memory: (*m).clone(),
+            score: *score,
+            similarity: c.cosine,
+            distance: c.cosine.map(|s| 1.0 - s),
+            keyword_score: c.bm25,
+            source: c.source,
+            folded,
+            context: if req.neighbours > 0 {
+                neighbours_of(state, u, m, req.neighbours)
+            } else {
+                Vec::new()
+            },
+        });
+    }
+    Ok((hits, budget.map(|b| (b.1, b.2))))
 }
