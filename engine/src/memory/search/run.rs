@@ -156,21 +156,7 @@ impl Store {
             MAX_QUERY_CHARS,
         )?;
         in_range("limit", req.limit, 1, MAX_PAGE)?;
-        match req.probe {
-            Probe::Lists(0) | Probe::Range(0) => {
-                return Err(EngineError::Invalid {
-                    field: "nprobe",
-                    reason: "must be at least 1".into(),
-                });
-            }
-            Probe::Recall(r) if !(r > 0.0 && r <= 1.0) => {
-                return Err(EngineError::Invalid {
-                    field: "recall",
-                    reason: format!("{r} is not in (0, 1]"),
-                });
-            }
-            _ => {}
-        }
+        check_probe(req.probe)?;
         in_range("offset", req.offset, 0, MAX_OFFSET)?;
         in_range("neighbours", req.neighbours, 0, MAX_NEIGHBOURS)?;
         if let Some(n) = req.max_tokens {
@@ -192,42 +178,8 @@ impl Store {
                 reason: format!("{threshold} is not a cosine in [-1, 1]"),
             });
         }
-        match req.fusion {
-            Fusion::Weighted { vector, keyword }
-                if !(vector.is_finite() && keyword.is_finite())
-                    || vector < 0.0
-                    || keyword < 0.0
-                    || vector + keyword <= 0.0 =>
-            {
-                return Err(EngineError::Invalid {
-                    field: "fusion",
-                    reason: "weights must be finite, non-negative, and not both zero".into(),
-                });
-            }
-            Fusion::Rrf { k: 0 } => {
-                return Err(EngineError::Invalid {
-                    field: "fusion",
-                    reason: "the RRF k must be at least 1".into(),
-                });
-            }
-            _ => {}
-        }
-        if let (Some(a), Some(b)) = (req.created_after, req.created_before)
-            && a >= b
-        {
-            return Err(EngineError::Invalid {
-                field: "created_before",
-                reason: "must be later than created_after".into(),
-            });
-        }
-        if let (Some(a), Some(b)) = (req.valid_after, req.valid_before)
-            && a >= b
-        {
-            return Err(EngineError::Invalid {
-                field: "valid_before",
-                reason: "must be later than valid_after".into(),
-            });
-        }
+        check_fusion(req.fusion)?;
+        check_time_windows(req)?;
         let user = self.user_for(req.user_id.as_deref())?;
         let category = req.category;
         Ok(Plan {
@@ -673,4 +625,70 @@ fn page(
         });
     }
     Ok((hits, budget.map(|b| (b.1, b.2))))
+}
+
+/// `nprobe` and `recall` in range.
+fn check_probe(probe: Probe) -> Result<()> {
+    match probe {
+        Probe::Lists(0) | Probe::Range(0) => {
+            return Err(EngineError::Invalid {
+                field: "nprobe",
+                reason: "must be at least 1".into(),
+            });
+        }
+        Probe::Recall(r) if !(r > 0.0 && r <= 1.0) => {
+            return Err(EngineError::Invalid {
+                field: "recall",
+                reason: format!("{r} is not in (0, 1]"),
+            });
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Fusion weights finite, non-negative and not both zero; an RRF k of at least 1.
+fn check_fusion(fusion: Fusion) -> Result<()> {
+    match fusion {
+        Fusion::Weighted { vector, keyword }
+            if !(vector.is_finite() && keyword.is_finite())
+                || vector < 0.0
+                || keyword < 0.0
+                || vector + keyword <= 0.0 =>
+        {
+            return Err(EngineError::Invalid {
+                field: "fusion",
+                reason: "weights must be finite, non-negative, and not both zero".into(),
+            });
+        }
+        Fusion::Rrf { k: 0 } => {
+            return Err(EngineError::Invalid {
+                field: "fusion",
+                reason: "the RRF k must be at least 1".into(),
+            });
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Each time window's end later than its start.
+fn check_time_windows(req: &SearchRequest) -> Result<()> {
+    if let (Some(a), Some(b)) = (req.created_after, req.created_before)
+        && a >= b
+    {
+        return Err(EngineError::Invalid {
+            field: "created_before",
+            reason: "must be later than created_after".into(),
+        });
+    }
+    if let (Some(a), Some(b)) = (req.valid_after, req.valid_before)
+        && a >= b
+    {
+        return Err(EngineError::Invalid {
+            field: "valid_before",
+            reason: "must be later than valid_after".into(),
+        });
+    }
+    Ok(())
 }
