@@ -51,32 +51,67 @@ impl Db {
         start: Instant,
         noted: &mut Option<Instant>,
     ) -> Result<Purge> {
-        // P1: the segments holding deleted rows, and the rows deleted now.
-        let plan = {
-            let mut w = self.writer.lock();
-            self.commit.check()?;
-            self.not_restoring()?;
-            // Every delete applied so far is covered from here on; later ones note again.
-            *noted = self.unpurged_since.lock().take();
-            let state = self.state.read();
-            let plan: Vec<_> = state
-                .vectors
-                .sealed_tombstones()
-                .into_iter()
-                .filter_map(|(i, dead)| {
-                    let entry = *w.segments.get(i)?;
-                    Some((i, entry, state.vectors.sealed().get(i)?.clone(), dead))
-                })
-                .collect();
-            drop(state);
-            plan.into_iter()
-                .map(|(i, entry, seg, dead)| {
-                    let id = w.next_segment_id;
-                    w.next_segment_id += 1;
-                    (i, entry, seg, dead, id)
-                })
-                .collect::<Vec<_>>()
+        let plan = self.purge_plan(noted)?;
+        let (rewritten, written, rows_dropped) = self.purge_rewrite(&plan)?;
+        let tags_forgotten = self.purge_swap(rewritten, &written)?;
+        // P4: a full checkpoint names the new list and holds no deleted record (a delta's base
+        // would still hold the deleted ones).
+        self.checkpoint_holding(CheckpointAsk::Full)?;
+        // P5: the newest checkpoint, read back, becomes the only one; everything older goes.
+        // No checkpoint even now: nothing was ever written, so nothing was deleted.
+        let Some(newest) = self.writer.lock().checkpoints.last().map(|c| c.seq) else {
+            return Ok(Purge {
+                segments_rewritten: 0,
+                rows_dropped: 0,
+                removed: Removed::default(),
+                tags_forgotten,
+                seconds: start.elapsed().as_secs_f64(),
+            });
         };
+        let removed = self.keep_only(newest)?;
+        Ok(Purge {
+            segments_rewritten: plan.len(),
+            rows_dropped,
+            removed,
+            tags_forgotten,
+            seconds: start.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// P1: the segments holding deleted rows, the rows deleted now, and the id each one's
+    /// rewrite gets. Every delete applied so far is covered from here on (its note moves into
+    /// `noted`); later ones note again.
+    fn purge_plan(&self, noted: &mut Option<Instant>) -> Result<Vec<PurgeOf>> {
+        let mut w = self.writer.lock();
+        self.commit.check()?;
+        self.not_restoring()?;
+        // Every delete applied so far is covered from here on; later ones note again.
+        *noted = self.unpurged_since.lock().take();
+        let state = self.state.read();
+        let plan: Vec<_> = state
+            .vectors
+            .sealed_tombstones()
+            .into_iter()
+            .filter_map(|(i, dead)| {
+                let entry = *w.segments.get(i)?;
+                Some((i, entry, state.vectors.sealed().get(i)?.clone(), dead))
+            })
+            .collect();
+        drop(state);
+        Ok(plan
+            .into_iter()
+            .map(|(i, entry, seg, dead)| {
+                let id = w.next_segment_id;
+                w.next_segment_id += 1;
+                (i, entry, seg, dead, id)
+            })
+            .collect::<Vec<_>>())
+    }
+
+    /// P2: each planned segment rewritten without its deleted rows, written and read back; no
+    /// lock held. Returns the rewrites (`None`: no row left), the files written, and the rows
+    /// dropped. A failure removes what it wrote.
+    fn purge_rewrite(&self, plan: &[PurgeOf]) -> Result<(Vec<Rewrite>, Vec<PathBuf>, u64)> {
         // P2: each rewritten without those rows, written and read back; no lock held.
         let mut rewritten = Vec::with_capacity(plan.len());
         let mut written = Vec::new();
@@ -84,7 +119,7 @@ impl Db {
             let _ = self.undo_checkpoint_files(written);
         };
         let mut rows_dropped = 0u64;
-        for (i, entry, seg, dead, id) in &plan {
+        for (i, entry, seg, dead, id) in plan {
             use amberdb_index::segment::Rewritten;
             let keep = |k: u64| dead.binary_search(&k).is_err();
             let rewrite = match seg.rewrite_kept(&keep, self.config.vector_codes) {
@@ -129,64 +164,62 @@ impl Db {
                 }
             }
         }
-        // P3: the swap, last segment first so the indices stay right.
-        let tags_forgotten = {
-            let mut w = self.writer.lock();
-            if let Err(e) = self.commit.check() {
-                discard(&written);
-                return Err(e);
-            }
-            if rewritten
-                .iter()
-                .any(|(i, entry, _)| w.segments.get(*i) != Some(entry))
-            {
-                discard(&written);
-                return Err(internal(
-                    "purging segments",
-                    "the segments changed meanwhile",
-                ));
-            }
-            let mut state = self.state.write();
-            for (i, entry, new) in rewritten.into_iter().rev() {
-                let (new_entry, segment) = match new {
-                    Some((e, s)) => (Some(e), Some(s)),
-                    None => (None, None),
-                };
-                if let Err(e) = state.vectors.replace_run(i..i + 1, segment) {
-                    drop(state);
-                    self.commit.poison(PoisonCause::new("purge", &self.dir, &e));
-                    return Err(internal("swapping in a purged segment", e));
-                }
-                let root = w.purged_from.remove(&entry.id).unwrap_or(entry.id);
-                if let Some(new) = new_entry {
-                    w.purged_from.insert(new.id, root);
-                }
-                w.segments.splice(i..=i, new_entry);
-                w.replaced.push(entry);
-                w.segments_version += 1;
-            }
-            // A deleted memory's tags go with it: P4's checkpoint holds only the canonical
-            // tags some record still carries, and P5 removes the files that named the others.
-            // No frame: a purge that fails before P4 leaves them, and the next one drops them.
-            state.table.forget_unused_canonical_tags()
+        Ok((rewritten, written, rows_dropped))
+    }
+
+    /// P3: the swap, last segment first so the indices stay right, and the canonical tags no
+    /// record carries any more forgotten. Returns how many. A failure before the swap removes
+    /// the files `written`.
+    fn purge_swap(&self, rewritten: Vec<Rewrite>, written: &[PathBuf]) -> Result<usize> {
+        let discard = |written: &[PathBuf]| {
+            let _ = self.undo_checkpoint_files(written);
         };
-        // P4: a full checkpoint names the new list and holds no deleted record (a delta's base
-        // would still hold the deleted ones).
-        self.checkpoint_holding(CheckpointAsk::Full)?;
-        // P5: the newest checkpoint, read back, becomes the only one; everything older goes.
-        // The read-back takes no lock a writer needs (at 1M it reads and decodes ~250 MB for
-        // a second): the file is never written again, and no other checkpoint runs while the
-        // purge holds the checkpoint mutex.
-        // No checkpoint even now: nothing was ever written, so nothing was deleted.
-        let Some(newest) = self.writer.lock().checkpoints.last().map(|c| c.seq) else {
-            return Ok(Purge {
-                segments_rewritten: 0,
-                rows_dropped: 0,
-                removed: Removed::default(),
-                tags_forgotten,
-                seconds: start.elapsed().as_secs_f64(),
-            });
-        };
+        let mut w = self.writer.lock();
+        if let Err(e) = self.commit.check() {
+            discard(written);
+            return Err(e);
+        }
+        if rewritten
+            .iter()
+            .any(|(i, entry, _)| w.segments.get(*i) != Some(entry))
+        {
+            discard(written);
+            return Err(internal(
+                "purging segments",
+                "the segments changed meanwhile",
+            ));
+        }
+        let mut state = self.state.write();
+        for (i, entry, new) in rewritten.into_iter().rev() {
+            let (new_entry, segment) = match new {
+                Some((e, s)) => (Some(e), Some(s)),
+                None => (None, None),
+            };
+            if let Err(e) = state.vectors.replace_run(i..i + 1, segment) {
+                drop(state);
+                self.commit.poison(PoisonCause::new("purge", &self.dir, &e));
+                return Err(internal("swapping in a purged segment", e));
+            }
+            let root = w.purged_from.remove(&entry.id).unwrap_or(entry.id);
+            if let Some(new) = new_entry {
+                w.purged_from.insert(new.id, root);
+            }
+            w.segments.splice(i..=i, new_entry);
+            w.replaced.push(entry);
+            w.segments_version += 1;
+        }
+        // A deleted memory's tags go with it: P4's checkpoint holds only the canonical
+        // tags some record still carries, and P5 removes the files that named the others.
+        // No frame: a purge that fails before P4 leaves them, and the next one drops them.
+        Ok(state.table.forget_unused_canonical_tags())
+    }
+
+    /// P5: the checkpoint at `newest`, read back, becomes the only one: the older ones, the log
+    /// files before it and the segments it does not name are let go and removed. The
+    /// read-back takes no lock a writer needs (at 1M it reads and decodes ~250 MB for a
+    /// second): the file is never written again, and no other checkpoint runs while the purge
+    /// holds the checkpoint mutex.
+    fn keep_only(&self, newest: u64) -> Result<Removed> {
         let path = self.dir.join(ckpt_format::file_name(newest));
         let bytes = self.storage().map(&path).map_err(EngineError::io(&path))?;
         // What falls back to the older checkpoint is about to go: the newest must read.
@@ -233,12 +266,18 @@ impl Db {
         };
         self.let_go(&retired, None);
         let removed = self.remove_retired(&retired);
-        Ok(Purge {
-            segments_rewritten: plan.len(),
-            rows_dropped,
-            removed,
-            tags_forgotten,
-            seconds: start.elapsed().as_secs_f64(),
-        })
+        Ok(removed)
     }
 }
+
+/// One segment P1 found holding deleted rows: where it is in the list, its entry and rows,
+/// the keys deleted (sorted), and the id its rewrite gets.
+type PurgeOf = (usize, SegmentEntry, amberdb_index::Sealed, Vec<u64>, u64);
+
+/// One segment P2 rewrote: where it was, its entry, and the new entry and segment (`None`
+/// when no row was left).
+type Rewrite = (
+    usize,
+    SegmentEntry,
+    Option<(SegmentEntry, amberdb_index::Sealed)>,
+);
