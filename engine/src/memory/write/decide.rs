@@ -350,23 +350,7 @@ impl Store {
                 .unwrap_or(ids.nth(0));
             let mut new = p.record(id, (category, tags, agent_id), content_hash, now);
             let replaced = replace_item(state, &p.user, &mut new, p.kept.is_none(), &mut ops);
-            let plan = if p.eff.semantic_dedup && m.kind != record::Kind::Message {
-                let space = UserSpace {
-                    state,
-                    user: &p.user,
-                    kind: m.kind,
-                };
-                dedup::plan(
-                    &space,
-                    &e.content,
-                    &m.content,
-                    1.0 - p.eff.dedup_distance,
-                    None,
-                    p.eff.merge,
-                )
-            } else {
-                dedup::Plan::default()
-            };
+            let plan = semantic_plan(state, p, e);
             let mut reason = plan.refused.map(str::to_owned);
             // Updated statements that became valid before the new one (or at the same moment:
             // the later said wins) are its older values; any other is a newer value of the
@@ -382,32 +366,12 @@ impl Store {
             let mut archived: Vec<MemoryId> = Vec::new();
             let mut merged_record = None;
             if !plan.duplicates.is_empty() {
-                let sources: Vec<(&Memory, &[f32])> = plan
-                    .duplicates
-                    .iter()
-                    .filter_map(|id| Some((state.table.get(*id)?, state.vectors.vector(id.0)?)))
-                    .collect();
                 let merged_id = MemoryId(new.id.0.saturating_add(1)).max(ids.nth(1));
-                match merge(merged_id, &new, &e.content, &sources, &older, now) {
-                    Ok((merged, vector)) => {
-                        // The new saying goes straight to the archive, merged for the rule
-                        // that found its first duplicate.
-                        let mut said = new.clone();
-                        said.decision = plan.duplicates.first().and_then(|d| plan.rule_of(*d));
-                        ops.push(Op::StoreArchived {
-                            record: Box::new(said),
-                            vector: e.content.clone(),
-                        });
-                        archived.push(new.id);
-                        archive_decided(state, &plan.duplicates, None, &plan, &mut ops);
-                        archived.extend(&plan.duplicates);
-                        archive_decided(state, &older, Some(new.valid_from), &plan, &mut ops);
-                        archived.extend(&older);
-                        merged_record = Some(merged.clone());
-                        ops.push(Op::Store {
-                            record: Box::new(merged),
-                            vector,
-                        });
+                match merged(state, &plan, (&new, &e.content), &older, merged_id, now) {
+                    Ok((merged, changes)) => {
+                        ops.extend(changes.ops);
+                        archived.extend(changes.archived);
+                        merged_record = Some(merged);
                     }
                     Err(why) => reason = Some(why.to_owned()),
                 }
@@ -415,40 +379,10 @@ impl Store {
             let (outcome, live) = match merged_record {
                 Some(merged) => (Outcome::Merged, merged),
                 None if !later.is_empty() => {
-                    // The earliest newer value closes this one and names it in its lineage.
-                    let successor = later
-                        .iter()
-                        .filter_map(|id| state.table.get(*id))
-                        .min_by_key(|m| (m.valid_from, m.id))
-                        .ok_or_else(|| EngineError::Internal {
-                            context: "store",
-                            reason: "a newer value of the slot is not live".into(),
-                        })?;
-                    archive_decided(state, &older, Some(new.valid_from), &plan, &mut ops);
-                    archived.extend(&older);
-                    new.supersedes.clone_from(&older);
-                    new.decision = plan.rule_of(successor.id);
-                    // It holds until the next value of the slot: the successor, or a
-                    // replaced value in its lineage that began after this one.
-                    let next_from = state
-                        .table
-                        .lineage(successor.id)
-                        .iter()
-                        .map(|a| &a.record)
-                        .filter(|r| r.valid_to.is_some() && r.valid_from > new.valid_from)
-                        .map(|r| r.valid_from)
-                        .fold(successor.valid_from, Timestamp::min);
-                    new.valid_to = Some(new.valid_to.map_or(next_from, |t| t.min(next_from)));
-                    ops.push(Op::StoreArchived {
-                        record: Box::new(new.clone()),
-                        vector: e.content.clone(),
-                    });
-                    let mut linked = successor.clone();
-                    linked.supersedes.push(new.id);
-                    ops.push(Op::Update {
-                        record: Box::new(linked.clone()),
-                    });
-                    archived.push(new.id);
+                    let (linked, changes) =
+                        as_history(state, &plan, (&mut new, &e.content), &older, &later)?;
+                    ops.extend(changes.ops);
+                    archived.extend(changes.archived);
                     (Outcome::History, linked)
                 }
                 None => {
@@ -501,4 +435,116 @@ impl Store {
             Ok((crate::memory::one_frame(ops), stored))
         })
     }
+}
+
+/// Semantic dedup's plan for a new statement (none for a message, or with the hook off).
+fn semantic_plan(state: &State, p: &Planned, e: &Embedded) -> dedup::Plan {
+    if !p.eff.semantic_dedup || p.m.kind == record::Kind::Message {
+        return dedup::Plan::default();
+    }
+    let space = UserSpace {
+        state,
+        user: &p.user,
+        kind: p.m.kind,
+    };
+    dedup::plan(
+        &space,
+        &e.content,
+        &p.m.content,
+        1.0 - p.eff.dedup_distance,
+        None,
+        p.eff.merge,
+    )
+}
+
+/// The operations one decision adds, and the live memories it archives.
+#[derive(Default)]
+struct Changes {
+    ops: Vec<Op>,
+    archived: Vec<MemoryId>,
+}
+
+/// A merge of the new statement (`new`, its vector) with its duplicates: the merged record at
+/// `merged_id`, with the new saying, the duplicates and the older values archived; or why it
+/// cannot merge.
+fn merged(
+    state: &State,
+    plan: &dedup::Plan,
+    (new, vector): (&Memory, &[f32]),
+    older: &[MemoryId],
+    merged_id: MemoryId,
+    now: Timestamp,
+) -> std::result::Result<(Memory, Changes), &'static str> {
+    let sources: Vec<(&Memory, &[f32])> = plan
+        .duplicates
+        .iter()
+        .filter_map(|id| Some((state.table.get(*id)?, state.vectors.vector(id.0)?)))
+        .collect();
+    let (merged, merged_vector) = merge(merged_id, new, vector, &sources, older, now)?;
+    let mut c = Changes::default();
+    // The new saying goes straight to the archive, merged for the rule that found its first
+    // duplicate.
+    let mut said = new.clone();
+    said.decision = plan.duplicates.first().and_then(|d| plan.rule_of(*d));
+    c.ops.push(Op::StoreArchived {
+        record: Box::new(said),
+        vector: vector.to_vec(),
+    });
+    c.archived.push(new.id);
+    archive_decided(state, &plan.duplicates, None, plan, &mut c.ops);
+    c.archived.extend(&plan.duplicates);
+    archive_decided(state, older, Some(new.valid_from), plan, &mut c.ops);
+    c.archived.extend(older);
+    c.ops.push(Op::Store {
+        record: Box::new(merged.clone()),
+        vector: merged_vector,
+    });
+    Ok((merged, c))
+}
+
+/// The new statement stored as history: the earliest newer value of its slot (`later`)
+/// closes it and names it in its lineage; the older values are archived. Returns the
+/// successor as linked.
+fn as_history(
+    state: &State,
+    plan: &dedup::Plan,
+    (new, vector): (&mut Memory, &[f32]),
+    older: &[MemoryId],
+    later: &[MemoryId],
+) -> Result<(Memory, Changes)> {
+    let successor = later
+        .iter()
+        .filter_map(|id| state.table.get(*id))
+        .min_by_key(|m| (m.valid_from, m.id))
+        .ok_or_else(|| EngineError::Internal {
+            context: "store",
+            reason: "a newer value of the slot is not live".into(),
+        })?;
+    let mut c = Changes::default();
+    archive_decided(state, older, Some(new.valid_from), plan, &mut c.ops);
+    c.archived.extend(older);
+    new.supersedes = older.to_vec();
+    new.decision = plan.rule_of(successor.id);
+    // It holds until the next value of the slot: the successor, or a replaced value in its
+    // lineage that began after this one.
+    let next_from = state
+        .table
+        .lineage(successor.id)
+        .iter()
+        .map(|a| &a.record)
+        .filter(|r| r.valid_to.is_some() && r.valid_from > new.valid_from)
+        .map(|r| r.valid_from)
+        .fold(successor.valid_from, Timestamp::min);
+    new.valid_to = Some(new.valid_to.map_or(next_from, |t| t.min(next_from)));
+    c.ops.push(Op::StoreArchived {
+        record: Box::new(new.clone()),
+        vector: vector.to_vec(),
+    });
+    let mut linked = successor.clone();
+    linked.supersedes.push(new.id);
+    c.ops.push(Op::Update {
+        record: Box::new(linked.clone()),
+    });
+    c.archived.push(new.id);
+    Ok((linked, c))
 }
