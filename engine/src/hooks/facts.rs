@@ -757,17 +757,45 @@ pub fn relation(older: &str, newer: &str) -> Decision {
     relation_of(&reading(older), &reading(newer))
 }
 
-/// `relation` of two texts already read.
+/// `relation` of two texts already read: the wording rules, then the subject's, then the
+/// value rules (`docs/semantics.md`, "Slots: how the fact guard decides").
 pub(crate) fn relation_of(older: &Reading, newer: &Reading) -> Decision {
     let o = older.0.joined(&newer.0);
     let n = newer.0.joined(&o);
     let (wo, wn) = (o.words(), n.words());
-    let (only_old, only_new) = (o.only(&wn), n.only(&wo));
+    let d = Difference {
+        only_old: o.only(&wn),
+        only_new: n.only(&wo),
+        // An activity ("is playing the guitar") is an event: one does not close another.
+        event: o.progressive() || n.progressive(),
+        o: &o,
+        n: &n,
+        wo: &wo,
+        wn: &wn,
+    };
+    wording_rule(&d).unwrap_or_else(|| value_rule(&d))
+}
+
+/// Two statements side by side: each one, its content words, and the words only it has.
+struct Difference<'a> {
+    o: &'a Statement,
+    n: &'a Statement,
+    wo: &'a BTreeSet<&'a str>,
+    wn: &'a BTreeSet<&'a str>,
+    only_old: Vec<&'a Word>,
+    only_new: Vec<&'a Word>,
+    /// Either one is an activity.
+    event: bool,
+}
+
+/// The rules read from the words alone: a negation or an antonym, the same words (in the
+/// same order or not), another relation word, other numbers, detail added.
+fn wording_rule(d: &Difference<'_>) -> Option<Decision> {
+    let (o, n, event) = (d.o, d.n, d.event);
+    let (only_old, only_new) = (&d.only_old, &d.only_new);
     // A negation, or an antonym, updates only the statement it negates: every other content
     // word the same. Beside any other difference it says nothing about one slot ("I don't
     // like horror" does not close "I like the beach at night").
-    // An activity ("is playing the guitar") is an event: one does not close another.
-    let event = o.progressive() || n.progressive();
     if negated(&o.all) != negated(&n.all) {
         // "likes" and "does not like" say the same words: compare stems.
         // A word whose antonym is a negation ("always" / "never") is part of the negation.
@@ -785,23 +813,23 @@ pub(crate) fn relation_of(older: &Reading, newer: &Reading) -> Decision {
             s.sort_unstable();
             s
         }
-        let relation = if stems(&only_old) == stems(&only_new) && !event {
+        let relation = if stems(only_old) == stems(only_new) && !event {
             Relation::Updates
         } else {
             Relation::Distinct
         };
-        return decide(relation, Rule::Negation);
+        return Some(decide(relation, Rule::Negation));
     }
     let has = |set: &[&Word], w: &str| set.iter().any(|s| s.text == w);
     if ANTONYMS.iter().any(|(x, y)| {
-        (has(&only_old, x) && has(&only_new, y)) || (has(&only_old, y) && has(&only_new, x))
+        (has(only_old, x) && has(only_new, y)) || (has(only_old, y) && has(only_new, x))
     }) {
         let relation = if only_old.len() == 1 && only_new.len() == 1 {
             Relation::Updates
         } else {
             Relation::Distinct
         };
-        return decide(relation, Rule::Antonym);
+        return Some(decide(relation, Rule::Antonym));
     }
     if only_old.is_empty() && only_new.is_empty() {
         // The same words in another order can swap who does what ("a dog is licking a
@@ -814,32 +842,40 @@ pub(crate) fn relation_of(older: &Reading, newer: &Reading) -> Decision {
                 .map(|w| w.text.clone())
                 .collect()
         };
-        if order(&o) != order(&n) {
-            return decide(Relation::Unsure, Rule::Inversion);
+        if order(o) != order(n) {
+            return Some(decide(Relation::Unsure, Rule::Inversion));
         }
-        return decide(Relation::Duplicate, Rule::SameWords);
+        return Some(decide(Relation::Duplicate, Rule::SameWords));
     }
     if RELATION_GROUPS.iter().any(|g| {
         only_old.iter().any(|w| g.contains(&w.text.as_str()))
             && only_new.iter().any(|w| g.contains(&w.text.as_str()))
     }) {
-        return decide(Relation::Distinct, Rule::OtherRelation);
+        return Some(decide(Relation::Distinct, Rule::OtherRelation));
     }
     // The same numbers, counted: "1-to-1" is not "4-to-1" although both hold a 1.
     let (numbers_old, numbers_new) = (o.numbers(), n.numbers());
     let exclusive = |only: &[&Word]| only.iter().any(|w| is_number(&w.text));
-    let each_has_its_own = exclusive(&only_old) && exclusive(&only_new);
+    let each_has_its_own = exclusive(only_old) && exclusive(only_new);
     if numbers_old != numbers_new && !each_has_its_own {
         // One side's numbers are among the other's, or only one side has any: a number is
         // an identifier ("Half-Life" / "Half-Life 2", "Gregory I" / "Gregory"), counted
         // ("1-to-1" / "4-to-1"), never detail added to the same statement. A number each
         // side lacks (a new port) is judged by the rules below.
-        return decide(Relation::Distinct, Rule::OtherNumber);
+        return Some(decide(Relation::Distinct, Rule::OtherNumber));
     }
     if only_old.is_empty() || only_new.is_empty() {
-        return decide(Relation::Duplicate, Rule::AddsDetail);
+        return Some(decide(Relation::Duplicate, Rule::AddsDetail));
     }
-    let shared: BTreeSet<&str> = wo.intersection(&wn).copied().collect();
+    None
+}
+
+/// The rules that need the sentence's parts: a shared word, the subject, then whether what
+/// differs is a value of the same relation.
+fn value_rule(d: &Difference<'_>) -> Decision {
+    let (o, n, wo, wn, event) = (d.o, d.n, d.wo, d.wn, d.event);
+    let (only_old, only_new) = (&d.only_old, &d.only_new);
+    let shared: BTreeSet<&str> = wo.intersection(wn).copied().collect();
     if shared.is_empty() {
         return decide(Relation::Unsure, Rule::NothingShared);
     }
@@ -875,7 +911,7 @@ pub(crate) fn relation_of(older: &Reading, newer: &Reading) -> Decision {
     // another statement that shares its opening ("The dollar was at 116.92 yen ... flat" /
     // "... 116.78 yen, down 0.1 percent"), which no value replaces.
     let short_values = only_old.len() <= MAX_VALUE_WORDS && only_new.len() <= MAX_VALUE_WORDS;
-    if same_predicate && value_like(&o, &only_old) && value_like(&n, &only_new) {
+    if same_predicate && value_like(o, only_old) && value_like(n, only_new) {
         if multi || event {
             return decide_same_subject(Relation::Distinct, Rule::ManyValued);
         }
@@ -891,7 +927,7 @@ pub(crate) fn relation_of(older: &Reading, newer: &Reading) -> Decision {
     }
     // A name or number on both sides that the other lacks: another value (or another thing).
     let valued = |only: &[&Word]| only.iter().any(|w| w.name || is_number(&w.text));
-    if valued(&only_old) && valued(&only_new) && o.predicate_at.is_some() {
+    if valued(only_old) && valued(only_new) && o.predicate_at.is_some() {
         if same_predicate && !multi && !event && short_values {
             return decide_same_subject(Relation::Updates, Rule::NewValueReworded);
         }
@@ -902,7 +938,7 @@ pub(crate) fn relation_of(older: &Reading, newer: &Reading) -> Decision {
         }
         return decide(Relation::Unsure, Rule::ValueOtherRelation);
     }
-    if only_old.iter().chain(&only_new).any(|w| is_number(&w.text)) {
+    if only_old.iter().chain(only_new).any(|w| is_number(&w.text)) {
         return decide_same_subject(Relation::Distinct, Rule::OtherNumber);
     }
     if only_old.len() == 1 && only_new.len() == 1 {
@@ -916,7 +952,7 @@ pub(crate) fn relation_of(older: &Reading, newer: &Reading) -> Decision {
     }
     // Several words differ: a paraphrase when two in five content words or more are shared
     // (the vector search already found the two close).
-    let union = wo.union(&wn).count();
+    let union = wo.union(wn).count();
     if 5 * shared.len() >= 2 * union {
         return decide_same_subject(Relation::Duplicate, Rule::Paraphrase);
     }
