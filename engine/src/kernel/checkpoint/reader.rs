@@ -133,12 +133,7 @@ pub fn decode_head(b: &[u8]) -> Result<Head, CheckpointError> {
         return Err(corrupt(24, "counts exceed the body"));
     }
     let mut d = Decoder::new(body);
-    let at = |e: DecodeError| {
-        CheckpointError::Corrupted(DecodeError {
-            offset: e.offset + HEADER_LEN,
-            reason: e.reason,
-        })
-    };
+    let at = in_body;
     let mut delta = None;
     if is_delta {
         let base_seq = d.u64().map_err(at)?;
@@ -155,8 +150,43 @@ pub fn decode_head(b: &[u8]) -> Result<Head, CheckpointError> {
         }
         delta = Some((base_seq, deleted_count));
     }
-    let mut segments = Vec::with_capacity(usize::try_from(segment_count).unwrap_or(0));
-    for _ in 0..segment_count {
+    let segments = decode_segments(&mut d, version, segment_count)?;
+    let aux = decode_aux(&mut d, version, aux_count)?;
+    let delta = match delta {
+        None => None,
+        Some((base_seq, count)) => Some(Delta {
+            base_seq,
+            deleted: decode_deleted(&mut d, count, next_id)?,
+        }),
+    };
+    Ok(Head {
+        seq,
+        next_id,
+        segments,
+        aux,
+        delta,
+        record_count,
+        records_at: HEADER_LEN + d.pos(),
+    })
+}
+
+/// An error at an offset of the body, as an offset of the file.
+fn in_body(e: DecodeError) -> CheckpointError {
+    CheckpointError::Corrupted(DecodeError {
+        offset: e.offset + HEADER_LEN,
+        reason: e.reason,
+    })
+}
+
+/// The segment list: `count` entries (a kind and padding from version 5 on; flat before).
+fn decode_segments(
+    d: &mut Decoder<'_>,
+    version: u16,
+    count: u64,
+) -> Result<Vec<SegmentEntry>, CheckpointError> {
+    let at = in_body;
+    let mut segments = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
+    for _ in 0..count {
         let (id, rows) = (d.u64().map_err(at)?, d.u64().map_err(at)?);
         let kind = if version >= 5 {
             let at_kind = d.pos();
@@ -176,8 +206,14 @@ pub fn decode_head(b: &[u8]) -> Result<Head, CheckpointError> {
         };
         segments.push(SegmentEntry { id, rows, kind });
     }
-    let mut aux = Vec::with_capacity(usize::try_from(aux_count).unwrap_or(0));
-    for _ in 0..aux_count {
+    Ok(segments)
+}
+
+/// The aux section: `count` entries of the types a checkpoint holds.
+fn decode_aux(d: &mut Decoder<'_>, version: u16, count: u64) -> Result<Vec<Op>, CheckpointError> {
+    let at = in_body;
+    let mut aux = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
+    for _ in 0..count {
         let t = d.u8().map_err(at)?;
         let model_types = [TYPE_MODEL, TYPE_REEMBED];
         let held = [
@@ -212,32 +248,28 @@ pub fn decode_head(b: &[u8]) -> Result<Head, CheckpointError> {
         }
         aux.push(op);
     }
-    let delta = match delta {
-        None => None,
-        Some((base_seq, count)) => {
-            let mut deleted = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
-            for _ in 0..count {
-                let id = d.u64().map_err(at)?;
-                if deleted.last().is_some_and(|&last| id <= last) || id >= next_id {
-                    return Err(at(DecodeError {
-                        offset: d.pos() - 8,
-                        reason: "deleted ids not increasing or not below next_id",
-                    }));
-                }
-                deleted.push(id);
-            }
-            Some(Delta { base_seq, deleted })
+    Ok(aux)
+}
+
+/// A delta's deleted ids: `count` of them, increasing, each below `next_id`.
+fn decode_deleted(
+    d: &mut Decoder<'_>,
+    count: u64,
+    next_id: u64,
+) -> Result<Vec<u64>, CheckpointError> {
+    let at = in_body;
+    let mut deleted = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
+    for _ in 0..count {
+        let id = d.u64().map_err(at)?;
+        if deleted.last().is_some_and(|&last| id <= last) || id >= next_id {
+            return Err(at(DecodeError {
+                offset: d.pos() - 8,
+                reason: "deleted ids not increasing or not below next_id",
+            }));
         }
-    };
-    Ok(Head {
-        seq,
-        next_id,
-        segments,
-        aux,
-        delta,
-        record_count,
-        records_at: HEADER_LEN + d.pos(),
-    })
+        deleted.push(id);
+    }
+    Ok(deleted)
 }
 
 /// A decoded record and where its encoding starts: the offset in the checkpoint it was decoded
