@@ -130,10 +130,10 @@ pub use memory::{
     Cleared, Compacted, CompactionGroup, CompactionPreview, DedupDecision, EntityDeleted, Feedback,
     FeedbackResult, Fusion, History, Hits, ItemUser, MAX_NEIGHBOURS, MAX_OFFSET, MAX_PAGE,
     MAX_QUERY_CHARS, MemoryStats, MendItem, MendPreview, Mended, Mode, Neighbour, Outcome,
-    Provenance, ReembedStatus, Reembedded, SEARCH_ACCESS_INTERVAL_US, ScanMode, SearchRequest,
-    SearchedHit, SnapshotCreated, SnapshotRestored, Source, StoreRequest, Stored, Strategy,
-    TagChange, TagPreview, TagsApplied, TopAccessed, Turn, Unmerged, UpdateRequest, Updated,
-    Version, frequency, importance, recency, strategy_score,
+    Provenance, RRF_K, ReembedStatus, Reembedded, SEARCH_ACCESS_INTERVAL_US, ScanMode,
+    SearchRequest, SearchedHit, SnapshotCreated, SnapshotRestored, Source, StoreRequest, Stored,
+    Strategy, TagChange, TagPreview, TagsApplied, TopAccessed, Turn, Unmerged, UpdateRequest,
+    Updated, Version, frequency, importance, recency, strategy_score,
 };
 /// The MemFuse query API (`docs/search.md`, "The MemFuse query").
 pub mod query {

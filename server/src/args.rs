@@ -394,18 +394,15 @@ impl Args {
         }
     }
 
-    /// An optional integer in `min..=max`.
+    /// An optional count whose range the command's table states (`Arg::within`), checked by
+    /// [`Args::checked`] before the handler reads it.
     ///
     /// # Errors
-    /// `invalid` naming the range.
-    pub fn opt_in(&mut self, name: &str, min: u64, max: u64) -> Result<Option<usize>, Fail> {
-        match self.opt_u64(name)? {
-            None => Ok(None),
-            Some(n) if (min..=max).contains(&n) => {
-                Ok(Some(usize::try_from(n).unwrap_or(usize::MAX)))
-            }
-            Some(n) => Err(Fail::invalid(name, format!("{n} is not in {min}..={max}"))),
-        }
+    /// `invalid` if it is not a non-negative integer.
+    pub fn opt_usize(&mut self, name: &str) -> Result<Option<usize>, Fail> {
+        Ok(self
+            .opt_u64(name)?
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX)))
     }
 
     /// The required `memory_id` (an integer ≥ 1, as vector-memory-mcp asks).
@@ -618,7 +615,7 @@ mod tests {
     #[test]
     fn types_are_checked_and_unknown_fields_named() {
         let mut a = args(json!({"limit": 5, "query": "x", "tags": ["a"], "filter": 1, "n": null}));
-        assert_eq!(a.opt_in("limit", 1, 50).unwrap(), Some(5));
+        assert_eq!(a.opt_usize("limit").unwrap(), Some(5));
         assert_eq!(a.str("query").unwrap(), "x");
         assert_eq!(a.opt_strs("tags").unwrap(), Some(vec!["a".to_owned()]));
         assert_eq!(a.opt_u64("n").unwrap(), None, "null is absent");
@@ -632,13 +629,6 @@ mod tests {
             .opt_f32("threshold")
             .unwrap_err();
         assert_eq!(huge.body["field"], "threshold", "never read as absent");
-        assert_eq!(
-            args(json!({"limit": 51}))
-                .opt_in("limit", 1, 50)
-                .unwrap_err()
-                .code,
-            Code::Invalid
-        );
         let many: Vec<String> = (0..=MAX_LIST_ITEMS).map(|i| i.to_string()).collect();
         assert_eq!(
             args(json!({"tags": many}))

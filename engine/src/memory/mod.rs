@@ -31,7 +31,7 @@ pub use query::{
 pub use read::{Cleared, Feedback, FeedbackResult, History, MemoryStats, TopAccessed, Version};
 pub use reembed::{ReembedStatus, Reembedded};
 pub use search::{
-    Fusion, Hits, MAX_NEIGHBOURS, MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS, Mode, Neighbour,
+    Fusion, Hits, MAX_NEIGHBOURS, MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS, Mode, Neighbour, RRF_K,
     SEARCH_ACCESS_INTERVAL_US, ScanMode, SearchRequest, SearchedHit, Source, Strategy, frequency,
     importance, recency, strategy_score,
 };

@@ -113,8 +113,8 @@ pub(super) const TABLE: &[Command] = &[
         args: &[
             USER,
             opt("prefix", Ty::Str, "a key prefix; default: every key"),
-            opt("offset", Ty::Int, "0..=10,000; default 0").within(0, 10_000),
-            opt("limit", Ty::Int, "1..=50; default 10").within(1, 50),
+            opt("offset", Ty::Int, "default 0").within(0, OFFSET),
+            opt("limit", Ty::Int, "default 10").within(1, PAGE),
         ],
         run: Some(list_items),
     },

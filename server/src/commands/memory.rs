@@ -284,10 +284,7 @@ pub(super) static TABLE: &[Command] = &[
         alias: Some("RECENT"),
         tool: true,
         summary: "The user's most recently created memories, newest first.",
-        args: &[
-            USER,
-            opt("limit", Ty::Int, "1..=50; default 10").within(1, 50),
-        ],
+        args: &[USER, opt("limit", Ty::Int, "default 10").within(1, PAGE)],
         run: Some(list_recent),
     },
     Command {

@@ -87,6 +87,11 @@ pub struct Arg {
     pub help: &'static str,
 }
 
+/// A page's most results (`amberdb::MAX_PAGE`), as an argument's range states it.
+const PAGE: u64 = amberdb::MAX_PAGE as u64;
+/// The most results a page may skip (`amberdb::MAX_OFFSET`).
+const OFFSET: u64 = amberdb::MAX_OFFSET as u64;
+
 impl Arg {
     /// With a range: `min..=max`.
     const fn within(self, min: u64, max: u64) -> Arg {

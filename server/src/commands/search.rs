@@ -31,17 +31,27 @@ fn search_memories(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
         Mode::default()
     });
     q.threshold = args.opt_f32("threshold")?;
+    q.fusion = fusion_of(args, q.fusion)?;
+    filters_of(args, &mut q)?;
+    let hits = engine(ctx.store.search(&q))?;
+    search_reply(&q, &hits, session)
+}
+
+/// Hybrid's fusion: weighted (the request's default, with the weights given) or RRF; each
+/// one's parameters refused with the other.
+fn fusion_of(args: &mut Args, default: Fusion) -> Result<Fusion, Fail> {
+    let mut fusion = default;
     let (vector, keyword) = (
         args.opt_f32("vector_weight")?,
         args.opt_f32("keyword_weight")?,
     );
-    let rrf_k = args.opt_in("rrf_k", 1, 10_000)?;
+    let rrf_k = args.opt_usize("rrf_k")?;
     match args.opt_str("fusion")?.as_deref() {
         None | Some("weighted") => {
             if let Fusion::Weighted {
                 vector: v,
                 keyword: k,
-            } = &mut q.fusion
+            } = &mut fusion
             {
                 *v = vector.unwrap_or(*v);
                 *k = keyword.unwrap_or(*k);
@@ -57,8 +67,10 @@ fn search_memories(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
                     "weights are for fusion \"weighted\"",
                 ));
             }
-            q.fusion = Fusion::Rrf {
-                k: rrf_k.map_or(60, |k| u32::try_from(k).unwrap_or(60)),
+            fusion = Fusion::Rrf {
+                k: rrf_k.map_or(amberdb::RRF_K, |k| {
+                    u32::try_from(k).unwrap_or(amberdb::RRF_K)
+                }),
             };
         }
         Some(other) => {
@@ -68,6 +80,11 @@ fn search_memories(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
             ));
         }
     }
+    Ok(fusion)
+}
+
+/// The filters, the read hooks and the probe a request sets.
+fn filters_of(args: &mut Args, q: &mut SearchRequest) -> Result<(), Fail> {
     q.category = args
         .opt_str("category")?
         .map(|c| parsed("category", Category::parse(c.trim())))
@@ -83,7 +100,7 @@ fn search_memories(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     q.valid_after = args.opt_time("valid_after")?;
     q.valid_before = args.opt_time("valid_before")?;
     q.as_of = args.opt_time("as_of")?;
-    if let Some(n) = args.opt_in("neighbours", 0, 5)? {
+    if let Some(n) = args.opt_usize("neighbours")? {
         q.neighbours = n;
     }
     q.max_tokens = args
@@ -96,7 +113,7 @@ fn search_memories(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
         .map(|f| parsed("fold", amberdb::Fold::parse(&f)))
         .transpose()?;
     q.hooks.count_access = args.opt_bool("count_access")?;
-    match (args.opt_in("nprobe", 1, 65_536)?, args.opt_f32("recall")?) {
+    match (args.opt_usize("nprobe")?, args.opt_f32("recall")?) {
         (Some(_), Some(_)) => {
             return Err(Fail::invalid("recall", "give nprobe or recall, not both"));
         }
@@ -104,7 +121,12 @@ fn search_memories(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
         (None, Some(r)) => q.probe = Probe::Recall(r),
         (None, None) => {}
     }
-    let hits = engine(ctx.store.search(&q))?;
+    Ok(())
+}
+
+/// SEARCH's reply: the page with its message, the page and the query echoed as
+/// vector-memory-mcp does, and its similarities rounded as it rounds them over MCP.
+fn search_reply(q: &SearchRequest, hits: &amberdb::Hits, session: &Session) -> Outcome {
     let message = if hits.results.is_empty() {
         "No matching memories found".to_owned()
     } else {
@@ -114,7 +136,7 @@ fn search_memories(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
             hits.total
         )
     };
-    let mut reply = to_reply(&hits, message)?;
+    let mut reply = to_reply(hits, message)?;
     // The page and the query, echoed as vector-memory-mcp does.
     if let Value::Object(o) = &mut reply {
         o.insert("query".into(), json!(q.query));
@@ -178,7 +200,7 @@ fn query(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
     let mut q = Query::new(args.str("query")?);
     q.session_id = args.opt_str("session_id")?;
     q.agent_id = args.opt_str("agent_id")?;
-    if let Some(k) = args.opt_in("top_k", 1, 50)? {
+    if let Some(k) = args.opt_usize("top_k")? {
         q.top_k = k;
     }
     q.max_tokens = args
@@ -232,8 +254,8 @@ pub(super) static TABLE: &[Command] = &[
                 "what to look for, at most 1,000 characters",
             ),
             USER,
-            opt("limit", Ty::Int, "results per page, 1..=50; default 10").within(1, 50),
-            opt("offset", Ty::Int, "results to skip, 0..=10,000; default 0").within(0, 10_000),
+            opt("limit", Ty::Int, "results per page; default 10").within(1, PAGE),
+            opt("offset", Ty::Int, "results to skip; default 0").within(0, OFFSET),
             opt(
                 "strategy",
                 Ty::Str,
@@ -260,7 +282,7 @@ pub(super) static TABLE: &[Command] = &[
                 Ty::Num,
                 "weighted fusion's keyword weight; default 0.3",
             ),
-            opt("rrf_k", Ty::Int, "rrf's rank offset; default 60"),
+            opt("rrf_k", Ty::Int, "rrf's rank offset; default 60").within(1, 10_000),
             opt("category", Ty::Str, "only this category"),
             opt("tags", Ty::StrList, "only memories with any of these tags"),
             opt("kind", Ty::Str, "only memory, message, knowledge or item"),
@@ -299,9 +321,9 @@ pub(super) static TABLE: &[Command] = &[
             opt(
                 "neighbours",
                 Ty::Int,
-                "0..=5: each result in a session carries this many records before and after it (context); default 0",
+                "each result in a session carries this many records before and after it (context); default 0",
             )
-            .within(0, 5),
+            .within(0, amberdb::MAX_NEIGHBOURS as u64),
             opt(
                 "deduplicate",
                 Ty::Bool,
@@ -320,7 +342,7 @@ pub(super) static TABLE: &[Command] = &[
             opt(
                 "nprobe",
                 Ty::Int,
-                "lists of each IVF segment to probe first, 1..=65,536; default: what the build measured for its recall target (docs/ivf.md)",
+                "lists of each IVF segment to probe first; default: what the build measured for its recall target (docs/ivf.md)",
             )
             .within(1, 65_536),
             opt(
@@ -354,7 +376,7 @@ pub(super) static TABLE: &[Command] = &[
                 Ty::Str,
                 "only this agent's records (and knowledge)",
             ),
-            opt("top_k", Ty::Int, "1..=50; default 5").within(1, 50),
+            opt("top_k", Ty::Int, "default 5").within(1, PAGE),
             opt(
                 "max_tokens",
                 Ty::Int,
