@@ -355,24 +355,29 @@ impl State {
                     return Err("model of another dimension than the vectors");
                 }
             }
-            Op::Batch(ops) => {
-                let mut after_delete = false;
-                for op in ops {
-                    if after_delete {
-                        return Err("an operation after an entity's deletion in one batch");
-                    }
-                    if matches!(
-                        op,
-                        Op::ForgetArchived { .. } | Op::Reembed(_) | Op::Model { .. }
-                    ) {
-                        // Written alone; in a batch they would need the overlay to track what
-                        // they removed or staged.
-                        return Err("forget archived or re-embedding inside a batch");
-                    }
-                    self.check_in(op, o)?;
-                    after_delete = matches!(op, Op::DeleteEntity { .. });
-                }
+            Op::Batch(ops) => self.check_batch(ops, o)?,
+        }
+        Ok(())
+    }
+
+    /// A batch, member after member as it will apply: no re-embedding or forget inside it
+    /// (written alone), nothing after an entity's deletion.
+    fn check_batch<'a>(&'a self, ops: &'a [Op], o: &mut Overlay<'a>) -> Result<(), Refusal> {
+        let mut after_delete = false;
+        for op in ops {
+            if after_delete {
+                return Err("an operation after an entity's deletion in one batch");
             }
+            if matches!(
+                op,
+                Op::ForgetArchived { .. } | Op::Reembed(_) | Op::Model { .. }
+            ) {
+                // Written alone; in a batch they would need the overlay to track what they
+                // removed or staged.
+                return Err("forget archived or re-embedding inside a batch");
+            }
+            self.check_in(op, o)?;
+            after_delete = matches!(op, Op::DeleteEntity { .. });
         }
         Ok(())
     }

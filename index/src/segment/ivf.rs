@@ -119,11 +119,10 @@ fn invalid(reason: &'static str) -> IndexError {
     IndexError::InvalidParameter(reason)
 }
 
-/// Encodes an IVF segment: rows grouped by list, ascending key within a list.
-///
-/// # Errors
-/// `InvalidParameter` / `InvalidVector` / `DimensionMismatch` for input `open` would refuse.
-pub fn encode(b: &IvfBuild<'_>) -> Result<Vec<u8>> {
+/// What `encode` checks of a build before it writes a byte: the dimension, the row and
+/// centroid counts, the lists, nprobe, the recalls and the curve, finite values. Returns the
+/// dimension and nlist as the header stores them.
+fn check_build(b: &IvfBuild<'_>) -> Result<(u32, u32)> {
     let dim32 = u32::try_from(b.dim)
         .ok()
         .filter(|d| (1..=MAX_DIM).contains(d))
@@ -164,6 +163,16 @@ pub fn encode(b: &IvfBuild<'_>) -> Result<Vec<u8>> {
             reason: "non-finite value",
         });
     }
+    Ok((dim32, nlist))
+}
+
+/// Encodes an IVF segment: rows grouped by list, ascending key within a list.
+///
+/// # Errors
+/// `InvalidParameter` / `InvalidVector` / `DimensionMismatch` for input `open` would refuse.
+pub fn encode(b: &IvfBuild<'_>) -> Result<Vec<u8>> {
+    let (dim32, nlist) = check_build(b)?;
+    let count = b.keys.len();
     let key = |r: usize| b.keys.get(r).copied().unwrap_or(0);
     let list = |r: usize| b.assignment.get(r).copied().unwrap_or(0);
     // Rows in file order: by list, then key.
