@@ -369,3 +369,59 @@ pub(crate) fn missing(state: &crate::kernel::state::State, id: MemoryId) -> Engi
         EngineError::NotFound { id }
     }
 }
+
+impl Store {
+    /// Ids of every live memory this handle reaches (every user's, or its scope's), ascending:
+    /// what an export walks (with `get`, skipping any deleted meanwhile) without holding the
+    /// store's lock while it writes.
+    #[must_use]
+    pub fn memory_ids(&self) -> Vec<MemoryId> {
+        let state = self.read();
+        let mine = |m: &&Memory| self.scope().is_none_or(|s| m.user_id == s);
+        state.table.iter().filter(mine).map(|m| m.id).collect()
+    }
+
+    /// The memory with `id`. A plain read: it does not count as an access.
+    ///
+    /// # Errors
+    /// `NotFound`; `Archived` (with the successor) for a merged or superseded id.
+    pub fn get(&self, id: MemoryId) -> Result<Memory> {
+        let state = self.read();
+        self.reach(&state, id)?;
+        state
+            .table
+            .get(id)
+            .cloned()
+            .ok_or_else(|| crate::memory::missing(&state, id))
+    }
+
+    /// The stored vector of `id`.
+    ///
+    /// # Errors
+    /// `NotFound`.
+    pub fn vector(&self, id: MemoryId) -> Result<Vec<f32>> {
+        let state = self.read();
+        self.reach(&state, id)?;
+        state
+            .vectors
+            .vector(id.0)
+            .map(<[f32]>::to_vec)
+            .ok_or(EngineError::NotFound { id })
+    }
+
+    /// Tag frequencies of the user's live memories, most frequent first (then alphabetical).
+    ///
+    /// # Errors
+    /// `Invalid` for a bad user id, `OutOfScope` for another user than this handle's.
+    pub fn tag_frequencies(&self, user_id: Option<&str>) -> Result<Vec<(String, u64)>> {
+        let user = self.user_for(user_id)?;
+        let state = self.read();
+        let mut v: Vec<(String, u64)> = state
+            .table
+            .tag_frequencies(&user)
+            .map(|f| f.iter().map(|(t, n)| (t.clone(), *n)).collect())
+            .unwrap_or_default();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Ok(v)
+    }
+}

@@ -1,6 +1,7 @@
-//! `cargo run -p amberdb-house [--all]`: the house rules' measurements on this workspace: files
-//! and functions over the limits (every file and the 20 longest functions with `--all`), the
-//! import circles, and the kernel's imports from the product layer.
+//! `cargo run -p amberdb-house [--all | --edges]`: the house rules' measurements on this
+//! workspace: files and functions over the limits (the 25 longest files and 20 longest functions
+//! with `--all`), the import circles (with the edges inside each with `--edges`), and the
+//! kernel's imports from the product layer.
 
 #![expect(clippy::print_stdout, reason = "a report tool prints its report")]
 
@@ -10,7 +11,8 @@ use amberdb_house::{
 use std::path::Path;
 
 fn main() -> Result<(), String> {
-    let all = std::env::args().nth(1).is_some_and(|a| a == "--all");
+    let flag = std::env::args().nth(1);
+    let all = flag.as_deref() == Some("--all");
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let files = workspace_sources(&root)?;
     let mut by_length: Vec<_> = files.iter().collect();
@@ -41,7 +43,18 @@ fn main() -> Result<(), String> {
     }
     let edges = imports(&files);
     println!("import circles:");
-    for circle in circles(&edges) {
+    let found = circles(&edges);
+    if flag.as_deref() == Some("--edges") {
+        for circle in &found {
+            for e in edges
+                .iter()
+                .filter(|e| circle.contains(&e.from) && circle.contains(&e.to))
+            {
+                println!("  edge {} → {}", e.from.display(), e.to.display());
+            }
+        }
+    }
+    for circle in found {
         let names: Vec<_> = circle.iter().map(|p| p.display().to_string()).collect();
         println!("  {}", names.join(" ↔ "));
     }

@@ -137,4 +137,18 @@ impl Store {
                 .collect(),
         )
     }
+
+    /// Deletes a memory.
+    ///
+    /// # Errors
+    /// `NotFound` if no live memory has `id`; `Poisoned`, `DiskFull`, `Io`.
+    pub fn delete(&self, id: crate::kernel::record::MemoryId) -> Result<()> {
+        self.commit(|_, state| {
+            self.reach(state, id)?;
+            if !state.table.contains(id) {
+                return Err(crate::memory::missing(state, id));
+            }
+            Ok((Some(crate::kernel::log::Op::Delete { id }), ()))
+        })
+    }
 }
