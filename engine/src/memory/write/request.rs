@@ -40,7 +40,7 @@ impl StoreRequest {
 }
 
 /// What a memory carries from the store it was first written in, kept by
-/// [`Store::import`]: its times, usage and feedback. A store of a new memory sets them to now
+/// [`Store::import`](crate::Store::import): its times, usage and feedback. A store of a new memory sets them to now
 /// and zero; an import (`amberdb import`, from an export or another system) keeps them, so
 /// recency ranking, retention by age and the access counts go on as they were.
 #[derive(Debug, Clone, Copy, PartialEq)]
