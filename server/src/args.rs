@@ -297,6 +297,54 @@ impl Ty {
 /// Most items in one request's list (messages, knowledge items, tags to filter by).
 pub const MAX_LIST_ITEMS: usize = 1_000;
 
+/// One argument of a command.
+#[derive(Debug)]
+pub struct Arg {
+    /// Its name in the JSON object.
+    pub name: &'static str,
+    /// Its type.
+    pub ty: Ty,
+    /// Whether it must be given.
+    pub required: bool,
+    /// For an integer: the least and the most it may be (the parser refuses others before
+    /// the command runs; HELP and the MCP schema show them).
+    pub range: Option<(u64, u64)>,
+    /// What it does, with its default.
+    pub help: &'static str,
+}
+
+impl Arg {
+    /// With a range: `min..=max`.
+    pub const fn within(self, min: u64, max: u64) -> Arg {
+        Arg {
+            range: Some((min, max)),
+            ..self
+        }
+    }
+}
+
+/// A required argument.
+pub const fn req(name: &'static str, ty: Ty, help: &'static str) -> Arg {
+    Arg {
+        name,
+        ty,
+        required: true,
+        range: None,
+        help,
+    }
+}
+
+/// An optional argument.
+pub const fn opt(name: &'static str, ty: Ty, help: &'static str) -> Arg {
+    Arg {
+        name,
+        ty,
+        required: false,
+        range: None,
+        help,
+    }
+}
+
 /// A request's arguments, taken out one by one.
 #[derive(Debug, Default)]
 pub struct Args {
@@ -535,10 +583,7 @@ impl Args {
     /// # Errors
     /// `invalid` naming the unknown arguments, or the first mistyped one; `limit_exceeded`
     /// for an over-long list.
-    pub fn checked(
-        map: Map<String, Value>,
-        declared: &[crate::commands::Arg],
-    ) -> Result<Args, Fail> {
+    pub fn checked(map: Map<String, Value>, declared: &[Arg]) -> Result<Args, Fail> {
         let unknown: Vec<&str> = map
             .keys()
             .map(String::as_str)

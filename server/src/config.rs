@@ -5,7 +5,8 @@
 //! an unknown key is an error, never ignored. The shared secret comes only from `AMBERDB_TOKEN`
 //! or a token file, never from a flag (flags show up in `ps`) and is never logged.
 
-use crate::server::{Auth, Limits};
+use crate::limits::Limits;
+use crate::server::Auth;
 use anyhow::{Context, bail};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};

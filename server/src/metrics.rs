@@ -29,7 +29,7 @@ pub struct Metrics {
     /// Bytes written to clients.
     pub bytes_out: AtomicU64,
     /// The TCP server's admission, whose gauges STATS reports (unset for MCP and the CLI).
-    pub admission: std::sync::OnceLock<std::sync::Arc<crate::server::Admission>>,
+    pub admission: std::sync::OnceLock<std::sync::Arc<crate::limits::Admission>>,
 }
 
 impl Default for Metrics {

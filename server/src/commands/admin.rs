@@ -1,44 +1,6 @@
-//! Commands about the server, the store and the connection: PING, HELP, AUTH, QUIT, STATS,
-//! PURGE, BACKUP, MAINTENANCE, REEMBED.
+//! Commands about the store: STATS, PURGE, BACKUP, MAINTENANCE, REEMBED.
 
-use super::*;
-
-fn ping(_: &Ctx, _: &Session, _: &mut Args) -> Outcome {
-    Ok(json!({"reply": "PONG"}))
-}
-
-fn help(_: &Ctx, _: &Session, args: &mut Args) -> Outcome {
-    if let Some(name) = args.opt_str("command")? {
-        let c = find(&name).ok_or_else(|| unknown(&name))?;
-        return Ok(c.help());
-    }
-    let commands: Vec<Value> = COMMANDS
-        .iter()
-        .map(|c| json!({"command": c.name, "alias": c.alias, "summary": c.summary}))
-        .collect();
-    Ok(json!({
-        "commands": commands,
-        "usage": "COMMAND {\"arg\": value, ...}  one per line; HELP {\"command\": \"SEARCH\"} lists a command's arguments; docs/protocol.md has it all",
-    }))
-}
-
-/// `unknown_command`, with the close names.
-pub fn unknown(name: &str) -> Fail {
-    let close = close_to(name);
-    let mut f = Fail::new(
-        Code::UnknownCommand,
-        if close.is_empty() {
-            format!("no command {name:?}; HELP lists them")
-        } else {
-            format!(
-                "no command {name:?}; did you mean {}? HELP lists them",
-                close.join(" or ")
-            )
-        },
-    );
-    f.body.insert("did_you_mean".into(), json!(close));
-    f
-}
+use super::common::*;
 
 fn stats(ctx: &Ctx, session: &Session, _: &mut Args) -> Outcome {
     if let Some(bound) = &session.user {
@@ -232,8 +194,8 @@ fn reembed(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
         ));
     };
     let choice = match name.as_str() {
-        "minilm" => crate::EmbedderChoice::Minilm,
-        "hashing" => crate::EmbedderChoice::Hashing,
+        "minilm" => crate::embedder::EmbedderChoice::Minilm,
+        "hashing" => crate::embedder::EmbedderChoice::Hashing,
         other => {
             return Err(Fail::new(
                 Code::Invalid,
@@ -242,7 +204,7 @@ fn reembed(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
         }
     };
     let embedder = engine(
-        crate::open_options(choice, None)
+        crate::embedder::open_options(choice, None)
             .map(|o| o.embedder)
             .map_err(amberdb::EngineError::from),
     )?;
@@ -284,42 +246,6 @@ fn maintenance(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
 
 /// The commands of this domain, in HELP's order.
 pub(super) static TABLE: &[Command] = &[
-    Command {
-        name: "PING",
-        alias: None,
-        tool: false,
-        summary: "Replies PONG.",
-        args: &[],
-        run: Some(ping),
-    },
-    Command {
-        name: "HELP",
-        alias: None,
-        tool: false,
-        summary: "Lists the commands, or one command's arguments.",
-        args: &[opt("command", Ty::Str, "a command name")],
-        run: Some(help),
-    },
-    Command {
-        name: "AUTH",
-        alias: None,
-        tool: false,
-        summary: "Authenticates the connection: AUTH <token> or AUTH {\"token\": ...}.",
-        args: &[req(
-            "token",
-            Ty::Str,
-            "the shared secret, or a user-bound token",
-        )],
-        run: None,
-    },
-    Command {
-        name: "QUIT",
-        alias: None,
-        tool: false,
-        summary: "Closes the connection after the reply.",
-        args: &[],
-        run: None,
-    },
     Command {
         name: "STATS",
         alias: None,

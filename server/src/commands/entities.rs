@@ -1,6 +1,6 @@
 //! Users, agents and sessions: create, get, list, delete, and the messages and knowledge of a session.
 
-use super::*;
+use super::common::*;
 
 /// The id field of each entity kind.
 fn id_field(kind: EntityKind) -> &'static str {

@@ -1,7 +1,7 @@
 //! Items (`docs/semantics.md`, "Items"): a JSON value under a key, per user. What the LangGraph
 //! store of the Python package (`amberdb.langgraph`) calls.
 
-use super::*;
+use super::common::*;
 use amberdb::Item;
 
 const KEY: Arg = req("key", Ty::Str, "the item's key: 1..=512 characters");

@@ -1,6 +1,6 @@
 //! Commands on one memory and a user's memories: store, get, update, delete, feedback, lineage and history, statistics, cleanup, compaction.
 
-use super::*;
+use super::common::*;
 
 fn store_memory(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     let mut m = NewMemory::new(args.str("content")?);

@@ -1,6 +1,6 @@
 //! Search: SEARCH (every mode and strategy) and the MemFuse QUERY with its envelope.
 
-use super::*;
+use super::common::*;
 
 fn search_memories(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     let mut q = SearchRequest::new(args.str("query")?);

@@ -1,6 +1,6 @@
 //! Tags and tag snapshots: the unique, canonical and weighted tags of a user, normalization (preview, apply) and snapshots.
 
-use super::*;
+use super::common::*;
 
 fn unique_tags(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
     let user = args.opt_str("user_id")?;

@@ -1,0 +1,224 @@
+//! What every command shares: the context and session it runs in, the command table's types,
+//! the argument specs every domain uses, and the reply helpers.
+
+pub(super) use crate::args::{Arg, opt, req};
+pub(super) use crate::args::{Args, Code, Fail, Outcome, Ty};
+pub(super) use crate::metrics::Metrics;
+pub(super) use amberdb::hooks::WriteHook;
+pub(super) use amberdb::query::{Query, QueryData, StoreType};
+pub(super) use amberdb::{
+    Category, EngineError, EntityKind, Feedback, Fusion, HookOverrides, Kind, Mode, NewMemory,
+    Probe, Role, SearchRequest, Store, StoreRequest, Strategy, UpdateRequest,
+};
+pub(super) use serde::Serialize;
+pub(super) use serde_json::{Map, Value, json};
+pub(super) use std::sync::Arc;
+
+/// What every request can reach: the store and the server's counters.
+pub struct Ctx {
+    /// The store.
+    pub store: Store,
+    /// Request counters and latencies (STATS).
+    pub metrics: Arc<Metrics>,
+}
+
+/// Per-connection state.
+#[derive(Debug, Clone, Default)]
+pub struct Session {
+    /// Whether the connection may run commands (always, when the server has no token).
+    pub authed: bool,
+    /// The user a user-bound token confines the connection to.
+    pub user: Option<String>,
+    /// vector-memory-mcp's shapes (MCP): a search ranks by similarity unless told otherwise,
+    /// and its similarities and distances are rounded to 3 decimals.
+    pub vmm_shapes: bool,
+}
+
+impl Session {
+    /// A session that may do anything (no auth configured, the CLI).
+    #[must_use]
+    pub fn trusted() -> Session {
+        Session {
+            authed: true,
+            user: None,
+            vmm_shapes: false,
+        }
+    }
+
+    /// A trusted session with vector-memory-mcp's shapes: MCP's.
+    #[must_use]
+    pub fn mcp() -> Session {
+        Session {
+            vmm_shapes: true,
+            ..Session::trusted()
+        }
+    }
+}
+
+/// A page's most results (`amberdb::MAX_PAGE`), as an argument's range states it.
+pub(super) const PAGE: u64 = amberdb::MAX_PAGE as u64;
+
+/// The most results a page may skip (`amberdb::MAX_OFFSET`).
+pub(super) const OFFSET: u64 = amberdb::MAX_OFFSET as u64;
+
+pub(super) type Handler = fn(&Ctx, &Session, &mut Args) -> Outcome;
+
+/// A command: its names, its arguments and its handler.
+pub struct Command {
+    /// The protocol name (`STORE_MEMORY`).
+    pub name: &'static str,
+    /// A short alias for people (`STORE`).
+    pub alias: Option<&'static str>,
+    /// Whether it is an MCP tool (under `name` in lowercase).
+    pub tool: bool,
+    /// One line for HELP and the tool description.
+    pub summary: &'static str,
+    /// Its arguments.
+    pub args: &'static [Arg],
+    /// The handler; `None` for AUTH and QUIT, which the connection itself answers.
+    pub run: Option<Handler>,
+}
+
+impl Command {
+    /// The MCP tool name.
+    #[must_use]
+    pub fn tool_name(&self) -> String {
+        self.name.to_ascii_lowercase()
+    }
+
+    /// JSON Schema of the arguments (MCP's `inputSchema`).
+    #[must_use]
+    pub fn input_schema(&self) -> Value {
+        let mut props = Map::new();
+        for a in self.args {
+            let mut s = a.ty.schema();
+            if let Value::Object(o) = &mut s {
+                o.insert("description".into(), json!(a.help));
+                if let Some((min, max)) = a.range {
+                    o.insert("minimum".into(), json!(min));
+                    o.insert("maximum".into(), json!(max));
+                }
+            }
+            props.insert(a.name.into(), s);
+        }
+        let required: Vec<&str> = self
+            .args
+            .iter()
+            .filter(|a| a.required)
+            .map(|a| a.name)
+            .collect();
+        json!({"type": "object", "properties": props, "required": required, "additionalProperties": false})
+    }
+
+    /// HELP for this command.
+    #[must_use]
+    pub fn help(&self) -> Value {
+        let args: Vec<Value> = self
+            .args
+            .iter()
+            .map(|a| {
+                let mut h = json!({"name": a.name, "type": a.ty.schema()["type"], "required": a.required, "help": a.help});
+                if let (Some((min, max)), Value::Object(o)) = (a.range, &mut h) {
+                    o.insert("range".into(), json!([min, max]));
+                }
+                h
+            })
+            .collect();
+        json!({"command": self.name, "alias": self.alias, "summary": self.summary, "arguments": args})
+    }
+}
+
+/// A result shape as a reply object.
+/// A library result as a reply: its fields, `success: true` and a `message` for people (the
+/// seed's shape, which vector-memory-mcp clients read). The library's results are plain typed
+/// values; this is the one place the wire shape is made.
+pub(super) fn to_reply<T: Serialize>(v: &T, message: String) -> Outcome {
+    let mut reply = serde_json::to_value(v)
+        .map_err(|e| Fail::new(Code::Internal, format!("encoding the reply: {e}")))?;
+    if let Value::Object(o) = &mut reply {
+        o.insert("success".into(), json!(true));
+        o.insert("message".into(), json!(message));
+    }
+    Ok(reply)
+}
+
+pub(super) fn forbidden(named: &str) -> Fail {
+    let mut f = Fail::new(
+        Code::Forbidden,
+        format!("this connection's token is bound to another user than {named:?}"),
+    );
+    f.body.insert("field".into(), json!("user_id"));
+    f
+}
+
+pub(super) fn write_hook(name: &str) -> Result<WriteHook, Fail> {
+    Ok(match name {
+        "tags" => WriteHook::Tags,
+        "category" => WriteHook::Category,
+        "exact_dedup" => WriteHook::ExactDedup,
+        "semantic_dedup" => WriteHook::SemanticDedup,
+        other => {
+            return Err(Fail::invalid(
+                "skip_hooks",
+                format!("{other:?} is not one of tags, category, exact_dedup, semantic_dedup"),
+            ));
+        }
+    })
+}
+
+/// The write-hook overrides a store or update request may carry.
+pub(super) fn write_overrides(args: &mut Args) -> Result<HookOverrides, Fail> {
+    let mut o = HookOverrides::default();
+    for h in args.opt_strs("skip_hooks")?.unwrap_or_default() {
+        o.skip.push(write_hook(&h)?);
+    }
+    for h in args.opt_strs("force_hooks")?.unwrap_or_default() {
+        o.force.push(write_hook(&h)?);
+    }
+    o.dedup_distance = args.opt_f32("dedup_distance")?;
+    o.merge = args
+        .opt_str("merge")?
+        .map(|m| parsed("merge", amberdb::Merge::parse(&m)))
+        .transpose()?;
+    Ok(o)
+}
+
+pub(super) fn engine<T>(r: amberdb::Result<T>) -> Result<T, Fail> {
+    r.map_err(Fail::from)
+}
+
+pub(super) fn parsed<T>(field: &str, r: amberdb::Result<T>) -> Result<T, Fail> {
+    r.map_err(|e| match e {
+        EngineError::Invalid { reason, .. } => Fail::invalid(field, reason),
+        other => Fail::from(other),
+    })
+}
+
+pub(super) const USER: Arg = opt("user_id", Ty::Str, "the user (tenant); default \"default\"");
+
+pub(super) const MEMORY_ID: Arg =
+    req("memory_id", Ty::Int, "a memory's id (≥ 1)").within(1, u64::MAX);
+
+pub(super) const SKIP_HOOKS: Arg = opt(
+    "skip_hooks",
+    Ty::StrList,
+    "write hooks off for this request: tags, category, exact_dedup, semantic_dedup",
+);
+
+pub(super) const FORCE_HOOKS: Arg = opt(
+    "force_hooks",
+    Ty::StrList,
+    "write hooks on for this request",
+);
+
+pub(super) const DEDUP_DISTANCE: Arg = opt(
+    "dedup_distance",
+    Ty::Num,
+    "store-time semantic dedup cosine distance, (0, 2); default 0.35",
+);
+
+pub(super) const MERGE: Arg = opt(
+    "merge",
+    Ty::Str,
+    "which near duplicates semantic dedup merges: sure (default) or paraphrases",
+);
