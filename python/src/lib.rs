@@ -76,16 +76,17 @@ impl NativeStore {
             Some(json) => serde_json::from_str(json)
                 .map_err(|e| PyValueError::new_err(format!("hook settings: {e}")))?,
         };
-        let choice = match embedder {
-            None => amberdb_server::recorded_embedder(&path).unwrap_or(EmbedderChoice::Minilm),
-            Some("minilm") => EmbedderChoice::Minilm,
-            Some("hashing") => EmbedderChoice::Hashing,
+        let given = match embedder {
+            None => None,
+            Some("minilm") => Some(EmbedderChoice::Minilm),
+            Some("hashing") => Some(EmbedderChoice::Hashing),
             Some(other) => {
                 return Err(PyValueError::new_err(format!(
                     "embedder {other:?} is not one of minilm, hashing"
                 )));
             }
         };
+        let choice = amberdb_server::embedder_for(given, &path);
         if let Some(limit) = memory_limit
             && !(1..=amberdb::MAX_MEMORY_LIMIT).contains(&limit)
         {

@@ -334,10 +334,7 @@ impl EmbedderArgs {
     /// store's own embedder never needs naming, and a command that embeds nothing never
     /// fetches a model for a hashing store.
     fn options(&self, dir: &Path, model: ModelPolicy) -> anyhow::Result<amberdb::StoreOptions> {
-        let choice = self
-            .embedder
-            .or_else(|| crate::recorded_embedder(dir))
-            .unwrap_or(EmbedderChoice::Minilm);
+        let choice = crate::embedder_for(self.embedder, dir);
         if choice == EmbedderChoice::Minilm {
             self.ensure_minilm(model)?;
         }

@@ -22,6 +22,16 @@ pub fn recorded_embedder(dir: &Path) -> Option<EmbedderChoice> {
     embedder_of_model(&amberdb::identity::recorded_model(dir)?)
 }
 
+/// The embedder an open of the store in `dir` uses: the one `given`, else the one the store
+/// records (`docs/durability.md`, "Which embedder an open uses"), else MiniLM. The CLI and
+/// Python's `Store` both ask this.
+#[must_use]
+pub fn embedder_for(given: Option<EmbedderChoice>, dir: &Path) -> EmbedderChoice {
+    given
+        .or_else(|| recorded_embedder(dir))
+        .unwrap_or(EmbedderChoice::Minilm)
+}
+
 /// The embedder this build names for a model id (`--embedder`, Python's `embedder=`).
 #[must_use]
 pub fn embedder_of_model(model: &str) -> Option<EmbedderChoice> {
