@@ -193,9 +193,26 @@ fn main() {
     report("churn, one cycle later", &store, &mut peak);
 
     let started = Instant::now();
+    delete_all_but_a_tenth(&store, live, &mut rng);
+    eprintln!("deleted 90 % in {:.0} s", started.elapsed().as_secs_f64());
+    report("90 % deleted", &store, &mut peak);
+    settle(&store, store.stats().maintenance.purges);
+    let after = report("90 % deleted, one cycle on", &store, &mut peak);
+    let files = files_in(dir.path());
+    eprintln!("  files: {files:?}");
+    println!(
+        "{:<28} {:>10.1} MB; after deleting 90 %: {:.1} % of the peak",
+        "peak",
+        mb(peak),
+        100.0 * after as f64 / peak as f64
+    );
+}
+
+/// Deletes all but a tenth of `live`, in durable batches of 512.
+fn delete_all_but_a_tenth(store: &Store, mut live: Vec<MemoryId>, rng: &mut SeededRng) {
     let keep = live.len() / 10;
     while live.len() > keep {
-        let k = below(&mut rng, live.len());
+        let k = below(rng, live.len());
         let victims: Vec<MemoryId> = (0..512.min(live.len() - keep))
             .map(|_| live.swap_remove(k.min(live.len() - 1)))
             .collect();
@@ -207,11 +224,11 @@ fn main() {
             })
             .expect("durable");
     }
-    eprintln!("deleted 90 % in {:.0} s", started.elapsed().as_secs_f64());
-    report("90 % deleted", &store, &mut peak);
-    settle(&store, store.stats().maintenance.purges);
-    let after = report("90 % deleted, one cycle on", &store, &mut peak);
-    let mut files: Vec<(String, u64)> = std::fs::read_dir(dir.path())
+}
+
+/// The files in `dir` with their sizes, by name.
+fn files_in(dir: &std::path::Path) -> Vec<(String, u64)> {
+    let mut files: Vec<(String, u64)> = std::fs::read_dir(dir)
         .expect("list")
         .map(|e| {
             let e = e.expect("entry");
@@ -222,11 +239,5 @@ fn main() {
         })
         .collect();
     files.sort();
-    eprintln!("  files: {files:?}");
-    println!(
-        "{:<28} {:>10.1} MB; after deleting 90 %: {:.1} % of the peak",
-        "peak",
-        mb(peak),
-        100.0 * after as f64 / peak as f64
-    );
+    files
 }

@@ -596,22 +596,7 @@ fn chats(
                 let (page, ordered) = default_page(&messages_store, &user, q, *variant)?;
                 if k == 0 {
                     unordered += usize::from(!ordered);
-                    // The session-neighbour expansion as a user asks for it: the first
-                    // five results with `neighbours: 1`, each followed by the turn before and
-                    // the one after it, ten turns in all.
-                    let mut req = SearchRequest::new(q.as_str()).user(&user).limit(5);
-                    req.neighbours = 1;
-                    req.hooks.count_access = Some(false);
-                    let mut expanded: Vec<Vec<MemoryId>> = Vec::new();
-                    for hit in messages_store.search(&req)?.results {
-                        let around = hit.context.iter().map(|n| n.memory_id);
-                        for n in std::iter::once(hit.memory.id).chain(around) {
-                            if !expanded.iter().any(|e| e[0] == n) {
-                                expanded.push(vec![n]);
-                            }
-                        }
-                    }
-                    expanded.truncate(10);
+                    let expanded = with_session_neighbours(&messages_store, &user, q)?;
                     with_neighbours.add(first_hit(&expanded, &wanted));
                 }
                 variants[k].add(first_hit(&page, &wanted));
@@ -651,6 +636,29 @@ fn chats(
         ratio(with_neighbours.at10, asked)
     );
     Ok(())
+}
+
+/// The session-neighbour expansion as a user asks for it: the first five results with
+/// `neighbours: 1`, each followed by the turn before and the one after it, ten turns in all.
+fn with_session_neighbours(
+    store: &Store,
+    user: &str,
+    q: &str,
+) -> anyhow::Result<Vec<Vec<MemoryId>>> {
+    let mut req = SearchRequest::new(q).user(user).limit(5);
+    req.neighbours = 1;
+    req.hooks.count_access = Some(false);
+    let mut expanded: Vec<Vec<MemoryId>> = Vec::new();
+    for hit in store.search(&req)?.results {
+        let around = hit.context.iter().map(|n| n.memory_id);
+        for n in std::iter::once(hit.memory.id).chain(around) {
+            if !expanded.iter().any(|e| e[0] == n) {
+                expanded.push(vec![n]);
+            }
+        }
+    }
+    expanded.truncate(10);
+    Ok(expanded)
 }
 
 /// The CI slice (`benches/tests/data/sts-images/`): the SemEval STS image-caption pairs of

@@ -255,7 +255,6 @@ fn keys_of(hits: Vec<amberdb_index::Neighbour>) -> Vec<u64> {
     hits.into_iter().map(|h| h.key).collect()
 }
 
-#[expect(clippy::too_many_lines, reason = "one bench, one table after another")]
 fn bench(dir: &Path, n: usize, q: usize) -> anyhow::Result<()> {
     let rows = read_rows(&dir.join("passages.f32"), n)?;
     let queries = read_rows(&dir.join("queries.f32"), q)?;
@@ -340,12 +339,31 @@ fn bench(dir: &Path, n: usize, q: usize) -> anyhow::Result<()> {
             }
         }
     }
-    // Filtered: the engine's rule, exact over the matching keys when they are few
-    // (GATHER_KEYS = 4,096 or a sixteenth of the rows), else the IVF probe with the filter.
+    let filtered = filtered_table(&flat, &ivf, &queries[..q.min(200) * DIM], n);
+    let out = serde_json::json!({
+        "rows": n, "queries": q, "nlist": built.nlist, "nprobe": built.nprobe,
+        "built_recall": built.built_recall, "curve": built.curve,
+        "build_seconds": build_secs, "kmeans_seconds": kmeans_secs, "open_seconds": open_secs, "index_bytes": file_bytes,
+        "results": results, "filtered": filtered,
+    });
+    let path = dir.join(format!("amberdb-{n}.json"));
+    std::fs::write(&path, serde_json::to_string_pretty(&out)?)?;
+    println!("\nwrote {}", path.display());
+    Ok(())
+}
+
+/// Filtered searches at four selectivities: the engine's rule, exact over the matching keys
+/// when they are few (GATHER_KEYS = 4,096 or a sixteenth of the rows), else the IVF probe with
+/// the filter. Prints a table and returns its rows.
+fn filtered_table(
+    flat: &Collection,
+    ivf: &Collection,
+    fq: &[f32],
+    n: usize,
+) -> Vec<serde_json::Value> {
     println!(
         "\n| filter selectivity | path | threads | queries/s | recall@10 | fewest hits |\n|---|---|---|---|---|---|"
     );
-    let fq = &queries[..q.min(200) * DIM];
     let mut filtered = Vec::new();
     for every in [1_000u64, 100, 10, 2] {
         let keep = move |k: u64| k.is_multiple_of(every);
@@ -400,16 +418,7 @@ fn bench(dir: &Path, n: usize, q: usize) -> anyhow::Result<()> {
             }));
         }
     }
-    let out = serde_json::json!({
-        "rows": n, "queries": q, "nlist": built.nlist, "nprobe": built.nprobe,
-        "built_recall": built.built_recall, "curve": built.curve,
-        "build_seconds": build_secs, "kmeans_seconds": kmeans_secs, "open_seconds": open_secs, "index_bytes": file_bytes,
-        "results": results, "filtered": filtered,
-    });
-    let path = dir.join(format!("amberdb-{n}.json"));
-    std::fs::write(&path, serde_json::to_string_pretty(&out)?)?;
-    println!("\nwrote {}", path.display());
-    Ok(())
+    filtered
 }
 
 /// The IVF sweep alone at `nprobes` (none: the built nprobe), on an index built once and kept

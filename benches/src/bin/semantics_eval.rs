@@ -347,14 +347,46 @@ fn main() -> anyhow::Result<()> {
         clock: Timestamp::parse_rfc3339("2020-01-01T00:00:00Z").map_or(0, |t| t.0),
     };
     let user = "eval";
-    let pick =
-        |rng: &mut SeededRng, list: &[&'static str]| list[rng.below(list.len() as u64) as usize];
+    let mut slots = first_values(&mut eval, &mut rng, subjects, user)?;
+    let stored_before = eval.store.stats().memories;
+    changes(&mut eval, &mut rng, &mut slots, user)?;
+    questions(&eval, &slots, user, "the single-valued slots only")?;
+    let (multi_pairs, other_pairs) = other_slots(&mut eval, &mut rng, &mut slots, subjects, user)?;
+    report_decisions(&eval.counts, stored_before, multi_pairs, other_pairs);
+    questions(
+        &eval,
+        &slots,
+        user,
+        "with other relations of the same subjects stored (born/died, lives/works, manager/brother, likes, speaks, visited)",
+    )?;
+    frequency_strategy(&eval, &slots, user)?;
+    // Phase 5: pair-level dedup on fresh users: paraphrases (same slot, same value), near
+    // misses (same slot another value; another subject; another relation), random pairs.
+    println!("\n## Pairs (each in a fresh user): store-time dedup against a bare threshold");
+    let pairs = templated_pairs(&mut rng, subjects);
+    pair_f1(&eval.store, "templated", &pairs)?;
+    real_pairs(&eval.store)
+}
+
+/// One value from `list`.
+fn pick(rng: &mut SeededRng, list: &[&'static str]) -> &'static str {
+    list[rng.below(list.len() as u64) as usize]
+}
+
+/// Phase 1: every slot of the single-valued relations gets a value. Returns each slot: the
+/// relation's index, the subject, and its values in order with their `valid_from`.
+fn first_values(
+    eval: &mut Eval,
+    rng: &mut SeededRng,
+    subjects: usize,
+    user: &str,
+) -> anyhow::Result<Vec<Slot>> {
     // Phase 1: every slot gets a value.
     // slot -> (relation index, subject, values in order with their valid_from)
     let mut slots: Vec<Slot> = Vec::new();
     for (r, rel) in SINGLE.iter().enumerate() {
         for s in rel.subjects.iter().take(subjects) {
-            let v = pick(&mut rng, rel.values);
+            let v = pick(rng, rel.values);
             let fact = Fact {
                 slot: format!("{}:{s}", rel.name),
                 value: v.to_owned(),
@@ -364,9 +396,16 @@ fn main() -> anyhow::Result<()> {
             slots.push((r, s, vec![(v, eval.clock)]));
         }
     }
-    let mut multi_pairs = 0;
-    let stored_before = eval.store.stats().memories;
-    // Phase 2: corrections, restatements, extra values, other relations, other subjects.
+    Ok(slots)
+}
+
+/// Phase 2: corrections, restatements in other words.
+fn changes(
+    eval: &mut Eval,
+    rng: &mut SeededRng,
+    slots: &mut [Slot],
+    user: &str,
+) -> anyhow::Result<()> {
     let order: Vec<usize> = (0..slots.len()).collect();
     for &i in &order {
         let (r, s, ref mut history) = slots[i];
@@ -375,9 +414,9 @@ fn main() -> anyhow::Result<()> {
             0 | 1 => {
                 // A new value, in the usual words or the other ones.
                 let current = history.last().map_or("", |h| h.0);
-                let mut v = pick(&mut rng, rel.values);
+                let mut v = pick(rng, rel.values);
                 while v == current {
-                    v = pick(&mut rng, rel.values);
+                    v = pick(rng, rel.values);
                 }
                 let t = rel.templates[rng.below(rel.templates.len() as u64) as usize];
                 let fact = Fact {
@@ -400,10 +439,22 @@ fn main() -> anyhow::Result<()> {
             }
         }
     }
-    questions(&eval, &slots, user, "the single-valued slots only")?;
+    Ok(())
+}
+
+/// Phase 3: extra values of many-valued relations and other relations of the same subjects.
+/// Returns how many pairs of each were stored.
+fn other_slots(
+    eval: &mut Eval,
+    rng: &mut SeededRng,
+    slots: &mut [Slot],
+    subjects: usize,
+    user: &str,
+) -> anyhow::Result<(usize, usize)> {
+    let mut multi_pairs = 0;
     for (name, values, template) in MULTI {
         for s in PEOPLE.iter().take(subjects.min(PEOPLE.len())) {
-            let v = pick(&mut rng, values);
+            let v = pick(rng, values);
             let fact = Fact {
                 slot: format!("{name}:{s}"),
                 value: v.to_owned(),
@@ -414,7 +465,7 @@ fn main() -> anyhow::Result<()> {
     }
     for (name, values, template) in MULTI {
         for s in PEOPLE.iter().take(subjects.min(PEOPLE.len())) {
-            let v = pick(&mut rng, values);
+            let v = pick(rng, values);
             let fact = Fact {
                 slot: format!("{name}:{s}"),
                 value: format!("{v}+"),
@@ -427,7 +478,7 @@ fn main() -> anyhow::Result<()> {
     let mut other_pairs = 0;
     for (a, b) in OTHER_RELATION {
         for s in PEOPLE.iter().take(subjects.min(PEOPLE.len()) / 2) {
-            let v = pick(&mut rng, CITIES);
+            let v = pick(rng, CITIES);
             for ((name, t), label) in [(a, Label::New), (b, Label::Distinct)] {
                 // The first may be a value of a slot the first phase filled (lives_in).
                 let fact = Fact {
@@ -446,7 +497,11 @@ fn main() -> anyhow::Result<()> {
             other_pairs += 1;
         }
     }
-    let c = &eval.counts;
+    Ok((multi_pairs, other_pairs))
+}
+
+/// The write-time decisions against the labels.
+fn report_decisions(c: &Counts, stored_before: usize, multi_pairs: usize, other_pairs: usize) {
     println!(
         "\n## Write-time decisions ({} memories before the second phase)",
         stored_before
@@ -465,18 +520,13 @@ fn main() -> anyhow::Result<()> {
         "merges or updates across slots (different subject or relation): {} (of {} many-valued and {} other-relation pairs stored)",
         c.across_slots, multi_pairs, other_pairs
     );
+}
 
-    questions(
-        &eval,
-        &slots,
-        user,
-        "with other relations of the same subjects stored (born/died, lives/works, manager/brother, likes, speaks, visited)",
-    )?;
-
-    // Phase 4: the frequency strategy before and after 2,000 searches.
+/// Phase 4: the frequency strategy's newest value at top-1, before and after 2,000 searches.
+fn frequency_strategy(eval: &Eval, slots: &[Slot], user: &str) -> anyhow::Result<()> {
     let freq_top1 = |eval: &Eval| -> anyhow::Result<f64> {
         let mut right = 0;
-        for (r, s, history) in &slots {
+        for (r, s, history) in slots {
             let rel = &SINGLE[*r];
             let mut req = SearchRequest::new(fill(rel.question, s, ""))
                 .user(user)
@@ -491,32 +541,35 @@ fn main() -> anyhow::Result<()> {
         }
         Ok(right as f64 / slots.len() as f64)
     };
-    let before = freq_top1(&eval)?;
+    let before = freq_top1(eval)?;
     for i in 0..2000 {
         let (r, s, _) = &slots[i % slots.len()];
         let req = SearchRequest::new(fill(SINGLE[*r].question, s, "")).user(user);
         eval.store.search(&req)?;
     }
-    let after = freq_top1(&eval)?;
+    let after = freq_top1(eval)?;
     println!(
         "\n## frequency strategy: top-1 newest value {before:.3} before 2,000 searches, {after:.3} after"
     );
 
-    // Phase 5: pair-level dedup on fresh users: paraphrases (same slot, same value), near
-    // misses (same slot another value; another subject; another relation), random pairs.
-    println!("\n## Pairs (each in a fresh user): store-time dedup against a bare threshold");
+    Ok(())
+}
+
+/// Phase 5's templated pairs: a paraphrase, another subject, another relation, a random
+/// statement, for each slot of the first subjects.
+fn templated_pairs(rng: &mut SeededRng, subjects: usize) -> Vec<(String, String, bool)> {
     let mut pairs: Vec<(String, String, bool)> = Vec::new();
     for rel in SINGLE {
         for s in rel.subjects.iter().take(subjects.min(12)) {
-            let v = pick(&mut rng, rel.values);
+            let v = pick(rng, rel.values);
             let w = loop {
-                let w = pick(&mut rng, rel.values);
+                let w = pick(rng, rel.values);
                 if w != v {
                     break w;
                 }
             };
             let other = loop {
-                let o = pick(&mut rng, rel.subjects);
+                let o = pick(rng, rel.subjects);
                 if o != *s {
                     break o;
                 }
@@ -532,23 +585,27 @@ fn main() -> anyhow::Result<()> {
                 false,
             ));
             let ((_, a), (_, b)) = OTHER_RELATION[rng.below(OTHER_RELATION.len() as u64) as usize];
-            let city = pick(&mut rng, CITIES);
+            let city = pick(rng, CITIES);
             pairs.push((fill(a, s, city), fill(b, s, city), false));
             let r2 = &SINGLE[rng.below(SINGLE.len() as u64) as usize];
             pairs.push((
                 fill(rel.templates[0], s, v),
                 fill(
                     r2.templates[0],
-                    pick(&mut rng, r2.subjects),
-                    pick(&mut rng, r2.values),
+                    pick(rng, r2.subjects),
+                    pick(rng, r2.values),
                 ),
                 false,
             ));
             let _ = w;
         }
     }
-    pair_f1(&eval.store, "templated", &pairs)?;
-    // The real-text pairs `scripts/real-pairs` builds from Debian's package descriptions.
+    pairs
+}
+
+/// The real-text pairs `scripts/real-pairs` builds from Debian's package descriptions, when
+/// they are there.
+fn real_pairs(store: &Store) -> anyhow::Result<()> {
     let real =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/eval/real_pairs.tsv");
     match std::fs::read_to_string(&real) {
@@ -562,11 +619,7 @@ fn main() -> anyhow::Result<()> {
                     Some((f.next()?.to_owned(), f.next()?.to_owned(), label == "1"))
                 })
                 .collect();
-            pair_f1(
-                &eval.store,
-                "real text (Debian package descriptions)",
-                &pairs,
-            )?;
+            pair_f1(store, "real text (Debian package descriptions)", &pairs)?;
         }
         Err(_) => println!(
             "no {}: run scripts/real-pairs for the real-text pairs",

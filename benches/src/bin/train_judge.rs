@@ -187,6 +187,23 @@ fn weights_file(w: &[f64; N], threshold: f32, report: &str) -> String {
     s
 }
 
+/// The lowest probability the judge may merge at with wrong merges at most 1 % of the
+/// `different` tuning pairs of different meaning, over `scored` sorted best first.
+fn loose_threshold(scored: &[(f32, bool)], different: usize) -> f32 {
+    let (mut wrong, mut at) = (0usize, 1.0f32);
+    for (k, (p, same)) in scored.iter().enumerate() {
+        wrong += usize::from(!*same);
+        let boundary = scored.get(k + 1).is_none_or(|next| next.0 < *p);
+        if wrong * 100 > different {
+            break;
+        }
+        if boundary {
+            at = *p;
+        }
+    }
+    at
+}
+
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let data: std::path::PathBuf = args
@@ -242,20 +259,7 @@ fn main() -> anyhow::Result<()> {
         .filter(|(set, _)| !set.held_out)
         .flat_map(|(_, rows)| rows.iter().filter(|r| !r.same))
         .count();
-    let loose = {
-        let (mut wrong, mut at) = (0usize, 1.0f32);
-        for (k, (p, same)) in scored.iter().enumerate() {
-            wrong += usize::from(!*same);
-            let boundary = scored.get(k + 1).is_none_or(|next| next.0 < *p);
-            if wrong * 100 > different {
-                break;
-            }
-            if boundary {
-                at = *p;
-            }
-        }
-        at
-    };
+    let loose = loose_threshold(&scored, different);
     let mut report = String::new();
     let _ = writeln!(
         report,
