@@ -16,6 +16,12 @@
 //! | ask across a user's sessions | [`Store::query`] | a [`query::Query`] | [`query::QueryData`] |
 //! | tags, snapshots, compaction, cleanup | `unique_tags`, `tag_normalize_*`, `snapshot_*`, `compact_*`, `clear_old_memories` | | typed results |
 //! | the numbers | [`Store::stats`] (the store) / [`Store::user_stats`] (one user) | | [`Stats`] / [`MemoryStats`] |
+//! | look after the store | [`Store::checkpoint`], [`Store::purge`], [`Store::backup`], [`Store::build_index`], [`Store::flush`] | | [`Purge`], [`IndexBuild`] |
+//! | many writes, one fsync | [`Store::durable_batch`] / [`Store::deferred_batch`] | a closure given the batch's handle | its value, [`PendingDurable`] |
+//!
+//! Each group lives in its own file: `store/` (opening, looking after, batches), `memory/write/`,
+//! `memory/read.rs`, `memory/search/`, `memory/query.rs`, `memory/entities.rs`, `memory/tags.rs`,
+//! `memory/items.rs`, `memory/compaction.rs`, `memory/mend.rs`, `memory/reembed.rs`.
 //!
 //! A store scoped to one user ([`Store::scoped`]) reaches that user's records only, through
 //! every call. Errors are [`EngineError`]s; [`EngineError::kind`] sorts them (caller, data,

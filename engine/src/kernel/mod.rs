@@ -5,7 +5,8 @@
 //! - `storage`: the one seam for all file I/O (real files, or faults and crash images in tests),
 //!   and the atomic-file helper.
 //! - `log`, `checkpoint`, `identity`, `segment_file`: the on-disk formats (`docs/format/`).
-//! - `recovery`: open a directory: find the newest usable checkpoint, replay the log after it.
+//! - `recovery`: open a directory: find the newest usable checkpoint (`recovery/checkpoint.rs`),
+//!   replay the log after it (`recovery/replay.rs`).
 //! - `db`: one open database, the API the layers above use: `read` the state, `commit` an
 //!   operation, `touch`, `checkpoint`, `flush`, batches. Split by job: `db/core.rs` (what every
 //!   job shares: the `Db` and `Writer` structs, accessors), `db/mod.rs` (the open and the
@@ -19,7 +20,8 @@
 //!   kernel imports nothing from it.
 //! - `state`: the in-memory state (the table and the vector collection) and `apply`, the one
 //!   way an operation changes it.
-//! - `table`, `keyword`, `text_column`: the metadata table and its indexes.
+//! - `table`, `keyword`, `text_column`: the metadata table (`table/user.rs` what it keeps per
+//!   user, `table/archive.rs` the archive) and its indexes.
 //! - `record`, `ids`, `rule`, `codec`, `error`: the data model, its ids, the decision codes it
 //!   keeps, its byte encoding, and errors.
 //! - `verify`: the offline check of a store's files.

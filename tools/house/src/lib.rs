@@ -591,13 +591,13 @@ pub fn circles(edges: &[Import]) -> Vec<Vec<PathBuf>> {
     state.out
 }
 
-/// The engine's floors: `kernel/` below, the product layer (`hooks/`, `memory/`, `store.rs`,
+/// The engine's floors: `kernel/` below, the product layer (`hooks/`, `memory/`, `store/`,
 /// `options.rs`) above it.
 const KERNEL: &str = "engine/src/kernel/";
 const PRODUCT: &[&str] = &[
     "engine/src/hooks/",
     "engine/src/memory/",
-    "engine/src/store.rs",
+    "engine/src/store/",
     "engine/src/options.rs",
 ];
 
