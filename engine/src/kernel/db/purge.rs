@@ -255,13 +255,7 @@ impl Db {
                 .collect();
             retired.extend(self.retire_logs_before(&w, newest));
             let named: std::collections::HashSet<u64> = w.segments.iter().map(|s| s.id).collect();
-            w.replaced.retain(|entry| {
-                let keep = named.contains(&entry.id);
-                if !keep {
-                    retired.push(self.dir.join(entry.file_name()));
-                }
-                keep
-            });
+            retired.extend(self.retire_replaced(&mut w, &named));
             retired
         };
         self.let_go(&retired, None);

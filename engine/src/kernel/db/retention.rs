@@ -140,14 +140,25 @@ impl Db {
                 .flat_map(|c| c.segments.iter().flatten().copied())
                 .chain(w.segments.iter().map(|s| s.id))
                 .collect();
-            w.replaced.retain(|entry| {
-                let keep = named.contains(&entry.id);
-                if !keep {
-                    retired.push(self.dir.join(entry.file_name()));
-                }
-                keep
-            });
+            retired.extend(self.retire_replaced(w, &named));
         }
+        retired
+    }
+
+    /// Lets go of the replaced segments (B4) whose ids are not in `named`: returns their files.
+    pub(in crate::kernel) fn retire_replaced(
+        &self,
+        w: &mut Writer,
+        named: &std::collections::HashSet<u64>,
+    ) -> Vec<PathBuf> {
+        let mut retired = Vec::new();
+        w.replaced.retain(|entry| {
+            let keep = named.contains(&entry.id);
+            if !keep {
+                retired.push(self.dir.join(entry.file_name()));
+            }
+            keep
+        });
         retired
     }
 
