@@ -121,17 +121,18 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod error;
 pub mod hooks;
 pub mod kernel;
 mod memory;
 pub mod options;
 mod store;
 
-pub use error::{EngineError, ErrorKind, Result};
+pub use error::{EngineError, ErrorKind, KernelError, Result};
 pub use hooks::facts::Relation;
 pub use hooks::{Fold, HookConfig, HookOverrides, Merge, ReadHook, WriteHook};
 pub use kernel::commit::PoisonCause;
-pub use kernel::{checkpoint, codec, error, identity, log, record, segment_file, storage, verify};
+pub use kernel::{checkpoint, codec, identity, log, record, segment_file, storage, verify};
 pub use memory::{
     Cleared, Compacted, CompactionGroup, CompactionPreview, DedupDecision, EntityDeleted, Feedback,
     FeedbackResult, Fusion, History, Hits, ItemUser, MAX_NEIGHBOURS, MAX_OFFSET, MAX_PAGE,
@@ -150,7 +151,7 @@ pub mod query {
 }
 pub use amberdb_embed::{Embedder, HashingEmbedder};
 pub use amberdb_index::Probe;
-pub use kernel::backup::{Backup, Restored, restore};
+pub use kernel::backup::{Backup, Restored};
 pub use kernel::db::{IndexBuild, PendingDurable};
 pub use kernel::maintenance::Purge;
 pub use kernel::maintenance::{CheckpointRun, MaintenanceCounters, Removed};
@@ -163,7 +164,7 @@ pub use record::{
     Category, Entity, EntityKind, Item, Kind, Memory, MemoryId, NewMemory, Role, TagSnapshot,
     Timestamp,
 };
-pub use store::{IndexStats, IvfSegmentStats, Stats, Store};
+pub use store::{IndexStats, IvfSegmentStats, Stats, Store, restore};
 
 /// Decoders of bytes from disk, exposed for the fuzz targets and their proptests. Each runs
 /// its decoder on arbitrary bytes and never panics.

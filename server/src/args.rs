@@ -6,7 +6,7 @@
 //! is a [`Fail`]: a protocol error code (`docs/protocol.md`, "Errors") and a message that says
 //! what to do.
 
-use amberdb::{EngineError, MemoryId, Timestamp};
+use amberdb::{EngineError, KernelError, MemoryId, Timestamp};
 use serde_json::{Map, Value, json};
 
 /// The error codes of `docs/protocol.md`.
@@ -166,15 +166,17 @@ fn seed_reply(e: &EngineError) -> Map<String, Value> {
         EngineError::DimensionMismatch { .. } => ("Invalid input", e.to_string()),
         EngineError::OutOfScope { .. } => ("Forbidden", e.to_string()),
         EngineError::EmbedderMismatch { .. } => ("Embedder mismatch", e.to_string()),
-        EngineError::Locked { .. } => ("Store locked", e.to_string()),
-        EngineError::Poisoned => ("Store poisoned", e.to_string()),
-        EngineError::DiskFull { .. } => ("Disk full", e.to_string()),
-        EngineError::Restoring { .. } => ("Restoring", e.to_string()),
-        EngineError::Internal { .. } => ("Internal error", e.to_string()),
-        EngineError::Io { .. } => ("I/O error", e.to_string()),
-        EngineError::Corrupted { .. }
-        | EngineError::Misnamed { .. }
-        | EngineError::UnsupportedVersion { .. } => ("Data error", e.to_string()),
+        EngineError::Kernel(KernelError::Locked { .. }) => ("Store locked", e.to_string()),
+        EngineError::Kernel(KernelError::Poisoned) => ("Store poisoned", e.to_string()),
+        EngineError::Kernel(KernelError::DiskFull { .. }) => ("Disk full", e.to_string()),
+        EngineError::Kernel(KernelError::Restoring { .. }) => ("Restoring", e.to_string()),
+        EngineError::Kernel(KernelError::Internal { .. }) => ("Internal error", e.to_string()),
+        EngineError::Kernel(KernelError::Io { .. }) => ("I/O error", e.to_string()),
+        EngineError::Kernel(KernelError::Corrupted { .. })
+        | EngineError::Kernel(KernelError::Misnamed { .. })
+        | EngineError::Kernel(KernelError::UnsupportedVersion { .. }) => {
+            ("Data error", e.to_string())
+        }
         EngineError::Embed(_) => ("Embedding failed", e.to_string()),
         // Variants added after this server was written.
         _ => ("Internal error", e.to_string()),
@@ -192,6 +194,13 @@ fn seed_reply(e: &EngineError) -> Map<String, Value> {
         reply.insert("memory_id".into(), json!(id.0));
     }
     reply
+}
+
+impl From<KernelError> for Fail {
+    /// The store's own failure (a batch's fsync), as the library reports it.
+    fn from(e: KernelError) -> Fail {
+        Fail::from(EngineError::from(e))
+    }
 }
 
 impl From<EngineError> for Fail {
@@ -213,11 +222,11 @@ impl From<EngineError> for Fail {
             | EngineError::Archived { .. }
             | EngineError::EntityNotFound { .. }
             | EngineError::SnapshotNotFound { .. } => Code::NotFound,
-            EngineError::Poisoned
+            EngineError::Kernel(KernelError::Poisoned)
             | EngineError::Embed(_)
-            | EngineError::Locked { .. }
-            | EngineError::Restoring { .. } => Code::Unavailable,
-            EngineError::DiskFull { .. } => Code::DiskFull,
+            | EngineError::Kernel(KernelError::Locked { .. })
+            | EngineError::Kernel(KernelError::Restoring { .. }) => Code::Unavailable,
+            EngineError::Kernel(KernelError::DiskFull { .. }) => Code::DiskFull,
             EngineError::OutOfScope { .. } => Code::Forbidden,
             // I/O, corruption, and variants added after this server was written.
             _ => Code::Internal,
@@ -686,16 +695,16 @@ mod tests {
 
     #[test]
     fn faults_of_the_engine_and_the_disk_are_not_the_callers() {
-        let internal = EngineError::Internal {
+        let internal = EngineError::Kernel(KernelError::Internal {
             context: "encoding the growing rows as a segment",
             reason: "x".into(),
-        };
+        });
         assert_eq!(internal.kind(), amberdb::ErrorKind::Internal);
         assert_eq!(Fail::from(internal).code, Code::Internal);
-        let full = EngineError::DiskFull {
+        let full = EngineError::Kernel(KernelError::DiskFull {
             path: "wal".into(),
             source: std::io::ErrorKind::StorageFull.into(),
-        };
+        });
         assert_eq!(full.kind(), amberdb::ErrorKind::Environment);
         let f = Fail::from(full);
         assert_eq!(f.code, Code::DiskFull);

@@ -38,6 +38,7 @@ pub use embedder::{
     recorded_embedder,
 };
 
+use amberdb::KernelError;
 use amberdb::{
     Category, EngineError, NewMemory, Result, SearchRequest, Store, StoreOptions, Strategy,
 };
@@ -109,7 +110,7 @@ pub fn run_server(config: config::ServeConfig, mut options: StoreOptions) -> any
     store.flush().context("flushing the store")?;
     match store.checkpoint() {
         // Vectors still being restored (R4b): the next open carries on; nothing is lost.
-        Err(amberdb::EngineError::Restoring { left }) => {
+        Err(amberdb::EngineError::Kernel(KernelError::Restoring { left })) => {
             tracing::warn!(left, "not checkpointed: vectors still being restored");
         }
         done => done.context("checkpointing the store")?,
@@ -357,7 +358,7 @@ pub fn purge(dir: &Path, options: StoreOptions) -> Result<String> {
 /// As `Store::open`, `Store::backup` and `check`.
 pub fn backup(dir: &Path, options: StoreOptions, dest: &Path) -> anyhow::Result<(String, bool)> {
     let store = match Store::open(dir, options) {
-        Err(EngineError::Locked { .. }) => anyhow::bail!(
+        Err(EngineError::Kernel(KernelError::Locked { .. })) => anyhow::bail!(
             "the store {} is open in another process (a running server?): back it up through \
              the server with `amberdb backup {} --server HOST:PORT` (or send it BACKUP)",
             dir.display(),
@@ -432,7 +433,7 @@ pub fn reembed(
 ) -> anyhow::Result<String> {
     let embedder = open_options(to, model_dir)?.embedder;
     let store = match Store::open(dir, options) {
-        Err(EngineError::Locked { .. }) => anyhow::bail!(
+        Err(EngineError::Kernel(KernelError::Locked { .. })) => anyhow::bail!(
             "the store {} is open in another process (a running server?): re-embed it through \
              the server with `amberdb reembed --to {to_name} --server HOST:PORT` (or send it REEMBED)",
             dir.display()

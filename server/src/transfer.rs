@@ -20,6 +20,7 @@
 //! still its own commit, in file order. A line that fails is reported with its line number
 //! and the import goes on; the summary counts each outcome.
 
+use amberdb::KernelError;
 use amberdb::hooks::WriteHook;
 use amberdb::{
     Category, EngineError, EntityKind, HookOverrides, Item, Kind, NewMemory, Provenance, Role,
@@ -178,7 +179,10 @@ pub(crate) fn import_objects(
                 }
             }
             Ok(None) => {}
-            Err(e @ (EngineError::Poisoned | EngineError::Io { .. })) => {
+            Err(
+                e @ (EngineError::Kernel(KernelError::Poisoned)
+                | EngineError::Kernel(KernelError::Io { .. })),
+            ) => {
                 bar.finish_and_clear();
                 return Err(anyhow::Error::new(e)
                     .context(format!("line {n}: the store stopped taking writes")));
@@ -253,7 +257,10 @@ impl Pending {
         };
         let results = match results {
             Ok(results) => results,
-            Err(e @ (EngineError::Poisoned | EngineError::Io { .. })) => {
+            Err(
+                e @ (EngineError::Kernel(KernelError::Poisoned)
+                | EngineError::Kernel(KernelError::Io { .. })),
+            ) => {
                 return Err(stopped(lines[0], e));
             }
             Err(e) => {
@@ -266,7 +273,10 @@ impl Pending {
             match result {
                 Ok(_) => done.stored += 1,
                 Err(EngineError::AlreadyExists { .. }) => done.duplicates += 1,
-                Err(e @ (EngineError::Poisoned | EngineError::Io { .. })) => {
+                Err(
+                    e @ (EngineError::Kernel(KernelError::Poisoned)
+                    | EngineError::Kernel(KernelError::Io { .. })),
+                ) => {
                     return Err(stopped(n, e));
                 }
                 Err(e) => done.failed.push((n, e.to_string())),

@@ -14,6 +14,7 @@
 //! reported with its id and the import goes on.
 
 use crate::transfer::Imported;
+use amberdb::KernelError;
 use amberdb::{
     Category, EngineError, MemoryId, NewMemory, Provenance, Store, StoreRequest, Timestamp,
 };
@@ -96,7 +97,10 @@ pub fn import(store: &Store, db: &Path, user: Option<&str>) -> anyhow::Result<Im
                     done.duplicates += 1;
                     done.renumbered.push((source, existing.0));
                 }
-                Err(e @ (EngineError::Poisoned | EngineError::Io { .. })) => {
+                Err(
+                    e @ (EngineError::Kernel(KernelError::Poisoned)
+                    | EngineError::Kernel(KernelError::Io { .. })),
+                ) => {
                     bar.finish_and_clear();
                     return Err(anyhow::Error::new(e)
                         .context(format!("row id {id}: the store stopped taking writes")));

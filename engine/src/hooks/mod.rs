@@ -14,7 +14,7 @@ pub mod facts;
 pub mod judge;
 pub mod tags;
 
-use crate::kernel::error::{EngineError, Result};
+use crate::error::{EngineError, Result};
 
 /// Default store-time dedup distance (cosine distance; similarity >= 0.65).
 pub const DEDUP_DISTANCE: f32 = 0.35;

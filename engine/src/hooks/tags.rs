@@ -1,7 +1,7 @@
 //! Tag validation and semantic normalization (`docs/semantics.md`, "Tags"): pure functions of
 //! the tag text and similarities, so the guard table can be tested with similarities fed in.
 
-use crate::kernel::error::{EngineError, Result};
+use crate::error::{EngineError, Result};
 use crate::kernel::record::MAX_TAG_CHARS;
 use std::collections::BTreeSet;
 

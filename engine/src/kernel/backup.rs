@@ -8,7 +8,7 @@
 
 use crate::kernel::checkpoint::format as ckpt_format;
 use crate::kernel::db::Db;
-use crate::kernel::error::{EngineError, Result};
+use crate::kernel::error::{KernelError, Result};
 use crate::kernel::error::{internal, io_error};
 use crate::kernel::identity;
 use crate::kernel::log::writer as log_writer;
@@ -58,8 +58,8 @@ pub(crate) fn is_store_file(name: &str) -> bool {
         || segment_file::parse_file_name(name).is_some()
 }
 
-fn invalid(field: &'static str, reason: String) -> EngineError {
-    EngineError::Invalid { field, reason }
+fn invalid(field: &'static str, reason: String) -> KernelError {
+    KernelError::Invalid { field, reason }
 }
 
 /// K3's target: `dest` must not be the store or inside it, and must hold no file; it is
@@ -86,9 +86,9 @@ pub(crate) fn prepare_dest(storage: &dyn Storage, store_dir: &Path, dest: &Path)
         )),
         Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            storage.create_dir_all(dest).map_err(EngineError::io(dest))
+            storage.create_dir_all(dest).map_err(KernelError::io(dest))
         }
-        Err(e) => Err(EngineError::Io {
+        Err(e) => Err(KernelError::Io {
             path: dest.to_path_buf(),
             source: e,
         }),
@@ -97,19 +97,19 @@ pub(crate) fn prepare_dest(storage: &dyn Storage, store_dir: &Path, dest: &Path)
 
 /// Copies `len` bytes (all when `None`) of `from` to `to`, durably. Returns the bytes copied.
 fn copy_file(storage: &dyn Storage, from: &Path, to: &Path, len: Option<u64>) -> Result<u64> {
-    let src = storage.map(from).map_err(EngineError::io(from))?;
+    let src = storage.map(from).map_err(KernelError::io(from))?;
     let bytes = src.as_slice();
     let n = len.map_or(bytes.len(), |l| {
         usize::try_from(l).unwrap_or(usize::MAX).min(bytes.len())
     });
     if len.is_some_and(|l| l > n as u64) {
-        return Err(EngineError::Corrupted {
+        return Err(KernelError::Corrupted {
             file: from.to_path_buf(),
             offset: n as u64,
             reason: "shorter than the length the backup was taken at",
         });
     }
-    let file = storage.create(to).map_err(EngineError::io(to))?;
+    let file = storage.create(to).map_err(KernelError::io(to))?;
     crate::kernel::storage::append_synced(&*file, bytes.get(..n).unwrap_or_default())
         .map_err(|source| io_error(to.to_path_buf(), source))?;
     Ok(n as u64)
@@ -131,9 +131,9 @@ pub(crate) fn copy_store_files(
             written.push(to.clone());
             bytes += copy_file(storage, &from.join(&part.name), &to, part.len)?;
         }
-        storage.sync_dir(dest).map_err(EngineError::io(dest))?;
+        storage.sync_dir(dest).map_err(KernelError::io(dest))?;
         let id_from = from.join(identity::FILE_NAME);
-        let id = storage.read(&id_from).map_err(EngineError::io(&id_from))?;
+        let id = storage.read(&id_from).map_err(KernelError::io(&id_from))?;
         let id_to = dest.join(identity::FILE_NAME);
         written.push(id_to.clone());
         written.push(dest.join(format!("{}.tmp", identity::FILE_NAME)));
@@ -150,20 +150,14 @@ pub(crate) fn copy_store_files(
     result
 }
 
-/// Restores the backup in `backup` into `dir`, offline (`docs/durability.md`, "Backup and
-/// restore"): the backup must pass `amberdb check`, `dir` must hold no store file and no open
-/// store; every store file is copied and fsynced, `IDENTITY` last.
-///
-/// # Errors
-/// `Invalid` for a backup with errors or a `dir` that holds a store; `Locked` when a store is
-/// open in `dir`; `Io` / `DiskFull` (what was written is removed).
-pub fn restore(backup: &Path, dir: &Path) -> Result<Restored> {
+/// Restores the backup in `backup` into `dir`, offline (`crate::restore` documents it).
+pub(crate) fn restore(backup: &Path, dir: &Path) -> Result<Restored> {
     let start = Instant::now();
     let storage = FsStorage;
     let report = crate::kernel::verify::verify(backup)?;
     let has_identity = storage
         .list(backup)
-        .map_err(EngineError::io(backup))?
+        .map_err(KernelError::io(backup))?
         .iter()
         .any(|n| n == identity::FILE_NAME);
     if report.errors() > 0 || !has_identity {
@@ -187,7 +181,7 @@ pub fn restore(backup: &Path, dir: &Path) -> Result<Restored> {
     let _lock = crate::kernel::recovery::lock_dir(&storage, dir)?;
     let present: Vec<String> = storage
         .list(dir)
-        .map_err(EngineError::io(dir))?
+        .map_err(KernelError::io(dir))?
         .into_iter()
         .filter(|n| is_store_file(n))
         .collect();
@@ -203,7 +197,7 @@ pub fn restore(backup: &Path, dir: &Path) -> Result<Restored> {
     }
     let parts: Vec<Part> = storage
         .list(backup)
-        .map_err(EngineError::io(backup))?
+        .map_err(KernelError::io(backup))?
         .into_iter()
         .filter(|n| is_store_file(n) && n != identity::FILE_NAME)
         .map(|name| Part { name, len: None })
@@ -246,10 +240,10 @@ impl Db {
         if checkpoint > 0 {
             let name = ckpt_format::file_name(checkpoint);
             let path = self.dir.join(&name);
-            let bytes = storage.map(&path).map_err(EngineError::io(&path))?;
+            let bytes = storage.map(&path).map_err(KernelError::io(&path))?;
             let head =
                 crate::kernel::checkpoint::reader::decode_head(bytes.as_slice()).map_err(|_| {
-                    EngineError::Corrupted {
+                    KernelError::Corrupted {
                         file: path.clone(),
                         offset: 0,
                         reason: "the newest checkpoint's head does not decode",
@@ -270,7 +264,7 @@ impl Db {
         }
         let mut logs: Vec<u64> = storage
             .list(&self.dir)
-            .map_err(EngineError::io(&self.dir))?
+            .map_err(KernelError::io(&self.dir))?
             .iter()
             .filter_map(|n| crate::kernel::log::writer::parse_file_name(n))
             .filter(|&first| first > checkpoint && first <= active)

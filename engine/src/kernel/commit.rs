@@ -9,7 +9,7 @@
 //! longer be trusted, so nothing is retried and every waiter gets `Poisoned`. The first cause
 //! of poisoning is kept ([`PoisonCause`]: operation, file, OS error, time) and logged once.
 
-use crate::kernel::error::{EngineError, Result};
+use crate::kernel::error::{KernelError, Result};
 use crate::kernel::record::Timestamp;
 use crate::kernel::storage::StorageFile;
 use parking_lot::{Condvar, Mutex};
@@ -108,7 +108,7 @@ impl GroupCommit {
     /// Errors with `Poisoned` if the store is poisoned.
     pub(crate) fn check(&self) -> Result<()> {
         if self.is_poisoned() {
-            Err(EngineError::Poisoned)
+            Err(KernelError::Poisoned)
         } else {
             Ok(())
         }
@@ -146,7 +146,7 @@ impl GroupCommit {
         let mut s = self.state.lock();
         loop {
             if self.is_poisoned() {
-                return Err(EngineError::Poisoned);
+                return Err(KernelError::Poisoned);
             }
             if s.durable >= seq {
                 return Ok(());

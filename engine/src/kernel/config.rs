@@ -96,15 +96,15 @@ impl IndexOptions {
     ///
     /// # Errors
     /// `Invalid` for a recall outside `(0, 1]` or no threads.
-    pub fn validate(&self) -> crate::Result<()> {
+    pub fn validate(&self) -> crate::kernel::error::Result<()> {
         if !(self.target_recall > 0.0 && self.target_recall <= 1.0) {
-            return Err(crate::EngineError::Invalid {
+            return Err(crate::kernel::error::KernelError::Invalid {
                 field: "index.target_recall",
                 reason: "must be in (0, 1]".into(),
             });
         }
         if self.threads == 0 || self.threads > 256 {
-            return Err(crate::EngineError::Invalid {
+            return Err(crate::kernel::error::KernelError::Invalid {
                 field: "index.threads",
                 reason: "must be 1..=256".into(),
             });

@@ -1,6 +1,5 @@
-//! The one error type of amberdb.
+//! The kernel's error: what can go wrong below the memory layer.
 
-use crate::kernel::ids::MemoryId;
 use std::ops::RangeInclusive;
 use std::path::PathBuf;
 
@@ -17,11 +16,16 @@ pub enum ErrorKind {
     Internal,
 }
 
-/// Everything that can go wrong in the engine.
+/// Everything that can go wrong in the kernel: the store's own failures (I/O, a full disk, a
+/// held lock, poisoning, damaged or unknown bytes, a broken invariant) and the few caller
+/// mistakes the kernel itself finds (a record or frame over a limit, a field it cannot encode,
+/// a vector or an embedder that does not match the store). It knows nothing of what a memory
+/// means: the product's error (`crate::error::KernelError`) wraps it, flattening the caller
+/// mistakes into its own variants of the same names.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum EngineError {
-    /// A field of a request is invalid.
+pub enum KernelError {
+    /// A field of a record or an option is invalid.
     #[error("invalid {field}: {reason}")]
     Invalid {
         /// The field.
@@ -29,7 +33,7 @@ pub enum EngineError {
         /// What is wrong and what is allowed.
         reason: String,
     },
-    /// A request exceeds a documented limit; nothing was truncated or stored.
+    /// A record or an operation exceeds a documented limit; nothing was truncated or stored.
     #[error("{what} is {got}, over the limit of {limit}")]
     LimitExceeded {
         /// What was measured.
@@ -38,81 +42,6 @@ pub enum EngineError {
         limit: usize,
         /// What was given.
         got: usize,
-    },
-    /// The same content already exists for this user.
-    #[error("memory already exists: {existing}")]
-    AlreadyExists {
-        /// The id of the existing record.
-        existing: MemoryId,
-    },
-    /// No live memory has this id.
-    #[error("memory not found: {id}")]
-    NotFound {
-        /// The id asked for.
-        id: MemoryId,
-    },
-    /// The memory left the live set through a merge, an update or a compaction; its record is
-    /// kept in the archive (`Store::lineage`).
-    #[error("memory {id} was superseded{}", superseded_by.map(|b| format!(" by {b}")).unwrap_or_default())]
-    Archived {
-        /// The id asked for.
-        id: MemoryId,
-        /// The live memory that replaced it, if one does.
-        superseded_by: Option<MemoryId>,
-    },
-    /// A user, agent or session that does not exist (or belongs to another user).
-    #[error("{field} {id:?} not found")]
-    EntityNotFound {
-        /// `user_id`, `agent_id` or `session_id`.
-        field: &'static str,
-        /// The id asked for.
-        id: String,
-    },
-    /// A user, agent or session that exists already.
-    #[error("{field} {id:?} already exists")]
-    EntityExists {
-        /// `user_id`, `agent_id` or `session_id`.
-        field: &'static str,
-        /// The id given.
-        id: String,
-    },
-    /// A tag snapshot id that does not exist for this user.
-    #[error("snapshot not found: {snapshot_id}")]
-    SnapshotNotFound {
-        /// The id asked for.
-        snapshot_id: String,
-    },
-    /// A preview id that does not match the plan computed now.
-    #[error("preview id mismatch: expected {expected}, got {provided}")]
-    PreviewMismatch {
-        /// The id of the plan as it is now.
-        expected: String,
-        /// The id the caller gave.
-        provided: String,
-    },
-    /// The memories a write adds do not fit under the store's limit.
-    #[error(
-        "memory limit reached: {held} of {limit} memories held; adding {adding} would pass it \
-         (delete memories, or open the store with a higher memory limit: StoreOptions::memory_limit, \
-         Python's memory_limit=, the server's --memory-limit)"
-    )]
-    MemoryLimitReached {
-        /// The configured limit.
-        limit: usize,
-        /// Live memories in the store (more than `limit` when it was opened with a lower one).
-        held: usize,
-        /// What the refused write would have added.
-        adding: usize,
-    },
-    /// A store scoped to one user (`Store::scoped`) was asked to act for another.
-    #[error("{field} {user:?} is outside this store's scope (it acts for {scope:?} only)")]
-    OutOfScope {
-        /// The argument naming the other user.
-        field: &'static str,
-        /// The user it named.
-        user: String,
-        /// The user the store is scoped to.
-        scope: String,
     },
     /// A vector of the wrong dimension.
     #[error("dimension mismatch: expected {expected}, got {got}")]
@@ -225,65 +154,38 @@ pub enum EngineError {
         /// The versions this build reads.
         supported: RangeInclusive<u16>,
     },
-    /// The embedder failed.
-    #[error("embedding failed: {0}")]
-    Embed(#[from] amberdb_embed::EmbedError),
 }
 
-impl EngineError {
+impl KernelError {
     /// Whose failure this is.
     #[must_use]
     pub fn kind(&self) -> ErrorKind {
         match self {
-            EngineError::Invalid { .. }
-            | EngineError::LimitExceeded { .. }
-            | EngineError::AlreadyExists { .. }
-            | EngineError::NotFound { .. }
-            | EngineError::Archived { .. }
-            | EngineError::EntityNotFound { .. }
-            | EngineError::EntityExists { .. }
-            | EngineError::SnapshotNotFound { .. }
-            | EngineError::PreviewMismatch { .. }
-            | EngineError::MemoryLimitReached { .. }
-            | EngineError::OutOfScope { .. }
-            | EngineError::DimensionMismatch { .. }
-            | EngineError::EmbedderMismatch { .. } => ErrorKind::Caller,
-            EngineError::Locked { .. }
-            | EngineError::Cancelled
-            | EngineError::Poisoned
-            | EngineError::DiskFull { .. }
-            | EngineError::Restoring { .. }
-            | EngineError::Io { .. }
-            | EngineError::Embed(_) => ErrorKind::Environment,
-            EngineError::Corrupted { .. }
-            | EngineError::Misnamed { .. }
-            | EngineError::UnsupportedVersion { .. } => ErrorKind::Data,
-            EngineError::Internal { .. } => ErrorKind::Internal,
+            KernelError::Invalid { .. }
+            | KernelError::LimitExceeded { .. }
+            | KernelError::DimensionMismatch { .. }
+            | KernelError::EmbedderMismatch { .. } => ErrorKind::Caller,
+            KernelError::Locked { .. }
+            | KernelError::Cancelled
+            | KernelError::Poisoned
+            | KernelError::DiskFull { .. }
+            | KernelError::Restoring { .. }
+            | KernelError::Io { .. } => ErrorKind::Environment,
+            KernelError::Corrupted { .. }
+            | KernelError::Misnamed { .. }
+            | KernelError::UnsupportedVersion { .. } => ErrorKind::Data,
+            KernelError::Internal { .. } => ErrorKind::Internal,
         }
     }
 
-    /// An index error about `field`: a wrong dimension stays `DimensionMismatch`, anything
-    /// else is `Invalid` naming the field.
-    pub(crate) fn from_index(field: &'static str, e: amberdb_index::IndexError) -> EngineError {
-        match e {
-            amberdb_index::IndexError::DimensionMismatch { expected, got } => {
-                EngineError::DimensionMismatch { expected, got }
-            }
-            other => EngineError::Invalid {
-                field,
-                reason: other.to_string(),
-            },
-        }
-    }
-
-    pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> EngineError {
+    pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> KernelError {
         let path = path.into();
-        move |source| EngineError::Io { path, source }
+        move |source| KernelError::Io { path, source }
     }
 }
 
-/// Result alias of amberdb.
-pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+/// Result alias of the kernel.
+pub type Result<T, E = KernelError> = std::result::Result<T, E>;
 /// Whether an I/O error says the disk (or the user's quota) is full: a write that failed so
 /// before its fsync is cut back and refused, and the store stays writable.
 pub(crate) fn is_disk_full(e: &std::io::Error) -> bool {
@@ -294,17 +196,17 @@ pub(crate) fn is_disk_full(e: &std::io::Error) -> bool {
 }
 
 /// An I/O failure writing `path`: `DiskFull` for a full disk or quota.
-pub(crate) fn io_error(path: PathBuf, source: std::io::Error) -> EngineError {
+pub(crate) fn io_error(path: PathBuf, source: std::io::Error) -> KernelError {
     if is_disk_full(&source) {
-        EngineError::DiskFull { path, source }
+        KernelError::DiskFull { path, source }
     } else {
-        EngineError::Io { path, source }
+        KernelError::Io { path, source }
     }
 }
 
-/// A broken invariant of the engine (`EngineError::Internal`).
-pub(crate) fn internal(context: &'static str, e: impl std::fmt::Display) -> EngineError {
-    EngineError::Internal {
+/// A broken invariant of the engine (`KernelError::Internal`).
+pub(crate) fn internal(context: &'static str, e: impl std::fmt::Display) -> KernelError {
+    KernelError::Internal {
         context,
         reason: e.to_string(),
     }

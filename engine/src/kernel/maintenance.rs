@@ -6,7 +6,7 @@
 //! waits, so a store that closes is not kept open by it, and it is joined at close. What it
 //! did is counted for STATS.
 
-use crate::kernel::error::EngineError;
+use crate::kernel::error::KernelError;
 use parking_lot::{Condvar, Mutex};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -167,7 +167,7 @@ impl Maintenance {
         c.longest_write_wait = c.longest_write_wait.max(waited.as_secs_f64());
     }
 
-    pub(crate) fn record_failure(&self, e: &EngineError) {
+    pub(crate) fn record_failure(&self, e: &KernelError) {
         let mut c = self.counters.lock();
         c.failures += 1;
         c.last_error = Some(e.to_string());
@@ -187,7 +187,7 @@ impl Maintenance {
         c.last_purge = Some(purge);
     }
 
-    pub(crate) fn record_purge_failure(&self, e: &EngineError) {
+    pub(crate) fn record_purge_failure(&self, e: &KernelError) {
         let mut c = self.counters.lock();
         c.purge_failures += 1;
         c.last_error = Some(e.to_string());

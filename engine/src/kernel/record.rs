@@ -2,7 +2,7 @@
 //! its validation, and its byte encoding (`docs/format/log.md`, "Memory record encoding").
 
 use crate::kernel::codec::{DecodeError, Decoder, Encoder};
-use crate::kernel::error::{EngineError, Result};
+use crate::kernel::error::{KernelError, Result};
 pub use crate::kernel::ids::MemoryId;
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -181,7 +181,7 @@ macro_rules! closed_enum {
             /// # Errors
             /// `Invalid` naming the allowed values.
             pub fn parse(s: &str) -> Result<$name> {
-                match s { $($text => Ok($name::$variant),)+ _ => Err(EngineError::Invalid {
+                match s { $($text => Ok($name::$variant),)+ _ => Err(KernelError::Invalid {
                     field: stringify!($name),
                     reason: format!("{s:?} is not one of {:?}", [$($text),+]),
                 }) }
@@ -339,7 +339,7 @@ impl Item {
     pub fn validate(&self) -> Result<()> {
         validate_item_key(&self.key)?;
         if self.value.len() > MAX_ITEM_VALUE_BYTES {
-            return Err(EngineError::LimitExceeded {
+            return Err(KernelError::LimitExceeded {
                 what: "item value size (bytes)",
                 limit: MAX_ITEM_VALUE_BYTES,
                 got: self.value.len(),
@@ -348,7 +348,7 @@ impl Item {
         if let Err(e) =
             serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&self.value)
         {
-            return Err(EngineError::Invalid {
+            return Err(KernelError::Invalid {
                 field: "value",
                 reason: format!("must be a JSON object: {e}"),
             });
@@ -364,20 +364,20 @@ impl Item {
 pub fn validate_item_key(key: &str) -> Result<()> {
     let chars = key.chars().count();
     if key.is_empty() {
-        return Err(EngineError::Invalid {
+        return Err(KernelError::Invalid {
             field: "key",
             reason: "must not be empty".into(),
         });
     }
     if chars > MAX_ITEM_KEY_CHARS {
-        return Err(EngineError::LimitExceeded {
+        return Err(KernelError::LimitExceeded {
             what: "item key length (characters)",
             limit: MAX_ITEM_KEY_CHARS,
             got: chars,
         });
     }
     if key.chars().any(char::is_control) {
-        return Err(EngineError::Invalid {
+        return Err(KernelError::Invalid {
             field: "key",
             reason: "must not contain control characters".into(),
         });
@@ -556,20 +556,20 @@ impl NewMemory {
 pub fn validate_id(field: &'static str, id: &str) -> Result<()> {
     let chars = id.chars().count();
     if id.trim().is_empty() {
-        return Err(EngineError::Invalid {
+        return Err(KernelError::Invalid {
             field,
             reason: "must not be empty".into(),
         });
     }
     if chars > MAX_ID_CHARS {
-        return Err(EngineError::LimitExceeded {
+        return Err(KernelError::LimitExceeded {
             what: field,
             limit: MAX_ID_CHARS,
             got: chars,
         });
     }
     if id.chars().any(char::is_control) {
-        return Err(EngineError::Invalid {
+        return Err(KernelError::Invalid {
             field,
             reason: "must not contain control characters".into(),
         });
@@ -591,20 +591,20 @@ pub fn canonical_tag(tag: &str) -> String {
 pub fn validate_new(m: &NewMemory) -> Result<Vec<String>> {
     let chars = m.content.chars().count();
     if m.content.trim().is_empty() {
-        return Err(EngineError::Invalid {
+        return Err(KernelError::Invalid {
             field: "content",
             reason: "must not be empty".into(),
         });
     }
     if chars > MAX_CONTENT_CHARS {
-        return Err(EngineError::LimitExceeded {
+        return Err(KernelError::LimitExceeded {
             what: "content length (characters)",
             limit: MAX_CONTENT_CHARS,
             got: chars,
         });
     }
     if m.tags.len() > MAX_TAGS {
-        return Err(EngineError::LimitExceeded {
+        return Err(KernelError::LimitExceeded {
             what: "number of tags",
             limit: MAX_TAGS,
             got: m.tags.len(),
@@ -615,20 +615,20 @@ pub fn validate_new(m: &NewMemory) -> Result<Vec<String>> {
         let c = canonical_tag(t);
         let n = c.chars().count();
         if c.is_empty() {
-            return Err(EngineError::Invalid {
+            return Err(KernelError::Invalid {
                 field: "tags",
                 reason: "a tag must not be empty".into(),
             });
         }
         if n > MAX_TAG_CHARS {
-            return Err(EngineError::LimitExceeded {
+            return Err(KernelError::LimitExceeded {
                 what: "tag length (characters)",
                 limit: MAX_TAG_CHARS,
                 got: n,
             });
         }
         if c.chars().any(char::is_control) {
-            return Err(EngineError::Invalid {
+            return Err(KernelError::Invalid {
                 field: "tags",
                 reason: "a tag must not contain control characters".into(),
             });
@@ -647,27 +647,27 @@ pub fn validate_new(m: &NewMemory) -> Result<Vec<String>> {
         validate_id("agent_id", a)?;
     }
     match (m.kind, m.role, &m.session_id) {
-        (Kind::Message, None, _) => Err(EngineError::Invalid {
+        (Kind::Message, None, _) => Err(KernelError::Invalid {
             field: "role",
             reason: "a message needs a role (user, assistant or system)".into(),
         }),
-        (Kind::Message, _, None) => Err(EngineError::Invalid {
+        (Kind::Message, _, None) => Err(KernelError::Invalid {
             field: "session_id",
             reason: "a message needs a session".into(),
         }),
-        (Kind::Memory | Kind::Knowledge | Kind::Item, Some(_), _) => Err(EngineError::Invalid {
+        (Kind::Memory | Kind::Knowledge | Kind::Item, Some(_), _) => Err(KernelError::Invalid {
             field: "role",
             reason: "only messages have a role".into(),
         }),
         _ => match (&m.item, m.kind) {
             (Some(item), Kind::Item) => item.validate().map(|()| tags),
-            (None, Kind::Item) => Err(EngineError::Invalid {
+            (None, Kind::Item) => Err(KernelError::Invalid {
                 field: "kind",
                 reason: "an item has a key and a value: PUT_ITEM (`NewMemory::item`) writes it, \
                          and replaces it"
                     .into(),
             }),
-            (Some(_), _) => Err(EngineError::Invalid {
+            (Some(_), _) => Err(KernelError::Invalid {
                 field: "key",
                 reason: "only an item has a key and a value".into(),
             }),
@@ -1048,7 +1048,7 @@ mod tests {
         let long = "x".repeat(MAX_CONTENT_CHARS + 1);
         assert!(matches!(
             validate_new(&NewMemory::new(long)),
-            Err(EngineError::LimitExceeded {
+            Err(KernelError::LimitExceeded {
                 limit: 10_000,
                 got: 10_001,
                 ..
@@ -1056,7 +1056,7 @@ mod tests {
         ));
         assert!(matches!(
             validate_new(&NewMemory::new("  ")),
-            Err(EngineError::Invalid {
+            Err(KernelError::Invalid {
                 field: "content",
                 ..
             })
@@ -1064,7 +1064,7 @@ mod tests {
         let eleven = NewMemory::new("x").tags((0..11).map(|i| format!("t{i}")));
         assert!(matches!(
             validate_new(&eleven),
-            Err(EngineError::LimitExceeded {
+            Err(KernelError::LimitExceeded {
                 limit: 10,
                 got: 11,
                 ..
@@ -1073,11 +1073,11 @@ mod tests {
         let long_tag = NewMemory::new("x").tags(["y".repeat(101)]);
         assert!(matches!(
             validate_new(&long_tag),
-            Err(EngineError::LimitExceeded { limit: 100, .. })
+            Err(KernelError::LimitExceeded { limit: 100, .. })
         ));
         assert!(matches!(
             validate_new(&NewMemory::new("x").kind(Kind::Message)),
-            Err(EngineError::Invalid { field: "role", .. })
+            Err(KernelError::Invalid { field: "role", .. })
         ));
         assert_eq!(
             validate_new(&NewMemory::new("x").tags([" Rust ", "rust", "Go"])).unwrap(),

@@ -4,7 +4,7 @@
 //! `seg-<id>.mnsi` (`docs/format/segment-ivf.md`); ids come from one counter, so an id names
 //! one file whatever its kind.
 
-use crate::kernel::error::{EngineError, Result};
+use crate::kernel::error::{KernelError, Result};
 use crate::kernel::storage::Storage;
 use amberdb_index::{FlatSegment, IndexError, IvfSegment, Sealed};
 use std::io;
@@ -100,31 +100,31 @@ pub fn parse_file_name(name: &str) -> Option<(u64, SegmentKind)> {
 pub fn open(storage: &dyn Storage, dir: &Path, entry: &SegmentEntry) -> Result<Sealed> {
     let name = entry.file_name();
     let path = dir.join(&name);
-    let bytes = storage.map(&path).map_err(EngineError::io(&path))?;
+    let bytes = storage.map(&path).map_err(KernelError::io(&path))?;
     let seg = match entry.kind {
         SegmentKind::Flat => FlatSegment::open(name, bytes).map(Sealed::Flat),
         SegmentKind::Ivf => IvfSegment::open(&name, bytes).map(Sealed::Ivf),
     }
     .map_err(|e| match e {
-        IndexError::Corrupted { offset, reason, .. } => EngineError::Corrupted {
+        IndexError::Corrupted { offset, reason, .. } => KernelError::Corrupted {
             file: path.clone(),
             offset,
             reason,
         },
         IndexError::UnsupportedVersion {
             found, supported, ..
-        } => EngineError::UnsupportedVersion {
+        } => KernelError::UnsupportedVersion {
             file: path.clone(),
             found,
             supported,
         },
-        other => EngineError::Io {
+        other => KernelError::Io {
             path: path.clone(),
             source: io::Error::other(other),
         },
     })?;
     if seg.len() as u64 != entry.rows {
-        return Err(EngineError::Corrupted {
+        return Err(KernelError::Corrupted {
             file: path,
             offset: 16,
             reason: "row count differs from the checkpoint",

@@ -97,7 +97,7 @@ impl Report {
 /// # Errors
 /// `Io` if the directory cannot be listed; a file that cannot be read is a finding.
 pub fn verify(dir: &Path) -> crate::kernel::error::Result<Report> {
-    let io = crate::kernel::error::EngineError::io(dir);
+    let io = crate::kernel::error::KernelError::io(dir);
     // Through the storage seam like every other file access of the engine.
     let names = FsStorage.list(dir).map_err(io)?;
     let mut check = Check {
@@ -413,7 +413,7 @@ impl Check<'_> {
                 // Rows count against the newest checkpoint; an older one's segments are checked.
                 Ok(_) if in_newest.is_some() => self.r.segment_rows += entry.rows,
                 Ok(_) => {}
-                Err(crate::kernel::error::EngineError::Corrupted { offset, reason, .. }) => {
+                Err(crate::kernel::error::KernelError::Corrupted { offset, reason, .. }) => {
                     self.r.add(
                         Severity::Error,
                         name,

@@ -5,8 +5,8 @@
 use super::short_id;
 use super::space::{RangeView, UserSpace};
 use super::write::merge;
+use crate::error::{EngineError, Result};
 use crate::hooks::{check_distance, dedup};
-use crate::kernel::error::{EngineError, Result};
 use crate::kernel::log::Op;
 use crate::kernel::record::{self, Kind, Memory, MemoryId, Timestamp};
 use crate::store::Store;

@@ -8,8 +8,8 @@
 use super::Stored;
 use super::scope::{check_scope, user_index};
 use super::write::StoreRequest;
+use crate::error::{EngineError, Result};
 use crate::hooks::{HookOverrides, WriteHook};
-use crate::kernel::error::{EngineError, Result};
 use crate::kernel::log::Op;
 use crate::kernel::record::{
     self, Entity, EntityKind, Kind, MAX_NAME_CHARS, MemoryId, NewMemory, Role,
@@ -286,7 +286,7 @@ impl Store {
             })
             .collect();
         for (i, r) in reqs.iter().enumerate() {
-            record::validate_new(&r.memory).map_err(|e| at_position("messages", i, e))?;
+            record::validate_new(&r.memory).map_err(|e| at_position("messages", i, e.into()))?;
         }
         self.store_all_or_none(reqs)
     }

@@ -6,7 +6,7 @@
 //! never both or neither; no write hook changes, merges or refuses an item; reading an item by
 //! key writes nothing.
 
-use crate::kernel::error::Result;
+use crate::error::Result;
 use crate::kernel::log::Op;
 use crate::kernel::record::{Item, Memory, MemoryId, NewMemory, validate_item_key};
 use crate::memory::search::{MAX_OFFSET, MAX_PAGE};

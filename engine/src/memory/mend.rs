@@ -14,9 +14,9 @@
 //! is live already is never restored twice.
 
 use super::short_id;
+use crate::error::{EngineError, Result};
 use crate::hooks::facts::{Relation, Rule, reading, relation_of};
 use crate::hooks::judge;
-use crate::kernel::error::{EngineError, Result};
 use crate::kernel::log::Op;
 use crate::kernel::record::{self, Kind, Memory, MemoryId};
 use crate::kernel::state::State;

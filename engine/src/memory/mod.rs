@@ -41,7 +41,7 @@ pub use write::{DedupDecision, Outcome, Provenance, StoreRequest, Stored, Update
 pub(crate) use read::missing;
 pub(crate) use restore::start as start_restoring;
 
-use crate::kernel::error::{EngineError, Result};
+use crate::error::{EngineError, Result};
 
 /// The first 16 hex digits of the sha256 of `json` (snapshot and preview ids, as the peer).
 fn short_id(json: &serde_json::Value) -> String {

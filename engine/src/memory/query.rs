@@ -12,7 +12,7 @@ use super::search::{
     Fusion, MAX_PAGE, RecordFilter, ScanMode, Selection, Source, cosine_of, fuse, keyword_top,
     select, vector_top,
 };
-use crate::kernel::error::{EngineError, Result};
+use crate::error::{EngineError, Result};
 use crate::kernel::keyword::tokenize;
 use crate::kernel::record::{Kind, Memory, MemoryId, Role, Timestamp};
 use crate::kernel::state::State;

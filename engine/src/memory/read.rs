@@ -3,7 +3,7 @@
 
 use super::search::MAX_PAGE;
 use super::{in_range, preview};
-use crate::kernel::error::{EngineError, Result};
+use crate::error::{EngineError, Result};
 use crate::kernel::log::Op;
 use crate::kernel::record::{self, Category, Memory, MemoryId};
 use crate::store::Store;

@@ -8,7 +8,7 @@
 //! done so far staged, and the next `reembed` to the same embedder carries on from there. After
 //! the switch a purge removes the old vectors from every file.
 
-use crate::kernel::error::{EngineError, Result};
+use crate::error::{EngineError, KernelError, Result};
 use crate::kernel::log::{Op, Reembed};
 use crate::kernel::record::MemoryId;
 use crate::kernel::state::{Model, State};
@@ -165,12 +165,12 @@ impl Store {
                 bytes_after: self.bytes_on_disk(),
             });
         }
-        Err(EngineError::Internal {
+        Err(EngineError::Kernel(KernelError::Internal {
             context: "re-embedding",
             reason: format!(
                 "writes kept adding records during {SWITCH_ATTEMPTS} switch attempts; what was staged stays, call again"
             ),
-        })
+        }))
     }
 
     /// Drops what an interrupted re-embedding staged (its vectors leave the files at the next

@@ -7,7 +7,7 @@
 //! model, so a crash only repeats the work); a record deleted or re-embedded meanwhile is
 //! skipped; no checkpoint, purge or backup is written while any record is unindexed.
 
-use crate::kernel::error::{EngineError, Result};
+use crate::error::{EngineError, Result};
 use crate::kernel::record::MemoryId;
 use crate::store::{Inner, Store};
 use std::sync::{Arc, Weak};
@@ -76,7 +76,7 @@ fn restore_batch(inner: &Inner) -> Result<Option<usize>> {
         }));
     }
     let pairs = texts.into_iter().map(|(id, _)| id).zip(vectors).collect();
-    inner.db.restore_vectors(pairs).map(Some)
+    Ok(Some(inner.db.restore_vectors(pairs)?))
 }
 
 /// Starts the thread that restores in the background (`amberdb-restore`); it holds the

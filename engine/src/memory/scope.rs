@@ -1,7 +1,7 @@
 //! Who a request may reach: a user's index, and whether the session and agent it names belong
 //! to that user. Every operation scoped to a user checks through here.
 
-use crate::kernel::error::{EngineError, Result};
+use crate::error::{EngineError, Result};
 use crate::kernel::record::DEFAULT_USER;
 use crate::kernel::state::State;
 use crate::kernel::table::UserIndex;

@@ -2,8 +2,8 @@
 //! (`docs/semantics.md`, "Operations").
 
 use super::{in_range, short_id};
+use crate::error::{EngineError, Result};
 use crate::hooks::tags::{self as tag_rules, TagDecision, TagForm};
-use crate::kernel::error::{EngineError, Result};
 use crate::kernel::log::Op;
 use crate::kernel::record::{MAX_DESCRIPTION_CHARS, MemoryId, TagSnapshot, Timestamp};
 use crate::kernel::table::Table;

@@ -2,14 +2,25 @@
 //! pausing the maintenance thread, and the store's numbers ([`Store::stats`]).
 
 use super::Store;
-use crate::kernel::backup::Backup;
+use crate::error::Result;
+use crate::kernel::backup::{Backup, Restored};
 use crate::kernel::commit::PoisonCause;
 use crate::kernel::db::IndexBuild;
-use crate::kernel::error::Result;
 use crate::kernel::maintenance::MaintenanceCounters;
 use crate::kernel::maintenance::Purge;
 use crate::kernel::record::{Category, Kind};
 use std::path::Path;
+
+/// Restores the backup in `backup` into `dir`, offline (`docs/durability.md`, "Backup and
+/// restore"): the backup must pass `amberdb check`, `dir` must hold no store file and no open
+/// store; every store file is copied and fsynced, `IDENTITY` last.
+///
+/// # Errors
+/// `Invalid` for a backup with errors or a `dir` that holds a store; `Locked` when a store is
+/// open in `dir`; `Io` / `DiskFull` (what was written is removed).
+pub fn restore(backup: &Path, dir: &Path) -> Result<Restored> {
+    Ok(crate::kernel::backup::restore(backup, dir)?)
+}
 
 /// Counters of a store.
 #[derive(Debug, Clone, PartialEq)]
@@ -134,7 +145,7 @@ impl Store {
     /// # Errors
     /// `Poisoned`, or `Io` (which poisons the store).
     pub fn checkpoint(&self) -> Result<()> {
-        self.inner.db.checkpoint()
+        Ok(self.inner.db.checkpoint()?)
     }
 
     /// Makes every memory deleted so far leave every file of the store now, and says what it
@@ -148,7 +159,7 @@ impl Store {
     /// # Errors
     /// `Poisoned`, `Io`, `DiskFull`, `Internal`; a failure before the swap changes nothing.
     pub fn purge(&self) -> Result<Purge> {
-        self.inner.db.purge()
+        Ok(self.inner.db.purge()?)
     }
 
     /// Copies the store into `dest` (a new or empty directory, not inside the store) as it is
@@ -163,7 +174,7 @@ impl Store {
     /// removed). A scoped store refuses (`OutOfScope`): a backup holds every user.
     pub fn backup(&self, dest: impl AsRef<Path>) -> Result<Backup> {
         self.every_user("backup")?;
-        self.inner.db.backup(dest.as_ref())
+        Ok(self.inner.db.backup(dest.as_ref())?)
     }
 
     /// Pauses (`true`) or resumes (`false`) the store's automatic work: due checkpoints, purges
@@ -182,7 +193,7 @@ impl Store {
     /// # Errors
     /// As any write.
     pub fn apply_archive_retention(&self) -> Result<usize> {
-        self.inner.db.apply_archive_retention()
+        Ok(self.inner.db.apply_archive_retention()?)
     }
 
     /// Counters.
@@ -234,6 +245,6 @@ impl Store {
     /// # Errors
     /// `Poisoned`, `Io`, `DiskFull`; a failed build leaves the store as it was.
     pub fn build_index(&self) -> Result<Option<IndexBuild>> {
-        self.inner.db.build_index(true)
+        Ok(self.inner.db.build_index(true)?)
     }
 }

@@ -19,10 +19,10 @@
 mod maintenance;
 mod open;
 
-pub use maintenance::{IndexStats, IvfSegmentStats, Stats};
+pub use maintenance::{IndexStats, IvfSegmentStats, Stats, restore};
 
+use crate::error::{EngineError, Result};
 use crate::kernel::db::{Db, DeferredWrites, Durability, NextIds, PendingDurable};
-use crate::kernel::error::{EngineError, Result};
 use crate::kernel::log::Op;
 use crate::kernel::record::{self, DEFAULT_USER, MemoryId, Timestamp};
 use crate::kernel::recovery::OpenReport;
@@ -278,7 +278,7 @@ impl Store {
     /// # Errors
     /// `Poisoned` if the fsync fails.
     pub fn flush(&self) -> Result<()> {
-        self.inner.db.flush()
+        Ok(self.inner.db.flush()?)
     }
 
     /// Flushes and closes this handle. The store stays open while other clones live.

@@ -2,9 +2,9 @@
 //! own: its embedder, options and the background restoration of R4b).
 
 use super::{Embedding, Inner, Store};
+use crate::error::{EngineError, Result};
 use crate::kernel::config::DbConfig;
 use crate::kernel::db::{Db, Durability};
-use crate::kernel::error::{EngineError, Result};
 use crate::options::{MAX_MEMORY_LIMIT, StoreOptions};
 use std::path::Path;
 use std::sync::Arc;

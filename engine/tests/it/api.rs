@@ -2,6 +2,7 @@
 //! group commit, sync policies, filters.
 
 use super::support::small_options;
+use amberdb::KernelError;
 use amberdb::storage::FaultyStorage;
 use amberdb::{
     Category, EngineError, EntityKind, HashingEmbedder, HookConfig, Kind, MemoryId, Mode,
@@ -176,7 +177,7 @@ fn one_process_owns_a_store() {
     let store = Store::open(dir.path(), StoreOptions::hashing()).unwrap();
     assert!(matches!(
         Store::open(dir.path(), StoreOptions::hashing()),
-        Err(EngineError::Locked { .. })
+        Err(EngineError::Kernel(KernelError::Locked { .. }))
     ));
     drop(store);
     Store::open(dir.path(), StoreOptions::hashing()).unwrap();
@@ -212,14 +213,17 @@ fn a_failed_fsync_poisons_until_reopen() {
     fs.fail_op(2, false); // the append succeeds, its fsync fails
     assert!(matches!(
         store.store(NewMemory::new("failed")),
-        Err(EngineError::Poisoned)
+        Err(EngineError::Kernel(KernelError::Poisoned))
     ));
     // Even though the disk works again, nothing is retried or trusted.
     assert!(matches!(
         store.store(NewMemory::new("later")),
-        Err(EngineError::Poisoned)
+        Err(EngineError::Kernel(KernelError::Poisoned))
     ));
-    assert!(matches!(store.delete(kept), Err(EngineError::Poisoned)));
+    assert!(matches!(
+        store.delete(kept),
+        Err(EngineError::Kernel(KernelError::Poisoned))
+    ));
     assert!(store.stats().poisoned);
     assert_eq!(store.get(kept).unwrap().content, "before");
     // Reads that count an access keep answering; the access is not counted.
@@ -542,7 +546,10 @@ fn a_durable_batch_whose_fsync_fails_is_an_error() {
         batch.store(NewMemory::new("appended")).unwrap();
         fs.fail_op(1, false); // the batch's fsync
     });
-    assert!(matches!(result, Err(EngineError::Poisoned)), "{result:?}");
+    assert!(
+        matches!(result, Err(EngineError::Kernel(KernelError::Poisoned))),
+        "{result:?}"
+    );
     assert!(store.stats().poisoned);
 }
 

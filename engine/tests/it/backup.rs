@@ -4,6 +4,7 @@
 //! refused before anything is written.
 
 use super::support::small_options;
+use amberdb::KernelError;
 use amberdb::storage::{FaultyStorage, Storage};
 use amberdb::{EngineError, Memory, MemoryId, NewMemory, SearchRequest, Store, StoreRequest};
 use std::path::Path;
@@ -169,7 +170,10 @@ fn a_restore_puts_a_backup_back_and_refuses_what_it_must() {
     ));
     // A restore over the open store is refused: it is locked, and it holds a store.
     let err = amberdb::restore(&bak, &src).unwrap_err();
-    assert!(matches!(err, EngineError::Locked { .. }), "{err}");
+    assert!(
+        matches!(err, EngineError::Kernel(KernelError::Locked { .. })),
+        "{err}"
+    );
     drop(scoped);
     drop(store);
     let err = amberdb::restore(&bak, &src).unwrap_err();
@@ -257,7 +261,10 @@ fn a_power_cut_at_any_sync_point_of_a_backup_never_leaves_a_store_with_less() {
                 ),
                 Err(e) => {
                     assert!(!names.iter().any(|n| n == "IDENTITY"), "{k} {image:?}: {e}");
-                    assert!(matches!(e, EngineError::Corrupted { .. }), "{e}");
+                    assert!(
+                        matches!(e, EngineError::Kernel(KernelError::Corrupted { .. })),
+                        "{e}"
+                    );
                 }
             }
         }
@@ -321,7 +328,10 @@ fn a_backup_that_fills_the_disk_removes_what_it_wrote_and_the_store_goes_on() {
     let expected = dump(&store);
     fs.set_capacity(Some(fs.used_bytes() + 3_000));
     let err = store.backup("/b").unwrap_err();
-    assert!(matches!(err, EngineError::DiskFull { .. }), "{err}");
+    assert!(
+        matches!(err, EngineError::Kernel(KernelError::DiskFull { .. })),
+        "{err}"
+    );
     assert_eq!(fs.list(Path::new("/b")).unwrap(), Vec::<String>::new());
     fs.set_capacity(None);
     assert!(dump(&store) == expected);
@@ -340,7 +350,10 @@ fn a_poisoned_store_refuses_a_backup_before_creating_anything_and_after_a_reopen
     assert!(store.store(NewMemory::new("lost to the fault")).is_err());
     assert!(store.stats().poisoned);
     let err = store.backup("/b").unwrap_err();
-    assert!(matches!(err, EngineError::Poisoned), "{err}");
+    assert!(
+        matches!(err, EngineError::Kernel(KernelError::Poisoned)),
+        "{err}"
+    );
     assert!(
         fs.list(Path::new("/b")).is_err(),
         "the destination was created"

@@ -4,6 +4,7 @@
 //! wrong data.
 
 use super::support::{Rng, seed, small_options};
+use amberdb::KernelError;
 use amberdb::storage::{FaultyStorage, Storage};
 use amberdb::{EngineError, MemoryId, NewMemory, Store};
 use std::collections::BTreeMap;
@@ -205,7 +206,7 @@ fn a_bit_flip_before_valid_frames_is_reported_with_its_offset() {
             img.overwrite(&wal, bad).unwrap();
             flips += 1;
             match open(&img) {
-                Err(EngineError::Corrupted { file, offset, .. }) => {
+                Err(EngineError::Kernel(KernelError::Corrupted { file, offset, .. })) => {
                     assert!(end < full.len(), "last frame must count as a torn tail");
                     assert_eq!(file, wal);
                     assert_eq!(offset, start as u64, "frame {i}, flipped byte {at}");
@@ -279,7 +280,8 @@ fn a_damaged_identity_is_corruption() {
         assert!(
             matches!(
                 err,
-                EngineError::Corrupted { .. } | EngineError::UnsupportedVersion { .. }
+                EngineError::Kernel(KernelError::Corrupted { .. })
+                    | EngineError::Kernel(KernelError::UnsupportedVersion { .. })
             ),
             "byte {at}: {err}"
         );
@@ -288,7 +290,7 @@ fn a_damaged_identity_is_corruption() {
     img.remove(&path).unwrap();
     assert!(matches!(
         open(&img).unwrap_err(),
-        EngineError::Corrupted { .. }
+        EngineError::Kernel(KernelError::Corrupted { .. })
     ));
 }
 
@@ -446,11 +448,11 @@ fn a_log_under_another_name_is_refused_and_reported() {
     let (a, b) = (&logs[0], &logs[1]);
     swap(a, b);
     match Store::open(dir.path(), amberdb::StoreOptions::hashing()) {
-        Err(EngineError::Misnamed {
+        Err(EngineError::Kernel(KernelError::Misnamed {
             file,
             named,
             header,
-        }) => {
+        })) => {
             assert!(file == *a || file == *b, "{}", file.display());
             assert_ne!(named, header);
         }
@@ -468,7 +470,7 @@ fn a_log_under_another_name_is_refused_and_reported() {
     let stale = dir.path().join("wal-00000000000000100000.log");
     std::fs::copy(&logs[0], &stale).unwrap();
     match Store::open(dir.path(), amberdb::StoreOptions::hashing()) {
-        Err(EngineError::Misnamed { file, named, .. }) => {
+        Err(EngineError::Kernel(KernelError::Misnamed { file, named, .. })) => {
             assert_eq!(file, stale);
             assert_eq!(named, 100_000);
         }
@@ -497,7 +499,7 @@ fn checkpoints_under_each_others_names_are_reported_not_loaded() {
     // The log before the older checkpoint is gone: the open cannot recover, and says
     // which checkpoint is wrong (it named a missing wal-…1.log before).
     match Store::open(dir.path(), amberdb::StoreOptions::hashing()) {
-        Err(EngineError::Misnamed { file, .. }) => {
+        Err(EngineError::Kernel(KernelError::Misnamed { file, .. })) => {
             assert!(ckpts.contains(&file), "{}", file.display());
         }
         other => panic!("{:?}", other.map(|_| ())),
@@ -610,7 +612,10 @@ fn a_damaged_shared_segment_opens_unindexed_and_restores() {
         store.backup("/backup").map(drop),
     ] {
         assert!(
-            matches!(refused, Err(EngineError::Restoring { left: 20 })),
+            matches!(
+                refused,
+                Err(EngineError::Kernel(KernelError::Restoring { left: 20 }))
+            ),
             "{refused:?}"
         );
     }

@@ -5,6 +5,7 @@
 //! acknowledged delete is undone, and an unacknowledged operation is either absent or whole.
 
 use super::support::{Rng, seed, small_options};
+use amberdb::KernelError;
 use amberdb::storage::{CrashImage, FaultyStorage, Storage};
 use amberdb::{MemoryId, NewMemory, Store};
 use std::collections::BTreeMap;
@@ -63,7 +64,10 @@ fn run_until_failure(store: &Store, work: &[Attempt]) -> Ledger {
                     Ok(s) => {
                         l.acked.insert(s.memory_id, content.clone());
                     }
-                    Err(amberdb::EngineError::Poisoned | amberdb::EngineError::Io { .. }) => {
+                    Err(
+                        amberdb::EngineError::Kernel(KernelError::Poisoned)
+                        | amberdb::EngineError::Kernel(KernelError::Io { .. }),
+                    ) => {
                         return l;
                     }
                     Err(e) => panic!("unexpected error {e}"),
@@ -262,7 +266,7 @@ fn failure_of_every_operation(name: &str, default_seed: u64, share: f64) {
                         amberdb::StoreRequest::new(NewMemory::new("refused"))
                             .with_vector(vec![0.1; 8])
                     ),
-                    Err(amberdb::EngineError::Poisoned)
+                    Err(amberdb::EngineError::Kernel(KernelError::Poisoned))
                 ));
                 // Reads still work on a poisoned store.
                 for id in ledger.acked.keys().filter(|id| {
@@ -295,8 +299,8 @@ fn failure_of_every_operation(name: &str, default_seed: u64, share: f64) {
 mod hooked {
     use amberdb::storage::{CrashImage, FaultyStorage};
     use amberdb::{
-        EngineError, HashingEmbedder, NewMemory, Outcome, Store, StoreOptions, StoreRequest,
-        UpdateRequest,
+        EngineError, HashingEmbedder, KernelError, NewMemory, Outcome, Store, StoreOptions,
+        StoreRequest, UpdateRequest,
     };
     use std::path::Path;
     use std::sync::Arc;
@@ -340,7 +344,11 @@ mod hooked {
         let mut a = Acked::default();
         let fail = |e: EngineError, a: &mut Acked| {
             assert!(
-                matches!(e, EngineError::Poisoned | EngineError::Io { .. }),
+                matches!(
+                    e,
+                    EngineError::Kernel(KernelError::Poisoned)
+                        | EngineError::Kernel(KernelError::Io { .. })
+                ),
                 "unexpected {e}"
             );
             a.failed = true;

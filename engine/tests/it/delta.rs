@@ -4,6 +4,7 @@
 //! need, and a backup of a delta opens.
 
 use super::support::{Rng, seed, small_options};
+use amberdb::KernelError;
 use amberdb::storage::{CrashImage, FaultyStorage, Storage};
 use amberdb::{EntityKind, Memory, MemoryId, NewMemory, Store, StoreRequest, UpdateRequest};
 use std::path::Path;
@@ -433,7 +434,10 @@ fn a_full_checkpoint_that_fails_gives_its_changes_back_to_the_next_delta() {
     fs.set_capacity(Some(fs.used_bytes() + 64));
     let err = store.purge().unwrap_err();
     assert!(
-        matches!(err, amberdb::EngineError::DiskFull { .. }),
+        matches!(
+            err,
+            amberdb::EngineError::Kernel(KernelError::DiskFull { .. })
+        ),
         "{err}"
     );
     fs.set_capacity(None);

@@ -4,6 +4,7 @@
 //! offset; an interrupted checkpoint or creation leaves nothing behind after the next open.
 
 use super::support::small_options;
+use amberdb::KernelError;
 use amberdb::log::Op;
 use amberdb::log::format::encode_frame;
 use amberdb::storage::{CrashImage, FaultyStorage, Storage};
@@ -77,7 +78,7 @@ fn a_full_disk_refuses_writes_cleanly_keeps_reads_and_resumes_once_space_is_free
             Ok(s) => {
                 acked.insert(s.memory_id, c);
             }
-            Err(EngineError::DiskFull { path, .. }) => {
+            Err(EngineError::Kernel(KernelError::DiskFull { path, .. })) => {
                 assert_eq!(path, newest_log(&fs));
                 assert_eq!(
                     fs.read(&path).unwrap().len(),
@@ -114,7 +115,7 @@ fn a_full_disk_refuses_writes_cleanly_keeps_reads_and_resumes_once_space_is_free
     let before = files(&fs);
     assert!(matches!(
         store.checkpoint(),
-        Err(EngineError::DiskFull { .. })
+        Err(EngineError::Kernel(KernelError::DiskFull { .. }))
     ));
     // Its capture may have moved appends to the next log file (C2), which stays: it is where
     // the next frame goes. No segment or checkpoint file stays.
@@ -224,7 +225,11 @@ fn a_failed_fsync_poisons_writes_with_its_cause_and_reads_go_on() {
             .store(amberdb::StoreRequest::new(NewMemory::new("lost")).with_vector(unit(1)))
             .unwrap_err();
         assert!(
-            matches!(err, EngineError::Poisoned | EngineError::Io { .. }),
+            matches!(
+                err,
+                EngineError::Kernel(KernelError::Poisoned)
+                    | EngineError::Kernel(KernelError::Io { .. })
+            ),
             "{operation}: {err}"
         );
         let stats = store.stats();
@@ -236,7 +241,7 @@ fn a_failed_fsync_poisons_writes_with_its_cause_and_reads_go_on() {
         // Writes are refused; reads, searches and read-only batches answer.
         assert!(matches!(
             store.store(amberdb::StoreRequest::new(NewMemory::new("refused")).with_vector(unit(2))),
-            Err(EngineError::Poisoned)
+            Err(EngineError::Kernel(KernelError::Poisoned))
         ));
         assert_eq!(store.record_access(kept).unwrap().content, "kept");
         assert!(store.search(&SearchRequest::new("kept")).is_ok());
@@ -251,7 +256,10 @@ fn a_failed_fsync_poisons_writes_with_its_cause_and_reads_go_on() {
                 )
             })
             .unwrap();
-        assert!(matches!(refused, Err(EngineError::Poisoned)));
+        assert!(matches!(
+            refused,
+            Err(EngineError::Kernel(KernelError::Poisoned))
+        ));
         assert!(store.stats().accesses_not_recorded >= 1);
     }
 }
@@ -291,7 +299,7 @@ fn assert_lost(dir: &Path, lost: &Path) {
         dir,
         StoreOptions::new(Arc::new(HashingEmbedder::with_dim(8))),
     ) {
-        Err(EngineError::Corrupted { file, reason, .. }) => {
+        Err(EngineError::Kernel(KernelError::Corrupted { file, reason, .. })) => {
             assert_eq!(file, lost, "{reason}");
         }
         Err(e) => panic!("expected Corrupted naming {}, got {e}", lost.display()),
@@ -435,9 +443,9 @@ fn a_frame_that_does_not_apply_is_reported_at_its_offset() {
         &dir,
         StoreOptions::new(Arc::new(HashingEmbedder::with_dim(8))),
     ) {
-        Err(EngineError::Corrupted {
+        Err(EngineError::Kernel(KernelError::Corrupted {
             file, offset: at, ..
-        }) => {
+        })) => {
             assert_eq!(file, log);
             assert_eq!(at, offset);
         }
@@ -464,7 +472,10 @@ fn a_list_of_messages_is_stored_whole_or_not_at_all() {
     // Room for a few turns, not for all eight: the list is refused whole.
     fs.set_capacity(Some(fs.used_bytes() + 400));
     let err = store.add_messages(None, "chat", &turns).unwrap_err();
-    assert!(matches!(err, EngineError::DiskFull { .. }), "{err}");
+    assert!(
+        matches!(err, EngineError::Kernel(KernelError::DiskFull { .. })),
+        "{err}"
+    );
     let count = |s: &Store| s.stats().memories;
     assert_eq!(count(&store), 0, "a refused list left turns behind");
     fs.set_capacity(None);

@@ -5,6 +5,7 @@
 //! version 3 `entities.tsv` (every user, agent and session: kind, user, id, name, agent);
 //! version 8 `chat/` and `chat.tsv` (turns of every role, a delta checkpoint).
 
+use amberdb::KernelError;
 use amberdb::{
     EngineError, EntityKind, MemoryId, SearchRequest, Store, StoreOptions, Strategy, Timestamp,
 };
@@ -92,7 +93,10 @@ fn version_1_torn_copy_opens_without_its_last_frame() {
 fn version_1_corrupt_copy_is_reported() {
     let dir = copy_of("corrupt");
     let err = Store::open(dir.path(), StoreOptions::hashing()).unwrap_err();
-    assert!(matches!(err, EngineError::Corrupted { .. }), "{err}");
+    assert!(
+        matches!(err, EngineError::Kernel(KernelError::Corrupted { .. })),
+        "{err}"
+    );
 }
 
 /// Opens a v2+ store fixture and checks its records, lineage, canonical tags and counts.
@@ -216,7 +220,10 @@ fn version_2_torn_copy_opens_without_its_last_frame() {
 fn version_2_corrupt_copy_is_reported() {
     let dir = copy_of_version(2, "corrupt");
     let err = Store::open(dir.path(), StoreOptions::hashing()).unwrap_err();
-    assert!(matches!(err, EngineError::Corrupted { .. }), "{err}");
+    assert!(
+        matches!(err, EngineError::Kernel(KernelError::Corrupted { .. })),
+        "{err}"
+    );
 }
 
 #[test]
@@ -233,7 +240,10 @@ fn version_3_torn_copy_opens_without_its_last_frame() {
 fn version_3_corrupt_copy_is_reported() {
     let dir = copy_of_version(3, "corrupt");
     let err = Store::open(dir.path(), StoreOptions::hashing()).unwrap_err();
-    assert!(matches!(err, EngineError::Corrupted { .. }), "{err}");
+    assert!(
+        matches!(err, EngineError::Kernel(KernelError::Corrupted { .. })),
+        "{err}"
+    );
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! points, runs in the background and merges, and never keeps a closed store open.
 
 use super::support::{Rng, seed, small_options};
+use amberdb::KernelError;
 use amberdb::storage::{FaultyStorage, Storage};
 use amberdb::{
     EngineError, IndexOptions, MemoryId, NewMemory, Probe, ScanMode, SearchRequest, Store,
@@ -189,7 +190,10 @@ fn a_purge_that_fills_the_disk_inside_an_ivf_rewrite_changes_nothing() {
     // in pieces, so the failure comes part way through the segment, not before it).
     fs.set_capacity(Some(fs.used_bytes() + ivf_len / 2));
     let e = store.purge().unwrap_err();
-    assert!(matches!(e, EngineError::DiskFull { .. }), "{e:?}");
+    assert!(
+        matches!(e, EngineError::Kernel(KernelError::DiskFull { .. })),
+        "{e:?}"
+    );
     assert_eq!(segment_files(&fs), files, "no new segment, no .tmp left");
     assert_eq!(exact_answers(&store, &queries), before, "reads go on");
     assert_eq!(store.stats().maintenance.purges, 0);

@@ -3,6 +3,7 @@
 //! map across checkpoints and reopens; a power cut at every sync point of puts that replace.
 
 use super::support::{Rng, crash_images, seed, small_options};
+use amberdb::KernelError;
 use amberdb::storage::FaultyStorage;
 use amberdb::{
     EngineError, HookConfig, Item, Kind, NewMemory, SearchRequest, Store, StoreOptions,
@@ -280,7 +281,10 @@ fn a_put_that_replaces_leaves_the_old_item_or_the_new_after_a_power_cut_at_every
                 Ok(_) => {
                     acked.insert(key, i);
                 }
-                Err(EngineError::Poisoned | EngineError::Io { .. }) => return (acked, Some(i)),
+                Err(
+                    EngineError::Kernel(KernelError::Poisoned)
+                    | EngineError::Kernel(KernelError::Io { .. }),
+                ) => return (acked, Some(i)),
                 Err(e) => panic!("put {i}: {e}"),
             }
             if i % 7 == 6 && store.checkpoint().is_err() {

@@ -5,6 +5,7 @@
 //! newest is damaged, and refuses to open (never opens with less) when both are.
 
 use super::support::small_options;
+use amberdb::KernelError;
 use amberdb::storage::{FaultyStorage, Storage, StorageFile, StorageLock};
 use amberdb::{EngineError, MemoryId, NewMemory, SearchRequest, Store, StoreRequest};
 use amberdb_index::SealedBytes;
@@ -586,7 +587,7 @@ fn a_damaged_newest_checkpoint_falls_back_to_the_older_and_two_refuse_to_open() 
     drop(store);
     damage(&checkpoints[0]);
     match Store::open(DIR, small_options(&fs, 1000)) {
-        Err(EngineError::Corrupted { file, .. }) => {
+        Err(EngineError::Kernel(KernelError::Corrupted { file, .. })) => {
             assert!(
                 file.to_string_lossy().contains("wal-"),
                 "names the log file retention let go: {}",

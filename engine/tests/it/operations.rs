@@ -108,7 +108,7 @@ fn search_list_and_get_errors() {
         Some(10_000)
     );
     assert_eq!(
-        invalid_field(&Category::parse("secrets").unwrap_err()),
+        invalid_field(&Category::parse("secrets").unwrap_err().into()),
         Some("Category"),
         "an unknown category is an error, not an unfiltered search"
     );

@@ -187,8 +187,8 @@ pub(super) fn engine<T>(r: amberdb::Result<T>) -> Result<T, Fail> {
     r.map_err(Fail::from)
 }
 
-pub(super) fn parsed<T>(field: &str, r: amberdb::Result<T>) -> Result<T, Fail> {
-    r.map_err(|e| match e {
+pub(super) fn parsed<T, E: Into<EngineError>>(field: &str, r: Result<T, E>) -> Result<T, Fail> {
+    r.map_err(|e| match e.into() {
         EngineError::Invalid { reason, .. } => Fail::invalid(field, reason),
         other => Fail::from(other),
     })

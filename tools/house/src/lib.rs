@@ -592,13 +592,14 @@ pub fn circles(edges: &[Import]) -> Vec<Vec<PathBuf>> {
 }
 
 /// The engine's floors: `kernel/` below, the product layer (`hooks/`, `memory/`, `store/`,
-/// `options.rs`) above it.
+/// `options.rs`, the product's error `error.rs`) above it.
 const KERNEL: &str = "engine/src/kernel/";
 const PRODUCT: &[&str] = &[
     "engine/src/hooks/",
     "engine/src/memory/",
     "engine/src/store/",
     "engine/src/options.rs",
+    "engine/src/error.rs",
 ];
 
 /// The edges from the kernel up into the product layer (there must be none).

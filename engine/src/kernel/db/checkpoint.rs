@@ -5,7 +5,7 @@ use super::core::*;
 use crate::kernel::checkpoint::DeltaBase;
 use crate::kernel::checkpoint::{format as ckpt_format, writer as ckpt_writer};
 use crate::kernel::commit::PoisonCause;
-use crate::kernel::error::{EngineError, Result};
+use crate::kernel::error::{KernelError, Result};
 use crate::kernel::error::{internal, io_error};
 use crate::kernel::log::Op;
 use crate::kernel::log::writer::LogWriter;
@@ -254,18 +254,18 @@ impl Db {
     pub(in crate::kernel) fn checkpoint_failed(
         &self,
         w: &mut Writer,
-        e: EngineError,
-    ) -> EngineError {
+        e: KernelError,
+    ) -> KernelError {
         w.tail_wait_timed_out = false;
         self.log_room_changed();
         match &e {
-            EngineError::DiskFull { .. } => {
+            KernelError::DiskFull { .. } => {
                 w.checkpoint_paused_until = Some(Instant::now() + CHECKPOINT_RETRY_AFTER_DISK_FULL);
             }
-            EngineError::Poisoned => return e,
+            KernelError::Poisoned => return e,
             _ => {
                 let path = match &e {
-                    EngineError::Io { path, .. } => path.clone(),
+                    KernelError::Io { path, .. } => path.clone(),
                     _ => self.dir.clone(),
                 };
                 self.commit
@@ -290,7 +290,7 @@ impl Db {
             for p in [path, &tmp] {
                 match storage.remove(p) {
                     Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                        return Err(EngineError::Io {
+                        return Err(KernelError::Io {
                             path: p.clone(),
                             source: e,
                         });
@@ -301,7 +301,7 @@ impl Db {
         }
         storage
             .sync_dir(&self.dir)
-            .map_err(EngineError::io(&self.dir))
+            .map_err(KernelError::io(&self.dir))
     }
 
     /// C0–C2 and the snapshot, under the writer mutex. `None`: nothing to checkpoint (nothing

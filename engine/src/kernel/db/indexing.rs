@@ -4,7 +4,7 @@
 use super::checkpoint::CheckpointAsk;
 use super::core::*;
 use crate::kernel::error::is_disk_full;
-use crate::kernel::error::{EngineError, Result};
+use crate::kernel::error::{KernelError, Result};
 use crate::kernel::segment_file::{self, SegmentEntry, SegmentKind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
@@ -70,15 +70,15 @@ pub(in crate::kernel) fn train_segment(
         .num_threads(options.threads)
         .thread_name(|i| format!("amberdb-index-{i}"))
         .build()
-        .map_err(|e| EngineError::Internal {
+        .map_err(|e| KernelError::Internal {
             context: "starting the index build's threads",
             reason: e.to_string(),
         })?;
     let stopped = || stop.load(Ordering::Acquire);
     pool.install(|| amberdb_index::ivf::build_until(keys, vectors, dim, &params, &stopped))
         .map_err(|e| match e {
-            amberdb_index::IndexError::Cancelled => EngineError::Cancelled,
-            e => EngineError::Internal {
+            amberdb_index::IndexError::Cancelled => KernelError::Cancelled,
+            e => KernelError::Internal {
                 context: "building an IVF segment",
                 reason: e.to_string(),
             },
@@ -206,7 +206,7 @@ impl Db {
                     "index built"
                 );
             }
-            Ok(None) | Err(EngineError::Cancelled) => {}
+            Ok(None) | Err(KernelError::Cancelled) => {}
             Err(e) => {
                 self.indexing.failures.fetch_add(1, Ordering::Relaxed);
                 *self.indexing.last_error.lock() = Some(e.to_string());
@@ -291,7 +291,7 @@ impl Db {
         };
         let name = entry.file_name();
         let path = self.dir.join(&name);
-        let discard = |e: EngineError| {
+        let discard = |e: KernelError| {
             for p in [path.clone(), self.dir.join(format!("{name}.tmp"))] {
                 let _ = storage.remove(&p);
             }
@@ -301,12 +301,12 @@ impl Db {
         crate::kernel::storage::write_atomic(storage, &self.dir, &name, &built.bytes).map_err(
             |source| {
                 discard(if is_disk_full(&source) {
-                    EngineError::DiskFull {
+                    KernelError::DiskFull {
                         path: path.clone(),
                         source,
                     }
                 } else {
-                    EngineError::Io {
+                    KernelError::Io {
                         path: path.clone(),
                         source,
                     }
@@ -315,7 +315,7 @@ impl Db {
         )?;
         let Ok(amberdb_index::Sealed::Ivf(ivf)) = segment_file::open(storage, &self.dir, &entry)
         else {
-            return Err(discard(EngineError::Internal {
+            return Err(discard(KernelError::Internal {
                 context: "opening the IVF segment a build wrote",
                 reason: "it does not read back as an IVF segment".into(),
             }));
@@ -329,7 +329,7 @@ impl Db {
         }
         // The run as it is now: the planned segments, or what purges rewrote them into.
         let Some(run) = w.descendants_of(&plan.roots) else {
-            return Err(discard(EngineError::Internal {
+            return Err(discard(KernelError::Internal {
                 context: "swapping in an IVF segment",
                 reason: "the segments it replaces were replaced during the build".into(),
             }));
@@ -342,7 +342,7 @@ impl Db {
         let absorbed = match swapped {
             Ok((_, absorbed)) => absorbed,
             Err(e) => {
-                return Err(discard(EngineError::Internal {
+                return Err(discard(KernelError::Internal {
                     context: "swapping in an IVF segment",
                     reason: e.to_string(),
                 }));

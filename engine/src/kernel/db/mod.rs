@@ -23,7 +23,7 @@ mod write;
 
 use crate::kernel::commit::GroupCommit;
 use crate::kernel::config::{DbConfig, SyncPolicy};
-use crate::kernel::error::{EngineError, Result};
+use crate::kernel::error::{KernelError, Result};
 use crate::kernel::lexical::{self};
 use crate::kernel::maintenance::Maintenance;
 use crate::kernel::record::MemoryId;
@@ -110,13 +110,13 @@ impl Db {
             std::thread::Builder::new()
                 .name("amberdb-batch-sync".into())
                 .spawn(move || batch_sync_loop(&weak, interval))
-                .map_err(EngineError::io(&db.dir))?;
+                .map_err(KernelError::io(&db.dir))?;
         }
         if db.config.maintenance_thread {
             let weak = Arc::downgrade(&db);
             db.maintenance
                 .start(move || weak.upgrade().map(|db| db.run_due_maintenance()).is_some())
-                .map_err(EngineError::io(&db.dir))?;
+                .map_err(KernelError::io(&db.dir))?;
             // A tail long enough to be due (after a crash) is checkpointed now, not after the
             // next write: the next open replays less the sooner it lands.
             if db.checkpoint_due(&db.writer.lock()) {
@@ -158,7 +158,7 @@ impl Db {
     pub(in crate::kernel) fn not_restoring(&self) -> Result<()> {
         match self.state.read().unindexed.len() {
             0 => Ok(()),
-            left => Err(EngineError::Restoring { left }),
+            left => Err(KernelError::Restoring { left }),
         }
     }
 
@@ -184,7 +184,7 @@ impl Db {
             let (restored, rebuilt) =
                 state
                     .restore_vectors(vectors)
-                    .map_err(|reason| EngineError::Internal {
+                    .map_err(|reason| KernelError::Internal {
                         context: "restoring vectors",
                         reason: reason.into(),
                     })?;
@@ -345,7 +345,7 @@ mod tests {
             let record = crate::kernel::state::tests::record(i, &format!("text {i}"));
             let vector = rng.unit_vector(db.read().vectors.dim());
             db.commit(&Durability::Immediate, |_, _| {
-                Ok((Some(Op::Store { record, vector }), ()))
+                Ok::<_, KernelError>((Some(Op::Store { record, vector }), ()))
             })
             .expect("a store");
         }
@@ -354,7 +354,7 @@ mod tests {
 
     fn delete(db: &Db, id: u64) {
         db.commit(&Durability::Immediate, |_, _| {
-            Ok((Some(Op::Delete { id: MemoryId(id) }), ()))
+            Ok::<_, KernelError>((Some(Op::Delete { id: MemoryId(id) }), ()))
         })
         .expect("a delete");
     }
@@ -481,7 +481,7 @@ mod tests {
         let id = record.id;
         let vector = vec![0.5; embedder.dim()];
         db.commit(&Durability::Immediate, |_, _| {
-            Ok((Some(Op::Store { record, vector }), ()))
+            Ok::<_, KernelError>((Some(Op::Store { record, vector }), ()))
         })
         .expect("a store");
         let (release, held) = mpsc::channel::<()>();
@@ -492,7 +492,7 @@ mod tests {
             s.spawn(move || {
                 db.commit(&Durability::Immediate, |_, _| {
                     held.recv().expect("released");
-                    Ok((None, ()))
+                    Ok::<_, KernelError>((None, ()))
                 })
             });
             while db.writer.try_lock().is_some() {

@@ -5,7 +5,7 @@ use super::checkpoint::CheckpointAsk;
 use super::core::*;
 use crate::kernel::checkpoint::format as ckpt_format;
 use crate::kernel::commit::PoisonCause;
-use crate::kernel::error::{EngineError, Result};
+use crate::kernel::error::{KernelError, Result};
 use crate::kernel::error::{internal, io_error};
 use crate::kernel::maintenance::Purge;
 use crate::kernel::maintenance::Removed;
@@ -221,7 +221,7 @@ impl Db {
     /// holds the checkpoint mutex.
     fn keep_only(&self, newest: u64) -> Result<Removed> {
         let path = self.dir.join(ckpt_format::file_name(newest));
-        let bytes = self.storage().map(&path).map_err(EngineError::io(&path))?;
+        let bytes = self.storage().map(&path).map_err(KernelError::io(&path))?;
         // What falls back to the older checkpoint is about to go: the newest must read.
         if let Err(e) = crate::kernel::checkpoint::reader::verify(bytes.as_slice()) {
             let (offset, reason) = match e {
@@ -232,7 +232,7 @@ impl Db {
                     (0, "the purge's checkpoint does not read back")
                 }
             };
-            return Err(EngineError::Corrupted {
+            return Err(KernelError::Corrupted {
                 file: path,
                 offset,
                 reason,

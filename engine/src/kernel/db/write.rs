@@ -7,7 +7,7 @@ use super::core::*;
 use crate::kernel::commit::PoisonCause;
 use crate::kernel::config::SyncPolicy;
 use crate::kernel::error::is_disk_full;
-use crate::kernel::error::{EngineError, Result};
+use crate::kernel::error::{KernelError, Result};
 use crate::kernel::log::Op;
 use crate::kernel::log::format::{FRAME_PREFIX, MAX_FRAME_LEN, encode_frame};
 use crate::kernel::record::{MemoryId, Timestamp};
@@ -89,11 +89,11 @@ impl Db {
     /// it is durable; no operation means nothing to write. It runs under the writer mutex and a
     /// read lock, so readers go on while it scans; the write lock is taken only to apply.
     /// `durability` says when it returns (step 6, [`Db::acknowledge`]).
-    pub(crate) fn commit<T>(
+    pub(crate) fn commit<T, E: From<KernelError>>(
         &self,
         durability: &Durability,
-        prepare: impl FnOnce(&NextIds, &State) -> Result<(Option<Op>, T)>,
-    ) -> Result<T> {
+        prepare: impl FnOnce(&NextIds, &State) -> Result<(Option<Op>, T), E>,
+    ) -> Result<T, E> {
         let (seq, checkpoint_due, value) = {
             let mut w = self.writer.lock();
             self.wait_for_log_room(&mut w);
@@ -111,10 +111,11 @@ impl Db {
                 };
                 if let Err(reason) = state.check(&op) {
                     // Nothing was written: the store stays as it was, and writable.
-                    return Err(EngineError::Internal {
+                    return Err(KernelError::Internal {
                         context: "checking an operation before it is logged",
                         reason: reason.to_owned(),
-                    });
+                    }
+                    .into());
                 }
                 (op, value)
             };
@@ -179,7 +180,7 @@ impl Db {
         let frame = encode_frame(seq, op);
         let body = frame.len() - FRAME_PREFIX;
         if body > MAX_FRAME_LEN as usize {
-            return Err(EngineError::LimitExceeded {
+            return Err(KernelError::LimitExceeded {
                 what: "bytes of one atomic operation (its log frame)",
                 limit: MAX_FRAME_LEN as usize,
                 got: body,
@@ -222,7 +223,7 @@ impl Db {
         if let Err(reason) = self.state.write().apply_checked(op) {
             self.commit
                 .poison(PoisonCause::new("apply", &w.log.path, reason));
-            return Err(EngineError::Internal {
+            return Err(KernelError::Internal {
                 context: "applying a logged operation",
                 reason: reason.to_owned(),
             });
@@ -290,13 +291,13 @@ impl Db {
         &self,
         w: &Writer,
         source: std::io::Error,
-    ) -> EngineError {
+    ) -> KernelError {
         let path = w.log.path.clone();
         if is_disk_full(&source) {
             match self.storage().truncate(&path, w.log.bytes) {
                 Ok(()) => {
                     self.disk_full_refusals.fetch_add(1, Ordering::Relaxed);
-                    return EngineError::DiskFull { path, source };
+                    return KernelError::DiskFull { path, source };
                 }
                 Err(cut) => {
                     self.commit.poison(PoisonCause::new(
@@ -304,13 +305,13 @@ impl Db {
                         &path,
                         format!("{source}; cutting the partial frame back failed: {cut}"),
                     ));
-                    return EngineError::Io { path, source };
+                    return KernelError::Io { path, source };
                 }
             }
         }
         self.commit
             .poison(PoisonCause::new("append", &path, &source));
-        EngineError::Io { path, source }
+        KernelError::Io { path, source }
     }
 
     /// Step 6, the seam where a write is acknowledged: under `SyncPolicy::Always` an

@@ -3,7 +3,7 @@
 
 use super::found::*;
 use crate::kernel::checkpoint::{format as ckpt_format, reader as ckpt_reader};
-use crate::kernel::error::{EngineError, Result};
+use crate::kernel::error::{KernelError, Result};
 use crate::kernel::log::Op;
 use crate::kernel::record::MemoryId;
 use crate::kernel::segment_file::{self, SegmentEntry, SegmentKind};
@@ -54,14 +54,14 @@ impl Base {
 }
 
 /// A checkpoint file's error as the engine's, naming `path`.
-pub(super) fn checkpoint_error(path: &Path, e: ckpt_reader::CheckpointError) -> EngineError {
+pub(super) fn checkpoint_error(path: &Path, e: ckpt_reader::CheckpointError) -> KernelError {
     match e {
-        ckpt_reader::CheckpointError::Corrupted(d) => EngineError::Corrupted {
+        ckpt_reader::CheckpointError::Corrupted(d) => KernelError::Corrupted {
             file: path.to_path_buf(),
             offset: d.offset as u64,
             reason: d.reason,
         },
-        ckpt_reader::CheckpointError::Unsupported(found) => EngineError::UnsupportedVersion {
+        ckpt_reader::CheckpointError::Unsupported(found) => KernelError::UnsupportedVersion {
             file: path.to_path_buf(),
             found,
             supported: ckpt_format::SUPPORTED,
@@ -87,7 +87,7 @@ pub(super) fn load_checkpoint(
     let to_engine = |e| checkpoint_error(&path, e);
     let head = ckpt_reader::decode_head(bytes.as_slice()).map_err(to_engine)?;
     if head.seq != seq {
-        return Err(EngineError::Misnamed {
+        return Err(KernelError::Misnamed {
             file: path,
             named: seq,
             header: head.seq,
@@ -122,7 +122,7 @@ pub(super) fn load_checkpoint(
         None => vec![(seq, bytes.clone())],
     };
     let (decoded, segments) = decode_all(storage, dir, (&bytes, &head), delta, &mut table, files);
-    let panicked = |_| EngineError::Corrupted {
+    let panicked = |_| KernelError::Corrupted {
         file: path.clone(),
         offset: 0,
         reason: "decoder thread panicked",
@@ -160,7 +160,7 @@ pub(super) fn load_checkpoint(
             .collect()
     };
     if vectors.len() + unindexed.len() != table.len() {
-        return Err(EngineError::Corrupted {
+        return Err(KernelError::Corrupted {
             file: path,
             offset: 0,
             reason: "segments and records disagree",
@@ -170,7 +170,7 @@ pub(super) fn load_checkpoint(
     let mut state = State::new(table, vectors, model);
     state.unindexed = crate::kernel::state::Unindexed::waiting(unindexed);
     for op in head.aux {
-        state.apply(op).map_err(|reason| EngineError::Corrupted {
+        state.apply(op).map_err(|reason| KernelError::Corrupted {
             file: path.clone(),
             offset: 0,
             reason,
@@ -298,7 +298,7 @@ pub(super) fn collection_of(
         let pushed = seg.and_then(|seg| {
             vectors
                 .push_sealed(seg)
-                .map_err(|_| EngineError::Corrupted {
+                .map_err(|_| KernelError::Corrupted {
                     file: dir.join(entry.file_name()),
                     offset: 0,
                     reason: "segment does not fit the store",
@@ -308,7 +308,7 @@ pub(super) fn collection_of(
             Ok(()) => sound_entries.push(*entry),
             Err(e)
                 if e.kind() == crate::kernel::error::ErrorKind::Data
-                    || matches!(e, EngineError::Io { .. }) =>
+                    || matches!(e, KernelError::Io { .. }) =>
             {
                 damaged.push(format!("{}: {e}", entry.file_name()));
             }
@@ -392,12 +392,12 @@ pub(super) fn choose_checkpoint(
     logs: &[u64],
     created: &Model,
     report: &mut OpenReport,
-) -> Result<(Option<Base>, Option<EngineError>)> {
+) -> Result<(Option<Base>, Option<KernelError>)> {
     let mut base = None;
     // The newest checkpoint whose records are whole but a segment is not (R4b): used only if
     // no sound checkpoint with the log after it recovers.
     let mut damaged: Option<Base> = None;
-    let mut misnamed_checkpoint: Option<EngineError> = None;
+    let mut misnamed_checkpoint: Option<KernelError> = None;
     for &seq in checkpoints.iter().rev() {
         match load_checkpoint(storage, dir, seq, created) {
             Ok(b) if !b.damaged.is_empty() => {
@@ -416,12 +416,12 @@ pub(super) fn choose_checkpoint(
             }
             Err(e)
                 if e.kind() == crate::kernel::error::ErrorKind::Data
-                    || matches!(e, EngineError::Io { .. }) =>
+                    || matches!(e, KernelError::Io { .. }) =>
             {
                 report
                     .skipped_checkpoints
                     .push(format!("{}: {e}", ckpt_format::file_name(seq)));
-                if misnamed_checkpoint.is_none() && matches!(e, EngineError::Misnamed { .. }) {
+                if misnamed_checkpoint.is_none() && matches!(e, KernelError::Misnamed { .. }) {
                     misnamed_checkpoint = Some(e);
                 }
             }

@@ -1,7 +1,7 @@
 //! What recovery finds and hands on: the `OpenReport`, everything the store starts from
 //! (`Recovered`), the checkpoints it keeps (`Retained`).
 
-use crate::kernel::error::EngineError;
+use crate::kernel::error::KernelError;
 use crate::kernel::log::writer::LogWriter;
 use crate::kernel::segment_file::SegmentEntry;
 use crate::kernel::state::State;
@@ -64,8 +64,8 @@ pub(crate) struct Recovered {
     pub(crate) report: OpenReport,
 }
 
-pub(super) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> EngineError + '_ {
-    move |source| EngineError::Io {
+pub(super) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> KernelError + '_ {
+    move |source| KernelError::Io {
         path: path.to_path_buf(),
         source,
     }

@@ -6,7 +6,7 @@ mod found;
 mod replay;
 
 use crate::kernel::checkpoint::format as ckpt_format;
-use crate::kernel::error::{EngineError, Result};
+use crate::kernel::error::{KernelError, Result};
 use crate::kernel::identity::{self, Identity, IdentityError};
 use crate::kernel::log::writer::{self as log_writer, LogWriter};
 use crate::kernel::record::Timestamp;
@@ -31,9 +31,9 @@ pub(crate) fn lock_dir(storage: &dyn Storage, dir: &Path) -> Result<Box<dyn Stor
     let lock_path = dir.join("LOCK");
     storage.lock(&lock_path).map_err(|e| {
         if e.kind() == std::io::ErrorKind::WouldBlock {
-            EngineError::Locked { path: lock_path }
+            KernelError::Locked { path: lock_path }
         } else {
-            EngineError::Io {
+            KernelError::Io {
                 path: lock_path,
                 source: e,
             }
@@ -112,7 +112,7 @@ pub(crate) fn recover(
     // R7: the log must reach the checkpoint.
     let last_seq = replay.expected - 1;
     if last_seq < ckpt_seq {
-        return Err(EngineError::Corrupted {
+        return Err(KernelError::Corrupted {
             file: dir.to_path_buf(),
             offset: 0,
             reason: "log ends before the checkpoint it was synced for",
@@ -213,12 +213,12 @@ fn identity_of(
     if names.iter().any(|n| n == identity::FILE_NAME) {
         let bytes = storage.read(&id_path).map_err(io(&id_path))?;
         return identity::decode(&bytes).map_err(|e| match e {
-            IdentityError::Corrupted(d) => EngineError::Corrupted {
+            IdentityError::Corrupted(d) => KernelError::Corrupted {
                 file: id_path.clone(),
                 offset: d.offset as u64,
                 reason: d.reason,
             },
-            IdentityError::Unsupported(found) => EngineError::UnsupportedVersion {
+            IdentityError::Unsupported(found) => KernelError::UnsupportedVersion {
                 file: id_path.clone(),
                 found,
                 supported: identity::SUPPORTED,
@@ -226,19 +226,19 @@ fn identity_of(
         });
     }
     if has_data {
-        return Err(EngineError::Corrupted {
+        return Err(KernelError::Corrupted {
             file: id_path,
             offset: 0,
             reason: "store files exist but IDENTITY is missing",
         });
     }
-    let dim = u32::try_from(embedder.dim()).map_err(|_| EngineError::Invalid {
+    let dim = u32::try_from(embedder.dim()).map_err(|_| KernelError::Invalid {
         field: "embedder",
         reason: "dimension too large".into(),
     })?;
     let model_id = embedder.model_id();
     if model_id.is_empty() || model_id.len() > identity::MAX_MODEL_ID {
-        return Err(EngineError::Invalid {
+        return Err(KernelError::Invalid {
             field: "embedder",
             reason: "model id must be 1..=256 bytes".into(),
         });
@@ -273,7 +273,7 @@ fn check_embedder(
     if same {
         return Ok(());
     }
-    Err(EngineError::EmbedderMismatch {
+    Err(KernelError::EmbedderMismatch {
         stored_model: state.model.id.clone(),
         stored_dim: state.model.dim,
         given_model: embedder.model_id().to_owned(),
@@ -307,7 +307,7 @@ fn log_follows(
     dir: &Path,
     logs: &[u64],
     ckpt_seq: u64,
-    misnamed_checkpoint: Option<EngineError>,
+    misnamed_checkpoint: Option<KernelError>,
 ) -> Result<()> {
     if logs.contains(&(ckpt_seq + 1)) {
         return Ok(());
@@ -315,7 +315,7 @@ fn log_follows(
     if let Some(e) = misnamed_checkpoint {
         return Err(e);
     }
-    Err(EngineError::Corrupted {
+    Err(KernelError::Corrupted {
         file: dir.join(log_writer::file_name(ckpt_seq + 1)),
         offset: 0,
         reason: "log file missing: the writes after the checkpoint (or since the store was created) are gone",

@@ -2,7 +2,7 @@
 //! thread, applied in order on another; a torn tail cut, any other damage refused.
 
 use super::found::*;
-use crate::kernel::error::{EngineError, Result};
+use crate::kernel::error::{KernelError, Result};
 use crate::kernel::log::Op;
 use crate::kernel::log::format::HeaderError;
 use crate::kernel::log::reader::{ScanEnd, scan};
@@ -59,7 +59,7 @@ impl Replay {
         if let Ok(header) = crate::kernel::log::format::decode_header(bytes)
             && header != first
         {
-            return Err(EngineError::Misnamed {
+            return Err(KernelError::Misnamed {
                 file: path,
                 named: first,
                 header,
@@ -77,7 +77,7 @@ impl Replay {
         let file_len = bytes.len();
         drop(mapped);
         applied?;
-        let scanned = scanned.map_err(|_| EngineError::Corrupted {
+        let scanned = scanned.map_err(|_| KernelError::Corrupted {
             file: path.clone(),
             offset: 0,
             reason: "log scanner thread panicked",
@@ -140,7 +140,7 @@ impl Replay {
             return Ok(());
         }
         if seq != self.expected {
-            return Err(EngineError::Corrupted {
+            return Err(KernelError::Corrupted {
                 file: path.to_path_buf(),
                 offset,
                 reason: "gap in log sequence numbers",
@@ -152,7 +152,7 @@ impl Replay {
         self.replayed_deletes |= op.deletes_records();
         self.state
             .apply(op)
-            .map_err(|reason| EngineError::Corrupted {
+            .map_err(|reason| KernelError::Corrupted {
                 file: path.to_path_buf(),
                 offset,
                 reason,
@@ -177,7 +177,7 @@ impl Replay {
         match scanned {
             Ok(s) => {
                 if s.first_seq > self.expected {
-                    return Err(EngineError::Corrupted {
+                    return Err(KernelError::Corrupted {
                         file: path,
                         offset: 8,
                         reason: "log file starts after a gap",
@@ -190,14 +190,14 @@ impl Replay {
                         report.truncated_tail = Some((path.clone(), offset));
                     }
                     ScanEnd::TornTail { offset } => {
-                        return Err(EngineError::Corrupted {
+                        return Err(KernelError::Corrupted {
                             file: path,
                             offset,
                             reason: "bad frame in a log file that is not the newest",
                         });
                     }
                     ScanEnd::Corrupted { offset, reason } => {
-                        return Err(EngineError::Corrupted {
+                        return Err(KernelError::Corrupted {
                             file: path,
                             offset,
                             reason,
@@ -208,12 +208,12 @@ impl Replay {
                 Ok(())
             }
             // The applier stopped: only at an error of its own, returned before this.
-            Err(Err(())) => Err(EngineError::Corrupted {
+            Err(Err(())) => Err(KernelError::Corrupted {
                 file: path,
                 offset: 0,
                 reason: "log replay stopped",
             }),
-            Err(Ok(HeaderError::Unsupported(found))) => Err(EngineError::UnsupportedVersion {
+            Err(Ok(HeaderError::Unsupported(found))) => Err(KernelError::UnsupportedVersion {
                 file: path,
                 found,
                 supported: crate::kernel::log::format::SUPPORTED,
@@ -227,7 +227,7 @@ impl Replay {
                     report.truncated_tail = Some((path, 0));
                     Ok(())
                 } else {
-                    Err(EngineError::Corrupted {
+                    Err(KernelError::Corrupted {
                         file: path,
                         offset: 0,
                         reason,

@@ -2,7 +2,7 @@
 //! an archived record, the lexical indexes and their pending builds, the `UserIndex` with its
 //! key set, tag frequencies, members and entities.
 
-use crate::kernel::error::EngineError;
+use crate::kernel::error::KernelError;
 use crate::kernel::keyword::KeywordIndex;
 use crate::kernel::record::{Category, Entity, EntityKind, Kind, Memory, MemoryId, TagSnapshot};
 use crate::kernel::slots::Slots;
@@ -235,11 +235,11 @@ impl UserIndex {
     ///
     /// # Errors
     /// `Internal` when it is missing.
-    pub(crate) fn keyword(&self) -> Result<&KeywordIndex, EngineError> {
+    pub(crate) fn keyword(&self) -> Result<&KeywordIndex, KernelError> {
         self.lexical
             .as_ref()
             .map(|l| &l.keyword)
-            .ok_or_else(|| EngineError::Internal {
+            .ok_or_else(|| KernelError::Internal {
                 context: "keyword search",
                 reason: "the keyword index was not built after the open (see the log)".into(),
             })

@@ -2,7 +2,7 @@
 //! the vector top, the keyword top and the text matches, and their fusion.
 
 use super::request::*;
-use crate::kernel::error::{EngineError, Result};
+use crate::error::{EngineError, Result};
 use crate::kernel::record::{Category, Kind, Memory, MemoryId, Timestamp};
 use crate::kernel::state::State;
 use crate::kernel::table::UserIndex;

@@ -1,8 +1,8 @@
 //! What a search asks for and what it answers: the limits, `SearchRequest`, `Mode`, `Strategy`,
 //! `Fusion`, `ScanMode`, and the page (`Hits`, `SearchedHit`, `Neighbour`).
 
+use crate::error::{EngineError, Result};
 use crate::hooks::HookOverrides;
-use crate::kernel::error::{EngineError, Result};
 use crate::kernel::record::{Category, Kind, Memory, MemoryId, Timestamp};
 use amberdb_index::Probe;
 

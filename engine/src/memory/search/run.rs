@@ -4,10 +4,10 @@
 use super::candidates::*;
 use super::rank::*;
 use super::request::*;
+use crate::error::{EngineError, Result};
 use crate::hooks::Fold;
 use crate::hooks::dedup::{FoldItem, fold_duplicates, fold_slots};
 use crate::hooks::{Effective, LOAD_DEDUP_OVERFETCH};
-use crate::kernel::error::{EngineError, Result};
 use crate::kernel::keyword::tokenize;
 use crate::kernel::record::{self, Kind, Memory, MemoryId, Timestamp};
 use crate::kernel::state::State;

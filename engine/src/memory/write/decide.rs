@@ -3,10 +3,10 @@
 
 use super::plan::*;
 use super::request::*;
+use crate::error::{EngineError, KernelError, Result};
 use crate::hooks::dedup;
 use crate::hooks::facts::content_words;
 use crate::hooks::tags::{self as tag_rules, TagDecision, TagForm};
-use crate::kernel::error::{EngineError, Result};
 use crate::kernel::log::Op;
 use crate::kernel::record::{self, MAX_TAGS, Memory, MemoryId, Timestamp};
 use crate::kernel::state::State;
@@ -516,9 +516,11 @@ fn as_history(
         .iter()
         .filter_map(|id| state.table.get(*id))
         .min_by_key(|m| (m.valid_from, m.id))
-        .ok_or_else(|| EngineError::Internal {
-            context: "store",
-            reason: "a newer value of the slot is not live".into(),
+        .ok_or_else(|| {
+            EngineError::Kernel(KernelError::Internal {
+                context: "store",
+                reason: "a newer value of the slot is not live".into(),
+            })
         })?;
     let mut c = Changes::default();
     archive_decided(state, older, Some(new.valid_from), plan, &mut c.ops);

@@ -7,7 +7,7 @@ mod plan;
 mod request;
 mod update;
 
-use crate::kernel::error::{EngineError, Result};
+use crate::error::{EngineError, Result};
 use crate::memory::preview;
 use crate::store::Store;
 pub(crate) use decide::merge;

@@ -2,10 +2,10 @@
 //! the hooks need, outside every lock.
 
 use super::request::*;
+use crate::error::{EngineError, Result};
 use crate::hooks::Effective;
 use crate::hooks::category;
 use crate::hooks::tags::{self as tag_rules};
-use crate::kernel::error::{EngineError, Result};
 use crate::kernel::record::{
     self, Category, INITIAL_CONFIDENCE, Memory, MemoryId, NewMemory, Timestamp,
 };

@@ -1,9 +1,9 @@
 //! What a write asks for and what it answers: `StoreRequest`, `Provenance`, `Outcome`,
 //! `Stored`, `DedupDecision`, `UpdateRequest`, `Updated`.
 
+use crate::error::{EngineError, Result};
 use crate::hooks::HookOverrides;
 use crate::hooks::facts::{Relation, Rule};
-use crate::kernel::error::{EngineError, Result};
 use crate::kernel::record::{Category, MemoryId, NewMemory, Timestamp};
 
 /// A memory to store, with what the caller may add: its vector, and changes to the store's

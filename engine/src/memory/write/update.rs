@@ -4,7 +4,7 @@
 use super::decide::*;
 use super::plan::*;
 use super::request::*;
-use crate::kernel::error::{EngineError, Result};
+use crate::error::{EngineError, Result};
 use crate::kernel::log::Op;
 use crate::kernel::record::{MemoryId, NewMemory};
 use crate::memory::check_vector;
