@@ -236,12 +236,18 @@ mod tests {
             field: "role",
             reason: "unknown".into(),
         });
-        assert!(matches!(invalid, EngineError::Invalid { field: "role", .. }));
+        assert!(matches!(
+            invalid,
+            EngineError::Invalid { field: "role", .. }
+        ));
         assert_eq!(invalid.kind(), ErrorKind::Caller);
         assert!(invalid.kernel().is_none());
 
         let poisoned = EngineError::from(KernelError::Poisoned);
-        assert!(matches!(poisoned, EngineError::Kernel(KernelError::Poisoned)));
+        assert!(matches!(
+            poisoned,
+            EngineError::Kernel(KernelError::Poisoned)
+        ));
         assert_eq!(poisoned.to_string(), KernelError::Poisoned.to_string());
         assert_eq!(poisoned.kind(), ErrorKind::Environment);
         assert!(matches!(poisoned.kernel(), Some(KernelError::Poisoned)));

@@ -19,7 +19,8 @@
 //!   `IndexOptions`, `ArchiveRetention`); `crate::options` re-exports the public ones and the
 //!   kernel imports nothing from it.
 //! - `state`: the in-memory state (the table and the vector collection) and `apply`, the one
-//!   way an operation changes it.
+//!   way an operation changes it; `read`: what the layers above may read of it (the table and
+//!   the collection themselves are the kernel's).
 //! - `table`, `keyword`, `text_column`: the metadata table (`table/user.rs` what it keeps per
 //!   user, `table/archive.rs` the archive) and its indexes.
 //! - `record`, `ids`, `rule`, `codec`, `error`: the data model, its ids, the decision codes it
@@ -41,6 +42,7 @@ pub(crate) mod keyword;
 pub(crate) mod lexical;
 pub mod log;
 pub mod maintenance;
+pub(crate) mod read;
 pub mod record;
 pub(crate) mod recovery;
 pub mod rule;

@@ -19,18 +19,18 @@ pub(crate) type Refusal = &'static str;
 
 /// The table and the vectors, changed together by `apply` under the store's write lock.
 pub(crate) struct State {
-    pub(crate) table: Table,
-    pub(crate) vectors: Collection,
+    pub(in crate::kernel) table: Table,
+    pub(in crate::kernel) vectors: Collection,
     /// The embedder every vector of the state comes from.
-    pub(crate) model: Model,
+    pub(in crate::kernel) model: Model,
     /// Bumped at every change of `model` in this process: a write or a search whose vectors
     /// were computed before a switch sees it changed and embeds again.
-    pub(crate) model_epoch: u64,
+    pub(in crate::kernel) model_epoch: u64,
     /// Vectors of a re-embedding not switched to yet (`docs/durability.md`, "Re-embedding").
-    pub(crate) stage: Option<Stage>,
+    pub(in crate::kernel) stage: Option<Stage>,
     /// Records whose vector was in a damaged segment (`docs/durability.md`, "Recovery",
     /// R4b). No checkpoint is written while any is left.
-    pub(crate) unindexed: Unindexed,
+    pub(in crate::kernel) unindexed: Unindexed,
 }
 
 /// Records (live, or archived since) whose vector was in a damaged segment: out of vector

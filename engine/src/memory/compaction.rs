@@ -72,19 +72,18 @@ impl Store {
         let (order, live, vectors, slots, keys) = {
             let state = self.read();
             let mut mine: Vec<(Timestamp, MemoryId)> = state
-                .table
                 .iter()
                 .filter(|m| m.user_id == user && !matches!(m.kind, Kind::Message | Kind::Item))
                 .map(|m| (m.created_at, m.id))
                 .collect();
             mine.sort_unstable();
-            let live = state.table.iter().filter(|m| m.user_id == user).count();
+            let live = state.iter().filter(|m| m.user_id == user).count();
             (
                 mine,
                 live,
-                state.vectors.clone(),
-                state.table.slots().clone(),
-                state.table.user_keys(user).cloned(),
+                state.vectors().clone(),
+                state.slots().clone(),
+                state.user_keys(user).cloned(),
             )
         };
         #[cfg(test)]
@@ -121,7 +120,7 @@ impl Store {
             }
             let state = self.read();
             for copy in block {
-                let Some(m) = state.table.get(copy.id) else {
+                let Some(m) = state.get(copy.id) else {
                     continue;
                 };
                 let space = UserSpace {
@@ -205,7 +204,7 @@ impl Store {
                 let members: Option<Vec<(&Memory, &[f32])>> = g
                     .members
                     .iter()
-                    .map(|id| Some((state.table.get(*id)?, state.vectors.vector(id.0)?)))
+                    .map(|id| Some((state.get(*id)?, state.vectors().vector(id.0)?)))
                     .collect();
                 // A member deleted or merged since the plan: the group is skipped.
                 let Some(members) = members else {
@@ -246,13 +245,12 @@ impl Store {
         let restored = self.commit(|ids, state| {
             self.reach(state, merged)?;
             let m = state
-                .table
                 .get(merged)
                 .ok_or_else(|| super::missing(state, merged))?;
             let sources: Vec<_> = m
                 .supersedes
                 .iter()
-                .filter_map(|s| state.table.archived(*s))
+                .filter_map(|s| state.archived(*s))
                 .collect();
             if sources.is_empty() {
                 return Err(EngineError::Invalid {
@@ -268,7 +266,6 @@ impl Store {
                 // again would make two live copies. It is still reachable through lineage.
                 let hash = a.record.content_hash;
                 if state
-                    .table
                     .find_hash(&m.user_id, &hash)
                     .is_some_and(|id| id != merged)
                     || !hashes.insert(hash)
@@ -324,7 +321,7 @@ fn group_of(
     if grouped.contains(&m.id) {
         return None;
     }
-    let v = space.state.vectors.vector(m.id.0)?;
+    let v = space.state.vectors().vector(m.id.0)?;
     let candidates = near.remove(&m.id)?;
     // Compaction is asked for, previewed and undoable: it merges what the fact guard reads
     // as the same statement in other words too, where a store's automatic merges take only
@@ -373,7 +370,6 @@ mod tests {
     fn one_probe_per_memory(store: &Store, user: &str, distance: f32) -> Vec<CompactionGroup> {
         let state = store.read();
         let mut mine: Vec<&Memory> = state
-            .table
             .iter()
             .filter(|m| m.user_id == user && !matches!(m.kind, Kind::Message | Kind::Item))
             .collect();
@@ -386,7 +382,7 @@ mod tests {
                 user,
                 kind: m.kind,
             };
-            let Some(v) = state.vectors.vector(m.id.0) else {
+            let Some(v) = state.vectors().vector(m.id.0) else {
                 continue;
             };
             let near = space.within(v, 1.0 - distance, dedup::GUARD_CANDIDATES, Some(m.id));
@@ -534,7 +530,6 @@ mod tests {
         }
         let doomed: Vec<MemoryId> = store
             .read()
-            .table
             .iter()
             .filter(|m| m.user_id == record::DEFAULT_USER && m.id.0 % 17 == 0)
             .map(|m| m.id)
@@ -545,7 +540,7 @@ mod tests {
         assert!(
             store
                 .read()
-                .vectors
+                .vectors()
                 .sealed()
                 .iter()
                 .any(|s| s.as_ivf().is_some()),

@@ -44,7 +44,7 @@ fn lookup<'a>(state: &'a State, kind: EntityKind, user: &str, id: &str) -> Resul
         id: id.to_owned(),
     };
     let u = match kind {
-        EntityKind::User => state.table.user(id),
+        EntityKind::User => state.user(id),
         _ => user_index(state, user)?,
     }
     .ok_or_else(not_found)?;
@@ -99,7 +99,7 @@ impl Store {
             let mut ops = Vec::new();
             if kind != EntityKind::User {
                 user_index(state, user)?;
-                if state.table.user(user).is_none_or(|u| u.entity.is_none()) {
+                if state.user(user).is_none_or(|u| u.entity.is_none()) {
                     ops.push(Op::Entity(Box::new(Entity {
                         kind: EntityKind::User,
                         user_id: user.to_owned(),
@@ -146,7 +146,7 @@ impl Store {
     pub fn list_entities(&self, kind: EntityKind, user_id: Option<&str>) -> Result<Vec<Entity>> {
         let state = self.read();
         if kind == EntityKind::User {
-            let users = state.table.user_entities().into_iter();
+            let users = state.user_entities().into_iter();
             let in_scope = users.filter(|u| self.scope().is_none_or(|s| u.id == s));
             return Ok(in_scope.cloned().collect());
         }
@@ -167,13 +167,13 @@ impl Store {
     pub fn all_entities(&self) -> Vec<Entity> {
         let state = self.read();
         let mut out = Vec::new();
-        let users = state.table.user_entities();
+        let users = state.user_entities();
         let in_scope = users
             .into_iter()
             .filter(|u| self.scope().is_none_or(|s| u.id == s));
         for user in in_scope {
             out.push(user.clone());
-            if let Some(u) = state.table.user(&user.id) {
+            if let Some(u) = state.user(&user.id) {
                 out.extend(u.agents.values().cloned());
                 out.extend(u.sessions.values().cloned());
             }
@@ -200,7 +200,7 @@ impl Store {
         let user = user.as_str();
         let deleted_records = self.commit(|_, state| {
             lookup(state, kind, user, id)?;
-            let (live, _) = state.table.records_of(kind, user, id).unwrap_or_default();
+            let (live, _) = state.records_of(kind, user, id).unwrap_or_default();
             let op = Op::DeleteEntity {
                 kind,
                 user_id: user.to_owned(),

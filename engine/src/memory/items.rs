@@ -50,9 +50,8 @@ impl Store {
         validate_item_key(key)?;
         let state = self.read();
         Ok(state
-            .table
             .find_item(&user, key)
-            .and_then(|id| state.table.get(id))
+            .and_then(|id| state.get(id))
             .cloned())
     }
 
@@ -64,7 +63,7 @@ impl Store {
         let user = self.user_for(user_id)?;
         validate_item_key(key)?;
         self.commit(|_, state| {
-            Ok(match state.table.find_item(&user, key) {
+            Ok(match state.find_item(&user, key) {
                 Some(id) => (Some(Op::Delete { id }), Some(id)),
                 None => (None, None),
             })
@@ -90,7 +89,7 @@ impl Store {
         in_range("limit", limit, 1, MAX_PAGE)?;
         in_range("offset", offset, 0, MAX_OFFSET)?;
         let state = self.read();
-        let Some(u) = state.table.user(&user) else {
+        let Some(u) = state.user(&user) else {
             return Ok(Vec::new());
         };
         Ok(u.items
@@ -98,7 +97,7 @@ impl Store {
             .take_while(|(k, _)| k.starts_with(prefix))
             .skip(offset)
             .take(limit)
-            .filter_map(|(_, id)| state.table.get(*id).cloned())
+            .filter_map(|(_, id)| state.get(*id).cloned())
             .collect())
     }
 
@@ -108,12 +107,11 @@ impl Store {
     pub fn item_users(&self) -> Vec<ItemUser> {
         let state = self.read();
         state
-            .table
             .user_entities()
             .into_iter()
             .filter(|e| self.scope().is_none_or(|s| s == e.user_id))
             .filter_map(|e| {
-                let items = state.table.user(&e.user_id)?.items.len();
+                let items = state.user(&e.user_id)?.items.len();
                 (items > 0).then(|| ItemUser {
                     user_id: e.user_id.clone(),
                     items,

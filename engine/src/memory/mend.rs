@@ -99,19 +99,18 @@ impl Store {
         let mut restore = Vec::new();
         let mut kept = 0;
         let mut texts: HashSet<[u8; 32]> = HashSet::new();
-        let mut live: Vec<&Memory> = state.table.iter().filter(|m| m.user_id == user).collect();
+        let mut live: Vec<&Memory> = state.iter().filter(|m| m.user_id == user).collect();
         live.sort_unstable_by_key(|m| m.id);
         for m in live {
             // The live text, then each archived text once, oldest first, with whether a
             // live memory holds it already (a restored copy, an undone merge).
             let mut nodes: Vec<(&Memory, &[f32])> = Vec::new();
             let mut is_live: Vec<bool> = vec![true];
-            let Some(v) = state.vectors.vector(m.id.0) else {
+            let Some(v) = state.vectors().vector(m.id.0) else {
                 continue;
             };
             nodes.push((m, v));
             let mut lineage: Vec<&crate::kernel::table::Archived> = state
-                .table
                 .lineage(m.id)
                 .into_iter()
                 .filter(|a| a.record.decision.is_some())
@@ -122,7 +121,7 @@ impl Store {
                 if hash == m.content_hash || !texts.insert(hash) {
                     continue;
                 }
-                is_live.push(state.table.find_hash(user, &hash).is_some());
+                is_live.push(state.find_hash(user, &hash).is_some());
                 nodes.push((&a.record, &a.vector));
             }
             if is_live.iter().all(|l| *l) {
@@ -218,17 +217,17 @@ impl Store {
                     provided: preview_id.to_owned(),
                 });
             }
-            if !restore.is_empty() && state.table.len() + restore.len() > limit {
+            if !restore.is_empty() && state.live_count() + restore.len() > limit {
                 return Err(EngineError::MemoryLimitReached {
                     limit,
-                    held: state.table.len(),
+                    held: state.live_count(),
                     adding: restore.len(),
                 });
             }
             let mut ops = Vec::with_capacity(restore.len());
             let mut restored = Vec::with_capacity(restore.len());
             for (k, item) in restore.iter().enumerate() {
-                let Some(a) = state.table.archived(item.archived) else {
+                let Some(a) = state.archived(item.archived) else {
                     continue;
                 };
                 let mut r = a.record.clone();
@@ -259,11 +258,10 @@ impl Store {
         self.commit(|_, state| {
             self.reach(state, restored)?;
             let m = state
-                .table
                 .get(restored)
                 .ok_or_else(|| super::missing(state, restored))?;
             let original = match m.supersedes.as_slice() {
-                [one] => state.table.archived(*one),
+                [one] => state.archived(*one),
                 _ => None,
             }
             .filter(|a| a.record.content_hash == m.content_hash && a.record.decision.is_some())

@@ -183,7 +183,7 @@ impl Store {
         loop {
             let embedding = self.embedding();
             let data = self.query_embedded(user_id, q, &embedding);
-            if self.read().model_epoch == embedding.epoch {
+            if self.read().model_epoch() == embedding.epoch {
                 return data;
             }
         }
@@ -254,7 +254,7 @@ impl Store {
                 if results.len() == q.top_k {
                     break;
                 }
-                let Some(m) = state.table.get(MemoryId(key)) else {
+                let Some(m) = state.get(MemoryId(key)) else {
                     continue;
                 };
                 if let Some(left) = &mut room {
@@ -366,7 +366,7 @@ fn graph(
         e.0 = e.0.max(score);
     };
     for &(key, score) in seeds {
-        let Some(m) = state.table.get(MemoryId(key)) else {
+        let Some(m) = state.get(MemoryId(key)) else {
             continue;
         };
         for (neighbour, weight) in edges(state, u, m) {
@@ -381,7 +381,7 @@ fn graph(
 /// The edges of `m`, with weights in (0, 1].
 fn edges(state: &State, u: &UserIndex, m: &Memory) -> Vec<(u64, f32)> {
     let mut out: HashMap<u64, f32> = HashMap::new();
-    let freq = state.table.tag_frequencies(&m.user_id);
+    let freq = state.tag_frequencies(&m.user_id);
     for t in &m.tags {
         let Some(&f) = freq.and_then(|f| f.get(t)) else {
             continue;
@@ -409,12 +409,9 @@ fn edges(state: &State, u: &UserIndex, m: &Memory) -> Vec<(u64, f32)> {
             *e = e.max(GRAPH_SESSION_WEIGHT);
         }
     }
-    for a in state.table.lineage(m.id) {
-        if let Some(live) = state.table.successor(a.record.id)
-            && state
-                .table
-                .get(live)
-                .is_some_and(|l| l.user_id == m.user_id)
+    for a in state.lineage(m.id) {
+        if let Some(live) = state.successor(a.record.id)
+            && state.get(live).is_some_and(|l| l.user_id == m.user_id)
         {
             let e = out.entry(live.0).or_insert(0.0);
             *e = e.max(GRAPH_LINEAGE_WEIGHT);

@@ -108,7 +108,7 @@ impl Store {
         let user = self.user_for(user_id)?;
         let user = user.as_str();
         let state = self.read();
-        let mut mine: Vec<&Memory> = state.table.iter().filter(|m| m.user_id == user).collect();
+        let mut mine: Vec<&Memory> = state.iter().filter(|m| m.user_id == user).collect();
         mine.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
         Ok(mine.into_iter().take(limit).cloned().collect())
     }
@@ -137,7 +137,7 @@ impl Store {
         let user = user.as_str();
         let week_ago = self.now().minus_days(7);
         let state = self.read();
-        let mine: Vec<&Memory> = state.table.iter().filter(|m| m.user_id == user).collect();
+        let mine: Vec<&Memory> = state.iter().filter(|m| m.user_id == user).collect();
         let mut categories: Vec<(Category, usize)> = Category::ALL
             .iter()
             .map(|c| (*c, mine.iter().filter(|m| m.category == *c).count()))
@@ -156,7 +156,7 @@ impl Store {
             })
             .collect();
         let limit = self.inner.options.memory_limit;
-        let store_memories = state.table.len();
+        let store_memories = state.live_count();
         #[expect(clippy::cast_precision_loss, reason = "a percentage")]
         let usage = (store_memories as f64 / limit as f64 * 1000.0).round() / 10.0;
         let health_status = if usage < 70.0 {
@@ -182,7 +182,7 @@ impl Store {
             embedding_dimensions: embedder.dim(),
             top_accessed,
             health_status,
-            archived: state.table.archive_len(),
+            archived: state.archive_len(),
         })
     }
 
@@ -209,7 +209,7 @@ impl Store {
         in_range("max_to_keep", max_to_keep, 100, 10_000)?;
         let cutoff = self.now().minus_days(days_old);
         let (deleted, remaining) = self.commit(|_, state| {
-            let mine: Vec<&Memory> = state.table.iter().filter(|m| m.user_id == user).collect();
+            let mine: Vec<&Memory> = state.iter().filter(|m| m.user_id == user).collect();
             let mut old: Vec<&&Memory> = mine.iter().filter(|m| m.created_at < cutoff).collect();
             old.sort_by(|a, b| {
                 a.access_count
@@ -236,11 +236,7 @@ impl Store {
     pub fn feedback(&self, id: MemoryId, feedback: Feedback) -> Result<FeedbackResult> {
         let m = self.commit(|_, state| {
             self.reach(state, id)?;
-            let mut m = state
-                .table
-                .get(id)
-                .cloned()
-                .ok_or_else(|| missing(state, id))?;
+            let mut m = state.get(id).cloned().ok_or_else(|| missing(state, id))?;
             match feedback {
                 Feedback::Helpful => {
                     m.helpful_count = m.helpful_count.saturating_add(1);
@@ -273,11 +269,10 @@ impl Store {
     pub fn lineage(&self, id: MemoryId) -> Result<Vec<Memory>> {
         let state = self.read();
         self.reach(&state, id)?;
-        if !state.table.contains(id) && state.table.archived(id).is_none() {
+        if !state.contains(id) && state.archived(id).is_none() {
             return Err(EngineError::NotFound { id });
         }
         Ok(state
-            .table
             .lineage(id)
             .into_iter()
             .map(|a| a.record.clone())
@@ -293,28 +288,22 @@ impl Store {
     pub fn history(&self, id: MemoryId) -> Result<History> {
         let state = self.read();
         self.reach(&state, id)?;
-        let head = if state.table.contains(id) {
+        let head = if state.contains(id) {
             id
-        } else if state.table.archived(id).is_some() {
-            state.table.successor(id).unwrap_or(id)
+        } else if state.archived(id).is_some() {
+            state.successor(id).unwrap_or(id)
         } else {
             return Err(EngineError::NotFound { id });
         };
         let mut versions: Vec<Version> = Vec::new();
         let head_record = state
-            .table
             .get(head)
             .map(|m| (m.clone(), "current"))
-            .or_else(|| {
-                state
-                    .table
-                    .archived(head)
-                    .map(|a| (a.record.clone(), "replaced"))
-            });
+            .or_else(|| state.archived(head).map(|a| (a.record.clone(), "replaced")));
         if let Some((m, status)) = head_record {
             versions.push(Version { memory: m, status });
         }
-        for a in state.table.lineage(head) {
+        for a in state.lineage(head) {
             let status = if a.record.valid_to.is_some() {
                 "replaced"
             } else {
@@ -360,10 +349,10 @@ pub struct History {
 
 /// `NotFound`, or `Archived` with the successor when `id` is in the archive.
 pub(crate) fn missing(state: &crate::kernel::state::State, id: MemoryId) -> EngineError {
-    if state.table.archived(id).is_some() {
+    if state.archived(id).is_some() {
         EngineError::Archived {
             id,
-            superseded_by: state.table.successor(id),
+            superseded_by: state.successor(id),
         }
     } else {
         EngineError::NotFound { id }
@@ -378,7 +367,7 @@ impl Store {
     pub fn memory_ids(&self) -> Vec<MemoryId> {
         let state = self.read();
         let mine = |m: &&Memory| self.scope().is_none_or(|s| m.user_id == s);
-        state.table.iter().filter(mine).map(|m| m.id).collect()
+        state.iter().filter(mine).map(|m| m.id).collect()
     }
 
     /// The memory with `id`. A plain read: it does not count as an access.
@@ -389,7 +378,6 @@ impl Store {
         let state = self.read();
         self.reach(&state, id)?;
         state
-            .table
             .get(id)
             .cloned()
             .ok_or_else(|| crate::memory::missing(&state, id))
@@ -403,7 +391,7 @@ impl Store {
         let state = self.read();
         self.reach(&state, id)?;
         state
-            .vectors
+            .vectors()
             .vector(id.0)
             .map(<[f32]>::to_vec)
             .ok_or(EngineError::NotFound { id })
@@ -417,7 +405,6 @@ impl Store {
         let user = self.user_for(user_id)?;
         let state = self.read();
         let mut v: Vec<(String, u64)> = state
-            .table
             .tag_frequencies(&user)
             .map(|f| f.iter().map(|(t, n)| (t.clone(), *n)).collect())
             .unwrap_or_default();

@@ -90,7 +90,7 @@ impl Store {
         if target.dim == 0 || target.dim > MAX_DIM {
             return Err(invalid(format!("dimension must be 1..={MAX_DIM}")));
         }
-        if self.read().model == target {
+        if *self.read().model() == target {
             return Err(invalid(format!(
                 "the store already uses {} ({}-d)",
                 target.id, target.dim
@@ -138,7 +138,7 @@ impl Store {
                 if switched {
                     *gate = Embedding {
                         embedder: Arc::clone(&embedder),
-                        epoch: self.read().model_epoch,
+                        epoch: self.read().model_epoch(),
                     };
                 }
                 Ok(switched)
@@ -183,12 +183,12 @@ impl Store {
         self.every_user("reembed")?;
         let _running = self.reembed_turn()?;
         self.commit(|_, state| {
-            if state.stage.is_none() {
+            if state.stage().is_none() {
                 return Ok((None, false));
             }
             let op = Op::Reembed(Box::new(Reembed {
-                model_id: state.model.id.clone(),
-                dim: u32::try_from(state.model.dim).unwrap_or(u32::MAX),
+                model_id: state.model().id.clone(),
+                dim: u32::try_from(state.model().dim).unwrap_or(u32::MAX),
                 ..Reembed::default()
             }));
             Ok((Some(op), true))
@@ -209,15 +209,13 @@ impl Store {
 
     /// The re-embedding under way, if one has staged vectors (`Stats`).
     pub(crate) fn reembed_status(state: &State) -> Option<ReembedStatus> {
-        let stage = state.stage.as_ref()?;
+        let stage = state.stage()?;
         let model = stage.model.as_ref()?;
         Some(ReembedStatus {
             model_id: model.id.clone(),
             dim: model.dim,
             staged: stage.records.len() + stage.tags.len(),
-            total: state.table.len()
-                + state.table.archive_len()
-                + state.table.canonical_tags().count(),
+            total: state.live_count() + state.archive_len() + state.canonical_tags().count(),
         })
     }
 
@@ -236,7 +234,7 @@ impl Store {
             let state = self.read();
             records
                 .iter()
-                .filter_map(|id| Some((*id, state.table.content_of(*id)?.to_owned())))
+                .filter_map(|id| Some((*id, state.content_of(*id)?.to_owned())))
                 .collect()
         };
         let forms: Vec<String> = tags
@@ -277,10 +275,8 @@ impl Store {
             .map(|((u, t), v)| (u, t, v))
             .collect();
         self.commit(|_, state| {
-            let exists =
-                |id: &MemoryId| state.table.contains(*id) || state.table.archived(*id).is_some();
-            let registered =
-                |u: &str, t: &str| state.table.canonical(u).is_some_and(|c| c.contains(t));
+            let exists = |id: &MemoryId| state.contains(*id) || state.archived(*id).is_some();
+            let registered = |u: &str, t: &str| state.canonical(u).is_some_and(|c| c.contains(t));
             let records: Vec<(MemoryId, Vec<f32>)> = new_records
                 .iter()
                 .filter(|(id, _)| exists(id))

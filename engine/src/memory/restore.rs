@@ -52,11 +52,11 @@ fn restore_batch(inner: &Inner) -> Result<Option<usize>> {
     let texts: Vec<(MemoryId, String)> = {
         let state = inner.db.read();
         state
-            .unindexed
+            .unindexed()
             .waiting
             .iter()
             .take(BATCH)
-            .filter_map(|id| Some((*id, state.table.content_of(*id)?.to_owned())))
+            .filter_map(|id| Some((*id, state.content_of(*id)?.to_owned())))
             .collect()
     };
     if texts.is_empty() {

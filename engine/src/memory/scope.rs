@@ -8,9 +8,9 @@ use crate::kernel::table::UserIndex;
 
 /// A user's index, if the user exists. The default user always exists.
 pub(crate) fn user_index<'a>(state: &'a State, user: &str) -> Result<Option<&'a UserIndex>> {
-    match state.table.user(user) {
+    match state.user(user) {
         Some(u) if u.entity.is_some() => Ok(Some(u)),
-        _ if user == DEFAULT_USER => Ok(state.table.user(user)),
+        _ if user == DEFAULT_USER => Ok(state.user(user)),
         _ => Err(EngineError::EntityNotFound {
             field: "user_id",
             id: user.to_owned(),
@@ -27,7 +27,7 @@ pub(crate) fn check_scope(
     session: Option<&str>,
     agent: Option<&str>,
 ) -> Result<Option<String>> {
-    let u = state.table.user(user);
+    let u = state.user(user);
     let mut agent = agent.map(str::to_owned);
     if let Some(a) = &agent
         && !u.is_some_and(|u| u.agents.contains_key(a))

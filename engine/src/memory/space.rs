@@ -158,9 +158,9 @@ impl<'a> UserSpace<'a> {
     /// The range-query view of this space, lent from the state.
     pub(crate) fn view(&self) -> RangeView<'a> {
         RangeView {
-            vectors: &self.state.vectors,
-            keys: self.state.table.user_keys(self.user),
-            slots: self.state.table.slots(),
+            vectors: self.state.vectors(),
+            keys: self.state.user_keys(self.user),
+            slots: self.state.slots(),
             kind: self.kind,
         }
     }
@@ -179,21 +179,15 @@ impl Space for UserSpace<'_> {
 
     fn lineage_vectors(&self, id: MemoryId) -> Vec<Vec<f32>> {
         let mut out: Vec<Vec<f32>> = self.vector(id).into_iter().collect();
-        out.extend(
-            self.state
-                .table
-                .lineage(id)
-                .into_iter()
-                .map(|a| a.vector.clone()),
-        );
+        out.extend(self.state.lineage(id).into_iter().map(|a| a.vector.clone()));
         out
     }
 
     fn vector(&self, id: MemoryId) -> Option<Vec<f32>> {
-        self.state.vectors.vector(id.0).map(<[f32]>::to_vec)
+        self.state.vectors().vector(id.0).map(<[f32]>::to_vec)
     }
 
     fn text(&self, id: MemoryId) -> Option<String> {
-        self.state.table.get(id).map(|m| m.content.clone())
+        self.state.get(id).map(|m| m.content.clone())
     }
 }

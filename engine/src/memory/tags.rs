@@ -6,7 +6,7 @@ use crate::error::{EngineError, Result};
 use crate::hooks::tags::{self as tag_rules, TagDecision, TagForm};
 use crate::kernel::log::Op;
 use crate::kernel::record::{MAX_DESCRIPTION_CHARS, MemoryId, TagSnapshot, Timestamp};
-use crate::kernel::table::Table;
+use crate::kernel::state::State;
 use crate::store::Store;
 use amberdb_index::kernels;
 use std::collections::{BTreeMap, BTreeSet};
@@ -116,7 +116,6 @@ impl Store {
         let user = user.as_str();
         let state = self.read();
         let mut v: Vec<String> = state
-            .table
             .canonical(user)
             .map(|c| c.names().to_vec())
             .unwrap_or_default();
@@ -146,13 +145,13 @@ impl Store {
             let state = self.read();
             let mut tag_use: BTreeMap<String, usize> = BTreeMap::new();
             let mut scanned = 0;
-            for m in state.table.iter().filter(|m| m.user_id == user) {
+            for m in state.iter().filter(|m| m.user_id == user) {
                 scanned += 1;
                 for t in &m.tags {
                     *tag_use.entry(t.clone()).or_default() += 1;
                 }
             }
-            let canonical = state.table.canonical(user);
+            let canonical = state.canonical(user);
             let unknown: Vec<String> = tag_use
                 .keys()
                 .filter(|t| !canonical.is_some_and(|c| c.contains(t)))
@@ -175,12 +174,12 @@ impl Store {
                 embedding.embedder.embed_batch(&refs)?
             };
             let state = self.read();
-            if state.model_epoch == embedding.epoch {
+            if state.model_epoch() == embedding.epoch {
                 break (vectors, state);
             }
         };
         let mut mapping = BTreeMap::new();
-        if let Some(canonical) = state.table.canonical(user) {
+        if let Some(canonical) = state.canonical(user) {
             for (tag, v) in unknown.iter().zip(&vectors) {
                 if mapping.len() >= max_changes {
                     break;
@@ -224,7 +223,7 @@ impl Store {
         let user = self.user_for(user_id)?;
         let user = user.as_str();
         let plan = self.tag_plan(user, threshold, max_changes)?;
-        let affected = rewrites(&self.read().table, user, &plan.mapping);
+        let affected = rewrites(&self.read(), user, &plan.mapping);
         let after: BTreeSet<&String> = plan
             .tag_use
             .keys()
@@ -282,7 +281,7 @@ impl Store {
         }
         let applied = self.commit(|_, state| {
             let at = self.now();
-            let ops: Vec<Op> = rewrites(&state.table, user, &plan.mapping)
+            let ops: Vec<Op> = rewrites(state, user, &plan.mapping)
                 .into_iter()
                 .map(|(id, tags)| Op::SetTags { id, tags, at })
                 .collect();
@@ -298,7 +297,6 @@ impl Store {
     fn require_snapshot(&self, user: &str, snapshot_id: &str) -> Result<()> {
         let state = self.read();
         if state
-            .table
             .snapshots(user)
             .is_some_and(|s| s.contains_key(snapshot_id))
         {
@@ -331,7 +329,6 @@ impl Store {
         let created_at = self.now();
         let (snapshot_id, memory_count) = self.commit(|_, state| {
             let entries: Vec<(MemoryId, Vec<String>)> = state
-                .table
                 .iter()
                 .filter(|m| m.user_id == user)
                 .map(|m| (m.id, m.tags.clone()))
@@ -371,7 +368,6 @@ impl Store {
         let user = self.user_for(user_id)?;
         let (restored, changed, missing) = self.commit(|_, state| {
             let snapshot = state
-                .table
                 .snapshots(&user)
                 .and_then(|s| s.get(snapshot_id))
                 .ok_or_else(|| EngineError::SnapshotNotFound {
@@ -381,7 +377,7 @@ impl Store {
             let mut ops = Vec::new();
             let (mut restored, mut missing) = (0, 0);
             for (id, tags) in &snapshot.entries {
-                match state.table.get(*id) {
+                match state.get(*id) {
                     Some(m) => {
                         restored += 1;
                         if &m.tags != tags {
@@ -409,11 +405,11 @@ impl Store {
 /// The user's memories whose tags `mapping` changes, with their tags after it (in order,
 /// duplicates removed).
 fn rewrites(
-    table: &Table,
+    state: &State,
     user: &str,
     mapping: &BTreeMap<String, (String, f32)>,
 ) -> Vec<(MemoryId, Vec<String>)> {
-    table
+    state
         .iter()
         .filter(|m| m.user_id == user && m.tags.iter().any(|t| mapping.contains_key(t)))
         .map(|m| {

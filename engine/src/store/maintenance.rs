@@ -112,7 +112,7 @@ fn index_stats(
 ) -> IndexStats {
     let mut segments = Vec::new();
     let mut flat_rows = 0;
-    for seg in state.vectors.sealed() {
+    for seg in state.vectors().sealed() {
         match seg.as_ivf() {
             Some(ivf) => {
                 let (nprobe, built_recall) = ivf.nprobe();
@@ -203,15 +203,15 @@ impl Store {
         let state = self.read();
         let by_kind = Kind::ALL
             .iter()
-            .map(|k| (*k, state.table.member_count(|u| u.kind_members.get(k))))
+            .map(|k| (*k, state.member_count(|u| u.kind_members.get(k))))
             .collect();
         let by_category = Category::ALL
             .iter()
-            .map(|c| (*c, state.table.member_count(|u| u.category_members.get(c))))
+            .map(|c| (*c, state.member_count(|u| u.category_members.get(c))))
             .collect();
         Stats {
-            memories: state.table.len(),
-            users: state.table.users(),
+            memories: state.live_count(),
+            users: state.users(),
             by_kind,
             by_category,
             sealed_segments: c.sealed_segments,
@@ -230,10 +230,10 @@ impl Store {
                 purge_pending: self.inner.db.unpurged_for().map(|d| d.as_secs_f64()),
                 ..self.inner.db.maintenance().counters()
             },
-            embedder: (state.model.id.clone(), state.model.dim),
+            embedder: (state.model().id.clone(), state.model().dim),
             reembedding: Store::reembed_status(&state),
             lexical_ready: self.inner.db.lexical_ready(),
-            unindexed: state.unindexed.len(),
+            unindexed: state.unindexed().len(),
         }
     }
 

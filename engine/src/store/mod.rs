@@ -134,9 +134,8 @@ impl Store {
             return Ok(());
         };
         let owner = state
-            .table
             .get(id)
-            .or_else(|| state.table.archived(id).map(|a| &a.record))
+            .or_else(|| state.archived(id).map(|a| &a.record))
             .map(|m| m.user_id.as_str());
         match owner {
             Some(owner) if owner != &**scope => Err(EngineError::NotFound { id }),
@@ -196,7 +195,7 @@ impl Store {
         prepare: impl FnOnce(&NextIds, &State) -> Result<(Option<Op>, T)>,
     ) -> Result<Option<T>> {
         self.commit(|ids, state| {
-            if state.model_epoch != epoch {
+            if state.model_epoch() != epoch {
                 return Ok((None, None));
             }
             let (op, value) = prepare(ids, state)?;

@@ -62,7 +62,7 @@ impl Store {
             index: options.index.clone(),
         };
         let db = Db::open(dir.as_ref(), &*options.embedder, config)?;
-        let epoch = db.read().model_epoch;
+        let epoch = db.read().model_epoch();
         let inner = Arc::new(Inner {
             db,
             embedding: parking_lot::RwLock::new(Embedding {

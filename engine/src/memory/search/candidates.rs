@@ -132,7 +132,7 @@ pub(crate) fn select<'a>(
         // one; usually there are none.
         let except = filter
             .valid_at
-            .map_or_else(KeySet::new, |t| state.table.invalid_at(user, t));
+            .map_or_else(KeySet::new, |t| state.invalid_at(user, t));
         return if except.is_empty() {
             Selection::All(&u.keys)
         } else {
@@ -142,12 +142,7 @@ pub(crate) fn select<'a>(
             }
         };
     }
-    let pass = |k: u64| {
-        state
-            .table
-            .get(MemoryId(k))
-            .is_some_and(|m| filter.matches(m))
-    };
+    let pass = |k: u64| state.get(MemoryId(k)).is_some_and(|m| filter.matches(m));
     // Walk the smallest index the filter names (session, category, tags, kinds), checking
     // every filter on each record it holds; the user's whole key set only if none applies.
     let empty = std::collections::BTreeSet::new();
@@ -208,7 +203,7 @@ pub(crate) fn vector_top(
     scan: ScanMode,
     probe: Probe,
 ) -> Result<Vec<(u64, f32)>> {
-    let vectors = &state.vectors;
+    let vectors = &state.vectors();
     let accept = |key: u64| sel.contains(key);
     let mut params = SearchParams {
         k,
@@ -242,19 +237,16 @@ pub(crate) fn vector_top(
 /// A live or archived record.
 pub(crate) fn record_of(state: &State, key: u64) -> Option<&Memory> {
     state
-        .table
         .get(MemoryId(key))
-        .or_else(|| state.table.archived(MemoryId(key)).map(|a| &a.record))
+        .or_else(|| state.archived(MemoryId(key)).map(|a| &a.record))
 }
 
 /// A live or archived record's vector.
 pub(super) fn vector_of(state: &State, key: u64) -> Option<&[f32]> {
-    state.vectors.vector(key).or_else(|| {
-        state
-            .table
-            .archived(MemoryId(key))
-            .map(|a| a.vector.as_slice())
-    })
+    state
+        .vectors()
+        .vector(key)
+        .or_else(|| state.archived(MemoryId(key)).map(|a| a.vector.as_slice()))
 }
 
 /// Whether `haystack` holds `needle` (already lowercase), ignoring case: ASCII case folding
@@ -300,7 +292,6 @@ pub(crate) fn text_matches(
         sel.keys()
             .filter(|key| {
                 state
-                    .table
                     .get(MemoryId(*key))
                     .is_some_and(|m| contains_folded(&m.content, needle))
             })
@@ -332,7 +323,7 @@ pub(crate) fn keyword_top(
 /// Cosine of the query with `key`'s vector.
 pub(crate) fn cosine_of(state: &State, query: &[f32], key: u64) -> Option<f32> {
     state
-        .vectors
+        .vectors()
         .vector(key)
         .and_then(|v| amberdb_index::kernels::dot(query, v).ok())
 }
@@ -368,7 +359,7 @@ pub(crate) fn fuse(
     let raws: HashMap<u64, f32> = order
         .iter()
         .filter_map(|key| {
-            let m = state.table.get(MemoryId(*key))?;
+            let m = state.get(MemoryId(*key))?;
             Some((*key, index.score_all_words(&words, &m.content)?))
         })
         .collect();

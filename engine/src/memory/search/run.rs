@@ -32,7 +32,7 @@ pub(super) fn neighbours_of(state: &State, u: &UserIndex, m: &Memory, n: usize) 
         .map(|(k, id)| (-at(k + 1), *id))
         .chain(after.enumerate().map(|(k, id)| (at(k + 1), id)))
         .filter_map(|(position, id)| {
-            let r = state.table.get(id)?;
+            let r = state.get(id)?;
             Some(Neighbour {
                 memory_id: id,
                 position,
@@ -49,7 +49,6 @@ pub(super) fn neighbours_of(state: &State, u: &UserIndex, m: &Memory, n: usize) 
 /// the live selection.
 pub(super) fn replaced_count(state: &State, plan: &Plan) -> usize {
     state
-        .table
         .archived_of(&plan.user)
         .filter(|a| a.record.valid_to.is_some() && plan.filter.matches(&a.record))
         .count()
@@ -68,7 +67,7 @@ pub(super) fn replaced_candidates(
 ) -> Result<Vec<Candidate>> {
     let max_bm25 = live.iter().filter_map(|c| c.bm25).fold(0.0f32, f32::max);
     let mut out = Vec::new();
-    for a in state.table.archived_of(&plan.user) {
+    for a in state.archived_of(&plan.user) {
         let m = &a.record;
         if m.valid_to.is_none() || !plan.filter.matches(m) {
             continue;
@@ -141,7 +140,7 @@ impl Store {
         let chars = req.query.chars().count();
         let by_vector = req.vector.is_some() && req.mode == Mode::Vector;
         if let Some(v) = &req.vector {
-            check_vector(self.read().vectors.dim(), v)?;
+            check_vector(self.read().vectors().dim(), v)?;
         }
         if req.query.trim().is_empty() && !by_vector {
             return Err(EngineError::Invalid {
@@ -224,7 +223,7 @@ impl Store {
         loop {
             let embedding = self.embedding();
             let hits = self.search_embedded(req, &embedding);
-            if self.read().model_epoch == embedding.epoch {
+            if self.read().model_epoch() == embedding.epoch {
                 return hits;
             }
             if req.vector.is_some() {
@@ -254,14 +253,14 @@ impl Store {
             check_scope(&state, &plan.user, None, plan.filter.agent.as_deref())?;
             // A user who has stored nothing yet has nothing to find: an empty page, not an
             // error (a new user's first turn searches before it stores).
-            let Some(u) = state.table.user(&plan.user) else {
+            let Some(u) = state.user(&plan.user) else {
                 return Ok(empty_hits(req, fallback));
             };
             let sel = select(&state, &plan.user, u, &plan.filter);
             let mut query_tags = plan.filter.tags.clone();
             query_tags.extend(plan.terms.iter().cloned());
             query_tags.push(plan.needle.clone());
-            let freq = state.table.tag_frequencies(&plan.user);
+            let freq = state.tag_frequencies(&plan.user);
             // A token budget may skip long results: it chooses among three pages' worth.
             let kept_wanted = if req.max_tokens.is_some() {
                 page_end + 2 * req.limit

@@ -26,7 +26,7 @@ pub(super) fn replace_item(
     ops: &mut Vec<Op>,
 ) -> Option<MemoryId> {
     let key = &new.item.as_ref()?.key;
-    let old = state.table.get(state.table.find_item(user, key)?)?;
+    let old = state.get(state.find_item(user, key)?)?;
     if keep_created {
         if new.valid_from == new.created_at {
             new.valid_from = old.created_at;
@@ -48,7 +48,7 @@ pub(super) fn archive_decided(
     ops: &mut Vec<Op>,
 ) {
     for id in ids {
-        if let Some(old) = state.table.get(*id) {
+        if let Some(old) = state.get(*id) {
             let mut decided = old.clone();
             if let Some(at) = close_at {
                 // A value replaced at the moment it began held for the shortest time a
@@ -83,7 +83,7 @@ pub(crate) fn resolve_tags(
     if !on {
         return (tags.to_vec(), Vec::new(), Vec::new());
     }
-    let canonical = state.table.canonical(user);
+    let canonical = state.canonical(user);
     let mut added: Vec<(String, TagForm, Vec<f32>)> = Vec::new();
     let mut out: Vec<String> = Vec::with_capacity(tags.len());
     let mut ops = Vec::new();
@@ -259,10 +259,10 @@ impl Store {
         let limit = self.inner.options.memory_limit;
         let now = self.now();
         self.commit_embedded(epoch, |next, state| {
-            if state.table.len() + planned.len() > limit {
+            if state.live_count() + planned.len() > limit {
                 return Err(EngineError::MemoryLimitReached {
                     limit,
-                    held: state.table.len(),
+                    held: state.live_count(),
                     adding: planned.len(),
                 });
             }
@@ -273,11 +273,10 @@ impl Store {
             {
                 // Chat turns create their session (the table makes its entity from the first
                 // record that names it): only one that exists is checked.
-                let session = p.m.session_id.as_deref().filter(|s| {
-                    state
-                        .table
-                        .has_entity(record::EntityKind::Session, &p.user, s)
-                });
+                let session =
+                    p.m.session_id
+                        .as_deref()
+                        .filter(|s| state.has_entity(record::EntityKind::Session, &p.user, s));
                 let agent_id = crate::memory::scope::check_scope(
                     state,
                     &p.user,
@@ -338,7 +337,7 @@ impl Store {
             )?;
             if p.eff.exact_dedup
                 && m.kind != record::Kind::Message
-                && let Some(existing) = state.table.find_hash(&p.user, &content_hash)
+                && let Some(existing) = state.find_hash(&p.user, &content_hash)
             {
                 return Err(EngineError::AlreadyExists { existing });
             }
@@ -359,7 +358,6 @@ impl Store {
             let (older, later): (Vec<MemoryId>, Vec<MemoryId>) =
                 plan.updated.iter().partition(|id| {
                     state
-                        .table
                         .get(**id)
                         .is_some_and(|o| o.valid_from <= new.valid_from)
                 });
@@ -401,10 +399,10 @@ impl Store {
                 }
             };
             // A merge or a supersede archives at least as many live memories as it adds.
-            if archived.is_empty() && replaced.is_none() && state.table.len() >= limit {
+            if archived.is_empty() && replaced.is_none() && state.live_count() >= limit {
                 return Err(EngineError::MemoryLimitReached {
                     limit,
-                    held: state.table.len(),
+                    held: state.live_count(),
                     adding: 1,
                 });
             }
@@ -478,7 +476,7 @@ fn merged(
     let sources: Vec<(&Memory, &[f32])> = plan
         .duplicates
         .iter()
-        .filter_map(|id| Some((state.table.get(*id)?, state.vectors.vector(id.0)?)))
+        .filter_map(|id| Some((state.get(*id)?, state.vectors().vector(id.0)?)))
         .collect();
     let (merged, merged_vector) = merge(merged_id, new, vector, &sources, older, now)?;
     let mut c = Changes::default();
@@ -514,7 +512,7 @@ fn as_history(
 ) -> Result<(Memory, Changes)> {
     let successor = later
         .iter()
-        .filter_map(|id| state.table.get(*id))
+        .filter_map(|id| state.get(*id))
         .min_by_key(|m| (m.valid_from, m.id))
         .ok_or_else(|| {
             EngineError::Kernel(KernelError::Internal {
@@ -530,7 +528,6 @@ fn as_history(
     // It holds until the next value of the slot: the successor, or a replaced value in its
     // lineage that began after this one.
     let next_from = state
-        .table
         .lineage(successor.id)
         .iter()
         .map(|a| &a.record)

@@ -145,7 +145,7 @@ impl Store {
     pub fn delete(&self, id: crate::kernel::record::MemoryId) -> Result<()> {
         self.commit(|_, state| {
             self.reach(state, id)?;
-            if !state.table.contains(id) {
+            if !state.contains(id) {
                 return Err(crate::memory::missing(state, id));
             }
             Ok((Some(crate::kernel::log::Op::Delete { id }), ()))

@@ -132,7 +132,7 @@ impl Store {
     pub(super) fn refuse_known_duplicate(&self, p: Planned) -> Result<Planned> {
         if p.eff.exact_dedup
             && p.m.kind != record::Kind::Message
-            && let Some(existing) = self.read().table.find_hash(&p.user, &p.content_hash)
+            && let Some(existing) = self.read().find_hash(&p.user, &p.content_hash)
         {
             return Err(EngineError::AlreadyExists { existing });
         }
@@ -201,7 +201,7 @@ impl Store {
         let user = self.user_for(m.user_id.as_deref())?;
         let tag_needs_vector = if eff.tags {
             let state = self.read();
-            let known = state.table.canonical(&user);
+            let known = state.canonical(&user);
             tags.iter()
                 .map(|t| !known.is_some_and(|c| c.contains(t)))
                 .collect()

@@ -72,7 +72,6 @@ impl Store {
         let now = self.now();
         self.commit_embedded(e.epoch, |ids, state| {
             let current = state
-                .table
                 .get(id)
                 .ok_or_else(|| crate::memory::missing(state, id))?;
             let (tags, mut ops, _) = resolve_tags(state, &p.user, &p.tags, &e.tags, p.eff.tags);
@@ -83,7 +82,7 @@ impl Store {
             let mut supersedes = Vec::new();
             if new_content {
                 let hash = p.content_hash;
-                if let Some(existing) = state.table.find_hash(&p.user, &hash) {
+                if let Some(existing) = state.find_hash(&p.user, &hash) {
                     return Err(EngineError::AlreadyExists { existing });
                 }
                 record.id = ids.nth(0);
