@@ -31,9 +31,13 @@
 //! **What is underneath.** A store is a directory: a CRC-framed log of every change
 //! (`wal-*.log`), checkpoints of the metadata table (`ckpt-*.ckpt`), sealed vector segments
 //! (`seg-*.mnsf`, mapped read-only), an `IDENTITY` that pins the embedder, and a `LOCK`. The
-//! [`kernel`] makes it durable and consistent (`docs/durability.md` is the commit protocol the
-//! code cites step by step); the memory semantics ([`hooks`] and the `memory` module: dedup,
-//! slots and validity in time, tags, categories, search strategies) sit on top of it.
+//! kernel (`src/kernel/`, private) makes it durable and consistent (`docs/durability.md` is
+//! the commit protocol the code cites step by step); the memory semantics ([`hooks`] and the
+//! `memory` module: dedup, slots and validity in time, tags, categories, search strategies)
+//! sit on top of it and read it through its read API (`kernel/read.rs`). Its failures reach a
+//! caller as [`EngineError::Kernel`] ([`KernelError`]). Its files and its fault-injecting
+//! storage are public only with the `testing` feature (tests and format fixtures), its
+//! decoders only with `fuzzing`; [`verify`] (the offline check) and [`restore`] are public.
 //!
 //! Guarantees: an acknowledged write is durable under the default `SyncPolicy::Always`; each
 //! operation has one commit point (its log frame); torn tails are truncated, damage followed
@@ -123,7 +127,7 @@
 
 pub mod error;
 pub mod hooks;
-pub mod kernel;
+mod kernel;
 mod memory;
 pub mod options;
 mod store;
@@ -132,7 +136,11 @@ pub use error::{EngineError, ErrorKind, KernelError, Result};
 pub use hooks::facts::Relation;
 pub use hooks::{Fold, HookConfig, HookOverrides, Merge, ReadHook, WriteHook};
 pub use kernel::commit::PoisonCause;
-pub use kernel::{checkpoint, codec, identity, log, record, segment_file, storage, verify};
+pub use kernel::verify;
+/// The store's files and the storage seam, for tests that write damaged or crashed stores
+/// and frozen format fixtures: the `testing` feature only, not part of the stable API.
+#[cfg(feature = "testing")]
+pub use kernel::{checkpoint, codec, identity, log, segment_file, storage};
 pub use memory::{
     Cleared, Compacted, CompactionGroup, CompactionPreview, DedupDecision, EntityDeleted, Feedback,
     FeedbackResult, Fusion, History, Hits, ItemUser, MAX_NEIGHBOURS, MAX_OFFSET, MAX_PAGE,
@@ -153,21 +161,23 @@ pub use amberdb_embed::{Embedder, HashingEmbedder};
 pub use amberdb_index::Probe;
 pub use kernel::backup::{Backup, Restored};
 pub use kernel::db::{IndexBuild, PendingDurable};
+pub use kernel::identity::recorded_model;
 pub use kernel::maintenance::Purge;
 pub use kernel::maintenance::{CheckpointRun, MaintenanceCounters, Removed};
+pub use kernel::record::{
+    Category, DEFAULT_USER, Entity, EntityKind, Item, Kind, Memory, MemoryId, NewMemory, Role,
+    TagSnapshot, Timestamp, validate_id,
+};
 pub use kernel::recovery::OpenReport;
 pub use options::{
     ArchiveRetention, Clock, DEFAULT_MEMORY_LIMIT, DEFAULT_PURGE_DELAY, IndexOptions,
     MAX_MEMORY_LIMIT, StoreOptions, SyncPolicy,
 };
-pub use record::{
-    Category, Entity, EntityKind, Item, Kind, Memory, MemoryId, NewMemory, Role, TagSnapshot,
-    Timestamp,
-};
 pub use store::{IndexStats, IvfSegmentStats, Stats, Store, restore};
 
-/// Decoders of bytes from disk, exposed for the fuzz targets and their proptests. Each runs
-/// its decoder on arbitrary bytes and never panics.
+/// Decoders of bytes from disk, exposed for the fuzz targets and their proptests (the
+/// `fuzzing` feature). Each runs its decoder on arbitrary bytes and never panics.
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing {
     /// Scans arbitrary bytes as a log file. Returns the number of valid frames.
     #[must_use]

@@ -12,8 +12,9 @@ use std::sync::Arc;
 pub struct StoreOptions {
     /// Turns text into vectors; recorded in the store and checked at every open.
     pub embedder: Arc<dyn Embedder>,
-    /// Where the bytes go; `FsStorage` unless a test injects faults.
-    pub storage: Arc<dyn Storage>,
+    /// Where the bytes go: real files, unless a test injects faults (`StoreOptions::storage`,
+    /// with the `testing` feature).
+    pub(crate) storage: Arc<dyn Storage>,
     /// When writes become durable.
     pub sync: SyncPolicy,
     /// Most live memories the store holds (default 10,000, at most 10,000,000).
@@ -136,7 +137,8 @@ impl StoreOptions {
         self
     }
 
-    /// Sets the storage.
+    /// Sets the storage: a test's `FaultyStorage` or crash image (the `testing` feature).
+    #[cfg(feature = "testing")]
     #[must_use]
     pub fn storage(mut self, storage: Arc<dyn Storage>) -> StoreOptions {
         self.storage = storage;

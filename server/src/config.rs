@@ -376,7 +376,7 @@ fn read_token_file(path: &Path, auth: &mut Auth) -> anyhow::Result<()> {
         match words.as_slice() {
             [token] => auth.add(token, None),
             [user, token] => {
-                amberdb::record::validate_id("user_id", user)
+                amberdb::validate_id("user_id", user)
                     .with_context(|| format!("{} line {}: the user id", path.display(), n + 1))?;
                 auth.add(token, Some((*user).to_owned()));
             }

@@ -19,7 +19,7 @@ pub enum EmbedderChoice {
 /// the embedder is one this build names: what an open uses when none is given.
 #[must_use]
 pub fn recorded_embedder(dir: &Path) -> Option<EmbedderChoice> {
-    embedder_of_model(&amberdb::identity::recorded_model(dir)?)
+    embedder_of_model(&amberdb::recorded_model(dir)?)
 }
 
 /// The embedder an open of the store in `dir` uses: the one `given`, else the one the store

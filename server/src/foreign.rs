@@ -188,7 +188,7 @@ fn create_entities(
     let mut sessions: std::collections::BTreeMap<(String, String), BTreeSet<Option<String>>> =
         std::collections::BTreeMap::new();
     for l in lines.iter().flatten() {
-        let user = field(l, "user_id").unwrap_or_else(|| amberdb::record::DEFAULT_USER.into());
+        let user = field(l, "user_id").unwrap_or_else(|| amberdb::DEFAULT_USER.into());
         let agent = field(l, "agent_id");
         if let Some(a) = &agent {
             agents.insert((user.clone(), a.clone()));

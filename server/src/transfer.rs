@@ -401,7 +401,7 @@ impl MessageCounts {
         let key = (
             m.user_id
                 .clone()
-                .unwrap_or_else(|| amberdb::record::DEFAULT_USER.to_owned()),
+                .unwrap_or_else(|| amberdb::DEFAULT_USER.to_owned()),
             m.session_id.clone(),
             m.role.map(|r| r.to_string()),
             m.content.clone(),

@@ -4,7 +4,7 @@
 //! that forgets its doc (or its fixture) fails here (issue #47: the frame-type range had
 //! drifted to 1..=12 while the code had 15).
 
-use amberdb::record::{Kind, Role};
+use amberdb::{Kind, Role};
 use std::collections::BTreeSet;
 use std::path::Path;
 

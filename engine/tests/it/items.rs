@@ -313,7 +313,7 @@ fn a_put_that_replaces_leaves_the_old_item_or_the_new_after_a_power_cut_at_every
             let disk = fs.crash_image(image);
             let store = Store::open(Path::new("/s"), small_options(&disk, 4))
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
-            let live = listed(&store, amberdb::record::DEFAULT_USER);
+            let live = listed(&store, amberdb::DEFAULT_USER);
             for key in ["k0", "k1", "k2"] {
                 let want = acked.get(key).copied();
                 let got = live.get(key).map(|(v, _)| {
@@ -358,7 +358,7 @@ fn concurrent_puts_of_the_same_keys_leave_one_live_item_per_key() {
             });
         }
     });
-    let live = listed(&store, amberdb::record::DEFAULT_USER);
+    let live = listed(&store, amberdb::DEFAULT_USER);
     assert_eq!(live.keys().collect::<Vec<_>>(), ["k0", "k1", "k2"]);
     assert_eq!(store.stats().memories, 3, "every replaced item deleted");
 }

@@ -196,7 +196,7 @@ pub(super) fn envelope(result: &amberdb::Result<QueryData>) -> Value {
 fn query(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
     let user = args
         .opt_str("user_id")?
-        .unwrap_or_else(|| amberdb::record::DEFAULT_USER.to_owned());
+        .unwrap_or_else(|| amberdb::DEFAULT_USER.to_owned());
     let mut q = Query::new(args.str("query")?);
     q.session_id = args.opt_str("session_id")?;
     q.agent_id = args.opt_str("agent_id")?;

@@ -6,9 +6,11 @@
 //! that write), "crash" at the Nth sync, and produce the disk image a power cut would leave.
 //! The engine never calls `std::fs` directly.
 
+#[cfg(any(test, feature = "testing"))]
 mod faulty;
 mod fs;
 
+#[cfg(any(test, feature = "testing"))]
 pub use faulty::{CrashImage, FaultyStorage};
 pub use fs::FsStorage;
 
