@@ -616,3 +616,49 @@ pub fn kernel_reaches_up(edges: &[Import]) -> Vec<Import> {
         .cloned()
         .collect()
 }
+
+/// The kernel's API: the kernel files the product layer may import (each a type or function
+/// the layers above are meant to use: the `Db` and its write path, the state and its read
+/// API, the data model, the operation vocabulary, errors, options, the storage seam, backup,
+/// the maintenance and recovery reports, identity, the tokenizer, the decision codes, the
+/// record slots, the table's read-only views). Everything else of `kernel/` (codecs, segment
+/// and checkpoint formats, the log writer and reader, recovery's steps, the lexical build,
+/// the text column) is the kernel's own.
+pub const KERNEL_API: &[&str] = &[
+    "engine/src/kernel/db/",
+    "engine/src/kernel/state.rs",
+    "engine/src/kernel/record.rs",
+    "engine/src/kernel/ids.rs",
+    "engine/src/kernel/log/format.rs",
+    "engine/src/kernel/error.rs",
+    "engine/src/kernel/config.rs",
+    "engine/src/kernel/storage/",
+    "engine/src/kernel/backup.rs",
+    "engine/src/kernel/commit.rs",
+    "engine/src/kernel/maintenance.rs",
+    // `OpenReport`, what an open found.
+    "engine/src/kernel/recovery/found.rs",
+    "engine/src/kernel/identity.rs",
+    "engine/src/kernel/keyword.rs",
+    "engine/src/kernel/rule.rs",
+    "engine/src/kernel/slots.rs",
+    // The table's read-only views (`UserIndex`, `Archived`, `CanonicalTags`).
+    "engine/src/kernel/table/user.rs",
+];
+
+/// The edges from the product layer into the kernel's own files (there must be none).
+#[must_use]
+pub fn product_reaches_in(edges: &[Import]) -> Vec<Import> {
+    edges
+        .iter()
+        .filter(|e| {
+            let from = e.from.to_string_lossy();
+            PRODUCT.iter().any(|p| from.starts_with(p))
+        })
+        .filter(|e| {
+            let to = e.to.to_string_lossy();
+            to.starts_with(KERNEL) && !KERNEL_API.iter().any(|p| to.starts_with(p))
+        })
+        .cloned()
+        .collect()
+}

@@ -4,7 +4,7 @@
 
 use amberdb_house::{
     Import, MAX_FILE_LINES, MAX_FN_LINES, circles, functions, imports, kernel_reaches_up,
-    workspace_sources,
+    product_reaches_in, workspace_sources,
 };
 use std::path::{Path, PathBuf};
 
@@ -54,6 +54,11 @@ fn the_workspace_keeps_the_house_rules() {
         Vec::<Import>::new(),
         "the kernel imports the product layer"
     );
+    assert_eq!(
+        product_reaches_in(&edges),
+        Vec::<Import>::new(),
+        "the product layer imports a kernel file outside the kernel's API (KERNEL_API)"
+    );
 }
 
 #[test]
@@ -82,6 +87,12 @@ fn a_circle_is_found_and_named_and_a_chain_is_not_one() {
     assert_eq!(
         kernel_reaches_up(std::slice::from_ref(&up)),
         vec![up.clone()]
+    );
+    let inside = edge("engine/src/memory/read.rs", "engine/src/kernel/codec.rs");
+    let through_api = edge("engine/src/memory/read.rs", "engine/src/kernel/db/core.rs");
+    assert_eq!(
+        product_reaches_in(&[inside.clone(), through_api]),
+        vec![inside]
     );
 }
 
