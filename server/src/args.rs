@@ -318,8 +318,38 @@ pub struct Arg {
     /// For an integer: the least and the most it may be (the parser refuses others before
     /// the command runs; HELP and the MCP schema show them).
     pub range: Option<(u64, u64)>,
-    /// What it does, with its default.
+    /// What it does.
     pub help: &'static str,
+    /// What an optional argument is when a request leaves it out (HELP and the MCP schema
+    /// show it; the command's typed arguments get it): `None` when leaving it out means
+    /// something of its own ("no filter", "the caller's user").
+    pub default: Option<Fallback>,
+}
+
+/// The value an optional argument takes when a request leaves it out.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Fallback {
+    /// An integer.
+    Int(u64),
+    /// A number.
+    Num(f32),
+    /// A boolean.
+    Bool(bool),
+    /// A string.
+    Str(&'static str),
+}
+
+impl Fallback {
+    /// As JSON, for HELP and the MCP schema.
+    #[must_use]
+    pub fn to_json(self) -> Value {
+        match self {
+            Fallback::Int(n) => json!(n),
+            Fallback::Num(f) => json!(f),
+            Fallback::Bool(b) => json!(b),
+            Fallback::Str(s) => json!(s),
+        }
+    }
 }
 
 impl Arg {
@@ -327,6 +357,14 @@ impl Arg {
     pub const fn within(self, min: u64, max: u64) -> Arg {
         Arg {
             range: Some((min, max)),
+            ..self
+        }
+    }
+
+    /// With the value it takes when left out.
+    pub const fn or(self, default: Fallback) -> Arg {
+        Arg {
+            default: Some(default),
             ..self
         }
     }
@@ -340,6 +378,7 @@ pub const fn req(name: &'static str, ty: Ty, help: &'static str) -> Arg {
         required: true,
         range: None,
         help,
+        default: None,
     }
 }
 
@@ -351,6 +390,7 @@ pub const fn opt(name: &'static str, ty: Ty, help: &'static str) -> Arg {
         required: false,
         range: None,
         help,
+        default: None,
     }
 }
 
@@ -358,19 +398,13 @@ pub const fn opt(name: &'static str, ty: Ty, help: &'static str) -> Arg {
 #[derive(Debug, Default)]
 pub struct Args {
     map: Map<String, Value>,
-    /// The names the command's table declares, when the arguments were checked against it:
-    /// a handler reading any other name is a bug, refused as `internal`.
-    declared: Option<Vec<&'static str>>,
 }
 
 impl Args {
     /// The arguments of a request (an empty object when it had none).
     #[must_use]
     pub fn new(map: Map<String, Value>) -> Args {
-        Args {
-            map,
-            declared: None,
-        }
+        Args { map }
     }
 
     /// Whether an argument is present (and not null).
@@ -382,18 +416,6 @@ impl Args {
     /// Takes a value; `null` counts as absent (JSON clients send `null` for "not given").
     fn take(&mut self, name: &str) -> Option<Value> {
         self.map.remove(name).filter(|v| !v.is_null())
-    }
-
-    /// Fails if the command's table does not declare `name`: the handler and the table have
-    /// drifted apart (HELP and the MCP schema come from the table).
-    fn declared(&self, name: &str) -> Result<(), Fail> {
-        match &self.declared {
-            Some(names) if !names.contains(&name) => Err(Fail::new(
-                Code::Internal,
-                format!("the handler reads {name:?}, which its command's table does not declare"),
-            )),
-            _ => Ok(()),
-        }
     }
 
     fn wrong(name: &str, ty: Ty, got: &Value) -> Fail {
@@ -413,7 +435,6 @@ impl Args {
     /// # Errors
     /// `invalid` if it is not a string.
     pub fn opt_str(&mut self, name: &str) -> Result<Option<String>, Fail> {
-        self.declared(name)?;
         match self.take(name) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s)),
@@ -435,7 +456,6 @@ impl Args {
     /// # Errors
     /// `invalid` if it is not one.
     pub fn opt_u64(&mut self, name: &str) -> Result<Option<u64>, Fail> {
-        self.declared(name)?;
         match self.take(name) {
             None => Ok(None),
             Some(Value::Number(n)) => n
@@ -462,24 +482,11 @@ impl Args {
             .map(|n| usize::try_from(n).unwrap_or(usize::MAX)))
     }
 
-    /// The required `memory_id` (an integer ≥ 1, as vector-memory-mcp asks).
-    ///
-    /// # Errors
-    /// `invalid` if missing or not a positive integer.
-    pub fn memory_id(&mut self) -> Result<MemoryId, Fail> {
-        match self.opt_u64("memory_id")? {
-            Some(id) if id >= 1 => Ok(MemoryId(id)),
-            Some(_) => Err(Fail::invalid("memory_id", "must be a positive integer")),
-            None => Err(Fail::invalid("memory_id", "is required")),
-        }
-    }
-
     /// An optional number.
     ///
     /// # Errors
     /// `invalid` if it is not a finite number.
     pub fn opt_f32(&mut self, name: &str) -> Result<Option<f32>, Fail> {
-        self.declared(name)?;
         match self.take(name) {
             None => Ok(None),
             #[expect(
@@ -499,7 +506,6 @@ impl Args {
     /// # Errors
     /// `invalid` if it is not a boolean.
     pub fn opt_bool(&mut self, name: &str) -> Result<Option<bool>, Fail> {
-        self.declared(name)?;
         match self.take(name) {
             None => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(b)),
@@ -515,7 +521,6 @@ impl Args {
         ty: Ty,
         item: impl Fn(Value) -> Result<T, Value>,
     ) -> Result<Option<Vec<T>>, Fail> {
-        self.declared(name)?;
         match self.take(name) {
             None => Ok(None),
             Some(Value::Array(items)) => {
@@ -559,7 +564,6 @@ impl Args {
     /// # Errors
     /// `invalid` if it is not an object.
     pub fn opt_object(&mut self, name: &str) -> Result<Option<Map<String, Value>>, Fail> {
-        self.declared(name)?;
         match self.take(name) {
             None => Ok(None),
             Some(Value::Object(o)) => Ok(Some(o)),
@@ -637,10 +641,268 @@ impl Args {
                 Ty::Object => one.opt_object(arg.name).map(drop),
             }?;
         }
-        Ok(Args {
-            map,
-            declared: Some(declared.iter().map(|a| a.name).collect()),
-        })
+        Ok(Args { map })
+    }
+}
+
+/// A command's arguments as one typed struct, made by [`arguments!`]: `ARGS` is what HELP,
+/// the MCP schema and [`Args::checked`] read; `parse` reads exactly those, each by its
+/// field's type ([`FromArg`]), with the defaults and ranges `ARGS` states.
+pub trait Arguments: Sized {
+    /// The arguments, in the order HELP lists them.
+    const ARGS: &'static [Arg];
+    /// Reads a checked request's arguments.
+    ///
+    /// # Errors
+    /// `invalid` for a missing required argument or a mistyped one (which [`Args::checked`]
+    /// has refused before, so only a table that drifted from its struct gets here).
+    fn parse(args: &mut Args) -> Result<Self, Fail>;
+}
+
+/// One typed argument read from a request by its spec (name, default).
+pub trait FromArg: Sized {
+    /// Reads the argument `arg` describes.
+    ///
+    /// # Errors
+    /// `invalid` when it is missing with no default, or of the wrong type.
+    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail>;
+}
+
+fn missing(arg: &Arg) -> Fail {
+    Fail::invalid(arg.name, "is required")
+}
+
+impl FromArg for Option<String> {
+    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
+        args.opt_str(arg.name)
+    }
+}
+
+impl FromArg for String {
+    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
+        match (args.opt_str(arg.name)?, arg.default) {
+            (Some(s), _) => Ok(s),
+            (None, Some(Fallback::Str(d))) => Ok(d.to_owned()),
+            (None, _) => Err(missing(arg)),
+        }
+    }
+}
+
+impl FromArg for Option<u64> {
+    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
+        args.opt_u64(arg.name)
+    }
+}
+
+impl FromArg for u64 {
+    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
+        match (args.opt_u64(arg.name)?, arg.default) {
+            (Some(n), _) | (None, Some(Fallback::Int(n))) => Ok(n),
+            (None, _) => Err(missing(arg)),
+        }
+    }
+}
+
+impl FromArg for Option<usize> {
+    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
+        args.opt_usize(arg.name)
+    }
+}
+
+impl FromArg for usize {
+    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
+        u64::from_arg(args, arg).map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+    }
+}
+
+impl FromArg for Option<f32> {
+    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
+        args.opt_f32(arg.name)
+    }
+}
+
+impl FromArg for f32 {
+    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
+        match (args.opt_f32(arg.name)?, arg.default) {
+            (Some(f), _) | (None, Some(Fallback::Num(f))) => Ok(f),
+            (None, _) => Err(missing(arg)),
+        }
+    }
+}
+
+impl FromArg for Option<bool> {
+    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
+        args.opt_bool(arg.name)
+    }
+}
+
+impl FromArg for bool {
+    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
+        match (args.opt_bool(arg.name)?, arg.default) {
+            (Some(b), _) | (None, Some(Fallback::Bool(b))) => Ok(b),
+            (None, _) => Err(missing(arg)),
+        }
+    }
+}
+
+impl FromArg for Option<Vec<String>> {
+    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
+        args.opt_strs(arg.name)
+    }
+}
+
+impl FromArg for Vec<String> {
+    /// Left out, an empty list.
+    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
+        match args.opt_strs(arg.name)? {
+            Some(v) => Ok(v),
+            None if arg.required => Err(missing(arg)),
+            None => Ok(Vec::new()),
+        }
+    }
+}
+
+impl FromArg for Option<Vec<Map<String, Value>>> {
+    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
+        args.opt_objects(arg.name)
+    }
+}
+
+impl FromArg for Vec<Map<String, Value>> {
+    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
+        args.opt_objects(arg.name)?.ok_or_else(|| missing(arg))
+    }
+}
+
+impl FromArg for Option<Map<String, Value>> {
+    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
+        args.opt_object(arg.name)
+    }
+}
+
+impl FromArg for Map<String, Value> {
+    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
+        args.opt_object(arg.name)?.ok_or_else(|| missing(arg))
+    }
+}
+
+impl FromArg for Option<Timestamp> {
+    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
+        args.opt_time(arg.name)
+    }
+}
+
+impl FromArg for MemoryId {
+    /// An integer ≥ 1 (vector-memory-mcp's ids).
+    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
+        match args.opt_u64(arg.name)? {
+            Some(id) if id >= 1 => Ok(MemoryId(id)),
+            Some(_) => Err(Fail::invalid(arg.name, "must be a positive integer")),
+            None => Err(missing(arg)),
+        }
+    }
+}
+
+impl FromArg for Option<MemoryId> {
+    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
+        if args.has(arg.name) {
+            MemoryId::from_arg(args, arg).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+}
+
+/// A command's typed arguments: the struct, and its [`Arguments`] (the spec list, and the
+/// parse that reads each field by its spec). One declaration per command, so the table, HELP,
+/// the MCP schema, ranges, defaults and what the handler reads cannot drift apart.
+///
+/// ```ignore
+/// arguments! {
+///     /// LIST_ITEMS.
+///     pub(super) struct ListItems {
+///         user: Option<String> = USER,
+///         limit: usize = opt("limit", Ty::Int, "a page").within(1, PAGE).or(Fallback::Int(10)),
+///     }
+/// }
+/// ```
+macro_rules! arguments {
+    ($(#[$m:meta])* $vis:vis struct $name:ident {
+        $($(#[$fm:meta])* $field:ident : $ty:ty = $arg:expr),* $(,)?
+    }) => {
+        $(#[$m])*
+        #[derive(Debug)]
+        $vis struct $name {
+            $($(#[$fm])* pub(crate) $field: $ty,)*
+        }
+
+        impl $crate::args::Arguments for $name {
+            const ARGS: &'static [$crate::args::Arg] = &[$($arg),*];
+
+            #[allow(unused_variables, unused_mut, unused_assignments)]
+            fn parse(args: &mut $crate::args::Args) -> Result<Self, $crate::args::Fail> {
+                let mut specs = Self::ARGS.iter();
+                Ok($name {
+                    $($field: <$ty as $crate::args::FromArg>::from_arg(
+                        args,
+                        specs.next().expect("one spec per field"),
+                    )?,)*
+                })
+            }
+        }
+    };
+}
+
+pub(crate) use arguments;
+
+/// A library parse's refusal as `invalid` naming the request's field.
+pub(crate) fn parsed<T, E: Into<EngineError>>(field: &str, r: Result<T, E>) -> Result<T, Fail> {
+    r.map_err(|e| match e.into() {
+        EngineError::Invalid { reason, .. } => Fail::invalid(field, reason),
+        other => Fail::from(other),
+    })
+}
+
+/// An optional text argument read as one of the library's named values.
+macro_rules! named_value {
+    ($ty:ty, $parse:expr) => {
+        impl FromArg for Option<$ty> {
+            fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
+                args.opt_str(arg.name)?
+                    .map(|s| parsed(arg.name, $parse(&s)))
+                    .transpose()
+            }
+        }
+    };
+}
+named_value!(amberdb::Kind, amberdb::Kind::parse);
+named_value!(amberdb::Role, amberdb::Role::parse);
+named_value!(amberdb::Merge, amberdb::Merge::parse);
+named_value!(amberdb::Mode, amberdb::Mode::parse);
+named_value!(amberdb::Strategy, amberdb::Strategy::parse);
+named_value!(amberdb::Fold, amberdb::Fold::parse);
+named_value!(amberdb::query::StoreType, amberdb::query::StoreType::parse);
+named_value!(amberdb::Category, |s: &str| amberdb::Category::parse(
+    s.trim()
+));
+
+impl FromArg for Vec<amberdb::WriteHook> {
+    /// Write hooks by name; left out, none.
+    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
+        let names = Vec::<String>::from_arg(args, arg)?;
+        names
+            .iter()
+            .map(|name| match name.as_str() {
+                "tags" => Ok(amberdb::WriteHook::Tags),
+                "category" => Ok(amberdb::WriteHook::Category),
+                "exact_dedup" => Ok(amberdb::WriteHook::ExactDedup),
+                "semantic_dedup" => Ok(amberdb::WriteHook::SemanticDedup),
+                other => Err(Fail::invalid(
+                    arg.name,
+                    format!("{other:?} is not one of tags, category, exact_dedup, semantic_dedup"),
+                )),
+            })
+            .collect()
     }
 }
 
@@ -676,7 +938,12 @@ mod tests {
 
         let mut a = args(json!({"limit": "5", "memory_id": 0, "k": 2.5, "t": "monday"}));
         assert_eq!(a.opt_u64("limit").unwrap_err().body["field"], "limit");
-        assert_eq!(a.memory_id().unwrap_err().code, Code::Invalid);
+        assert_eq!(
+            MemoryId::from_arg(&mut a, &req("memory_id", Ty::Int, ""))
+                .unwrap_err()
+                .code,
+            Code::Invalid
+        );
         assert!(a.opt_u64("k").is_err());
         assert!(a.opt_time("t").is_err());
         let huge = args(json!({"threshold": 1e300}))
@@ -793,12 +1060,78 @@ mod tests {
             .find(|a| a["name"] == "limit")
             .unwrap();
         assert_eq!(limit["range"], json!([1, 50]));
-        // A handler reading a name its table does not declare is a bug, never a silent None.
-        let mut args = with(json!({})).unwrap();
+    }
+
+    arguments! {
+        /// A command's arguments, for the test.
+        struct Page {
+            query: String = req("query", Ty::Str, "what to find"),
+            limit: usize = opt("limit", Ty::Int, "a page").within(1, 50).or(Fallback::Int(10)),
+            exact: bool = opt("exact", Ty::Bool, "only the same words").or(Fallback::Bool(false)),
+            kind: Option<amberdb::Kind> = opt("kind", Ty::Str, "a kind"),
+            tags: Vec<String> = opt("tags", Ty::StrList, "tags"),
+        }
+    }
+
+    #[test]
+    fn one_declaration_gives_the_parse_its_defaults_and_help_and_schema_show_them() {
+        let parse = |v: Value| {
+            let Value::Object(m) = v else { unreachable!() };
+            Args::checked(m, Page::ARGS).and_then(|mut a| Page::parse(&mut a))
+        };
+        let page = parse(json!({"query": "q"})).unwrap();
         assert_eq!(
-            args.opt_str("not_declared").unwrap_err().code,
-            Code::Internal
+            (page.query.as_str(), page.limit, page.exact, page.kind),
+            ("q", 10, false, None)
         );
-        assert_eq!(args.str("query").unwrap(), "q");
+        assert!(page.tags.is_empty());
+        let page = parse(
+            json!({"query": "q", "limit": 3, "exact": true, "kind": "message", "tags": ["a"]}),
+        )
+        .unwrap();
+        assert_eq!(
+            (page.limit, page.exact, page.kind),
+            (3, true, Some(amberdb::Kind::Message))
+        );
+        assert_eq!(page.tags, vec!["a".to_owned()]);
+        let missing = parse(json!({"limit": 3})).unwrap_err();
+        assert_eq!(
+            (missing.code, &missing.body["field"]),
+            (Code::Invalid, &json!("query"))
+        );
+        let unknown_kind = parse(json!({"query": "q", "kind": "gossip"})).unwrap_err();
+        assert_eq!(
+            (unknown_kind.code, &unknown_kind.body["field"]),
+            (Code::Invalid, &json!("kind"))
+        );
+        assert_eq!(
+            parse(json!({"query": "q", "limit": 51})).unwrap_err().code,
+            Code::LimitExceeded
+        );
+
+        let command = crate::commands::Command {
+            name: "PAGE",
+            alias: None,
+            tool: true,
+            summary: "a test command",
+            args: Page::ARGS,
+            run: None,
+        };
+        let schema = command.input_schema();
+        assert_eq!(schema["properties"]["limit"]["default"], 10);
+        assert_eq!(schema["properties"]["exact"]["default"], false);
+        assert!(schema["properties"]["kind"].get("default").is_none());
+        assert_eq!(schema["required"], json!(["query"]));
+        let help = command.help();
+        let limit = help["arguments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["name"] == "limit")
+            .unwrap();
+        assert_eq!(
+            (&limit["default"], &limit["range"]),
+            (&json!(10), &json!([1, 50]))
+        );
     }
 }

@@ -616,13 +616,9 @@ fn auth(
     batch: &mut Batch,
     args: serde_json::Map<String, serde_json::Value>,
 ) -> crate::args::Outcome {
-    let Some(command) = commands::find("AUTH") else {
-        return Err(Fail::new(
-            Code::Internal,
-            "AUTH is missing from the command table",
-        ));
-    };
-    let token = crate::args::Args::checked(args, command.args)?.str("token")?;
+    use crate::args::Arguments as _;
+    let token =
+        commands::Auth::parse(&mut crate::args::Args::checked(args, commands::Auth::ARGS)?)?.token;
     if !shared.auth.enabled() {
         return Ok(
             serde_json::json!({"reply": "OK", "message": "this server has no token: every connection may run every command"}),

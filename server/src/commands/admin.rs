@@ -2,7 +2,7 @@
 
 use super::common::*;
 
-fn stats(ctx: &Ctx, session: &Session, _: &mut Args) -> Outcome {
+fn stats(ctx: &Ctx, session: &Session, _: NoArgs) -> Outcome {
     if let Some(bound) = &session.user {
         return Err(forbidden(&format!(
             "every user (STATS; {bound}'s token is user-bound)"
@@ -121,7 +121,7 @@ fn maintenance_stats(m: &amberdb::MaintenanceCounters) -> Value {
     })
 }
 
-fn purge(ctx: &Ctx, session: &Session, _: &mut Args) -> Outcome {
+fn purge(ctx: &Ctx, session: &Session, _: NoArgs) -> Outcome {
     if let Some(bound) = &session.user {
         return Err(forbidden(&format!(
             "every user (PURGE; {bound}'s token is user-bound)"
@@ -139,13 +139,24 @@ fn purge(ctx: &Ctx, session: &Session, _: &mut Args) -> Outcome {
     }))
 }
 
-fn backup(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
+arguments! {
+    /// BACKUP.
+    struct Backup {
+        dest: String = req(
+            "dest",
+            Ty::Str,
+            "an absolute path: a new or empty directory outside the store",
+        ),
+    }
+}
+
+fn backup(ctx: &Ctx, session: &Session, a: Backup) -> Outcome {
     if let Some(bound) = &session.user {
         return Err(forbidden(&format!(
             "every user (BACKUP; {bound}'s token is user-bound)"
         )));
     }
-    let dest = std::path::PathBuf::from(args.str("dest")?);
+    let dest = std::path::PathBuf::from(a.dest);
     if !dest.is_absolute() {
         return Err(Fail::new(
             Code::Invalid,
@@ -177,17 +188,34 @@ fn backup(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     }))
 }
 
-fn reembed(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
+arguments! {
+    /// REEMBED.
+    struct Reembed {
+        embedder: Option<String> = opt(
+            "embedder",
+            Ty::Str,
+            "minilm (from AMBERDB_MODEL_DIR or ~/.cache/amberdb/all-MiniLM-L6-v2) or hashing (384-d)",
+        ),
+        cancel: bool = opt(
+            "cancel",
+            Ty::Bool,
+            "true drops what an interrupted re-embedding staged",
+        )
+        .or(Fallback::Bool(false)),
+    }
+}
+
+fn reembed(ctx: &Ctx, session: &Session, a: Reembed) -> Outcome {
     if let Some(bound) = &session.user {
         return Err(forbidden(&format!(
             "every user (REEMBED; {bound}'s token is user-bound)"
         )));
     }
-    if args.opt_bool("cancel")? == Some(true) {
+    if a.cancel {
         let dropped = engine(ctx.store.cancel_reembed())?;
         return Ok(json!({"reembed": {"cancelled": dropped}}));
     }
-    let Some(name) = args.opt_str("embedder")? else {
+    let Some(name) = a.embedder else {
         return Err(Fail::new(
             Code::Invalid,
             "give embedder (minilm or hashing), or cancel: true".to_owned(),
@@ -223,13 +251,24 @@ fn reembed(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     }))
 }
 
-fn maintenance(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
+arguments! {
+    /// MAINTENANCE.
+    struct Maintenance {
+        paused: Option<bool> = opt(
+            "paused",
+            Ty::Bool,
+            "true pauses, false resumes; absent only reports",
+        ),
+    }
+}
+
+fn maintenance(ctx: &Ctx, session: &Session, a: Maintenance) -> Outcome {
     if let Some(bound) = &session.user {
         return Err(forbidden(&format!(
             "every user (MAINTENANCE; {bound}'s token is user-bound)"
         )));
     }
-    if let Some(paused) = args.opt_bool("paused")? {
+    if let Some(paused) = a.paused {
         ctx.store.pause_maintenance(paused);
     }
     let m = ctx.store.stats().maintenance;
@@ -251,58 +290,39 @@ pub(super) static TABLE: &[Command] = &[
         alias: None,
         tool: false,
         summary: "Server counters (requests, errors, latency quantiles, connections) and the store's size.",
-        args: &[],
-        run: Some(stats),
+        args: NoArgs::ARGS,
+        run: Some(|c, s, a| stats(c, s, NoArgs::parse(a)?)),
     },
     Command {
         name: "PURGE",
         alias: None,
         tool: false,
         summary: "Makes every deleted memory leave the store's files now (texts, tags, vectors) and says what it removed.",
-        args: &[],
-        run: Some(purge),
+        args: NoArgs::ARGS,
+        run: Some(|c, s, a| purge(c, s, NoArgs::parse(a)?)),
     },
     Command {
         name: "BACKUP",
         alias: None,
         tool: false,
         summary: "Copies the store, as it is at one commit, into an empty directory on the server's machine while it serves, and checks the copy.",
-        args: &[req(
-            "dest",
-            Ty::Str,
-            "an absolute path: a new or empty directory outside the store",
-        )],
-        run: Some(backup),
+        args: Backup::ARGS,
+        run: Some(|c, s, a| backup(c, s, Backup::parse(a)?)),
     },
     Command {
         name: "MAINTENANCE",
         alias: None,
         tool: false,
         summary: "Pauses or resumes the store's automatic checkpoints, purges and archive retention, and says what they did.",
-        args: &[opt(
-            "paused",
-            Ty::Bool,
-            "true pauses, false resumes; absent only reports",
-        )],
-        run: Some(maintenance),
+        args: Maintenance::ARGS,
+        run: Some(|c, s, a| maintenance(c, s, Maintenance::parse(a)?)),
     },
     Command {
         name: "REEMBED",
         alias: None,
         tool: false,
         summary: "Moves the store to another embedder from its stored texts while it serves (new vectors staged, one switch, old vectors purged); replies when done.",
-        args: &[
-            opt(
-                "embedder",
-                Ty::Str,
-                "minilm (from AMBERDB_MODEL_DIR or ~/.cache/amberdb/all-MiniLM-L6-v2) or hashing (384-d)",
-            ),
-            opt(
-                "cancel",
-                Ty::Bool,
-                "true drops what an interrupted re-embedding staged",
-            ),
-        ],
-        run: Some(reembed),
+        args: Reembed::ARGS,
+        run: Some(|c, s, a| reembed(c, s, Reembed::parse(a)?)),
     },
 ];

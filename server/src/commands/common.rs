@@ -1,8 +1,8 @@
 //! What every command shares: the context and session it runs in, the command table's types,
 //! the argument specs every domain uses, and the reply helpers.
 
-pub(super) use crate::args::{Arg, opt, req};
-pub(super) use crate::args::{Args, Code, Fail, Outcome, Ty};
+pub(super) use crate::args::{Arg, Arguments, Fallback, arguments, opt, req};
+pub(super) use crate::args::{Args, Code, Fail, Outcome, Ty, parsed};
 pub(super) use crate::metrics::Metrics;
 pub(super) use amberdb::hooks::WriteHook;
 pub(super) use amberdb::query::{Query, QueryData, StoreType};
@@ -98,6 +98,9 @@ impl Command {
                     o.insert("minimum".into(), json!(min));
                     o.insert("maximum".into(), json!(max));
                 }
+                if let Some(d) = a.default {
+                    o.insert("default".into(), d.to_json());
+                }
             }
             props.insert(a.name.into(), s);
         }
@@ -118,8 +121,13 @@ impl Command {
             .iter()
             .map(|a| {
                 let mut h = json!({"name": a.name, "type": a.ty.schema()["type"], "required": a.required, "help": a.help});
-                if let (Some((min, max)), Value::Object(o)) = (a.range, &mut h) {
-                    o.insert("range".into(), json!([min, max]));
+                if let Value::Object(o) = &mut h {
+                    if let Some((min, max)) = a.range {
+                        o.insert("range".into(), json!([min, max]));
+                    }
+                    if let Some(d) = a.default {
+                        o.insert("default".into(), d.to_json());
+                    }
                 }
                 h
             })
@@ -151,47 +159,24 @@ pub(super) fn forbidden(named: &str) -> Fail {
     f
 }
 
-pub(super) fn write_hook(name: &str) -> Result<WriteHook, Fail> {
-    Ok(match name {
-        "tags" => WriteHook::Tags,
-        "category" => WriteHook::Category,
-        "exact_dedup" => WriteHook::ExactDedup,
-        "semantic_dedup" => WriteHook::SemanticDedup,
-        other => {
-            return Err(Fail::invalid(
-                "skip_hooks",
-                format!("{other:?} is not one of tags, category, exact_dedup, semantic_dedup"),
-            ));
-        }
-    })
-}
-
 /// The write-hook overrides a store or update request may carry.
-pub(super) fn write_overrides(args: &mut Args) -> Result<HookOverrides, Fail> {
-    let mut o = HookOverrides::default();
-    for h in args.opt_strs("skip_hooks")?.unwrap_or_default() {
-        o.skip.push(write_hook(&h)?);
+pub(super) fn write_overrides(
+    skip: Vec<WriteHook>,
+    force: Vec<WriteHook>,
+    dedup_distance: Option<f32>,
+    merge: Option<amberdb::Merge>,
+) -> HookOverrides {
+    HookOverrides {
+        skip,
+        force,
+        dedup_distance,
+        merge,
+        ..HookOverrides::default()
     }
-    for h in args.opt_strs("force_hooks")?.unwrap_or_default() {
-        o.force.push(write_hook(&h)?);
-    }
-    o.dedup_distance = args.opt_f32("dedup_distance")?;
-    o.merge = args
-        .opt_str("merge")?
-        .map(|m| parsed("merge", amberdb::Merge::parse(&m)))
-        .transpose()?;
-    Ok(o)
 }
 
 pub(super) fn engine<T>(r: amberdb::Result<T>) -> Result<T, Fail> {
     r.map_err(Fail::from)
-}
-
-pub(super) fn parsed<T, E: Into<EngineError>>(field: &str, r: Result<T, E>) -> Result<T, Fail> {
-    r.map_err(|e| match e.into() {
-        EngineError::Invalid { reason, .. } => Fail::invalid(field, reason),
-        other => Fail::from(other),
-    })
 }
 
 pub(super) const USER: Arg = opt("user_id", Ty::Str, "the user (tenant); default \"default\"");
@@ -222,3 +207,22 @@ pub(super) const MERGE: Arg = opt(
     Ty::Str,
     "which near duplicates semantic dedup merges: sure (default) or paraphrases",
 );
+
+arguments! {
+    /// A command without arguments.
+    pub(super) struct NoArgs {}
+}
+
+arguments! {
+    /// A command on one user's memories.
+    pub(super) struct OneUser {
+        user: Option<String> = USER,
+    }
+}
+
+arguments! {
+    /// A command on one memory.
+    pub(super) struct OneMemory {
+        id: amberdb::MemoryId = MEMORY_ID,
+    }
+}

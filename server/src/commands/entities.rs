@@ -2,106 +2,169 @@
 
 use super::common::*;
 
-/// The id field of each entity kind.
-fn id_field(kind: EntityKind) -> &'static str {
-    match kind {
-        EntityKind::User => "user_id",
-        EntityKind::Agent => "agent_id",
-        EntityKind::Session => "session_id",
+arguments! {
+    /// CREATE_USER.
+    struct CreateUser {
+        id: String = req("user_id", Ty::Str, "the new user's id"),
+        name: Option<String> = NAME,
     }
 }
 
-/// `(owner, id)` of an entity request: a user is its own owner.
-fn entity_ids(args: &mut Args, kind: EntityKind) -> Result<(Option<String>, String), Fail> {
-    let owner = args.opt_str("user_id")?;
-    match kind {
-        EntityKind::User => {
-            let id = owner.ok_or_else(|| Fail::invalid("user_id", "is required"))?;
-            Ok((None, id))
+arguments! {
+    /// CREATE_AGENT.
+    struct CreateAgent {
+        user: Option<String> = USER,
+        id: String = req("agent_id", Ty::Str, "the new agent's id"),
+        name: Option<String> = NAME,
+    }
+}
+
+arguments! {
+    /// CREATE_SESSION.
+    struct CreateSession {
+        user: Option<String> = USER,
+        id: String = req("session_id", Ty::Str, "the new session's id"),
+        name: Option<String> = NAME,
+        agent: Option<String> = opt("agent_id", Ty::Str, "the session's agent"),
+    }
+}
+
+arguments! {
+    /// GET_USER, DELETE_USER.
+    struct OneUserEntity {
+        id: String = req("user_id", Ty::Str, "the user"),
+    }
+}
+
+arguments! {
+    /// GET_AGENT, DELETE_AGENT.
+    struct OneAgent {
+        user: Option<String> = USER,
+        id: String = req("agent_id", Ty::Str, "the agent"),
+    }
+}
+
+arguments! {
+    /// GET_SESSION, DELETE_SESSION.
+    struct OneSession {
+        user: Option<String> = USER,
+        id: String = req("session_id", Ty::Str, "the session"),
+    }
+}
+
+const NAME: Arg = opt("name", Ty::Str, "for people");
+
+/// An entity named by a request: its kind, its owner (none for a user) and its id.
+struct Named {
+    kind: EntityKind,
+    owner: Option<String>,
+    id: String,
+}
+
+impl From<OneUserEntity> for Named {
+    fn from(a: OneUserEntity) -> Named {
+        Named {
+            kind: EntityKind::User,
+            owner: None,
+            id: a.id,
         }
-        _ => Ok((owner, args.str(id_field(kind))?)),
     }
 }
 
-fn create_entity(ctx: &Ctx, args: &mut Args, kind: EntityKind) -> Outcome {
-    let (owner, id) = entity_ids(args, kind)?;
-    let name = args.opt_str("name")?;
-    let agent = if kind == EntityKind::Session {
-        args.opt_str("agent_id")?
-    } else {
-        None
-    };
-    let e = engine(ctx.store.create_entity(
-        kind,
-        owner.as_deref(),
-        &id,
+impl From<OneAgent> for Named {
+    fn from(a: OneAgent) -> Named {
+        Named {
+            kind: EntityKind::Agent,
+            owner: a.user,
+            id: a.id,
+        }
+    }
+}
+
+impl From<OneSession> for Named {
+    fn from(a: OneSession) -> Named {
+        Named {
+            kind: EntityKind::Session,
+            owner: a.user,
+            id: a.id,
+        }
+    }
+}
+
+fn create(ctx: &Ctx, e: Named, name: Option<String>, agent: Option<String>) -> Outcome {
+    let created = engine(ctx.store.create_entity(
+        e.kind,
+        e.owner.as_deref(),
+        &e.id,
         name.as_deref(),
         agent.as_deref(),
     ))?;
-    Ok(json!({"success": true, kind.as_str(): e}))
+    Ok(json!({"success": true, e.kind.as_str(): created}))
 }
 
-fn get_entity(ctx: &Ctx, args: &mut Args, kind: EntityKind) -> Outcome {
-    let (owner, id) = entity_ids(args, kind)?;
-    let e = engine(ctx.store.get_entity(kind, owner.as_deref(), &id))?;
-    Ok(json!({"success": true, kind.as_str(): e}))
-}
-
-fn list_entities(ctx: &Ctx, args: &mut Args, kind: EntityKind) -> Outcome {
-    let list = if kind == EntityKind::User {
-        if args.has("user_id") {
-            return Err(Fail::invalid("user_id", "LIST_USERS takes no user_id"));
-        }
-        // A user-bound connection's store is scoped: it lists its own user only.
-        engine(ctx.store.list_entities(kind, None))?
-    } else {
-        let owner = args.opt_str("user_id")?;
-        engine(ctx.store.list_entities(kind, owner.as_deref()))?
+fn create_user(ctx: &Ctx, _: &Session, a: CreateUser) -> Outcome {
+    let e = Named {
+        kind: EntityKind::User,
+        owner: None,
+        id: a.id,
     };
-    Ok(json!({"success": true, "count": list.len(), format!("{}s", kind.as_str()): list}))
+    create(ctx, e, a.name, None)
 }
 
-fn delete_entity(ctx: &Ctx, args: &mut Args, kind: EntityKind) -> Outcome {
-    let (owner, id) = entity_ids(args, kind)?;
-    let deleted = engine(ctx.store.delete_entity(kind, owner.as_deref(), &id))?;
+fn create_agent(ctx: &Ctx, _: &Session, a: CreateAgent) -> Outcome {
+    let e = Named {
+        kind: EntityKind::Agent,
+        owner: a.user,
+        id: a.id,
+    };
+    create(ctx, e, a.name, None)
+}
+
+fn create_session(ctx: &Ctx, _: &Session, a: CreateSession) -> Outcome {
+    let e = Named {
+        kind: EntityKind::Session,
+        owner: a.user,
+        id: a.id,
+    };
+    create(ctx, e, a.name, a.agent)
+}
+
+fn get_entity(ctx: &Ctx, _: &Session, e: Named) -> Outcome {
+    let found = engine(ctx.store.get_entity(e.kind, e.owner.as_deref(), &e.id))?;
+    Ok(json!({"success": true, e.kind.as_str(): found}))
+}
+
+fn delete_entity(ctx: &Ctx, _: &Session, e: Named) -> Outcome {
+    let deleted = engine(ctx.store.delete_entity(e.kind, e.owner.as_deref(), &e.id))?;
     let message = format!(
-        "Deleted {kind} {id:?} and {} records",
-        deleted.deleted_records
+        "Deleted {} {:?} and {} records",
+        e.kind, e.id, deleted.deleted_records
     );
     to_reply(&deleted, message)
 }
 
-macro_rules! entity_handlers {
-    ($($name:ident => $f:ident($kind:ident)),* $(,)?) => {
-        $(fn $name(ctx: &Ctx, _: &Session, args: &mut Args) -> Outcome {
-            $f(ctx, args, EntityKind::$kind)
-        })*
-    };
+fn list_entities(ctx: &Ctx, kind: EntityKind, owner: Option<String>) -> Outcome {
+    // A user-bound connection's store is scoped: LIST_USERS lists its own user only.
+    let list = engine(ctx.store.list_entities(kind, owner.as_deref()))?;
+    Ok(json!({"success": true, "count": list.len(), format!("{}s", kind.as_str()): list}))
 }
 
-entity_handlers!(
-    create_user => create_entity(User),
-    create_agent => create_entity(Agent),
-    create_session => create_entity(Session),
-    get_user => get_entity(User),
-    get_agent => get_entity(Agent),
-    get_session => get_entity(Session),
-    list_users => list_entities(User),
-    list_agents => list_entities(Agent),
-    list_sessions => list_entities(Session),
-    delete_user => delete_entity(User),
-    delete_agent => delete_entity(Agent),
-    delete_session => delete_entity(Session),
-);
+arguments! {
+    /// ADD_MESSAGES.
+    struct AddMessages {
+        user: Option<String> = USER,
+        session: String = req("session_id", Ty::Str, "the session"),
+        messages: Vec<Map<String, Value>> = req(
+            "messages",
+            Ty::Messages,
+            "[{role, content, time?}], at most 1,000; time: when the turn was said (RFC 3339 or a date), its valid_from",
+        ),
+    }
+}
 
-fn add_messages(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
-    let user = args.opt_str("user_id")?;
-    let session_id = args.str("session_id")?;
-    let raw = args
-        .opt_objects("messages")?
-        .ok_or_else(|| Fail::invalid("messages", "is required"))?;
-    let mut messages = Vec::with_capacity(raw.len());
-    for (i, mut m) in raw.into_iter().enumerate() {
+fn add_messages(ctx: &Ctx, _session: &Session, a: AddMessages) -> Outcome {
+    let mut messages = Vec::with_capacity(a.messages.len());
+    for (i, mut m) in a.messages.into_iter().enumerate() {
         let field = |name: &str| format!("messages[{i}].{name}");
         let role = match m.remove("role") {
             Some(Value::String(r)) => parsed(&field("role"), Role::parse(&r))?,
@@ -135,16 +198,23 @@ fn add_messages(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
         }
         messages.push(amberdb::Turn { role, content, at });
     }
-    let ids = engine(ctx.store.add_turns(user.as_deref(), &session_id, &messages))?;
+    let ids = engine(
+        ctx.store
+            .add_turns(a.user.as_deref(), &a.session, &messages),
+    )?;
     Ok(json!({"success": true, "count": ids.len(), "memory_ids": ids}))
 }
 
-fn add_knowledge(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
-    let user = args.opt_str("user_id")?;
-    let items = args
-        .opt_strs("items")?
-        .ok_or_else(|| Fail::invalid("items", "is required"))?;
-    let results = engine(ctx.store.add_knowledge(user.as_deref(), &items))?;
+arguments! {
+    /// ADD_KNOWLEDGE.
+    struct AddKnowledge {
+        user: Option<String> = USER,
+        items: Vec<String> = req("items", Ty::StrList, "the facts, at most 1,000"),
+    }
+}
+
+fn add_knowledge(ctx: &Ctx, _session: &Session, a: AddKnowledge) -> Outcome {
+    let results = engine(ctx.store.add_knowledge(a.user.as_deref(), &a.items))?;
     let results: Vec<Value> = results
         .into_iter()
         .map(|r| match r {
@@ -164,131 +234,114 @@ pub(super) static TABLE: &[Command] = &[
         alias: None,
         tool: true,
         summary: "Creates a user.",
-        args: &[
-            req("user_id", Ty::Str, "the new user's id"),
-            opt("name", Ty::Str, "for people"),
-        ],
-        run: Some(create_user),
+        args: CreateUser::ARGS,
+        run: Some(|c, s, a| create_user(c, s, CreateUser::parse(a)?)),
     },
     Command {
         name: "CREATE_AGENT",
         alias: None,
         tool: true,
         summary: "Creates an agent of a user.",
-        args: &[
-            USER,
-            req("agent_id", Ty::Str, "the new agent's id"),
-            opt("name", Ty::Str, "for people"),
-        ],
-        run: Some(create_agent),
+        args: CreateAgent::ARGS,
+        run: Some(|c, s, a| create_agent(c, s, CreateAgent::parse(a)?)),
     },
     Command {
         name: "CREATE_SESSION",
         alias: None,
         tool: true,
         summary: "Creates a session of a user (optionally with one of its agents).",
-        args: &[
-            USER,
-            req("session_id", Ty::Str, "the new session's id"),
-            opt("name", Ty::Str, "for people"),
-            opt("agent_id", Ty::Str, "the session's agent"),
-        ],
-        run: Some(create_session),
+        args: CreateSession::ARGS,
+        run: Some(|c, s, a| create_session(c, s, CreateSession::parse(a)?)),
     },
     Command {
         name: "GET_USER",
         alias: None,
         tool: true,
         summary: "A user.",
-        args: &[req("user_id", Ty::Str, "the user")],
-        run: Some(get_user),
+        args: OneUserEntity::ARGS,
+        run: Some(|c, s, a| get_entity(c, s, OneUserEntity::parse(a)?.into())),
     },
     Command {
         name: "GET_AGENT",
         alias: None,
         tool: true,
         summary: "An agent of a user.",
-        args: &[USER, req("agent_id", Ty::Str, "the agent")],
-        run: Some(get_agent),
+        args: OneAgent::ARGS,
+        run: Some(|c, s, a| get_entity(c, s, OneAgent::parse(a)?.into())),
     },
     Command {
         name: "GET_SESSION",
         alias: None,
         tool: true,
         summary: "A session of a user.",
-        args: &[USER, req("session_id", Ty::Str, "the session")],
-        run: Some(get_session),
+        args: OneSession::ARGS,
+        run: Some(|c, s, a| get_entity(c, s, OneSession::parse(a)?.into())),
     },
     Command {
         name: "LIST_USERS",
         alias: None,
         tool: true,
         summary: "Every user.",
-        args: &[],
-        run: Some(list_users),
+        args: NoArgs::ARGS,
+        run: Some(|c, _, a| {
+            NoArgs::parse(a)?;
+            list_entities(c, EntityKind::User, None)
+        }),
     },
     Command {
         name: "LIST_AGENTS",
         alias: None,
         tool: true,
         summary: "A user's agents.",
-        args: &[USER],
-        run: Some(list_agents),
+        args: OneUser::ARGS,
+        run: Some(|c, _, a| list_entities(c, EntityKind::Agent, OneUser::parse(a)?.user)),
     },
     Command {
         name: "LIST_SESSIONS",
         alias: None,
         tool: true,
         summary: "A user's sessions.",
-        args: &[USER],
-        run: Some(list_sessions),
+        args: OneUser::ARGS,
+        run: Some(|c, _, a| list_entities(c, EntityKind::Session, OneUser::parse(a)?.user)),
     },
     Command {
         name: "DELETE_USER",
         alias: None,
         tool: true,
         summary: "Deletes a user and everything of it, in one commit.",
-        args: &[req("user_id", Ty::Str, "the user")],
-        run: Some(delete_user),
+        args: OneUserEntity::ARGS,
+        run: Some(|c, s, a| delete_entity(c, s, OneUserEntity::parse(a)?.into())),
     },
     Command {
         name: "DELETE_AGENT",
         alias: None,
         tool: true,
         summary: "Deletes an agent, its sessions and their records, in one commit.",
-        args: &[USER, req("agent_id", Ty::Str, "the agent")],
-        run: Some(delete_agent),
+        args: OneAgent::ARGS,
+        run: Some(|c, s, a| delete_entity(c, s, OneAgent::parse(a)?.into())),
     },
     Command {
         name: "DELETE_SESSION",
         alias: None,
         tool: true,
         summary: "Deletes a session and its messages, in one commit.",
-        args: &[USER, req("session_id", Ty::Str, "the session")],
-        run: Some(delete_session),
+        args: OneSession::ARGS,
+        run: Some(|c, s, a| delete_entity(c, s, OneSession::parse(a)?.into())),
     },
     Command {
         name: "ADD_MESSAGES",
         alias: None,
         tool: true,
         summary: "Adds chat turns to a session (never deduplicated).",
-        args: &[
-            USER,
-            req("session_id", Ty::Str, "the session"),
-            req(
-                "messages",
-                Ty::Messages,
-                "[{role, content, time?}], at most 1,000; time: when the turn was said (RFC 3339 or a date), its valid_from",
-            ),
-        ],
-        run: Some(add_messages),
+        args: AddMessages::ARGS,
+        run: Some(|c, s, a| add_messages(c, s, AddMessages::parse(a)?)),
     },
     Command {
         name: "ADD_KNOWLEDGE",
         alias: None,
         tool: true,
         summary: "Adds user-level facts (through the hooks: a fact stored twice is one).",
-        args: &[USER, req("items", Ty::StrList, "the facts, at most 1,000")],
-        run: Some(add_knowledge),
+        args: AddKnowledge::ARGS,
+        run: Some(|c, s, a| add_knowledge(c, s, AddKnowledge::parse(a)?)),
     },
 ];

@@ -2,24 +2,54 @@
 
 use super::common::*;
 
-fn store_memory(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
-    let mut m = NewMemory::new(args.str("content")?);
-    if let Some(c) = args.opt_str("category")? {
+arguments! {
+    /// STORE_MEMORY.
+    struct StoreMemory {
+        content: String = req("content", Ty::Str, "the text, at most 10,000 characters"),
+        category: Option<String> = opt(
+            "category",
+            Ty::Str,
+            "one of the nine categories, or text the category hook maps; other when left out and the hook finds none",
+        ),
+        tags: Vec<String> = opt("tags", Ty::StrList, "at most 10 tags of at most 100 characters"),
+        user: Option<String> = USER,
+        session: Option<String> = opt("session_id", Ty::Str, "a session of the user (create it first)"),
+        agent: Option<String> = opt("agent_id", Ty::Str, "an agent of the user (create it first)"),
+        kind: Option<Kind> = opt("kind", Ty::Str, "memory (default), message or knowledge"),
+        role: Option<Role> = opt("role", Ty::Str, "a message's role: user, assistant or system"),
+        valid_from: Option<amberdb::Timestamp> = opt(
+            "valid_from",
+            Ty::Str,
+            "from when the statement holds (RFC 3339 or a date); default now",
+        ),
+        valid_to: Option<amberdb::Timestamp> = opt(
+            "valid_to",
+            Ty::Str,
+            "until when it holds (RFC 3339 or a date); default open",
+        ),
+        skip_hooks: Vec<WriteHook> = SKIP_HOOKS,
+        force_hooks: Vec<WriteHook> = FORCE_HOOKS,
+        dedup_distance: Option<f32> = DEDUP_DISTANCE,
+        merge: Option<amberdb::Merge> = MERGE,
+    }
+}
+
+fn store_memory(ctx: &Ctx, session: &Session, a: StoreMemory) -> Outcome {
+    let mut m = NewMemory::new(a.content);
+    if let Some(c) = a.category {
         m = m.category_text(c);
     }
-    m.tags = args.opt_strs("tags")?.unwrap_or_default();
-    m.user_id = args.opt_str("user_id")?;
-    m.session_id = args.opt_str("session_id")?;
-    m.agent_id = args.opt_str("agent_id")?;
-    if let Some(k) = args.opt_str("kind")? {
-        m.kind = parsed("kind", Kind::parse(&k))?;
+    m.tags = a.tags;
+    m.user_id = a.user;
+    m.session_id = a.session;
+    m.agent_id = a.agent;
+    if let Some(k) = a.kind {
+        m.kind = k;
     }
-    if let Some(r) = args.opt_str("role")? {
-        m.role = Some(parsed("role", Role::parse(&r))?);
-    }
-    m.valid_from = args.opt_time("valid_from")?;
-    m.valid_to = args.opt_time("valid_to")?;
-    let hooks = write_overrides(args)?;
+    m.role = a.role;
+    m.valid_from = a.valid_from;
+    m.valid_to = a.valid_to;
+    let hooks = write_overrides(a.skip_hooks, a.force_hooks, a.dedup_distance, a.merge);
     let stored = engine(ctx.store.store(StoreRequest {
         memory: m,
         vector: None,
@@ -65,13 +95,16 @@ pub(super) fn stored_message(stored: &amberdb::Stored) -> String {
     }
 }
 
-fn list_recent(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
-    let user = args.opt_str("user_id")?;
-    let limit = args.opt_u64("limit")?.unwrap_or(10);
-    let memories = engine(ctx.store.list_recent(
-        user.as_deref(),
-        usize::try_from(limit).unwrap_or(usize::MAX),
-    ))?;
+arguments! {
+    /// LIST_RECENT_MEMORIES.
+    struct ListRecent {
+        user: Option<String> = USER,
+        limit: usize = opt("limit", Ty::Int, "a page's most memories").within(1, PAGE).or(Fallback::Int(10)),
+    }
+}
+
+fn list_recent(ctx: &Ctx, _session: &Session, a: ListRecent) -> Outcome {
+    let memories = engine(ctx.store.list_recent(a.user.as_deref(), a.limit))?;
     Ok(json!({
         "success": true,
         "count": memories.len(),
@@ -80,14 +113,13 @@ fn list_recent(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
     }))
 }
 
-fn get_by_id(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
-    let id = args.memory_id()?;
-    let m = engine(ctx.store.record_access(id))?;
+fn get_by_id(ctx: &Ctx, _session: &Session, a: OneMemory) -> Outcome {
+    let m = engine(ctx.store.record_access(a.id))?;
     Ok(json!({"success": true, "memory": m}))
 }
 
-fn delete_by_id(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
-    let id = args.memory_id()?;
+fn delete_by_id(ctx: &Ctx, _session: &Session, a: OneMemory) -> Outcome {
+    let id = a.id;
     engine(ctx.store.delete(id))?;
     Ok(json!({
         "success": true,
@@ -96,28 +128,48 @@ fn delete_by_id(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
     }))
 }
 
-fn update_memory(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
+arguments! {
+    /// UPDATE_MEMORY.
+    struct UpdateMemory {
+        id: amberdb::MemoryId = MEMORY_ID,
+        content: Option<String> = opt("content", Ty::Str, "new text"),
+        category: Option<String> = opt("category", Ty::Str, "new category"),
+        tags: Option<Vec<String>> = opt("tags", Ty::StrList, "new tags"),
+        skip_hooks: Vec<WriteHook> = SKIP_HOOKS,
+        force_hooks: Vec<WriteHook> = FORCE_HOOKS,
+        dedup_distance: Option<f32> = DEDUP_DISTANCE,
+        merge: Option<amberdb::Merge> = MERGE,
+    }
+}
+
+fn update_memory(ctx: &Ctx, _session: &Session, a: UpdateMemory) -> Outcome {
+    let asked = a.id;
     let req = UpdateRequest {
-        memory_id: Some(args.memory_id()?),
-        content: args.opt_str("content")?,
-        category: args.opt_str("category")?,
-        tags: args.opt_strs("tags")?,
-        hooks: write_overrides(args)?,
+        memory_id: Some(asked),
+        content: a.content,
+        category: a.category,
+        tags: a.tags,
+        hooks: write_overrides(a.skip_hooks, a.force_hooks, a.dedup_distance, a.merge),
     };
-    let asked = req.memory_id;
     let updated = engine(ctx.store.update(req))?;
-    let message = match asked {
-        Some(id) if id != updated.memory_id => {
-            format!("Memory {id} updated as {}", updated.memory_id)
-        }
-        _ => format!("Memory {} updated", updated.memory_id),
+    let message = if asked == updated.memory_id {
+        format!("Memory {} updated", updated.memory_id)
+    } else {
+        format!("Memory {asked} updated as {}", updated.memory_id)
     };
     to_reply(&updated, message)
 }
 
-fn feedback(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
-    let id = args.memory_id()?;
-    let f = match args.str("feedback")?.as_str() {
+arguments! {
+    /// FEEDBACK.
+    struct GiveFeedback {
+        id: amberdb::MemoryId = MEMORY_ID,
+        feedback: String = req("feedback", Ty::Str, "helpful or harmful"),
+    }
+}
+
+fn feedback(ctx: &Ctx, _session: &Session, a: GiveFeedback) -> Outcome {
+    let f = match a.feedback.as_str() {
         "helpful" => Feedback::Helpful,
         "harmful" => Feedback::Harmful,
         other => {
@@ -127,39 +179,42 @@ fn feedback(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
             ));
         }
     };
-    let result = engine(ctx.store.feedback(id, f))?;
+    let result = engine(ctx.store.feedback(a.id, f))?;
     let message = format!("Feedback recorded; confidence {:.3}", result.confidence);
     to_reply(&result, message)
 }
 
-fn lineage(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
-    let id = args.memory_id()?;
-    let lineage = engine(ctx.store.lineage(id))?;
-    Ok(json!({"success": true, "memory_id": id, "count": lineage.len(), "lineage": lineage}))
+fn lineage(ctx: &Ctx, _session: &Session, a: OneMemory) -> Outcome {
+    let lineage = engine(ctx.store.lineage(a.id))?;
+    Ok(json!({"success": true, "memory_id": a.id, "count": lineage.len(), "lineage": lineage}))
 }
 
-fn history(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
-    let id = args.memory_id()?;
-    let history = engine(ctx.store.history(id))?;
+fn history(ctx: &Ctx, _session: &Session, a: OneMemory) -> Outcome {
+    let history = engine(ctx.store.history(a.id))?;
     let message = format!("{} versions", history.count);
     to_reply(&history, message)
 }
 
-fn memory_stats(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
-    let user = args.opt_str("user_id")?;
-    let stats = engine(ctx.store.user_stats(user.as_deref()))?;
+fn memory_stats(ctx: &Ctx, _session: &Session, a: OneUser) -> Outcome {
+    let stats = engine(ctx.store.user_stats(a.user.as_deref()))?;
     let message = format!("{} memories", stats.total_memories);
     to_reply(&stats, message)
 }
 
-fn clear_old(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
-    let user = args.opt_str("user_id")?;
-    let days = args.opt_u64("days_old")?.unwrap_or(30);
-    let keep = args.opt_u64("max_to_keep")?.unwrap_or(1000);
+arguments! {
+    /// CLEAR_OLD_MEMORIES.
+    struct ClearOld {
+        user: Option<String> = USER,
+        days_old: u64 = opt("days_old", Ty::Int, "memories older than this many days").within(1, 365).or(Fallback::Int(30)),
+        max_to_keep: usize = opt("max_to_keep", Ty::Int, "the most memories kept").within(100, 10_000).or(Fallback::Int(1000)),
+    }
+}
+
+fn clear_old(ctx: &Ctx, _session: &Session, a: ClearOld) -> Outcome {
     let cleared = engine(ctx.store.clear_old_memories(
-        user.as_deref(),
-        days,
-        usize::try_from(keep).unwrap_or(usize::MAX),
+        a.user.as_deref(),
+        a.days_old,
+        a.max_to_keep,
     ))?;
     let message = if cleared.deleted_count == 0 {
         "No memories need to be deleted".to_owned()
@@ -169,10 +224,16 @@ fn clear_old(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
     to_reply(&cleared, message)
 }
 
-fn compact_preview(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
-    let user = args.opt_str("user_id")?;
-    let distance = args.opt_f32("distance")?;
-    let preview = engine(ctx.store.compact_preview(user.as_deref(), distance))?;
+arguments! {
+    /// COMPACT_PREVIEW.
+    struct CompactPreview {
+        user: Option<String> = USER,
+        distance: Option<f32> = opt("distance", Ty::Num, "cosine distance; default 0.20"),
+    }
+}
+
+fn compact_preview(ctx: &Ctx, _session: &Session, a: CompactPreview) -> Outcome {
+    let preview = engine(ctx.store.compact_preview(a.user.as_deref(), a.distance))?;
     let message = format!(
         "{} groups would merge {} memories away",
         preview.groups.len(),
@@ -181,25 +242,32 @@ fn compact_preview(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
     to_reply(&preview, message)
 }
 
-fn compact_apply(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
-    let user = args.opt_str("user_id")?;
-    let distance = args.opt_f32("distance")?;
-    let preview = args.str("preview_id")?;
-    let compacted = engine(ctx.store.compact_apply(user.as_deref(), distance, &preview))?;
+arguments! {
+    /// COMPACT_APPLY.
+    struct CompactApply {
+        user: Option<String> = USER,
+        distance: Option<f32> = opt("distance", Ty::Num, "as in the preview"),
+        preview: String = req("preview_id", Ty::Str, "from COMPACT_PREVIEW"),
+    }
+}
+
+fn compact_apply(ctx: &Ctx, _session: &Session, a: CompactApply) -> Outcome {
+    let compacted = engine(
+        ctx.store
+            .compact_apply(a.user.as_deref(), a.distance, &a.preview),
+    )?;
     let message = format!("Merged {} groups", compacted.merged.len());
     to_reply(&compacted, message)
 }
 
-fn compact_undo(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
-    let id = args.memory_id()?;
-    let unmerged = engine(ctx.store.compact_undo(id))?;
+fn compact_undo(ctx: &Ctx, _session: &Session, a: OneMemory) -> Outcome {
+    let unmerged = engine(ctx.store.compact_undo(a.id))?;
     let message = format!("Restored {} memories", unmerged.restored.len());
     to_reply(&unmerged, message)
 }
 
-fn mend_preview(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
-    let user = args.opt_str("user_id")?;
-    let preview = engine(ctx.store.mend_preview(user.as_deref()))?;
+fn mend_preview(ctx: &Ctx, _session: &Session, a: OneUser) -> Outcome {
+    let preview = engine(ctx.store.mend_preview(a.user.as_deref()))?;
     let message = format!(
         "{} archived memories would come back; {} stay archived",
         preview.restore.len(),
@@ -208,16 +276,22 @@ fn mend_preview(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
     to_reply(&preview, message)
 }
 
-fn mend_apply(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
-    let user = args.opt_str("user_id")?;
-    let preview = args.str("preview_id")?;
-    let mended = engine(ctx.store.mend_apply(user.as_deref(), &preview))?;
+arguments! {
+    /// MEND_APPLY.
+    struct MendApply {
+        user: Option<String> = USER,
+        preview: String = req("preview_id", Ty::Str, "from MEND_PREVIEW"),
+    }
+}
+
+fn mend_apply(ctx: &Ctx, _session: &Session, a: MendApply) -> Outcome {
+    let mended = engine(ctx.store.mend_apply(a.user.as_deref(), &a.preview))?;
     let message = format!("Brought back {} memories", mended.restored.len());
     to_reply(&mended, message)
 }
 
-fn mend_undo(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
-    let id = args.memory_id()?;
+fn mend_undo(ctx: &Ctx, _session: &Session, a: OneMemory) -> Outcome {
+    let id = a.id;
     let original = engine(ctx.store.mend_undo(id))?;
     let message = format!("Archived {id} again; memory {original} keeps its text");
     to_reply(
@@ -233,190 +307,127 @@ pub(super) static TABLE: &[Command] = &[
         alias: Some("STORE"),
         tool: true,
         summary: "Stores a memory through the hooks (tags, category, exact and semantic dedup).",
-        args: &[
-            req("content", Ty::Str, "the text, at most 10,000 characters"),
-            opt(
-                "category",
-                Ty::Str,
-                "one of the nine categories, or text the category hook maps; default other",
-            ),
-            opt(
-                "tags",
-                Ty::StrList,
-                "at most 10 tags of at most 100 characters",
-            ),
-            USER,
-            opt(
-                "session_id",
-                Ty::Str,
-                "a session of the user (create it first)",
-            ),
-            opt(
-                "agent_id",
-                Ty::Str,
-                "an agent of the user (create it first)",
-            ),
-            opt("kind", Ty::Str, "memory (default), message or knowledge"),
-            opt(
-                "role",
-                Ty::Str,
-                "a message's role: user, assistant or system",
-            ),
-            opt(
-                "valid_from",
-                Ty::Str,
-                "from when the statement holds (RFC 3339 or a date); default now",
-            ),
-            opt(
-                "valid_to",
-                Ty::Str,
-                "until when it holds (RFC 3339 or a date); default open",
-            ),
-            SKIP_HOOKS,
-            FORCE_HOOKS,
-            DEDUP_DISTANCE,
-            MERGE,
-        ],
-        run: Some(store_memory),
+        args: StoreMemory::ARGS,
+        run: Some(|c, s, a| store_memory(c, s, StoreMemory::parse(a)?)),
     },
     Command {
         name: "LIST_RECENT_MEMORIES",
         alias: Some("RECENT"),
         tool: true,
         summary: "The user's most recently created memories, newest first.",
-        args: &[USER, opt("limit", Ty::Int, "default 10").within(1, PAGE)],
-        run: Some(list_recent),
+        args: ListRecent::ARGS,
+        run: Some(|c, s, a| list_recent(c, s, ListRecent::parse(a)?)),
     },
     Command {
         name: "GET_BY_MEMORY_ID",
         alias: Some("GET"),
         tool: true,
         summary: "One memory by id (counted as an access).",
-        args: &[MEMORY_ID],
-        run: Some(get_by_id),
+        args: OneMemory::ARGS,
+        run: Some(|c, s, a| get_by_id(c, s, OneMemory::parse(a)?)),
     },
     Command {
         name: "DELETE_BY_MEMORY_ID",
         alias: Some("DELETE"),
         tool: true,
         summary: "Deletes a memory for good.",
-        args: &[MEMORY_ID],
-        run: Some(delete_by_id),
+        args: OneMemory::ARGS,
+        run: Some(|c, s, a| delete_by_id(c, s, OneMemory::parse(a)?)),
     },
     Command {
         name: "UPDATE_MEMORY",
         alias: Some("UPDATE"),
         tool: true,
         summary: "Changes a memory's content, category or tags (new content gets a new id that supersedes the old).",
-        args: &[
-            MEMORY_ID,
-            opt("content", Ty::Str, "new text"),
-            opt("category", Ty::Str, "new category"),
-            opt("tags", Ty::StrList, "new tags"),
-            SKIP_HOOKS,
-            FORCE_HOOKS,
-            DEDUP_DISTANCE,
-            MERGE,
-        ],
-        run: Some(update_memory),
+        args: UpdateMemory::ARGS,
+        run: Some(|c, s, a| update_memory(c, s, UpdateMemory::parse(a)?)),
     },
     Command {
         name: "FEEDBACK",
         alias: None,
         tool: true,
         summary: "Marks a memory helpful or harmful (moves its confidence).",
-        args: &[MEMORY_ID, req("feedback", Ty::Str, "helpful or harmful")],
-        run: Some(feedback),
+        args: GiveFeedback::ARGS,
+        run: Some(|c, s, a| feedback(c, s, GiveFeedback::parse(a)?)),
     },
     Command {
         name: "LINEAGE",
         alias: None,
         tool: true,
         summary: "The archived records a memory merged, superseded or replaced.",
-        args: &[MEMORY_ID],
-        run: Some(lineage),
+        args: OneMemory::ARGS,
+        run: Some(|c, s, a| lineage(c, s, OneMemory::parse(a)?)),
     },
     Command {
         name: "HISTORY",
         alias: None,
         tool: true,
         summary: "A fact's versions with their validity, newest first (replaced values included).",
-        args: &[MEMORY_ID],
-        run: Some(history),
+        args: OneMemory::ARGS,
+        run: Some(|c, s, a| history(c, s, OneMemory::parse(a)?)),
     },
     Command {
         name: "GET_MEMORY_STATS",
         alias: None,
         tool: true,
         summary: "The user's counts, categories, size and health (vector-memory-mcp's stats).",
-        args: &[USER],
-        run: Some(memory_stats),
+        args: OneUser::ARGS,
+        run: Some(|c, s, a| memory_stats(c, s, OneUser::parse(a)?)),
     },
     Command {
         name: "CLEAR_OLD_MEMORIES",
         alias: None,
         tool: true,
         summary: "Deletes the least-accessed memories older than days_old, keeping max_to_keep.",
-        args: &[
-            USER,
-            opt("days_old", Ty::Int, "1..=365; default 30").within(1, 365),
-            opt("max_to_keep", Ty::Int, "100..=10,000; default 1000").within(100, 10_000),
-        ],
-        run: Some(clear_old),
+        args: ClearOld::ARGS,
+        run: Some(|c, s, a| clear_old(c, s, ClearOld::parse(a)?)),
     },
     Command {
         name: "COMPACT_PREVIEW",
         alias: None,
         tool: true,
         summary: "Groups of near-duplicate memories that compaction would merge.",
-        args: &[
-            USER,
-            opt("distance", Ty::Num, "cosine distance; default 0.20"),
-        ],
-        run: Some(compact_preview),
+        args: CompactPreview::ARGS,
+        run: Some(|c, s, a| compact_preview(c, s, CompactPreview::parse(a)?)),
     },
     Command {
         name: "COMPACT_APPLY",
         alias: None,
         tool: true,
         summary: "Merges a preview's groups (each merge keeps its sources in lineage).",
-        args: &[
-            USER,
-            opt("distance", Ty::Num, "as in the preview"),
-            req("preview_id", Ty::Str, "from COMPACT_PREVIEW"),
-        ],
-        run: Some(compact_apply),
+        args: CompactApply::ARGS,
+        run: Some(|c, s, a| compact_apply(c, s, CompactApply::parse(a)?)),
     },
     Command {
         name: "COMPACT_UNDO",
         alias: None,
         tool: true,
         summary: "Undoes one merge: its sources come back.",
-        args: &[MEMORY_ID],
-        run: Some(compact_undo),
+        args: OneMemory::ARGS,
+        run: Some(|c, s, a| compact_undo(c, s, OneMemory::parse(a)?)),
     },
     Command {
         name: "MEND_PREVIEW",
         alias: None,
         tool: false,
         summary: "Archived memories that older dedup rules put away and this build's rules would keep live.",
-        args: &[USER],
-        run: Some(mend_preview),
+        args: OneUser::ARGS,
+        run: Some(|c, s, a| mend_preview(c, s, OneUser::parse(a)?)),
     },
     Command {
         name: "MEND_APPLY",
         alias: None,
         tool: false,
         summary: "Brings back a mend preview's memories, in one frame.",
-        args: &[USER, req("preview_id", Ty::Str, "from MEND_PREVIEW")],
-        run: Some(mend_apply),
+        args: MendApply::ARGS,
+        run: Some(|c, s, a| mend_apply(c, s, MendApply::parse(a)?)),
     },
     Command {
         name: "MEND_UNDO",
         alias: None,
         tool: false,
         summary: "Archives one memory mend brought back again.",
-        args: &[MEMORY_ID],
-        run: Some(mend_undo),
+        args: OneMemory::ARGS,
+        run: Some(|c, s, a| mend_undo(c, s, OneMemory::parse(a)?)),
     },
 ];

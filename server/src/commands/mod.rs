@@ -20,12 +20,26 @@ mod tags;
 use common::*;
 pub use common::{Command, Ctx, Session};
 
-fn ping(_: &Ctx, _: &Session, _: &mut Args) -> Outcome {
+fn ping(_: &Ctx, _: &Session, _: NoArgs) -> Outcome {
     Ok(json!({"reply": "PONG"}))
 }
 
-fn help(_: &Ctx, _: &Session, args: &mut Args) -> Outcome {
-    if let Some(name) = args.opt_str("command")? {
+arguments! {
+    /// HELP.
+    struct Help {
+        command: Option<String> = opt("command", Ty::Str, "a command name"),
+    }
+}
+
+arguments! {
+    /// AUTH (the connection runs it).
+    pub struct Auth {
+        token: String = req("token", Ty::Str, "the shared secret, or a user-bound token"),
+    }
+}
+
+fn help(_: &Ctx, _: &Session, a: Help) -> Outcome {
+    if let Some(name) = a.command {
         let c = find(&name).ok_or_else(|| unknown(&name))?;
         return Ok(c.help());
     }
@@ -64,27 +78,23 @@ static SERVER: &[Command] = &[
         alias: None,
         tool: false,
         summary: "Replies PONG.",
-        args: &[],
-        run: Some(ping),
+        args: NoArgs::ARGS,
+        run: Some(|c, s, a| ping(c, s, NoArgs::parse(a)?)),
     },
     Command {
         name: "HELP",
         alias: None,
         tool: false,
         summary: "Lists the commands, or one command's arguments.",
-        args: &[opt("command", Ty::Str, "a command name")],
-        run: Some(help),
+        args: Help::ARGS,
+        run: Some(|c, s, a| help(c, s, Help::parse(a)?)),
     },
     Command {
         name: "AUTH",
         alias: None,
         tool: false,
         summary: "Authenticates the connection: AUTH <token> or AUTH {\"token\": ...}.",
-        args: &[req(
-            "token",
-            Ty::Str,
-            "the shared secret, or a user-bound token",
-        )],
+        args: Auth::ARGS,
         run: None,
     },
     Command {
@@ -92,7 +102,7 @@ static SERVER: &[Command] = &[
         alias: None,
         tool: false,
         summary: "Closes the connection after the reply.",
-        args: &[],
+        args: NoArgs::ARGS,
         run: None,
     },
 ];

@@ -2,21 +2,131 @@
 
 use super::common::*;
 
-fn search_memories(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
-    let mut q = SearchRequest::new(args.str("query")?);
-    q.user_id = args.opt_str("user_id")?;
-    if let Some(n) = args.opt_u64("limit")? {
-        q.limit = usize::try_from(n).unwrap_or(usize::MAX);
+arguments! {
+    /// SEARCH_MEMORIES.
+    struct Search {
+        query: String = req(
+                "query",
+                Ty::Str,
+                "what to look for, at most 1,000 characters",
+            ),
+        user: Option<String> = USER,
+        limit: Option<usize> = opt("limit", Ty::Int, "results per page; default 10").within(1, PAGE),
+        offset: Option<usize> = opt("offset", Ty::Int, "results to skip; default 0").within(0, OFFSET),
+        strategy: Option<Strategy> = opt(
+                "strategy",
+                Ty::Str,
+                "composite (default), similarity, recency, frequency, importance",
+            ),
+        mode: Option<Mode> = opt("mode", Ty::Str, "hybrid (default; vector with strategy similarity and over MCP), vector, keyword, text"),
+        threshold: Option<f32> = opt(
+                "threshold",
+                Ty::Num,
+                "least cosine of a vector candidate; default none (the limit best)",
+            ),
+        fusion: Option<String> = opt(
+                "fusion",
+                Ty::Str,
+                "hybrid's fusion: weighted (default) or rrf",
+            ),
+        vector_weight: Option<f32> = opt(
+                "vector_weight",
+                Ty::Num,
+                "weighted fusion's vector weight; default 0.7",
+            ),
+        keyword_weight: Option<f32> = opt(
+                "keyword_weight",
+                Ty::Num,
+                "weighted fusion's keyword weight; default 0.3",
+            ),
+        rrf_k: Option<usize> = opt("rrf_k", Ty::Int, "rrf's rank offset; default 60").within(1, 10_000),
+        category: Option<Category> = opt("category", Ty::Str, "only this category"),
+        tags: Vec<String> = opt("tags", Ty::StrList, "only memories with any of these tags"),
+        kind: Option<Kind> = opt("kind", Ty::Str, "only memory, message, knowledge or item"),
+        session_id: Option<String> = opt("session_id", Ty::Str, "only this session's records"),
+        agent_id: Option<String> = opt("agent_id", Ty::Str, "only this agent's records"),
+        created_after: Option<amberdb::Timestamp> = opt(
+                "created_after",
+                Ty::Str,
+                "only created at or after (RFC 3339 or a date)",
+            ),
+        created_before: Option<amberdb::Timestamp> = opt(
+                "created_before",
+                Ty::Str,
+                "only created before (RFC 3339 or a date)",
+            ),
+        valid_after: Option<amberdb::Timestamp> = opt(
+                "valid_after",
+                Ty::Str,
+                "only about a moment at or after (a chat turn's time, a fact's valid_from; RFC 3339 or a date)",
+            ),
+        valid_before: Option<amberdb::Timestamp> = opt(
+                "valid_before",
+                Ty::Str,
+                "only about a moment before (valid_from; RFC 3339 or a date)",
+            ),
+        as_of: Option<amberdb::Timestamp> = opt(
+                "as_of",
+                Ty::Str,
+                "what was valid at this moment (RFC 3339 or a date); default now",
+            ),
+        max_tokens: Option<usize> = opt(
+                "max_tokens",
+                Ty::Int,
+                "a prompt's token budget: the best results that fit, counted by the model's tokenizer",
+            ),
+        neighbours: Option<usize> = opt(
+                "neighbours",
+                Ty::Int,
+                "each result in a session carries this many records before and after it (context); default 0",
+            )
+            .within(0, amberdb::MAX_NEIGHBOURS as u64),
+        deduplicate: Option<bool> = opt(
+                "deduplicate",
+                Ty::Bool,
+                "fold near-identical results; default on",
+            ),
+        dedup_threshold: Option<f32> = opt(
+                "dedup_threshold",
+                Ty::Num,
+                "load-time cluster distance; default 0.40",
+            ),
+        fold: Option<amberdb::Fold> = opt(
+                "fold",
+                Ty::Str,
+                "what load-time dedup folds: duplicates (default: one statement in the same words; the page stays in score order) or slots (older values of a fact folded, the newest first)",
+            ),
+        nprobe: Option<usize> = opt(
+                "nprobe",
+                Ty::Int,
+                "lists of each IVF segment to probe first; default: what the build measured for its recall target (docs/ivf.md)",
+            )
+            .within(1, 65_536),
+        recall: Option<f32> = opt(
+            "recall",
+            Ty::Num,
+            "probe the lists whose measured recall@10 reached this, in (0, 1]; not with nprobe",
+        ),
+        count_access: Option<bool> = opt(
+            "count_access",
+            Ty::Bool,
+            "count the returned memories as accessed; default on",
+        ),
     }
-    if let Some(n) = args.opt_u64("offset")? {
-        q.offset = usize::try_from(n).unwrap_or(usize::MAX);
+}
+
+fn search_memories(ctx: &Ctx, session: &Session, a: Search) -> Outcome {
+    let mut q = SearchRequest::new(a.query);
+    q.user_id = a.user;
+    if let Some(n) = a.limit {
+        q.limit = n;
     }
-    let mode = args
-        .opt_str("mode")?
-        .map(|s| parsed("mode", Mode::parse(&s)))
-        .transpose()?;
-    q.strategy = match args.opt_str("strategy")? {
-        Some(s) => parsed("strategy", Strategy::parse(&s))?,
+    if let Some(n) = a.offset {
+        q.offset = n;
+    }
+    let mode = a.mode;
+    q.strategy = match a.strategy {
+        Some(s) => s,
         // vector-memory-mcp ranks a vector search by similarity alone: its tools keep that
         // ranking unless asked for another mode.
         None if session.vmm_shapes && mode.is_none_or(|m| m == Mode::Vector) => {
@@ -30,28 +140,58 @@ fn search_memories(ctx: &Ctx, session: &Session, args: &mut Args) -> Outcome {
     } else {
         Mode::default()
     });
-    q.threshold = args.opt_f32("threshold")?;
-    q.fusion = fusion_of(args, q.fusion)?;
-    filters_of(args, &mut q)?;
+    q.threshold = a.threshold;
+    q.fusion = fusion_of(
+        a.fusion.as_deref(),
+        (a.vector_weight, a.keyword_weight),
+        a.rrf_k,
+        q.fusion,
+    )?;
+    q.category = a.category;
+    q.tags = a.tags;
+    q.kind = a.kind;
+    q.session_id = a.session_id;
+    q.agent_id = a.agent_id;
+    q.created_after = a.created_after;
+    q.created_before = a.created_before;
+    q.valid_after = a.valid_after;
+    q.valid_before = a.valid_before;
+    q.as_of = a.as_of;
+    if let Some(n) = a.neighbours {
+        q.neighbours = n;
+    }
+    q.max_tokens = a.max_tokens;
+    q.hooks.deduplicate = a.deduplicate;
+    q.hooks.dedup_threshold = a.dedup_threshold;
+    q.hooks.fold = a.fold;
+    q.hooks.count_access = a.count_access;
+    q.probe = match (a.nprobe, a.recall) {
+        (Some(_), Some(_)) => {
+            return Err(Fail::invalid("recall", "give nprobe or recall, not both"));
+        }
+        (Some(n), None) => Probe::Lists(u32::try_from(n).unwrap_or(u32::MAX)),
+        (None, Some(r)) => Probe::Recall(r),
+        (None, None) => q.probe,
+    };
     let hits = engine(ctx.store.search(&q))?;
     search_reply(&q, &hits, session)
 }
 
 /// Hybrid's fusion: weighted (the request's default, with the weights given) or RRF; each
 /// one's parameters refused with the other.
-fn fusion_of(args: &mut Args, default: Fusion) -> Result<Fusion, Fail> {
-    let mut fusion = default;
-    let (vector, keyword) = (
-        args.opt_f32("vector_weight")?,
-        args.opt_f32("keyword_weight")?,
-    );
-    let rrf_k = args.opt_usize("rrf_k")?;
-    match args.opt_str("fusion")?.as_deref() {
+fn fusion_of(
+    fusion: Option<&str>,
+    (vector, keyword): (Option<f32>, Option<f32>),
+    rrf_k: Option<usize>,
+    default: Fusion,
+) -> Result<Fusion, Fail> {
+    let mut chosen = default;
+    match fusion {
         None | Some("weighted") => {
             if let Fusion::Weighted {
                 vector: v,
                 keyword: k,
-            } = &mut fusion
+            } = &mut chosen
             {
                 *v = vector.unwrap_or(*v);
                 *k = keyword.unwrap_or(*k);
@@ -67,7 +207,7 @@ fn fusion_of(args: &mut Args, default: Fusion) -> Result<Fusion, Fail> {
                     "weights are for fusion \"weighted\"",
                 ));
             }
-            fusion = Fusion::Rrf {
+            chosen = Fusion::Rrf {
                 k: rrf_k.map_or(amberdb::RRF_K, |k| {
                     u32::try_from(k).unwrap_or(amberdb::RRF_K)
                 }),
@@ -80,48 +220,7 @@ fn fusion_of(args: &mut Args, default: Fusion) -> Result<Fusion, Fail> {
             ));
         }
     }
-    Ok(fusion)
-}
-
-/// The filters, the read hooks and the probe a request sets.
-fn filters_of(args: &mut Args, q: &mut SearchRequest) -> Result<(), Fail> {
-    q.category = args
-        .opt_str("category")?
-        .map(|c| parsed("category", Category::parse(c.trim())))
-        .transpose()?;
-    q.tags = args.opt_strs("tags")?.unwrap_or_default();
-    if let Some(k) = args.opt_str("kind")? {
-        q.kind = Some(parsed("kind", Kind::parse(&k))?);
-    }
-    q.session_id = args.opt_str("session_id")?;
-    q.agent_id = args.opt_str("agent_id")?;
-    q.created_after = args.opt_time("created_after")?;
-    q.created_before = args.opt_time("created_before")?;
-    q.valid_after = args.opt_time("valid_after")?;
-    q.valid_before = args.opt_time("valid_before")?;
-    q.as_of = args.opt_time("as_of")?;
-    if let Some(n) = args.opt_usize("neighbours")? {
-        q.neighbours = n;
-    }
-    q.max_tokens = args
-        .opt_u64("max_tokens")?
-        .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
-    q.hooks.deduplicate = args.opt_bool("deduplicate")?;
-    q.hooks.dedup_threshold = args.opt_f32("dedup_threshold")?;
-    q.hooks.fold = args
-        .opt_str("fold")?
-        .map(|f| parsed("fold", amberdb::Fold::parse(&f)))
-        .transpose()?;
-    q.hooks.count_access = args.opt_bool("count_access")?;
-    match (args.opt_usize("nprobe")?, args.opt_f32("recall")?) {
-        (Some(_), Some(_)) => {
-            return Err(Fail::invalid("recall", "give nprobe or recall, not both"));
-        }
-        (Some(n), None) => q.probe = Probe::Lists(u32::try_from(n).unwrap_or(u32::MAX)),
-        (None, Some(r)) => q.probe = Probe::Recall(r),
-        (None, None) => {}
-    }
-    Ok(())
+    Ok(chosen)
 }
 
 /// SEARCH's reply: the page with its message, the page and the query echoed as
@@ -193,26 +292,53 @@ pub(super) fn envelope(result: &amberdb::Result<QueryData>) -> Value {
     }
 }
 
-fn query(ctx: &Ctx, _session: &Session, args: &mut Args) -> Outcome {
-    let user = args
-        .opt_str("user_id")?
-        .unwrap_or_else(|| amberdb::DEFAULT_USER.to_owned());
-    let mut q = Query::new(args.str("query")?);
-    q.session_id = args.opt_str("session_id")?;
-    q.agent_id = args.opt_str("agent_id")?;
-    if let Some(k) = args.opt_usize("top_k")? {
+arguments! {
+    /// QUERY.
+    struct QueryArgs {
+        user: Option<String> = USER,
+        query: String = req("query", Ty::Str, "what to look for"),
+        session_id: Option<String> = opt(
+                "session_id",
+                Ty::Str,
+                "marks results in_session / cross_session (does not narrow)",
+            ),
+        agent_id: Option<String> = opt(
+                "agent_id",
+                Ty::Str,
+                "only this agent's records (and knowledge)",
+            ),
+        top_k: Option<usize> = opt("top_k", Ty::Int, "default 5").within(1, PAGE),
+        max_tokens: Option<usize> = opt(
+                "max_tokens",
+                Ty::Int,
+                "a prompt's token budget: the best results that fit",
+            ),
+        store_type: Option<StoreType> = opt(
+                "store_type",
+                Ty::Str,
+                "vector (default), keyword, hybrid, graph",
+            ),
+        include_messages: Option<bool> = opt("include_messages", Ty::Bool, "default true"),
+        include_knowledge: Option<bool> = opt("include_knowledge", Ty::Bool, "default true"),
+    }
+}
+
+fn query(ctx: &Ctx, _session: &Session, a: QueryArgs) -> Outcome {
+    let user = a.user.unwrap_or_else(|| amberdb::DEFAULT_USER.to_owned());
+    let mut q = Query::new(a.query);
+    q.session_id = a.session_id;
+    q.agent_id = a.agent_id;
+    if let Some(k) = a.top_k {
         q.top_k = k;
     }
-    q.max_tokens = args
-        .opt_u64("max_tokens")?
-        .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
-    if let Some(t) = args.opt_str("store_type")? {
-        q.store_type = parsed("store_type", StoreType::parse(&t))?;
+    q.max_tokens = a.max_tokens;
+    if let Some(t) = a.store_type {
+        q.store_type = t;
     }
-    if let Some(b) = args.opt_bool("include_messages")? {
+    if let Some(b) = a.include_messages {
         q.include_messages = b;
     }
-    if let Some(b) = args.opt_bool("include_knowledge")? {
+    if let Some(b) = a.include_knowledge {
         q.include_knowledge = b;
     }
     let result = ctx.store.query(&user, &q);
@@ -247,149 +373,15 @@ pub(super) static TABLE: &[Command] = &[
         alias: Some("SEARCH"),
         tool: true,
         summary: "Searches a user's memories by meaning, keywords or text (docs/search.md).",
-        args: &[
-            req(
-                "query",
-                Ty::Str,
-                "what to look for, at most 1,000 characters",
-            ),
-            USER,
-            opt("limit", Ty::Int, "results per page; default 10").within(1, PAGE),
-            opt("offset", Ty::Int, "results to skip; default 0").within(0, OFFSET),
-            opt(
-                "strategy",
-                Ty::Str,
-                "composite (default), similarity, recency, frequency, importance",
-            ),
-            opt("mode", Ty::Str, "hybrid (default; vector with strategy similarity and over MCP), vector, keyword, text"),
-            opt(
-                "threshold",
-                Ty::Num,
-                "least cosine of a vector candidate; default none (the limit best)",
-            ),
-            opt(
-                "fusion",
-                Ty::Str,
-                "hybrid's fusion: weighted (default) or rrf",
-            ),
-            opt(
-                "vector_weight",
-                Ty::Num,
-                "weighted fusion's vector weight; default 0.7",
-            ),
-            opt(
-                "keyword_weight",
-                Ty::Num,
-                "weighted fusion's keyword weight; default 0.3",
-            ),
-            opt("rrf_k", Ty::Int, "rrf's rank offset; default 60").within(1, 10_000),
-            opt("category", Ty::Str, "only this category"),
-            opt("tags", Ty::StrList, "only memories with any of these tags"),
-            opt("kind", Ty::Str, "only memory, message, knowledge or item"),
-            opt("session_id", Ty::Str, "only this session's records"),
-            opt("agent_id", Ty::Str, "only this agent's records"),
-            opt(
-                "created_after",
-                Ty::Str,
-                "only created at or after (RFC 3339 or a date)",
-            ),
-            opt(
-                "created_before",
-                Ty::Str,
-                "only created before (RFC 3339 or a date)",
-            ),
-            opt(
-                "valid_after",
-                Ty::Str,
-                "only about a moment at or after (a chat turn's time, a fact's valid_from; RFC 3339 or a date)",
-            ),
-            opt(
-                "valid_before",
-                Ty::Str,
-                "only about a moment before (valid_from; RFC 3339 or a date)",
-            ),
-            opt(
-                "as_of",
-                Ty::Str,
-                "what was valid at this moment (RFC 3339 or a date); default now",
-            ),
-            opt(
-                "max_tokens",
-                Ty::Int,
-                "a prompt's token budget: the best results that fit, counted by the model's tokenizer",
-            ),
-            opt(
-                "neighbours",
-                Ty::Int,
-                "each result in a session carries this many records before and after it (context); default 0",
-            )
-            .within(0, amberdb::MAX_NEIGHBOURS as u64),
-            opt(
-                "deduplicate",
-                Ty::Bool,
-                "fold near-identical results; default on",
-            ),
-            opt(
-                "dedup_threshold",
-                Ty::Num,
-                "load-time cluster distance; default 0.40",
-            ),
-            opt(
-                "fold",
-                Ty::Str,
-                "what load-time dedup folds: duplicates (default: one statement in the same words; the page stays in score order) or slots (older values of a fact folded, the newest first)",
-            ),
-            opt(
-                "nprobe",
-                Ty::Int,
-                "lists of each IVF segment to probe first; default: what the build measured for its recall target (docs/ivf.md)",
-            )
-            .within(1, 65_536),
-            opt(
-                "recall",
-                Ty::Num,
-                "probe the lists whose measured recall@10 reached this, in (0, 1]; not with nprobe",
-            ),
-            opt(
-                "count_access",
-                Ty::Bool,
-                "count the returned memories as accessed; default on",
-            ),
-        ],
-        run: Some(search_memories),
+        args: Search::ARGS,
+        run: Some(|c, s, a| search_memories(c, s, Search::parse(a)?)),
     },
     Command {
         name: "QUERY",
         alias: None,
         tool: true,
         summary: "MemFuse's query across a user's sessions, in MemFuse's envelope.",
-        args: &[
-            USER,
-            req("query", Ty::Str, "what to look for"),
-            opt(
-                "session_id",
-                Ty::Str,
-                "marks results in_session / cross_session (does not narrow)",
-            ),
-            opt(
-                "agent_id",
-                Ty::Str,
-                "only this agent's records (and knowledge)",
-            ),
-            opt("top_k", Ty::Int, "default 5").within(1, PAGE),
-            opt(
-                "max_tokens",
-                Ty::Int,
-                "a prompt's token budget: the best results that fit",
-            ),
-            opt(
-                "store_type",
-                Ty::Str,
-                "vector (default), keyword, hybrid, graph",
-            ),
-            opt("include_messages", Ty::Bool, "default true"),
-            opt("include_knowledge", Ty::Bool, "default true"),
-        ],
-        run: Some(query),
+        args: QueryArgs::ARGS,
+        run: Some(|c, s, a| query(c, s, QueryArgs::parse(a)?)),
     },
 ];
