@@ -315,6 +315,27 @@ def test_the_readme_and_docs_snippets_run_twice_in_a_row(tmp_path, start_server)
             assert "pytest -x stops the run" in done.stdout, done.stdout
 
 
+def _pause(proc):
+    """Stops the server and waits until every thread of it is stopped: SIGSTOP is delivered
+    asynchronously, and on a busy machine a thread may still answer a request just after the
+    signal was sent."""
+    import os
+    import signal
+    import time
+
+    proc.send_signal(signal.SIGSTOP)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        states = []
+        for task in os.listdir(f"/proc/{proc.pid}/task"):
+            with open(f"/proc/{proc.pid}/task/{task}/stat") as f:
+                states.append(f.read().rsplit(")", 1)[1].split()[0])
+        if all(s in ("T", "t") for s in states):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"the server did not stop: thread states {states}")
+
+
 def test_a_paused_and_a_killed_server_under_both_clients(tmp_path, start_server):
     import asyncio
     import signal
@@ -326,7 +347,7 @@ def test_a_paused_and_a_killed_server_under_both_clients(tmp_path, start_server)
     client = amberdb.Client("127.0.0.1", port, timeout=0.5)
     stored = client.store("written before the trouble").memory_id
     # Paused: the call times out; resumed, the next call connects again and works.
-    server.proc.send_signal(signal.SIGSTOP)
+    _pause(server.proc)
     with pytest.raises(TimeoutError):
         client.ping()
     server.proc.send_signal(signal.SIGCONT)
@@ -334,7 +355,7 @@ def test_a_paused_and_a_killed_server_under_both_clients(tmp_path, start_server)
 
     async def paused_async():
         db = await amberdb.AsyncClient.connect("127.0.0.1", port, timeout=0.5)
-        server.proc.send_signal(signal.SIGSTOP)
+        _pause(server.proc)
         with pytest.raises(TimeoutError):
             await db.ping()
         server.proc.send_signal(signal.SIGCONT)

@@ -672,36 +672,31 @@ fn missing(arg: &Arg) -> Fail {
     Fail::invalid(arg.name, "is required")
 }
 
-impl FromArg for Option<String> {
-    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
-        args.opt_str(arg.name)
-    }
-}
-
-impl FromArg for String {
-    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
-        match (args.opt_str(arg.name)?, arg.default) {
-            (Some(s), _) => Ok(s),
-            (None, Some(Fallback::Str(d))) => Ok(d.to_owned()),
-            (None, _) => Err(missing(arg)),
+/// A scalar argument: optional as an `Option`, or plain with the spec's default (a required
+/// one when the spec has none).
+macro_rules! scalar {
+    ($ty:ty, $read:ident, $fallback:ident) => {
+        impl FromArg for Option<$ty> {
+            fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
+                args.$read(arg.name)
+            }
         }
-    }
-}
 
-impl FromArg for Option<u64> {
-    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
-        args.opt_u64(arg.name)
-    }
-}
-
-impl FromArg for u64 {
-    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
-        match (args.opt_u64(arg.name)?, arg.default) {
-            (Some(n), _) | (None, Some(Fallback::Int(n))) => Ok(n),
-            (None, _) => Err(missing(arg)),
+        impl FromArg for $ty {
+            fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
+                match (args.$read(arg.name)?, arg.default) {
+                    (Some(v), _) => Ok(v),
+                    (None, Some(Fallback::$fallback(d))) => Ok(d.into()),
+                    (None, _) => Err(missing(arg)),
+                }
+            }
         }
-    }
+    };
 }
+scalar!(String, opt_str, Str);
+scalar!(u64, opt_u64, Int);
+scalar!(f32, opt_f32, Num);
+scalar!(bool, opt_bool, Bool);
 
 impl FromArg for Option<usize> {
     fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
@@ -712,36 +707,6 @@ impl FromArg for Option<usize> {
 impl FromArg for usize {
     fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
         u64::from_arg(args, arg).map(|n| usize::try_from(n).unwrap_or(usize::MAX))
-    }
-}
-
-impl FromArg for Option<f32> {
-    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
-        args.opt_f32(arg.name)
-    }
-}
-
-impl FromArg for f32 {
-    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
-        match (args.opt_f32(arg.name)?, arg.default) {
-            (Some(f), _) | (None, Some(Fallback::Num(f))) => Ok(f),
-            (None, _) => Err(missing(arg)),
-        }
-    }
-}
-
-impl FromArg for Option<bool> {
-    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
-        args.opt_bool(arg.name)
-    }
-}
-
-impl FromArg for bool {
-    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
-        match (args.opt_bool(arg.name)?, arg.default) {
-            (Some(b), _) | (None, Some(Fallback::Bool(b))) => Ok(b),
-            (None, _) => Err(missing(arg)),
-        }
     }
 }
 
