@@ -6,7 +6,8 @@
 #![expect(clippy::print_stdout, reason = "a report tool prints its report")]
 
 use amberdb_house::{
-    MAX_FILE_LINES, MAX_FN_LINES, circles, functions, imports, kernel_reaches_up, workspace_sources,
+    MAX_FILE_LINES, MAX_FN_LINES, circles, functions, imports, kernel_reaches_up,
+    product_reaches_in, workspace_sources,
 };
 use std::path::Path;
 
@@ -60,6 +61,10 @@ fn main() -> Result<(), String> {
     }
     println!("the kernel's imports from the product layer:");
     for edge in kernel_reaches_up(&edges) {
+        println!("  {} → {}", edge.from.display(), edge.to.display());
+    }
+    println!("the product layer's imports of kernel files outside KERNEL_API:");
+    for edge in product_reaches_in(&edges) {
         println!("  {} → {}", edge.from.display(), edge.to.display());
     }
     Ok(())
