@@ -1084,6 +1084,10 @@ mod tests {
         };
         let schema = command.input_schema();
         assert_eq!(schema["properties"]["limit"]["default"], 10);
+        assert_eq!(
+            schema["properties"]["limit"]["description"],
+            "a page; default 10"
+        );
         assert_eq!(schema["properties"]["exact"]["default"], false);
         assert!(schema["properties"]["kind"].get("default").is_none());
         assert_eq!(schema["required"], json!(["query"]));

@@ -93,7 +93,13 @@ impl Command {
         for a in self.args {
             let mut s = a.ty.schema();
             if let Value::Object(o) = &mut s {
-                o.insert("description".into(), json!(a.help));
+                // Models read the description more than the schema's keywords: it names the
+                // default too.
+                let description = match a.default {
+                    Some(d) => format!("{}; default {}", a.help, d.to_json()),
+                    None => a.help.to_owned(),
+                };
+                o.insert("description".into(), json!(description));
                 if let Some((min, max)) = a.range {
                     o.insert("minimum".into(), json!(min));
                     o.insert("maximum".into(), json!(max));
