@@ -11,7 +11,11 @@ arguments! {
     struct PutItem {
         user: Option<String> = USER,
         key: String = KEY,
-        value: Map<String, Value> = req("value", Ty::Object, "the value: a JSON object, at most 256 KiB"),
+        value: Map<String, Value> = req(
+            "value",
+            Ty::Object,
+            "the value: a JSON object, at most 256 KiB",
+        ),
         text: String = req("text", Ty::Str, "what the item is found by: 1..=10,000 characters"),
     }
 }
@@ -61,9 +65,14 @@ arguments! {
     /// LIST_ITEMS.
     struct ListItems {
         user: Option<String> = USER,
-        prefix: String = opt("prefix", Ty::Str, "a key prefix; every key when left out").or(Fallback::Str("")),
-        offset: usize = opt("offset", Ty::Int, "items to skip").within(0, OFFSET).or(Fallback::Int(0)),
-        limit: usize = opt("limit", Ty::Int, "a page's most items").within(1, PAGE).or(Fallback::Int(10)),
+        prefix: String = opt("prefix", Ty::Str, "a key prefix; every key when left out")
+            .or(Fallback::Str("")),
+        offset: usize = opt("offset", Ty::Int, "items to skip")
+            .within(0, OFFSET)
+            .or(Fallback::Int(0)),
+        limit: usize = opt("limit", Ty::Int, "a page's most items")
+            .within(1, PAGE)
+            .or(Fallback::Int(10)),
     }
 }
 

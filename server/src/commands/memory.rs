@@ -13,7 +13,11 @@ arguments! {
         ),
         tags: Vec<String> = opt("tags", Ty::StrList, "at most 10 tags of at most 100 characters"),
         user: Option<String> = USER,
-        session: Option<String> = opt("session_id", Ty::Str, "a session of the user (create it first)"),
+        session: Option<String> = opt(
+            "session_id",
+            Ty::Str,
+            "a session of the user (create it first)",
+        ),
         agent: Option<String> = opt("agent_id", Ty::Str, "an agent of the user (create it first)"),
         kind: Option<Kind> = opt("kind", Ty::Str, "memory (default), message or knowledge"),
         role: Option<Role> = opt("role", Ty::Str, "a message's role: user, assistant or system"),
@@ -99,7 +103,9 @@ arguments! {
     /// LIST_RECENT_MEMORIES.
     struct ListRecent {
         user: Option<String> = USER,
-        limit: usize = opt("limit", Ty::Int, "a page's most memories").within(1, PAGE).or(Fallback::Int(10)),
+        limit: usize = opt("limit", Ty::Int, "a page's most memories")
+            .within(1, PAGE)
+            .or(Fallback::Int(10)),
     }
 }
 
@@ -205,8 +211,12 @@ arguments! {
     /// CLEAR_OLD_MEMORIES.
     struct ClearOld {
         user: Option<String> = USER,
-        days_old: u64 = opt("days_old", Ty::Int, "memories older than this many days").within(1, 365).or(Fallback::Int(30)),
-        max_to_keep: usize = opt("max_to_keep", Ty::Int, "the most memories kept").within(100, 10_000).or(Fallback::Int(1000)),
+        days_old: u64 = opt("days_old", Ty::Int, "memories older than this many days")
+            .within(1, 365)
+            .or(Fallback::Int(30)),
+        max_to_keep: usize = opt("max_to_keep", Ty::Int, "the most memories kept")
+            .within(100, 10_000)
+            .or(Fallback::Int(1000)),
     }
 }
 
