@@ -645,7 +645,7 @@ impl Args {
     }
 }
 
-/// A command's arguments as one typed struct, made by [`arguments!`]: `ARGS` is what HELP,
+/// A command's arguments as one typed struct, made by `arguments!`: `ARGS` is what HELP,
 /// the MCP schema and [`Args::checked`] read; `parse` reads exactly those, each by its
 /// field's type ([`FromArg`]), with the defaults and ranges `ARGS` states.
 pub trait Arguments: Sized {
