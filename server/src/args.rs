@@ -782,7 +782,7 @@ impl FromArg for Option<MemoryId> {
 /// parse that reads each field by its spec). One declaration per command, so the table, HELP,
 /// the MCP schema, ranges, defaults and what the handler reads cannot drift apart.
 ///
-/// ```ignore
+/// ```text
 /// arguments! {
 ///     /// LIST_ITEMS.
 ///     pub(super) struct ListItems {
