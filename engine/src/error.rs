@@ -213,14 +213,6 @@ impl EngineError {
             },
         }
     }
-
-    /// An I/O failure on `path` (the store's, wrapped).
-    pub(crate) fn io(
-        path: impl Into<std::path::PathBuf>,
-    ) -> impl FnOnce(std::io::Error) -> EngineError {
-        let f = KernelError::io(path);
-        move |source| EngineError::Kernel(f(source))
-    }
 }
 
 /// Result alias of amberdb.

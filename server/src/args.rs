@@ -589,9 +589,10 @@ impl Args {
 
     /// A request's arguments, checked against a command's argument list before anything runs:
     /// a name the list does not have, or a value not of its declared type (read by the same
-    /// parsers the handlers use), is an error here, so a handler never starts on a request it
-    /// would refuse halfway. Ranges and enumerations are the handlers' to check, before their
-    /// one library call.
+    /// parsers the typed arguments use), and an integer outside its range, is an error here, so a
+    /// handler never starts on a request it would refuse halfway. Enumerations and times are
+    /// read by the command's typed arguments ([`Arguments::parse`]) before the handler runs;
+    /// the handler checks the rest before its one library call.
     ///
     /// # Errors
     /// `invalid` naming the unknown arguments, or the first mistyped one; `limit_exceeded`
@@ -727,21 +728,9 @@ impl FromArg for Vec<String> {
     }
 }
 
-impl FromArg for Option<Vec<Map<String, Value>>> {
-    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
-        args.opt_objects(arg.name)
-    }
-}
-
 impl FromArg for Vec<Map<String, Value>> {
     fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
         args.opt_objects(arg.name)?.ok_or_else(|| missing(arg))
-    }
-}
-
-impl FromArg for Option<Map<String, Value>> {
-    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
-        args.opt_object(arg.name)
     }
 }
 
@@ -764,16 +753,6 @@ impl FromArg for MemoryId {
             Some(id) if id >= 1 => Ok(MemoryId(id)),
             Some(_) => Err(Fail::invalid(arg.name, "must be a positive integer")),
             None => Err(missing(arg)),
-        }
-    }
-}
-
-impl FromArg for Option<MemoryId> {
-    fn from_arg(args: &mut Args, arg: &Arg) -> Result<Self, Fail> {
-        if args.has(arg.name) {
-            MemoryId::from_arg(args, arg).map(Some)
-        } else {
-            Ok(None)
         }
     }
 }

@@ -20,7 +20,7 @@ pub enum ErrorKind {
 /// held lock, poisoning, damaged or unknown bytes, a broken invariant) and the few caller
 /// mistakes the kernel itself finds (a record or frame over a limit, a field it cannot encode,
 /// a vector or an embedder that does not match the store). It knows nothing of what a memory
-/// means: the product's error (`crate::error::KernelError`) wraps it, flattening the caller
+/// means: the product's error (`crate::error::EngineError`) wraps it, flattening the caller
 /// mistakes into its own variants of the same names.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

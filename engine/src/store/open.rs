@@ -2,7 +2,7 @@
 //! own: its embedder, options and the background restoration of R4b).
 
 use super::{Embedding, Inner, Store};
-use crate::error::{EngineError, Result};
+use crate::error::{EngineError, KernelError, Result};
 use crate::kernel::config::DbConfig;
 use crate::kernel::db::{Db, Durability};
 use crate::options::{MAX_MEMORY_LIMIT, StoreOptions};
@@ -26,7 +26,7 @@ impl Store {
                 .iter()
                 .any(|n| crate::kernel::backup::is_store_file(n))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(EngineError::io(dir)(e)),
+            Err(e) => Err(KernelError::io(dir)(e).into()),
         }
     }
 
@@ -76,7 +76,7 @@ impl Store {
         // Records opened without their vectors (a damaged segment, R4b) get them back in the
         // background; without a maintenance thread the caller runs `Store::restore_vectors`.
         if inner.db.unindexed() > 0 && inner.options.maintenance_thread {
-            crate::memory::start_restoring(&inner).map_err(EngineError::io(dir.as_ref()))?;
+            crate::memory::start_restoring(&inner).map_err(KernelError::io(dir.as_ref()))?;
         }
         Ok(Store {
             inner,
