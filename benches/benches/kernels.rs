@@ -46,7 +46,8 @@ fn scan(c: &mut Criterion) {
     let rows = vectors(1024, SEED + 2);
     let query = vectors(1, SEED + 3);
     let keys: Vec<u64> = (1..=1024).collect();
-    let bytes = writer::encode(&keys, &rows, DIM, true).expect("encode");
+    let bytes =
+        writer::encode(&keys, &rows, DIM, true, amberdb_index::Owner::NONE).expect("encode");
     let mut sealed = Collection::new(DIM);
     sealed
         .push_sealed(FlatSegment::open("k", SealedBytes::copy_from(&bytes)).expect("open"))

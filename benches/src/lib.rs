@@ -32,7 +32,8 @@ pub fn sealed_collection(vectors: &[f32]) -> Collection {
     for (i, chunk) in vectors.chunks(SEAL_ROWS * DIM).enumerate() {
         let first = (i * SEAL_ROWS) as u64 + 1;
         let keys: Vec<u64> = (first..first + (chunk.len() / DIM) as u64).collect();
-        let bytes = writer::encode(&keys, chunk, DIM, true).expect("encode");
+        let bytes =
+            writer::encode(&keys, chunk, DIM, true, amberdb_index::Owner::NONE).expect("encode");
         c.push_sealed(
             FlatSegment::open(format!("bench-{i}"), SealedBytes::copy_from(&bytes)).expect("open"),
         )

@@ -12,7 +12,8 @@
 //! embedder to the 64-d one, with writes after the switch in its log; version 7 adds `items/`,
 //! items put, replaced and deleted by key before and after its checkpoint; version 8 adds
 //! `chat/`, a session whose turns of every role (`tool` is new) were stored before and after
-//! a full checkpoint and a delta on it, with more in the log tail.
+//! a full checkpoint and a delta on it, with more in the log tail; version 9 (IDENTITY v2,
+//! checkpoint v10, segments v2) is the same scenario with every file naming its store.
 
 use amberdb::log::format::VERSION;
 use amberdb::{

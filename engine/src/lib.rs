@@ -140,7 +140,7 @@ pub use kernel::verify;
 /// The store's files and the storage seam, for tests that write damaged or crashed stores
 /// and frozen format fixtures: the `testing` feature only, not part of the stable API.
 #[cfg(feature = "testing")]
-pub use kernel::{checkpoint, codec, identity, log, segment_file, storage};
+pub use kernel::{checkpoint, codec, identity, log, ownership, segment_file, storage};
 pub use memory::{
     Cleared, Compacted, CompactionGroup, CompactionPreview, DedupDecision, EntityDeleted, Feedback,
     FeedbackResult, Fusion, History, Hits, ItemUser, MAX_NEIGHBOURS, MAX_OFFSET, MAX_PAGE,

@@ -40,6 +40,8 @@ pub struct IvfParams {
     pub nlist: Option<usize>,
     /// Seed of the k-means and of the held-out sample.
     pub seed: u64,
+    /// The store the segment file belongs to (`Owner`).
+    pub owner: crate::Owner,
 }
 
 impl IvfParams {
@@ -50,6 +52,7 @@ impl IvfParams {
             target_recall: 0.95,
             nlist: None,
             seed,
+            owner: crate::Owner::NONE,
         }
     }
 }
@@ -145,6 +148,7 @@ pub fn build_until(
             target_recall: params.target_recall,
             held_out: u32::try_from(held_out).unwrap_or(u32::MAX),
             curve,
+            owner: params.owner,
         })
     };
     // A provisional segment to measure on; the final one differs only in its header and curve.

@@ -57,7 +57,8 @@ pub use collection::{
 pub use error::{IndexError, Result};
 pub use keyset::KeySet;
 pub use mmap::SealedBytes;
-pub use segment::{FlatSegment, IvfSegment, Sealed};
+pub use segment::format::Owner;
+pub use segment::{FlatSegment, HeaderOwner, IvfSegment, Sealed, header_owner};
 pub use topk::{Neighbour, TopK};
 
 /// Runs the IVF segment decoder on arbitrary bytes; the fuzz target `ivf_open` and a proptest

@@ -169,11 +169,15 @@ fn seed_reply(e: &EngineError) -> Map<String, Value> {
         EngineError::Kernel(KernelError::Locked { .. }) => ("Store locked", e.to_string()),
         EngineError::Kernel(KernelError::Poisoned) => ("Store poisoned", e.to_string()),
         EngineError::Kernel(KernelError::DiskFull { .. }) => ("Disk full", e.to_string()),
+        EngineError::Kernel(KernelError::OutOfDescriptors { .. }) => {
+            ("Out of file descriptors", e.to_string())
+        }
         EngineError::Kernel(KernelError::Restoring { .. }) => ("Restoring", e.to_string()),
         EngineError::Kernel(KernelError::Internal { .. }) => ("Internal error", e.to_string()),
         EngineError::Kernel(KernelError::Io { .. }) => ("I/O error", e.to_string()),
         EngineError::Kernel(KernelError::Corrupted { .. })
         | EngineError::Kernel(KernelError::Misnamed { .. })
+        | EngineError::Kernel(KernelError::Foreign { .. })
         | EngineError::Kernel(KernelError::UnsupportedVersion { .. }) => {
             ("Data error", e.to_string())
         }
@@ -227,6 +231,8 @@ impl From<EngineError> for Fail {
             | EngineError::Kernel(KernelError::Locked { .. })
             | EngineError::Kernel(KernelError::Restoring { .. }) => Code::Unavailable,
             EngineError::Kernel(KernelError::DiskFull { .. }) => Code::DiskFull,
+            // Transient: nothing changed, and the same request works once descriptors free.
+            EngineError::Kernel(KernelError::OutOfDescriptors { .. }) => Code::Busy,
             EngineError::OutOfScope { .. } => Code::Forbidden,
             // I/O, corruption, and variants added after this server was written.
             _ => Code::Internal,

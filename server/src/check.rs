@@ -30,6 +30,14 @@ pub fn check(dir: &Path) -> anyhow::Result<(String, u8, Report)> {
         report.checkpoint_records,
         report.segment_rows
     );
+    let _ = match (report.identity_version, report.store_id.as_str()) {
+        (0, _) => Ok(()),
+        (v, "") => writeln!(
+            out,
+            "identity: version {v} (a store made before store ids: its next open gives it one, and after that it no longer opens with amberdb 0.3)"
+        ),
+        (v, id) => writeln!(out, "identity: version {v}, store {id}"),
+    };
     for f in &report.findings {
         let level = match f.severity {
             Severity::Error => "error",

@@ -57,6 +57,14 @@ pub struct ServeFlags {
     /// 64].
     #[arg(long, env = "AMBERDB_MAX_QUEUED")]
     pub max_queued: Option<usize>,
+    /// With tokens: most connections at once that have not authenticated yet [default: 256,
+    /// at most a quarter of max_connections].
+    #[arg(long, env = "AMBERDB_MAX_UNAUTHENTICATED")]
+    pub max_unauthenticated: Option<usize>,
+    /// With tokens: seconds a connection has to authenticate before it is closed [default:
+    /// 10].
+    #[arg(long, env = "AMBERDB_AUTH_TIMEOUT")]
+    pub auth_timeout: Option<u64>,
     /// Most live memories in the store, all users, chat turns included (1000..=10000000)
     /// [default: 1000000].
     #[arg(long, env = "AMBERDB_MEMORY_LIMIT")]
@@ -216,6 +224,8 @@ pub struct FileConfig {
     max_pipelined: Option<usize>,
     max_running: Option<usize>,
     max_queued: Option<usize>,
+    max_unauthenticated: Option<usize>,
+    auth_timeout: Option<u64>,
     memory_limit: Option<usize>,
     purge_delay: Option<u64>,
     archive_max_age_days: Option<u64>,
@@ -318,6 +328,16 @@ impl ServeFlags {
                 d.max_queued,
             )?,
             shutdown_grace: d.shutdown_grace,
+            max_unauthenticated: positive(
+                "max_unauthenticated",
+                self.max_unauthenticated.or(file.max_unauthenticated),
+                d.max_unauthenticated,
+            )?,
+            auth_timeout: Duration::from_secs(positive(
+                "auth_timeout",
+                self.auth_timeout.or(file.auth_timeout),
+                d.auth_timeout.as_secs(),
+            )?),
         };
         let mut auth = Auth::none();
         if let Ok(token) = std::env::var("AMBERDB_TOKEN") {

@@ -22,6 +22,7 @@ pub mod check;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod descriptors;
 pub mod embedder;
 pub mod foreign;
 pub mod framing;
@@ -68,6 +69,21 @@ pub fn run_server(config: config::ServeConfig, mut options: StoreOptions) -> any
         .context("starting the runtime")?;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating {}", config.data_dir.display()))?;
+    // Descriptors are a budget (docs/reliability.md): the soft limit raised, connections
+    // capped to what the store leaves free.
+    let store_files = std::fs::read_dir(&config.data_dir).map_or(0, Iterator::count);
+    let budget = descriptors::raise(store_files);
+    let mut config = config;
+    descriptors::apply(&budget, &mut config.limits);
+    tracing::info!(
+        soft_limit_before = budget.soft_before,
+        soft_limit = budget.soft,
+        hard_limit = budget.hard,
+        reserve = budget.reserve,
+        max_connections = config.limits.max_connections,
+        max_unauthenticated = config.limits.max_unauthenticated,
+        "file descriptors"
+    );
     let store = Store::open(&config.data_dir, options)
         .with_context(|| format!("opening the store {}", config.data_dir.display()))?;
     let report = store.open_report();

@@ -27,6 +27,12 @@ pub struct Limits {
     pub max_queued: usize,
     /// How long shutdown waits for connections to finish (10 s).
     pub shutdown_grace: Duration,
+    /// Most connections at once that have not authenticated, when tokens are configured
+    /// (256, and at most a quarter of `max_connections`: `descriptors::apply`).
+    pub max_unauthenticated: usize,
+    /// A connection that has not authenticated this long after it opened, when tokens are
+    /// configured, is answered `timeout` and closed (10 s).
+    pub auth_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -40,6 +46,8 @@ impl Default for Limits {
             max_running: default_running(),
             max_queued: 64,
             shutdown_grace: Duration::from_secs(10),
+            max_unauthenticated: 256,
+            auth_timeout: Duration::from_secs(10),
         }
     }
 }

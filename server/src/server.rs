@@ -185,24 +185,38 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let slots = Arc::new(Semaphore::new(shared.limits.max_connections));
+    // Connections that have not authenticated yet (tokens configured) have a cap of their
+    // own, so that anyone who can connect cannot take every slot (docs/reliability.md).
+    let unauthed = Arc::new(Semaphore::new(shared.limits.max_unauthenticated));
     let (stop_tx, stop_rx) = watch::channel(false);
     let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
+    let mut accept_errors = AcceptErrors::new();
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             () = &mut shutdown => break,
             accepted = listener.accept() => {
                 let (stream, peer) = match accepted {
-                    Ok(a) => a,
+                    Ok(a) => {
+                        accept_errors.ok();
+                        a
+                    }
                     Err(e) => {
-                        tracing::warn!(error = %e, "accept failed; retrying");
-                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        accept_errors.failed(&listener, &e, &shared).await;
                         continue;
                     }
                 };
                 let shared = Arc::clone(&shared);
-                match Arc::clone(&slots).try_acquire_owned() {
-                    Ok(permit) => {
+                let pre_auth = if shared.auth.enabled() {
+                    match Arc::clone(&unauthed).try_acquire_owned() {
+                        Ok(p) => Some(Some(p)),
+                        Err(_) => None,
+                    }
+                } else {
+                    Some(None)
+                };
+                match (Arc::clone(&slots).try_acquire_owned(), pre_auth) {
+                    (Ok(permit), Some(pre_auth)) => {
                         let stop = stop_rx.clone();
                         let alive = alive_tx.clone();
                         tokio::spawn(async move {
@@ -210,15 +224,17 @@ pub async fn serve(
                             m.connections_open.fetch_add(1, Ordering::Relaxed);
                             m.connections_total.fetch_add(1, Ordering::Relaxed);
                             tracing::debug!(%peer, "connection opened");
-                            connection(stream, &shared, stop).await;
+                            connection(stream, &shared, stop, pre_auth).await;
                             tracing::debug!(%peer, "connection closed");
                             m.connections_open.fetch_sub(1, Ordering::Relaxed);
                             drop(permit);
                             drop(alive);
                         });
                     }
-                    Err(_) => {
-                        tokio::spawn(refuse(stream, peer, shared));
+                    (slot, pre_auth) => {
+                        drop(slot);
+                        let unauthenticated = pre_auth.is_none();
+                        tokio::spawn(refuse(stream, peer, shared, unauthenticated));
                     }
                 }
             }
@@ -294,19 +310,83 @@ impl Drop for Running {
     }
 }
 
-/// Answers a connection over the limit, then closes it.
-async fn refuse(mut stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
+/// Accept failures, answered without flooding the log: the accept loop backs off (20 ms
+/// doubling to 1 s) while they last and logs at most one line every 10 s. Out of
+/// descriptors, it gives up a spare one to take the waiting connection and answer it
+/// `too_many_connections` instead of leaving it unanswered in the backlog.
+struct AcceptErrors {
+    in_a_row: u32,
+    unlogged: u64,
+    logged_at: Option<Instant>,
+    spare: Option<std::fs::File>,
+}
+
+impl AcceptErrors {
+    fn new() -> AcceptErrors {
+        AcceptErrors {
+            in_a_row: 0,
+            unlogged: 0,
+            logged_at: None,
+            spare: std::fs::File::open("/dev/null").ok(),
+        }
+    }
+
+    fn ok(&mut self) {
+        self.in_a_row = 0;
+        if self.spare.is_none() {
+            self.spare = std::fs::File::open("/dev/null").ok();
+        }
+    }
+
+    async fn failed(&mut self, listener: &TcpListener, e: &std::io::Error, shared: &Arc<Shared>) {
+        self.in_a_row = self.in_a_row.saturating_add(1);
+        self.unlogged += 1;
+        if self
+            .logged_at
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(10))
+        {
+            tracing::warn!(error = %e, failures = self.unlogged, "accept failed; backing off");
+            self.logged_at = Some(Instant::now());
+            self.unlogged = 0;
+        }
+        if matches!(e.raw_os_error(), Some(23 | 24)) && self.spare.take().is_some() {
+            // The spare descriptor is free now: take the waiting client and tell it.
+            if let Ok(Ok((stream, peer))) =
+                tokio::time::timeout(Duration::from_millis(10), listener.accept()).await
+            {
+                refuse(stream, peer, Arc::clone(shared), false).await;
+            }
+            self.spare = std::fs::File::open("/dev/null").ok();
+        }
+        let backoff = Duration::from_millis(20 << self.in_a_row.min(6).saturating_sub(1));
+        tokio::time::sleep(backoff.min(Duration::from_secs(1))).await;
+    }
+}
+
+/// Answers a connection over the limit (all connections, or `unauthenticated` ones), then
+/// closes it.
+async fn refuse(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    shared: Arc<Shared>,
+    unauthenticated: bool,
+) {
     let m = &shared.ctx.metrics;
     m.connections_refused.fetch_add(1, Ordering::Relaxed);
     m.count_error(Code::TooManyConnections);
-    tracing::warn!(%peer, max = shared.limits.max_connections, "connection refused: too many connections");
+    let (max, what) = if unauthenticated {
+        (
+            shared.limits.max_unauthenticated,
+            "connections not yet authenticated",
+        )
+    } else {
+        (shared.limits.max_connections, "connections")
+    };
+    tracing::debug!(%peer, max, what, "connection refused: too many connections");
     let mut out = Vec::new();
     let fail = Fail::new(
         Code::TooManyConnections,
-        format!(
-            "the server holds its maximum of {} connections; retry later",
-            shared.limits.max_connections
-        ),
+        format!("the server holds its maximum of {max} {what}; retry later"),
     );
     protocol::write_reply(&mut out, false, None, fail.into_reply().into());
     let _ = tokio::time::timeout(Duration::from_secs(1), async {
@@ -317,8 +397,14 @@ async fn refuse(mut stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
 }
 
 /// One connection, until it ends (module doc).
-async fn connection(stream: TcpStream, shared: &Arc<Shared>, mut stop: watch::Receiver<bool>) {
+async fn connection(
+    stream: TcpStream,
+    shared: &Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+    mut pre_auth: Option<tokio::sync::OwnedSemaphorePermit>,
+) {
     let _ = stream.set_nodelay(true);
+    let opened = Instant::now();
     let (mut rd, mut wr) = stream.into_split();
     let limits = &shared.limits;
     let mut session = Session {
@@ -346,6 +432,10 @@ async fn connection(stream: TcpStream, shared: &Arc<Shared>, mut stop: watch::Re
             pending = batch.rest;
             session = batch.session;
             auth_failures = batch.auth_failures;
+            if session.authed {
+                // Authenticated: no longer counted among those that have not.
+                pre_auth = None;
+            }
             shared
                 .ctx
                 .metrics
@@ -371,14 +461,20 @@ async fn connection(stream: TcpStream, shared: &Arc<Shared>, mut stop: watch::Re
         } else if partial_since.is_none() {
             partial_since = Some(Instant::now());
         }
-        let deadline = match partial_since {
+        let mut deadline = match partial_since {
             Some(t) => t + limits.slow_client_timeout,
             None => Instant::now() + limits.idle_timeout,
         };
+        let auth_deadline = pre_auth.as_ref().map(|_| opened + limits.auth_timeout);
+        if let Some(d) = auth_deadline {
+            deadline = deadline.min(d);
+        }
         tokio::select! {
             read = tokio::time::timeout_at(deadline.into(), rd.read(&mut chunk)) => match read {
                 Err(_) => {
-                    let (code, message) = if partial_since.is_some() {
+                    let (code, message) = if auth_deadline.is_some_and(|d| Instant::now() >= d) {
+                        ("auth_timeout", format!("not authenticated within {:?} of connecting; closing", limits.auth_timeout))
+                    } else if partial_since.is_some() {
                         ("slow_client_timeout", format!("a line stayed half-sent for {:?}; closing", limits.slow_client_timeout))
                     } else {
                         ("idle_timeout", format!("nothing arrived for {:?}; closing", limits.idle_timeout))

@@ -154,7 +154,13 @@ fn flat_collection(rows: &[f32]) -> anyhow::Result<Collection> {
     for start in (0..n).step_by(SEAL_ROWS) {
         let end = (start + SEAL_ROWS).min(n);
         let keys: Vec<u64> = (start as u64 + 1..=end as u64).collect();
-        let bytes = writer::encode(&keys, &rows[start * DIM..end * DIM], DIM, true)?;
+        let bytes = writer::encode(
+            &keys,
+            &rows[start * DIM..end * DIM],
+            DIM,
+            true,
+            amberdb_index::Owner::NONE,
+        )?;
         c.push_sealed(FlatSegment::open("flat", SealedBytes::copy_from(&bytes))?)?;
     }
     Ok(c)

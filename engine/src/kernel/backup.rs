@@ -115,6 +115,34 @@ fn copy_file(storage: &dyn Storage, from: &Path, to: &Path, len: Option<u64>) ->
     Ok(n as u64)
 }
 
+/// Refuses a file among `parts` (in `from`) that `identity` does not own: a backup or a
+/// restore copies only the store's own files (`docs/durability.md`, "File identity").
+fn check_owners(
+    storage: &dyn Storage,
+    from: &Path,
+    identity: &identity::Identity,
+    parts: &[Part],
+) -> Result<()> {
+    for part in parts {
+        let path = from.join(&part.name);
+        let owner = crate::kernel::ownership::header_owner(storage, &path)
+            .unwrap_or(amberdb_index::Owner::NONE);
+        if let identity::Verdict::Foreign(why) = identity.judge(owner) {
+            return Err(KernelError::Foreign { file: path, why });
+        }
+    }
+    Ok(())
+}
+
+/// What a copy writes last, before `IDENTITY`: a restore's new incarnation, with the log file
+/// it begins (`docs/durability.md`, "Backup and restore").
+pub(crate) struct Finish {
+    /// The `IDENTITY` to write (`None`: the source's, byte for byte).
+    identity: Option<identity::Identity>,
+    /// A new log file to create, starting at this sequence number, of that identity.
+    log_from: Option<u64>,
+}
+
 /// K3–K4: copies `parts` from `from` into `dest` (already prepared), then `IDENTITY` as the
 /// commit point. On failure removes what it wrote. Returns the files and bytes written.
 pub(crate) fn copy_store_files(
@@ -122,6 +150,7 @@ pub(crate) fn copy_store_files(
     from: &Path,
     dest: &Path,
     parts: &[Part],
+    finish: &Finish,
 ) -> Result<(usize, u64)> {
     let mut written: Vec<PathBuf> = Vec::new();
     let result = (|| {
@@ -131,15 +160,25 @@ pub(crate) fn copy_store_files(
             written.push(to.clone());
             bytes += copy_file(storage, &from.join(&part.name), &to, part.len)?;
         }
+        let mut files = parts.len() + 1;
+        if let (Some(first), Some(id)) = (finish.log_from, &finish.identity) {
+            written.push(dest.join(crate::kernel::log::writer::file_name(first)));
+            crate::kernel::log::writer::LogWriter::create(storage, dest, first, id.owner())
+                .map_err(KernelError::io(dest))?;
+            files += 1;
+        }
         storage.sync_dir(dest).map_err(KernelError::io(dest))?;
         let id_from = from.join(identity::FILE_NAME);
-        let id = storage.read(&id_from).map_err(KernelError::io(&id_from))?;
+        let id = match &finish.identity {
+            Some(id) => identity::encode(id),
+            None => storage.read(&id_from).map_err(KernelError::io(&id_from))?,
+        };
         let id_to = dest.join(identity::FILE_NAME);
         written.push(id_to.clone());
         written.push(dest.join(format!("{}.tmp", identity::FILE_NAME)));
         crate::kernel::storage::write_atomic(storage, dest, identity::FILE_NAME, &id)
             .map_err(|source| io_error(id_to.clone(), source))?;
-        Ok((parts.len() + 1, bytes + id.len() as u64))
+        Ok((files, bytes + id.len() as u64))
     })();
     if result.is_err() {
         for path in &written {
@@ -148,6 +187,36 @@ pub(crate) fn copy_store_files(
         let _ = storage.sync_dir(dest);
     }
     result
+}
+
+/// The last sequence number a (checked) backup holds, and the name of its newest log file
+/// when that holds no frame.
+fn backup_end(storage: &dyn Storage, backup: &Path) -> Result<(u64, Option<String>)> {
+    let names = storage.list(backup).map_err(KernelError::io(backup))?;
+    let newest_log = names
+        .iter()
+        .filter_map(|n| crate::kernel::log::writer::parse_file_name(n))
+        .max();
+    let newest_ckpt = names
+        .iter()
+        .filter_map(|n| ckpt_format::parse_file_name(n))
+        .max()
+        .unwrap_or(0);
+    let Some(first) = newest_log else {
+        return Ok((newest_ckpt, None));
+    };
+    let name = crate::kernel::log::writer::file_name(first);
+    let path = backup.join(&name);
+    let bytes = storage.map(&path).map_err(KernelError::io(&path))?;
+    let scan = crate::kernel::log::reader::scan::<()>(bytes.as_slice(), |_, _, _| Ok(())).map_err(
+        |_| KernelError::Corrupted {
+            file: path.clone(),
+            offset: 0,
+            reason: "the backup's newest log does not read",
+        },
+    )?;
+    let last = (first + scan.frames).saturating_sub(1).max(newest_ckpt);
+    Ok((last, (scan.frames == 0).then_some(name)))
 }
 
 /// Restores the backup in `backup` into `dir`, offline (`crate::restore` documents it).
@@ -195,14 +264,51 @@ pub(crate) fn restore(backup: &Path, dir: &Path) -> Result<Restored> {
             ),
         ));
     }
-    let parts: Vec<Part> = storage
+    let id_path = backup.join(identity::FILE_NAME);
+    let id_bytes = storage.read(&id_path).map_err(KernelError::io(&id_path))?;
+    let backed_up = identity::decode(&id_bytes)
+        .map_err(|_| invalid("backup", format!("{}: damaged", id_path.display())))?;
+    let mut parts: Vec<Part> = storage
         .list(backup)
         .map_err(KernelError::io(backup))?
         .into_iter()
         .filter(|n| is_store_file(n) && n != identity::FILE_NAME)
         .map(|name| Part { name, len: None })
         .collect();
-    let (files, bytes) = copy_store_files(&storage, backup, dir, &parts)?;
+    check_owners(&storage, backup, &backed_up, &parts)?;
+    // The restore is a new incarnation of the store: the same id, a new incarnation from
+    // the backup's last commit on, and a log file of its own after it, so the frames it
+    // writes never land in a file of the old one (`docs/durability.md`, "Backup and restore").
+    let (last_seq, empty_newest) = backup_end(&storage, backup)?;
+    let since_segment = parts
+        .iter()
+        .filter_map(|p| segment_file::parse_file_name(&p.name))
+        .map(|(id, _)| id + 1)
+        .max()
+        .unwrap_or(1);
+    let upgraded = backed_up.upgraded().map_err(KernelError::io(&id_path))?;
+    let restored = upgraded
+        .restored(last_seq, since_segment)
+        .map_err(KernelError::io(&id_path))?
+        .ok_or_else(|| {
+            invalid(
+                "backup",
+                format!(
+                    "{} has been restored {} times; back up the restored store again instead",
+                    backup.display(),
+                    identity::MAX_INCARNATIONS
+                ),
+            )
+        })?;
+    // A newest log holding no frame is replaced by the restore's own.
+    if let Some(name) = &empty_newest {
+        parts.retain(|p| p.name != *name);
+    }
+    let finish = Finish {
+        identity: Some(restored),
+        log_from: Some(last_seq + 1),
+    };
+    let (files, bytes) = copy_store_files(&storage, backup, dir, &parts, &finish)?;
     Ok(Restored {
         files,
         bytes,
@@ -218,6 +324,12 @@ impl Db {
     /// `Invalid` for a `dest` that is not empty or is inside the store; `Poisoned`; `Io`,
     /// `DiskFull` (what was written is removed).
     pub(crate) fn backup(&self, dest: &Path) -> Result<Backup> {
+        self.backup_at(dest)
+            .map_err(KernelError::descriptors_told_apart)
+    }
+
+    /// `backup`, with I/O errors as they came.
+    fn backup_at(&self, dest: &Path) -> Result<Backup> {
         let start = Instant::now();
         let storage = self.storage();
         // K1: no file the backup reads is removed or replaced until it is done.
@@ -274,12 +386,18 @@ impl Db {
             name: crate::kernel::log::writer::file_name(first),
             len: (first == active).then_some(active_len),
         }));
+        // Only the store's own files: one copied in beside it since the open is refused.
+        check_owners(storage, &self.dir, &self.identity, &parts)?;
         // K3–K4, with the writer mutex released: writes go on. The copy runs on a thread of
         // lower priority, as maintenance does, so that requests come first.
+        let finish = Finish {
+            identity: None,
+            log_from: None,
+        };
         let (files, bytes) = std::thread::scope(|s| {
             s.spawn(|| {
                 crate::kernel::maintenance::lower_priority();
-                copy_store_files(storage, &self.dir, dest, &parts)
+                copy_store_files(storage, &self.dir, dest, &parts, &finish)
             })
             .join()
         })

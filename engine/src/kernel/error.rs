@@ -87,6 +87,19 @@ pub enum KernelError {
         #[source]
         source: std::io::Error,
     },
+    /// The process ran out of file descriptors (EMFILE, ENFILE) opening `path`: nothing was
+    /// written through it, so nothing is lost and the store stays writable; a checkpoint,
+    /// purge or backup refused so runs again later (`docs/reliability.md`, "Descriptors").
+    #[error(
+        "out of file descriptors opening {path}: {source}; nothing changed, retry later (fewer connections, or a higher `ulimit -n`)"
+    )]
+    OutOfDescriptors {
+        /// The file that could not be opened.
+        path: PathBuf,
+        /// The operating system's error (EMFILE or ENFILE).
+        #[source]
+        source: std::io::Error,
+    },
     /// Records opened without their vectors (a damaged segment, `docs/durability.md`, R4b)
     /// are being restored from their texts: until then no checkpoint, purge or backup can be
     /// written. Nothing changed; retry once `Stats::unindexed` is 0.
@@ -144,6 +157,17 @@ pub enum KernelError {
         /// The sequence number its header says.
         header: u64,
     },
+    /// A file of another store, or of a copy of this one that went its own way
+    /// (`docs/durability.md`, "File identity"): never read as this store's.
+    #[error(
+        "{file}: not this store's file: {why}; move it out of the store directory (or restore a backup)"
+    )]
+    Foreign {
+        /// The file.
+        file: PathBuf,
+        /// Whose it is and whose this store is.
+        why: String,
+    },
     /// A file of a format version this build cannot read.
     #[error("{file}: format version {found} not in {supported:?}")]
     UnsupportedVersion {
@@ -169,10 +193,12 @@ impl KernelError {
             | KernelError::Cancelled
             | KernelError::Poisoned
             | KernelError::DiskFull { .. }
+            | KernelError::OutOfDescriptors { .. }
             | KernelError::Restoring { .. }
             | KernelError::Io { .. } => ErrorKind::Environment,
             KernelError::Corrupted { .. }
             | KernelError::Misnamed { .. }
+            | KernelError::Foreign { .. }
             | KernelError::UnsupportedVersion { .. } => ErrorKind::Data,
             KernelError::Internal { .. } => ErrorKind::Internal,
         }
@@ -195,12 +221,33 @@ pub(crate) fn is_disk_full(e: &std::io::Error) -> bool {
     )
 }
 
-/// An I/O failure writing `path`: `DiskFull` for a full disk or quota.
+/// Whether an I/O error says the process (EMFILE) or the system (ENFILE) has no file
+/// descriptor left: it comes from an open, before anything is written through the file.
+pub(crate) fn is_out_of_descriptors(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(23 | 24))
+}
+
+/// An I/O failure writing `path`: `DiskFull` for a full disk or quota, `OutOfDescriptors`
+/// when no file descriptor is left.
 pub(crate) fn io_error(path: PathBuf, source: std::io::Error) -> KernelError {
     if is_disk_full(&source) {
         KernelError::DiskFull { path, source }
+    } else if is_out_of_descriptors(&source) {
+        KernelError::OutOfDescriptors { path, source }
     } else {
         KernelError::Io { path, source }
+    }
+}
+
+impl KernelError {
+    /// This error with an `Io` that ran out of file descriptors told apart
+    /// (`OutOfDescriptors`): the one I/O failure that leaves nothing half written.
+    #[must_use]
+    pub(crate) fn descriptors_told_apart(self) -> KernelError {
+        match self {
+            KernelError::Io { path, source } => io_error(path, source),
+            e => e,
+        }
     }
 }
 

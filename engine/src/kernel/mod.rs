@@ -4,7 +4,8 @@
 //!
 //! - `storage`: the one seam for all file I/O (real files, or faults and crash images in tests),
 //!   and the atomic-file helper.
-//! - `log`, `checkpoint`, `identity`, `segment_file`: the on-disk formats (`docs/format/`).
+//! - `log`, `checkpoint`, `identity`, `segment_file`: the on-disk formats (`docs/format/`);
+//!   `ownership`: which store each file belongs to, and the quarantine of foreign ones.
 //! - `recovery`: open a directory: find the newest usable checkpoint (`recovery/checkpoint.rs`),
 //!   replay the log after it (`recovery/replay.rs`).
 //! - `db`: one open database, the API the layers above use: `read` the state, `commit` an
@@ -42,6 +43,7 @@ pub(crate) mod keyword;
 pub(crate) mod lexical;
 pub mod log;
 pub mod maintenance;
+pub mod ownership;
 pub(crate) mod read;
 pub mod record;
 pub(crate) mod recovery;

@@ -62,6 +62,12 @@ impl Unindexed {
         self.len() == 0
     }
 
+    /// Live records embedded again and waiting for the last of them: still out of vector
+    /// search, but their work is done (restoration's progress, `Stats::vectors_restored`).
+    pub(crate) fn ready(&self) -> usize {
+        self.restored.len()
+    }
+
     /// Forgets a record deleted for good.
     fn remove(&mut self, id: MemoryId) {
         self.waiting.remove(&id);

@@ -62,6 +62,11 @@ pub struct Report {
     pub checkpoint_records: usize,
     /// Vector rows in the segment files.
     pub segment_rows: u64,
+    /// The `IDENTITY` format version found (1: a store made before store ids, which the next
+    /// open gives one; 0: none read).
+    pub identity_version: u16,
+    /// The store's id (empty before version 2).
+    pub store_id: String,
     /// Problems, in the order found.
     pub findings: Vec<Finding>,
 }
@@ -104,8 +109,12 @@ pub fn verify(dir: &Path) -> crate::kernel::error::Result<Report> {
         dir,
         names,
         r: Report::default(),
+        log_limits: BTreeMap::new(),
     };
-    check.identity();
+    let identity = check.identity();
+    if let Some(identity) = &identity {
+        check.owners(identity);
+    }
     check.logs();
     let (newest, named_by_any, any_checkpoint) = check.checkpoints();
     check.newest_checkpoint(newest.as_ref(), any_checkpoint);
@@ -121,6 +130,8 @@ struct Check<'a> {
     dir: &'a Path,
     names: Vec<String>,
     r: Report,
+    /// Log files of an earlier incarnation: the last sequence number of them the store shares.
+    log_limits: BTreeMap<u64, u64>,
 }
 
 impl Check<'_> {
@@ -139,23 +150,32 @@ impl Check<'_> {
         }
     }
 
-    /// `IDENTITY`, and the leftovers of interrupted atomic writes.
-    fn identity(&mut self) {
-        // Identity.
+    /// `IDENTITY`, and the leftovers of interrupted atomic writes. Returns the identity when
+    /// it reads.
+    fn identity(&mut self) -> Option<identity::Identity> {
+        let mut read = None;
         if self.names.iter().any(|n| n == identity::FILE_NAME) {
-            if let Some(b) = self.read(identity::FILE_NAME)
-                && identity::decode(&b).is_err()
-            {
-                self.r.add(
-                    Severity::Error,
-                    identity::FILE_NAME,
-                    None,
-                    "damaged: the embedder the store was made with is unknown",
-                );
+            if let Some(b) = self.read(identity::FILE_NAME) {
+                self.r.identity_version = b
+                    .get(4..6)
+                    .and_then(|v| v.try_into().ok())
+                    .map_or(0, u16::from_le_bytes);
+                match identity::decode(&b) {
+                    Ok(id) => read = Some(id),
+                    Err(_) => self.r.add(
+                        Severity::Error,
+                        identity::FILE_NAME,
+                        None,
+                        "damaged: the embedder the store was made with is unknown",
+                    ),
+                }
             }
         } else if !self.names.is_empty() {
             self.r
                 .add(Severity::Error, identity::FILE_NAME, None, "missing");
+        }
+        if let Some(id) = read.as_ref().filter(|id| !id.is_legacy()) {
+            self.r.store_id = id.store.to_string();
         }
         for n in self.names.iter().filter(|n| n.ends_with(".tmp")) {
             self.r.add(
@@ -163,6 +183,68 @@ impl Check<'_> {
                 n,
                 None,
                 "an interrupted atomic write; the next open removes it",
+            );
+        }
+        read
+    }
+
+    /// Every log, checkpoint and segment file's owner against `identity` (`docs/durability.md`,
+    /// "File identity"); a foreign file is named with both stores and checked no further. The
+    /// quarantine folder's files are named too.
+    fn owners(&mut self, identity: &identity::Identity) {
+        let mut foreign = Vec::new();
+        for name in &self.names {
+            let kind = if let Some(first) = log_writer::parse_file_name(name) {
+                Some((true, Some(first)))
+            } else if ckpt_format::parse_file_name(name).is_some()
+                || segment_file::parse_file_name(name).is_some()
+            {
+                Some((false, None))
+            } else {
+                None
+            };
+            let Some((is_log, first)) = kind else {
+                continue;
+            };
+            let path = self.dir.join(name);
+            let Some(owner) = crate::kernel::ownership::header_owner(&FsStorage, &path) else {
+                continue;
+            };
+            let why = match identity.judge(owner) {
+                identity::Verdict::Own => None,
+                identity::Verdict::Foreign(why) => Some(why),
+                identity::Verdict::Until { seq, segment } => {
+                    if let Some(first) = first {
+                        self.log_limits.insert(first, seq);
+                    }
+                    let past = ckpt_format::parse_file_name(name).is_some_and(|at| at > seq)
+                        || segment_file::parse_file_name(name).is_some_and(|(id, _)| id >= segment)
+                        || first.is_some_and(|f| f > seq + 1);
+                    past.then(|| format!("a file of an earlier incarnation of this store past its restore point (sequence number {seq}, segment {segment}): a diverged copy's"))
+                }
+            };
+            if let Some(why) = why {
+                let next = if is_log {
+                    "the store does not open until it is moved out"
+                } else {
+                    "the next open moves it into quarantine/ and opens without it"
+                };
+                self.r.add(
+                    Severity::Error,
+                    name,
+                    None,
+                    format!("not this store's file: {why}; {next}"),
+                );
+                foreign.push(name.clone());
+            }
+        }
+        self.names.retain(|n| !foreign.contains(n));
+        for name in crate::kernel::ownership::quarantined_files(&FsStorage, self.dir) {
+            self.r.add(
+                Severity::Warning,
+                &format!("{}/{name}", crate::kernel::ownership::QUARANTINE_DIR),
+                None,
+                "a file of another store an open moved aside; never read or removed by the store: delete it or take it back to its store",
             );
         }
     }
@@ -203,6 +285,16 @@ impl Check<'_> {
                 ),
                 Ok(scan) => {
                     self.r.frames += scan.frames;
+                    if let Some(&limit) = self.log_limits.get(named)
+                        && scan.first_seq + scan.frames > limit + 1
+                    {
+                        self.r.add(
+                            Severity::Error,
+                            name,
+                            None,
+                            format!("not this store's file: a log of an earlier incarnation of this store whose frames run past its restore point (sequence number {limit}): a diverged copy's; the store does not open until it is moved out"),
+                        );
+                    }
                     spans.push((name.clone(), scan.first_seq, scan.first_seq + scan.frames));
                     match scan.end {
                     ScanEnd::Clean => {}
@@ -227,7 +319,10 @@ impl Check<'_> {
                     Severity::Error,
                     b,
                     Some(0),
-                    format!("frames {a_end}..{b_first} are missing between {a} and it"),
+                    format!(
+                        "frames {a_end}–{} are missing between {a} and it",
+                        b_first - 1
+                    ),
                 );
             }
         }
@@ -284,7 +379,7 @@ impl Check<'_> {
                     Severity::Error,
                     name,
                     Some(e.offset as u64),
-                    format!("damaged: {}", e.reason),
+                    format!("damaged: {} (derived data, never the only copy: an open removes it when it loads a newer checkpoint, else the next checkpoint or PURGE does, with the segments only it names)", e.reason),
                 ),
                 Err(CheckpointError::Unsupported(v)) => self.r.add(
                     Severity::Error,

@@ -16,6 +16,9 @@ use std::time::Duration;
 /// Texts embedded per batch: one `embed_batch` call, then one short hold of the writer lock.
 const BATCH: usize = 64;
 
+/// How often the background restoration logs its progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
 /// How long the background restoration waits after a failed batch (the embedder, a full
 /// disk for the final checkpoint) before it tries again.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
@@ -87,10 +90,19 @@ pub(crate) fn start(inner: &Arc<Inner>) -> std::io::Result<()> {
         .name("amberdb-restore".into())
         .spawn(move || {
             let mut restored = 0usize;
+            let mut logged = std::time::Instant::now();
             loop {
                 let Some(inner) = weak.upgrade() else { return };
                 match restore_batch(&inner) {
-                    Ok(Some(n)) => restored += n,
+                    Ok(Some(n)) => {
+                        restored += n;
+                        // Progress every few seconds: at 1M rows this runs for an hour.
+                        if logged.elapsed() >= PROGRESS_EVERY {
+                            logged = std::time::Instant::now();
+                            let unindexed = inner.db.unindexed();
+                            tracing::info!(restored, unindexed, "restoring the vectors of damaged segments: embedded again so far, of the records out of vector search until the last is done");
+                        }
+                    }
                     Ok(None) => {
                         tracing::info!(restored, "vectors of the damaged segments restored");
                         return;

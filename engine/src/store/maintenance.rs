@@ -72,6 +72,12 @@ pub struct Stats {
     /// GET, listings and keyword search, not by vector search (`docs/durability.md`,
     /// "Recovery", R4b). 0 for a whole store.
     pub unindexed: usize,
+    /// Of `unindexed`, the live records whose vectors are computed again and wait for the
+    /// last of them (they all enter vector search together): restoration's progress.
+    pub vectors_restored: usize,
+    /// Files in the store's `quarantine/` folder: another store's files an open moved
+    /// aside, never read or removed by this store (`docs/durability.md`, "File identity").
+    pub quarantined: Vec<String>,
 }
 
 /// The IVF index in STATS (`docs/ivf.md`).
@@ -234,6 +240,8 @@ impl Store {
             reembedding: Store::reembed_status(&state),
             lexical_ready: self.inner.db.lexical_ready(),
             unindexed: state.unindexed().len(),
+            vectors_restored: state.unindexed().ready(),
+            quarantined: self.inner.db.quarantined(),
         }
     }
 

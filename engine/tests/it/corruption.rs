@@ -76,10 +76,10 @@ fn check_subset(store: &Store, want: &BTreeMap<MemoryId, String>) -> usize {
     n
 }
 
-/// Frame start offsets of a log file image (header is 32 bytes).
+/// Frame start offsets of a log file image (its header is `HEADER_LEN` bytes).
 fn frame_starts(bytes: &[u8]) -> Vec<usize> {
     let mut out = Vec::new();
-    let mut pos = 32;
+    let mut pos = amberdb::log::format::HEADER_LEN;
     while pos + 8 <= bytes.len() {
         out.push(pos);
         pos += 8 + u32::from_le_bytes(bytes[pos..pos + 4].try_into().unwrap()) as usize;
@@ -93,7 +93,7 @@ fn every_torn_tail_is_truncated_to_a_prefix() {
     let wal = files(&fs, "wal-").remove(0);
     let full = fs.read(&wal).unwrap();
     let starts = frame_starts(&full);
-    for cut in 32..full.len() {
+    for cut in amberdb::log::format::HEADER_LEN..full.len() {
         let img = fs.crash_image(amberdb::storage::CrashImage::KeepUnsynced);
         img.overwrite(&wal, full[..cut].to_vec()).unwrap();
         let store = open(&img).unwrap_or_else(|e| panic!("cut {cut}: {e}"));

@@ -7,7 +7,7 @@ use amberdb::{Category, Kind, Memory, MemoryId, Timestamp};
 use proptest::prelude::*;
 
 fn sample_log() -> Vec<u8> {
-    let mut b = encode_header(1);
+    let mut b = encode_header(1, amberdb_index::Owner::NONE);
     for seq in 1..=3u64 {
         // The third is an item (format v7): its key and value are decoded and checked too.
         let item = (seq == 3).then(|| amberdb::Item {

@@ -397,7 +397,8 @@ fn open_removes_segment_files_no_checkpoint_names_unless_one_is_unreadable() {
     drop(store);
     assert!(amberdb::verify::verify(&dir).unwrap().errors() == 0);
 
-    // An unreadable checkpoint might need the file: it is only reported.
+    // A damaged newest checkpoint might have named the file: it stays until a sound newer
+    // checkpoint is written, and then goes with the damaged checkpoint (item 3 of #54).
     std::fs::copy(&seg, &orphan).unwrap();
     let newest_ckpt = std::fs::read_dir(&dir)
         .unwrap()
@@ -422,6 +423,17 @@ fn open_removes_segment_files_no_checkpoint_names_unless_one_is_unreadable() {
         6,
         "rebuilt from the older checkpoint and the log"
     );
+    store.checkpoint().unwrap();
+    assert!(
+        !orphan.exists(),
+        "the orphan outlived the next sound checkpoint"
+    );
+    assert!(
+        !newest_ckpt.exists() || amberdb::verify::verify(&dir).unwrap().errors() == 0,
+        "the damaged checkpoint outlived the next sound checkpoint"
+    );
+    drop(store);
+    assert_eq!(amberdb::verify::verify(&dir).unwrap().errors(), 0);
 }
 
 #[test]

@@ -432,3 +432,52 @@ fn version_8_store_opens_with_its_tool_turns_and_its_delta() {
         .unwrap();
     assert_eq!(store.get(more[0]).unwrap().role, Some(amberdb::Role::Tool));
 }
+
+#[test]
+fn version_9_store_opens_and_every_file_names_its_store() {
+    check_v2_store(9);
+    let dir = copy_of_version(9, "store");
+    let id =
+        amberdb::identity::decode(&std::fs::read(dir.path().join("IDENTITY")).unwrap()).unwrap();
+    assert!(!id.is_legacy(), "a v9 fixture's IDENTITY has a store id");
+    let mut files = 0;
+    for e in std::fs::read_dir(dir.path()).unwrap() {
+        let path = e.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        if name == "IDENTITY" || name == "LOCK" {
+            continue;
+        }
+        let owner = amberdb::ownership::header_owner(&amberdb::storage::FsStorage, &path);
+        assert_eq!(owner, Some(id.owner()), "{name} names its store");
+        files += 1;
+    }
+    assert!(files >= 4, "logs, a checkpoint and a segment: {files}");
+}
+
+#[test]
+fn a_store_from_before_store_ids_gets_one_at_its_first_open_and_keeps_its_old_files() {
+    let dir = copy_of_version(8, "store");
+    let before = std::fs::read(dir.path().join("IDENTITY")).unwrap();
+    assert_eq!(u16::from_le_bytes([before[4], before[5]]), 1);
+    let store = Store::open(dir.path(), StoreOptions::hashing()).unwrap();
+    let want = expected_of(8);
+    for (id, ..) in &want {
+        assert!(
+            store.get(MemoryId(*id)).is_ok(),
+            "record {id} after the upgrade"
+        );
+    }
+    drop(store);
+    let after =
+        amberdb::identity::decode(&std::fs::read(dir.path().join("IDENTITY")).unwrap()).unwrap();
+    assert!(!after.is_legacy());
+    // The id is made once: a second open keeps it.
+    let store = Store::open(dir.path(), StoreOptions::hashing()).unwrap();
+    drop(store);
+    let again =
+        amberdb::identity::decode(&std::fs::read(dir.path().join("IDENTITY")).unwrap()).unwrap();
+    assert_eq!(again.store, after.store);
+    let report = amberdb::verify::verify(dir.path()).unwrap();
+    assert_eq!(report.errors(), 0, "{:?}", report.findings);
+    assert_eq!(report.identity_version, 2);
+}

@@ -63,12 +63,12 @@ impl GrowingRows {
         self.keys.len()
     }
 
-    /// The rows as a flat segment file (`segment::writer`).
+    /// The rows as a flat segment file of the store `owner` names (`segment::writer`).
     ///
     /// # Errors
     /// As `writer::encode`.
-    pub fn encode(&self, with_codes: bool) -> Result<Vec<u8>> {
-        writer::encode(&self.keys, &self.vectors, self.dim, with_codes)
+    pub fn encode(&self, with_codes: bool, owner: crate::Owner) -> Result<Vec<u8>> {
+        writer::encode(&self.keys, &self.vectors, self.dim, with_codes, owner)
     }
 }
 

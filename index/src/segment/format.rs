@@ -9,7 +9,7 @@
 //!  12    4 metric      u32 LE; 0 = dot over unit vectors
 //!  16    8 count       u64 LE
 //!  24    8 file_len    u64 LE
-//!  32   24 reserved    zero
+//!  32   24 owner       v2: the store the file belongs to (`Owner`); v1: zero
 //!  56    4 body_crc    crc32 seeded BODY_SEED over bytes 64..file_len
 //!  60    4 hdr_crc     crc32 seeded HEADER_SEED over bytes 0..60
 //! ```
@@ -18,10 +18,12 @@ use std::ops::{Range, RangeInclusive};
 
 /// File magic.
 pub const MAGIC: [u8; 4] = *b"MNSF";
-/// Version this build writes.
-pub const VERSION: u16 = 1;
+/// Version this build writes (v2: the header names its store, `Owner`).
+pub const VERSION: u16 = 2;
 /// Versions this build reads.
-pub const SUPPORTED: RangeInclusive<u16> = 1..=1;
+pub const SUPPORTED: RangeInclusive<u16> = 1..=VERSION;
+/// The first version whose header carries an `Owner`.
+pub const OWNER_VERSION: u16 = 2;
 /// Header length; every block starts on a multiple of this.
 pub const HEADER_LEN: usize = 64;
 /// Flag: an i8 code block and a scale block follow the f32 block.
@@ -34,6 +36,27 @@ pub const METRIC_DOT: u32 = 0;
 pub const HEADER_SEED: u32 = 0x4d4e_5346;
 /// CRC seed of the body.
 pub const BODY_SEED: u32 = 0x5345_474d;
+
+/// Which store a segment file belongs to: 24 bytes the caller chooses and compares (amberdb
+/// writes its store id and incarnation, `docs/durability.md`, "File identity"); the index
+/// only carries them. All zero (`Owner::NONE`) says nothing: a file written before owners
+/// existed, or by a caller that has none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Owner(pub [u8; OWNER_LEN]);
+
+/// Bytes of an `Owner`.
+pub const OWNER_LEN: usize = 24;
+
+impl Owner {
+    /// No owner.
+    pub const NONE: Owner = Owner([0; OWNER_LEN]);
+
+    /// `None` for `Owner::NONE`.
+    #[must_use]
+    pub fn known(self) -> Option<Owner> {
+        (self != Owner::NONE).then_some(self)
+    }
+}
 
 /// Rounds `n` up to a multiple of 64.
 #[must_use]

@@ -8,7 +8,8 @@
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
 use super::format::{
-    HEADER_LEN, MAX_DIM, METRIC_DOT, align64, field, put, seal, seal_header, seeded_crc,
+    HEADER_LEN, MAX_DIM, METRIC_DOT, OWNER_LEN, Owner, align64, field, put, seal, seal_header,
+    seeded_crc,
 };
 use crate::error::{IndexError, Result};
 use crate::mmap::SealedBytes;
@@ -18,10 +19,14 @@ use std::sync::Arc;
 
 /// File magic.
 pub const MAGIC: [u8; 4] = *b"AMIV";
-/// Version this build writes.
-pub const VERSION: u16 = 1;
+/// Version this build writes (v2: an owner block ends the file, `Owner`).
+pub const VERSION: u16 = 2;
 /// Versions this build reads.
-pub const SUPPORTED: RangeInclusive<u16> = 1..=1;
+pub const SUPPORTED: RangeInclusive<u16> = 1..=VERSION;
+/// The first version with an owner block.
+pub const OWNER_VERSION: u16 = 2;
+/// CRC seed of the owner block.
+pub const OWNER_SEED: u32 = 0x4f57_4e52;
 /// Most lists a segment may have.
 pub const MAX_NLIST: u32 = 65_536;
 /// CRC seed of the header.
@@ -50,14 +55,16 @@ pub struct IvfLayout {
     pub vectors: Range<u64>,
     /// `count` u32 row numbers in key order.
     pub by_key: Range<u64>,
+    /// v2: the owner (`OWNER_LEN` bytes) and its crc32 (seeded `OWNER_SEED`), the last block.
+    pub owner: Option<Range<u64>>,
     /// Total file length.
     pub file_len: u64,
 }
 
 impl IvfLayout {
-    /// The layout, or `None` when the sizes overflow.
+    /// The layout of a file of `version`, or `None` when the sizes overflow.
     #[must_use]
-    pub fn new(count: u64, dim: u32, nlist: u32) -> Option<IvfLayout> {
+    pub fn new(count: u64, dim: u32, nlist: u32, version: u16) -> Option<IvfLayout> {
         let dim = u64::from(dim);
         let nlist = u64::from(nlist);
         let mut at = HEADER_LEN as u64;
@@ -75,6 +82,11 @@ impl IvfLayout {
         let codes = block(count.checked_mul(dim)?)?;
         let vectors = block(count.checked_mul(dim)?.checked_mul(4)?)?;
         let by_key = block(count.checked_mul(4)?)?;
+        let owner = if version >= OWNER_VERSION {
+            Some(block(OWNER_LEN as u64 + 4)?)
+        } else {
+            None
+        };
         Some(IvfLayout {
             curve,
             centroids,
@@ -84,6 +96,7 @@ impl IvfLayout {
             codes,
             vectors,
             by_key,
+            owner,
             file_len: align64(at),
         })
     }
@@ -113,6 +126,41 @@ pub struct IvfBuild<'a> {
     /// Recall@10 measured at each nprobe tried (nprobe strictly increasing, at most
     /// `CURVE_POINTS`); a per-query recall target maps to the least nprobe that reached it.
     pub curve: &'a [(u32, f32)],
+    /// The store the file belongs to.
+    pub owner: Owner,
+}
+
+/// The owner block of a v2 file: the owner, then its crc32.
+fn owner_block(owner: Owner) -> [u8; OWNER_LEN + 4] {
+    let mut block = [0u8; OWNER_LEN + 4];
+    put(&mut block, 0, &owner.0);
+    put(
+        &mut block,
+        OWNER_LEN as u64,
+        &seeded_crc(OWNER_SEED, &owner.0).to_le_bytes(),
+    );
+    block
+}
+
+/// The owner of a v2 file whose checked `header` says its dimension, rows and lists: the
+/// owner block's, when the file is as long as the header says and the block's crc matches.
+pub(crate) fn owner_at_end(bytes: &[u8], header: &[u8]) -> Option<Owner> {
+    let u32_at = |at| field::<4>(header, at).map(u32::from_le_bytes);
+    let count = field::<8>(header, 16).map(u64::from_le_bytes)?;
+    let file_len = field::<8>(header, 24).map(u64::from_le_bytes)?;
+    let version = field::<2>(header, 4).map(u16::from_le_bytes)?;
+    let layout = IvfLayout::new(count, u32_at(8)?, u32_at(32)?, version)?;
+    if layout.file_len != file_len || file_len != bytes.len() as u64 {
+        return None;
+    }
+    read_owner_block(super::format::cast_block::<u8>(bytes, &layout.owner?))
+}
+
+/// The owner an owner block names, when its crc matches.
+fn read_owner_block(block: &[u8]) -> Option<Owner> {
+    let owner = field::<OWNER_LEN>(block, 0)?;
+    let crc = field::<4>(block, OWNER_LEN).map(u32::from_le_bytes)?;
+    (seeded_crc(OWNER_SEED, &owner) == crc).then_some(Owner(owner))
 }
 
 fn invalid(reason: &'static str) -> IndexError {
@@ -187,7 +235,8 @@ pub fn encode(b: &IvfBuild<'_>) -> Result<Vec<u8>> {
     let mut by_key: Vec<u32> =
         (0..u32::try_from(count).map_err(|_| invalid("too many rows"))?).collect();
     by_key.sort_by_key(|&i| order.get(i as usize).map_or(0, |&r| key(r)));
-    let layout = IvfLayout::new(count as u64, dim32, nlist).ok_or(invalid("segment too large"))?;
+    let layout =
+        IvfLayout::new(count as u64, dim32, nlist, VERSION).ok_or(invalid("segment too large"))?;
     let len = usize::try_from(layout.file_len).map_err(|_| invalid("segment too large"))?;
     let mut out = vec![0u8; len];
     for (i, (nprobe, recall)) in b.curve.iter().enumerate() {
@@ -261,6 +310,9 @@ pub fn encode(b: &IvfBuild<'_>) -> Result<Vec<u8>> {
     put(&mut out, 40, &b.built_recall.to_le_bytes());
     put(&mut out, 44, &b.target_recall.to_le_bytes());
     put(&mut out, 48, &b.held_out.to_le_bytes());
+    if let Some(at) = &layout.owner {
+        put(&mut out, at.start, &owner_block(b.owner));
+    }
     seal(&mut out, BODY_SEED, HEADER_SEED);
     Ok(out)
 }
@@ -327,6 +379,7 @@ fn curve_is_valid(curve: &[(u32, f32)], nlist: u32) -> bool {
 #[derive(Debug, Clone)]
 pub struct IvfSegment {
     bytes: SealedBytes,
+    owner: Owner,
     dim: usize,
     count: usize,
     nlist: usize,
@@ -404,7 +457,7 @@ impl IvfSegment {
         if file_len != b.len() as u64 {
             return Err(corrupt(24, "file length differs from header"));
         }
-        let layout = IvfLayout::new(count, dim, nlist)
+        let layout = IvfLayout::new(count, dim, nlist, version)
             .filter(|l| l.file_len == file_len)
             .ok_or_else(|| {
                 corrupt(
@@ -415,7 +468,13 @@ impl IvfSegment {
         if seeded_crc(BODY_SEED, b.get(HEADER_LEN..).unwrap_or(&[])) != u32_at(56) {
             return Err(corrupt(56, "body checksum mismatch"));
         }
+        let owner = match &layout.owner {
+            None => Owner::NONE,
+            Some(at) => read_owner_block(super::format::cast_block::<u8>(b, at))
+                .ok_or_else(|| corrupt(at.start, "owner block checksum mismatch"))?,
+        };
         let segment = IvfSegment {
+            owner,
             dim: dim as usize,
             count: usize::try_from(count).map_err(|_| corrupt(16, "count too large"))?,
             nlist: nlist as usize,
@@ -540,6 +599,12 @@ impl IvfSegment {
         super::format::cast_block(self.bytes.as_slice(), range)
     }
 
+    /// The store the file names as its own (`Owner::NONE` before v2).
+    #[must_use]
+    pub fn owner(&self) -> Owner {
+        self.owner
+    }
+
     /// Vector dimension.
     #[must_use]
     pub fn dim(&self) -> usize {
@@ -564,9 +629,9 @@ impl IvfSegment {
     /// for byte, nothing quantized again. Holds 12 bytes per row, never the file: at 1M rows
     /// the file is 2 GB, and a purge that built it in memory took 5 GB. `None` when fewer rows
     /// than lists are kept (a segment needs a row per list at least): the caller writes those
-    /// rows as a flat segment.
+    /// rows as a flat segment. The file is written at this build's version, as `owner`'s.
     #[must_use]
-    pub fn kept(&self, keep: &dyn Fn(u64) -> bool) -> Option<Kept<'_>> {
+    pub fn kept(&self, keep: &dyn Fn(u64) -> bool, owner: Owner) -> Option<Kept<'_>> {
         let keys = self.keys();
         let mut rows = Vec::new();
         let mut list_start = Vec::with_capacity(self.nlist + 1);
@@ -599,9 +664,11 @@ impl IvfSegment {
             rows.len() as u64,
             u32::try_from(self.dim).ok()?,
             u32::try_from(self.nlist).ok()?,
+            VERSION,
         )?;
         let mut kept = Kept {
             segment: self,
+            owner,
             rows,
             list_start,
             by_key,
@@ -615,6 +682,7 @@ impl IvfSegment {
         });
         let header = &mut kept.header;
         header.copy_from_slice(self.bytes.as_slice().get(..HEADER_LEN)?);
+        put(header, 4, &VERSION.to_le_bytes());
         put(header, 16, &(kept.rows.len() as u64).to_le_bytes());
         put(header, 24, &kept.layout.file_len.to_le_bytes());
         seal_header(header, body.finalize(), HEADER_SEED);
@@ -748,6 +816,7 @@ impl IvfSegment {
 #[derive(Debug)]
 pub struct Kept<'a> {
     segment: &'a IvfSegment,
+    owner: Owner,
     /// The kept rows of `segment`, in file order.
     rows: Vec<u32>,
     list_start: Vec<u64>,
@@ -807,6 +876,10 @@ impl Kept<'_> {
         rows_of(&mut p, source(&from.vectors), 4 * seg.dim);
         p.pad_to(to.by_key.start);
         p.put(bytemuck::cast_slice(&self.by_key));
+        if let Some(at) = &to.owner {
+            p.pad_to(at.start);
+            p.put(&owner_block(self.owner));
+        }
         p.pad_to(to.file_len);
         p.going && p.at == to.file_len
     }

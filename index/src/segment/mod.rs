@@ -41,6 +41,53 @@ impl From<IvfSegment> for Sealed {
     }
 }
 
+/// What a segment file's header says of its owner, read without opening the file (a
+/// store's census of its files before recovery touches any, `docs/durability.md`, "File
+/// identity").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderOwner {
+    /// The header (or the owner block) does not read: a damaged file, left to the open.
+    Unreadable,
+    /// A file of a version before owners, or one written with `Owner::NONE`.
+    Unmarked,
+    /// The owner the file names, its checksum verified.
+    Owned(format::Owner),
+}
+
+/// The owner of the flat (`MNSF`) or IVF (`AMIV`) segment file `bytes`, from its header (and,
+/// for IVF v2, its owner block) alone.
+#[must_use]
+pub fn header_owner(bytes: &[u8]) -> HeaderOwner {
+    use format::{HEADER_LEN, field, seeded_crc};
+    let Some(header) = bytes.get(..HEADER_LEN) else {
+        return HeaderOwner::Unreadable;
+    };
+    let magic = field::<4>(header, 0);
+    let hdr_crc = field::<4>(header, 60).map(u32::from_le_bytes);
+    let version = field::<2>(header, 4).map_or(0, u16::from_le_bytes);
+    let (seed, owner_version) = match magic {
+        Some(format::MAGIC) => (format::HEADER_SEED, format::OWNER_VERSION),
+        Some(ivf::MAGIC) => (ivf::HEADER_SEED, ivf::OWNER_VERSION),
+        _ => return HeaderOwner::Unreadable,
+    };
+    if hdr_crc != Some(seeded_crc(seed, header.get(..60).unwrap_or(&[]))) {
+        return HeaderOwner::Unreadable;
+    }
+    if version < owner_version {
+        return HeaderOwner::Unmarked;
+    }
+    let owner = if magic == Some(format::MAGIC) {
+        field::<{ format::OWNER_LEN }>(header, 32).map(format::Owner)
+    } else {
+        ivf::owner_at_end(bytes, header)
+    };
+    match owner {
+        Some(o) if o == format::Owner::NONE => HeaderOwner::Unmarked,
+        Some(o) => HeaderOwner::Owned(o),
+        None => HeaderOwner::Unreadable,
+    }
+}
+
 /// A segment's file rewritten without some of its rows (`Sealed::rewrite_kept`).
 #[derive(Debug)]
 pub enum Rewritten<'a> {
@@ -76,9 +123,10 @@ impl Sealed {
         &self,
         keep: &dyn Fn(u64) -> bool,
         with_codes: bool,
+        owner: format::Owner,
     ) -> Result<Rewritten<'_>> {
         if let Sealed::Ivf(ivf) = self
-            && let Some(kept) = ivf.kept(keep)
+            && let Some(kept) = ivf.kept(keep, owner)
         {
             return Ok(Rewritten::Ivf(Box::new(kept)));
         }
@@ -98,7 +146,16 @@ impl Sealed {
         for &(_, row) in &rows {
             vectors.extend_from_slice(self.vector(row).unwrap_or(&[]));
         }
-        writer::encode(&keys, &vectors, self.dim(), with_codes).map(Rewritten::Flat)
+        writer::encode(&keys, &vectors, self.dim(), with_codes, owner).map(Rewritten::Flat)
+    }
+
+    /// The store the file names as its own.
+    #[must_use]
+    pub fn owner(&self) -> format::Owner {
+        match self {
+            Sealed::Flat(s) => s.owner(),
+            Sealed::Ivf(s) => s.owner(),
+        }
     }
 
     /// Vector dimension.
@@ -199,7 +256,7 @@ mod tests {
         let keys: Vec<u64> = (0..count as u64).map(|k| k * 3 + 1).collect();
         #[expect(clippy::cast_precision_loss, reason = "test data")]
         let vectors: Vec<f32> = (0..count * dim).map(|i| (i as f32 * 0.01).sin()).collect();
-        writer::encode(&keys, &vectors, dim, codes).unwrap()
+        writer::encode(&keys, &vectors, dim, codes, format::Owner::NONE).unwrap()
     }
 
     #[test]
@@ -250,7 +307,7 @@ mod tests {
     #[test]
     fn unsorted_keys_are_refused_by_the_writer() {
         assert!(matches!(
-            writer::encode(&[2, 1], &[0.0, 0.0], 1, false),
+            writer::encode(&[2, 1], &[0.0, 0.0], 1, false, format::Owner::NONE),
             Err(IndexError::KeyOrder { key: 1, last: 2 })
         ));
     }

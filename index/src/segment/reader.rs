@@ -4,7 +4,7 @@
 
 use super::format::{
     BODY_SEED, FLAG_I8_CODES, HEADER_LEN, HEADER_SEED, Layout, MAGIC, MAX_DIM, METRIC_DOT,
-    SUPPORTED, field, seeded_crc,
+    OWNER_LEN, OWNER_VERSION, Owner, SUPPORTED, field, seeded_crc,
 };
 use crate::error::{IndexError, Result};
 use crate::mmap::SealedBytes;
@@ -18,6 +18,7 @@ pub struct FlatSegment {
     dim: usize,
     count: usize,
     layout: Layout,
+    owner: Owner,
 }
 
 impl FlatSegment {
@@ -67,7 +68,8 @@ impl FlatSegment {
         if u32_at(12) != METRIC_DOT {
             return Err(corrupt(12, "unknown metric"));
         }
-        if header.get(32..56).is_none_or(|r| r.iter().any(|&x| x != 0)) {
+        let owner = Owner(field::<OWNER_LEN>(header, 32).unwrap_or_default());
+        if version < OWNER_VERSION && owner != Owner::NONE {
             return Err(corrupt(32, "reserved bytes not zero"));
         }
         let count = u64_at(16);
@@ -89,6 +91,7 @@ impl FlatSegment {
             dim: dim as usize,
             count,
             layout,
+            owner,
         };
         let keys = segment.keys();
         if keys.len() != count || segment.vectors().len() != count * segment.dim {
@@ -112,6 +115,12 @@ impl FlatSegment {
     #[must_use]
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The store the file names as its own (`Owner::NONE` before v2).
+    #[must_use]
+    pub fn owner(&self) -> Owner {
+        self.owner
     }
 
     /// Vector dimension.

@@ -4,17 +4,25 @@
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
 use super::format::{
-    BODY_SEED, FLAG_I8_CODES, HEADER_SEED, Layout, MAGIC, MAX_DIM, METRIC_DOT, VERSION, put, seal,
+    BODY_SEED, FLAG_I8_CODES, HEADER_SEED, Layout, MAGIC, MAX_DIM, METRIC_DOT, Owner, VERSION, put,
+    seal,
 };
 use crate::error::{IndexError, Result};
 use crate::quantize;
 
-/// Encodes `keys` (strictly increasing) and their row-major `vectors` of `dim` f32 each.
+/// Encodes `keys` (strictly increasing) and their row-major `vectors` of `dim` f32 each, as a
+/// file of the store `owner` names.
 ///
 /// # Errors
 /// `DimensionMismatch` when `vectors.len() != keys.len() * dim`, `KeyOrder` when keys are not
 /// strictly increasing, `InvalidVector` for a zero or too large `dim` or a non-finite value.
-pub fn encode(keys: &[u64], vectors: &[f32], dim: usize, with_codes: bool) -> Result<Vec<u8>> {
+pub fn encode(
+    keys: &[u64],
+    vectors: &[f32],
+    dim: usize,
+    with_codes: bool,
+    owner: Owner,
+) -> Result<Vec<u8>> {
     let dim32 = u32::try_from(dim)
         .ok()
         .filter(|d| (1..=MAX_DIM).contains(d))
@@ -81,6 +89,7 @@ pub fn encode(keys: &[u64], vectors: &[f32], dim: usize, with_codes: bool) -> Re
     put(&mut out, 12, &METRIC_DOT.to_le_bytes());
     put(&mut out, 16, &count.to_le_bytes());
     put(&mut out, 24, &layout.file_len.to_le_bytes());
+    put(&mut out, 32, &owner.0);
     seal(&mut out, BODY_SEED, HEADER_SEED);
     Ok(out)
 }

@@ -15,7 +15,7 @@ proptest! {
     #[test]
     fn mutated_segments_never_panic(at in 0usize..4096, value in any::<u8>(), cut in 0usize..4096) {
         let keys: Vec<u64> = (1..=9).collect();
-        let bytes = writer::encode(&keys, &vec![0.25; 9 * 12], 12, true).unwrap();
+        let bytes = writer::encode(&keys, &vec![0.25; 9 * 12], 12, true, amberdb_index::Owner::NONE).unwrap();
         let mut b = bytes.clone();
         let i = at % b.len();
         b[i] = value;

@@ -7,6 +7,10 @@ use amberdb_index::segment::format::{HEADER_LEN, seeded_crc};
 use amberdb_index::segment::ivf::{
     BODY_SEED, HEADER_SEED, IvfBuild, IvfLayout, IvfSegment, encode,
 };
+use amberdb_index::{HeaderOwner, Owner, header_owner};
+
+/// The store a test's files belong to.
+const OWNER: Owner = Owner([7; 24]);
 
 fn build(
     count: usize,
@@ -31,6 +35,7 @@ fn build(
         target_recall: 0.95,
         held_out: 10,
         curve: &[(1, 0.9), (2, 0.97), (nlist as u32, 1.0)],
+        owner: OWNER,
     })
     .unwrap();
     (keys, vectors, c.assignment, bytes)
@@ -49,6 +54,9 @@ fn a_segment_round_trips_every_row_in_its_list() {
         total += s.list_rows(l).len();
     }
     assert_eq!(total, 500);
+    // The owner block (v2) reads back, at open and from the header alone.
+    assert_eq!(s.owner(), OWNER);
+    assert_eq!(header_owner(&bytes), HeaderOwner::Owned(OWNER));
     for (i, k) in keys.iter().enumerate() {
         let row = s.row_of(*k).unwrap();
         assert_eq!(s.keys()[row], *k);
@@ -104,7 +112,7 @@ fn a_structurally_wrong_body_is_refused_even_with_good_checksums() {
         b[60..64].copy_from_slice(&hdr.to_le_bytes());
         b
     };
-    let layout = IvfLayout::new(12, 4, 3).unwrap();
+    let layout = IvfLayout::new(12, 4, 3, amberdb_index::segment::ivf::VERSION).unwrap();
     // Two keys equal.
     let mut b = bytes.clone();
     let k0 = layout.keys.start as usize;
@@ -155,6 +163,7 @@ fn encode_refuses_what_open_would() {
         target_recall: 0.95,
         held_out: 2,
         curve: &[(1, 1.0)],
+        owner: OWNER,
     };
     assert!(encode(&ok).is_ok());
     assert!(
@@ -243,7 +252,7 @@ fn the_fuzz_seed_is_a_valid_segment() {
 
 /// The pieces `kept` hands out, joined.
 fn kept_file(s: &IvfSegment, keep: &dyn Fn(u64) -> bool) -> Option<Vec<u8>> {
-    let kept = s.kept(keep)?;
+    let kept = s.kept(keep, OWNER)?;
     let mut file = Vec::new();
     assert!(kept.write(&mut |piece| {
         file.extend_from_slice(piece);
@@ -282,6 +291,7 @@ fn a_segment_without_some_rows_is_byte_for_byte_what_encode_writes_for_the_rest(
             target_recall: 0.95,
             held_out: 10,
             curve: s.curve(),
+            owner: OWNER,
         })
         .unwrap();
         assert!(file == want, "case {case}: {} rows kept", rows.len());
@@ -291,7 +301,7 @@ fn a_segment_without_some_rows_is_byte_for_byte_what_encode_writes_for_the_rest(
     // Fewer rows than lists: not an IVF segment any more.
     assert!(kept_file(&s, &|k| k == keys[0]).is_none());
     // A writer that stops is not asked again, and the write says so.
-    let kept = s.kept(&|_| true).unwrap();
+    let kept = s.kept(&|_| true, OWNER).unwrap();
     let mut calls = 0;
     assert!(!kept.write(&mut |_| {
         calls += 1;

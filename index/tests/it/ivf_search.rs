@@ -19,7 +19,7 @@ fn ivf(keys: &[u64], vectors: &[f32], dim: usize, params: &IvfParams) -> IvfSegm
 }
 
 fn flat(keys: &[u64], vectors: &[f32], dim: usize) -> FlatSegment {
-    let bytes = writer::encode(keys, vectors, dim, true).unwrap();
+    let bytes = writer::encode(keys, vectors, dim, true, amberdb_index::Owner::NONE).unwrap();
     FlatSegment::open("f", SealedBytes::copy_from(&bytes)).unwrap()
 }
 
@@ -387,7 +387,9 @@ fn compact(c: &mut Collection) {
     while i < c.sealed().len() {
         let rewritten = {
             let keep = |k: u64| c.contains(k);
-            let rewrite = c.sealed()[i].rewrite_kept(&keep, true).unwrap();
+            let rewrite = c.sealed()[i]
+                .rewrite_kept(&keep, true, amberdb_index::Owner::NONE)
+                .unwrap();
             let mut file = Vec::new();
             assert!(rewrite.write(&mut |piece| {
                 file.extend_from_slice(piece);
@@ -463,7 +465,7 @@ proptest! {
                 }
                 Op::Seal(inserted, deleted) => {
                     let copied = c.growing_rows();
-                    let bytes = copied.encode(true).unwrap();
+                    let bytes = copied.encode(true, amberdb_index::Owner::NONE).unwrap();
                     let seg = FlatSegment::open("g", SealedBytes::copy_from(&bytes)).unwrap();
                     for _ in 0..inserted {
                         c.insert(next, &vector(next)).unwrap();

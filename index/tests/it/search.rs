@@ -19,6 +19,7 @@ fn build(vectors: &[f32], dim: usize, seal: usize) -> Collection {
             &vectors[start * dim..(start + seal) * dim],
             dim,
             true,
+            amberdb_index::Owner::NONE,
         )
         .unwrap();
         c.push_sealed(FlatSegment::open("s", SealedBytes::copy_from(&bytes)).unwrap())
@@ -138,7 +139,11 @@ fn bad_queries_and_inserts_are_typed_errors() {
 fn sealing_a_copy_of_the_growing_rows_keeps_what_came_after_and_refuses_a_wrong_segment() {
     use amberdb_index::{FlatSegment, SealedBytes};
     let segment = |rows: &amberdb_index::GrowingRows| {
-        FlatSegment::open("g", SealedBytes::copy_from(&rows.encode(true).unwrap())).unwrap()
+        FlatSegment::open(
+            "g",
+            SealedBytes::copy_from(&rows.encode(true, amberdb_index::Owner::NONE).unwrap()),
+        )
+        .unwrap()
     };
     let mut c = Collection::new(2);
     c.insert(1, &[1.0, 0.0]).unwrap();

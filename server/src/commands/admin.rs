@@ -79,6 +79,8 @@ fn stats(ctx: &Ctx, session: &Session, _: NoArgs) -> Outcome {
     store["reembedding"] = reembedding.unwrap_or(Value::Null);
     store["lexical_ready"] = json!(s.lexical_ready);
     store["unindexed"] = json!(s.unindexed);
+    store["vectors_restored"] = json!(s.vectors_restored);
+    store["quarantined"] = json!(s.quarantined);
     let mut reply = ctx.metrics.snapshot();
     reply.insert("store".into(), store);
     Ok(Value::Object(reply))

@@ -13,7 +13,10 @@
 //!  48    4 body_crc       crc32 seeded BODY_SEED over the body
 //!  52    8 aux_count      u64 LE; v2 (zero in v1)
 //!  60    4 hdr_crc        crc32 seeded HEADER_SEED over bytes 0..60
-//! body: DELTA only: base_seq u64, deleted_count u64   (v8)
+//!  64   24 owner          v10: store id (16) and incarnation (u64 LE): `identity::owner_of`
+//!  88    4 reserved       v10: zero
+//!  92    4 owner_crc      v10: crc32 seeded HEADER_SEED over bytes 64..92
+//! body (at 96 from v10, at 64 before): DELTA only: base_seq u64, deleted_count u64   (v8)
 //!       segment_count × { segment_id u64, rows u64, kind u8, pad 7 × 0 }   (v5, key order;
 //!       v1–v4: { segment_id u64, rows u64 }, every one flat)
 //!       aux_count × { type u8, len u32, payload (log.md) }   (v2)
@@ -26,10 +29,13 @@ use std::ops::RangeInclusive;
 /// File magic.
 pub const MAGIC: [u8; 4] = *b"MNCK";
 /// Version this build writes.
-pub const VERSION: u16 = 9;
+pub const VERSION: u16 = 10;
 /// Versions this build reads (v1 has no aux section, v2 no entities in it, v1–v4 no segment
-/// kinds, v1–v5 no model and no staged re-embedding, v1–v7 no deltas, v1–v8 no tool role).
+/// kinds, v1–v5 no model and no staged re-embedding, v1–v7 no deltas, v1–v8 no tool role,
+/// v1–v9 no owner).
 pub const SUPPORTED: RangeInclusive<u16> = 1..=VERSION;
+/// The first version whose header names its store.
+pub const OWNER_VERSION: u16 = 10;
 /// Flag bit: the checkpoint is a delta on the full checkpoint at `base_seq` (v8).
 pub const FLAG_DELTA: u16 = 1;
 /// The first version that may set `FLAG_DELTA`.
@@ -51,8 +57,20 @@ pub struct Delta {
     pub deleted: Vec<u64>,
 }
 
-/// Header length.
-pub const HEADER_LEN: usize = 64;
+/// Header length this build writes.
+pub const HEADER_LEN: usize = 96;
+/// Header length of v1–v9 (and the part of a v10 header `hdr_crc` covers, with it).
+pub const LEGACY_HEADER_LEN: usize = 64;
+
+/// The header length of a file of `version`.
+#[must_use]
+pub fn header_len(version: u16) -> usize {
+    if version >= OWNER_VERSION {
+        HEADER_LEN
+    } else {
+        LEGACY_HEADER_LEN
+    }
+}
 /// CRC seed of the header.
 pub const HEADER_SEED: u32 = 0x434b_5054;
 /// CRC seed of the body.

@@ -28,7 +28,8 @@ mod tests {
 
     /// Recomputes both checksums, so a test can change a field and reach the check after them.
     fn reseal(mut b: Vec<u8>) -> Vec<u8> {
-        let body = crc(BODY_SEED, &b[HEADER_LEN..]);
+        let body_at = super::format::header_len(u16::from_le_bytes([b[4], b[5]]));
+        let body = crc(BODY_SEED, &b[body_at..]);
         b[48..52].copy_from_slice(&body.to_le_bytes());
         let header = crc(HEADER_SEED, &b[..60]);
         b[60..64].copy_from_slice(&header.to_le_bytes());
@@ -47,6 +48,7 @@ mod tests {
         ];
         let records = [*record(1, "one"), *record(2, "two")];
         let bytes = encode(
+            amberdb_index::Owner::NONE,
             7,
             3,
             &segments,
@@ -73,13 +75,15 @@ mod tests {
         }
         // A v4 file (16-byte entries, every segment flat) still reads: the same bytes without
         // the kind and pad, the version and length fixed.
-        let mut v4 = bytes[..HEADER_LEN].to_vec();
+        // (A v4 header is the first 64 bytes of a v10 one: no owner.)
+        let legacy = super::format::LEGACY_HEADER_LEN;
+        let mut v4 = bytes[..legacy].to_vec();
         for s in bytes[HEADER_LEN..HEADER_LEN + 48].chunks(24) {
             v4.extend_from_slice(&s[..16]);
         }
         v4.extend_from_slice(&bytes[HEADER_LEN + 48..]);
         v4[4..6].copy_from_slice(&4u16.to_le_bytes());
-        let body_len = (v4.len() - HEADER_LEN) as u64;
+        let body_len = (v4.len() - legacy) as u64;
         v4[40..48].copy_from_slice(&body_len.to_le_bytes());
         let c = decode(&reseal(v4)).expect("v4 decodes");
         assert_eq!(
@@ -95,6 +99,7 @@ mod tests {
     fn a_delta_round_trips_merges_into_its_base_and_refuses_every_damage() {
         let base_records = [*record(1, "one"), *record(2, "two"), *record(4, "four")];
         let base = encode(
+            amberdb_index::Owner::NONE,
             10,
             5,
             &[],
@@ -111,6 +116,7 @@ mod tests {
         };
         let segments = [SegmentEntry::flat(2, 3)];
         let bytes = encode(
+            amberdb_index::Owner::NONE,
             15,
             7,
             &segments,
@@ -155,6 +161,7 @@ mod tests {
         // The delta is not its own base, nor is a full checkpoint at another seq.
         assert!(check_base(&delta, head.next_id, &head).is_err());
         let other = decode_head(&encode(
+            amberdb_index::Owner::NONE,
             11,
             5,
             &[],
@@ -215,6 +222,7 @@ mod tests {
             "{merged:?}"
         );
         let unordered_base = encode(
+            amberdb_index::Owner::NONE,
             10,
             5,
             &[],

@@ -3,8 +3,8 @@
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
 use super::format::{
-    BODY_SEED, DELTA_VERSION, Delta, FLAG_DELTA, HEADER_LEN, HEADER_SEED, MAGIC, MIN_RECORD_BYTES,
-    SUPPORTED, segment_entry_len,
+    BODY_SEED, DELTA_VERSION, Delta, FLAG_DELTA, HEADER_SEED, LEGACY_HEADER_LEN, MAGIC,
+    MIN_RECORD_BYTES, OWNER_VERSION, SUPPORTED, header_len, segment_entry_len,
 };
 use crate::kernel::codec::{DecodeError, Decoder};
 use crate::kernel::log::Op;
@@ -61,6 +61,8 @@ pub struct Head {
     pub aux: Vec<Op>,
     /// A delta's base and deletions (v8); `None` for a full checkpoint.
     pub delta: Option<Delta>,
+    /// The store the file names (`Owner::NONE` before v10).
+    pub owner: amberdb_index::Owner,
     record_count: u64,
     records_at: usize,
 }
@@ -82,7 +84,7 @@ pub fn decode_head(b: &[u8]) -> Result<Head, CheckpointError> {
     let corrupt = |offset, reason| CheckpointError::Corrupted(DecodeError { offset, reason });
     let mut d = Decoder::new(b);
     let e = CheckpointError::Corrupted;
-    if b.len() < HEADER_LEN {
+    if b.len() < LEGACY_HEADER_LEN {
         return Err(corrupt(0, "shorter than the header"));
     }
     if d.take(4).map_err(e)? != MAGIC {
@@ -113,7 +115,9 @@ pub fn decode_head(b: &[u8]) -> Result<Head, CheckpointError> {
         return Err(corrupt(6, "unknown flags or reserved bytes set"));
     }
     let is_delta = flags & FLAG_DELTA != 0;
-    let body = b.get(HEADER_LEN..).unwrap_or(&[]);
+    let header_len = header_len(version);
+    let owner = owner_of_header(b, version)?;
+    let body = b.get(header_len..).unwrap_or(&[]);
     if body_len != body.len() as u64 {
         return Err(corrupt(40, "body length differs from the file"));
     }
@@ -132,8 +136,10 @@ pub fn decode_head(b: &[u8]) -> Result<Head, CheckpointError> {
     if needed.is_none_or(|n| n > body_len) {
         return Err(corrupt(24, "counts exceed the body"));
     }
-    let mut d = Decoder::new(body);
-    let at = in_body;
+    // The decoder runs over the whole file from the body on, so its positions are the file's.
+    let mut d = Decoder::new(b);
+    d.take(header_len).map_err(at_file)?;
+    let at = at_file;
     let mut delta = None;
     if is_delta {
         let base_seq = d.u64().map_err(at)?;
@@ -143,10 +149,10 @@ pub fn decode_head(b: &[u8]) -> Result<Head, CheckpointError> {
             .zip(needed)
             .and_then(|(ids, n)| ids.checked_add(n)?.checked_add(16));
         if fits.is_none_or(|n| n > body_len) {
-            return Err(corrupt(HEADER_LEN + 8, "deleted ids exceed the body"));
+            return Err(corrupt(header_len + 8, "deleted ids exceed the body"));
         }
         if base_seq >= seq {
-            return Err(corrupt(HEADER_LEN, "a delta's base is not older than it"));
+            return Err(corrupt(header_len, "a delta's base is not older than it"));
         }
         delta = Some((base_seq, deleted_count));
     }
@@ -165,17 +171,61 @@ pub fn decode_head(b: &[u8]) -> Result<Head, CheckpointError> {
         segments,
         aux,
         delta,
+        owner,
         record_count,
-        records_at: HEADER_LEN + d.pos(),
+        records_at: d.pos(),
     })
 }
 
-/// An error at an offset of the body, as an offset of the file.
-fn in_body(e: DecodeError) -> CheckpointError {
-    CheckpointError::Corrupted(DecodeError {
-        offset: e.offset + HEADER_LEN,
-        reason: e.reason,
-    })
+/// The owner a v10 header names, its checksum checked (`Owner::NONE` before v10).
+fn owner_of_header(b: &[u8], version: u16) -> Result<amberdb_index::Owner, CheckpointError> {
+    let corrupt = |offset, reason| CheckpointError::Corrupted(DecodeError { offset, reason });
+    if version < OWNER_VERSION {
+        return Ok(amberdb_index::Owner::NONE);
+    }
+    let ext = b
+        .get(LEGACY_HEADER_LEN..header_len(version))
+        .ok_or(corrupt(LEGACY_HEADER_LEN, "shorter than the header"))?;
+    let stored = ext
+        .get(28..32)
+        .and_then(|s| s.try_into().ok())
+        .map(u32::from_le_bytes);
+    if stored != Some(crc(HEADER_SEED, ext.get(..28).unwrap_or(&[]))) {
+        return Err(corrupt(92, "owner checksum mismatch"));
+    }
+    if ext.get(24..28).is_none_or(|r| r.iter().any(|&x| x != 0)) {
+        return Err(corrupt(88, "reserved bytes set"));
+    }
+    Ok(ext
+        .get(..24)
+        .and_then(|o| o.try_into().ok())
+        .map_or(amberdb_index::Owner::NONE, amberdb_index::Owner))
+}
+
+/// The owner a checkpoint file's header names, without reading its body (the store's census
+/// of its files, `docs/durability.md`, "File identity"): `None` when the header does not read.
+#[must_use]
+pub fn header_owner(b: &[u8]) -> Option<amberdb_index::Owner> {
+    let version = b
+        .get(4..6)
+        .and_then(|s| s.try_into().ok())
+        .map(u16::from_le_bytes)?;
+    let stored = b
+        .get(60..64)
+        .and_then(|s| s.try_into().ok())
+        .map(u32::from_le_bytes);
+    if b.get(..4) != Some(&MAGIC[..])
+        || stored != Some(crc(HEADER_SEED, b.get(..60)?))
+        || !SUPPORTED.contains(&version)
+    {
+        return None;
+    }
+    owner_of_header(b, version).ok()
+}
+
+/// A decoder's error: its offset is the file's already.
+fn at_file(e: DecodeError) -> CheckpointError {
+    CheckpointError::Corrupted(e)
 }
 
 /// The segment list: `count` entries (a kind and padding from version 5 on; flat before).
@@ -184,7 +234,7 @@ fn decode_segments(
     version: u16,
     count: u64,
 ) -> Result<Vec<SegmentEntry>, CheckpointError> {
-    let at = in_body;
+    let at = at_file;
     let mut segments = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
     for _ in 0..count {
         let (id, rows) = (d.u64().map_err(at)?, d.u64().map_err(at)?);
@@ -211,7 +261,7 @@ fn decode_segments(
 
 /// The aux section: `count` entries of the types a checkpoint holds.
 fn decode_aux(d: &mut Decoder<'_>, version: u16, count: u64) -> Result<Vec<Op>, CheckpointError> {
-    let at = in_body;
+    let at = at_file;
     let mut aux = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
     for _ in 0..count {
         let t = d.u8().map_err(at)?;
@@ -257,7 +307,7 @@ fn decode_deleted(
     count: u64,
     next_id: u64,
 ) -> Result<Vec<u64>, CheckpointError> {
-    let at = in_body;
+    let at = at_file;
     let mut deleted = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
     for _ in 0..count {
         let id = d.u64().map_err(at)?;

@@ -1,6 +1,8 @@
 //! Encodes a checkpoint.
 
-use super::format::{BODY_SEED, Delta, FLAG_DELTA, HEADER_LEN, HEADER_SEED, MAGIC, VERSION};
+use super::format::{
+    BODY_SEED, Delta, FLAG_DELTA, HEADER_LEN, HEADER_SEED, LEGACY_HEADER_LEN, MAGIC, VERSION,
+};
 use crate::kernel::codec::Encoder;
 use crate::kernel::log::Op;
 use crate::kernel::log::format::{encode_payload, op_type};
@@ -26,9 +28,11 @@ pub enum Record<'a> {
 
 /// Encodes the checkpoint at `seq`: sealed `segments` (in key order), the `aux`
 /// operations that rebuild the archive, canonical tags and snapshots, and `records` (in id
-/// order): every live record, or with `delta` the records changed or created since its base.
+/// order): every live record, or with `delta` the records changed or created since its base;
+/// a file of the store `owner` names.
 #[must_use]
 pub fn encode<'a>(
+    owner: amberdb_index::Owner,
     seq: u64,
     next_id: u64,
     segments: &[SegmentEntry],
@@ -86,6 +90,10 @@ pub fn encode<'a>(
     e.u64(aux.len() as u64);
     let h = crc(HEADER_SEED, &header);
     header.extend_from_slice(&h.to_le_bytes());
+    header.extend_from_slice(&owner.0);
+    header.extend_from_slice(&[0; 4]);
+    let o = crc(HEADER_SEED, header.get(LEGACY_HEADER_LEN..).unwrap_or(&[]));
+    header.extend_from_slice(&o.to_le_bytes());
     if let Some(room) = out.get_mut(..HEADER_LEN) {
         room.copy_from_slice(&header);
     }

@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 
 /// How long automatic checkpoints pause after one failed for a full disk.
 pub(in crate::kernel) const CHECKPOINT_RETRY_AFTER_DISK_FULL: Duration = Duration::from_secs(10);
+/// How long automatic checkpoints wait after one found no file descriptor left.
+pub(in crate::kernel) const CHECKPOINT_RETRY_AFTER_DESCRIPTORS: Duration = Duration::from_secs(2);
 
 /// What asked for a checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -258,9 +260,16 @@ impl Db {
     ) -> KernelError {
         w.tail_wait_timed_out = false;
         self.log_room_changed();
+        let e = e.descriptors_told_apart();
         match &e {
             KernelError::DiskFull { .. } => {
                 w.checkpoint_paused_until = Some(Instant::now() + CHECKPOINT_RETRY_AFTER_DISK_FULL);
+            }
+            // No descriptor left (an open failed, nothing half written): like a full disk, a
+            // pause and a retry, never a poisoning (docs/reliability.md, "Descriptors").
+            KernelError::OutOfDescriptors { .. } => {
+                w.checkpoint_paused_until =
+                    Some(Instant::now() + CHECKPOINT_RETRY_AFTER_DESCRIPTORS);
             }
             KernelError::Poisoned => return e,
             _ => {
@@ -340,7 +349,12 @@ impl Db {
             let path = self
                 .dir
                 .join(crate::kernel::log::writer::file_name(seq + 1));
-            let log = match LogWriter::create(self.storage(), &self.dir, seq + 1) {
+            let log = match LogWriter::create(
+                self.storage(),
+                &self.dir,
+                seq + 1,
+                self.identity.owner(),
+            ) {
                 Ok(log) => log,
                 Err(source) => {
                     self.undo_checkpoint_files(std::slice::from_ref(&path))?;
@@ -410,7 +424,7 @@ impl Db {
             created.push(dir.join(&name));
             let encoded = capture
                 .growing
-                .encode(self.config.vector_codes)
+                .encode(self.config.vector_codes, self.identity.owner())
                 .map_err(|e| internal("encoding the growing rows as a segment", e))?;
             crate::kernel::storage::write_atomic(storage, dir, &name, &encoded)
                 .map_err(|source| io_error(dir.join(&name), source))?;
@@ -427,6 +441,7 @@ impl Db {
         }
         let bytes = match &capture.kind {
             CaptureKind::Full { .. } => ckpt_writer::encode(
+                self.identity.owner(),
                 capture.seq,
                 capture.next_id,
                 &capture.segments,
@@ -448,6 +463,7 @@ impl Db {
                     deleted,
                 };
                 ckpt_writer::encode(
+                    self.identity.owner(),
                     capture.seq,
                     capture.next_id,
                     &capture.segments,

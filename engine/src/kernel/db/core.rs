@@ -80,9 +80,31 @@ pub(crate) struct Writer {
     /// The newest full checkpoint, when the table's changed ids count from it (`None`: the
     /// next checkpoint is full).
     pub(in crate::kernel) delta_base: Option<DeltaBase>,
+    /// Damaged checkpoints and the segment files only they may name, removed by the next
+    /// sound checkpoint's retention (`docs/durability.md`, "Damaged derived files").
+    pub(in crate::kernel) damaged: Vec<PathBuf>,
 }
 
 impl Writer {
+    /// The damaged files the open left (`damaged`), taken for removal now that a sound
+    /// checkpoint is written: all but a checkpoint file name a retained checkpoint has since
+    /// taken (written at the same sequence number, it replaced the damaged file).
+    pub(in crate::kernel) fn take_damaged(&mut self) -> Vec<PathBuf> {
+        let retained: Vec<String> = self
+            .checkpoints
+            .iter()
+            .map(|c| crate::kernel::checkpoint::format::file_name(c.seq))
+            .collect();
+        std::mem::take(&mut self.damaged)
+            .into_iter()
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_none_or(|n| !retained.iter().any(|r| r == n))
+            })
+            .collect()
+    }
+
     /// The segment `id` descends from through purges (itself when no purge wrote it).
     pub(in crate::kernel) fn root_of(&self, id: u64) -> u64 {
         self.purged_from.get(&id).copied().unwrap_or(id)
@@ -164,6 +186,9 @@ pub(crate) struct Counters {
 /// One open database.
 pub(crate) struct Db {
     pub(in crate::kernel) dir: PathBuf,
+    /// Which store this is (`docs/durability.md`, "File identity"): every file it writes
+    /// carries `identity.owner()`.
+    pub(in crate::kernel) identity: crate::kernel::identity::Identity,
     pub(in crate::kernel) config: DbConfig,
     pub(in crate::kernel) state: RwLock<State>,
     pub(in crate::kernel) writer: Mutex<Writer>,

@@ -58,13 +58,14 @@ pub(in crate::kernel) fn train_segment(
     vectors: &[f32],
     dim: usize,
     options: &crate::kernel::config::IndexOptions,
-    id: u64,
+    (id, owner): (u64, amberdb_index::Owner),
     stop: &AtomicBool,
 ) -> Result<amberdb_index::ivf::Built> {
     let params = amberdb_index::ivf::IvfParams {
         target_recall: options.target_recall,
         nlist: None,
         seed: id,
+        owner,
     };
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(options.threads)
@@ -98,13 +99,14 @@ pub(in crate::kernel) fn background_build(weak: &Weak<Db>) -> bool {
     };
     let start = Instant::now();
     let (keys, vectors) = db.gather(&plan);
-    let (dim, options, stop) = (
+    let (dim, options, stop, owner) = (
         plan.dim,
         db.config.index.clone(),
         Arc::clone(&db.indexing.stop),
+        db.identity.owner(),
     );
     drop(db);
-    let built = train_segment(&keys, &vectors, dim, &options, plan.id, &stop);
+    let built = train_segment(&keys, &vectors, dim, &options, (plan.id, owner), &stop);
     drop(vectors);
     let Some(db) = weak.upgrade() else {
         return false;
@@ -268,7 +270,7 @@ impl Db {
             vectors,
             plan.dim,
             &self.config.index,
-            plan.id,
+            (plan.id, self.identity.owner()),
             &self.indexing.stop,
         )
     }

@@ -75,6 +75,7 @@ impl Db {
             archive_checked_at: Mutex::new(None),
             maintenance: Maintenance::default(),
             dir: dir.to_path_buf(),
+            identity: r.identity,
             checkpoint_seq: AtomicU64::new(r.checkpoint_seq),
             writer: Mutex::new(Writer {
                 log_bytes_since_checkpoint: r.log_bytes_after_checkpoint,
@@ -94,6 +95,7 @@ impl Db {
                 checkpoint_paused_until: None,
                 tail_wait_timed_out: false,
                 delta_base: r.delta_base,
+                damaged: r.damaged,
             }),
             state: RwLock::new(r.state),
             commit,
@@ -160,6 +162,11 @@ impl Db {
             0 => Ok(()),
             left => Err(KernelError::Restoring { left }),
         }
+    }
+
+    /// The files in the store's quarantine folder (`docs/durability.md`, "File identity").
+    pub(crate) fn quarantined(&self) -> Vec<String> {
+        crate::kernel::ownership::quarantined_files(self.storage(), &self.dir)
     }
 
     /// Records still without a vector (R4b).

@@ -25,7 +25,9 @@ impl Db {
         let start = Instant::now();
         let turn = self.checkpointing.lock();
         let mut noted = None;
-        let result = self.purge_holding(start, &mut noted);
+        let result = self
+            .purge_holding(start, &mut noted)
+            .map_err(KernelError::descriptors_told_apart);
         drop(turn);
         match &result {
             Ok(p) => self.maintenance.record_purge(p.clone()),
@@ -122,13 +124,14 @@ impl Db {
         for (i, entry, seg, dead, id) in plan {
             use amberdb_index::segment::Rewritten;
             let keep = |k: u64| dead.binary_search(&k).is_err();
-            let rewrite = match seg.rewrite_kept(&keep, self.config.vector_codes) {
-                Ok(r) => r,
-                Err(e) => {
-                    discard(&written);
-                    return Err(internal("rewriting a segment without its deleted rows", e));
-                }
-            };
+            let rewrite =
+                match seg.rewrite_kept(&keep, self.config.vector_codes, self.identity.owner()) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        discard(&written);
+                        return Err(internal("rewriting a segment without its deleted rows", e));
+                    }
+                };
             rows_dropped += dead.len() as u64;
             let kind = match &rewrite {
                 Rewritten::Empty => {
@@ -247,12 +250,14 @@ impl Db {
                     "the checkpoints changed while the purge held the checkpoint mutex",
                 ));
             }
+            let mut retired: Vec<PathBuf> = w.take_damaged();
             let keep = w.checkpoints.len().saturating_sub(1);
             let older: Vec<Retained> = w.checkpoints.drain(..keep).collect();
-            let mut retired: Vec<PathBuf> = older
-                .iter()
-                .map(|c| self.dir.join(ckpt_format::file_name(c.seq)))
-                .collect();
+            retired.extend(
+                older
+                    .iter()
+                    .map(|c| self.dir.join(ckpt_format::file_name(c.seq))),
+            );
             retired.extend(self.retire_logs_before(&w, newest));
             let named: std::collections::HashSet<u64> = w.segments.iter().map(|s| s.id).collect();
             retired.extend(self.retire_replaced(&mut w, &named));

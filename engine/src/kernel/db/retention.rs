@@ -106,7 +106,9 @@ impl Db {
     /// everything else are returned, to be removed with the writer mutex released
     /// (`remove_retired`).
     pub(in crate::kernel) fn retire(&self, w: &mut Writer) -> Vec<PathBuf> {
-        let mut retired = Vec::new();
+        // The checkpoint just written is sound and newer than any damaged one the open left:
+        // those, and the segments only they may name, go now ("Damaged derived files").
+        let mut retired = w.take_damaged();
         let fulls: Vec<u64> = w
             .checkpoints
             .iter()

@@ -1,14 +1,15 @@
 //! Byte layout of the log. The tables are `docs/format/log.md`; keep them equal.
 //!
 //! ```text
-//! file header (32 bytes)
+//! file header (v9: 64 bytes; v1–v8: 32 bytes, `hdr_crc` at 28 over bytes 0..28)
 //! off size field       meaning
 //!   0    4 magic       b"MNWL"
 //!   4    2 version     u16 LE; readers accept SUPPORTED
 //!   6    2 flags       u16 LE; must be 0
 //!   8    8 first_seq   u64 LE
-//!  16   12 reserved    zero
-//!  28    4 hdr_crc     crc32 seeded HEADER_SEED over bytes 0..28
+//!  16   24 owner       v9: store id (16) and incarnation (u64 LE): `identity::owner_of`
+//!  40   20 reserved    zero
+//!  60    4 hdr_crc     crc32 seeded HEADER_SEED over bytes 0..60
 //!
 //! frame
 //! off size field   meaning
@@ -25,17 +26,32 @@ use crate::kernel::codec::{DecodeError, Decoder, Encoder};
 use crate::kernel::record::{
     self, Entity, EntityKind, MAX_TAG_CHARS, MAX_TAGS, Memory, MemoryId, TagSnapshot, Timestamp,
 };
+use amberdb_index::Owner;
 use std::ops::RangeInclusive;
 
 /// File magic.
 pub const MAGIC: [u8; 4] = *b"MNWL";
 /// Version this build writes.
-pub const VERSION: u16 = 8;
+pub const VERSION: u16 = 9;
 /// Versions this build reads (v1 files hold only store and delete frames, v2 no entities, v4
-/// no forgotten archive, v5 no re-embedding, v6 no items, v7 no tool role).
+/// no forgotten archive, v5 no re-embedding, v6 no items, v7 no tool role, v8 no owner).
 pub const SUPPORTED: RangeInclusive<u16> = 1..=VERSION;
-/// File header length.
-pub const HEADER_LEN: usize = 32;
+/// The first version whose header names its store.
+pub const OWNER_VERSION: u16 = 9;
+/// File header length this build writes.
+pub const HEADER_LEN: usize = 64;
+/// File header length of v1–v8.
+pub const LEGACY_HEADER_LEN: usize = 32;
+
+/// The header length of a file of `version`.
+#[must_use]
+pub fn header_len(version: u16) -> usize {
+    if version >= OWNER_VERSION {
+        HEADER_LEN
+    } else {
+        LEGACY_HEADER_LEN
+    }
+}
 /// CRC seed of the file header.
 pub const HEADER_SEED: u32 = 0x574c_4f47;
 /// CRC seed of every frame ("mnem").
@@ -222,18 +238,30 @@ fn crc(seed: u32, parts: &[&[u8]]) -> u32 {
     h.finalize()
 }
 
-/// The 32-byte header of a log file starting at `first_seq`.
+/// The header of a log file of the store `owner` names, starting at `first_seq`.
 #[must_use]
-pub fn encode_header(first_seq: u64) -> Vec<u8> {
+pub fn encode_header(first_seq: u64, owner: Owner) -> Vec<u8> {
     let mut b = Vec::with_capacity(HEADER_LEN);
     b.extend_from_slice(&MAGIC);
     b.extend_from_slice(&VERSION.to_le_bytes());
     b.extend_from_slice(&0u16.to_le_bytes());
     b.extend_from_slice(&first_seq.to_le_bytes());
-    b.extend_from_slice(&[0; 12]);
+    b.extend_from_slice(&owner.0);
+    b.extend_from_slice(&[0; 20]);
     let c = crc(HEADER_SEED, &[&b]);
     b.extend_from_slice(&c.to_le_bytes());
     b
+}
+
+/// A log file's header, checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    /// The sequence number of its first frame.
+    pub first_seq: u64,
+    /// The store it names (`Owner::NONE` before v9).
+    pub owner: Owner,
+    /// Its length: where the first frame starts.
+    pub len: usize,
 }
 
 /// Why a header was refused.
@@ -245,30 +273,46 @@ pub enum HeaderError {
     Unsupported(u16),
 }
 
-/// Decodes a file header, returning `first_seq`.
+/// Decodes a file header.
 ///
 /// # Errors
-/// `HeaderError` in the order magic, checksum, version, flags, first_seq.
-pub fn decode_header(b: &[u8]) -> Result<u64, HeaderError> {
-    let h = b
-        .get(..HEADER_LEN)
-        .ok_or(HeaderError::Corrupted("shorter than the header"))?;
-    if h.get(..4) != Some(&MAGIC[..]) {
-        return Err(HeaderError::Corrupted("bad magic"));
+/// `HeaderError` in the order magic, version (which says the header's length), length,
+/// checksum, flags, first_seq.
+pub fn decode_header(b: &[u8]) -> Result<Header, HeaderError> {
+    if b.get(..4) != Some(&MAGIC[..]) {
+        return Err(HeaderError::Corrupted(if b.len() < LEGACY_HEADER_LEN {
+            "shorter than the header"
+        } else {
+            "bad magic"
+        }));
     }
-    let stored = h
-        .get(28..32)
-        .and_then(|s| s.try_into().ok())
-        .map(u32::from_le_bytes);
-    if stored != Some(crc(HEADER_SEED, &[h.get(..28).unwrap_or(&[])])) {
-        return Err(HeaderError::Corrupted("header checksum mismatch"));
-    }
-    let version = h
+    let version = b
         .get(4..6)
         .and_then(|s| s.try_into().ok())
         .map_or(0, u16::from_le_bytes);
+    // The version says the header's length, so its checksum's place. One this build does not
+    // know is refused as unsupported when either known length's checksum holds (a newer
+    // build's file), as damaged otherwise.
+    let crc_holds = |len: usize| {
+        let stored = b
+            .get(len.saturating_sub(4)..len)
+            .and_then(|s| s.try_into().ok())
+            .map(u32::from_le_bytes);
+        stored.is_some() && stored == b.get(..len - 4).map(|h| crc(HEADER_SEED, &[h]))
+    };
     if !SUPPORTED.contains(&version) {
-        return Err(HeaderError::Unsupported(version));
+        return Err(if crc_holds(LEGACY_HEADER_LEN) || crc_holds(HEADER_LEN) {
+            HeaderError::Unsupported(version)
+        } else {
+            HeaderError::Corrupted("header checksum mismatch")
+        });
+    }
+    let len = header_len(version);
+    let h = b
+        .get(..len)
+        .ok_or(HeaderError::Corrupted("shorter than the header"))?;
+    if !crc_holds(len) {
+        return Err(HeaderError::Corrupted("header checksum mismatch"));
     }
     if h.get(6..8) != Some(&[0, 0][..]) {
         return Err(HeaderError::Corrupted("unknown flags"));
@@ -280,7 +324,19 @@ pub fn decode_header(b: &[u8]) -> Result<u64, HeaderError> {
     if first_seq == 0 {
         return Err(HeaderError::Corrupted("first sequence number is zero"));
     }
-    Ok(first_seq)
+    let owner = h
+        .get(16..40)
+        .filter(|_| version >= OWNER_VERSION)
+        .and_then(|o| o.try_into().ok())
+        .map_or(Owner::NONE, Owner);
+    if version >= OWNER_VERSION && h.get(40..60).is_none_or(|r| r.iter().any(|&x| x != 0)) {
+        return Err(HeaderError::Corrupted("reserved bytes set"));
+    }
+    Ok(Header {
+        first_seq,
+        owner,
+        len,
+    })
 }
 
 /// Encodes `op` as a frame with sequence number `seq`.

@@ -3,7 +3,7 @@
 
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
-use super::format::{HEADER_LEN, HeaderError, Op, RawFrame, check_frame, decode_header, decode_op};
+use super::format::{HeaderError, Op, RawFrame, check_frame, decode_header, decode_op};
 
 /// How a scan ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +30,8 @@ pub enum ScanEnd {
 pub struct Scan {
     /// The header's first sequence number.
     pub first_seq: u64,
+    /// The store the header names (`Owner::NONE` before v9).
+    pub owner: amberdb_index::Owner,
     /// Offset just past the last valid frame.
     pub valid_end: u64,
     /// Frames delivered to the callback.
@@ -54,8 +56,9 @@ pub fn scan<E>(
     bytes: &[u8],
     mut on_frame: impl FnMut(u64, u64, Op) -> Result<(), E>,
 ) -> Result<Scan, Result<HeaderError, E>> {
-    let first_seq = decode_header(bytes).map_err(Ok)?;
-    let mut pos = HEADER_LEN;
+    let header = decode_header(bytes).map_err(Ok)?;
+    let first_seq = header.first_seq;
+    let mut pos = header.len;
     let mut expected = first_seq;
     let mut frames = 0;
     let end = loop {
@@ -102,6 +105,7 @@ pub fn scan<E>(
     };
     Ok(Scan {
         first_seq,
+        owner: header.owner,
         valid_end,
         frames,
         end,

@@ -33,15 +33,20 @@ pub struct LogWriter {
 }
 
 impl LogWriter {
-    /// Creates a new log file starting at `first_seq`: header written and fsynced, directory
-    /// fsynced (`docs/durability.md` steps C2 and R3a).
+    /// Creates a new log file of the store `owner` names, starting at `first_seq`: header
+    /// written and fsynced, directory fsynced (`docs/durability.md` steps C2 and R3a).
     ///
     /// # Errors
     /// Any I/O failure; the caller poisons the store.
-    pub fn create(storage: &dyn Storage, dir: &Path, first_seq: u64) -> io::Result<LogWriter> {
+    pub fn create(
+        storage: &dyn Storage,
+        dir: &Path,
+        first_seq: u64,
+        owner: amberdb_index::Owner,
+    ) -> io::Result<LogWriter> {
         let path = dir.join(file_name(first_seq));
         let file: Arc<dyn StorageFile> = Arc::from(storage.create(&path)?);
-        let header = encode_header(first_seq);
+        let header = encode_header(first_seq, owner);
         file.append(&header)?;
         file.sync()?;
         storage.sync_dir(dir)?;

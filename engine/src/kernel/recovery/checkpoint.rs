@@ -318,12 +318,22 @@ pub(super) fn collection_of(
     Ok((vectors, sound_entries, damaged))
 }
 
+/// What R4's clean-up keeps: every checkpoint whose head reads, with the segment ids it
+/// names, and the files left for the next sound checkpoint to remove (`Recovered::damaged`).
+pub(super) struct Kept {
+    pub(super) retained: Vec<Retained>,
+    pub(super) damaged: Vec<PathBuf>,
+}
+
 /// R4: removes the segment files no checkpoint refers to. They are what a checkpoint
 /// interrupted before its commit point wrote (C1), and nothing reads them. We hold `LOCK`, so no
-/// checkpoint is in progress. Only when every checkpoint file's head can be read: a segment of
-/// a checkpoint we cannot read might be one it needs, so then they are only reported. The
-/// loaded checkpoint (`loaded`: its sequence number and segments) is not decoded again.
-/// Returns every checkpoint with the segment ids it names.
+/// checkpoint is in progress. A checkpoint whose head is damaged is derived data that never
+/// loads: older than the loaded one, it is removed now, with the segments only it may name;
+/// newer, it and those segments wait for the next sound checkpoint (`docs/durability.md`,
+/// "Damaged derived files"), so a purge never leaves deleted texts behind it. A checkpoint
+/// that cannot be read at all (an I/O error) might need any segment: then they are only
+/// reported. The loaded checkpoint (`loaded`: its sequence number and segments) is not
+/// decoded again. Returns every checkpoint with the segment ids it names.
 pub(super) fn remove_orphan_segments(
     storage: &dyn Storage,
     dir: &Path,
@@ -331,55 +341,82 @@ pub(super) fn remove_orphan_segments(
     loaded: (u64, &[SegmentEntry], Option<u64>),
     seg_files: &[(u64, SegmentKind)],
     report: &mut OpenReport,
-) -> Result<Vec<Retained>> {
+) -> Result<Kept> {
     let mut retained = Vec::new();
+    let mut damaged_newer = Vec::new();
+    let mut damaged_older = Vec::new();
+    let mut all_read = true;
     for &seq in checkpoints {
-        let (segments, delta_of) = if seq == loaded.0 {
-            (Some(loaded.1.iter().map(|s| s.id).collect()), loaded.2)
-        } else {
-            let path = dir.join(ckpt_format::file_name(seq));
-            storage
-                .map(&path)
-                .ok()
-                .and_then(|b| ckpt_reader::decode_head(b.as_slice()).ok())
-                .map_or((None, None), |head| {
-                    (
-                        Some(head.segments.iter().map(|s| s.id).collect()),
-                        head.delta.map(|d| d.base_seq),
-                    )
-                })
+        if seq == loaded.0 {
+            retained.push(Retained {
+                seq,
+                segments: Some(loaded.1.iter().map(|s| s.id).collect()),
+                delta_of: loaded.2,
+            });
+            continue;
+        }
+        let path = dir.join(ckpt_format::file_name(seq));
+        let Ok(bytes) = storage.map(&path) else {
+            all_read = false;
+            retained.push(Retained {
+                seq,
+                segments: None,
+                delta_of: None,
+            });
+            continue;
         };
-        retained.push(Retained {
-            seq,
-            segments,
-            delta_of,
-        });
+        match ckpt_reader::decode_head(bytes.as_slice()) {
+            Ok(head) => retained.push(Retained {
+                seq,
+                segments: Some(head.segments.iter().map(|s| s.id).collect()),
+                delta_of: head.delta.map(|d| d.base_seq),
+            }),
+            Err(ckpt_reader::CheckpointError::Corrupted(_)) if seq < loaded.0 => {
+                damaged_older.push(path);
+            }
+            Err(ckpt_reader::CheckpointError::Corrupted(_)) => damaged_newer.push(path),
+            // A newer build's file is not damage: it stays, and so may what it names.
+            Err(ckpt_reader::CheckpointError::Unsupported(_)) => {
+                all_read = false;
+                retained.push(Retained {
+                    seq,
+                    segments: None,
+                    delta_of: None,
+                });
+            }
+        }
     }
     let mut referenced: std::collections::HashSet<u64> = loaded.1.iter().map(|s| s.id).collect();
-    let mut all_read = true;
     for r in &retained {
-        match &r.segments {
-            Some(ids) => referenced.extend(ids),
-            None => all_read = false,
-        }
+        referenced.extend(r.segments.iter().flatten());
     }
     let orphans: Vec<PathBuf> = seg_files
         .iter()
         .filter(|(id, _)| !referenced.contains(id))
         .map(|&(id, kind)| dir.join(segment_file::file_name(id, kind)))
         .collect();
-    if !all_read {
-        report.orphan_segments = orphans;
-        return Ok(retained);
+    let mut removed = damaged_older;
+    let mut damaged = damaged_newer;
+    match (all_read, damaged.is_empty()) {
+        (false, _) => report.orphan_segments = orphans,
+        (true, true) => removed.extend(orphans),
+        (true, false) => {
+            report.orphan_segments.clone_from(&orphans);
+            damaged.extend(orphans);
+        }
     }
-    for path in &orphans {
+    for path in &removed {
         storage.remove(path).map_err(io(path))?;
     }
-    if !orphans.is_empty() {
+    if !removed.is_empty() {
         storage.sync_dir(dir).map_err(io(dir))?;
     }
-    report.removed_orphan_segments = orphans;
-    Ok(retained)
+    let (segments, checkpoints): (Vec<PathBuf>, Vec<PathBuf>) = removed
+        .into_iter()
+        .partition(|p| p.extension().is_some_and(|e| e != "ckpt"));
+    report.removed_orphan_segments = segments;
+    report.removed_damaged = checkpoints;
+    Ok(Kept { retained, damaged })
 }
 
 /// R4 and R4b: the newest checkpoint that loads whole, or, when none does with the log after

@@ -37,11 +37,20 @@ pub struct OpenReport {
     /// background restoration has embedded their texts again (`Stats::unindexed` says how
     /// many are left).
     pub unindexed: usize,
+    /// Checkpoint and segment files of another store (or of a diverged copy of this one)
+    /// moved into the store's `quarantine/` folder, each with why (`docs/durability.md`,
+    /// "File identity"). Never read, never removed by the store.
+    pub quarantined: Vec<String>,
+    /// Damaged checkpoints removed because a sound newer one was loaded, and the segment
+    /// files only they named (`docs/durability.md`, "Damaged derived files").
+    pub removed_damaged: Vec<PathBuf>,
 }
 
 /// Everything recovery hands to the store.
 pub(crate) struct Recovered {
     pub(crate) lock: Box<dyn StorageLock>,
+    /// Which store this is: the owner its new files carry.
+    pub(crate) identity: crate::kernel::identity::Identity,
     pub(crate) state: State,
     pub(crate) log: LogWriter,
     pub(crate) last_seq: u64,
@@ -61,6 +70,10 @@ pub(crate) struct Recovered {
     pub(crate) replaced: Vec<SegmentEntry>,
     /// The replayed log deleted records: their texts are in the log files until a purge.
     pub(crate) replayed_deletes: bool,
+    /// Damaged checkpoints newer than the loaded one, and the segment files only they may
+    /// name: removed once the next checkpoint is sound (`docs/durability.md`, "Damaged
+    /// derived files").
+    pub(crate) damaged: Vec<PathBuf>,
     pub(crate) report: OpenReport,
 }
 

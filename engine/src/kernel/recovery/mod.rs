@@ -9,7 +9,6 @@ use crate::kernel::checkpoint::format as ckpt_format;
 use crate::kernel::error::{KernelError, Result};
 use crate::kernel::identity::{self, Identity, IdentityError};
 use crate::kernel::log::writer::{self as log_writer, LogWriter};
-use crate::kernel::record::Timestamp;
 use crate::kernel::segment_file::{self, SegmentEntry, SegmentKind};
 use crate::kernel::state::Model;
 use crate::kernel::state::State;
@@ -54,6 +53,13 @@ pub(crate) fn recover(
     let mut names = remove_tmp_files(storage, dir, &mut report)?;
     // R3: identity (read, or the store created).
     let identity = identity_of(storage, dir, embedder, &mut names)?;
+    // R3c: every file's owner, before any is read as the store's or removed: a foreign log
+    // refuses the open, foreign checkpoints and segments go into quarantine.
+    let census = crate::kernel::ownership::census(storage, dir, &identity, &mut names)?;
+    report.quarantined.clone_from(&census.quarantined);
+    // R3d: a store made before store ids gets its id, once (docs/format/identity.md).
+    let identity = upgrade_identity(storage, dir, identity)?;
+    let owner = identity.owner();
     let created = Model {
         id: identity.model_id.clone(),
         dim: identity.dim as usize,
@@ -82,7 +88,7 @@ pub(crate) fn recover(
         .filter_map(|n| segment_file::parse_file_name(n))
         .collect();
     let next_segment_id = seg_files.iter().map(|s| s.0).max().map_or(1, |m| m + 1);
-    let retained = remove_orphan_segments(
+    let checkpoint::Kept { retained, damaged } = remove_orphan_segments(
         storage,
         dir,
         &checkpoints,
@@ -100,6 +106,7 @@ pub(crate) fn recover(
         replayed_deletes: false,
         log_bytes_after_checkpoint: 0,
         last_file: None,
+        limits: census.log_limits,
     };
     let start = logs
         .iter()
@@ -136,12 +143,13 @@ pub(crate) fn recover(
     // R8: the active log file.
     let log = match last_file {
         Some((path, len)) => LogWriter::open(storage, path.clone(), len).map_err(io(&path))?,
-        None => LogWriter::create(storage, dir, last_seq + 1).map_err(io(dir))?,
+        None => LogWriter::create(storage, dir, last_seq + 1, owner).map_err(io(dir))?,
     };
     let checkpoints: Vec<Retained> = retained.into_iter().filter(|r| r.seq <= ckpt_seq).collect();
     let replaced = replaced_segments(&seg_files, &segments, &checkpoints);
     Ok(Recovered {
         lock,
+        identity,
         state,
         log,
         last_seq,
@@ -154,6 +162,7 @@ pub(crate) fn recover(
         segments,
         replaced,
         replayed_deletes,
+        damaged,
         report,
     })
 }
@@ -243,18 +252,35 @@ fn identity_of(
             reason: "model id must be 1..=256 bytes".into(),
         });
     }
-    let id = Identity {
-        model_id: model_id.to_owned(),
-        dim,
-        created_at: Timestamp::now(),
-    };
+    let id = Identity::new(model_id.to_owned(), dim).map_err(io(&id_path))?;
     // R3a: the first log file, then IDENTITY: once IDENTITY exists, a missing log file is a
     // lost one (R5).
-    LogWriter::create(storage, dir, 1).map_err(io(&dir.join(&first_log)))?;
+    LogWriter::create(storage, dir, 1, id.owner()).map_err(io(&dir.join(&first_log)))?;
     names.push(first_log);
     crate::kernel::storage::write_atomic(storage, dir, identity::FILE_NAME, &identity::encode(&id))
         .map_err(io(&id_path))?;
     Ok(id)
+}
+
+/// R3d: an `IDENTITY` of version 1 (a store made before store ids) rewritten as version 2
+/// with a new id, atomically (`.tmp`, fsync, rename, directory fsync): the one rewrite
+/// `docs/format/identity.md` allows. Files written before stay readable and are trusted as
+/// they were; from now on the store no longer opens with a build that predates ids.
+fn upgrade_identity(storage: &dyn Storage, dir: &Path, identity: Identity) -> Result<Identity> {
+    if !identity.is_legacy() {
+        return Ok(identity);
+    }
+    let path = dir.join(identity::FILE_NAME);
+    let upgraded = identity.upgraded().map_err(io(&path))?;
+    crate::kernel::storage::write_atomic(
+        storage,
+        dir,
+        identity::FILE_NAME,
+        &identity::encode(&upgraded),
+    )
+    .map_err(io(&path))?;
+    tracing::info!(store = %upgraded.store, "the store was given its id (IDENTITY version 2)");
+    Ok(upgraded)
 }
 
 /// R3b: the embedder given must be the one the store's vectors come from now: the one

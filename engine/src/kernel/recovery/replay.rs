@@ -33,6 +33,9 @@ pub(super) struct Replay {
     pub(super) log_bytes_after_checkpoint: u64,
     /// The newest log file and where its valid frames end: the writer appends there (R8).
     pub(super) last_file: Option<(PathBuf, u64)>,
+    /// Log files of an earlier incarnation (by first sequence number) and the last sequence
+    /// number of them this store shares (R3c): a frame past it is a diverged copy's.
+    pub(super) limits: std::collections::BTreeMap<u64, u64>,
 }
 
 impl Replay {
@@ -57,14 +60,15 @@ impl Replay {
         // File identity: a log under another's name (renamed, swapped, a stale copy) is
         // refused before any of its frames is applied (`docs/durability.md`, "File identity").
         if let Ok(header) = crate::kernel::log::format::decode_header(bytes)
-            && header != first
+            && header.first_seq != first
         {
             return Err(KernelError::Misnamed {
                 file: path,
                 named: first,
-                header,
+                header: header.first_seq,
             });
         }
+        let limit = self.limits.get(&first).copied();
         // Log files start at checkpoints (C2): one past the checkpoint holds only its tail.
         if first > self.ckpt_seq {
             self.log_bytes_after_checkpoint += bytes.len() as u64;
@@ -73,7 +77,7 @@ impl Replay {
         self.state
             .vectors
             .reserve(bytes.len() / (self.state.vectors.dim() * 4).max(1));
-        let (scanned, applied) = self.scan_and_apply(bytes, &path, report);
+        let (scanned, applied) = self.scan_and_apply(bytes, &path, limit, report);
         let file_len = bytes.len();
         drop(mapped);
         applied?;
@@ -92,6 +96,7 @@ impl Replay {
         &mut self,
         bytes: &[u8],
         path: &Path,
+        limit: Option<u64>,
         report: &mut OpenReport,
     ) -> (std::thread::Result<Scanned>, Result<()>) {
         std::thread::scope(|s| {
@@ -115,9 +120,19 @@ impl Replay {
             });
             let mut applied = Ok(());
             for frames in rx.iter() {
-                applied = frames
-                    .into_iter()
-                    .try_for_each(|(seq, offset, op)| self.frame(path, seq, offset, op, report));
+                applied = frames.into_iter().try_for_each(|(seq, offset, op)| {
+                    if let Some(limit) = limit
+                        && seq > limit
+                    {
+                        return Err(KernelError::Foreign {
+                            file: path.to_path_buf(),
+                            why: format!(
+                                "a log of an earlier incarnation of this store whose frames run past its restore point (sequence number {limit}): a diverged copy's"
+                            ),
+                        });
+                    }
+                    self.frame(path, seq, offset, op, report)
+                });
                 if applied.is_err() {
                     break;
                 }
