@@ -535,6 +535,108 @@ pub fn content_words(text: &str) -> BTreeSet<String> {
     read(text).content.into_iter().map(|w| w.text).collect()
 }
 
+/// Words after which a number names one thing among many, never a quantity that changes:
+/// "ticket 12", "issue 776", "order 5521", "build 42", "error 503", "version 3", "line 88".
+/// A slot's value is never one of these (issue #54, D9): two notes that differ only by such a
+/// number are two notes.
+const IDENTIFIER_NOUNS: &[&str] = &[
+    "ticket",
+    "tickets",
+    "issue",
+    "issues",
+    "bug",
+    "bugs",
+    "pr",
+    "mr",
+    "order",
+    "orders",
+    "build",
+    "builds",
+    "error",
+    "errors",
+    "errno",
+    "code",
+    "codes",
+    "version",
+    "versions",
+    "v",
+    "id",
+    "ids",
+    "no",
+    "case",
+    "incident",
+    "incidents",
+    "invoice",
+    "job",
+    "run",
+    "task",
+    "tasks",
+    "item",
+    "request",
+    "commit",
+    "hash",
+    "ref",
+    "reference",
+    "release",
+    "rfc",
+    "cve",
+    "sku",
+    "serial",
+    "account",
+    "patch",
+    "revision",
+    "rev",
+    "line",
+    "section",
+    "chapter",
+    "page",
+    "row",
+    "test",
+    "step",
+    "episode",
+    "season",
+    "exception",
+    "status",
+    "pid",
+    "uid",
+    "pull",
+    "changeset",
+    "ticket#",
+    "number",
+    "#",
+];
+
+/// Whether `w`, a number of `s`, names a thing rather than a quantity: it follows one of
+/// `IDENTIFIER_NOUNS`, or mixes letters and digits the way ids, hashes and codes do
+/// ("a3f9c2", "jira-123", "e42"), or is a long run of hex digits.
+fn is_identifier(s: &Statement, w: &Word) -> bool {
+    if !is_number(&w.text) {
+        return false;
+    }
+    let before =
+        w.at.checked_sub(1)
+            .and_then(|i| s.all.get(i))
+            .map(|p| p.trim_end_matches(['#', ':', '.']));
+    if before.is_some_and(|p| IDENTIFIER_NOUNS.contains(&p)) {
+        return true;
+    }
+    let t = w.text.trim_start_matches('#');
+    let letters = t.chars().filter(char::is_ascii_alphabetic).count();
+    let digits = t.chars().filter(char::is_ascii_digit).count();
+    let hex_run = t.len() >= 7 && t.chars().all(|c| c.is_ascii_hexdigit());
+    // Ordinals ("2nd") and units glued to a quantity ("8gb", "30s", "5k") are quantities.
+    let quantity_suffix = [
+        "st", "nd", "rd", "th", "s", "k", "m", "gb", "mb", "kb", "ms", "x", "h", "px", "pm", "am",
+        "%",
+    ]
+    .iter()
+    .any(|u| {
+        t.strip_suffix(u)
+            .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit() || c == '.'))
+    });
+    (letters > 0 && digits > 0 && !quantity_suffix) || hex_run
+}
+
 /// Numbers written as words: as much a label as a digit ("Fresh memory one" / "two").
 const NUMBER_WORDS: &[&str] = &[
     "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
@@ -894,6 +996,10 @@ fn value_rule(d: &Difference<'_>) -> Decision {
     // is: a number there is a label ("note 7"), not a value.
     let value_like = |s: &Statement, only: &[&Word]| {
         only.iter().all(|w| {
+            // An identifier is never a value (D9): "(ticket 12)" / "(ticket 776)".
+            if is_identifier(s, w) {
+                return false;
+            }
             let tail = s.in_tail(w, &shared);
             if s.predicate_at.is_some() {
                 tail || w.name || is_number(&w.text)
@@ -926,8 +1032,12 @@ fn value_rule(d: &Difference<'_>) -> Decision {
         return decide_same_subject(Relation::Updates, Rule::NewValue);
     }
     // A name or number on both sides that the other lacks: another value (or another thing).
-    let valued = |only: &[&Word]| only.iter().any(|w| w.name || is_number(&w.text));
-    if valued(only_old) && valued(only_new) && o.predicate_at.is_some() {
+    // A number that identifies ("ticket 12") is another thing, never a value.
+    let valued = |s: &Statement, only: &[&Word]| {
+        only.iter()
+            .any(|w| w.name || (is_number(&w.text) && !is_identifier(s, w)))
+    };
+    if valued(o, only_old) && valued(n, only_new) && o.predicate_at.is_some() {
         if same_predicate && !multi && !event && short_values {
             return decide_same_subject(Relation::Updates, Rule::NewValueReworded);
         }
@@ -1162,6 +1272,55 @@ mod tests {
             rel("after the checkpoint 3", "after the checkpoint 4"),
             Distinct
         );
+    }
+
+    /// D9 (issue #54): notes that differ by an identifier are two notes; a quantity a
+    /// relation takes is still a new value.
+    #[test]
+    fn identifiers_are_never_a_new_value_and_quantities_still_are() {
+        for (older, newer) in [
+            (
+                "the scheduler crashes if the queue is empty (ticket 12)",
+                "the scheduler crashes if the queue is empty (ticket 776)",
+            ),
+            (
+                "The login page fails with error 503",
+                "The login page fails with error 502",
+            ),
+            (
+                "Deploy blocked by issue 4411",
+                "Deploy blocked by issue 4412",
+            ),
+            (
+                "The refund was sent for order 88123",
+                "The refund was sent for order 88124",
+            ),
+            ("CI is red on build 9001", "CI is red on build 9002"),
+            (
+                "The crash was fixed in commit a3f9c21",
+                "The crash was fixed in commit 77be0d4",
+            ),
+            (
+                "Customer reported it in JIRA-123",
+                "Customer reported it in JIRA-456",
+            ),
+            (
+                "The parser bug is on line 88",
+                "The parser bug is on line 91",
+            ),
+            (
+                "We pinned the SDK at version 3",
+                "We pinned the SDK at version 4",
+            ),
+        ] {
+            let d = relation(older, newer);
+            assert_ne!(d.relation, Updates, "{older:?} / {newer:?}: {:?}", d.rule);
+        }
+        assert_eq!(
+            rel("The API runs on port 8080", "The API runs on port 9090"),
+            Updates
+        );
+        assert_eq!(rel("Bob is 34 years old", "Bob is 35 years old"), Updates);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 mod backup;
 mod cli;
+mod defects;
 mod faults;
 mod foreign;
 mod kill;

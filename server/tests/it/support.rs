@@ -7,9 +7,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
-/// The binary under test.
+/// The binary under test: this build's, or `AMBERDB_BIN`'s (an older build, to show a test
+/// fails there).
 pub fn amberdb() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_amberdb"))
+    Command::new(bin())
+}
+
+fn bin() -> PathBuf {
+    std::env::var_os("AMBERDB_BIN").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_amberdb")),
+        PathBuf::from,
+    )
 }
 
 /// Runs `amberdb ARGS --embedder hashing --data-dir DIR` to its end.
@@ -44,9 +52,19 @@ impl Server {
 
     /// As `start`, with environment variables.
     pub fn start_with_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
+        Server::spawn(dir, amberdb(), extra, env)
+    }
+
+    /// As `start`, run under `wrapper` (`prlimit --nofile=… --`) with the binary `bin`.
+    pub fn start_wrapped(dir: &Path, wrapper: &[&str], bin: &Path, extra: &[&str]) -> Server {
+        let mut cmd = Command::new(wrapper[0]);
+        cmd.args(&wrapper[1..]).arg(bin);
+        Server::spawn(dir, cmd, extra, &[])
+    }
+
+    fn spawn(dir: &Path, mut cmd: Command, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let stderr_path = dir.with_extension(format!("stderr-{}", std::process::id()));
         let stderr = std::fs::File::create(&stderr_path).unwrap();
-        let mut cmd = amberdb();
         cmd.args(["serve", "--port", "0"]);
         if !extra.contains(&"--embedder") {
             cmd.args(["--embedder", "hashing"]);

@@ -145,8 +145,20 @@ pub(crate) fn recover(
         Some((path, len)) => LogWriter::open(storage, path.clone(), len).map_err(io(&path))?,
         None => LogWriter::create(storage, dir, last_seq + 1, owner).map_err(io(dir))?,
     };
-    let checkpoints: Vec<Retained> = retained.into_iter().filter(|r| r.seq <= ckpt_seq).collect();
+    // Checkpoints newer than the one loaded were skipped (a damaged segment with a sound
+    // recovery beside it, a name that is not theirs): derived, never loaded, they and the
+    // segments only they name go with the next sound checkpoint ("Damaged derived files").
+    let (checkpoints, skipped): (Vec<Retained>, Vec<Retained>) =
+        retained.into_iter().partition(|r| r.seq <= ckpt_seq);
     let replaced = replaced_segments(&seg_files, &segments, &checkpoints);
+    let mut damaged = damaged;
+    damaged.extend(skipped_files(
+        dir,
+        &seg_files,
+        &segments,
+        &checkpoints,
+        &skipped,
+    ));
     Ok(Recovered {
         lock,
         identity,
@@ -305,6 +317,36 @@ fn check_embedder(
         given_model: embedder.model_id().to_owned(),
         given_dim: embedder.dim(),
     })
+}
+
+/// The files of checkpoints newer than the loaded one (`skipped`) and the segment files only
+/// they name (not loaded, not named by a retained checkpoint).
+fn skipped_files(
+    dir: &Path,
+    files: &[(u64, SegmentKind)],
+    loaded: &[SegmentEntry],
+    retained: &[Retained],
+    skipped: &[Retained],
+) -> Vec<std::path::PathBuf> {
+    let named_by = |list: &[Retained], id: u64| {
+        list.iter()
+            .any(|c| c.segments.as_ref().is_some_and(|ids| ids.contains(&id)))
+    };
+    let mut out: Vec<std::path::PathBuf> = skipped
+        .iter()
+        .map(|c| dir.join(ckpt_format::file_name(c.seq)))
+        .collect();
+    out.extend(
+        files
+            .iter()
+            .filter(|(id, _)| {
+                !loaded.iter().any(|s| s.id == *id)
+                    && !named_by(retained, *id)
+                    && named_by(skipped, *id)
+            })
+            .map(|&(id, kind)| dir.join(segment_file::file_name(id, kind))),
+    );
+    out
 }
 
 /// Segment files an older retained checkpoint names and the loaded one does not: what an index
