@@ -401,6 +401,7 @@ pub fn decode(b: &[u8]) -> Result<Identity, IdentityError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
 mod tests {
     use super::*;
 

@@ -364,11 +364,23 @@ fn descriptors_of(pid: u32) -> usize {
 
 #[test]
 fn idle_connection_storms_under_a_low_descriptor_limit_never_stop_writes_or_maintenance() {
+    // With tokens (the unauthenticated cap and deadline) and without (every connection is
+    // in, up to the cap the descriptors allow).
+    storm(true);
+    storm(false);
+}
+
+fn storm(with_tokens: bool) {
     let tmp = tempfile::tempdir().unwrap();
     let x = tmp.path().join("x");
     let tokens = tmp.path().join("tokens");
     std::fs::write(&tokens, "a-long-shared-token-for-the-storm\n").unwrap();
     store_of(&x, "x", 50);
+    let token_args = if with_tokens {
+        vec!["--token-file", tokens.to_str().unwrap()]
+    } else {
+        Vec::new()
+    };
     let bin = std::env::var_os("AMBERDB_BIN").map_or_else(
         || PathBuf::from(env!("CARGO_BIN_EXE_amberdb")),
         PathBuf::from,
@@ -378,19 +390,16 @@ fn idle_connection_storms_under_a_low_descriptor_limit_never_stop_writes_or_main
         &x,
         &["prlimit", "--nofile=256:256", "--"],
         &bin,
-        &[
-            "--token-file",
-            tokens.to_str().unwrap(),
-            "--purge-delay",
-            "1",
-        ],
+        &[token_args.as_slice(), &["--purge-delay", "1"]].concat(),
     );
     let pid = server.child.id();
     let mut admin = server.client();
-    admin.ok(
-        "AUTH",
-        json!({"token": "a-long-shared-token-for-the-storm"}),
-    );
+    if with_tokens {
+        admin.ok(
+            "AUTH",
+            json!({"token": "a-long-shared-token-for-the-storm"}),
+        );
+    }
     // 400 idle connections (no AUTH) and 100 half-open ones (half a line, never finished).
     let mut storm = Vec::new();
     let mut refused = 0;
@@ -455,7 +464,7 @@ fn idle_connection_storms_under_a_low_descriptor_limit_never_stop_writes_or_main
         "the accept loop flooded the log: {accept_lines} lines"
     );
     eprintln!(
-        "descriptors: {peak_storm} under the storm, {peak} at the peak with purges and a backup (soft limit 256)"
+        "descriptors (tokens: {with_tokens}): {peak_storm} under the storm, {peak} at the peak with purges and a backup (soft limit 256), {refused} clients told too_many_connections"
     );
 }
 
@@ -557,4 +566,32 @@ fn check_names_the_missing_frames_as_an_inclusive_range() {
     assert_eq!(code, 1, "{out}");
     let want = format!("frames {}–{} are missing", first_of(older) + 2, next - 1);
     assert!(out.contains(&want), "want {want:?} in {out}");
+}
+
+#[test]
+fn mend_brings_back_the_ticket_notes_an_older_build_superseded() {
+    // Written by amberdb 0.3 (`be275e8`): 20 notes that differ by a ticket number, 19 of
+    // them archived as "the same subject and relation with a new value".
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tickets-0.3");
+    let tmp = tempfile::tempdir().unwrap();
+    let x = tmp.path().join("x");
+    std::fs::create_dir_all(&x).unwrap();
+    for e in std::fs::read_dir(&src).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), x.join(e.file_name())).unwrap();
+    }
+    let live = |x: &Path| {
+        let out = crate::support::run_on(&["stats"], x);
+        let said = text(&out.stdout);
+        said.split_whitespace()
+            .skip_while(|w| *w != "memories")
+            .nth(1)
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no memory count in {said}"))
+    };
+    assert_eq!(live(&x), 1, "the fixture holds one live note");
+    let out = crate::support::run_on(&["mend", "--apply"], &x);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("19 archived memories brought back"));
+    assert_eq!(live(&x), 20);
 }
