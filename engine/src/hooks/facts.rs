@@ -9,6 +9,7 @@
 //! Guarantees: deterministic, lexical, English-centred; no name, pronoun or capital letter is
 //! evidence of a different fact on its own (a capital letter only marks a word as a value).
 
+use super::numbers::{identifies, is_number};
 pub use crate::kernel::rule::Rule;
 use std::collections::BTreeSet;
 
@@ -535,117 +536,10 @@ pub fn content_words(text: &str) -> BTreeSet<String> {
     read(text).content.into_iter().map(|w| w.text).collect()
 }
 
-/// Words after which a number names one thing among many, never a quantity that changes:
-/// "ticket 12", "issue 776", "order 5521", "build 42", "error 503", "version 3", "line 88".
-/// A slot's value is never one of these (issue #54, D9): two notes that differ only by such a
-/// number are two notes.
-const IDENTIFIER_NOUNS: &[&str] = &[
-    "ticket",
-    "tickets",
-    "issue",
-    "issues",
-    "bug",
-    "bugs",
-    "pr",
-    "mr",
-    "order",
-    "orders",
-    "build",
-    "builds",
-    "error",
-    "errors",
-    "errno",
-    "code",
-    "codes",
-    "version",
-    "versions",
-    "v",
-    "id",
-    "ids",
-    "no",
-    "case",
-    "incident",
-    "incidents",
-    "invoice",
-    "job",
-    "run",
-    "task",
-    "tasks",
-    "item",
-    "request",
-    "commit",
-    "hash",
-    "ref",
-    "reference",
-    "release",
-    "rfc",
-    "cve",
-    "sku",
-    "serial",
-    "account",
-    "patch",
-    "revision",
-    "rev",
-    "line",
-    "section",
-    "chapter",
-    "page",
-    "row",
-    "test",
-    "step",
-    "episode",
-    "season",
-    "exception",
-    "status",
-    "pid",
-    "uid",
-    "pull",
-    "changeset",
-    "ticket#",
-    "number",
-    "#",
-];
-
-/// Whether `w`, a number of `s`, names a thing rather than a quantity: it follows one of
-/// `IDENTIFIER_NOUNS`, or mixes letters and digits the way ids, hashes and codes do
-/// ("a3f9c2", "jira-123", "e42"), or is a long run of hex digits.
+/// Whether `w` names a thing, not a quantity (`numbers::identifies`): never a slot's value.
 fn is_identifier(s: &Statement, w: &Word) -> bool {
-    if !is_number(&w.text) {
-        return false;
-    }
-    let before =
-        w.at.checked_sub(1)
-            .and_then(|i| s.all.get(i))
-            .map(|p| p.trim_end_matches(['#', ':', '.']));
-    if before.is_some_and(|p| IDENTIFIER_NOUNS.contains(&p)) {
-        return true;
-    }
-    let t = w.text.trim_start_matches('#');
-    let letters = t.chars().filter(char::is_ascii_alphabetic).count();
-    let digits = t.chars().filter(char::is_ascii_digit).count();
-    let hex_run = t.len() >= 7 && t.chars().all(|c| c.is_ascii_hexdigit());
-    // Ordinals ("2nd") and units glued to a quantity ("8gb", "30s", "5k") are quantities.
-    let quantity_suffix = [
-        "st", "nd", "rd", "th", "s", "k", "m", "gb", "mb", "kb", "ms", "x", "h", "px", "pm", "am",
-        "%",
-    ]
-    .iter()
-    .any(|u| {
-        t.strip_suffix(u)
-            .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit() || c == '.'))
-    });
-    (letters > 0 && digits > 0 && !quantity_suffix) || hex_run
-}
-
-/// Numbers written as words: as much a label as a digit ("Fresh memory one" / "two").
-const NUMBER_WORDS: &[&str] = &[
-    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-    "eleven", "twelve", "twenty", "hundred", "thousand", "first", "second", "third", "fourth",
-    "fifth",
-];
-
-fn is_number(w: &str) -> bool {
-    w.chars().any(|c| c.is_ascii_digit()) || NUMBER_WORDS.contains(&w)
+    let before = w.at.checked_sub(1).and_then(|i| s.all.get(i));
+    identifies(before.map(String::as_str), &w.text)
 }
 
 fn negated(words: &[String]) -> bool {

@@ -12,6 +12,7 @@ pub mod category;
 pub mod dedup;
 pub mod facts;
 pub mod judge;
+pub(crate) mod numbers;
 pub mod tags;
 
 use crate::error::{EngineError, Result};

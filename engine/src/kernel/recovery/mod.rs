@@ -51,14 +51,8 @@ pub(crate) fn recover(
     let lock = lock_dir(storage, dir)?;
     // R2: leftovers of interrupted atomic writes.
     let mut names = remove_tmp_files(storage, dir, &mut report)?;
-    // R3: identity (read, or the store created).
-    let identity = identity_of(storage, dir, embedder, &mut names)?;
-    // R3c: every file's owner, before any is read as the store's or removed: a foreign log
-    // refuses the open, foreign checkpoints and segments go into quarantine.
-    let census = crate::kernel::ownership::census(storage, dir, &identity, &mut names)?;
-    report.quarantined.clone_from(&census.quarantined);
-    // R3d: a store made before store ids gets its id, once (docs/format/identity.md).
-    let identity = upgrade_identity(storage, dir, identity)?;
+    // R3, R3c, R3d: identity, every file's owner, a store id for a store made before them.
+    let (identity, census) = owned_files(storage, dir, embedder, &mut names, &mut report)?;
     let owner = identity.owner();
     let created = Model {
         id: identity.model_id.clone(),
@@ -145,20 +139,8 @@ pub(crate) fn recover(
         Some((path, len)) => LogWriter::open(storage, path.clone(), len).map_err(io(&path))?,
         None => LogWriter::create(storage, dir, last_seq + 1, owner).map_err(io(dir))?,
     };
-    // Checkpoints newer than the one loaded were skipped (a damaged segment with a sound
-    // recovery beside it, a name that is not theirs): derived, never loaded, they and the
-    // segments only they name go with the next sound checkpoint ("Damaged derived files").
-    let (checkpoints, skipped): (Vec<Retained>, Vec<Retained>) =
-        retained.into_iter().partition(|r| r.seq <= ckpt_seq);
-    let replaced = replaced_segments(&seg_files, &segments, &checkpoints);
-    let mut damaged = damaged;
-    damaged.extend(skipped_files(
-        dir,
-        &seg_files,
-        &segments,
-        &checkpoints,
-        &skipped,
-    ));
+    let (checkpoints, replaced, damaged) =
+        kept_after_open(dir, &seg_files, &segments, retained, ckpt_seq, damaged);
     Ok(Recovered {
         lock,
         identity,
@@ -274,6 +256,22 @@ fn identity_of(
     Ok(id)
 }
 
+/// R3 (identity read, or the store created), R3c (every file's owner judged before any is
+/// read as the store's or removed: a foreign log refuses the open, foreign checkpoints and
+/// segments go into quarantine) and R3d (a store made before store ids gets its id, once).
+fn owned_files(
+    storage: &dyn Storage,
+    dir: &Path,
+    embedder: &dyn amberdb_embed::Embedder,
+    names: &mut Vec<String>,
+    report: &mut OpenReport,
+) -> Result<(Identity, crate::kernel::ownership::Census)> {
+    let identity = identity_of(storage, dir, embedder, names)?;
+    let census = crate::kernel::ownership::census(storage, dir, &identity, names)?;
+    report.quarantined.clone_from(&census.quarantined);
+    Ok((upgrade_identity(storage, dir, identity)?, census))
+}
+
 /// R3d: an `IDENTITY` of version 1 (a store made before store ids) rewritten as version 2
 /// with a new id, atomically (`.tmp`, fsync, rename, directory fsync): the one rewrite
 /// `docs/format/identity.md` allows. Files written before stay readable and are trusted as
@@ -317,6 +315,33 @@ fn check_embedder(
         given_model: embedder.model_id().to_owned(),
         given_dim: embedder.dim(),
     })
+}
+
+/// What the store keeps after the open: the retained checkpoints (the loaded one and older),
+/// the segments an index build replaced (B4), and the damaged files for the next sound
+/// checkpoint to remove. Checkpoints newer than the one loaded were skipped (a damaged
+/// segment with a sound recovery beside it, a name that is not theirs): derived, never
+/// loaded, they and the segments only they name join those ("Damaged derived files").
+fn kept_after_open(
+    dir: &Path,
+    seg_files: &[(u64, SegmentKind)],
+    segments: &[SegmentEntry],
+    retained: Vec<Retained>,
+    ckpt_seq: u64,
+    damaged: Vec<std::path::PathBuf>,
+) -> (Vec<Retained>, Vec<SegmentEntry>, Vec<std::path::PathBuf>) {
+    let (checkpoints, skipped): (Vec<Retained>, Vec<Retained>) =
+        retained.into_iter().partition(|r| r.seq <= ckpt_seq);
+    let replaced = replaced_segments(seg_files, segments, &checkpoints);
+    let mut damaged = damaged;
+    damaged.extend(skipped_files(
+        dir,
+        seg_files,
+        segments,
+        &checkpoints,
+        &skipped,
+    ));
+    (checkpoints, replaced, damaged)
 }
 
 /// The files of checkpoints newer than the loaded one (`skipped`) and the segment files only
