@@ -19,6 +19,7 @@ mod maintenance;
 mod minilm;
 mod model;
 mod operations;
+mod ownership;
 mod reembed;
 mod search;
 mod search_minilm;
