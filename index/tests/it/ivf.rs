@@ -309,3 +309,20 @@ fn a_segment_without_some_rows_is_byte_for_byte_what_encode_writes_for_the_rest(
     }));
     assert_eq!(calls, 3);
 }
+
+/// Frozen IVF segments of each version (never regenerated): v1 (written by `be275e8`, no
+/// owner) and v2 (an owner block), both open; v1 names no owner.
+#[test]
+fn frozen_segments_of_every_version_open() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+    let v1 = std::fs::read(format!("{dir}/ivf-v1.mnsi")).unwrap();
+    let v2 = std::fs::read(format!("{dir}/ivf-v2.mnsi")).unwrap();
+    let s1 = IvfSegment::open("v1", SealedBytes::copy_from(&v1)).unwrap();
+    let s2 = IvfSegment::open("v2", SealedBytes::copy_from(&v2)).unwrap();
+    assert_eq!((s1.len(), s2.len()), (12, 12));
+    assert_eq!(s1.keys(), s2.keys());
+    assert_eq!(s1.owner(), Owner::NONE);
+    assert_eq!(header_owner(&v1), HeaderOwner::Unmarked);
+    assert_eq!(s2.owner(), OWNER);
+    assert_eq!(header_owner(&v2), HeaderOwner::Owned(OWNER));
+}
