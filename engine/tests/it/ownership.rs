@@ -142,3 +142,72 @@ fn every_file_kind_of_another_store_is_named_and_never_served() {
         }
     }
 }
+
+/// The descriptors a store's own work takes at once (issue #54 item 2): a checkpoint, a
+/// purge, a backup and an index build running together, sampled from `/proc/self/fd`. The
+/// server's reserve (`64 + 2 ×` the store's files, `server/src/descriptors.rs`) must cover
+/// it; this measures it beside that formula.
+#[test]
+fn maintenance_running_together_stays_inside_the_descriptor_reserve() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("x");
+    store_of(&dir, "x");
+    let store = Store::open(&dir, options()).unwrap();
+    for i in 0..200 {
+        let content = format!("later incident {i}: disk d{i} full on rack r{}", i * 7);
+        let id = store
+            .store(amberdb::StoreRequest::new(NewMemory::new(&content)))
+            .unwrap()
+            .memory_id;
+        if i % 3 == 0 {
+            store.delete(id).unwrap();
+        }
+    }
+    store.checkpoint().unwrap();
+    let files = std::fs::read_dir(&dir).unwrap().count();
+    let count = || std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count);
+    let base = count();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let peak = std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let mut peak = 0;
+            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                peak = peak.max(count());
+                std::thread::yield_now();
+            }
+            peak
+        });
+        let jobs = [
+            s.spawn(|| {
+                for _ in 0..5 {
+                    store.checkpoint().unwrap();
+                }
+            }),
+            s.spawn(|| {
+                for _ in 0..3 {
+                    store.purge().unwrap();
+                }
+            }),
+            s.spawn(|| {
+                store.backup(&tmp.path().join("backup")).unwrap();
+            }),
+            s.spawn(|| {
+                let _ = store.build_index().unwrap();
+            }),
+        ];
+        for j in jobs {
+            j.join().unwrap();
+        }
+        stop.store(true, std::sync::atomic::Ordering::Release);
+        sampler.join().unwrap()
+    });
+    let used = peak.saturating_sub(base);
+    let reserve = 64 + 2 * files;
+    eprintln!(
+        "descriptors: {used} at once beyond the {base} open before ({files} store files; reserve {reserve})"
+    );
+    assert!(
+        used <= reserve,
+        "{used} descriptors beyond the reserve {reserve}"
+    );
+}
