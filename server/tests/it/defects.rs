@@ -258,11 +258,6 @@ fn a_restored_backup_and_its_original_never_trade_files() {
         let (status, log) = server.terminate();
         assert!(status.success(), "{log}");
     }
-    assert_eq!(
-        store_id(&x),
-        store_id(&restored),
-        "a restore keeps the store's id"
-    );
     // The restored copy's newest files copied back into the original, under their names.
     for prefix in ["ckpt-", "seg-"] {
         for f in files_named(&restored, prefix) {
@@ -275,6 +270,11 @@ fn a_restored_backup_and_its_original_never_trade_files() {
     assert!(
         out.contains("never was"),
         "another incarnation is named: {out}"
+    );
+    assert_eq!(
+        store_id(&x),
+        store_id(&restored),
+        "a restore keeps the store's id"
     );
     let server = Server::start(&x, &[]);
     let got = contents(&server, &ids);
