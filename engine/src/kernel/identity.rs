@@ -108,7 +108,7 @@ const HASHING_PREFIX: &str = "amberdb-hashing-v1-";
 fn random<const N: usize>() -> std::io::Result<[u8; N]> {
     loop {
         let mut b = [0u8; N];
-        getrandom::fill(&mut b).map_err(std::io::Error::other)?;
+        getrandom::fill(&mut b).map_err(|e| std::io::Error::other(e.to_string()))?;
         if b.iter().any(|&x| x != 0) {
             return Ok(b);
         }
