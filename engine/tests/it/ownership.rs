@@ -189,7 +189,7 @@ fn maintenance_running_together_stays_inside_the_descriptor_reserve() {
                 }
             }),
             s.spawn(|| {
-                store.backup(&tmp.path().join("backup")).unwrap();
+                store.backup(tmp.path().join("backup")).unwrap();
             }),
             s.spawn(|| {
                 let _ = store.build_index().unwrap();
