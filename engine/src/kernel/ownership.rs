@@ -66,10 +66,31 @@ pub fn header_owner(storage: &dyn Storage, path: &Path) -> Option<Owner> {
     }
 }
 
-/// Why the file `name` (of `kind`) is not this store's, or `None` when it may be read as its
-/// own (with the limit of an earlier incarnation for a log file, returned in `log_limit`).
-fn judge(identity: &Identity, kind: FileKind, owner: Owner) -> (Option<String>, Option<u64>) {
-    match identity.judge(owner) {
+/// A store file judged by the owner its header names (`Identity::judge`, with an earlier
+/// incarnation's restore point applied to the file's kind).
+pub(crate) struct Judged {
+    /// Why it is not this store's; `None`: it may be read as the store's own.
+    pub(crate) foreign: Option<String>,
+    /// For a log file of an earlier incarnation: the last sequence number of it this store
+    /// shares (a frame past it is foreign, found by the replay).
+    pub(crate) log_limit: Option<u64>,
+    /// Whether it is a log file (a foreign one refuses the open; others are quarantined).
+    pub(crate) is_log: bool,
+}
+
+/// The judgement of the store file `name` in `dir` against `identity`: `None` for a name
+/// that is not a log, checkpoint or segment file's, or a header that does not read (a damaged
+/// file: the open's own checks name it). The one rule the open's census and `verify` share.
+pub(crate) fn judge_file(
+    storage: &dyn Storage,
+    dir: &Path,
+    identity: &Identity,
+    name: &str,
+) -> Option<Judged> {
+    let kind = kind_of(name)?;
+    let owner = header_owner(storage, &dir.join(name))?;
+    let is_log = matches!(kind, FileKind::Log(_));
+    let (foreign, log_limit) = match identity.judge(owner) {
         Verdict::Own => (None, None),
         Verdict::Foreign(why) => (Some(why), None),
         Verdict::Until { seq, segment } => match kind {
@@ -94,7 +115,12 @@ fn judge(identity: &Identity, kind: FileKind, owner: Owner) -> (Option<String>, 
             ),
             FileKind::Checkpoint(_) | FileKind::Segment(_) => (None, None),
         },
-    }
+    };
+    Some(Judged {
+        foreign,
+        log_limit,
+        is_log,
+    })
 }
 
 /// R3c: every log, checkpoint and segment file in `names` judged by the owner its header
@@ -112,16 +138,14 @@ pub(crate) fn census(
     let mut census = Census::default();
     let mut foreign = Vec::new();
     for name in names.iter() {
-        let Some(kind) = kind_of(name) else { continue };
-        let Some(owner) = header_owner(storage, &dir.join(name)) else {
+        let Some(judged) = judge_file(storage, dir, identity, name) else {
             continue;
         };
-        let (why, limit) = judge(identity, kind, owner);
-        if let (FileKind::Log(first), Some(limit)) = (kind, limit) {
+        if let (Some(first), Some(limit)) = (log_writer::parse_file_name(name), judged.log_limit) {
             census.log_limits.insert(first, limit);
         }
-        if let Some(why) = why {
-            if let FileKind::Log(_) = kind {
+        if let Some(why) = judged.foreign {
+            if judged.is_log {
                 return Err(KernelError::Foreign {
                     file: dir.join(name),
                     why,

@@ -194,37 +194,15 @@ impl Check<'_> {
     fn owners(&mut self, identity: &identity::Identity) {
         let mut foreign = Vec::new();
         for name in &self.names {
-            let kind = if let Some(first) = log_writer::parse_file_name(name) {
-                Some((true, Some(first)))
-            } else if ckpt_format::parse_file_name(name).is_some()
-                || segment_file::parse_file_name(name).is_some()
+            let judged = crate::kernel::ownership::judge_file(&FsStorage, self.dir, identity, name);
+            let Some(judged) = judged else { continue };
+            if let (Some(first), Some(limit)) =
+                (log_writer::parse_file_name(name), judged.log_limit)
             {
-                Some((false, None))
-            } else {
-                None
-            };
-            let Some((is_log, first)) = kind else {
-                continue;
-            };
-            let path = self.dir.join(name);
-            let Some(owner) = crate::kernel::ownership::header_owner(&FsStorage, &path) else {
-                continue;
-            };
-            let why = match identity.judge(owner) {
-                identity::Verdict::Own => None,
-                identity::Verdict::Foreign(why) => Some(why),
-                identity::Verdict::Until { seq, segment } => {
-                    if let Some(first) = first {
-                        self.log_limits.insert(first, seq);
-                    }
-                    let past = ckpt_format::parse_file_name(name).is_some_and(|at| at > seq)
-                        || segment_file::parse_file_name(name).is_some_and(|(id, _)| id >= segment)
-                        || first.is_some_and(|f| f > seq + 1);
-                    past.then(|| format!("a file of an earlier incarnation of this store past its restore point (sequence number {seq}, segment {segment}): a diverged copy's"))
-                }
-            };
-            if let Some(why) = why {
-                let next = if is_log {
+                self.log_limits.insert(first, limit);
+            }
+            if let Some(why) = judged.foreign {
+                let next = if judged.is_log {
                     "the store does not open until it is moved out"
                 } else {
                     "the next open moves it into quarantine/ and opens without it"
