@@ -13,7 +13,9 @@
 //! items put, replaced and deleted by key before and after its checkpoint; version 8 adds
 //! `chat/`, a session whose turns of every role (`tool` is new) were stored before and after
 //! a full checkpoint and a delta on it, with more in the log tail; version 9 (IDENTITY v2,
-//! checkpoint v10, segments v2) is the same scenario with every file naming its store.
+//! checkpoint v10, segments v2) is the same scenario with every file naming its store; version
+//! 10 (log v10, checkpoint v11) gives every chat turn of `chat/` a source id (a message id,
+//! written in `chat.tsv`'s fourth column).
 
 use amberdb::log::format::VERSION;
 use amberdb::{
@@ -381,7 +383,7 @@ fn write_reembed_fixture(root: &Path) -> Result<(), Box<dyn std::error::Error>> 
 
 /// Version 8: `chat/`, a session of every role's turns (a tool's output is new) stored
 /// before a full checkpoint, between it and a delta on it, and after both; `chat.tsv`: id,
-/// role and content of every turn.
+/// role, content and (version 10) source id of every turn.
 fn write_chat_fixture(root: &Path) -> Result<(), Box<dyn std::error::Error>> {
     let dir = root.join("chat");
     let store = Store::open(
@@ -390,13 +392,18 @@ fn write_chat_fixture(root: &Path) -> Result<(), Box<dyn std::error::Error>> {
             .maintenance_thread(false)
             .delta_max_share(f64::INFINITY),
     )?;
+    let sent = std::cell::Cell::new(0);
     let turns = |list: &[(Role, &str)]| {
         let turns: Vec<amberdb::Turn> = list
             .iter()
-            .map(|(role, content)| amberdb::Turn {
-                role: *role,
-                content: (*content).to_owned(),
-                at: None,
+            .map(|(role, content)| {
+                sent.set(sent.get() + 1);
+                amberdb::Turn {
+                    role: *role,
+                    content: (*content).to_owned(),
+                    at: None,
+                    source_id: Some(format!("lc-{}", sent.get())),
+                }
             })
             .collect();
         store.add_turns(Some("ann"), "thread-1", &turns)
@@ -427,7 +434,8 @@ fn write_chat_fixture(root: &Path) -> Result<(), Box<dyn std::error::Error>> {
     let mut tsv = String::new();
     for m in store.list_recent(Some("ann"), 50)?.iter().rev() {
         let role = m.role.map_or("none", Role::as_str);
-        tsv.push_str(&format!("{}\t{role}\t{}\n", m.id.0, m.content));
+        let source = m.source_id.as_deref().unwrap_or("");
+        tsv.push_str(&format!("{}\t{role}\t{}\t{source}\n", m.id.0, m.content));
     }
     store.close()?;
     std::fs::remove_file(dir.join("LOCK"))?;

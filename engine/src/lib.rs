@@ -143,12 +143,12 @@ pub use kernel::verify;
 pub use kernel::{checkpoint, codec, identity, log, ownership, segment_file, storage};
 pub use memory::{
     Cleared, Compacted, CompactionGroup, CompactionPreview, DedupDecision, EntityDeleted, Feedback,
-    FeedbackResult, Fusion, History, Hits, ItemUser, MAX_NEIGHBOURS, MAX_OFFSET, MAX_PAGE,
-    MAX_QUERY_CHARS, MemoryStats, MendItem, MendPreview, Mended, Mode, Neighbour, Outcome,
-    Provenance, RRF_K, ReembedStatus, Reembedded, SEARCH_ACCESS_INTERVAL_US, ScanMode,
-    SearchRequest, SearchedHit, SnapshotCreated, SnapshotRestored, Source, StoreRequest, Stored,
-    Strategy, TagChange, TagPreview, TagsApplied, TopAccessed, Turn, Unmerged, UpdateRequest,
-    Updated, Version, frequency, importance, recency, strategy_score,
+    FeedbackResult, Fusion, HeldBy, HeldTurn, HeldTurns, History, Hits, ItemUser, MAX_NEIGHBOURS,
+    MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS, MemoryStats, MendItem, MendPreview, Mended, Mode,
+    Neighbour, Outcome, Provenance, RRF_K, ReembedStatus, Reembedded, SEARCH_ACCESS_INTERVAL_US,
+    ScanMode, SearchRequest, SearchedHit, SnapshotCreated, SnapshotRestored, Source, StoreRequest,
+    Stored, Strategy, TagChange, TagPreview, TagsApplied, TopAccessed, Turn, TurnsAdded, Unmerged,
+    UpdateRequest, Updated, Version, frequency, importance, recency, strategy_score,
 };
 /// The MemFuse query API (`docs/search.md`, "The MemFuse query").
 pub mod query {

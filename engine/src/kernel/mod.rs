@@ -54,4 +54,5 @@ pub(crate) mod state;
 pub mod storage;
 pub(crate) mod table;
 pub(crate) mod text_column;
+pub(crate) mod time;
 pub mod verify;

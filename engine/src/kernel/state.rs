@@ -644,6 +644,7 @@ pub(crate) mod tests {
             valid_to: None,
             decision: None,
             item: None,
+            source_id: None,
         })
     }
 

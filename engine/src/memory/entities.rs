@@ -9,11 +9,8 @@ use super::Stored;
 use super::scope::{check_scope, user_index};
 use super::write::StoreRequest;
 use crate::error::{EngineError, Result};
-use crate::hooks::{HookOverrides, WriteHook};
 use crate::kernel::log::Op;
-use crate::kernel::record::{
-    self, Entity, EntityKind, Kind, MAX_NAME_CHARS, MemoryId, NewMemory, Role,
-};
+use crate::kernel::record::{self, Entity, EntityKind, Kind, MAX_NAME_CHARS, NewMemory};
 use crate::kernel::state::State;
 use crate::store::Store;
 
@@ -215,82 +212,6 @@ impl Store {
         })
     }
 
-    /// Adds chat turns to a session of `user_id`, in order, each dated when it is added: as
-    /// [`Store::add_turns`] with no turn's time given.
-    ///
-    /// # Errors
-    /// As [`Store::add_turns`].
-    pub fn add_messages(
-        &self,
-        user_id: Option<&str>,
-        session_id: &str,
-        messages: &[(Role, String)],
-    ) -> Result<Vec<MemoryId>> {
-        let turns: Vec<Turn> = messages
-            .iter()
-            .map(|(role, content)| Turn {
-                role: *role,
-                content: content.clone(),
-                at: None,
-            })
-            .collect();
-        self.add_turns(user_id, session_id, &turns)
-    }
-
-    /// Adds chat turns to a session of `user_id`, in order: each a `message` record with its
-    /// role (non-empty content) and, when the turn says when it was said, that time as its
-    /// `valid_from` (what `valid_after` / `valid_before` filter on; `created_at` stays the
-    /// moment it was stored). Messages are never deduplicated (two turns saying "ok" are two
-    /// turns); tags and categories do not apply. All are embedded in one batch.
-    ///
-    /// The user and the session are created with the first turns when they do not exist yet
-    /// (as a stored memory creates its user), in the same commit.
-    ///
-    /// # Errors
-    /// `Invalid` / `LimitExceeded` for the session id or a message,
-    /// naming its position (checked for every message before any is stored); `Embed`,
-    /// `MemoryLimitReached`, `Poisoned`, `DiskFull`, `Io`, `LimitExceeded` for a list over one
-    /// frame (16 MiB). The messages are one log frame: an error means none was stored.
-    pub fn add_turns(
-        &self,
-        user_id: Option<&str>,
-        session_id: &str,
-        turns: &[Turn],
-    ) -> Result<Vec<MemoryId>> {
-        let user = self.user_for(user_id)?;
-        let user = user.as_str();
-        record::validate_id("session_id", session_id)?;
-        let skip = vec![
-            WriteHook::ExactDedup,
-            WriteHook::SemanticDedup,
-            WriteHook::Tags,
-            WriteHook::Category,
-        ];
-        let reqs: Vec<StoreRequest> = turns
-            .iter()
-            .map(|t| StoreRequest {
-                memory: {
-                    let m = NewMemory::new(t.content.clone())
-                        .user(user)
-                        .message(session_id, t.role);
-                    match t.at {
-                        Some(at) => m.valid_from(at),
-                        None => m,
-                    }
-                },
-                vector: None,
-                hooks: HookOverrides {
-                    skip: skip.clone(),
-                    ..HookOverrides::default()
-                },
-            })
-            .collect();
-        for (i, r) in reqs.iter().enumerate() {
-            record::validate_new(&r.memory).map_err(|e| at_position("messages", i, e.into()))?;
-        }
-        self.store_all_or_none(reqs)
-    }
-
     /// Adds knowledge items (user-level facts) to `user_id`, with the store's hooks (a fact
     /// stored twice is one fact). The user is created with its first item.
     ///
@@ -311,19 +232,8 @@ impl Store {
     }
 }
 
-/// One chat turn for [`Store::add_turns`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Turn {
-    /// Who said it.
-    pub role: Role,
-    /// What was said.
-    pub content: String,
-    /// When it was said, if known (its `valid_from`); `None`: when it is stored.
-    pub at: Option<crate::Timestamp>,
-}
-
 /// `e` with the position of the item it is about.
-fn at_position(field: &'static str, i: usize, e: EngineError) -> EngineError {
+pub(super) fn at_position(field: &'static str, i: usize, e: EngineError) -> EngineError {
     match e {
         EngineError::Invalid { field: f, reason } => EngineError::Invalid {
             field,

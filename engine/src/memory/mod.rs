@@ -18,10 +18,11 @@ mod scope;
 mod search;
 mod space;
 mod tags;
+mod turns;
 mod write;
 
 pub use compaction::{Compacted, CompactionGroup, CompactionPreview, Unmerged};
-pub use entities::{EntityDeleted, Turn};
+pub use entities::EntityDeleted;
 pub use items::ItemUser;
 pub use mend::{MendItem, MendPreview, Mended};
 pub use query::{
@@ -36,6 +37,7 @@ pub use search::{
     importance, recency, strategy_score,
 };
 pub use tags::{SnapshotCreated, SnapshotRestored, TagChange, TagPreview, TagsApplied};
+pub use turns::{HeldBy, HeldTurn, HeldTurns, Turn, TurnsAdded};
 pub use write::{DedupDecision, Outcome, Provenance, StoreRequest, Stored, UpdateRequest, Updated};
 
 pub(crate) use read::missing;

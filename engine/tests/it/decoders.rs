@@ -41,6 +41,7 @@ fn sample_log() -> Vec<u8> {
             valid_to: None,
             decision: None,
             item,
+            source_id: (seq == 1).then(|| "msg-1".into()),
         };
         b.extend(encode_frame(
             seq,

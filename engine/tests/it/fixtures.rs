@@ -427,10 +427,14 @@ fn version_8_store_opens_with_its_tool_turns_and_its_delta() {
                 role: amberdb::Role::Tool,
                 content: "{\"city\": \"Faro\"}".into(),
                 at: None,
+                source_id: None,
             }],
         )
         .unwrap();
-    assert_eq!(store.get(more[0]).unwrap().role, Some(amberdb::Role::Tool));
+    assert_eq!(
+        store.get(more.memory_ids[0]).unwrap().role,
+        Some(amberdb::Role::Tool)
+    );
 }
 
 #[test]
@@ -452,6 +456,41 @@ fn version_9_store_opens_and_every_file_names_its_store() {
         files += 1;
     }
     assert!(files >= 4, "logs, a checkpoint and a segment: {files}");
+}
+
+#[test]
+fn version_10_store_keeps_each_turns_source_id_and_knows_a_turn_sent_again() {
+    check_v2_store(10);
+    let dir = copy_of_version(10, "chat");
+    let store = Store::open(dir.path(), StoreOptions::hashing()).unwrap();
+    assert_eq!(store.open_report().checkpoint_delta_of, Some(1));
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v10/chat.tsv"),
+    )
+    .unwrap();
+    let mut again = Vec::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.splitn(4, '\t').collect();
+        let m = store.get(MemoryId(f[0].parse().unwrap())).unwrap();
+        assert_eq!(
+            (m.content.as_str(), m.source_id.as_deref()),
+            (f[2], Some(f[3])),
+            "turn {} (in the full checkpoint, the delta or the log tail)",
+            f[0]
+        );
+        again.push(amberdb::Turn {
+            role: amberdb::Role::parse(f[1]).unwrap(),
+            content: f[2].to_owned(),
+            at: None,
+            source_id: Some(f[3].to_owned()),
+        });
+    }
+    // The thread sent again, with one new turn at its end: only that one is stored.
+    again.push(amberdb::Turn::new(amberdb::Role::User, "Thanks!"));
+    let added = store.add_turns(Some("ann"), "thread-1", &again).unwrap();
+    assert_eq!(added.memory_ids.len(), 1);
+    assert_eq!(added.skipped.len(), 8);
+    assert!(added.skipped.iter().all(|h| h.by == amberdb::HeldBy::Id));
 }
 
 #[test]

@@ -25,3 +25,4 @@ mod search;
 mod search_minilm;
 mod semantics;
 mod support;
+mod turns;

@@ -1285,20 +1285,24 @@ fn chat_turns_keep_their_own_times_and_filter_by_them() {
                     role: Role::User,
                     content: "we adopted a cat called Miso".into(),
                     at: Some(day("2023-05-08")),
+                    source_id: None,
                 },
                 amberdb::Turn {
                     role: Role::User,
                     content: "the cat Miso learned to open doors".into(),
                     at: Some(day("2023-07-20")),
+                    source_id: None,
                 },
                 amberdb::Turn {
                     role: Role::Assistant,
                     content: "a cat that opens doors is clever".into(),
                     at: None,
+                    source_id: None,
                 },
             ],
         )
-        .unwrap();
+        .unwrap()
+        .memory_ids;
     assert_eq!(store.get(ids[0]).unwrap().valid_from, day("2023-05-08"));
     let search = |after: Option<&str>, before: Option<&str>| {
         let mut r = SearchRequest::new("cat").user("ann").mode(Mode::Keyword);

@@ -157,8 +157,14 @@ arguments! {
         messages: Vec<Map<String, Value>> = req(
             "messages",
             Ty::Messages,
-            "[{role, content, time?}], at most 1,000; time: when the turn was said (RFC 3339 or a date), its valid_from",
+            "[{role, content, time?, id?}], at most 1,000; time: when the turn was said (RFC 3339 or a date), its valid_from; id: the caller's id for the turn (a LangChain or OpenAI message id)",
         ),
+        skip_held: bool = opt(
+            "skip_held",
+            Ty::Bool,
+            "true (default): a turn the session holds is not stored again (its id is held, or the turns begin with the whole session and it is at a held position with the same role and content); false stores every turn",
+        )
+        .or(Fallback::Bool(true)),
     }
 }
 
@@ -190,19 +196,39 @@ fn add_messages(ctx: &Ctx, _session: &Session, a: AddMessages) -> Outcome {
             })?),
             Some(_) => return Err(Fail::invalid(&field("time"), "must be a string")),
         };
+        let source_id = match m.remove("id") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(id)) => Some(id),
+            Some(_) => return Err(Fail::invalid(&field("id"), "must be a string")),
+        };
         if let Some(extra) = m.keys().next() {
             return Err(Fail::invalid(
                 &field(extra),
-                "unknown field (a message is {role, content, time})",
+                "unknown field (a message is {role, content, time, id})",
             ));
         }
-        messages.push(amberdb::Turn { role, content, at });
+        messages.push(amberdb::Turn {
+            role,
+            content,
+            at,
+            source_id,
+        });
     }
-    let ids = engine(
+    let held = if a.skip_held {
+        amberdb::HeldTurns::Skip
+    } else {
+        amberdb::HeldTurns::Store
+    };
+    let added = engine(
         ctx.store
-            .add_turns(a.user.as_deref(), &a.session, &messages),
+            .add_turns_with(a.user.as_deref(), &a.session, &messages, held),
     )?;
-    Ok(json!({"success": true, "count": ids.len(), "memory_ids": ids}))
+    Ok(json!({
+        "success": true,
+        "count": added.memory_ids.len(),
+        "memory_ids": added.memory_ids,
+        "skipped": added.skipped,
+    }))
 }
 
 arguments! {
@@ -332,7 +358,7 @@ pub(super) static TABLE: &[Command] = &[
         name: "ADD_MESSAGES",
         alias: None,
         tool: true,
-        summary: "Adds chat turns to a session (never deduplicated).",
+        summary: "Adds chat turns to a session (a turn the session holds is not stored again).",
         args: AddMessages::ARGS,
         run: Some(|c, s, a| add_messages(c, s, AddMessages::parse(a)?)),
     },

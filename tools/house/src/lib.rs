@@ -629,6 +629,8 @@ pub const KERNEL_API: &[&str] = &[
     "engine/src/kernel/state.rs",
     "engine/src/kernel/record.rs",
     "engine/src/kernel/ids.rs",
+    // `Timestamp`, the record model's time (re-exported by record.rs).
+    "engine/src/kernel/time.rs",
     "engine/src/kernel/log/format.rs",
     "engine/src/kernel/error.rs",
     "engine/src/kernel/config.rs",

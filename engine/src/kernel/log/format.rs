@@ -32,9 +32,10 @@ use std::ops::RangeInclusive;
 /// File magic.
 pub const MAGIC: [u8; 4] = *b"MNWL";
 /// Version this build writes.
-pub const VERSION: u16 = 9;
+pub const VERSION: u16 = 10;
 /// Versions this build reads (v1 files hold only store and delete frames, v2 no entities, v4
-/// no forgotten archive, v5 no re-embedding, v6 no items, v7 no tool role, v8 no owner).
+/// no forgotten archive, v5 no re-embedding, v6 no items, v7 no tool role, v8 no owner, v9 no
+/// record source ids).
 pub const SUPPORTED: RangeInclusive<u16> = 1..=VERSION;
 /// The first version whose header names its store.
 pub const OWNER_VERSION: u16 = 9;
@@ -737,6 +738,7 @@ mod tests {
             valid_to: Some(Timestamp(9)),
             decision: Some(crate::kernel::rule::Rule::NewValue),
             item: None,
+            source_id: None,
         })
     }
 

@@ -205,6 +205,7 @@ pub(crate) fn merge(
                 .try_fold(Timestamp(i64::MIN), |acc, t| t.map(|t| acc.max(t))),
             decision: None,
             item: k.item.clone(),
+            source_id: k.source_id.clone(),
         },
         kept.1.to_vec(),
     ))
@@ -221,30 +222,37 @@ pub(super) fn completeness(m: &Memory) -> (usize, usize, Timestamp, MemoryId) {
 }
 
 impl Store {
-    /// Stores every request as a plain record, all in one frame or none (`add_messages`):
-    /// for requests whose hooks are off (no dedup, no tag or category resolution). Any error
-    /// means nothing was stored.
+    /// Stores every request as a plain record, all in one frame or none (`add_turns`): for
+    /// requests whose hooks are off (no dedup, no tag or category resolution), as long as
+    /// `unchanged` holds of the state they are committed to (checked under the writer lock);
+    /// `None` when it did not, and nothing was stored. Any error means nothing was stored.
     ///
     /// # Errors
     /// As `store_memory`, naming no position (the caller validated each request first);
     /// `LimitExceeded` when the whole list is over one frame (16 MiB).
-    pub(crate) fn store_all_or_none(&self, reqs: Vec<StoreRequest>) -> Result<Vec<MemoryId>> {
+    pub(crate) fn store_all_or_none(
+        &self,
+        reqs: Vec<StoreRequest>,
+        unchanged: &dyn Fn(&State) -> bool,
+    ) -> Result<Option<Vec<MemoryId>>> {
         let planned: Vec<Planned> = reqs
             .into_iter()
             .map(|r| self.plan(r))
             .collect::<Result<_>>()?;
         loop {
-            if let Some(ids) = self.store_all_or_none_embedded(&planned)? {
+            if let Some(ids) = self.store_all_or_none_embedded(&planned, unchanged)? {
                 return Ok(ids);
             }
         }
     }
 
-    /// `store_all_or_none` with one embedder; `None` if a re-embedding switched it meanwhile.
+    /// `store_all_or_none` with one embedder; `None` if a re-embedding switched it meanwhile,
+    /// `Some(None)` if `unchanged` failed.
     pub(super) fn store_all_or_none_embedded(
         &self,
         planned: &[Planned],
-    ) -> Result<Option<Vec<MemoryId>>> {
+        unchanged: &dyn Fn(&State) -> bool,
+    ) -> Result<Option<Option<Vec<MemoryId>>>> {
         let refs: Vec<&Planned> = planned.iter().collect();
         let embedded = self.embed_planned(&refs, None)?;
         // One model call, so one epoch; with nothing embedded, any epoch is the right one.
@@ -259,6 +267,9 @@ impl Store {
         let limit = self.inner.options.memory_limit;
         let now = self.now();
         self.commit_embedded(epoch, |next, state| {
+            if !unchanged(state) {
+                return Ok((None, None));
+            }
             if state.live_count() + planned.len() > limit {
                 return Err(EngineError::MemoryLimitReached {
                     limit,
@@ -296,7 +307,7 @@ impl Store {
                 });
                 ids.push(id);
             }
-            Ok((crate::memory::one_frame(ops), ids))
+            Ok((crate::memory::one_frame(ops), Some(ids)))
         })
     }
 

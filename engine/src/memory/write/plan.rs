@@ -68,6 +68,7 @@ impl Planned {
             valid_to: m.valid_to,
             decision: None,
             item: m.item.clone(),
+            source_id: m.source_id.clone(),
         }
     }
 }
