@@ -142,13 +142,14 @@ pub use kernel::verify;
 #[cfg(feature = "testing")]
 pub use kernel::{checkpoint, codec, identity, log, ownership, segment_file, storage};
 pub use memory::{
-    Cleared, Compacted, CompactionGroup, CompactionPreview, DedupDecision, EntityDeleted, Feedback,
-    FeedbackResult, Fusion, HeldBy, HeldTurn, HeldTurns, History, Hits, ItemUser, MAX_NEIGHBOURS,
-    MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS, MemoryStats, MendItem, MendPreview, Mended, Mode,
-    Neighbour, Outcome, Provenance, RRF_K, ReembedStatus, Reembedded, SEARCH_ACCESS_INTERVAL_US,
-    ScanMode, SearchRequest, SearchedHit, SnapshotCreated, SnapshotRestored, Source, StoreRequest,
-    Stored, Strategy, TagChange, TagPreview, TagsApplied, TopAccessed, Turn, TurnsAdded, Unmerged,
-    UpdateRequest, Updated, Version, frequency, importance, recency, strategy_score,
+    Cleared, Compacted, CompactionGroup, CompactionPreview, DedupDecision, EntityDeleted, Exported,
+    ExportedRecord, Feedback, FeedbackResult, Fusion, HeldBy, HeldTurn, HeldTurns, History, Hits,
+    ImportedRecords, ItemUser, MAX_NEIGHBOURS, MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS, MemoryStats,
+    MendItem, MendPreview, Mended, Mode, Neighbour, Outcome, Provenance, RRF_K, ReembedStatus,
+    Reembedded, SEARCH_ACCESS_INTERVAL_US, ScanMode, SearchRequest, SearchedHit, SnapshotCreated,
+    SnapshotRestored, Source, StoreRequest, Stored, Strategy, TagChange, TagPreview, TagsApplied,
+    TopAccessed, Turn, TurnsAdded, Unmerged, UpdateRequest, Updated, Version, frequency,
+    importance, recency, strategy_score,
 };
 /// The MemFuse query API (`docs/search.md`, "The MemFuse query").
 pub mod query {
@@ -166,9 +167,10 @@ pub use kernel::maintenance::Purge;
 pub use kernel::maintenance::{CheckpointRun, MaintenanceCounters, Removed};
 pub use kernel::record::{
     Category, DEFAULT_USER, Entity, EntityKind, Item, Kind, Memory, MemoryId, NewMemory, Role,
-    TagSnapshot, Timestamp, validate_id,
+    TagSnapshot, Timestamp, content_hash, validate_id,
 };
 pub use kernel::recovery::OpenReport;
+pub use kernel::rule::Rule;
 pub use options::{
     ArchiveRetention, Clock, DEFAULT_MEMORY_LIMIT, DEFAULT_PURGE_DELAY, IndexOptions,
     MAX_MEMORY_LIMIT, StoreOptions, SyncPolicy,

@@ -148,6 +148,11 @@ enum Command {
         /// The user memories without one go to (vector-memory-mcp, mem0) [default: default].
         #[arg(long)]
         user: Option<String>,
+        /// The LangGraph namespace another system's memories go to: its first label, so
+        /// mem0's memories of user U become items of ("memories", U), where LangMem's tools
+        /// find them ("" for the plain user U) [default for mem0: memories].
+        #[arg(long)]
+        namespace: Option<String>,
     },
     /// Prints a store's counters.
     Stats {
@@ -385,35 +390,31 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
         )?,
         Command::Export { store, output } => {
             let s = store.open_existing(model)?;
-            let lines = match output {
+            let counts = match output {
                 Some(path) => {
                     let file = std::fs::File::create(&path)
                         .with_context(|| format!("creating {}", path.display()))?;
-                    crate::transfer::export(&s, std::io::BufWriter::new(file))?
+                    crate::dump::export(&s, std::io::BufWriter::new(file))?
                 }
-                None => crate::transfer::export(&s, std::io::stdout().lock())?,
+                None => crate::dump::export(&s, std::io::stdout().lock())?,
             };
-            eprintln!("exported {lines} lines");
+            eprintln!(
+                "exported {} entities, {} live and {} archived records",
+                counts.entities, counts.live, counts.archived
+            );
         }
-        Command::Import {
-            store,
-            input: Some(input),
-            from: Some(system),
-            user,
-            ..
-        } => return import_foreign(&store, system, &input, user.as_deref(), model),
         Command::Import {
             store,
             input,
             working_dir,
+            from,
             user,
-            ..
+            namespace,
         } => {
             return import(
                 &store,
-                input,
-                working_dir.as_deref(),
-                user.as_deref(),
+                (input, working_dir.as_deref(), from),
+                (user.as_deref(), namespace.as_deref()),
                 model,
             );
         }
@@ -529,11 +530,16 @@ fn import_foreign(
     store: &StoreArgs,
     system: crate::foreign::System,
     input: &Path,
-    user: Option<&str>,
+    (user, namespace): (Option<&str>, Option<&str>),
     model: ModelPolicy,
 ) -> anyhow::Result<u8> {
     let s = store.open(model)?;
-    let imported = crate::foreign::import(&s, system, input, user)?;
+    let namespace = match (system, namespace) {
+        (_, Some(given)) => Some(given),
+        (crate::foreign::System::Mem0, None) => Some(crate::foreign::MEM0_NAMESPACE),
+        _ => None,
+    };
+    let imported = crate::foreign::import(&s, system, input, user, namespace)?;
     s.close()?;
     if imported.relations_skipped > 0 {
         eprintln!(
@@ -544,14 +550,38 @@ fn import_foreign(
     Ok(report_import(&imported.done, "memories read", "memory"))
 }
 
-/// `amberdb import`: a JSON Lines export (a file or stdin), or a vector-memory-mcp store.
+/// `amberdb import`: a JSON Lines export (a file or stdin), a vector-memory-mcp store, or
+/// another system's JSON (`--from`, or known by its shape and said so).
 fn import(
     store: &StoreArgs,
-    input: Option<PathBuf>,
-    working_dir: Option<&Path>,
-    user: Option<&str>,
+    (input, working_dir, from): (
+        Option<PathBuf>,
+        Option<&Path>,
+        Option<crate::foreign::System>,
+    ),
+    (user, namespace): (Option<&str>, Option<&str>),
     model: ModelPolicy,
 ) -> anyhow::Result<u8> {
+    if let Some(path) = &input {
+        let detected = || -> anyhow::Result<Option<crate::foreign::System>> {
+            if !path.is_file() || crate::vmm::is_sqlite(path) {
+                return Ok(None);
+            }
+            let system = crate::foreign::System::detect(path)?;
+            if let Some(system) = system {
+                eprintln!(
+                    "{} holds {}'s JSON: importing it as `--from {}` would",
+                    path.display(),
+                    system.name(),
+                    system.name()
+                );
+            }
+            Ok(system)
+        };
+        if let Some(system) = from.map_or_else(detected, |s| Ok(Some(s)))? {
+            return import_foreign(store, system, path, (user, namespace), model);
+        }
+    }
     let vmm_db = match (&input, working_dir) {
         (_, Some(w)) => Some(crate::vmm::database_in(w)),
         (Some(path), None) if crate::vmm::is_sqlite(path) => Some(path.clone()),
@@ -568,14 +598,14 @@ fn import(
     } else {
         let input = input.unwrap_or_else(|| unreachable!("required by clap"));
         let done = if input.as_os_str() == "-" {
-            crate::transfer::import(&s, std::io::stdin().lock(), None)?
+            crate::dump::import_lines(&s, std::io::stdin().lock(), None)?
         } else {
             let file = std::fs::File::open(&input)
                 .with_context(|| format!("opening {}", input.display()))?;
             let lines = std::io::BufReader::new(std::fs::File::open(&input)?)
                 .lines()
                 .count() as u64;
-            crate::transfer::import(&s, std::io::BufReader::new(file), Some(lines))?
+            crate::dump::import_lines(&s, std::io::BufReader::new(file), Some(lines))?
         };
         (done, "lines")
     };
@@ -770,8 +800,24 @@ fn report_import(done: &crate::transfer::Imported, unit: &str, what: &str) -> u8
         eprintln!("{what} {at}: {why}");
     }
     // The ids a source had that name another memory here (`Imported::renumbered`).
+    let what = if done.format == "export" {
+        "record"
+    } else {
+        what
+    };
     for (source, here) in &done.renumbered {
         println!("{what} {source} is memory {here} here");
+    }
+    if let Some(kept) = done.ids_kept {
+        println!(
+            "an export: {} archived records among those stored; ids {}",
+            done.archived,
+            if kept {
+                "kept"
+            } else {
+                "renumbered (this store had given them out)"
+            }
+        );
     }
     println!(
         "{} {unit}: {} memories stored, {} already there, {} entities created, {} already there, {} failed",

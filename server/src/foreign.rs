@@ -73,13 +73,55 @@ impl System {
         }
     }
 
-    fn name(self) -> &'static str {
+    /// Its name, as `--from` takes it.
+    pub fn name(self) -> &'static str {
         match self {
             System::Mem0 => "mem0",
             System::AgentMemoryServer => "agent-memory-server",
         }
     }
+
+    /// The system whose JSON the file at `path` holds, judged by its first JSON value: a list
+    /// of memories, or an object with mem0's `results` or agent-memory-server's `memories`
+    /// list; `None` for anything else (JSON Lines start with one object per line).
+    ///
+    /// # Errors
+    /// The file cannot be read.
+    pub fn detect(path: &Path) -> std::io::Result<Option<System>> {
+        let file = std::io::BufReader::new(std::fs::File::open(path)?);
+        let Some(Ok(first)) = serde_json::Deserializer::from_reader(file)
+            .into_iter::<Value>()
+            .next()
+        else {
+            return Ok(None);
+        };
+        let of_list = |list: &[Value]| {
+            list.first().and_then(Value::as_object).and_then(|m| {
+                if m.contains_key("memory") {
+                    Some(System::Mem0)
+                } else if m.contains_key("text") {
+                    Some(System::AgentMemoryServer)
+                } else {
+                    None
+                }
+            })
+        };
+        Ok(match &first {
+            Value::Array(list) => of_list(list),
+            Value::Object(o) => match (o.get("results"), o.get("memories")) {
+                (Some(Value::Array(_)), _) => Some(System::Mem0),
+                (_, Some(Value::Array(list))) => of_list(list).or(Some(System::AgentMemoryServer)),
+                _ => None,
+            },
+            _ => None,
+        })
+    }
 }
+
+/// The LangGraph namespace (its first label) mem0's memories go to by default: LangMem's
+/// tools keep memories under `("memories", user)`, the amberdb user `memories.<user>`
+/// (`docs/python.md`, "LangGraph").
+pub const MEM0_NAMESPACE: &str = "memories";
 
 /// What an import from another system did: the import's counts, and the graph relations
 /// left out.
@@ -101,6 +143,7 @@ pub fn import(
     system: System,
     path: &Path,
     user: Option<&str>,
+    namespace: Option<&str>,
 ) -> anyhow::Result<ForeignImported> {
     let (name, list) = (system.name(), system.list_field());
     let text =
@@ -125,7 +168,7 @@ pub fn import(
     };
     let lines: Vec<Result<Map<String, Value>, String>> = memories
         .into_iter()
-        .map(|m| line_of(system, m, user))
+        .map(|m| line_of(system, m, user, namespace))
         .collect();
     let (created, existing) = create_entities(store, &lines)?;
     let total = lines.len() as u64;
@@ -144,6 +187,7 @@ fn line_of(
     system: System,
     memory: Value,
     user: Option<&str>,
+    namespace: Option<&str>,
 ) -> Result<Map<String, Value>, String> {
     let (name, text_field) = (system.name(), system.text_field());
     let Value::Object(mut m) = memory else {
@@ -159,7 +203,9 @@ fn line_of(
     let mut line = Map::new();
     line.insert("kind".into(), "item".into());
     line.insert("key".into(), Value::String(id));
-    line.insert("content".into(), Value::String(text));
+    line.insert("content".into(), Value::String(text.clone()));
+    // The text in the value too, as LangMem's tools write and read it (`{"content": ...}`).
+    m.insert("content".into(), Value::String(text));
     for (theirs, ours) in system.mapped() {
         match m.remove(*theirs) {
             None | Some(Value::Null) => {}
@@ -170,6 +216,14 @@ fn line_of(
     }
     if let Some(user) = user {
         line.entry("user_id").or_insert_with(|| user.into());
+    }
+    if let Some(prefix) = namespace.filter(|p| !p.is_empty()) {
+        let user = line
+            .get("user_id")
+            .and_then(Value::as_str)
+            .unwrap_or(amberdb::DEFAULT_USER);
+        let namespaced = format!("{prefix}.{user}");
+        line.insert("user_id".into(), Value::String(namespaced));
     }
     line.insert("value".into(), Value::Object(m));
     Ok(line)

@@ -23,6 +23,7 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod descriptors;
+pub mod dump;
 pub mod embedder;
 pub mod foreign;
 pub mod framing;

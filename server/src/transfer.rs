@@ -1,12 +1,9 @@
-//! `amberdb export` / `amberdb import`: a store as JSON Lines.
+//! `amberdb import` of JSON Lines that are not a version-2 export (`dump.rs`, which
+//! `amberdb export` writes and [`import`] hands over to): version-1 exports (entities, then
+//! live memories, `{"type": "memory", ...}`, without ids kept) and bare `{"content": ...}`
+//! objects with the store request's fields, as other tools write them.
 //!
-//! Export writes the entities first (`{"type": "entity", "kind", "user_id", "id", "name",
-//! "agent_id", "created_at"}`), then every live memory (`{"type": "memory", ...}` with every
-//! field of the record, as the protocol returns it). Archived records (lineage) are not
-//! exported.
-//!
-//! Import reads such lines (and bare `{"content": ...}` objects with the store request's
-//! fields): entities are created (an existing one is kept), memories go through `store_memory`
+//! Import reads such lines: entities are created (an existing one is kept), memories go through `store_memory`
 //! with exact dedup **on** (so importing a file twice stores it once) and semantic dedup, tag
 //! and category normalization **off** (what was exported comes back as it was, not merged or
 //! re-tagged). Chat messages are never deduplicated by the store (two turns may both say
@@ -26,11 +23,11 @@ use amberdb::{
     Category, EngineError, EntityKind, HookOverrides, Item, Kind, NewMemory, Provenance, Role,
     Store, StoreRequest, Timestamp,
 };
-use serde_json::{Map, Value, json};
-use std::io::{BufRead, Write};
+use serde_json::{Map, Value};
+use std::io::BufRead;
 
 /// What an import did.
-#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Imported {
     /// Lines read.
     pub lines: usize,
@@ -48,6 +45,34 @@ pub struct Imported {
     /// to the memory that already held its text. A source id not listed is the same here
     /// (or its row failed). Only imports that carry ids fill it (vector-memory-mcp's).
     pub renumbered: Vec<(u64, u64)>,
+    /// What the file was: `export` (version 2, ids kept or renumbered), `json lines`, `mem0`,
+    /// `agent-memory-server`.
+    pub format: &'static str,
+    /// Version-2 exports: whether every record kept its id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ids_kept: Option<bool>,
+    /// Version-2 exports: archived records stored (counted in `stored` too).
+    pub archived: usize,
+    /// mem0's graph relations, not memories: not imported.
+    pub relations_skipped: usize,
+}
+
+impl Default for Imported {
+    fn default() -> Imported {
+        Imported {
+            lines: 0,
+            stored: 0,
+            duplicates: 0,
+            entities: 0,
+            entities_existing: 0,
+            failed: Vec::new(),
+            renumbered: Vec::new(),
+            format: "json lines",
+            ids_kept: None,
+            archived: 0,
+            relations_skipped: 0,
+        }
+    }
 }
 
 /// A progress bar on stderr for `len` items (hidden when stderr is not a terminal).
@@ -66,59 +91,26 @@ pub(crate) fn progress(len: Option<u64>, what: &'static str) -> indicatif::Progr
     bar
 }
 
-/// Writes every entity and live memory of `store` to `out`. Returns the lines written.
-///
-/// # Errors
-/// Writing failed.
-pub fn export(store: &Store, mut out: impl Write) -> anyhow::Result<u64> {
-    let entities = store.all_entities();
-    let ids = store.memory_ids();
-    let bar = progress(Some((entities.len() + ids.len()) as u64), "exporting");
-    let mut lines = 0u64;
-    for e in entities {
-        let mut v = serde_json::to_value(&e)?;
-        if let Value::Object(o) = &mut v {
-            o.insert("type".into(), json!("entity"));
-        }
-        serde_json::to_writer(&mut out, &v)?;
-        out.write_all(b"\n")?;
-        lines += 1;
-        bar.inc(1);
-    }
-    for id in ids {
-        bar.inc(1);
-        let m = match store.get(id) {
-            Ok(m) => m,
-            Err(EngineError::NotFound { .. } | EngineError::Archived { .. }) => continue,
-            Err(e) => return Err(e.into()),
-        };
-        let mut v = serde_json::to_value(&m)?;
-        if let Value::Object(o) = &mut v {
-            o.insert("type".into(), json!("memory"));
-        }
-        serde_json::to_writer(&mut out, &v)?;
-        out.write_all(b"\n")?;
-        lines += 1;
-    }
-    out.flush()?;
-    bar.finish_and_clear();
-    Ok(lines)
-}
-
 /// Reads JSON Lines from `input` into `store` (module doc). `total` sizes the progress bar.
 ///
 /// # Errors
 /// Reading failed, or the store failed in a way that stops every later line (poisoned, I/O).
 pub fn import(store: &Store, input: impl BufRead, total: Option<u64>) -> anyhow::Result<Imported> {
-    let objects = input.lines().map(|line| {
+    import_objects(store, json_lines(input), total)
+}
+
+/// The lines of `input`, each `None` (blank), a JSON object, or why it is not one.
+pub(crate) fn json_lines(
+    input: impl BufRead,
+) -> impl Iterator<Item = std::io::Result<Option<Result<Map<String, Value>, String>>>> {
+    input.lines().map(|line| {
         line.map(|line| {
             (!line.trim().is_empty()).then(|| {
                 serde_json::from_str::<Map<String, Value>>(&line)
                     .map_err(|e| format!("not a JSON object: {e}"))
             })
         })
-    });
-    import_objects(store, objects, total)
+    })
 }
 
 /// Imports objects of the export's shape, numbered from 1 as they come: `None` (a blank line)
@@ -446,7 +438,7 @@ fn item_already_stored(store: &Store, m: &NewMemory) -> Result<bool, EngineError
 }
 
 /// An entity line: creates the user, agent or session (an existing one is counted).
-fn import_entity(
+pub(crate) fn import_entity(
     store: &Store,
     o: &Map<String, Value>,
     done: &mut Imported,

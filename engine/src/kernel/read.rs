@@ -145,6 +145,11 @@ impl State {
         self.table.archived(id)
     }
 
+    /// Every archived record, all users, in id order.
+    pub(crate) fn archive_sorted(&self) -> Vec<&Archived> {
+        self.table.archive_sorted()
+    }
+
     /// Archived records, all users.
     pub(crate) fn archive_len(&self) -> usize {
         self.table.archive_len()

@@ -18,6 +18,7 @@ mod scope;
 mod search;
 mod space;
 mod tags;
+mod transfer;
 mod turns;
 mod write;
 
@@ -37,6 +38,7 @@ pub use search::{
     importance, recency, strategy_score,
 };
 pub use tags::{SnapshotCreated, SnapshotRestored, TagChange, TagPreview, TagsApplied};
+pub use transfer::{Exported, ExportedRecord, ImportedRecords};
 pub use turns::{HeldBy, HeldTurn, HeldTurns, Turn, TurnsAdded};
 pub use write::{DedupDecision, Outcome, Provenance, StoreRequest, Stored, UpdateRequest, Updated};
 

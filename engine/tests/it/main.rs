@@ -25,4 +25,5 @@ mod search;
 mod search_minilm;
 mod semantics;
 mod support;
+mod transfer;
 mod turns;

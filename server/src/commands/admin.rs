@@ -1,4 +1,4 @@
-//! Commands about the store: STATS, PURGE, BACKUP, MAINTENANCE, REEMBED.
+//! Commands about the store: STATS, PURGE, BACKUP, EXPORT, IMPORT, MAINTENANCE, REEMBED.
 
 use super::common::*;
 
@@ -191,6 +191,116 @@ fn backup(ctx: &Ctx, session: &Session, a: Backup) -> Outcome {
 }
 
 arguments! {
+    /// EXPORT.
+    struct Export {
+        dest: String = req(
+            "dest",
+            Ty::Str,
+            "an absolute path of a new file on the server's machine: every entity and record (live and archived), as one state",
+        ),
+    }
+}
+
+/// A path argument that must be absolute (a file on the server's machine).
+fn absolute(field: &str, path: String) -> Result<std::path::PathBuf, Fail> {
+    let path = std::path::PathBuf::from(path);
+    if path.is_absolute() {
+        Ok(path)
+    } else {
+        Err(Fail::invalid(
+            field,
+            format!(
+                "{:?} must be an absolute path (a file on the server's machine)",
+                path.display()
+            ),
+        ))
+    }
+}
+
+fn export(ctx: &Ctx, session: &Session, a: Export) -> Outcome {
+    if let Some(bound) = &session.user {
+        return Err(forbidden(&format!(
+            "every user (EXPORT; {bound}'s token is user-bound)"
+        )));
+    }
+    let dest = absolute("dest", a.dest)?;
+    let file = match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&dest)
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(Fail::invalid(
+                "dest",
+                format!(
+                    "{} exists: an export writes a new file (remove it, or name another)",
+                    dest.display()
+                ),
+            ));
+        }
+        Err(e) => {
+            return Err(Fail::new(
+                Code::Invalid,
+                format!("creating {}: {e}", dest.display()),
+            ));
+        }
+    };
+    let written = (|| -> anyhow::Result<crate::dump::ExportCounts> {
+        let mut out = std::io::BufWriter::new(file);
+        let counts = crate::dump::export(&ctx.store, &mut out)?;
+        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        Ok(counts)
+    })();
+    match written {
+        Ok(counts) => Ok(
+            json!({"export": {"dest": dest.display().to_string(), "version": crate::dump::VERSION, "entities": counts.entities, "live": counts.live, "archived": counts.archived}}),
+        ),
+        Err(e) => {
+            // A part of an export is no export: nothing is left behind.
+            let _ = std::fs::remove_file(&dest);
+            Err(Fail::new(
+                Code::Internal,
+                format!("writing {}: {e:#}", dest.display()),
+            ))
+        }
+    }
+}
+
+arguments! {
+    /// IMPORT.
+    struct Import {
+        source: String = req(
+            "source",
+            Ty::Str,
+            "an absolute path of a file on the server's machine: an export (EXPORT, amberdb export), JSON Lines of memories, or mem0's / agent-memory-server's JSON",
+        ),
+    }
+}
+
+fn import(ctx: &Ctx, session: &Session, a: Import) -> Outcome {
+    if let Some(bound) = &session.user {
+        return Err(forbidden(&format!(
+            "every user (IMPORT; {bound}'s token is user-bound)"
+        )));
+    }
+    let source = absolute("source", a.source)?;
+    if !source.is_file() {
+        return Err(Fail::invalid(
+            "source",
+            format!("{} is not a file", source.display()),
+        ));
+    }
+    match crate::dump::import_file(&ctx.store, &source, None) {
+        Ok(done) => Ok(json!({"import": done})),
+        Err(e) => Err(match e.downcast::<amberdb::EngineError>() {
+            Ok(engine_error) => Fail::from(engine_error),
+            Err(e) => Fail::new(Code::Invalid, format!("{e:#}")),
+        }),
+    }
+}
+
+arguments! {
     /// REEMBED.
     struct Reembed {
         embedder: Option<String> = opt(
@@ -310,6 +420,22 @@ pub(super) static TABLE: &[Command] = &[
         summary: "Copies the store, as it is at one commit, into an empty directory on the server's machine while it serves, and checks the copy.",
         args: Backup::ARGS,
         run: Some(|c, s, a| backup(c, s, Backup::parse(a)?)),
+    },
+    Command {
+        name: "EXPORT",
+        alias: None,
+        tool: false,
+        summary: "Writes every entity and record, live and archived, with ids, lineage and validity, as one state of the store, to a new file on the server's machine.",
+        args: Export::ARGS,
+        run: Some(|c, s, a| export(c, s, Export::parse(a)?)),
+    },
+    Command {
+        name: "IMPORT",
+        alias: None,
+        tool: false,
+        summary: "Reads an export (ids kept when this store never gave them out), JSON Lines of memories, or mem0's / agent-memory-server's JSON from a file on the server's machine.",
+        args: Import::ARGS,
+        run: Some(|c, s, a| import(c, s, Import::parse(a)?)),
     },
     Command {
         name: "MAINTENANCE",

@@ -106,13 +106,23 @@ arguments! {
         limit: usize = opt("limit", Ty::Int, "a page's most memories")
             .within(1, PAGE)
             .or(Fallback::Int(10)),
+        offset: usize = opt("offset", Ty::Int, "memories to skip, newest first (paging: offset += limit while has_more)")
+            .within(0, u32::MAX as u64)
+            .or(Fallback::Int(0)),
     }
 }
 
 fn list_recent(ctx: &Ctx, _session: &Session, a: ListRecent) -> Outcome {
-    let memories = engine(ctx.store.list_recent(a.user.as_deref(), a.limit))?;
+    let (memories, total) = engine(ctx.store.list_recent_page(
+        a.user.as_deref(),
+        a.offset,
+        a.limit,
+    ))?;
     Ok(json!({
         "success": true,
+        "total": total,
+        "offset": a.offset,
+        "has_more": a.offset + memories.len() < total,
         "count": memories.len(),
         "message": format!("{} recent memories", memories.len()),
         "memories": memories,

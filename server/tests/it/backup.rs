@@ -139,7 +139,7 @@ fn a_backup_through_the_running_server_restores_as_the_store_was_at_one_commit()
     let memories: Vec<(u64, String)> = String::from_utf8_lossy(&export.stdout)
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|v| v["type"] == "memory")
+        .filter(|v| v["type"] == "record" && v["archived"] == false)
         .map(|v| {
             (
                 v["id"].as_u64().unwrap(),

@@ -226,7 +226,13 @@ fn export_then_import_round_trips_and_a_second_import_adds_nothing() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(lines.iter().filter(|l| l["type"] == "memory").count(), 54);
+    assert_eq!(lines[0]["type"], "export", "a header first");
+    let live = |l: &&serde_json::Value| l["type"] == "record" && l["archived"] == false;
+    assert_eq!(lines.iter().filter(live).count(), 54);
+    let archived = lines
+        .iter()
+        .filter(|l| l["type"] == "record" && l["archived"] == true)
+        .count();
     assert_eq!(
         lines.iter().filter(|l| l["type"] == "entity").count(),
         4,
@@ -237,9 +243,9 @@ fn export_then_import_round_trips_and_a_second_import_adds_nothing() {
         (&item_a["kind"], &item_a["value"]),
         (&serde_json::json!("item"), &serde_json::json!({"v": 3}))
     );
-    let first_memory = lines.iter().position(|l| l["type"] == "memory").unwrap();
+    let first_memory = lines.iter().position(|l| l["type"] == "record").unwrap();
     assert!(
-        lines[..first_memory].iter().all(|l| l["type"] == "entity"),
+        lines[1..first_memory].iter().all(|l| l["type"] == "entity"),
         "entities come first"
     );
 
@@ -247,8 +253,11 @@ fn export_then_import_round_trips_and_a_second_import_adds_nothing() {
         &["import", "--embedder", "hashing", file.to_str().unwrap()],
         &b,
     ));
+    let stored = 54 + archived;
     assert!(
-        imported.contains("54 memories stored, 0 already there, 4 entities created"),
+        imported.contains(&format!(
+            "{stored} memories stored, 0 already there, 4 entities created"
+        )) && imported.contains("ids kept"),
         "{imported}"
     );
     let again = stdout(&amberdb(
@@ -256,15 +265,15 @@ fn export_then_import_round_trips_and_a_second_import_adds_nothing() {
         &b,
     ));
     assert!(
-        again.contains("0 memories stored, 54 already there"),
+        again.contains(&format!("0 memories stored, {stored} already there")),
         "{again}"
     );
 
-    // Same records but for ids: content, user, kind, session, role, category, tags,
-    // validity, times, access counts, feedback.
+    // The same records, ids included: content, user, kind, session, role, category, tags,
+    // validity, times, access counts, feedback, lineage.
     let key = |m: &amberdb::Memory| {
         (
-            (m.valid_from, m.valid_to),
+            ((m.id, m.supersedes.clone()), (m.valid_from, m.valid_to)),
             (m.created_at, m.updated_at, m.last_accessed_at),
             (m.access_count, m.helpful_count, m.harmful_count),
             m.confidence.to_bits(),

@@ -37,9 +37,12 @@ fn a_mem0_export_imports_as_items_keeping_ids_times_scopes_and_metadata() {
 
     let store = Store::open(&data, StoreOptions::hashing()).unwrap();
     let cricket = store
-        .get_item(Some("alice"), "13efe83b-a8df-4ec0-814e-428d6e8451eb")
+        .get_item(
+            Some("memories.alice"),
+            "13efe83b-a8df-4ec0-814e-428d6e8451eb",
+        )
         .unwrap()
-        .expect("kept under its mem0 id");
+        .expect("kept under its mem0 id, in LangMem's namespace (\"memories\", \"alice\")");
     assert_eq!(cricket.content, "Likes to play cricket on weekends");
     assert_eq!(cricket.kind, Kind::Item);
     assert_eq!(
@@ -57,14 +60,18 @@ fn a_mem0_export_imports_as_items_keeping_ids_times_scopes_and_metadata() {
         value,
         serde_json::json!({
             "id": "13efe83b-a8df-4ec0-814e-428d6e8451eb",
+            "content": "Likes to play cricket on weekends",
             "hash": "87bcddeb-fe45-4353-bc22-15a841c50308",
             "metadata": {"category": "hobbies", "source": "chat"},
             "categories": ["hobbies", "sports"],
         }),
-        "every field not mapped onto the record is in the value"
+        "the text as LangMem reads it, and every field not mapped onto the record"
     );
     let diet = store
-        .get_item(Some("alice"), "2d6f0a4e-3c1b-4f8e-9a57-0b1c2d3e4f50")
+        .get_item(
+            Some("memories.alice"),
+            "2d6f0a4e-3c1b-4f8e-9a57-0b1c2d3e4f50",
+        )
         .unwrap()
         .unwrap();
     assert_eq!(
@@ -76,13 +83,16 @@ fn a_mem0_export_imports_as_items_keeping_ids_times_scopes_and_metadata() {
         Timestamp::parse_rfc3339("2024-09-12T17:30:00Z").unwrap()
     );
     let concise = store
-        .get_item(None, "7c9e6679-7425-40de-944b-e07fc1f90ae7")
+        .get_item(
+            Some("memories.default"),
+            "7c9e6679-7425-40de-944b-e07fc1f90ae7",
+        )
         .unwrap()
-        .expect("no user_id: the default user");
+        .expect("no user_id: the default user's namespace");
     assert!(concise.content.contains("ünïcode"));
     // Found by meaning as any memory, and among the user's items.
     let mut req = SearchRequest::new("what sport does she play?");
-    req.user_id = Some("alice".into());
+    req.user_id = Some("memories.alice".into());
     req.kind = Some(Kind::Item);
     assert_eq!(store.search(&req).unwrap().results.len(), 2);
     drop(store);
@@ -94,6 +104,29 @@ fn a_mem0_export_imports_as_items_keeping_ids_times_scopes_and_metadata() {
         "{}",
         text(&again.stdout)
     );
+    // Without --from the file is known by its shape, and said so.
+    let detected = run_on(&["import", FIXTURE], &data);
+    assert!(
+        text(&detected.stderr).contains("holds mem0's JSON")
+            && text(&detected.stdout).contains("0 memories stored, 3 already there"),
+        "{}{}",
+        text(&detected.stdout),
+        text(&detected.stderr)
+    );
+    // --namespace "" keeps mem0's plain users.
+    let plain = dir.path().join("plain");
+    run_on(
+        &["import", "--from", "mem0", "--namespace", "", FIXTURE],
+        &plain,
+    );
+    let store = Store::open(&plain, StoreOptions::hashing()).unwrap();
+    assert!(
+        store
+            .get_item(Some("alice"), "13efe83b-a8df-4ec0-814e-428d6e8451eb")
+            .unwrap()
+            .is_some()
+    );
+    drop(store);
     // --user sends memories without a user to it.
     let other = dir.path().join("other");
     let out = run_on(
@@ -108,7 +141,10 @@ fn a_mem0_export_imports_as_items_keeping_ids_times_scopes_and_metadata() {
     let store = Store::open(&other, StoreOptions::hashing()).unwrap();
     assert!(
         store
-            .get_item(Some("carol"), "7c9e6679-7425-40de-944b-e07fc1f90ae7")
+            .get_item(
+                Some("memories.carol"),
+                "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+            )
             .unwrap()
             .is_some()
     );

@@ -495,6 +495,39 @@ fn every_command_works_over_tcp() {
         assert_eq!(r["code"], "invalid", "{r}");
     }
     assert!(!std::path::Path::new("relative").exists());
+    // EXPORT: every record, ids and lineage kept, to a new file; IMPORT of it into this store
+    // (which gave those ids out) adds nothing; a file that exists, or a relative path, is
+    // refused with nothing written.
+    let export_file = dir.path().join("export.jsonl");
+    let e = ok(
+        &mut c,
+        "EXPORT",
+        json!({"dest": export_file.display().to_string()}),
+    );
+    assert!(e["export"]["live"].as_u64().unwrap() >= 1, "{e}");
+    let written = std::fs::read(&export_file).unwrap();
+    for dest in [
+        export_file.display().to_string(),
+        "relative.jsonl".to_owned(),
+    ] {
+        let r = c.call("EXPORT", json!({ "dest": dest }));
+        assert_eq!(r["code"], "invalid", "{r}");
+    }
+    assert_eq!(
+        std::fs::read(&export_file).unwrap(),
+        written,
+        "a refused EXPORT wrote nothing"
+    );
+    assert!(!std::path::Path::new("relative.jsonl").exists());
+    let i = ok(
+        &mut c,
+        "IMPORT",
+        json!({"source": export_file.display().to_string()}),
+    );
+    assert_eq!(i["import"]["format"], "export", "{i}");
+    assert_eq!(i["import"]["stored"], 0, "everything is here already: {i}");
+    let r = c.call("IMPORT", json!({"source": "/nonexistent/file.jsonl"}));
+    assert_eq!(r["code"], "invalid", "{r}");
     // MAINTENANCE: pause, report, resume.
     let m = ok(&mut c, "MAINTENANCE", json!({"paused": true}));
     assert_eq!(m["maintenance"]["paused"], true, "{m}");

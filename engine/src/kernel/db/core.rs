@@ -235,6 +235,12 @@ impl Db {
         self.state.read()
     }
 
+    /// The id the writer gives next. Takes the writer mutex: never call it holding the
+    /// state's lock (a writer takes the mutex, then the lock).
+    pub(crate) fn next_id(&self) -> u64 {
+        self.writer.lock().next_id
+    }
+
     /// The store's clock.
     pub(crate) fn now(&self) -> Timestamp {
         (self.config.clock)()

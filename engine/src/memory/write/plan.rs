@@ -147,7 +147,7 @@ impl Store {
             .ok_or_else(|| self.embed_failed("returned no vectors"))
     }
 
-    pub(super) fn embed_failed(&self, reason: &str) -> EngineError {
+    pub(crate) fn embed_failed(&self, reason: &str) -> EngineError {
         EngineError::Embed(amberdb_embed::EmbedError::Failed {
             model_id: self.embedding().embedder.model_id().to_owned(),
             reason: reason.to_owned(),

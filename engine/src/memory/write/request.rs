@@ -84,7 +84,7 @@ impl Provenance {
         }
     }
 
-    pub(super) fn validate(&self, now: Timestamp) -> Result<()> {
+    pub(crate) fn validate(&self, now: Timestamp) -> Result<()> {
         let invalid = |field: &'static str, reason: String| EngineError::Invalid { field, reason };
         // Ids a JSON number holds exactly, as every interface writes them.
         if let Some(id) = self.id
