@@ -14,12 +14,17 @@ from ._errors import (
     Unauthorized, Unavailable, UnknownCommand,
 )
 from ._store import Store, check
-from ._types import Decision, Entity, Hit, Memory, SearchResult, StoreResult
+from ._types import (
+    AddedMessages, Decision, Deleted, Entity, Exported, FeedbackResult, Hit, History, Imported,
+    KnowledgeResult, Memory, SearchResult, SkippedTurn, StoreResult, Updated, Version,
+)
 from .client import AsyncClient, Client, Pending, Pipeline
 
 __all__ = [
     "__version__", "Store", "check", "Client", "AsyncClient", "Pipeline", "Pending",
-    "Memory", "Hit", "SearchResult", "StoreResult", "Decision", "Entity",
+    "Memory", "Hit", "SearchResult", "StoreResult", "Decision", "Entity", "Updated", "Deleted",
+    "FeedbackResult", "History", "Version", "KnowledgeResult", "AddedMessages", "SkippedTurn",
+    "Exported", "Imported",
     "AmberError", "AlreadyExists", "BadRequest", "Busy", "DiskFull", "Forbidden",
     "InternalError", "InvalidArgument", "LimitExceeded", "LineTooLong", "NotFound", "Timeout",
     "TooManyConnections", "Unauthorized", "Unavailable", "UnknownCommand",

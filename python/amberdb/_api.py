@@ -8,12 +8,33 @@ methods return awaitables. ``None`` means "not given": the command's default app
 """
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
-from ._types import Entity, Memory, SearchResult, StoreResult
+from ._types import (
+    AddedMessages, Deleted, Entity, Exported, FeedbackResult, History, Imported,
+    KnowledgeResult, Memory, SearchResult, StoreResult, Updated,
+)
 
-Time = Union[str, datetime]
+#: A time argument: an aware ``datetime``, a ``date`` (midnight UTC), or an RFC 3339 string.
+Time = Union[str, datetime, date]
+
+#: Most characters of a search query (the protocol's limit): :class:`amberdb.langgraph.AmberStore`
+#: cuts a longer one at a word boundary, as the model reads only its first 256 tokens.
+MAX_QUERY_CHARS = 1_000
+
+
+def _time(name: str, value: Any) -> Any:
+    """A ``datetime`` or ``date`` as RFC 3339 text; anything else as it is."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError(
+                f"{name}: give a timezone-aware datetime (datetime.now(timezone.utc)), a date, "
+                "or an RFC 3339 string; a naive datetime says no time zone")
+        return value.isoformat()
+    if isinstance(value, date):
+        return value.isoformat()
+    return value
 
 
 def _args(**values: Any) -> Dict[str, Any]:
@@ -21,13 +42,9 @@ def _args(**values: Any) -> Dict[str, Any]:
     for name, value in values.items():
         if value is None:
             continue
-        if isinstance(value, datetime):
-            if value.tzinfo is None:
-                raise ValueError(f"{name}: give a timezone-aware datetime (or an RFC 3339 string)")
-            value = value.isoformat()
-        elif isinstance(value, tuple):
+        if isinstance(value, tuple):
             value = list(value)
-        out[name] = value
+        out[name] = _time(name, value)
     return out
 
 
@@ -58,20 +75,29 @@ def _calls_text(calls: Any) -> str:
 
 
 def _turn(message: Any, i: int) -> Dict[str, Any]:
-    """One chat turn as ADD_MESSAGES takes it (``role``, ``content``, ``time``), from a dict
-    (ours, or OpenAI's chat message) or a LangChain message. Text parts of a list content are
-    joined; an assistant turn's tool calls are written out after its text; a part that is not
-    text (an image) is refused, naming the turn: nothing is dropped silently."""
-    if isinstance(message, Mapping):
+    """One chat turn as ADD_MESSAGES takes it (``role``, ``content``, ``time``, ``id``), from
+    a dict (ours, or OpenAI's chat message), a LangChain message, or a ``(role, content)``
+    tuple (LangChain's shorthand). Text parts of a list content are joined; an assistant
+    turn's tool calls are written out after its text; a part that is not text (an image) is
+    refused, naming the turn: nothing is dropped silently. ``time`` (or, without it,
+    ``created_at``) is when the turn was said; ``id`` is the message's own id."""
+    source_id: Any = None
+    if isinstance(message, tuple) and len(message) == 2 and isinstance(message[0], str):
+        (role, content), calls, time = message, None, None
+    elif isinstance(message, Mapping):
         role, content = message.get("role", message.get("type")), message.get("content")
-        calls, time = message.get("tool_calls"), message.get("time")
+        calls, source_id = message.get("tool_calls"), message.get("id")
+        time = message.get("time", message.get("created_at"))
     elif hasattr(message, "type") and hasattr(message, "content"):
         role = getattr(message, "role", None) if message.type == "chat" else message.type
         content, calls, time = message.content, getattr(message, "tool_calls", None), None
+        source_id = getattr(message, "id", None)
+        extra = getattr(message, "additional_kwargs", None) or {}
+        time = extra.get("time", extra.get("created_at")) if isinstance(extra, Mapping) else None
     else:
         raise TypeError(
-            f"messages[{i}]: give a dict with role and content, or a LangChain message, "
-            f"not {type(message).__name__}")
+            f"messages[{i}]: give a dict with role and content, a LangChain message, or a "
+            f"(role, content) tuple, not {type(message).__name__}")
     if isinstance(content, (list, tuple)):
         texts = []
         for part in content:
@@ -90,7 +116,9 @@ def _turn(message: Any, i: int) -> Dict[str, Any]:
         content = f"{content}\n{written_calls}" if content else written_calls
     turn = {"role": _ROLES.get(role, role) if isinstance(role, str) else role, "content": content}
     if time is not None:
-        turn["time"] = time
+        turn["time"] = _time(f"messages[{i}].time", time)
+    if source_id is not None:
+        turn["id"] = str(source_id)
     return turn
 
 
@@ -227,33 +255,40 @@ class Commands:
         force_hooks: Optional[Sequence[str]] = None,
         dedup_distance: Optional[float] = None,
         merge: Optional[str] = None,
-    ) -> Dict[str, Any]:
-        """Changes a memory. New content makes a new record (``memory_id`` in the reply) that
-        supersedes the old one, which stays in its lineage."""
+    ) -> Updated:
+        """Changes a memory. New content makes a new record (``memory_id`` of the result)
+        that supersedes the old one, which stays in its lineage."""
         return self._run(
             "UPDATE_MEMORY",
             _args(memory_id=memory_id, content=content, category=category, tags=tags,
                   skip_hooks=skip_hooks, force_hooks=force_hooks, dedup_distance=dedup_distance,
                   merge=merge),
-            _same,
+            Updated.from_reply,
         )
 
-    def delete(self, memory_id: int) -> Dict[str, Any]:
+    def delete(self, memory_id: int) -> Deleted:
         """Deletes a memory (its text leaves the store's files within a maintenance cycle)."""
-        return self._run("DELETE_BY_MEMORY_ID", _args(memory_id=memory_id), _same)
+        return self._run("DELETE_BY_MEMORY_ID", _args(memory_id=memory_id), Deleted.from_reply)
 
-    def feedback(self, memory_id: int, feedback: Union[str, bool]) -> Dict[str, Any]:
+    def feedback(self, memory_id: int, feedback: Union[str, bool]) -> FeedbackResult:
         """Marks a memory ``"helpful"`` or ``"harmful"`` (the protocol's words; ``True`` /
         ``False`` mean the same). Ranking and retention read it."""
         if isinstance(feedback, bool):
             feedback = "helpful" if feedback else "harmful"
         elif not isinstance(feedback, str):
             raise TypeError(f"feedback: give \"helpful\", \"harmful\" or a bool, not {feedback!r}")
-        return self._run("FEEDBACK", _args(memory_id=memory_id, feedback=feedback), _same)
+        return self._run(
+            "FEEDBACK", _args(memory_id=memory_id, feedback=feedback), FeedbackResult.from_reply)
 
-    def recent(self, *, user_id: Optional[str] = None, limit: Optional[int] = None) -> List[Memory]:
-        """A user's most recently stored memories, newest first."""
-        return self._run("LIST_RECENT_MEMORIES", _args(user_id=user_id, limit=limit), _memories)
+    def recent(
+        self, *, user_id: Optional[str] = None, limit: Optional[int] = None,
+        offset: Optional[int] = None,
+    ) -> List[Memory]:
+        """A user's live memories, newest first: ``limit`` of them (10 by default, at most
+        50) after the first ``offset``. Page through all of them with ``offset += limit``
+        until a page is shorter than ``limit``, or use :meth:`all_memories`."""
+        return self._run(
+            "LIST_RECENT_MEMORIES", _args(user_id=user_id, limit=limit, offset=offset), _memories)
 
     def lineage(self, memory_id: int) -> List[Memory]:
         """The archived records a memory merged or replaced."""
@@ -262,9 +297,10 @@ class Commands:
             lambda r: [Memory.from_reply(m) for m in r.get("lineage", [])],
         )
 
-    def history(self, memory_id: int) -> Dict[str, Any]:
-        """Every version of the fact a memory holds, newest first."""
-        return self._run("HISTORY", _args(memory_id=memory_id), _same)
+    def history(self, memory_id: int) -> History:
+        """Every version of the fact a memory holds, the latest valid first (each a
+        :class:`amberdb.Version` with its ``status``)."""
+        return self._run("HISTORY", _args(memory_id=memory_id), History.from_reply)
 
     def memory_stats(self, *, user_id: Optional[str] = None) -> Dict[str, Any]:
         """vector-memory-mcp's statistics of one user's memories."""
@@ -324,36 +360,45 @@ class Commands:
 
     # -- users, agents, sessions, and the query ---------------------------------------------
     def create_user(self, user_id: str, *, name: Optional[str] = None) -> Entity:
+        """Creates a user (``name`` defaults to the id); :class:`amberdb.AlreadyExists` if it exists."""
         return self._run("CREATE_USER", _args(user_id=user_id, name=name), _entity("user"))
 
     def create_agent(self, agent_id: str, *, user_id: Optional[str] = None, name: Optional[str] = None) -> Entity:
+        """Creates an agent of a user (``name`` defaults to the id)."""
         return self._run("CREATE_AGENT", _args(user_id=user_id, agent_id=agent_id, name=name), _entity("agent"))
 
     def create_session(
         self, session_id: str, *, user_id: Optional[str] = None, agent_id: Optional[str] = None,
         name: Optional[str] = None,
     ) -> Entity:
+        """Creates a session of a user, optionally of one of its agents (``add_messages`` creates one on its first turns too)."""
         return self._run(
             "CREATE_SESSION", _args(user_id=user_id, session_id=session_id, agent_id=agent_id, name=name),
             _entity("session"),
         )
 
     def get_user(self, user_id: str) -> Entity:
+        """The user; :class:`amberdb.NotFound` if there is none."""
         return self._run("GET_USER", _args(user_id=user_id), _entity("user"))
 
     def get_agent(self, agent_id: str, *, user_id: Optional[str] = None) -> Entity:
+        """The user's agent; :class:`amberdb.NotFound` if there is none (also for another user's)."""
         return self._run("GET_AGENT", _args(user_id=user_id, agent_id=agent_id), _entity("agent"))
 
     def get_session(self, session_id: str, *, user_id: Optional[str] = None) -> Entity:
+        """The user's session; :class:`amberdb.NotFound` if there is none (also for another user's)."""
         return self._run("GET_SESSION", _args(user_id=user_id, session_id=session_id), _entity("session"))
 
     def list_users(self) -> List[Entity]:
+        """Every user, in id order."""
         return self._run("LIST_USERS", {}, _entities("users"))
 
     def list_agents(self, *, user_id: Optional[str] = None) -> List[Entity]:
+        """The user's agents, in id order."""
         return self._run("LIST_AGENTS", _args(user_id=user_id), _entities("agents"))
 
     def list_sessions(self, *, user_id: Optional[str] = None) -> List[Entity]:
+        """The user's sessions, in id order."""
         return self._run("LIST_SESSIONS", _args(user_id=user_id), _entities("sessions"))
 
     def delete_user(self, user_id: str) -> Dict[str, Any]:
@@ -361,31 +406,45 @@ class Commands:
         return self._run("DELETE_USER", _args(user_id=user_id), _same)
 
     def delete_agent(self, agent_id: str, *, user_id: Optional[str] = None) -> Dict[str, Any]:
+        """Deletes an agent and every record of it, in one commit."""
         return self._run("DELETE_AGENT", _args(user_id=user_id, agent_id=agent_id), _same)
 
     def delete_session(self, session_id: str, *, user_id: Optional[str] = None) -> Dict[str, Any]:
+        """Deletes a session and every turn of it, in one commit."""
         return self._run("DELETE_SESSION", _args(user_id=user_id, session_id=session_id), _same)
 
     def add_messages(
         self, session_id: str, messages: Iterable[Any], *, user_id: Optional[str] = None,
-    ) -> List[int]:
-        """Stores chat turns as one commit and returns their ids; the session (and the user)
-        is created with the first turns. A turn is ``{"role": ..., "content": ..., "time":
-        ...}`` (``role`` user, assistant, system or tool; ``time`` optional: when it was said,
-        an RFC 3339 string or a date, its ``valid_from``), an OpenAI chat message (roles
-        ``developer`` and ``function`` too, ``content`` as text parts, an assistant's
-        ``tool_calls`` written out as ``called name(arguments)``), or a LangChain message
-        (``HumanMessage``, ``AIMessage`` with its tool calls, ``SystemMessage``,
-        ``ToolMessage``): ``add_messages(thread_id, state["messages"])`` works as it is."""
+        skip_held: Optional[bool] = None,
+    ) -> AddedMessages:
+        """Stores chat turns as one commit and returns the ids of those stored (a list, with
+        ``skipped``: the turns the session already held); the session (and the user) is
+        created with the first turns. A turn is ``{"role": ..., "content": ..., "time": ...,
+        "id": ...}`` (``role`` user, assistant, system or tool; ``time`` or ``created_at``
+        optional: when it was said, an aware ``datetime``, a ``date`` or RFC 3339 text, its
+        ``valid_from``; ``id`` optional: the message's own id), a ``(role, content)`` tuple,
+        an OpenAI chat message (roles ``developer`` and ``function`` too, ``content`` as text
+        parts, an assistant's ``tool_calls`` written out as ``called name(arguments)``), or a
+        LangChain message (``HumanMessage``, ``AIMessage`` with its tool calls,
+        ``SystemMessage``, ``ToolMessage``; its ``id`` kept).
+
+        ``add_messages(thread_id, state["messages"])`` works as it is, on every turn: a turn
+        the session holds is not stored again (its id is held, or the list begins with the
+        whole session and the turn is at a position it holds with the same role and content;
+        docs/python.md, "Chat turns"). ``skip_held=False`` stores every turn given."""
         turns = [_turn(m, i) for i, m in enumerate(messages)]
         return self._run(
-            "ADD_MESSAGES", _args(user_id=user_id, session_id=session_id, messages=turns),
-            _field("memory_ids"),
+            "ADD_MESSAGES",
+            _args(user_id=user_id, session_id=session_id, messages=turns, skip_held=skip_held),
+            AddedMessages.from_reply,
         )
 
-    def add_knowledge(self, items: Iterable[str], *, user_id: Optional[str] = None) -> Dict[str, Any]:
-        """Stores user-level facts, item by item (the reply says which were stored)."""
-        return self._run("ADD_KNOWLEDGE", _args(user_id=user_id, items=list(items)), _same)
+    def add_knowledge(self, items: Iterable[str], *, user_id: Optional[str] = None) -> KnowledgeResult:
+        """Stores user-level facts through the write hooks, item by item (a fact stored twice
+        is one): ``results[i]`` is item ``i``'s :class:`amberdb.StoreResult` or the error it
+        failed with."""
+        return self._run(
+            "ADD_KNOWLEDGE", _args(user_id=user_id, items=list(items)), KnowledgeResult.from_reply)
 
     def query(
         self, query: str, *, user_id: Optional[str] = None, session_id: Optional[str] = None,
@@ -408,18 +467,22 @@ class Commands:
         return self._run("GET_UNIQUE_TAGS", _args(user_id=user_id), _field("tags"))
 
     def canonical_tags(self, *, user_id: Optional[str] = None) -> List[str]:
+        """The user's canonical tags: the forms new tags are normalized to."""
         return self._run("GET_CANONICAL_TAGS", _args(user_id=user_id), _field("tags"))
 
     def tag_frequencies(self, *, user_id: Optional[str] = None) -> Dict[str, int]:
+        """How many live memories carry each tag."""
         return self._run("GET_TAG_FREQUENCIES", _args(user_id=user_id), _field("frequencies"))
 
     def tag_weights(self, *, user_id: Optional[str] = None) -> Dict[str, float]:
+        """Each tag's weight in ranking (rarer tags weigh more)."""
         return self._run("GET_TAG_WEIGHTS", _args(user_id=user_id), _field("weights"))
 
     def tag_normalize_preview(
         self, *, user_id: Optional[str] = None, threshold: Optional[float] = None,
         max_changes: Optional[int] = None,
     ) -> Dict[str, Any]:
+        """Tag renames that normalization would make (``preview_id`` applies exactly these), without writing."""
         return self._run(
             "TAG_NORMALIZE_PREVIEW", _args(user_id=user_id, threshold=threshold, max_changes=max_changes),
             _same,
@@ -429,6 +492,7 @@ class Commands:
         self, preview_id: str, snapshot_id: str, *, user_id: Optional[str] = None,
         threshold: Optional[float] = None, max_changes: Optional[int] = None,
     ) -> Dict[str, Any]:
+        """Applies a preview of tag renames; ``snapshot_id`` (from :meth:`snapshot_create`) is what :meth:`snapshot_restore` undoes it with."""
         return self._run(
             "TAG_NORMALIZE_APPLY",
             _args(user_id=user_id, preview_id=preview_id, snapshot_id=snapshot_id,
@@ -441,6 +505,7 @@ class Commands:
         return self._run("SNAPSHOT_CREATE", _args(user_id=user_id, description=description), _same)
 
     def snapshot_restore(self, snapshot_id: str, *, user_id: Optional[str] = None) -> Dict[str, Any]:
+        """Puts a user's tags and categories back as a snapshot held them."""
         return self._run("SNAPSHOT_RESTORE", _args(user_id=user_id, snapshot_id=snapshot_id), _same)
 
     # -- compaction and maintenance ---------------------------------------------------------
@@ -451,6 +516,7 @@ class Commands:
     def compact_apply(
         self, preview_id: str, *, user_id: Optional[str] = None, distance: Optional[float] = None,
     ) -> Dict[str, Any]:
+        """Merges the near-duplicate groups the preview listed, in one step (:meth:`compact_undo` splits one back)."""
         return self._run(
             "COMPACT_APPLY", _args(user_id=user_id, distance=distance, preview_id=preview_id), _same
         )
@@ -485,3 +551,31 @@ class Commands:
         """Copies the store, as it is at one commit, into ``dest`` (a new or empty directory,
         absolute) while reads and writes go on, and checks the copy."""
         return self._run("BACKUP", _args(dest=dest), _field("backup"))
+
+    def export(self, dest: str) -> Exported:
+        """Writes everything into the new file ``dest`` (absolute; for a :class:`Client`, on
+        the server's machine) while reads and writes go on: every user, agent and session,
+        and every record, live and archived, with its id, lineage, validity, times and
+        feedback, as one state of the store (JSON Lines, docs/semantics.md, "Export and
+        import"). A file that exists is refused."""
+        return self._run("EXPORT", _args(dest=dest), Exported.from_reply)
+
+    def import_file(self, source: str) -> Imported:
+        """Reads the file ``source`` (absolute; for a :class:`Client`, on the server's
+        machine): an export (:meth:`export`, ``amberdb export``), JSON Lines of memories, or
+        mem0's / agent-memory-server's JSON. An export's ids are kept when this store never
+        gave them out (a new store): ``history``, ``lineage`` and the ids you kept read as
+        they did; otherwise each record gets a new id, lineage follows, and ``renumbered``
+        says which. A record already here is not stored twice."""
+        return self._run("IMPORT", _args(source=source), Imported.from_reply)
+
+    def all_memories(self, *, user_id: Optional[str] = None, page: int = 50) -> Iterable[Memory]:
+        """Every live memory of a user, newest first, fetched ``page`` at a time with
+        :meth:`recent` (a generator; memories stored meanwhile may be missed)."""
+        offset = 0
+        while True:
+            got = self.recent(user_id=user_id, limit=page, offset=offset)
+            yield from got
+            if len(got) < page:
+                return
+            offset += page

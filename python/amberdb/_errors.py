@@ -6,6 +6,7 @@ one) and the whole reply as ``reply``. An error means nothing changed in the sto
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, Optional, Type
 
 
@@ -136,10 +137,29 @@ _BY_CODE: Dict[str, Type[AmberError]] = {
 }
 
 
+# What the engine and the command line say, in this API's words.
+_WORDS = [
+    (re.compile(r"\(`--embedder hashing`, `HashingEmbedder`\)"), '(`embedder="hashing"`)'),
+    (re.compile(r"--embedder (minilm|hashing)"), r'embedder="\1"'),
+    (re.compile(r"`?Store::([a-z_]+)`?"), r"\1()"),
+    (re.compile(r"(-?\d+)\.\.=(-?\d+)"), r"\1 to \2"),
+    (re.compile(r"File exists \(os error 17\)"), "it exists already"),
+    (re.compile(r" \(os error \d+\)"), ""),
+]
+
+
+def python_words(message: str) -> str:
+    """A message from the engine said in this API's words: ``embedder="hashing"`` for the
+    command line's flag, ``lineage()`` for the Rust method, ``1 to 50`` for Rust's range."""
+    for pattern, words in _WORDS:
+        message = pattern.sub(words, message)
+    return message
+
+
 def error_from_reply(reply: Dict[str, Any]) -> AmberError:
     """The exception for an error reply (an unknown code becomes :class:`AmberError`)."""
     code = str(reply.get("code", "internal"))
-    message = str(reply.get("message") or reply.get("error") or code)
+    message = python_words(str(reply.get("message") or reply.get("error") or code))
     cls = _BY_CODE.get(code)
     if cls is None:
         err = AmberError(message, reply)

@@ -155,6 +155,9 @@ class StoreResult:
     reason: Optional[str] = None
     replaced: Optional[int] = None
     """For an item: the id of the item of the same key this put replaced."""
+    category_reason: Optional[str] = None
+    """How the category was decided: ``given``, a keyword rule, the model, or ``unknown``
+    when the category given is not one of the nine (it became ``other``)."""
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -181,3 +184,174 @@ class Entity:
     @classmethod
     def from_reply(cls, reply: Dict[str, Any]) -> "Entity":
         return _build(cls, reply, created_at=parse_time(reply.get("created_at")))
+
+
+@dataclass
+class Updated:
+    """An updated memory: ``memory_id`` is the live one now (a new id when the content changed,
+    which ``supersedes`` the old one), with its tags and category after the update."""
+
+    memory_id: int
+    supersedes: List[int] = field(default_factory=list)
+    tags: List[str] = field(default_factory=list)
+    category: Optional[str] = None
+    message: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_reply(cls, reply: Dict[str, Any]) -> "Updated":
+        return _build(cls, reply)
+
+
+@dataclass
+class Deleted:
+    """A deleted memory (its text leaves the store's files within a maintenance cycle)."""
+
+    memory_id: int
+    message: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_reply(cls, reply: Dict[str, Any]) -> "Deleted":
+        return _build(cls, reply)
+
+
+@dataclass
+class FeedbackResult:
+    """A memory's feedback counts and confidence after one more feedback."""
+
+    memory_id: int
+    helpful_count: int = 0
+    harmful_count: int = 0
+    confidence: float = 0.0
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_reply(cls, reply: Dict[str, Any]) -> "FeedbackResult":
+        return _build(cls, reply)
+
+
+@dataclass
+class Version(Memory):
+    """One version of a fact: the record and its ``status`` (``current``, ``replaced`` by a
+    newer value, or ``merged``: an earlier saying or an edited text)."""
+
+    status: str = "current"
+
+    @classmethod
+    def from_reply(cls, reply: Dict[str, Any]) -> "Version":
+        return _build(cls, reply, **{t: parse_time(reply.get(t)) for t in _TIMES})
+
+
+@dataclass
+class History:
+    """Every version of the fact a memory holds, the latest valid first; iterable and sized."""
+
+    memory_id: int
+    versions: List[Version] = field(default_factory=list)
+    count: int = 0
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_reply(cls, reply: Dict[str, Any]) -> "History":
+        versions = [Version.from_reply(v) for v in reply.get("versions", [])]
+        return _build(cls, reply, versions=versions)
+
+    def __iter__(self):
+        return iter(self.versions)
+
+    def __len__(self) -> int:
+        return len(self.versions)
+
+
+@dataclass
+class KnowledgeResult:
+    """What :meth:`amberdb.Store.add_knowledge` did, item by item: ``results[i]`` is the
+    :class:`StoreResult` of item ``i``, or the :class:`amberdb.AmberError` it failed with."""
+
+    results: List[Any] = field(default_factory=list)
+    count: int = 0
+    stored: int = 0
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_reply(cls, reply: Dict[str, Any]) -> "KnowledgeResult":
+        from ._errors import error_from_reply
+
+        results = [
+            StoreResult.from_reply(r) if r.get("success", True) and "memory_id" in r
+            else error_from_reply(r)
+            for r in reply.get("results", [])
+        ]
+        return _build(cls, reply, results=results)
+
+
+@dataclass
+class SkippedTurn:
+    """A turn given to :meth:`amberdb.Store.add_messages` that the session already held:
+    its ``position`` in the list, the ``memory_id`` that holds it, and ``by`` (``"id"``: a
+    turn of the session carries its message id; ``"position"``: the list began with the whole
+    session, and this turn is at a position it holds with the same role and content)."""
+
+    position: int
+    memory_id: int
+    by: str
+
+
+class AddedMessages(List[int]):
+    """The ids of the turns :meth:`amberdb.Store.add_messages` stored (a list, in the order
+    given), with ``skipped``: the turns the session already held, not stored again."""
+
+    skipped: List[SkippedTurn]
+    raw: Dict[str, Any]
+
+    @classmethod
+    def from_reply(cls, reply: Dict[str, Any]) -> "AddedMessages":
+        out = cls(reply.get("memory_ids", []))
+        out.skipped = [SkippedTurn(s["position"], s["memory_id"], s["by"])
+                       for s in reply.get("skipped", [])]
+        out.raw = reply
+        return out
+
+
+@dataclass
+class Exported:
+    """An export written (:meth:`amberdb.Store.export`): where, and what it holds."""
+
+    dest: str
+    version: int = 2
+    entities: int = 0
+    live: int = 0
+    archived: int = 0
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_reply(cls, reply: Dict[str, Any]) -> "Exported":
+        return _build(cls, reply["export"])
+
+
+@dataclass
+class Imported:
+    """What an import did (:meth:`amberdb.Store.import_file`): the file's ``format``
+    (``export``, ``json lines``, ``mem0``, ``agent-memory-server``), records ``stored``
+    (``archived`` of them archived), ``duplicates`` already here, whether ``ids_kept``, and
+    ``renumbered``: ``(id in the file, id here)`` pairs; ``failed``: ``(line, why)`` pairs."""
+
+    format: str
+    lines: int = 0
+    stored: int = 0
+    archived: int = 0
+    duplicates: int = 0
+    entities: int = 0
+    entities_existing: int = 0
+    ids_kept: Optional[bool] = None
+    renumbered: List[Any] = field(default_factory=list)
+    failed: List[Any] = field(default_factory=list)
+    relations_skipped: int = 0
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_reply(cls, reply: Dict[str, Any]) -> "Imported":
+        done = reply["import"]
+        return _build(cls, done, renumbered=[tuple(p) for p in done.get("renumbered", [])],
+                      failed=[tuple(p) for p in done.get("failed", [])])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import select
 import socket
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -19,6 +20,21 @@ from ._errors import AmberError, error_from_reply
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7733
+
+#: Commands a client sends again, once, on a fresh connection when the connection dropped
+#: after the request may have reached the server (a restart, a dropped link): reads, and
+#: writes whose second run leaves the store as one run does (a memory stored again is an
+#: exact duplicate; a thread sent again is skipped; an item put again replaces itself). A
+#: request that was never sent (the connection was found closed first) is always sent again.
+SAFE_TO_RETRY = frozenset({
+    "PING", "HELP", "AUTH", "SEARCH", "SEARCH_MEMORIES", "GET_BY_MEMORY_ID", "GET",
+    "LIST_RECENT_MEMORIES", "RECENT", "GET_MEMORY_STATS", "LINEAGE", "HISTORY", "GET_ITEM",
+    "LIST_ITEMS", "LIST_ITEM_USERS", "GET_USER", "GET_AGENT", "GET_SESSION", "LIST_USERS",
+    "LIST_AGENTS", "LIST_SESSIONS", "QUERY", "GET_UNIQUE_TAGS", "GET_CANONICAL_TAGS",
+    "GET_TAG_FREQUENCIES", "GET_TAG_WEIGHTS", "TAG_NORMALIZE_PREVIEW", "COMPACT_PREVIEW",
+    "MEND_PREVIEW", "STATS",
+    "STORE_MEMORY", "STORE", "ADD_MESSAGES", "ADD_KNOWLEDGE", "PUT_ITEM",
+})
 
 Parse = Callable[[Dict[str, Any]], Any]
 
@@ -57,9 +73,12 @@ class Client(Commands):
 
     ``token`` is sent with ``AUTH`` when given (a server with tokens needs it). ``timeout``
     (seconds, 60 by default) bounds the connect and every reply: a call that waits longer
-    raises :class:`TimeoutError`. After a timeout or a dropped connection the next call
-    connects again (and authenticates again); the call that failed is not retried, since the
-    server may have run it."""
+    raises :class:`TimeoutError`. A connection the server closed while the client was idle
+    (a restart) is found before the next request is sent, and the call goes over a new one
+    (authenticated again) as if nothing happened. A connection that drops after a request was
+    sent fails the call, unless running it twice is safe (reads, stores: ``SAFE_TO_RETRY``),
+    which is sent once more on a new connection. After a timeout the next call connects
+    again."""
 
     def __init__(
         self,
@@ -102,6 +121,21 @@ class Client(Commands):
             if sock is not None:
                 sock.close()
 
+    def _stale(self) -> bool:
+        """Whether the idle connection was closed by the server (or holds bytes nobody asked
+        for): then nothing may be sent on it."""
+        assert self._sock is not None
+        try:
+            readable, _, _ = select.select([self._sock], [], [], 0)
+            if not readable:
+                return False
+            self._sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            return True
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+
     def auth(self, token: str) -> Optional[str]:
         """Authenticates (again after a reconnect); returns the user the token is bound to."""
         user = self._run("AUTH", {"token": token}, lambda r: r.get("user_id"))
@@ -109,6 +143,7 @@ class Client(Commands):
         return user
 
     def ping(self) -> bool:
+        """Whether the server answers (``PING``)."""
         return self._run("PING", {}, lambda r: r.get("reply") == "PONG")
 
     def _exchange_connected(self, lines: List[bytes]) -> List[Dict[str, Any]]:
@@ -131,14 +166,23 @@ class Client(Commands):
             self._drop()
             raise
 
-    def _exchange(self, lines: List[bytes]) -> List[Dict[str, Any]]:
+    def _exchange(self, lines: List[bytes], safe: bool = False) -> List[Dict[str, Any]]:
         with self._lock:
+            if self._sock is not None and self._stale():
+                self._drop()  # nothing was sent on it: the requests go on a new one
             if self._sock is None:
                 self._connect()
+            try:
+                return self._exchange_connected(lines)
+            except ConnectionError:
+                if not safe:
+                    raise
+            self._connect()
             return self._exchange_connected(lines)
 
     def _run(self, command: str, args: Dict[str, Any], parse: Parse) -> Any:
-        (reply,) = self._exchange([_line(command, args)])
+        safe = command.upper() in SAFE_TO_RETRY
+        (reply,) = self._exchange([_line(command, args)], safe)
         return _outcome(reply, parse)
 
     def pipeline(self) -> "Pipeline":
@@ -149,9 +193,11 @@ class Client(Commands):
         return Pipeline(self)
 
     def close(self) -> None:
+        """Closes the connection (a later call connects again)."""
         self._drop()
 
     def __enter__(self) -> "Client":
+        """The client itself; leaving the ``with`` block closes it."""
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -178,6 +224,7 @@ class Pending:
 
     @property
     def error(self) -> Optional[BaseException]:
+        """The call's error once the pipeline ran, or ``None``."""
         return self._error
 
 
@@ -198,6 +245,10 @@ class Pipeline(Commands):
         self._queued.append((_line(command, args, f"p{next(self._tags)}"), parse, pending))
         return pending
 
+    def all_memories(self, **_: Any) -> Any:
+        """Not in a pipeline: it pages, each page waiting for the one before."""
+        raise TypeError("all_memories pages one call after another: call it on the Client")
+
     def execute(self) -> List[Pending]:
         """Sends every queued call and reads the replies; returns the pendings in order."""
         queued, self._queued = self._queued, []
@@ -213,6 +264,7 @@ class Pipeline(Commands):
         return [p for _, _, p in queued]
 
     def __enter__(self) -> "Pipeline":
+        """The pipeline itself; leaving the ``with`` block sends every call queued."""
         return self
 
     def __exit__(self, exc_type: Any, *exc: Any) -> None:
@@ -251,7 +303,7 @@ class AsyncClient(Commands):
         self._closed: Optional[BaseException] = None
         self._shut = False  # closed by `close`: never connected again
         self._reconnecting = asyncio.Lock()
-        self._reading = asyncio.get_running_loop().create_task(self._read_replies())
+        self._reading = asyncio.get_running_loop().create_task(self._read_replies(reader))
 
     @classmethod
     async def connect(
@@ -280,7 +332,7 @@ class AsyncClient(Commands):
         reader, writer = await asyncio.wait_for(
             asyncio.open_connection(*self._address, limit=64 << 20), self._timeout)
         self._reader, self._writer, self._closed = reader, writer, None
-        self._reading = asyncio.get_running_loop().create_task(self._read_replies())
+        self._reading = asyncio.get_running_loop().create_task(self._read_replies(reader))
         if self._token is not None:
             await self.auth(self._token)
 
@@ -291,13 +343,26 @@ class AsyncClient(Commands):
         return user
 
     async def ping(self) -> bool:
+        """Whether the server answers (``PING``)."""
         return await self._run("PING", {}, lambda r: r.get("reply") == "PONG")
 
-    async def _read_replies(self) -> None:
+    async def all_memories(self, *, user_id: Optional[str] = None, page: int = 50) -> Any:
+        """Every live memory of a user, newest first, ``page`` at a time (an async
+        generator: ``async for m in db.all_memories(...)``)."""
+        offset = 0
+        while True:
+            got = await self.recent(user_id=user_id, limit=page, offset=offset)
+            for memory in got:
+                yield memory
+            if len(got) < page:
+                return
+            offset += page
+
+    async def _read_replies(self, reader: asyncio.StreamReader) -> None:
         error: BaseException = ConnectionError("the server closed the connection")
         try:
             while True:
-                raw = await self._reader.readline()
+                raw = await reader.readline()
                 if not raw:
                     break
                 reply = json.loads(raw)
@@ -306,19 +371,43 @@ class AsyncClient(Commands):
                     future.set_result(reply)
         except Exception as e:  # a broken connection fails every call waiting on it
             error = e
+        if reader is not self._reader:
+            return  # a connection replaced already: its calls were failed when it was
         self._closed = error
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(error)
         self._pending.clear()
 
-    async def _run(self, command: str, args: Dict[str, Any], parse: Parse) -> Any:
+    async def _connected(self) -> None:
+        """A live connection for the next request: one the server closed while the client
+        was idle is replaced before anything is sent on it."""
+        if self._closed is None and self._reader.at_eof():
+            self._closed = ConnectionError("the server closed the connection")
+            for future in self._pending.values():
+                if not future.done():
+                    future.set_exception(self._closed)
+            self._pending.clear()
         if self._closed is not None:
             if self._address is None or self._shut:
                 raise ConnectionError("the connection is closed") from self._closed
             async with self._reconnecting:
                 if self._closed is not None:
                     await self._reconnect()
+
+    async def _run(self, command: str, args: Dict[str, Any], parse: Parse) -> Any:
+        safe = command.upper() in SAFE_TO_RETRY
+        try:
+            await self._connected()
+            return _outcome(await self._send(command, args), parse)
+        except ConnectionError:
+            if not safe or self._address is None or self._shut:
+                raise
+        await self._connected()
+        return _outcome(await self._send(command, args), parse)
+
+    async def _send(self, command: str, args: Dict[str, Any]) -> Dict[str, Any]:
+        """Sends one request on the connection and waits for its reply."""
         tag = f"a{next(self._tags)}"
         future = asyncio.get_running_loop().create_future()
         self._pending[tag] = future
@@ -330,9 +419,10 @@ class AsyncClient(Commands):
             self._pending.pop(tag, None)
             raise TimeoutError(
                 f"no reply to {command} within {self._timeout} s (a late reply is dropped)") from e
-        return _outcome(reply, parse)
+        return reply
 
     async def close(self) -> None:
+        """Closes the connection for good (a later call raises :class:`ConnectionError`)."""
         self._shut = True
         self._writer.close()
         try:
@@ -342,6 +432,7 @@ class AsyncClient(Commands):
         await self._reading
 
     async def __aenter__(self) -> "AsyncClient":
+        """The client itself; leaving the ``async with`` block closes it."""
         return self
 
     async def __aexit__(self, *exc: Any) -> None:

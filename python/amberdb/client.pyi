@@ -1,10 +1,16 @@
 """Type stub of amberdb.client, written by python/tools/client_stub.py from amberdb/_api.py:
 do not edit."""
 import asyncio
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import (
+    Any, AsyncIterator, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence,
+    Union,
+)
 
 from ._api import Time
-from ._types import Entity, Memory, SearchResult, StoreResult
+from ._types import (
+    AddedMessages, Deleted, Entity, Exported, FeedbackResult, History, Imported,
+    KnowledgeResult, Memory, SearchResult, StoreResult, Updated,
+)
 
 DEFAULT_HOST: str
 DEFAULT_PORT: int
@@ -23,17 +29,27 @@ class Client:
     def close(self) -> None: ...
     def __enter__(self) -> "Client": ...
     def __exit__(self, *exc: Any) -> None: ...
-    def add_knowledge(self, items: Iterable[str], *, user_id: Optional[str] = ...) -> Dict[str, Any]:
-        """Stores user-level facts, item by item (the reply says which were stored)."""
-    def add_messages(self, session_id: str, messages: Iterable[Any], *, user_id: Optional[str] = ...) -> List[int]:
-        """Stores chat turns as one commit and returns their ids; the session (and the user)
-        is created with the first turns. A turn is ``{"role": ..., "content": ..., "time":
-        ...}`` (``role`` user, assistant, system or tool; ``time`` optional: when it was said,
-        an RFC 3339 string or a date, its ``valid_from``), an OpenAI chat message (roles
-        ``developer`` and ``function`` too, ``content`` as text parts, an assistant's
-        ``tool_calls`` written out as ``called name(arguments)``), or a LangChain message
-        (``HumanMessage``, ``AIMessage`` with its tool calls, ``SystemMessage``,
-        ``ToolMessage``): ``add_messages(thread_id, state["messages"])`` works as it is."""
+    def all_memories(self, *, user_id: Optional[str] = ..., page: int = ...) -> Iterator[Memory]: ...
+    def add_knowledge(self, items: Iterable[str], *, user_id: Optional[str] = ...) -> KnowledgeResult:
+        """Stores user-level facts through the write hooks, item by item (a fact stored twice
+        is one): ``results[i]`` is item ``i``'s :class:`amberdb.StoreResult` or the error it
+        failed with."""
+    def add_messages(self, session_id: str, messages: Iterable[Any], *, user_id: Optional[str] = ..., skip_held: Optional[bool] = ...) -> AddedMessages:
+        """Stores chat turns as one commit and returns the ids of those stored (a list, with
+        ``skipped``: the turns the session already held); the session (and the user) is
+        created with the first turns. A turn is ``{"role": ..., "content": ..., "time": ...,
+        "id": ...}`` (``role`` user, assistant, system or tool; ``time`` or ``created_at``
+        optional: when it was said, an aware ``datetime``, a ``date`` or RFC 3339 text, its
+        ``valid_from``; ``id`` optional: the message's own id), a ``(role, content)`` tuple,
+        an OpenAI chat message (roles ``developer`` and ``function`` too, ``content`` as text
+        parts, an assistant's ``tool_calls`` written out as ``called name(arguments)``), or a
+        LangChain message (``HumanMessage``, ``AIMessage`` with its tool calls,
+        ``SystemMessage``, ``ToolMessage``; its ``id`` kept).
+        
+        ``add_messages(thread_id, state["messages"])`` works as it is, on every turn: a turn
+        the session holds is not stored again (its id is held, or the list begins with the
+        whole session and the turn is at a position it holds with the same role and content;
+        docs/python.md, "Chat turns"). ``skip_held=False`` stores every turn given."""
     def backup(self, dest: str) -> Dict[str, Any]:
         """Copies the store, as it is at one commit, into ``dest`` (a new or empty directory,
         absolute) while reads and writes go on, and checks the copy."""
@@ -42,60 +58,74 @@ class Client:
         its reply as a dict. ``call("HELP")`` lists the commands, ``call("HELP",
         command="SEARCH")`` one command's arguments."""
     def canonical_tags(self, *, user_id: Optional[str] = ...) -> List[str]:
-        ...
+        """The user's canonical tags: the forms new tags are normalized to."""
     def clear_old_memories(self, *, user_id: Optional[str] = ..., days_old: Optional[int] = ..., max_to_keep: Optional[int] = ...) -> Dict[str, Any]:
         """Deletes memories older than ``days_old`` beyond the newest ``max_to_keep``."""
     def compact_apply(self, preview_id: str, *, user_id: Optional[str] = ..., distance: Optional[float] = ...) -> Dict[str, Any]:
-        ...
+        """Merges the near-duplicate groups the preview listed, in one step (:meth:`compact_undo` splits one back)."""
     def compact_preview(self, *, user_id: Optional[str] = ..., distance: Optional[float] = ...) -> Dict[str, Any]:
         """Groups of near-duplicate memories a merge would fold (``preview_id`` applies it)."""
     def compact_undo(self, memory_id: int) -> Dict[str, Any]:
         """Splits a merged memory back into its sources."""
     def create_agent(self, agent_id: str, *, user_id: Optional[str] = ..., name: Optional[str] = ...) -> Entity:
-        ...
+        """Creates an agent of a user (``name`` defaults to the id)."""
     def create_session(self, session_id: str, *, user_id: Optional[str] = ..., agent_id: Optional[str] = ..., name: Optional[str] = ...) -> Entity:
-        ...
+        """Creates a session of a user, optionally of one of its agents (``add_messages`` creates one on its first turns too)."""
     def create_user(self, user_id: str, *, name: Optional[str] = ...) -> Entity:
-        ...
-    def delete(self, memory_id: int) -> Dict[str, Any]:
+        """Creates a user (``name`` defaults to the id); :class:`amberdb.AlreadyExists` if it exists."""
+    def delete(self, memory_id: int) -> Deleted:
         """Deletes a memory (its text leaves the store's files within a maintenance cycle)."""
     def delete_agent(self, agent_id: str, *, user_id: Optional[str] = ...) -> Dict[str, Any]:
-        ...
+        """Deletes an agent and every record of it, in one commit."""
     def delete_item(self, key: str, *, user_id: Optional[str] = ...) -> bool:
         """Deletes the user's item of ``key``; ``False`` when there was none."""
     def delete_session(self, session_id: str, *, user_id: Optional[str] = ...) -> Dict[str, Any]:
-        ...
+        """Deletes a session and every turn of it, in one commit."""
     def delete_user(self, user_id: str) -> Dict[str, Any]:
         """Deletes a user and everything of it, in one commit."""
-    def feedback(self, memory_id: int, feedback: Union[str, bool]) -> Dict[str, Any]:
+    def export(self, dest: str) -> Exported:
+        """Writes everything into the new file ``dest`` (absolute; for a :class:`Client`, on
+        the server's machine) while reads and writes go on: every user, agent and session,
+        and every record, live and archived, with its id, lineage, validity, times and
+        feedback, as one state of the store (JSON Lines, docs/semantics.md, "Export and
+        import"). A file that exists is refused."""
+    def feedback(self, memory_id: int, feedback: Union[str, bool]) -> FeedbackResult:
         """Marks a memory ``"helpful"`` or ``"harmful"`` (the protocol's words; ``True`` /
         ``False`` mean the same). Ranking and retention read it."""
     def get(self, memory_id: int) -> Memory:
         """The memory with this id (counts as an access); :class:`amberdb.NotFound` if none."""
     def get_agent(self, agent_id: str, *, user_id: Optional[str] = ...) -> Entity:
-        ...
+        """The user's agent; :class:`amberdb.NotFound` if there is none (also for another user's)."""
     def get_item(self, key: str, *, user_id: Optional[str] = ...) -> Optional[Memory]:
         """The user's item of ``key`` (``.value`` holds the object), or ``None``. Not an access:
         nothing is written."""
     def get_session(self, session_id: str, *, user_id: Optional[str] = ...) -> Entity:
-        ...
+        """The user's session; :class:`amberdb.NotFound` if there is none (also for another user's)."""
     def get_user(self, user_id: str) -> Entity:
-        ...
-    def history(self, memory_id: int) -> Dict[str, Any]:
-        """Every version of the fact a memory holds, newest first."""
+        """The user; :class:`amberdb.NotFound` if there is none."""
+    def history(self, memory_id: int) -> History:
+        """Every version of the fact a memory holds, the latest valid first (each a
+        :class:`amberdb.Version` with its ``status``)."""
+    def import_file(self, source: str) -> Imported:
+        """Reads the file ``source`` (absolute; for a :class:`Client`, on the server's
+        machine): an export (:meth:`export`, ``amberdb export``), JSON Lines of memories, or
+        mem0's / agent-memory-server's JSON. An export's ids are kept when this store never
+        gave them out (a new store): ``history``, ``lineage`` and the ids you kept read as
+        they did; otherwise each record gets a new id, lineage follows, and ``renumbered``
+        says which. A record already here is not stored twice."""
     def item_users(self) -> Dict[str, int]:
         """Every user that holds items, with how many."""
     def lineage(self, memory_id: int) -> List[Memory]:
         """The archived records a memory merged or replaced."""
     def list_agents(self, *, user_id: Optional[str] = ...) -> List[Entity]:
-        ...
+        """The user's agents, in id order."""
     def list_items(self, *, user_id: Optional[str] = ..., prefix: Optional[str] = ..., offset: Optional[int] = ..., limit: Optional[int] = ...) -> List[Memory]:
         """The user's items whose key starts with ``prefix``, in key order (``limit`` at most
         50, 10 by default)."""
     def list_sessions(self, *, user_id: Optional[str] = ...) -> List[Entity]:
-        ...
+        """The user's sessions, in id order."""
     def list_users(self) -> List[Entity]:
-        ...
+        """Every user, in id order."""
     def memory_stats(self, *, user_id: Optional[str] = ...) -> Dict[str, Any]:
         """vector-memory-mcp's statistics of one user's memories."""
     def mend_apply(self, preview_id: str, *, user_id: Optional[str] = ...) -> Dict[str, Any]:
@@ -115,8 +145,10 @@ class Client:
         (dedup, tags, category) touches an item."""
     def query(self, query: str, *, user_id: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., top_k: Optional[int] = ..., store_type: Optional[str] = ..., include_messages: Optional[bool] = ..., include_knowledge: Optional[bool] = ..., max_tokens: Optional[int] = ...) -> Dict[str, Any]:
         """MemFuse's query over memories, messages and knowledge (its envelope as the reply)."""
-    def recent(self, *, user_id: Optional[str] = ..., limit: Optional[int] = ...) -> List[Memory]:
-        """A user's most recently stored memories, newest first."""
+    def recent(self, *, user_id: Optional[str] = ..., limit: Optional[int] = ..., offset: Optional[int] = ...) -> List[Memory]:
+        """A user's live memories, newest first: ``limit`` of them (10 by default, at most
+        50) after the first ``offset``. Page through all of them with ``offset += limit``
+        until a page is shorter than ``limit``, or use :meth:`all_memories`."""
     def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., valid_after: Optional[Time] = ..., valid_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., neighbours: Optional[int] = ..., **more: Any) -> SearchResult:
         """Searches one user's memories by meaning and words (``mode``: ``hybrid`` by default,
         or ``vector``, ``keyword``, ``text``), filtered inside the scan; ``limit`` hits (10 by
@@ -128,7 +160,7 @@ class Client:
     def snapshot_create(self, *, user_id: Optional[str] = ..., description: Optional[str] = ...) -> Dict[str, Any]:
         """Snapshots a user's tags and categories (what tag normalization may change)."""
     def snapshot_restore(self, snapshot_id: str, *, user_id: Optional[str] = ...) -> Dict[str, Any]:
-        ...
+        """Puts a user's tags and categories back as a snapshot held them."""
     def stats(self) -> Dict[str, Any]:
         """The store's counters (STATS)."""
     def store(self, content: str, *, category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., user_id: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., kind: Optional[str] = ..., role: Optional[str] = ..., valid_from: Optional[Time] = ..., valid_to: Optional[Time] = ..., skip_hooks: Optional[Sequence[str]] = ..., force_hooks: Optional[Sequence[str]] = ..., dedup_distance: Optional[float] = ..., merge: Optional[str] = ...) -> StoreResult:
@@ -139,18 +171,18 @@ class Client:
         fact guard's looser readings too); a new value of a fact supersedes the older one
         (``outcome="superseded"``)."""
     def tag_frequencies(self, *, user_id: Optional[str] = ...) -> Dict[str, int]:
-        ...
+        """How many live memories carry each tag."""
     def tag_normalize_apply(self, preview_id: str, snapshot_id: str, *, user_id: Optional[str] = ..., threshold: Optional[float] = ..., max_changes: Optional[int] = ...) -> Dict[str, Any]:
-        ...
+        """Applies a preview of tag renames; ``snapshot_id`` (from :meth:`snapshot_create`) is what :meth:`snapshot_restore` undoes it with."""
     def tag_normalize_preview(self, *, user_id: Optional[str] = ..., threshold: Optional[float] = ..., max_changes: Optional[int] = ...) -> Dict[str, Any]:
-        ...
+        """Tag renames that normalization would make (``preview_id`` applies exactly these), without writing."""
     def tag_weights(self, *, user_id: Optional[str] = ...) -> Dict[str, float]:
-        ...
+        """Each tag's weight in ranking (rarer tags weigh more)."""
     def tags(self, *, user_id: Optional[str] = ...) -> List[str]:
         """Every tag in use."""
-    def update(self, memory_id: int, *, content: Optional[str] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., skip_hooks: Optional[Sequence[str]] = ..., force_hooks: Optional[Sequence[str]] = ..., dedup_distance: Optional[float] = ..., merge: Optional[str] = ...) -> Dict[str, Any]:
-        """Changes a memory. New content makes a new record (``memory_id`` in the reply) that
-        supersedes the old one, which stays in its lineage."""
+    def update(self, memory_id: int, *, content: Optional[str] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., skip_hooks: Optional[Sequence[str]] = ..., force_hooks: Optional[Sequence[str]] = ..., dedup_distance: Optional[float] = ..., merge: Optional[str] = ...) -> Updated:
+        """Changes a memory. New content makes a new record (``memory_id`` of the result)
+        that supersedes the old one, which stays in its lineage."""
 
 class Pipeline:
     CHUNK: int
@@ -159,7 +191,7 @@ class Pipeline:
     def __exit__(self, exc_type: Any, *exc: Any) -> None: ...
     def add_knowledge(self, items: Iterable[str], *, user_id: Optional[str] = ...) -> Pending:
         ...
-    def add_messages(self, session_id: str, messages: Iterable[Any], *, user_id: Optional[str] = ...) -> Pending:
+    def add_messages(self, session_id: str, messages: Iterable[Any], *, user_id: Optional[str] = ..., skip_held: Optional[bool] = ...) -> Pending:
         ...
     def backup(self, dest: str) -> Pending:
         ...
@@ -191,6 +223,8 @@ class Pipeline:
         ...
     def delete_user(self, user_id: str) -> Pending:
         ...
+    def export(self, dest: str) -> Pending:
+        ...
     def feedback(self, memory_id: int, feedback: Union[str, bool]) -> Pending:
         ...
     def get(self, memory_id: int) -> Pending:
@@ -204,6 +238,8 @@ class Pipeline:
     def get_user(self, user_id: str) -> Pending:
         ...
     def history(self, memory_id: int) -> Pending:
+        ...
+    def import_file(self, source: str) -> Pending:
         ...
     def item_users(self) -> Pending:
         ...
@@ -231,7 +267,7 @@ class Pipeline:
         ...
     def query(self, query: str, *, user_id: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., top_k: Optional[int] = ..., store_type: Optional[str] = ..., include_messages: Optional[bool] = ..., include_knowledge: Optional[bool] = ..., max_tokens: Optional[int] = ...) -> Pending:
         ...
-    def recent(self, *, user_id: Optional[str] = ..., limit: Optional[int] = ...) -> Pending:
+    def recent(self, *, user_id: Optional[str] = ..., limit: Optional[int] = ..., offset: Optional[int] = ...) -> Pending:
         ...
     def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., valid_after: Optional[Time] = ..., valid_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., neighbours: Optional[int] = ..., **more: Any) -> Pending:
         ...
@@ -266,9 +302,10 @@ class AsyncClient:
     async def close(self) -> None: ...
     async def __aenter__(self) -> "AsyncClient": ...
     async def __aexit__(self, *exc: Any) -> None: ...
-    async def add_knowledge(self, items: Iterable[str], *, user_id: Optional[str] = ...) -> Dict[str, Any]:
+    def all_memories(self, *, user_id: Optional[str] = ..., page: int = ...) -> AsyncIterator[Memory]: ...
+    async def add_knowledge(self, items: Iterable[str], *, user_id: Optional[str] = ...) -> KnowledgeResult:
         ...
-    async def add_messages(self, session_id: str, messages: Iterable[Any], *, user_id: Optional[str] = ...) -> List[int]:
+    async def add_messages(self, session_id: str, messages: Iterable[Any], *, user_id: Optional[str] = ..., skip_held: Optional[bool] = ...) -> AddedMessages:
         ...
     async def backup(self, dest: str) -> Dict[str, Any]:
         ...
@@ -290,7 +327,7 @@ class AsyncClient:
         ...
     async def create_user(self, user_id: str, *, name: Optional[str] = ...) -> Entity:
         ...
-    async def delete(self, memory_id: int) -> Dict[str, Any]:
+    async def delete(self, memory_id: int) -> Deleted:
         ...
     async def delete_agent(self, agent_id: str, *, user_id: Optional[str] = ...) -> Dict[str, Any]:
         ...
@@ -300,7 +337,9 @@ class AsyncClient:
         ...
     async def delete_user(self, user_id: str) -> Dict[str, Any]:
         ...
-    async def feedback(self, memory_id: int, feedback: Union[str, bool]) -> Dict[str, Any]:
+    async def export(self, dest: str) -> Exported:
+        ...
+    async def feedback(self, memory_id: int, feedback: Union[str, bool]) -> FeedbackResult:
         ...
     async def get(self, memory_id: int) -> Memory:
         ...
@@ -312,7 +351,9 @@ class AsyncClient:
         ...
     async def get_user(self, user_id: str) -> Entity:
         ...
-    async def history(self, memory_id: int) -> Dict[str, Any]:
+    async def history(self, memory_id: int) -> History:
+        ...
+    async def import_file(self, source: str) -> Imported:
         ...
     async def item_users(self) -> Dict[str, int]:
         ...
@@ -340,7 +381,7 @@ class AsyncClient:
         ...
     async def query(self, query: str, *, user_id: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., top_k: Optional[int] = ..., store_type: Optional[str] = ..., include_messages: Optional[bool] = ..., include_knowledge: Optional[bool] = ..., max_tokens: Optional[int] = ...) -> Dict[str, Any]:
         ...
-    async def recent(self, *, user_id: Optional[str] = ..., limit: Optional[int] = ...) -> List[Memory]:
+    async def recent(self, *, user_id: Optional[str] = ..., limit: Optional[int] = ..., offset: Optional[int] = ...) -> List[Memory]:
         ...
     async def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., valid_after: Optional[Time] = ..., valid_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., neighbours: Optional[int] = ..., **more: Any) -> SearchResult:
         ...
@@ -362,5 +403,5 @@ class AsyncClient:
         ...
     async def tags(self, *, user_id: Optional[str] = ...) -> List[str]:
         ...
-    async def update(self, memory_id: int, *, content: Optional[str] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., skip_hooks: Optional[Sequence[str]] = ..., force_hooks: Optional[Sequence[str]] = ..., dedup_distance: Optional[float] = ..., merge: Optional[str] = ...) -> Dict[str, Any]:
+    async def update(self, memory_id: int, *, content: Optional[str] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., skip_hooks: Optional[Sequence[str]] = ..., force_hooks: Optional[Sequence[str]] = ..., dedup_distance: Optional[float] = ..., merge: Optional[str] = ...) -> Updated:
         ...

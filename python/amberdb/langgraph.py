@@ -23,7 +23,9 @@ How it maps (docs/python.md, "LangGraph"):
   value (LangGraph's operators ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``, nested
   objects) and the search pages on until it has ``limit`` hits or none are left; without a
   query, items come in namespace order, then key order;
-- reads write nothing: ``get`` and ``search`` do not count accesses.
+- reads write nothing: ``get`` and ``search`` do not count accesses;
+- a query over 1,000 characters (amberdb's limit) is cut at a word boundary, as a put cuts the
+  text it embeds: the model reads the first 256 tokens of either.
 
 Items do not expire (``supports_ttl`` is false: a ``ttl`` is refused). Needs ``langgraph``
 (``pip install langgraph``); amberdb itself does not depend on it.
@@ -47,7 +49,7 @@ except ImportError as e:  # pragma: no cover - the message is the point
         "amberdb.langgraph needs LangGraph: pip install langgraph"
     ) from e
 
-from ._api import Commands
+from ._api import MAX_QUERY_CHARS, Commands
 from ._store import PathLike, Store
 from ._types import Memory
 
@@ -60,6 +62,15 @@ MAX_TEXT_CHARS = 10_000
 PAGE = 50
 #: How far a search pages (amberdb's offset limit).
 MAX_OFFSET = 10_000
+
+
+def cut_query(query: str) -> str:
+    """``query`` within amberdb's query limit: cut at the last word boundary before it."""
+    if len(query) <= MAX_QUERY_CHARS:
+        return query
+    cut = query[:MAX_QUERY_CHARS]
+    space = cut.rfind(" ")
+    return cut[:space] if space > MAX_QUERY_CHARS // 2 else cut
 
 
 def namespace_user(namespace: Sequence[str]) -> str:
@@ -91,7 +102,9 @@ class AmberStore(BaseStore):
 
     supports_ttl = False
 
-    def __init__(self, db: Commands, *, index: Optional[Dict[str, Any]] = None, _owned: bool = False):
+    def __init__(
+        self, db: Commands, *, index: Optional[Dict[str, Any]] = None, _owned: bool = False,
+    ) -> None:
         from .client import AsyncClient, Pipeline
 
         if isinstance(db, (AsyncClient, Pipeline)) or not isinstance(db, Commands):
@@ -121,7 +134,21 @@ class AmberStore(BaseStore):
         **store_options: Any,
     ) -> "AmberStore":
         """Opens (or creates) the amberdb store in ``path`` and serves it as a LangGraph
-        store; :meth:`close` closes it. ``store_options`` go to :class:`amberdb.Store`."""
+        store; :meth:`close` closes it. ``store_options`` go to :class:`amberdb.Store`.
+        ``"host:port"`` (with no such directory) connects to a running ``amberdb serve``
+        instead (``store_options``: :class:`amberdb.Client`'s ``token`` and ``timeout``)."""
+        import os
+        import re
+
+        from .client import Client
+
+        text = os.fspath(path)
+        address = re.fullmatch(r"(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):(\d{1,5})", text)
+        if address and not os.path.isdir(text):
+            if embedder is not None:
+                raise ValueError("embedder: a server embeds with its own store's embedder")
+            host = address.group(1).strip("[]")
+            return cls(Client(host, int(address.group(2)), **store_options), index=index, _owned=True)
         return cls(Store(path, embedder=embedder, **store_options), index=index, _owned=True)
 
     def close(self) -> None:
@@ -130,6 +157,7 @@ class AmberStore(BaseStore):
             self.db.close()  # type: ignore[attr-defined]
 
     def __enter__(self) -> "AmberStore":
+        """The store itself; leaving the ``with`` block closes it (if :meth:`open` opened it)."""
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -218,7 +246,10 @@ class AmberStore(BaseStore):
         return out[op.offset:]
 
     def _ranked(self, query: str, user: str, page: int) -> Iterator[Tuple[float, SearchItem]]:
-        """One namespace's items by similarity to ``query``, best first, ``page`` at a time."""
+        """One namespace's items by similarity to ``query``, best first, ``page`` at a time.
+        A query over amberdb's 1,000 characters is cut at a word boundary, as ``put`` cuts an
+        item's text: the model reads only the first 256 tokens of either."""
+        query = cut_query(query)
         namespace = user_namespace(user)
         offset = 0
         while offset <= MAX_OFFSET - page:

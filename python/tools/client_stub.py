@@ -14,10 +14,16 @@ import sys
 HEADER = '''"""Type stub of amberdb.client, written by python/tools/client_stub.py from amberdb/_api.py:
 do not edit."""
 import asyncio
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import (
+    Any, AsyncIterator, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence,
+    Union,
+)
 
 from ._api import Time
-from ._types import Entity, Memory, SearchResult, StoreResult
+from ._types import (
+    AddedMessages, Deleted, Entity, Exported, FeedbackResult, History, Imported,
+    KnowledgeResult, Memory, SearchResult, StoreResult, Updated,
+)
 
 DEFAULT_HOST: str
 DEFAULT_PORT: int
@@ -33,7 +39,8 @@ def commands():
     from amberdb._api import Commands
 
     for name, fn in sorted(vars(Commands).items()):
-        if name.startswith("_") or not callable(fn):
+        # all_memories pages: a generator on Client, an async one on AsyncClient (below).
+        if name.startswith("_") or not callable(fn) or name == "all_memories":
             continue
         yield name, inspect.signature(fn), fn.__doc__
 
@@ -75,7 +82,8 @@ def render():
     def pipeline(self) -> "Pipeline": ...
     def close(self) -> None: ...
     def __enter__(self) -> "Client": ...
-    def __exit__(self, *exc: Any) -> None: ...''')
+    def __exit__(self, *exc: Any) -> None: ...
+    def all_memories(self, *, user_id: Optional[str] = ..., page: int = ...) -> Iterator[Memory]: ...''')
     out.extend(method(n, s, d, "", "{}") for n, s, d in commands())
     out.append('''
 class Pipeline:
@@ -94,7 +102,8 @@ class AsyncClient:
     async def ping(self) -> bool: ...
     async def close(self) -> None: ...
     async def __aenter__(self) -> "AsyncClient": ...
-    async def __aexit__(self, *exc: Any) -> None: ...''')
+    async def __aexit__(self, *exc: Any) -> None: ...
+    def all_memories(self, *, user_id: Optional[str] = ..., page: int = ...) -> AsyncIterator[Memory]: ...''')
     out.extend(method(n, s, None, "async ", "{}") for n, s, _ in commands())
     return "\n".join(out) + "\n"
 

@@ -144,7 +144,7 @@ fn seed_reply(e: &EngineError) -> Map<String, Value> {
         EngineError::NotFound { .. } => ("Not found", e.to_string()),
         EngineError::Archived { .. } => (
             "Not found",
-            format!("{e}; Store::lineage / the successor holds its content"),
+            format!("{e}; the successor holds its content, and its lineage lists this one"),
         ),
         EngineError::EntityNotFound { .. } => ("Not found", e.to_string()),
         EngineError::EntityExists { .. } => ("Already exists", e.to_string()),

@@ -228,7 +228,12 @@ impl Store {
             .iter()
             .map(|c| StoreRequest::new(NewMemory::new(c.clone()).user(user).kind(Kind::Knowledge)))
             .collect();
-        self.store_requests(reqs)
+        // A fact held already is the outcome `Duplicate`, as for `store`, not an error.
+        Ok(self
+            .store_requests(reqs)?
+            .into_iter()
+            .map(|r| self.duplicate_as_outcome(r))
+            .collect())
     }
 }
 

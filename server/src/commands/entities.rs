@@ -249,7 +249,10 @@ fn add_knowledge(ctx: &Ctx, _session: &Session, a: AddKnowledge) -> Outcome {
             Err(e) => Value::Object(Fail::from(e).body),
         })
         .collect();
-    let stored = results.iter().filter(|r| r["success"] == true).count();
+    let stored = results
+        .iter()
+        .filter(|r| r["success"] == true && r["outcome"] != "duplicate")
+        .count();
     Ok(json!({"success": true, "count": results.len(), "stored": stored, "results": results}))
 }
 

@@ -39,7 +39,7 @@ impl Store {
     /// An exact duplicate as the outcome `Duplicate` naming the memory that holds the
     /// content, with that memory's fields: what every interface answers for a duplicate
     /// store (`docs/semantics.md`, "Dedup at store time", step 1). Other results pass unchanged.
-    fn duplicate_as_outcome(&self, stored: Result<Stored>) -> Result<Stored> {
+    pub(crate) fn duplicate_as_outcome(&self, stored: Result<Stored>) -> Result<Stored> {
         let existing = match stored {
             Err(EngineError::AlreadyExists { existing }) => existing,
             other => return other,
