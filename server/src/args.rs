@@ -290,7 +290,8 @@ impl Ty {
                 "type": "object",
                 "properties": {"role": {"type": "string", "enum": ["user", "assistant", "system", "tool"]},
                                "content": {"type": "string"},
-                               "time": {"type": "string", "description": "when it was said (RFC 3339 or a date)"}},
+                               "time": {"type": "string", "description": "when it was said (RFC 3339 or a date)"},
+                               "id": {"type": "string", "description": "the caller's id for the turn (a message id): a turn sent again with it is not stored again"}},
                 "required": ["role", "content"]}}),
             Ty::Object => json!({"type": "object"}),
         }
@@ -303,7 +304,7 @@ impl Ty {
             Ty::Num => "a number",
             Ty::Bool => "true or false",
             Ty::StrList => "a list of strings",
-            Ty::Messages => "a list of {role, content, time?}",
+            Ty::Messages => "a list of {role, content, time?, id?}",
             Ty::Object => "a JSON object",
         }
     }

@@ -24,7 +24,7 @@ use amberdb::{
     Store, Timestamp,
 };
 use serde_json::{Map, Value, json};
-use std::io::{BufRead, Write};
+use std::io::Write;
 
 /// The export format this build writes.
 pub const VERSION: u64 = 2;
@@ -324,9 +324,18 @@ pub fn import_file(
         imported.done.relations_skipped = imported.relations_skipped;
         return Ok(imported.done);
     }
-    let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let lines = std::io::BufReader::new(std::fs::File::open(path)?)
-        .lines()
-        .count() as u64;
-    import_lines(store, std::io::BufReader::new(file), Some(lines))
+    // Read whole and checked as text before anything is written: a file that cannot be read
+    // changes nothing (a line that is not JSON is a failed line, reported; the rest go in).
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        anyhow::anyhow!(
+            "{}: line {line} is not UTF-8 text (an export, JSON Lines, or mem0's / \
+             agent-memory-server's JSON); nothing was imported",
+            path.display()
+        )
+    })?;
+    let lines = text.lines().count() as u64;
+    import_lines(store, text.as_bytes(), Some(lines))
 }

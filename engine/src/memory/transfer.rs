@@ -58,6 +58,8 @@ pub struct ImportedRecords {
     /// `supersedes` links to records neither the file nor the store holds, dropped when ids
     /// were renumbered (their ids would name other records here).
     pub unlinked: usize,
+    /// Live items of this store replaced by the file's item of the same key (as a put does).
+    pub items_replaced: usize,
 }
 
 /// What makes two records one: who, what kind, where, who said it, what, and when.
@@ -187,41 +189,15 @@ impl Store {
                 if keep && chunk[0].memory.id < next.nth(0) {
                     return Err(EngineError::Invalid {
                         field: "records",
-                        reason: "a write took ids this import keeps meanwhile; import again (it goes on where it stopped)".into(),
+                        reason: "a write took ids this import keeps meanwhile; import again (it \
+                                 goes on where it stopped)"
+                            .into(),
                     });
                 }
-                let mut ops = Vec::with_capacity(chunk.len());
-                let mut assigned: Vec<(MemoryId, MemoryId)> = Vec::with_capacity(chunk.len());
-                let mut unlinked = 0;
-                for (i, (r, vector)) in chunk.iter().zip(&vectors).enumerate() {
-                    let mut m = r.memory.clone();
-                    if !keep {
-                        m.id = next.nth(i as u64);
-                    }
-                    // Lineage points at older records: earlier chunks, records held, or this
-                    // chunk before this one.
-                    let here = |old: MemoryId| {
-                        ids.get(&old).copied().or_else(|| {
-                            assigned.iter().find(|(from, _)| *from == old).map(|(_, to)| *to)
-                        })
-                    };
-                    let before = m.supersedes.len();
-                    m.supersedes = m
-                        .supersedes
-                        .iter()
-                        .filter_map(|old| here(*old).or(keep.then_some(*old)))
-                        .collect();
-                    unlinked += before - m.supersedes.len();
-                    assigned.push((r.memory.id, m.id));
-                    ops.push(if r.archived {
-                        Op::StoreArchived { record: Box::new(m), vector: vector.clone() }
-                    } else {
-                        Op::Store { record: Box::new(m), vector: vector.clone() }
-                    });
-                }
-                Ok((crate::memory::one_frame(ops), (assigned, unlinked)))
+                let (ops, chunk_done) = chunk_ops(chunk, &vectors, keep, &ids, next, state);
+                Ok((crate::memory::one_frame(ops), chunk_done))
             })?;
-            let Some((assigned, unlinked)) = committed else {
+            let Some((assigned, unlinked, replaced)) = committed else {
                 // A re-embedding switched the embedder meanwhile: nothing of this chunk was
                 // written; the rest is refused rather than stored with mixed vectors.
                 return Err(
@@ -229,6 +205,7 @@ impl Store {
                 );
             };
             done.unlinked += unlinked;
+            done.items_replaced += replaced;
             for ((from, to), r) in assigned.into_iter().zip(chunk) {
                 ids.insert(from, to);
                 if from != to {
@@ -285,6 +262,70 @@ impl Store {
         ImportPlan { keep_ids, held }
     }
 }
+
+/// The operations that store one chunk of an import (ids assigned from `next` unless kept,
+/// lineage rewritten through `ids`), and what they do: `(id in the file, id here)` pairs,
+/// lineage links dropped, live items replaced.
+fn chunk_ops(
+    chunk: &[ExportedRecord],
+    vectors: &[Vec<f32>],
+    keep: bool,
+    ids: &HashMap<MemoryId, MemoryId>,
+    next: &crate::kernel::db::NextIds,
+    state: &crate::kernel::state::State,
+) -> (Vec<Op>, ChunkDone) {
+    let mut ops = Vec::with_capacity(chunk.len());
+    let mut assigned: Vec<(MemoryId, MemoryId)> = Vec::with_capacity(chunk.len());
+    let mut unlinked = 0;
+    let mut replaced = 0;
+    for (i, (r, vector)) in chunk.iter().zip(vectors).enumerate() {
+        let mut m = r.memory.clone();
+        if !keep {
+            m.id = next.nth(i as u64);
+        }
+        // Lineage points at older records: earlier chunks, records held, or this
+        // chunk before this one.
+        let here = |old: MemoryId| {
+            ids.get(&old).copied().or_else(|| {
+                assigned
+                    .iter()
+                    .find(|(from, _)| *from == old)
+                    .map(|(_, to)| *to)
+            })
+        };
+        let before = m.supersedes.len();
+        m.supersedes = m
+            .supersedes
+            .iter()
+            .filter_map(|old| here(*old).or(keep.then_some(*old)))
+            .collect();
+        unlinked += before - m.supersedes.len();
+        // An item is put back as a put is: the live item of its key here, if
+        // any, is replaced in the same frame (one live item per key).
+        if let (false, Some(item)) = (r.archived, &m.item)
+            && let Some(old) = state.find_item(&m.user_id, &item.key)
+        {
+            ops.push(Op::Delete { id: old });
+            replaced += 1;
+        }
+        assigned.push((r.memory.id, m.id));
+        ops.push(if r.archived {
+            Op::StoreArchived {
+                record: Box::new(m),
+                vector: vector.clone(),
+            }
+        } else {
+            Op::Store {
+                record: Box::new(m),
+                vector: vector.clone(),
+            }
+        });
+    }
+    (ops, (assigned, unlinked, replaced))
+}
+
+/// What one chunk did: `(id in the file, id here)`, links dropped, items replaced.
+type ChunkDone = (Vec<(MemoryId, MemoryId)>, usize, usize);
 
 /// [`Store::plan_import`]'s findings.
 struct ImportPlan {

@@ -184,3 +184,25 @@ fn a_bad_record_is_refused_naming_it_and_nothing_is_written() {
     assert!(err.to_string().contains("given twice"), "{err}");
     assert!(b.export_all().unwrap().records.is_empty());
 }
+
+#[test]
+fn an_imported_item_replaces_the_live_item_of_its_key_as_a_put_does() {
+    let (_a, a) = fresh();
+    sample(&a);
+    let out = a.export_all().unwrap();
+    let (_c, c) = fresh();
+    let mine = amberdb::Item {
+        key: "prefs".into(),
+        value: r#"{"theme": "light"}"#.into(),
+    };
+    c.put_item(Some("ada"), mine, "my theme").unwrap();
+    let done = c.import_all(out.records).unwrap();
+    assert_eq!(done.items_replaced, 1);
+    let item = c.get_item(Some("ada"), "prefs").unwrap().unwrap();
+    assert_eq!(item.item.unwrap().value, r#"{"theme": "dark"}"#);
+    assert_eq!(
+        c.list_items(Some("ada"), "", 0, 10).unwrap().len(),
+        1,
+        "one live item per key"
+    );
+}

@@ -528,6 +528,20 @@ fn every_command_works_over_tcp() {
     assert_eq!(i["import"]["stored"], 0, "everything is here already: {i}");
     let r = c.call("IMPORT", json!({"source": "/nonexistent/file.jsonl"}));
     assert_eq!(r["code"], "invalid", "{r}");
+    // A file that is not text past its first lines: refused whole, nothing stored from it.
+    let half_text = dir.path().join("half.jsonl");
+    let mut bytes = b"{\"content\": \"a line before the damage\"}\n".to_vec();
+    bytes.extend([0xff, 0xfe, b'\n']);
+    std::fs::write(&half_text, bytes).unwrap();
+    let r = c.call("IMPORT", json!({"source": half_text.display().to_string()}));
+    assert_eq!(r["code"], "invalid", "{r}");
+    assert!(r["message"].as_str().unwrap().contains("line 2"), "{r}");
+    let found = ok(
+        &mut c,
+        "SEARCH",
+        json!({"query": "a line before the damage", "mode": "keyword"}),
+    );
+    assert_eq!(found["results"].as_array().unwrap().len(), 0, "{found}");
     // MAINTENANCE: pause, report, resume.
     let m = ok(&mut c, "MAINTENANCE", json!({"paused": true}));
     assert_eq!(m["maintenance"]["paused"], true, "{m}");
