@@ -156,8 +156,9 @@ class StoreResult:
     replaced: Optional[int] = None
     """For an item: the id of the item of the same key this put replaced."""
     category_reason: Optional[str] = None
-    """How the category was decided: ``given``, a keyword rule, the model, or ``unknown``
-    when the category given is not one of the nine (it became ``other``)."""
+    """How the category was decided: ``exact`` (one of the nine, as given), ``dictionary``
+    (a word it stands for: ``auth`` is ``security``), the model's reading, or ``fallback``:
+    the text given is none of them, and the memory's category is ``other``."""
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod

@@ -2,12 +2,19 @@
 
 use super::common::*;
 
-fn stats(ctx: &Ctx, session: &Session, _: NoArgs) -> Outcome {
-    if let Some(bound) = &session.user {
-        return Err(forbidden(&format!(
-            "every user (STATS; {bound}'s token is user-bound)"
-        )));
+/// `forbidden` for a connection whose token is bound to one user: `command` acts on every
+/// user's records.
+fn every_user(session: &Session, command: &str) -> Result<(), Fail> {
+    match &session.user {
+        Some(bound) => Err(forbidden(&format!(
+            "every user ({command}; {bound}'s token is user-bound)"
+        ))),
+        None => Ok(()),
     }
+}
+
+fn stats(ctx: &Ctx, session: &Session, _: NoArgs) -> Outcome {
+    every_user(session, "STATS")?;
     let s = ctx.store.stats();
     let by_kind: Map<String, Value> = s
         .by_kind
@@ -124,11 +131,7 @@ fn maintenance_stats(m: &amberdb::MaintenanceCounters) -> Value {
 }
 
 fn purge(ctx: &Ctx, session: &Session, _: NoArgs) -> Outcome {
-    if let Some(bound) = &session.user {
-        return Err(forbidden(&format!(
-            "every user (PURGE; {bound}'s token is user-bound)"
-        )));
-    }
+    every_user(session, "PURGE")?;
     let p = engine(ctx.store.purge())?;
     Ok(json!({
         "purged": {
@@ -153,11 +156,7 @@ arguments! {
 }
 
 fn backup(ctx: &Ctx, session: &Session, a: Backup) -> Outcome {
-    if let Some(bound) = &session.user {
-        return Err(forbidden(&format!(
-            "every user (BACKUP; {bound}'s token is user-bound)"
-        )));
-    }
+    every_user(session, "BACKUP")?;
     let dest = std::path::PathBuf::from(a.dest);
     if !dest.is_absolute() {
         return Err(Fail::new(
@@ -218,11 +217,7 @@ fn absolute(field: &str, path: String) -> Result<std::path::PathBuf, Fail> {
 }
 
 fn export(ctx: &Ctx, session: &Session, a: Export) -> Outcome {
-    if let Some(bound) = &session.user {
-        return Err(forbidden(&format!(
-            "every user (EXPORT; {bound}'s token is user-bound)"
-        )));
-    }
+    every_user(session, "EXPORT")?;
     let dest = absolute("dest", a.dest)?;
     let file = match std::fs::OpenOptions::new()
         .write(true)
@@ -279,11 +274,7 @@ arguments! {
 }
 
 fn import(ctx: &Ctx, session: &Session, a: Import) -> Outcome {
-    if let Some(bound) = &session.user {
-        return Err(forbidden(&format!(
-            "every user (IMPORT; {bound}'s token is user-bound)"
-        )));
-    }
+    every_user(session, "IMPORT")?;
     let source = absolute("source", a.source)?;
     if !source.is_file() {
         return Err(Fail::invalid(
@@ -318,11 +309,7 @@ arguments! {
 }
 
 fn reembed(ctx: &Ctx, session: &Session, a: Reembed) -> Outcome {
-    if let Some(bound) = &session.user {
-        return Err(forbidden(&format!(
-            "every user (REEMBED; {bound}'s token is user-bound)"
-        )));
-    }
+    every_user(session, "REEMBED")?;
     if a.cancel {
         let dropped = engine(ctx.store.cancel_reembed())?;
         return Ok(json!({"reembed": {"cancelled": dropped}}));
@@ -375,11 +362,7 @@ arguments! {
 }
 
 fn maintenance(ctx: &Ctx, session: &Session, a: Maintenance) -> Outcome {
-    if let Some(bound) = &session.user {
-        return Err(forbidden(&format!(
-            "every user (MAINTENANCE; {bound}'s token is user-bound)"
-        )));
-    }
+    every_user(session, "MAINTENANCE")?;
     if let Some(paused) = a.paused {
         ctx.store.pause_maintenance(paused);
     }
