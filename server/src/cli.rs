@@ -120,11 +120,15 @@ enum Command {
         #[command(flatten)]
         embedder: EmbedderArgs,
     },
-    /// Writes every entity and live memory as JSON Lines (to stdout, or --output).
+    /// Writes everything as JSON Lines (export v2): every entity and every record, live and
+    /// archived, with its id, lineage, validity and history (to stdout, or --output). A store
+    /// a server holds is exported through it (--server, with --output: a new file).
     Export {
         #[command(flatten)]
         store: StoreArgs,
-        /// File to write [default: stdout].
+        #[command(flatten)]
+        remote: ServerArgs,
+        /// File to write [default: stdout; with --server, required].
         #[arg(long, short)]
         output: Option<PathBuf>,
     },
@@ -388,7 +392,24 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
             &embedder,
             model,
         )?,
-        Command::Export { store, output } => {
+        Command::Export {
+            remote:
+                ServerArgs {
+                    server: Some(addr),
+                    token_file,
+                },
+            output,
+            ..
+        } => {
+            let Some(output) = output else {
+                anyhow::bail!("--server writes a new file: give it with --output")
+            };
+            eprintln!(
+                "{}",
+                crate::export_via_server(&addr, token_file.as_deref(), &output)?
+            );
+        }
+        Command::Export { store, output, .. } => {
             let s = store.open_existing(model)?;
             let counts = match output {
                 Some(path) => {

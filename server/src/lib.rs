@@ -435,6 +435,35 @@ pub fn backup_via_server(
     Ok((out, clean))
 }
 
+/// `amberdb export --server ADDR --output FILE`: the running server writes its store's
+/// export into `dest` (a new file; `EXPORT`). Returns the summary to print.
+///
+/// # Errors
+/// The server cannot be reached, refuses the token, or refuses the file (it exists).
+pub fn export_via_server(
+    addr: &str,
+    token_file: Option<&Path>,
+    dest: &Path,
+) -> anyhow::Result<String> {
+    let dest = std::path::absolute(dest)?;
+    let reply = ask_server(
+        addr,
+        token_file,
+        &format!(
+            "EXPORT {}",
+            serde_json::json!({ "dest": dest.display().to_string() })
+        ),
+    )?;
+    let e = &reply["export"];
+    Ok(format!(
+        "exported through {addr} into {}: {} entities, {} live and {} archived records",
+        dest.display(),
+        e["entities"],
+        e["live"],
+        e["archived"]
+    ))
+}
+
 /// `amberdb reembed --to EMBEDDER`: moves the store in `dir` to another embedder
 /// (`docs/durability.md`, "Re-embedding"); with `server`, asks the running server to.
 ///

@@ -112,6 +112,27 @@ fn a_backup_through_the_running_server_restores_as_the_store_was_at_one_commit()
         "{}",
         text(&backup_out)
     );
+    // An export through the same server: every record, into a new file, while it serves.
+    let export_file = dir.path().join("export.jsonl");
+    let export = |file: &Path| {
+        run(&[
+            "export",
+            "--server",
+            &addr,
+            "--token-file",
+            s(&tokens),
+            "--output",
+            s(file),
+        ])
+    };
+    let exported = export(&export_file);
+    assert!(exported.status.success(), "{}", text(&exported));
+    let first = std::fs::read_to_string(&export_file).unwrap();
+    assert!(first.starts_with("{\"type\":\"export\""), "{first:.100}");
+    assert!(first.lines().any(|l| l.contains("\"type\":\"record\"")));
+    let exists = export(&export_file);
+    assert_eq!(exists.status.code(), Some(2), "{}", text(&exists));
+    assert!(text(&exists).contains("exists"), "{}", text(&exists));
     // The same again is refused: the directory is not empty.
     let again = through_server(&dest, &addr, &tokens);
     assert_eq!(again.status.code(), Some(2), "{}", text(&again));
