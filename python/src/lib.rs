@@ -19,7 +19,7 @@ use amberdb_server::cli::ModelPolicy;
 use amberdb_server::commands::{self, Ctx, Session};
 use amberdb_server::{EmbedderChoice, metrics::Metrics};
 use parking_lot::RwLock;
-use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::exceptions::{PyNotADirectoryError, PyOSError, PyValueError};
 use pyo3::prelude::*;
 use serde_json::{Map, Value};
 use std::path::PathBuf;
@@ -112,6 +112,12 @@ impl NativeStore {
             amberdb_server::config::HookFlags::default()
                 .apply(&hooks, &mut options.hooks)
                 .map_err(|e| PyValueError::new_err(format!("{e:#}")))?;
+            if path.exists() && !path.is_dir() {
+                return Err(PyNotADirectoryError::new_err(format!(
+                    "{} is a file, not a store directory: give a directory (a new one is made)",
+                    path.display()
+                )));
+            }
             std::fs::create_dir_all(&path)
                 .map_err(|e| PyOSError::new_err(format!("creating {}: {e}", path.display())))?;
             let store = amberdb::Store::open(&path, options).map_err(|e| match &e {

@@ -220,6 +220,8 @@ def test_errors_speak_python(tmp_path, hashing_store):
     assert "Store::" not in e.value.message and "lineage" in e.value.message
     dest = tmp_path / "exists.jsonl"
     dest.write_text("")
+    with pytest.raises(NotADirectoryError, match="is a file, not a store directory"):
+        amberdb.Store(dest, embedder="hashing")
     with pytest.raises(amberdb.InvalidArgument) as e:
         hashing_store.export(dest)
     assert "os error" not in e.value.message
