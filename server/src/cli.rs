@@ -393,37 +393,10 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
             model,
         )?,
         Command::Export {
-            remote:
-                ServerArgs {
-                    server: Some(addr),
-                    token_file,
-                },
+            store,
+            remote,
             output,
-            ..
-        } => {
-            let Some(output) = output else {
-                anyhow::bail!("--server writes a new file: give it with --output")
-            };
-            eprintln!(
-                "{}",
-                crate::export_via_server(&addr, token_file.as_deref(), &output)?
-            );
-        }
-        Command::Export { store, output, .. } => {
-            let s = store.open_existing(model)?;
-            let counts = match output {
-                Some(path) => {
-                    let file = std::fs::File::create(&path)
-                        .with_context(|| format!("creating {}", path.display()))?;
-                    crate::dump::export(&s, std::io::BufWriter::new(file))?
-                }
-                None => crate::dump::export(&s, std::io::stdout().lock())?,
-            };
-            eprintln!(
-                "exported {} entities, {} live and {} archived records",
-                counts.entities, counts.live, counts.archived
-            );
-        }
+        } => export(&store, remote, output, model)?,
         Command::Import {
             store,
             input,
@@ -543,6 +516,39 @@ fn mcp(
         import_vmm_on_first_start(w, &dir, &options)?;
     }
     crate::run_mcp(&dir, options)?;
+    Ok(())
+}
+
+/// `amberdb export`: of the store in its directory, or through the server that holds it.
+fn export(
+    store: &StoreArgs,
+    remote: ServerArgs,
+    output: Option<PathBuf>,
+    model: ModelPolicy,
+) -> anyhow::Result<()> {
+    if let Some(addr) = remote.server {
+        let Some(output) = output else {
+            anyhow::bail!("--server writes a new file: give it with --output")
+        };
+        eprintln!(
+            "{}",
+            crate::export_via_server(&addr, remote.token_file.as_deref(), &output)?
+        );
+        return Ok(());
+    }
+    let s = store.open_existing(model)?;
+    let counts = match output {
+        Some(path) => {
+            let file = std::fs::File::create(&path)
+                .with_context(|| format!("creating {}", path.display()))?;
+            crate::dump::export(&s, std::io::BufWriter::new(file))?
+        }
+        None => crate::dump::export(&s, std::io::stdout().lock())?,
+    };
+    eprintln!(
+        "exported {} entities, {} live and {} archived records",
+        counts.entities, counts.live, counts.archived
+    );
     Ok(())
 }
 
