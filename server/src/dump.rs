@@ -18,10 +18,10 @@
 //! holds already not stored twice. A version-1 file (live memories only, no header) is read by
 //! `transfer::import` as before.
 
-use crate::transfer::Imported;
+use crate::transfer::{Imported, text, time};
 use amberdb::{
     Category, EngineError, ExportedRecord, ImportedRecords, Item, Kind, Memory, MemoryId, Role,
-    Store, Timestamp,
+    Store,
 };
 use serde_json::{Map, Value, json};
 use std::io::Write;
@@ -155,23 +155,6 @@ fn invalid(field: &'static str, reason: impl Into<String>) -> EngineError {
         field,
         reason: reason.into(),
     }
-}
-
-fn text(o: &Map<String, Value>, field: &'static str) -> Result<Option<String>, EngineError> {
-    match o.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(invalid(field, "must be a string")),
-    }
-}
-
-fn time(o: &Map<String, Value>, field: &'static str) -> Result<Option<Timestamp>, EngineError> {
-    text(o, field)?
-        .map(|t| {
-            Timestamp::parse_rfc3339(&t)
-                .ok_or_else(|| invalid(field, format!("{t:?} is not an RFC 3339 time")))
-        })
-        .transpose()
 }
 
 fn needed<T>(v: Option<T>, field: &'static str) -> Result<T, EngineError> {

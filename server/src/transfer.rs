@@ -278,7 +278,11 @@ impl Pending {
     }
 }
 
-fn text(o: &Map<String, Value>, field: &'static str) -> Result<Option<String>, EngineError> {
+/// A string field (absent or null: `None`).
+pub(crate) fn text(
+    o: &Map<String, Value>,
+    field: &'static str,
+) -> Result<Option<String>, EngineError> {
     match o.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -290,7 +294,10 @@ fn text(o: &Map<String, Value>, field: &'static str) -> Result<Option<String>, E
 }
 
 /// An RFC 3339 time field.
-fn time(o: &Map<String, Value>, field: &'static str) -> Result<Option<Timestamp>, EngineError> {
+pub(crate) fn time(
+    o: &Map<String, Value>,
+    field: &'static str,
+) -> Result<Option<Timestamp>, EngineError> {
     text(o, field)?
         .map(|t| {
             Timestamp::parse_rfc3339(&t).ok_or(EngineError::Invalid {

@@ -164,9 +164,10 @@ impl Store {
             ..ImportedRecords::default()
         };
         let mut ids: HashMap<MemoryId, MemoryId> = plan.held.iter().copied().collect();
+        // `ids` holds exactly the records held so far: the rest are new.
         let new: Vec<ExportedRecord> = records
             .into_iter()
-            .filter(|r| !plan.held.iter().any(|(from, _)| *from == r.memory.id))
+            .filter(|r| !ids.contains_key(&r.memory.id))
             .collect();
         for chunk in new.chunks(CHUNK) {
             let texts: Vec<&str> = chunk.iter().map(|r| r.memory.content.as_str()).collect();
