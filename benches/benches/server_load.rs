@@ -21,9 +21,11 @@
 //! Run: `CARGO_PROFILE_BENCH_LTO=false cargo bench -p amberdb-benches --bench server_load`
 
 use amberdb::{HookConfig, NewMemory, Store, StoreOptions, SyncPolicy};
+use amberdb_server::auth::Auth;
 use amberdb_server::commands::Ctx;
+use amberdb_server::dispatch::{Limits, Shared};
 use amberdb_server::metrics::Metrics;
-use amberdb_server::server::{Auth, Limits, Running, Shared};
+use amberdb_server::server::Running;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;

@@ -49,6 +49,11 @@ class Server:
             self.proc.kill()
             raise AssertionError(f"no 'listening on' line: {line!r} {self.proc.stderr.read()}")
         self.host, self.port = match.group(1), int(match.group(2))
+        # With --http, the next line says where HTTP is.
+        self.http_port = None
+        if "--http" in args:
+            http = re.match(r"http on https?://\S+:(\d+)", self.proc.stdout.readline())
+            self.http_port = int(http.group(1)) if http else None
 
     def stop(self, sig=signal.SIGTERM, timeout=30) -> int:
         if self.proc.poll() is None:

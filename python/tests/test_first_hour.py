@@ -3,6 +3,7 @@ search, a second run of the README snippet, store-wide hook settings, chat histo
 frameworks hold it, feedback in the protocol's words, and every method's arguments checked
 against the command table the engine publishes (HELP)."""
 import inspect
+import typing
 
 import pytest
 
@@ -124,8 +125,36 @@ def test_every_method_names_its_commands_arguments(hashing_store):
         has_more = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
         assert has_more or arguments <= takes, (
             f"{name}: {command}'s {arguments - takes} cannot be given")
+        hints = typing.get_type_hints(method)
+        for arg in help_["arguments"]:
+            p = sig.parameters.get(arg["name"])
+            if p is None:
+                continue
+            # The annotation admits HELP's type (a time is text on the wire: `Time` takes text,
+            # datetime and date).
+            admits = _TYPES[arg["type"]]
+            shown = repr(hints.get(p.name, p.annotation))
+            assert any(t in shown for t in admits), (
+                f"{name}({p.name}: {shown}): {command}'s {arg['name']} is {arg['type']}")
+            # A default is None (the server's default applies) or the server's own.
+            if p.default is not p.empty and p.default is not None and "default" in arg:
+                assert p.default == arg["default"], (
+                    f"{name}({p.name}={p.default!r}): {command}'s default is {arg['default']!r}")
+            if arg["required"]:
+                assert p.default is p.empty, f"{name}: {arg['name']} is required by {command}"
         checked += 1
     assert checked >= 40
+
+
+# What a method's annotation shows for each HELP type.
+_TYPES = {
+    "string": ("str", "Time"),
+    "integer": ("int",),
+    "number": ("float",),
+    "boolean": ("bool",),
+    "array": ("Sequence", "List", "list", "Iterable"),
+    "object": ("Dict", "Mapping", "dict", "Any"),
+}
 
 
 def test_add_messages_takes_openai_and_langchain_messages(hashing_store):
@@ -302,17 +331,19 @@ def _python_blocks(path):
 
 def test_the_readme_and_docs_snippets_run_twice_in_a_row(tmp_path, start_server):
     """Every Python snippet of README.md and of docs/python.md, as a reader pastes them,
-    against a running server (their port replaced by its), twice in the same directory."""
+    against a running server (their ports replaced by its: 7733 the line protocol, 7734 HTTP),
+    twice in the same directory. The MemFuse and MCP snippets run with the SDKs the test venv
+    holds (scripts/python-test)."""
     import subprocess
     import sys
     from pathlib import Path
 
-    server = start_server()
+    server = start_server("--http", "127.0.0.1:0")
     root = Path(__file__).resolve().parents[2]
     snippets = _python_blocks(root / "README.md") + _python_blocks(root / "docs" / "python.md")
     assert len(snippets) >= 3
     for i, code in enumerate(snippets):
-        code = code.replace("7733", str(server.port))
+        code = code.replace("7733", str(server.port)).replace("7734", str(server.http_port))
         if "async def main" in code:
             code += "\nasyncio.run(main())\n"
         cwd = tmp_path / f"snippet{i}"

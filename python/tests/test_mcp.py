@@ -12,7 +12,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "server" / "tests" / "python" / "
 
 def test_every_tool_through_the_sdk(tmp_path):
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), amberdb_command(), str(tmp_path / "store")],
+        [sys.executable, str(SCRIPT), "stdio", amberdb_command(), str(tmp_path / "store")],
         capture_output=True, text=True, timeout=300,
         env={**os.environ, "AMBERDB_LOG": "warn"},
     )

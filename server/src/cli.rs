@@ -88,6 +88,10 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "parsed once per run: boxing serve's flags would buy nothing"
+)]
 enum Command {
     /// Serves the line protocol over TCP (docs/protocol.md) until SIGTERM or ctrl-c.
     Serve {
@@ -250,6 +254,9 @@ enum Command {
         #[command(subcommand)]
         action: ModelAction,
     },
+    /// Prints the OpenAPI 3.1 document of the HTTP routes (docs/openapi.json; served at
+    /// /openapi.json).
+    Openapi,
     /// Stores sample memories, reopens the store, and searches it.
     Demo {
         /// Store directory.
@@ -463,6 +470,7 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
         Command::Demo { dir, embedder } => {
             print!("{}", crate::demo(&dir, embedder.options(&dir, model)?)?);
         }
+        Command::Openapi => openapi()?,
     }
     Ok(0)
 }
@@ -517,6 +525,20 @@ fn mcp(
     }
     crate::run_mcp(&dir, options)?;
     Ok(())
+}
+
+/// `amberdb openapi`.
+fn openapi() -> anyhow::Result<()> {
+    #[cfg(feature = "http")]
+    {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&crate::http::openapi::document())?
+        );
+        Ok(())
+    }
+    #[cfg(not(feature = "http"))]
+    anyhow::bail!("this amberdb is built without the http feature")
 }
 
 /// `amberdb export`: of the store in its directory, or through the server that holds it.

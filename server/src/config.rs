@@ -5,8 +5,8 @@
 //! an unknown key is an error, never ignored. The shared secret comes only from `AMBERDB_TOKEN`
 //! or a token file, never from a flag (flags show up in `ps`) and is never logged.
 
+use crate::auth::Auth;
 use crate::limits::Limits;
-use crate::server::Auth;
 use anyhow::{Context, bail};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -31,8 +31,9 @@ pub struct ServeFlags {
     /// Store directory [default: ~/.local/share/amberdb/store].
     #[arg(long, env = "AMBERDB_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
-    /// File of tokens, one per line: `TOKEN` (may do anything) or `USER_ID TOKEN` (bound to
-    /// that user). `#` starts a comment.
+    /// File of tokens, one per line: `[ro|rw] [USER_ID] TOKEN`: `ro` may only read, a
+    /// `USER_ID` binds the token to that user; a bare `TOKEN` may do anything. `#` starts a
+    /// comment.
     #[arg(long, env = "AMBERDB_TOKEN_FILE")]
     pub token_file: Option<PathBuf>,
     /// Longest request line in bytes [default: 1048576].
@@ -72,6 +73,56 @@ pub struct ServeFlags {
     /// How long deleted and replaced memories stay on disk.
     #[command(flatten)]
     pub retention: RetentionFlags,
+    /// HTTP beside the line protocol.
+    #[command(flatten)]
+    pub http: HttpFlags,
+}
+
+/// HTTP/JSON, MCP over HTTP, `/metrics` and the inspector (`docs/http.md`), for `serve`.
+#[derive(Debug, Default, Clone, clap::Args)]
+pub struct HttpFlags {
+    /// Also serve HTTP on this address, e.g. 127.0.0.1:7734 [default: no HTTP]. Beyond
+    /// loopback it needs tokens, and TLS or --insecure-http.
+    #[arg(long = "http", env = "AMBERDB_HTTP")]
+    pub addr: Option<SocketAddr>,
+    /// TLS certificate chain (PEM) for --http.
+    #[arg(long, env = "AMBERDB_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM) for --http.
+    #[arg(long, env = "AMBERDB_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Serve HTTP beyond loopback without TLS (behind a TLS-terminating proxy).
+    #[arg(long, env = "AMBERDB_INSECURE_HTTP")]
+    pub insecure_http: bool,
+    /// A Host name HTTP answers to besides the loopback names and the --http address
+    /// (repeatable; DNS rebinding protection).
+    #[arg(
+        long = "http-allow-host",
+        env = "AMBERDB_HTTP_ALLOW_HOSTS",
+        value_delimiter = ','
+    )]
+    pub allow_hosts: Vec<String>,
+    /// An Origin that browsers may call HTTP from (repeatable; CORS), e.g.
+    /// `https://app.example.com`.
+    #[arg(
+        long = "http-allow-origin",
+        env = "AMBERDB_HTTP_ALLOW_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub allow_origins: Vec<String>,
+}
+
+/// HTTP as resolved (`ServeConfig::http`).
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    /// Where to listen.
+    pub addr: SocketAddr,
+    /// Certificate and key, for TLS.
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// Host names beyond the loopback names.
+    pub allow_hosts: Vec<String>,
+    /// Origins allowed cross-origin.
+    pub allow_origins: Vec<String>,
 }
 
 /// How long deleted and replaced memories stay on disk, for `serve` and `mcp`: flag, then
@@ -214,6 +265,7 @@ pub fn read_config_file(path: Option<&Path>) -> anyhow::Result<FileConfig> {
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
     bind: Option<IpAddr>,
+    http: Option<SocketAddr>,
     port: Option<u16>,
     data_dir: Option<PathBuf>,
     token_file: Option<PathBuf>,
@@ -258,6 +310,8 @@ impl FileConfig {
 pub struct ServeConfig {
     /// Where to listen.
     pub addr: SocketAddr,
+    /// HTTP beside the line protocol, when asked for.
+    pub http: Option<HttpConfig>,
     /// The store.
     pub data_dir: PathBuf,
     /// Limits.
@@ -280,6 +334,45 @@ pub fn default_data_dir() -> PathBuf {
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
         .unwrap_or_else(|| PathBuf::from("."));
     base.join("amberdb").join("store")
+}
+
+impl HttpFlags {
+    /// The HTTP listener's settings, checked against the rules of `docs/http.md`, "Safety".
+    ///
+    /// # Errors
+    /// TLS flags without `--http`; beyond loopback without tokens, or without TLS and
+    /// without `--insecure-http`.
+    fn resolve(
+        &self,
+        addr: Option<SocketAddr>,
+        tokens: bool,
+    ) -> anyhow::Result<Option<HttpConfig>> {
+        let tls = self.tls_cert.clone().zip(self.tls_key.clone());
+        let Some(addr) = addr else {
+            if tls.is_some() || self.insecure_http {
+                bail!(
+                    "--tls-cert, --tls-key and --insecure-http are for --http, which is not given"
+                );
+            }
+            return Ok(None);
+        };
+        if !addr.ip().is_loopback() {
+            if !tokens {
+                bail!("--http {addr} beyond loopback needs tokens (--token-file or AMBERDB_TOKEN)");
+            }
+            if tls.is_none() && !self.insecure_http {
+                bail!(
+                    "--http {addr} beyond loopback needs TLS (--tls-cert and --tls-key), or --insecure-http behind a TLS-terminating proxy"
+                );
+            }
+        }
+        Ok(Some(HttpConfig {
+            addr,
+            tls,
+            allow_hosts: self.allow_hosts.clone(),
+            allow_origins: self.allow_origins.clone(),
+        }))
+    }
 }
 
 impl ServeFlags {
@@ -344,7 +437,7 @@ impl ServeFlags {
             if token.trim().is_empty() {
                 bail!("AMBERDB_TOKEN is set but empty; unset it to run without a token");
             }
-            auth.add(token.trim(), None);
+            auth.add(token.trim(), crate::auth::Grant::default());
         }
         if let Some(path) = self.token_file.as_ref().or(file.token_file.as_ref()) {
             read_token_file(path, &mut auth)?;
@@ -354,8 +447,19 @@ impl ServeFlags {
             .or(file.bind)
             .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
         let port = self.port.or(file.port).unwrap_or(DEFAULT_PORT);
+        let addr = SocketAddr::new(ip, port);
+        // Beyond loopback, every transport needs tokens (docs/http.md, "Safety").
+        if !ip.is_loopback() && !auth.enabled() {
+            bail!(
+                "listening on {addr} beyond loopback needs tokens (--token-file or AMBERDB_TOKEN): anyone who can reach it could read and write every user"
+            );
+        }
+        let http = self
+            .http
+            .resolve(self.http.addr.or(file.http), auth.enabled())?;
         Ok(ServeConfig {
-            addr: SocketAddr::new(ip, port),
+            addr,
+            http,
             data_dir: self
                 .data_dir
                 .clone()
@@ -382,7 +486,8 @@ fn positive<T: PartialEq + Default + Copy>(
     }
 }
 
-/// Reads `TOKEN` / `USER_ID TOKEN` lines. Errors name the line, never the token.
+/// Reads `[ro|rw] [USER_ID] TOKEN` lines (`crate::auth`). Errors name the line, never the
+/// token.
 fn read_token_file(path: &Path, auth: &mut Auth) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading the token file {}", path.display()))?;
@@ -392,19 +497,9 @@ fn read_token_file(path: &Path, auth: &mut Auth) -> anyhow::Result<()> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let words: Vec<&str> = line.split_whitespace().collect();
-        match words.as_slice() {
-            [token] => auth.add(token, None),
-            [user, token] => {
-                amberdb::validate_id("user_id", user)
-                    .with_context(|| format!("{} line {}: the user id", path.display(), n + 1))?;
-                auth.add(token, Some((*user).to_owned()));
-            }
-            _ => bail!(
-                "{} line {}: expected `TOKEN` or `USER_ID TOKEN`",
-                path.display(),
-                n + 1
-            ),
+        match crate::auth::parse_token_line(line) {
+            Ok((token, grant)) => auth.add(token, grant),
+            Err(why) => bail!("{} line {}: {why}", path.display(), n + 1),
         }
     }
     if auth.counts().0 == before {
@@ -558,11 +653,20 @@ mod tests {
     fn a_token_file_binds_users_and_its_errors_never_show_a_token() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("tokens");
-        std::fs::write(&file, "# comment\n\nshared-s3cret\nada ada-s3cret\n").unwrap();
+        std::fs::write(
+            &file,
+            "# comment\n\nshared-s3cret\nada ada-s3cret\nro ro-s3cret\n",
+        )
+        .unwrap();
         let mut auth = Auth::none();
         read_token_file(&file, &mut auth).unwrap();
-        assert_eq!(auth.counts(), (2, 1));
-        assert_eq!(auth.check("ada-s3cret"), Some(Some("ada".to_owned())));
+        assert_eq!(auth.counts(), (3, 1));
+        let grant = auth.check("ada-s3cret").unwrap();
+        assert_eq!(
+            (grant.user.as_deref(), grant.read_only),
+            (Some("ada"), false)
+        );
+        assert!(auth.check("ro-s3cret").unwrap().read_only);
         std::fs::write(&file, "ada ada-s3cret extra-word\n").unwrap();
         let err = format!(
             "{:#}",

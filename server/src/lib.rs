@@ -18,19 +18,25 @@
 //! ```
 
 pub mod args;
+pub mod auth;
 pub mod check;
 pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod descriptors;
+pub mod dispatch;
 pub mod dump;
 pub mod embedder;
+pub mod fail;
 pub mod foreign;
 pub mod framing;
+#[cfg(feature = "http")]
+pub mod http;
 pub mod limits;
 pub mod mcp;
 pub mod metrics;
 pub mod protocol;
+pub mod reply;
 pub mod server;
 pub mod transfer;
 pub mod vmm;
@@ -97,16 +103,8 @@ pub fn run_server(config: config::ServeConfig, mut options: StoreOptions) -> any
         .with_context(|| format!("listening on {}", config.addr))?;
     let addr = listener.local_addr()?;
     let (tokens, bound) = config.auth.counts();
-    if !addr.ip().is_loopback() && tokens == 0 {
-        tracing::warn!(%addr, "listening beyond loopback with no token: anyone who can reach it can read and write every user");
-    }
     tracing::info!(%addr, tokens, user_bound = bound, limits = ?config.limits, "listening");
-    {
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "listening on {addr}")?;
-        out.flush()?;
-    }
-    let shared = Arc::new(server::Shared::new(
+    let shared = Arc::new(dispatch::Shared::new(
         commands::Ctx {
             store: store.clone(),
             metrics: std::sync::Arc::new(metrics::Metrics::new()),
@@ -114,11 +112,23 @@ pub fn run_server(config: config::ServeConfig, mut options: StoreOptions) -> any
         config.limits,
         config.auth,
     ));
-    runtime.block_on(server::serve(
-        listener,
-        Arc::clone(&shared),
-        shutdown_signal(),
-    ))?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let http = start_http(&runtime, config.http.as_ref(), &shared, stop_rx)?;
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "listening on {addr}")?;
+        if let Some((url, _)) = &http {
+            writeln!(out, "http on {url}")?;
+        }
+        out.flush()?;
+    }
+    runtime.block_on(server::serve(listener, Arc::clone(&shared), async {
+        shutdown_signal().await;
+        let _ = stop_tx.send(true);
+    }))?;
+    if let Some((_, task)) = http {
+        let _ = runtime.block_on(task);
+    }
     runtime.shutdown_timeout(std::time::Duration::from_secs(5));
     tracing::info!(
         requests = shared.ctx.metrics.requests(),
@@ -137,6 +147,47 @@ pub fn run_server(config: config::ServeConfig, mut options: StoreOptions) -> any
     store.close().context("closing the store")?;
     tracing::info!(checkpoint_seq = seq, "stopped cleanly");
     Ok(())
+}
+
+/// Binds HTTP (a taken port fails the start) and serves it on `runtime` until `stop`;
+/// returns its URL and task.
+fn start_http(
+    runtime: &tokio::runtime::Runtime,
+    config: Option<&config::HttpConfig>,
+    shared: &Arc<dispatch::Shared>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<Option<(String, tokio::task::JoinHandle<()>)>> {
+    let Some(config) = config else {
+        return Ok(None);
+    };
+    #[cfg(not(feature = "http"))]
+    {
+        let _ = (runtime, shared, stop);
+        anyhow::bail!(
+            "--http {}: this amberdb is built without the http feature",
+            config.addr
+        );
+    }
+    #[cfg(feature = "http")]
+    {
+        use anyhow::Context;
+        let tls = match &config.tls {
+            Some((cert, key)) => Some(http::HttpOptions::tls(cert, key)?),
+            None => None,
+        };
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind(config.addr))
+            .with_context(|| format!("listening for HTTP on {}", config.addr))?;
+        let bound = listener.local_addr()?;
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let options = http::HttpOptions {
+            allow: http::Allow::new(&bound, &config.allow_hosts, &config.allow_origins),
+            tls,
+        };
+        tracing::info!(%bound, scheme, "HTTP listening");
+        let task = runtime.spawn(http::serve(listener, Arc::clone(shared), options, stop));
+        Ok(Some((format!("{scheme}://{bound}"), task)))
+    }
 }
 
 /// Resolves on SIGTERM or ctrl-c (SIGINT).
@@ -173,12 +224,28 @@ pub fn run_mcp(dir: &Path, options: StoreOptions) -> anyhow::Result<()> {
     let store = Store::open(dir, options)
         .with_context(|| format!("opening the store {}", dir.display()))?;
     tracing::info!(dir = %dir.display(), "MCP on stdio");
-    let ctx = commands::Ctx {
-        store: store.clone(),
-        metrics: std::sync::Arc::new(metrics::Metrics::new()),
-    };
-    mcp::serve(&ctx, std::io::stdin().lock(), std::io::stdout().lock())?;
-    drop(ctx);
+    // One client, trusted: no token, the default limits; its tool calls go through the one
+    // dispatch as every transport's do.
+    let shared = Arc::new(dispatch::Shared::new(
+        commands::Ctx {
+            store: store.clone(),
+            metrics: std::sync::Arc::new(metrics::Metrics::new()),
+        },
+        limits::Limits::default(),
+        auth::Auth::none(),
+    ));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    mcp::serve(
+        &shared,
+        &runtime,
+        std::io::stdin().lock(),
+        std::io::stdout().lock(),
+    )?;
+    drop(runtime);
+    drop(shared);
     store.flush().context("flushing the store")?;
     store.close().context("closing the store")?;
     Ok(())

@@ -110,3 +110,46 @@ impl Admission {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admission_runs_max_running_queues_max_queued_and_refuses_the_rest() {
+        let limits = Limits {
+            max_running: 2,
+            max_queued: 1,
+            ..Limits::default()
+        };
+        let a = Arc::new(Admission::new(&limits));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let first = a.admit().await.expect("a free slot");
+            let second = a.admit().await.expect("a free slot");
+            let waiting = tokio::spawn({
+                let a = Arc::clone(&a);
+                async move { a.admit().await.is_some() }
+            });
+            while a.tickets.available_permits() > 0 {
+                tokio::task::yield_now().await;
+            }
+            assert!(a.admit().await.is_none(), "the queue is full: busy");
+            drop(first);
+            assert!(
+                waiting.await.unwrap(),
+                "the queued batch runs once a slot frees"
+            );
+            assert_eq!(
+                a.tickets.available_permits(),
+                2,
+                "a finished batch gives its ticket back"
+            );
+            drop(second);
+            assert!(a.admit().await.is_some());
+        });
+    }
+}

@@ -9,10 +9,16 @@
 //! reply object, as JSON text and as `structuredContent`; a failed call has `isError: true`
 //! and the seed's `{success: false, error, message}` fields. stdout carries only protocol
 //! messages; logs go to stderr.
+//!
+//! The messages are the transport's own business; a tool call runs through the one dispatch
+//! (`crate::dispatch`) as every transport's requests do. Over stdio the caller is trusted;
+//! over HTTP (`crate::http`, `/mcp`) its session comes from its bearer token.
 
-use crate::commands::{self, COMMANDS, Ctx, Session};
+use crate::commands::{self, COMMANDS, Session};
+use crate::dispatch::{self, Request, Shared};
 use serde_json::{Value, json};
 use std::io::{BufRead, Write};
+use std::sync::Arc;
 
 /// The protocol revisions `initialize` accepts, oldest first.
 pub const PROTOCOL_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
@@ -25,11 +31,17 @@ const INVALID_REQUEST: i64 = -32600;
 const METHOD_NOT_FOUND: i64 = -32601;
 const INVALID_PARAMS: i64 = -32602;
 
-/// Serves MCP on `input` / `output` until `input` ends.
+/// Serves MCP on `input` / `output` until `input` ends, each tool call run on `runtime`.
 ///
 /// # Errors
 /// Reading stdin or writing stdout failed.
-pub fn serve(ctx: &Ctx, mut input: impl BufRead, mut output: impl Write) -> std::io::Result<()> {
+pub fn serve(
+    shared: &Arc<Shared>,
+    runtime: &tokio::runtime::Runtime,
+    mut input: impl BufRead,
+    mut output: impl Write,
+) -> std::io::Result<()> {
+    let session = Session::mcp();
     let mut line = Vec::new();
     loop {
         line.clear();
@@ -48,7 +60,7 @@ pub fn serve(ctx: &Ctx, mut input: impl BufRead, mut output: impl Write) -> std:
                 format!("message over {MAX_MESSAGE_BYTES} bytes"),
             ))
         } else {
-            handle(ctx, &line)
+            runtime.block_on(handle(shared, &session, &line))
         };
         if let Some(reply) = reply {
             serde_json::to_writer(&mut output, &reply)?;
@@ -58,12 +70,13 @@ pub fn serve(ctx: &Ctx, mut input: impl BufRead, mut output: impl Write) -> std:
     }
 }
 
-fn error(id: Value, code: i64, message: impl Into<String>) -> Value {
+/// A JSON-RPC error message.
+pub fn error(id: Value, code: i64, message: impl Into<String>) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}})
 }
 
 /// Answers one message (`None` for a notification or a blank line).
-fn handle(ctx: &Ctx, line: &[u8]) -> Option<Value> {
+pub async fn handle(shared: &Arc<Shared>, session: &Session, line: &[u8]) -> Option<Value> {
     if line.iter().all(u8::is_ascii_whitespace) {
         return None;
     }
@@ -71,6 +84,11 @@ fn handle(ctx: &Ctx, line: &[u8]) -> Option<Value> {
         Ok(v) => v,
         Err(e) => return Some(error(Value::Null, PARSE_ERROR, format!("not JSON: {e}"))),
     };
+    answer(shared, session, msg).await
+}
+
+/// Answers one parsed message (`None` for a notification or a response).
+pub async fn answer(shared: &Arc<Shared>, session: &Session, msg: Value) -> Option<Value> {
     let Some(obj) = msg.as_object() else {
         return Some(error(
             Value::Null,
@@ -94,7 +112,7 @@ fn handle(ctx: &Ctx, line: &[u8]) -> Option<Value> {
         "initialize" => Ok(initialize(&params)),
         "ping" => Ok(json!({})),
         "tools/list" => Ok(tools_list()),
-        "tools/call" => tools_call(ctx, &params),
+        "tools/call" => tools_call(shared, session, &params).await,
         other => Err((METHOD_NOT_FOUND, format!("no method {other:?}"))),
     };
     Some(match result {
@@ -125,7 +143,11 @@ fn tools_list() -> Value {
     json!({"tools": tools})
 }
 
-fn tools_call(ctx: &Ctx, params: &Value) -> Result<Value, (i64, String)> {
+async fn tools_call(
+    shared: &Arc<Shared>,
+    session: &Session,
+    params: &Value,
+) -> Result<Value, (i64, String)> {
     let name = params
         .get("name")
         .and_then(Value::as_str)
@@ -138,18 +160,14 @@ fn tools_call(ctx: &Ctx, params: &Value) -> Result<Value, (i64, String)> {
         Some(Value::Object(a)) => a.clone(),
         Some(_) => return Err((INVALID_PARAMS, "arguments must be an object".to_owned())),
     };
-    let started = std::time::Instant::now();
-    let (body, is_error) = match commands::run(ctx, &Session::mcp(), command, args) {
-        Ok(body) => {
-            ctx.metrics
-                .record(Some(command.name), started.elapsed(), None);
-            (body, false)
-        }
-        Err(f) => {
-            ctx.metrics
-                .record(Some(command.name), started.elapsed(), Some(f.code));
-            (Value::Object(f.body), true)
-        }
+    let request = Request {
+        tag: None,
+        command: command.name.to_owned(),
+        args,
+    };
+    let (body, is_error) = match dispatch::one(shared, session.clone(), request).await.0 {
+        Ok(body) => (body, false),
+        Err(f) => (Value::Object(f.body), true),
     };
     let structured = match &body {
         Value::Object(_) => body.clone(),
@@ -168,17 +186,28 @@ mod tests {
     use crate::metrics::Metrics;
     use amberdb::{Store, StoreOptions};
 
-    fn call(ctx: &Ctx, msg: Value) -> Option<Value> {
+    fn handle(ctx: &Arc<Shared>, line: &[u8]) -> Option<Value> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(super::handle(ctx, &Session::mcp(), line))
+    }
+
+    fn call(ctx: &Arc<Shared>, msg: Value) -> Option<Value> {
         handle(ctx, msg.to_string().as_bytes())
     }
 
     #[test]
     fn a_session_initializes_lists_and_calls() {
         let dir = tempfile::tempdir().unwrap();
-        let ctx = Ctx {
-            store: Store::open(dir.path(), StoreOptions::hashing()).unwrap(),
-            metrics: std::sync::Arc::new(Metrics::new()),
-        };
+        let ctx = Arc::new(Shared::new(
+            crate::commands::Ctx {
+                store: Store::open(dir.path(), StoreOptions::hashing()).unwrap(),
+                metrics: Arc::new(Metrics::new()),
+            },
+            crate::limits::Limits::default(),
+            crate::auth::Auth::none(),
+        ));
         let init = call(&ctx, json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
             "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}))
         .unwrap();

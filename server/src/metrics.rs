@@ -3,6 +3,9 @@
 //!
 //! Latency is the time a request spends in its handler, from parsed line to reply object; it
 //! excludes queueing behind earlier requests of the same pipelined batch and the socket.
+//!
+//! STATS reports them as JSON ([`Metrics::snapshot`]); `/metrics` in Prometheus' text format
+//! ([`Metrics::per_command`] and the gauges; `crate::http`).
 
 use crate::args::Code;
 use hdrhistogram::Histogram;
@@ -11,12 +14,39 @@ use serde_json::{Map, Value, json};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+/// Upper bounds of the per-command latency histogram's buckets, in seconds (Prometheus').
+pub const LATENCY_BUCKETS: [f64; 14] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
+
+/// One command's requests: by outcome (`ok` or an error code) and by latency.
+#[derive(Debug, Clone, Default)]
+pub struct CommandCounts {
+    /// Requests that succeeded.
+    pub ok: u64,
+    /// Requests that failed, by [`Code::index`].
+    pub failed: [u64; Code::ALL.len()],
+    /// Requests whose handler time was at most each of [`LATENCY_BUCKETS`] (not cumulative:
+    /// the last slot counts those over the last bound).
+    pub buckets: [u64; LATENCY_BUCKETS.len() + 1],
+    /// Sum of handler times, in seconds.
+    pub seconds: f64,
+}
+
+impl CommandCounts {
+    /// Every request of the command.
+    #[must_use]
+    pub fn total(&self) -> u64 {
+        self.ok + self.failed.iter().sum::<u64>()
+    }
+}
+
 /// The server's counters. Cheap to update from many threads.
 pub struct Metrics {
     started: Instant,
     requests: AtomicU64,
     errors: [AtomicU64; Code::ALL.len()],
-    per_command: Mutex<std::collections::BTreeMap<&'static str, u64>>,
+    per_command: Mutex<std::collections::BTreeMap<&'static str, CommandCounts>>,
     latency_us: Mutex<Histogram<u64>>,
     /// Connections open now.
     pub connections_open: AtomicU64,
@@ -68,7 +98,21 @@ impl Metrics {
             self.errors[code.index()].fetch_add(1, Ordering::Relaxed);
         }
         if let Some(name) = command {
-            *self.per_command.lock().entry(name).or_insert(0) += 1;
+            let seconds = took.as_secs_f64();
+            {
+                let mut all = self.per_command.lock();
+                let c = all.entry(name).or_default();
+                match error {
+                    Some(code) => c.failed[code.index()] += 1,
+                    None => c.ok += 1,
+                }
+                let slot = LATENCY_BUCKETS
+                    .iter()
+                    .position(|b| seconds <= *b)
+                    .unwrap_or(LATENCY_BUCKETS.len());
+                c.buckets[slot] += 1;
+                c.seconds += seconds;
+            }
             let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX).max(1);
             self.latency_us.lock().saturating_record(us);
         }
@@ -88,6 +132,31 @@ impl Metrics {
     /// Counts an error that no request carried (a refused connection, a timeout).
     pub fn count_error(&self, code: Code) {
         self.errors[code.index()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Each command's counts so far, by name.
+    #[must_use]
+    pub fn per_command(&self) -> Vec<(&'static str, CommandCounts)> {
+        self.per_command
+            .lock()
+            .iter()
+            .map(|(k, v)| (*k, v.clone()))
+            .collect()
+    }
+
+    /// Errors by code so far (requests' and connections').
+    #[must_use]
+    pub fn errors_by_code(&self) -> Vec<(Code, u64)> {
+        Code::ALL
+            .iter()
+            .map(|c| (*c, self.errors[c.index()].load(Ordering::Relaxed)))
+            .collect()
+    }
+
+    /// Seconds since the server started.
+    #[must_use]
+    pub fn uptime(&self) -> Duration {
+        self.started.elapsed()
     }
 
     /// Requests answered so far.
@@ -113,7 +182,7 @@ impl Metrics {
             .per_command
             .lock()
             .iter()
-            .map(|(k, v)| ((*k).to_owned(), json!(v)))
+            .map(|(k, v)| ((*k).to_owned(), json!(v.total())))
             .collect();
         let latency = {
             let h = self.latency_us.lock();
@@ -129,7 +198,6 @@ impl Metrics {
         };
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let mut m = Map::new();
-        m.insert("ok".into(), Value::Bool(true));
         m.insert(
             "uptime_seconds".into(),
             json!(self.started.elapsed().as_secs()),

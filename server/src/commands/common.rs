@@ -4,6 +4,8 @@
 pub(super) use crate::args::{Arg, Arguments, Fallback, arguments, opt, req};
 pub(super) use crate::args::{Args, Code, Fail, Outcome, Ty, parsed};
 pub(super) use crate::metrics::Metrics;
+pub(super) use crate::reply::Json::{Array, Bool, Int, Num, Object, Str};
+pub(super) use crate::reply::{Field, field};
 pub(super) use amberdb::hooks::WriteHook;
 pub(super) use amberdb::query::{Query, QueryData, StoreType};
 pub(super) use amberdb::{
@@ -32,6 +34,8 @@ pub struct Session {
     /// vector-memory-mcp's shapes (MCP): a search ranks by similarity unless told otherwise,
     /// and its similarities and distances are rounded to 3 decimals.
     pub vmm_shapes: bool,
+    /// A read-only token's: commands of [`Class::Write`] are refused (`forbidden`).
+    pub read_only: bool,
 }
 
 impl Session {
@@ -42,6 +46,7 @@ impl Session {
             authed: true,
             user: None,
             vmm_shapes: false,
+            read_only: false,
         }
     }
 
@@ -63,6 +68,68 @@ pub(super) const OFFSET: u64 = amberdb::MAX_OFFSET as u64;
 
 pub(super) type Handler = fn(&Ctx, &Session, &mut Args) -> Outcome;
 
+/// What a command touches, which decides how every transport runs it (`crate::dispatch`):
+/// whether it needs authentication, waits for capacity, may run on a read-only token, or waits
+/// for the keyword index. Declared with the command, so no transport matches names.
+#[derive(Clone, Copy)]
+pub enum Class {
+    /// Answered before authentication and without the store (PING, HELP).
+    Open,
+    /// The connection's own (AUTH, QUIT): answered by the dispatch, never a tool.
+    Connection,
+    /// Counters and gauges (STATS): needs authentication, never waits for capacity.
+    Status,
+    /// Reads the store: a read-only token may run it (a read still counts an access).
+    Read,
+    /// A read that may read the keyword index: the function says whether this request does
+    /// (the dispatch holds such a request outside any running slot while the index is being
+    /// built after an open).
+    Search(fn(&Map<String, Value>, &Session) -> bool),
+    /// Changes the store, or writes a file on the server's host: refused to a read-only token.
+    Write,
+}
+
+impl Class {
+    /// Whether it is answered without the store, and so never waits for capacity.
+    #[must_use]
+    pub fn is_control(self) -> bool {
+        matches!(self, Class::Open | Class::Connection | Class::Status)
+    }
+
+    /// Whether a connection must authenticate first (when the server has tokens).
+    #[must_use]
+    pub fn needs_auth(self) -> bool {
+        !matches!(self, Class::Open | Class::Connection)
+    }
+
+    /// Whether it may change the store.
+    #[must_use]
+    pub fn writes(self) -> bool {
+        matches!(self, Class::Write)
+    }
+
+    /// Whether this request reads the keyword index.
+    #[must_use]
+    pub fn reads_keyword_index(self, args: &Map<String, Value>, session: &Session) -> bool {
+        match self {
+            Class::Search(reads) => reads(args, session),
+            _ => false,
+        }
+    }
+
+    /// HELP's and the OpenAPI document's name for it.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Class::Open => "open",
+            Class::Connection => "connection",
+            Class::Status => "status",
+            Class::Read | Class::Search(_) => "read",
+            Class::Write => "write",
+        }
+    }
+}
+
 /// A command: its names, its arguments and its handler.
 pub struct Command {
     /// The protocol name (`STORE_MEMORY`).
@@ -71,10 +138,14 @@ pub struct Command {
     pub alias: Option<&'static str>,
     /// Whether it is an MCP tool (under `name` in lowercase).
     pub tool: bool,
+    /// What it touches (authentication, capacity, read-only tokens, the keyword index).
+    pub class: Class,
     /// One line for HELP and the tool description.
     pub summary: &'static str,
     /// Its arguments.
     pub args: &'static [Arg],
+    /// Its successful reply's top-level fields (`crate::reply`).
+    pub reply: &'static [Field],
     /// The handler; `None` for AUTH and QUIT, which the connection itself answers.
     pub run: Option<Handler>,
 }
@@ -138,7 +209,7 @@ impl Command {
                 h
             })
             .collect();
-        json!({"command": self.name, "alias": self.alias, "summary": self.summary, "arguments": args})
+        json!({"command": self.name, "alias": self.alias, "summary": self.summary, "class": self.class.as_str(), "arguments": args})
     }
 }
 
@@ -184,6 +255,27 @@ pub(super) fn write_overrides(
 pub(super) fn engine<T>(r: amberdb::Result<T>) -> Result<T, Fail> {
     r.map_err(Fail::from)
 }
+
+/// The reply of a store (STORE_MEMORY, PUT_ITEM): the library's `StoreResult` and the
+/// seed's `success` and `message`.
+pub(super) const STORED: &[Field] = &[
+    field("memory_id", Int),
+    field("outcome", Str),
+    field("content_preview", Str),
+    field("category", Str),
+    field("category_reason", Str),
+    field("tags", Array),
+    field("new_canonical_tags", Array),
+    field("created_at", Str),
+    field("valid_from", Str),
+    field("supersedes", Array),
+    field("dedup_candidates", Int),
+    field("decisions", Array),
+    field("success", Bool),
+    field("message", Str),
+    field("reason", Str).maybe(),
+    field("replaced", Int).maybe(),
+];
 
 pub(super) const USER: Arg = opt("user_id", Ty::Str, "the user (tenant); default \"default\"");
 

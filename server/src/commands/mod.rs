@@ -18,7 +18,7 @@ mod search;
 mod tags;
 
 use common::*;
-pub use common::{Command, Ctx, Session};
+pub use common::{Class, Command, Ctx, Session};
 
 fn ping(_: &Ctx, _: &Session, _: NoArgs) -> Outcome {
     Ok(json!({"reply": "PONG"}))
@@ -77,32 +77,53 @@ static SERVER: &[Command] = &[
         name: "PING",
         alias: None,
         tool: false,
+        class: Class::Open,
         summary: "Replies PONG.",
         args: NoArgs::ARGS,
+        reply: &[field("reply", Str)],
         run: Some(|c, s, a| ping(c, s, NoArgs::parse(a)?)),
     },
     Command {
         name: "HELP",
         alias: None,
         tool: false,
+        class: Class::Open,
         summary: "Lists the commands, or one command's arguments.",
         args: Help::ARGS,
+        reply: &[
+            field("commands", Array).maybe(),
+            field("usage", Str).maybe(),
+            field("command", Str).maybe(),
+            field("alias", Str).or_null().maybe(),
+            field("summary", Str).maybe(),
+            field("class", Str).maybe(),
+            field("arguments", Array).maybe(),
+        ],
         run: Some(|c, s, a| help(c, s, Help::parse(a)?)),
     },
     Command {
         name: "AUTH",
         alias: None,
         tool: false,
+        class: Class::Connection,
         summary: "Authenticates the connection: AUTH <token> or AUTH {\"token\": ...}.",
         args: Auth::ARGS,
+        reply: &[
+            field("reply", Str),
+            field("message", Str).maybe(),
+            field("user_id", Str).or_null().maybe(),
+            field("read_only", Bool).maybe(),
+        ],
         run: None,
     },
     Command {
         name: "QUIT",
         alias: None,
         tool: false,
+        class: Class::Connection,
         summary: "Closes the connection after the reply.",
         args: NoArgs::ARGS,
+        reply: &[field("reply", Str)],
         run: None,
     },
 ];
@@ -155,10 +176,19 @@ fn edit_distance(a: &str, b: &str) -> usize {
 /// # Errors
 /// The command's failure; `unauthorized` before AUTH.
 pub fn run(ctx: &Ctx, session: &Session, command: &Command, args: Map<String, Value>) -> Outcome {
-    if !session.authed && !matches!(command.name, "PING" | "HELP") {
+    if !session.authed && command.class.needs_auth() {
         return Err(Fail::new(
             Code::Unauthorized,
-            "this server needs AUTH <token> first",
+            "this server needs a token first (AUTH <token>, or Authorization: Bearer over HTTP)",
+        ));
+    }
+    if session.read_only && command.class.writes() {
+        return Err(Fail::new(
+            Code::Forbidden,
+            format!(
+                "{} changes the store; this token is read-only",
+                command.name
+            ),
         ));
     }
     let Some(handler) = command.run else {

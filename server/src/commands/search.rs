@@ -122,17 +122,10 @@ arguments! {
     }
 }
 
-fn search_memories(ctx: &Ctx, session: &Session, a: Search) -> Outcome {
-    let mut q = SearchRequest::new(a.query);
-    q.user_id = a.user;
-    if let Some(n) = a.limit {
-        q.limit = n;
-    }
-    if let Some(n) = a.offset {
-        q.offset = n;
-    }
-    let mode = a.mode;
-    q.strategy = match a.strategy {
+/// The strategy and mode a search runs with, from those it names (the one rule the handler
+/// and the dispatch's keyword-index check share).
+fn ranking(strategy: Option<Strategy>, mode: Option<Mode>, session: &Session) -> (Strategy, Mode) {
+    let strategy = match strategy {
         Some(s) => s,
         // vector-memory-mcp ranks a vector search by similarity alone: its tools keep that
         // ranking unless asked for another mode.
@@ -142,11 +135,50 @@ fn search_memories(ctx: &Ctx, session: &Session, a: Search) -> Outcome {
         None => Strategy::default(),
     };
     // The similarity strategy has one mode, vector; any other default is hybrid.
-    q.mode = mode.unwrap_or(if q.strategy == Strategy::Similarity {
+    let mode = mode.unwrap_or(if strategy == Strategy::Similarity {
         Mode::Vector
     } else {
         Mode::default()
     });
+    (strategy, mode)
+}
+
+/// Whether a `SEARCH_MEMORIES` request reads the keyword index (mode keyword or hybrid, named
+/// or by default). Arguments that do not parse count as not: the request fails when it runs.
+fn search_reads_keywords(args: &Map<String, Value>, session: &Session) -> bool {
+    let named = |field: &str| args.get(field).and_then(Value::as_str);
+    let Ok(strategy) = named("strategy").map(Strategy::parse).transpose() else {
+        return false;
+    };
+    let Ok(mode) = named("mode").map(Mode::parse).transpose() else {
+        return false;
+    };
+    matches!(
+        ranking(strategy, mode, session).1,
+        Mode::Keyword | Mode::Hybrid
+    )
+}
+
+/// Whether a `QUERY` request reads the keyword index (store type keyword or hybrid).
+fn query_reads_keywords(args: &Map<String, Value>, _: &Session) -> bool {
+    let store_type = match args.get("store_type").map(Value::as_str) {
+        None => Ok(StoreType::default()),
+        Some(Some(t)) => StoreType::parse(t),
+        Some(None) => return false,
+    };
+    matches!(store_type, Ok(StoreType::Keyword | StoreType::Hybrid))
+}
+
+fn search_memories(ctx: &Ctx, session: &Session, a: Search) -> Outcome {
+    let mut q = SearchRequest::new(a.query);
+    q.user_id = a.user;
+    if let Some(n) = a.limit {
+        q.limit = n;
+    }
+    if let Some(n) = a.offset {
+        q.offset = n;
+    }
+    (q.strategy, q.mode) = ranking(a.strategy, a.mode, session);
     q.threshold = a.threshold;
     q.fusion = fusion_of(
         a.fusion.as_deref(),
@@ -379,16 +411,42 @@ pub(super) static TABLE: &[Command] = &[
         name: "SEARCH_MEMORIES",
         alias: Some("SEARCH"),
         tool: true,
+        class: Class::Search(search_reads_keywords),
         summary: "Searches a user's memories by meaning, keywords or text (docs/search.md).",
         args: Search::ARGS,
+        reply: &[
+            field("results", Array),
+            field("count", Int),
+            field("total", Int),
+            field("folded_total", Int),
+            field("tokens", Int).maybe(),
+            field("over_budget", Int).maybe(),
+            field("strategy", Str),
+            field("mode", Str),
+            field("fallback", Str).or_null(),
+            field("success", Bool),
+            field("message", Str),
+            field("query", Str),
+            field("offset", Int),
+            field("limit", Int),
+            field("has_more", Bool),
+        ],
         run: Some(|c, s, a| search_memories(c, s, Search::parse(a)?)),
     },
     Command {
         name: "QUERY",
         alias: None,
         tool: true,
+        class: Class::Search(query_reads_keywords),
         summary: "MemFuse's query across a user's sessions, in MemFuse's envelope.",
         args: QueryArgs::ARGS,
+        reply: &[
+            field("status", Str),
+            field("errors", Array).or_null(),
+            field("data", Object),
+            field("message", Str),
+            field("status_code", Int),
+        ],
         run: Some(|c, s, a| query(c, s, QueryArgs::parse(a)?)),
     },
 ];

@@ -2,13 +2,16 @@
 //! for every command; a poisoned store keeps answering reads, PING and STATS; a full disk
 //! refuses writes, keeps reads and takes writes again once space is freed.
 
+use crate::http::{Caller, Http};
 use crate::support::{Client, Server};
 use amberdb::storage::FaultyStorage;
 use amberdb::{HashingEmbedder, Store, StoreOptions};
 use amberdb_server::args::Ty;
+use amberdb_server::auth::Auth;
 use amberdb_server::commands::{COMMANDS, Command, Ctx};
+use amberdb_server::dispatch::{Limits, Shared};
 use amberdb_server::metrics::Metrics;
-use amberdb_server::server::{Auth, Limits, Running, Shared};
+use amberdb_server::server::Running;
 use serde_json::{Map, Value, json};
 use std::path::Path;
 use std::sync::Arc;
@@ -67,7 +70,7 @@ fn plausible_args(c: &Command) -> Map<String, Value> {
 
 /// What a request could have changed: the log's last sequence number (every write, even an
 /// access count, takes one) and the live memories.
-fn state(c: &mut Client) -> (u64, u64) {
+fn state(c: &mut dyn Caller) -> (u64, u64) {
     let s = c.ok("STATS", json!({}));
     (
         s["store"]["last_seq"].as_u64().unwrap(),
@@ -75,7 +78,7 @@ fn state(c: &mut Client) -> (u64, u64) {
     )
 }
 
-fn seed_store(c: &mut Client) {
+fn seed_store(c: &mut dyn Caller) {
     for i in 0..3 {
         c.ok(
             "STORE",
@@ -99,22 +102,30 @@ fn an_error_reply_means_nothing_changed_for_every_command_and_after_a_restart() 
     let path = dir.path().join("store");
     let server = Server::start(&path, &[]);
     let mut c = server.client();
+    let mut h = Http::connect(server.http.unwrap());
     seed_store(&mut c);
     let before = state(&mut c);
     let mut refused = 0;
-    let mut check = |c: &mut Client, command: &str, args: Map<String, Value>, what: &str| {
-        let reply = c.call(command, Value::Object(args.clone()));
-        assert_eq!(reply["ok"], false, "{command} {what} {args:?} -> {reply}");
-        assert!(
-            ["invalid", "limit_exceeded"].contains(&reply["code"].as_str().unwrap()),
-            "{command} {what}: {reply}"
-        );
-        assert_eq!(
-            state(c),
-            before,
-            "{command} {what}: an error reply changed the store"
-        );
-        refused += 1;
+    // Each request is sent over the line protocol and over HTTP: refused alike, nothing
+    // changed by either.
+    let mut check = |c: &mut dyn Caller, command: &str, args: Map<String, Value>, what: &str| {
+        for (transport, c) in [("line", &mut *c), ("http", &mut h as &mut dyn Caller)] {
+            let reply = c.call(command, Value::Object(args.clone()));
+            assert_eq!(
+                reply["ok"], false,
+                "{transport} {command} {what} {args:?} -> {reply}"
+            );
+            assert!(
+                ["invalid", "limit_exceeded"].contains(&reply["code"].as_str().unwrap()),
+                "{transport} {command} {what}: {reply}"
+            );
+            assert_eq!(
+                state(c),
+                before,
+                "{transport} {command} {what}: an error reply changed the store"
+            );
+            refused += 1;
+        }
     };
     // Every command, the connection-level ones (AUTH, QUIT) too: a refused QUIT keeps the
     // connection open, which the next check's STATS shows.

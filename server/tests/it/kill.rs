@@ -1,4 +1,5 @@
-//! kill -9 over TCP: clients record every store and delete the server acknowledged; the server
+//! kill -9 over TCP: clients (two on the line protocol, pipelining; two on HTTP, keep-alive)
+//! record every store and delete the server acknowledged; the server
 //! is killed (SIGKILL) at random moments and restarted, many times, with automatic purges due
 //! a second after a delete; every acknowledged store is there afterwards, with its content,
 //! under its id, and no acknowledged delete came back. `AMBERDB_KILL_CYCLES` (default 12) and
@@ -32,6 +33,8 @@ impl Rng {
 #[derive(Default)]
 struct Acked {
     stores: Vec<(u64, String)>,
+    /// Of `stores`, how many were acknowledged over HTTP.
+    over_http: usize,
     deletes: Vec<u64>,
     /// Deletes sent, acknowledged or not (one cut off by the kill may have been applied).
     deletes_sent: Vec<u64>,
@@ -83,6 +86,78 @@ fn writer(addr: SocketAddr, tag: String, acked: Arc<Mutex<Acked>>) {
         assert_eq!(reply["ok"], true, "{reply}");
         acked.lock().unwrap().deletes.push(victim);
     }
+}
+
+/// As `writer`, over HTTP: one request in flight on a keep-alive connection, `POST
+/// /v1/memories` eight times, then `DELETE /v1/memories/{first}`; a reply is acknowledged
+/// only when it arrived whole with status 200.
+fn http_writer(addr: SocketAddr, tag: String, acked: Arc<Mutex<Acked>>) {
+    let Ok(mut stream) = TcpStream::connect(addr) else {
+        return;
+    };
+    let Ok(read_half) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(read_half);
+    let mut send = |method: &str, path: &str, body: String| -> Option<Value> {
+        let request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).ok()?;
+        http_reply(&mut reader)
+    };
+    for batch in 0.. {
+        let mut first = None;
+        for i in 0..8 {
+            let content = format!("{tag} batch {batch} note {i}");
+            let body = json!({"content": content, "skip_hooks": ["semantic_dedup"]}).to_string();
+            let Some(reply) = send("POST", "/v1/memories", body) else {
+                return; // killed: this store was never acknowledged
+            };
+            let id = reply["memory_id"].as_u64().unwrap();
+            first.get_or_insert(id);
+            let mut a = acked.lock().unwrap();
+            a.stores.push((id, content));
+            a.over_http += 1;
+        }
+        let Some(victim) = first else { return };
+        acked.lock().unwrap().deletes_sent.push(victim);
+        if send("DELETE", &format!("/v1/memories/{victim}"), String::new()).is_none() {
+            return;
+        }
+        acked.lock().unwrap().deletes.push(victim);
+    }
+}
+
+/// A whole `200` response's JSON body, or `None` when the connection died first; any other
+/// status fails the test (nothing here is refused but by the kill).
+fn http_reply(reader: &mut BufReader<TcpStream>) -> Option<Value> {
+    let mut status = String::new();
+    if reader.read_line(&mut status).ok()? == 0 || !status.ends_with('\n') {
+        return None;
+    }
+    let mut len = None;
+    loop {
+        let mut h = String::new();
+        if reader.read_line(&mut h).ok()? == 0 || !h.ends_with('\n') {
+            return None;
+        }
+        if h == "\r\n" {
+            break;
+        }
+        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse::<usize>().ok();
+        }
+    }
+    let mut body = vec![0; len?];
+    std::io::Read::read_exact(reader, &mut body).ok()?;
+    assert!(
+        status.starts_with("HTTP/1.1 200"),
+        "{status} {}",
+        String::from_utf8_lossy(&body)
+    );
+    serde_json::from_slice(&body).ok()
 }
 
 /// The next whole reply line, or `None` when the connection died first.
@@ -187,8 +262,15 @@ fn kill_9_never_loses_an_acknowledged_store() {
         let writers: Vec<_> = (0..4)
             .map(|w| {
                 let acked = Arc::clone(&acked);
-                let addr = server.addr;
-                std::thread::spawn(move || writer(addr, format!("cycle {cycle} writer {w}"), acked))
+                let (addr, http) = (server.addr, server.http.expect("the server serves HTTP"));
+                let tag = format!("cycle {cycle} writer {w}");
+                std::thread::spawn(move || {
+                    if w < 2 {
+                        writer(addr, tag, acked);
+                    } else {
+                        http_writer(http, tag, acked);
+                    }
+                })
             })
             .collect();
         // One cycle in four runs long enough for an automatic purge to start.
@@ -214,6 +296,10 @@ fn kill_9_never_loses_an_acknowledged_store() {
     assert!(
         killed_before_first_ack < cycles,
         "no cycle acknowledged a store: the test checked nothing"
+    );
+    assert!(
+        acked.lock().unwrap().over_http > 0,
+        "no store was acknowledged over HTTP: its writers checked nothing"
     );
     let acked = std::mem::take(&mut *acked.lock().unwrap());
     let server = Server::start(&store, &flags);
@@ -265,8 +351,9 @@ fn kill_9_never_loses_an_acknowledged_store() {
         _ => eprintln!("host free page reporting: none on this machine"),
     }
     eprintln!(
-        "kill -9: {cycles} cycles ({killed_before_first_ack} before the first ack), {} acknowledged stores, 0 lost, {} acknowledged deletes, none back; {} in the store (the rest were written but never acknowledged); {purges} automatic purges finished between kills",
+        "kill -9: {cycles} cycles ({killed_before_first_ack} before the first ack), {} acknowledged stores ({} over HTTP), 0 lost, {} acknowledged deletes, none back; {} in the store (the rest were written but never acknowledged); {purges} automatic purges finished between kills",
         acked.stores.len(),
+        acked.over_http,
         acked.deletes.len(),
         stats["total_memories"]
     );

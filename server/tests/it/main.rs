@@ -5,6 +5,7 @@ mod cli;
 mod defects;
 mod faults;
 mod foreign;
+mod http;
 mod kill;
 mod mcp;
 mod reembed;

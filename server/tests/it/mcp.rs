@@ -1,42 +1,61 @@
-//! `amberdb mcp` with the official MCP Python SDK as the client (`mcp` 2.3.0 from PyPI, which
-//! `scripts/mcp-venv` installs and `scripts/test` runs first). The script starts the binary
-//! over stdio, initializes, lists the tools and calls every one (tests/python/mcp_client.py).
-
-use std::path::PathBuf;
-
-fn sdk_python() -> PathBuf {
-    if let Some(p) = std::env::var_os("AMBERDB_MCP_PYTHON") {
-        return PathBuf::from(p);
-    }
-    let cache = std::env::var_os("AMBERDB_CACHE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            std::env::var_os("XDG_CACHE_HOME")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| {
-                    PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache")
-                })
-                .join("amberdb")
-        });
-    cache.join("mcp-venv/bin/python")
-}
+//! amberdb's MCP with the official MCP Python SDK as the client (`mcp` 2.3.0 from PyPI, which
+//! `scripts/sdk-venv` installs and `scripts/test` runs first): over stdio it starts the binary,
+//! over Streamable HTTP it connects to `serve --http`'s /mcp; either way it initializes, lists
+//! the tools and calls every one (tests/python/mcp_client.py).
 
 #[test]
 fn the_official_mcp_sdk_lists_and_calls_every_tool() {
-    let python = sdk_python();
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/mcp-venv (scripts/test does) to install the MCP SDK",
-        python.display()
-    );
+    let python = crate::support::sdk_python();
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     crate::support::run_python(
         &python,
         "mcp_client.py",
-        &[env!("CARGO_BIN_EXE_amberdb").as_ref(), store.as_os_str()],
+        &[
+            "stdio".as_ref(),
+            env!("CARGO_BIN_EXE_amberdb").as_ref(),
+            store.as_os_str(),
+        ],
         &[("AMBERDB_LOG", "warn")],
         "every tool called; all checks passed",
+    );
+}
+
+/// The same script, the same checks, over Streamable HTTP at `amberdb serve --http`'s /mcp.
+#[test]
+fn the_official_mcp_sdk_calls_every_tool_over_streamable_http() {
+    let python = crate::support::sdk_python();
+    let dir = tempfile::tempdir().unwrap();
+    let server = crate::support::Server::start(&dir.path().join("store"), &[]);
+    let url = format!("http://{}/mcp", server.http.unwrap());
+    crate::support::run_python(
+        &python,
+        "mcp_client.py",
+        &["http".as_ref(), url.as_ref()],
+        &[],
+        "every tool called; all checks passed",
+    );
+}
+
+/// Two agents on one server, each with a user-bound token, over MCP's HTTP transport: neither
+/// sees, gets, deletes or names the other's memories.
+#[test]
+fn two_agents_with_user_bound_tokens_never_see_each_other() {
+    let python = crate::support::sdk_python();
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "ada ada-s3cret\nbob bob-s3cret\n").unwrap();
+    let server = crate::support::Server::start(
+        &dir.path().join("store"),
+        &["--token-file", tokens.to_str().unwrap()],
+    );
+    let url = format!("http://{}/mcp", server.http.unwrap());
+    crate::support::run_python(
+        &python,
+        "mcp_two_agents.py",
+        &[url.as_ref(), "ada-s3cret".as_ref(), "bob-s3cret".as_ref()],
+        &[],
+        "isolated; all checks passed",
     );
 }
 

@@ -40,6 +40,8 @@ pub fn text(b: &[u8]) -> String {
 pub struct Server {
     pub child: Child,
     pub addr: SocketAddr,
+    /// Where it serves HTTP (`--http 127.0.0.1:0` unless the flags name another).
+    pub http: Option<SocketAddr>,
     stderr_path: PathBuf,
 }
 
@@ -69,6 +71,10 @@ impl Server {
         if !extra.contains(&"--embedder") {
             cmd.args(["--embedder", "hashing"]);
         }
+        let with_http = extra.contains(&"--http") || std::env::var_os("AMBERDB_BIN").is_none();
+        if !extra.contains(&"--http") && with_http {
+            cmd.args(["--http", "127.0.0.1:0"]);
+        }
         cmd.arg("--data-dir")
             .arg(dir)
             .args(extra)
@@ -80,10 +86,18 @@ impl Server {
             cmd.env(k, v);
         }
         let mut child = cmd.spawn().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        stdout.read_line(&mut line).unwrap();
+        let mut http_line = String::new();
+        if line.starts_with("listening on ") && with_http {
+            stdout.read_line(&mut http_line).unwrap();
+        }
+        let http = http_line
+            .trim()
+            .strip_prefix("http on ")
+            .and_then(|u| u.split("://").nth(1))
+            .map(|a| a.parse().unwrap());
         let addr = line
             .trim()
             .strip_prefix("listening on ")
@@ -98,6 +112,7 @@ impl Server {
         Server {
             child,
             addr,
+            http,
             stderr_path,
         }
     }
@@ -214,6 +229,34 @@ impl Client {
         let mut rest = Vec::new();
         self.reader.read_to_end(&mut rest).is_ok() && rest.is_empty()
     }
+}
+
+/// Where the scripts cache what they install (`AMBERDB_CACHE_DIR`, else
+/// `$XDG_CACHE_HOME/amberdb`, else `~/.cache/amberdb`).
+pub fn cache_dir() -> PathBuf {
+    std::env::var_os("AMBERDB_CACHE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache")
+                })
+                .join("amberdb")
+        })
+}
+
+/// The Python of the client SDKs' venv (`scripts/sdk-venv`, which `scripts/test` runs first):
+/// the MCP SDK and the MemFuse SDK. Missing, the test fails saying how to install it.
+pub fn sdk_python() -> PathBuf {
+    let python = std::env::var_os("AMBERDB_SDK_PYTHON")
+        .map_or_else(|| cache_dir().join("sdk-venv/bin/python"), PathBuf::from);
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/sdk-venv (scripts/test does) to install the client SDKs",
+        python.display()
+    );
+    python
 }
 
 /// Runs `tests/python/<script>` with `python` and `args`; asserts it exits 0 and printed

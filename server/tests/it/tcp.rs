@@ -1,5 +1,6 @@
 //! The line protocol over real TCP (127.0.0.1:0), against the `amberdb serve` process.
 
+use crate::http::{Caller, Http};
 use crate::support::{Client, Server, still_serving};
 use amberdb_server::commands::COMMANDS;
 use serde_json::{Value, json};
@@ -21,17 +22,29 @@ fn ids(reply: &Value, list: &str) -> Vec<u64> {
 fn every_command_works_over_tcp() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&dir.path().join("store"), &[]);
-    let mut c = server.client();
+    every_command_works(dir.path(), &mut server.client());
+}
+
+/// The same, over HTTP (`POST /v1/commands/{COMMAND}`): the same results, and each failure's
+/// status its code's (docs/http.md).
+#[test]
+fn every_command_works_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("store"), &[]);
+    every_command_works(dir.path(), &mut Http::connect(server.http.unwrap()));
+}
+
+fn every_command_works(dir: &Path, c: &mut dyn Caller) {
     let mut used = BTreeSet::new();
-    let mut ok = |c: &mut Client, cmd: &str, args: Value| {
+    let mut ok = |c: &mut dyn Caller, cmd: &str, args: Value| {
         used.insert(crate::tcp::canonical(cmd));
         c.ok(cmd, args)
     };
 
-    assert_eq!(ok(&mut c, "PING", json!({}))["reply"], "PONG");
-    let help = ok(&mut c, "HELP", json!({}));
+    assert_eq!(ok(&mut *c, "PING", json!({}))["reply"], "PONG");
+    let help = ok(&mut *c, "HELP", json!({}));
     assert_eq!(help["commands"].as_array().unwrap().len(), COMMANDS.len());
-    let search_help = ok(&mut c, "HELP", json!({"command": "search"}));
+    let search_help = ok(&mut *c, "HELP", json!({"command": "search"}));
     assert_eq!(search_help["command"], "SEARCH_MEMORIES");
     assert!(
         search_help["arguments"]
@@ -41,22 +54,22 @@ fn every_command_works_over_tcp() {
             .any(|a| a["name"] == "created_after")
     );
     assert_eq!(
-        ok(&mut c, "AUTH", json!({"token": "anything"}))["reply"],
+        ok(&mut *c, "AUTH", json!({"token": "anything"}))["reply"],
         "OK"
     );
 
     // Memories.
     let flaky = ok(
-        &mut c,
+        &mut *c,
         "STORE_MEMORY",
         json!({"content": "the login test is flaky because two tests share one session cookie", "category": "bug-fix", "tags": ["flaky", "auth"]}),
     );
     assert_eq!(flaky["outcome"], "stored");
     let flaky_id = flaky["memory_id"].as_u64().unwrap();
-    let pool = ok(&mut c, "STORE", json!({"content": "raise the postgres connection pool when the API times out under load", "tags": ["postgres"]}))["memory_id"].as_u64().unwrap();
+    let pool = ok(&mut *c, "STORE", json!({"content": "raise the postgres connection pool when the API times out under load", "tags": ["postgres"]}))["memory_id"].as_u64().unwrap();
     // A duplicate is an outcome, not an error (docs/semantics.md, "Dedup at store time").
     let dup = ok(
-        &mut c,
+        &mut *c,
         "STORE",
         json!({"content": "the login test is flaky because two tests share one session cookie"}),
     );
@@ -67,48 +80,48 @@ fn every_command_works_over_tcp() {
     );
 
     let found = ok(
-        &mut c,
+        &mut *c,
         "SEARCH_MEMORIES",
         json!({"query": "postgres pool", "mode": "keyword"}),
     );
     assert_eq!(ids(&found, "results"), vec![pool]);
     let text = ok(
-        &mut c,
+        &mut *c,
         "SEARCH",
         json!({"query": "SESSION COOKIE", "mode": "text", "tags": ["flaky"], "created_after": "2000-01-01"}),
     );
     assert_eq!(ids(&text, "results"), vec![flaky_id]);
     let similar = ok(
-        &mut c,
+        &mut *c,
         "SEARCH",
         json!({"query": "login test flaky session cookie", "strategy": "similarity", "threshold": 0.0, "limit": 1}),
     );
     assert_eq!(ids(&similar, "results"), vec![flaky_id]);
     let hybrid = ok(
-        &mut c,
+        &mut *c,
         "SEARCH",
         json!({"query": "postgres", "mode": "hybrid", "fusion": "rrf", "threshold": 0.0}),
     );
     assert_eq!(ids(&hybrid, "results")[0], pool);
 
-    let recent = ok(&mut c, "LIST_RECENT_MEMORIES", json!({"limit": 5}));
+    let recent = ok(&mut *c, "LIST_RECENT_MEMORIES", json!({"limit": 5}));
     assert_eq!(ids(&recent, "memories"), vec![pool, flaky_id]);
-    let got = ok(&mut c, "GET_BY_MEMORY_ID", json!({"memory_id": flaky_id}));
+    let got = ok(&mut *c, "GET_BY_MEMORY_ID", json!({"memory_id": flaky_id}));
     assert_eq!(got["memory"]["tags"], json!(["flaky", "auth"]));
     let fb = ok(
-        &mut c,
+        &mut *c,
         "FEEDBACK",
         json!({"memory_id": flaky_id, "feedback": "helpful"}),
     );
     assert_eq!(fb["helpful_count"], 1);
     let updated = ok(
-        &mut c,
+        &mut *c,
         "UPDATE_MEMORY",
         json!({"memory_id": pool, "content": "raise the postgres pool to 50 connections when the API times out"}),
     );
     let pool2 = updated["memory_id"].as_u64().unwrap();
     assert_ne!(pool2, pool, "new content is a new record");
-    let lineage = ok(&mut c, "LINEAGE", json!({"memory_id": pool2}));
+    let lineage = ok(&mut *c, "LINEAGE", json!({"memory_id": pool2}));
     assert_eq!(ids(&lineage, "lineage"), vec![pool]);
     let gone = c.fails("GET", json!({"memory_id": pool}), "not_found");
     assert_eq!(
@@ -118,18 +131,22 @@ fn every_command_works_over_tcp() {
 
     // Validity in time: a fact, a newer value that closes it, history and as_of.
     let lisbon = ok(
-        &mut c,
+        &mut *c,
         "STORE",
         json!({"content": "Dora lives in Lisbon", "user_id": "dora", "valid_from": "2024-01-01"}),
     );
     let berlin = ok(
-        &mut c,
+        &mut *c,
         "STORE",
         json!({"content": "Dora lives in Berlin", "user_id": "dora", "valid_from": "2025-03-01T00:00:00Z", "dedup_distance": 0.9}),
     );
     assert_eq!(berlin["outcome"], "superseded", "{berlin}");
     assert_eq!(berlin["decisions"][0]["relation"], "updates");
-    let history = ok(&mut c, "HISTORY", json!({"memory_id": lisbon["memory_id"]}));
+    let history = ok(
+        &mut *c,
+        "HISTORY",
+        json!({"memory_id": lisbon["memory_id"]}),
+    );
     assert_eq!(history["memory_id"], berlin["memory_id"]);
     assert_eq!(history["versions"][0]["status"], "current");
     assert_eq!(history["versions"][1]["status"], "replaced");
@@ -138,14 +155,14 @@ fn every_command_works_over_tcp() {
         "2025-03-01T00:00:00.000000Z"
     );
     let then = ok(
-        &mut c,
+        &mut *c,
         "SEARCH",
         json!({"query": "where does Dora live", "user_id": "dora", "as_of": "2024-06-01"}),
     );
     assert_eq!(then["results"][0]["content"], "Dora lives in Lisbon");
     assert_eq!(then["query"], "where does Dora live");
     let now = ok(
-        &mut c,
+        &mut *c,
         "SEARCH",
         json!({"query": "where does Dora live", "user_id": "dora"}),
     );
@@ -159,68 +176,68 @@ fn every_command_works_over_tcp() {
 
     // Tags, snapshots, compaction.
     assert_eq!(
-        ok(&mut c, "GET_UNIQUE_TAGS", json!({}))["tags"],
+        ok(&mut *c, "GET_UNIQUE_TAGS", json!({}))["tags"],
         json!(["auth", "flaky", "postgres"])
     );
     assert!(
-        ok(&mut c, "GET_CANONICAL_TAGS", json!({}))["count"]
+        ok(&mut *c, "GET_CANONICAL_TAGS", json!({}))["count"]
             .as_u64()
             .unwrap()
             >= 3
     );
     assert_eq!(
-        ok(&mut c, "GET_TAG_FREQUENCIES", json!({}))["frequencies"]["flaky"],
+        ok(&mut *c, "GET_TAG_FREQUENCIES", json!({}))["frequencies"]["flaky"],
         1
     );
-    let w = ok(&mut c, "GET_TAG_WEIGHTS", json!({}))["weights"]["flaky"]
+    let w = ok(&mut *c, "GET_TAG_WEIGHTS", json!({}))["weights"]["flaky"]
         .as_f64()
         .unwrap();
     assert!((w - 1.0 / 2f64.ln()).abs() < 1e-9, "{w}");
-    let snap = ok(&mut c, "SNAPSHOT_CREATE", json!({"description": "before"}));
+    let snap = ok(&mut *c, "SNAPSHOT_CREATE", json!({"description": "before"}));
     let snapshot_id = snap["snapshot_id"].as_str().unwrap().to_owned();
-    let preview = ok(&mut c, "TAG_NORMALIZE_PREVIEW", json!({"threshold": 0.95}));
+    let preview = ok(&mut *c, "TAG_NORMALIZE_PREVIEW", json!({"threshold": 0.95}));
     let applied = ok(
-        &mut c,
+        &mut *c,
         "TAG_NORMALIZE_APPLY",
         json!({"preview_id": preview["preview_id"], "snapshot_id": snapshot_id, "threshold": 0.95}),
     );
     assert_eq!(applied["applied_count"], preview["planned_updates"]);
     ok(
-        &mut c,
+        &mut *c,
         "UPDATE",
         json!({"memory_id": flaky_id, "tags": ["cookies"]}),
     );
     let restored = ok(
-        &mut c,
+        &mut *c,
         "SNAPSHOT_RESTORE",
         json!({"snapshot_id": snapshot_id}),
     );
     assert!(restored["restored_count"].as_u64().unwrap() >= 1);
     assert_eq!(
-        ok(&mut c, "GET", json!({"memory_id": flaky_id}))["memory"]["tags"],
+        ok(&mut *c, "GET", json!({"memory_id": flaky_id}))["memory"]["tags"],
         json!(["flaky", "auth"])
     );
 
     // Two spellings of one fact, stored past semantic dedup: compaction finds them.
     let twin = |text: &str| json!({"content": text, "skip_hooks": ["semantic_dedup"]});
     let a = ok(
-        &mut c,
+        &mut *c,
         "STORE",
         twin("deploys run from the release branch every friday"),
     )["memory_id"]
         .as_u64()
         .unwrap();
     let b = ok(
-        &mut c,
+        &mut *c,
         "STORE",
         twin("Deploys run from the release branch, every Friday."),
     )["memory_id"]
         .as_u64()
         .unwrap();
-    let groups = ok(&mut c, "COMPACT_PREVIEW", json!({"distance": 0.3}));
+    let groups = ok(&mut *c, "COMPACT_PREVIEW", json!({"distance": 0.3}));
     assert_eq!(groups["groups"].as_array().unwrap().len(), 1, "{groups}");
     let compacted = ok(
-        &mut c,
+        &mut *c,
         "COMPACT_APPLY",
         json!({"distance": 0.3, "preview_id": groups["preview_id"]}),
     );
@@ -233,44 +250,44 @@ fn every_command_works_over_tcp() {
         .collect();
     sources.sort_unstable();
     assert_eq!(sources, vec![a, b]);
-    let undone = ok(&mut c, "COMPACT_UNDO", json!({"memory_id": merged}));
+    let undone = ok(&mut *c, "COMPACT_UNDO", json!({"memory_id": merged}));
     assert_eq!(undone["archived"], merged);
     let back = undone["restored"][0].as_u64().unwrap();
     // Mend: a paraphrase merged by a looser rule than the default's comes back, and goes
     // again on undo.
-    let mend = ok(&mut c, "MEND_PREVIEW", json!({}));
+    let mend = ok(&mut *c, "MEND_PREVIEW", json!({}));
     assert_eq!(mend["restore"], json!([]), "nothing yet: {mend}");
     c.fails("STORE", json!({"content": "x", "merge": "all"}), "invalid");
     ok(
-        &mut c,
+        &mut *c,
         "STORE",
         json!({"content": "The nightly backup runs at two in the morning"}),
     );
     let merged = ok(
-        &mut c,
+        &mut *c,
         "STORE",
         json!({"content": "The nightly backup runs at two in the morning on the db host", "merge": "paraphrases"}),
     );
     assert_eq!(merged["outcome"], "merged", "{merged}");
-    let mend = ok(&mut c, "MEND_PREVIEW", json!({}));
+    let mend = ok(&mut *c, "MEND_PREVIEW", json!({}));
     assert_eq!(mend["restore"].as_array().unwrap().len(), 1, "{mend}");
     c.fails("MEND_APPLY", json!({"preview_id": "stale"}), "invalid");
     let mended = ok(
-        &mut c,
+        &mut *c,
         "MEND_APPLY",
         json!({"preview_id": mend["preview_id"]}),
     );
     let copy = mended["restored"][0][1].as_u64().unwrap();
     c.fails("MEND_UNDO", json!({"memory_id": back}), "invalid");
-    let undone = ok(&mut c, "MEND_UNDO", json!({"memory_id": copy}));
+    let undone = ok(&mut *c, "MEND_UNDO", json!({"memory_id": copy}));
     assert_eq!(undone["archived"], copy, "{undone}");
     ok(
-        &mut c,
+        &mut *c,
         "DELETE_BY_MEMORY_ID",
         json!({"memory_id": merged["memory_id"]}),
     );
 
-    let stats = ok(&mut c, "GET_MEMORY_STATS", json!({}));
+    let stats = ok(&mut *c, "GET_MEMORY_STATS", json!({}));
     assert_eq!(stats["total_memories"], 4, "{stats}");
     // Categories largest first, as docs/protocol.md says (alphabetically "architecture"
     // would come first).
@@ -288,12 +305,12 @@ fn every_command_works_over_tcp() {
             "performance"
         };
         ok(
-            &mut c,
+            &mut *c,
             "STORE",
             json!({"content": text, "user_id": "cats", "category": category}),
         );
     }
-    let cats = ok(&mut c, "GET_MEMORY_STATS", json!({"user_id": "cats"}));
+    let cats = ok(&mut *c, "GET_MEMORY_STATS", json!({"user_id": "cats"}));
     let order: Vec<(&str, u64)> = cats["categories"]
         .as_object()
         .unwrap()
@@ -301,42 +318,42 @@ fn every_command_works_over_tcp() {
         .map(|(k, v)| (k.as_str(), v.as_u64().unwrap()))
         .collect();
     assert_eq!(order, [("performance", 2), ("architecture", 1)], "{cats}");
-    ok(&mut c, "DELETE_USER", json!({"user_id": "cats"}));
+    ok(&mut *c, "DELETE_USER", json!({"user_id": "cats"}));
     let cleared = ok(
-        &mut c,
+        &mut *c,
         "CLEAR_OLD_MEMORIES",
         json!({"days_old": 1, "max_to_keep": 100}),
     );
     assert_eq!(cleared["deleted_count"], 0, "nothing is a day old");
-    ok(&mut c, "DELETE_BY_MEMORY_ID", json!({"memory_id": back}));
+    ok(&mut *c, "DELETE_BY_MEMORY_ID", json!({"memory_id": back}));
     c.fails("GET", json!({"memory_id": back}), "not_found");
 
     // Users, agents, sessions, messages, knowledge, the MemFuse query.
     assert_eq!(
         ok(
-            &mut c,
+            &mut *c,
             "CREATE_USER",
             json!({"user_id": "ada", "name": "Ada"})
         )["user"]["name"],
         "Ada"
     );
     ok(
-        &mut c,
+        &mut *c,
         "CREATE_AGENT",
         json!({"user_id": "ada", "agent_id": "helper"}),
     );
     ok(
-        &mut c,
+        &mut *c,
         "CREATE_SESSION",
         json!({"user_id": "ada", "session_id": "s1", "agent_id": "helper", "name": "laptop"}),
     );
     assert_eq!(
-        ok(&mut c, "GET_USER", json!({"user_id": "ada"}))["user"]["id"],
+        ok(&mut *c, "GET_USER", json!({"user_id": "ada"}))["user"]["id"],
         "ada"
     );
     assert_eq!(
         ok(
-            &mut c,
+            &mut *c,
             "GET_AGENT",
             json!({"user_id": "ada", "agent_id": "helper"})
         )["agent"]["id"],
@@ -344,13 +361,13 @@ fn every_command_works_over_tcp() {
     );
     assert_eq!(
         ok(
-            &mut c,
+            &mut *c,
             "GET_SESSION",
             json!({"user_id": "ada", "session_id": "s1"})
         )["session"]["agent_id"],
         "helper"
     );
-    let users: Vec<String> = ok(&mut c, "LIST_USERS", json!({}))["users"]
+    let users: Vec<String> = ok(&mut *c, "LIST_USERS", json!({}))["users"]
         .as_array()
         .unwrap()
         .iter()
@@ -358,15 +375,15 @@ fn every_command_works_over_tcp() {
         .collect();
     assert_eq!(users, vec!["ada", "default", "dora"]);
     assert_eq!(
-        ok(&mut c, "LIST_AGENTS", json!({"user_id": "ada"}))["count"],
+        ok(&mut *c, "LIST_AGENTS", json!({"user_id": "ada"}))["count"],
         1
     );
     assert_eq!(
-        ok(&mut c, "LIST_SESSIONS", json!({"user_id": "ada"}))["count"],
+        ok(&mut *c, "LIST_SESSIONS", json!({"user_id": "ada"}))["count"],
         1
     );
     let msgs = ok(
-        &mut c,
+        &mut *c,
         "ADD_MESSAGES",
         json!({"user_id": "ada", "session_id": "s1", "messages": [
         {"role": "user", "content": "my laptop will not boot after the update"},
@@ -375,14 +392,14 @@ fn every_command_works_over_tcp() {
     assert_eq!(msgs["count"], 2);
     // A turn carries its own time (its valid_from); valid_after / valid_before filter by it.
     let dated = ok(
-        &mut c,
+        &mut *c,
         "ADD_MESSAGES",
         json!({"user_id": "ada", "session_id": "s1", "messages": [
         {"role": "user", "content": "last year my laptop ran linux", "time": "2025-03-01"}]}),
     );
     let old_turn = dated["memory_ids"][0].clone();
     let then = ok(
-        &mut c,
+        &mut *c,
         "SEARCH",
         json!({"user_id": "ada", "query": "laptop", "mode": "keyword", "valid_before": "2026-01-01"}),
     );
@@ -396,20 +413,20 @@ fn every_command_works_over_tcp() {
     );
     assert_eq!(bad["field"], "messages[1].time", "{bad}");
     let none = ok(
-        &mut c,
+        &mut *c,
         "SEARCH",
         json!({"user_id": "ada", "query": "never stored", "mode": "text"}),
     );
     assert_eq!(none["count"], 0, "an error means nothing was stored");
     let know = ok(
-        &mut c,
+        &mut *c,
         "ADD_KNOWLEDGE",
         json!({"user_id": "ada", "items": ["ada prefers dark mode", "ada prefers dark mode"]}),
     );
     assert_eq!(know["count"], 2);
     assert_eq!(know["stored"], 1, "a fact stored twice is one: {know}");
     let q = ok(
-        &mut c,
+        &mut *c,
         "QUERY",
         json!({"user_id": "ada", "query": "laptop boot", "session_id": "s1", "store_type": "keyword"}),
     );
@@ -425,7 +442,7 @@ fn every_command_works_over_tcp() {
     assert_eq!(q404["errors"][0]["field"], "user_id");
     assert_eq!(
         ok(
-            &mut c,
+            &mut *c,
             "DELETE_SESSION",
             json!({"user_id": "ada", "session_id": "s1"})
         )["deleted_records"],
@@ -433,17 +450,17 @@ fn every_command_works_over_tcp() {
         "the session's three turns"
     );
     ok(
-        &mut c,
+        &mut *c,
         "DELETE_AGENT",
         json!({"user_id": "ada", "agent_id": "helper"}),
     );
     assert_eq!(
-        ok(&mut c, "DELETE_USER", json!({"user_id": "ada"}))["deleted_records"],
+        ok(&mut *c, "DELETE_USER", json!({"user_id": "ada"}))["deleted_records"],
         1
     );
     c.fails("GET_USER", json!({"user_id": "ada"}), "not_found");
 
-    let stats = ok(&mut c, "STATS", json!({}));
+    let stats = ok(&mut *c, "STATS", json!({}));
     assert!(stats["requests"].as_u64().unwrap() > 50, "{stats}");
     assert!(
         stats["errors_by_code"]["not_found"].as_u64().unwrap() >= 4,
@@ -456,19 +473,19 @@ fn every_command_works_over_tcp() {
 
     // PURGE: a deleted memory's text leaves every file of the store.
     let gone = ok(
-        &mut c,
+        &mut *c,
         "STORE",
         json!({"content": "purge-me-xyzzy, a note to forget"}),
     )["memory_id"]
         .as_u64()
         .unwrap();
-    ok(&mut c, "DELETE", json!({"memory_id": gone}));
-    let purged = ok(&mut c, "PURGE", json!({}));
+    ok(&mut *c, "DELETE", json!({"memory_id": gone}));
+    let purged = ok(&mut *c, "PURGE", json!({}));
     assert!(
         purged["purged"]["removed_files"].as_u64().unwrap() > 0,
         "{purged}"
     );
-    let store_dir = dir.path().join("store");
+    let store_dir = dir.join("store");
     for entry in std::fs::read_dir(&store_dir).unwrap() {
         let path = entry.unwrap().path();
         let bytes = std::fs::read(&path).unwrap();
@@ -481,9 +498,9 @@ fn every_command_works_over_tcp() {
 
     // BACKUP: a checked copy that opens as the store; refused into a non-empty or relative
     // directory.
-    let backup_dir = dir.path().join("backup");
+    let backup_dir = dir.join("backup");
     let b = ok(
-        &mut c,
+        &mut *c,
         "BACKUP",
         json!({"dest": backup_dir.display().to_string()}),
     );
@@ -498,9 +515,9 @@ fn every_command_works_over_tcp() {
     // EXPORT: every record, ids and lineage kept, to a new file; IMPORT of it into this store
     // (which gave those ids out) adds nothing; a file that exists, or a relative path, is
     // refused with nothing written.
-    let export_file = dir.path().join("export.jsonl");
+    let export_file = dir.join("export.jsonl");
     let e = ok(
-        &mut c,
+        &mut *c,
         "EXPORT",
         json!({"dest": export_file.display().to_string()}),
     );
@@ -520,7 +537,7 @@ fn every_command_works_over_tcp() {
     );
     assert!(!std::path::Path::new("relative.jsonl").exists());
     let i = ok(
-        &mut c,
+        &mut *c,
         "IMPORT",
         json!({"source": export_file.display().to_string()}),
     );
@@ -529,7 +546,7 @@ fn every_command_works_over_tcp() {
     let r = c.call("IMPORT", json!({"source": "/nonexistent/file.jsonl"}));
     assert_eq!(r["code"], "invalid", "{r}");
     // A file that is not text past its first lines: refused whole, nothing stored from it.
-    let half_text = dir.path().join("half.jsonl");
+    let half_text = dir.join("half.jsonl");
     let mut bytes = b"{\"content\": \"a line before the damage\"}\n".to_vec();
     bytes.extend([0xff, 0xfe, b'\n']);
     std::fs::write(&half_text, bytes).unwrap();
@@ -537,19 +554,19 @@ fn every_command_works_over_tcp() {
     assert_eq!(r["code"], "invalid", "{r}");
     assert!(r["message"].as_str().unwrap().contains("line 2"), "{r}");
     let found = ok(
-        &mut c,
+        &mut *c,
         "SEARCH",
         json!({"query": "a line before the damage", "mode": "keyword"}),
     );
     assert_eq!(found["results"].as_array().unwrap().len(), 0, "{found}");
     // MAINTENANCE: pause, report, resume.
-    let m = ok(&mut c, "MAINTENANCE", json!({"paused": true}));
+    let m = ok(&mut *c, "MAINTENANCE", json!({"paused": true}));
     assert_eq!(m["maintenance"]["paused"], true, "{m}");
     assert_eq!(
-        ok(&mut c, "STATS", json!({}))["store"]["maintenance"]["paused"],
+        ok(&mut *c, "STATS", json!({}))["store"]["maintenance"]["paused"],
         true
     );
-    let m = ok(&mut c, "MAINTENANCE", json!({"paused": false}));
+    let m = ok(&mut *c, "MAINTENANCE", json!({"paused": false}));
     assert_eq!(m["maintenance"]["paused"], false, "{m}");
     let r = c.call("MAINTENANCE", json!({"paused": "yes"}));
     assert_eq!(r["code"], "invalid", "{r}");
@@ -557,20 +574,20 @@ fn every_command_works_over_tcp() {
     // Items: a JSON value under a key; a put of a live key replaces it; reading by key is
     // not an access; a search of kind item finds them; deleting a missing key changes nothing.
     let put = ok(
-        &mut c,
+        &mut *c,
         "PUT_ITEM",
         json!({"user_id": "lg.users", "key": "k1", "value": {"likes": ["tea", 2]}, "text": "likes tea"}),
     );
     assert!(put["replaced"].is_null(), "{put}");
     let again = ok(
-        &mut c,
+        &mut *c,
         "PUT_ITEM",
         json!({"user_id": "lg.users", "key": "k1", "value": {"likes": "coffee"}, "text": "likes coffee"}),
     );
     assert_eq!(again["replaced"], put["memory_id"], "{again}");
     assert_eq!(again["created_at"], put["created_at"], "{again}");
     let got = ok(
-        &mut c,
+        &mut *c,
         "GET_ITEM",
         json!({"user_id": "lg.users", "key": "k1"}),
     );
@@ -581,24 +598,24 @@ fn every_command_works_over_tcp() {
     );
     assert_eq!(got["item"]["access_count"], 0, "{got}");
     ok(
-        &mut c,
+        &mut *c,
         "PUT_ITEM",
         json!({"user_id": "lg.users", "key": "k2", "value": {}, "text": "likes tea"}),
     );
     let listed = ok(
-        &mut c,
+        &mut *c,
         "LIST_ITEMS",
         json!({"user_id": "lg.users", "prefix": "k"}),
     );
     assert_eq!(listed["count"], 2, "{listed}");
     assert_eq!(listed["items"][1]["key"], "k2", "{listed}");
     let found = ok(
-        &mut c,
+        &mut *c,
         "SEARCH",
         json!({"user_id": "lg.users", "query": "likes tea", "kind": "item"}),
     );
     assert_eq!(found["count"], 2, "{found}");
-    let users = ok(&mut c, "LIST_ITEM_USERS", json!({}));
+    let users = ok(&mut *c, "LIST_ITEM_USERS", json!({}));
     assert_eq!(users["users"], json!([{"user_id": "lg.users", "items": 2}]));
     for bad in [
         json!({"key": "k", "value": [1], "text": "t"}),
@@ -610,20 +627,20 @@ fn every_command_works_over_tcp() {
     }
     for key in ["k1", "k2"] {
         let d = ok(
-            &mut c,
+            &mut *c,
             "DELETE_ITEM",
             json!({"user_id": "lg.users", "key": key}),
         );
         assert_eq!(d["deleted"], true, "{d}");
     }
     let d = ok(
-        &mut c,
+        &mut *c,
         "DELETE_ITEM",
         json!({"user_id": "lg.users", "key": "k1"}),
     );
     assert_eq!(d["deleted"], false, "{d}");
     let none = ok(
-        &mut c,
+        &mut *c,
         "GET_ITEM",
         json!({"user_id": "lg.users", "key": "k1"}),
     );
@@ -639,15 +656,15 @@ fn every_command_works_over_tcp() {
         assert_eq!(r["code"], code, "{r}");
     }
     assert_eq!(c.call("REEMBED", json!({}))["code"], "invalid");
-    let r = ok(&mut c, "REEMBED", json!({"cancel": true}));
+    let r = ok(&mut *c, "REEMBED", json!({"cancel": true}));
     assert_eq!(r["reembed"]["cancelled"], false, "nothing was staged: {r}");
-    let r = ok(&mut c, "REEMBED", json!({"embedder": "minilm"}));
+    let r = ok(&mut *c, "REEMBED", json!({"embedder": "minilm"}));
     assert_eq!(
         r["reembed"]["model"], "sentence-transformers/all-MiniLM-L6-v2",
         "{r}"
     );
     assert!(r["reembed"]["records"].as_u64().unwrap() >= 4, "{r}");
-    let stats = ok(&mut c, "STATS", json!({}));
+    let stats = ok(&mut *c, "STATS", json!({}));
     assert_eq!(
         stats["store"]["embedder"],
         "sentence-transformers/all-MiniLM-L6-v2"
@@ -656,7 +673,7 @@ fn every_command_works_over_tcp() {
     assert!(stats["store"]["reembedding"].is_null(), "{stats}");
     assert_eq!(stats["store"]["memories"], 4, "{stats}");
 
-    assert_eq!(ok(&mut c, "QUIT", json!({}))["reply"], "BYE");
+    assert_eq!(ok(&mut *c, "QUIT", json!({}))["reply"], "BYE");
     assert!(c.closed());
 
     let all: BTreeSet<&str> = COMMANDS.iter().map(|c| c.name).collect();
@@ -668,68 +685,9 @@ fn every_command_works_over_tcp() {
     );
 }
 
-/// The table name of a command or alias.
-pub fn canonical(name: &str) -> String {
-    amberdb_server::commands::find(name).map_or_else(|| name.to_owned(), |c| c.name.to_owned())
-}
-
-#[test]
-fn pipelined_requests_are_answered_in_order_and_tags_come_back() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(&dir.path().join("store"), &[]);
-    let mut c = server.client();
-    let mut batch = String::new();
-    for i in 0..300 {
-        if i % 3 == 0 {
-            batch.push_str(&format!(
-                "@req-{i} STORE {{\"content\": \"pipelined note number {i}\"}}\n"
-            ));
-        } else if i % 3 == 1 {
-            batch.push_str("PING\n");
-        } else {
-            batch.push_str(&format!("@req-{i} SEARCH {{\"query\": \"number {}\", \"mode\": \"text\", \"deduplicate\": false}}\n", i - 2));
-        }
-    }
-    c.send(batch.as_bytes());
-    let mut stored = Vec::new();
-    for i in 0..300 {
-        let r = c.recv().unwrap();
-        assert_eq!(r["ok"], true, "{r}");
-        match i % 3 {
-            0 => {
-                assert_eq!(r["tag"], format!("req-{i}"));
-                stored.push(r["memory_id"].as_u64().unwrap());
-            }
-            1 => assert_eq!(r["reply"], "PONG"),
-            _ => {
-                // Requests run in order: the store just before this search is visible to it.
-                assert_eq!(r["tag"], format!("req-{i}"));
-                let hits: Vec<u64> = r["results"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|h| h["id"].as_u64().unwrap())
-                    .collect();
-                assert!(hits.contains(stored.last().unwrap()), "{r}");
-            }
-        }
-    }
-    assert_eq!(stored.len(), 100);
-    assert!(stored.windows(2).all(|w| w[0] < w[1]));
-}
-
-#[test]
-fn bad_input_gets_a_clear_error_and_the_connection_keeps_serving() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(&dir.path().join("store"), &["--max-line-bytes", "16384"]);
-    let mut c = server.client();
-    // Malformed JSON, a non-object, an unknown command, an unknown or mistyped argument,
-    // a missing one, an out-of-range one, binary garbage, a bad tag: each one error reply.
-    c.fails("SEARCH", json!(null), "bad_request");
-    c.send(b"SEARCH {\"query\": \"unterminated\n");
-    assert_eq!(c.recv().unwrap()["code"], "bad_request");
-    c.send(b"STORE [\"content\"]\n");
-    assert_eq!(c.recv().unwrap()["code"], "bad_request");
+/// Arguments a command refuses, each naming its field, with nothing run: the same over
+/// every transport (the line protocol's test above, HTTP's below).
+fn bad_arguments_are_refused_naming_the_field(c: &mut dyn Caller) {
     let unknown = c.fails("SERACH", json!({"query": "x"}), "unknown_command");
     assert_eq!(unknown["did_you_mean"][0], "SEARCH_MEMORIES");
     let typo = c.fails(
@@ -799,6 +757,78 @@ fn bad_input_gets_a_clear_error_and_the_connection_keeps_serving() {
         json!({"content": "x".repeat(10_001)}),
         "limit_exceeded",
     );
+}
+
+#[test]
+fn bad_arguments_are_refused_alike_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("store"), &[]);
+    bad_arguments_are_refused_naming_the_field(&mut Http::connect(server.http.unwrap()));
+}
+
+/// The table name of a command or alias.
+pub fn canonical(name: &str) -> String {
+    amberdb_server::commands::find(name).map_or_else(|| name.to_owned(), |c| c.name.to_owned())
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order_and_tags_come_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("store"), &[]);
+    let mut c = server.client();
+    let mut batch = String::new();
+    for i in 0..300 {
+        if i % 3 == 0 {
+            batch.push_str(&format!(
+                "@req-{i} STORE {{\"content\": \"pipelined note number {i}\"}}\n"
+            ));
+        } else if i % 3 == 1 {
+            batch.push_str("PING\n");
+        } else {
+            batch.push_str(&format!("@req-{i} SEARCH {{\"query\": \"number {}\", \"mode\": \"text\", \"deduplicate\": false}}\n", i - 2));
+        }
+    }
+    c.send(batch.as_bytes());
+    let mut stored = Vec::new();
+    for i in 0..300 {
+        let r = c.recv().unwrap();
+        assert_eq!(r["ok"], true, "{r}");
+        match i % 3 {
+            0 => {
+                assert_eq!(r["tag"], format!("req-{i}"));
+                stored.push(r["memory_id"].as_u64().unwrap());
+            }
+            1 => assert_eq!(r["reply"], "PONG"),
+            _ => {
+                // Requests run in order: the store just before this search is visible to it.
+                assert_eq!(r["tag"], format!("req-{i}"));
+                let hits: Vec<u64> = r["results"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|h| h["id"].as_u64().unwrap())
+                    .collect();
+                assert!(hits.contains(stored.last().unwrap()), "{r}");
+            }
+        }
+    }
+    assert_eq!(stored.len(), 100);
+    assert!(stored.windows(2).all(|w| w[0] < w[1]));
+}
+
+#[test]
+fn bad_input_gets_a_clear_error_and_the_connection_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("store"), &["--max-line-bytes", "16384"]);
+    let mut c = server.client();
+    // Malformed JSON, a non-object, an unknown command, an unknown or mistyped argument,
+    // a missing one, an out-of-range one, binary garbage, a bad tag: each one error reply.
+    c.fails("SEARCH", json!(null), "bad_request");
+    c.send(b"SEARCH {\"query\": \"unterminated\n");
+    assert_eq!(c.recv().unwrap()["code"], "bad_request");
+    c.send(b"STORE [\"content\"]\n");
+    assert_eq!(c.recv().unwrap()["code"], "bad_request");
+    bad_arguments_are_refused_naming_the_field(&mut c);
     c.send(b"\x00\x9f\x92\x96\xff garbage \xfe\n");
     assert_eq!(c.recv().unwrap()["code"], "bad_request");
     c.send(b"@bad/tag PING\n");
