@@ -144,12 +144,12 @@ pub use kernel::{checkpoint, codec, identity, log, ownership, segment_file, stor
 pub use memory::{
     Cleared, Compacted, CompactionGroup, CompactionPreview, DedupDecision, EntityDeleted, Exported,
     ExportedRecord, Feedback, FeedbackResult, Fusion, HeldBy, HeldTurn, HeldTurns, History, Hits,
-    ImportedRecords, ItemUser, MAX_NEIGHBOURS, MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS, MemoryStats,
-    MendItem, MendPreview, Mended, Mode, Neighbour, Outcome, Provenance, RRF_K, ReembedStatus,
-    Reembedded, SEARCH_ACCESS_INTERVAL_US, ScanMode, SearchRequest, SearchedHit, SnapshotCreated,
-    SnapshotRestored, Source, StoreRequest, Stored, Strategy, TagChange, TagPreview, TagsApplied,
-    TopAccessed, Turn, TurnsAdded, Unmerged, UpdateRequest, Updated, Version, frequency,
-    importance, recency, strategy_score,
+    ImportedRecords, ItemUser, ListFilter, Listed, MAX_NEIGHBOURS, MAX_OFFSET, MAX_PAGE,
+    MAX_QUERY_CHARS, MemoryStats, MendItem, MendPreview, Mended, Mode, Neighbour, Outcome,
+    Provenance, RRF_K, ReembedStatus, Reembedded, SEARCH_ACCESS_INTERVAL_US, ScanMode,
+    SearchRequest, SearchedHit, Shelf, SnapshotCreated, SnapshotRestored, Source, StoreRequest,
+    Stored, Strategy, TagChange, TagPreview, TagsApplied, TopAccessed, Turn, TurnsAdded, Unmerged,
+    UpdateRequest, Updated, Version, frequency, importance, recency, strategy_score,
 };
 /// The MemFuse query API (`docs/search.md`, "The MemFuse query").
 pub mod query {

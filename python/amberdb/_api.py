@@ -282,13 +282,23 @@ class Commands:
 
     def recent(
         self, *, user_id: Optional[str] = None, limit: Optional[int] = None,
-        offset: Optional[int] = None,
+        offset: Optional[int] = None, kind: Optional[str] = None,
+        category: Optional[str] = None, tags: Optional[Sequence[str]] = None,
+        session_id: Optional[str] = None, valid: Optional[bool] = None,
+        archived: Optional[str] = None,
     ) -> List[Memory]:
         """A user's live memories, newest first: ``limit`` of them (10 by default, at most
         50) after the first ``offset``. Page through all of them with ``offset += limit``
-        until a page is shorter than ``limit``, or use :meth:`all_memories`."""
+        until a page is shorter than ``limit``, or use :meth:`all_memories`. Filters:
+        ``kind``, ``category``, ``tags`` (any of them), ``session_id``, ``valid`` (``True``:
+        what holds now; ``False``: what no longer or not yet holds) and ``archived``
+        (``"live"``, the default; ``"archived"``; ``"all"``: an archived record's
+        ``raw["archived"]`` is true)."""
         return self._run(
-            "LIST_RECENT_MEMORIES", _args(user_id=user_id, limit=limit, offset=offset), _memories)
+            "LIST_RECENT_MEMORIES",
+            _args(user_id=user_id, limit=limit, offset=offset, kind=kind, category=category,
+                  tags=tags, session_id=session_id, valid=valid, archived=archived),
+            _memories)
 
     def lineage(self, memory_id: int) -> List[Memory]:
         """The archived records a memory merged or replaced."""

@@ -145,10 +145,14 @@ class Client:
         (dedup, tags, category) touches an item."""
     def query(self, query: str, *, user_id: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., top_k: Optional[int] = ..., store_type: Optional[str] = ..., include_messages: Optional[bool] = ..., include_knowledge: Optional[bool] = ..., max_tokens: Optional[int] = ...) -> Dict[str, Any]:
         """MemFuse's query over memories, messages and knowledge (its envelope as the reply)."""
-    def recent(self, *, user_id: Optional[str] = ..., limit: Optional[int] = ..., offset: Optional[int] = ...) -> List[Memory]:
+    def recent(self, *, user_id: Optional[str] = ..., limit: Optional[int] = ..., offset: Optional[int] = ..., kind: Optional[str] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., session_id: Optional[str] = ..., valid: Optional[bool] = ..., archived: Optional[str] = ...) -> List[Memory]:
         """A user's live memories, newest first: ``limit`` of them (10 by default, at most
         50) after the first ``offset``. Page through all of them with ``offset += limit``
-        until a page is shorter than ``limit``, or use :meth:`all_memories`."""
+        until a page is shorter than ``limit``, or use :meth:`all_memories`. Filters:
+        ``kind``, ``category``, ``tags`` (any of them), ``session_id``, ``valid`` (``True``:
+        what holds now; ``False``: what no longer or not yet holds) and ``archived``
+        (``"live"``, the default; ``"archived"``; ``"all"``: an archived record's
+        ``raw["archived"]`` is true)."""
     def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., valid_after: Optional[Time] = ..., valid_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., neighbours: Optional[int] = ..., **more: Any) -> SearchResult:
         """Searches one user's memories by meaning and words (``mode``: ``hybrid`` by default,
         or ``vector``, ``keyword``, ``text``), filtered inside the scan; ``limit`` hits (10 by
@@ -267,7 +271,7 @@ class Pipeline:
         ...
     def query(self, query: str, *, user_id: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., top_k: Optional[int] = ..., store_type: Optional[str] = ..., include_messages: Optional[bool] = ..., include_knowledge: Optional[bool] = ..., max_tokens: Optional[int] = ...) -> Pending:
         ...
-    def recent(self, *, user_id: Optional[str] = ..., limit: Optional[int] = ..., offset: Optional[int] = ...) -> Pending:
+    def recent(self, *, user_id: Optional[str] = ..., limit: Optional[int] = ..., offset: Optional[int] = ..., kind: Optional[str] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., session_id: Optional[str] = ..., valid: Optional[bool] = ..., archived: Optional[str] = ...) -> Pending:
         ...
     def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., valid_after: Optional[Time] = ..., valid_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., neighbours: Optional[int] = ..., **more: Any) -> Pending:
         ...
@@ -381,7 +385,7 @@ class AsyncClient:
         ...
     async def query(self, query: str, *, user_id: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., top_k: Optional[int] = ..., store_type: Optional[str] = ..., include_messages: Optional[bool] = ..., include_knowledge: Optional[bool] = ..., max_tokens: Optional[int] = ...) -> Dict[str, Any]:
         ...
-    async def recent(self, *, user_id: Optional[str] = ..., limit: Optional[int] = ..., offset: Optional[int] = ...) -> List[Memory]:
+    async def recent(self, *, user_id: Optional[str] = ..., limit: Optional[int] = ..., offset: Optional[int] = ..., kind: Optional[str] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., session_id: Optional[str] = ..., valid: Optional[bool] = ..., archived: Optional[str] = ...) -> List[Memory]:
         ...
     async def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., valid_after: Optional[Time] = ..., valid_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., neighbours: Optional[int] = ..., **more: Any) -> SearchResult:
         ...

@@ -188,7 +188,7 @@ export interface StoreMemoryReply {
   "replaced"?: number;
 }
 
-/** Arguments of LIST_RECENT_MEMORIES: The user's most recently created memories, newest first. */
+/** Arguments of LIST_RECENT_MEMORIES: The user's most recently created records, newest first, by kind, category, tags, session, validity or archive. */
 export interface ListRecentMemoriesArgs {
   /** the user (tenant); default "default" */
   "user_id"?: string;
@@ -196,6 +196,18 @@ export interface ListRecentMemoriesArgs {
   "limit"?: number;
   /** memories to skip, newest first (paging: offset += limit while has_more); default 0 */
   "offset"?: number;
+  /** only memory, message, knowledge or item */
+  "kind"?: string;
+  /** only this category */
+  "category"?: string;
+  /** only records with any of these tags */
+  "tags"?: Array<string>;
+  /** only this session's records */
+  "session_id"?: string;
+  /** true: only statements that hold now; false: only those whose validity ended or has not begun */
+  "valid"?: boolean;
+  /** live (default), archived (what merges, updates and compactions archived) or all */
+  "archived"?: string;
 }
 
 /** The reply of LIST_RECENT_MEMORIES. */

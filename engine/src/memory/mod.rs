@@ -9,6 +9,7 @@
 mod compaction;
 mod entities;
 mod items;
+mod list;
 mod mend;
 mod query;
 mod read;
@@ -25,6 +26,7 @@ mod write;
 pub use compaction::{Compacted, CompactionGroup, CompactionPreview, Unmerged};
 pub use entities::EntityDeleted;
 pub use items::ItemUser;
+pub use list::{ListFilter, Listed, Shelf};
 pub use mend::{MendItem, MendPreview, Mended};
 pub use query::{
     DEFAULT_TOP_K, GRAPH_LINEAGE_WEIGHT, GRAPH_MAX_TAG_FREQUENCY, GRAPH_SESSION_WEIGHT,

@@ -1,7 +1,6 @@
-//! Reads and single-record changes of the seed: recent, get (an access), delete, stats,
+//! Reads and single-record changes of the seed: get (an access), delete, stats,
 //! cleanup, feedback, lineage. Search is `search.rs`.
 
-use super::search::MAX_PAGE;
 use super::{in_range, preview};
 use crate::error::{EngineError, Result};
 use crate::kernel::log::Op;
@@ -98,40 +97,6 @@ pub struct FeedbackResult {
 }
 
 impl Store {
-    /// The `limit` (1..=50) most recently created memories of the user, newest first. Not
-    /// an access.
-    ///
-    /// # Errors
-    /// `Invalid` / `LimitExceeded` for a bad limit or user.
-    pub fn list_recent(&self, user_id: Option<&str>, limit: usize) -> Result<Vec<Memory>> {
-        Ok(self.list_recent_page(user_id, 0, limit)?.0)
-    }
-
-    /// A page of the user's live memories, newest first (created, then id: a stable order,
-    /// so paging by `offset` meets each memory once while nothing is stored), and how many
-    /// the user has. Not an access.
-    ///
-    /// # Errors
-    /// `Invalid` / `LimitExceeded` for a bad limit or user.
-    pub fn list_recent_page(
-        &self,
-        user_id: Option<&str>,
-        offset: usize,
-        limit: usize,
-    ) -> Result<(Vec<Memory>, usize)> {
-        in_range("limit", limit, 1, MAX_PAGE)?;
-        let user = self.user_for(user_id)?;
-        let user = user.as_str();
-        let state = self.read();
-        let mut mine: Vec<&Memory> = state.iter().filter(|m| m.user_id == user).collect();
-        mine.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
-        let total = mine.len();
-        Ok((
-            mine.into_iter().skip(offset).take(limit).cloned().collect(),
-            total,
-        ))
-    }
-
     /// Counts one access of the memory `id` (what the seed's `get_by_memory_id` does) and
     /// returns it as counted. A plain read is `get`. A poisoned store still answers, without
     /// counting (`Stats::accesses_not_recorded`).

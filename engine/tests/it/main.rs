@@ -15,6 +15,7 @@ mod hooked_model;
 mod index;
 mod items;
 mod kill;
+mod listing;
 mod maintenance;
 mod minilm;
 mod model;

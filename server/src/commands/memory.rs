@@ -109,15 +109,37 @@ arguments! {
         offset: usize = opt("offset", Ty::Int, "memories to skip, newest first (paging: offset += limit while has_more)")
             .within(0, u32::MAX as u64)
             .or(Fallback::Int(0)),
+        kind: Option<Kind> = opt("kind", Ty::Str, "only memory, message, knowledge or item"),
+        category: Option<Category> = opt("category", Ty::Str, "only this category"),
+        tags: Vec<String> = opt("tags", Ty::StrList, "only records with any of these tags"),
+        session_id: Option<String> = opt("session_id", Ty::Str, "only this session's records"),
+        valid: Option<bool> = opt(
+            "valid",
+            Ty::Bool,
+            "true: only statements that hold now; false: only those whose validity ended or has not begun",
+        ),
+        archived: Option<amberdb::Shelf> = opt(
+            "archived",
+            Ty::Str,
+            "live (default), archived (what merges, updates and compactions archived) or all",
+        ),
     }
 }
 
 fn list_recent(ctx: &Ctx, _session: &Session, a: ListRecent) -> Outcome {
-    let (memories, total) = engine(ctx.store.list_recent_page(
-        a.user.as_deref(),
-        a.offset,
-        a.limit,
-    ))?;
+    let filter = amberdb::ListFilter {
+        kind: a.kind,
+        category: a.category,
+        tags: a.tags,
+        session_id: a.session_id,
+        valid_now: a.valid,
+        shelf: a.archived.unwrap_or_default(),
+    };
+    let (memories, total) =
+        engine(
+            ctx.store
+                .list_page(a.user.as_deref(), &filter, a.offset, a.limit),
+        )?;
     Ok(json!({
         "success": true,
         "total": total,
@@ -337,7 +359,7 @@ pub(super) static TABLE: &[Command] = &[
         alias: Some("RECENT"),
         tool: true,
         class: Class::Read,
-        summary: "The user's most recently created memories, newest first.",
+        summary: "The user's most recently created records, newest first, by kind, category, tags, session, validity or archive.",
         args: ListRecent::ARGS,
         reply: &[
             field("success", Bool),
