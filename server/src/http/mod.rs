@@ -13,6 +13,7 @@
 
 mod app;
 mod guard;
+mod inspector;
 mod mcp;
 mod memfuse;
 pub mod openapi;

@@ -63,6 +63,7 @@ pub(super) fn router(shared: Arc<Shared>, options: HttpOptions) -> Router {
             on(MethodFilter::POST, any_command).fallback(wrong_method),
         )
         .merge(super::ops::routes())
+        .merge(super::inspector::routes())
         .merge(super::memfuse::routes())
         .merge(super::mcp::routes())
         .fallback(no_route)

@@ -6,6 +6,7 @@ mod defects;
 mod faults;
 mod foreign;
 mod http;
+mod inspector;
 mod kill;
 mod mcp;
 mod reembed;
