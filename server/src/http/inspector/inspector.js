@@ -312,7 +312,9 @@ function filter(event) {
   location.hash = `#/memories?${params}`;
 }
 
-async function memoryView(id) {
+async function memoryView(arg) {
+  const id = Number(arg);
+  if (!Number.isSafeInteger(id) || id < 0) throw new Error(`not a memory id: ${arg}`);
   const history = await call("HISTORY", { memory_id: id });
   const lineage = await call("LINEAGE", { memory_id: id });
   const versions = history.versions || [];
@@ -469,7 +471,7 @@ const VIEWS = {
   users: () => usersView(),
   sessions: () => sessionsView(),
   memories: (_, params) => memoriesView(params),
-  memory: (arg) => memoryView(Number(arg)),
+  memory: (arg) => memoryView(arg),
   search: (_, params) => searchView(params),
   stats: () => statsView(),
 };
