@@ -282,6 +282,11 @@ pub(super) const USER: Arg = opt("user_id", Ty::Str, "the user (tenant); default
 pub(super) const MEMORY_ID: Arg =
     req("memory_id", Ty::Int, "a memory's id (≥ 1)").within(1, u64::MAX);
 
+/// The record filters that listing and search share.
+pub(super) const KIND_FILTER: Arg = opt("kind", Ty::Str, "only memory, message, knowledge or item");
+pub(super) const CATEGORY_FILTER: Arg = opt("category", Ty::Str, "only this category");
+pub(super) const SESSION_FILTER: Arg = opt("session_id", Ty::Str, "only this session's records");
+
 pub(super) const SKIP_HOOKS: Arg = opt(
     "skip_hooks",
     Ty::StrList,

@@ -109,10 +109,10 @@ arguments! {
         offset: usize = opt("offset", Ty::Int, "memories to skip, newest first (paging: offset += limit while has_more)")
             .within(0, u32::MAX as u64)
             .or(Fallback::Int(0)),
-        kind: Option<Kind> = opt("kind", Ty::Str, "only memory, message, knowledge or item"),
-        category: Option<Category> = opt("category", Ty::Str, "only this category"),
+        kind: Option<Kind> = KIND_FILTER,
+        category: Option<Category> = CATEGORY_FILTER,
         tags: Vec<String> = opt("tags", Ty::StrList, "only records with any of these tags"),
-        session_id: Option<String> = opt("session_id", Ty::Str, "only this session's records"),
+        session_id: Option<String> = SESSION_FILTER,
         valid: Option<bool> = opt(
             "valid",
             Ty::Bool,

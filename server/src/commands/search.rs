@@ -47,10 +47,10 @@ arguments! {
         ),
         rrf_k: Option<usize> = opt("rrf_k", Ty::Int, "rrf's rank offset; default 60")
             .within(1, 10_000),
-        category: Option<Category> = opt("category", Ty::Str, "only this category"),
+        category: Option<Category> = CATEGORY_FILTER,
         tags: Vec<String> = opt("tags", Ty::StrList, "only memories with any of these tags"),
-        kind: Option<Kind> = opt("kind", Ty::Str, "only memory, message, knowledge or item"),
-        session_id: Option<String> = opt("session_id", Ty::Str, "only this session's records"),
+        kind: Option<Kind> = KIND_FILTER,
+        session_id: Option<String> = SESSION_FILTER,
         agent_id: Option<String> = opt("agent_id", Ty::Str, "only this agent's records"),
         created_after: Option<amberdb::Timestamp> = opt(
             "created_after",

@@ -258,7 +258,7 @@ async function memoriesView(params) {
   const reply = await call("LIST_RECENT_MEMORIES", args);
   const form = el(
     "form",
-    { id: "memory-filters", class: "filters", onsubmit: filter },
+    { id: "memory-filters", class: "filters", onsubmit: submitTo("memories") },
     select("kind", KINDS.map((k) => [k, k]), params.get("kind") || "", "every kind"),
     select("category", CATEGORIES.map((c) => [c, c]), params.get("category") || "", "every category"),
     el("input", { name: "tags", placeholder: "tags (any of, a,b)", value: params.get("tags") || "" }),
@@ -303,13 +303,16 @@ async function memoriesView(params) {
   ];
 }
 
-function filter(event) {
-  event.preventDefault();
-  const params = new URLSearchParams();
-  for (const [name, value] of new FormData(event.target)) {
-    if (String(value).trim()) params.set(name, String(value).trim());
-  }
-  location.hash = `#/memories?${params}`;
+/** A form's submit handler that shows `view` with the form's non-empty fields as its query. */
+function submitTo(view) {
+  return (event) => {
+    event.preventDefault();
+    const params = new URLSearchParams();
+    for (const [name, value] of new FormData(event.target)) {
+      if (String(value).trim()) params.set(name, String(value).trim());
+    }
+    location.hash = `#/${view}?${params}`;
+  };
 }
 
 async function memoryView(arg) {
@@ -384,7 +387,7 @@ async function searchView(params) {
   const query = params.get("q") || "";
   const form = el(
     "form",
-    { id: "search-form", class: "filters", onsubmit: searchSubmit },
+    { id: "search-form", class: "filters", onsubmit: submitTo("search") },
     el("input", { name: "q", placeholder: "what to look for", value: query, size: 40, "aria-label": "query" }),
     select("mode", [["hybrid", "hybrid"], ["vector", "vector"], ["keyword", "keyword"], ["text", "text"]],
       params.get("mode") || "", "default mode"),
@@ -419,15 +422,6 @@ async function searchView(params) {
           ` ${n.role ?? ""} `, short(n.content, 200)))) : null)))
     : el("p", { class: "empty", text: "No results." }));
   return parts;
-}
-
-function searchSubmit(event) {
-  event.preventDefault();
-  const params = new URLSearchParams();
-  for (const [name, value] of new FormData(event.target)) {
-    if (String(value).trim()) params.set(name, String(value).trim());
-  }
-  location.hash = `#/search?${params}`;
 }
 
 async function statsView() {
