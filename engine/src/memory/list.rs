@@ -3,7 +3,7 @@
 //! holds now, archived or live). A listing is a plain read: nothing counts as an access.
 
 use super::in_range;
-use super::search::MAX_PAGE;
+use super::search::{MAX_PAGE, RecordFilter};
 use crate::error::{EngineError, Result};
 use crate::kernel::record::{Category, Kind, Memory, canonical_tag};
 use crate::store::Store;
@@ -97,16 +97,17 @@ impl Store {
         let user = self.user_for(user_id)?;
         let user = user.as_str();
         let now = self.now();
-        let tags: Vec<String> = filter.tags.iter().map(|t| canonical_tag(t)).collect();
+        // The record filters are a search's (one rule for what "tags: any of" means); the
+        // validity filter says "does not hold now" too, which a search never asks.
+        let records = RecordFilter {
+            category: filter.category,
+            tags: filter.tags.iter().map(|t| canonical_tag(t)).collect(),
+            kinds: filter.kind.map(|k| vec![k]),
+            session: filter.session_id.clone(),
+            ..RecordFilter::default()
+        };
         let keep = |m: &Memory| {
-            filter.kind.is_none_or(|k| m.kind == k)
-                && filter.category.is_none_or(|c| m.category == c)
-                && (tags.is_empty() || m.tags.iter().any(|t| tags.contains(t)))
-                && filter
-                    .session_id
-                    .as_ref()
-                    .is_none_or(|s| m.session_id.as_ref() == Some(s))
-                && filter.valid_now.is_none_or(|v| m.valid_at(now) == v)
+            records.matches(m) && filter.valid_now.is_none_or(|v| m.valid_at(now) == v)
         };
         let state = self.read();
         let mut mine: Vec<(&Memory, bool)> = Vec::new();

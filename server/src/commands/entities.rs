@@ -256,6 +256,15 @@ fn add_knowledge(ctx: &Ctx, _session: &Session, a: AddKnowledge) -> Outcome {
     Ok(json!({"success": true, "count": results.len(), "stored": stored, "results": results}))
 }
 
+/// The reply of the three deletes: the entity's kind and id, and the records it took along.
+const DELETED: &[Field] = &[
+    field("kind", Str),
+    field("id", Str),
+    field("deleted_records", Int),
+    field("success", Bool),
+    field("message", Str),
+];
+
 /// The commands of this domain, in HELP's order.
 pub(super) static TABLE: &[Command] = &[
     Command {
@@ -370,13 +379,7 @@ pub(super) static TABLE: &[Command] = &[
         class: Class::Write,
         summary: "Deletes a user and everything of it, in one commit.",
         args: OneUserEntity::ARGS,
-        reply: &[
-            field("kind", Str),
-            field("id", Str),
-            field("deleted_records", Int),
-            field("success", Bool),
-            field("message", Str),
-        ],
+        reply: DELETED,
         run: Some(|c, s, a| delete_entity(c, s, OneUserEntity::parse(a)?.into())),
     },
     Command {
@@ -386,13 +389,7 @@ pub(super) static TABLE: &[Command] = &[
         class: Class::Write,
         summary: "Deletes an agent, its sessions and their records, in one commit.",
         args: OneAgent::ARGS,
-        reply: &[
-            field("kind", Str),
-            field("id", Str),
-            field("deleted_records", Int),
-            field("success", Bool),
-            field("message", Str),
-        ],
+        reply: DELETED,
         run: Some(|c, s, a| delete_entity(c, s, OneAgent::parse(a)?.into())),
     },
     Command {
@@ -402,13 +399,7 @@ pub(super) static TABLE: &[Command] = &[
         class: Class::Write,
         summary: "Deletes a session and its messages, in one commit.",
         args: OneSession::ARGS,
-        reply: &[
-            field("kind", Str),
-            field("id", Str),
-            field("deleted_records", Int),
-            field("success", Bool),
-            field("message", Str),
-        ],
+        reply: DELETED,
         run: Some(|c, s, a| delete_entity(c, s, OneSession::parse(a)?.into())),
     },
     Command {
