@@ -7,7 +7,7 @@
 //! chooses the files under the store's locks (K1–K2); this module copies them (K3–K4).
 
 use crate::kernel::checkpoint::format as ckpt_format;
-use crate::kernel::db::Db;
+use crate::kernel::db::{Db, Durability};
 use crate::kernel::error::{KernelError, Result};
 use crate::kernel::error::{internal, io_error};
 use crate::kernel::identity;
@@ -340,11 +340,12 @@ impl Db {
             let mut w = self.writer.lock();
             self.not_restoring()?;
             self.drain_touches(&mut w);
-            self.commit.check()?;
-            let seq = self.commit.written();
-            self.commit.wait_durable(seq)?;
+            self.journal.check()?;
+            let seq = self.journal.written();
+            self.acknowledge(&Durability::Forced, seq)?;
             let checkpoint = w.checkpoints.last().map_or(0, |c| c.seq);
-            (seq, checkpoint, w.log.first_seq, w.log.bytes)
+            let active = self.journal.active();
+            (seq, checkpoint, active.first_seq, active.bytes)
         };
         prepare_dest(storage, &self.dir, dest)?;
         // K3's list: the checkpoint's segments and the checkpoint, then the log after it.

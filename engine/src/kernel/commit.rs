@@ -1,4 +1,5 @@
-//! Group commit: concurrent writers share fsyncs (`docs/durability.md` step 6).
+//! Group commit: concurrent writers share fsyncs (`docs/durability.md` step 6), the local
+//! journal's acknowledgement (`crate::kernel::journal::local`).
 //!
 //! Writers append their frame under the writer lock and publish its sequence number as
 //! `written`. To make it durable, a writer either becomes the sync leader (no sync in flight):
@@ -55,14 +56,12 @@ pub(crate) struct GroupCommit {
     written: AtomicU64,
     poisoned: AtomicBool,
     cause: Mutex<Option<PoisonCause>>,
-    file: Mutex<(Arc<dyn StorageFile>, PathBuf)>,
     fsyncs: AtomicU64,
 }
 
 impl GroupCommit {
-    /// `durable`: the last sequence number known durable at open; `file`: the active log file
-    /// at `path`.
-    pub(crate) fn new(durable: u64, file: Arc<dyn StorageFile>, path: PathBuf) -> GroupCommit {
+    /// `durable`: the last sequence number known durable at open.
+    pub(crate) fn new(durable: u64) -> GroupCommit {
         GroupCommit {
             state: Mutex::new(SyncState {
                 durable,
@@ -72,7 +71,6 @@ impl GroupCommit {
             written: AtomicU64::new(durable),
             poisoned: AtomicBool::new(false),
             cause: Mutex::new(None),
-            file: Mutex::new((file, path)),
             fsyncs: AtomicU64::new(0),
         }
     }
@@ -105,15 +103,6 @@ impl GroupCommit {
         self.cause.lock().clone()
     }
 
-    /// Errors with `Poisoned` if the store is poisoned.
-    pub(crate) fn check(&self) -> Result<()> {
-        if self.is_poisoned() {
-            Err(KernelError::Poisoned)
-        } else {
-            Ok(())
-        }
-    }
-
     /// Publishes that frames up to `seq` are appended. Called under the writer lock.
     pub(crate) fn set_written(&self, seq: u64) {
         self.written.store(seq, Ordering::SeqCst);
@@ -132,17 +121,18 @@ impl GroupCommit {
         self.fsyncs.load(Ordering::Relaxed)
     }
 
-    /// Switches to a new active log file. Called under the writer lock, after
-    /// `wait_durable(written())`, so the old file holds nothing unsynced.
-    pub(crate) fn set_file(&self, file: Arc<dyn StorageFile>, path: PathBuf) {
-        *self.file.lock() = (file, path);
-    }
-
-    /// Returns once every frame up to `seq` is durable.
+    /// Returns once every frame up to `seq` is durable. A leader fsyncs the file `active`
+    /// names (the active log file, at its path) when it starts; frames are appended only to
+    /// it, and a rotation happens only once everything written is durable, so that one fsync
+    /// covers everything written before it.
     ///
     /// # Errors
     /// `Poisoned` if the store is or becomes poisoned first.
-    pub(crate) fn wait_durable(&self, seq: u64) -> Result<()> {
+    pub(crate) fn wait_durable(
+        &self,
+        seq: u64,
+        active: impl Fn() -> Option<(Arc<dyn StorageFile>, PathBuf)>,
+    ) -> Result<()> {
         let mut s = self.state.lock();
         loop {
             if self.is_poisoned() {
@@ -155,9 +145,14 @@ impl GroupCommit {
                 self.cond.wait(&mut s);
                 continue;
             }
+            let Some((file, path)) = active() else {
+                return Err(KernelError::Internal {
+                    context: "making the log durable",
+                    reason: "no active log file (the open's replay has not opened one)".into(),
+                });
+            };
             s.syncing = true;
             let target = self.written();
-            let (file, path) = self.file.lock().clone();
             let synced = parking_lot::MutexGuard::unlocked(&mut s, || file.sync());
             s.syncing = false;
             self.fsyncs.fetch_add(1, Ordering::Relaxed);

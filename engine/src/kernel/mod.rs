@@ -7,7 +7,10 @@
 //! - `log`, `checkpoint`, `identity`, `segment_file`: the on-disk formats (`docs/format/`);
 //!   `ownership`: which store each file belongs to, and the quarantine of foreign ones.
 //! - `recovery`: open a directory: find the newest usable checkpoint (`recovery/checkpoint.rs`),
-//!   replay the log after it (`recovery/replay.rs`).
+//!   have the journal replay the log after it.
+//! - `journal`: the log behind one interface, the trait `Journal` (append, acknowledge,
+//!   rotate, replay: `docs/cluster.md`, "The journal seam"); `journal/local.rs` is the local
+//!   log files and group commit, `journal/replay.rs` their replay at the open.
 //! - `db`: one open database, the API the layers above use: `read` the state, `commit` an
 //!   operation, `touch`, `checkpoint`, `flush`, batches. Split by job: `db/core.rs` (what every
 //!   job shares: the `Db` and `Writer` structs, accessors), `db/mod.rs` (the open and the
@@ -15,7 +18,8 @@
 //!   `db/retention.rs` (retired files, archive retention), `db/indexing.rs` (IVF builds),
 //!   `db/purge.rs`; the backup's file choice is in `backup.rs`. Background threads
 //!   (`maintenance`, `lexical`) get a closure, not the `Db`.
-//! - `commit`: group commit and poisoning (`docs/durability.md`).
+//! - `commit`: group commit and poisoning (`docs/durability.md`), the local journal's
+//!   acknowledgement.
 //! - `config`: what a store's options tell the kernel (`DbConfig`, `SyncPolicy`, `Clock`,
 //!   `IndexOptions`, `ArchiveRetention`); `crate::options` re-exports the public ones and the
 //!   kernel imports nothing from it.
@@ -39,6 +43,7 @@ pub(crate) mod db;
 pub mod error;
 pub mod identity;
 pub mod ids;
+pub(crate) mod journal;
 pub(crate) mod keyword;
 pub(crate) mod lexical;
 pub mod log;

@@ -256,7 +256,9 @@ impl Store {
     pub fn deferred_batch<T>(&self, f: impl FnOnce(&Store) -> T) -> (T, PendingDurable) {
         let (batch, outermost) = match &self.durability {
             Durability::Deferred(batch) => (Arc::clone(batch), false),
-            Durability::Immediate => (Arc::new(DeferredWrites::default()), true),
+            Durability::Immediate | Durability::Forced => {
+                (Arc::new(DeferredWrites::default()), true)
+            }
         };
         let handle = Store {
             inner: Arc::clone(&self.inner),

@@ -1,6 +1,7 @@
 //! Checkpoints of a [`Db`] (`docs/durability.md`, "Checkpoint", C0–C6): when one is due, the
 //! capture under the writer mutex, the files written with no lock held, the finish.
 
+use super::Durability;
 use super::core::*;
 use crate::kernel::checkpoint::DeltaBase;
 use crate::kernel::checkpoint::{format as ckpt_format, writer as ckpt_writer};
@@ -8,13 +9,11 @@ use crate::kernel::commit::PoisonCause;
 use crate::kernel::error::{KernelError, Result};
 use crate::kernel::error::{internal, io_error};
 use crate::kernel::log::Op;
-use crate::kernel::log::writer::LogWriter;
 use crate::kernel::maintenance::CheckpointRun;
 use crate::kernel::recovery::Retained;
 use crate::kernel::segment_file::{self, SegmentEntry};
 use crate::kernel::state::State;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -197,7 +196,7 @@ impl Db {
                 };
             }
             self.drain_touches(&mut w);
-            self.commit.check()?;
+            self.journal.check()?;
             match self.capture(&mut w, ask) {
                 Ok(Some(capture)) => capture,
                 Ok(None) => return Ok(false),
@@ -277,7 +276,7 @@ impl Db {
                     KernelError::Io { path, .. } => path.clone(),
                     _ => self.dir.clone(),
                 };
-                self.commit
+                self.journal
                     .poison(PoisonCause::new("checkpoint", &path, &e));
             }
         }
@@ -321,8 +320,8 @@ impl Db {
         ask: CheckpointAsk,
     ) -> Result<Option<Capture>> {
         // C0: everything appended is durable; the checkpoint covers exactly that.
-        let seq = self.commit.written();
-        self.commit.wait_durable(seq)?;
+        let seq = self.journal.written();
+        self.acknowledge(&Durability::Forced, seq)?;
         // Nothing written since the last checkpoint: only an index build's new segment list
         // is worth a checkpoint, which then replaces the file at the same sequence number (B3).
         // A purge's full checkpoint replaces a delta at the same number: the delta's base,
@@ -345,25 +344,14 @@ impl Db {
         });
         // C2: the log file that follows the checkpoint exists before the checkpoint does, so
         // a checkpoint at S without `wal-<S+1>.log` means a lost log file (R5).
-        if w.log.first_seq != seq + 1 {
+        if self.journal.active().first_seq != seq + 1 {
             let path = self
                 .dir
                 .join(crate::kernel::log::writer::file_name(seq + 1));
-            let log = match LogWriter::create(
-                self.storage(),
-                &self.dir,
-                seq + 1,
-                self.identity.owner(),
-            ) {
-                Ok(log) => log,
-                Err(source) => {
-                    self.undo_checkpoint_files(std::slice::from_ref(&path))?;
-                    return Err(io_error(path, source));
-                }
-            };
-            self.commit
-                .set_file(Arc::clone(&log.file), log.path.clone());
-            w.log = log;
+            if let Err(e) = self.journal.rotate(seq + 1) {
+                self.undo_checkpoint_files(std::slice::from_ref(&path))?;
+                return Err(e);
+            }
         }
         // Full or a delta ("Incremental checkpoints"); no slot changes while the writer mutex
         // is held, so the changed ids and the snapshot agree.

@@ -4,10 +4,10 @@
 //! add their own `impl Db` in their file; `db/mod.rs` keeps the open and the orchestration.
 
 use crate::kernel::checkpoint::DeltaBase;
-use crate::kernel::commit::{GroupCommit, PoisonCause};
+use crate::kernel::commit::PoisonCause;
 use crate::kernel::config::DbConfig;
+use crate::kernel::journal::Journal;
 use crate::kernel::lexical::LexicalBuild;
-use crate::kernel::log::writer::LogWriter;
 use crate::kernel::maintenance::Maintenance;
 use crate::kernel::record::{MemoryId, Timestamp};
 use crate::kernel::recovery::{OpenReport, Retained};
@@ -52,7 +52,6 @@ impl NextIds {
 }
 
 pub(crate) struct Writer {
-    pub(in crate::kernel) log: LogWriter,
     pub(in crate::kernel) next_seq: u64,
     pub(in crate::kernel) next_id: u64,
     pub(in crate::kernel) next_segment_id: u64,
@@ -192,7 +191,9 @@ pub(crate) struct Db {
     pub(in crate::kernel) config: DbConfig,
     pub(in crate::kernel) state: RwLock<State>,
     pub(in crate::kernel) writer: Mutex<Writer>,
-    pub(in crate::kernel) commit: GroupCommit,
+    /// The log: every frame is appended, acknowledged and rotated through it (`docs/cluster.md`,
+    /// "The journal seam").
+    pub(in crate::kernel) journal: Box<dyn Journal>,
     /// Accesses waiting for the writer lock, applied by whoever holds it next
     /// (`Db::touch`).
     pub(in crate::kernel) pending_touches: Mutex<Vec<(Timestamp, Vec<MemoryId>)>>,

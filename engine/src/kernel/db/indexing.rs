@@ -326,7 +326,7 @@ impl Db {
         // checkpoint mutex (taken before the writer mutex, as every checkpoint takes them).
         let turn = self.checkpointing.lock();
         let mut w = self.writer.lock();
-        if let Err(e) = self.commit.check() {
+        if let Err(e) = self.journal.check() {
             return Err(discard(e));
         }
         // The run as it is now: the planned segments, or what purges rewrote them into.

@@ -21,7 +21,6 @@ mod purge;
 mod retention;
 mod write;
 
-use crate::kernel::commit::GroupCommit;
 use crate::kernel::config::{DbConfig, SyncPolicy};
 use crate::kernel::error::{KernelError, Result};
 use crate::kernel::lexical::{self};
@@ -47,7 +46,7 @@ impl Drop for Db {
     fn drop(&mut self) {
         // Best effort: the accesses still waiting, and relaxed-policy writes, made durable
         // before the lock is released.
-        if !self.commit.is_poisoned() {
+        if !self.journal.is_poisoned() {
             let _ = self.flush();
         }
     }
@@ -56,7 +55,7 @@ impl Drop for Db {
 impl Db {
     /// Opens or creates the database in `dir` (`docs/durability.md`, "Recovery").
     pub(crate) fn open(dir: &Path, embedder: &dyn Embedder, config: DbConfig) -> Result<Arc<Db>> {
-        let r = recovery::recover(dir, &*config.storage, embedder)?;
+        let r = recovery::recover(dir, &config.storage, embedder)?;
         // What a purge would remove is not remembered across a restart, so an open notes a
         // delete when the files may hold one (`docs/durability.md`, "Purge"): the replayed log
         // deleted records, a segment holds deleted rows, or an older checkpoint is retained
@@ -65,7 +64,6 @@ impl Db {
             || r.checkpoints.len() > 1
             || !r.state.vectors.sealed_tombstones().is_empty())
         .then(Instant::now);
-        let commit = GroupCommit::new(r.last_seq, Arc::clone(&r.log.file), r.log.path.clone());
         let db = Arc::new_cyclic(|me| Db {
             me: me.clone(),
             indexing: Indexing::default(),
@@ -79,7 +77,6 @@ impl Db {
             checkpoint_seq: AtomicU64::new(r.checkpoint_seq),
             writer: Mutex::new(Writer {
                 log_bytes_since_checkpoint: r.log_bytes_after_checkpoint,
-                log: r.log,
                 next_seq: r.last_seq + 1,
                 next_id: r.next_id,
                 next_segment_id: r.next_segment_id,
@@ -98,7 +95,7 @@ impl Db {
                 damaged: r.damaged,
             }),
             state: RwLock::new(r.state),
-            commit,
+            journal: Box::new(r.journal),
             pending_touches: Mutex::new(Vec::new()),
             log_room: Condvar::new(),
             disk_full_refusals: AtomicU64::new(0),
@@ -225,7 +222,7 @@ impl Db {
     /// if the oldest delete not purged yet is `purge_delay` old (`docs/durability.md`,
     /// "Purge").
     pub(crate) fn run_due_maintenance(&self) {
-        if self.commit.is_poisoned() || self.maintenance.is_paused() {
+        if self.journal.is_poisoned() || self.maintenance.is_paused() {
             return;
         }
         // Its writes (archive retention's) never wait for the checkpoint it runs itself.
@@ -275,11 +272,11 @@ impl Db {
         Counters {
             sealed_segments: state.vectors.sealed().len(),
             growing_rows: state.vectors.growing_len(),
-            last_seq: self.commit.written(),
-            durable_seq: self.commit.durable(),
+            last_seq: self.journal.written(),
+            durable_seq: self.journal.durable(),
             checkpoint_seq: self.checkpoint_seq.load(Ordering::Acquire),
-            log_fsyncs: self.commit.fsyncs(),
-            poison_cause: self.commit.cause(),
+            log_fsyncs: self.journal.syncs(),
+            poison_cause: self.journal.cause(),
             disk_full_refusals: self.disk_full_refusals.load(Ordering::Relaxed),
             accesses_not_recorded: self.accesses_not_recorded.load(Ordering::Relaxed),
         }

@@ -85,7 +85,7 @@ impl Db {
     /// `noted`); later ones note again.
     fn purge_plan(&self, noted: &mut Option<Instant>) -> Result<Vec<PurgeOf>> {
         let mut w = self.writer.lock();
-        self.commit.check()?;
+        self.journal.check()?;
         self.not_restoring()?;
         // Every delete applied so far is covered from here on; later ones note again.
         *noted = self.unpurged_since.lock().take();
@@ -178,7 +178,7 @@ impl Db {
             let _ = self.undo_checkpoint_files(written);
         };
         let mut w = self.writer.lock();
-        if let Err(e) = self.commit.check() {
+        if let Err(e) = self.journal.check() {
             discard(written);
             return Err(e);
         }
@@ -200,7 +200,8 @@ impl Db {
             };
             if let Err(e) = state.vectors.replace_run(i..i + 1, segment) {
                 drop(state);
-                self.commit.poison(PoisonCause::new("purge", &self.dir, &e));
+                self.journal
+                    .poison(PoisonCause::new("purge", &self.dir, &e));
                 return Err(internal("swapping in a purged segment", e));
             }
             let root = w.purged_from.remove(&entry.id).unwrap_or(entry.id);
@@ -258,7 +259,7 @@ impl Db {
                     .iter()
                     .map(|c| self.dir.join(ckpt_format::file_name(c.seq))),
             );
-            retired.extend(self.retire_logs_before(&w, newest));
+            retired.extend(self.retire_logs_before(newest));
             let named: std::collections::HashSet<u64> = w.segments.iter().map(|s| s.id).collect();
             retired.extend(self.retire_replaced(&mut w, &named));
             retired

@@ -131,7 +131,7 @@ impl Db {
             keep
         });
         if let [older, _] = kept_fulls {
-            retired.extend(self.retire_logs_before(w, *older));
+            retired.extend(self.retire_logs_before(*older));
         }
         // B4: replaced segments that no retained checkpoint names (none while a retained
         // checkpoint's list is unknown).
@@ -166,7 +166,8 @@ impl Db {
 
     /// The log files whose frames all precede the checkpoint at `seq`, oldest first: a file
     /// goes when the next one starts at or before `seq + 1`.
-    pub(in crate::kernel) fn retire_logs_before(&self, w: &Writer, seq: u64) -> Vec<PathBuf> {
+    pub(in crate::kernel) fn retire_logs_before(&self, seq: u64) -> Vec<PathBuf> {
+        let active_first = self.journal.active().first_seq;
         let mut logs: Vec<u64> = self
             .storage()
             .list(&self.dir)
@@ -176,7 +177,7 @@ impl Db {
             .collect();
         logs.sort_unstable();
         logs.windows(2)
-            .filter(|pair| pair[1] <= seq + 1 && pair[0] != w.log.first_seq)
+            .filter(|pair| pair[1] <= seq + 1 && pair[0] != active_first)
             .map(|pair| {
                 self.dir
                     .join(crate::kernel::log::writer::file_name(pair[0]))

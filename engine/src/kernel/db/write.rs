@@ -6,7 +6,6 @@
 use super::core::*;
 use crate::kernel::commit::PoisonCause;
 use crate::kernel::config::SyncPolicy;
-use crate::kernel::error::is_disk_full;
 use crate::kernel::error::{KernelError, Result};
 use crate::kernel::log::Op;
 use crate::kernel::log::format::{FRAME_PREFIX, MAX_FRAME_LEN, encode_frame};
@@ -31,6 +30,9 @@ pub(crate) enum Durability {
     /// Returns once appended and applied; the batch the write belongs to waits for the fsync
     /// of all its writes once, at its end ([`PendingDurable::wait`]).
     Deferred(Arc<DeferredWrites>),
+    /// Returns once the journal holds the write, whatever the `SyncPolicy`: a batch's end, a
+    /// flush, a checkpoint's C0, a backup's K2.
+    Forced,
 }
 
 /// The writes of one deferred batch: the last sequence number they appended.
@@ -67,7 +69,7 @@ impl PendingDurable {
         if self.seq == 0 {
             return Ok(());
         }
-        self.db.commit.wait_durable(self.seq)
+        self.db.acknowledge(&Durability::Forced, self.seq)
     }
 }
 
@@ -75,11 +77,11 @@ pub(in crate::kernel) fn batch_sync_loop(db: &Weak<Db>, interval: std::time::Dur
     loop {
         std::thread::sleep(interval);
         let Some(db) = db.upgrade() else { return };
-        if db.commit.is_poisoned() {
+        if db.journal.is_poisoned() {
             return;
         }
         // A failure poisons the store; the next write reports it.
-        let _ = db.commit.wait_durable(db.commit.written());
+        let _ = db.acknowledge(&Durability::Forced, db.journal.written());
     }
 }
 
@@ -100,7 +102,7 @@ impl Db {
             // Accesses readers queued while the mutex was held go first: if appending them
             // fails and poisons the store, this write is refused before anything of it exists.
             self.drain_touches(&mut w);
-            self.commit.check()?;
+            self.journal.check()?;
             // step 3: prepare and check, under the read lock. Only the holder of the writer
             // mutex changes the state, so it is the same when the write lock is taken below.
             let (op, value) = {
@@ -150,7 +152,7 @@ impl Db {
                 && self.config.maintenance_thread
                 && !self.maintenance.is_paused()
                 && self.checkpoint_due(w)
-                && self.commit.check().is_ok()
+                && self.journal.check().is_ok()
         };
         if !must_wait(w) {
             return;
@@ -186,9 +188,14 @@ impl Db {
                 got: body,
             });
         }
-        match w.log.append_frame(&frame) {
+        match self.journal.append(seq, &frame) {
             Ok(n) => w.log_bytes_since_checkpoint += n,
-            Err(source) => return Err(self.append_failed(w, source)),
+            Err(e) => {
+                if matches!(e, KernelError::DiskFull { .. }) {
+                    self.disk_full_refusals.fetch_add(1, Ordering::Relaxed);
+                }
+                return Err(e);
+            }
         }
         if let Some(id) = op.max_new_id() {
             w.next_id = w.next_id.max(id + 1);
@@ -221,14 +228,17 @@ impl Db {
             self.unpurged_since.lock().get_or_insert_with(Instant::now);
         }
         if let Err(reason) = self.state.write().apply_checked(op) {
-            self.commit
-                .poison(PoisonCause::new("apply", &w.log.path, reason));
+            self.journal.poison(PoisonCause::new(
+                "apply",
+                &self.journal.active().path,
+                reason,
+            ));
             return Err(KernelError::Internal {
                 context: "applying a logged operation",
                 reason: reason.to_owned(),
             });
         }
-        self.commit.set_written(seq);
+        self.journal.set_written(seq);
         Ok(())
     }
 
@@ -240,7 +250,7 @@ impl Db {
     /// full disk, a poisoned store); the read is answered all the same and
     /// `accesses_not_recorded` counts it.
     pub(crate) fn touch(&self, at: Timestamp, ids: Vec<MemoryId>) -> bool {
-        if self.commit.check().is_err() {
+        if self.journal.check().is_err() {
             self.accesses_not_recorded.fetch_add(1, Ordering::Relaxed);
             return false;
         }
@@ -269,7 +279,7 @@ impl Db {
                 }
                 Op::Touch { at, ids }
             };
-            let recorded = self.commit.check().is_ok()
+            let recorded = self.journal.check().is_ok()
                 && self
                     .append(w, &op)
                     .and_then(|seq| self.apply(w, seq, op))
@@ -283,51 +293,22 @@ impl Db {
         all
     }
 
-    /// Step 4 failed. An append that failed for a full disk wrote nothing durable and was never
-    /// acknowledged: its partial frame is cut back and the store stays writable (`DiskFull`).
-    /// Any other failure, or a cut that fails, may leave a partial frame that a later append
-    /// would bury mid-file, so it poisons the store (`docs/durability.md` step 4).
-    pub(in crate::kernel) fn append_failed(
-        &self,
-        w: &Writer,
-        source: std::io::Error,
-    ) -> KernelError {
-        let path = w.log.path.clone();
-        if is_disk_full(&source) {
-            match self.storage().truncate(&path, w.log.bytes) {
-                Ok(()) => {
-                    self.disk_full_refusals.fetch_add(1, Ordering::Relaxed);
-                    return KernelError::DiskFull { path, source };
-                }
-                Err(cut) => {
-                    self.commit.poison(PoisonCause::new(
-                        "append",
-                        &path,
-                        format!("{source}; cutting the partial frame back failed: {cut}"),
-                    ));
-                    return KernelError::Io { path, source };
-                }
-            }
-        }
-        self.commit
-            .poison(PoisonCause::new("append", &path, &source));
-        KernelError::Io { path, source }
-    }
-
-    /// Step 6, the seam where a write is acknowledged: under `SyncPolicy::Always` an
-    /// `Immediate` write waits for its fsync here and a `Deferred` one leaves it to its batch
-    /// (`PendingDurable::wait`); under `Batch` / `None` neither waits. The cluster puts "the
-    /// replicated log holds it" here (`docs/durability.md`, "Acknowledgement").
+    /// Step 6, the seam where a write is acknowledged, and the one place anything waits for
+    /// the journal to hold frames: under `SyncPolicy::Always` an `Immediate` write waits for
+    /// its fsync here and a `Deferred` one leaves it to its batch (`PendingDurable::wait`,
+    /// which comes back here `Forced`); under `Batch` / `None` neither waits; a `Forced` wait
+    /// always does. The cluster's journal acknowledges once the replicated log holds the frame
+    /// (`docs/durability.md`, "Acknowledgement"; `docs/cluster.md`).
     pub(in crate::kernel) fn acknowledge(&self, durability: &Durability, seq: u64) -> Result<()> {
-        if self.config.sync != SyncPolicy::Always {
-            return Ok(());
-        }
+        let always = self.config.sync == SyncPolicy::Always;
         match durability {
-            Durability::Immediate => self.commit.wait_durable(seq),
-            Durability::Deferred(batch) => {
+            Durability::Immediate if always => self.journal.acknowledge(seq),
+            Durability::Deferred(batch) if always => {
                 batch.last_seq.fetch_max(seq, Ordering::AcqRel);
                 Ok(())
             }
+            Durability::Immediate | Durability::Deferred(_) => Ok(()),
+            Durability::Forced => self.journal.acknowledge(seq),
         }
     }
 
@@ -344,10 +325,10 @@ impl Db {
     pub(crate) fn flush(&self) -> Result<()> {
         {
             let mut w = self.writer.lock();
-            if self.commit.check().is_ok() {
+            if self.journal.check().is_ok() {
                 self.drain_touches(&mut w);
             }
         }
-        self.commit.wait_durable(self.commit.written())
+        self.acknowledge(&Durability::Forced, self.journal.written())
     }
 }

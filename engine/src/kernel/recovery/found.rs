@@ -2,7 +2,6 @@
 //! (`Recovered`), the checkpoints it keeps (`Retained`).
 
 use crate::kernel::error::KernelError;
-use crate::kernel::log::writer::LogWriter;
 use crate::kernel::segment_file::SegmentEntry;
 use crate::kernel::state::State;
 use crate::kernel::storage::StorageLock;
@@ -52,7 +51,8 @@ pub(crate) struct Recovered {
     /// Which store this is: the owner its new files carry.
     pub(crate) identity: crate::kernel::identity::Identity,
     pub(crate) state: State,
-    pub(crate) log: LogWriter,
+    /// The log, replayed (R6) with its active file open (R8).
+    pub(crate) journal: crate::kernel::journal::local::LocalJournal,
     pub(crate) last_seq: u64,
     pub(crate) next_id: u64,
     pub(crate) next_segment_id: u64,

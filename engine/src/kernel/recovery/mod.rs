@@ -3,11 +3,12 @@
 
 mod checkpoint;
 mod found;
-mod replay;
 
 use crate::kernel::checkpoint::format as ckpt_format;
 use crate::kernel::error::{KernelError, Result};
 use crate::kernel::identity::{self, Identity, IdentityError};
+use crate::kernel::journal::local::LocalJournal;
+use crate::kernel::journal::{Journal, ReplayReport};
 use crate::kernel::log::writer::{self as log_writer, LogWriter};
 use crate::kernel::segment_file::{self, SegmentEntry, SegmentKind};
 use crate::kernel::state::Model;
@@ -17,8 +18,8 @@ use checkpoint::{Base, choose_checkpoint, remove_orphan_segments};
 pub use found::OpenReport;
 use found::io;
 pub(crate) use found::{Recovered, Retained};
-use replay::Replay;
 use std::path::Path;
+use std::sync::Arc;
 
 /// Creates `dir` if needed and takes its `LOCK`: one process at a time opens (or restores into)
 /// a store directory (R1).
@@ -43,9 +44,10 @@ pub(crate) fn lock_dir(storage: &dyn Storage, dir: &Path) -> Result<Box<dyn Stor
 /// Opens or creates the store in `dir` (`docs/durability.md`, steps R1–R8), step by step.
 pub(crate) fn recover(
     dir: &Path,
-    storage: &dyn Storage,
+    shared_storage: &Arc<dyn Storage>,
     embedder: &dyn amberdb_embed::Embedder,
 ) -> Result<Recovered> {
+    let storage = &**shared_storage;
     let mut report = OpenReport::default();
     // R1: directory and lock.
     let lock = lock_dir(storage, dir)?;
@@ -91,42 +93,42 @@ pub(crate) fn recover(
         &mut report,
     )?;
     log_follows(dir, &logs, ckpt_seq, misnamed_checkpoint)?;
-    // R6: replay the log after the checkpoint.
-    let mut replay = Replay {
+    // R6–R8: the journal replays the log after the checkpoint and opens the active file.
+    let mut journal = LocalJournal::new(
+        Arc::clone(shared_storage),
+        dir,
+        owner,
+        logs,
+        census.log_limits,
+    );
+    let mut state = state;
+    let mut next_id = next_id;
+    let mut replayed_deletes = false;
+    // A STORE frame carries its vector: at most this many rows can come from the files.
+    let replayed_len: u64 = (journal.files_after(ckpt_seq).iter())
+        .map(|first| {
+            storage
+                .len(&dir.join(log_writer::file_name(*first)))
+                .unwrap_or(0)
+        })
+        .sum();
+    state
+        .vectors
+        .reserve(replayed_len as usize / (state.vectors.dim() * 4).max(1));
+    let mut replayed = ReplayReport::default();
+    let last_seq = journal.replay(
         ckpt_seq,
-        expected: ckpt_seq + 1,
-        next_id,
-        state,
-        replayed_deletes: false,
-        log_bytes_after_checkpoint: 0,
-        last_file: None,
-        limits: census.log_limits,
-    };
-    let start = logs
-        .iter()
-        .rposition(|&first| first <= ckpt_seq + 1)
-        .unwrap_or(0);
-    for (i, &first) in logs.iter().enumerate().skip(start) {
-        let newest = i + 1 == logs.len();
-        replay.file(storage, dir, first, newest, &mut report)?;
-    }
-    // R7: the log must reach the checkpoint.
-    let last_seq = replay.expected - 1;
-    if last_seq < ckpt_seq {
-        return Err(KernelError::Corrupted {
-            file: dir.to_path_buf(),
-            offset: 0,
-            reason: "log ends before the checkpoint it was synced for",
-        });
-    }
-    let Replay {
-        next_id,
-        state,
-        mut replayed_deletes,
-        log_bytes_after_checkpoint,
-        last_file,
-        ..
-    } = replay;
+        &mut |_seq, op| {
+            if let Some(id) = op.max_new_id() {
+                next_id = next_id.max(id + 1);
+            }
+            replayed_deletes |= op.deletes_records();
+            state.apply(op)
+        },
+        &mut replayed,
+    )?;
+    report.replayed_frames = replayed.replayed_frames;
+    report.truncated_tail = replayed.truncated_tail;
     // A replayed re-embedding switched the vectors: the checkpoint's segments hold the old
     // ones, replaced (B4, below) until a purge (which the open notes) removes them.
     if state.model_epoch > 0 {
@@ -134,23 +136,18 @@ pub(crate) fn recover(
         replayed_deletes = true;
     }
     check_embedder(&identity, &created, &state, embedder)?;
-    // R8: the active log file.
-    let log = match last_file {
-        Some((path, len)) => LogWriter::open(storage, path.clone(), len).map_err(io(&path))?,
-        None => LogWriter::create(storage, dir, last_seq + 1, owner).map_err(io(dir))?,
-    };
     let (checkpoints, replaced, damaged) =
         kept_after_open(dir, &seg_files, &segments, retained, ckpt_seq, damaged);
     Ok(Recovered {
         lock,
         identity,
         state,
-        log,
+        log_bytes_after_checkpoint: journal.replayed_bytes(),
+        journal,
         last_seq,
         next_id,
         next_segment_id,
         checkpoint_seq: ckpt_seq,
-        log_bytes_after_checkpoint,
         checkpoints,
         delta_base,
         segments,

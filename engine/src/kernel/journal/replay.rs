@@ -1,13 +1,13 @@
-//! R6: the log after the checkpoint, replayed file by file: frames checked and decoded on one
-//! thread, applied in order on another; a torn tail cut, any other damage refused.
+//! R6 of the local journal: the log files after the checkpoint, replayed file by file: frames
+//! checked and decoded on one thread, handed in order to the open's applier on another; a torn
+//! tail cut, any other damage refused (`docs/durability.md`, "Recovery").
 
-use super::found::*;
+use super::{ApplyFrame, ReplayReport};
 use crate::kernel::error::{KernelError, Result};
 use crate::kernel::log::Op;
 use crate::kernel::log::format::HeaderError;
 use crate::kernel::log::reader::{ScanEnd, scan};
 use crate::kernel::log::writer::{self as log_writer};
-use crate::kernel::state::State;
 use crate::kernel::storage::Storage;
 use std::path::{Path, PathBuf};
 
@@ -22,14 +22,13 @@ pub(super) const REPLAY_QUEUE: usize = 16;
 pub(super) type Scanned =
     std::result::Result<crate::kernel::log::reader::Scan, std::result::Result<HeaderError, ()>>;
 
-/// R6 under way: the state the log's frames are applied to, and what the replay has found.
-pub(super) struct Replay {
+/// R6 under way: where the replay is, and what it has found.
+pub(super) struct Replay<'a, 'f> {
+    /// The checkpoint's sequence number: frames up to it are not applied again.
     pub(super) ckpt_seq: u64,
     /// The sequence number the next frame after the checkpoint must carry.
     pub(super) expected: u64,
-    pub(super) next_id: u64,
-    pub(super) state: State,
-    pub(super) replayed_deletes: bool,
+    pub(super) apply: &'a mut ApplyFrame<'f>,
     pub(super) log_bytes_after_checkpoint: u64,
     /// The newest log file and where its valid frames end: the writer appends there (R8).
     pub(super) last_file: Option<(PathBuf, u64)>,
@@ -38,7 +37,7 @@ pub(super) struct Replay {
     pub(super) limits: std::collections::BTreeMap<u64, u64>,
 }
 
-impl Replay {
+impl Replay<'_, '_> {
     /// Replays the log file whose first sequence number is `first` (`newest`: the last one,
     /// whose torn tail is cut).
     pub(super) fn file(
@@ -47,7 +46,7 @@ impl Replay {
         dir: &Path,
         first: u64,
         newest: bool,
-        report: &mut OpenReport,
+        report: &mut ReplayReport,
     ) -> Result<()> {
         let path = dir.join(log_writer::file_name(first));
         // Every file is mapped, not copied: a kill loop at 1M left 130 MB of tail in the
@@ -55,7 +54,7 @@ impl Replay {
         // back first (docs/benchmarks.md, "What fresh memory costs on a VM"). Nothing writes
         // the files meanwhile (we hold LOCK; the writer opens after recovery), and the map
         // is dropped before the newest is cut or removed below (docs/safety.md).
-        let mapped = storage.map(&path).map_err(io(&path))?;
+        let mapped = storage.map(&path).map_err(KernelError::io(&path))?;
         let bytes = mapped.as_slice();
         // File identity: a log under another's name (renamed, swapped, a stale copy) is
         // refused before any of its frames is applied (`docs/durability.md`, "File identity").
@@ -73,10 +72,6 @@ impl Replay {
         if first > self.ckpt_seq {
             self.log_bytes_after_checkpoint += bytes.len() as u64;
         }
-        // A STORE frame carries its vector: at most this many rows can come from the file.
-        self.state
-            .vectors
-            .reserve(bytes.len() / (self.state.vectors.dim() * 4).max(1));
         let (scanned, applied) = self.scan_and_apply(bytes, &path, limit, report);
         let file_len = bytes.len();
         drop(mapped);
@@ -97,7 +92,7 @@ impl Replay {
         bytes: &[u8],
         path: &Path,
         limit: Option<u64>,
-        report: &mut OpenReport,
+        report: &mut ReplayReport,
     ) -> (std::thread::Result<Scanned>, Result<()>) {
         std::thread::scope(|s| {
             let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(u64, u64, Op)>>(REPLAY_QUEUE);
@@ -142,14 +137,14 @@ impl Replay {
         })
     }
 
-    /// Applies one frame, unless the checkpoint holds it already.
+    /// Hands one frame to the applier, unless the checkpoint holds it already.
     fn frame(
         &mut self,
         path: &Path,
         seq: u64,
         offset: u64,
         op: Op,
-        report: &mut OpenReport,
+        report: &mut ReplayReport,
     ) -> Result<()> {
         if seq <= self.ckpt_seq {
             return Ok(());
@@ -161,17 +156,11 @@ impl Replay {
                 reason: "gap in log sequence numbers",
             });
         }
-        if let Some(id) = op.max_new_id() {
-            self.next_id = self.next_id.max(id + 1);
-        }
-        self.replayed_deletes |= op.deletes_records();
-        self.state
-            .apply(op)
-            .map_err(|reason| KernelError::Corrupted {
-                file: path.to_path_buf(),
-                offset,
-                reason,
-            })?;
+        (self.apply)(seq, op).map_err(|reason| KernelError::Corrupted {
+            file: path.to_path_buf(),
+            offset,
+            reason,
+        })?;
         self.expected += 1;
         report.replayed_frames += 1;
         Ok(())
@@ -187,7 +176,7 @@ impl Replay {
         scanned: Scanned,
         newest: bool,
         file_len: usize,
-        report: &mut OpenReport,
+        report: &mut ReplayReport,
     ) -> Result<()> {
         match scanned {
             Ok(s) => {
@@ -201,7 +190,9 @@ impl Replay {
                 match s.end {
                     ScanEnd::Clean => {}
                     ScanEnd::TornTail { offset } if newest => {
-                        storage.truncate(&path, offset).map_err(io(&path))?;
+                        storage
+                            .truncate(&path, offset)
+                            .map_err(KernelError::io(&path))?;
                         report.truncated_tail = Some((path.clone(), offset));
                     }
                     ScanEnd::TornTail { offset } => {
@@ -237,8 +228,8 @@ impl Replay {
                 // A header torn while the file was being created (step C2 or R3a) holds no
                 // frames.
                 if newest && file_len <= crate::kernel::log::format::HEADER_LEN {
-                    storage.remove(&path).map_err(io(&path))?;
-                    storage.sync_dir(dir).map_err(io(dir))?;
+                    storage.remove(&path).map_err(KernelError::io(&path))?;
+                    storage.sync_dir(dir).map_err(KernelError::io(dir))?;
                     report.truncated_tail = Some((path, 0));
                     Ok(())
                 } else {
