@@ -1,0 +1,402 @@
+//! The validity rule of a replicated partition log (`docs/cluster.md`, "Fencing").
+//!
+//! Every replica, the owner included, runs one [`Fence`] over the partition's stream in
+//! order and turns each message into a [`Verdict`] from nothing but the messages before it, so
+//! every replica decides alike, and a replica's local log holds one frame per stream position
+//! (the message's frame, or a `Skip`). Guarantees (tested below against random streams of
+//! several publishers): a frame counts only if it carries the epoch of the last valid claim and
+//! names the position just before it as its previous one; a claim counts only with a higher
+//! epoch than every earlier valid claim, at the position it names; once a claim counts, no
+//! message of a lower epoch ever counts again; a chunk group counts only whole, on consecutive
+//! positions, in one epoch. Corruption is not decided here: a message whose frame fails its
+//! checks halts the partition before it reaches the fence.
+
+/// What a message says of itself, from its headers (`Amberdb-Epoch`, `Amberdb-Prev`,
+/// `Amberdb-Chunk`) and its frame type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Message {
+    /// Its position in the stream (JetStream's sequence number).
+    pub(crate) position: u64,
+    /// The epoch its publisher held.
+    pub(crate) epoch: u64,
+    /// The position its publisher expected just before it.
+    pub(crate) prev: u64,
+    /// It is a `Claim` (of `epoch`).
+    pub(crate) claim: bool,
+    /// `Some((i, n))`: chunk `i` of `n` (1-based) of one frame.
+    pub(crate) chunk: Option<(u32, u32)>,
+}
+
+/// Why a message does not count: it becomes a `Skip` frame at its position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SkipReason {
+    /// Its epoch is not the current one (a stale owner, or an epoch nobody claimed).
+    Epoch,
+    /// It names another previous position: something landed between its publisher's view and it.
+    Position,
+    /// A claim whose epoch is not above the current one (it lost a race, or replays an old one).
+    LostClaim,
+    /// A chunk that does not continue the open group, or a group's first chunk that does not
+    /// count.
+    Chunk,
+    /// Chunk `i < n` of a group that counts so far: its bytes wait for the group's last chunk,
+    /// which carries the whole frame's place in the state.
+    Pending,
+}
+
+/// What a replica does with one message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// A whole frame that counts: apply it.
+    Apply,
+    /// The last chunk of a group that counts: apply the frame its chunks assemble.
+    ApplyAssembled {
+        /// The position of the group's first chunk.
+        first: u64,
+    },
+    /// A claim that counts: the partition's epoch is now `epoch`.
+    Claim { epoch: u64 },
+    /// It does not count.
+    Skip(SkipReason),
+}
+
+/// The state of the rule: the epoch of the last valid claim, the position of the last
+/// message, and the chunk group being assembled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Fence {
+    epoch: u64,
+    last: u64,
+    /// `(first position, next chunk expected, chunks in all)`.
+    open_group: Option<(u64, u32, u32)>,
+}
+
+impl Fence {
+    /// The rule as it stands after position `last` with `epoch` the last valid claim's (a
+    /// replica's state after its checkpoint and local log; no chunk group is open across a
+    /// checkpoint, because a checkpoint covers only applied frames and a pending chunk is
+    /// applied as a `Skip`: the group is completed from the stream after the open).
+    pub(crate) fn after(epoch: u64, last: u64) -> Fence {
+        Fence {
+            epoch,
+            last,
+            open_group: None,
+        }
+    }
+
+    /// The epoch of the last valid claim (0: never claimed).
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The position of the last message judged.
+    pub(crate) fn last(&self) -> u64 {
+        self.last
+    }
+
+    /// Judges the next message. Messages must come in stream order: a message whose position
+    /// is not `last + 1` is the caller's bug, answered `Skip(Position)` without moving on.
+    pub(crate) fn judge(&mut self, m: &Message) -> Verdict {
+        if m.position != self.last + 1 {
+            return Verdict::Skip(SkipReason::Position);
+        }
+        let verdict = self.decide(m);
+        self.last = m.position;
+        verdict
+    }
+
+    fn decide(&mut self, m: &Message) -> Verdict {
+        let in_place = m.prev == self.last;
+        // A group is continued only by its next chunk; anything else breaks it, and is then
+        // judged on its own.
+        if let Some((first, next, n)) = self.open_group {
+            self.open_group = None;
+            if let Some((i, of)) = m.chunk
+                && i > 1
+            {
+                if of == n && i == next && m.epoch == self.epoch && in_place && !m.claim {
+                    if i == n {
+                        return Verdict::ApplyAssembled { first };
+                    }
+                    self.open_group = Some((first, next + 1, n));
+                    return Verdict::Skip(SkipReason::Pending);
+                }
+                return Verdict::Skip(SkipReason::Chunk);
+            }
+        }
+        if m.claim {
+            if m.chunk.is_some() || !in_place {
+                return Verdict::Skip(if in_place {
+                    SkipReason::Chunk
+                } else {
+                    SkipReason::Position
+                });
+            }
+            if m.epoch <= self.epoch {
+                return Verdict::Skip(SkipReason::LostClaim);
+            }
+            self.epoch = m.epoch;
+            return Verdict::Claim { epoch: m.epoch };
+        }
+        if m.epoch != self.epoch || self.epoch == 0 {
+            return Verdict::Skip(SkipReason::Epoch);
+        }
+        if !in_place {
+            return Verdict::Skip(SkipReason::Position);
+        }
+        match m.chunk {
+            None => Verdict::Apply,
+            Some((1, n)) if n >= 2 => {
+                self.open_group = Some((m.position, 2, n));
+                Verdict::Skip(SkipReason::Pending)
+            }
+            Some(_) => Verdict::Skip(SkipReason::Chunk),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn frame(position: u64, epoch: u64) -> Message {
+        Message {
+            position,
+            epoch,
+            prev: position - 1,
+            claim: false,
+            chunk: None,
+        }
+    }
+
+    fn claim(position: u64, epoch: u64) -> Message {
+        Message {
+            claim: true,
+            ..frame(position, epoch)
+        }
+    }
+
+    fn chunk(position: u64, epoch: u64, i: u32, n: u32) -> Message {
+        Message {
+            chunk: Some((i, n)),
+            ..frame(position, epoch)
+        }
+    }
+
+    #[test]
+    fn an_owner_writes_after_its_claim_and_a_stale_one_is_fenced_for_good() {
+        let mut f = Fence::default();
+        assert_eq!(
+            f.judge(&frame(1, 0)),
+            Verdict::Skip(SkipReason::Epoch),
+            "nobody claimed"
+        );
+        assert_eq!(f.judge(&claim(2, 1)), Verdict::Claim { epoch: 1 });
+        assert_eq!(f.judge(&frame(3, 1)), Verdict::Apply);
+        assert_eq!(f.judge(&claim(4, 2)), Verdict::Claim { epoch: 2 });
+        // The old owner, paused across the claim, publishes what it prepared at 3.
+        let stale = Message {
+            prev: 3,
+            ..frame(5, 1)
+        };
+        assert_eq!(f.judge(&stale), Verdict::Skip(SkipReason::Epoch));
+        // ... and even with the right previous position, its epoch never counts again.
+        assert_eq!(f.judge(&frame(6, 1)), Verdict::Skip(SkipReason::Epoch));
+        assert_eq!(f.judge(&frame(7, 2)), Verdict::Apply);
+        assert_eq!((f.epoch(), f.last()), (2, 7));
+    }
+
+    #[test]
+    fn the_second_of_two_racing_claims_and_everything_pipelined_behind_an_intruder_skip() {
+        let mut f = Fence::after(3, 10);
+        // Two nodes read epoch 3 at position 10 and both claim epoch 4 there.
+        assert_eq!(f.judge(&claim(11, 4)), Verdict::Claim { epoch: 4 });
+        let late = Message {
+            prev: 10,
+            ..claim(12, 4)
+        };
+        assert_eq!(f.judge(&late), Verdict::Skip(SkipReason::Position));
+        // The winner pipelined three frames expecting positions 13, 14, 15; one message of
+        // someone else landed at 13, so all three land one place later and name the wrong
+        // previous position.
+        assert_eq!(
+            f.judge(&frame(13, 4)),
+            Verdict::Apply,
+            "the intruder had the epoch and place"
+        );
+        for p in 14..=16 {
+            let shifted = Message {
+                prev: p - 2,
+                ..frame(p, 4)
+            };
+            assert_eq!(f.judge(&shifted), Verdict::Skip(SkipReason::Position));
+        }
+        assert_eq!(f.judge(&claim(17, 4)), Verdict::Skip(SkipReason::LostClaim));
+    }
+
+    #[test]
+    fn a_chunk_group_counts_only_whole_consecutive_and_in_one_epoch() {
+        let mut f = Fence::after(1, 0);
+        assert_eq!(
+            f.judge(&chunk(1, 1, 1, 3)),
+            Verdict::Skip(SkipReason::Pending)
+        );
+        assert_eq!(
+            f.judge(&chunk(2, 1, 2, 3)),
+            Verdict::Skip(SkipReason::Pending)
+        );
+        assert_eq!(
+            f.judge(&chunk(3, 1, 3, 3)),
+            Verdict::ApplyAssembled { first: 1 }
+        );
+        // A group broken by a claim: the claim counts, the rest of the group does not.
+        assert_eq!(
+            f.judge(&chunk(4, 1, 1, 2)),
+            Verdict::Skip(SkipReason::Pending)
+        );
+        assert_eq!(f.judge(&claim(5, 2)), Verdict::Claim { epoch: 2 });
+        assert_eq!(
+            f.judge(&chunk(6, 1, 2, 2)),
+            Verdict::Skip(SkipReason::Epoch)
+        );
+        // A group out of order, a group of one, a middle chunk alone.
+        assert_eq!(
+            f.judge(&chunk(7, 2, 1, 3)),
+            Verdict::Skip(SkipReason::Pending)
+        );
+        assert_eq!(
+            f.judge(&chunk(8, 2, 3, 3)),
+            Verdict::Skip(SkipReason::Chunk)
+        );
+        assert_eq!(
+            f.judge(&chunk(9, 2, 1, 1)),
+            Verdict::Skip(SkipReason::Chunk)
+        );
+        assert_eq!(
+            f.judge(&chunk(10, 2, 2, 3)),
+            Verdict::Skip(SkipReason::Chunk)
+        );
+        // After a broken group a whole frame counts at once.
+        assert_eq!(f.judge(&frame(11, 2)), Verdict::Apply);
+        // A first chunk that breaks an open group starts its own.
+        assert_eq!(
+            f.judge(&chunk(12, 2, 1, 2)),
+            Verdict::Skip(SkipReason::Pending)
+        );
+        assert_eq!(
+            f.judge(&chunk(13, 2, 1, 2)),
+            Verdict::Skip(SkipReason::Pending)
+        );
+        assert_eq!(
+            f.judge(&chunk(14, 2, 2, 2)),
+            Verdict::ApplyAssembled { first: 13 }
+        );
+    }
+
+    #[test]
+    fn a_message_out_of_stream_order_is_refused_without_moving_on() {
+        let mut f = Fence::after(1, 5);
+        assert_eq!(f.judge(&frame(7, 1)), Verdict::Skip(SkipReason::Position));
+        assert_eq!(f.last(), 5);
+        assert_eq!(f.judge(&frame(6, 1)), Verdict::Apply);
+    }
+
+    /// One message of a random stream: which of three publishers sent it, and how its
+    /// headers were chosen (honestly from what that publisher believes, or at random: a rogue
+    /// insider).
+    #[derive(Debug, Clone)]
+    enum Step {
+        /// Publisher `who` claims (epoch: the highest it has seen + 1).
+        Claim { who: usize },
+        /// Publisher `who` publishes a frame with its epoch, at the position it believes next.
+        Frame { who: usize },
+        /// Publisher `who` catches up with the stream (sees every verdict so far).
+        CatchUp { who: usize },
+        /// A rogue message with arbitrary headers.
+        Rogue { epoch: u64, back: u64, claim: bool },
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            1 => (0..3usize).prop_map(|who| Step::Claim { who }),
+            3 => (0..3usize).prop_map(|who| Step::Frame { who }),
+            1 => (0..3usize).prop_map(|who| Step::CatchUp { who }),
+            1 => (0..6u64, 0..3u64, any::<bool>())
+                .prop_map(|(epoch, back, claim)| Step::Rogue { epoch, back, claim }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        /// Against random interleavings of three publishers and a rogue insider: every counted
+        /// frame carries the epoch of the last counted claim and sits right after the message
+        /// its publisher saw last; claims only ever raise the epoch; a message of an epoch
+        /// below the highest counted claim never counts; and the rule is deterministic (a
+        /// second replica fed the same stream decides alike).
+        #[test]
+        fn only_the_current_owner_in_place_counts(steps in proptest::collection::vec(step(), 1..80)) {
+            let mut stream: Vec<Message> = Vec::new();
+            // Each publisher's view: (epoch it holds, position it believes last).
+            let mut views = [(0u64, 0u64); 3];
+            let mut seen_epoch = [0u64; 3];
+            let mut fence = Fence::default();
+            let mut verdicts = Vec::new();
+            for s in &steps {
+                let position = stream.len() as u64 + 1;
+                let m = match *s {
+                    Step::CatchUp { who } => {
+                        views[who].1 = fence.last();
+                        seen_epoch[who] = fence.epoch();
+                        continue;
+                    }
+                    Step::Claim { who } => {
+                        let epoch = seen_epoch[who].max(views[who].0) + 1;
+                        Message { position, epoch, prev: views[who].1, claim: true, chunk: None }
+                    }
+                    Step::Frame { who } => {
+                        Message { position, epoch: views[who].0, prev: views[who].1, claim: false, chunk: None }
+                    }
+                    Step::Rogue { epoch, back, claim } => Message {
+                        position,
+                        epoch,
+                        prev: (position - 1).saturating_sub(back),
+                        claim,
+                        chunk: None,
+                    },
+                };
+                let before = (fence.epoch(), fence.last());
+                let v = fence.judge(&m);
+                match v {
+                    Verdict::Apply => {
+                        prop_assert_eq!(m.epoch, before.0);
+                        prop_assert_eq!(m.prev, before.1);
+                        prop_assert!(before.0 > 0);
+                    }
+                    Verdict::Claim { epoch } => {
+                        prop_assert!(epoch > before.0);
+                        prop_assert_eq!(m.prev, before.1);
+                    }
+                    Verdict::ApplyAssembled { .. } => prop_assert!(false, "no chunks were sent"),
+                    Verdict::Skip(_) => {}
+                }
+                if m.epoch < before.0 {
+                    prop_assert!(matches!(v, Verdict::Skip(_)));
+                }
+                // An honest publisher believes its message is at the next position.
+                if let Step::Claim { who } | Step::Frame { who } = *s {
+                    if let Verdict::Claim { epoch } = v {
+                        views[who].0 = epoch;
+                    }
+                    views[who].1 = position;
+                }
+                stream.push(m);
+                verdicts.push(v);
+            }
+            let mut replica = Fence::default();
+            let again: Vec<Verdict> = stream.iter().map(|m| replica.judge(m)).collect();
+            prop_assert_eq!(again, verdicts);
+            prop_assert_eq!(replica, fence);
+        }
+    }
+}
