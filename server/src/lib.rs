@@ -21,6 +21,7 @@ pub mod args;
 pub mod auth;
 pub mod check;
 pub mod cli;
+pub mod client;
 pub mod commands;
 pub mod config;
 pub mod descriptors;
@@ -480,10 +481,8 @@ pub fn backup_via_server(
     let reply = ask_server(
         addr,
         token_file,
-        &format!(
-            "BACKUP {}",
-            serde_json::json!({ "dest": dest.display().to_string() })
-        ),
+        "BACKUP",
+        serde_json::json!({ "dest": dest.display().to_string() }),
     )?;
     let b = &reply["backup"];
     let clean = b["check"]["clean"] == serde_json::Value::Bool(true);
@@ -516,10 +515,8 @@ pub fn export_via_server(
     let reply = ask_server(
         addr,
         token_file,
-        &format!(
-            "EXPORT {}",
-            serde_json::json!({ "dest": dest.display().to_string() })
-        ),
+        "EXPORT",
+        serde_json::json!({ "dest": dest.display().to_string() }),
     )?;
     let e = &reply["export"];
     Ok(format!(
@@ -580,7 +577,8 @@ pub fn reembed_via_server(
     let reply = ask_server(
         addr,
         token_file,
-        &format!("REEMBED {}", serde_json::json!({ "embedder": to_name })),
+        "REEMBED",
+        serde_json::json!({ "embedder": to_name }),
     )?;
     let r = &reply["reembed"];
     Ok(format!(
@@ -595,51 +593,35 @@ pub fn reembed_via_server(
     ))
 }
 
-/// Sends one command line to a running server (authenticating first with the first shared
-/// token of `token_file`, if given) and returns its reply, or the server's refusal as an error.
+/// Runs one command on a running server through [`client::Client`] (authenticating first
+/// with the first shared token of `token_file`, if given) and returns its reply, or the
+/// server's refusal as an error.
 fn ask_server(
     addr: &str,
     token_file: Option<&Path>,
-    line: &str,
+    command: &str,
+    args: serde_json::Value,
 ) -> anyhow::Result<serde_json::Value> {
     use anyhow::Context as _;
-    use std::io::{BufRead as _, Write as _};
-    let stream = std::net::TcpStream::connect(addr)
+    let token = token_file
+        .map(|path| {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading the token file {}", path.display()))?;
+            text.lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty() && !l.starts_with('#') && l.split_whitespace().count() == 1)
+                .map(str::to_owned)
+                .with_context(|| {
+                    format!(
+                        "{} holds no shared token (a user-bound one may not run this)",
+                        path.display()
+                    )
+                })
+        })
+        .transpose()?;
+    let mut client = client::Client::connect(&[addr], token.as_deref(), None)
         .with_context(|| format!("connecting to the server at {addr}"))?;
-    let mut reader = std::io::BufReader::new(stream.try_clone()?);
-    let mut writer = stream;
-    let mut ask = |line: &str| -> anyhow::Result<serde_json::Value> {
-        writer.write_all(line.as_bytes())?;
-        writer.write_all(b"\n")?;
-        let mut reply = String::new();
-        reader.read_line(&mut reply)?;
-        anyhow::ensure!(!reply.is_empty(), "the server closed the connection");
-        let value: serde_json::Value = serde_json::from_str(&reply)
-            .with_context(|| format!("the server's reply is not JSON: {reply:?}"))?;
-        if value["ok"] != serde_json::Value::Bool(true) {
-            anyhow::bail!(
-                "the server refused: {}",
-                value["message"].as_str().unwrap_or(reply.trim())
-            );
-        }
-        Ok(value)
-    };
-    if let Some(path) = token_file {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading the token file {}", path.display()))?;
-        let token = text
-            .lines()
-            .map(str::trim)
-            .find(|l| !l.is_empty() && !l.starts_with('#') && l.split_whitespace().count() == 1)
-            .with_context(|| {
-                format!(
-                    "{} holds no shared token (a user-bound one may not run this)",
-                    path.display()
-                )
-            })?;
-        ask(&format!("AUTH {}", serde_json::json!({ "token": token })))?;
-    }
-    ask(line)
+    Ok(serde_json::Value::Object(client.call(command, &args)?))
 }
 
 /// `amberdb restore BACKUP`: checks the backup and copies it into `dir`, which must hold no

@@ -2,6 +2,7 @@
 
 mod backup;
 mod cli;
+mod client;
 mod defects;
 mod faults;
 mod foreign;
