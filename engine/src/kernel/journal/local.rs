@@ -159,9 +159,11 @@ impl Journal for LocalJournal {
                 reason: format!("frame {seq} before the journal's replay opened a file"),
             });
         };
-        let before = log.clone();
-        log.append_frame(frame)
-            .map_err(|source| self.append_failed(&before, source))
+        match log.append_frame(frame) {
+            Ok(n) => Ok(n),
+            // A failed append leaves `log.bytes` where the file ended before it.
+            Err(source) => Err(self.append_failed(log, source)),
+        }
     }
 
     fn set_written(&self, seq: u64) {
