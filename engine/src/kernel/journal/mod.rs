@@ -97,8 +97,8 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// returns. Called under the writer mutex once everything written is held.
     ///
     /// # Errors
-    /// `Io`; the new file is removed again where it can be (the caller poisons the store if
-    /// it cannot).
+    /// `Io` (or `DiskFull`); appends stay in the old file, and the caller removes what the
+    /// failed creation may have left (C2's undo, which poisons the store if it cannot).
     fn rotate(&self, first_seq: u64) -> Result<()>;
 
     /// Where frames are appended now.
