@@ -15,7 +15,9 @@
 //! a full checkpoint and a delta on it, with more in the log tail; version 9 (IDENTITY v2,
 //! checkpoint v10, segments v2) is the same scenario with every file naming its store; version
 //! 10 (log v10, checkpoint v11) gives every chat turn of `chat/` a source id (a message id,
-//! written in `chat.tsv`'s fourth column).
+//! written in `chat.tsv`'s fourth column); version 11 (log v11, checkpoint v12) adds
+//! `requests/`, writes that carried request ids before and after a checkpoint (one whose reply
+//! was never kept), and `requests.tsv`: each id, its fingerprint and how a retry is answered.
 
 use amberdb::log::format::VERSION;
 use amberdb::{
@@ -286,6 +288,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     write_reembed_fixture(&root)?;
     write_items_fixture(&root)?;
     write_chat_fixture(&root)?;
+    write_requests_fixture(&root)?;
     eprintln!("wrote {}", root.display());
     Ok(())
 }
@@ -440,6 +443,66 @@ fn write_chat_fixture(root: &Path) -> Result<(), Box<dyn std::error::Error>> {
     store.close()?;
     std::fs::remove_file(dir.join("LOCK"))?;
     std::fs::write(root.join("chat.tsv"), tsv)?;
+    Ok(())
+}
+
+/// The store clock of `requests/`: 2026-12-02 12:00:00 UTC (a test reads it at this time,
+/// inside the ids' window).
+pub const REQUESTS_AT: i64 = 1_796_212_800_000_000;
+
+/// Version 11: `requests/`, writes that carried request ids: three before a checkpoint (a
+/// store, a user's deletion, and a store whose reply was never kept, as when the process
+/// stops between the two frames), two after it in the log tail; `requests.tsv`: id,
+/// fingerprint, then `answered` and the kept reply, or `unanswered`.
+fn write_requests_fixture(root: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let dir = root.join("requests");
+    let clock = std::sync::Arc::new(|| Timestamp(REQUESTS_AT));
+    let store = Store::open(
+        &dir,
+        StoreOptions::hashing()
+            .maintenance_thread(false)
+            .clock(clock),
+    )?;
+    let mut tsv = String::new();
+    let mut run = |fingerprint: u64,
+                   keep: bool,
+                   write: &dyn Fn(&Store) -> amberdb::Result<String>|
+     -> Result<(), Box<dyn std::error::Error>> {
+        let id = amberdb::RequestId::new(Timestamp(REQUESTS_AT))?;
+        let amberdb::Begun::Run(run) = store.begin_request(id, fingerprint)? else {
+            return Err("a new request id runs".into());
+        };
+        let reply = write(run.store())?;
+        if keep {
+            run.finish(reply.clone())?;
+            tsv.push_str(&format!("{id}\t{fingerprint}\tanswered\t{reply}\n"));
+        } else {
+            drop(run);
+            tsv.push_str(&format!("{id}\t{fingerprint}\tunanswered\t\n"));
+        }
+        Ok(())
+    };
+    let mut bob = NewMemory::new("bob prefers tea");
+    bob.user_id = Some("bob".into());
+    store.store(bob)?;
+    let store_text = |text: &'static str| {
+        move |s: &Store| {
+            s.store(NewMemory::new(text))
+                .map(|r| format!("{{\"memory_id\":{}}}", r.memory_id.0))
+        }
+    };
+    run(11, true, &store_text("the release train leaves on Thursdays"))?;
+    run(12, true, &|s: &Store| {
+        s.delete_entity(EntityKind::User, None, "bob")
+            .map(|_| "{\"deleted\":\"bob\"}".to_owned())
+    })?;
+    run(13, false, &store_text("the on-call rota changes on Mondays"))?;
+    store.checkpoint()?;
+    run(14, true, &store_text("the office closes at six"))?;
+    run(15, true, &store_text("the VPN needs a hardware key"))?;
+    store.close()?;
+    std::fs::remove_file(dir.join("LOCK"))?;
+    std::fs::write(root.join("requests.tsv"), tsv)?;
     Ok(())
 }
 

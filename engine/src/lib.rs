@@ -170,12 +170,13 @@ pub use kernel::record::{
     TagSnapshot, Timestamp, content_hash, validate_id,
 };
 pub use kernel::recovery::OpenReport;
+pub use kernel::request::{REQUEST_WINDOW_MICROS, RequestId};
 pub use kernel::rule::Rule;
 pub use options::{
     ArchiveRetention, Clock, DEFAULT_MEMORY_LIMIT, DEFAULT_PURGE_DELAY, IndexOptions,
     MAX_MEMORY_LIMIT, StoreOptions, SyncPolicy,
 };
-pub use store::{IndexStats, IvfSegmentStats, Stats, Store, restore};
+pub use store::{Begun, IndexStats, IvfSegmentStats, RequestRun, Stats, Store, restore};
 
 /// Decoders of bytes from disk, exposed for the fuzz targets and their proptests (the
 /// `fuzzing` feature). Each runs its decoder on arbitrary bytes and never panics.

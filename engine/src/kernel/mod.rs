@@ -52,6 +52,7 @@ pub mod ownership;
 pub(crate) mod read;
 pub mod record;
 pub(crate) mod recovery;
+pub mod request;
 pub mod rule;
 pub mod segment_file;
 pub(crate) mod slots;

@@ -6,6 +6,7 @@
 
 use crate::kernel::ids::MemoryId;
 use crate::kernel::record::{Entity, EntityKind, Memory, TagSnapshot, Timestamp};
+use crate::kernel::request::{RequestEntry, RequestId};
 use crate::kernel::slots::Slots;
 use crate::kernel::state::{Model, Stage, State, Unindexed};
 use crate::kernel::table::{Archived, CanonicalTags, UserIndex};
@@ -32,6 +33,16 @@ impl State {
     /// What a re-embedding has staged and not switched to yet.
     pub(crate) fn stage(&self) -> Option<&Stage> {
         self.stage.as_ref()
+    }
+
+    /// What the request table holds of `id` (`kernel::request`).
+    pub(crate) fn request(&self, id: &RequestId) -> Option<&RequestEntry> {
+        self.requests.get(id)
+    }
+
+    /// Request ids the table holds (STATS).
+    pub(crate) fn requests_held(&self) -> usize {
+        self.requests.len()
     }
 
     /// Records whose vector is being restored from their text (R4b).

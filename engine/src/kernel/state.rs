@@ -9,6 +9,7 @@
 
 use crate::kernel::log::{Op, Reembed};
 use crate::kernel::record::{EntityKind, MemoryId};
+use crate::kernel::request::Requests;
 use crate::kernel::table::Table;
 use amberdb_index::Collection;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -31,6 +32,8 @@ pub(crate) struct State {
     /// Records whose vector was in a damaged segment (`docs/durability.md`, "Recovery",
     /// R4b). No checkpoint is written while any is left.
     pub(in crate::kernel) unindexed: Unindexed,
+    /// The request ids of the last two windows (`kernel::request`).
+    pub(in crate::kernel) requests: Requests,
 }
 
 /// Records (live, or archived since) whose vector was in a damaged segment: out of vector
@@ -152,6 +155,7 @@ impl State {
             model_epoch: 0,
             stage: None,
             unindexed: Unindexed::default(),
+            requests: Requests::default(),
         }
     }
 
@@ -362,6 +366,7 @@ impl State {
                 }
             }
             Op::Batch(ops) => self.check_batch(ops, o)?,
+            Op::Request(r) => self.requests.check(r)?,
         }
         Ok(())
     }
@@ -371,7 +376,7 @@ impl State {
     fn check_batch<'a>(&'a self, ops: &'a [Op], o: &mut Overlay<'a>) -> Result<(), Refusal> {
         let mut after_delete = false;
         for op in ops {
-            if after_delete {
+            if after_delete && !matches!(op, Op::Request(_)) {
                 return Err("an operation after an entity's deletion in one batch");
             }
             if matches!(
@@ -608,6 +613,7 @@ impl State {
                     self.apply_checked(op)?;
                 }
             }
+            Op::Request(r) => self.requests.apply(*r)?,
         }
         Ok(())
     }

@@ -54,6 +54,9 @@ pub struct Stats {
     /// Reads whose access could not be recorded (disk full, poisoned store): they were
     /// answered, only their access count was skipped.
     pub accesses_not_recorded: u64,
+    /// Request ids remembered for retries (the last two windows, `docs/semantics.md`,
+    /// "Retries and request ids").
+    pub request_ids_held: usize,
     /// The configured memory limit.
     pub memory_limit: usize,
     /// The IVF index: its segments and its builds.
@@ -230,6 +233,7 @@ impl Store {
             poison_cause: c.poison_cause,
             disk_full_refusals: c.disk_full_refusals,
             accesses_not_recorded: c.accesses_not_recorded,
+            request_ids_held: state.requests_held(),
             memory_limit: self.inner.options.memory_limit,
             index: index_stats(&state, self.inner.db.index_counters()),
             maintenance: MaintenanceCounters {

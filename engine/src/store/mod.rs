@@ -18,8 +18,10 @@
 
 mod maintenance;
 mod open;
+mod requests;
 
 pub use maintenance::{IndexStats, IvfSegmentStats, Stats, restore};
+pub use requests::{Begun, RequestRun};
 
 use crate::error::{EngineError, Result};
 use crate::kernel::db::{Db, DeferredWrites, Durability, NextIds, PendingDurable};
@@ -43,6 +45,8 @@ pub(crate) struct Inner {
     pub(crate) category_labels: parking_lot::Mutex<Option<CategoryLabels>>,
     /// Held while a re-embedding runs: one at a time.
     pub(crate) reembedding: parking_lot::Mutex<()>,
+    /// The request ids whose first attempt runs now (`Store::begin_request`).
+    pub(crate) running_requests: requests::RunningRequests,
 }
 
 /// The category labels' vectors and the model epoch of the embedder that computed them.
@@ -74,6 +78,8 @@ pub struct Store {
     /// How this handle's writes are acknowledged: at once, or with a batch
     /// (`Store::deferred_batch`).
     durability: Durability,
+    /// The request id this handle's first logged write carries (`Store::begin_request`).
+    request: Option<Arc<crate::kernel::request::RequestMark>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -99,6 +105,7 @@ impl Store {
             inner: Arc::clone(&self.inner),
             scope: Some(Arc::from(user_id)),
             durability: self.durability.clone(),
+            request: self.request.clone(),
         })
     }
 
@@ -208,7 +215,9 @@ impl Store {
         &self,
         prepare: impl FnOnce(&NextIds, &State) -> Result<(Option<Op>, T)>,
     ) -> Result<T> {
-        self.inner.db.commit(&self.durability, prepare)
+        self.inner
+            .db
+            .commit_as(&self.durability, self.request.as_deref(), prepare)
     }
 
     /// The state, for reading.
@@ -264,6 +273,7 @@ impl Store {
             inner: Arc::clone(&self.inner),
             scope: self.scope.clone(),
             durability: Durability::Deferred(Arc::clone(&batch)),
+            request: self.request.clone(),
         };
         let value = f(&handle);
         let pending = if outermost {

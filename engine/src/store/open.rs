@@ -72,6 +72,7 @@ impl Store {
             options,
             category_labels: parking_lot::Mutex::new(None),
             reembedding: parking_lot::Mutex::new(()),
+            running_requests: parking_lot::Mutex::default(),
         });
         // Records opened without their vectors (a damaged segment, R4b) get them back in the
         // background; without a maintenance thread the caller runs `Store::restore_vectors`.
@@ -82,6 +83,7 @@ impl Store {
             inner,
             scope: None,
             durability: Durability::Immediate,
+            request: None,
         })
     }
 }

@@ -3,7 +3,8 @@
 //! `tests/fixtures/v<N>/{store,torn,corrupt}` plus `expected.tsv` (id, user, tags, content of
 //! every live record); version 2 adds `lineage.tsv` (a live id and the ids it supersedes),
 //! version 3 `entities.tsv` (every user, agent and session: kind, user, id, name, agent);
-//! version 8 `chat/` and `chat.tsv` (turns of every role, a delta checkpoint).
+//! version 8 `chat/` and `chat.tsv` (turns of every role, a delta checkpoint); version 11
+//! `requests/` and `requests.tsv` (writes that carried request ids, and their kept replies).
 
 use amberdb::KernelError;
 use amberdb::{
@@ -491,6 +492,51 @@ fn version_10_store_keeps_each_turns_source_id_and_knows_a_turn_sent_again() {
     assert_eq!(added.memory_ids.len(), 1);
     assert_eq!(added.skipped.len(), 8);
     assert!(added.skipped.iter().all(|h| h.by == amberdb::HeldBy::Id));
+}
+
+#[test]
+fn version_11_store_answers_its_request_ids_from_the_checkpoint_and_the_log() {
+    check_v2_store(11);
+    // The fixture's clock (write_fixture.rs, `REQUESTS_AT`) plus a minute: inside the window.
+    let at = Timestamp(1_796_212_800_000_000 + 60_000_000);
+    let options = || StoreOptions::hashing().clock(std::sync::Arc::new(move || at));
+    let dir = copy_of_version(11, "requests");
+    let store = Store::open(dir.path(), options()).unwrap();
+    assert!(store.open_report().replayed_frames > 0, "fixture has a log tail");
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v11/requests.tsv"),
+    )
+    .unwrap();
+    let memories = store.stats().memories;
+    assert_eq!(memories, 4, "bob's note went with bob");
+    assert_eq!(store.stats().request_ids_held, 5);
+    for line in text.lines() {
+        let f: Vec<&str> = line.splitn(4, '\t').collect();
+        let id = amberdb::RequestId::parse(f[0]).unwrap();
+        let fingerprint: u64 = f[1].parse().unwrap();
+        let begun = store.begin_request(id, fingerprint).unwrap();
+        match (f[2], begun) {
+            ("answered", amberdb::Begun::Answered(reply)) => assert_eq!(reply, f[3]),
+            ("unanswered", amberdb::Begun::AppliedUnanswered { seq }) => assert!(seq > 0),
+            (want, got) => panic!("request {}: want {want}, got {got:?}", f[0]),
+        }
+        // Another request under the same id is refused.
+        assert!(store.begin_request(id, fingerprint + 100).is_err());
+    }
+    assert_eq!(store.stats().memories, memories, "nothing applied again");
+    // Half an hour later the ids are past their window: refused, not run.
+    drop(store);
+    let late = Timestamp(at.0 + 30 * 60_000_000);
+    let store = Store::open(
+        dir.path(),
+        StoreOptions::hashing().clock(std::sync::Arc::new(move || late)),
+    )
+    .unwrap();
+    let first = text.lines().next().unwrap().split('\t').next().unwrap();
+    let e = store
+        .begin_request(amberdb::RequestId::parse(first).unwrap(), 11)
+        .unwrap_err();
+    assert!(e.to_string().contains("remembered for 600 s"), "{e}");
 }
 
 #[test]

@@ -86,6 +86,7 @@ fn the_log_doc_lists_every_frame_type_the_code_has() {
         TYPE_FORGET_ARCHIVED,
         TYPE_REEMBED,
         TYPE_MODEL,
+        TYPE_REQUEST,
     ]
     .into_iter()
     .collect();

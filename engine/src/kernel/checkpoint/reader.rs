@@ -4,13 +4,13 @@
 
 use super::format::{
     BODY_SEED, DELTA_VERSION, Delta, FLAG_DELTA, HEADER_SEED, LEGACY_HEADER_LEN, MAGIC,
-    MIN_RECORD_BYTES, OWNER_VERSION, SUPPORTED, header_len, segment_entry_len,
+    MIN_RECORD_BYTES, OWNER_VERSION, REQUEST_VERSION, SUPPORTED, header_len, segment_entry_len,
 };
 use crate::kernel::codec::{DecodeError, Decoder};
 use crate::kernel::log::Op;
 use crate::kernel::log::format::{
-    TYPE_CANONICAL_TAG, TYPE_ENTITY, TYPE_MODEL, TYPE_REEMBED, TYPE_SNAPSHOT, TYPE_STORE_ARCHIVED,
-    decode_payload,
+    TYPE_CANONICAL_TAG, TYPE_ENTITY, TYPE_MODEL, TYPE_REEMBED, TYPE_REQUEST, TYPE_SNAPSHOT,
+    TYPE_STORE_ARCHIVED, decode_payload,
 };
 use crate::kernel::record::{self, Memory};
 use crate::kernel::segment_file::{SegmentEntry, SegmentKind};
@@ -273,7 +273,8 @@ fn decode_aux(d: &mut Decoder<'_>, version: u16, count: u64) -> Result<Vec<Op>, 
             TYPE_ENTITY,
         ]
         .contains(&t)
-            || (version >= 6 && model_types.contains(&t));
+            || (version >= 6 && model_types.contains(&t))
+            || (version >= REQUEST_VERSION && t == TYPE_REQUEST);
         if !held {
             return Err(at(DecodeError {
                 offset: d.pos(),

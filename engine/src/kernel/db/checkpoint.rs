@@ -91,7 +91,8 @@ impl CaptureKind {
 }
 
 /// A checkpoint's aux section (`docs/format/checkpoint.md`): the model first, then the
-/// entities, archive, canonical tags and snapshots, then what a re-embedding has staged.
+/// entities, archive, canonical tags and snapshots, then what a re-embedding has staged, then
+/// the request ids of the last two windows (`kernel::request`).
 pub(in crate::kernel) fn checkpoint_aux(state: &State) -> Vec<Op> {
     let mut aux = vec![Op::Model {
         model_id: state.model.id.clone(),
@@ -101,6 +102,13 @@ pub(in crate::kernel) fn checkpoint_aux(state: &State) -> Vec<Op> {
     if let Some(stage) = &state.stage {
         aux.extend(stage.ops(REEMBED_VECTORS_PER_FRAME));
     }
+    aux.extend(
+        state
+            .requests
+            .records()
+            .into_iter()
+            .map(|r| Op::Request(Box::new(r))),
+    );
     aux
 }
 

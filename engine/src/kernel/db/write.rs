@@ -10,6 +10,7 @@ use crate::kernel::error::{KernelError, Result};
 use crate::kernel::log::Op;
 use crate::kernel::log::format::{FRAME_PREFIX, MAX_FRAME_LEN, encode_frame};
 use crate::kernel::record::{MemoryId, Timestamp};
+use crate::kernel::request::RequestMark;
 use crate::kernel::state::State;
 use parking_lot::MutexGuard;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -96,6 +97,18 @@ impl Db {
         durability: &Durability,
         prepare: impl FnOnce(&NextIds, &State) -> Result<(Option<Op>, T), E>,
     ) -> Result<T, E> {
+        self.commit_as(durability, None, prepare)
+    }
+
+    /// `commit` for a write that carries a request id: the first operation logged under
+    /// `request` carries its mark in the same frame (`kernel::request`), so the write and the
+    /// memory of it commit together.
+    pub(crate) fn commit_as<T, E: From<KernelError>>(
+        &self,
+        durability: &Durability,
+        request: Option<&RequestMark>,
+        prepare: impl FnOnce(&NextIds, &State) -> Result<(Option<Op>, T), E>,
+    ) -> Result<T, E> {
         let (seq, checkpoint_due, value) = {
             let mut w = self.writer.lock();
             self.wait_for_log_room(&mut w);
@@ -103,6 +116,8 @@ impl Db {
             // fails and poisons the store, this write is refused before anything of it exists.
             self.drain_touches(&mut w);
             self.journal.check()?;
+            // The first write under a request id carries its mark (`kernel::request`).
+            let marking = request.filter(|r| r.marked().is_none());
             // step 3: prepare and check, under the read lock. Only the holder of the writer
             // mutex changes the state, so it is the same when the write lock is taken below.
             let (op, value) = {
@@ -110,6 +125,10 @@ impl Db {
                 let (op, value) = prepare(&NextIds(w.next_id), &state)?;
                 let Some(op) = op else {
                     return Ok(value);
+                };
+                let op = match marking {
+                    Some(r) => r.mark(op, w.next_seq, self.now())?,
+                    None => op,
                 };
                 if let Err(reason) = state.check(&op) {
                     // Nothing was written: the store stays as it was, and writable.
@@ -125,6 +144,9 @@ impl Db {
             let seq = self.append(&mut w, &op)?;
             // step 5: apply, publish.
             self.apply(&mut w, seq, op)?;
+            if let Some(r) = marking {
+                r.set_marked(seq);
+            }
             (seq, self.checkpoint_due(&w), value)
         };
         // step 6: durable as the write asked.

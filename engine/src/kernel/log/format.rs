@@ -15,7 +15,7 @@
 //! off size field   meaning
 //!   0    4 len     u32 LE = 1 + 8 + payload; MIN_FRAME_LEN..=MAX_FRAME_LEN
 //!   4    4 crc     crc32 seeded FRAME_CRC_SEED over bytes 0..4 then 8..8+len
-//!   8    1 type    TYPE_STORE ..= TYPE_MODEL
+//!   8    1 type    TYPE_STORE ..= TYPE_REQUEST
 //!   9    8 seq     u64 LE
 //!  17    * payload
 //! ```
@@ -26,16 +26,17 @@ use crate::kernel::codec::{DecodeError, Decoder, Encoder};
 use crate::kernel::record::{
     self, Entity, EntityKind, MAX_TAG_CHARS, MAX_TAGS, Memory, MemoryId, TagSnapshot, Timestamp,
 };
+use crate::kernel::request::{MAX_KEPT_REPLY, RequestId, RequestRecord};
 use amberdb_index::Owner;
 use std::ops::RangeInclusive;
 
 /// File magic.
 pub const MAGIC: [u8; 4] = *b"MNWL";
 /// Version this build writes.
-pub const VERSION: u16 = 10;
+pub const VERSION: u16 = 11;
 /// Versions this build reads (v1 files hold only store and delete frames, v2 no entities, v4
 /// no forgotten archive, v5 no re-embedding, v6 no items, v7 no tool role, v8 no owner, v9 no
-/// record source ids).
+/// record source ids, v10 no request ids).
 pub const SUPPORTED: RangeInclusive<u16> = 1..=VERSION;
 /// The first version whose header names its store.
 pub const OWNER_VERSION: u16 = 9;
@@ -94,6 +95,8 @@ pub const TYPE_FORGET_ARCHIVED: u8 = 13;
 pub const TYPE_REEMBED: u8 = 14;
 /// Frame type (v6): the model a checkpoint's vectors belong to (checkpoint aux only).
 pub const TYPE_MODEL: u8 = 15;
+/// Frame type (v11): a request id's mark (in its write's frame) or its kept reply.
+pub const TYPE_REQUEST: u8 = 16;
 /// Most ids in one `ForgetArchived` frame.
 pub const MAX_FORGET_IDS: usize = 8_192;
 /// Most operations in one batch.
@@ -189,6 +192,8 @@ pub enum Op {
         /// Its dimension.
         dim: u32,
     },
+    /// A request id's mark, or the reply kept for it (`kernel::request`).
+    Request(Box<RequestRecord>),
 }
 
 /// Re-embedding work (`docs/durability.md`, "Re-embedding"): new vectors for records (live or
@@ -428,6 +433,7 @@ pub fn op_type(op: &Op) -> u8 {
         Op::ForgetArchived { .. } => TYPE_FORGET_ARCHIVED,
         Op::Reembed(_) => TYPE_REEMBED,
         Op::Model { .. } => TYPE_MODEL,
+        Op::Request(_) => TYPE_REQUEST,
     }
 }
 
@@ -501,6 +507,13 @@ pub(crate) fn encode_payload(op: &Op, e: &mut Encoder<'_>) {
         Op::Model { model_id, dim } => {
             e.str(model_id);
             e.u32(*dim);
+        }
+        Op::Request(r) => {
+            e.bytes(&r.id.0);
+            e.u64(r.fingerprint);
+            e.i64(r.at.0);
+            e.u64(r.seq);
+            e.opt_str(r.reply.as_deref());
         }
         Op::Snapshot(s) => record::encode_snapshot(s, e),
         Op::Entity(x) => record::encode_entity(x, e),
@@ -594,6 +607,25 @@ fn decode_reembed(d: &mut Decoder<'_>) -> Result<Reembed, DecodeError> {
     })
 }
 
+fn decode_request(d: &mut Decoder<'_>) -> Result<RequestRecord, DecodeError> {
+    let id = d
+        .take(16)?
+        .try_into()
+        .map(RequestId)
+        .or_else(|_| d.fail("request id"))?;
+    let fingerprint = d.u64()?;
+    let at = Timestamp(d.i64()?);
+    let seq = d.u64()?;
+    let reply = d.opt_str(MAX_KEPT_REPLY)?;
+    Ok(RequestRecord {
+        id,
+        fingerprint,
+        at,
+        seq,
+        reply,
+    })
+}
+
 /// Decodes one payload of type `frame_type`, which must use up `d`. Batches may not nest.
 ///
 /// # Errors
@@ -666,6 +698,7 @@ pub(crate) fn decode_payload(
             }
             Op::ForgetArchived { ids }
         }
+        TYPE_REQUEST => Op::Request(Box::new(decode_request(d)?)),
         TYPE_REEMBED if !in_batch => Op::Reembed(Box::new(decode_reembed(d)?)),
         TYPE_MODEL if !in_batch => Op::Model {
             model_id: decode_model_id(d)?,

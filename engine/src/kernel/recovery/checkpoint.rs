@@ -170,7 +170,12 @@ pub(super) fn load_checkpoint(
     let mut state = State::new(table, vectors, model);
     state.unindexed = crate::kernel::state::Unindexed::waiting(unindexed);
     for op in head.aux {
-        state.apply(op).map_err(|reason| KernelError::Corrupted {
+        let loaded = match op {
+            // A request's mark and reply at once (checkpoint.md, aux type 16).
+            Op::Request(r) => state.requests.load(*r),
+            op => state.apply(op),
+        };
+        loaded.map_err(|reason| KernelError::Corrupted {
             file: path.clone(),
             offset: 0,
             reason,
