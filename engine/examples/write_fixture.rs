@@ -491,12 +491,20 @@ fn write_requests_fixture(root: &Path) -> Result<(), Box<dyn std::error::Error>>
                 .map(|r| format!("{{\"memory_id\":{}}}", r.memory_id.0))
         }
     };
-    run(11, true, &store_text("the release train leaves on Thursdays"))?;
+    run(
+        11,
+        true,
+        &store_text("the release train leaves on Thursdays"),
+    )?;
     run(12, true, &|s: &Store| {
         s.delete_entity(EntityKind::User, None, "bob")
             .map(|_| "{\"deleted\":\"bob\"}".to_owned())
     })?;
-    run(13, false, &store_text("the on-call rota changes on Mondays"))?;
+    run(
+        13,
+        false,
+        &store_text("the on-call rota changes on Mondays"),
+    )?;
     store.checkpoint()?;
     run(14, true, &store_text("the office closes at six"))?;
     run(15, true, &store_text("the VPN needs a hardware key"))?;

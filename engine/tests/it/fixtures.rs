@@ -502,7 +502,10 @@ fn version_11_store_answers_its_request_ids_from_the_checkpoint_and_the_log() {
     let options = || StoreOptions::hashing().clock(std::sync::Arc::new(move || at));
     let dir = copy_of_version(11, "requests");
     let store = Store::open(dir.path(), options()).unwrap();
-    assert!(store.open_report().replayed_frames > 0, "fixture has a log tail");
+    assert!(
+        store.open_report().replayed_frames > 0,
+        "fixture has a log tail"
+    );
     let text = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v11/requests.tsv"),
     )
