@@ -13,10 +13,7 @@
 //! Guarantees: the table is a pure function of the frames applied in order (pruning is by the
 //! frames' own times), so every replica of a store holds the same one.
 
-use crate::kernel::error::KernelError;
-use crate::kernel::log::Op;
 use crate::kernel::record::Timestamp;
-use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 
@@ -119,65 +116,6 @@ pub struct RequestRecord {
     pub seq: u64,
     /// The reply (JSON text, at most `MAX_KEPT_REPLY` bytes); `None` in a mark.
     pub reply: Option<String>,
-}
-
-/// A write's request id as a store handle carries it (`Db::commit_as`): the first operation
-/// logged under it carries the mark.
-#[derive(Debug)]
-pub(crate) struct RequestMark {
-    pub(crate) id: RequestId,
-    pub(crate) fingerprint: u64,
-    /// The position of the frame that carries the mark, once appended.
-    marked: Mutex<Option<u64>>,
-}
-
-impl RequestMark {
-    pub(crate) fn new(id: RequestId, fingerprint: u64) -> RequestMark {
-        RequestMark {
-            id,
-            fingerprint,
-            marked: Mutex::new(None),
-        }
-    }
-
-    /// The position of the marked frame, if a write has logged one.
-    pub(crate) fn marked(&self) -> Option<u64> {
-        *self.marked.lock()
-    }
-
-    pub(crate) fn set_marked(&self, seq: u64) {
-        *self.marked.lock() = Some(seq);
-    }
-
-    /// `op` with the mark as its batch's last member, for the frame at `seq`.
-    ///
-    /// # Errors
-    /// `Invalid` for an operation that is written alone (a re-embedding, a forget of
-    /// archived records): such a command cannot carry a request id.
-    pub(crate) fn mark(&self, op: Op, seq: u64, at: Timestamp) -> Result<Op, KernelError> {
-        let mark = Op::Request(Box::new(RequestRecord {
-            id: self.id,
-            fingerprint: self.fingerprint,
-            at,
-            seq,
-            reply: None,
-        }));
-        match op {
-            Op::Batch(mut ops) => {
-                ops.push(mark);
-                Ok(Op::Batch(ops))
-            }
-            Op::Reembed(_) | Op::ForgetArchived { .. } | Op::Model { .. } | Op::Request(_) => {
-                Err(KernelError::Invalid {
-                    field: "request_id",
-                    reason: "this command's writes stand alone in the log and cannot carry a \
-                             request id; send it without one"
-                        .into(),
-                })
-            }
-            op => Ok(Op::Batch(vec![op, mark])),
-        }
-    }
 }
 
 /// What the table holds of one request.

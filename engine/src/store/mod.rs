@@ -24,10 +24,11 @@ pub use maintenance::{IndexStats, IvfSegmentStats, Stats, restore};
 pub use requests::{Begun, RequestRun};
 
 use crate::error::{EngineError, Result};
-use crate::kernel::db::{Db, DeferredWrites, Durability, NextIds, PendingDurable};
+use crate::kernel::db::{Db, DeferredWrites, Durability, NextIds, PendingDurable, RequestMark};
 use crate::kernel::log::Op;
 use crate::kernel::record::{self, DEFAULT_USER, MemoryId, Timestamp};
 use crate::kernel::recovery::OpenReport;
+use crate::kernel::request::RequestId;
 use crate::kernel::state::State;
 use crate::options::StoreOptions;
 use parking_lot::RwLockReadGuard;
@@ -46,7 +47,7 @@ pub(crate) struct Inner {
     /// Held while a re-embedding runs: one at a time.
     pub(crate) reembedding: parking_lot::Mutex<()>,
     /// The request ids whose first attempt runs now (`Store::begin_request`).
-    pub(crate) running_requests: requests::RunningRequests,
+    pub(crate) running_requests: parking_lot::Mutex<std::collections::HashSet<RequestId>>,
 }
 
 /// The category labels' vectors and the model epoch of the embedder that computed them.
@@ -79,7 +80,7 @@ pub struct Store {
     /// (`Store::deferred_batch`).
     durability: Durability,
     /// The request id this handle's first logged write carries (`Store::begin_request`).
-    request: Option<Arc<crate::kernel::request::RequestMark>>,
+    request: Option<Arc<RequestMark>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -217,7 +218,7 @@ impl Store {
     ) -> Result<T> {
         self.inner
             .db
-            .commit_as(&self.durability, self.request.as_deref(), prepare)
+            .commit(&self.durability, self.request.as_deref(), prepare)
     }
 
     /// The state, for reading.

@@ -7,10 +7,10 @@
 //! in the same group commit. While it runs, the same id in this process is `Running`.
 
 use crate::error::{EngineError, Result};
+use crate::kernel::db::RequestMark;
 use crate::kernel::log::Op;
-use crate::kernel::request::{MAX_KEPT_REPLY, RequestId, RequestMark, RequestRecord};
+use crate::kernel::request::{MAX_KEPT_REPLY, RequestId, RequestRecord};
 use crate::store::Store;
-use std::collections::HashSet;
 use std::sync::Arc;
 
 /// What a request id found.
@@ -90,9 +90,6 @@ impl Drop for RequestRun {
             .remove(&self.mark.id);
     }
 }
-
-/// The request ids running in this process.
-pub(crate) type RunningRequests = parking_lot::Mutex<HashSet<RequestId>>;
 
 impl Store {
     /// Begins a write that carries `id`; `fingerprint` is a hash of what it asks (command and

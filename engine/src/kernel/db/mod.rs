@@ -40,7 +40,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 pub use write::PendingDurable;
 use write::batch_sync_loop;
-pub(crate) use write::{DeferredWrites, Durability};
+pub(crate) use write::{DeferredWrites, Durability, RequestMark};
 
 impl Drop for Db {
     fn drop(&mut self) {
@@ -348,7 +348,7 @@ mod tests {
         for i in ids {
             let record = crate::kernel::state::tests::record(i, &format!("text {i}"));
             let vector = rng.unit_vector(db.read().vectors.dim());
-            db.commit(&Durability::Immediate, |_, _| {
+            db.commit(&Durability::Immediate, None, |_, _| {
                 Ok::<_, KernelError>((Some(Op::Store { record, vector }), ()))
             })
             .expect("a store");
@@ -357,7 +357,7 @@ mod tests {
     }
 
     fn delete(db: &Db, id: u64) {
-        db.commit(&Durability::Immediate, |_, _| {
+        db.commit(&Durability::Immediate, None, |_, _| {
             Ok::<_, KernelError>((Some(Op::Delete { id: MemoryId(id) }), ()))
         })
         .expect("a delete");
@@ -484,7 +484,7 @@ mod tests {
         let record = crate::kernel::state::tests::record(1, "one");
         let id = record.id;
         let vector = vec![0.5; embedder.dim()];
-        db.commit(&Durability::Immediate, |_, _| {
+        db.commit(&Durability::Immediate, None, |_, _| {
             Ok::<_, KernelError>((Some(Op::Store { record, vector }), ()))
         })
         .expect("a store");
@@ -494,7 +494,7 @@ mod tests {
         std::thread::scope(|s| {
             // A writer whose prepare takes as long as the test wants (a store's dedup scans).
             s.spawn(move || {
-                db.commit(&Durability::Immediate, |_, _| {
+                db.commit(&Durability::Immediate, None, |_, _| {
                     held.recv().expect("released");
                     Ok::<_, KernelError>((None, ()))
                 })

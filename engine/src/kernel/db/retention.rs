@@ -56,7 +56,7 @@ impl Db {
             .archive_to_forget(now, max_age_us, r.max_records);
         let mut forgotten = 0;
         for chunk in doomed.chunks(crate::kernel::log::format::MAX_FORGET_IDS) {
-            forgotten += self.commit(&super::Durability::Immediate, |_, state| {
+            forgotten += self.commit(&super::Durability::Immediate, None, |_, state| {
                 // Still archived: a user's deletion may have taken some meanwhile.
                 let ids: Vec<MemoryId> = chunk
                     .iter()

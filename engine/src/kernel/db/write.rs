@@ -10,9 +10,9 @@ use crate::kernel::error::{KernelError, Result};
 use crate::kernel::log::Op;
 use crate::kernel::log::format::{FRAME_PREFIX, MAX_FRAME_LEN, encode_frame};
 use crate::kernel::record::{MemoryId, Timestamp};
-use crate::kernel::request::RequestMark;
+use crate::kernel::request::{RequestId, RequestRecord};
 use crate::kernel::state::State;
-use parking_lot::MutexGuard;
+use parking_lot::{Mutex, MutexGuard};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -34,6 +34,60 @@ pub(crate) enum Durability {
     /// Returns once the journal holds the write, whatever the `SyncPolicy`: a batch's end, a
     /// flush, a checkpoint's C0, a backup's K2.
     Forced,
+}
+
+/// A write's request id as a store handle carries it (`Db::commit_as`): the first operation
+/// logged under it carries the mark.
+#[derive(Debug)]
+pub(crate) struct RequestMark {
+    pub(crate) id: RequestId,
+    pub(crate) fingerprint: u64,
+    /// The position of the frame that carries the mark, once appended.
+    marked: Mutex<Option<u64>>,
+}
+
+impl RequestMark {
+    pub(crate) fn new(id: RequestId, fingerprint: u64) -> RequestMark {
+        RequestMark {
+            id,
+            fingerprint,
+            marked: Mutex::new(None),
+        }
+    }
+
+    /// The position of the marked frame, if a write has logged one.
+    pub(crate) fn marked(&self) -> Option<u64> {
+        *self.marked.lock()
+    }
+
+    pub(crate) fn set_marked(&self, seq: u64) {
+        *self.marked.lock() = Some(seq);
+    }
+
+    /// `op` with the mark as its batch's last member, for the frame at `seq`, and whether it
+    /// carries it. An operation written alone (a re-embedding, a forget of archived records)
+    /// carries none: a retry of its command runs it again, which those commands are made to
+    /// survive (a re-embedding goes on from its stage, a forget finds nothing left to forget).
+    pub(crate) fn mark(&self, op: Op, seq: u64, at: Timestamp) -> (Op, bool) {
+        let mark = Op::Request(Box::new(RequestRecord {
+            id: self.id,
+            fingerprint: self.fingerprint,
+            at,
+            seq,
+            reply: None,
+        }));
+        match op {
+            Op::Batch(mut ops) => {
+                ops.push(mark);
+                (Op::Batch(ops), true)
+            }
+            op @ (Op::Reembed(_)
+            | Op::ForgetArchived { .. }
+            | Op::Model { .. }
+            | Op::Request(_)) => (op, false),
+            op => (Op::Batch(vec![op, mark]), true),
+        }
+    }
 }
 
 /// The writes of one deferred batch: the last sequence number they appended.
@@ -91,19 +145,10 @@ impl Db {
     /// operation against the current state (or a caller error), with what the caller gets once
     /// it is durable; no operation means nothing to write. It runs under the writer mutex and a
     /// read lock, so readers go on while it scans; the write lock is taken only to apply.
-    /// `durability` says when it returns (step 6, [`Db::acknowledge`]).
+    /// `durability` says when it returns (step 6, [`Db::acknowledge`]). With a `request`, the
+    /// first operation logged under it carries its mark in the same frame (`kernel::request`),
+    /// so the write and the memory of it commit together.
     pub(crate) fn commit<T, E: From<KernelError>>(
-        &self,
-        durability: &Durability,
-        prepare: impl FnOnce(&NextIds, &State) -> Result<(Option<Op>, T), E>,
-    ) -> Result<T, E> {
-        self.commit_as(durability, None, prepare)
-    }
-
-    /// `commit` for a write that carries a request id: the first operation logged under
-    /// `request` carries its mark in the same frame (`kernel::request`), so the write and the
-    /// memory of it commit together.
-    pub(crate) fn commit_as<T, E: From<KernelError>>(
         &self,
         durability: &Durability,
         request: Option<&RequestMark>,
@@ -120,15 +165,15 @@ impl Db {
             let marking = request.filter(|r| r.marked().is_none());
             // step 3: prepare and check, under the read lock. Only the holder of the writer
             // mutex changes the state, so it is the same when the write lock is taken below.
-            let (op, value) = {
+            let (op, value, marked) = {
                 let state = self.state.read();
                 let (op, value) = prepare(&NextIds(w.next_id), &state)?;
                 let Some(op) = op else {
                     return Ok(value);
                 };
-                let op = match marking {
-                    Some(r) => r.mark(op, w.next_seq, self.now())?,
-                    None => op,
+                let (op, marked) = match marking {
+                    Some(r) => r.mark(op, w.next_seq, self.now()),
+                    None => (op, false),
                 };
                 if let Err(reason) = state.check(&op) {
                     // Nothing was written: the store stays as it was, and writable.
@@ -138,13 +183,13 @@ impl Db {
                     }
                     .into());
                 }
-                (op, value)
+                (op, value, marked)
             };
             // step 4: append.
             let seq = self.append(&mut w, &op)?;
             // step 5: apply, publish.
             self.apply(&mut w, seq, op)?;
-            if let Some(r) = marking {
+            if let Some(r) = marking.filter(|_| marked) {
                 r.set_marked(seq);
             }
             (seq, self.checkpoint_due(&w), value)
