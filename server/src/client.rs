@@ -6,11 +6,13 @@
 //! Guarantees: a reply with `"ok": false` is an error carrying the server's code, message and
 //! whole reply ([`ClientError::Refused`]), never a value; several seed addresses are tried in
 //! order until one answers; a request is sent again only when that cannot run it twice: a
-//! read after a lost connection (on the next seed), and any request the server answered
-//! `busy` (it was not run; after the `retry_after_ms` it named, capped). A write whose
-//! connection was lost after it was sent is [`ClientError::Unknown`]: it may or may not
-//! have run, and the client says so instead of guessing (request ids, which make such a
-//! retry safe, are the next step of `docs/cluster.md`).
+//! read after a lost connection (on the next seed), a write after a lost connection with the
+//! same request id (every write carries one: the caller's `request_id`, or one the client
+//! makes, so the server answers a resent write with its first attempt's reply and never runs
+//! it twice), and any request the server answered `busy` (it was not run; after the
+//! `retry_after_ms` it named, capped). A write whose resend could not reach any server is
+//! [`ClientError::Unknown`]: it may or may not have run, and the error names its request id,
+//! with which a later retry learns which (within the server's 10-minute window).
 
 use crate::commands::{self, Class};
 use serde_json::{Map, Value, json};
@@ -123,7 +125,24 @@ impl Client {
         let Some(found) = commands::find(command) else {
             return Err(ClientError::Request(format!("unknown command {command:?}")));
         };
-        let line = match args {
+        let mut args = args.clone();
+        let mut request_id = None;
+        if found.class.writes() {
+            if args.is_null() {
+                args = json!({});
+            }
+            if let Value::Object(o) = &mut args {
+                let id = o.entry("request_id").or_insert_with(|| {
+                    json!(
+                        amberdb::RequestId::new(amberdb::Timestamp::now())
+                            .map(|id| id.to_string())
+                            .unwrap_or_default()
+                    )
+                });
+                request_id = id.as_str().map(str::to_owned);
+            }
+        }
+        let line = match &args {
             Value::Null => found.name.to_owned(),
             Value::Object(_) => format!("{} {args}", found.name),
             _ => {
@@ -133,11 +152,12 @@ impl Client {
                 )));
             }
         };
-        // A read may be sent again after a lost connection; a write may not.
-        let rereadable = matches!(
-            found.class,
-            Class::Open | Class::Status | Class::Read | Class::Search(_)
-        );
+        // A read may be sent again after a lost connection, and a write with its request id.
+        let rereadable = request_id.is_some()
+            || matches!(
+                found.class,
+                Class::Open | Class::Status | Class::Read | Class::Search(_)
+            );
         let mut busy = 0;
         let mut lost_once = false;
         loop {
@@ -171,16 +191,30 @@ impl Client {
                     let next = self.next_seed();
                     self.connection = None;
                     let reason = lost.reason();
+                    let unknown = |reason: String| match &request_id {
+                        Some(id) if !unsent => ClientError::Unknown {
+                            addr: addr.clone(),
+                            reason: format!(
+                                "{reason}; send it again with request_id {id} within 10 minutes to learn whether it ran"
+                            ),
+                        },
+                        _ => ClientError::Unreachable {
+                            tried: vec![(addr.clone(), reason)],
+                        },
+                    };
                     if !(unsent || rereadable) {
                         return Err(ClientError::Unknown { addr, reason });
                     }
                     if lost_once {
-                        return Err(ClientError::Unreachable {
-                            tried: vec![(addr, reason)],
-                        });
+                        return Err(unknown(reason));
                     }
                     lost_once = true;
-                    self.reconnect(next)?;
+                    if let Err(e) = self.reconnect(next) {
+                        return Err(match e {
+                            ClientError::Unreachable { .. } => unknown(e.to_string()),
+                            e => e,
+                        });
+                    }
                 }
             }
         }

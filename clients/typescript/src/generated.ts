@@ -72,6 +72,8 @@ export interface StatsReply {
 
 /** Arguments of PURGE: Makes every deleted memory leave the store's files now (texts, tags, vectors) and says what it removed. */
 export interface PurgeArgs {
+  /** a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice */
+  "request_id"?: string;
 }
 
 /** The reply of PURGE. */
@@ -83,6 +85,8 @@ export interface PurgeReply {
 export interface BackupArgs {
   /** an absolute path: a new or empty directory outside the store */
   "dest": string;
+  /** a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice */
+  "request_id"?: string;
 }
 
 /** The reply of BACKUP. */
@@ -94,6 +98,8 @@ export interface BackupReply {
 export interface ExportArgs {
   /** an absolute path of a new file on the server's machine: every entity and record (live and archived), as one state */
   "dest": string;
+  /** a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice */
+  "request_id"?: string;
 }
 
 /** The reply of EXPORT. */
@@ -105,6 +111,8 @@ export interface ExportReply {
 export interface ImportArgs {
   /** an absolute path of a file on the server's machine: an export (EXPORT, amberdb export), JSON Lines of memories, or mem0's / agent-memory-server's JSON */
   "source": string;
+  /** a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice */
+  "request_id"?: string;
 }
 
 /** The reply of IMPORT. */
@@ -116,6 +124,8 @@ export interface ImportReply {
 export interface MaintenanceArgs {
   /** true pauses, false resumes; absent only reports */
   "paused"?: boolean;
+  /** a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice */
+  "request_id"?: string;
 }
 
 /** The reply of MAINTENANCE. */
@@ -129,6 +139,8 @@ export interface ReembedArgs {
   "embedder"?: string;
   /** true drops what an interrupted re-embedding staged; default false */
   "cancel"?: boolean;
+  /** a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice */
+  "request_id"?: string;
 }
 
 /** The reply of REEMBED. */
@@ -166,6 +178,8 @@ export interface StoreMemoryArgs {
   "dedup_distance"?: number;
   /** which near duplicates semantic dedup merges: sure (default) or paraphrases */
   "merge"?: string;
+  /** a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice */
+  "request_id"?: string;
 }
 
 /** The reply of STORE_MEMORY. */
@@ -237,6 +251,8 @@ export interface GetByMemoryIdReply {
 export interface DeleteByMemoryIdArgs {
   /** a memory's id (≥ 1) */
   "memory_id": number;
+  /** a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice */
+  "request_id"?: string;
 }
 
 /** The reply of DELETE_BY_MEMORY_ID. */
@@ -264,6 +280,8 @@ export interface UpdateMemoryArgs {
   "dedup_distance"?: number;
   /** which near duplicates semantic dedup merges: sure (default) or paraphrases */
   "merge"?: string;
+  /** a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice */
+  "request_id"?: string;
 }
 
 /** The reply of UPDATE_MEMORY. */
@@ -282,6 +300,8 @@ export interface FeedbackArgs {
   "memory_id": number;
   /** helpful or harmful */
   "feedback": string;
+  /** a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice */
+  "request_id"?: string;
 }
 
 /** The reply of FEEDBACK. */
@@ -355,6 +375,8 @@ export interface ClearOldMemoriesArgs {
   "days_old"?: number;
   /** the most memories kept; default 1000 */
   "max_to_keep"?: number;
+  /** a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice */
+  "request_id"?: string;
 }
 
 /** The reply of CLEAR_OLD_MEMORIES. */
@@ -392,6 +414,8 @@ export interface CompactApplyArgs {
   "distance"?: number;
   /** from COMPACT_PREVIEW */
   "preview_id": string;
+  /** a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice */
+  "request_id"?: string;
 }
 
 /** The reply of COMPACT_APPLY. */
@@ -406,6 +430,8 @@ export interface CompactApplyReply {
 export interface CompactUndoArgs {
   /** a memory's id (≥ 1) */
   "memory_id": number;
+  /** a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice */
+  "request_id"?: string;
 }
 
 /** The reply of COMPACT_UNDO. */
@@ -437,6 +463,8 @@ export interface MendApplyArgs {
   "user_id"?: string;
   /** from MEND_PREVIEW */
   "preview_id": string;
+  /** a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice */
+  "request_id"?: string;
 }
 
 /** The reply of MEND_APPLY. */
@@ -450,6 +478,8 @@ export interface MendApplyReply {
 export interface MendUndoArgs {
   /** a memory's id (≥ 1) */
   "memory_id": number;
+  /** a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice */
+  "request_id"?: string;
 }
 
 /** The reply of MEND_UNDO. */
@@ -659,6 +689,8 @@ export interface TagNormalizeApplyArgs {
   "threshold"?: number;
   /** most mappings; default 200 */
   "max_changes"?: number;
+  /** a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice */
+  "request_id"?: string;
 }
 
 /** The reply of TAG_NORMALIZE_APPLY. */
@@ -675,6 +707,8 @@ export interface SnapshotCreateArgs {
   "user_id"?: string;
   /** for people; default "" */
   "description"?: string;
+  /** a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice */
+  "request_id"?: string;
 }
 
 /** The reply of SNAPSHOT_CREATE. */
@@ -692,6 +726,8 @@ export interface SnapshotRestoreArgs {
   "user_id"?: string;
   /** from SNAPSHOT_CREATE */
   "snapshot_id": string;
+  /** a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice */
+  "request_id"?: string;
 }
 
 /** The reply of SNAPSHOT_RESTORE. */
@@ -709,6 +745,8 @@ export interface CreateUserArgs {
   "user_id": string;
   /** for people */
   "name"?: string;
+  /** a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice */
+  "request_id"?: string;
 }
 
 /** The reply of CREATE_USER. */
@@ -725,6 +763,8 @@ export interface CreateAgentArgs {
   "agent_id": string;
   /** for people */
   "name"?: string;
+  /** a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice */
+  "request_id"?: string;
 }
 
 /** The reply of CREATE_AGENT. */
@@ -743,6 +783,8 @@ export interface CreateSessionArgs {
   "name"?: string;
   /** the session's agent */
   "agent_id"?: string;
+  /** a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice */
+  "request_id"?: string;
 }
 
 /** The reply of CREATE_SESSION. */
@@ -832,6 +874,8 @@ export interface ListSessionsReply {
 export interface DeleteUserArgs {
   /** the user */
   "user_id": string;
+  /** a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice */
+  "request_id"?: string;
 }
 
 /** The reply of DELETE_USER. */
@@ -849,6 +893,8 @@ export interface DeleteAgentArgs {
   "user_id"?: string;
   /** the agent */
   "agent_id": string;
+  /** a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice */
+  "request_id"?: string;
 }
 
 /** The reply of DELETE_AGENT. */
@@ -866,6 +912,8 @@ export interface DeleteSessionArgs {
   "user_id"?: string;
   /** the session */
   "session_id": string;
+  /** a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice */
+  "request_id"?: string;
 }
 
 /** The reply of DELETE_SESSION. */
@@ -887,6 +935,8 @@ export interface AddMessagesArgs {
   "messages": Array<{ "role": "user" | "assistant" | "system" | "tool"; "content": string; "time"?: string; "id"?: string; }>;
   /** true (default): a turn the session holds is not stored again (its id is held, or the turns begin with the whole session and it is at a held position with the same role and content); false stores every turn; default true */
   "skip_held"?: boolean;
+  /** a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice */
+  "request_id"?: string;
 }
 
 /** The reply of ADD_MESSAGES. */
@@ -903,6 +953,8 @@ export interface AddKnowledgeArgs {
   "user_id"?: string;
   /** the facts, at most 1,000 */
   "items": Array<string>;
+  /** a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice */
+  "request_id"?: string;
 }
 
 /** The reply of ADD_KNOWLEDGE. */
@@ -923,6 +975,8 @@ export interface PutItemArgs {
   "value": Record<string, unknown>;
   /** what the item is found by: 1..=10,000 characters */
   "text": string;
+  /** a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice */
+  "request_id"?: string;
 }
 
 /** The reply of PUT_ITEM. */
@@ -966,6 +1020,8 @@ export interface DeleteItemArgs {
   "user_id"?: string;
   /** the item's key: 1..=512 characters */
   "key": string;
+  /** a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice */
+  "request_id"?: string;
 }
 
 /** The reply of DELETE_ITEM. */

@@ -56,6 +56,7 @@ fn stats(ctx: &Ctx, session: &Session, _: NoArgs) -> Outcome {
         })),
         "disk_full_refusals": s.disk_full_refusals,
         "accesses_not_recorded": s.accesses_not_recorded,
+        "request_ids_held": s.request_ids_held,
         "memory_limit": s.memory_limit,
         "embedder": ctx.store.embedder_id(),
         "index": json!({

@@ -157,11 +157,21 @@ impl Command {
         self.name.to_ascii_lowercase()
     }
 
+    /// Every argument it takes: its own, and a write's `request_id`.
+    pub fn arguments(&self) -> impl Iterator<Item = &'static Arg> + '_ {
+        let request_id: &'static [Arg] = if self.class.writes() {
+            std::slice::from_ref(&REQUEST_ID)
+        } else {
+            &[]
+        };
+        self.args.iter().chain(request_id)
+    }
+
     /// JSON Schema of the arguments (MCP's `inputSchema`).
     #[must_use]
     pub fn input_schema(&self) -> Value {
         let mut props = Map::new();
-        for a in self.args {
+        for a in self.arguments() {
             let mut s = a.ty.schema();
             if let Value::Object(o) = &mut s {
                 // Models read the description more than the schema's keywords: it names the
@@ -194,8 +204,7 @@ impl Command {
     #[must_use]
     pub fn help(&self) -> Value {
         let args: Vec<Value> = self
-            .args
-            .iter()
+            .arguments()
             .map(|a| {
                 let mut h = json!({"name": a.name, "type": a.ty.schema()["type"], "required": a.required, "help": a.help});
                 if let Value::Object(o) = &mut h {
@@ -276,6 +285,13 @@ pub(super) const STORED: &[Field] = &[
     field("reason", Str).maybe(),
     field("replaced", Int).maybe(),
 ];
+
+/// The argument every write command takes.
+pub(super) const REQUEST_ID: Arg = opt(
+    "request_id",
+    Ty::Str,
+    "a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice",
+);
 
 pub(super) const USER: Arg = opt("user_id", Ty::Str, "the user (tenant); default \"default\"");
 

@@ -14,6 +14,7 @@ mod common;
 mod entities;
 mod items;
 mod memory;
+mod requests;
 mod search;
 mod tags;
 
@@ -200,6 +201,19 @@ pub fn run(ctx: &Ctx, session: &Session, command: &Command, args: Map<String, Va
             ),
         ));
     };
+    // A write's request id (docs/protocol.md, "Request ids") is every write's argument, and
+    // its fingerprint is of everything else the request says.
+    let mut args = args;
+    let request = if command.class.writes() {
+        requests::take(&mut args)?.map(|id| {
+            (
+                id,
+                requests::fingerprint(command.name, session.user.as_deref(), &args),
+            )
+        })
+    } else {
+        None
+    };
     // Every argument is checked (unknown names and JSON types) before the handler runs, and
     // each handler takes all of its arguments before its one library call: an error reply
     // means nothing changed (docs/protocol.md, "Errors").
@@ -217,7 +231,12 @@ pub fn run(ctx: &Ctx, session: &Session, command: &Command, args: Map<String, Va
         }
         None => ctx,
     };
-    handler(ctx, session, &mut args)
+    match request {
+        Some((id, fingerprint)) => {
+            requests::run_once(ctx, id, fingerprint, |on| handler(on, session, &mut args))
+        }
+        None => handler(ctx, session, &mut args),
+    }
 }
 
 /// Every command, in HELP's order: the server's own, then by domain.

@@ -90,6 +90,9 @@ fn operation(c: &Command, method: &str, path: &str) -> Value {
                 .push(json!({"name": name, "in": "path", "required": true, "schema": scalar(s)}));
         }
     }
+    if c.class.writes() {
+        parameters.push(json!({"name": "Idempotency-Key", "in": "header", "required": false, "schema": {"type": "string", "format": "uuid"}, "description": "the request_id (a UUID version 7): a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice"}));
+    }
     let with_body = !matches!(method, "GET" | "DELETE");
     if !with_body {
         for (name, s) in &props {

@@ -122,7 +122,7 @@ async fn any_command(
         Ok(a) => a,
         Err(r) => return *r,
     };
-    run(&app, session, command, args).await
+    run(&app, session, command, &parts.headers, args).await
 }
 
 /// A resource route: path, query and body merged into the command's arguments.
@@ -152,15 +152,56 @@ async fn resource(
         app.shared.ctx.metrics.count_error(f.code);
         return fail_response(f);
     }
-    run(app, session, command, args).await
+    run(app, session, command, &parts.headers, args).await
+}
+
+/// A write's `Idempotency-Key` header is its `request_id` (docs/http.md, "Retries"); given
+/// both, they must be the same. A read refuses the header rather than ignore it.
+fn idempotency_key(
+    command: &Command,
+    headers: &axum::http::HeaderMap,
+    args: &mut Map<String, Value>,
+) -> Result<(), Fail> {
+    let Some(key) = headers.get("idempotency-key") else {
+        return Ok(());
+    };
+    if !command.class.writes() {
+        return Err(Fail::invalid(
+            "Idempotency-Key",
+            format!(
+                "{} only reads: a retry of it is always safe, send it without the header",
+                command.name
+            ),
+        ));
+    }
+    let key = key
+        .to_str()
+        .map_err(|_| Fail::invalid("Idempotency-Key", "not visible ASCII"))?
+        .trim()
+        .to_owned();
+    match args.get("request_id") {
+        Some(Value::String(given)) if *given != key => Err(Fail::invalid(
+            "Idempotency-Key",
+            "the header and the body's request_id differ: send one, or the same in both",
+        )),
+        _ => {
+            args.insert("request_id".into(), Value::String(key));
+            Ok(())
+        }
+    }
 }
 
 async fn run(
     app: &Arc<App>,
     session: crate::commands::Session,
     command: &Command,
-    args: Map<String, Value>,
+    headers: &axum::http::HeaderMap,
+    mut args: Map<String, Value>,
 ) -> Response {
+    if let Err(f) = idempotency_key(command, headers, &mut args) {
+        app.shared.ctx.metrics.count_error(f.code);
+        return fail_response(f);
+    }
     let call = Call {
         tag: None,
         command: command.name.to_owned(),

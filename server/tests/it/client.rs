@@ -105,8 +105,27 @@ fn a_client_skips_a_dead_seed_and_reports_a_refusal_with_the_servers_code() {
     }
 }
 
+/// A one-connection proxy to `to` that forwards the first line it reads, reads the server's
+/// reply, and drops the connection without passing it on: a write that ran, whose reply was
+/// lost. Returns its address and the line it forwarded.
+fn loses_the_reply(to: String) -> (String, std::thread::JoinHandle<String>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let handle = std::thread::spawn(move || {
+        let (stream, _) = l.accept().unwrap();
+        let mut line = String::new();
+        BufReader::new(stream).read_line(&mut line).unwrap();
+        let upstream = std::net::TcpStream::connect(&to).unwrap();
+        (&upstream).write_all(line.as_bytes()).unwrap();
+        let mut reply = String::new();
+        BufReader::new(&upstream).read_line(&mut reply).unwrap();
+        line.trim_end().to_owned()
+    });
+    (addr, handle)
+}
+
 #[test]
-fn a_read_is_sent_again_on_the_next_seed_after_a_lost_connection_and_a_write_is_not() {
+fn a_lost_reply_is_fetched_again_by_its_request_id_and_the_write_runs_once() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&dir.path().join("store"), &[]);
     let live = server.addr.to_string();
@@ -120,22 +139,46 @@ fn a_read_is_sent_again_on_the_next_seed_after_a_lost_connection_and_a_write_is_
     assert_eq!(stats["ok"], true);
     assert_eq!(c.addr(), Some(live.as_str()));
     assert_eq!(seen.join().unwrap(), vec!["STATS"]);
-    // A write: its outcome is unknown, and it is not sent a second time.
-    let (flaky, seen) = scripted(vec![None]);
+    // A write that ran and whose reply was lost: the client sends it again, with the request
+    // id it made, and gets the first attempt's reply; the store holds it once.
+    let (proxy, forwarded) = loses_the_reply(live.clone());
     let mut c =
-        Client::connect(&[flaky.clone(), live], None, Some(Duration::from_secs(10))).unwrap();
-    match c.call("STORE", &json!({"user_id": "ada", "content": "sent once"})) {
-        Err(ClientError::Unknown { addr, .. }) => assert_eq!(addr, flaky),
-        other => panic!("a write whose reply was lost is unknown, got {other:?}"),
-    }
-    assert_eq!(seen.join().unwrap().len(), 1);
+        Client::connect(&[proxy, live.clone()], None, Some(Duration::from_secs(10))).unwrap();
+    let stored = c
+        .call(
+            "STORE",
+            &json!({"user_id": "ada", "content": "sent twice, stored once"}),
+        )
+        .expect("answered by its request id");
+    let line = forwarded.join().unwrap();
+    assert!(
+        line.contains("\"request_id\""),
+        "the client made an id: {line}"
+    );
     let mut check = server.client();
     let listed = check.ok("LIST_RECENT_MEMORIES", json!({"user_id": "ada"}));
-    assert_eq!(
-        listed["memories"],
-        json!([]),
-        "the real server never saw it"
-    );
+    let memories = listed["memories"].as_array().unwrap();
+    assert_eq!(memories.len(), 1, "ran once: {listed}");
+    assert_eq!(stored["memory_id"], memories[0]["id"], "{stored:?}");
+    // A write whose every seed is gone after it was sent: unknown, naming its request id.
+    let (flaky, seen) = scripted(vec![None]);
+    let mut c = Client::connect(
+        &[flaky.clone(), dead_addr()],
+        None,
+        Some(Duration::from_secs(10)),
+    )
+    .unwrap();
+    match c.call(
+        "STORE",
+        &json!({"user_id": "ada", "content": "nobody answers"}),
+    ) {
+        Err(ClientError::Unknown { addr, reason }) => {
+            assert_eq!(addr, flaky);
+            assert!(reason.contains("request_id"), "{reason}");
+        }
+        other => panic!("a write no server answered is unknown, got {other:?}"),
+    }
+    assert_eq!(seen.join().unwrap().len(), 1);
 }
 
 #[test]

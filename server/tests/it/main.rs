@@ -11,6 +11,7 @@ mod inspector;
 mod kill;
 mod mcp;
 mod reembed;
+mod requests;
 mod support;
 mod tcp;
 mod vmm;
