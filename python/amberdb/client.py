@@ -10,9 +10,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
 import select
 import socket
 import threading
+import time
+import uuid
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ._api import Commands
@@ -21,11 +24,23 @@ from ._errors import AmberError, error_from_reply
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7733
 
+#: The commands that change the store (class ``write`` in ``HELP``). Each carries a request
+#: id the client makes (a UUID version 7, docs/protocol.md, "Request ids"), so a write sent
+#: again after a dropped connection is answered with its first attempt's reply and never runs
+#: twice.
+WRITES = frozenset({
+    "ADD_KNOWLEDGE", "ADD_MESSAGES", "BACKUP", "CLEAR_OLD_MEMORIES", "COMPACT_APPLY",
+    "COMPACT_UNDO", "CREATE_AGENT", "CREATE_SESSION", "CREATE_USER", "DELETE_AGENT",
+    "DELETE_BY_MEMORY_ID", "DELETE_ITEM", "DELETE_SESSION", "DELETE_USER", "EXPORT", "FEEDBACK",
+    "IMPORT", "MAINTENANCE", "MEND_APPLY", "MEND_UNDO", "PURGE", "PUT_ITEM", "REEMBED",
+    "SNAPSHOT_CREATE", "SNAPSHOT_RESTORE", "STORE_MEMORY", "TAG_NORMALIZE_APPLY",
+    "UPDATE_MEMORY", "DELETE", "STORE", "UPDATE",
+})
+
 #: Commands a client sends again, once, on a fresh connection when the connection dropped
 #: after the request may have reached the server (a restart, a dropped link): reads, and
-#: writes whose second run leaves the store as one run does (a memory stored again is an
-#: exact duplicate; a thread sent again is skipped; an item put again replaces itself). A
-#: request that was never sent (the connection was found closed first) is always sent again.
+#: every write (by its request id). A request that was never sent (the connection was found
+#: closed first) is always sent again.
 SAFE_TO_RETRY = frozenset({
     "PING", "HELP", "AUTH", "SEARCH", "SEARCH_MEMORIES", "GET_BY_MEMORY_ID", "GET",
     "LIST_RECENT_MEMORIES", "RECENT", "GET_MEMORY_STATS", "LINEAGE", "HISTORY", "GET_ITEM",
@@ -33,8 +48,23 @@ SAFE_TO_RETRY = frozenset({
     "LIST_AGENTS", "LIST_SESSIONS", "QUERY", "GET_UNIQUE_TAGS", "GET_CANONICAL_TAGS",
     "GET_TAG_FREQUENCIES", "GET_TAG_WEIGHTS", "TAG_NORMALIZE_PREVIEW", "COMPACT_PREVIEW",
     "MEND_PREVIEW", "STATS",
-    "STORE_MEMORY", "STORE", "ADD_MESSAGES", "ADD_KNOWLEDGE", "PUT_ITEM",
-})
+}) | WRITES
+
+
+def request_id() -> str:
+    """A new request id: a UUID version 7 (RFC 9562), its first 48 bits the time in
+    milliseconds, the rest random."""
+    value = (int(time.time() * 1000) & ((1 << 48) - 1)) << 80
+    value |= int.from_bytes(os.urandom(10), "big") & ((1 << 80) - 1)
+    value = (value & ~(0xF << 76)) | (0x7 << 76)  # version 7
+    value = (value & ~(0x3 << 62)) | (0x2 << 62)  # the RFC 9562 variant
+    return str(uuid.UUID(int=value))
+
+
+def _with_request_id(command: str, args: Dict[str, Any]) -> Dict[str, Any]:
+    if command.upper() in WRITES and "request_id" not in args:
+        return {**args, "request_id": request_id()}
+    return args
 
 Parse = Callable[[Dict[str, Any]], Any]
 
@@ -76,8 +106,8 @@ class Client(Commands):
     raises :class:`TimeoutError`. A connection the server closed while the client was idle
     (a restart) is found before the next request is sent, and the call goes over a new one
     (authenticated again) as if nothing happened. A connection that drops after a request was
-    sent fails the call, unless running it twice is safe (reads, stores: ``SAFE_TO_RETRY``),
-    which is sent once more on a new connection. After a timeout the next call connects
+    sent fails the call, unless sending it again is safe (reads, and every write, which
+    carries a request id: ``SAFE_TO_RETRY``), which is sent once more on a new connection. After a timeout the next call connects
     again."""
 
     def __init__(
@@ -182,7 +212,7 @@ class Client(Commands):
 
     def _run(self, command: str, args: Dict[str, Any], parse: Parse) -> Any:
         safe = command.upper() in SAFE_TO_RETRY
-        (reply,) = self._exchange([_line(command, args)], safe)
+        (reply,) = self._exchange([_line(command, _with_request_id(command, args))], safe)
         return _outcome(reply, parse)
 
     def pipeline(self) -> "Pipeline":
@@ -242,7 +272,8 @@ class Pipeline(Commands):
 
     def _run(self, command: str, args: Dict[str, Any], parse: Parse) -> Pending:
         pending = Pending()
-        self._queued.append((_line(command, args, f"p{next(self._tags)}"), parse, pending))
+        line = _line(command, _with_request_id(command, args), f"p{next(self._tags)}")
+        self._queued.append((line, parse, pending))
         return pending
 
     def all_memories(self, **_: Any) -> Any:
@@ -397,6 +428,7 @@ class AsyncClient(Commands):
 
     async def _run(self, command: str, args: Dict[str, Any], parse: Parse) -> Any:
         safe = command.upper() in SAFE_TO_RETRY
+        args = _with_request_id(command, args)
         try:
             await self._connected()
             return _outcome(await self._send(command, args), parse)

@@ -116,3 +116,72 @@ def test_a_server_that_dies_fails_the_calls_waiting_on_it(start_server):
     with pytest.raises(OSError):  # ConnectionError or a broken pipe: both OSError
         sync.ping()
     sync.close()
+
+
+def test_every_write_carries_a_request_id_and_a_lost_reply_is_fetched_again(server):
+    import socket
+    import threading
+    import uuid
+
+    from amberdb.client import WRITES, request_id
+
+    # The client's list of writes is the server's: every command HELP calls a write.
+    with amberdb.Client(server.host, server.port) as db:
+        listed = db._run("HELP", {}, lambda r: r["commands"])
+        writes = set()
+        for c in listed:
+            info = db._run("HELP", {"command": c["command"]}, lambda r: r)
+            if info["class"] == "write":
+                writes.add(c["command"])
+                if c["alias"]:
+                    writes.add(c["alias"])
+        assert writes == set(WRITES)
+    made = uuid.UUID(request_id())
+    assert made.version == 7
+    # A proxy that forwards the first request, reads the server's reply, and drops it: the
+    # write ran, its reply was lost. The client sends it again (a new connection goes
+    # straight to the server) with the same request id, and gets the first reply.
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    forwarded = []
+    proxied = {"n": 0}
+
+    def proxy():
+        while True:
+            conn, _ = listener.accept()
+            upstream = socket.create_connection((server.host, server.port))
+            if proxied["n"] == 0:
+                proxied["n"] += 1
+                line = conn.makefile("rb").readline()
+                forwarded.append(line)
+                upstream.sendall(line)
+                upstream.makefile("rb").readline()
+                conn.close()
+                upstream.close()
+                continue
+
+            def pump(a, b):
+                try:
+                    while True:
+                        data = a.recv(65536)
+                        if not data:
+                            break
+                        b.sendall(data)
+                except OSError:
+                    pass
+                finally:
+                    b.close()
+
+            threading.Thread(target=pump, args=(conn, upstream), daemon=True).start()
+            threading.Thread(target=pump, args=(upstream, conn), daemon=True).start()
+
+    threading.Thread(target=proxy, daemon=True).start()
+    port = listener.getsockname()[1]
+    with amberdb.Client("127.0.0.1", port) as db:
+        stored = db.store("the retry must not store this twice", user_id="retry-user")
+    assert stored.outcome == "stored", "the first reply, not a rerun's duplicate"
+    assert b'"request_id"' in forwarded[0]
+    with amberdb.Client(server.host, server.port) as db:
+        held = db.recent(user_id="retry-user", limit=10)
+        assert [m.id for m in held] == [stored.memory_id]

@@ -119,7 +119,9 @@ def test_every_method_names_its_commands_arguments(hashing_store):
         getattr(rec, name)(*[_sample(p) for p in params if p.default is p.empty])
         command = rec.seen[0]
         help_ = hashing_store.call("HELP", command=command)
-        arguments = {a["name"] for a in help_["arguments"]}
+        # request_id is the client's own: it makes one for every write (a caller's own id
+        # goes through `call`, docs/python.md).
+        arguments = {a["name"] for a in help_["arguments"]} - {"request_id"}
         takes = {p.name for p in params}
         assert takes <= arguments, f"{name}: {takes - arguments} are not {command}'s arguments"
         has_more = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
@@ -219,6 +221,7 @@ class FakeServer:
         self.sock.listen()
         self.port = self.sock.getsockname()[1]
         self.connections = 0
+        self.lines = []
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self):
@@ -238,6 +241,7 @@ class FakeServer:
 
         with conn, conn.makefile("rb") as lines:
             for raw in lines:
+                self.lines.append(raw.decode())
                 head, _, body = raw.decode().strip().partition(" ")
                 tag = head[1:] if head.startswith("@") else None
                 command = body.partition(" ")[0] if tag else head
@@ -269,17 +273,26 @@ def test_client_times_out_and_connects_again():
 
 
 def test_client_connects_again_after_the_server_drops_it():
-    # A read the server dropped after it was sent is sent once more on a new connection; a
-    # write that is not safe to run twice fails, and the next call connects again.
-    server = FakeServer(lambda n, command: "close" if n in (0, 2) else PONG)
+    # A request the server dropped after it was sent is sent once more on a new connection:
+    # a read as it is, a write with the same request id (the server answers a second arrival
+    # with the first one's reply). A command the client does not know is not sent again: it
+    # fails, and the next call connects again.
+    import json
+
+    server = FakeServer(lambda n, command: "close" if n in (0, 2, 4) else PONG)
     client = amberdb.Client("127.0.0.1", server.port, timeout=5)
     assert client.ping() is True
     assert server.connections == 2
     client.close()
-    with pytest.raises(ConnectionError):
-        client.call("DELETE_BY_MEMORY_ID", memory_id=1)
-    assert client.ping() is True
+    client.call("DELETE_BY_MEMORY_ID", memory_id=1)
     assert server.connections == 4
+    sent = [json.loads(line.partition(" ")[2]) for line in server.lines if "DELETE" in line]
+    assert len(sent) == 2 and sent[0]["request_id"] == sent[1]["request_id"]
+    client.close()
+    with pytest.raises(ConnectionError):
+        client.call("NOT_A_COMMAND_THE_CLIENT_KNOWS")
+    assert client.ping() is True
+    assert server.connections == 6
     client.close()
     server.close()
 
@@ -292,18 +305,22 @@ def test_async_client_times_out_and_connects_again():
         with pytest.raises(TimeoutError):
             await db.ping()
         # The server drops this connection on its next line: a ping (safe to run twice) is
-        # sent again on a new connection; a delete is not, and fails.
+        # sent again on a new connection; so is a delete, with its request id; a command the
+        # client does not know is not, and fails.
         assert await db.ping() is True
+        await db.call("DELETE_BY_MEMORY_ID", memory_id=1)
         with pytest.raises(ConnectionError):
-            await db.call("DELETE_BY_MEMORY_ID", memory_id=1)
+            await db.call("NOT_A_COMMAND_THE_CLIENT_KNOWS")
         await asyncio.sleep(0.05)
         assert await db.ping() is True
         await db.close()
 
-    answers = {0: [None, "close"], 1: [PONG, "close"]}
+    answers = {0: [None, "close"], 1: [PONG, "close"], 2: [PONG, "close"]}
     server = FakeServer(lambda n, command: answers[n].pop(0) if n in answers else PONG)
     asyncio.run(run(server.port))
-    assert server.connections == 3
+    assert server.connections == 4
+    deletes = [line for line in server.lines if "DELETE" in line]
+    assert len(deletes) == 2 and deletes[0].split('"request_id"')[1] == deletes[1].split('"request_id"')[1]
     server.close()
 
 
