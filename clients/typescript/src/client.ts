@@ -1,12 +1,14 @@
-// A client of amberdb's HTTP API (docs/http.md), on `fetch` (Node >= 18 and browsers).
+// A client of amberdb's HTTP API (docs/http.md), on `fetch` and Web Crypto (Node >= 19 and browsers).
 //
 // Every command is `client.command(NAME, args)`, typed by the command table
 // (src/generated.ts, generated from docs/openapi.json); the common ones have methods of their
 // own. A failure is thrown as an `AmberError` of the error code's class, carrying the status
-// and the error body. Only requests that are safe to send again are retried, and only when the
-// server said so (`429 busy`, `503 unavailable` with `Retry-After`) or the connection failed
-// before a reply: reads, a STORE (sent again it is a duplicate, an outcome), ADD_MESSAGES (a
-// turn sent again is skipped) and PUT_ITEM (the same value again).
+// and the error body. Requests are retried when the server said so (`429 busy`, `503
+// unavailable` with `Retry-After`) or the connection failed before a reply: reads as they are,
+// and every write with the request id it was first sent with (`Idempotency-Key`, a UUID
+// version 7 the client makes unless the caller gave `request_id`), so the server answers a
+// write sent again with its first attempt's reply and never runs it twice (docs/http.md,
+// "Retries").
 
 import { COMMAND_CLASS, type CommandName, type Commands } from "./generated.js";
 
@@ -70,17 +72,30 @@ export function errorOf(status: number, body: Record<string, unknown>): AmberErr
   return new Kind(status, body);
 }
 
-/** Commands that may be sent again after a dropped connection or a `busy`. */
+/** Commands that change the store: each is sent with a request id. */
+export function writes(command: CommandName): boolean {
+  return COMMAND_CLASS[command] === "write";
+}
+
+/** Commands that may be sent again after a dropped connection or a `busy`: every command,
+ * writes by their request id; only an unknown command is sent once. */
 export function safeToRetry(command: CommandName): boolean {
-  const cls = COMMAND_CLASS[command];
-  return (
-    cls === "read" ||
-    cls === "open" ||
-    cls === "status" ||
-    command === "STORE_MEMORY" ||
-    command === "ADD_MESSAGES" ||
-    command === "PUT_ITEM"
-  );
+  return COMMAND_CLASS[command] !== undefined;
+}
+
+/** A new request id: a UUID version 7 (RFC 9562), its first 48 bits the time in ms. */
+export function requestId(now: number = Date.now()): string {
+  const b = new Uint8Array(16);
+  globalThis.crypto.getRandomValues(b);
+  let t = Math.floor(now);
+  for (let i = 5; i >= 0; i--) {
+    b[i] = t % 256;
+    t = Math.floor(t / 256);
+  }
+  b[6] = (b[6]! & 0x0f) | 0x70;
+  b[8] = (b[8]! & 0x3f) | 0x80;
+  const hex = Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
 
 /** How a client reaches a server. */
@@ -112,13 +127,16 @@ export class AmberClient {
   /** Runs any command (`POST /v1/commands/{COMMAND}`). */
   async command<C extends CommandName>(name: C, args: Commands[C][0]): Promise<Commands[C][1]> {
     const tries = safeToRetry(name) ? this.retries : 1;
+    const headers = this.headers();
+    const given = (args ?? {}) as Record<string, unknown>;
+    if (writes(name) && given.request_id === undefined) headers["idempotency-key"] = requestId();
     for (let attempt = 1; ; attempt++) {
       let response: Response;
       try {
         response = await this.fetchImpl(`${this.baseUrl}/v1/commands/${name}`, {
           method: "POST",
-          headers: this.headers(),
-          body: JSON.stringify(args ?? {}),
+          headers,
+          body: JSON.stringify(given),
         });
       } catch (e) {
         // No reply: sent again only when sending again is safe.

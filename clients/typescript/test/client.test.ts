@@ -75,7 +75,7 @@ test("failures are typed errors with the code, status and field", async () => {
   });
   await assert.rejects(c.command("NOPE" as "PING", {}), NotFoundError);
   assert.equal(safeToRetry("SEARCH_MEMORIES"), true);
-  assert.equal(safeToRetry("DELETE_BY_MEMORY_ID"), false);
+  assert.equal(safeToRetry("NOPE" as "PING"), false);
   assert.equal(new BusyError(429, { code: "busy", message: "m", retry_after_ms: 7 }).retryAfterMs, 7);
 });
 
@@ -93,20 +93,35 @@ test("tokens: a wrong one is 401, a user-bound one cannot name another user, ro 
   await assert.rejects(ro.store("no"), ForbiddenError);
 });
 
-test("a request that is safe to send again is retried over a failed connection, others are not", async () => {
+test("a write whose reply was lost is sent again with its request id and runs once", async () => {
   const url = await serve();
   let calls = 0;
+  const keys: string[] = [];
+  // The first call reaches the server and runs; its reply is lost on the way back.
   const flaky: typeof fetch = async (input, init) => {
     calls++;
+    keys.push(String((init?.headers as Record<string, string>)["idempotency-key"]));
+    const reply = await fetch(input, init);
     if (calls === 1) throw new TypeError("fetch failed");
-    return fetch(input, init);
+    return reply;
   };
   const c = new AmberClient({ baseUrl: url, fetch: flaky });
+  const stored = await c.store("stored once though sent twice", { user_id: "ada" });
+  assert.equal(calls, 2);
+  assert.equal(stored.outcome, "stored", "the first attempt's reply, not a duplicate");
+  assert.equal(keys[0], keys[1], "the same request id both times");
+  assert.match(keys[0]!, /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  const plain = new AmberClient({ baseUrl: url });
+  assert.equal((await plain.recent({ user_id: "ada" })).total, 1);
+  // A delete too: sent again, answered as the first time (not "not found").
+  calls = 0;
+  await c.delete(stored.memory_id);
+  assert.equal(calls, 2);
+  await assert.rejects(plain.get(stored.memory_id), NotFoundError);
+  // A read is sent again as it is.
+  calls = 0;
   assert.equal((await c.search("anything")).count, 0);
   assert.equal(calls, 2);
-  calls = 0;
-  await assert.rejects(c.delete(1), TypeError, "a delete is not sent twice");
-  assert.equal(calls, 1);
 });
 
 test("the LangGraph.js store puts, gets, searches, filters, lists and deletes", async () => {
