@@ -179,16 +179,7 @@ impl Requests {
                         }
                     }
                 }
-                self.order.push_back(r.id);
-                self.entries.insert(
-                    r.id,
-                    RequestEntry {
-                        fingerprint: r.fingerprint,
-                        at: r.at,
-                        seq: r.seq,
-                        reply: None,
-                    },
-                );
+                self.remember(r);
             }
             Some(reply) => {
                 if let Some(e) = self.entries.get_mut(&r.id) {
@@ -221,17 +212,20 @@ impl Requests {
         if self.entries.contains_key(&r.id) {
             return Err("a request id twice in a checkpoint");
         }
-        self.order.push_back(r.id);
-        self.entries.insert(
-            r.id,
-            RequestEntry {
-                fingerprint: r.fingerprint,
-                at: r.at,
-                seq: r.seq,
-                reply: r.reply,
-            },
-        );
+        self.remember(r);
         Ok(())
+    }
+
+    /// Appends one entry at the young end of the table.
+    fn remember(&mut self, r: RequestRecord) {
+        self.order.push_back(r.id);
+        let entry = RequestEntry {
+            fingerprint: r.fingerprint,
+            at: r.at,
+            seq: r.seq,
+            reply: r.reply,
+        };
+        self.entries.insert(r.id, entry);
     }
 }
 
