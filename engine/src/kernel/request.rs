@@ -4,8 +4,9 @@
 //! A write may carry a request id, a UUID version 7 its client made when the request was first
 //! sent. The write's frame carries a *mark* (the id, a fingerprint of the request, when and at
 //! which position), so the write and the memory of it commit together: a retry never applies
-//! twice, across crashes and restarts. A second frame, in the same group commit, keeps the
-//! reply, which a retry is answered with. The table of marks holds the last
+//! twice, across crashes and restarts. A second frame keeps the reply, which a retry is
+//! answered with (once the first attempt's write is durable); run on a batch's handle, as the
+//! server runs every request, both frames share the batch's fsync. The table of marks holds the last
 //! [`REQUEST_WINDOW`] twice over (the id's own time decides what counts as a retry, so a
 //! retry whose id is older than the window is refused, never applied again), and is kept in
 //! every checkpoint.

@@ -3,8 +3,11 @@
 //!
 //! A caller (the server's dispatch) begins a request with its id and a fingerprint of what it
 //! asks; a new one runs on the handle it is given, whose first logged write carries the mark
-//! (`Db::commit_as`), and is finished with the reply it produced, kept in a frame of its own
-//! in the same group commit. While it runs, the same id in this process is `Running`.
+//! (`Db::commit`), and is finished with the reply it produced, kept in a frame of its own.
+//! On a batch's handle (`Store::deferred_batch`, as the server runs every request) the write
+//! and its reply share the batch's one fsync. While it runs, the same id in this process is
+//! `Running`; a retry answered from the table is answered only once the first attempt's write
+//! is durable (under the handle's durability, as a write of its own would be).
 
 use crate::error::{EngineError, Result};
 use crate::kernel::db::RequestMark;
@@ -98,39 +101,48 @@ impl Store {
     /// # Errors
     /// `Invalid` (field `request_id`) for an id made more than the window ago or ahead (a
     /// retry that late is refused, never applied again), or one used before for another
-    /// request.
+    /// request. An answer from the table is given once the first attempt's write is
+    /// durable: `Poisoned` (or `DiskFull`) if that fails.
     pub fn begin_request(&self, id: RequestId, fingerprint: u64) -> Result<Begun> {
         let invalid = |reason: String| EngineError::Invalid {
             field: "request_id",
             reason,
         };
         id.check_window(self.now()).map_err(invalid)?;
-        // The table is looked up under the running set's lock, so an attempt that finishes
-        // meanwhile is either running or in the table.
-        let mut running = self.inner.running_requests.lock();
-        if let Some(e) = self.read().request(&id) {
+        let (answer, seq) = {
+            // The table is looked up under the running set's lock, so an attempt that
+            // finishes meanwhile is either running or in the table.
+            let mut running = self.inner.running_requests.lock();
+            let state = self.read();
+            let Some(e) = state.request(&id) else {
+                if !running.insert(id) {
+                    return Ok(Begun::Running);
+                }
+                let mark = Arc::new(RequestMark::new(id, fingerprint));
+                return Ok(Begun::Run(RequestRun {
+                    store: Store {
+                        request: Some(Arc::clone(&mark)),
+                        ..self.clone()
+                    },
+                    mark,
+                }));
+            };
             if e.fingerprint != fingerprint {
                 return Err(invalid(format!(
                     "request id {id} was first used for another request (another command or \
                      other arguments); a retry must send the same request"
                 )));
             }
-            return Ok(match &e.reply {
+            let answer = match &e.reply {
                 Some(reply) => Begun::Answered(reply.clone()),
-                None if running.contains(&id) => Begun::Running,
+                None if running.contains(&id) => return Ok(Begun::Running),
                 None => Begun::AppliedUnanswered { seq: e.seq },
-            });
-        }
-        if !running.insert(id) {
-            return Ok(Begun::Running);
-        }
-        let mark = Arc::new(RequestMark::new(id, fingerprint));
-        Ok(Begun::Run(RequestRun {
-            store: Store {
-                request: Some(Arc::clone(&mark)),
-                ..self.clone()
-            },
-            mark,
-        }))
+            };
+            (answer, e.seq)
+        };
+        // The first attempt's write may still wait for its fsync (its batch's): this answer
+        // reports it, so it waits as a write of this handle would.
+        self.inner.db.acknowledge(&self.durability, seq)?;
+        Ok(answer)
     }
 }

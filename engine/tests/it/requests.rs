@@ -238,3 +238,29 @@ fn a_power_cut_at_every_sync_point_leaves_a_write_with_its_mark_or_neither() {
         "{sync_points} sync points, {cuts} power cuts: every write with its mark or neither, every acknowledged one answered"
     );
 }
+
+#[test]
+fn a_retry_is_not_answered_before_its_first_attempt_is_durable() {
+    let fs = FaultyStorage::new();
+    let store = Store::open(Path::new("/s"), small_options(&fs, 4)).unwrap();
+    let a = RequestId::new(Timestamp::now()).unwrap();
+    // The first attempt runs in a batch: appended and applied, its fsync still to come.
+    let ((), pending) = store.deferred_batch(|batch| {
+        let Begun::Run(run) = batch.begin_request(a, 1).unwrap() else {
+            panic!("a new id runs");
+        };
+        run.store()
+            .store(NewMemory::new("the NAS backs up at two"))
+            .unwrap();
+        run.finish("stored".into()).unwrap();
+        // The fsync that would make it durable fails: a retry on another handle meanwhile
+        // must not report it.
+        fs.crash_at_sync(1);
+        let retry = store.begin_request(a, 1);
+        assert!(
+            retry.is_err(),
+            "a retry reported a write that was not durable: {retry:?}"
+        );
+    });
+    assert!(pending.wait().is_err(), "the batch's fsync failed too");
+}

@@ -36,7 +36,7 @@ pub(crate) enum Durability {
     Forced,
 }
 
-/// A write's request id as a store handle carries it (`Db::commit_as`): the first operation
+/// A write's request id as a store handle carries it (`Db::commit`): the first operation
 /// logged under it carries the mark.
 #[derive(Debug)]
 pub(crate) struct RequestMark {
@@ -365,8 +365,10 @@ impl Db {
     /// its fsync here and a `Deferred` one leaves it to its batch (`PendingDurable::wait`,
     /// which comes back here `Forced`); under `Batch` / `None` neither waits; a `Forced` wait
     /// always does. The cluster's journal acknowledges once the replicated log holds the frame
-    /// (`docs/durability.md`, "Acknowledgement"; `docs/cluster.md`).
-    pub(in crate::kernel) fn acknowledge(&self, durability: &Durability, seq: u64) -> Result<()> {
+    /// (`docs/durability.md`, "Acknowledgement"; `docs/cluster.md`). A retry answered from
+    /// the request table (`Store::begin_request`) comes here too, with its first attempt's
+    /// position: a write is reported only once it is durable, whichever attempt reports it.
+    pub(crate) fn acknowledge(&self, durability: &Durability, seq: u64) -> Result<()> {
         let always = self.config.sync == SyncPolicy::Always;
         match durability {
             Durability::Immediate if always => self.journal.acknowledge(seq),
