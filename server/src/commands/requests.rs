@@ -71,8 +71,27 @@ fn canonical(v: &Value, h: &mut Sha256) {
 }
 
 /// Runs `handler` under request id `id` on `ctx`'s store: answers a retry from what the
-/// first attempt kept, or runs it and keeps its reply.
+/// first attempt kept, or runs it and keeps its reply. The write and its reply's frame share
+/// one fsync: on a batch's handle (the dispatch's) they join its batch, on any other (the
+/// Python `Store`'s) they make one, which is durable before the reply returns.
 pub(super) fn run_once(
+    ctx: &Ctx,
+    id: RequestId,
+    fingerprint: u64,
+    handler: impl FnOnce(&Ctx) -> Outcome,
+) -> Outcome {
+    let (outcome, pending) = ctx.store.deferred_batch(|store| {
+        let on = Ctx {
+            store: store.clone(),
+            metrics: Arc::clone(&ctx.metrics),
+        };
+        answer(&on, id, fingerprint, handler)
+    });
+    engine(pending.wait().map_err(amberdb::EngineError::from))?;
+    outcome
+}
+
+fn answer(
     ctx: &Ctx,
     id: RequestId,
     fingerprint: u64,
