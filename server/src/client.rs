@@ -132,14 +132,16 @@ impl Client {
                 args = json!({});
             }
             if let Value::Object(o) = &mut args {
-                let id = o.entry("request_id").or_insert_with(|| {
-                    json!(
-                        amberdb::RequestId::new(amberdb::Timestamp::now())
-                            .map(|id| id.to_string())
-                            .unwrap_or_default()
-                    )
-                });
-                request_id = id.as_str().map(str::to_owned);
+                if !o.contains_key("request_id") {
+                    let id = amberdb::RequestId::new(amberdb::Timestamp::now()).map_err(|e| {
+                        ClientError::Request(format!("no randomness for a request id: {e}"))
+                    })?;
+                    o.insert("request_id".into(), json!(id.to_string()));
+                }
+                request_id = o
+                    .get("request_id")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
             }
         }
         let line = match &args {
