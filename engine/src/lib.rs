@@ -162,7 +162,7 @@ pub use amberdb_embed::{Embedder, HashingEmbedder};
 pub use amberdb_index::Probe;
 pub use kernel::backup::{Backup, Restored};
 pub use kernel::db::{IndexBuild, PendingDurable};
-pub use kernel::identity::recorded_model;
+pub use kernel::identity::{StoreId, recorded_model};
 pub use kernel::maintenance::Purge;
 pub use kernel::maintenance::{CheckpointRun, MaintenanceCounters, Removed};
 pub use kernel::record::{

@@ -2,6 +2,7 @@
 
 use crate::hooks::HookConfig;
 pub use crate::kernel::config::{ArchiveRetention, Clock, IndexOptions, SyncPolicy};
+use crate::kernel::identity::StoreId;
 use crate::kernel::record::Timestamp;
 use crate::kernel::storage::{FsStorage, Storage};
 use amberdb_embed::{Embedder, HashingEmbedder};
@@ -53,6 +54,10 @@ pub struct StoreOptions {
     /// How long and how many archived records (merged and superseded sources) are kept
     /// (`docs/semantics.md`, "Archive retention"). Default: all, forever.
     pub archive_retention: ArchiveRetention,
+    /// The store id a new store is created with, and an existing one must have: every
+    /// replica of a cluster partition is one store (`docs/cluster.md`). Default `None`: a new
+    /// store gets a new id, and any store opens.
+    pub store_id: Option<StoreId>,
 }
 
 impl std::fmt::Debug for StoreOptions {
@@ -72,6 +77,7 @@ impl std::fmt::Debug for StoreOptions {
             .field("maintenance_thread", &self.maintenance_thread)
             .field("purge_delay", &self.purge_delay)
             .field("archive_retention", &self.archive_retention)
+            .field("store_id", &self.store_id)
             .finish()
     }
 }
@@ -108,6 +114,7 @@ impl StoreOptions {
             maintenance_thread: true,
             purge_delay: Some(DEFAULT_PURGE_DELAY),
             archive_retention: ArchiveRetention::default(),
+            store_id: None,
         }
     }
 
@@ -216,6 +223,14 @@ impl StoreOptions {
     #[must_use]
     pub fn archive_retention(mut self, retention: ArchiveRetention) -> StoreOptions {
         self.archive_retention = retention;
+        self
+    }
+
+    /// Creates the store with id `id`, or opens it only if it has that id (a cluster
+    /// partition's replica; default: any).
+    #[must_use]
+    pub fn store_id(mut self, id: StoreId) -> StoreOptions {
+        self.store_id = Some(id);
         self
     }
 }

@@ -48,6 +48,9 @@ pub(crate) struct DbConfig {
     pub(crate) purge_delay: Option<Duration>,
     /// Which archived records the maintenance thread forgets.
     pub(crate) archive_retention: ArchiveRetention,
+    /// The store id a new store is created with, and an existing one must have (a cluster
+    /// partition's, `docs/cluster.md`); `None`: a new id, and any store opens.
+    pub(crate) store_id: Option<crate::kernel::identity::StoreId>,
 }
 
 /// Which archived records the maintenance thread forgets (`docs/semantics.md`, "Archive

@@ -54,6 +54,35 @@ impl std::fmt::Display for StoreId {
     }
 }
 
+impl StoreId {
+    /// A new id: 128 random bits, never all zero (what `amberdb cluster init` makes for each
+    /// partition, `docs/cluster.md`).
+    ///
+    /// # Errors
+    /// When the OS has no random bytes to give.
+    pub fn random() -> std::io::Result<StoreId> {
+        random().map(StoreId)
+    }
+}
+
+impl std::str::FromStr for StoreId {
+    type Err = String;
+
+    /// 32 hexadecimal digits, as `Display` writes them.
+    fn from_str(s: &str) -> Result<StoreId, String> {
+        let bad = || format!("a store id is 32 hexadecimal digits, not {s:?}");
+        if s.len() != 32 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(bad());
+        }
+        let mut id = [0u8; 16];
+        for (i, b) in id.iter_mut().enumerate() {
+            let digits = s.get(2 * i..2 * i + 2).ok_or_else(bad)?;
+            *b = u8::from_str_radix(digits, 16).map_err(|_| bad())?;
+        }
+        Ok(StoreId(id))
+    }
+}
+
 /// One life of a store: its creation, or a restore from a backup. Files written in it carry
 /// its `id`; it began after sequence number `since_seq` (the restore point) with segment ids
 /// from `since_segment` on.
@@ -404,6 +433,22 @@ pub fn decode(b: &[u8]) -> Result<Identity, IdentityError> {
 #[allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_store_id_reads_back_from_its_hex_and_nothing_else_does() {
+        let id = StoreId::random().unwrap();
+        assert_eq!(id.to_string().parse::<StoreId>(), Ok(id));
+        for bad in [
+            "",
+            "00",
+            &"g".repeat(32),
+            &"0".repeat(33),
+            &"é".repeat(16),
+            &"+f".repeat(16),
+        ] {
+            assert!(bad.parse::<StoreId>().is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn an_identity_round_trips_and_judges_files_by_store_and_incarnation() {

@@ -57,6 +57,7 @@ impl Store {
             maintenance_thread: options.maintenance_thread,
             purge_delay: options.purge_delay,
             archive_retention: options.archive_retention,
+            store_id: options.store_id,
             vector_codes: options.vector_codes,
             clock: Arc::clone(&options.clock),
             index: options.index.clone(),

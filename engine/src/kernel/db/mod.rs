@@ -55,7 +55,7 @@ impl Drop for Db {
 impl Db {
     /// Opens or creates the database in `dir` (`docs/durability.md`, "Recovery").
     pub(crate) fn open(dir: &Path, embedder: &dyn Embedder, config: DbConfig) -> Result<Arc<Db>> {
-        let r = recovery::recover(dir, &config.storage, embedder)?;
+        let r = recovery::recover(dir, &config.storage, embedder, config.store_id)?;
         // What a purge would remove is not remembered across a restart, so an open notes a
         // delete when the files may hold one (`docs/durability.md`, "Purge"): the replayed log
         // deleted records, a segment holds deleted rows, or an older checkpoint is retained
@@ -340,6 +340,7 @@ mod tests {
             maintenance_thread: false,
             purge_delay: None,
             archive_retention: crate::kernel::config::ArchiveRetention::default(),
+            store_id: None,
         }
     }
 

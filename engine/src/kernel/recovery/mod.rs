@@ -6,7 +6,7 @@ mod found;
 
 use crate::kernel::checkpoint::format as ckpt_format;
 use crate::kernel::error::{KernelError, Result};
-use crate::kernel::identity::{self, Identity, IdentityError};
+use crate::kernel::identity::{self, Identity, IdentityError, StoreId};
 use crate::kernel::journal::local::LocalJournal;
 use crate::kernel::journal::{Journal, ReplayReport};
 use crate::kernel::log::writer::{self as log_writer, LogWriter};
@@ -46,6 +46,7 @@ pub(crate) fn recover(
     dir: &Path,
     shared_storage: &Arc<dyn Storage>,
     embedder: &dyn amberdb_embed::Embedder,
+    store_id: Option<StoreId>,
 ) -> Result<Recovered> {
     let storage = &**shared_storage;
     let mut report = OpenReport::default();
@@ -54,7 +55,8 @@ pub(crate) fn recover(
     // R2: leftovers of interrupted atomic writes.
     let mut names = remove_tmp_files(storage, dir, &mut report)?;
     // R3, R3c, R3d: identity, every file's owner, a store id for a store made before them.
-    let (identity, census) = owned_files(storage, dir, embedder, &mut names, &mut report)?;
+    let (identity, census) =
+        owned_files(storage, dir, embedder, store_id, &mut names, &mut report)?;
     let owner = identity.owner();
     let created = Model {
         id: identity.model_id.clone(),
@@ -182,11 +184,13 @@ fn sorted_seqs(names: &[String], parse: impl Fn(&str) -> Option<u64>) -> Vec<u64
 }
 
 /// R3: the store's identity, read from `IDENTITY`, or, for a directory with no store file, a
-/// new store created (R3a: its first log file, then `IDENTITY`; `names` gains the log file).
+/// new store created (R3a: its first log file, then `IDENTITY`; `names` gains the log file)
+/// with the id `store_id` asks for (a cluster partition's, `docs/cluster.md`) or a new one.
 fn identity_of(
     storage: &dyn Storage,
     dir: &Path,
     embedder: &dyn amberdb_embed::Embedder,
+    store_id: Option<StoreId>,
     names: &mut Vec<String>,
 ) -> Result<Identity> {
     // A store is created log first, then IDENTITY (R3a): a directory whose only store file is
@@ -243,7 +247,10 @@ fn identity_of(
             reason: "model id must be 1..=256 bytes".into(),
         });
     }
-    let id = Identity::new(model_id.to_owned(), dim).map_err(io(&id_path))?;
+    let mut id = Identity::new(model_id.to_owned(), dim).map_err(io(&id_path))?;
+    if let Some(store) = store_id {
+        id.store = store;
+    }
     // R3a: the first log file, then IDENTITY: once IDENTITY exists, a missing log file is a
     // lost one (R5).
     LogWriter::create(storage, dir, 1, id.owner()).map_err(io(&dir.join(&first_log)))?;
@@ -260,10 +267,24 @@ fn owned_files(
     storage: &dyn Storage,
     dir: &Path,
     embedder: &dyn amberdb_embed::Embedder,
+    store_id: Option<StoreId>,
     names: &mut Vec<String>,
     report: &mut OpenReport,
 ) -> Result<(Identity, crate::kernel::ownership::Census)> {
-    let identity = identity_of(storage, dir, embedder, names)?;
+    let identity = identity_of(storage, dir, embedder, store_id, names)?;
+    // A store opened as a cluster partition's must be that partition's (before any effect).
+    if let Some(asked) = store_id
+        && (identity.is_legacy() || identity.store != asked)
+    {
+        return Err(KernelError::Invalid {
+            field: "store_id",
+            reason: format!(
+                "{} holds store {}, not {asked}: a partition's replicas are one store, and a directory of another store (or one made before store ids) cannot serve as it",
+                dir.display(),
+                identity.store
+            ),
+        });
+    }
     let census = crate::kernel::ownership::census(storage, dir, &identity, names)?;
     report.quarantined.clone_from(&census.quarantined);
     Ok((upgrade_identity(storage, dir, identity)?, census))
