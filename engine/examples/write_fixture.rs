@@ -17,7 +17,11 @@
 //! 10 (log v10, checkpoint v11) gives every chat turn of `chat/` a source id (a message id,
 //! written in `chat.tsv`'s fourth column); version 11 (log v11, checkpoint v12) adds
 //! `requests/`, writes that carried request ids before and after a checkpoint (one whose reply
-//! was never kept), and `requests.tsv`: each id, its fingerprint and how a retry is answered.
+//! was never kept), and `requests.tsv`: each id, its fingerprint and how a retry is answered;
+//! version 12 (log v12, checkpoint v13) adds `partition/`, a cluster partition's replica that
+//! applied a stream of claims, frames, skips and chunks, with a chunk group open across its
+//! checkpoint and another at its end, and `partition.tsv`: what it holds and the message that
+//! completes the last group.
 
 use amberdb::log::format::VERSION;
 use amberdb::{
@@ -289,6 +293,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     write_items_fixture(&root)?;
     write_chat_fixture(&root)?;
     write_requests_fixture(&root)?;
+    write_partition_fixture(&root)?;
     eprintln!("wrote {}", root.display());
     Ok(())
 }
@@ -586,5 +591,183 @@ fn write_items_fixture(root: &Path) -> Result<(), Box<dyn std::error::Error>> {
     store.close()?;
     std::fs::remove_file(dir.join("LOCK"))?;
     std::fs::write(root.join("items.tsv"), tsv)?;
+    Ok(())
+}
+
+/// A record stored by a partition's owner (8-d vectors), as the stream carries it.
+fn partition_store_op(id: u64, content: &str) -> amberdb::log::format::Op {
+    let mut vector = vec![0.0; 8];
+    vector[usize::try_from(id).unwrap_or(0) % 8] = 1.0;
+    let record = amberdb::Memory {
+        id: MemoryId(id),
+        user_id: "default".into(),
+        kind: amberdb::Kind::Memory,
+        session_id: None,
+        agent_id: None,
+        role: None,
+        content: content.into(),
+        content_hash: amberdb::content_hash(content),
+        category: Category::Other,
+        tags: vec![],
+        created_at: Timestamp(REQUESTS_AT),
+        updated_at: Timestamp(REQUESTS_AT),
+        last_accessed_at: Timestamp(REQUESTS_AT),
+        access_count: 0,
+        helpful_count: 0,
+        harmful_count: 0,
+        confidence: 1.0,
+        supersedes: vec![],
+        valid_from: Timestamp(REQUESTS_AT),
+        valid_to: None,
+        decision: None,
+        item: None,
+        source_id: None,
+    };
+    amberdb::log::format::Op::Store {
+        record: Box::new(record),
+        vector,
+    }
+}
+
+/// A stream message as published: epoch, previous position, chunk, body.
+type Published = (u64, u64, Option<(u32, u32)>, Vec<u8>);
+
+/// The store id of `partition/` (`partition.tsv` names it too).
+pub const PARTITION_STORE: [u8; 16] = [0x57; 16];
+
+/// Version 12: `partition/`, a replica that applied positions 1..=14 of a partition stream:
+/// a frame before any claim (1), a claim (2), frames in place and one behind an intruder
+/// (3..=5), a lost claim (6), a frame in three chunks with the checkpoint taken after the
+/// second (7..=9), a second claim (10), the old owner fenced (11), a lone chunk (12), a frame
+/// (13), and the first of two chunks (14); `partition.tsv`: the store id, the claim, the
+/// position, the open group, the live ids, and message 15 (which completes the group).
+fn write_partition_fixture(root: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    use amberdb::cluster::{Claim, StreamMessage};
+    use amberdb::log::format::{Op, encode_frame};
+    let store_id = amberdb::StoreId(PARTITION_STORE);
+    let dir = root.join("partition");
+    let store = Store::open(
+        &dir,
+        StoreOptions::new(std::sync::Arc::new(amberdb::HashingEmbedder::with_dim(8)))
+            .maintenance_thread(false)
+            .store_id(store_id),
+    )?;
+    let claim = |epoch: u64, node: &str| {
+        Op::Claim(Box::new(Claim {
+            epoch,
+            node: node.into(),
+            store: store_id,
+        }))
+    };
+    // Positions 1, 2, ...
+    let mut stream: Vec<Published> = Vec::new();
+    let whole = |stream: &mut Vec<_>, epoch: u64, prev: u64, op: &Op| {
+        let position = stream.len() as u64 + 1;
+        stream.push((epoch, prev, None, encode_frame(position, op)));
+    };
+    whole(
+        &mut stream,
+        0,
+        0,
+        &partition_store_op(1, "before any claim"),
+    );
+    whole(&mut stream, 1, 1, &claim(1, "node-a"));
+    whole(
+        &mut stream,
+        1,
+        2,
+        &partition_store_op(2, "the owner's first write"),
+    );
+    whole(
+        &mut stream,
+        1,
+        2,
+        &partition_store_op(3, "behind an intruder"),
+    );
+    whole(
+        &mut stream,
+        1,
+        4,
+        &partition_store_op(4, "the owner in place"),
+    );
+    whole(&mut stream, 1, 5, &claim(1, "node-c"));
+    let chunked = |stream: &mut Vec<_>, epoch: u64, op: &Op, count: u32| {
+        let first = stream.len() as u64 + 1;
+        let frame = encode_frame(first + u64::from(count) - 1, op);
+        let n = frame.len() / count as usize;
+        for i in 0..count {
+            let end = if i + 1 == count {
+                frame.len()
+            } else {
+                n * (i as usize + 1)
+            };
+            let bytes = frame[n * i as usize..end].to_vec();
+            stream.push((epoch, first + u64::from(i) - 1, Some((i + 1, count)), bytes));
+        }
+    };
+    chunked(
+        &mut stream,
+        1,
+        &partition_store_op(5, "a frame in three chunks"),
+        3,
+    );
+    whole(&mut stream, 2, 9, &claim(2, "node-b"));
+    whole(
+        &mut stream,
+        1,
+        10,
+        &partition_store_op(6, "the old owner, fenced"),
+    );
+    stream.push((2, 11, Some((2, 2)), vec![1; 16]));
+    whole(
+        &mut stream,
+        2,
+        12,
+        &partition_store_op(7, "the new owner's write"),
+    );
+    chunked(
+        &mut stream,
+        2,
+        &partition_store_op(8, "completed by message 15"),
+        2,
+    );
+    let message = |position: u64, m: &Published| {
+        let (epoch, prev, chunk, body) = m;
+        (position, *epoch, *prev, *chunk, body.clone())
+    };
+    for (i, m) in stream.iter().take(14).enumerate() {
+        let (position, epoch, prev, chunk, body) = message(i as u64 + 1, m);
+        store.apply_replicated(&StreamMessage {
+            position,
+            epoch,
+            prev,
+            chunk,
+            body: &body,
+        })?;
+        if position == 8 {
+            store.checkpoint()?;
+        }
+    }
+    let log = store.partition_log();
+    let mut tsv = format!("store\t{store_id}\n");
+    if let Some(c) = &log.claim {
+        tsv.push_str(&format!("claim\t{}\t{}\n", c.epoch, c.node));
+    }
+    tsv.push_str(&format!("position\t{}\n", log.position));
+    if let Some((held, count)) = log.open_group {
+        tsv.push_str(&format!("open_group\t{held}\t{count}\n"));
+    }
+    for id in 1..=8 {
+        if let Ok(m) = store.get(MemoryId(id)) {
+            tsv.push_str(&format!("live\t{id}\t{}\n", m.content));
+        }
+    }
+    let (epoch, prev, chunk, body) = stream[14].clone();
+    let (i, n) = chunk.ok_or("message 15 is a chunk")?;
+    let hex: String = body.iter().map(|b| format!("{b:02x}")).collect();
+    tsv.push_str(&format!("next\t15\t{epoch}\t{prev}\t{i}/{n}\t{hex}\n"));
+    store.close()?;
+    std::fs::remove_file(dir.join("LOCK"))?;
+    std::fs::write(root.join("partition.tsv"), tsv)?;
     Ok(())
 }

@@ -176,7 +176,17 @@ pub use options::{
     ArchiveRetention, Clock, DEFAULT_MEMORY_LIMIT, DEFAULT_PURGE_DELAY, IndexOptions,
     MAX_MEMORY_LIMIT, StoreOptions, SyncPolicy,
 };
-pub use store::{Begun, IndexStats, IvfSegmentStats, RequestRun, Stats, Store, restore};
+pub use store::{
+    Begun, IndexStats, IvfSegmentStats, PartitionLog, RequestRun, Stats, Store, restore,
+};
+/// A store as a replica of a cluster's partition (`docs/cluster.md`): the stream's messages and
+/// the frames they become.
+pub mod cluster {
+    pub use crate::kernel::cluster::{
+        Applied, CHUNK_BYTES, Chunk, Claim, MAX_CHUNKS, MAX_NODE_NAME, Skip, SkipReason,
+        StreamMessage,
+    };
+}
 
 /// Decoders of bytes from disk, exposed for the fuzz targets and their proptests (the
 /// `fuzzing` feature). Each runs its decoder on arbitrary bytes and never panics.

@@ -144,6 +144,19 @@ pub enum KernelError {
         /// Which check failed.
         reason: &'static str,
     },
+    /// A partition's replicated log holds a message this replica cannot follow: a frame that
+    /// fails its checks, or one its state refuses (`docs/cluster.md`, "Fencing", rule 1). The
+    /// partition halts on this node: reads go on, writes are refused, and nothing past the
+    /// message is applied. Corruption is never skipped.
+    #[error(
+        "the partition log halted at stream position {position}: {reason}; reads go on, writes are refused until an operator repairs the stream or this replica"
+    )]
+    Halted {
+        /// The stream position of the message.
+        position: u64,
+        /// Which check failed.
+        reason: &'static str,
+    },
     /// A log or checkpoint file whose header names another sequence number than its file
     /// name (`docs/durability.md`, "File identity"): renamed, swapped or copied.
     #[error(
@@ -199,6 +212,7 @@ impl KernelError {
             KernelError::Corrupted { .. }
             | KernelError::Misnamed { .. }
             | KernelError::Foreign { .. }
+            | KernelError::Halted { .. }
             | KernelError::UnsupportedVersion { .. } => ErrorKind::Data,
             KernelError::Internal { .. } => ErrorKind::Internal,
         }

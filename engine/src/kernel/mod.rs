@@ -16,8 +16,12 @@
 //!   job shares: the `Db` and `Writer` structs, accessors), `db/mod.rs` (the open and the
 //!   orchestration of background work), `db/write.rs` (the commit path), `db/checkpoint.rs`,
 //!   `db/retention.rs` (retired files, archive retention), `db/indexing.rs` (IVF builds),
-//!   `db/purge.rs`; the backup's file choice is in `backup.rs`. Background threads
-//!   (`maintenance`, `lexical`) get a closure, not the `Db`.
+//!   `db/purge.rs`, `db/replica.rs` (a partition replica's stream); the backup's file choice
+//!   is in `backup.rs`. Background threads (`maintenance`, `lexical`) get a closure, not the
+//!   `Db`.
+//! - `cluster`: what a partition's replicated log adds to the frames (the `Claim` and `Skip`
+//!   frames, the chunks of a split frame) and what the state keeps of them; the replica path
+//!   that applies a stream is `db/replica.rs`, its validity rule `journal/fence.rs`.
 //! - `commit`: group commit and poisoning (`docs/durability.md`), the local journal's
 //!   acknowledgement.
 //! - `config`: what a store's options tell the kernel (`DbConfig`, `SyncPolicy`, `Clock`,
@@ -36,6 +40,7 @@
 
 pub mod backup;
 pub mod checkpoint;
+pub mod cluster;
 pub mod codec;
 pub(crate) mod commit;
 pub(crate) mod config;

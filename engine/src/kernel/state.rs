@@ -7,6 +7,7 @@
 //! applies what the log holds, and a frame that does not apply there means a damaged log
 //! (recovery refuses to open).
 
+use crate::kernel::cluster::ClusterLog;
 use crate::kernel::log::{Op, Reembed};
 use crate::kernel::record::{EntityKind, MemoryId};
 use crate::kernel::request::Requests;
@@ -34,6 +35,9 @@ pub(crate) struct State {
     pub(in crate::kernel) unindexed: Unindexed,
     /// The request ids of the last two windows (`kernel::request`).
     pub(in crate::kernel) requests: Requests,
+    /// The partition log's claim and open chunk group (`kernel::cluster`); empty on a single
+    /// node.
+    pub(in crate::kernel) cluster: ClusterLog,
 }
 
 /// Records (live, or archived since) whose vector was in a damaged segment: out of vector
@@ -156,6 +160,7 @@ impl State {
             stage: None,
             unindexed: Unindexed::default(),
             requests: Requests::default(),
+            cluster: ClusterLog::default(),
         }
     }
 
@@ -367,6 +372,8 @@ impl State {
             }
             Op::Batch(ops) => self.check_batch(ops, o)?,
             Op::Request(r) => self.requests.check(r)?,
+            Op::Claim(c) => self.cluster.check_claim(c)?,
+            Op::Skip(x) => self.cluster.check_skip(x)?,
         }
         Ok(())
     }
@@ -381,7 +388,11 @@ impl State {
             }
             if matches!(
                 op,
-                Op::ForgetArchived { .. } | Op::Reembed(_) | Op::Model { .. }
+                Op::ForgetArchived { .. }
+                    | Op::Reembed(_)
+                    | Op::Model { .. }
+                    | Op::Claim(_)
+                    | Op::Skip(_)
             ) {
                 // Written alone; in a batch they would need the overlay to track what they
                 // removed or staged.
@@ -513,6 +524,10 @@ impl State {
     /// Applies an operation `check` accepted. An error here is a bug (the write path then
     /// poisons the store).
     pub(crate) fn apply_checked(&mut self, op: Op) -> Result<(), Refusal> {
+        // Only a pending chunk continues an open chunk group (`kernel::cluster`).
+        if !matches!(op, Op::Skip(_) | Op::Claim(_)) {
+            self.cluster.close_group();
+        }
         let State {
             table,
             vectors,
@@ -614,6 +629,8 @@ impl State {
                 }
             }
             Op::Request(r) => self.requests.apply(*r)?,
+            Op::Claim(c) => self.cluster.apply_claim(*c),
+            Op::Skip(x) => self.cluster.apply_skip(*x),
         }
         Ok(())
     }

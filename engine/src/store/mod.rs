@@ -14,13 +14,16 @@
 //! - search (`memory/search/`) and the MemFuse query (`memory/query.rs`);
 //! - entities and messages (`memory/entities.rs`), tags and snapshots (`memory/tags.rs`),
 //!   items (`memory/items.rs`);
-//! - the embedder: re-embedding (`memory/reembed.rs`), restoring vectors (`memory/restore.rs`).
+//! - the embedder: re-embedding (`memory/reembed.rs`), restoring vectors (`memory/restore.rs`);
+//! - a partition replica of a cluster: applying its stream, claiming it (`store/replica.rs`).
 
 mod maintenance;
 mod open;
+mod replica;
 mod requests;
 
 pub use maintenance::{IndexStats, IvfSegmentStats, Stats, restore};
+pub use replica::PartitionLog;
 pub use requests::{Begun, RequestRun};
 
 use crate::error::{EngineError, Result};

@@ -543,6 +543,81 @@ fn version_11_store_answers_its_request_ids_from_the_checkpoint_and_the_log() {
 }
 
 #[test]
+fn version_12_replica_holds_its_claim_and_open_chunk_group_and_completes_it() {
+    use amberdb::cluster::{Applied, StreamMessage};
+    check_v2_store(12);
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v12/partition.tsv"),
+    )
+    .unwrap();
+    let field = |name: &str| -> Vec<&str> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}\t")))
+            .unwrap_or_else(|| panic!("{name} in partition.tsv"))
+            .split('\t')
+            .collect()
+    };
+    let store_id: amberdb::StoreId = field("store")[0].parse().unwrap();
+    let dir = copy_of_version(12, "partition");
+    let options = StoreOptions::new(std::sync::Arc::new(amberdb::HashingEmbedder::with_dim(8)))
+        .maintenance_thread(false)
+        .store_id(store_id);
+    let store = Store::open(dir.path(), options).unwrap();
+    assert!(store.open_report().replayed_frames > 0, "a log tail");
+    let log = store.partition_log();
+    let claim = log.claim.clone().unwrap();
+    assert_eq!(
+        vec![claim.epoch.to_string(), claim.node],
+        field("claim"),
+        "the claim"
+    );
+    assert_eq!(log.position.to_string(), field("position")[0]);
+    let (held, count) = log.open_group.unwrap();
+    assert_eq!(
+        vec![held.to_string(), count.to_string()],
+        field("open_group")
+    );
+    let live: Vec<(u64, String)> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("live\t"))
+        .map(|l| {
+            let (id, content) = l.split_once('\t').unwrap();
+            (id.parse().unwrap(), content.to_owned())
+        })
+        .collect();
+    assert_eq!(live.len(), 4);
+    for (id, content) in &live {
+        assert_eq!(&store.get(MemoryId(*id)).unwrap().content, content);
+    }
+    for id in 1..=8 {
+        if !live.iter().any(|(l, _)| *l == id) && id != 8 {
+            assert!(store.get(MemoryId(id)).is_err(), "{id} did not count");
+        }
+    }
+    // The message that completes the open group.
+    let next = field("next");
+    let (i, n) = next[3].split_once('/').unwrap();
+    let body: Vec<u8> = (0..next[4].len())
+        .step_by(2)
+        .map(|k| u8::from_str_radix(&next[4][k..k + 2], 16).unwrap())
+        .collect();
+    let applied = store
+        .apply_replicated(&StreamMessage {
+            position: next[0].parse().unwrap(),
+            epoch: next[1].parse().unwrap(),
+            prev: next[2].parse().unwrap(),
+            chunk: Some((i.parse().unwrap(), n.parse().unwrap())),
+            body: &body,
+        })
+        .unwrap();
+    assert_eq!(applied, Applied::Frame);
+    assert_eq!(
+        store.get(MemoryId(8)).unwrap().content,
+        "completed by message 15"
+    );
+}
+
+#[test]
 fn a_store_from_before_store_ids_gets_one_at_its_first_open_and_keeps_its_old_files() {
     let dir = copy_of_version(8, "store");
     let before = std::fs::read(dir.path().join("IDENTITY")).unwrap();

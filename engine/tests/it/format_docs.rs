@@ -87,6 +87,8 @@ fn the_log_doc_lists_every_frame_type_the_code_has() {
         TYPE_REEMBED,
         TYPE_MODEL,
         TYPE_REQUEST,
+        TYPE_CLAIM,
+        TYPE_SKIP,
     ]
     .into_iter()
     .collect();

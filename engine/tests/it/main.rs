@@ -22,6 +22,7 @@ mod model;
 mod operations;
 mod ownership;
 mod reembed;
+mod replica;
 mod requests;
 mod search;
 mod search_minilm;

@@ -644,6 +644,8 @@ pub const KERNEL_API: &[&str] = &[
     "engine/src/kernel/keyword.rs",
     "engine/src/kernel/rule.rs",
     "engine/src/kernel/slots.rs",
+    // A partition log's frames and messages (`Claim`, `Skip`, `StreamMessage`, `Applied`).
+    "engine/src/kernel/cluster.rs",
     // Request ids (`RequestId`, `RequestRecord`), what a retried write is known by.
     "engine/src/kernel/request.rs",
     // The table's read-only views (`UserIndex`, `Archived`, `CanonicalTags`).

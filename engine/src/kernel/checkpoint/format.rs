@@ -29,16 +29,19 @@ use std::ops::RangeInclusive;
 /// File magic.
 pub const MAGIC: [u8; 4] = *b"MNCK";
 /// Version this build writes.
-pub const VERSION: u16 = 12;
+pub const VERSION: u16 = 13;
 /// Versions this build reads (v1 has no aux section, v2 no entities in it, v1–v4 no segment
 /// kinds, v1–v5 no model and no staged re-embedding, v1–v7 no deltas, v1–v8 no tool role,
 /// v1–v9 no owner, v1–v10 no record source ids,
-/// v1–v11 no request ids).
+/// v1–v11 no request ids, v1–v12 no claims and pending chunks).
 pub const SUPPORTED: RangeInclusive<u16> = 1..=VERSION;
 /// The first version whose header names its store.
 pub const OWNER_VERSION: u16 = 10;
 /// The first version whose aux section may hold request ids (type 16).
 pub const REQUEST_VERSION: u16 = 12;
+/// The first version whose aux section may hold a partition's claim and pending chunks (types
+/// 17 and 18).
+pub const CLUSTER_VERSION: u16 = 13;
 /// Flag bit: the checkpoint is a delta on the full checkpoint at `base_seq` (v8).
 pub const FLAG_DELTA: u16 = 1;
 /// The first version that may set `FLAG_DELTA`.

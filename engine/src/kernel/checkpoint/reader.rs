@@ -3,14 +3,15 @@
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
 use super::format::{
-    BODY_SEED, DELTA_VERSION, Delta, FLAG_DELTA, HEADER_SEED, LEGACY_HEADER_LEN, MAGIC,
-    MIN_RECORD_BYTES, OWNER_VERSION, REQUEST_VERSION, SUPPORTED, header_len, segment_entry_len,
+    BODY_SEED, CLUSTER_VERSION, DELTA_VERSION, Delta, FLAG_DELTA, HEADER_SEED, LEGACY_HEADER_LEN,
+    MAGIC, MIN_RECORD_BYTES, OWNER_VERSION, REQUEST_VERSION, SUPPORTED, header_len,
+    segment_entry_len,
 };
 use crate::kernel::codec::{DecodeError, Decoder};
 use crate::kernel::log::Op;
 use crate::kernel::log::format::{
-    TYPE_CANONICAL_TAG, TYPE_ENTITY, TYPE_MODEL, TYPE_REEMBED, TYPE_REQUEST, TYPE_SNAPSHOT,
-    TYPE_STORE_ARCHIVED, decode_payload,
+    TYPE_CANONICAL_TAG, TYPE_CLAIM, TYPE_ENTITY, TYPE_MODEL, TYPE_REEMBED, TYPE_REQUEST, TYPE_SKIP,
+    TYPE_SNAPSHOT, TYPE_STORE_ARCHIVED, decode_payload,
 };
 use crate::kernel::record::{self, Memory};
 use crate::kernel::segment_file::{SegmentEntry, SegmentKind};
@@ -265,7 +266,9 @@ fn decode_aux(d: &mut Decoder<'_>, version: u16, count: u64) -> Result<Vec<Op>, 
     let mut aux = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
     for _ in 0..count {
         let t = d.u8().map_err(at)?;
+        // Types written alone in a log, so not read as batch members.
         let model_types = [TYPE_MODEL, TYPE_REEMBED];
+        let cluster_types = [TYPE_CLAIM, TYPE_SKIP];
         let held = [
             TYPE_STORE_ARCHIVED,
             TYPE_CANONICAL_TAG,
@@ -274,7 +277,8 @@ fn decode_aux(d: &mut Decoder<'_>, version: u16, count: u64) -> Result<Vec<Op>, 
         ]
         .contains(&t)
             || (version >= 6 && model_types.contains(&t))
-            || (version >= REQUEST_VERSION && t == TYPE_REQUEST);
+            || (version >= REQUEST_VERSION && t == TYPE_REQUEST)
+            || (version >= CLUSTER_VERSION && cluster_types.contains(&t));
         if !held {
             return Err(at(DecodeError {
                 offset: d.pos(),
@@ -285,7 +289,8 @@ fn decode_aux(d: &mut Decoder<'_>, version: u16, count: u64) -> Result<Vec<Op>, 
         let start = d.pos();
         let mut member = Decoder::new(d.take(len).map_err(at)?);
         // Re-embedding frames may not stand in a batch; an aux entry is not one.
-        let op = decode_payload(t, &mut member, !model_types.contains(&t)).map_err(|e| {
+        let alone = model_types.contains(&t) || cluster_types.contains(&t);
+        let op = decode_payload(t, &mut member, !alone).map_err(|e| {
             at(DecodeError {
                 offset: start + e.offset,
                 reason: e.reason,

@@ -92,7 +92,8 @@ impl CaptureKind {
 
 /// A checkpoint's aux section (`docs/format/checkpoint.md`): the model first, then the
 /// entities, archive, canonical tags and snapshots, then what a re-embedding has staged, then
-/// the request ids of the last two windows (`kernel::request`).
+/// the request ids of the last two windows (`kernel::request`), then the partition log's claim
+/// and open chunk group (`kernel::cluster`).
 pub(in crate::kernel) fn checkpoint_aux(state: &State) -> Vec<Op> {
     let mut aux = vec![Op::Model {
         model_id: state.model.id.clone(),
@@ -109,6 +110,9 @@ pub(in crate::kernel) fn checkpoint_aux(state: &State) -> Vec<Op> {
             .into_iter()
             .map(|r| Op::Request(Box::new(r))),
     );
+    let (claim, pending) = state.cluster.frames();
+    aux.extend(claim.map(|c| Op::Claim(Box::new(c))));
+    aux.extend(pending.into_iter().map(|x| Op::Skip(Box::new(x))));
     aux
 }
 

@@ -18,6 +18,7 @@ mod checkpoint;
 mod core;
 mod indexing;
 mod purge;
+mod replica;
 mod retention;
 mod write;
 

@@ -244,9 +244,28 @@ impl Db {
 
     /// Step 4, the seam where a frame enters the log: encodes and appends `op` as the next
     /// frame. Returns its sequence number. (The cluster appends to its replicated log here.)
+    /// A partition replica's log grows only from its stream (`Db::apply_replicated`).
+    ///
+    /// # Errors
+    /// `Invalid` on a partition replica (nothing changed); as `append_frame`.
     pub(in crate::kernel) fn append(&self, w: &mut Writer, op: &Op) -> Result<u64> {
+        if self.state.read().cluster.is_replicated() {
+            return Err(KernelError::Invalid {
+                field: "write",
+                reason: "this store is a partition replica: its log grows only from the partition's stream".into(),
+            });
+        }
+        self.append_frame(w, op, &encode_frame(w.next_seq, op))
+    }
+
+    /// Appends `frame`, the encoded `op` for the next sequence number, and counts it.
+    pub(in crate::kernel) fn append_frame(
+        &self,
+        w: &mut Writer,
+        op: &Op,
+        frame: &[u8],
+    ) -> Result<u64> {
         let seq = w.next_seq;
-        let frame = encode_frame(seq, op);
         let body = frame.len() - FRAME_PREFIX;
         if body > MAX_FRAME_LEN as usize {
             return Err(KernelError::LimitExceeded {
@@ -255,7 +274,7 @@ impl Db {
                 got: body,
             });
         }
-        match self.journal.append(seq, &frame) {
+        match self.journal.append(seq, frame) {
             Ok(n) => w.log_bytes_since_checkpoint += n,
             Err(e) => {
                 if matches!(e, KernelError::DiskFull { .. }) {
@@ -317,6 +336,10 @@ impl Db {
     /// full disk, a poisoned store); the read is answered all the same and
     /// `accesses_not_recorded` counts it.
     pub(crate) fn touch(&self, at: Timestamp, ids: Vec<MemoryId>) -> bool {
+        // A replica's log grows only from its stream: its reads count no access here.
+        if self.state.read().cluster.is_replicated() {
+            return false;
+        }
         if self.journal.check().is_err() {
             self.accesses_not_recorded.fetch_add(1, Ordering::Relaxed);
             return false;

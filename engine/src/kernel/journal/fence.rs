@@ -11,6 +11,8 @@
 //! positions, in one epoch. Corruption is not decided here: a message whose frame fails its
 //! checks halts the partition before it reaches the fence.
 
+pub(crate) use crate::kernel::cluster::SkipReason;
+
 /// What a message says of itself, from its headers (`Amberdb-Epoch`, `Amberdb-Prev`,
 /// `Amberdb-Chunk`) and its frame type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,23 +27,6 @@ pub(crate) struct Message {
     pub(crate) claim: bool,
     /// `Some((i, n))`: chunk `i` of `n` (1-based) of one frame.
     pub(crate) chunk: Option<(u32, u32)>,
-}
-
-/// Why a message does not count: it becomes a `Skip` frame at its position.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SkipReason {
-    /// Its epoch is not the current one (a stale owner, or an epoch nobody claimed).
-    Epoch,
-    /// It names another previous position: something landed between its publisher's view and it.
-    Position,
-    /// A claim whose epoch is not above the current one (it lost a race, or replays an old one).
-    LostClaim,
-    /// A chunk that does not continue the open group, or a group's first chunk that does not
-    /// count.
-    Chunk,
-    /// Chunk `i < n` of a group that counts so far: its bytes wait for the group's last chunk,
-    /// which carries the whole frame's place in the state.
-    Pending,
 }
 
 /// What a replica does with one message.
@@ -71,24 +56,26 @@ pub(crate) struct Fence {
 }
 
 impl Fence {
-    /// The rule as it stands after position `last` with `epoch` the last valid claim's (a
-    /// replica's state after its checkpoint and local log; no chunk group is open across a
-    /// checkpoint, because a checkpoint covers only applied frames and a pending chunk is
-    /// applied as a `Skip`: the group is completed from the stream after the open).
-    pub(crate) fn after(epoch: u64, last: u64) -> Fence {
+    /// The rule as it stands after position `last`, with the chunk group a store holds open
+    /// (`held` chunks of `count`, the last of them at `last`), as `kernel::cluster::ClusterLog`
+    /// keeps it across reopens and checkpoints.
+    pub(crate) fn resume(epoch: u64, last: u64, open_group: Option<(u32, u32)>) -> Fence {
         Fence {
             epoch,
             last,
-            open_group: None,
+            open_group: open_group
+                .map(|(held, count)| (last + 1 - u64::from(held), held + 1, count)),
         }
     }
 
     /// The epoch of the last valid claim (0: never claimed).
+    #[cfg(test)]
     pub(crate) fn epoch(&self) -> u64 {
         self.epoch
     }
 
     /// The position of the last message judged.
+    #[cfg(test)]
     pub(crate) fn last(&self) -> u64 {
         self.last
     }
@@ -208,7 +195,7 @@ mod tests {
 
     #[test]
     fn the_second_of_two_racing_claims_and_everything_pipelined_behind_an_intruder_skip() {
-        let mut f = Fence::after(3, 10);
+        let mut f = Fence::resume(3, 10, None);
         // Two nodes read epoch 3 at position 10 and both claim epoch 4 there.
         assert_eq!(f.judge(&claim(11, 4)), Verdict::Claim { epoch: 4 });
         let late = Message {
@@ -235,8 +222,33 @@ mod tests {
     }
 
     #[test]
+    fn a_fence_resumed_inside_a_chunk_group_judges_as_the_one_that_never_stopped() {
+        let mut whole = Fence::resume(2, 4, None);
+        assert_eq!(
+            whole.judge(&chunk(5, 2, 1, 3)),
+            Verdict::Skip(SkipReason::Pending)
+        );
+        assert_eq!(
+            whole.judge(&chunk(6, 2, 2, 3)),
+            Verdict::Skip(SkipReason::Pending)
+        );
+        // A replica reopened here holds two chunks of three (`ClusterLog::open_group`).
+        let mut resumed = Fence::resume(2, 6, Some((2, 3)));
+        assert_eq!(resumed, whole);
+        assert_eq!(
+            resumed.judge(&chunk(7, 2, 3, 3)),
+            Verdict::ApplyAssembled { first: 5 }
+        );
+        // Without the group it would be a chunk that continues nothing.
+        assert_eq!(
+            Fence::resume(2, 6, None).judge(&chunk(7, 2, 3, 3)),
+            Verdict::Skip(SkipReason::Chunk)
+        );
+    }
+
+    #[test]
     fn a_chunk_group_counts_only_whole_consecutive_and_in_one_epoch() {
-        let mut f = Fence::after(1, 0);
+        let mut f = Fence::resume(1, 0, None);
         assert_eq!(
             f.judge(&chunk(1, 1, 1, 3)),
             Verdict::Skip(SkipReason::Pending)
@@ -295,7 +307,7 @@ mod tests {
 
     #[test]
     fn a_message_out_of_stream_order_is_refused_without_moving_on() {
-        let mut f = Fence::after(1, 5);
+        let mut f = Fence::resume(1, 5, None);
         assert_eq!(f.judge(&frame(7, 1)), Verdict::Skip(SkipReason::Position));
         assert_eq!(f.last(), 5);
         assert_eq!(f.judge(&frame(6, 1)), Verdict::Apply);

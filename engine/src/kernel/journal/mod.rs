@@ -12,16 +12,7 @@
 //! once every frame up to `seq` is held (durable); once poisoned, a journal refuses every
 //! append and acknowledgement until the store is reopened, and keeps the first cause.
 
-// The replicated journal of cluster mode is its first caller (`docs/cluster.md`); until it
-// lands only its tests use it.
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "the replicated journal's validity rule, ahead of it"
-    )
-)]
-mod fence;
+pub(crate) mod fence;
 pub(crate) mod local;
 mod replay;
 

@@ -15,13 +15,14 @@
 //! off size field   meaning
 //!   0    4 len     u32 LE = 1 + 8 + payload; MIN_FRAME_LEN..=MAX_FRAME_LEN
 //!   4    4 crc     crc32 seeded FRAME_CRC_SEED over bytes 0..4 then 8..8+len
-//!   8    1 type    TYPE_STORE ..= TYPE_REQUEST
+//!   8    1 type    TYPE_STORE ..= TYPE_SKIP
 //!   9    8 seq     u64 LE
 //!  17    * payload
 //! ```
 
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
+use crate::kernel::cluster::{self, Claim, Skip};
 use crate::kernel::codec::{DecodeError, Decoder, Encoder};
 use crate::kernel::record::{
     self, Entity, EntityKind, MAX_TAG_CHARS, MAX_TAGS, Memory, MemoryId, TagSnapshot, Timestamp,
@@ -33,10 +34,10 @@ use std::ops::RangeInclusive;
 /// File magic.
 pub const MAGIC: [u8; 4] = *b"MNWL";
 /// Version this build writes.
-pub const VERSION: u16 = 11;
+pub const VERSION: u16 = 12;
 /// Versions this build reads (v1 files hold only store and delete frames, v2 no entities, v4
 /// no forgotten archive, v5 no re-embedding, v6 no items, v7 no tool role, v8 no owner, v9 no
-/// record source ids, v10 no request ids).
+/// record source ids, v10 no request ids, v11 no claims and skips).
 pub const SUPPORTED: RangeInclusive<u16> = 1..=VERSION;
 /// The first version whose header names its store.
 pub const OWNER_VERSION: u16 = 9;
@@ -97,6 +98,10 @@ pub const TYPE_REEMBED: u8 = 14;
 pub const TYPE_MODEL: u8 = 15;
 /// Frame type (v11): a request id's mark (in its write's frame) or its kept reply.
 pub const TYPE_REQUEST: u8 = 16;
+/// Frame type (v12): a node takes a replicated partition (`kernel::cluster`).
+pub const TYPE_CLAIM: u8 = 17;
+/// Frame type (v12): a stream position whose message did not count (`kernel::cluster`).
+pub const TYPE_SKIP: u8 = 18;
 /// Most ids in one `ForgetArchived` frame.
 pub const MAX_FORGET_IDS: usize = 8_192;
 /// Most operations in one batch.
@@ -194,6 +199,11 @@ pub enum Op {
     },
     /// A request id's mark, or the reply kept for it (`kernel::request`).
     Request(Box<RequestRecord>),
+    /// A node takes the replicated partition from here on (`kernel::cluster`); written alone.
+    Claim(Box<Claim>),
+    /// A stream message that did not count, at its position (`kernel::cluster`); written
+    /// alone.
+    Skip(Box<Skip>),
 }
 
 /// Re-embedding work (`docs/durability.md`, "Re-embedding"): new vectors for records (live or
@@ -434,6 +444,8 @@ pub fn op_type(op: &Op) -> u8 {
         Op::Reembed(_) => TYPE_REEMBED,
         Op::Model { .. } => TYPE_MODEL,
         Op::Request(_) => TYPE_REQUEST,
+        Op::Claim(_) => TYPE_CLAIM,
+        Op::Skip(_) => TYPE_SKIP,
     }
 }
 
@@ -515,6 +527,8 @@ pub(crate) fn encode_payload(op: &Op, e: &mut Encoder<'_>) {
             e.u64(r.seq);
             e.opt_str(r.reply.as_deref());
         }
+        Op::Claim(c) => cluster::encode_claim(c, e),
+        Op::Skip(x) => cluster::encode_skip(x, e),
         Op::Snapshot(s) => record::encode_snapshot(s, e),
         Op::Entity(x) => record::encode_entity(x, e),
         Op::DeleteEntity { kind, user_id, id } => record::encode_entity_key(*kind, user_id, id, e),
@@ -722,7 +736,10 @@ pub(crate) fn decode_payload(
             }
             Op::Batch(ops)
         }
+        TYPE_CLAIM if !in_batch => Op::Claim(Box::new(cluster::decode_claim(d)?)),
+        TYPE_SKIP if !in_batch => Op::Skip(Box::new(cluster::decode_skip(d)?)),
         TYPE_BATCH => return d.fail("nested batch"),
+        TYPE_CLAIM | TYPE_SKIP => return d.fail("claim or skip inside a batch"),
         TYPE_REEMBED | TYPE_MODEL => return d.fail("re-embedding inside a batch"),
         _ => return d.fail("unknown frame type"),
     };
@@ -870,6 +887,33 @@ mod tests {
                 .reason,
             "re-embedded vector of another dimension"
         );
+    }
+
+    #[test]
+    fn claims_and_skips_round_trip_alone_and_are_refused_in_a_batch() {
+        use crate::kernel::cluster::{Chunk, SkipReason};
+        let claim = Op::Claim(Box::new(Claim {
+            epoch: 3,
+            node: "node-2".into(),
+            store: crate::kernel::identity::StoreId([9; 16]),
+        }));
+        let skip = Op::Skip(Box::new(Skip {
+            reason: SkipReason::Pending,
+            chunk: Some(Chunk {
+                index: 1,
+                count: 2,
+                bytes: vec![1, 2, 3],
+            }),
+        }));
+        for op in [claim, skip] {
+            assert_eq!(round_trip(&op), op);
+            let frame = encode_frame(1, &Op::Batch(vec![op]));
+            let raw = check_frame(&frame).expect("frame checks");
+            assert_eq!(
+                decode_op(&raw).expect_err("in a batch").reason,
+                "claim or skip inside a batch"
+            );
+        }
     }
 
     #[test]

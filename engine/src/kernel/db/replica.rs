@@ -1,0 +1,219 @@
+//! The replica path of a partition's replicated log (`docs/cluster.md`, "Fencing", "Chunks",
+//! "Replicas"): every stream message, taken in stream order, becomes exactly one frame of the
+//! local log at the same position, so local sequence number = stream position on every replica.
+//!
+//! Guarantees: a message is judged from the log before it alone (the fence, resumed from the
+//! state's claim and open chunk group), so every replica that applied the same stream holds the
+//! same frames and the same state; a message that counts is kept byte for byte as published (or
+//! as its chunks assemble); one that does not is a `Skip`; a frame that fails its checks, or that
+//! counts but that the state refuses, halts the partition on this node (the store is poisoned
+//! with the cause: reads go on, writes are refused) before anything of it is written. Once a
+//! store holds a claim or a skip its log grows only from here: local writes are refused and
+//! reads count no accesses (`Db::append`, `Db::touch`).
+
+use super::core::*;
+use crate::kernel::cluster::{
+    Applied, CHUNK_BYTES, Chunk, Claim, ClusterLog, MAX_CHUNKS, Skip, SkipReason, StreamMessage,
+};
+use crate::kernel::commit::PoisonCause;
+use crate::kernel::error::{KernelError, Result};
+use crate::kernel::journal::fence::{Fence, Message, Verdict};
+use crate::kernel::log::Op;
+use crate::kernel::log::format::{TYPE_CLAIM, check_frame, decode_op, encode_frame};
+use crate::kernel::state::State;
+use std::borrow::Cow;
+
+/// A message judged: what the local log gets at its position, and what it became.
+struct Judged<'m> {
+    op: Op,
+    frame: Cow<'m, [u8]>,
+    applied: Applied,
+}
+
+impl Db {
+    /// Applies the next message of the partition's stream (`docs/cluster.md`, "Fencing"). Not
+    /// durable when it returns: the stream holds it, and the local log is made durable as any
+    /// write's (the store's `SyncPolicy`, `Db::flush`); after a crash the replica reads the
+    /// stream again from its local end.
+    ///
+    /// # Errors
+    /// `Invalid` if `m.position` is not the local log's next (nothing changed); `Halted` if the
+    /// message cannot be followed (the store is poisoned with the cause); `Poisoned` once it
+    /// is; as any write (`DiskFull`: nothing changed).
+    pub(crate) fn apply_replicated(&self, m: &StreamMessage<'_>) -> Result<Applied> {
+        let mut w = self.writer.lock();
+        self.journal.check()?;
+        if m.position != w.next_seq {
+            return Err(KernelError::Invalid {
+                field: "position",
+                reason: format!(
+                    "stream position {} is not the local log's next, {}: messages apply in stream order, once each",
+                    m.position, w.next_seq
+                ),
+            });
+        }
+        let judged = {
+            let state = self.state.read();
+            self.judge(&state, m)
+        };
+        let judged = match judged {
+            Ok(j) => j,
+            Err(reason) => {
+                self.journal.poison(PoisonCause::new(
+                    "replicate",
+                    &self.journal.active().path,
+                    reason,
+                ));
+                return Err(KernelError::Halted {
+                    position: m.position,
+                    reason,
+                });
+            }
+        };
+        let seq = self.append_frame(&mut w, &judged.op, &judged.frame)?;
+        self.apply(&mut w, seq, judged.op)?;
+        Ok(judged.applied)
+    }
+
+    /// The partition log as this store holds it: its claim and open chunk group, and the last
+    /// position applied (`docs/cluster.md`, "Replicas").
+    pub(crate) fn partition_log(&self) -> (ClusterLog, u64) {
+        let _w = self.writer.lock();
+        (self.state.read().cluster.clone(), self.journal.written())
+    }
+
+    /// The `Claim` a node publishes to take the partition at epoch `epoch` (`docs/cluster.md`,
+    /// "Ownership", step 3): the frame for the local log's next position, and that position.
+    /// Nothing changes here: the claim counts once the stream holds it and it is applied.
+    ///
+    /// # Errors
+    /// `Invalid` for an epoch not above the partition's or a node name over 256 bytes.
+    pub(crate) fn claim_message(&self, epoch: u64, node: &str) -> Result<(u64, Vec<u8>)> {
+        let w = self.writer.lock();
+        let claim = Claim {
+            epoch,
+            node: node.to_owned(),
+            store: self.identity.store,
+        };
+        let state = self.state.read();
+        if let Err(reason) = state.cluster.check_claim(&claim) {
+            return Err(KernelError::Invalid {
+                field: "epoch",
+                reason: format!("{reason} ({})", state.cluster.epoch()),
+            });
+        }
+        if node.len() > crate::kernel::cluster::MAX_NODE_NAME || node.is_empty() {
+            return Err(KernelError::Invalid {
+                field: "node",
+                reason: "a node name is 1 to 256 bytes".into(),
+            });
+        }
+        Ok((
+            w.next_seq,
+            encode_frame(w.next_seq, &Op::Claim(Box::new(claim))),
+        ))
+    }
+
+    /// What the local log gets for `m`, or why the partition halts.
+    fn judge<'m>(
+        &self,
+        state: &State,
+        m: &StreamMessage<'m>,
+    ) -> std::result::Result<Judged<'m>, &'static str> {
+        let whole = match m.chunk {
+            None => Some(checked_frame(m.body, m.position)?),
+            Some(_) => None,
+        };
+        let verdict = match m.chunk {
+            // A chunk header no publisher of this build writes never counts.
+            Some((i, n))
+                if !(2..=MAX_CHUNKS).contains(&n)
+                    || i == 0
+                    || i > n
+                    || m.body.is_empty()
+                    || m.body.len() > CHUNK_BYTES =>
+            {
+                Verdict::Skip(SkipReason::Chunk)
+            }
+            _ => {
+                let mut fence = Fence::resume(
+                    state.cluster.epoch(),
+                    m.position - 1,
+                    state.cluster.open_group(),
+                );
+                fence.judge(&Message {
+                    position: m.position,
+                    epoch: m.epoch,
+                    prev: m.prev,
+                    claim: whole.as_ref().is_some_and(|(t, _)| *t == TYPE_CLAIM),
+                    chunk: m.chunk,
+                })
+            }
+        };
+        let judged = match verdict {
+            Verdict::Apply | Verdict::Claim { .. } => {
+                let (_, op) = whole.ok_or("a counted chunk judged whole")?;
+                Judged {
+                    applied: match &op {
+                        Op::Claim(c) => Applied::Claim { epoch: c.epoch },
+                        _ => Applied::Frame,
+                    },
+                    op,
+                    frame: Cow::Borrowed(m.body),
+                }
+            }
+            Verdict::ApplyAssembled { .. } => {
+                let mut frame: Vec<u8> = state.cluster.pending_bytes().flatten().copied().collect();
+                frame.extend_from_slice(m.body);
+                let (t, op) = checked_frame(&frame, m.position)?;
+                if t == TYPE_CLAIM {
+                    return Err("a claim split into chunks");
+                }
+                Judged {
+                    op,
+                    frame: Cow::Owned(frame),
+                    applied: Applied::Frame,
+                }
+            }
+            Verdict::Skip(reason) => {
+                let chunk = match (reason, m.chunk) {
+                    (SkipReason::Pending, Some((index, count))) => Some(Chunk {
+                        index,
+                        count,
+                        bytes: m.body.to_vec(),
+                    }),
+                    _ => None,
+                };
+                let op = Op::Skip(Box::new(Skip { reason, chunk }));
+                Judged {
+                    frame: Cow::Owned(encode_frame(m.position, &op)),
+                    op,
+                    applied: Applied::Skip(reason),
+                }
+            }
+        };
+        if let Op::Claim(c) = &judged.op
+            && c.store != self.identity.store
+        {
+            return Err("a claim of another store: the stream is another partition's");
+        }
+        // A frame that counts but does not apply means this replica's history is not the
+        // publisher's.
+        state.check(&judged.op)?;
+        Ok(judged)
+    }
+}
+
+/// A whole frame from the stream: its checks pass, it fills the message, it sits at its
+/// position, and it decodes. Returns its type and operation.
+fn checked_frame(body: &[u8], position: u64) -> std::result::Result<(u8, Op), &'static str> {
+    let raw = check_frame(body)?;
+    if raw.total_len != body.len() {
+        return Err("bytes after the message's frame");
+    }
+    if raw.seq != position {
+        return Err("a frame whose sequence number is not its stream position");
+    }
+    let op = decode_op(&raw).map_err(|e| e.reason)?;
+    Ok((raw.frame_type, op))
+}

@@ -1,0 +1,62 @@
+//! A store as a replica of one partition of a cluster (`docs/cluster.md`): it applies the
+//! partition's stream message by message, and makes the claim a node publishes to take the
+//! partition. The stream itself (JetStream, leases, the publisher) is the server's; this is the
+//! part every replica runs alike, so that all of them hold the same log and the same state.
+//!
+//! Guarantees: those of `Db::apply_replicated`. A store becomes a replica with the first
+//! message it applies, and stays one (its log holds a claim or a skip): from then on its own
+//! writes are refused `Invalid` and its reads count no accesses; a single-node store that never
+//! applies a message is unchanged.
+
+use crate::error::Result;
+use crate::kernel::cluster::{Applied, Claim, StreamMessage};
+use crate::store::Store;
+
+/// What a store holds of its partition's log (`Store::partition_log`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionLog {
+    /// It applied a message: its log grows only from the stream.
+    pub replicated: bool,
+    /// The last valid claim: the partition's owner and epoch (`None`: never claimed).
+    pub claim: Option<Claim>,
+    /// The last position applied (the local log's last sequence number).
+    pub position: u64,
+    /// A frame split into chunks being assembled: chunks held, and chunks in all.
+    pub open_group: Option<(u32, u32)>,
+}
+
+impl Store {
+    /// Applies the next message of this store's partition stream, in stream order
+    /// (`docs/cluster.md`, "Fencing"), and says what it became. Not durable when it returns
+    /// (the stream holds it); `flush` or the sync policy makes the local log durable.
+    ///
+    /// # Errors
+    /// `Invalid` if `m.position` is not the next one (nothing changed); `Kernel(Halted)` if the
+    /// message cannot be followed: a frame that fails its checks, or counts but does not apply
+    /// here (the store is poisoned: reads go on, writes are refused); as any write.
+    pub fn apply_replicated(&self, m: &StreamMessage<'_>) -> Result<Applied> {
+        Ok(self.inner.db.apply_replicated(m)?)
+    }
+
+    /// The `Claim` frame this node publishes to take the partition at `epoch`, for the next
+    /// position, which it returns; nothing changes until the stream holds it and it is applied
+    /// (`docs/cluster.md`, "Ownership").
+    ///
+    /// # Errors
+    /// `Invalid` for an epoch not above the partition's or a node name of 0 or over 256 bytes.
+    pub fn claim_message(&self, epoch: u64, node: &str) -> Result<(u64, Vec<u8>)> {
+        Ok(self.inner.db.claim_message(epoch, node)?)
+    }
+
+    /// What this store holds of its partition's log.
+    #[must_use]
+    pub fn partition_log(&self) -> PartitionLog {
+        let (log, position) = self.inner.db.partition_log();
+        PartitionLog {
+            replicated: log.is_replicated(),
+            claim: log.claim().cloned(),
+            position,
+            open_group: log.open_group(),
+        }
+    }
+}
