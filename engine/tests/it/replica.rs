@@ -558,3 +558,78 @@ fn replicas_of_one_random_stream_agree_however_often_they_stop() {
         assert!(seen.contains_key(kind), "no {kind} in {seen:?}");
     }
 }
+
+/// A power cut at every sync point of a replica applying a stream (flushes, checkpoints with a
+/// chunk group open) leaves a prefix of the stream: the replica reopens at some position and,
+/// applying the stream from there, ends where a replica that never stopped ends.
+#[test]
+fn a_power_cut_at_every_sync_point_leaves_a_prefix_the_stream_completes() {
+    use amberdb::storage::FaultyStorage;
+    let seed = seed(
+        "a_power_cut_at_every_sync_point_leaves_a_prefix_the_stream_completes",
+        57,
+    );
+    let id = StoreId::random().expect("random");
+    let mut s = Stream::default();
+    s.frame(0, 0, &store_op(1, "before any claim"));
+    s.claim(id, 1, 1);
+    for i in 2..6 {
+        s.frame(1, s.next() - 1, &store_op(i, "in place"));
+    }
+    s.chunks(1, &store_op(6, "in three chunks"), &[20, 50]);
+    s.frame(1, 3, &store_op(7, "behind others"));
+    s.claim(id, 2, s.next() - 1);
+    s.chunks(2, &store_op(8, "in two chunks"), &[30]);
+    for i in 9..12 {
+        s.frame(2, s.next() - 1, &store_op(i, "the second owner's"));
+    }
+    let last = s.next() - 1;
+    let faulty = |fs: &FaultyStorage| options(id).storage(Arc::new(fs.clone()));
+    let run = |store: &Store| {
+        for p in 1..=last {
+            if store.apply_replicated(&s.message(p)).is_err()
+                || store.flush().is_err()
+                || (p % 4 == 0 && store.checkpoint().is_err())
+            {
+                return;
+            }
+        }
+    };
+    let steady = FaultyStorage::new();
+    let store = Store::open(Path::new("/r"), faulty(&steady)).expect("open");
+    let before = steady.syncs();
+    run(&store);
+    let sync_points = steady.syncs() - before;
+    let want = (
+        store.partition_log(),
+        (1..12).map(|i| live(&store, i)).collect::<Vec<_>>(),
+    );
+    drop(store);
+    let mut cuts = 0;
+    for k in 1..=sync_points {
+        let fs = FaultyStorage::new();
+        let store = Store::open(Path::new("/r"), faulty(&fs)).expect("open");
+        fs.crash_at_sync(k);
+        run(&store);
+        drop(store);
+        for image in super::support::crash_images(k ^ seed) {
+            let what = format!("sync point {k}, {image:?}, seed {seed}");
+            let store = Store::open(Path::new("/r"), faulty(&fs.crash_image(image)))
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let from = store.partition_log().position + 1;
+            for p in from..=last {
+                store
+                    .apply_replicated(&s.message(p))
+                    .unwrap_or_else(|e| panic!("{what}: position {p}: {e}"));
+            }
+            let got = (
+                store.partition_log(),
+                (1..12).map(|i| live(&store, i)).collect::<Vec<_>>(),
+            );
+            assert_eq!(got, want, "{what}: resumed at {from}");
+            cuts += 1;
+        }
+    }
+    assert!(sync_points > 10, "{sync_points} sync points");
+    eprintln!("{sync_points} sync points, {cuts} power cuts: every replica completed the stream");
+}
