@@ -183,8 +183,8 @@ pub use store::{
 /// the frames they become.
 pub mod cluster {
     pub use crate::kernel::cluster::{
-        Applied, CHUNK_BYTES, Chunk, Claim, MAX_CHUNKS, MAX_NODE_NAME, Skip, SkipReason,
-        StreamMessage,
+        Applied, CHUNK_BYTES, Chunk, Claim, MAX_CHUNKS, MAX_NODE_NAME, Outgoing, Publisher, Skip,
+        SkipReason, StreamMessage,
     };
 }
 

@@ -185,6 +185,41 @@ pub enum Applied {
     Skip(SkipReason),
 }
 
+/// A message an owner hands to its partition's stream (`docs/cluster.md`, "Frames on the
+/// stream"): the headers it carries, and its body, a log frame or a chunk of one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outgoing {
+    /// The position it must land at: the owner's local sequence number.
+    pub position: u64,
+    /// `Amberdb-Epoch`: the owner's.
+    pub epoch: u64,
+    /// `Amberdb-Prev`: `position - 1`.
+    pub prev: u64,
+    /// `Amberdb-Chunk`: `Some((i, n))` for chunk `i` of `n`.
+    pub chunk: Option<(u32, u32)>,
+    /// The frame, or the chunk's bytes of it.
+    pub body: Vec<u8>,
+}
+
+/// Where a partition owner's frames go: the replicated log. The store hands it every frame it
+/// appends, in position order, under its writer mutex, and asks it at acknowledgement
+/// (`Db::acknowledge`) whether the stream holds them; the JetStream publisher is the server's
+/// (`docs/cluster.md`, "What a publish can end as").
+pub trait Publisher: Send + Sync + std::fmt::Debug {
+    /// Hands `message` to the stream. Must not block on the network (a bounded queue that is
+    /// full may wait for room); a failure is reported by `wait`.
+    fn publish(&self, message: Outgoing);
+
+    /// Returns once the stream holds every message up to `position`, each at the position it
+    /// was published for. `Err` (why) if one landed elsewhere, was refused, or its
+    /// acknowledgement did not come: the store then poisons itself and never reports the
+    /// write, nor any after it.
+    ///
+    /// # Errors
+    /// Why the stream does not hold them.
+    fn wait(&self, position: u64) -> Result<(), String>;
+}
+
 /// What a store keeps of its partition log: the last valid claim, and the open chunk group.
 /// Empty on a store that never replicated (a single node).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -21,7 +21,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// Why a store refuses writes: the first failure that poisoned it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PoisonCause {
-    /// What failed: `append`, `fsync`, `apply` or `checkpoint`.
+    /// What failed: `append`, `fsync`, `apply`, `checkpoint`, or on a partition replica
+    /// `replicate` (the stream did not hold a write, or a message could not be followed).
     pub operation: &'static str,
     /// The file it failed on.
     pub path: PathBuf,

@@ -5,12 +5,13 @@
 //!
 //! Guarantees: those of `Db::apply_replicated`. A store becomes a replica with the first
 //! message it applies, and stays one (its log holds a claim or a skip): from then on its own
-//! writes are refused `Invalid` and its reads count no accesses; a single-node store that never
-//! applies a message is unchanged.
+//! writes are refused `Invalid` and its reads count no accesses, until it owns the partition
+//! (`Store::own_partition`); a single-node store that never applies a message is unchanged.
 
 use crate::error::Result;
-use crate::kernel::cluster::{Applied, Claim, StreamMessage};
+use crate::kernel::cluster::{Applied, Claim, Publisher, StreamMessage};
 use crate::store::Store;
+use std::sync::Arc;
 
 /// What a store holds of its partition's log (`Store::partition_log`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +47,18 @@ impl Store {
     /// `Invalid` for an epoch not above the partition's or a node name of 0 or over 256 bytes.
     pub fn claim_message(&self, epoch: u64, node: &str) -> Result<(u64, Vec<u8>)> {
         Ok(self.inner.db.claim_message(epoch, node)?)
+    }
+
+    /// Makes this node the owner of its partition at `epoch`, once the claim it published is
+    /// applied (`docs/cluster.md`, "Ownership"): from now on its writes are published through
+    /// `publisher` and acknowledged only once the stream holds them; its reads count accesses
+    /// again (published, never waited for). For as long as the store is open.
+    ///
+    /// # Errors
+    /// `Invalid` if the last claim the store applied is not of `epoch`, or it owns the
+    /// partition already; `Poisoned`.
+    pub fn own_partition(&self, epoch: u64, publisher: Arc<dyn Publisher>) -> Result<()> {
+        Ok(self.inner.db.own(epoch, publisher)?)
     }
 
     /// What this store holds of its partition's log.

@@ -20,6 +20,7 @@ mod maintenance;
 mod minilm;
 mod model;
 mod operations;
+mod owner;
 mod ownership;
 mod reembed;
 mod replica;

@@ -16,17 +16,17 @@ use std::sync::Arc;
 
 const DIM: usize = 8;
 
-fn options(store: StoreId) -> StoreOptions {
+pub(super) fn options(store: StoreId) -> StoreOptions {
     StoreOptions::new(Arc::new(HashingEmbedder::with_dim(DIM)))
         .maintenance_thread(false)
         .store_id(store)
 }
 
-fn open(dir: &Path, store: StoreId) -> Store {
+pub(super) fn open(dir: &Path, store: StoreId) -> Store {
     Store::open(dir, options(store)).expect("the replica opens")
 }
 
-fn memory(id: u64, content: &str) -> Memory {
+pub(super) fn memory(id: u64, content: &str) -> Memory {
     Memory {
         id: MemoryId(id),
         user_id: "default".into(),
@@ -54,7 +54,7 @@ fn memory(id: u64, content: &str) -> Memory {
     }
 }
 
-fn store_op(id: u64, content: &str) -> Op {
+pub(super) fn store_op(id: u64, content: &str) -> Op {
     let mut vector = vec![0.0; DIM];
     vector[usize::try_from(id).expect("small") % DIM] = 1.0;
     Op::Store {
@@ -65,35 +65,36 @@ fn store_op(id: u64, content: &str) -> Op {
 
 /// A message as a publisher sent it.
 #[derive(Debug, Clone)]
-struct Published {
-    epoch: u64,
-    prev: u64,
-    chunk: Option<(u32, u32)>,
-    body: Vec<u8>,
+pub(super) struct Published {
+    pub(super) epoch: u64,
+    pub(super) prev: u64,
+    pub(super) chunk: Option<(u32, u32)>,
+    pub(super) body: Vec<u8>,
 }
 
 /// A partition's stream: message `i` is at position `i + 1`.
 #[derive(Debug, Default, Clone)]
-struct Stream(Vec<Published>);
+pub(super) struct Stream(pub(super) Vec<Published>);
 
 impl Stream {
-    fn next(&self) -> u64 {
+    pub(super) fn next(&self) -> u64 {
         self.0.len() as u64 + 1
     }
 
-    /// Publishes `op` as one frame, as an owner of `epoch` that saw the stream end at `prev`.
-    fn frame(&mut self, epoch: u64, prev: u64, op: &Op) -> u64 {
+    /// Publishes `op` as one frame, as an owner of `epoch` that saw the stream end at `prev`:
+    /// its frame names position `prev + 1`, wherever it lands.
+    pub(super) fn frame(&mut self, epoch: u64, prev: u64, op: &Op) -> u64 {
         let position = self.next();
         self.0.push(Published {
             epoch,
             prev,
             chunk: None,
-            body: encode_frame(position, op),
+            body: encode_frame(prev + 1, op),
         });
         position
     }
 
-    fn claim(&mut self, store: StoreId, epoch: u64, prev: u64) -> u64 {
+    pub(super) fn claim(&mut self, store: StoreId, epoch: u64, prev: u64) -> u64 {
         let claim = Op::Claim(Box::new(Claim {
             epoch,
             node: format!("node-{epoch}"),
@@ -104,7 +105,7 @@ impl Stream {
 
     /// Publishes `op` as chunks cut at `cuts` (byte offsets), consecutive, each naming the
     /// one before it: the frame's sequence number is the last chunk's position.
-    fn chunks(&mut self, epoch: u64, op: &Op, cuts: &[usize]) -> u64 {
+    pub(super) fn chunks(&mut self, epoch: u64, op: &Op, cuts: &[usize]) -> u64 {
         let count = u32::try_from(cuts.len() + 1).expect("few");
         let last = self.next() + u64::from(count) - 1;
         let frame = encode_frame(last, op);
@@ -123,7 +124,7 @@ impl Stream {
         last
     }
 
-    fn message(&self, position: u64) -> StreamMessage<'_> {
+    pub(super) fn message(&self, position: u64) -> StreamMessage<'_> {
         let p = &self.0[usize::try_from(position - 1).expect("small")];
         StreamMessage {
             position,
@@ -135,7 +136,11 @@ impl Stream {
     }
 }
 
-fn apply(store: &Store, stream: &Stream, positions: std::ops::RangeInclusive<u64>) -> Vec<Applied> {
+pub(super) fn apply(
+    store: &Store,
+    stream: &Stream,
+    positions: std::ops::RangeInclusive<u64>,
+) -> Vec<Applied> {
     positions
         .map(|p| {
             store
@@ -145,7 +150,7 @@ fn apply(store: &Store, stream: &Stream, positions: std::ops::RangeInclusive<u64
         .collect()
 }
 
-fn live(store: &Store, id: u64) -> Option<String> {
+pub(super) fn live(store: &Store, id: u64) -> Option<String> {
     store.get(MemoryId(id)).ok().map(|m| m.content)
 }
 
@@ -379,7 +384,7 @@ fn a_stream_this_replica_cannot_follow_halts_it() {
                     body,
                 });
             },
-            "a frame whose sequence number is not its stream position",
+            "a frame that counts whose sequence number is not its stream position",
         ),
         (
             "chunks that assemble to no frame",

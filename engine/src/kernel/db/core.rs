@@ -194,6 +194,10 @@ pub(crate) struct Db {
     /// The log: every frame is appended, acknowledged and rotated through it (`docs/cluster.md`,
     /// "The journal seam").
     pub(in crate::kernel) journal: Box<dyn Journal>,
+    /// Set once this node owns its partition (`Db::own`): every frame is also published, and
+    /// acknowledged only once the stream holds it. Never unset while the store is open: a
+    /// lost ownership shows at the next publish, which poisons the store.
+    pub(in crate::kernel) owner: RwLock<Option<Owner>>,
     /// Accesses waiting for the writer lock, applied by whoever holds it next
     /// (`Db::touch`).
     pub(in crate::kernel) pending_touches: Mutex<Vec<(Timestamp, Vec<MemoryId>)>>,
@@ -218,6 +222,13 @@ pub(crate) struct Db {
     /// This database, for the background threads it starts (they hold it weakly).
     pub(in crate::kernel) me: Weak<Db>,
     pub(in crate::kernel) _lock: Box<dyn StorageLock>,
+}
+
+/// The partition this node owns: its epoch, and where its frames go.
+#[derive(Debug, Clone)]
+pub(crate) struct Owner {
+    pub(crate) epoch: u64,
+    pub(crate) publisher: Arc<dyn crate::kernel::cluster::Publisher>,
 }
 
 /// The index's figures for STATS.

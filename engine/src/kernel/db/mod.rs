@@ -98,6 +98,7 @@ impl Db {
             state: RwLock::new(r.state),
             journal: Box::new(r.journal),
             pending_touches: Mutex::new(Vec::new()),
+            owner: RwLock::new(None),
             log_room: Condvar::new(),
             disk_full_refusals: AtomicU64::new(0),
             accesses_not_recorded: AtomicU64::new(0),

@@ -9,19 +9,28 @@
 //! counts but that the state refuses, halts the partition on this node (the store is poisoned
 //! with the cause: reads go on, writes are refused) before anything of it is written. Once a
 //! store holds a claim or a skip its log grows only from here: local writes are refused and
-//! reads count no accesses (`Db::append`, `Db::touch`).
+//! reads count no accesses (`Db::append`, `Db::touch`), until the node owns the partition
+//! (`Db::own`, after the claim it published is applied): then every frame it appends is also
+//! published at its position (a frame longer than a chunk as its chunks, with `Skip { pending }`
+//! frames in the local log), and a write is acknowledged only once the stream holds it
+//! (`Db::replicated`); a stream that does not poisons the store, which never reports that write
+//! or any after it.
 
 use super::core::*;
 use crate::kernel::cluster::{
-    Applied, CHUNK_BYTES, Chunk, Claim, ClusterLog, MAX_CHUNKS, Skip, SkipReason, StreamMessage,
+    Applied, CHUNK_BYTES, Chunk, Claim, ClusterLog, MAX_CHUNKS, Outgoing, Publisher, Skip,
+    SkipReason, StreamMessage,
 };
 use crate::kernel::commit::PoisonCause;
 use crate::kernel::error::{KernelError, Result};
 use crate::kernel::journal::fence::{Fence, Message, Verdict};
 use crate::kernel::log::Op;
-use crate::kernel::log::format::{TYPE_CLAIM, check_frame, decode_op, encode_frame};
+use crate::kernel::log::format::{
+    FRAME_PREFIX, MAX_FRAME_LEN, TYPE_CLAIM, check_frame, decode_op, encode_frame,
+};
 use crate::kernel::state::State;
 use std::borrow::Cow;
+use std::sync::Arc;
 
 /// A message judged: what the local log gets at its position, and what it became.
 struct Judged<'m> {
@@ -43,6 +52,12 @@ impl Db {
     pub(crate) fn apply_replicated(&self, m: &StreamMessage<'_>) -> Result<Applied> {
         let mut w = self.writer.lock();
         self.journal.check()?;
+        if self.owner.read().is_some() {
+            return Err(KernelError::Invalid {
+                field: "position",
+                reason: "this node owns the partition: its log is what it publishes".into(),
+            });
+        }
         if m.position != w.next_seq {
             return Err(KernelError::Invalid {
                 field: "position",
@@ -73,6 +88,111 @@ impl Db {
         let seq = self.append_frame(&mut w, &judged.op, &judged.frame)?;
         self.apply(&mut w, seq, judged.op)?;
         Ok(judged.applied)
+    }
+
+    /// Makes this node the partition's owner at `epoch`, the epoch of the claim its log holds
+    /// last (`docs/cluster.md`, "Ownership", step 4): from now on every frame it appends is
+    /// published through `publisher`, and a write is acknowledged only once the stream holds
+    /// it. For as long as the store is open: ownership lost shows at the next publish, which
+    /// poisons the store (it then reopens as a replica).
+    ///
+    /// # Errors
+    /// `Invalid` if the store's last claim is not of `epoch`, or it owns the partition already.
+    pub(crate) fn own(&self, epoch: u64, publisher: Arc<dyn Publisher>) -> Result<()> {
+        let _w = self.writer.lock();
+        self.journal.check()?;
+        let mut owner = self.owner.write();
+        let held = self.state.read().cluster.epoch();
+        if owner.is_some() || held != epoch || epoch == 0 {
+            return Err(KernelError::Invalid {
+                field: "epoch",
+                reason: format!(
+                    "this store's last claim is of epoch {held}{}: a node owns a partition once the claim it published is applied",
+                    if owner.is_some() {
+                        " and it owns the partition already"
+                    } else {
+                        ""
+                    }
+                ),
+            });
+        }
+        *owner = Some(Owner { epoch, publisher });
+        Ok(())
+    }
+
+    /// Step 4 on a partition's owner: appends `op` and hands it to the publisher at its
+    /// position; a frame longer than a chunk is appended as `Skip { pending }` frames and the
+    /// frame at the last chunk's position, and published as that many chunks
+    /// (`docs/cluster.md`, "Chunks"), so the local log and the stream hold the same positions.
+    pub(in crate::kernel) fn append_owned(
+        &self,
+        w: &mut Writer,
+        owner: &Owner,
+        op: &Op,
+    ) -> Result<u64> {
+        let message = |position: u64, chunk, body: &[u8]| Outgoing {
+            position,
+            epoch: owner.epoch,
+            prev: position - 1,
+            chunk,
+            body: body.to_vec(),
+        };
+        let frame = encode_frame(w.next_seq, op);
+        let count = frame.len().div_ceil(CHUNK_BYTES);
+        if count <= 1 {
+            let seq = self.append_frame(w, op, &frame)?;
+            owner.publisher.publish(message(seq, None, &frame));
+            return Ok(seq);
+        }
+        let body = frame.len() - FRAME_PREFIX;
+        if body > MAX_FRAME_LEN as usize {
+            return Err(KernelError::LimitExceeded {
+                what: "bytes of one atomic operation (its log frame)",
+                limit: MAX_FRAME_LEN as usize,
+                got: body,
+            });
+        }
+        let n = u32::try_from(count).unwrap_or(u32::MAX);
+        if n > MAX_CHUNKS {
+            return Err(KernelError::LimitExceeded {
+                what: "chunks of one frame",
+                limit: MAX_CHUNKS as usize,
+                got: count,
+            });
+        }
+        // The frame's own sequence number is its last chunk's position.
+        let frame = encode_frame(w.next_seq + u64::from(n) - 1, op);
+        let pieces: Vec<&[u8]> = frame.chunks(CHUNK_BYTES).collect();
+        for (i, bytes) in (1..n).zip(&pieces) {
+            let skip = Op::Skip(Box::new(Skip {
+                reason: SkipReason::Pending,
+                chunk: Some(Chunk {
+                    index: i,
+                    count: n,
+                    bytes: bytes.to_vec(),
+                }),
+            }));
+            let seq = self.append_frame(w, &skip, &encode_frame(w.next_seq, &skip))?;
+            self.apply(w, seq, skip)?;
+            owner.publisher.publish(message(seq, Some((i, n)), bytes));
+        }
+        let seq = self.append_frame(w, op, &frame)?;
+        let last = pieces.last().copied().unwrap_or_default();
+        owner.publisher.publish(message(seq, Some((n, n)), last));
+        Ok(seq)
+    }
+
+    /// Step 6 on a partition's owner: once the stream holds every frame up to `seq`; if it
+    /// does not, the store is poisoned and nothing from here on is reported stored.
+    pub(in crate::kernel) fn replicated(&self, owner: &Owner, seq: u64) -> Result<()> {
+        owner.publisher.wait(seq).map_err(|why| {
+            self.journal.poison(PoisonCause::new(
+                "replicate",
+                &self.journal.active().path,
+                why,
+            ));
+            KernelError::Poisoned
+        })
     }
 
     /// The partition log as this store holds it: its claim and open chunk group, and the last
@@ -120,8 +240,9 @@ impl Db {
         state: &State,
         m: &StreamMessage<'m>,
     ) -> std::result::Result<Judged<'m>, &'static str> {
+        // Damage halts whatever the message's verdict: a whole frame's checks come first.
         let whole = match m.chunk {
-            None => Some(checked_frame(m.body, m.position)?),
+            None => Some(sound_frame(m.body)?),
             Some(_) => None,
         };
         let verdict = match m.chunk {
@@ -145,14 +266,14 @@ impl Db {
                     position: m.position,
                     epoch: m.epoch,
                     prev: m.prev,
-                    claim: whole.as_ref().is_some_and(|(t, _)| *t == TYPE_CLAIM),
+                    claim: whole == Some(TYPE_CLAIM),
                     chunk: m.chunk,
                 })
             }
         };
         let judged = match verdict {
             Verdict::Apply | Verdict::Claim { .. } => {
-                let (_, op) = whole.ok_or("a counted chunk judged whole")?;
+                let op = counted_frame(m.body, m.position)?;
                 Judged {
                     applied: match &op {
                         Op::Claim(c) => Applied::Claim { epoch: c.epoch },
@@ -165,8 +286,9 @@ impl Db {
             Verdict::ApplyAssembled { .. } => {
                 let mut frame: Vec<u8> = state.cluster.pending_bytes().flatten().copied().collect();
                 frame.extend_from_slice(m.body);
-                let (t, op) = checked_frame(&frame, m.position)?;
-                if t == TYPE_CLAIM {
+                sound_frame(&frame)?;
+                let op = counted_frame(&frame, m.position)?;
+                if matches!(op, Op::Claim(_)) {
                     return Err("a claim split into chunks");
                 }
                 Judged {
@@ -204,16 +326,22 @@ impl Db {
     }
 }
 
-/// A whole frame from the stream: its checks pass, it fills the message, it sits at its
-/// position, and it decodes. Returns its type and operation.
-fn checked_frame(body: &[u8], position: u64) -> std::result::Result<(u8, Op), &'static str> {
+/// A whole frame from the stream is sound: its length and checksum pass and it fills the
+/// message. Returns its type. (A stale publisher's frame is sound but names another position:
+/// only a frame that counts must sit at its own, `counted_frame`.)
+fn sound_frame(body: &[u8]) -> std::result::Result<u8, &'static str> {
     let raw = check_frame(body)?;
     if raw.total_len != body.len() {
         return Err("bytes after the message's frame");
     }
+    Ok(raw.frame_type)
+}
+
+/// A sound frame that counts: it sits at its position, and it decodes.
+fn counted_frame(frame: &[u8], position: u64) -> std::result::Result<Op, &'static str> {
+    let raw = check_frame(frame)?;
     if raw.seq != position {
-        return Err("a frame whose sequence number is not its stream position");
+        return Err("a frame that counts whose sequence number is not its stream position");
     }
-    let op = decode_op(&raw).map_err(|e| e.reason)?;
-    Ok((raw.frame_type, op))
+    decode_op(&raw).map_err(|e| e.reason)
 }

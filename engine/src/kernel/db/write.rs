@@ -243,12 +243,17 @@ impl Db {
     }
 
     /// Step 4, the seam where a frame enters the log: encodes and appends `op` as the next
-    /// frame. Returns its sequence number. (The cluster appends to its replicated log here.)
-    /// A partition replica's log grows only from its stream (`Db::apply_replicated`).
+    /// frame. Returns its sequence number. On a partition's owner the frame is also published
+    /// (`Db::append_owned`); a partition replica's log grows only from its stream
+    /// (`Db::apply_replicated`).
     ///
     /// # Errors
-    /// `Invalid` on a partition replica (nothing changed); as `append_frame`.
+    /// `Invalid` on a partition replica that does not own the partition (nothing changed); as
+    /// `append_frame`.
     pub(in crate::kernel) fn append(&self, w: &mut Writer, op: &Op) -> Result<u64> {
+        if let Some(owner) = self.owner.read().clone() {
+            return self.append_owned(w, &owner, op);
+        }
         if self.state.read().cluster.is_replicated() {
             return Err(KernelError::Invalid {
                 field: "write",
@@ -336,8 +341,9 @@ impl Db {
     /// full disk, a poisoned store); the read is answered all the same and
     /// `accesses_not_recorded` counts it.
     pub(crate) fn touch(&self, at: Timestamp, ids: Vec<MemoryId>) -> bool {
-        // A replica's log grows only from its stream: its reads count no access here.
-        if self.state.read().cluster.is_replicated() {
+        // A replica's log grows only from its stream: its reads count no access here (an
+        // owner's accesses are published, never waited for).
+        if self.owner.read().is_none() && self.state.read().cluster.is_replicated() {
             return false;
         }
         if self.journal.check().is_err() {
@@ -384,7 +390,7 @@ impl Db {
     }
 
     /// Step 6, the seam where a write is acknowledged, and the one place anything waits for
-    /// the journal to hold frames: under `SyncPolicy::Always` an `Immediate` write waits for
+    /// the journal to hold frames (on a partition's owner, the stream too: `Db::replicated`): under `SyncPolicy::Always` an `Immediate` write waits for
     /// its fsync here and a `Deferred` one leaves it to its batch (`PendingDurable::wait`,
     /// which comes back here `Forced`); under `Batch` / `None` neither waits; a `Forced` wait
     /// always does. The cluster's journal acknowledges once the replicated log holds the frame
@@ -393,14 +399,23 @@ impl Db {
     /// position: a write is reported only once it is durable, whichever attempt reports it.
     pub(crate) fn acknowledge(&self, durability: &Durability, seq: u64) -> Result<()> {
         let always = self.config.sync == SyncPolicy::Always;
+        let owner = self.owner.read().clone();
         match durability {
-            Durability::Immediate if always => self.journal.acknowledge(seq),
-            Durability::Deferred(batch) if always => {
-                batch.last_seq.fetch_max(seq, Ordering::AcqRel);
+            Durability::Deferred(batch) => {
+                if always || owner.is_some() {
+                    batch.last_seq.fetch_max(seq, Ordering::AcqRel);
+                }
                 Ok(())
             }
-            Durability::Immediate | Durability::Deferred(_) => Ok(()),
-            Durability::Forced => self.journal.acknowledge(seq),
+            Durability::Immediate | Durability::Forced => {
+                if always || matches!(durability, Durability::Forced) {
+                    self.journal.acknowledge(seq)?;
+                }
+                match owner {
+                    Some(owner) => self.replicated(&owner, seq),
+                    None => Ok(()),
+                }
+            }
         }
     }
 

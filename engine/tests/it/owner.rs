@@ -1,0 +1,245 @@
+//! A partition's owner (`docs/cluster.md`, "Ownership", "What a publish can end as"): once the
+//! claim it published is applied, every frame it appends is published at its position and a
+//! write is acknowledged only once the stream holds it; a replica of the stream then holds what
+//! the owner holds. A stream that does not hold a write (another message at its position, no
+//! acknowledgement) poisons the owner before the write is reported.
+
+use super::replica::{Published, Stream, apply, live, open, options};
+use amberdb::cluster::{Applied, Outgoing, Publisher, SkipReason};
+use amberdb::{
+    EntityKind, ErrorKind, MemoryId, NewMemory, Role, SearchRequest, Store, StoreId, SyncPolicy,
+};
+use parking_lot::Mutex;
+use std::sync::Arc;
+
+/// A partition stream in memory: messages land at the next position, whoever publishes them.
+#[derive(Debug, Default)]
+struct MemoryStream {
+    stream: Mutex<Stream>,
+    /// The first publish that did not land where it was meant to, or was refused.
+    failed: Mutex<Option<String>>,
+    /// Publishes are refused (no acknowledgement comes).
+    refusing: Mutex<bool>,
+}
+
+impl Publisher for MemoryStream {
+    fn publish(&self, m: Outgoing) {
+        if *self.refusing.lock() {
+            self.failed
+                .lock()
+                .get_or_insert_with(|| format!("no acknowledgement for position {}", m.position));
+            return;
+        }
+        let mut stream = self.stream.lock();
+        let landed = stream.next();
+        if landed != m.position {
+            self.failed.lock().get_or_insert_with(|| {
+                format!("published for position {}, landed at {landed}", m.position)
+            });
+        }
+        stream.0.push(Published {
+            epoch: m.epoch,
+            prev: m.prev,
+            chunk: m.chunk,
+            body: m.body,
+        });
+    }
+
+    fn wait(&self, position: u64) -> Result<(), String> {
+        if let Some(why) = self.failed.lock().clone() {
+            return Err(why);
+        }
+        let held = self.stream.lock().next() - 1;
+        if held < position {
+            return Err(format!("the stream holds {held}, not {position}"));
+        }
+        Ok(())
+    }
+}
+
+impl MemoryStream {
+    fn snapshot(&self) -> Stream {
+        self.stream.lock().clone()
+    }
+}
+
+/// An owner at epoch 1 of a new partition, and its stream.
+fn owner(dir: &std::path::Path, id: StoreId, sync: SyncPolicy) -> (Store, Arc<MemoryStream>) {
+    let store = Store::open(dir, options(id).sync(sync)).expect("open");
+    let stream = Arc::new(MemoryStream::default());
+    let (position, frame) = store.claim_message(1, "node-a").expect("a claim");
+    assert_eq!(position, 1);
+    stream.stream.lock().0.push(Published {
+        epoch: 1,
+        prev: 0,
+        chunk: None,
+        body: frame,
+    });
+    let applied = store
+        .apply_replicated(&stream.snapshot().message(1))
+        .expect("the claim applies");
+    assert_eq!(applied, Applied::Claim { epoch: 1 });
+    store
+        .own_partition(1, Arc::clone(&stream) as Arc<dyn Publisher>)
+        .expect("owns it");
+    (store, stream)
+}
+
+#[test]
+fn a_replica_of_an_owners_stream_holds_what_the_owner_holds() {
+    let id = StoreId::random().expect("random");
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (store, stream) = owner(a.path(), id, SyncPolicy::Always);
+    let mut ids = Vec::new();
+    for i in 0..12 {
+        let mut m = NewMemory::new(format!("fact {i} about the deploy pipeline and its owners"));
+        m.tags = vec![format!("t{}", i % 3)];
+        ids.push(store.store(m).expect("stored").memory_id);
+    }
+    store.delete(ids[3]).expect("deleted");
+    store
+        .create_entity(EntityKind::User, None, "bob", Some("Bob"), None)
+        .expect("a user");
+    // A search counts accesses: published, never waited for.
+    let hits = store
+        .search(&SearchRequest::new("deploy pipeline"))
+        .expect("search");
+    assert!(!hits.results.is_empty());
+    // An ADD_MESSAGES batch of about 5 MiB: one frame, published as two chunks.
+    let long = "a long turn of a long chat ".repeat(330);
+    let turns: Vec<(Role, String)> = (0..600)
+        .map(|i| (Role::User, format!("{i} {long}")))
+        .collect();
+    let turn_ids = store
+        .add_messages(None, "s1", &turns)
+        .expect("a batch of turns");
+    assert_eq!(turn_ids.len(), 600);
+    store.flush().expect("flush");
+    let s = stream.snapshot();
+    let chunked = s.0.iter().filter(|m| m.chunk.is_some()).count();
+    assert_eq!(chunked, 2, "the batch went out as two chunks");
+    assert_eq!(store.partition_log().position, s.next() - 1);
+    // A replica of the stream holds the same memories, with the same access counts.
+    let replica = open(b.path(), id);
+    let applied = apply(&replica, &s, 1..=s.next() - 1);
+    assert!(
+        applied.iter().all(|a| matches!(
+            a,
+            Applied::Frame | Applied::Claim { .. } | Applied::Skip(SkipReason::Pending)
+        )),
+        "{applied:?}"
+    );
+    assert_eq!(replica.partition_log(), store.partition_log());
+    for id in ids.iter().chain(&turn_ids) {
+        let (o, r) = (store.get(*id), replica.get(*id));
+        match (o, r) {
+            (Ok(o), Ok(r)) => assert_eq!(
+                (o.content, o.access_count, o.tags),
+                (r.content, r.access_count, r.tags)
+            ),
+            (Err(_), Err(_)) => {}
+            (o, r) => panic!("{id:?}: owner {o:?}, replica {r:?}"),
+        }
+    }
+    assert!(live(&replica, ids[3].0).is_none(), "the delete replicated");
+    assert!(replica.get_entity(EntityKind::User, None, "bob").is_ok());
+    // The owner reopened is a replica until it owns the partition again.
+    store.close().expect("close");
+    let reopened = open(a.path(), id);
+    assert_eq!(reopened.partition_log(), replica.partition_log());
+    let e = reopened
+        .store(NewMemory::new("not the owner any more"))
+        .expect_err("a replica");
+    assert_eq!(e.kind(), ErrorKind::Caller, "{e}");
+}
+
+#[test]
+fn a_write_the_stream_holds_elsewhere_poisons_the_owner_and_is_never_reported() {
+    let id = StoreId::random().expect("random");
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (store, stream) = owner(a.path(), id, SyncPolicy::Always);
+    let first = store
+        .store(NewMemory::new("held by the stream"))
+        .expect("stored")
+        .memory_id;
+    // Another node claims the partition meanwhile: its claim takes the owner's next position.
+    {
+        let mut s = stream.stream.lock();
+        s.claim(id, 2, 2);
+    }
+    let e = store
+        .store(NewMemory::new("published after the new claim"))
+        .expect_err("the stream holds another message there");
+    assert_eq!(e.kind(), ErrorKind::Environment, "{e}");
+    assert!(
+        store
+            .stats()
+            .poison_cause
+            .is_some_and(|c| c.error.contains("landed at 4")),
+        "the cause is kept"
+    );
+    assert!(store.store(NewMemory::new("after")).is_err(), "poisoned");
+    assert!(store.get(first).is_ok(), "reads go on");
+    // Every replica: the new claim counts, the old owner's late frame does not.
+    let s = stream.snapshot();
+    let replica = open(b.path(), id);
+    assert_eq!(
+        apply(&replica, &s, 1..=4),
+        [
+            Applied::Claim { epoch: 1 },
+            Applied::Frame,
+            Applied::Claim { epoch: 2 },
+            Applied::Skip(SkipReason::Epoch)
+        ]
+    );
+    assert!(replica.get(first).is_ok());
+    assert_eq!(replica.stats().memories, 1);
+}
+
+#[test]
+fn with_no_acknowledgement_from_the_stream_nothing_is_reported_stored_whatever_the_sync_policy() {
+    for sync in [SyncPolicy::Always, SyncPolicy::None] {
+        let id = StoreId::random().expect("random");
+        let dir = tempfile::tempdir().unwrap();
+        let (store, stream) = owner(dir.path(), id, sync);
+        store.store(NewMemory::new("acknowledged")).expect("stored");
+        *stream.refusing.lock() = true;
+        let e = store
+            .store(NewMemory::new("never acknowledged"))
+            .expect_err("no acknowledgement");
+        assert_eq!(e.kind(), ErrorKind::Environment, "{sync:?}: {e}");
+        // A deferred batch waits for the stream at its end, as a fsync.
+        let (written, pending) = store.deferred_batch(|b| b.store(NewMemory::new("in a batch")));
+        assert!(written.is_err() || pending.wait().is_err(), "{sync:?}");
+    }
+}
+
+#[test]
+fn only_the_claim_a_store_applied_last_makes_it_the_owner() {
+    let id = StoreId::random().expect("random");
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), id);
+    let stream = Arc::new(MemoryStream::default());
+    let publisher = || Arc::clone(&stream) as Arc<dyn Publisher>;
+    let e = store.own_partition(1, publisher()).expect_err("no claim");
+    assert_eq!(e.kind(), ErrorKind::Caller, "{e}");
+    let (_, frame) = store.claim_message(3, "node-a").expect("a claim");
+    stream.stream.lock().0.push(Published {
+        epoch: 3,
+        prev: 0,
+        chunk: None,
+        body: frame,
+    });
+    apply(&store, &stream.snapshot(), 1..=1);
+    assert!(
+        store.own_partition(2, publisher()).is_err(),
+        "another epoch"
+    );
+    store.own_partition(3, publisher()).expect("its claim");
+    assert!(store.own_partition(3, publisher()).is_err(), "once");
+    let e = store
+        .apply_replicated(&stream.snapshot().message(1))
+        .expect_err("an owner does not apply its stream");
+    assert_eq!(e.kind(), ErrorKind::Caller, "{e}");
+    assert!(store.get(MemoryId(1)).is_err());
+}
