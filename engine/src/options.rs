@@ -58,6 +58,10 @@ pub struct StoreOptions {
     /// replica of a cluster partition is one store (`docs/cluster.md`). Default `None`: a new
     /// store gets a new id, and any store opens.
     pub store_id: Option<StoreId>,
+    /// Opens at the newest checkpoint and drops the log after it, which a cluster partition's
+    /// replica reads again from its stream: a node that owned the partition may hold frames
+    /// the stream does not (`docs/cluster.md`, "Cutting a stale tail"). Default `false`.
+    pub tail_from_stream: bool,
 }
 
 impl std::fmt::Debug for StoreOptions {
@@ -78,6 +82,7 @@ impl std::fmt::Debug for StoreOptions {
             .field("purge_delay", &self.purge_delay)
             .field("archive_retention", &self.archive_retention)
             .field("store_id", &self.store_id)
+            .field("tail_from_stream", &self.tail_from_stream)
             .finish()
     }
 }
@@ -115,6 +120,7 @@ impl StoreOptions {
             purge_delay: Some(DEFAULT_PURGE_DELAY),
             archive_retention: ArchiveRetention::default(),
             store_id: None,
+            tail_from_stream: false,
         }
     }
 
@@ -231,6 +237,14 @@ impl StoreOptions {
     #[must_use]
     pub fn store_id(mut self, id: StoreId) -> StoreOptions {
         self.store_id = Some(id);
+        self
+    }
+
+    /// Opens at the newest checkpoint, dropping the log after it, for a cluster partition's
+    /// replica that reads the rest from its stream (default: off).
+    #[must_use]
+    pub fn tail_from_stream(mut self, on: bool) -> StoreOptions {
+        self.tail_from_stream = on;
         self
     }
 }

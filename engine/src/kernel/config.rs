@@ -51,6 +51,9 @@ pub(crate) struct DbConfig {
     /// The store id a new store is created with, and an existing one must have (a cluster
     /// partition's, `docs/cluster.md`); `None`: a new id, and any store opens.
     pub(crate) store_id: Option<crate::kernel::identity::StoreId>,
+    /// Open at the newest checkpoint and drop the log after it: a partition replica reads the
+    /// rest from its stream (`docs/cluster.md`, "Cutting a stale tail").
+    pub(crate) tail_from_stream: bool,
 }
 
 /// Which archived records the maintenance thread forgets (`docs/semantics.md`, "Archive

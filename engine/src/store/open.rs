@@ -58,6 +58,7 @@ impl Store {
             purge_delay: options.purge_delay,
             archive_retention: options.archive_retention,
             store_id: options.store_id,
+            tail_from_stream: options.tail_from_stream,
             vector_codes: options.vector_codes,
             clock: Arc::clone(&options.clock),
             index: options.index.clone(),

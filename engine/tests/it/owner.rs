@@ -243,3 +243,59 @@ fn only_the_claim_a_store_applied_last_makes_it_the_owner() {
     assert_eq!(e.kind(), ErrorKind::Caller, "{e}");
     assert!(store.get(MemoryId(1)).is_err());
 }
+
+/// A poisoned owner's log ends in a write the stream holds elsewhere; reopened as a replica
+/// with `tail_from_stream`, it drops its log after its newest checkpoint (which the stream
+/// holds all of) and, applying the stream from there, holds what every replica holds.
+#[test]
+fn a_stale_owner_reopened_from_its_checkpoint_and_the_stream_holds_what_every_replica_holds() {
+    let id = StoreId::random().expect("random");
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (store, stream) = owner(a.path(), id, SyncPolicy::Always);
+    for i in 0..3 {
+        store
+            .store(NewMemory::new(format!("before the checkpoint {i}")))
+            .expect("stored");
+    }
+    store
+        .checkpoint()
+        .expect("checkpoint: the stream holds everything");
+    let checkpointed = store.partition_log().position;
+    store
+        .store(NewMemory::new("after the checkpoint"))
+        .expect("stored");
+    stream.stream.lock().claim(id, 2, checkpointed + 1);
+    let stale = "published after the new claim";
+    assert!(store.store(NewMemory::new(stale)).is_err());
+    store.close().ok();
+    // Without dropping its tail the old owner would hold a write no replica holds.
+    let kept = open(a.path(), id);
+    assert!(
+        kept.list_recent(None, 20)
+            .unwrap()
+            .iter()
+            .any(|m| m.content == stale)
+    );
+    drop(kept);
+    let reopened = Store::open(a.path(), options(id).tail_from_stream(true)).expect("reopens");
+    assert_eq!(reopened.partition_log().position, checkpointed);
+    assert!(reopened.open_report().dropped_log_files >= 1);
+    let s = stream.snapshot();
+    apply(&reopened, &s, checkpointed + 1..=s.next() - 1);
+    let replica = open(b.path(), id);
+    apply(&replica, &s, 1..=s.next() - 1);
+    assert_eq!(reopened.partition_log(), replica.partition_log());
+    let texts = |store: &Store| -> Vec<String> {
+        let mut t: Vec<String> = store
+            .list_recent(None, 20)
+            .unwrap()
+            .into_iter()
+            .map(|m| m.content)
+            .collect();
+        t.sort();
+        t
+    };
+    assert_eq!(texts(&reopened), texts(&replica));
+    assert!(!texts(&reopened).iter().any(|t| t == stale));
+    assert_eq!(texts(&replica).len(), 4);
+}

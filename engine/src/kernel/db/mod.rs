@@ -56,7 +56,13 @@ impl Drop for Db {
 impl Db {
     /// Opens or creates the database in `dir` (`docs/durability.md`, "Recovery").
     pub(crate) fn open(dir: &Path, embedder: &dyn Embedder, config: DbConfig) -> Result<Arc<Db>> {
-        let r = recovery::recover(dir, &config.storage, embedder, config.store_id)?;
+        let r = recovery::recover(
+            dir,
+            &config.storage,
+            embedder,
+            config.store_id,
+            config.tail_from_stream,
+        )?;
         // What a purge would remove is not remembered across a restart, so an open notes a
         // delete when the files may hold one (`docs/durability.md`, "Purge"): the replayed log
         // deleted records, a segment holds deleted rows, or an older checkpoint is retained
@@ -343,6 +349,7 @@ mod tests {
             purge_delay: None,
             archive_retention: crate::kernel::config::ArchiveRetention::default(),
             store_id: None,
+            tail_from_stream: false,
         }
     }
 

@@ -21,6 +21,9 @@ pub struct OpenReport {
     pub replayed_frames: u64,
     /// A torn log tail that was cut off: the file and the offset it was cut at.
     pub truncated_tail: Option<(PathBuf, u64)>,
+    /// Log files after the checkpoint dropped by a partition replica's open
+    /// (`StoreOptions::tail_from_stream`): their frames are read again from the stream.
+    pub dropped_log_files: u64,
     /// Segment files no checkpoint refers to that were left in place, because a checkpoint
     /// could not be read to be sure (`docs/durability.md`, R4). Never read.
     pub orphan_segments: Vec<PathBuf>,

@@ -47,6 +47,7 @@ pub(crate) fn recover(
     shared_storage: &Arc<dyn Storage>,
     embedder: &dyn amberdb_embed::Embedder,
     store_id: Option<StoreId>,
+    tail_from_stream: bool,
 ) -> Result<Recovered> {
     let storage = &**shared_storage;
     let mut report = OpenReport::default();
@@ -95,6 +96,11 @@ pub(crate) fn recover(
         &mut report,
     )?;
     log_follows(dir, &logs, ckpt_seq, misnamed_checkpoint)?;
+    let logs = if tail_from_stream {
+        drop_log_tail(storage, dir, logs, ckpt_seq, &mut report)?
+    } else {
+        logs
+    };
     // R6–R8: the journal replays the log after the checkpoint and opens the active file.
     let mut journal = LocalJournal::new(
         Arc::clone(shared_storage),
@@ -103,31 +109,18 @@ pub(crate) fn recover(
         logs,
         census.log_limits,
     );
-    let mut state = state;
-    let mut next_id = next_id;
-    let mut replayed_deletes = false;
-    // A STORE frame carries its vector: at most this many rows can come from the files.
-    let replayed_len: u64 = (journal.files_after(ckpt_seq).iter())
-        .map(|first| {
-            storage
-                .len(&dir.join(log_writer::file_name(*first)))
-                .unwrap_or(0)
-        })
-        .sum();
-    state
-        .vectors
-        .reserve(replayed_len as usize / (state.vectors.dim() * 4).max(1));
-    let mut replayed = ReplayReport::default();
-    let last_seq = journal.replay(
-        ckpt_seq,
-        &mut |_seq, op| {
-            if let Some(id) = op.max_new_id() {
-                next_id = next_id.max(id + 1);
-            }
-            replayed_deletes |= op.deletes_records();
-            state.apply(op)
-        },
-        &mut replayed,
+    let Tail {
+        last_seq,
+        state,
+        next_id,
+        mut replayed_deletes,
+        replayed,
+    } = replay_tail(
+        &mut journal,
+        storage,
+        dir,
+        (ckpt_seq, state, next_id),
+        tail_from_stream,
     )?;
     report.replayed_frames = replayed.replayed_frames;
     report.truncated_tail = replayed.truncated_tail;
@@ -158,6 +151,87 @@ pub(crate) fn recover(
         damaged,
         report,
     })
+}
+
+/// What R6 left: the last sequence number, the state and next id after the log's frames.
+struct Tail {
+    last_seq: u64,
+    state: State,
+    next_id: u64,
+    replayed_deletes: bool,
+    replayed: ReplayReport,
+}
+
+/// R6: the journal replays the log after the checkpoint (`base`: its sequence number, state
+/// and next id) onto the checkpoint's state.
+fn replay_tail(
+    journal: &mut LocalJournal,
+    storage: &dyn Storage,
+    dir: &Path,
+    base: (u64, State, u64),
+    tail_from_stream: bool,
+) -> Result<Tail> {
+    let (ckpt_seq, mut state, mut next_id) = base;
+    let mut replayed_deletes = false;
+    // A STORE frame carries its vector: at most this many rows can come from the files.
+    let replayed_len: u64 = (journal.files_after(ckpt_seq).iter())
+        .map(|first| {
+            storage
+                .len(&dir.join(log_writer::file_name(*first)))
+                .unwrap_or(0)
+        })
+        .sum();
+    state
+        .vectors
+        .reserve(replayed_len as usize / (state.vectors.dim() * 4).max(1));
+    let mut replayed = ReplayReport::default();
+    let last_seq = journal.replay(
+        ckpt_seq,
+        &mut |seq, op| {
+            // The checkpoint's own file holds frames after it only when its rotation failed
+            // (C2): a tail this open cannot drop without cutting inside a file.
+            if tail_from_stream && seq > ckpt_seq {
+                return Err("a frame after the checkpoint in its own log file (a failed rotation): rebuild this replica from the stream");
+            }
+            if let Some(id) = op.max_new_id() {
+                next_id = next_id.max(id + 1);
+            }
+            replayed_deletes |= op.deletes_records();
+            state.apply(op)
+        },
+        &mut replayed,
+    )?;
+    Ok(Tail {
+        last_seq,
+        state,
+        next_id,
+        replayed_deletes,
+        replayed,
+    })
+}
+
+/// A partition replica's open (`docs/cluster.md`, "Cutting a stale tail"): the log files after
+/// the checkpoint are removed, so the store opens at the checkpoint and reads the rest of its
+/// partition's stream again. A checkpoint holds only frames the stream holds (an owner's C0
+/// waits for it), so what is removed is either re-read or a stale owner's unacknowledged tail.
+/// Returns the log files kept.
+fn drop_log_tail(
+    storage: &dyn Storage,
+    dir: &Path,
+    logs: Vec<u64>,
+    ckpt_seq: u64,
+    report: &mut OpenReport,
+) -> Result<Vec<u64>> {
+    let (kept, dropped): (Vec<u64>, Vec<u64>) = logs.into_iter().partition(|&f| f <= ckpt_seq);
+    for first in &dropped {
+        let path = dir.join(log_writer::file_name(*first));
+        storage.remove(&path).map_err(io(&path))?;
+    }
+    if !dropped.is_empty() {
+        storage.sync_dir(dir).map_err(io(dir))?;
+    }
+    report.dropped_log_files = dropped.len() as u64;
+    Ok(kept)
 }
 
 /// R2: removes the `.tmp` leftovers of interrupted atomic writes. Returns the other names in
