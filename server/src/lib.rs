@@ -22,6 +22,8 @@ pub mod auth;
 pub mod check;
 pub mod cli;
 pub mod client;
+#[cfg(feature = "cluster")]
+pub mod cluster;
 pub mod commands;
 pub mod config;
 pub mod descriptors;

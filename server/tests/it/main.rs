@@ -3,6 +3,8 @@
 mod backup;
 mod cli;
 mod client;
+#[cfg(feature = "cluster")]
+mod cluster;
 mod defects;
 mod faults;
 mod foreign;

@@ -1,0 +1,405 @@
+//! A partition's stream on NATS JetStream (`docs/cluster.md`, "Frames on the stream"): the
+//! stream itself, the publisher an owner's store hands its frames to, the claim, and the tail
+//! a replica applies.
+//!
+//! Guarantees: the publisher sends messages in the order the store hands them over, each with
+//! its headers (`Amberdb-Epoch`, `Amberdb-Prev`, `Amberdb-Chunk`, a per-attempt `Nats-Msg-Id`,
+//! and `Nats-Expected-Last-Sequence` as an early refusal), and reports a position held only
+//! once JetStream acknowledged every message up to it, each at the position it was published
+//! for; the first failure (a refusal, another position, no acknowledgement within
+//! `ACK_LIMIT`) is kept and every later wait reports it, so the store poisons itself before
+//! reporting the write. The tail applies messages in stream order, each exactly once, through
+//! the store's replica path, which judges them.
+
+use amberdb::cluster::{Applied, Outgoing, Publisher, StreamMessage};
+use amberdb::{Store, StoreId};
+use async_nats::HeaderMap;
+use async_nats::jetstream::{self, consumer, stream};
+use futures_util::StreamExt;
+use parking_lot::{Condvar, Mutex};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a write waits for JetStream's acknowledgement before the owner gives up.
+pub const ACK_LIMIT: Duration = Duration::from_secs(30);
+/// Messages published and not yet acknowledged, at most.
+pub const WINDOW: usize = 256;
+/// JetStream's duplicate window on a partition stream: a publisher's resend of one message
+/// within it is dropped.
+pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(600);
+/// The largest message a partition stream takes: a 4 MiB chunk and its headers
+/// (`nats-server` runs with `max_payload: 8MB`).
+pub const MAX_MESSAGE: i32 = 8 << 20;
+
+/// Partition `p`'s stream name.
+#[must_use]
+pub fn stream_name(partition: u32) -> String {
+    format!("AMBERDB_P{partition}")
+}
+
+/// Partition `p`'s subject.
+#[must_use]
+pub fn subject(partition: u32) -> String {
+    format!("amberdb.p.{partition}")
+}
+
+/// Why a stream operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    /// JetStream refused or failed a request.
+    #[error("{context}: {reason}")]
+    Nats {
+        /// What was being done.
+        context: &'static str,
+        /// JetStream's answer.
+        reason: String,
+    },
+    /// The store refused a message or an operation.
+    #[error(transparent)]
+    Store(#[from] amberdb::EngineError),
+    /// A claim lost: another message took its position.
+    #[error(
+        "the claim published for position {expected} landed at {landed}: another node wrote or claimed first"
+    )]
+    ClaimLost {
+        /// The position it was published for.
+        expected: u64,
+        /// Where it landed.
+        landed: u64,
+    },
+}
+
+fn nats(context: &'static str) -> impl FnOnce(String) -> StreamError {
+    move |reason| StreamError::Nats { context, reason }
+}
+
+/// Creates partition `p`'s stream, or checks the one there: file storage, `replicas` copies,
+/// the duplicate window, no deletes or purges by clients.
+///
+/// # Errors
+/// JetStream's refusal (a stream of the same name and another configuration among them).
+pub async fn ensure_stream(
+    js: &jetstream::Context,
+    partition: u32,
+    replicas: usize,
+) -> Result<stream::Stream, StreamError> {
+    js.get_or_create_stream(stream::Config {
+        name: stream_name(partition),
+        subjects: vec![subject(partition)],
+        storage: stream::StorageType::File,
+        num_replicas: replicas,
+        duplicate_window: DUPLICATE_WINDOW,
+        max_message_size: MAX_MESSAGE,
+        deny_delete: true,
+        deny_purge: true,
+        allow_direct: true,
+        ..Default::default()
+    })
+    .await
+    .map_err(|e| nats("creating the partition stream")(e.to_string()))
+}
+
+/// The headers of a message for `position`.
+fn headers(store: StoreId, epoch: u64, position: u64, chunk: Option<(u32, u32)>) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert("Amberdb-Epoch", epoch.to_string());
+    h.insert("Amberdb-Prev", (position - 1).to_string());
+    if let Some((i, n)) = chunk {
+        h.insert("Amberdb-Chunk", format!("{i}/{n}"));
+    }
+    h.insert("Nats-Msg-Id", format!("{store}-{epoch}-{position}"));
+    h.insert("Nats-Expected-Last-Sequence", (position - 1).to_string());
+    h
+}
+
+/// What the publisher knows of its messages.
+#[derive(Debug, Default)]
+struct Acks {
+    /// Every message up to here is held at its position.
+    held: u64,
+    /// The first failure: every wait from then on reports it.
+    failed: Option<String>,
+}
+
+/// An owner's publisher to its partition's stream (`amberdb::cluster::Publisher`).
+#[derive(Debug)]
+pub struct JetStreamPublisher {
+    queue: tokio::sync::mpsc::UnboundedSender<Outgoing>,
+    acks: Arc<(Mutex<Acks>, Condvar)>,
+}
+
+impl JetStreamPublisher {
+    /// Starts the publisher of partition `partition` (whose store is `store`) on `runtime`:
+    /// one task sends messages in order, another awaits their acknowledgements in order.
+    /// `held` is the position the stream holds when the owner begins (its claim's).
+    #[must_use]
+    pub fn start(
+        runtime: &tokio::runtime::Handle,
+        js: jetstream::Context,
+        partition: u32,
+        store: StoreId,
+        held: u64,
+    ) -> Arc<JetStreamPublisher> {
+        let (queue, mut outgoing) = tokio::sync::mpsc::unbounded_channel::<Outgoing>();
+        let (sent, mut unacked) = tokio::sync::mpsc::channel(WINDOW);
+        let acks = Arc::new((Mutex::new(Acks { held, failed: None }), Condvar::new()));
+        let fail = {
+            let acks = Arc::clone(&acks);
+            move |why: String| {
+                let (state, cond) = &*acks;
+                state.lock().failed.get_or_insert(why);
+                cond.notify_all();
+            }
+        };
+        let fail_send = fail.clone();
+        let subject = subject(partition);
+        runtime.spawn(async move {
+            while let Some(m) = outgoing.recv().await {
+                let h = headers(store, m.epoch, m.position, m.chunk);
+                match js
+                    .publish_with_headers(subject.clone(), h, m.body.into())
+                    .await
+                {
+                    Ok(ack) => {
+                        if sent.send((m.position, ack)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        fail_send(format!("publishing position {}: {e}", m.position));
+                        return;
+                    }
+                }
+            }
+        });
+        let acker = Arc::clone(&acks);
+        runtime.spawn(async move {
+            while let Some((position, ack)) = unacked.recv().await {
+                match tokio::time::timeout(ACK_LIMIT, ack).await {
+                    Ok(Ok(ack)) if ack.sequence == position => {
+                        let (state, cond) = &*acker;
+                        let mut s = state.lock();
+                        s.held = s.held.max(position);
+                        cond.notify_all();
+                    }
+                    Ok(Ok(ack)) => {
+                        fail(format!(
+                            "the message for position {position} landed at {}{}",
+                            ack.sequence,
+                            if ack.duplicate { " (a duplicate)" } else { "" }
+                        ));
+                        return;
+                    }
+                    Ok(Err(e)) => {
+                        fail(format!("position {position} not acknowledged: {e}"));
+                        return;
+                    }
+                    Err(_) => {
+                        fail(format!(
+                            "no acknowledgement for position {position} within {} s",
+                            ACK_LIMIT.as_secs()
+                        ));
+                        return;
+                    }
+                }
+            }
+        });
+        Arc::new(JetStreamPublisher { queue, acks })
+    }
+}
+
+impl Publisher for JetStreamPublisher {
+    fn publish(&self, message: Outgoing) {
+        let position = message.position;
+        if self.queue.send(message).is_err() {
+            let (state, cond) = &*self.acks;
+            state
+                .lock()
+                .failed
+                .get_or_insert_with(|| format!("the publisher stopped before position {position}"));
+            cond.notify_all();
+        }
+    }
+
+    fn wait(&self, position: u64) -> Result<(), String> {
+        let (state, cond) = &*self.acks;
+        let deadline = Instant::now() + ACK_LIMIT;
+        let mut s = state.lock();
+        loop {
+            if let Some(why) = &s.failed {
+                return Err(why.clone());
+            }
+            if s.held >= position {
+                return Ok(());
+            }
+            if cond.wait_until(&mut s, deadline).timed_out() {
+                return Err(format!(
+                    "the stream did not hold position {position} within {} s",
+                    ACK_LIMIT.as_secs()
+                ));
+            }
+        }
+    }
+}
+
+/// A stream message as the store's replica path takes it. A message without valid amberdb
+/// headers is no publisher's: it is judged as a chunk no publisher writes (`Skip`), without
+/// reading its body.
+fn judged_as<'b>(position: u64, headers: Option<&HeaderMap>, body: &'b [u8]) -> StreamMessage<'b> {
+    let number = |name: &str| -> Option<u64> { headers?.get(name)?.as_str().parse().ok() };
+    let chunk = match headers.and_then(|h| h.get("Amberdb-Chunk")) {
+        None => Ok(None),
+        Some(v) => v
+            .as_str()
+            .split_once('/')
+            .and_then(|(i, n)| Some((i.parse().ok()?, n.parse().ok()?)))
+            .map(Some)
+            .ok_or(()),
+    };
+    match (number("Amberdb-Epoch"), number("Amberdb-Prev"), chunk) {
+        (Some(epoch), Some(prev), Ok(chunk)) => StreamMessage {
+            position,
+            epoch,
+            prev,
+            chunk,
+            body,
+        },
+        _ => StreamMessage {
+            position,
+            epoch: 0,
+            prev: 0,
+            chunk: Some((0, 0)),
+            body,
+        },
+    }
+}
+
+/// Publishes the claim of `epoch` by `node` for the position after the store's last
+/// (`docs/cluster.md`, "Ownership", step 3). Returns its position once JetStream holds it
+/// there; the claim counts once the tail applies it.
+///
+/// # Errors
+/// `ClaimLost` if another message took the position; the store's or JetStream's refusal.
+pub async fn publish_claim(
+    js: &jetstream::Context,
+    partition: u32,
+    store: &Store,
+    epoch: u64,
+    node: &str,
+    store_id: StoreId,
+) -> Result<u64, StreamError> {
+    let (position, frame) = store.claim_message(epoch, node)?;
+    let ack = js
+        .publish_with_headers(
+            subject(partition),
+            headers(store_id, epoch, position, None),
+            frame.into(),
+        )
+        .await
+        .map_err(|e| nats("publishing a claim")(e.to_string()))?
+        .await;
+    match ack {
+        Ok(ack) if ack.sequence == position => Ok(position),
+        Ok(ack) => Err(StreamError::ClaimLost {
+            expected: position,
+            landed: ack.sequence,
+        }),
+        // The leader refused it: the stream's last position is not the one this node saw.
+        Err(e) => Err(nats("a claim refused")(e.to_string())),
+    }
+}
+
+/// Applies the stream to the store from its next position until the store has applied
+/// `until` (or, with `None`, for as long as the stream delivers). Returns the last position
+/// applied.
+///
+/// # Errors
+/// The store's refusal (a halted partition: `Halted`) or JetStream's.
+pub async fn follow(
+    store: &Store,
+    stream: &stream::Stream,
+    until: Option<u64>,
+) -> Result<u64, StreamError> {
+    let mut position = store.partition_log().position;
+    if until.is_some_and(|u| position >= u) {
+        return Ok(position);
+    }
+    let consumer = stream
+        .create_consumer(consumer::pull::OrderedConfig {
+            deliver_policy: consumer::DeliverPolicy::ByStartSequence {
+                start_sequence: position + 1,
+            },
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| nats("creating the tail's consumer")(e.to_string()))?;
+    let mut messages = consumer
+        .messages()
+        .await
+        .map_err(|e| nats("reading the stream")(e.to_string()))?;
+    while let Some(message) = messages.next().await {
+        let message = message.map_err(|e| nats("reading the stream")(e.to_string()))?;
+        let sequence = message
+            .info()
+            .map_err(|e| nats("a message's position")(e.to_string()))?
+            .stream_sequence;
+        let m = judged_as(sequence, message.headers.as_ref(), &message.payload);
+        let applied: Applied = store.apply_replicated(&m)?;
+        tracing::trace!(position = sequence, ?applied, "applied");
+        position = sequence;
+        if until.is_some_and(|u| position >= u) {
+            break;
+        }
+    }
+    Ok(position)
+}
+
+/// The stream's last position.
+///
+/// # Errors
+/// JetStream's refusal.
+pub async fn last_position(stream: &stream::Stream) -> Result<u64, StreamError> {
+    Ok(stream
+        .get_info()
+        .await
+        .map_err(|e| nats("reading the stream's state")(e.to_string()))?
+        .state
+        .last_sequence)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_without_amberdb_headers_is_judged_as_no_publishers_chunk() {
+        let mut h = HeaderMap::new();
+        h.insert("Amberdb-Epoch", "3");
+        h.insert("Amberdb-Prev", "9");
+        let m = judged_as(10, Some(&h), b"x");
+        assert_eq!((m.epoch, m.prev, m.chunk), (3, 9, None));
+        h.insert("Amberdb-Chunk", "2/4");
+        assert_eq!(judged_as(10, Some(&h), b"x").chunk, Some((2, 4)));
+        for bad in ["2", "a/b", "2/"] {
+            h.insert("Amberdb-Chunk", bad);
+            assert_eq!(judged_as(10, Some(&h), b"x").chunk, Some((0, 0)), "{bad}");
+        }
+        assert_eq!(judged_as(10, None, b"x").chunk, Some((0, 0)));
+        let mut h = HeaderMap::new();
+        h.insert("Amberdb-Epoch", "not a number");
+        h.insert("Amberdb-Prev", "9");
+        assert_eq!(judged_as(10, Some(&h), b"x").epoch, 0);
+    }
+
+    #[test]
+    fn every_message_names_its_epoch_place_and_attempt() {
+        let id = StoreId([1; 16]);
+        let h = headers(id, 4, 12, Some((1, 2)));
+        let get = |k: &str| h.get(k).map(|v| v.as_str().to_owned());
+        assert_eq!(get("Amberdb-Epoch").as_deref(), Some("4"));
+        assert_eq!(get("Amberdb-Prev").as_deref(), Some("11"));
+        assert_eq!(get("Amberdb-Chunk").as_deref(), Some("1/2"));
+        assert_eq!(get("Nats-Expected-Last-Sequence").as_deref(), Some("11"));
+        assert_eq!(get("Nats-Msg-Id"), Some(format!("{id}-4-12")));
+    }
+}

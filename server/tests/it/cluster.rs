@@ -1,0 +1,167 @@
+//! A partition over a real NATS JetStream (`docs/cluster.md`): an owner publishes every write
+//! and reports it only once JetStream holds it at its position; a replica tailing the stream
+//! holds what the owner holds; after a failover the old owner's next write is refused before it
+//! is reported, and reopened from its checkpoint and the stream it holds what the new owner
+//! holds. The NATS server is the pinned one (`scripts/nats-server`), on loopback, with
+//! `sync_interval: always`.
+
+use amberdb::{HashingEmbedder, NewMemory, Role, Store, StoreId, StoreOptions};
+use amberdb_server::cluster::stream::{
+    JetStreamPublisher, ensure_stream, follow, last_position, publish_claim,
+};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// One nats-server with JetStream, killed when dropped.
+struct Nats {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Nats {
+    fn drop(&mut self) {
+        self.child.kill().ok();
+        self.child.wait().ok();
+    }
+}
+
+/// The pinned nats-server binary (`scripts/nats-server` installs it, sha256-checked).
+fn nats_server_binary() -> PathBuf {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/nats-server");
+    let out = Command::new(&script)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", script.display()));
+    assert!(out.status.success(), "scripts/nats-server failed");
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn start_nats() -> Nats {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = dir.path().join("nats.conf");
+    std::fs::write(
+        &config,
+        format!(
+            "listen: 127.0.0.1:{port}\nmax_payload: 8MB\njetstream {{\n  store_dir: \"{}\"\n  sync_interval: always\n}}\n",
+            dir.path().join("js").display()
+        ),
+    )
+    .unwrap();
+    let child = Command::new(nats_server_binary())
+        .arg("-c")
+        .arg(&config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "nats-server did not listen");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Nats {
+        child,
+        url: format!("nats://127.0.0.1:{port}"),
+        _dir: dir,
+    }
+}
+
+fn options(id: StoreId) -> StoreOptions {
+    StoreOptions::new(Arc::new(HashingEmbedder::with_dim(8)))
+        .store_id(id)
+        .tail_from_stream(true)
+}
+
+/// Every memory the store holds, by id (ids are assigned from 1, and this test stores fewer
+/// than 1,000).
+fn texts(store: &Store) -> Vec<String> {
+    (1..1_000)
+        .filter_map(|i| store.get(amberdb::MemoryId(i)).ok())
+        .map(|m| m.content)
+        .collect()
+}
+
+#[test]
+fn a_partition_fails_over_on_jetstream_and_no_replica_holds_an_unacknowledged_write() {
+    let nats = start_nats();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let handle = rt.handle().clone();
+    rt.block_on(async {
+        let client = async_nats::connect(&nats.url).await.unwrap();
+        let js = async_nats::jetstream::new(client);
+        let stream = ensure_stream(&js, 0, 1).await.unwrap();
+        let id = StoreId::random().unwrap();
+        let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let a = Store::open(a_dir.path(), options(id)).unwrap();
+        let b = Store::open(b_dir.path(), options(id)).unwrap();
+
+        // Node a claims the partition and owns it once the tail applied its claim.
+        let at = publish_claim(&js, 0, &a, 1, "node-a", id).await.unwrap();
+        assert_eq!(at, 1);
+        follow(&a, &stream, Some(at)).await.unwrap();
+        let publisher = JetStreamPublisher::start(&handle, js.clone(), 0, id, at);
+        a.own_partition(1, publisher).unwrap();
+        for i in 0..40 {
+            a.store(NewMemory::new(format!("fact {i} of the owner")))
+                .unwrap();
+        }
+        // About 5 MiB of turns in one frame: two chunks on the stream.
+        let long = "a long turn of a long chat ".repeat(330);
+        let turns: Vec<(Role, String)> = (0..600)
+            .map(|i| (Role::User, format!("{i} {long}")))
+            .collect();
+        a.add_messages(None, "s1", &turns).unwrap();
+        a.checkpoint().unwrap();
+        a.store(NewMemory::new("after the checkpoint")).unwrap();
+        let end = a.partition_log().position;
+        assert_eq!(
+            last_position(&stream).await.unwrap(),
+            end,
+            "every frame is on the stream"
+        );
+
+        // Node b tails the stream and holds what a holds.
+        follow(&b, &stream, Some(end)).await.unwrap();
+        assert_eq!(b.partition_log(), a.partition_log());
+        assert_eq!(texts(&b), texts(&a));
+
+        // a stops being heard; b claims epoch 2 and owns the partition.
+        let at = publish_claim(&js, 0, &b, 2, "node-b", id).await.unwrap();
+        follow(&b, &stream, Some(at)).await.unwrap();
+        b.own_partition(2, JetStreamPublisher::start(&handle, js.clone(), 0, id, at))
+            .unwrap();
+        b.store(NewMemory::new("written by the new owner")).unwrap();
+
+        // a, paused across the failover, writes: refused before it is reported.
+        let stale = "written by the old owner after the failover";
+        let e = a
+            .store(NewMemory::new(stale))
+            .expect_err("the stream refuses it");
+        let cause = a.stats().poison_cause.expect("poisoned").error;
+        eprintln!("the old owner's write: {e}; cause: {cause}");
+        assert!(cause.contains("position"), "{cause}");
+        drop(a);
+
+        // Reopened from its checkpoint and the stream, a holds what b holds, and not `stale`.
+        let a = Store::open(a_dir.path(), options(id)).unwrap();
+        assert!(a.open_report().dropped_log_files >= 1);
+        let last = last_position(&stream).await.unwrap();
+        follow(&a, &stream, Some(last)).await.unwrap();
+        assert_eq!(a.partition_log(), b.partition_log());
+        assert_eq!(texts(&a), texts(&b));
+        assert!(!texts(&a).iter().any(|t| t == stale));
+        assert_eq!(texts(&b).len(), 40 + 600 + 2);
+    });
+}
