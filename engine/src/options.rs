@@ -62,6 +62,10 @@ pub struct StoreOptions {
     /// replica reads again from its stream: a node that owned the partition may hold frames
     /// the stream does not (`docs/cluster.md`, "Cutting a stale tail"). Default `false`.
     pub tail_from_stream: bool,
+    /// The store's cluster partition, below 8,192: its memory ids are `partition << 40 |
+    /// local` (`docs/cluster.md`, "Partitions, ids and stores"). Default 0, a single node's
+    /// ids.
+    pub partition: u32,
 }
 
 impl std::fmt::Debug for StoreOptions {
@@ -83,6 +87,7 @@ impl std::fmt::Debug for StoreOptions {
             .field("archive_retention", &self.archive_retention)
             .field("store_id", &self.store_id)
             .field("tail_from_stream", &self.tail_from_stream)
+            .field("partition", &self.partition)
             .finish()
     }
 }
@@ -121,6 +126,7 @@ impl StoreOptions {
             archive_retention: ArchiveRetention::default(),
             store_id: None,
             tail_from_stream: false,
+            partition: 0,
         }
     }
 
@@ -245,6 +251,14 @@ impl StoreOptions {
     #[must_use]
     pub fn tail_from_stream(mut self, on: bool) -> StoreOptions {
         self.tail_from_stream = on;
+        self
+    }
+
+    /// Makes the store partition `partition`'s (below 8,192): it assigns memory ids from
+    /// `partition << 40 | 1` (default 0: a single node's ids, from 1).
+    #[must_use]
+    pub fn partition(mut self, partition: u32) -> StoreOptions {
+        self.partition = partition;
         self
     }
 }

@@ -20,6 +20,39 @@ pub const MAX_CHUNKS: u32 = 5;
 /// Most bytes of a claim's node name.
 pub const MAX_NODE_NAME: usize = 256;
 
+/// Bits of a memory id below its partition (`docs/cluster.md`, "Partitions, ids and stores"):
+/// `id = partition << 40 | local`.
+pub const PARTITION_SHIFT: u32 = 40;
+/// The most partitions a cluster has: every id stays below 2^53, exact in JavaScript.
+pub const MAX_PARTITIONS: u32 = 8_192;
+
+/// The first id of `partition`, less one: its ids are `base + 1 ..< base + 2^40`.
+#[must_use]
+pub fn partition_base(partition: u32) -> u64 {
+    u64::from(partition) << PARTITION_SHIFT
+}
+
+/// The partition a memory id belongs to.
+#[must_use]
+pub fn partition_of_id(id: u64) -> u64 {
+    id >> PARTITION_SHIFT
+}
+
+/// The partition of `user_id` among `partitions`: the first 8 bytes of its sha256, little
+/// endian, modulo `partitions` (stable across versions and platforms).
+///
+/// # Panics
+/// Never: `partitions` of 0 is taken as 1.
+#[must_use]
+pub fn partition_of_user(user_id: &str, partitions: u32) -> u32 {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(user_id.as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    let n = u64::from(partitions.max(1));
+    u32::try_from(u64::from_le_bytes(first) % n).unwrap_or(0)
+}
+
 /// A node takes the partition from this position on (`docs/cluster.md`, "Ownership").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim {
@@ -359,6 +392,24 @@ mod tests {
             }),
         }
     }
+
+    #[test]
+    fn users_and_ids_route_to_fixed_partitions() {
+        // Frozen: a change here moves every user of every cluster.
+        let got: Vec<u32> = ["default", "alice", "bob", ""]
+            .iter()
+            .map(|u| partition_of_user(u, 16))
+            .collect();
+        assert_eq!(got, FROZEN_PARTITIONS);
+        assert_eq!(partition_of_user("alice", 1), 0);
+        assert_eq!(partition_of_user("alice", 0), 0);
+        let id = partition_base(5) + 77;
+        assert_eq!(partition_of_id(id), 5);
+        assert!(partition_base(MAX_PARTITIONS - 1) + (1 << PARTITION_SHIFT) <= 1 << 53);
+    }
+
+    /// Computed outside Rust: `int.from_bytes(sha256(u).digest()[:8], "little") % 16`.
+    const FROZEN_PARTITIONS: [u32; 4] = [7, 11, 1, 3];
 
     #[test]
     fn claims_only_rise_and_close_an_open_group() {

@@ -54,6 +54,9 @@ pub(crate) struct DbConfig {
     /// Open at the newest checkpoint and drop the log after it: a partition replica reads the
     /// rest from its stream (`docs/cluster.md`, "Cutting a stale tail").
     pub(crate) tail_from_stream: bool,
+    /// The store's cluster partition (`docs/cluster.md`, "Partitions, ids and stores"): its
+    /// memory ids are `partition << 40 | local`, `local` from 1 and below 2^40; 0 on one node.
+    pub(crate) partition: u32,
 }
 
 /// Which archived records the maintenance thread forgets (`docs/semantics.md`, "Archive

@@ -105,21 +105,32 @@ impl Slot {
     }
 }
 
-/// Records by id.
+/// Records by id: by the id's local part below its cluster partition (`docs/cluster.md`,
+/// "Partitions, ids and stores"), since a store holds one partition's ids, which lie 2^40
+/// apart from another's. The partition is the first record's; an id of another has no place.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Slots {
     chunks: Vec<Chunk>,
+    /// The high bits (`id >> PARTITION_SHIFT`) of every id held, once one is.
+    partition: Option<u64>,
 }
 
-/// The chunk and the place in it of `id`.
-fn place(id: u64) -> Option<(usize, usize)> {
-    let i = usize::try_from(id).ok()?;
-    Some((i / CHUNK, i % CHUNK))
-}
+/// The local part of an id (below its partition).
+const LOCAL_MASK: u64 = (1 << crate::kernel::cluster::PARTITION_SHIFT) - 1;
 
 impl Slots {
+    /// The chunk and the place in it of `id`; `None` for an id of another partition.
+    fn place(&self, id: u64) -> Option<(usize, usize)> {
+        let partition = id >> crate::kernel::cluster::PARTITION_SHIFT;
+        if self.partition.is_some_and(|p| p != partition) {
+            return None;
+        }
+        let i = usize::try_from(id & LOCAL_MASK).ok()?;
+        Some((i / CHUNK, i % CHUNK))
+    }
+
     pub(crate) fn get(&self, id: u64) -> Option<&Memory> {
-        let (c, j) = place(id)?;
+        let (c, j) = self.place(id)?;
         self.chunks.get(c)?.get(j)?.as_ref()?.record().map(|m| &**m)
     }
 
@@ -127,7 +138,7 @@ impl Slots {
     /// before is decoded for `f` alone and dropped after, so a scan of every record (the
     /// lexical build after an open) leaves no record in memory that no one reads.
     pub(crate) fn with<R>(&self, id: u64, f: impl FnOnce(&Memory) -> R) -> Option<R> {
-        let (c, j) = place(id)?;
+        let (c, j) = self.place(id)?;
         match self.chunks.get(c)?.get(j)?.as_ref()? {
             Slot::Decoded(m) => Some(f(m)),
             Slot::Mapped(mapped) => match mapped.decoded.get() {
@@ -139,7 +150,7 @@ impl Slots {
 
     /// Whether a record has `id`, decoding nothing.
     pub(crate) fn contains(&self, id: u64) -> bool {
-        place(id).is_some_and(|(c, j)| {
+        self.place(id).is_some_and(|(c, j)| {
             self.chunks
                 .get(c)
                 .and_then(|chunk| chunk.get(j))
@@ -164,7 +175,7 @@ impl Slots {
     /// The slot of a present record, its chunk copied first if a snapshot shares it. `None`,
     /// copying nothing, when there is no record.
     fn slot_mut(&mut self, id: u64) -> Option<&mut Option<Slot>> {
-        let (c, j) = place(id)?;
+        let (c, j) = self.place(id)?;
         let chunk = self.chunks.get_mut(c)?;
         chunk.get(j)?.as_ref()?;
         Arc::make_mut(chunk).get_mut(j)
@@ -200,7 +211,9 @@ impl Slots {
     }
 
     fn put_slot(&mut self, id: u64, value: Slot) -> bool {
-        let Some((c, j)) = place(id) else {
+        self.partition
+            .get_or_insert(id >> crate::kernel::cluster::PARTITION_SHIFT);
+        let Some((c, j)) = self.place(id) else {
             return false;
         };
         if self.chunks.len() <= c {
@@ -229,7 +242,7 @@ impl Slots {
 
     /// The record with `id` as `to_write` gives it.
     pub(crate) fn one_to_write(&self, id: u64) -> Option<Record<'_>> {
-        let (c, j) = place(id)?;
+        let (c, j) = self.place(id)?;
         self.chunks.get(c)?.get(j)?.as_ref().map(Slot::to_write)
     }
 
@@ -279,7 +292,7 @@ impl Slots {
 
     /// Makes room for ids up to `max_id`.
     pub(crate) fn reserve(&mut self, max_id: u64) {
-        let want = place(max_id).map_or(0, |(c, _)| c + 1);
+        let want = self.place(max_id).map_or(0, |(c, _)| c + 1);
         self.chunks.reserve(want.saturating_sub(self.chunks.len()));
     }
 

@@ -47,6 +47,13 @@ impl Store {
         options.hooks.validate()?;
         options.index.validate()?;
         StoreOptions::check_delta_max_share(options.delta_max_share)?;
+        if options.partition >= crate::kernel::db::MAX_PARTITIONS {
+            return Err(EngineError::LimitExceeded {
+                what: "cluster partition",
+                limit: crate::kernel::db::MAX_PARTITIONS as usize - 1,
+                got: options.partition as usize,
+            });
+        }
         let config = DbConfig {
             storage: Arc::clone(&options.storage),
             sync: options.sync,
@@ -59,6 +66,7 @@ impl Store {
             archive_retention: options.archive_retention,
             store_id: options.store_id,
             tail_from_stream: options.tail_from_stream,
+            partition: options.partition,
             vector_codes: options.vector_codes,
             clock: Arc::clone(&options.clock),
             index: options.index.clone(),

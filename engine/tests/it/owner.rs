@@ -299,3 +299,73 @@ fn a_stale_owner_reopened_from_its_checkpoint_and_the_stream_holds_what_every_re
     assert!(!texts(&reopened).iter().any(|t| t == stale));
     assert_eq!(texts(&replica).len(), 4);
 }
+
+#[test]
+fn a_partitions_owner_assigns_ids_above_its_base_and_its_replicas_keep_them() {
+    use amberdb::cluster::{MAX_PARTITIONS, partition_base, partition_of_id};
+    let id = StoreId::random().expect("random");
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let store = Store::open(a.path(), options(id).partition(5)).expect("open");
+    let stream = Arc::new(MemoryStream::default());
+    let (_, frame) = store.claim_message(1, "node-a").expect("a claim");
+    stream.stream.lock().0.push(Published {
+        epoch: 1,
+        prev: 0,
+        chunk: None,
+        body: frame,
+    });
+    apply(&store, &stream.snapshot(), 1..=1);
+    store
+        .own_partition(1, Arc::clone(&stream) as Arc<dyn Publisher>)
+        .expect("owns it");
+    let first = store.store(NewMemory::new("the first")).unwrap().memory_id;
+    assert_eq!(first, MemoryId(partition_base(5) + 1));
+    assert_eq!(partition_of_id(first.0), 5);
+    // Every path that keys by id works at the partition's ids: search, turns, delete,
+    // checkpoint (segments), reopen.
+    for i in 0..30 {
+        store
+            .store(NewMemory::new(format!(
+                "deploy note {i} about the release train"
+            )))
+            .unwrap();
+    }
+    let turns = store
+        .add_messages(
+            None,
+            "s",
+            &[(Role::User, "hello".into()), (Role::Assistant, "hi".into())],
+        )
+        .unwrap();
+    assert!(turns.iter().all(|t| partition_of_id(t.0) == 5));
+    store.delete(MemoryId(partition_base(5) + 2)).unwrap();
+    let hits = store.search(&SearchRequest::new("release train")).unwrap();
+    assert!(!hits.results.is_empty());
+    store.checkpoint().unwrap();
+    store.flush().unwrap();
+    let before = store.stats().memories;
+    let replica = Store::open(b.path(), options(id).partition(5)).expect("open");
+    let s = stream.snapshot();
+    apply(&replica, &s, 1..=s.next() - 1);
+    assert_eq!(replica.get(first).unwrap().content, "the first");
+    assert_eq!(replica.stats().memories, before);
+    replica.checkpoint().unwrap();
+    drop(replica);
+    let replica = Store::open(b.path(), options(id).partition(5)).expect("reopen");
+    assert_eq!(replica.stats().memories, before);
+    let hits = replica
+        .search(&SearchRequest::new("release train"))
+        .unwrap();
+    assert!(!hits.results.is_empty());
+    assert!(
+        hits.results
+            .iter()
+            .all(|h| partition_of_id(h.memory.id.0) == 5)
+    );
+    let e = Store::open(
+        tempfile::tempdir().unwrap().path(),
+        options(id).partition(MAX_PARTITIONS),
+    )
+    .expect_err("8,192 partitions at most");
+    assert_eq!(e.kind(), ErrorKind::Caller, "{e}");
+}

@@ -53,6 +53,8 @@ impl Drop for Db {
     }
 }
 
+pub(crate) use crate::kernel::cluster::{MAX_PARTITIONS, PARTITION_SHIFT, partition_base};
+
 impl Db {
     /// Opens or creates the database in `dir` (`docs/durability.md`, "Recovery").
     pub(crate) fn open(dir: &Path, embedder: &dyn Embedder, config: DbConfig) -> Result<Arc<Db>> {
@@ -85,7 +87,8 @@ impl Db {
             writer: Mutex::new(Writer {
                 log_bytes_since_checkpoint: r.log_bytes_after_checkpoint,
                 next_seq: r.last_seq + 1,
-                next_id: r.next_id,
+                // A partition's ids begin at its base (`docs/cluster.md`).
+                next_id: r.next_id.max(partition_base(config.partition) + 1),
                 next_segment_id: r.next_segment_id,
                 checkpoint_seq: r.checkpoint_seq,
                 checkpoints: r.checkpoints,
@@ -350,6 +353,7 @@ mod tests {
             archive_retention: crate::kernel::config::ArchiveRetention::default(),
             store_id: None,
             tail_from_stream: false,
+            partition: 0,
         }
     }
 

@@ -171,6 +171,7 @@ impl Db {
                 let Some(op) = op else {
                     return Ok(value);
                 };
+                self.check_id_range(&op)?;
                 let (op, marked) = match marking {
                     Some(r) => r.mark(op, w.next_seq, self.now()),
                     None => (op, false),
@@ -204,6 +205,21 @@ impl Db {
             self.checkpoint_found_due();
         }
         Ok(value)
+    }
+
+    /// A partition's ids stay below its next partition's (`docs/cluster.md`, "Partitions, ids
+    /// and stores"): 2^40 per partition.
+    fn check_id_range(&self, op: &Op) -> Result<()> {
+        let end = super::partition_base(self.config.partition) + (1 << super::PARTITION_SHIFT);
+        match op.max_new_id() {
+            Some(id) if self.config.partition > 0 && id >= end => Err(KernelError::LimitExceeded {
+                what: "memory ids of one cluster partition",
+                limit: 1 << super::PARTITION_SHIFT,
+                got: usize::try_from(id - super::partition_base(self.config.partition))
+                    .unwrap_or(usize::MAX),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Waits, the writer mutex released, while the log since the newest checkpoint holds
