@@ -249,6 +249,12 @@ enum Command {
         #[arg(long)]
         apply: bool,
     },
+    /// Cluster mode on NATS JetStream (docs/cluster.md): `init`, `status`.
+    #[cfg(feature = "cluster")]
+    Cluster {
+        #[command(subcommand)]
+        action: crate::cluster::ClusterAction,
+    },
     /// The MiniLM model files.
     Model {
         #[command(subcommand)]
@@ -471,6 +477,8 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
             print!("{}", crate::demo(&dir, embedder.options(&dir, model)?)?);
         }
         Command::Openapi => openapi()?,
+        #[cfg(feature = "cluster")]
+        Command::Cluster { action } => print!("{}", crate::cluster::run(action)?),
     }
     Ok(0)
 }

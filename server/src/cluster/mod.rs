@@ -1,6 +1,98 @@
 //! Cluster mode on NATS JetStream (`docs/cluster.md`), behind the `cluster` feature: a
 //! partition's stream, the publisher an owner's store hands its frames to, the claim, and the
-//! tail a replica applies (`stream`). The leases, the routing of requests to partitions and
-//! the `cluster` commands are not built yet.
+//! tail a replica applies (`stream`); the cluster's settings in its KV bucket and the
+//! `amberdb cluster init|status` commands (`settings`, here). The leases, the routing of
+//! requests to partitions and the node itself are not built yet.
 
+pub mod settings;
 pub mod stream;
+
+use crate::EmbedderChoice;
+use std::path::PathBuf;
+
+/// `amberdb cluster …`.
+#[derive(Debug, clap::Subcommand)]
+pub enum ClusterAction {
+    /// Fixes the cluster's settings (partitions, embedder, replicas, a store id per partition)
+    /// in the KV bucket `amberdb_cluster` and creates every partition's stream; run again with
+    /// the same settings it changes nothing, with others it is refused.
+    Init {
+        /// A NATS server of the cluster.
+        #[arg(long, env = "AMBERDB_NATS", default_value = "nats://127.0.0.1:4222")]
+        nats: String,
+        /// Partitions, fixed for the cluster's life (1 to 8,192).
+        #[arg(long, default_value_t = settings::DEFAULT_PARTITIONS)]
+        partitions: u32,
+        /// Copies of every stream (1 to 5; JetStream's R3 by default).
+        #[arg(long, default_value_t = settings::DEFAULT_REPLICAS)]
+        replicas: usize,
+        /// The embedder every partition store is made with [default: minilm].
+        #[arg(long, env = "AMBERDB_EMBEDDER", value_enum)]
+        embedder: Option<EmbedderChoice>,
+        /// MiniLM's files [default: ~/.cache/amberdb/all-MiniLM-L6-v2].
+        #[arg(long, env = "AMBERDB_MODEL_DIR")]
+        model_dir: Option<PathBuf>,
+    },
+    /// Prints the cluster's settings and every partition's store and stream.
+    Status {
+        /// A NATS server of the cluster.
+        #[arg(long, env = "AMBERDB_NATS", default_value = "nats://127.0.0.1:4222")]
+        nats: String,
+    },
+}
+
+/// Runs `amberdb cluster …`. Returns its report.
+///
+/// # Errors
+/// A refused or failed command, with the reason.
+pub fn run(action: ClusterAction) -> anyhow::Result<String> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        match action {
+            ClusterAction::Init {
+                nats,
+                partitions,
+                replicas,
+                embedder,
+                model_dir,
+            } => {
+                let options = crate::open_options(
+                    embedder.unwrap_or(EmbedderChoice::Minilm),
+                    model_dir.as_deref(),
+                )?;
+                let dim = u32::try_from(options.embedder.dim())?;
+                let wanted = settings::Settings::new(
+                    partitions,
+                    options.embedder.model_id(),
+                    dim,
+                    replicas,
+                )?;
+                let js = connect(&nats).await?;
+                let (held, created) = settings::init(&js, &wanted).await?;
+                Ok(format!(
+                    "{} cluster: {} partitions, embedder {} ({}-d), {} replicas\n",
+                    if created {
+                        "initialised the"
+                    } else {
+                        "already initialised:"
+                    },
+                    held.partitions,
+                    held.model_id,
+                    held.dim,
+                    held.replicas
+                ))
+            }
+            ClusterAction::Status { nats } => {
+                let js = connect(&nats).await?;
+                Ok(settings::status(&js).await?)
+            }
+        }
+    })
+}
+
+async fn connect(url: &str) -> anyhow::Result<async_nats::jetstream::Context> {
+    let client = async_nats::connect(url)
+        .await
+        .map_err(|e| anyhow::anyhow!("connecting to NATS at {url}: {e}"))?;
+    Ok(async_nats::jetstream::new(client))
+}

@@ -165,3 +165,58 @@ fn a_partition_fails_over_on_jetstream_and_no_replica_holds_an_unacknowledged_wr
         assert_eq!(texts(&b).len(), 40 + 600 + 2);
     });
 }
+
+#[test]
+fn cluster_init_fixes_the_settings_once_and_status_shows_every_partition() {
+    let nats = start_nats();
+    let cluster = |args: &[&str]| {
+        let out = super::support::amberdb()
+            .arg("cluster")
+            .args(args)
+            .args(["--nats", &nats.url])
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        (out.status.success(), stdout, stderr)
+    };
+    let init = |partitions: &str| {
+        cluster(&[
+            "init",
+            "--embedder",
+            "hashing",
+            "--replicas",
+            "1",
+            "--partitions",
+            partitions,
+        ])
+    };
+    let (ok, _, err) = cluster(&["status"]);
+    assert!(
+        !ok && err.contains("run `amberdb cluster init` first"),
+        "{err}"
+    );
+    let (ok, _, err) = init("0");
+    assert!(!ok && err.contains("invalid partitions"), "{err}");
+    let (ok, out, err) = init("4");
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("initialised the cluster: 4 partitions"),
+        "{out}"
+    );
+    let (ok, out, err) = init("4");
+    assert!(ok && out.contains("already initialised"), "{out}{err}");
+    let (ok, _, err) = init("8");
+    assert!(!ok && err.contains("partitions is 4, not 8"), "{err}");
+    let (ok, out, err) = cluster(&["status"]);
+    assert!(ok, "{err}");
+    let stores: std::collections::BTreeSet<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("partition "))
+        .map(|l| l.split("store ").nth(1).unwrap().split(',').next().unwrap())
+        .collect();
+    assert_eq!(stores.len(), 4, "a store id per partition: {out}");
+    assert!(out.contains("stream AMBERDB_P3: 0 messages"), "{out}");
+}
