@@ -1,9 +1,11 @@
 //! Cluster mode on NATS JetStream (`docs/cluster.md`), behind the `cluster` feature: a
 //! partition's stream, the publisher an owner's store hands its frames to, the claim, and the
 //! tail a replica applies (`stream`); the cluster's settings in its KV bucket and the
-//! `amberdb cluster init|status` commands (`settings`, here). The leases, the routing of
-//! requests to partitions and the node itself are not built yet.
+//! `amberdb cluster init|status` commands (`settings`, here); a partition's lease and the
+//! claim procedure (`lease`). The node that runs them for every partition, and the routing of
+//! requests to partitions, are not built yet.
 
+pub mod lease;
 pub mod settings;
 pub mod stream;
 

@@ -220,3 +220,81 @@ fn cluster_init_fixes_the_settings_once_and_status_shows_every_partition() {
     assert_eq!(stores.len(), 4, "a store id per partition: {out}");
     assert!(out.contains("stream AMBERDB_P3: 0 messages"), "{out}");
 }
+
+/// Two nodes and one partition: the one that takes the lease owns it, the other is refused
+/// while the lease lives; when the owner dies (stops renewing and writing), the other takes
+/// the partition once the lease lapses, holds every write the dead owner had acknowledged, and
+/// writes; the old owner, back, holds what the new one holds.
+#[test]
+fn a_standby_takes_a_dead_owners_partition_once_its_lease_lapses() {
+    use amberdb_server::cluster::lease::{LEASE, Partition, keep, take};
+    use amberdb_server::cluster::settings::{BUCKET, Settings, init};
+    let nats = start_nats();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let handle = rt.handle().clone();
+    rt.block_on(async {
+        let client = async_nats::connect(&nats.url).await.unwrap();
+        let js = async_nats::jetstream::new(client);
+        let (settings, _) = init(
+            &js,
+            &Settings::new(1, "amberdb-hashing-v1-8", 8, 1).unwrap(),
+        )
+        .await
+        .unwrap();
+        let kv = js.get_key_value(BUCKET).await.unwrap();
+        let stream = js.get_stream("AMBERDB_P0").await.unwrap();
+        let p = Partition {
+            js: &js,
+            kv: &kv,
+            stream: &stream,
+            partition: 0,
+            store_id: settings.store(0).unwrap(),
+        };
+        let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let a = Store::open(a_dir.path(), options(p.store_id)).unwrap();
+        let b = Store::open(b_dir.path(), options(p.store_id)).unwrap();
+        let owned = take(&p, &a, "node-a", &handle)
+            .await
+            .unwrap()
+            .expect("a free partition");
+        assert_eq!(owned.epoch, 1);
+        let renewing = tokio::spawn(keep(kv.clone(), 0, owned));
+        assert!(
+            take(&p, &b, "node-b", &handle).await.unwrap().is_none(),
+            "a holds the lease"
+        );
+        let acknowledged: Vec<String> = (0..20).map(|i| format!("acknowledged {i}")).collect();
+        for t in &acknowledged {
+            a.store(NewMemory::new(t.clone())).unwrap();
+        }
+        // a dies: no more renewals, no more writes.
+        renewing.abort();
+        let died = Instant::now();
+        drop(a);
+        let owned = loop {
+            if let Some(owned) = take(&p, &b, "node-b", &handle).await.unwrap() {
+                break owned;
+            }
+            assert!(died.elapsed() < LEASE * 3, "b never took the partition");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        b.store(NewMemory::new("the new owner's first write"))
+            .unwrap();
+        let failover = died.elapsed();
+        eprintln!("owner death to the next acknowledged write: {failover:?} (lease {LEASE:?})");
+        assert!(failover <= LEASE + Duration::from_secs(3), "{failover:?}");
+        assert_eq!(owned.epoch, 2);
+        let held = texts(&b);
+        assert!(
+            acknowledged.iter().all(|t| held.contains(t)),
+            "every acknowledged write"
+        );
+        // a comes back: b holds the lease, so a is a standby that holds what b holds.
+        let a = Store::open(a_dir.path(), options(p.store_id)).unwrap();
+        assert!(take(&p, &a, "node-a", &handle).await.unwrap().is_none());
+        let last = last_position(&stream).await.unwrap();
+        follow(&a, &stream, Some(last)).await.unwrap();
+        assert_eq!(texts(&a), texts(&b));
+        assert_eq!(a.partition_log(), b.partition_log());
+    });
+}

@@ -1,0 +1,210 @@
+//! Who should own a partition: a lease per partition in the cluster's KV bucket
+//! (`docs/cluster.md`, "Ownership: the lease and the claim"), and the claim procedure that
+//! makes a node the owner. The lease only says who should try; what decides who may write is
+//! the log (the claim that counts), so a lease two nodes both believe they hold (a clock
+//! skewed past the lease, a paused node) costs a failed claim or a poisoned store, never a
+//! write acknowledged and lost.
+//!
+//! Guarantees: a lease is taken or renewed only by a compare-and-set on the revision read, so
+//! of two nodes racing for an expired lease one wins; a node claims only after it has applied
+//! the stream to its end, with an epoch above every epoch it has seen in the log or the lease;
+//! it owns the partition only once its own claim is applied and counted.
+
+use super::stream::{JetStreamPublisher, StreamError, follow, last_position, publish_claim};
+use amberdb::{Store, StoreId};
+use async_nats::jetstream::{self, kv, stream};
+use serde::{Deserialize, Serialize};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// How long a lease lasts without renewal.
+pub const LEASE: Duration = Duration::from_secs(5);
+/// How often an owner renews it.
+pub const RENEW_EVERY: Duration = Duration::from_secs(1);
+
+/// A partition's lease, as the KV bucket holds it under `lease.<partition>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// The node that holds it.
+    pub node: String,
+    /// The epoch it claimed (or is claiming) under it.
+    pub epoch: u64,
+    /// Milliseconds since the Unix epoch (the holder's clock) at which it lapses.
+    pub expires_ms: u64,
+}
+
+/// Partition `p`'s lease key.
+#[must_use]
+pub fn key(partition: u32) -> String {
+    format!("lease.{partition}")
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn nats(context: &'static str) -> impl FnOnce(String) -> StreamError {
+    move |reason| StreamError::Nats { context, reason }
+}
+
+/// The lease of partition `p` and its revision, if any.
+///
+/// # Errors
+/// JetStream's refusal, or a lease that does not decode.
+pub async fn read(kv: &kv::Store, partition: u32) -> Result<Option<(Lease, u64)>, StreamError> {
+    let Some(entry) = kv
+        .entry(key(partition))
+        .await
+        .map_err(|e| nats("reading a lease")(e.to_string()))?
+    else {
+        return Ok(None);
+    };
+    if entry.value.is_empty() {
+        return Ok(None);
+    }
+    let lease = serde_json::from_slice(&entry.value)
+        .map_err(|e| nats("a lease that does not decode")(e.to_string()))?;
+    Ok(Some((lease, entry.revision)))
+}
+
+/// Writes `lease` over the revision read (`None`: there was none). Returns the new revision,
+/// or `None` if someone else wrote first.
+async fn swap(
+    kv: &kv::Store,
+    partition: u32,
+    lease: &Lease,
+    revision: Option<u64>,
+) -> Result<Option<u64>, StreamError> {
+    let value = serde_json::to_vec(lease)
+        .map_err(|e| nats("encoding a lease")(e.to_string()))?
+        .into();
+    let written = match revision {
+        None => kv
+            .create(key(partition), value)
+            .await
+            .map_err(|e| e.to_string()),
+        Some(r) => kv
+            .update(key(partition), value, r)
+            .await
+            .map_err(|e| e.to_string()),
+    };
+    // A create of a key that exists, or an update of a revision that is not the last: lost.
+    Ok(written.ok())
+}
+
+/// Renews a held lease: the new revision, or `None` if it was taken meanwhile.
+///
+/// # Errors
+/// JetStream's refusal.
+pub async fn renew(
+    kv: &kv::Store,
+    partition: u32,
+    lease: &mut Lease,
+    revision: u64,
+) -> Result<Option<u64>, StreamError> {
+    lease.expires_ms = now_ms() + u64::try_from(LEASE.as_millis()).unwrap_or(u64::MAX);
+    swap(kv, partition, lease, Some(revision)).await
+}
+
+/// A partition this node owns: its epoch, and its lease's revision.
+#[derive(Debug, Clone)]
+pub struct Owned {
+    /// The epoch of the claim that counted.
+    pub epoch: u64,
+    /// The lease as written, and its revision, for `renew`.
+    pub lease: Lease,
+    /// The lease's revision.
+    pub revision: u64,
+}
+
+/// What a node needs to take a partition.
+#[derive(Debug, Clone)]
+pub struct Partition<'a> {
+    /// The cluster's JetStream.
+    pub js: &'a jetstream::Context,
+    /// The cluster's KV bucket.
+    pub kv: &'a kv::Store,
+    /// The partition's stream.
+    pub stream: &'a stream::Stream,
+    /// Its number.
+    pub partition: u32,
+    /// Its store id (from the settings).
+    pub store_id: StoreId,
+}
+
+/// The claim procedure (`docs/cluster.md`, "Ownership", steps 1–4): if the lease is free or
+/// lapsed, the node catches up with the stream, takes the lease, publishes a claim above every
+/// epoch it has seen, and applies the stream to it; it then owns the partition, its writes
+/// published through a new publisher on `runtime`. `None` if another node holds the lease or
+/// won a race.
+///
+/// # Errors
+/// The store's refusal (a halted partition) or JetStream's.
+pub async fn take(
+    p: &Partition<'_>,
+    store: &Store,
+    node: &str,
+    runtime: &tokio::runtime::Handle,
+) -> Result<Option<Owned>, StreamError> {
+    let held = read(p.kv, p.partition).await?;
+    if let Some((lease, _)) = &held
+        && lease.node != node
+        && lease.expires_ms > now_ms()
+    {
+        return Ok(None);
+    }
+    // 1: catch up.
+    let end = last_position(p.stream).await?;
+    follow(store, p.stream, Some(end)).await?;
+    let seen = held.as_ref().map_or(0, |(l, _)| l.epoch);
+    let epoch = store.partition_log().claim.map_or(0, |c| c.epoch).max(seen) + 1;
+    // 2: the lease, compare-and-set on the revision read.
+    let mut lease = Lease {
+        node: node.to_owned(),
+        epoch,
+        expires_ms: now_ms() + u64::try_from(LEASE.as_millis()).unwrap_or(u64::MAX),
+    };
+    let Some(revision) = swap(p.kv, p.partition, &lease, held.map(|(_, r)| r)).await? else {
+        return Ok(None);
+    };
+    // 3: the claim.
+    let at = match publish_claim(p.js, p.partition, store, epoch, node, p.store_id).await {
+        Ok(at) => at,
+        Err(StreamError::ClaimLost { .. } | StreamError::Nats { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    // 4: apply the stream to it; own the partition if it counted.
+    follow(store, p.stream, Some(at)).await?;
+    let counted = store
+        .partition_log()
+        .claim
+        .is_some_and(|c| c.epoch == epoch && c.node == node);
+    if !counted {
+        return Ok(None);
+    }
+    let publisher = JetStreamPublisher::start(runtime, p.js.clone(), p.partition, p.store_id, at);
+    store.own_partition(epoch, publisher)?;
+    // The lease is renewed from here; a renewal right away covers the claim's time.
+    let revision = renew(p.kv, p.partition, &mut lease, revision)
+        .await?
+        .unwrap_or(revision);
+    Ok(Some(Owned {
+        epoch,
+        lease,
+        revision,
+    }))
+}
+
+/// Renews `owned`'s lease every `RENEW_EVERY` until it is lost (someone else wrote it) or the
+/// task is dropped. Returns when lost.
+pub async fn keep(kv: kv::Store, partition: u32, mut owned: Owned) {
+    loop {
+        tokio::time::sleep(RENEW_EVERY).await;
+        match renew(&kv, partition, &mut owned.lease, owned.revision).await {
+            Ok(Some(revision)) => owned.revision = revision,
+            Ok(None) => return,
+            Err(e) => tracing::warn!(error = %e, partition, "renewing a lease"),
+        }
+    }
+}
