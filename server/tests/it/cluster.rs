@@ -50,12 +50,23 @@ fn free_port() -> u16 {
 fn start_nats() -> Nats {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let config = dir.path().join("nats.conf");
+    let child = spawn_nats(dir.path(), port, "");
+    Nats {
+        child,
+        url: format!("nats://127.0.0.1:{port}"),
+        _dir: dir,
+    }
+}
+
+/// Starts nats-server on `port` with JetStream in `dir` (`sync_interval: always`, 8 MiB
+/// messages) and `extra` configuration, once it listens.
+fn spawn_nats(dir: &Path, port: u16, extra: &str) -> Child {
+    let config = dir.join("nats.conf");
     std::fs::write(
         &config,
         format!(
-            "listen: 127.0.0.1:{port}\nmax_payload: 8MB\njetstream {{\n  store_dir: \"{}\"\n  sync_interval: always\n}}\n",
-            dir.path().join("js").display()
+            "listen: 127.0.0.1:{port}\nmax_payload: 8MB\njetstream {{\n  store_dir: \"{}\"\n  sync_interval: always\n}}\n{extra}",
+            dir.join("js").display()
         ),
     )
     .unwrap();
@@ -71,10 +82,72 @@ fn start_nats() -> Nats {
         assert!(Instant::now() < deadline, "nats-server did not listen");
         std::thread::sleep(Duration::from_millis(20));
     }
-    Nats {
-        child,
-        url: format!("nats://127.0.0.1:{port}"),
-        _dir: dir,
+    child
+}
+
+/// Three nats-servers in one JetStream cluster on loopback, each killable and restartable.
+struct Trio {
+    servers: Vec<(String, u16, Option<Child>)>,
+    routes: String,
+    dirs: Vec<tempfile::TempDir>,
+}
+
+impl Trio {
+    fn start() -> Trio {
+        let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+        let routes = ports
+            .iter()
+            .map(|(_, c)| format!("nats-route://127.0.0.1:{c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut trio = Trio {
+            servers: Vec::new(),
+            routes,
+            dirs: (0..3).map(|_| tempfile::tempdir().unwrap()).collect(),
+        };
+        for (i, (port, cluster_port)) in ports.into_iter().enumerate() {
+            trio.servers
+                .push((format!("n{i}:{cluster_port}"), port, None));
+            trio.restart(i);
+        }
+        trio
+    }
+
+    fn name(&self, i: usize) -> &str {
+        self.servers[i].0.split(':').next().unwrap()
+    }
+
+    fn restart(&mut self, i: usize) {
+        let (name_port, port, _) = &self.servers[i];
+        let (name, cluster_port) = name_port.split_once(':').unwrap();
+        let extra = format!(
+            "server_name: {name}\ncluster {{\n  name: amberdb\n  listen: 127.0.0.1:{cluster_port}\n  routes: [{}]\n}}\n",
+            self.routes
+        );
+        let child = spawn_nats(self.dirs[i].path(), *port, &extra);
+        self.servers[i].2 = Some(child);
+    }
+
+    fn kill(&mut self, i: usize) {
+        if let Some(mut c) = self.servers[i].2.take() {
+            c.kill().ok();
+            c.wait().ok();
+        }
+    }
+
+    fn urls(&self) -> Vec<String> {
+        self.servers
+            .iter()
+            .map(|(_, port, _)| format!("nats://127.0.0.1:{port}"))
+            .collect()
+    }
+}
+
+impl Drop for Trio {
+    fn drop(&mut self) {
+        for i in 0..3 {
+            self.kill(i);
+        }
     }
 }
 
@@ -296,5 +369,100 @@ fn a_standby_takes_a_dead_owners_partition_once_its_lease_lapses() {
         follow(&a, &stream, Some(last)).await.unwrap();
         assert_eq!(texts(&a), texts(&b));
         assert_eq!(a.partition_log(), b.partition_log());
+    });
+}
+
+/// Three nats-servers, an R3 partition stream: the stream's leader is killed under writes. The
+/// owner's writes in flight fail (it poisons itself and takes the partition again once a new
+/// leader is elected) or succeed; afterwards a replica built from the stream alone holds every
+/// acknowledged write, and no write twice.
+#[test]
+fn killing_the_stream_leader_loses_no_acknowledged_write() {
+    use amberdb_server::cluster::lease::{Partition, take};
+    use amberdb_server::cluster::settings::{BUCKET, Settings, init};
+    let mut trio = Trio::start();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let handle = rt.handle().clone();
+    rt.block_on(async {
+        let client = async_nats::connect(&trio.urls()[..]).await.unwrap();
+        let js = async_nats::jetstream::new(client);
+        // The JetStream cluster elects its meta leader first: init retries until it can.
+        let wanted = Settings::new(1, "amberdb-hashing-v1-8", 8, 3).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let settings = loop {
+            match init(&js, &wanted).await {
+                Ok((s, _)) => break s,
+                Err(e) => {
+                    assert!(Instant::now() < deadline, "no JetStream cluster: {e}");
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+            }
+        };
+        let kv = js.get_key_value(BUCKET).await.unwrap();
+        let stream = js.get_stream("AMBERDB_P0").await.unwrap();
+        let p = Partition {
+            js: &js,
+            kv: &kv,
+            stream: &stream,
+            partition: 0,
+            store_id: settings.store(0).unwrap(),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = Store::open(dir.path(), options(p.store_id)).unwrap();
+        take(&p, &a, "node-a", &handle).await.unwrap().expect("a free partition");
+        let (mut acked, mut unknown) = (Vec::new(), Vec::new());
+        let (mut killed, mut retakes, mut back) = (None, 0, None);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut i = 0;
+        while acked.len() < 120 {
+            assert!(Instant::now() < deadline, "{} acknowledged in 120 s", acked.len());
+            if acked.len() == 40 && killed.is_none() {
+                let info = stream.get_info().await.unwrap();
+                let leader = info.cluster.and_then(|c| c.leader).expect("a stream leader");
+                let k = (0..3).find(|k| trio.name(*k) == leader).expect("a known leader");
+                trio.kill(k);
+                killed = Some((k, Instant::now()));
+            }
+            let text = format!("write {i}");
+            i += 1;
+            if a.store(NewMemory::new(text.clone())).is_ok() {
+                acked.push(text);
+                if let (Some((_, at)), None) = (killed, back) {
+                    back = Some(at.elapsed());
+                }
+                continue;
+            }
+            unknown.push(text);
+            // Poisoned: reopen from the checkpoint and the stream, and take the partition again.
+            drop(a);
+            a = Store::open(dir.path(), options(p.store_id)).unwrap();
+            while !matches!(take(&p, &a, "node-a", &handle).await, Ok(Some(_))) {
+                assert!(Instant::now() < deadline, "the partition was never taken again");
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            retakes += 1;
+        }
+        let (k, at) = killed.expect("the leader was killed");
+        eprintln!(
+            "killed the stream leader {}: {} acknowledged, {} unknown, {retakes} retakes; the kill to the next acknowledged write {:?}; {:?} in all since the kill",
+            trio.name(k),
+            acked.len(),
+            unknown.len(),
+            back.expect("a write after the kill"),
+            at.elapsed()
+        );
+        trio.restart(k);
+        // A replica built from the stream alone.
+        let c_dir = tempfile::tempdir().unwrap();
+        let c = Store::open(c_dir.path(), options(p.store_id)).unwrap();
+        let last = last_position(&stream).await.unwrap();
+        follow(&c, &stream, Some(last)).await.unwrap();
+        let held = texts(&c);
+        for t in &acked {
+            assert!(held.contains(t), "{t} was acknowledged and is not on the stream");
+        }
+        let distinct: std::collections::BTreeSet<&String> = held.iter().collect();
+        assert_eq!(distinct.len(), held.len(), "no write twice");
+        assert!(held.len() <= acked.len() + unknown.len());
     });
 }
