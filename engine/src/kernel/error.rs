@@ -73,8 +73,12 @@ pub enum KernelError {
         /// The lock file.
         path: PathBuf,
     },
-    /// An earlier write or fsync failed; the store refuses writes until it is reopened.
-    #[error("store is poisoned by an earlier failed write or fsync; reopen it to recover")]
+    /// An earlier write or fsync failed (on a cluster partition's owner: the stream did not
+    /// hold a write); the store refuses writes until it is reopened. STATS `poison_cause` says
+    /// which.
+    #[error(
+        "store is poisoned by an earlier failed write, fsync or (in a cluster) publish; reopen it to recover (STATS poison_cause says which)"
+    )]
     Poisoned,
     /// The disk (or the user's quota) is full. The write was cut back before it could be
     /// acknowledged: nothing of it is stored, and the store stays writable, so writes succeed
