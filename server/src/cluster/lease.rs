@@ -38,7 +38,8 @@ pub fn key(partition: u32) -> String {
     format!("lease.{partition}")
 }
 
-fn now_ms() -> u64 {
+/// Milliseconds since the Unix epoch, this node's clock.
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))

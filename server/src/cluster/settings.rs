@@ -234,8 +234,8 @@ pub async fn load(js: &jetstream::Context) -> Result<Settings, SettingsError> {
     Ok(settings)
 }
 
-/// `amberdb cluster status`: the settings, then one line per partition (its store id, and its
-/// stream's messages, bytes and last position).
+/// `amberdb cluster status`: the settings, then one line per partition (its store id, its
+/// stream's messages, bytes and last position, and its lease: owner, epoch, time left).
 ///
 /// # Errors
 /// As `load`; JetStream's refusal.
@@ -245,7 +245,22 @@ pub async fn status(js: &jetstream::Context) -> Result<String, SettingsError> {
         "partitions: {}\nembedder: {} ({}-d)\nreplicas: {}\n",
         settings.partitions, settings.model_id, settings.dim, settings.replicas
     );
+    let kv = js
+        .get_key_value(BUCKET)
+        .await
+        .map_err(|e| nats("opening the cluster's KV bucket")(e.to_string()))?;
     for p in 0..settings.partitions {
+        let lease = match super::lease::read(&kv, p).await? {
+            None => "owner: none".to_owned(),
+            Some((l, _)) => {
+                let left = i128::from(l.expires_ms) - i128::from(super::lease::now_ms());
+                if left > 0 {
+                    format!("owner: {} epoch {} ({} ms left)", l.node, l.epoch, left)
+                } else {
+                    format!("owner: {} epoch {} (lapsed)", l.node, l.epoch)
+                }
+            }
+        };
         let name = stream_name(p);
         let line = match js.get_stream(&name).await {
             Ok(stream) => match stream.get_info().await {
@@ -258,7 +273,7 @@ pub async fn status(js: &jetstream::Context) -> Result<String, SettingsError> {
             Err(e) => format!("missing: {e}"),
         };
         out.push_str(&format!(
-            "partition {p}: store {}, stream {name}: {line}\n",
+            "partition {p}: store {}, stream {name}: {line}; {lease}\n",
             settings.store(p)?
         ));
     }

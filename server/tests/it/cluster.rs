@@ -292,6 +292,7 @@ fn cluster_init_fixes_the_settings_once_and_status_shows_every_partition() {
         .collect();
     assert_eq!(stores.len(), 4, "a store id per partition: {out}");
     assert!(out.contains("stream AMBERDB_P3: 0 messages"), "{out}");
+    assert!(out.contains("last position 0; owner: none"), "{out}");
 }
 
 /// Two nodes and one partition: the one that takes the lease owns it, the other is refused
@@ -357,6 +358,11 @@ fn a_standby_takes_a_dead_owners_partition_once_its_lease_lapses() {
         eprintln!("owner death to the next acknowledged write: {failover:?} (lease {LEASE:?})");
         assert!(failover <= LEASE + Duration::from_secs(3), "{failover:?}");
         assert_eq!(owned.epoch, 2);
+        let status = amberdb_server::cluster::settings::status(&js)
+            .await
+            .unwrap();
+        assert!(status.contains("owner: node-b epoch 2 ("), "{status}");
+        assert!(!status.contains("lapsed"), "{status}");
         let held = texts(&b);
         assert!(
             acknowledged.iter().all(|t| held.contains(t)),
