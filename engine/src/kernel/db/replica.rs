@@ -25,9 +25,7 @@ use crate::kernel::commit::PoisonCause;
 use crate::kernel::error::{KernelError, Result};
 use crate::kernel::journal::fence::{Fence, Message, Verdict};
 use crate::kernel::log::Op;
-use crate::kernel::log::format::{
-    FRAME_PREFIX, MAX_FRAME_LEN, TYPE_CLAIM, check_frame, decode_op, encode_frame,
-};
+use crate::kernel::log::format::{TYPE_CLAIM, check_frame, decode_op, encode_frame};
 use crate::kernel::state::State;
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -144,14 +142,8 @@ impl Db {
             owner.publisher.publish(message(seq, None, &frame));
             return Ok(seq);
         }
-        let body = frame.len() - FRAME_PREFIX;
-        if body > MAX_FRAME_LEN as usize {
-            return Err(KernelError::LimitExceeded {
-                what: "bytes of one atomic operation (its log frame)",
-                limit: MAX_FRAME_LEN as usize,
-                got: body,
-            });
-        }
+        // The whole frame's limit before any of its chunks is appended.
+        super::write::frame_within_limit(&frame)?;
         let n = u32::try_from(count).unwrap_or(u32::MAX);
         if n > MAX_CHUNKS {
             return Err(KernelError::LimitExceeded {

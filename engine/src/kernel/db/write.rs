@@ -128,6 +128,20 @@ impl PendingDurable {
     }
 }
 
+/// A frame's body is at most `MAX_FRAME_LEN`: one atomic operation, refused before anything of
+/// it is appended.
+pub(in crate::kernel) fn frame_within_limit(frame: &[u8]) -> Result<()> {
+    let body = frame.len().saturating_sub(FRAME_PREFIX);
+    if body > MAX_FRAME_LEN as usize {
+        return Err(KernelError::LimitExceeded {
+            what: "bytes of one atomic operation (its log frame)",
+            limit: MAX_FRAME_LEN as usize,
+            got: body,
+        });
+    }
+    Ok(())
+}
+
 pub(in crate::kernel) fn batch_sync_loop(db: &Weak<Db>, interval: std::time::Duration) {
     loop {
         std::thread::sleep(interval);
@@ -287,14 +301,7 @@ impl Db {
         frame: &[u8],
     ) -> Result<u64> {
         let seq = w.next_seq;
-        let body = frame.len() - FRAME_PREFIX;
-        if body > MAX_FRAME_LEN as usize {
-            return Err(KernelError::LimitExceeded {
-                what: "bytes of one atomic operation (its log frame)",
-                limit: MAX_FRAME_LEN as usize,
-                got: body,
-            });
-        }
+        frame_within_limit(frame)?;
         match self.journal.append(seq, frame) {
             Ok(n) => w.log_bytes_since_checkpoint += n,
             Err(e) => {
