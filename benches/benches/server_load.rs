@@ -326,7 +326,13 @@ fn main() {
                     }),
                 );
                 report(name, conns, depth, &r);
-                let fsyncs = server.shared.ctx.store.stats().log_fsyncs;
+                let fsyncs: u64 = server
+                    .shared
+                    .home
+                    .stores()
+                    .iter()
+                    .map(|s| s.stats().log_fsyncs)
+                    .sum();
                 let mut out = std::io::stdout().lock();
                 let _ = writeln!(
                     out,
@@ -429,7 +435,6 @@ fn main() {
         }
         let open = server
             .shared
-            .ctx
             .metrics
             .connections_open
             .load(std::sync::atomic::Ordering::Relaxed);

@@ -1,24 +1,31 @@
-//! A Rust client of the line protocol (`docs/protocol.md`), blocking, one connection at a
-//! time: what the CLI's commands that talk to a running server use (`amberdb backup
-//! --server`, `export --server`, `import --server`), and the client the cluster's routing
-//! grows into (`docs/cluster.md`, "Replicas, reads and the client").
+//! A Rust client of the line protocol (`docs/protocol.md`), blocking: what the CLI's commands
+//! that talk to a running server use (`amberdb backup --server`, `export --server`, `import
+//! --server`), and a client of a cluster's nodes (`docs/cluster.md`, "Routing").
 //!
 //! Guarantees: a reply with `"ok": false` is an error carrying the server's code, message and
 //! whole reply ([`ClientError::Refused`]), never a value; several seed addresses are tried in
 //! order until one answers; a request is sent again only when that cannot run it twice: a
-//! read after a lost connection (on the next seed), a write after a lost connection with the
-//! same request id (every write carries one: the caller's `request_id`, or one the client
-//! makes, so the server answers a resent write with its first attempt's reply and never runs
-//! it twice), and any request the server answered `busy` (it was not run; after the
-//! `retry_after_ms` it named, capped). A write whose resend could not reach any server is
+//! read after a lost connection, a write after a lost connection with the same request id
+//! (every write carries one: the caller's `request_id`, or one the client makes, so the server
+//! answers a resent write with its first attempt's reply and never runs it twice), any request
+//! the server answered `busy` (it was not run; after the `retry_after_ms` it named, capped),
+//! `moved` (a cluster node that does not own the partition ran nothing: the request goes to
+//! the owner the reply names, and the client remembers it, so the next request of that
+//! partition goes there first), and a cluster's `unavailable` naming a partition (no node owns
+//! it while a lease lapses: nothing ran). Lost connections and `unavailable` are retried for
+//! at most [`FAILOVER_WAIT`]; a write whose resend could not reach any server by then is
 //! [`ClientError::Unknown`]: it may or may not have run, and the error names its request id,
-//! with which a later retry learns which (within the server's 10-minute window).
+//! with which a later retry learns which (within the server's 10-minute window). Reads carry
+//! `min_seq`: the position of this client's last write to their partition (read-your-writes on
+//! any replica; `set_read_your_writes(false)` turns it off).
 
-use crate::commands::{self, Class};
+use crate::commands::{self, Class, Session};
+use crate::route::{self, Route};
 use serde_json::{Map, Value, json};
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How often a request answered `busy` is sent again before the error is returned.
 pub const BUSY_RETRIES: u32 = 3;
@@ -75,13 +82,40 @@ struct Connection {
     writer: TcpStream,
 }
 
-/// A client of one server (or of the first that answers among several seeds).
+/// A request ready to send.
+struct Prepared {
+    line: String,
+    route: Route,
+    writes: bool,
+    rereadable: bool,
+    request_id: Option<String>,
+}
+
+/// How long a call keeps trying while a cluster fails over (a lost owner, `unavailable`
+/// while no node owns the partition) before it reports the error.
+pub const FAILOVER_WAIT: Duration = Duration::from_secs(15);
+/// The pause between rounds of retries.
+pub const RETRY_PAUSE: Duration = Duration::from_millis(200);
+/// `moved` replies followed at once in one call; later ones wait [`RETRY_PAUSE`] each, until
+/// [`FAILOVER_WAIT`].
+pub const MAX_HOPS: u32 = 5;
+
+/// A client of one server, or of a cluster's nodes (module doc).
 #[derive(Debug)]
 pub struct Client {
     seeds: Vec<String>,
     token: Option<String>,
     timeout: Option<Duration>,
-    connection: Option<Connection>,
+    failover_wait: Duration,
+    /// Open connections, by address, and the one requests go to when no owner is known.
+    connections: HashMap<String, Connection>,
+    current: Option<String>,
+    /// What `moved` replies taught: the cluster's partition count, and partitions' owners.
+    partitions: Option<u32>,
+    owners: HashMap<u32, String>,
+    /// The newest position of each partition this client wrote (read-your-writes).
+    written: HashMap<u32, u64>,
+    read_your_writes: bool,
 }
 
 impl Client {
@@ -103,20 +137,45 @@ impl Client {
             seeds: seeds.iter().map(|s| s.as_ref().to_owned()).collect(),
             token: token.map(str::to_owned),
             timeout,
-            connection: None,
+            failover_wait: FAILOVER_WAIT,
+            connections: HashMap::new(),
+            current: None,
+            partitions: None,
+            owners: HashMap::new(),
+            written: HashMap::new(),
+            read_your_writes: true,
         };
         client.reconnect(0)?;
         Ok(client)
     }
 
+    /// How long a call keeps retrying through a failover ([`FAILOVER_WAIT`] unless set).
+    pub fn set_failover_wait(&mut self, wait: Duration) {
+        self.failover_wait = wait;
+    }
+
+    /// Whether reads ask for the position of this client's last write to their partition
+    /// (`min_seq`), so any replica that answers has that write (on by default).
+    pub fn set_read_your_writes(&mut self, on: bool) {
+        self.read_your_writes = on;
+    }
+
     /// The address of the server this client talks to now.
     #[must_use]
     pub fn addr(&self) -> Option<&str> {
-        self.connection.as_ref().map(|c| c.addr.as_str())
+        self.current.as_deref()
+    }
+
+    /// The position of this client's last acknowledged write to partition `p`.
+    #[must_use]
+    pub fn written_seq(&self, p: u32) -> Option<u64> {
+        self.written.get(&p).copied()
     }
 
     /// Runs `command` with `args` (a JSON object, or `null` for none) and returns the reply
-    /// object (with its `"ok": true`).
+    /// object (with its `"ok": true`). In a cluster the request goes to the node that owns its
+    /// partition when the client knows it, follows `moved`, and waits out a failover (module
+    /// doc).
     ///
     /// # Errors
     /// See [`ClientError`]: `Refused` carries the server's code; `Unknown` a write whose
@@ -125,28 +184,9 @@ impl Client {
         let Some(found) = commands::find(command) else {
             return Err(ClientError::Request(format!("unknown command {command:?}")));
         };
-        let mut args = args.clone();
-        let mut request_id = None;
-        if found.class.writes() {
-            if args.is_null() {
-                args = json!({});
-            }
-            if let Value::Object(o) = &mut args {
-                if !o.contains_key("request_id") {
-                    let id = amberdb::RequestId::new(amberdb::Timestamp::now()).map_err(|e| {
-                        ClientError::Request(format!("no randomness for a request id: {e}"))
-                    })?;
-                    o.insert("request_id".into(), json!(id.to_string()));
-                }
-                request_id = o
-                    .get("request_id")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned);
-            }
-        }
-        let line = match &args {
-            Value::Null => found.name.to_owned(),
-            Value::Object(_) => format!("{} {args}", found.name),
+        let mut args = match args {
+            Value::Null => Map::new(),
+            Value::Object(o) => o.clone(),
             _ => {
                 return Err(ClientError::Request(format!(
                     "the arguments of {} must be a JSON object",
@@ -154,71 +194,205 @@ impl Client {
                 )));
             }
         };
+        let writes = found.class.writes();
+        let mut request_id = None;
+        if writes {
+            if !args.contains_key("request_id") {
+                let id = amberdb::RequestId::new(amberdb::Timestamp::now()).map_err(|e| {
+                    ClientError::Request(format!("no randomness for a request id: {e}"))
+                })?;
+                args.insert("request_id".into(), json!(id.to_string()));
+            }
+            request_id = args
+                .get("request_id")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+        }
+        let to = route::route_of(found, &args, &Session::trusted());
+        let partition = |c: &Client| match &to {
+            Route::Id(_) => route::partition_of(&to, u32::MAX),
+            _ => c.partitions.and_then(|n| route::partition_of(&to, n)),
+        };
+        if !writes
+            && self.read_your_writes
+            && !args.contains_key("min_seq")
+            && let Some(seq) = partition(self).and_then(|p| self.written_seq(p))
+        {
+            args.insert("min_seq".into(), json!(seq));
+        }
+        let line = if args.is_empty() && !writes {
+            found.name.to_owned()
+        } else {
+            format!("{} {}", found.name, Value::Object(args))
+        };
         // A read may be sent again after a lost connection, and a write with its request id.
         let rereadable = request_id.is_some()
             || matches!(
                 found.class,
                 Class::Open | Class::Status | Class::Read | Class::Search(_)
             );
-        let mut busy = 0;
-        let mut lost_once = false;
+        self.deliver(&Prepared {
+            line,
+            route: to,
+            writes,
+            rereadable,
+            request_id,
+        })
+    }
+
+    /// Sends a request to its partition's owner (or the current node) until it is answered,
+    /// following `moved` and waiting out a failover (module doc).
+    fn deliver(&mut self, request: &Prepared) -> Result<Map<String, Value>, ClientError> {
+        let Prepared {
+            line,
+            route: to,
+            writes,
+            rereadable,
+            request_id,
+        } = request;
+        let (line, writes, rereadable) = (line.as_str(), *writes, *rereadable);
+        let partition = |c: &Client| match to {
+            Route::Id(_) => route::partition_of(to, u32::MAX),
+            _ => c.partitions.and_then(|n| route::partition_of(to, n)),
+        };
+        let deadline = Instant::now() + self.failover_wait;
+        let (mut busy, mut hops) = (0, 0);
+        // Where a sent request's reply was lost, and why (its outcome is then unknown).
+        let mut lost_at: Option<(String, String)> = None;
         loop {
-            match self.send(&line) {
-                Ok(reply) => {
-                    if reply.get("ok") == Some(&Value::Bool(true)) {
-                        return Ok(reply);
-                    }
-                    let code = reply
-                        .get("code")
-                        .and_then(Value::as_str)
-                        .unwrap_or("internal");
-                    if code == "busy" && busy < BUSY_RETRIES {
-                        busy += 1;
-                        let ms = reply.get("retry_after_ms").and_then(Value::as_u64);
-                        std::thread::sleep(
-                            ms.map_or(MAX_BUSY_WAIT, Duration::from_millis)
-                                .min(MAX_BUSY_WAIT),
-                        );
-                        continue;
-                    }
-                    return Err(refused(reply));
+            let owner = partition(self).and_then(|p| self.owners.get(&p).cloned());
+            if let Err(e) = self.connect_for(owner.as_deref()) {
+                if let Some(p) = partition(self) {
+                    self.owners.remove(&p);
                 }
+                if Instant::now() < deadline {
+                    std::thread::sleep(RETRY_PAUSE);
+                    continue;
+                }
+                return Err(match (lost_at, request_id) {
+                    (Some((addr, reason)), Some(id)) => unknown(addr, &reason, id),
+                    (Some((addr, reason)), None) => ClientError::Unknown { addr, reason },
+                    (None, _) => e,
+                });
+            }
+            let reply = match self.send(line) {
+                Ok(reply) => reply,
                 Err(Lost::NotJson { addr, reply }) => {
-                    self.connection = None;
+                    self.drop_connection();
                     return Err(ClientError::Protocol { addr, reply });
                 }
                 Err(lost) => {
                     let unsent = matches!(lost, Lost::BeforeSending(_));
                     let addr = self.addr().unwrap_or_default().to_owned();
-                    let next = self.next_seed();
-                    self.connection = None;
+                    self.drop_connection();
+                    self.owners.retain(|_, a| *a != addr);
                     let reason = lost.reason();
-                    let unknown = |reason: String| match &request_id {
-                        Some(id) if !unsent => ClientError::Unknown {
-                            addr: addr.clone(),
-                            reason: format!(
-                                "{reason}; send it again with request_id {id} within 10 minutes to learn whether it ran"
-                            ),
-                        },
-                        _ => ClientError::Unreachable {
-                            tried: vec![(addr.clone(), reason)],
-                        },
-                    };
                     if !(unsent || rereadable) {
                         return Err(ClientError::Unknown { addr, reason });
                     }
-                    if lost_once {
-                        return Err(unknown(reason));
+                    if !unsent {
+                        lost_at = Some((addr, reason));
                     }
-                    lost_once = true;
-                    if let Err(e) = self.reconnect(next) {
-                        return Err(match e {
-                            ClientError::Unreachable { .. } => unknown(e.to_string()),
-                            e => e,
+                    if Instant::now() >= deadline {
+                        return Err(match (lost_at, request_id) {
+                            (Some((addr, reason)), Some(id)) => unknown(addr, &reason, id),
+                            (Some((addr, reason)), None) => ClientError::Unknown { addr, reason },
+                            (None, _) => ClientError::Unreachable { tried: Vec::new() },
                         });
                     }
+                    continue;
                 }
+            };
+            if reply.get("ok") == Some(&Value::Bool(true)) {
+                if let (true, Some(p), Some(seq)) = (
+                    writes,
+                    reply.get("partition").and_then(Value::as_u64),
+                    reply.get("seq").and_then(Value::as_u64),
+                ) && let Ok(p) = u32::try_from(p)
+                {
+                    let held = self.written.entry(p).or_insert(0);
+                    *held = (*held).max(seq);
+                }
+                return Ok(reply);
             }
+            let code = reply
+                .get("code")
+                .and_then(Value::as_str)
+                .unwrap_or("internal");
+            let wait = reply.get("retry_after_ms").and_then(Value::as_u64);
+            match code {
+                "busy" if busy < BUSY_RETRIES => {
+                    busy += 1;
+                    std::thread::sleep(
+                        wait.map_or(MAX_BUSY_WAIT, Duration::from_millis)
+                            .min(MAX_BUSY_WAIT),
+                    );
+                }
+                // Followed at once up to MAX_HOPS times, then paced: during a failover the
+                // nodes name the dead owner until its lease lapses.
+                "moved" if hops < MAX_HOPS || Instant::now() < deadline => {
+                    hops += 1;
+                    self.learn(&reply);
+                    if hops > MAX_HOPS || reply.get("address").and_then(Value::as_str).is_none() {
+                        std::thread::sleep(RETRY_PAUSE);
+                    }
+                }
+                // A cluster's routing refusal (it names the partition): nothing ran, and a
+                // node will own the partition once a lease lapses.
+                "unavailable" if reply.contains_key("partition") && Instant::now() < deadline => {
+                    std::thread::sleep(
+                        wait.map_or(RETRY_PAUSE, Duration::from_millis)
+                            .clamp(Duration::from_millis(20), Duration::from_secs(1)),
+                    );
+                }
+                _ => return Err(refused(reply)),
+            }
+        }
+    }
+
+    /// What a `moved` reply says: the partition count and the partition's owner.
+    fn learn(&mut self, reply: &Map<String, Value>) {
+        let int = |k: &str| {
+            reply
+                .get(k)
+                .and_then(Value::as_u64)
+                .and_then(|v| u32::try_from(v).ok())
+        };
+        if let Some(n) = int("partitions") {
+            self.partitions = Some(n);
+        }
+        if let Some(p) = int("partition") {
+            match reply.get("address").and_then(Value::as_str) {
+                Some(addr) => self.owners.insert(p, addr.to_owned()),
+                None => self.owners.remove(&p),
+            };
+        }
+    }
+
+    /// Makes `owner` (else the current connection, else the next seed that answers) the
+    /// connection requests go to.
+    fn connect_for(&mut self, owner: Option<&str>) -> Result<(), ClientError> {
+        if let Some(addr) = owner {
+            if !self.connections.contains_key(addr) {
+                let c = self.open_authed(addr)?;
+                self.connections.insert(addr.to_owned(), c);
+            }
+            self.current = Some(addr.to_owned());
+            return Ok(());
+        }
+        if self
+            .current
+            .as_ref()
+            .is_some_and(|a| self.connections.contains_key(a))
+        {
+            return Ok(());
+        }
+        self.reconnect(self.next_seed())
+    }
+
+    fn drop_connection(&mut self) {
+        if let Some(addr) = &self.current {
+            self.connections.remove(addr);
         }
     }
 
@@ -233,64 +407,88 @@ impl Client {
     /// Connects to the first seed that accepts, from `first` on (wrapping), and
     /// authenticates.
     fn reconnect(&mut self, first: usize) -> Result<(), ClientError> {
-        self.connection = None;
         let mut tried = Vec::new();
         for i in 0..self.seeds.len() {
             let addr = self.seeds[(first + i) % self.seeds.len()].clone();
-            match open(&addr, self.timeout) {
+            match self.open_authed(&addr) {
                 Ok(c) => {
-                    self.connection = Some(c);
-                    if let Some(token) = self.token.clone() {
-                        let line = format!("AUTH {}", json!({ "token": token }));
-                        match self.send(&line) {
-                            Ok(r) if r.get("ok") == Some(&Value::Bool(true)) => {}
-                            Ok(r) => return Err(refused(r)),
-                            Err(lost) => {
-                                tried.push((addr, lost.reason()));
-                                self.connection = None;
-                                continue;
-                            }
-                        }
-                    }
+                    self.connections.insert(addr.clone(), c);
+                    self.current = Some(addr);
                     return Ok(());
                 }
-                Err(e) => tried.push((addr, e.to_string())),
+                Err(ClientError::Unreachable { tried: t }) => tried.extend(t),
+                Err(e) => return Err(e),
             }
         }
         Err(ClientError::Unreachable { tried })
     }
 
-    /// Sends one line and reads one reply line.
+    /// A new connection to `addr`, authenticated when the client has a token.
+    fn open_authed(&self, addr: &str) -> Result<Connection, ClientError> {
+        let unreachable = |e: String| ClientError::Unreachable {
+            tried: vec![(addr.to_owned(), e)],
+        };
+        let mut c = open(addr, self.timeout).map_err(|e| unreachable(e.to_string()))?;
+        if let Some(token) = &self.token {
+            let line = format!("AUTH {}", json!({ "token": token }));
+            match exchange(&mut c, &line) {
+                Ok(r) if r.get("ok") == Some(&Value::Bool(true)) => {}
+                Ok(r) => return Err(refused(r)),
+                Err(lost) => return Err(unreachable(lost.reason())),
+            }
+        }
+        Ok(c)
+    }
+
+    /// Sends one line on the current connection and reads one reply line.
     fn send(&mut self, line: &str) -> Result<Map<String, Value>, Lost> {
-        let Some(c) = self.connection.as_mut() else {
+        let Some(c) = self
+            .current
+            .as_ref()
+            .and_then(|a| self.connections.get_mut(a))
+        else {
             return Err(Lost::BeforeSending("not connected".into()));
         };
-        let sent = c
-            .writer
-            .write_all(line.as_bytes())
-            .and_then(|()| c.writer.write_all(b"\n"))
-            .and_then(|()| c.writer.flush());
-        if let Err(e) = sent {
-            // Nothing of a line without its newline is run (`docs/protocol.md`, "Framing").
-            return Err(Lost::BeforeSending(e.to_string()));
+        exchange(c, line)
+    }
+}
+
+fn unknown(addr: String, reason: &str, id: &str) -> ClientError {
+    ClientError::Unknown {
+        addr,
+        reason: format!(
+            "{reason}; send it again with request_id {id} within 10 minutes to learn whether it ran"
+        ),
+    }
+}
+
+/// Sends one line and reads one reply line.
+fn exchange(c: &mut Connection, line: &str) -> Result<Map<String, Value>, Lost> {
+    let sent = c
+        .writer
+        .write_all(line.as_bytes())
+        .and_then(|()| c.writer.write_all(b"\n"))
+        .and_then(|()| c.writer.flush());
+    if let Err(e) = sent {
+        // Nothing of a line without its newline is run (`docs/protocol.md`, "Framing").
+        return Err(Lost::BeforeSending(e.to_string()));
+    }
+    let mut reply = String::new();
+    match c.reader.read_line(&mut reply) {
+        Ok(0) => {
+            return Err(Lost::AfterSending(
+                "the server closed the connection".into(),
+            ));
         }
-        let mut reply = String::new();
-        match c.reader.read_line(&mut reply) {
-            Ok(0) => {
-                return Err(Lost::AfterSending(
-                    "the server closed the connection".into(),
-                ));
-            }
-            Ok(_) => {}
-            Err(e) => return Err(Lost::AfterSending(e.to_string())),
-        }
-        match serde_json::from_str::<Value>(&reply) {
-            Ok(Value::Object(map)) => Ok(map),
-            _ => Err(Lost::NotJson {
-                addr: c.addr.clone(),
-                reply: reply.trim_end().to_owned(),
-            }),
-        }
+        Ok(_) => {}
+        Err(e) => return Err(Lost::AfterSending(e.to_string())),
+    }
+    match serde_json::from_str::<Value>(&reply) {
+        Ok(Value::Object(map)) => Ok(map),
+        _ => Err(Lost::NotJson {
+            addr: c.addr.clone(),
+            reply: reply.trim_end().to_owned(),
+        }),
     }
 }
 

@@ -76,6 +76,23 @@ pub struct ServeFlags {
     /// HTTP beside the line protocol.
     #[command(flatten)]
     pub http: HttpFlags,
+    /// Runs as a node of a cluster on NATS JetStream (docs/cluster.md): the NATS server of a
+    /// cluster `amberdb cluster init` made (several: comma-separated). The data directory then
+    /// holds one store per partition.
+    #[arg(long, env = "AMBERDB_CLUSTER", value_name = "NATS_URL")]
+    pub cluster: Option<String>,
+    /// With --cluster: this node's name, unique in the cluster (letters, digits, '-', '_').
+    #[arg(long, env = "AMBERDB_NODE", requires = "cluster")]
+    pub node: Option<String>,
+}
+
+/// `serve --cluster`: where the cluster is, and who this node is.
+#[derive(Debug, Clone)]
+pub struct ClusterFlags {
+    /// The NATS servers.
+    pub nats: String,
+    /// This node's name.
+    pub node: String,
 }
 
 /// HTTP/JSON, MCP over HTTP, `/metrics` and the inspector (`docs/http.md`), for `serve`.
@@ -324,6 +341,8 @@ pub struct ServeConfig {
     pub retention: RetentionFlags,
     /// The config file as read (its hook keys apply to the store's options).
     pub file: FileConfig,
+    /// A cluster node's, with `--cluster`.
+    pub cluster: Option<ClusterFlags>,
 }
 
 /// The default store directory: `$XDG_DATA_HOME/amberdb/store`, else `~/.local/share/amberdb/store`.
@@ -470,6 +489,16 @@ impl ServeFlags {
             memory_limit: self.memory_limit.or(file.memory_limit),
             retention: self.retention.clone(),
             file,
+            cluster: match (&self.cluster, &self.node) {
+                (None, _) => None,
+                (Some(nats), Some(node)) => Some(ClusterFlags {
+                    nats: nats.clone(),
+                    node: node.clone(),
+                }),
+                (Some(_), None) => anyhow::bail!(
+                    "--cluster needs --node NAME: this node's name, unique in the cluster"
+                ),
+            },
         })
     }
 }

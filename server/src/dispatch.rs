@@ -16,6 +16,9 @@ use crate::args::{Args, Arguments as _, Code, Fail, Outcome};
 use crate::auth::{Auth, Grant};
 use crate::commands::{self, Class, Ctx, Session};
 pub use crate::limits::{Admission, Limits};
+use crate::metrics::Metrics;
+use crate::route::{self, Partitions, Route};
+use amberdb::Store;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,8 +34,10 @@ pub const MAX_BATCH_REPLY_BYTES: usize = 1 << 20;
 
 /// Everything a request needs, shared by every transport of one server.
 pub struct Shared {
-    /// Store and counters.
-    pub ctx: Ctx,
+    /// Where requests run: one store, or a cluster node's partitions.
+    pub home: Home,
+    /// Request counters and latencies (STATS).
+    pub metrics: Arc<Metrics>,
     /// Limits.
     pub limits: Limits,
     /// Tokens.
@@ -46,18 +51,56 @@ pub struct Shared {
     pub unauthenticated: Arc<Semaphore>,
 }
 
+/// Where a server's requests run (`crate::route`).
+#[derive(Clone)]
+pub enum Home {
+    /// A single node's one store.
+    One(Store),
+    /// A cluster node: a store per partition, each request routed to its own.
+    Cluster(Arc<dyn Partitions>),
+}
+
+impl Home {
+    /// Every store open here.
+    #[must_use]
+    pub fn stores(&self) -> Vec<Store> {
+        match self {
+            Home::One(store) => vec![store.clone()],
+            Home::Cluster(partitions) => partitions.stores(),
+        }
+    }
+}
+
+impl Home {
+    /// Whether every store's keyword index is built.
+    #[must_use]
+    pub fn lexical_ready(&self) -> bool {
+        match self {
+            Home::One(store) => store.lexical_ready(),
+            Home::Cluster(partitions) => partitions.stores().iter().all(Store::lexical_ready),
+        }
+    }
+}
+
 impl Shared {
     /// The server's state over a store.
     #[must_use]
     pub fn new(ctx: Ctx, limits: Limits, auth: Auth) -> Shared {
+        Shared::over(Home::One(ctx.store), ctx.metrics, limits, auth)
+    }
+
+    /// The server's state over `home`.
+    #[must_use]
+    pub fn over(home: Home, metrics: Arc<Metrics>, limits: Limits, auth: Auth) -> Shared {
         let admission = Arc::new(Admission::new(&limits));
         // STATS (a command, which sees only `ctx`) reports the gauges.
-        let _ = ctx.metrics.admission.set(Arc::clone(&admission));
+        let _ = metrics.admission.set(Arc::clone(&admission));
         Shared {
             admission,
             connections: Arc::new(Semaphore::new(limits.max_connections)),
             unauthenticated: Arc::new(Semaphore::new(limits.max_unauthenticated)),
-            ctx,
+            home,
+            metrics,
             limits,
             auth,
         }
@@ -154,12 +197,12 @@ pub struct Ran<R> {
 pub async fn run<R: Replies>(shared: &Arc<Shared>, conn: Conn, items: Vec<Item>, out: R) -> Ran<R> {
     // Searches of the keyword index wait for the index built after the open outside any slot,
     // so they cannot hold every running slot while gets, writes and vector searches queue.
-    if !shared.ctx.store.lexical_ready()
+    if !shared.home.lexical_ready()
         && items.iter().any(|i| {
             declared(i).is_some_and(|(c, args)| c.reads_keyword_index(args, &conn.session))
         })
     {
-        while !shared.ctx.store.lexical_ready() {
+        while !shared.home.lexical_ready() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -187,25 +230,22 @@ pub async fn run<R: Replies>(shared: &Arc<Shared>, conn: Conn, items: Vec<Item>,
             close: false,
             rest: Vec::new(),
         };
+        let Home::One(store) = &shared.home else {
+            // A cluster node: each request runs on its partition's store and waits for its own
+            // acknowledgement there (the stream's, `docs/cluster.md`); concurrent requests
+            // share the stream's pipeline as one node's share an fsync.
+            execute_all(&shared, None, &mut ran, items);
+            return ran;
+        };
         // One fsync for the whole batch, before any of its replies leaves (module doc).
-        let ((), pending) = shared.ctx.store.deferred_batch(|store| {
+        let ((), pending) = store.deferred_batch(|store| {
             // The batch's commands write through its handle: acknowledged once appended, made
             // durable together below.
             let ctx = Ctx {
                 store: store.clone(),
-                metrics: Arc::clone(&shared.ctx.metrics),
+                metrics: Arc::clone(&shared.metrics),
             };
-            let mut items = items.into_iter();
-            for item in items.by_ref() {
-                execute(&shared, &ctx, &mut ran, item);
-                if ran.close {
-                    return;
-                }
-                if ran.replies.bytes() >= MAX_BATCH_REPLY_BYTES {
-                    break;
-                }
-            }
-            ran.rest = items.collect();
+            execute_all(&shared, Some(&ctx), &mut ran, items);
         });
         // The requests have run: the CPU slot goes to the next batch while this one waits for
         // its fsync, which concurrent batches share (group commit).
@@ -271,7 +311,7 @@ pub async fn one(shared: &Arc<Shared>, session: Session, request: Request) -> (O
 /// (so each reply is an error and nothing changed). The hint is the time the queue ahead of
 /// it takes at the median request time: `(max_queued / max_running + 1) × p50`.
 fn busy<R: Replies>(shared: &Shared, conn: Conn, items: &[Item], mut out: R) -> Ran<R> {
-    let metrics = &shared.ctx.metrics;
+    let metrics = &shared.metrics;
     let a = &shared.admission;
     let p50_ms = metrics.p50().as_secs_f64() * 1000.0;
     let retry_after_ms = ((a.max_queued / a.max_running + 1) as f64 * p50_ms)
@@ -302,11 +342,33 @@ fn busy<R: Replies>(shared: &Shared, conn: Conn, items: &[Item], mut out: R) -> 
     }
 }
 
+/// Runs a batch's requests in order until one closes the connection or the replies reach
+/// [`MAX_BATCH_REPLY_BYTES`] (the rest are kept for the next batch). `batch`: the single
+/// node's batch handle.
+fn execute_all<R: Replies>(
+    shared: &Shared,
+    batch: Option<&Ctx>,
+    ran: &mut Ran<R>,
+    items: Vec<Item>,
+) {
+    let mut items = items.into_iter();
+    for item in items.by_ref() {
+        execute(shared, batch, ran, item);
+        if ran.close {
+            return;
+        }
+        if ran.replies.bytes() >= MAX_BATCH_REPLY_BYTES {
+            break;
+        }
+    }
+    ran.rest = items.collect();
+}
+
 /// Runs one request and appends its reply.
-fn execute<R: Replies>(shared: &Shared, ctx: &Ctx, ran: &mut Ran<R>, item: Item) {
-    let metrics = &shared.ctx.metrics;
+fn execute<R: Replies>(shared: &Shared, batch: Option<&Ctx>, ran: &mut Ran<R>, item: Item) {
+    let metrics = &shared.metrics;
     let started = Instant::now();
-    let req = match item {
+    let mut req = match item {
         Ok(req) => req,
         Err((tag, f)) => {
             metrics.record(None, started.elapsed(), Some(f.code));
@@ -329,7 +391,9 @@ fn execute<R: Replies>(shared: &Shared, ctx: &Ctx, ran: &mut Ran<R>, item: Item)
             ran.close = true;
             json!({"reply": "BYE"})
         }),
-        _ => commands::run(ctx, &ran.conn.session, command, req.args),
+        _ => route::take_min_seq(&mut req.args).and_then(|min_seq| {
+            routed(shared, batch, &ran.conn.session, command, req.args, min_seq)
+        }),
     };
     let error = result.as_ref().err().map(|f| f.code);
     metrics.record(Some(command.name), started.elapsed(), error);
@@ -339,6 +403,87 @@ fn execute<R: Replies>(shared: &Shared, ctx: &Ctx, ran: &mut Ran<R>, item: Item)
         tracing::warn!(command = command.name, reply = %serde_json::Value::Object(f.body.clone()), "request failed");
     }
     ran.replies.push(tag, result);
+}
+
+/// Runs `command` on the store its route names (`crate::route`): the batch's on a single
+/// node, its partition's on a cluster node.
+fn routed(
+    shared: &Shared,
+    batch: Option<&Ctx>,
+    session: &Session,
+    command: &commands::Command,
+    args: Map<String, Value>,
+    min_seq: Option<u64>,
+) -> Outcome {
+    let ctx = match (&shared.home, batch) {
+        (Home::One(_), Some(batch)) => {
+            if let Some(min) = min_seq {
+                route::reach(&batch.store, 0, min)?;
+            }
+            Ctx {
+                store: batch.store.clone(),
+                metrics: Arc::clone(&batch.metrics),
+            }
+        }
+        (Home::Cluster(partitions), _) => {
+            let route = route::route_of(command, &args, session);
+            let Some(p) = route::partition_of(&route, partitions.count()) else {
+                return node_wide(shared, partitions.as_ref(), session, command, args, &route);
+            };
+            Ctx {
+                store: partitions.route(p, command.class.writes(), min_seq)?,
+                metrics: Arc::clone(&shared.metrics),
+            }
+        }
+        (Home::One(_), None) => {
+            return Err(Fail::new(
+                Code::Internal,
+                "a single node's request ran outside its batch",
+            ));
+        }
+    };
+    commands::run(&ctx, session, command, args)
+}
+
+/// A cluster node's request that names no partition: the node's own (PING, HELP, and STATS,
+/// which reports every partition), or one that spans every partition, refused until cluster
+/// mode runs it everywhere (`docs/cluster.md`, "Refused in cluster mode").
+fn node_wide(
+    shared: &Shared,
+    partitions: &dyn Partitions,
+    session: &Session,
+    command: &commands::Command,
+    args: Map<String, Value>,
+    route: &Route,
+) -> Outcome {
+    if *route == Route::Everywhere {
+        return Err(Fail::new(
+            Code::Invalid,
+            format!(
+                "{} spans every partition, which cluster mode does not run yet (docs/cluster.md, \"Refused in cluster mode\"): run it on each node's partition stores with the CLI",
+                command.name
+            ),
+        ));
+    }
+    let any = partitions.stores().into_iter().next().ok_or_else(|| {
+        Fail::new(
+            Code::Unavailable,
+            "this node has no partition store open yet: retry in a moment",
+        )
+    })?;
+    let ctx = Ctx {
+        store: any,
+        metrics: Arc::clone(&shared.metrics),
+    };
+    let mut reply = commands::run(&ctx, session, command, args)?;
+    if matches!(command.class, Class::Status)
+        && let Value::Object(o) = &mut reply
+    {
+        // One partition's store counters would mislead: the node's view replaces them.
+        o.remove("store");
+        o.insert("cluster".into(), partitions.status());
+    }
+    Ok(reply)
 }
 
 fn auth<R>(shared: &Shared, ran: &mut Ran<R>, args: Map<String, Value>) -> Outcome {

@@ -35,13 +35,16 @@ pub enum Code {
     DiskFull,
     /// The server is at capacity: the request was not run; retry after `retry_after_ms`.
     Busy,
+    /// A cluster node that does not own the request's partition: nothing ran; send it to the
+    /// owner the reply names (`address`, `epoch`; `docs/cluster.md`, "Routing").
+    Moved,
     /// Anything else.
     Internal,
 }
 
 impl Code {
     /// Every code, for STATS.
-    pub const ALL: [Code; 15] = [
+    pub const ALL: [Code; 16] = [
         Code::BadRequest,
         Code::UnknownCommand,
         Code::Invalid,
@@ -56,6 +59,7 @@ impl Code {
         Code::Unavailable,
         Code::DiskFull,
         Code::Busy,
+        Code::Moved,
         Code::Internal,
     ];
 
@@ -77,6 +81,7 @@ impl Code {
             Code::Unavailable => "unavailable",
             Code::DiskFull => "disk_full",
             Code::Busy => "busy",
+            Code::Moved => "moved",
             Code::Internal => "internal",
         }
     }
@@ -95,6 +100,8 @@ impl Code {
             Code::LineTooLong => 413,
             Code::LimitExceeded => 422,
             Code::Busy => 429,
+            // Misdirected Request: the partition's owner is another node.
+            Code::Moved => 421,
             Code::Internal => 500,
             Code::Unavailable | Code::TooManyConnections => 503,
             Code::DiskFull => 507,

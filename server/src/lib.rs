@@ -40,6 +40,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod protocol;
 pub mod reply;
+pub mod route;
 pub mod server;
 pub mod transfer;
 pub mod vmm;
@@ -94,24 +95,16 @@ pub fn run_server(config: config::ServeConfig, mut options: StoreOptions) -> any
         max_unauthenticated = config.limits.max_unauthenticated,
         "file descriptors"
     );
-    let store = Store::open(&config.data_dir, options)
-        .with_context(|| format!("opening the store {}", config.data_dir.display()))?;
-    let report = store.open_report();
-    tracing::info!(dir = %config.data_dir.display(), memories = store.stats().memories, report = ?report, "store open");
-    if report.unindexed > 0 {
-        tracing::warn!(damaged = ?report.damaged_segments, unindexed = report.unindexed, "opened without damaged segments: their records are live and found by keyword search; their vectors are being rebuilt from the texts in the background (STATS unindexed)");
-    }
     let listener = runtime
         .block_on(tokio::net::TcpListener::bind(config.addr))
         .with_context(|| format!("listening on {}", config.addr))?;
     let addr = listener.local_addr()?;
+    let home = open_home(&runtime, &config, options, addr)?;
     let (tokens, bound) = config.auth.counts();
     tracing::info!(%addr, tokens, user_bound = bound, limits = ?config.limits, "listening");
-    let shared = Arc::new(dispatch::Shared::new(
-        commands::Ctx {
-            store: store.clone(),
-            metrics: std::sync::Arc::new(metrics::Metrics::new()),
-        },
+    let shared = Arc::new(dispatch::Shared::over(
+        home.clone(),
+        std::sync::Arc::new(metrics::Metrics::new()),
         config.limits,
         config.auth,
     ));
@@ -132,11 +125,28 @@ pub fn run_server(config: config::ServeConfig, mut options: StoreOptions) -> any
     if let Some((_, task)) = http {
         let _ = runtime.block_on(task);
     }
-    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
     tracing::info!(
-        requests = shared.ctx.metrics.requests(),
+        requests = shared.metrics.requests(),
         "connections closed; flushing and checkpointing"
     );
+    drop(shared);
+    match home {
+        dispatch::Home::One(store) => {
+            runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+            close_store(store)
+        }
+        dispatch::Home::Cluster(node) => {
+            runtime.block_on(node.stop());
+            runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+            tracing::info!("stopped cleanly");
+            Ok(())
+        }
+    }
+}
+
+/// Flushes, checkpoints and closes a single node's store at shutdown.
+fn close_store(store: Store) -> anyhow::Result<()> {
+    use anyhow::Context;
     store.flush().context("flushing the store")?;
     match store.checkpoint() {
         // Vectors still being restored (R4b): the next open carries on; nothing is lost.
@@ -146,10 +156,57 @@ pub fn run_server(config: config::ServeConfig, mut options: StoreOptions) -> any
         done => done.context("checkpointing the store")?,
     }
     let seq = store.stats().checkpoint_seq;
-    drop(shared);
     store.close().context("closing the store")?;
     tracing::info!(checkpoint_seq = seq, "stopped cleanly");
     Ok(())
+}
+
+/// Opens what the server serves: the store, or (`--cluster`) the node's partition stores.
+fn open_home(
+    runtime: &tokio::runtime::Runtime,
+    config: &config::ServeConfig,
+    options: StoreOptions,
+    addr: std::net::SocketAddr,
+) -> anyhow::Result<dispatch::Home> {
+    use anyhow::Context;
+    if let Some(cluster) = &config.cluster {
+        #[cfg(not(feature = "cluster"))]
+        {
+            let _ = (runtime, cluster, addr);
+            anyhow::bail!("--cluster: this amberdb is built without the cluster feature");
+        }
+        #[cfg(feature = "cluster")]
+        {
+            let peer = cluster::node::Peer {
+                address: addr.to_string(),
+                http: config
+                    .http
+                    .as_ref()
+                    .filter(|h| h.addr.port() != 0)
+                    .map(|h| format!("http://{}", h.addr)),
+                expires_ms: 0,
+            };
+            let node_config = cluster::node::NodeConfig {
+                nats: cluster.nats.clone(),
+                name: cluster.node.clone(),
+                data_dir: config.data_dir.clone(),
+            };
+            let node = runtime
+                .block_on(cluster::node::Node::start(&node_config, &options, peer))
+                .context("joining the cluster")?;
+            tracing::info!(node = %cluster.node, nats = %cluster.nats, "cluster node started");
+            let partitions: Arc<dyn route::Partitions> = node;
+            return Ok(dispatch::Home::Cluster(partitions));
+        }
+    }
+    let store = Store::open(&config.data_dir, options)
+        .with_context(|| format!("opening the store {}", config.data_dir.display()))?;
+    let report = store.open_report();
+    tracing::info!(dir = %config.data_dir.display(), memories = store.stats().memories, report = ?report, "store open");
+    if report.unindexed > 0 {
+        tracing::warn!(damaged = ?report.damaged_segments, unindexed = report.unindexed, "opened without damaged segments: their records are live and found by keyword search; their vectors are being rebuilt from the texts in the background (STATS unindexed)");
+    }
+    Ok(dispatch::Home::One(store))
 }
 
 /// Binds HTTP (a taken port fails the start) and serves it on `runtime` until `stop`;

@@ -82,7 +82,7 @@ pub async fn serve(
                         let stop = stop_rx.clone();
                         let alive = alive_tx.clone();
                         tokio::spawn(async move {
-                            let m = &shared.ctx.metrics;
+                            let m = &shared.metrics;
                             m.connections_open.fetch_add(1, Ordering::Relaxed);
                             m.connections_total.fetch_add(1, Ordering::Relaxed);
                             tracing::debug!(%peer, "connection opened");
@@ -287,7 +287,7 @@ async fn refuse(
     shared: Arc<Shared>,
     unauthenticated: bool,
 ) {
-    let m = &shared.ctx.metrics;
+    let m = &shared.metrics;
     m.connections_refused.fetch_add(1, Ordering::Relaxed);
     m.count_error(Code::TooManyConnections);
     let (max, what) = if unauthenticated {
@@ -356,7 +356,6 @@ async fn connection(
             }
             let out = ran.replies.0;
             shared
-                .ctx
                 .metrics
                 .bytes_out
                 .fetch_add(out.len() as u64, Ordering::Relaxed);
@@ -398,7 +397,7 @@ async fn connection(
                     } else {
                         ("idle_timeout", format!("nothing arrived for {:?}; closing", limits.idle_timeout))
                     };
-                    shared.ctx.metrics.count_error(Code::Timeout);
+                    shared.metrics.count_error(Code::Timeout);
                     let mut f = Fail::new(Code::Timeout, message);
                     f.body.insert("timeout".into(), code.into());
                     let mut out = Vec::new();
@@ -408,7 +407,7 @@ async fn connection(
                 }
                 Ok(Ok(0)) => eof = true,
                 Ok(Ok(n)) => {
-                    shared.ctx.metrics.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
+                    shared.metrics.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
                     framer.push(&chunk[..n]);
                 }
                 Ok(Err(e)) => {

@@ -56,7 +56,8 @@ export interface StatsArgs {
 
 /** The reply of STATS. */
 export interface StatsReply {
-  "store": Record<string, unknown>;
+  "store"?: Record<string, unknown>;
+  "cluster"?: Record<string, unknown>;
   "uptime_seconds": number;
   "version": string;
   "requests": number;
@@ -79,6 +80,8 @@ export interface PurgeArgs {
 /** The reply of PURGE. */
 export interface PurgeReply {
   "purged": Record<string, unknown>;
+  "partition": number;
+  "seq": number;
 }
 
 /** Arguments of BACKUP: Copies the store, as it is at one commit, into an empty directory on the server's machine while it serves, and checks the copy. */
@@ -92,6 +95,8 @@ export interface BackupArgs {
 /** The reply of BACKUP. */
 export interface BackupReply {
   "backup": Record<string, unknown>;
+  "partition": number;
+  "seq": number;
 }
 
 /** Arguments of EXPORT: Writes every entity and record, live and archived, with ids, lineage and validity, as one state of the store, to a new file on the server's machine. */
@@ -105,6 +110,8 @@ export interface ExportArgs {
 /** The reply of EXPORT. */
 export interface ExportReply {
   "export": Record<string, unknown>;
+  "partition": number;
+  "seq": number;
 }
 
 /** Arguments of IMPORT: Reads an export (ids kept when this store never gave them out), JSON Lines of memories, or mem0's / agent-memory-server's JSON from a file on the server's machine. */
@@ -118,6 +125,8 @@ export interface ImportArgs {
 /** The reply of IMPORT. */
 export interface ImportReply {
   "import": Record<string, unknown>;
+  "partition": number;
+  "seq": number;
 }
 
 /** Arguments of MAINTENANCE: Pauses or resumes the store's automatic checkpoints, purges and archive retention, and says what they did. */
@@ -131,6 +140,8 @@ export interface MaintenanceArgs {
 /** The reply of MAINTENANCE. */
 export interface MaintenanceReply {
   "maintenance": Record<string, unknown>;
+  "partition": number;
+  "seq": number;
 }
 
 /** Arguments of REEMBED: Moves the store to another embedder from its stored texts while it serves (new vectors staged, one switch, old vectors purged); replies when done. */
@@ -146,6 +157,8 @@ export interface ReembedArgs {
 /** The reply of REEMBED. */
 export interface ReembedReply {
   "reembed": Record<string, unknown>;
+  "partition": number;
+  "seq": number;
 }
 
 /** Arguments of STORE_MEMORY: Stores a memory through the hooks (tags, category, exact and semantic dedup). */
@@ -200,6 +213,8 @@ export interface StoreMemoryReply {
   "message": string;
   "reason"?: string;
   "replaced"?: number;
+  "partition": number;
+  "seq": number;
 }
 
 /** Arguments of LIST_RECENT_MEMORIES: The user's most recently created records, newest first, by kind, category, tags, session, validity or archive. */
@@ -260,6 +275,8 @@ export interface DeleteByMemoryIdReply {
   "success": boolean;
   "memory_id": number;
   "message": string;
+  "partition": number;
+  "seq": number;
 }
 
 /** Arguments of UPDATE_MEMORY: Changes a memory's content, category or tags (new content gets a new id that supersedes the old). */
@@ -292,6 +309,8 @@ export interface UpdateMemoryReply {
   "category": string;
   "success": boolean;
   "message": string;
+  "partition": number;
+  "seq": number;
 }
 
 /** Arguments of FEEDBACK: Marks a memory helpful or harmful (moves its confidence). */
@@ -312,6 +331,8 @@ export interface FeedbackReply {
   "confidence": number;
   "success": boolean;
   "message": string;
+  "partition": number;
+  "seq": number;
 }
 
 /** Arguments of LINEAGE: The archived records a memory merged, superseded or replaced. */
@@ -386,6 +407,8 @@ export interface ClearOldMemoriesReply {
   "remaining_count": number;
   "success": boolean;
   "message": string;
+  "partition": number;
+  "seq": number;
 }
 
 /** Arguments of COMPACT_PREVIEW: Groups of near-duplicate memories that compaction would merge. */
@@ -424,6 +447,8 @@ export interface CompactApplyReply {
   "skipped": number;
   "success": boolean;
   "message": string;
+  "partition": number;
+  "seq": number;
 }
 
 /** Arguments of COMPACT_UNDO: Undoes one merge: its sources come back. */
@@ -440,6 +465,8 @@ export interface CompactUndoReply {
   "restored": Array<unknown>;
   "success": boolean;
   "message": string;
+  "partition": number;
+  "seq": number;
 }
 
 /** Arguments of MEND_PREVIEW: Archived memories that older dedup rules put away and this build's rules would keep live. */
@@ -472,6 +499,8 @@ export interface MendApplyReply {
   "restored": Array<unknown>;
   "success": boolean;
   "message": string;
+  "partition": number;
+  "seq": number;
 }
 
 /** Arguments of MEND_UNDO: Archives one memory mend brought back again. */
@@ -488,6 +517,8 @@ export interface MendUndoReply {
   "original": number;
   "success": boolean;
   "message": string;
+  "partition": number;
+  "seq": number;
 }
 
 /** Arguments of SEARCH_MEMORIES: Searches a user's memories by meaning, keywords or text (docs/search.md). */
@@ -699,6 +730,8 @@ export interface TagNormalizeApplyReply {
   "preview_id": string;
   "success": boolean;
   "message": string;
+  "partition": number;
+  "seq": number;
 }
 
 /** Arguments of SNAPSHOT_CREATE: Saves every memory's tags. */
@@ -718,6 +751,8 @@ export interface SnapshotCreateReply {
   "created_at": string;
   "success": boolean;
   "message": string;
+  "partition": number;
+  "seq": number;
 }
 
 /** Arguments of SNAPSHOT_RESTORE: Puts every memory's tags back as a snapshot saved them. */
@@ -737,6 +772,8 @@ export interface SnapshotRestoreReply {
   "missing_count": number;
   "success": boolean;
   "message": string;
+  "partition": number;
+  "seq": number;
 }
 
 /** Arguments of CREATE_USER: Creates a user. */
@@ -753,6 +790,8 @@ export interface CreateUserArgs {
 export interface CreateUserReply {
   "success": boolean;
   "user": Record<string, unknown>;
+  "partition": number;
+  "seq": number;
 }
 
 /** Arguments of CREATE_AGENT: Creates an agent of a user. */
@@ -771,6 +810,8 @@ export interface CreateAgentArgs {
 export interface CreateAgentReply {
   "success": boolean;
   "agent": Record<string, unknown>;
+  "partition": number;
+  "seq": number;
 }
 
 /** Arguments of CREATE_SESSION: Creates a session of a user (optionally with one of its agents). */
@@ -791,6 +832,8 @@ export interface CreateSessionArgs {
 export interface CreateSessionReply {
   "success": boolean;
   "session": Record<string, unknown>;
+  "partition": number;
+  "seq": number;
 }
 
 /** Arguments of GET_USER: A user. */
@@ -885,6 +928,8 @@ export interface DeleteUserReply {
   "deleted_records": number;
   "success": boolean;
   "message": string;
+  "partition": number;
+  "seq": number;
 }
 
 /** Arguments of DELETE_AGENT: Deletes an agent, its sessions and their records, in one commit. */
@@ -904,6 +949,8 @@ export interface DeleteAgentReply {
   "deleted_records": number;
   "success": boolean;
   "message": string;
+  "partition": number;
+  "seq": number;
 }
 
 /** Arguments of DELETE_SESSION: Deletes a session and its messages, in one commit. */
@@ -923,6 +970,8 @@ export interface DeleteSessionReply {
   "deleted_records": number;
   "success": boolean;
   "message": string;
+  "partition": number;
+  "seq": number;
 }
 
 /** Arguments of ADD_MESSAGES: Adds chat turns to a session (a turn the session holds is not stored again). */
@@ -945,6 +994,8 @@ export interface AddMessagesReply {
   "count": number;
   "memory_ids": Array<unknown>;
   "skipped": Array<unknown>;
+  "partition": number;
+  "seq": number;
 }
 
 /** Arguments of ADD_KNOWLEDGE: Adds user-level facts (through the hooks: a fact stored twice is one). */
@@ -963,6 +1014,8 @@ export interface AddKnowledgeReply {
   "count": number;
   "stored": number;
   "results": Array<unknown>;
+  "partition": number;
+  "seq": number;
 }
 
 /** Arguments of PUT_ITEM: Puts a JSON value under a key, found by the meaning of text; replaces the key's item. */
@@ -997,6 +1050,8 @@ export interface PutItemReply {
   "message": string;
   "reason"?: string;
   "replaced"?: number;
+  "partition": number;
+  "seq": number;
 }
 
 /** Arguments of GET_ITEM: The user's item of a key (found: false when there is none). Not an access. */
@@ -1030,6 +1085,8 @@ export interface DeleteItemReply {
   "deleted": boolean;
   "memory_id": number | null;
   "message": string;
+  "partition": number;
+  "seq": number;
 }
 
 /** Arguments of LIST_ITEMS: The user's items whose key starts with prefix, in key order. */

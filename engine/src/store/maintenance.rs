@@ -205,6 +205,13 @@ impl Store {
         Ok(self.inner.db.apply_archive_retention()?)
     }
 
+    /// Whether writes are refused until the store is reopened (a failed write or fsync, a
+    /// publish the stream did not hold): `stats().poisoned`, without counting anything.
+    #[must_use]
+    pub fn is_poisoned(&self) -> bool {
+        self.inner.db.counters().poison_cause.is_some()
+    }
+
     /// Counters.
     #[must_use]
     pub fn stats(&self) -> Stats {

@@ -192,6 +192,12 @@ impl Store {
         self.embedding().embedder.model_id().to_owned()
     }
 
+    /// The cluster partition whose ids this store assigns (0 on a single node).
+    #[must_use]
+    pub fn partition(&self) -> u32 {
+        self.inner.options.partition
+    }
+
     /// The embedder the store's vectors come from now, and its epoch.
     pub(crate) fn embedding(&self) -> Embedding {
         self.inner.embedding.read().clone()

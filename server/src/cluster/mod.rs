@@ -2,10 +2,11 @@
 //! partition's stream, the publisher an owner's store hands its frames to, the claim, and the
 //! tail a replica applies (`stream`); the cluster's settings in its KV bucket and the
 //! `amberdb cluster init|status` commands (`settings`, here); a partition's lease and the
-//! claim procedure (`lease`). The node that runs them for every partition, and the routing of
-//! requests to partitions, are not built yet.
+//! claim procedure (`lease`); the node that runs them for every partition (`node`), which the
+//! dispatch routes requests to (`crate::route`).
 
 pub mod lease;
+pub mod node;
 pub mod settings;
 pub mod stream;
 

@@ -389,7 +389,9 @@ pub(super) static TABLE: &[Command] = &[
         summary: "Server counters (requests, errors, latency quantiles, connections) and the store's size.",
         args: NoArgs::ARGS,
         reply: &[
-            field("store", Object),
+            // A cluster node reports its partitions (`cluster`) instead of one store's.
+            field("store", Object).maybe(),
+            field("cluster", Object).maybe(),
             field("uptime_seconds", Int),
             field("version", Str),
             field("requests", Int),

@@ -150,7 +150,21 @@ pub struct Command {
     pub run: Option<Handler>,
 }
 
+/// What every write's reply adds (`crate::route`): the partition and log position it was made
+/// at, for a read's `min_seq`.
+pub const POSITION: [Field; 2] = [field("partition", Int), field("seq", Int)];
+
 impl Command {
+    /// Its successful reply's fields, a write's `partition` and `seq` included.
+    #[must_use]
+    pub fn reply_fields(&self) -> Vec<Field> {
+        let mut fields = self.reply.to_vec();
+        if self.class.writes() {
+            fields.extend(POSITION);
+        }
+        fields
+    }
+
     /// The MCP tool name.
     #[must_use]
     pub fn tool_name(&self) -> String {

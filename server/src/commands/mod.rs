@@ -231,11 +231,18 @@ pub fn run(ctx: &Ctx, session: &Session, command: &Command, args: Map<String, Va
         }
         None => ctx,
     };
-    match request {
-        Some((id, fingerprint)) => {
-            requests::run_once(ctx, id, fingerprint, |on| handler(on, session, &mut args))
+    // A write's reply says where it was made (`crate::route`), before a request id keeps it.
+    let writes = command.class.writes();
+    let mut run = |on: &Ctx| {
+        let mut reply = handler(on, session, &mut args)?;
+        if writes {
+            crate::route::mark_position(&mut reply, &on.store);
         }
-        None => handler(ctx, session, &mut args),
+        Ok(reply)
+    };
+    match request {
+        Some((id, fingerprint)) => requests::run_once(ctx, id, fingerprint, run),
+        None => run(ctx),
     }
 }
 

@@ -148,7 +148,7 @@ pub(super) fn authenticate(
             Ok(session)
         }
         Err(f) => {
-            app.shared.ctx.metrics.count_error(f.code);
+            app.shared.metrics.count_error(f.code);
             Err(Box::new(fail_response(f)))
         }
     }
@@ -272,7 +272,7 @@ fn is_json(headers: &HeaderMap) -> bool {
 }
 
 pub(super) fn refuse(shared: &Shared, f: Fail) -> Box<Response> {
-    shared.ctx.metrics.count_error(f.code);
+    shared.metrics.count_error(f.code);
     Box::new(fail_response(f))
 }
 

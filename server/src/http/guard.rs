@@ -117,7 +117,7 @@ pub(super) async fn guard(State(app): State<Arc<App>>, request: Request, next: N
 }
 
 fn refused(app: &App, message: String) -> Response {
-    app.shared.ctx.metrics.count_error(Code::Forbidden);
+    app.shared.metrics.count_error(Code::Forbidden);
     fail_response(Fail::new(Code::Forbidden, message))
 }
 

@@ -76,7 +76,7 @@ pub async fn serve(
         let stop = stop.clone();
         let alive = alive_tx.clone();
         tokio::spawn(async move {
-            let m = &shared.ctx.metrics;
+            let m = &shared.metrics;
             m.connections_open.fetch_add(1, Ordering::Relaxed);
             m.connections_total.fetch_add(1, Ordering::Relaxed);
             let state = Arc::new(ConnState {
@@ -171,7 +171,7 @@ async fn connection<S>(
                 let unauthenticated = state.pre_auth.lock().is_some()
                     && opened.elapsed() >= limits.auth_timeout;
                 if idle || unauthenticated {
-                    shared.ctx.metrics.count_error(crate::args::Code::Timeout);
+                    shared.metrics.count_error(crate::args::Code::Timeout);
                     conn.as_mut().graceful_shutdown();
                     closing = Some(Instant::now());
                 }
@@ -186,7 +186,7 @@ async fn connection<S>(
 
 /// Answers a connection over the cap `503 too_many_connections` and closes it.
 async fn refuse(mut stream: TcpStream, shared: Arc<Shared>) {
-    let m = &shared.ctx.metrics;
+    let m = &shared.metrics;
     m.connections_refused.fetch_add(1, Ordering::Relaxed);
     m.count_error(crate::args::Code::TooManyConnections);
     let body = crate::args::Fail::new(

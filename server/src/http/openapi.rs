@@ -45,7 +45,10 @@ pub fn document() -> Value {
     let mut schemas = Map::new();
     schemas.insert("Error".into(), reply::error_schema());
     for c in COMMANDS.iter() {
-        schemas.insert(format!("{}_reply", c.name), reply::schema(c.reply));
+        schemas.insert(
+            format!("{}_reply", c.name),
+            reply::schema(&c.reply_fields()),
+        );
     }
     schemas.insert("MemFuseEnvelope".into(), memfuse_envelope());
     json!({

@@ -17,7 +17,8 @@ use std::sync::Arc;
 /// The bytes free on the store's disk below which `/readyz` fails: room for four requests of
 /// the largest size (`max_line_bytes`) and what they log.
 fn low_disk(app: &App) -> Option<u64> {
-    let free = rustix::fs::statvfs(app.shared.ctx.store.dir())
+    let store = app.shared.home.stores().into_iter().next()?;
+    let free = rustix::fs::statvfs(store.dir())
         .ok()
         .map(|s| s.f_bavail.saturating_mul(s.f_frsize))?;
     let need = 4 * app.shared.limits.max_line_bytes as u64;
@@ -43,21 +44,29 @@ async fn healthz() -> Response {
 /// 200 when the store takes writes; 503 when poisoned or its disk is (nearly) full. Vectors
 /// being restored and a keyword index being built are said, not failed: the store answers.
 async fn readyz(State(app): State<Arc<App>>) -> Response {
-    let s = app.shared.ctx.store.stats();
+    // Every store open here: a cluster node's partitions (one poisoned is being reopened).
+    let all: Vec<amberdb::Stats> = app
+        .shared
+        .home
+        .stores()
+        .iter()
+        .map(amberdb::Store::stats)
+        .collect();
     let low = low_disk(&app);
     let mut reasons = Vec::new();
-    if s.poisoned {
+    if all.iter().any(|s| s.poisoned) {
         reasons.push("poisoned: writes are refused until the store is reopened".to_owned());
     }
+    let unindexed: usize = all.iter().map(|s| s.unindexed).sum();
     if let Some(free) = low {
         reasons.push(format!("the store's disk has {free} bytes free"));
     }
     let body = json!({
         "status": if reasons.is_empty() { "ready" } else { "not_ready" },
         "reasons": reasons,
-        "restoring": s.unindexed > 0,
-        "unindexed": s.unindexed,
-        "lexical_ready": s.lexical_ready,
+        "restoring": unindexed > 0,
+        "unindexed": unindexed,
+        "lexical_ready": all.iter().all(|s| s.lexical_ready),
     });
     let status = if reasons.is_empty() {
         StatusCode::OK
@@ -96,7 +105,7 @@ fn single(out: &mut String, name: &str, kind: &str, help: &str, value: f64) {
 }
 
 fn render(app: &App) -> String {
-    let m = &app.shared.ctx.metrics;
+    let m = &app.shared.metrics;
     let mut out = String::new();
     family(
         &mut out,
@@ -173,7 +182,7 @@ fn render(app: &App) -> String {
 
 fn connections(out: &mut String, app: &App) {
     use std::sync::atomic::Ordering::Relaxed;
-    let m = &app.shared.ctx.metrics;
+    let m = &app.shared.metrics;
     let load = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed) as f64;
     single(
         out,
@@ -243,10 +252,27 @@ fn connections(out: &mut String, app: &App) {
     );
 }
 
+/// The store gauges, summed over every store open here (a cluster node's partitions).
 fn store(out: &mut String, app: &App) {
-    let store = &app.shared.ctx.store;
+    let mut summed: Vec<(&str, &str, &str, f64)> = Vec::new();
+    for store in app.shared.home.stores() {
+        for (i, sample) in store_samples(&store).into_iter().enumerate() {
+            match summed.get_mut(i) {
+                Some(s) => s.3 += sample.3,
+                None => summed.push(sample),
+            }
+        }
+    }
+    for (name, kind, help, value) in summed {
+        single(out, name, kind, help, value);
+    }
+}
+
+type Sample = (&'static str, &'static str, &'static str, f64);
+
+fn store_samples(store: &amberdb::Store) -> Vec<Sample> {
     let s = store.stats();
-    let samples: [(&str, &str, &str, f64); 8] = [
+    let samples: [Sample; 8] = [
         (
             "amberdb_store_bytes",
             "gauge",
@@ -296,16 +322,13 @@ fn store(out: &mut String, app: &App) {
             s.log_fsyncs as f64,
         ),
     ];
-    for (name, kind, help, value) in samples {
-        single(out, name, kind, help, value);
-    }
-    maintenance(out, &s);
+    samples.into_iter().chain(maintenance(&s)).collect()
 }
 
-fn maintenance(out: &mut String, s: &amberdb::Stats) {
+fn maintenance(s: &amberdb::Stats) -> [Sample; 14] {
     let b = |v: bool| if v { 1.0 } else { 0.0 };
     let mx = &s.maintenance;
-    let samples: [(&str, &str, &str, f64); 14] = [
+    [
         (
             "amberdb_checkpoints_total",
             "counter",
@@ -390,8 +413,5 @@ fn maintenance(out: &mut String, s: &amberdb::Stats) {
             "Another store's files moved aside by an open.",
             s.quarantined.len() as f64,
         ),
-    ];
-    for (name, kind, help, value) in samples {
-        single(out, name, kind, help, value);
-    }
+    ]
 }

@@ -13,6 +13,7 @@ use super::table::{COMMAND_ROUTE, ROUTES};
 use crate::args::{Arg, Code, Fail, Ty};
 use crate::commands::{self, Command};
 use crate::dispatch::{self, Request as Call, Shared};
+use crate::route;
 use axum::Router;
 
 use axum::extract::rejection::RawPathParamsRejection;
@@ -110,7 +111,7 @@ async fn any_command(
     }
     .unwrap_or_default();
     let Some(command) = commands::find(&name) else {
-        app.shared.ctx.metrics.count_error(Code::UnknownCommand);
+        app.shared.metrics.count_error(Code::UnknownCommand);
         return fail_response(commands::unknown(&name));
     };
     let session = match authenticate(&app, &request, false) {
@@ -149,7 +150,7 @@ async fn resource(
         Err(r) => return *r,
     };
     if let Err(f) = merge_strings(&mut args, command.args, given) {
-        app.shared.ctx.metrics.count_error(f.code);
+        app.shared.metrics.count_error(f.code);
         return fail_response(f);
     }
     run(app, session, command, &parts.headers, args).await
@@ -199,7 +200,7 @@ async fn run(
     mut args: Map<String, Value>,
 ) -> Response {
     if let Err(f) = idempotency_key(command, headers, &mut args) {
-        app.shared.ctx.metrics.count_error(f.code);
+        app.shared.metrics.count_error(f.code);
         return fail_response(f);
     }
     let call = Call {
@@ -236,7 +237,12 @@ fn merge_strings(
 ) -> Result<(), Fail> {
     let mut lists: Map<String, Value> = Map::new();
     for (name, text) in given {
-        let ty = declared.iter().find(|a| a.name == name).map(|a| a.ty);
+        let ty = declared
+            .iter()
+            .find(|a| a.name == name)
+            .map(|a| a.ty)
+            // The dispatch's own argument (`crate::route`), which no command declares.
+            .or((name == route::MIN_SEQ).then_some(Ty::Int));
         let value = typed(ty, &text);
         if ty == Some(Ty::StrList) {
             if let (Some(Value::Array(have)), Value::Array(more)) = (lists.get_mut(&name), &value) {

@@ -168,6 +168,7 @@ fn a_lost_reply_is_fetched_again_by_its_request_id_and_the_write_runs_once() {
         Some(Duration::from_secs(10)),
     )
     .unwrap();
+    c.set_failover_wait(Duration::from_secs(1));
     match c.call(
         "STORE",
         &json!({"user_id": "ada", "content": "nobody answers"}),

@@ -15,9 +15,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// One nats-server with JetStream, killed when dropped.
-struct Nats {
+pub(crate) struct Nats {
     child: Child,
-    url: String,
+    pub(crate) url: String,
     _dir: tempfile::TempDir,
 }
 
@@ -39,7 +39,7 @@ fn nats_server_binary() -> PathBuf {
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -47,7 +47,7 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn start_nats() -> Nats {
+pub(crate) fn start_nats() -> Nats {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let child = spawn_nats(dir.path(), port, "");

@@ -160,7 +160,7 @@ pub trait Caller {
         let r = self.call(command, args.clone());
         assert_eq!(r["ok"], true, "{command} {args} -> {r}");
         let declared = amberdb_server::commands::find(command).expect("a command of the table");
-        if let Err(e) = amberdb_server::reply::check(&r, declared.reply) {
+        if let Err(e) = amberdb_server::reply::check(&r, &declared.reply_fields()) {
             panic!("{command}: the reply is not as declared ({e}): {r}");
         }
         r
@@ -221,6 +221,7 @@ pub fn status_of(code: &str) -> u16 {
         "line_too_long" => 413,
         "limit_exceeded" => 422,
         "busy" => 429,
+        "moved" => 421,
         "unavailable" | "too_many_connections" => 503,
         "disk_full" => 507,
         _ => 500,

@@ -5,6 +5,8 @@ mod cli;
 mod client;
 #[cfg(feature = "cluster")]
 mod cluster;
+#[cfg(feature = "cluster")]
+mod cluster_node;
 mod defects;
 mod faults;
 mod foreign;

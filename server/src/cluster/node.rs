@@ -1,0 +1,659 @@
+//! A cluster node (`amberdb serve --cluster`; `docs/cluster.md`, "The node"): one store per
+//! partition under `<data>/p-<partition>`, made with the store id the settings give it, and
+//! one task per partition that keeps it a standby (tailing the stream) or its owner (the lease
+//! renewed, writes published), and reopens it as a standby when it is poisoned or loses the
+//! lease. The node registers its addresses in the KV bucket (`node.<name>`), so a write sent to
+//! a node that does not own its partition is answered `moved` with the owner's address.
+//!
+//! Guarantees: a node serves a partition's writes only while its own claim is the last that
+//! counted and its lease lives (the lease says who should try; the log decides who may write,
+//! `lease.rs`); a store that is poisoned (a publish the stream did not hold) is closed and
+//! reopened from its checkpoint and the stream before it serves again, so it never answers from
+//! a state the stream does not hold; reads go to whatever store is open, and wait for the
+//! `min_seq` they ask for.
+
+use super::lease::{self, LEASE, Lease, Partition, RENEW_EVERY, now_ms};
+use super::settings::{self, Settings};
+use super::stream::{StreamError, ensure_stream, follow, stream_name};
+use crate::args::{Code, Fail};
+use crate::route::{self, Partitions};
+use amberdb::{Store, StoreOptions};
+use async_nats::jetstream::{self, kv};
+use futures_util::StreamExt;
+use parking_lot::{Mutex, RwLock};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How often a partition's task looks at its lease and its store.
+pub const TICK: Duration = Duration::from_millis(250);
+/// How long a starting node waits before it takes a free partition: two registrations of every
+/// node started with it.
+pub const SETTLE: Duration = Duration::from_secs(2);
+
+/// What a node needs to join its cluster.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// A NATS server of the cluster (`nats://host:port`; several, comma-separated).
+    pub nats: String,
+    /// This node's name, unique in the cluster (letters, digits, `-`, `_`; 1 to 64).
+    pub name: String,
+    /// Where its partition stores live.
+    pub data_dir: PathBuf,
+}
+
+/// Where a node is reached, as it registers itself under `node.<name>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Peer {
+    /// The line protocol's address.
+    pub address: String,
+    /// HTTP's URL, if it serves HTTP.
+    pub http: Option<String>,
+    /// Milliseconds since the Unix epoch (its clock) after which it counts as gone.
+    pub expires_ms: u64,
+}
+
+/// A partition's role on this node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Role {
+    Opening,
+    Standby,
+    Owner { epoch: u64 },
+    Halted(String),
+}
+
+struct Part {
+    partition: u32,
+    store: RwLock<Option<Store>>,
+    role: Mutex<Role>,
+    /// The lease as last read: who owns it, at which epoch, until when.
+    lease: Mutex<Option<Lease>>,
+}
+
+/// A running node: its partition stores and the tasks that keep them.
+pub struct Node {
+    name: String,
+    settings: Settings,
+    parts: Vec<Arc<Part>>,
+    peers: Mutex<BTreeMap<String, Peer>>,
+    stop: tokio::sync::watch::Sender<bool>,
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+/// A node name: 1 to 64 letters, digits, `-` or `_` (it is part of a KV key).
+///
+/// # Errors
+/// Why it is not one.
+pub fn check_name(name: &str) -> anyhow::Result<()> {
+    let fine = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    anyhow::ensure!(
+        fine,
+        "--node {name:?}: a node name is 1 to 64 letters, digits, '-' or '_'"
+    );
+    Ok(())
+}
+
+impl Node {
+    /// Joins the cluster: loads its settings (refusing an embedder other than `options`'),
+    /// registers `peer` under this node's name, and starts a task per partition on `runtime`.
+    ///
+    /// # Errors
+    /// NATS unreachable, the cluster not initialised, settings that differ, a bad name.
+    pub async fn start(
+        config: &NodeConfig,
+        options: &StoreOptions,
+        peer: Peer,
+    ) -> anyhow::Result<Arc<Node>> {
+        check_name(&config.name)?;
+        let client = async_nats::connect(config.nats.as_str())
+            .await
+            .map_err(|e| anyhow::anyhow!("connecting to NATS at {}: {e}", config.nats))?;
+        let js = jetstream::new(client);
+        let settings = settings::load(&js).await?;
+        let dim = u32::try_from(options.embedder.dim())?;
+        let model = options.embedder.model_id();
+        anyhow::ensure!(
+            (settings.model_id.as_str(), settings.dim) == (model, dim),
+            "the cluster's embedder is {} ({}-d), not {model} ({dim}-d): start the node with the cluster's (docs/cluster.md)",
+            settings.model_id,
+            settings.dim
+        );
+        let kv = js
+            .get_key_value(settings::BUCKET)
+            .await
+            .map_err(|e| anyhow::anyhow!("the cluster's KV bucket: {e}"))?;
+        register(&kv, &config.name, &peer).await?;
+        let (stop, _) = tokio::sync::watch::channel(false);
+        let parts = (0..settings.partitions)
+            .map(|partition| {
+                Arc::new(Part {
+                    partition,
+                    store: RwLock::new(None),
+                    role: Mutex::new(Role::Opening),
+                    lease: Mutex::new(None),
+                })
+            })
+            .collect();
+        let node = Arc::new(Node {
+            name: config.name.clone(),
+            settings,
+            parts,
+            peers: Mutex::new(BTreeMap::new()),
+            stop,
+            tasks: Mutex::new(Vec::new()),
+        });
+        node.refresh_peers(&kv).await;
+        let mut runs = Vec::new();
+        for part in &node.parts {
+            let run = PartitionRun {
+                node: Arc::clone(&node),
+                part: Arc::clone(part),
+                js: js.clone(),
+                kv: kv.clone(),
+                dir: config.data_dir.join(format!("p-{}", part.partition)),
+                options: options.clone(),
+            };
+            // Every store is open before the node serves: a request never finds one opening
+            // except after a reopen.
+            let store = run
+                .open()
+                .await
+                .map_err(|e| anyhow::anyhow!("opening partition {}: {e:#}", part.partition))?;
+            *part.store.write() = Some(store.clone());
+            runs.push((run, store));
+        }
+        let mut tasks = vec![tokio::spawn(Arc::clone(&node).heartbeat(kv.clone(), peer))];
+        for (run, store) in runs {
+            tasks.push(tokio::spawn(run.run(store)));
+        }
+        *node.tasks.lock() = tasks;
+        Ok(node)
+    }
+
+    /// Stops every task: owners release their leases (so another node takes over at once),
+    /// every store is flushed, checkpointed and closed.
+    pub async fn shut_down(&self) {
+        let _ = self.stop.send(true);
+        let tasks = std::mem::take(&mut *self.tasks.lock());
+        for t in tasks {
+            let _ = t.await;
+        }
+    }
+
+    /// Re-registers this node every `RENEW_EVERY` and re-reads every node's registration.
+    async fn heartbeat(self: Arc<Node>, kv: kv::Store, mut peer: Peer) {
+        let mut stop = self.stop.subscribe();
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(RENEW_EVERY) => {}
+                _ = stop.changed() => {
+                    // Gone at once: no partition prefers a stopped node.
+                    peer.expires_ms = 0;
+                    let _ = register(&kv, &self.name, &peer).await;
+                    return;
+                }
+            }
+            peer.expires_ms = now_ms() + millis(LEASE);
+            if let Err(e) = register(&kv, &self.name, &peer).await {
+                tracing::warn!(error = %e, "registering the node");
+            }
+            self.refresh_peers(&kv).await;
+        }
+    }
+
+    async fn refresh_peers(&self, kv: &kv::Store) {
+        let Ok(mut keys) = kv.keys().await else {
+            return;
+        };
+        let mut peers = BTreeMap::new();
+        while let Some(Ok(key)) = keys.next().await {
+            let Some(name) = key.strip_prefix("node.") else {
+                continue;
+            };
+            if let Ok(Some(bytes)) = kv.get(&key).await
+                && let Ok(peer) = serde_json::from_slice::<Peer>(&bytes)
+            {
+                peers.insert(name.to_owned(), peer);
+            }
+        }
+        *self.peers.lock() = peers;
+    }
+
+    /// The node that should own partition `p` among the live ones: the `p mod n`-th by name.
+    fn preferred(&self, p: u32) -> Option<String> {
+        let now = now_ms();
+        let peers = self.peers.lock();
+        let live: Vec<&String> = peers
+            .iter()
+            .filter(|(_, peer)| peer.expires_ms > now)
+            .map(|(name, _)| name)
+            .collect();
+        let n = u32::try_from(live.len()).ok().filter(|&n| n > 0)?;
+        live.get((p % n) as usize).map(|s| (*s).clone())
+    }
+
+    fn moved(&self, p: u32, lease: &Lease) -> Fail {
+        let peer = self.peers.lock().get(&lease.node).cloned();
+        let mut f = Fail::new(
+            Code::Moved,
+            format!(
+                "partition {p} is owned by node {} (epoch {}){}: send the request there",
+                lease.node,
+                lease.epoch,
+                peer.as_ref()
+                    .map_or(String::new(), |peer| format!(" at {}", peer.address))
+            ),
+        );
+        f.body.insert("partition".into(), json!(p));
+        f.body
+            .insert("partitions".into(), json!(self.settings.partitions));
+        f.body.insert("owner".into(), json!(lease.node));
+        f.body.insert("epoch".into(), json!(lease.epoch));
+        f.body.insert(
+            "address".into(),
+            json!(peer.as_ref().map(|p| p.address.clone())),
+        );
+        f.body
+            .insert("http".into(), json!(peer.and_then(|p| p.http)));
+        f
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+async fn register(kv: &kv::Store, name: &str, peer: &Peer) -> anyhow::Result<()> {
+    let value = serde_json::to_vec(peer)?;
+    kv.put(format!("node.{name}"), value.into())
+        .await
+        .map_err(|e| anyhow::anyhow!("registering node {name}: {e}"))?;
+    Ok(())
+}
+
+fn unavailable(p: u32, why: &str) -> Fail {
+    let mut f = Fail::new(
+        Code::Unavailable,
+        format!("partition {p}: {why}; nothing ran: retry in a moment"),
+    );
+    f.body.insert("partition".into(), json!(p));
+    f.body.insert("retry_after_ms".into(), json!(millis(TICK)));
+    f
+}
+
+impl Partitions for Node {
+    fn count(&self) -> u32 {
+        self.settings.partitions
+    }
+
+    fn route(&self, p: u32, writes: bool, min_seq: Option<u64>) -> Result<Store, Fail> {
+        let Some(part) = self.parts.get(p as usize) else {
+            return Err(Fail::new(
+                Code::NotFound,
+                format!(
+                    "no partition {p}: the cluster has {} (an id names its partition)",
+                    self.settings.partitions
+                ),
+            ));
+        };
+        // A store being reopened (after a poisoning) is waited for, as `min_seq` is.
+        let deadline = Instant::now() + route::MIN_SEQ_WAIT;
+        let store = loop {
+            if let Some(store) = part.store.read().clone() {
+                break store;
+            }
+            if Instant::now() >= deadline {
+                return Err(unavailable(p, "its store is being reopened on this node"));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        if writes {
+            let role = part.role.lock().clone();
+            match role {
+                Role::Owner { .. } => return Ok(store),
+                Role::Halted(why) => return Err(unavailable(p, &format!("halted here: {why}"))),
+                Role::Opening | Role::Standby => {}
+            }
+            let lease = part.lease.lock().clone();
+            return match lease {
+                Some(l) if l.expires_ms > now_ms() && l.node != self.name => Err(self.moved(p, &l)),
+                _ => Err(unavailable(p, "no node owns it right now (a lease lapsed)")),
+            };
+        }
+        if let Some(min) = min_seq {
+            route::reach(&store, p, min)?;
+        }
+        Ok(store)
+    }
+
+    fn status(&self) -> Value {
+        let partitions: Vec<Value> = self
+            .parts
+            .iter()
+            .map(|part| {
+                let role = part.role.lock().clone();
+                let lease = part.lease.lock().clone();
+                let store = part.store.read().clone();
+                let log = store.as_ref().map(Store::partition_log);
+                json!({
+                    "partition": part.partition,
+                    "role": match &role {
+                        Role::Opening => "opening",
+                        Role::Standby => "standby",
+                        Role::Owner { .. } => "owner",
+                        Role::Halted(_) => "halted",
+                    },
+                    "halted": match &role { Role::Halted(why) => json!(why), _ => Value::Null },
+                    "epoch": log.as_ref().and_then(|l| l.claim.as_ref()).map(|c| c.epoch),
+                    "owner": lease.as_ref().map(|l| l.node.clone()),
+                    "position": log.as_ref().map(|l| l.position),
+                    "memories": store.as_ref().map(|s| s.stats().memories),
+                })
+            })
+            .collect();
+        json!({
+            "node": self.name,
+            "partitions_count": self.settings.partitions,
+            "owned": self.parts.iter().filter(|p| matches!(*p.role.lock(), Role::Owner { .. })).count(),
+            "partitions": partitions,
+        })
+    }
+
+    fn stop(&self) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(self.shut_down())
+    }
+
+    fn stores(&self) -> Vec<Store> {
+        self.parts
+            .iter()
+            .filter_map(|p| p.store.read().clone())
+            .collect()
+    }
+}
+
+/// One partition's task.
+struct PartitionRun {
+    node: Arc<Node>,
+    part: Arc<Part>,
+    js: jetstream::Context,
+    kv: kv::Store,
+    dir: PathBuf,
+    options: StoreOptions,
+}
+
+/// Why a partition's store is closed and opened again.
+#[derive(Debug)]
+enum Reopen {
+    Stop,
+    Poisoned,
+    LeaseLost,
+}
+
+impl PartitionRun {
+    fn set_role(&self, role: Role) {
+        *self.part.role.lock() = role;
+    }
+
+    fn stopping(&self) -> bool {
+        *self.node.stop.borrow()
+    }
+
+    async fn run(self, first: Store) {
+        let p = self.part.partition;
+        let started = now_ms();
+        let mut opened = Some(first);
+        while !self.stopping() {
+            let store = match opened.take() {
+                Some(store) => store,
+                None => match self.open().await {
+                    Ok(store) => store,
+                    Err(e) => {
+                        tracing::error!(partition = p, error = %e, "opening a partition store; retrying");
+                        self.set_role(Role::Halted(e.to_string()));
+                        tokio::time::sleep(LEASE).await;
+                        continue;
+                    }
+                },
+            };
+            *self.part.store.write() = Some(store.clone());
+            let why = self.serve(&store, started).await;
+            tracing::info!(partition = p, ?why, "closing the partition store");
+            *self.part.store.write() = None;
+            self.set_role(Role::Opening);
+            let closed = tokio::task::spawn_blocking(move || {
+                if matches!(why, Reopen::Stop) && !store.is_poisoned() {
+                    store.flush()?;
+                    // A checkpoint spares the next open the stream since the last one.
+                    if let Err(e) = store.checkpoint() {
+                        tracing::warn!(error = %e, "checkpointing a partition store at stop");
+                    }
+                }
+                store.close()
+            })
+            .await;
+            if let Ok(Err(e)) = closed {
+                tracing::warn!(partition = p, error = %e, "closing a partition store");
+            }
+        }
+    }
+
+    async fn open(&self) -> anyhow::Result<Store> {
+        let p = self.part.partition;
+        let id = self.node.settings.store(p)?;
+        ensure_stream(&self.js, p, self.node.settings.replicas).await?;
+        let options = self
+            .options
+            .clone()
+            .partition(p)
+            .store_id(id)
+            .tail_from_stream(true);
+        let dir = self.dir.clone();
+        let store = tokio::task::spawn_blocking(move || open_store(&dir, options)).await??;
+        Ok(store)
+    }
+
+    /// Serves the partition until its store must be reopened.
+    async fn serve(&self, store: &Store, started: u64) -> Reopen {
+        let p = self.part.partition;
+        let stream = loop {
+            match self.js.get_stream(stream_name(p)).await {
+                Ok(s) => break s,
+                Err(e) if self.stopping() => {
+                    tracing::warn!(partition = p, error = %e, "the stream at stop");
+                    return Reopen::Stop;
+                }
+                Err(e) => {
+                    tracing::warn!(partition = p, error = %e, "reading the partition's stream");
+                    tokio::time::sleep(TICK).await;
+                }
+            }
+        };
+        loop {
+            self.set_role(Role::Standby);
+            let tail = {
+                let (store, stream) = (store.clone(), stream.clone());
+                tokio::spawn(async move { follow(&store, &stream, None).await })
+            };
+            let next = self.stand_by(store, &tail, started).await;
+            tail.abort();
+            let _ = tail.await;
+            match next {
+                Standby::Stop => return Reopen::Stop,
+                Standby::Tail => continue,
+                Standby::Take => {}
+            }
+            let Ok(store_id) = self.node.settings.store(p) else {
+                return self
+                    .halt("the settings hold no valid store id for it".into())
+                    .await;
+            };
+            let partition = Partition {
+                js: &self.js,
+                kv: &self.kv,
+                stream: &stream,
+                partition: p,
+                store_id,
+            };
+            let runtime = tokio::runtime::Handle::current();
+            match lease::take(&partition, store, &self.node.name, &runtime).await {
+                Ok(Some(owned)) => {
+                    tracing::info!(partition = p, epoch = owned.epoch, "owning the partition");
+                    self.set_role(Role::Owner { epoch: owned.epoch });
+                    *self.part.lease.lock() = Some(owned.lease.clone());
+                    return self.own(store, owned).await;
+                }
+                Ok(None) => {}
+                Err(e) if store.is_poisoned() => return self.halt(e.to_string()).await,
+                Err(e) => tracing::warn!(partition = p, error = %e, "taking the partition"),
+            }
+        }
+    }
+
+    /// A standby: the stream followed (by `tail`), the lease watched.
+    async fn stand_by(
+        &self,
+        store: &Store,
+        tail: &tokio::task::JoinHandle<Result<u64, StreamError>>,
+        started: u64,
+    ) -> Standby {
+        let p = self.part.partition;
+        let mut stop = self.node.stop.subscribe();
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(TICK) => {}
+                _ = stop.changed() => {}
+            }
+            if self.stopping() {
+                return Standby::Stop;
+            }
+            if tail.is_finished() && store.is_poisoned() {
+                let why = store
+                    .stats()
+                    .poison_cause
+                    .map_or_else(String::new, |c| c.error);
+                self.halt(why).await;
+                return Standby::Stop;
+            }
+            if should_take(self, p, started).await {
+                return Standby::Take;
+            }
+            if tail.is_finished() {
+                // The connection was lost: tail again from where the store is.
+                return Standby::Tail;
+            }
+        }
+    }
+
+    /// Owns the partition: renews the lease until the store is poisoned, the lease is lost, or
+    /// the node stops (which releases it).
+    async fn own(&self, store: &Store, mut owned: lease::Owned) -> Reopen {
+        let p = self.part.partition;
+        let mut stop = self.node.stop.subscribe();
+        let mut renewed = Instant::now();
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(TICK) => {}
+                _ = stop.changed() => {}
+            }
+            if self.stopping() {
+                // Released: another node takes the partition without waiting for the lease.
+                owned.lease.expires_ms = 0;
+                let _ = self
+                    .kv
+                    .update(
+                        lease::key(p),
+                        serde_json::to_vec(&owned.lease).unwrap_or_default().into(),
+                        owned.revision,
+                    )
+                    .await;
+                return Reopen::Stop;
+            }
+            if store.is_poisoned() {
+                return Reopen::Poisoned;
+            }
+            if renewed.elapsed() >= RENEW_EVERY {
+                match lease::renew(&self.kv, p, &mut owned.lease, owned.revision).await {
+                    Ok(Some(revision)) => {
+                        owned.revision = revision;
+                        renewed = Instant::now();
+                        *self.part.lease.lock() = Some(owned.lease.clone());
+                    }
+                    Ok(None) => return Reopen::LeaseLost,
+                    Err(e) => tracing::warn!(partition = p, error = %e, "renewing the lease"),
+                }
+                // A lease not renewed for its length may be another node's by now.
+                if renewed.elapsed() >= LEASE {
+                    return Reopen::LeaseLost;
+                }
+            }
+        }
+    }
+
+    /// Halts the partition on this node (`docs/cluster.md`, "Fencing", rule 1): reads go on,
+    /// writes are refused, STATS says why, until the node stops.
+    async fn halt(&self, why: String) -> Reopen {
+        tracing::error!(
+            partition = self.part.partition,
+            why,
+            "the partition halts on this node"
+        );
+        self.set_role(Role::Halted(why));
+        let mut stop = self.node.stop.subscribe();
+        while !self.stopping() {
+            let _ = stop.changed().await;
+        }
+        Reopen::Stop
+    }
+}
+
+/// What a standby does next.
+enum Standby {
+    Take,
+    Tail,
+    Stop,
+}
+
+/// Reads the lease into the partition's view and says whether this node should take it now:
+/// the lease is its own (from before a restart or a reopen), or free or lapsed while this node
+/// has been up for [`SETTLE`] and is the partition's preferred one, or no preferred node took
+/// it within two leases.
+async fn should_take(run: &PartitionRun, p: u32, started: u64) -> bool {
+    let held = match lease::read(&run.kv, p).await {
+        Ok(held) => held.map(|(l, _)| l),
+        Err(e) => {
+            tracing::warn!(partition = p, error = %e, "reading a lease");
+            return false;
+        }
+    };
+    *run.part.lease.lock() = held.clone();
+    let now = now_ms();
+    match held {
+        Some(l) if l.node == run.node.name => true,
+        Some(l) if l.expires_ms > now => false,
+        // Nodes started together see each other before any takes a free partition, so the
+        // partitions spread over them (`preferred`).
+        _ if now < started + millis(SETTLE) => false,
+        held => {
+            let lapsed_at = held.map_or(started, |l| l.expires_ms.max(started));
+            run.node.preferred(p).as_deref() == Some(run.node.name.as_str())
+                || now > lapsed_at + 2 * millis(LEASE)
+        }
+    }
+}
+
+fn open_store(dir: &Path, options: StoreOptions) -> anyhow::Result<Store> {
+    std::fs::create_dir_all(dir)?;
+    let store = Store::open(dir, options)?;
+    let dropped = store.open_report().dropped_log_files;
+    if dropped > 0 {
+        tracing::info!(dir = %dir.display(), dropped, "log files after the checkpoint dropped: the stream holds them");
+    }
+    Ok(store)
+}

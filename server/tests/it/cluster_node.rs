@@ -1,0 +1,234 @@
+//! Cluster nodes as a user runs them (`docs/cluster.md`, "The node" and "Routing"): `amberdb
+//! cluster init`, then three `amberdb serve --cluster` processes on one NATS server. The Rust
+//! client, given every node as a seed, routes each write to its partition's owner by
+//! following `moved`; a replica answers a read once it has applied the write's `seq`; when the
+//! node that owns partitions is killed, the others take them over and every acknowledged write
+//! is on every live node, and on the killed one once it is back.
+
+use super::cluster::{Nats, start_nats};
+use crate::http::Http;
+use crate::support::{Server, amberdb, text};
+use amberdb_server::client::Client;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+const PARTITIONS: u32 = 4;
+
+fn init(nats: &Nats) {
+    let out = amberdb()
+        .args(["cluster", "init", "--nats", &nats.url, "--partitions"])
+        .arg(PARTITIONS.to_string())
+        .args(["--replicas", "1", "--embedder", "hashing"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+fn node(dir: &std::path::Path, nats: &Nats, name: &str) -> Server {
+    Server::start(dir, &["--cluster", &nats.url, "--node", name])
+}
+
+/// Partition → owner, as `node`'s STATS says.
+fn owners(node: &Server) -> BTreeMap<u64, String> {
+    let stats = node.client().ok("STATS", json!({}));
+    stats["cluster"]["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["role"] == "owner" || p["owner"].is_string())
+        .map(|p| {
+            (
+                p["partition"].as_u64().unwrap(),
+                p["owner"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Waits until every partition has an owner that `node` knows of.
+fn all_owned(node: &Server) -> BTreeMap<u64, String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let o = owners(node);
+        if o.len() == PARTITIONS as usize {
+            return o;
+        }
+        assert!(Instant::now() < deadline, "partitions unowned: {o:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `node` holds memory `id` with `content` once it has applied `seq` of the id's partition.
+fn holds(node: &Server, id: u64, seq: u64, content: &str) {
+    let got = node
+        .client()
+        .ok("GET", json!({"memory_id": id, "min_seq": seq}));
+    assert_eq!(got["memory"]["content"], content, "memory {id}");
+}
+
+#[test]
+fn three_nodes_route_writes_to_their_owners_and_lose_nothing_when_an_owner_dies() {
+    let nats = start_nats();
+    init(&nats);
+    let dir = tempfile::tempdir().unwrap();
+    let mut nodes: Vec<Option<Server>> = (0..3)
+        .map(|i| {
+            Some(node(
+                &dir.path().join(format!("n{i}")),
+                &nats,
+                &format!("n{i}"),
+            ))
+        })
+        .collect();
+    let live = |nodes: &[Option<Server>]| -> Vec<String> {
+        nodes.iter().flatten().map(|s| s.addr.to_string()).collect()
+    };
+    let seeds = live(&nodes);
+    let before = all_owned(nodes[0].as_ref().unwrap());
+    // The client knows no owner yet: every write goes to the first seed, which answers
+    // `moved` for partitions it does not own; the client follows and remembers.
+    let mut client = Client::connect(&seeds, None, Some(Duration::from_secs(20))).unwrap();
+    let mut acked: Vec<(u64, u64, String)> = Vec::new();
+    for i in 0..40 {
+        let content = format!("user {} fact {i}", i % 8);
+        let r = client
+            .call(
+                "STORE",
+                &json!({"user_id": format!("user-{}", i % 8), "content": content}),
+            )
+            .expect("stored");
+        acked.push((
+            r["memory_id"].as_u64().unwrap(),
+            r["seq"].as_u64().unwrap(),
+            content,
+        ));
+    }
+    let partitions: std::collections::BTreeSet<u64> = acked
+        .iter()
+        .map(|(id, _, _)| amberdb::cluster::partition_of_id(*id))
+        .collect();
+    assert!(
+        partitions.len() >= 2,
+        "8 users fill several partitions: {partitions:?}"
+    );
+    // Every node holds every write once it has applied its seq: owners and replicas alike.
+    for node in nodes.iter().flatten() {
+        for (id, seq, content) in &acked {
+            holds(node, *id, *seq, content);
+        }
+    }
+    // A write sent to a node that does not own its partition is refused `moved` over HTTP
+    // too: 421, naming the owner's address; nothing ran.
+    let (replica, p, owner) = nodes
+        .iter()
+        .enumerate()
+        .find_map(|(i, s)| {
+            let s = s.as_ref()?;
+            let name = format!("n{i}");
+            before
+                .iter()
+                .find(|(_, o)| **o != name)
+                .map(|(p, o)| (s, *p, o.clone()))
+        })
+        .expect("with three nodes, some node does not own some partition");
+    let user = (0..)
+        .map(|i| format!("probe-{i}"))
+        .find(|u| u64::from(amberdb::cluster::partition_of_user(u, PARTITIONS)) == p)
+        .unwrap();
+    let r = Http::connect(replica.http.unwrap()).post(
+        "/v1/commands/STORE_MEMORY",
+        json!({"user_id": user, "content": "sent to a replica"}),
+    );
+    assert_eq!(r.status, 421, "{}", String::from_utf8_lossy(&r.body));
+    let body = r.json();
+    assert_eq!(body["code"], "moved");
+    assert_eq!(body["owner"], owner.as_str());
+    assert_eq!(body["partition"], p);
+    assert!(body["address"].is_string(), "{body}");
+    // Kill -9 the node that owns the most partitions.
+    let mut count: BTreeMap<&str, usize> = BTreeMap::new();
+    for o in before.values() {
+        *count.entry(o).or_default() += 1;
+    }
+    let dead = count
+        .iter()
+        .max_by_key(|(_, n)| **n)
+        .map(|(o, _)| (*o).to_owned())
+        .unwrap();
+    let dead_index: usize = dead.trim_start_matches('n').parse().unwrap();
+    let dead_partition = *before.iter().find(|(_, o)| **o == dead).unwrap().0;
+    let dead_user = (0..)
+        .map(|i| format!("after-{i}"))
+        .find(|u| u64::from(amberdb::cluster::partition_of_user(u, PARTITIONS)) == dead_partition)
+        .unwrap();
+    nodes[dead_index].take().unwrap().kill9();
+    let killed = Instant::now();
+    let r = client
+        .call(
+            "STORE",
+            &json!({"user_id": dead_user, "content": "the first write after the owner died"}),
+        )
+        .expect("the cluster fails over within the client's wait");
+    let failover = killed.elapsed();
+    eprintln!(
+        "owner {dead} (partitions {:?}) killed: next acknowledged write on partition {dead_partition} after {:.2} s",
+        before
+            .iter()
+            .filter(|(_, o)| **o == dead)
+            .map(|(p, _)| p)
+            .collect::<Vec<_>>(),
+        failover.as_secs_f64()
+    );
+    acked.push((
+        r["memory_id"].as_u64().unwrap(),
+        r["seq"].as_u64().unwrap(),
+        "the first write after the owner died".into(),
+    ));
+    for i in 0..16 {
+        let content = format!("after the failover {i}");
+        let r = client
+            .call(
+                "STORE",
+                &json!({"user_id": format!("user-{}", i % 8), "content": content}),
+            )
+            .expect("stored after the failover");
+        acked.push((
+            r["memory_id"].as_u64().unwrap(),
+            r["seq"].as_u64().unwrap(),
+            content,
+        ));
+    }
+    let after = all_owned(nodes.iter().flatten().next().unwrap());
+    assert!(
+        !after.values().any(|o| *o == dead),
+        "the dead node owns nothing: {after:?}"
+    );
+    for node in nodes.iter().flatten() {
+        for (id, seq, content) in &acked {
+            holds(node, *id, *seq, content);
+        }
+    }
+    // Back from the dead with its directory: a standby that catches up from the stream.
+    let back = node(&dir.path().join(format!("n{dead_index}")), &nats, &dead);
+    for (id, seq, content) in &acked {
+        holds(&back, *id, *seq, content);
+    }
+    // Nothing twice: every partition holds as many memories as were acknowledged in it.
+    let stats = back.client().ok("STATS", json!({}));
+    let held: u64 = stats["cluster"]["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["memories"].as_u64().unwrap())
+        .sum();
+    assert_eq!(held, acked.len() as u64, "{stats}");
+    // Commands that span every partition are refused, naming why; nothing ran.
+    let refused = back.client().fails("PURGE", json!({}), "invalid");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("every partition")
+    );
+}
