@@ -39,7 +39,7 @@ where
     T: Into<OsString> + Clone,
 {
     let filter = tracing_subscriber::EnvFilter::try_from_env("AMBERDB_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,async_nats=warn"));
     // A second command in the same process (the Python wheel's) keeps the first subscriber.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -93,9 +93,27 @@ pub fn run(action: ClusterAction) -> anyhow::Result<String> {
     })
 }
 
-async fn connect(url: &str) -> anyhow::Result<async_nats::jetstream::Context> {
-    let client = async_nats::connect(url)
+async fn connect(urls: &str) -> anyhow::Result<async_nats::jetstream::Context> {
+    Ok(async_nats::jetstream::new(connect_nats(urls).await?))
+}
+
+/// A connection to the cluster's NATS servers: `urls` is one `nats://host:port` or several,
+/// comma-separated (the client fails over between them).
+///
+/// # Errors
+/// A URL that does not parse (naming it), or no server reachable.
+pub async fn connect_nats(urls: &str) -> anyhow::Result<async_nats::Client> {
+    let servers = urls
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(|u| {
+            u.parse::<async_nats::ServerAddr>()
+                .map_err(|e| anyhow::anyhow!("the NATS URL {u:?}: {e}"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    anyhow::ensure!(!servers.is_empty(), "no NATS URL given");
+    async_nats::connect(servers)
         .await
-        .map_err(|e| anyhow::anyhow!("connecting to NATS at {url}: {e}"))?;
-    Ok(async_nats::jetstream::new(client))
+        .map_err(|e| anyhow::anyhow!("connecting to NATS at {urls}: {e}"))
 }

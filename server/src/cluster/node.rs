@@ -112,10 +112,7 @@ impl Node {
         peer: Peer,
     ) -> anyhow::Result<Arc<Node>> {
         check_name(&config.name)?;
-        let client = async_nats::connect(config.nats.as_str())
-            .await
-            .map_err(|e| anyhow::anyhow!("connecting to NATS at {}: {e}", config.nats))?;
-        let js = jetstream::new(client);
+        let js = jetstream::new(super::connect_nats(&config.nats).await?);
         let settings = settings::load(&js).await?;
         let dim = u32::try_from(options.embedder.dim())?;
         let model = options.embedder.model_id();
@@ -129,6 +126,8 @@ impl Node {
             .get_key_value(settings::BUCKET)
             .await
             .map_err(|e| anyhow::anyhow!("the cluster's KV bucket: {e}"))?;
+        let mut peer = peer;
+        peer.expires_ms = now_ms() + millis(LEASE);
         register(&kv, &config.name, &peer).await?;
         let (stop, _) = tokio::sync::watch::channel(false);
         let parts = (0..settings.partitions)
@@ -230,9 +229,10 @@ impl Node {
     fn preferred(&self, p: u32) -> Option<String> {
         let now = now_ms();
         let peers = self.peers.lock();
+        // This node is live to itself whatever its last registration says.
         let live: Vec<&String> = peers
             .iter()
-            .filter(|(_, peer)| peer.expires_ms > now)
+            .filter(|(name, peer)| peer.expires_ms > now || **name == self.name)
             .map(|(name, _)| name)
             .collect();
         let n = u32::try_from(live.len()).ok().filter(|&n| n > 0)?;
