@@ -8,6 +8,7 @@ the server runs them with the same code as the embedded store.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import json
 import os
@@ -97,6 +98,104 @@ def _check_timeout(timeout: Any) -> None:
         raise ValueError(f"timeout: give seconds > 0, or None to wait forever, not {timeout!r}")
 
 
+#: How long a call keeps trying while a cluster fails over (a dead owner, ``unavailable``
+#: naming a partition while no node owns it), in seconds.
+FAILOVER_WAIT = 15.0
+#: The pause between retries during a failover, in seconds.
+RETRY_PAUSE = 0.2
+#: ``moved`` replies followed at once in one call; later ones wait ``RETRY_PAUSE`` each.
+MAX_HOPS = 5
+
+
+def _parse_address(address: Any) -> Tuple[str, int]:
+    if isinstance(address, tuple) and len(address) == 2:
+        host, port = address
+    elif isinstance(address, str) and ":" in address:
+        host, _, text = address.rpartition(":")
+        try:
+            port = int(text)
+        except ValueError:
+            raise ValueError(f"seeds: give 'host:port', not {address!r}") from None
+    else:
+        raise ValueError(f"seeds: give 'host:port' or (host, port), not {address!r}")
+    _check_address(host, port)
+    return host, port
+
+
+def partition_of_user(user_id: str, partitions: int) -> int:
+    """The cluster partition of ``user_id`` among ``partitions`` (docs/cluster.md: the first
+    8 bytes of its sha256, little-endian, modulo the count)."""
+    digest = hashlib.sha256(user_id.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "little") % max(partitions, 1)
+
+
+class _Routing:
+    """What a client learns of the nodes it talks to (docs/cluster.md, "Routing"): the
+    addresses it may try, the cluster's partition count (from ``moved`` replies), and the
+    position of its last write to each partition (every write's reply says ``partition`` and
+    ``seq``), which its reads ask for as ``min_seq``."""
+
+    def __init__(self, addresses: List[Tuple[str, int]], failover_wait: float) -> None:
+        self.addresses = addresses
+        self.failover_wait = failover_wait
+        self.partitions: Optional[int] = None
+        self.written: Dict[int, int] = {}
+        self.clustered = len(addresses) > 1
+
+    def partition(self, args: Dict[str, Any]) -> Optional[int]:
+        memory_id = args.get("memory_id")
+        if isinstance(memory_id, int) and not isinstance(memory_id, bool):
+            return memory_id >> 40
+        if self.partitions is None:
+            return None
+        user = args.get("user_id")
+        return partition_of_user(user if isinstance(user, str) else "default", self.partitions)
+
+    def with_min_seq(self, command: str, args: Dict[str, Any]) -> Dict[str, Any]:
+        if command.upper() in WRITES or "min_seq" in args:
+            return args
+        p = self.partition(args)
+        seq = self.written.get(p) if p is not None else None
+        return {**args, "min_seq": seq} if seq is not None else args
+
+    def note(self, command: str, reply: Dict[str, Any]) -> None:
+        p, seq = reply.get("partition"), reply.get("seq")
+        if command.upper() in WRITES and isinstance(p, int) and isinstance(seq, int):
+            self.written[p] = max(self.written.get(p, 0), seq)
+
+    def redirect(self, reply: Dict[str, Any]) -> Optional[Tuple[str, int]]:
+        """The owner a ``moved`` reply names (learning the partition count), else None."""
+        if reply.get("code") != "moved":
+            return None
+        self.clustered = True
+        if isinstance(reply.get("partitions"), int):
+            self.partitions = reply["partitions"]
+        address = reply.get("address")
+        try:
+            target = _parse_address(address)
+        except (TypeError, ValueError):
+            return None
+        if target not in self.addresses:
+            self.addresses.append(target)
+        return target
+
+    @staticmethod
+    def wait(reply: Dict[str, Any]) -> Optional[float]:
+        """Seconds to wait before sending again a request a cluster could not run yet
+        (``unavailable`` naming a partition, or ``moved`` to an owner not yet registered);
+        None for any other error."""
+        code = reply.get("code")
+        if code == "moved" or (code == "unavailable" and "partition" in reply):
+            ms = reply.get("retry_after_ms")
+            seconds = ms / 1000 if isinstance(ms, (int, float)) else RETRY_PAUSE
+            return min(max(seconds, 0.02), 1.0)
+        return None
+
+    def after(self, address: Tuple[str, int]) -> Tuple[str, int]:
+        i = self.addresses.index(address) if address in self.addresses else -1
+        return self.addresses[(i + 1) % len(self.addresses)]
+
+
 class Client(Commands):
     """A blocking connection to a server. Thread-safe (one request at a time); use
     :meth:`pipeline` to send many requests without waiting for each reply.
@@ -108,7 +207,17 @@ class Client(Commands):
     (authenticated again) as if nothing happened. A connection that drops after a request was
     sent fails the call, unless sending it again is safe (reads, and every write, which
     carries a request id: ``SAFE_TO_RETRY``), which is sent once more on a new connection. After a timeout the next call connects
-    again."""
+    again.
+
+    A cluster (docs/cluster.md, "Routing"): ``seeds`` are more ``"host:port"`` addresses,
+    tried in order after ``host``:``port`` when connecting and when a node is lost. A write
+    sent to a node that does not own its partition is answered ``moved``: the call goes on to
+    the owner it names (and stays connected there). ``unavailable`` naming a partition (no
+    node owns it while a dead owner's lease lapses) and a lost node are retried for up to
+    ``failover_wait`` seconds (15 by default), writes with their request id. Every read
+    carries the ``seq`` of this client's last write to its partition as ``min_seq``, so any
+    node that answers has that write. A :meth:`pipeline` goes to one node and follows
+    nothing."""
 
     def __init__(
         self,
@@ -117,16 +226,34 @@ class Client(Commands):
         *,
         token: Optional[str] = None,
         timeout: Optional[float] = 60.0,
+        seeds: Optional[List[Any]] = None,
+        failover_wait: float = FAILOVER_WAIT,
     ) -> None:
         _check_address(host, port)
         _check_timeout(timeout)
+        if isinstance(failover_wait, bool) or not isinstance(failover_wait, (int, float)) \
+                or failover_wait < 0:
+            raise ValueError(f"failover_wait: give seconds >= 0, not {failover_wait!r}")
+        addresses = [(host, port)]
+        for seed in seeds or []:
+            parsed = _parse_address(seed)
+            if parsed not in addresses:
+                addresses.append(parsed)
+        self._routing = _Routing(addresses, float(failover_wait))
         self._address = (host, port)
         self._token = token
         self._timeout = timeout
         self._lock = threading.Lock()
         self._sock: Optional[socket.socket] = None
         self._reader: Any = None
-        self._connect()
+        for i, address in enumerate(addresses):
+            self._address = address
+            try:
+                self._connect()
+                break
+            except OSError:
+                if i == len(addresses) - 1:
+                    raise
 
     def _connect(self) -> None:
         sock = socket.create_connection(self._address, timeout=self._timeout)
@@ -176,6 +303,11 @@ class Client(Commands):
         """Whether the server answers (``PING``)."""
         return self._run("PING", {}, lambda r: r.get("reply") == "PONG")
 
+    def written_seq(self, partition: int) -> Optional[int]:
+        """The log position of this client's last acknowledged write to ``partition`` (a
+        write's reply says both): a read elsewhere with it as ``min_seq`` sees that write."""
+        return self._routing.written.get(partition)
+
     def _exchange_connected(self, lines: List[bytes]) -> List[Dict[str, Any]]:
         assert self._sock is not None and self._reader is not None
         try:
@@ -212,8 +344,41 @@ class Client(Commands):
 
     def _run(self, command: str, args: Dict[str, Any], parse: Parse) -> Any:
         safe = command.upper() in SAFE_TO_RETRY
-        (reply,) = self._exchange([_line(command, _with_request_id(command, args))], safe)
-        return _outcome(reply, parse)
+        routing = self._routing
+        line = _line(command, routing.with_min_seq(command, _with_request_id(command, args)))
+        deadline = time.monotonic() + routing.failover_wait
+        hops = 0
+        while True:
+            try:
+                (reply,) = self._exchange([line], safe)
+            except TimeoutError:
+                raise
+            except OSError:
+                # A node gone (killed, failing over): the next address, while it may help.
+                if not (safe and routing.clustered) or time.monotonic() >= deadline:
+                    raise
+                with self._lock:
+                    self._drop()
+                    self._address = routing.after(self._address)
+                time.sleep(RETRY_PAUSE)
+                continue
+            if not reply.get("ok") and time.monotonic() < deadline:
+                target = routing.redirect(reply)
+                if target is not None:
+                    hops += 1
+                    with self._lock:
+                        if target != self._address:
+                            self._drop()
+                            self._address = target
+                    if hops > MAX_HOPS:
+                        time.sleep(RETRY_PAUSE)
+                    continue
+                pause = routing.wait(reply)
+                if pause is not None:
+                    time.sleep(pause)
+                    continue
+            routing.note(command, reply)
+            return _outcome(reply, parse)
 
     def pipeline(self) -> "Pipeline":
         """Queues calls and sends them together (one write, replies read after): each call
@@ -334,21 +499,42 @@ class AsyncClient(Commands):
         self._closed: Optional[BaseException] = None
         self._shut = False  # closed by `close`: never connected again
         self._reconnecting = asyncio.Lock()
+        self._routing = _Routing([], FAILOVER_WAIT)
         self._reading = asyncio.get_running_loop().create_task(self._read_replies(reader))
 
     @classmethod
     async def connect(
         cls, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, token: Optional[str] = None,
-        timeout: Optional[float] = 60.0,
+        timeout: Optional[float] = 60.0, seeds: Optional[List[Any]] = None,
+        failover_wait: float = FAILOVER_WAIT,
     ) -> "AsyncClient":
         """Connects (within ``timeout`` seconds, 60 by default; ``None`` waits forever).
         Every call then waits at most ``timeout`` for its reply (:class:`TimeoutError`); a
-        late reply is dropped, and the connection serves the next calls."""
+        late reply is dropped, and the connection serves the next calls. ``seeds`` and
+        ``failover_wait``: a cluster's other nodes, as :class:`Client` takes them (a
+        ``moved`` reply moves the one connection to the owner it names; calls in flight on
+        the old one are sent again)."""
         _check_address(host, port)
         _check_timeout(timeout)
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(host, port, limit=64 << 20), timeout)
+        if isinstance(failover_wait, bool) or not isinstance(failover_wait, (int, float)) \
+                or failover_wait < 0:
+            raise ValueError(f"failover_wait: give seconds >= 0, not {failover_wait!r}")
+        addresses = [(host, port)]
+        for seed in seeds or []:
+            parsed = _parse_address(seed)
+            if parsed not in addresses:
+                addresses.append(parsed)
+        for i, (h, p) in enumerate(addresses):
+            try:
+                reader, writer = await asyncio.wait_for(
+                    asyncio.open_connection(h, p, limit=64 << 20), timeout)
+                host, port = h, p
+                break
+            except OSError:
+                if i == len(addresses) - 1:
+                    raise
         client = cls(reader, writer, timeout=timeout)
+        client._routing = _Routing(addresses, float(failover_wait))
         client._address = (host, port)
         if token is not None:
             try:
@@ -376,6 +562,11 @@ class AsyncClient(Commands):
     async def ping(self) -> bool:
         """Whether the server answers (``PING``)."""
         return await self._run("PING", {}, lambda r: r.get("reply") == "PONG")
+
+    def written_seq(self, partition: int) -> Optional[int]:
+        """The log position of this client's last acknowledged write to ``partition`` (a
+        write's reply says both): a read elsewhere with it as ``min_seq`` sees that write."""
+        return self._routing.written.get(partition)
 
     async def all_memories(self, *, user_id: Optional[str] = None, page: int = 50) -> Any:
         """Every live memory of a user, newest first, ``page`` at a time (an async
@@ -428,15 +619,57 @@ class AsyncClient(Commands):
 
     async def _run(self, command: str, args: Dict[str, Any], parse: Parse) -> Any:
         safe = command.upper() in SAFE_TO_RETRY
-        args = _with_request_id(command, args)
-        try:
-            await self._connected()
-            return _outcome(await self._send(command, args), parse)
-        except ConnectionError:
-            if not safe or self._address is None or self._shut:
+        routing = self._routing
+        args = routing.with_min_seq(command, _with_request_id(command, args))
+        deadline = time.monotonic() + routing.failover_wait
+        hops, resent = 0, False
+        while True:
+            try:
+                await self._connected()
+                reply = await self._send(command, args)
+            except TimeoutError:
                 raise
-        await self._connected()
-        return _outcome(await self._send(command, args), parse)
+            except OSError:
+                if not safe or self._address is None or self._shut:
+                    raise
+                if not routing.clustered:
+                    if resent:
+                        raise
+                    resent = True  # once, on a new connection to the same server
+                    continue
+                if time.monotonic() >= deadline:
+                    raise
+                # A node gone (killed, failing over): the next address.
+                self._address = routing.after(self._address)
+                await asyncio.sleep(RETRY_PAUSE)
+                continue
+            if not reply.get("ok") and time.monotonic() < deadline:
+                target = routing.redirect(reply)
+                if target is not None:
+                    hops += 1
+                    self._move_to(target)
+                    if hops > MAX_HOPS:
+                        await asyncio.sleep(RETRY_PAUSE)
+                    continue
+                pause = routing.wait(reply)
+                if pause is not None:
+                    await asyncio.sleep(pause)
+                    continue
+            routing.note(command, reply)
+            return _outcome(reply, parse)
+
+    def _move_to(self, target: Tuple[str, int]) -> None:
+        """Points the connection at ``target`` (a ``moved`` reply's owner): the next call
+        connects there; calls in flight on the old connection fail and are sent again."""
+        if target == self._address:
+            return
+        self._address = target
+        self._closed = ConnectionError(f"moved to {target[0]}:{target[1]}")
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(self._closed)
+        self._pending.clear()
+        self._writer.close()
 
     async def _send(self, command: str, args: Dict[str, Any]) -> Dict[str, Any]:
         """Sends one request on the connection and waits for its reply."""

@@ -23,4 +23,8 @@ def test_the_client_stub_is_current_and_complete():
     sync = {f.name for f in classes["Client"].body if isinstance(f, ast.FunctionDef)}
     async_ = {f.name for f in classes["AsyncClient"].body if isinstance(f, ast.AsyncFunctionDef)}
     assert {"store", "search", "get", "backup", "call"} <= sync
-    assert sync - {"__init__", "__enter__", "__exit__", "pipeline", "all_memories"} <= async_
+    assert sync - {"__init__", "__enter__", "__exit__", "pipeline", "all_memories",
+                   "written_seq"} <= async_
+    # Not a call: both read what the client holds.
+    assert "written_seq" in {f.name for f in classes["AsyncClient"].body
+                             if isinstance(f, ast.FunctionDef)}
