@@ -99,7 +99,10 @@ pub fn run_server(config: config::ServeConfig, mut options: StoreOptions) -> any
         .block_on(tokio::net::TcpListener::bind(config.addr))
         .with_context(|| format!("listening on {}", config.addr))?;
     let addr = listener.local_addr()?;
-    let home = open_home(&runtime, &config, options, addr)?;
+    // HTTP is bound before the store opens, so a cluster node registers where it serves it.
+    let http_listener = bind_http(&runtime, config.http.as_ref())?;
+    let http_addr = http_listener.as_ref().and_then(|l| l.local_addr().ok());
+    let home = open_home(&runtime, &config, options, addr, http_addr)?;
     let (tokens, bound) = config.auth.counts();
     tracing::info!(%addr, tokens, user_bound = bound, limits = ?config.limits, "listening");
     let shared = Arc::new(dispatch::Shared::over(
@@ -109,7 +112,13 @@ pub fn run_server(config: config::ServeConfig, mut options: StoreOptions) -> any
         config.auth,
     ));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let http = start_http(&runtime, config.http.as_ref(), &shared, stop_rx)?;
+    let http = start_http(
+        &runtime,
+        config.http.as_ref(),
+        http_listener,
+        &shared,
+        stop_rx,
+    )?;
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "listening on {addr}")?;
@@ -167,23 +176,23 @@ fn open_home(
     config: &config::ServeConfig,
     options: StoreOptions,
     addr: std::net::SocketAddr,
+    http_addr: Option<std::net::SocketAddr>,
 ) -> anyhow::Result<dispatch::Home> {
     use anyhow::Context;
     if let Some(cluster) = &config.cluster {
         #[cfg(not(feature = "cluster"))]
         {
-            let _ = (runtime, cluster, addr);
+            let _ = (runtime, cluster, addr, http_addr);
             anyhow::bail!("--cluster: this amberdb is built without the cluster feature");
         }
         #[cfg(feature = "cluster")]
         {
             let peer = cluster::node::Peer {
                 address: addr.to_string(),
-                http: config
-                    .http
-                    .as_ref()
-                    .filter(|h| h.addr.port() != 0)
-                    .map(|h| format!("http://{}", h.addr)),
+                http: config.http.as_ref().zip(http_addr).map(|(h, bound)| {
+                    let scheme = if h.tls.is_some() { "https" } else { "http" };
+                    format!("{scheme}://{bound}")
+                }),
                 expires_ms: 0,
             };
             let node_config = cluster::node::NodeConfig {
@@ -209,20 +218,36 @@ fn open_home(
     Ok(dispatch::Home::One(store))
 }
 
-/// Binds HTTP (a taken port fails the start) and serves it on `runtime` until `stop`;
-/// returns its URL and task.
+/// Binds HTTP's address, if HTTP is asked for (a taken port fails the start).
+fn bind_http(
+    runtime: &tokio::runtime::Runtime,
+    config: Option<&config::HttpConfig>,
+) -> anyhow::Result<Option<tokio::net::TcpListener>> {
+    use anyhow::Context;
+    let Some(config) = config else {
+        return Ok(None);
+    };
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind(config.addr))
+        .with_context(|| format!("listening for HTTP on {}", config.addr))?;
+    Ok(Some(listener))
+}
+
+/// Serves HTTP on `listener` (bound by [`bind_http`]) on `runtime` until `stop`; returns its
+/// URL and task.
 fn start_http(
     runtime: &tokio::runtime::Runtime,
     config: Option<&config::HttpConfig>,
+    listener: Option<tokio::net::TcpListener>,
     shared: &Arc<dispatch::Shared>,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<Option<(String, tokio::task::JoinHandle<()>)>> {
-    let Some(config) = config else {
+    let (Some(config), Some(listener)) = (config, listener) else {
         return Ok(None);
     };
     #[cfg(not(feature = "http"))]
     {
-        let _ = (runtime, shared, stop);
+        let _ = (runtime, shared, stop, listener);
         anyhow::bail!(
             "--http {}: this amberdb is built without the http feature",
             config.addr
@@ -230,14 +255,10 @@ fn start_http(
     }
     #[cfg(feature = "http")]
     {
-        use anyhow::Context;
         let tls = match &config.tls {
             Some((cert, key)) => Some(http::HttpOptions::tls(cert, key)?),
             None => None,
         };
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind(config.addr))
-            .with_context(|| format!("listening for HTTP on {}", config.addr))?;
         let bound = listener.local_addr()?;
         let scheme = if tls.is_some() { "https" } else { "http" };
         let options = http::HttpOptions {

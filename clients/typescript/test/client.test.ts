@@ -9,7 +9,8 @@ import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createInterface } from "node:readline";
 import {
-  AmberClient, BusyError, ForbiddenError, InvalidError, NotFoundError, UnauthorizedError, safeToRetry,
+  AmberClient, BusyError, ForbiddenError, InvalidError, MovedError, NotFoundError, UnauthorizedError,
+  partitionOfUser, safeToRetry,
 } from "../src/index.js";
 import { AmberStore, namespaceUser } from "../src/langgraph.js";
 
@@ -19,11 +20,12 @@ const bin = process.env.AMBERDB_BIN ?? join(root, "target", "debug", "amberdb");
 const servers: ChildProcess[] = [];
 after(() => servers.forEach((s) => s.kill("SIGKILL")));
 
-async function serve(extra: string[] = []): Promise<string> {
+async function serve(extra: string[] = [], onChild?: (c: ChildProcess) => void): Promise<string> {
   const dir = mkdtempSync(join(tmpdir(), "amberdb-ts-"));
   const child = spawn(bin, ["serve", "--embedder", "hashing", "--port", "0", "--http", "127.0.0.1:0",
     "--data-dir", join(dir, "store"), ...extra], { stdio: ["ignore", "pipe", "inherit"], env: { ...process.env, AMBERDB_LOG: "warn" } });
   servers.push(child);
+  if (onChild !== undefined) onChild(child);
   const lines = createInterface({ input: child.stdout! });
   for await (const line of lines) {
     if (line.startsWith("http on ")) return line.slice("http on ".length);
@@ -142,4 +144,66 @@ test("the LangGraph.js store puts, gets, searches, filters, lists and deletes", 
   await store.delete(["users", "alice"], "coffee");
   assert.equal(await store.get(["users", "alice"], "coffee"), null);
   assert.throws(() => namespaceUser(["a.b"]), /without "\."/);
+});
+
+test("a cluster's nodes: moved is followed, reads see their writes, a dead owner is waited out", async () => {
+  const { execFileSync } = await import("node:child_process");
+  const nats = execFileSync(join(root, "scripts", "nats-server")).toString().trim();
+  const dir = mkdtempSync(join(tmpdir(), "amberdb-ts-nats-"));
+  const port = 20000 + Math.floor(Math.random() * 20000);
+  writeFileSync(join(dir, "nats.conf"), `listen: 127.0.0.1:${port}\nmax_payload: 8MB\njetstream { store_dir: "${join(dir, "js")}", sync_interval: always }\n`);
+  servers.push(spawn(nats, ["-c", join(dir, "nats.conf")], { stdio: "ignore" }));
+  const url = `nats://127.0.0.1:${port}`;
+  const partitions = 4;
+  for (let i = 0; ; i++) {
+    try {
+      execFileSync(bin, ["cluster", "init", "--nats", url, "--partitions", String(partitions), "--replicas", "1", "--embedder", "hashing"], { stdio: "pipe" });
+      break;
+    } catch (e) {
+      if (i > 100) throw e;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  const children: ChildProcess[] = [];
+  const urls = [
+    await serve(["--cluster", url, "--node", "n0"], (c) => children.push(c)),
+    await serve(["--cluster", url, "--node", "n1"], (c) => children.push(c)),
+  ];
+  const c = new AmberClient({ baseUrl: urls[0]!, baseUrls: [urls[1]!] });
+  const owners = async (via: AmberClient) => {
+    const stats = (await via.stats()) as unknown as { cluster: { partitions: { partition: number; owner: string | null }[] } };
+    return stats.cluster.partitions.map((p) => p.owner);
+  };
+  for (let deadline = Date.now() + 30000; (await owners(c)).includes(null); ) {
+    assert.ok(Date.now() < deadline, "every partition gets an owner");
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const userIn = async (p: number, prefix: string) => {
+    for (let i = 0; ; i++) if ((await partitionOfUser(`${prefix}-${i}`, partitions)) === p) return `${prefix}-${i}`;
+  };
+  // Straight to a node that does not own the partition: 421, naming the owner.
+  const held = await owners(c);
+  const plain = new AmberClient({ baseUrl: held[0] === "n0" ? urls[1]! : urls[0]!, failoverWaitMs: 0 });
+  await assert.rejects(plain.store("sent to a replica", { user_id: await userIn(0, "probe") }),
+    (e: unknown) => e instanceof MovedError && e.status === 421 && e.ownerUrl === urls[held[0] === "n0" ? 0 : 1]);
+  const stored = new Map<number, string>();
+  for (let p = 0; p < partitions; p++) {
+    const r = await c.store(`a fact of partition ${p}`, { user_id: await userIn(p, "user") });
+    assert.equal(Math.floor(r.memory_id / 2 ** 40), p);
+    stored.set(r.memory_id, `a fact of partition ${p}`);
+  }
+  for (const [id, content] of stored) {
+    assert.equal(((await c.get(id)).memory as { content: string }).content, content);
+  }
+  // The owner of partition 0 dies: the next write to it is acknowledged by the other node.
+  const dead = held[0] === "n0" ? 0 : 1;
+  children[dead]!.kill("SIGKILL");
+  const started = Date.now();
+  const after = await c.store("after the owner died", { user_id: await userIn(0, "after") });
+  assert.equal(Math.floor(after.memory_id / 2 ** 40), 0);
+  assert.ok(Date.now() - started < 15000);
+  const survivor = new AmberClient({ baseUrl: urls[1 - dead]! });
+  for (const [id, content] of stored) {
+    assert.equal(((await survivor.get(id)).memory as { content: string }).content, content);
+  }
 });
