@@ -1,5 +1,6 @@
 //! Shared setup of amberdb's benches: seeded data sets and prebuilt stores.
 
+pub mod load;
 pub mod plain;
 pub mod public;
 

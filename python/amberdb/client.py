@@ -142,6 +142,20 @@ class _Routing:
         self.written: Dict[int, int] = {}
         self.clustered = len(addresses) > 1
 
+    @classmethod
+    def checked(cls, host: Any, port: Any, seeds: Any, failover_wait: Any) -> "_Routing":
+        """The routing of a client of ``host``:``port`` and ``seeds``, every argument checked."""
+        _check_address(host, port)
+        if isinstance(failover_wait, bool) or not isinstance(failover_wait, (int, float)) \
+                or failover_wait < 0:
+            raise ValueError(f"failover_wait: give seconds >= 0, not {failover_wait!r}")
+        addresses = [(host, port)]
+        for seed in seeds or []:
+            parsed = _parse_address(seed)
+            if parsed not in addresses:
+                addresses.append(parsed)
+        return cls(addresses, float(failover_wait))
+
     def partition(self, args: Dict[str, Any]) -> Optional[int]:
         memory_id = args.get("memory_id")
         if isinstance(memory_id, int) and not isinstance(memory_id, bool):
@@ -229,17 +243,9 @@ class Client(Commands):
         seeds: Optional[List[Any]] = None,
         failover_wait: float = FAILOVER_WAIT,
     ) -> None:
-        _check_address(host, port)
         _check_timeout(timeout)
-        if isinstance(failover_wait, bool) or not isinstance(failover_wait, (int, float)) \
-                or failover_wait < 0:
-            raise ValueError(f"failover_wait: give seconds >= 0, not {failover_wait!r}")
-        addresses = [(host, port)]
-        for seed in seeds or []:
-            parsed = _parse_address(seed)
-            if parsed not in addresses:
-                addresses.append(parsed)
-        self._routing = _Routing(addresses, float(failover_wait))
+        self._routing = _Routing.checked(host, port, seeds, failover_wait)
+        addresses = self._routing.addresses
         self._address = (host, port)
         self._token = token
         self._timeout = timeout
@@ -514,16 +520,9 @@ class AsyncClient(Commands):
         ``failover_wait``: a cluster's other nodes, as :class:`Client` takes them (a
         ``moved`` reply moves the one connection to the owner it names; calls in flight on
         the old one are sent again)."""
-        _check_address(host, port)
         _check_timeout(timeout)
-        if isinstance(failover_wait, bool) or not isinstance(failover_wait, (int, float)) \
-                or failover_wait < 0:
-            raise ValueError(f"failover_wait: give seconds >= 0, not {failover_wait!r}")
-        addresses = [(host, port)]
-        for seed in seeds or []:
-            parsed = _parse_address(seed)
-            if parsed not in addresses:
-                addresses.append(parsed)
+        routing = _Routing.checked(host, port, seeds, failover_wait)
+        addresses = list(routing.addresses)
         for i, (h, p) in enumerate(addresses):
             try:
                 reader, writer = await asyncio.wait_for(
@@ -534,7 +533,7 @@ class AsyncClient(Commands):
                 if i == len(addresses) - 1:
                     raise
         client = cls(reader, writer, timeout=timeout)
-        client._routing = _Routing(addresses, float(failover_wait))
+        client._routing = routing
         client._address = (host, port)
         if token is not None:
             try:

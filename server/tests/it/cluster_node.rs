@@ -232,3 +232,47 @@ fn three_nodes_route_writes_to_their_owners_and_lose_nothing_when_an_owner_dies(
             .contains("every partition")
     );
 }
+
+/// `amberdb serve` with `args`: its exit status and stderr, once it exits (within 30 s).
+fn refused_start(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = amberdb()
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--embedder",
+            "hashing",
+            "--data-dir",
+        ])
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{args:?} started");
+    text(&out.stderr)
+}
+
+#[test]
+fn a_node_that_cannot_join_says_why_and_touches_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("node");
+    let dead = format!("nats://127.0.0.1:{}", super::cluster::free_port());
+    let why = refused_start(&data, &["--cluster", &dead]);
+    assert!(why.contains("--cluster needs --node"), "{why}");
+    let why = refused_start(&data, &["--cluster", &dead, "--node", "a b"]);
+    assert!(why.contains("a node name is 1 to 64 letters"), "{why}");
+    let why = refused_start(&data, &["--node", "n0"]);
+    assert!(why.contains("--cluster"), "{why}");
+    let why = refused_start(&data, &["--cluster", &dead, "--node", "n0"]);
+    assert!(why.contains("connecting to NATS"), "{why}");
+    let why = refused_start(
+        &data,
+        &["--cluster", "nats://127.0.0.1:notaport", "--node", "n0"],
+    );
+    assert!(why.contains("the NATS URL"), "{why}");
+    let nats = start_nats();
+    let why = refused_start(&data, &["--cluster", &nats.url, "--node", "n0"]);
+    assert!(why.contains("cluster init"), "not initialised: {why}");
+    // None of the refused starts made a store.
+    assert!(!data.exists() || std::fs::read_dir(&data).unwrap().next().is_none());
+}
