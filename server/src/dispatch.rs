@@ -430,10 +430,22 @@ fn routed(
             let Some(p) = route::partition_of(&route, partitions.count()) else {
                 return node_wide(shared, partitions.as_ref(), session, command, args, &route);
             };
-            Ctx {
+            let ctx = Ctx {
                 store: partitions.route(p, command.class.writes(), min_seq)?,
                 metrics: Arc::clone(&shared.metrics),
-            }
+            };
+            // A store that refuses writes here is an owner that just lost its stream (a
+            // publish not held: it poisons itself and reopens as a standby): the reply names
+            // the partition, so a client sends the write again, with its request id, to
+            // whichever node owns the partition next (`docs/cluster.md`, "What a publish can
+            // end as").
+            return commands::run(&ctx, session, command, args).map_err(|mut f| {
+                if f.code == Code::Unavailable && command.class.writes() {
+                    f.body.entry("partition").or_insert(json!(p));
+                    f.body.entry("retry_after_ms").or_insert(json!(250));
+                }
+                f
+            });
         }
         (Home::One(_), None) => {
             return Err(Fail::new(

@@ -137,15 +137,6 @@ pub fn reach(store: &Store, partition: u32, min_seq: u64) -> Result<(), Fail> {
     }
 }
 
-/// Adds where a write was made to its reply: `partition` and `seq` (a read with `min_seq` of
-/// it sees the write on any replica).
-pub fn mark_position(reply: &mut Value, store: &Store) {
-    if let Value::Object(o) = reply {
-        o.insert("partition".into(), json!(store.partition()));
-        o.insert("seq".into(), json!(store.partition_log().position));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -317,6 +317,13 @@ impl Partitions for Node {
         if writes {
             let role = part.role.lock().clone();
             match role {
+                // Poisoned: reopening as a standby within a tick (`own`).
+                Role::Owner { .. } if store.is_poisoned() => {
+                    return Err(unavailable(
+                        p,
+                        "its owner here lost its stream and is reopening",
+                    ));
+                }
                 Role::Owner { .. } => return Ok(store),
                 Role::Halted(why) => return Err(unavailable(p, &format!("halted here: {why}"))),
                 Role::Opening | Role::Standby => {}
@@ -525,11 +532,17 @@ impl PartitionRun {
     ) -> Standby {
         let p = self.part.partition;
         let mut stop = self.node.stop.subscribe();
+        // The lease is read at once (a store just reopened holds the lease it had), then
+        // every tick.
+        let mut first = true;
         loop {
-            tokio::select! {
-                () = tokio::time::sleep(TICK) => {}
-                _ = stop.changed() => {}
+            if !first {
+                tokio::select! {
+                    () = tokio::time::sleep(TICK) => {}
+                    _ = stop.changed() => {}
+                }
             }
+            first = false;
             if self.stopping() {
                 return Standby::Stop;
             }

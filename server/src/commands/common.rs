@@ -150,6 +150,15 @@ pub struct Command {
     pub run: Option<Handler>,
 }
 
+/// Adds where a write was made to its reply: `partition` and `seq` (a read with `min_seq` of
+/// it sees the write on any replica).
+pub(super) fn mark_position(reply: &mut Value, store: &Store) {
+    if let Value::Object(o) = reply {
+        o.insert("partition".into(), json!(store.partition()));
+        o.insert("seq".into(), json!(store.partition_log().position));
+    }
+}
+
 /// What every write's reply adds (`crate::route`): the partition and log position it was made
 /// at, for a read's `min_seq`.
 pub const POSITION: [Field; 2] = [field("partition", Int), field("seq", Int)];

@@ -236,7 +236,7 @@ pub fn run(ctx: &Ctx, session: &Session, command: &Command, args: Map<String, Va
     let mut run = |on: &Ctx| {
         let mut reply = handler(on, session, &mut args)?;
         if writes {
-            crate::route::mark_position(&mut reply, &on.store);
+            mark_position(&mut reply, &on.store);
         }
         Ok(reply)
     };

@@ -276,3 +276,210 @@ fn a_node_that_cannot_join_says_why_and_touches_nothing() {
     // None of the refused starts made a store.
     assert!(!data.exists() || std::fs::read_dir(&data).unwrap().next().is_none());
 }
+
+/// Memories partition `p` holds on `node`.
+fn memories_in(node: &Server, p: u64) -> u64 {
+    let stats = node.client().ok("STATS", json!({}));
+    stats["cluster"]["partitions"][usize::try_from(p).unwrap()]["memories"]
+        .as_u64()
+        .unwrap()
+}
+
+#[test]
+fn an_owner_paused_past_its_lease_acknowledges_nothing_and_comes_back_a_standby() {
+    let nats = start_nats();
+    init(&nats);
+    let dir = tempfile::tempdir().unwrap();
+    let nodes: Vec<Server> = (0..3)
+        .map(|i| node(&dir.path().join(format!("n{i}")), &nats, &format!("n{i}")))
+        .collect();
+    let owned = all_owned(&nodes[0]);
+    let (p, owner) = owned.iter().next().map(|(p, o)| (*p, o.clone())).unwrap();
+    let paused: usize = owner.trim_start_matches('n').parse().unwrap();
+    let user = (0..)
+        .map(|i| format!("paused-{i}"))
+        .find(|u| u64::from(amberdb::cluster::partition_of_user(u, PARTITIONS)) == p)
+        .unwrap();
+    let seeds: Vec<String> = nodes.iter().map(|s| s.addr.to_string()).collect();
+    // A 2 s read timeout: a request to the paused owner is given up and sent elsewhere.
+    let mut client = Client::connect(&seeds, None, Some(Duration::from_secs(2))).unwrap();
+    client.set_failover_wait(Duration::from_secs(20));
+    let mut acked = Vec::new();
+    let store = |client: &mut Client, content: String| {
+        let r = client
+            .call("STORE", &json!({"user_id": user, "content": content}))
+            .expect("stored");
+        (
+            r["memory_id"].as_u64().unwrap(),
+            r["seq"].as_u64().unwrap(),
+            content,
+        )
+    };
+    for i in 0..10 {
+        acked.push(store(&mut client, format!("before the pause {i}")));
+    }
+    let pid = nodes[paused].child.id().to_string();
+    let signal = |s: &str| {
+        assert!(
+            std::process::Command::new("kill")
+                .args([s, &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+    };
+    signal("-STOP");
+    let paused_at = Instant::now();
+    // The first write goes to the paused owner (the client knows it), times out, and is sent
+    // again, with its request id, until another node owns the partition.
+    for i in 0..10 {
+        acked.push(store(&mut client, format!("during the pause {i}")));
+    }
+    eprintln!(
+        "owner {owner} paused: 10 writes acknowledged by another node {:.2} s later",
+        paused_at.elapsed().as_secs_f64()
+    );
+    signal("-CONT");
+    // Back, it finds its lease taken and its stream moved on: a standby, never an owner that
+    // acknowledges. Its first write after the pause (read from the socket it was sent on)
+    // could not have been acknowledged: that attempt was answered by the new owner.
+    let back = &nodes[paused];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let stats = back.client().ok("STATS", json!({}));
+        let role = stats["cluster"]["partitions"][usize::try_from(p).unwrap()]["role"].clone();
+        if role == "standby" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still {role} after the pause");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Refused, never run: `moved` once it has read the new lease (at once, or `unavailable`
+    // naming the partition for the moment before).
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let refused = back.client().call(
+            "STORE",
+            json!({"user_id": user, "content": "sent to the old owner"}),
+        );
+        assert_eq!(refused["ok"], false, "{refused}");
+        if refused["code"] == "moved" {
+            assert_ne!(refused["owner"], owner.as_str(), "{refused}");
+            break;
+        }
+        assert_eq!(refused["partition"], p, "{refused}");
+        assert!(Instant::now() < deadline, "{refused}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for node in &nodes {
+        for (id, seq, content) in &acked {
+            holds(node, *id, *seq, content);
+        }
+        assert_eq!(
+            memories_in(node, p),
+            acked.len() as u64,
+            "none twice, none extra"
+        );
+    }
+}
+
+#[test]
+fn owners_killed_in_a_row_lose_no_acknowledged_write() {
+    let cycles: usize = std::env::var("AMBERDB_CLUSTER_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let seed: u64 = std::env::var("AMBERDB_CLUSTER_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    eprintln!(
+        "cluster kills: seed {seed} (AMBERDB_CLUSTER_SEED={seed} repeats it), {cycles} cycles"
+    );
+    let mut rng = crate::kill::Rng(seed);
+    let nats = start_nats();
+    init(&nats);
+    let dir = tempfile::tempdir().unwrap();
+    let mut nodes: Vec<Server> = (0..3)
+        .map(|i| node(&dir.path().join(format!("n{i}")), &nats, &format!("n{i}")))
+        .collect();
+    // A node comes back where it was: the same directory, name and port.
+    let restart = |i: usize, port: u16| {
+        Server::start(
+            &dir.path().join(format!("n{i}")),
+            &[
+                "--cluster",
+                &nats.url,
+                "--node",
+                &format!("n{i}"),
+                "--port",
+                &port.to_string(),
+            ],
+        )
+    };
+    let seeds: Vec<String> = nodes.iter().map(|s| s.addr.to_string()).collect();
+    let mut client = Client::connect(&seeds, None, Some(Duration::from_secs(5))).unwrap();
+    client.set_failover_wait(Duration::from_secs(30));
+    let users: Vec<String> = (0..PARTITIONS)
+        .map(|p| {
+            (0..)
+                .map(|i| format!("k{p}-{i}"))
+                .find(|u| amberdb::cluster::partition_of_user(u, PARTITIONS) == p)
+                .unwrap()
+        })
+        .collect();
+    let mut acked: Vec<(u64, u64, String)> = Vec::new();
+    let store = |client: &mut Client, p: usize, n: usize| {
+        let content = format!("partition {p} write {n}");
+        let r = client
+            .call("STORE", &json!({"user_id": users[p], "content": content}))
+            .expect("stored");
+        (
+            r["memory_id"].as_u64().unwrap(),
+            r["seq"].as_u64().unwrap(),
+            content,
+        )
+    };
+    let mut gaps = Vec::new();
+    let mut n = 0;
+    for _ in 0..cycles {
+        let owned = all_owned(&nodes[0]);
+        for p in 0..PARTITIONS as usize {
+            acked.push(store(&mut client, p, n));
+            n += 1;
+        }
+        let p = usize::try_from(rng.next() % u64::from(PARTITIONS)).unwrap();
+        let victim: usize = owned[&(p as u64)].trim_start_matches('n').parse().unwrap();
+        nodes[victim].child.kill().unwrap();
+        nodes[victim].child.wait().unwrap();
+        let killed = Instant::now();
+        acked.push(store(&mut client, p, n));
+        n += 1;
+        gaps.push(killed.elapsed().as_secs_f64());
+        let port = nodes[victim].addr.port();
+        nodes[victim] = restart(victim, port);
+    }
+    gaps.sort_by(f64::total_cmp);
+    let at = |q: f64| gaps[((gaps.len() - 1) as f64 * q).round() as usize];
+    eprintln!(
+        "{cycles} owner kills: owner death to the next acknowledged write p50 {:.2} s, p95 {:.2} s, max {:.2} s; {} acknowledged writes",
+        at(0.5),
+        at(0.95),
+        at(1.0),
+        acked.len()
+    );
+    for node in &nodes {
+        for (id, seq, content) in &acked {
+            holds(node, *id, *seq, content);
+        }
+        let held: u64 = (0..u64::from(PARTITIONS))
+            .map(|p| memories_in(node, p))
+            .sum();
+        assert_eq!(held, acked.len() as u64, "none lost, none twice");
+    }
+}

@@ -12,7 +12,7 @@ mod faults;
 mod foreign;
 mod http;
 mod inspector;
-mod kill;
+pub(crate) mod kill;
 mod mcp;
 mod reembed;
 mod requests;

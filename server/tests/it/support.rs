@@ -67,7 +67,10 @@ impl Server {
     fn spawn(dir: &Path, mut cmd: Command, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let stderr_path = dir.with_extension(format!("stderr-{}", std::process::id()));
         let stderr = std::fs::File::create(&stderr_path).unwrap();
-        cmd.args(["serve", "--port", "0"]);
+        cmd.arg("serve");
+        if !extra.contains(&"--port") {
+            cmd.args(["--port", "0"]);
+        }
         if !extra.contains(&"--embedder") {
             cmd.args(["--embedder", "hashing"]);
         }
