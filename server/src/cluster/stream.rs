@@ -8,7 +8,8 @@
 //! once JetStream acknowledged every message up to it, each at the position it was published
 //! for; the first failure (a refusal, another position, no acknowledgement within
 //! `ACK_LIMIT`) is kept and every later wait reports it, so the store poisons itself before
-//! reporting the write. The tail applies messages in stream order, each exactly once, through
+//! reporting the write. The tail applies messages in stream order, each exactly once (one the
+//! store holds already, delivered again by a consumer that reset itself, is passed over), through
 //! the store's replica path, which judges them.
 
 use amberdb::cluster::{Applied, Outgoing, Publisher, StreamMessage};
@@ -343,6 +344,12 @@ pub async fn follow(
             .info()
             .map_err(|e| nats("a message's position")(e.to_string()))?
             .stream_sequence;
+        // An ordered consumer that resets itself (a missed heartbeat, a reconnect) may
+        // deliver again from before where it began: a position the store holds is the same
+        // message of the same stream, applied already.
+        if sequence <= store.partition_log().position {
+            continue;
+        }
         let m = judged_as(sequence, message.headers.as_ref(), &message.payload);
         let applied: Applied = store.apply_replicated(&m)?;
         tracing::trace!(position = sequence, ?applied, "applied");
