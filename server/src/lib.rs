@@ -187,13 +187,14 @@ fn open_home(
         }
         #[cfg(feature = "cluster")]
         {
-            let peer = cluster::node::Peer {
+            let peer = cluster::lease::Peer {
                 address: addr.to_string(),
                 http: config.http.as_ref().zip(http_addr).map(|(h, bound)| {
                     let scheme = if h.tls.is_some() { "https" } else { "http" };
                     format!("{scheme}://{bound}")
                 }),
                 expires_ms: 0,
+                positions: Vec::new(),
             };
             let node_config = cluster::node::NodeConfig {
                 nats: cluster.nats.clone(),

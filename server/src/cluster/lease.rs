@@ -1,5 +1,7 @@
-//! Who should own a partition: a lease per partition in the cluster's KV bucket
-//! (`docs/cluster.md`, "Ownership: the lease and the claim"), and the claim procedure that
+//! Who should own a partition, and where the nodes are: a lease per partition in the
+//! cluster's KV bucket, each node's registration (`node.<name>`: its addresses and how far
+//! each of its partition stores is; `docs/cluster.md`, "Ownership: the lease and the claim",
+//! "The node"), and the claim procedure that
 //! makes a node the owner. The lease only says who should try; what decides who may write is
 //! the log (the claim that counts), so a lease two nodes both believe they hold (a clock
 //! skewed past the lease, a paused node) costs a failed claim or a poisoned store, never a
@@ -208,4 +210,49 @@ pub async fn keep(kv: kv::Store, partition: u32, mut owned: Owned) {
             Err(e) => tracing::warn!(error = %e, partition, "renewing a lease"),
         }
     }
+}
+
+/// Where a node is reached, as it registers itself under `node.<name>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Peer {
+    /// The line protocol's address.
+    pub address: String,
+    /// HTTP's URL, if it serves HTTP.
+    pub http: Option<String>,
+    /// Milliseconds since the Unix epoch (its clock) after which it counts as gone.
+    pub expires_ms: u64,
+    /// The position each of its partition stores has applied (`None`: being reopened), as of
+    /// its last registration.
+    #[serde(default)]
+    pub positions: Vec<Option<u64>>,
+}
+
+/// Registers (or renews) node `name` as `peer` under `node.<name>`.
+///
+/// # Errors
+/// JetStream's refusal.
+pub async fn register(kv: &kv::Store, name: &str, peer: &Peer) -> anyhow::Result<()> {
+    let value = serde_json::to_vec(peer)?;
+    kv.put(format!("node.{name}"), value.into())
+        .await
+        .map_err(|e| anyhow::anyhow!("registering node {name}: {e}"))?;
+    Ok(())
+}
+
+/// Every node's registration, by name (one that does not decode is left out).
+pub async fn registered(kv: &kv::Store) -> std::collections::BTreeMap<String, Peer> {
+    use futures_util::StreamExt;
+    let mut peers = std::collections::BTreeMap::new();
+    let Ok(mut keys) = kv.keys().await else {
+        return peers;
+    };
+    while let Some(Ok(key)) = keys.next().await {
+        if let Some(name) = key.strip_prefix("node.")
+            && let Ok(Some(bytes)) = kv.get(&key).await
+            && let Ok(peer) = serde_json::from_slice::<Peer>(&bytes)
+        {
+            peers.insert(name.to_owned(), peer);
+        }
+    }
+    peers
 }

@@ -12,16 +12,14 @@
 //! a state the stream does not hold; reads go to whatever store is open, and wait for the
 //! `min_seq` they ask for.
 
-use super::lease::{self, LEASE, Lease, Partition, RENEW_EVERY, now_ms};
+use super::lease::{self, LEASE, Lease, Partition, Peer, RENEW_EVERY, now_ms, register};
 use super::settings::{self, Settings};
 use super::stream::{StreamError, ensure_stream, follow, stream_name};
 use crate::args::{Code, Fail};
 use crate::route::{self, Partitions};
 use amberdb::{Store, StoreOptions};
 use async_nats::jetstream::{self, kv};
-use futures_util::StreamExt;
 use parking_lot::{Mutex, RwLock};
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -43,17 +41,6 @@ pub struct NodeConfig {
     pub name: String,
     /// Where its partition stores live.
     pub data_dir: PathBuf,
-}
-
-/// Where a node is reached, as it registers itself under `node.<name>`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Peer {
-    /// The line protocol's address.
-    pub address: String,
-    /// HTTP's URL, if it serves HTTP.
-    pub http: Option<String>,
-    /// Milliseconds since the Unix epoch (its clock) after which it counts as gone.
-    pub expires_ms: u64,
 }
 
 /// A partition's role on this node.
@@ -200,6 +187,12 @@ impl Node {
                 }
             }
             peer.expires_ms = now_ms() + millis(LEASE);
+            // Where each partition store is, for `cluster status`'s replica lag.
+            peer.positions = self
+                .parts
+                .iter()
+                .map(|p| p.store.read().as_ref().map(|s| s.partition_log().position))
+                .collect();
             if let Err(e) = register(&kv, &self.name, &peer).await {
                 tracing::warn!(error = %e, "registering the node");
             }
@@ -208,21 +201,12 @@ impl Node {
     }
 
     async fn refresh_peers(&self, kv: &kv::Store) {
-        let Ok(mut keys) = kv.keys().await else {
-            return;
-        };
-        let mut peers = BTreeMap::new();
-        while let Some(Ok(key)) = keys.next().await {
-            let Some(name) = key.strip_prefix("node.") else {
-                continue;
-            };
-            if let Ok(Some(bytes)) = kv.get(&key).await
-                && let Ok(peer) = serde_json::from_slice::<Peer>(&bytes)
-            {
-                peers.insert(name.to_owned(), peer);
-            }
+        let peers = lease::registered(kv).await;
+        // Empty only when the bucket could not be read (this node registered itself): the
+        // last view stands.
+        if !peers.is_empty() {
+            *self.peers.lock() = peers;
         }
-        *self.peers.lock() = peers;
     }
 
     /// The node that should own partition `p` among the live ones: the `p mod n`-th by name.
@@ -268,14 +252,6 @@ impl Node {
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-async fn register(kv: &kv::Store, name: &str, peer: &Peer) -> anyhow::Result<()> {
-    let value = serde_json::to_vec(peer)?;
-    kv.put(format!("node.{name}"), value.into())
-        .await
-        .map_err(|e| anyhow::anyhow!("registering node {name}: {e}"))?;
-    Ok(())
 }
 
 fn unavailable(p: u32, why: &str) -> Fail {

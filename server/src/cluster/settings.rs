@@ -249,6 +249,7 @@ pub async fn status(js: &jetstream::Context) -> Result<String, SettingsError> {
         .get_key_value(BUCKET)
         .await
         .map_err(|e| nats("opening the cluster's KV bucket")(e.to_string()))?;
+    let peers = super::lease::registered(&kv).await;
     for p in 0..settings.partitions {
         let lease = match super::lease::read(&kv, p).await? {
             None => "owner: none".to_owned(),
@@ -262,22 +263,53 @@ pub async fn status(js: &jetstream::Context) -> Result<String, SettingsError> {
             }
         };
         let name = stream_name(p);
-        let line = match js.get_stream(&name).await {
+        let (line, last) = match js.get_stream(&name).await {
             Ok(stream) => match stream.get_info().await {
-                Ok(info) => format!(
-                    "{} messages, {} bytes, last position {}",
-                    info.state.messages, info.state.bytes, info.state.last_sequence
+                Ok(info) => (
+                    format!(
+                        "{} messages, {} bytes, last position {}",
+                        info.state.messages, info.state.bytes, info.state.last_sequence
+                    ),
+                    Some(info.state.last_sequence),
                 ),
-                Err(e) => format!("unreadable: {e}"),
+                Err(e) => (format!("unreadable: {e}"), None),
             },
-            Err(e) => format!("missing: {e}"),
+            Err(e) => (format!("missing: {e}"), None),
         };
         out.push_str(&format!(
-            "partition {p}: store {}, stream {name}: {line}; {lease}\n",
-            settings.store(p)?
+            "partition {p}: store {}, stream {name}: {line}; {lease}; {}\n",
+            settings.store(p)?,
+            replicas(&peers, p, last)
         ));
     }
     Ok(out)
+}
+
+/// `replicas: n0 at 12 (lag 0), n1 at 9 (lag 3, gone)`: where each registered node's store of
+/// partition `p` is, as of its last registration, behind the stream's last position.
+fn replicas(
+    peers: &std::collections::BTreeMap<String, super::lease::Peer>,
+    p: u32,
+    last: Option<u64>,
+) -> String {
+    if peers.is_empty() {
+        return "replicas: no node registered".into();
+    }
+    let now = super::lease::now_ms();
+    let each: Vec<String> = peers
+        .iter()
+        .map(|(name, peer)| {
+            let gone = if peer.expires_ms > now { "" } else { ", gone" };
+            match peer.positions.get(p as usize).copied().flatten() {
+                Some(at) => match last {
+                    Some(last) => format!("{name} at {at} (lag {}{gone})", last.saturating_sub(at)),
+                    None => format!("{name} at {at}{gone}"),
+                },
+                None => format!("{name} (no position{gone})"),
+            }
+        })
+        .collect();
+    format!("replicas: {}", each.join(", "))
 }
 
 #[cfg(test)]

@@ -146,6 +146,24 @@ fn three_nodes_route_writes_to_their_owners_and_lose_nothing_when_an_owner_dies(
     assert_eq!(body["owner"], owner.as_str());
     assert_eq!(body["partition"], p);
     assert!(body["address"].is_string(), "{body}");
+    // `cluster status` shows, per partition, where every node's replica is and its lag.
+    std::thread::sleep(Duration::from_millis(1500));
+    let out = amberdb()
+        .args(["cluster", "status", "--nats", &nats.url])
+        .output()
+        .unwrap();
+    let status = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for p in 0..PARTITIONS {
+        let line = status
+            .lines()
+            .find(|l| l.starts_with(&format!("partition {p}:")))
+            .unwrap_or_else(|| panic!("{status}"));
+        for n in ["n0", "n1", "n2"] {
+            assert!(line.contains(&format!("{n} at ")), "{line}");
+        }
+        assert!(line.contains("(lag "), "{line}");
+    }
     // Kill -9 the node that owns the most partitions.
     let mut count: BTreeMap<&str, usize> = BTreeMap::new();
     for o in before.values() {
