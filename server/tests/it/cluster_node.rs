@@ -407,15 +407,7 @@ fn owners_killed_in_a_row_lose_no_acknowledged_write() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(3);
-    let seed: u64 = std::env::var("AMBERDB_CLUSTER_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
+    let seed = crate::kill::seed_from("AMBERDB_CLUSTER_SEED");
     eprintln!(
         "cluster kills: seed {seed} (AMBERDB_CLUSTER_SEED={seed} repeats it), {cycles} cycles"
     );

@@ -16,6 +16,19 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// The seed environment variable `var` gives, else one from the clock (printed by the caller).
+pub(crate) fn seed_from(var: &str) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        })
+}
+
 /// splitmix64: enough randomness for kill timing, seeded and printed.
 pub(crate) struct Rng(pub(crate) u64);
 
@@ -214,15 +227,7 @@ fn kill_9_never_loses_an_acknowledged_store() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(12);
-    let seed: u64 = std::env::var("AMBERDB_KILL_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
+    let seed = seed_from("AMBERDB_KILL_SEED");
     eprintln!("kill -9 test: seed {seed} (AMBERDB_KILL_SEED={seed} repeats it), {cycles} cycles");
     let mut rng = Rng(seed);
     let dir = tempfile::tempdir().unwrap();
