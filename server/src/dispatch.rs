@@ -415,15 +415,12 @@ fn routed(
     args: Map<String, Value>,
     min_seq: Option<u64>,
 ) -> Outcome {
-    let ctx = match (&shared.home, batch) {
+    match (&shared.home, batch) {
         (Home::One(_), Some(batch)) => {
             if let Some(min) = min_seq {
                 route::reach(&batch.store, 0, min)?;
             }
-            Ctx {
-                store: batch.store.clone(),
-                metrics: Arc::clone(&batch.metrics),
-            }
+            commands::run(batch, session, command, args)
         }
         (Home::Cluster(partitions), _) => {
             let route = route::route_of(command, &args, session);
@@ -439,22 +436,19 @@ fn routed(
             // the partition, so a client sends the write again, with its request id, to
             // whichever node owns the partition next (`docs/cluster.md`, "What a publish can
             // end as").
-            return commands::run(&ctx, session, command, args).map_err(|mut f| {
+            commands::run(&ctx, session, command, args).map_err(|mut f| {
                 if f.code == Code::Unavailable && command.class.writes() {
                     f.body.entry("partition").or_insert(json!(p));
                     f.body.entry("retry_after_ms").or_insert(json!(250));
                 }
                 f
-            });
+            })
         }
-        (Home::One(_), None) => {
-            return Err(Fail::new(
-                Code::Internal,
-                "a single node's request ran outside its batch",
-            ));
-        }
-    };
-    commands::run(&ctx, session, command, args)
+        (Home::One(_), None) => Err(Fail::new(
+            Code::Internal,
+            "a single node's request ran outside its batch",
+        )),
+    }
 }
 
 /// A cluster node's request that names no partition: the node's own (PING, HELP, and STATS,
