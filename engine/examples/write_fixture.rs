@@ -21,9 +21,13 @@
 //! version 12 (log v12, checkpoint v13) adds `partition/`, a cluster partition's replica that
 //! applied a stream of claims, frames, skips and chunks, with a chunk group open across its
 //! checkpoint and another at its end, and `partition.tsv`: what it holds and the message that
-//! completes the last group.
+//! completes the last group; version 13 (log v12, checkpoint v14: the first fixture version
+//! that is not the log's) is the same scenarios with every checkpoint holding the log's
+//! running CRC, and `crc.tsv`: each store's position and running CRC after its last frame.
 
-use amberdb::log::format::VERSION;
+/// The fixture version this build writes: the format changes so far, in landing order (the
+/// log's version until version 12; checkpoint v14 is the 13th).
+const FIXTURE_VERSION: u16 = 13;
 use amberdb::{
     Category, EntityKind, Feedback, MemoryId, NewMemory, Outcome, Role, Store, StoreOptions,
     StoreRequest, Timestamp, UpdateRequest,
@@ -40,7 +44,8 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/v{VERSION}"));
+    let root =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/v{FIXTURE_VERSION}"));
     if root.exists() {
         return Err(format!(
             "{} exists: fixtures are frozen, never regenerated",
@@ -294,6 +299,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     write_chat_fixture(&root)?;
     write_requests_fixture(&root)?;
     write_partition_fixture(&root)?;
+    write_crc_table(&root)?;
     eprintln!("wrote {}", root.display());
     Ok(())
 }
@@ -742,6 +748,7 @@ fn write_partition_fixture(root: &Path) -> Result<(), Box<dyn std::error::Error>
             epoch,
             prev,
             chunk,
+            crc: None,
             body: &body,
         })?;
         if position == 8 {
@@ -769,5 +776,33 @@ fn write_partition_fixture(root: &Path) -> Result<(), Box<dyn std::error::Error>
     store.close()?;
     std::fs::remove_file(dir.join("LOCK"))?;
     std::fs::write(root.join("partition.tsv"), tsv)?;
+    Ok(())
+}
+
+/// `crc.tsv`: for each fixture store, its last position and the running CRC through it
+/// (`docs/cluster.md`, "Running CRC"), as the store reports it.
+fn write_crc_table(root: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let mut tsv = String::new();
+    for (name, options) in [
+        ("store", StoreOptions::hashing()),
+        ("chat", StoreOptions::hashing()),
+        (
+            "partition",
+            StoreOptions::new(std::sync::Arc::new(amberdb::HashingEmbedder::with_dim(8)))
+                .store_id(amberdb::StoreId(PARTITION_STORE)),
+        ),
+    ] {
+        // A copy: opening a store may write (a checkpoint, a rotated log), the fixture never.
+        let scratch = tempfile::tempdir()?;
+        copy_dir(&root.join(name), scratch.path())?;
+        let store = Store::open(scratch.path(), options.maintenance_thread(false))?;
+        let (position, crc) = store
+            .stats()
+            .running_crc
+            .ok_or("a store of this build knows its running CRC")?;
+        tsv.push_str(&format!("{name}\t{position}\t{crc:08x}\n"));
+        store.close()?;
+    }
+    std::fs::write(root.join("crc.tsv"), tsv)?;
     Ok(())
 }

@@ -200,6 +200,9 @@ pub struct StreamMessage<'a> {
     pub prev: u64,
     /// `Amberdb-Chunk`: `Some((i, n))` for chunk `i` of `n` (1-based) of one frame.
     pub chunk: Option<(u32, u32)>,
+    /// `Amberdb-Crc`: its publisher's running CRC through `prev` (`None`: a publisher that
+    /// does not send one, or does not know its own).
+    pub crc: Option<u32>,
     /// One encoded log frame (`docs/format/log.md`), or a chunk's bytes of one.
     pub body: &'a [u8],
 }
@@ -230,6 +233,8 @@ pub struct Outgoing {
     pub prev: u64,
     /// `Amberdb-Chunk`: `Some((i, n))` for chunk `i` of `n`.
     pub chunk: Option<(u32, u32)>,
+    /// `Amberdb-Crc`: the owner's running CRC through `prev` (`None`: it does not know it).
+    pub crc: Option<u32>,
     /// The frame, or the chunk's bytes of it.
     pub body: Vec<u8>,
 }

@@ -39,6 +39,9 @@ pub struct Stats {
     pub growing_rows: usize,
     /// Sequence number of the last logged operation.
     pub last_seq: u64,
+    /// The log's running CRC and the position it runs through (`docs/cluster.md`, "Running
+    /// CRC"): `None` for a store opened from a checkpoint older than format v14.
+    pub running_crc: Option<(u64, u32)>,
     /// Sequence number of the last durable one.
     pub durable_seq: u64,
     /// Sequence number of the newest checkpoint (0 if none).
@@ -233,6 +236,7 @@ impl Store {
             sealed_segments: c.sealed_segments,
             growing_rows: c.growing_rows,
             last_seq: c.last_seq,
+            running_crc: c.running_crc.crc.map(|crc| (c.running_crc.position, crc)),
             durable_seq: c.durable_seq,
             checkpoint_seq: c.checkpoint_seq,
             log_fsyncs: c.log_fsyncs,

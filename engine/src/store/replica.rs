@@ -9,7 +9,7 @@
 //! (`Store::own_partition`); a single-node store that never applies a message is unchanged.
 
 use crate::error::Result;
-use crate::kernel::cluster::{Applied, Claim, Publisher, StreamMessage};
+use crate::kernel::cluster::{Applied, Claim, Outgoing, Publisher, StreamMessage};
 use crate::store::Store;
 use std::sync::Arc;
 
@@ -22,6 +22,10 @@ pub struct PartitionLog {
     pub claim: Option<Claim>,
     /// The last position applied (the local log's last sequence number).
     pub position: u64,
+    /// The local log's running CRC through `position` (`docs/cluster.md`, "Running CRC"):
+    /// replicas at the same position that hold the same history hold the same one. `None`
+    /// for a store opened from a checkpoint older than v14.
+    pub running_crc: Option<u32>,
     /// A frame split into chunks being assembled: chunks held, and chunks in all.
     pub open_group: Option<(u32, u32)>,
 }
@@ -39,13 +43,13 @@ impl Store {
         Ok(self.inner.db.apply_replicated(m)?)
     }
 
-    /// The `Claim` frame this node publishes to take the partition at `epoch`, for the next
-    /// position, which it returns; nothing changes until the stream holds it and it is applied
-    /// (`docs/cluster.md`, "Ownership").
+    /// The `Claim` message this node publishes to take the partition at `epoch`, for the next
+    /// position (with its headers' values and the running CRC before it); nothing changes
+    /// until the stream holds it and it is applied (`docs/cluster.md`, "Ownership").
     ///
     /// # Errors
     /// `Invalid` for an epoch not above the partition's or a node name of 0 or over 256 bytes.
-    pub fn claim_message(&self, epoch: u64, node: &str) -> Result<(u64, Vec<u8>)> {
+    pub fn claim_message(&self, epoch: u64, node: &str) -> Result<Outgoing> {
         Ok(self.inner.db.claim_message(epoch, node)?)
     }
 
@@ -64,11 +68,12 @@ impl Store {
     /// What this store holds of its partition's log.
     #[must_use]
     pub fn partition_log(&self) -> PartitionLog {
-        let (log, position) = self.inner.db.partition_log();
+        let (log, position, running_crc) = self.inner.db.partition_log();
         PartitionLog {
             replicated: log.is_replicated(),
             claim: log.claim().cloned(),
             position,
+            running_crc,
             open_group: log.open_group(),
         }
     }

@@ -4,7 +4,9 @@
 //! every live record); version 2 adds `lineage.tsv` (a live id and the ids it supersedes),
 //! version 3 `entities.tsv` (every user, agent and session: kind, user, id, name, agent);
 //! version 8 `chat/` and `chat.tsv` (turns of every role, a delta checkpoint); version 11
-//! `requests/` and `requests.tsv` (writes that carried request ids, and their kept replies).
+//! `requests/` and `requests.tsv` (writes that carried request ids, and their kept replies);
+//! version 12 `partition/` and `partition.tsv`; version 13 (checkpoint v14) `crc.tsv` (each
+//! store's position and running CRC).
 
 use amberdb::KernelError;
 use amberdb::{
@@ -544,10 +546,97 @@ fn version_11_store_answers_its_request_ids_from_the_checkpoint_and_the_log() {
 
 #[test]
 fn version_12_replica_holds_its_claim_and_open_chunk_group_and_completes_it() {
-    use amberdb::cluster::{Applied, StreamMessage};
     check_v2_store(12);
+    let (_dir, store) = check_partition_fixture(12);
+    assert_eq!(
+        store.stats().running_crc,
+        None,
+        "a checkpoint before v14 does not hold the running CRC, so nothing after it knows it"
+    );
+}
+
+#[test]
+fn version_13_stores_know_their_running_crc_which_is_the_one_their_log_files_define() {
+    check_v2_store(13);
+    check_partition_fixture(13);
     let text = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v12/partition.tsv"),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v13/crc.tsv"),
+    )
+    .unwrap();
+    let expected: Vec<(String, u64, u32)> = text
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            (
+                f[0].to_owned(),
+                f[1].parse().unwrap(),
+                u32::from_str_radix(f[2], 16).unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(expected.len(), 3);
+    for (name, position, crc) in &expected {
+        let dir = copy_of_version(13, name);
+        let options = match name.as_str() {
+            "partition" => partition_options(&partition_store_id(13)),
+            _ => StoreOptions::hashing(),
+        };
+        let store = Store::open(dir.path(), options.maintenance_thread(false)).unwrap();
+        assert_eq!(store.stats().running_crc, Some((*position, *crc)), "{name}");
+        store.close().unwrap();
+    }
+    // The definition, from the log files alone: `store/` keeps every frame since position 1.
+    let dir = copy_of_version(13, "store");
+    let mut running = 0u32;
+    let mut last = 0;
+    for log in [
+        "wal-00000000000000000001.log",
+        "wal-00000000000000000016.log",
+    ] {
+        let bytes = std::fs::read(dir.path().join(log)).unwrap();
+        let mut at = 64;
+        while at < bytes.len() {
+            let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+            let stored = &bytes[at + 4..at + 8];
+            let seq = u64::from_le_bytes(bytes[at + 9..at + 17].try_into().unwrap());
+            if seq > last {
+                let mut h = crc32fast::Hasher::new_with_initial(running);
+                h.update(stored);
+                running = h.finalize();
+                last = seq;
+            }
+            at += 8 + len;
+        }
+    }
+    assert_eq!((last, running), (expected[0].1, expected[0].2), "store/");
+}
+
+fn partition_store_id(version: u16) -> amberdb::StoreId {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("tests/fixtures/v{version}/partition.tsv")),
+    )
+    .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("store\t"))
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn partition_options(store_id: &amberdb::StoreId) -> StoreOptions {
+    StoreOptions::new(std::sync::Arc::new(amberdb::HashingEmbedder::with_dim(8)))
+        .maintenance_thread(false)
+        .store_id(*store_id)
+}
+
+/// Opens `partition/` of fixture `version` and checks what it holds, then completes its open
+/// chunk group with the message `partition.tsv` names. Returns the copy and the store open on it.
+fn check_partition_fixture(version: u16) -> (tempfile::TempDir, Store) {
+    use amberdb::cluster::{Applied, StreamMessage};
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("tests/fixtures/v{version}/partition.tsv")),
     )
     .unwrap();
     let field = |name: &str| -> Vec<&str> {
@@ -558,11 +647,8 @@ fn version_12_replica_holds_its_claim_and_open_chunk_group_and_completes_it() {
             .collect()
     };
     let store_id: amberdb::StoreId = field("store")[0].parse().unwrap();
-    let dir = copy_of_version(12, "partition");
-    let options = StoreOptions::new(std::sync::Arc::new(amberdb::HashingEmbedder::with_dim(8)))
-        .maintenance_thread(false)
-        .store_id(store_id);
-    let store = Store::open(dir.path(), options).unwrap();
+    let dir = copy_of_version(version, "partition");
+    let store = Store::open(dir.path(), partition_options(&store_id)).unwrap();
     assert!(store.open_report().replayed_frames > 0, "a log tail");
     let log = store.partition_log();
     let claim = log.claim.clone().unwrap();
@@ -607,6 +693,7 @@ fn version_12_replica_holds_its_claim_and_open_chunk_group_and_completes_it() {
             epoch: next[1].parse().unwrap(),
             prev: next[2].parse().unwrap(),
             chunk: Some((i.parse().unwrap(), n.parse().unwrap())),
+            crc: None,
             body: &body,
         })
         .unwrap();
@@ -615,6 +702,7 @@ fn version_12_replica_holds_its_claim_and_open_chunk_group_and_completes_it() {
         store.get(MemoryId(8)).unwrap().content,
         "completed by message 15"
     );
+    (dir, store)
 }
 
 #[test]

@@ -37,12 +37,7 @@ impl Publisher for MemoryStream {
                 format!("published for position {}, landed at {landed}", m.position)
             });
         }
-        stream.0.push(Published {
-            epoch: m.epoch,
-            prev: m.prev,
-            chunk: m.chunk,
-            body: m.body,
-        });
+        stream.0.push(Published::from(m));
     }
 
     fn wait(&self, position: u64) -> Result<(), String> {
@@ -67,14 +62,9 @@ impl MemoryStream {
 fn owner(dir: &std::path::Path, id: StoreId, sync: SyncPolicy) -> (Store, Arc<MemoryStream>) {
     let store = Store::open(dir, options(id).sync(sync)).expect("open");
     let stream = Arc::new(MemoryStream::default());
-    let (position, frame) = store.claim_message(1, "node-a").expect("a claim");
-    assert_eq!(position, 1);
-    stream.stream.lock().0.push(Published {
-        epoch: 1,
-        prev: 0,
-        chunk: None,
-        body: frame,
-    });
+    let claim = store.claim_message(1, "node-a").expect("a claim");
+    assert_eq!((claim.position, claim.prev, claim.crc), (1, 0, Some(0)));
+    stream.stream.lock().0.push(Published::from(claim));
     let applied = store
         .apply_replicated(&stream.snapshot().message(1))
         .expect("the claim applies");
@@ -129,6 +119,8 @@ fn a_replica_of_an_owners_stream_holds_what_the_owner_holds() {
         )),
         "{applied:?}"
     );
+    // Their logs are the same history: the running CRC each message carried matched.
+    assert!(replica.partition_log().running_crc.is_some());
     assert_eq!(replica.partition_log(), store.partition_log());
     for id in ids.iter().chain(&turn_ids) {
         let (o, r) = (store.get(*id), replica.get(*id));
@@ -151,6 +143,67 @@ fn a_replica_of_an_owners_stream_holds_what_the_owner_holds() {
         .store(NewMemory::new("not the owner any more"))
         .expect_err("a replica");
     assert_eq!(e.kind(), ErrorKind::Caller, "{e}");
+}
+
+#[test]
+fn a_replica_halts_where_the_publishers_history_differs_from_its_own() {
+    use amberdb::{EngineError, KernelError};
+    let id = StoreId::random().expect("random");
+    let (a, b, c) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let (store, stream) = owner(a.path(), id, SyncPolicy::Always);
+    for text in ["one", "two", "three"] {
+        store.store(NewMemory::new(text)).expect("stored");
+    }
+    let s = stream.snapshot();
+    assert_eq!(s.next(), 5, "a claim and three frames");
+    assert!(
+        s.0.iter().all(|m| m.crc.is_some()),
+        "every message carries one"
+    );
+    // Message 3 as a stream that changed what a replica applied would deliver it: its
+    // publisher's history through position 2 is not this replica's.
+    let mut changed = s.clone();
+    changed.0[2].crc = changed.0[2].crc.map(|c| c ^ 1);
+    let replica = open(b.path(), id);
+    apply(&replica, &changed, 1..=2);
+    let e = replica
+        .apply_replicated(&changed.message(3))
+        .expect_err("another history");
+    assert!(
+        matches!(&e, EngineError::Kernel(KernelError::Halted { position: 3, reason }) if reason.contains("running CRC")),
+        "{e}"
+    );
+    assert!(
+        replica.stats().poisoned,
+        "halted: nothing past it is followed"
+    );
+    assert!(replica.apply_replicated(&changed.message(3)).is_err());
+    // A message without one (a publisher of an older build) is not compared; a stale
+    // publisher's is a skip whatever it says.
+    let mut older = s.clone();
+    older.0[2].crc = None;
+    older.0.push(stale_copy(&s, 9));
+    let other = open(c.path(), id);
+    let applied = apply(&other, &older, 1..=5);
+    assert_eq!(applied[2], Applied::Frame);
+    assert_eq!(applied[4], Applied::Skip(SkipReason::Epoch));
+    let (owners, theirs) = (store.partition_log(), other.partition_log());
+    assert_eq!(theirs.position, 5);
+    assert_ne!(theirs.running_crc, None);
+    assert_eq!(owners.position, 4);
+}
+
+/// A frame published at epoch `epoch` with a running CRC nobody holds.
+fn stale_copy(s: &super::replica::Stream, epoch: u64) -> Published {
+    let mut m = s.0[3].clone();
+    m.epoch = epoch;
+    m.prev = s.next() - 1;
+    m.crc = Some(0x1234_5678);
+    m
 }
 
 #[test]
@@ -223,13 +276,8 @@ fn only_the_claim_a_store_applied_last_makes_it_the_owner() {
     let publisher = || Arc::clone(&stream) as Arc<dyn Publisher>;
     let e = store.own_partition(1, publisher()).expect_err("no claim");
     assert_eq!(e.kind(), ErrorKind::Caller, "{e}");
-    let (_, frame) = store.claim_message(3, "node-a").expect("a claim");
-    stream.stream.lock().0.push(Published {
-        epoch: 3,
-        prev: 0,
-        chunk: None,
-        body: frame,
-    });
+    let claim = store.claim_message(3, "node-a").expect("a claim");
+    stream.stream.lock().0.push(Published::from(claim));
     apply(&store, &stream.snapshot(), 1..=1);
     assert!(
         store.own_partition(2, publisher()).is_err(),
@@ -307,13 +355,8 @@ fn a_partitions_owner_assigns_ids_above_its_base_and_its_replicas_keep_them() {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let store = Store::open(a.path(), options(id).partition(5)).expect("open");
     let stream = Arc::new(MemoryStream::default());
-    let (_, frame) = store.claim_message(1, "node-a").expect("a claim");
-    stream.stream.lock().0.push(Published {
-        epoch: 1,
-        prev: 0,
-        chunk: None,
-        body: frame,
-    });
+    let claim = store.claim_message(1, "node-a").expect("a claim");
+    stream.stream.lock().0.push(Published::from(claim));
     apply(&store, &stream.snapshot(), 1..=1);
     store
         .own_partition(1, Arc::clone(&stream) as Arc<dyn Publisher>)

@@ -69,7 +69,21 @@ pub(super) struct Published {
     pub(super) epoch: u64,
     pub(super) prev: u64,
     pub(super) chunk: Option<(u32, u32)>,
+    /// `Amberdb-Crc`: `None` where a test publishes without one.
+    pub(super) crc: Option<u32>,
     pub(super) body: Vec<u8>,
+}
+
+impl From<amberdb::cluster::Outgoing> for Published {
+    fn from(m: amberdb::cluster::Outgoing) -> Published {
+        Published {
+            epoch: m.epoch,
+            prev: m.prev,
+            chunk: m.chunk,
+            crc: m.crc,
+            body: m.body,
+        }
+    }
 }
 
 /// A partition's stream: message `i` is at position `i + 1`.
@@ -89,6 +103,7 @@ impl Stream {
             epoch,
             prev,
             chunk: None,
+            crc: None,
             body: encode_frame(prev + 1, op),
         });
         position
@@ -118,6 +133,7 @@ impl Stream {
                 epoch,
                 prev,
                 chunk: Some((u32::try_from(i).expect("few") + 1, count)),
+                crc: None,
                 body: frame[w[0]..w[1]].to_vec(),
             });
         }
@@ -131,6 +147,7 @@ impl Stream {
             epoch: p.epoch,
             prev: p.prev,
             chunk: p.chunk,
+            crc: p.crc,
             body: &p.body,
         }
     }
@@ -301,6 +318,7 @@ fn frames_of_four_mebibytes_chunks_count_and_a_longer_chunk_does_not() {
         epoch: 1,
         prev: last,
         chunk: Some((1, 2)),
+        crc: None,
         body: frame,
     });
     let applied = apply(&store, &s, 1..=last + 1);
@@ -381,6 +399,7 @@ fn a_stream_this_replica_cannot_follow_halts_it() {
                     epoch: 1,
                     prev: 2,
                     chunk: None,
+                    crc: None,
                     body,
                 });
             },
@@ -394,6 +413,7 @@ fn a_stream_this_replica_cannot_follow_halts_it() {
                         epoch: 1,
                         prev: s.next() - 1,
                         chunk: Some((i, 2)),
+                        crc: None,
                         body: vec![7; 20],
                     });
                 }
@@ -503,6 +523,7 @@ fn replicas_of_one_random_stream_agree_however_often_they_stop() {
                         epoch: top_epoch,
                         prev: s.next() - 1,
                         chunk: Some((2, 2)),
+                        crc: None,
                         body: vec![1; 16],
                     });
                 }

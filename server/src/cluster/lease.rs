@@ -225,6 +225,10 @@ pub struct Peer {
     /// its last registration.
     #[serde(default)]
     pub positions: Vec<Option<u64>>,
+    /// Each partition store's running CRC through its position (`docs/cluster.md`, "Running
+    /// CRC"; `None`: unknown), beside `positions`.
+    #[serde(default)]
+    pub running_crcs: Vec<Option<u32>>,
 }
 
 /// Registers (or renews) node `name` as `peer` under `node.<name>`.

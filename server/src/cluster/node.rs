@@ -188,11 +188,14 @@ impl Node {
             }
             peer.expires_ms = now_ms() + millis(LEASE);
             // Where each partition store is, for `cluster status`'s replica lag.
-            peer.positions = self
-                .parts
-                .iter()
-                .map(|p| p.store.read().as_ref().map(|s| s.partition_log().position))
+            let logs: Vec<_> = (self.parts.iter())
+                .map(|p| p.store.read().as_ref().map(|s| s.partition_log()))
                 .collect();
+            peer.positions = logs
+                .iter()
+                .map(|l| l.as_ref().map(|l| l.position))
+                .collect();
+            peer.running_crcs = logs.iter().map(|l| l.as_ref()?.running_crc).collect();
             if let Err(e) = register(&kv, &self.name, &peer).await {
                 tracing::warn!(error = %e, "registering the node");
             }
@@ -337,6 +340,7 @@ impl Partitions for Node {
                     "epoch": log.as_ref().and_then(|l| l.claim.as_ref()).map(|c| c.epoch),
                     "owner": lease.as_ref().map(|l| l.node.clone()),
                     "position": log.as_ref().map(|l| l.position),
+                    "running_crc": log.as_ref().and_then(|l| l.running_crc).map(|c| format!("{c:08x}")),
                     "memories": store.as_ref().map(|s| s.stats().memories),
                 })
             })

@@ -285,8 +285,10 @@ pub async fn status(js: &jetstream::Context) -> Result<String, SettingsError> {
     Ok(out)
 }
 
-/// `replicas: n0 at 12 (lag 0), n1 at 9 (lag 3, gone)`: where each registered node's store of
-/// partition `p` is, as of its last registration, behind the stream's last position.
+/// `replicas: n0 at 12 crc 0a1b2c3d (lag 0), n1 at 9 (lag 3, gone)`: where each registered
+/// node's store of partition `p` is, as of its last registration, behind the stream's last
+/// position, with its running CRC there; replicas at one position with different CRCs are
+/// named (`docs/cluster.md`, "Running CRC").
 fn replicas(
     peers: &std::collections::BTreeMap<String, super::lease::Peer>,
     p: u32,
@@ -296,16 +298,46 @@ fn replicas(
         return "replicas: no node registered".into();
     }
     let now = super::lease::now_ms();
+    let at = |peer: &super::lease::Peer| peer.positions.get(p as usize).copied().flatten();
+    let crc = |peer: &super::lease::Peer| peer.running_crcs.get(p as usize).copied().flatten();
+    let mut seen = std::collections::BTreeMap::new();
+    let mut differ = std::collections::BTreeSet::new();
+    for peer in peers.values() {
+        if let (Some(at), Some(crc)) = (at(peer), crc(peer))
+            && *seen.entry(at).or_insert(crc) != crc
+        {
+            differ.insert(at);
+        }
+    }
     let each: Vec<String> = peers
         .iter()
         .map(|(name, peer)| {
             let gone = if peer.expires_ms > now { "" } else { ", gone" };
-            match peer.positions.get(p as usize).copied().flatten() {
-                Some(at) => match last {
-                    Some(last) => format!("{name} at {at} (lag {}{gone})", last.saturating_sub(at)),
-                    None => format!("{name} at {at}{gone}"),
-                },
-                None => format!("{name} (no position{gone})"),
+            let Some(at) = at(peer) else {
+                return format!("{name} (no position{gone})");
+            };
+            let crc = crc(peer).map_or(String::new(), |c| format!(" crc {c:08x}"));
+            let lag = last.map_or(String::new(), |last| {
+                format!("lag {}", last.saturating_sub(at))
+            });
+            let differs = if differ.contains(&at) {
+                ", HISTORIES DIFFER"
+            } else {
+                ""
+            };
+            let notes = [
+                lag.as_str(),
+                gone.trim_start_matches(", "),
+                differs.trim_start_matches(", "),
+            ]
+            .into_iter()
+            .filter(|n| !n.is_empty())
+            .collect::<Vec<_>>()
+            .join(", ");
+            if notes.is_empty() {
+                format!("{name} at {at}{crc}")
+            } else {
+                format!("{name} at {at}{crc} ({notes})")
             }
         })
         .collect();
@@ -341,5 +373,39 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn replicas_show_lag_and_crc_and_name_histories_that_differ() {
+        let peer = |at: Option<u64>, crc: Option<u32>| super::super::lease::Peer {
+            address: "127.0.0.1:1".into(),
+            http: None,
+            expires_ms: u64::MAX,
+            positions: vec![None, at],
+            running_crcs: vec![None, crc],
+        };
+        let peers: std::collections::BTreeMap<String, _> = [
+            ("a".to_owned(), peer(Some(12), Some(0xab))),
+            ("b".to_owned(), peer(Some(12), Some(0xab))),
+            ("c".to_owned(), peer(Some(9), None)),
+        ]
+        .into();
+        assert_eq!(
+            replicas(&peers, 1, Some(12)),
+            "replicas: a at 12 crc 000000ab (lag 0), b at 12 crc 000000ab (lag 0), c at 9 (lag 3)"
+        );
+        let mut split = peers.clone();
+        split.insert("b".into(), peer(Some(12), Some(0xcd)));
+        let line = replicas(&split, 1, Some(12));
+        assert!(
+            line.contains("a at 12 crc 000000ab (lag 0, HISTORIES DIFFER)")
+                && line.contains("b at 12 crc 000000cd (lag 0, HISTORIES DIFFER)")
+                && line.ends_with("c at 9 (lag 3)"),
+            "{line}"
+        );
+        assert_eq!(
+            replicas(&peers, 0, None),
+            "replicas: a (no position), b (no position), c (no position)"
+        );
     }
 }

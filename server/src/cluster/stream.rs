@@ -100,16 +100,19 @@ pub async fn ensure_stream(
     .map_err(|e| nats("creating the partition stream")(e.to_string()))
 }
 
-/// The headers of a message for `position`.
-fn headers(store: StoreId, epoch: u64, position: u64, chunk: Option<(u32, u32)>) -> HeaderMap {
+/// The headers of a message `m` of the store `store`.
+fn headers(store: StoreId, m: &Outgoing) -> HeaderMap {
     let mut h = HeaderMap::new();
-    h.insert("Amberdb-Epoch", epoch.to_string());
-    h.insert("Amberdb-Prev", (position - 1).to_string());
-    if let Some((i, n)) = chunk {
+    h.insert("Amberdb-Epoch", m.epoch.to_string());
+    h.insert("Amberdb-Prev", m.prev.to_string());
+    if let Some((i, n)) = m.chunk {
         h.insert("Amberdb-Chunk", format!("{i}/{n}"));
     }
-    h.insert("Nats-Msg-Id", format!("{store}-{epoch}-{position}"));
-    h.insert("Nats-Expected-Last-Sequence", (position - 1).to_string());
+    if let Some(crc) = m.crc {
+        h.insert("Amberdb-Crc", format!("{crc:08x}"));
+    }
+    h.insert("Nats-Msg-Id", format!("{store}-{}-{}", m.epoch, m.position));
+    h.insert("Nats-Expected-Last-Sequence", m.prev.to_string());
     h
 }
 
@@ -156,7 +159,7 @@ impl JetStreamPublisher {
         let subject = subject(partition);
         runtime.spawn(async move {
             while let Some(m) = outgoing.recv().await {
-                let h = headers(store, m.epoch, m.position, m.chunk);
+                let h = headers(store, &m);
                 match js
                     .publish_with_headers(subject.clone(), h, m.body.into())
                     .await
@@ -257,12 +260,22 @@ fn judged_as<'b>(position: u64, headers: Option<&HeaderMap>, body: &'b [u8]) -> 
             .map(Some)
             .ok_or(()),
     };
-    match (number("Amberdb-Epoch"), number("Amberdb-Prev"), chunk) {
-        (Some(epoch), Some(prev), Ok(chunk)) => StreamMessage {
+    // Absent: a publisher that sends none (an older build); present, it must parse.
+    let crc = match headers.and_then(|h| h.get("Amberdb-Crc")) {
+        None => Ok(None),
+        Some(v) => u32::from_str_radix(v.as_str(), 16)
+            .ok()
+            .filter(|_| v.as_str().len() == 8 && v.as_str().bytes().all(|b| b.is_ascii_hexdigit()))
+            .map(Some)
+            .ok_or(()),
+    };
+    match (number("Amberdb-Epoch"), number("Amberdb-Prev"), chunk, crc) {
+        (Some(epoch), Some(prev), Ok(chunk), Ok(crc)) => StreamMessage {
             position,
             epoch,
             prev,
             chunk,
+            crc,
             body,
         },
         _ => StreamMessage {
@@ -270,6 +283,7 @@ fn judged_as<'b>(position: u64, headers: Option<&HeaderMap>, body: &'b [u8]) -> 
             epoch: 0,
             prev: 0,
             chunk: Some((0, 0)),
+            crc: None,
             body,
         },
     }
@@ -289,12 +303,13 @@ pub async fn publish_claim(
     node: &str,
     store_id: StoreId,
 ) -> Result<u64, StreamError> {
-    let (position, frame) = store.claim_message(epoch, node)?;
+    let claim = store.claim_message(epoch, node)?;
+    let position = claim.position;
     let ack = js
         .publish_with_headers(
             subject(partition),
-            headers(store_id, epoch, position, None),
-            frame.into(),
+            headers(store_id, &claim),
+            claim.body.into(),
         )
         .await
         .map_err(|e| nats("publishing a claim")(e.to_string()))?
@@ -384,7 +399,14 @@ mod tests {
         h.insert("Amberdb-Epoch", "3");
         h.insert("Amberdb-Prev", "9");
         let m = judged_as(10, Some(&h), b"x");
-        assert_eq!((m.epoch, m.prev, m.chunk), (3, 9, None));
+        assert_eq!((m.epoch, m.prev, m.chunk, m.crc), (3, 9, None, None));
+        h.insert("Amberdb-Crc", "0000abcd");
+        assert_eq!(judged_as(10, Some(&h), b"x").crc, Some(0xabcd));
+        for bad in ["abcd", "xyz00000", "0000abcd0", "+000abcd"] {
+            h.insert("Amberdb-Crc", bad);
+            assert_eq!(judged_as(10, Some(&h), b"x").chunk, Some((0, 0)), "{bad}");
+        }
+        h.insert("Amberdb-Crc", "0000abcd");
         h.insert("Amberdb-Chunk", "2/4");
         assert_eq!(judged_as(10, Some(&h), b"x").chunk, Some((2, 4)));
         for bad in ["2", "a/b", "2/"] {
@@ -401,11 +423,22 @@ mod tests {
     #[test]
     fn every_message_names_its_epoch_place_and_attempt() {
         let id = StoreId([1; 16]);
-        let h = headers(id, 4, 12, Some((1, 2)));
+        let h = headers(
+            id,
+            &Outgoing {
+                position: 12,
+                epoch: 4,
+                prev: 11,
+                chunk: Some((1, 2)),
+                crc: Some(0xdead_beef),
+                body: Vec::new(),
+            },
+        );
         let get = |k: &str| h.get(k).map(|v| v.as_str().to_owned());
         assert_eq!(get("Amberdb-Epoch").as_deref(), Some("4"));
         assert_eq!(get("Amberdb-Prev").as_deref(), Some("11"));
         assert_eq!(get("Amberdb-Chunk").as_deref(), Some("1/2"));
+        assert_eq!(get("Amberdb-Crc").as_deref(), Some("deadbeef"));
         assert_eq!(get("Nats-Expected-Last-Sequence").as_deref(), Some("11"));
         assert_eq!(get("Nats-Msg-Id"), Some(format!("{id}-4-12")));
     }

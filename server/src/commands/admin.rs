@@ -44,6 +44,10 @@ fn stats(ctx: &Ctx, session: &Session, _: NoArgs) -> Outcome {
         "sealed_segments": s.sealed_segments,
         "growing_rows": s.growing_rows,
         "last_seq": s.last_seq,
+        "running_crc": s.running_crc.map(|(position, crc)| json!({
+            "position": position,
+            "crc": format!("{crc:08x}"),
+        })),
         "durable_seq": s.durable_seq,
         "checkpoint_seq": s.checkpoint_seq,
         "log_fsyncs": s.log_fsyncs,

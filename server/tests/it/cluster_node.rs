@@ -9,7 +9,7 @@ use super::cluster::{Nats, start_nats};
 use crate::http::Http;
 use crate::support::{Server, amberdb, text};
 use amberdb_server::client::Client;
-use serde_json::json;
+use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -491,5 +491,32 @@ fn owners_killed_in_a_row_lose_no_acknowledged_write() {
             .map(|p| memories_in(node, p))
             .sum();
         assert_eq!(held, acked.len() as u64, "none lost, none twice");
+    }
+    same_history(&nodes);
+}
+
+/// Waits until every node holds every partition at the same position with the same running
+/// CRC (`docs/cluster.md`, "Running CRC"), as their STATS say.
+fn same_history(nodes: &[Server]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let views: Vec<Vec<(Value, Value)>> = nodes
+            .iter()
+            .map(|n| {
+                let stats = n.client().ok("STATS", json!({}));
+                (stats["cluster"]["partitions"].as_array().unwrap().iter())
+                    .map(|p| (p["position"].clone(), p["running_crc"].clone()))
+                    .collect()
+            })
+            .collect();
+        let known = views[0].iter().all(|(_, crc)| crc.is_string());
+        if known && views.iter().all(|v| *v == views[0]) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "replicas differ after 30 s: {views:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
     }
 }

@@ -4,7 +4,7 @@
 //! off size field          meaning
 //!   0    4 magic          b"MNCK"
 //!   4    2 version        u16 LE; readers accept SUPPORTED
-//!   6    2 flags          u16 LE; v8: bit 0 DELTA, the rest 0 (before v8: all 0)
+//!   6    2 flags          u16 LE; v8: bit 0 DELTA; v14: bit 1 LOG_CRC; the rest 0 (before v8: all 0)
 //!   8    8 seq            u64 LE; last log sequence number included
 //!  16    8 next_id        u64 LE
 //!  24    8 record_count   u64 LE
@@ -14,7 +14,7 @@
 //!  52    8 aux_count      u64 LE; v2 (zero in v1)
 //!  60    4 hdr_crc        crc32 seeded HEADER_SEED over bytes 0..60
 //!  64   24 owner          v10: store id (16) and incarnation (u64 LE): `identity::owner_of`
-//!  88    4 reserved       v10: zero
+//!  88    4 log_crc        v14 with LOG_CRC: the log's running CRC through seq; else zero
 //!  92    4 owner_crc      v10: crc32 seeded HEADER_SEED over bytes 64..92
 //! body (at 96 from v10, at 64 before): DELTA only: base_seq u64, deleted_count u64   (v8)
 //!       segment_count × { segment_id u64, rows u64, kind u8, pad 7 × 0 }   (v5, key order;
@@ -29,11 +29,11 @@ use std::ops::RangeInclusive;
 /// File magic.
 pub const MAGIC: [u8; 4] = *b"MNCK";
 /// Version this build writes.
-pub const VERSION: u16 = 13;
+pub const VERSION: u16 = 14;
 /// Versions this build reads (v1 has no aux section, v2 no entities in it, v1–v4 no segment
 /// kinds, v1–v5 no model and no staged re-embedding, v1–v7 no deltas, v1–v8 no tool role,
 /// v1–v9 no owner, v1–v10 no record source ids,
-/// v1–v11 no request ids, v1–v12 no claims and pending chunks).
+/// v1–v11 no request ids, v1–v12 no claims and pending chunks, v1–v13 no running CRC).
 pub const SUPPORTED: RangeInclusive<u16> = 1..=VERSION;
 /// The first version whose header names its store.
 pub const OWNER_VERSION: u16 = 10;
@@ -44,6 +44,19 @@ pub const REQUEST_VERSION: u16 = 12;
 pub const CLUSTER_VERSION: u16 = 13;
 /// Flag bit: the checkpoint is a delta on the full checkpoint at `base_seq` (v8).
 pub const FLAG_DELTA: u16 = 1;
+/// Flag bit: `log_crc` holds the log's running CRC through `seq` (v14).
+pub const FLAG_LOG_CRC: u16 = 2;
+/// The first version that may set `FLAG_LOG_CRC`.
+pub const LOG_CRC_VERSION: u16 = 14;
+
+/// Where in the log a checkpoint stands (`docs/cluster.md`, "Running CRC").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogPoint {
+    /// The last log sequence number it includes.
+    pub seq: u64,
+    /// The log's running CRC through `seq`; `None` when its writer did not know it.
+    pub crc: Option<u32>,
+}
 /// The first version that may set `FLAG_DELTA`.
 pub const DELTA_VERSION: u16 = 8;
 

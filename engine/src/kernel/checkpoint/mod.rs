@@ -11,7 +11,7 @@ pub mod writer;
 
 #[cfg(test)]
 mod tests {
-    use super::format::{BODY_SEED, Delta, HEADER_LEN, HEADER_SEED};
+    use super::format::{BODY_SEED, Delta, HEADER_LEN, HEADER_SEED, LogPoint};
     use super::reader::{
         CheckpointError, MergeError, check_base, decode, decode_head, decode_merged_into, records,
     };
@@ -19,6 +19,11 @@ mod tests {
     use crate::kernel::record::Memory;
     use crate::kernel::segment_file::{SegmentEntry, SegmentKind};
     use crate::kernel::state::tests::record;
+
+    /// A checkpoint at `seq` whose writer did not know the log's running CRC.
+    fn at(seq: u64) -> LogPoint {
+        LogPoint { seq, crc: None }
+    }
 
     fn crc(seed: u32, b: &[u8]) -> u32 {
         let mut h = crc32fast::Hasher::new_with_initial(seed);
@@ -49,7 +54,7 @@ mod tests {
         let records = [*record(1, "one"), *record(2, "two")];
         let bytes = encode(
             amberdb_index::Owner::NONE,
-            7,
+            at(7),
             3,
             &segments,
             &[],
@@ -100,7 +105,7 @@ mod tests {
         let base_records = [*record(1, "one"), *record(2, "two"), *record(4, "four")];
         let base = encode(
             amberdb_index::Owner::NONE,
-            10,
+            at(10),
             5,
             &[],
             &[],
@@ -117,7 +122,7 @@ mod tests {
         let segments = [SegmentEntry::flat(2, 3)];
         let bytes = encode(
             amberdb_index::Owner::NONE,
-            15,
+            at(15),
             7,
             &segments,
             &[],
@@ -162,7 +167,7 @@ mod tests {
         assert!(check_base(&delta, head.next_id, &head).is_err());
         let other = decode_head(&encode(
             amberdb_index::Owner::NONE,
-            11,
+            at(11),
             5,
             &[],
             &[],
@@ -223,7 +228,7 @@ mod tests {
         );
         let unordered_base = encode(
             amberdb_index::Owner::NONE,
-            10,
+            at(10),
             5,
             &[],
             &[],
@@ -245,6 +250,51 @@ mod tests {
         assert!(
             matches!(merged, Err(MergeError::Base(CheckpointError::Corrupted(_)))),
             "{merged:?}"
+        );
+    }
+
+    #[test]
+    fn v14_holds_the_logs_running_crc_only_with_its_flag() {
+        let owner = amberdb_index::Owner([7; 24]);
+        let records = [*record(1, "one")];
+        let write = |crc| {
+            encode(
+                owner,
+                LogPoint { seq: 4, crc },
+                2,
+                &[],
+                &[],
+                None,
+                records.iter().map(Record::Decoded),
+            )
+        };
+        let known = write(Some(0xdead_beef));
+        assert_eq!(u16::from_le_bytes([known[6], known[7]]), 2, "LOG_CRC set");
+        assert_eq!(
+            decode_head(&known).expect("decodes").log_crc,
+            Some(0xdead_beef)
+        );
+        assert_eq!(super::reader::header_owner(&known), Some(owner));
+        let unknown = write(None);
+        assert_eq!(decode_head(&unknown).expect("decodes").log_crc, None);
+        // Zero is a CRC like any other when the flag says it is one.
+        assert_eq!(
+            decode_head(&write(Some(0))).expect("decodes").log_crc,
+            Some(0)
+        );
+        // The field without its flag is a reserved byte set.
+        let mut stray = unknown.clone();
+        stray[88] = 1;
+        let o = crc(HEADER_SEED, &stray[64..92]);
+        stray[92..96].copy_from_slice(&o.to_le_bytes());
+        assert!(
+            matches!(decode_head(&stray), Err(CheckpointError::Corrupted(d)) if d.offset == 88)
+        );
+        // The flag in a version that does not know it.
+        let mut old = known.clone();
+        old[4..6].copy_from_slice(&13u16.to_le_bytes());
+        assert!(
+            matches!(decode_head(&reseal(old)), Err(CheckpointError::Corrupted(d)) if d.offset == 6)
         );
     }
 }

@@ -3,9 +3,9 @@
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
 use super::format::{
-    BODY_SEED, CLUSTER_VERSION, DELTA_VERSION, Delta, FLAG_DELTA, HEADER_SEED, LEGACY_HEADER_LEN,
-    MAGIC, MIN_RECORD_BYTES, OWNER_VERSION, REQUEST_VERSION, SUPPORTED, header_len,
-    segment_entry_len,
+    BODY_SEED, CLUSTER_VERSION, DELTA_VERSION, Delta, FLAG_DELTA, FLAG_LOG_CRC, HEADER_SEED,
+    LEGACY_HEADER_LEN, LOG_CRC_VERSION, MAGIC, MIN_RECORD_BYTES, OWNER_VERSION, REQUEST_VERSION,
+    SUPPORTED, header_len, segment_entry_len,
 };
 use crate::kernel::codec::{DecodeError, Decoder};
 use crate::kernel::log::Op;
@@ -64,6 +64,8 @@ pub struct Head {
     pub delta: Option<Delta>,
     /// The store the file names (`Owner::NONE` before v10).
     pub owner: amberdb_index::Owner,
+    /// The log's running CRC through `seq` (v14; `None` when the file does not hold it).
+    pub log_crc: Option<u32>,
     record_count: u64,
     records_at: usize,
 }
@@ -107,17 +109,17 @@ pub fn decode_head(b: &[u8]) -> Result<Head, CheckpointError> {
     if !SUPPORTED.contains(&version) {
         return Err(CheckpointError::Unsupported(version));
     }
-    let known_flags = if version >= DELTA_VERSION {
-        FLAG_DELTA
-    } else {
-        0
+    let known_flags = match version {
+        v if v >= LOG_CRC_VERSION => FLAG_DELTA | FLAG_LOG_CRC,
+        v if v >= DELTA_VERSION => FLAG_DELTA,
+        _ => 0,
     };
     if flags & !known_flags != 0 || (version == 1 && aux_count != 0) {
         return Err(corrupt(6, "unknown flags or reserved bytes set"));
     }
     let is_delta = flags & FLAG_DELTA != 0;
     let header_len = header_len(version);
-    let owner = owner_of_header(b, version)?;
+    let (owner, log_crc) = owner_of_header(b, version, flags & FLAG_LOG_CRC != 0)?;
     let body = b.get(header_len..).unwrap_or(&[]);
     if body_len != body.len() as u64 {
         return Err(corrupt(40, "body length differs from the file"));
@@ -173,16 +175,22 @@ pub fn decode_head(b: &[u8]) -> Result<Head, CheckpointError> {
         aux,
         delta,
         owner,
+        log_crc,
         record_count,
         records_at: d.pos(),
     })
 }
 
-/// The owner a v10 header names, its checksum checked (`Owner::NONE` before v10).
-fn owner_of_header(b: &[u8], version: u16) -> Result<amberdb_index::Owner, CheckpointError> {
+/// The owner a v10 header names, its checksum checked (`Owner::NONE` before v10), and the log's
+/// running CRC a v14 header holds when `has_log_crc` (its flag) says so.
+fn owner_of_header(
+    b: &[u8],
+    version: u16,
+    has_log_crc: bool,
+) -> Result<(amberdb_index::Owner, Option<u32>), CheckpointError> {
     let corrupt = |offset, reason| CheckpointError::Corrupted(DecodeError { offset, reason });
     if version < OWNER_VERSION {
-        return Ok(amberdb_index::Owner::NONE);
+        return Ok((amberdb_index::Owner::NONE, None));
     }
     let ext = b
         .get(LEGACY_HEADER_LEN..header_len(version))
@@ -194,13 +202,20 @@ fn owner_of_header(b: &[u8], version: u16) -> Result<amberdb_index::Owner, Check
     if stored != Some(crc(HEADER_SEED, ext.get(..28).unwrap_or(&[]))) {
         return Err(corrupt(92, "owner checksum mismatch"));
     }
-    if ext.get(24..28).is_none_or(|r| r.iter().any(|&x| x != 0)) {
-        return Err(corrupt(88, "reserved bytes set"));
-    }
-    Ok(ext
+    let field = ext
+        .get(24..28)
+        .and_then(|s| s.try_into().ok())
+        .map(u32::from_le_bytes);
+    let log_crc = match field {
+        Some(crc) if has_log_crc => Some(crc),
+        Some(0) => None,
+        _ => return Err(corrupt(88, "reserved bytes set")),
+    };
+    let owner = ext
         .get(..24)
         .and_then(|o| o.try_into().ok())
-        .map_or(amberdb_index::Owner::NONE, amberdb_index::Owner))
+        .map_or(amberdb_index::Owner::NONE, amberdb_index::Owner);
+    Ok((owner, log_crc))
 }
 
 /// The owner a checkpoint file's header names, without reading its body (the store's census
@@ -221,7 +236,14 @@ pub fn header_owner(b: &[u8]) -> Option<amberdb_index::Owner> {
     {
         return None;
     }
-    owner_of_header(b, version).ok()
+    let flags = b
+        .get(6..8)
+        .and_then(|s| s.try_into().ok())
+        .map(u16::from_le_bytes)?;
+    let has_log_crc = version >= LOG_CRC_VERSION && flags & FLAG_LOG_CRC != 0;
+    owner_of_header(b, version, has_log_crc)
+        .ok()
+        .map(|(o, _)| o)
 }
 
 /// A decoder's error: its offset is the file's already.

@@ -1,7 +1,8 @@
 //! Encodes a checkpoint.
 
 use super::format::{
-    BODY_SEED, Delta, FLAG_DELTA, HEADER_LEN, HEADER_SEED, LEGACY_HEADER_LEN, MAGIC, VERSION,
+    BODY_SEED, Delta, FLAG_DELTA, FLAG_LOG_CRC, HEADER_LEN, HEADER_SEED, LEGACY_HEADER_LEN,
+    LogPoint, MAGIC, VERSION,
 };
 use crate::kernel::codec::Encoder;
 use crate::kernel::log::Op;
@@ -26,14 +27,14 @@ pub enum Record<'a> {
     Encoded(&'a [u8]),
 }
 
-/// Encodes the checkpoint at `seq`: sealed `segments` (in key order), the `aux`
-/// operations that rebuild the archive, canonical tags and snapshots, and `records` (in id
-/// order): every live record, or with `delta` the records changed or created since its base;
-/// a file of the store `owner` names.
+/// Encodes the checkpoint at `at` (its sequence number and the log's running CRC there):
+/// sealed `segments` (in key order), the `aux` operations that rebuild the archive, canonical
+/// tags and snapshots, and `records` (in id order): every live record, or with `delta` the
+/// records changed or created since its base; a file of the store `owner` names.
 #[must_use]
 pub fn encode<'a>(
     owner: amberdb_index::Owner,
-    seq: u64,
+    at: LogPoint,
     next_id: u64,
     segments: &[SegmentEntry],
     aux: &[Op],
@@ -80,8 +81,10 @@ pub fn encode<'a>(
     let mut e = Encoder::new(&mut header);
     e.bytes(&MAGIC);
     e.u16(VERSION);
-    e.u16(if delta.is_some() { FLAG_DELTA } else { 0 });
-    e.u64(seq);
+    let delta_flag = if delta.is_some() { FLAG_DELTA } else { 0 };
+    let crc_flag = if at.crc.is_some() { FLAG_LOG_CRC } else { 0 };
+    e.u16(delta_flag | crc_flag);
+    e.u64(at.seq);
     e.u64(next_id);
     e.u64(record_count);
     e.u64(segments.len() as u64);
@@ -91,7 +94,7 @@ pub fn encode<'a>(
     let h = crc(HEADER_SEED, &header);
     header.extend_from_slice(&h.to_le_bytes());
     header.extend_from_slice(&owner.0);
-    header.extend_from_slice(&[0; 4]);
+    header.extend_from_slice(&at.crc.unwrap_or(0).to_le_bytes());
     let o = crc(HEADER_SEED, header.get(LEGACY_HEADER_LEN..).unwrap_or(&[]));
     header.extend_from_slice(&o.to_le_bytes());
     if let Some(room) = out.get_mut(..HEADER_LEN) {

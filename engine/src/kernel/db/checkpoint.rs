@@ -38,6 +38,8 @@ pub(in crate::kernel) enum CheckpointAsk {
 /// held (`docs/durability.md`, "Checkpoint").
 pub(in crate::kernel) struct Capture {
     seq: u64,
+    /// The log's running CRC through `seq`, when the store knows it.
+    log_crc: Option<u32>,
     /// The checkpoint file at `seq` exists and is replaced (B3).
     rewrite: bool,
     next_id: u64,
@@ -60,6 +62,14 @@ pub(in crate::kernel) struct Capture {
 }
 
 impl Capture {
+    /// Where in the log the checkpoint stands.
+    fn log_point(&self) -> ckpt_format::LogPoint {
+        ckpt_format::LogPoint {
+            seq: self.seq,
+            crc: self.log_crc,
+        }
+    }
+
     /// Whether the file of the checkpoint at `seq` may be removed once this one is written:
     /// every checkpoint but the full one kept beside it, and this one's own sequence number
     /// when it writes that file again (`docs/architecture.md`, "Mapped records").
@@ -387,6 +397,8 @@ impl Db {
         let state = parking_lot::RwLockWriteGuard::downgrade(state);
         Ok(Some(Capture {
             seq,
+            // Under the writer mutex every appended frame is applied: `seq` is the last one.
+            log_crc: self.running_crc.lock().at(seq),
             rewrite,
             next_id: w.next_id,
             segments: w.segments.iter().copied().chain(sealed).collect(),
@@ -442,7 +454,7 @@ impl Db {
         let bytes = match &capture.kind {
             CaptureKind::Full { .. } => ckpt_writer::encode(
                 self.identity.owner(),
-                capture.seq,
+                capture.log_point(),
                 capture.next_id,
                 &capture.segments,
                 &capture.aux,
@@ -464,7 +476,7 @@ impl Db {
                 };
                 ckpt_writer::encode(
                     self.identity.owner(),
-                    capture.seq,
+                    capture.log_point(),
                     capture.next_id,
                     &capture.segments,
                     &capture.aux,

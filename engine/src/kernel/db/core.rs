@@ -168,12 +168,29 @@ pub(in crate::kernel) struct Indexing {
     pub(in crate::kernel) last_error: Mutex<Option<String>>,
 }
 
+/// The log's running CRC and the position it runs through (`docs/cluster.md`, "Running CRC").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RunningCrc {
+    /// The last frame folded in.
+    pub(crate) position: u64,
+    /// `None` when the store was opened from a checkpoint that did not hold it.
+    pub(crate) crc: Option<u32>,
+}
+
+impl RunningCrc {
+    /// The running CRC through `position`, if it runs through exactly there.
+    pub(crate) fn at(self, position: u64) -> Option<u32> {
+        self.crc.filter(|_| self.position == position)
+    }
+}
+
 /// The kernel's counters, for `Stats`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Counters {
     pub(crate) sealed_segments: usize,
     pub(crate) growing_rows: usize,
     pub(crate) last_seq: u64,
+    pub(crate) running_crc: RunningCrc,
     pub(crate) durable_seq: u64,
     pub(crate) checkpoint_seq: u64,
     pub(crate) log_fsyncs: u64,
@@ -191,6 +208,9 @@ pub(crate) struct Db {
     pub(in crate::kernel) config: DbConfig,
     pub(in crate::kernel) state: RwLock<State>,
     pub(in crate::kernel) writer: Mutex<Writer>,
+    /// The log's running CRC through the last frame appended: changed only under the writer
+    /// mutex, read without it (STATS).
+    pub(in crate::kernel) running_crc: Mutex<RunningCrc>,
     /// The log: every frame is appended, acknowledged and rotated through it (`docs/cluster.md`,
     /// "The journal seam").
     pub(in crate::kernel) journal: Box<dyn Journal>,

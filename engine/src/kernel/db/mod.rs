@@ -84,6 +84,10 @@ impl Db {
             dir: dir.to_path_buf(),
             identity: r.identity,
             checkpoint_seq: AtomicU64::new(r.checkpoint_seq),
+            running_crc: Mutex::new(RunningCrc {
+                position: r.last_seq,
+                crc: r.running_crc,
+            }),
             writer: Mutex::new(Writer {
                 log_bytes_since_checkpoint: r.log_bytes_after_checkpoint,
                 next_seq: r.last_seq + 1,
@@ -284,6 +288,7 @@ impl Db {
             sealed_segments: state.vectors.sealed().len(),
             growing_rows: state.vectors.growing_len(),
             last_seq: self.journal.written(),
+            running_crc: *self.running_crc.lock(),
             durable_seq: self.journal.durable(),
             checkpoint_seq: self.checkpoint_seq.load(Ordering::Acquire),
             log_fsyncs: self.journal.syncs(),

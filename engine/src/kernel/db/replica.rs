@@ -67,7 +67,7 @@ impl Db {
         }
         let judged = {
             let state = self.state.read();
-            self.judge(&state, m)
+            self.judge(&state, self.running_crc.lock().at(m.position - 1), m)
         };
         let judged = match judged {
             Ok(j) => j,
@@ -128,18 +128,21 @@ impl Db {
         owner: &Owner,
         op: &Op,
     ) -> Result<u64> {
-        let message = |position: u64, chunk, body: &[u8]| Outgoing {
+        // Each message carries the running CRC through the position before its own.
+        let message = |position: u64, chunk, crc, body: &[u8]| Outgoing {
             position,
             epoch: owner.epoch,
             prev: position - 1,
             chunk,
+            crc,
             body: body.to_vec(),
         };
         let frame = encode_frame(w.next_seq, op);
         let count = frame.len().div_ceil(CHUNK_BYTES);
         if count <= 1 {
+            let before = self.running_crc.lock().at(w.next_seq - 1);
             let seq = self.append_frame(w, op, &frame)?;
-            owner.publisher.publish(message(seq, None, &frame));
+            owner.publisher.publish(message(seq, None, before, &frame));
             return Ok(seq);
         }
         // The whole frame's limit before any of its chunks is appended.
@@ -164,13 +167,19 @@ impl Db {
                     bytes: bytes.to_vec(),
                 }),
             }));
+            let before = self.running_crc.lock().at(w.next_seq - 1);
             let seq = self.append_frame(w, &skip, &encode_frame(w.next_seq, &skip))?;
             self.apply(w, seq, skip)?;
-            owner.publisher.publish(message(seq, Some((i, n)), bytes));
+            owner
+                .publisher
+                .publish(message(seq, Some((i, n)), before, bytes));
         }
+        let before = self.running_crc.lock().at(w.next_seq - 1);
         let seq = self.append_frame(w, op, &frame)?;
         let last = pieces.last().copied().unwrap_or_default();
-        owner.publisher.publish(message(seq, Some((n, n)), last));
+        owner
+            .publisher
+            .publish(message(seq, Some((n, n)), before, last));
         Ok(seq)
     }
 
@@ -187,20 +196,23 @@ impl Db {
         })
     }
 
-    /// The partition log as this store holds it: its claim and open chunk group, and the last
-    /// position applied (`docs/cluster.md`, "Replicas").
-    pub(crate) fn partition_log(&self) -> (ClusterLog, u64) {
+    /// The partition log as this store holds it: its claim and open chunk group, the last
+    /// position applied and the running CRC through it (`docs/cluster.md`, "Replicas").
+    pub(crate) fn partition_log(&self) -> (ClusterLog, u64, Option<u32>) {
         let _w = self.writer.lock();
-        (self.state.read().cluster.clone(), self.journal.written())
+        let position = self.journal.written();
+        let crc = self.running_crc.lock().at(position);
+        (self.state.read().cluster.clone(), position, crc)
     }
 
     /// The `Claim` a node publishes to take the partition at epoch `epoch` (`docs/cluster.md`,
-    /// "Ownership", step 3): the frame for the local log's next position, and that position.
-    /// Nothing changes here: the claim counts once the stream holds it and it is applied.
+    /// "Ownership", step 3): the message for the local log's next position, with the running
+    /// CRC before it. Nothing changes here: the claim counts once the stream holds it and it is
+    /// applied.
     ///
     /// # Errors
     /// `Invalid` for an epoch not above the partition's or a node name over 256 bytes.
-    pub(crate) fn claim_message(&self, epoch: u64, node: &str) -> Result<(u64, Vec<u8>)> {
+    pub(crate) fn claim_message(&self, epoch: u64, node: &str) -> Result<Outgoing> {
         let w = self.writer.lock();
         let claim = Claim {
             epoch,
@@ -220,16 +232,22 @@ impl Db {
                 reason: "a node name is 1 to 256 bytes".into(),
             });
         }
-        Ok((
-            w.next_seq,
-            encode_frame(w.next_seq, &Op::Claim(Box::new(claim))),
-        ))
+        Ok(Outgoing {
+            position: w.next_seq,
+            epoch,
+            prev: w.next_seq - 1,
+            chunk: None,
+            crc: self.running_crc.lock().at(w.next_seq - 1),
+            body: encode_frame(w.next_seq, &Op::Claim(Box::new(claim))),
+        })
     }
 
-    /// What the local log gets for `m`, or why the partition halts.
+    /// What the local log gets for `m`, or why the partition halts; `running_crc` is this
+    /// store's through the position before `m`'s.
     fn judge<'m>(
         &self,
         state: &State,
+        running_crc: Option<u32>,
         m: &StreamMessage<'m>,
     ) -> std::result::Result<Judged<'m>, &'static str> {
         // Damage halts whatever the message's verdict: a whole frame's checks come first.
@@ -263,6 +281,17 @@ impl Db {
                 })
             }
         };
+        // A message that counts was published from this replica's view: its history up to
+        // here must be this replica's (`docs/cluster.md`, "Running CRC").
+        let counts = !matches!(verdict, Verdict::Skip(r) if r != SkipReason::Pending);
+        if counts
+            && let (Some(theirs), Some(ours)) = (m.crc, running_crc)
+            && theirs != ours
+        {
+            return Err(
+                "the publisher's running CRC differs from this replica's: the stream's history is not the one this replica applied",
+            );
+        }
         let judged = match verdict {
             Verdict::Apply | Verdict::Claim { .. } => {
                 let op = counted_frame(m.body, m.position)?;

@@ -8,7 +8,9 @@ use crate::kernel::commit::PoisonCause;
 use crate::kernel::config::SyncPolicy;
 use crate::kernel::error::{KernelError, Result};
 use crate::kernel::log::Op;
-use crate::kernel::log::format::{FRAME_PREFIX, MAX_FRAME_LEN, encode_frame};
+use crate::kernel::log::format::{
+    FRAME_PREFIX, MAX_FRAME_LEN, encode_frame, fold_running_crc, stored_crc,
+};
 use crate::kernel::record::{MemoryId, Timestamp};
 use crate::kernel::request::{RequestId, RequestRecord};
 use crate::kernel::state::State;
@@ -315,6 +317,11 @@ impl Db {
             w.next_id = w.next_id.max(id + 1);
         }
         w.next_seq = seq + 1;
+        let mut running = self.running_crc.lock();
+        *running = RunningCrc {
+            position: seq,
+            crc: running.crc.map(|r| fold_running_crc(r, stored_crc(frame))),
+        };
         Ok(seq)
     }
 

@@ -261,7 +261,7 @@ mod tests {
         let last = j
             .replay(
                 0,
-                &mut |seq, _op| {
+                &mut |seq, _crc, _op| {
                     seen.push(seq);
                     Ok(())
                 },
@@ -340,7 +340,7 @@ mod tests {
         let mut j = journal(dir.path());
         let refused = j.replay(
             0,
-            &mut |seq, _op| if seq == 2 { Err("refused") } else { Ok(()) },
+            &mut |seq, _crc, _op| if seq == 2 { Err("refused") } else { Ok(()) },
             &mut ReplayReport::default(),
         );
         assert!(

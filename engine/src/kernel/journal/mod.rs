@@ -41,9 +41,11 @@ pub(crate) struct ReplayReport {
     pub(crate) truncated_tail: Option<(PathBuf, u64)>,
 }
 
-/// What the open applies each replayed frame with: `Err(reason)` if the frame cannot apply,
-/// which the journal reports as corruption at the frame's place.
-pub(crate) type ApplyFrame<'a> = dyn FnMut(u64, Op) -> std::result::Result<(), &'static str> + 'a;
+/// What the open applies each replayed frame with (its sequence number, the checksum it stores,
+/// for the running CRC, and the operation): `Err(reason)` if the frame cannot apply, which the
+/// journal reports as corruption at the frame's place.
+pub(crate) type ApplyFrame<'a> =
+    dyn FnMut(u64, u32, Op) -> std::result::Result<(), &'static str> + 'a;
 
 /// The log of one store, as the commit path sees it.
 pub(crate) trait Journal: Send + Sync + std::fmt::Debug {

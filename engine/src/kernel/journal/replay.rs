@@ -5,7 +5,7 @@
 use super::{ApplyFrame, ReplayReport};
 use crate::kernel::error::{KernelError, Result};
 use crate::kernel::log::Op;
-use crate::kernel::log::format::HeaderError;
+use crate::kernel::log::format::{HeaderError, stored_crc};
 use crate::kernel::log::reader::{ScanEnd, scan};
 use crate::kernel::log::writer::{self as log_writer};
 use crate::kernel::storage::Storage;
@@ -126,7 +126,11 @@ impl Replay<'_, '_> {
                             ),
                         });
                     }
-                    self.frame(path, seq, offset, op, report)
+                    let stored = usize::try_from(offset)
+                        .ok()
+                        .and_then(|at| bytes.get(at..))
+                        .map_or(0, stored_crc);
+                    self.frame(path, (seq, stored), offset, op, report)
                 });
                 if applied.is_err() {
                     break;
@@ -141,7 +145,7 @@ impl Replay<'_, '_> {
     fn frame(
         &mut self,
         path: &Path,
-        seq: u64,
+        (seq, stored): (u64, u32),
         offset: u64,
         op: Op,
         report: &mut ReplayReport,
@@ -156,7 +160,7 @@ impl Replay<'_, '_> {
                 reason: "gap in log sequence numbers",
             });
         }
-        (self.apply)(seq, op).map_err(|reason| KernelError::Corrupted {
+        (self.apply)(seq, stored, op).map_err(|reason| KernelError::Corrupted {
             file: path.to_path_buf(),
             offset,
             reason,

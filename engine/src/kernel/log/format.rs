@@ -374,6 +374,24 @@ pub fn encode_frame(seq: u64, op: &Op) -> Vec<u8> {
     b
 }
 
+/// The checksum a frame stores (bytes 4..8), read without checking it: what the running CRC
+/// folds (`docs/cluster.md`, "Running CRC"). 0 for fewer than 8 bytes.
+#[must_use]
+pub fn stored_crc(frame: &[u8]) -> u32 {
+    frame
+        .get(4..8)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u32::from_le_bytes)
+}
+
+/// The log's running CRC after a frame whose stored checksum is `frame_crc`, from `running`,
+/// the running CRC before it (an empty log's is 0): crc32 seeded with `running` over the
+/// checksum's 4 bytes, little-endian (`docs/cluster.md`, "Running CRC").
+#[must_use]
+pub fn fold_running_crc(running: u32, frame_crc: u32) -> u32 {
+    crc(running, &[&frame_crc.to_le_bytes()])
+}
+
 /// A frame whose length and checksum are valid (its payload is not decoded yet).
 #[derive(Debug, Clone, Copy)]
 pub struct RawFrame<'a> {
@@ -404,10 +422,7 @@ pub fn check_frame(b: &[u8]) -> Result<RawFrame<'_>, &'static str> {
     let body = b
         .get(FRAME_PREFIX..total)
         .ok_or("frame runs past the end of the file")?;
-    let stored = b
-        .get(4..8)
-        .and_then(|s| s.try_into().ok())
-        .map_or(0, u32::from_le_bytes);
+    let stored = stored_crc(b);
     if crc(FRAME_CRC_SEED, &[&len_bytes, body]) != stored {
         return Err("frame checksum mismatch");
     }

@@ -28,6 +28,9 @@ pub(super) struct Base {
     pub(super) next_id: u64,
     pub(super) state: State,
     pub(super) segments: Vec<SegmentEntry>,
+    /// The log's running CRC through `seq` (`None`: a checkpoint older than v14 does not
+    /// hold it).
+    pub(super) log_crc: Option<u32>,
     /// The full checkpoint the records count from: this one, or a delta's base.
     pub(super) full: crate::kernel::checkpoint::DeltaBase,
     /// Segments named by the checkpoint that did not open, each with why: the state holds
@@ -47,6 +50,8 @@ impl Base {
                 created.clone(),
             ),
             segments: Vec::new(),
+            // An empty log's running CRC.
+            log_crc: Some(0),
             full: crate::kernel::checkpoint::DeltaBase { seq: 0, records: 0 },
             damaged: Vec::new(),
         }
@@ -187,6 +192,7 @@ pub(super) fn load_checkpoint(
         next_id: head.next_id,
         state,
         segments: sound_entries,
+        log_crc: head.log_crc,
         full,
         damaged,
     })

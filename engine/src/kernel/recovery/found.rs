@@ -57,6 +57,9 @@ pub(crate) struct Recovered {
     /// The log, replayed (R6) with its active file open (R8).
     pub(crate) journal: crate::kernel::journal::local::LocalJournal,
     pub(crate) last_seq: u64,
+    /// The log's running CRC through `last_seq` (`docs/cluster.md`, "Running CRC"): `None`
+    /// when the checkpoint loaded did not hold it.
+    pub(crate) running_crc: Option<u32>,
     pub(crate) next_id: u64,
     pub(crate) next_segment_id: u64,
     pub(crate) checkpoint_seq: u64,

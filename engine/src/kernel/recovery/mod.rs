@@ -9,6 +9,7 @@ use crate::kernel::error::{KernelError, Result};
 use crate::kernel::identity::{self, Identity, IdentityError, StoreId};
 use crate::kernel::journal::local::LocalJournal;
 use crate::kernel::journal::{Journal, ReplayReport};
+use crate::kernel::log::format::fold_running_crc;
 use crate::kernel::log::writer::{self as log_writer, LogWriter};
 use crate::kernel::segment_file::{self, SegmentEntry, SegmentKind};
 use crate::kernel::state::Model;
@@ -78,6 +79,7 @@ pub(crate) fn recover(
         next_id,
         state,
         mut segments,
+        log_crc,
         ..
     } = base.unwrap_or_else(|| Base::empty(&created));
     report.checkpoint_seq = (ckpt_seq > 0).then_some(ckpt_seq);
@@ -113,13 +115,14 @@ pub(crate) fn recover(
         last_seq,
         state,
         next_id,
+        running_crc,
         mut replayed_deletes,
         replayed,
     } = replay_tail(
         &mut journal,
         storage,
         dir,
-        (ckpt_seq, state, next_id),
+        (ckpt_seq, state, next_id, log_crc),
         tail_from_stream,
     )?;
     report.replayed_frames = replayed.replayed_frames;
@@ -140,6 +143,7 @@ pub(crate) fn recover(
         log_bytes_after_checkpoint: journal.replayed_bytes(),
         journal,
         last_seq,
+        running_crc,
         next_id,
         next_segment_id,
         checkpoint_seq: ckpt_seq,
@@ -153,25 +157,27 @@ pub(crate) fn recover(
     })
 }
 
-/// What R6 left: the last sequence number, the state and next id after the log's frames.
+/// What R6 left: the last sequence number, the state, next id and running CRC after the log's
+/// frames.
 struct Tail {
     last_seq: u64,
     state: State,
     next_id: u64,
+    running_crc: Option<u32>,
     replayed_deletes: bool,
     replayed: ReplayReport,
 }
 
-/// R6: the journal replays the log after the checkpoint (`base`: its sequence number, state
-/// and next id) onto the checkpoint's state.
+/// R6: the journal replays the log after the checkpoint (`base`: its sequence number, state,
+/// next id and running CRC) onto the checkpoint's state.
 fn replay_tail(
     journal: &mut LocalJournal,
     storage: &dyn Storage,
     dir: &Path,
-    base: (u64, State, u64),
+    base: (u64, State, u64, Option<u32>),
     tail_from_stream: bool,
 ) -> Result<Tail> {
-    let (ckpt_seq, mut state, mut next_id) = base;
+    let (ckpt_seq, mut state, mut next_id, mut running_crc) = base;
     let mut replayed_deletes = false;
     // A STORE frame carries its vector: at most this many rows can come from the files.
     let replayed_len: u64 = (journal.files_after(ckpt_seq).iter())
@@ -187,7 +193,7 @@ fn replay_tail(
     let mut replayed = ReplayReport::default();
     let last_seq = journal.replay(
         ckpt_seq,
-        &mut |seq, op| {
+        &mut |seq, stored, op| {
             // The checkpoint's own file holds frames after it only when its rotation failed
             // (C2): a tail this open cannot drop without cutting inside a file.
             if tail_from_stream && seq > ckpt_seq {
@@ -197,6 +203,7 @@ fn replay_tail(
                 next_id = next_id.max(id + 1);
             }
             replayed_deletes |= op.deletes_records();
+            running_crc = running_crc.map(|r| fold_running_crc(r, stored));
             state.apply(op)
         },
         &mut replayed,
@@ -205,6 +212,7 @@ fn replay_tail(
         last_seq,
         state,
         next_id,
+        running_crc,
         replayed_deletes,
         replayed,
     })
