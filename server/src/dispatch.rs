@@ -425,7 +425,17 @@ fn routed(
         (Home::Cluster(partitions), _) => {
             let route = route::route_of(command, &args, session);
             let Some(p) = route::partition_of(&route, partitions.count()) else {
-                return node_wide(shared, partitions.as_ref(), session, command, args, &route);
+                return match route {
+                    Route::Everywhere => crate::everywhere::run(
+                        partitions.as_ref(),
+                        &shared.metrics,
+                        session,
+                        command,
+                        args,
+                        min_seq,
+                    ),
+                    _ => node_wide(shared, partitions.as_ref(), session, command, args),
+                };
             };
             let ctx = Ctx {
                 store: partitions.route(p, command.class.writes(), min_seq)?,
@@ -451,26 +461,15 @@ fn routed(
     }
 }
 
-/// A cluster node's request that names no partition: the node's own (PING, HELP, and STATS,
-/// which reports every partition), or one that spans every partition, refused until cluster
-/// mode runs it everywhere (`docs/cluster.md`, "Refused in cluster mode").
+/// A cluster node's own request, which names no partition: PING, HELP, and STATS, which
+/// reports every partition.
 fn node_wide(
     shared: &Shared,
     partitions: &dyn Partitions,
     session: &Session,
     command: &commands::Command,
     args: Map<String, Value>,
-    route: &Route,
 ) -> Outcome {
-    if *route == Route::Everywhere {
-        return Err(Fail::new(
-            Code::Invalid,
-            format!(
-                "{} spans every partition, which cluster mode does not run yet (docs/cluster.md, \"Refused in cluster mode\"): run it on each node's partition stores with the CLI",
-                command.name
-            ),
-        ));
-    }
     let any = partitions.stores().into_iter().next().ok_or_else(|| {
         Fail::new(
             Code::Unavailable,

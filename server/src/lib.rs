@@ -30,6 +30,7 @@ pub mod descriptors;
 pub mod dispatch;
 pub mod dump;
 pub mod embedder;
+pub mod everywhere;
 pub mod fail;
 pub mod foreign;
 pub mod framing;

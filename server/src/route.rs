@@ -4,7 +4,7 @@
 //! `memory_id` goes to that id's partition (ids carry it); one that takes a `user_id` to the
 //! user's (the argument, else the connection's bound user, else `"default"`); a command with
 //! neither is the node's own (STATS, PING) or spans every partition (PURGE, BACKUP,
-//! LIST_USERS, ...), which cluster mode refuses until it runs them everywhere.
+//! LIST_USERS, ...: `crate::everywhere`).
 //!
 //! Guarantees: a refused route (`moved`, `unavailable`, `invalid`) runs nothing; a read asks
 //! for `min_seq` on either kind of node and is served only by a store that has applied that

@@ -241,14 +241,131 @@ fn three_nodes_route_writes_to_their_owners_and_lose_nothing_when_an_owner_dies(
         .map(|p| p["memories"].as_u64().unwrap())
         .sum();
     assert_eq!(held, acked.len() as u64, "{stats}");
-    // Commands that span every partition are refused, naming why; nothing ran.
-    let refused = back.client().fails("PURGE", json!({}), "invalid");
-    assert!(
-        refused["message"]
-            .as_str()
-            .unwrap()
-            .contains("every partition")
-    );
+}
+
+#[test]
+fn commands_that_span_every_partition_run_on_every_store_of_the_node_they_reach() {
+    let nats = start_nats();
+    init(&nats);
+    let dir = tempfile::tempdir().unwrap();
+    let nodes: Vec<Server> = (0..2)
+        .map(|i| node(&dir.path().join(format!("n{i}")), &nats, &format!("n{i}")))
+        .collect();
+    all_owned(&nodes[0]);
+    let seeds: Vec<String> = nodes.iter().map(|s| s.addr.to_string()).collect();
+    let mut client = Client::connect(&seeds, None, Some(Duration::from_secs(20))).unwrap();
+    // A user in every partition, two memories each, one of them deleted.
+    let users: Vec<String> = (0..PARTITIONS)
+        .map(|p| {
+            (0..)
+                .map(|i| format!("span{p}-{i}"))
+                .find(|u| amberdb::cluster::partition_of_user(u, PARTITIONS) == p)
+                .unwrap()
+        })
+        .collect();
+    let mut last = BTreeMap::new();
+    for (p, user) in users.iter().enumerate() {
+        for n in 0..2 {
+            let r = client
+                .call(
+                    "STORE",
+                    &json!({"user_id": user, "content": format!("{user} fact {n}")}),
+                )
+                .unwrap();
+            last.insert(
+                p as u64,
+                (r["memory_id"].as_u64().unwrap(), r["seq"].as_u64().unwrap()),
+            );
+        }
+        let (id, _) = last[&(p as u64)];
+        let r = client.call("DELETE", &json!({"memory_id": id})).unwrap();
+        last.insert(p as u64, (id, r["seq"].as_u64().unwrap()));
+    }
+    for node in &nodes {
+        // Every replica has applied every partition's last write.
+        for (p, (_, seq)) in &last {
+            let user = &users[usize::try_from(*p).unwrap()];
+            node.client().ok(
+                "LIST_RECENT_MEMORIES",
+                json!({"user_id": user, "min_seq": seq}),
+            );
+        }
+        let mut c = node.client();
+        let listed = c.ok("LIST_USERS", json!({}));
+        assert_eq!(listed["count"], PARTITIONS, "{listed}");
+        let names: std::collections::BTreeSet<String> =
+            (listed["users"].as_array().unwrap().iter())
+                .map(|u| u["user_id"].as_str().unwrap().to_owned())
+                .collect();
+        assert_eq!(names, users.iter().cloned().collect(), "{listed}");
+        // BACKUP: one whole store per partition, each checked clean.
+        let dest = dir.path().join(format!("backup-{}", node.addr.port()));
+        let b = c.ok("BACKUP", json!({"dest": dest.display().to_string()}));
+        let parts = b["backup"]["partitions"].as_array().unwrap();
+        assert_eq!(parts.len(), PARTITIONS as usize, "{b}");
+        for part in parts {
+            assert_eq!(part["check"]["clean"], true, "{part}");
+            let p = part["partition"].as_u64().unwrap();
+            assert!(dest.join(format!("p-{p}")).join("IDENTITY").is_file());
+        }
+        // A dest that exists is refused and left as it was.
+        let again = c.fails(
+            "BACKUP",
+            json!({"dest": dest.display().to_string()}),
+            "invalid",
+        );
+        assert!(
+            again["message"].as_str().unwrap().contains("exists"),
+            "{again}"
+        );
+        // EXPORT: one export per partition; the live memories are every user's one.
+        let out = dir.path().join(format!("export-{}", node.addr.port()));
+        let e = c.ok("EXPORT", json!({"dest": out.display().to_string()}));
+        let live: u64 = (e["export"]["partitions"].as_array().unwrap().iter())
+            .map(|p| p["live"].as_u64().unwrap())
+            .sum();
+        assert_eq!(live, u64::from(PARTITIONS), "{e}");
+        assert_eq!(
+            std::fs::read_dir(&out).unwrap().count(),
+            PARTITIONS as usize
+        );
+        // A bad argument fails on the first partition: nothing is left behind.
+        let bad = dir.path().join(format!("bad-{}", node.addr.port()));
+        c.fails(
+            "EXPORT",
+            json!({"dest": bad.display().to_string(), "bogus": 1}),
+            "invalid",
+        );
+        assert!(!bad.exists(), "an error reply leaves nothing behind");
+        // PURGE and MAINTENANCE act on this node's files and threads, owner or replica.
+        let purged = c.ok("PURGE", json!({}));
+        assert_eq!(
+            purged["purged"]["partitions"].as_array().unwrap().len(),
+            PARTITIONS as usize,
+            "{purged}"
+        );
+        let m = c.ok("MAINTENANCE", json!({"paused": true}));
+        assert!(
+            (m["maintenance"]["partitions"].as_array().unwrap().iter())
+                .all(|p| p["paused"] == true),
+            "{m}"
+        );
+        c.ok("MAINTENANCE", json!({"paused": false}));
+        for (command, why) in [
+            ("IMPORT", "cluster import"),
+            ("REEMBED", "not in cluster mode"),
+        ] {
+            let f = c.fails(command, json!({"source": "/nonexistent"}), "invalid");
+            assert!(f["message"].as_str().unwrap().contains(why), "{f}");
+        }
+        let f = c.fails("LIST_USERS", json!({"min_seq": 1}), "invalid");
+        assert!(f["message"].as_str().unwrap().contains("min_seq"), "{f}");
+        // Nothing deleted came back, nothing was lost.
+        let held: u64 = (0..u64::from(PARTITIONS))
+            .map(|p| memories_in(node, p))
+            .sum();
+        assert_eq!(held, u64::from(PARTITIONS));
+    }
 }
 
 /// `amberdb serve` with `args`: its exit status and stderr, once it exits (within 30 s).
