@@ -32,6 +32,10 @@ pub struct Lease {
     pub epoch: u64,
     /// Milliseconds since the Unix epoch (the holder's clock) at which it lapses.
     pub expires_ms: u64,
+    /// The node its holder handed the partition to when it let the lease lapse
+    /// (`placement`): that node takes it at once, any other after two leases.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff: Option<String>,
 }
 
 /// Partition `p`'s lease key.
@@ -167,6 +171,7 @@ pub async fn take(
         node: node.to_owned(),
         epoch,
         expires_ms: now_ms() + u64::try_from(LEASE.as_millis()).unwrap_or(u64::MAX),
+        handoff: None,
     };
     let Some(revision) = swap(p.kv, p.partition, &lease, held.map(|(_, r)| r)).await? else {
         return Ok(None);

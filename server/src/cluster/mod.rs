@@ -1,12 +1,14 @@
 //! Cluster mode on NATS JetStream (`docs/cluster.md`), behind the `cluster` feature: a
 //! partition's stream, the publisher an owner's store hands its frames to, the claim, and the
 //! tail a replica applies (`stream`); the cluster's settings in its KV bucket and the
-//! `amberdb cluster init|status` commands (`settings`, here); a partition's lease and the
-//! claim procedure (`lease`); the node that runs them for every partition (`node`), which the
-//! dispatch routes requests to (`crate::route`).
+//! `amberdb cluster init|status|move` commands (`settings`, `placement`, here); a partition's
+//! lease and the claim procedure (`lease`); which node should own each partition
+//! (`placement`); the node that runs them for every partition (`node`), which the dispatch
+//! routes requests to (`crate::route`).
 
 pub mod lease;
 pub mod node;
+pub mod placement;
 pub mod settings;
 pub mod stream;
 
@@ -41,6 +43,25 @@ pub enum ClusterAction {
         /// A NATS server of the cluster.
         #[arg(long, env = "AMBERDB_NATS", default_value = "nats://127.0.0.1:4222")]
         nats: String,
+    },
+    /// Pins a partition to a node, whose owner then hands it over (and waits until it has), or
+    /// unpins it (docs/cluster.md, "Placement").
+    Move {
+        /// A NATS server of the cluster.
+        #[arg(long, env = "AMBERDB_NATS", default_value = "nats://127.0.0.1:4222")]
+        nats: String,
+        /// The partition.
+        #[arg(long)]
+        partition: u32,
+        /// The node to pin it to (a registered node's name).
+        #[arg(long, required_unless_present = "unpin", conflicts_with = "unpin")]
+        to: Option<String>,
+        /// Unpins it: it belongs to the `p mod n`-th live node again.
+        #[arg(long)]
+        unpin: bool,
+        /// How long to wait for the new owner, in seconds.
+        #[arg(long, default_value_t = 30)]
+        wait: u64,
     },
 }
 
@@ -88,6 +109,22 @@ pub fn run(action: ClusterAction) -> anyhow::Result<String> {
             ClusterAction::Status { nats } => {
                 let js = connect(&nats).await?;
                 Ok(settings::status(&js).await?)
+            }
+            ClusterAction::Move {
+                nats,
+                partition,
+                to,
+                unpin: _,
+                wait,
+            } => {
+                let js = connect(&nats).await?;
+                placement::move_partition(
+                    &js,
+                    partition,
+                    to.as_deref(),
+                    std::time::Duration::from_secs(wait),
+                )
+                .await
             }
         }
     })

@@ -66,6 +66,8 @@ pub struct Node {
     settings: Settings,
     parts: Vec<Arc<Part>>,
     peers: Mutex<BTreeMap<String, Peer>>,
+    /// The partitions `amberdb cluster move` pinned, and to whom (`placement`).
+    pins: Mutex<BTreeMap<u32, String>>,
     stop: tokio::sync::watch::Sender<bool>,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
@@ -132,6 +134,7 @@ impl Node {
             settings,
             parts,
             peers: Mutex::new(BTreeMap::new()),
+            pins: Mutex::new(BTreeMap::new()),
             stop,
             tasks: Mutex::new(Vec::new()),
         });
@@ -188,8 +191,13 @@ impl Node {
             }
             peer.expires_ms = now_ms() + millis(LEASE);
             // Where each partition store is, for `cluster status`'s replica lag.
+            // A halted partition has no position to offer: nothing hands it over to this node.
             let logs: Vec<_> = (self.parts.iter())
-                .map(|p| p.store.read().as_ref().map(|s| s.partition_log()))
+                .map(|p| {
+                    let halted = matches!(*p.role.lock(), Role::Halted(_));
+                    let store = p.store.read();
+                    store.as_ref().filter(|_| !halted).map(Store::partition_log)
+                })
                 .collect();
             peer.positions = logs
                 .iter()
@@ -210,20 +218,19 @@ impl Node {
         if !peers.is_empty() {
             *self.peers.lock() = peers;
         }
+        *self.pins.lock() = super::placement::pins(kv).await;
     }
 
-    /// The node that should own partition `p` among the live ones: the `p mod n`-th by name.
+    /// The node that should own partition `p` (`placement::preferred`).
     fn preferred(&self, p: u32) -> Option<String> {
-        let now = now_ms();
-        let peers = self.peers.lock();
-        // This node is live to itself whatever its last registration says.
-        let live: Vec<&String> = peers
-            .iter()
-            .filter(|(name, peer)| peer.expires_ms > now || **name == self.name)
-            .map(|(name, _)| name)
-            .collect();
-        let n = u32::try_from(live.len()).ok().filter(|&n| n > 0)?;
-        live.get((p % n) as usize).map(|s| (*s).clone())
+        let (peers, pins) = (self.peers.lock(), self.pins.lock());
+        super::placement::preferred(p, &self.name, &peers, &pins, now_ms())
+    }
+
+    /// The node this owner should hand partition `p` to now (`placement::Handoff`).
+    fn handoff_due(&self, p: u32, watch: &mut super::placement::Handoff) -> Option<String> {
+        let (peers, pins) = (self.peers.lock(), self.pins.lock());
+        watch.due(p, &self.name, &peers, &pins, (Instant::now(), now_ms()))
     }
 
     fn moved(&self, p: u32, lease: &Lease) -> Fail {
@@ -381,6 +388,8 @@ enum Reopen {
     Stop,
     Poisoned,
     LeaseLost,
+    /// Handed to the partition's preferred node (`placement`).
+    HandedOver,
 }
 
 impl PartitionRun {
@@ -550,6 +559,7 @@ impl PartitionRun {
         let p = self.part.partition;
         let mut stop = self.node.stop.subscribe();
         let mut renewed = Instant::now();
+        let mut watch = super::placement::Handoff::new();
         loop {
             tokio::select! {
                 () = tokio::time::sleep(TICK) => {}
@@ -580,6 +590,24 @@ impl PartitionRun {
                     }
                     Ok(None) => return Reopen::LeaseLost,
                     Err(e) => tracing::warn!(partition = p, error = %e, "renewing the lease"),
+                }
+                if let Some(to) = self.node.handoff_due(p, &mut watch) {
+                    // Lapsed now: the two leases others wait count from here.
+                    owned.lease.expires_ms = now_ms();
+                    owned.lease.handoff = Some(to.clone());
+                    let value = serde_json::to_vec(&owned.lease).unwrap_or_default();
+                    match self
+                        .kv
+                        .update(lease::key(p), value.into(), owned.revision)
+                        .await
+                    {
+                        Ok(_) => {
+                            tracing::info!(partition = p, to, "handing the partition over");
+                            return Reopen::HandedOver;
+                        }
+                        // Written meanwhile: the next renewal finds out whose it is.
+                        Err(e) => tracing::warn!(partition = p, error = %e, "handing over"),
+                    }
                 }
                 // A lease not renewed for its length may be another node's by now.
                 if renewed.elapsed() >= LEASE {
@@ -614,7 +642,8 @@ enum Standby {
 }
 
 /// Reads the lease into the partition's view and says whether this node should take it now:
-/// the lease is its own (from before a restart or a reopen), or free or lapsed while this node
+/// the lease is its own (from before a restart or a reopen), or was handed to it, or free or
+/// lapsed (and handed to no other) while this node
 /// has been up for [`SETTLE`] and is the partition's preferred one, or no preferred node took
 /// it within two leases.
 async fn should_take(run: &PartitionRun, p: u32, started: u64) -> bool {
@@ -628,8 +657,12 @@ async fn should_take(run: &PartitionRun, p: u32, started: u64) -> bool {
     *run.part.lease.lock() = held.clone();
     let now = now_ms();
     match held {
-        Some(l) if l.node == run.node.name => true,
+        Some(l) if l.node == run.node.name && l.handoff.is_none() => true,
         Some(l) if l.expires_ms > now => false,
+        // Handed to this node by its last owner (`placement`).
+        Some(l) if l.handoff.as_deref() == Some(run.node.name.as_str()) => true,
+        // Handed to another: it takes it, or anyone after two leases.
+        Some(l) if l.handoff.is_some() => now > l.expires_ms.max(started) + 2 * millis(LEASE),
         // Nodes started together see each other before any takes a free partition, so the
         // partitions spread over them (`preferred`).
         _ if now < started + millis(SETTLE) => false,

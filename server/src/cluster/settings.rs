@@ -250,18 +250,24 @@ pub async fn status(js: &jetstream::Context) -> Result<String, SettingsError> {
         .await
         .map_err(|e| nats("opening the cluster's KV bucket")(e.to_string()))?;
     let peers = super::lease::registered(&kv).await;
+    let pins = super::placement::pins(&kv).await;
     for p in 0..settings.partitions {
-        let lease = match super::lease::read(&kv, p).await? {
+        let mut lease = match super::lease::read(&kv, p).await? {
             None => "owner: none".to_owned(),
             Some((l, _)) => {
                 let left = i128::from(l.expires_ms) - i128::from(super::lease::now_ms());
-                if left > 0 {
-                    format!("owner: {} epoch {} ({} ms left)", l.node, l.epoch, left)
-                } else {
-                    format!("owner: {} epoch {} (lapsed)", l.node, l.epoch)
+                match &l.handoff {
+                    _ if left > 0 => {
+                        format!("owner: {} epoch {} ({} ms left)", l.node, l.epoch, left)
+                    }
+                    Some(to) => format!("owner: {} epoch {} (handed to {to})", l.node, l.epoch),
+                    None => format!("owner: {} epoch {} (lapsed)", l.node, l.epoch),
                 }
             }
         };
+        if let Some(to) = pins.get(&p) {
+            lease.push_str(&format!(", pinned to {to}"));
+        }
         let name = stream_name(p);
         let (line, last) = match js.get_stream(&name).await {
             Ok(stream) => match stream.get_info().await {

@@ -29,6 +29,17 @@ fn node(dir: &std::path::Path, nats: &Nats, name: &str) -> Server {
     Server::start(dir, &["--cluster", &nats.url, "--node", name])
 }
 
+/// NATS with the cluster initialised, and `n` nodes `n0`, `n1`, ... in a new directory.
+fn cluster_of(n: usize) -> (Nats, tempfile::TempDir, Vec<Server>) {
+    let nats = start_nats();
+    init(&nats);
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = (0..n)
+        .map(|i| node(&dir.path().join(format!("n{i}")), &nats, &format!("n{i}")))
+        .collect();
+    (nats, dir, nodes)
+}
+
 /// Partition → owner, as `node`'s STATS says.
 fn owners(node: &Server) -> BTreeMap<u64, String> {
     let stats = node.client().ok("STATS", json!({}));
@@ -57,6 +68,28 @@ fn all_owned(node: &Server) -> BTreeMap<u64, String> {
         assert!(Instant::now() < deadline, "partitions unowned: {o:?}");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// Waits until `node` says `name` owns partition `p` (a lease's change reaches each node's
+/// view within a tick).
+fn owner_becomes(node: &Server, p: u64, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while owners(node).get(&p).map(String::as_str) != Some(name) {
+        assert!(
+            Instant::now() < deadline,
+            "partition {p} not owned by {name}: {:?}",
+            owners(node)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A user of partition `p`: the first `<prefix><p>-<i>` that hashes there.
+fn user_in(p: u32, prefix: &str) -> String {
+    (0..)
+        .map(|i| format!("{prefix}{p}-{i}"))
+        .find(|u| amberdb::cluster::partition_of_user(u, PARTITIONS) == p)
+        .unwrap()
 }
 
 /// `node` holds memory `id` with `content` once it has applied `seq` of the id's partition.
@@ -241,28 +274,24 @@ fn three_nodes_route_writes_to_their_owners_and_lose_nothing_when_an_owner_dies(
         .map(|p| p["memories"].as_u64().unwrap())
         .sum();
     assert_eq!(held, acked.len() as u64, "{stats}");
+    // Ownership comes back with it: its preferred partition (its place among the three by
+    // name) is handed over once it has been live for a while (docs/cluster.md, "Placement").
+    let returned = Instant::now();
+    owner_becomes(&back, dead_index as u64, &dead);
+    eprintln!(
+        "rebalance: {dead} owned partition {dead_index} again {:.2} s after it came back",
+        returned.elapsed().as_secs_f64()
+    );
 }
 
 #[test]
 fn commands_that_span_every_partition_run_on_every_store_of_the_node_they_reach() {
-    let nats = start_nats();
-    init(&nats);
-    let dir = tempfile::tempdir().unwrap();
-    let nodes: Vec<Server> = (0..2)
-        .map(|i| node(&dir.path().join(format!("n{i}")), &nats, &format!("n{i}")))
-        .collect();
+    let (_nats, dir, nodes) = cluster_of(2);
     all_owned(&nodes[0]);
     let seeds: Vec<String> = nodes.iter().map(|s| s.addr.to_string()).collect();
     let mut client = Client::connect(&seeds, None, Some(Duration::from_secs(20))).unwrap();
     // A user in every partition, two memories each, one of them deleted.
-    let users: Vec<String> = (0..PARTITIONS)
-        .map(|p| {
-            (0..)
-                .map(|i| format!("span{p}-{i}"))
-                .find(|u| amberdb::cluster::partition_of_user(u, PARTITIONS) == p)
-                .unwrap()
-        })
-        .collect();
+    let users: Vec<String> = (0..PARTITIONS).map(|p| user_in(p, "span")).collect();
     let mut last = BTreeMap::new();
     for (p, user) in users.iter().enumerate() {
         for n in 0..2 {
@@ -422,12 +451,7 @@ fn memories_in(node: &Server, p: u64) -> u64 {
 
 #[test]
 fn an_owner_paused_past_its_lease_acknowledges_nothing_and_comes_back_a_standby() {
-    let nats = start_nats();
-    init(&nats);
-    let dir = tempfile::tempdir().unwrap();
-    let nodes: Vec<Server> = (0..3)
-        .map(|i| node(&dir.path().join(format!("n{i}")), &nats, &format!("n{i}")))
-        .collect();
+    let (_nats, _dir, nodes) = cluster_of(3);
     let owned = all_owned(&nodes[0]);
     let (p, owner) = owned.iter().next().map(|(p, o)| (*p, o.clone())).unwrap();
     let paused: usize = owner.trim_start_matches('n').parse().unwrap();
@@ -552,14 +576,7 @@ fn owners_killed_in_a_row_lose_no_acknowledged_write() {
     let seeds: Vec<String> = nodes.iter().map(|s| s.addr.to_string()).collect();
     let mut client = Client::connect(&seeds, None, Some(Duration::from_secs(5))).unwrap();
     client.set_failover_wait(Duration::from_secs(30));
-    let users: Vec<String> = (0..PARTITIONS)
-        .map(|p| {
-            (0..)
-                .map(|i| format!("k{p}-{i}"))
-                .find(|u| amberdb::cluster::partition_of_user(u, PARTITIONS) == p)
-                .unwrap()
-        })
-        .collect();
+    let users: Vec<String> = (0..PARTITIONS).map(|p| user_in(p, "k")).collect();
     let mut acked: Vec<(u64, u64, String)> = Vec::new();
     let store = |client: &mut Client, p: usize, n: usize| {
         let content = format!("partition {p} write {n}");
@@ -636,4 +653,83 @@ fn same_history(nodes: &[Server]) {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// `amberdb cluster …` with `args`: its exit status, stdout and stderr.
+fn cluster_command(nats: &Nats, args: &[&str]) -> (bool, String, String) {
+    let out = amberdb()
+        .arg("cluster")
+        .args(args)
+        .args(["--nats", &nats.url])
+        .output()
+        .unwrap();
+    (out.status.success(), text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn cluster_move_hands_a_partition_to_the_pinned_node_and_unpinned_it_goes_back() {
+    let (nats, _dir, nodes) = cluster_of(2);
+    // Partition 2 prefers n0 (2 mod 2 = 0).
+    let before = all_owned(&nodes[0]);
+    assert_eq!(before[&2], "n0", "{before:?}");
+    let seeds: Vec<String> = nodes.iter().map(|s| s.addr.to_string()).collect();
+    let mut client = Client::connect(&seeds, None, Some(Duration::from_secs(20))).unwrap();
+    client.set_failover_wait(Duration::from_secs(30));
+    let user = user_in(2, "moved");
+    let mut acked = Vec::new();
+    let mut write = |client: &mut Client, n: usize| {
+        let content = format!("{user} write {n}");
+        let r = client
+            .call("STORE", &json!({"user_id": user, "content": content}))
+            .expect("stored");
+        acked.push((
+            r["memory_id"].as_u64().unwrap(),
+            r["seq"].as_u64().unwrap(),
+            content,
+        ));
+    };
+    write(&mut client, 0);
+    // Refused, naming why: a node that never registered, a partition out of range.
+    let (ok, _, err) = cluster_command(&nats, &["move", "--partition", "2", "--to", "n9"]);
+    assert!(!ok && err.contains("n0, n1"), "{err}");
+    let (ok, _, err) = cluster_command(&nats, &["move", "--partition", "4", "--to", "n1"]);
+    assert!(!ok && err.contains("0 to 3"), "{err}");
+    let moving = Instant::now();
+    let (ok, out, err) = cluster_command(&nats, &["move", "--partition", "2", "--to", "n1"]);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("pinned to n1, which owns it"), "{out}");
+    eprintln!(
+        "cluster move: n1 owned partition 2 after {:.2} s",
+        moving.elapsed().as_secs_f64()
+    );
+    for node in &nodes {
+        owner_becomes(node, 2, "n1");
+    }
+    let (_, status, _) = cluster_command(&nats, &["status"]);
+    assert!(status.contains("pinned to n1"), "{status}");
+    // The client follows the partition to its new owner.
+    write(&mut client, 1);
+    // Unpinned, it goes back to its preferred node once n1 has held it for a while.
+    let (ok, out, err) = cluster_command(&nats, &["move", "--partition", "2", "--unpin"]);
+    assert!(ok, "{out}{err}");
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while owners(&nodes[1]).get(&2).map(String::as_str) != Some("n0") {
+        assert!(
+            Instant::now() < deadline,
+            "partition 2 did not go back to n0"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    write(&mut client, 2);
+    for node in &nodes {
+        for (id, seq, content) in &acked {
+            holds(node, *id, *seq, content);
+        }
+        assert_eq!(
+            memories_in(node, 2),
+            acked.len() as u64,
+            "none lost, none twice"
+        );
+    }
+    same_history(&nodes);
 }
