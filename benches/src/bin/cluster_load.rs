@@ -6,7 +6,11 @@
 //! one connection with its own user, connected to its user's owner (as a routing client is
 //! once it has learned the owners), writing `depth` STOREs then reading their replies, for
 //! `AMBERDB_LOAD_SECONDS` (default 10) per row: requests/s and p50/p99 of a round trip, 16
-//! clients at depth 1 and 32 (`AMBERDB_LOAD_CONNS`, `AMBERDB_LOAD_DEPTHS`).
+//! clients at depth 1 and 32 (`AMBERDB_LOAD_CONNS`, `AMBERDB_LOAD_DEPTHS`), with the embedder
+//! `AMBERDB_LOAD_EMBEDDER` (`hashing`, the default, or `minilm`). Then a replica's catch-up:
+//! the third node is stopped (SIGSTOP) until the others own its partitions, the first two
+//! take `AMBERDB_LOAD_SECONDS` of writes, and it is resumed: how far behind it was, and the
+//! messages per second it applied until every partition store was at the stream's end.
 //!
 //! Run: `cargo build --release -p amberdb-server && cargo run --release -p amberdb-benches
 //! --bin cluster_load`
@@ -39,6 +43,11 @@ fn binary() -> PathBuf {
         bin.display()
     );
     bin
+}
+
+/// The embedder of both runs.
+fn embedder() -> String {
+    std::env::var("AMBERDB_LOAD_EMBEDDER").unwrap_or_else(|_| "hashing".into())
 }
 
 /// One line-protocol exchange.
@@ -81,7 +90,7 @@ fn single(dir: &Path) -> (Child, SocketAddr) {
         .args([
             "serve",
             "--embedder",
-            "hashing",
+            &embedder(),
             "--port",
             "0",
             "--data-dir",
@@ -107,7 +116,7 @@ fn single(dir: &Path) -> (Child, SocketAddr) {
 /// `scripts/cluster` in `dir`: the process, and the nodes' line-protocol addresses by name.
 fn cluster(dir: &Path) -> (Child, Vec<(String, SocketAddr)>) {
     let mut child = Command::new(root().join("scripts/cluster"))
-        .env("AMBERDB_EMBEDDER", "hashing")
+        .env("AMBERDB_EMBEDDER", embedder())
         .env("AMBERDB_CLUSTER_DIR", dir)
         .env("AMBERDB_CLUSTER_BASE", "17833")
         .stdout(Stdio::piped())
@@ -132,6 +141,104 @@ fn cluster(dir: &Path) -> (Child, Vec<(String, SocketAddr)>) {
         }
     }
     (child, nodes)
+}
+
+/// Every partition's owner and each node's position in it, as `addr`'s STATS says.
+fn partitions(addr: SocketAddr) -> Vec<(Option<String>, u64)> {
+    let stats = ask(addr, "STATS");
+    (stats["cluster"]["partitions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default())
+    .iter()
+    .map(|p| {
+        (
+            p["owner"].as_str().map(str::to_owned),
+            p["position"].as_u64().unwrap_or(0),
+        )
+    })
+    .collect()
+}
+
+/// Waits until `check` holds of every node's partitions (at most 60 s).
+fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !check() {
+        assert!(Instant::now() < deadline, "{what} within 60 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The pid of the node whose data directory is `dir` (from `/proc`).
+fn pid_of(dir: &Path) -> u32 {
+    let wanted = dir.display().to_string();
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                let args: Vec<&[u8]> = c.split(|&b| b == 0).collect();
+                args.windows(2)
+                    .any(|w| w[0] == b"--data-dir" && w[1] == wanted.as_bytes())
+            })
+        })
+        .expect("the node's process")
+}
+
+/// A standby stopped while the others take writes, then resumed: messages it was behind, and
+/// seconds until it applied them.
+fn catch_up(dir: &Path, nodes: &[(String, SocketAddr)]) -> (u64, f64) {
+    let (name, addr) = nodes.last().cloned().expect("three nodes");
+    let pid = pid_of(&dir.join(&name)).to_string();
+    let signal = |s: &str| {
+        Command::new("kill").args([s, &pid]).status().expect("kill");
+    };
+    signal("-STOP");
+    let others = &nodes[..nodes.len() - 1];
+    wait_until("the others own the stopped node's partitions", || {
+        partitions(others[0].1)
+            .iter()
+            .all(|(o, _)| o.as_deref().is_some_and(|o| o != name))
+    });
+    let owners: Vec<String> = (partitions(others[0].1).into_iter())
+        .map(|(o, _)| o.unwrap_or_default())
+        .collect();
+    let count = u32::try_from(owners.len()).expect("a partition count");
+    let owner_of = |c: usize| {
+        let p = amberdb::cluster::partition_of_user(&format!("user{c}"), count);
+        (others.iter())
+            .find(|(n, _)| *n == owners[p as usize])
+            .map(|(_, a)| *a)
+            .expect("an owner")
+    };
+    rows("STORE, cluster, a node stopped", &|conns| {
+        (0..conns).map(owner_of).collect()
+    });
+    // The stream's end of every partition: its owner's position.
+    let ends: Vec<u64> = (0..owners.len())
+        .map(|p| {
+            let owner = others.iter().find(|(n, _)| *n == owners[p]).expect("owner");
+            partitions(owner.1)[p].1
+        })
+        .collect();
+    let resumed = Instant::now();
+    signal("-CONT");
+    let mut behind = None;
+    wait_until("the resumed node at every stream's end", || {
+        let at = partitions(addr);
+        if at.len() != ends.len() {
+            return false;
+        }
+        behind.get_or_insert_with(|| {
+            ends.iter()
+                .zip(&at)
+                .map(|(e, (_, a))| e.saturating_sub(*a))
+                .sum::<u64>()
+        });
+        ends.iter().zip(&at).all(|(e, (_, a))| a >= e)
+    });
+    (behind.unwrap_or(0), resumed.elapsed().as_secs_f64())
 }
 
 fn main() {
@@ -172,11 +279,17 @@ fn main() {
     let clustered = rows("STORE, cluster", &|conns| {
         (0..conns).map(owner_of).collect()
     });
+    let (behind, seconds) = catch_up(&dir.path().join("cluster"), &nodes);
     let _ = Command::new("kill")
         .args(["-TERM", &run.id().to_string()])
         .status();
     run.wait().ok();
     let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "catch-up: the resumed node was {behind} messages behind (at its first answer) and at every stream's end after {seconds:.2} s: {:.0} messages/s",
+        behind as f64 / seconds
+    );
     for ((conns, depth, a), (_, _, c)) in alone.iter().zip(&clustered) {
         let rate = |r: &load::Result| (r.requests - r.busy) as f64 / r.seconds;
         let _ = writeln!(
