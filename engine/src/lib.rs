@@ -187,6 +187,7 @@ pub mod cluster {
         PARTITION_SHIFT, Publisher, Skip, SkipReason, StreamMessage, partition_base,
         partition_of_id, partition_of_user,
     };
+    pub use crate::kernel::shipping::{Shippable, holds_store, is_immutable, shippable_files};
 }
 
 /// Decoders of bytes from disk, exposed for the fuzz targets and their proptests (the

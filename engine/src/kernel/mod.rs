@@ -60,6 +60,7 @@ pub(crate) mod recovery;
 pub mod request;
 pub mod rule;
 pub mod segment_file;
+pub(crate) mod shipping;
 pub(crate) mod slots;
 pub(crate) mod state;
 pub mod storage;

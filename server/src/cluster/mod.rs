@@ -10,6 +10,7 @@ pub mod lease;
 pub mod node;
 pub mod placement;
 pub mod settings;
+pub mod ship;
 pub mod stream;
 
 use crate::EmbedderChoice;

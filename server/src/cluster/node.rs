@@ -58,6 +58,8 @@ struct Part {
     role: Mutex<Role>,
     /// The lease as last read: who owns it, at which epoch, until when.
     lease: Mutex<Option<Lease>>,
+    /// The shipped checkpoint this node's store was made from, if it was (`ship::bootstrap`).
+    bootstrapped: Mutex<Option<u64>>,
 }
 
 /// A running node: its partition stores and the tasks that keep them.
@@ -126,6 +128,7 @@ impl Node {
                     store: RwLock::new(None),
                     role: Mutex::new(Role::Opening),
                     lease: Mutex::new(None),
+                    bootstrapped: Mutex::new(None),
                 })
             })
             .collect();
@@ -139,6 +142,7 @@ impl Node {
             tasks: Mutex::new(Vec::new()),
         });
         node.refresh_peers(&kv).await;
+        let shipped = super::ship::bucket(&js, node.settings.replicas).await?;
         let mut runs = Vec::new();
         for part in &node.parts {
             let run = PartitionRun {
@@ -146,6 +150,7 @@ impl Node {
                 part: Arc::clone(part),
                 js: js.clone(),
                 kv: kv.clone(),
+                shipped: shipped.clone(),
                 dir: config.data_dir.join(format!("p-{}", part.partition)),
                 options: options.clone(),
             };
@@ -349,6 +354,7 @@ impl Partitions for Node {
                     "position": log.as_ref().map(|l| l.position),
                     "running_crc": log.as_ref().and_then(|l| l.running_crc).map(|c| format!("{c:08x}")),
                     "memories": store.as_ref().map(|s| s.stats().memories),
+                    "bootstrapped_from": *part.bootstrapped.lock(),
                 })
             })
             .collect();
@@ -378,6 +384,8 @@ struct PartitionRun {
     part: Arc<Part>,
     js: jetstream::Context,
     kv: kv::Store,
+    /// The bucket of shipped checkpoints (`ship`).
+    shipped: async_nats::jetstream::object_store::ObjectStore,
     dir: PathBuf,
     options: StoreOptions,
 }
@@ -450,6 +458,17 @@ impl PartitionRun {
             .partition(p)
             .store_id(id)
             .tail_from_stream(true);
+        // A store this node never had starts from the newest shipped checkpoint, if any.
+        if !amberdb::cluster::holds_store(&self.dir)
+            && let Some(seq) = super::ship::bootstrap(&self.shipped, p, id, &self.dir).await?
+        {
+            tracing::info!(
+                partition = p,
+                seq,
+                "made the store from a shipped checkpoint"
+            );
+            *self.part.bootstrapped.lock() = Some(seq);
+        }
         let dir = self.dir.clone();
         let store = tokio::task::spawn_blocking(move || open_store(&dir, options)).await??;
         Ok(store)
@@ -557,9 +576,33 @@ impl PartitionRun {
     /// the node stops (which releases it).
     async fn own(&self, store: &Store, mut owned: lease::Owned) -> Reopen {
         let p = self.part.partition;
+        let mut watch = super::placement::Handoff::new();
+        let shipper = self.node.settings.store(p).ok().map(|id| {
+            tokio::spawn(super::ship::keep_shipping(
+                self.shipped.clone(),
+                p,
+                id,
+                self.dir.clone(),
+                store.clone(),
+            ))
+        });
+        let why = self.owning(store, &mut owned, &mut watch).await;
+        if let Some(shipper) = shipper {
+            shipper.abort();
+        }
+        why
+    }
+
+    /// The owner's loop (`own`).
+    async fn owning(
+        &self,
+        store: &Store,
+        owned: &mut lease::Owned,
+        watch: &mut super::placement::Handoff,
+    ) -> Reopen {
+        let p = self.part.partition;
         let mut stop = self.node.stop.subscribe();
         let mut renewed = Instant::now();
-        let mut watch = super::placement::Handoff::new();
         loop {
             tokio::select! {
                 () = tokio::time::sleep(TICK) => {}
@@ -591,7 +634,7 @@ impl PartitionRun {
                     Ok(None) => return Reopen::LeaseLost,
                     Err(e) => tracing::warn!(partition = p, error = %e, "renewing the lease"),
                 }
-                if let Some(to) = self.node.handoff_due(p, &mut watch) {
+                if let Some(to) = self.node.handoff_due(p, watch) {
                     // Lapsed now: the two leases others wait count from here.
                     owned.lease.expires_ms = now_ms();
                     owned.lease.handoff = Some(to.clone());

@@ -251,6 +251,7 @@ pub async fn status(js: &jetstream::Context) -> Result<String, SettingsError> {
         .map_err(|e| nats("opening the cluster's KV bucket")(e.to_string()))?;
     let peers = super::lease::registered(&kv).await;
     let pins = super::placement::pins(&kv).await;
+    let shipped = js.get_object_store(super::ship::BUCKET).await.ok();
     for p in 0..settings.partitions {
         let mut lease = match super::lease::read(&kv, p).await? {
             None => "owner: none".to_owned(),
@@ -267,6 +268,11 @@ pub async fn status(js: &jetstream::Context) -> Result<String, SettingsError> {
         };
         if let Some(to) = pins.get(&p) {
             lease.push_str(&format!(", pinned to {to}"));
+        }
+        if let Some(bucket) = &shipped
+            && let Ok(Some(m)) = super::ship::manifest(bucket, p).await
+        {
+            lease.push_str(&format!("; shipped checkpoint {}", m.seq));
         }
         let name = stream_name(p);
         let (line, last) = match js.get_stream(&name).await {

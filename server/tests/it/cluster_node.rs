@@ -464,16 +464,7 @@ fn an_owner_paused_past_its_lease_acknowledges_nothing_and_comes_back_a_standby(
     let mut client = Client::connect(&seeds, None, Some(Duration::from_secs(2))).unwrap();
     client.set_failover_wait(Duration::from_secs(20));
     let mut acked = Vec::new();
-    let store = |client: &mut Client, content: String| {
-        let r = client
-            .call("STORE", &json!({"user_id": user, "content": content}))
-            .expect("stored");
-        (
-            r["memory_id"].as_u64().unwrap(),
-            r["seq"].as_u64().unwrap(),
-            content,
-        )
-    };
+    let store = |client: &mut Client, content: String| stored(client, &user, content);
     for i in 0..10 {
         acked.push(store(&mut client, format!("before the pause {i}")));
     }
@@ -579,15 +570,7 @@ fn owners_killed_in_a_row_lose_no_acknowledged_write() {
     let users: Vec<String> = (0..PARTITIONS).map(|p| user_in(p, "k")).collect();
     let mut acked: Vec<(u64, u64, String)> = Vec::new();
     let store = |client: &mut Client, p: usize, n: usize| {
-        let content = format!("partition {p} write {n}");
-        let r = client
-            .call("STORE", &json!({"user_id": users[p], "content": content}))
-            .expect("stored");
-        (
-            r["memory_id"].as_u64().unwrap(),
-            r["seq"].as_u64().unwrap(),
-            content,
-        )
+        stored(client, &users[p], format!("partition {p} write {n}"))
     };
     let mut gaps = Vec::new();
     let mut n = 0;
@@ -617,8 +600,26 @@ fn owners_killed_in_a_row_lose_no_acknowledged_write() {
         at(1.0),
         acked.len()
     );
-    for node in &nodes {
-        for (id, seq, content) in &acked {
+    every_write_held_once(&nodes, &acked);
+}
+
+/// STOREs `content` for `user` through `client`: the memory id, position and content.
+fn stored(client: &mut Client, user: &str, content: String) -> (u64, u64, String) {
+    let r = client
+        .call("STORE", &json!({"user_id": user, "content": content}))
+        .expect("stored");
+    (
+        r["memory_id"].as_u64().unwrap(),
+        r["seq"].as_u64().unwrap(),
+        content,
+    )
+}
+
+/// Every node holds every acknowledged write (memory id, position, content), each partition as
+/// many memories as were acknowledged in it, and every replica the same history.
+fn every_write_held_once(nodes: &[Server], acked: &[(u64, u64, String)]) {
+    for node in nodes {
+        for (id, seq, content) in acked {
             holds(node, *id, *seq, content);
         }
         let held: u64 = (0..u64::from(PARTITIONS))
@@ -626,7 +627,7 @@ fn owners_killed_in_a_row_lose_no_acknowledged_write() {
             .sum();
         assert_eq!(held, acked.len() as u64, "none lost, none twice");
     }
-    same_history(&nodes);
+    same_history(nodes);
 }
 
 /// Waits until every node holds every partition at the same position with the same running
@@ -678,15 +679,7 @@ fn cluster_move_hands_a_partition_to_the_pinned_node_and_unpinned_it_goes_back()
     let user = user_in(2, "moved");
     let mut acked = Vec::new();
     let mut write = |client: &mut Client, n: usize| {
-        let content = format!("{user} write {n}");
-        let r = client
-            .call("STORE", &json!({"user_id": user, "content": content}))
-            .expect("stored");
-        acked.push((
-            r["memory_id"].as_u64().unwrap(),
-            r["seq"].as_u64().unwrap(),
-            content,
-        ));
+        acked.push(stored(client, &user, format!("{user} write {n}")));
     };
     write(&mut client, 0);
     // Refused, naming why: a node that never registered, a partition out of range.
@@ -732,4 +725,54 @@ fn cluster_move_hands_a_partition_to_the_pinned_node_and_unpinned_it_goes_back()
         );
     }
     same_history(&nodes);
+}
+
+#[test]
+fn a_new_node_starts_from_the_shipped_checkpoints_and_holds_everything() {
+    let (nats, dir, mut nodes) = cluster_of(2);
+    all_owned(&nodes[0]);
+    let seeds: Vec<String> = nodes.iter().map(|s| s.addr.to_string()).collect();
+    let mut client = Client::connect(&seeds, None, Some(Duration::from_secs(20))).unwrap();
+    let mut acked = Vec::new();
+    let mut write = |client: &mut Client, p: u32, n: usize| {
+        acked.push(stored(
+            client,
+            &user_in(p, "boot"),
+            format!("partition {p} write {n}"),
+        ));
+    };
+    for p in 0..PARTITIONS {
+        for n in 0..3 {
+            write(&mut client, p, n);
+        }
+    }
+    // A purge checkpoints every store; each owner ships its checkpoint.
+    nodes[0].client().ok("PURGE", json!({}));
+    nodes[1].client().ok("PURGE", json!({}));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, status, _) = cluster_command(&nats, &["status"]);
+        if status.matches("shipped checkpoint").count() == PARTITIONS as usize {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not every partition shipped: {status}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The stream's tail after the shipped checkpoints.
+    for p in 0..PARTITIONS {
+        write(&mut client, p, 3);
+    }
+    let fresh = node(&dir.path().join("n2"), &nats, "n2");
+    let stats = fresh.client().ok("STATS", json!({}));
+    for part in stats["cluster"]["partitions"].as_array().unwrap() {
+        assert!(
+            part["bootstrapped_from"].as_u64().is_some_and(|s| s > 0),
+            "{part}"
+        );
+    }
+    nodes.push(fresh);
+    every_write_held_once(&nodes, &acked);
 }
