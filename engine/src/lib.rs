@@ -149,7 +149,7 @@ pub use memory::{
     Provenance, RRF_K, ReembedStatus, Reembedded, SEARCH_ACCESS_INTERVAL_US, ScanMode,
     SearchRequest, SearchedHit, Shelf, SnapshotCreated, SnapshotRestored, Source, StoreRequest,
     Stored, Strategy, TagChange, TagPreview, TagsApplied, TopAccessed, Turn, TurnsAdded, Unmerged,
-    UpdateRequest, Updated, Version, frequency, importance, recency, strategy_score,
+    UpdateRequest, Updated, Version, frequency, importance, preview, recency, strategy_score,
 };
 /// The MemFuse query API (`docs/search.md`, "The MemFuse query").
 pub mod query {

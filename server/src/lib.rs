@@ -197,6 +197,7 @@ fn open_home(
                 expires_ms: 0,
                 positions: Vec::new(),
                 running_crcs: Vec::new(),
+                checkpoints: Vec::new(),
             };
             let node_config = cluster::node::NodeConfig {
                 nats: cluster.nats.clone(),

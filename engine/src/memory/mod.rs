@@ -89,7 +89,10 @@ fn model_switched() -> EngineError {
 }
 
 /// The first 100 characters and `...` when there is more (the peer's `content_preview`).
-fn preview(content: &str) -> String {
+/// A memory's content as replies preview it: its first 100 characters, `...` after them when
+/// there are more.
+#[must_use]
+pub fn preview(content: &str) -> String {
     let mut p: String = content.chars().take(100).collect();
     if content.chars().nth(100).is_some() {
         p.push_str("...");

@@ -217,6 +217,23 @@ pub async fn keep(kv: kv::Store, partition: u32, mut owned: Owned) {
     }
 }
 
+/// A node name: 1 to 64 letters, digits, `-` or `_` (it is part of a KV key).
+///
+/// # Errors
+/// Why it is not one.
+pub fn check_name(name: &str) -> anyhow::Result<()> {
+    let fine = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    anyhow::ensure!(
+        fine,
+        "--node {name:?}: a node name is 1 to 64 letters, digits, '-' or '_'"
+    );
+    Ok(())
+}
+
 /// Where a node is reached, as it registers itself under `node.<name>`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Peer {
@@ -234,6 +251,10 @@ pub struct Peer {
     /// CRC"; `None`: unknown), beside `positions`.
     #[serde(default)]
     pub running_crcs: Vec<Option<u32>>,
+    /// Each partition store's newest checkpoint (`None`: not open, or halted): a stream is
+    /// trimmed only below every live node's (`docs/cluster.md`, "Trimmed streams").
+    #[serde(default)]
+    pub checkpoints: Vec<Option<u64>>,
 }
 
 /// Registers (or renews) node `name` as `peer` under `node.<name>`.

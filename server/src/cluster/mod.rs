@@ -1,7 +1,7 @@
 //! Cluster mode on NATS JetStream (`docs/cluster.md`), behind the `cluster` feature: a
 //! partition's stream, the publisher an owner's store hands its frames to, the claim, and the
 //! tail a replica applies (`stream`); the cluster's settings in its KV bucket and the
-//! `amberdb cluster init|status|move` commands (`settings`, `placement`, here); a partition's
+//! `amberdb cluster init|status|move` commands (`settings`, here); a partition's
 //! lease and the claim procedure (`lease`); which node should own each partition
 //! (`placement`); the node that runs them for every partition (`node`), which the dispatch
 //! routes requests to (`crate::route`).
@@ -119,7 +119,7 @@ pub fn run(action: ClusterAction) -> anyhow::Result<String> {
                 wait,
             } => {
                 let js = connect(&nats).await?;
-                placement::move_partition(
+                settings::move_partition(
                     &js,
                     partition,
                     to.as_deref(),

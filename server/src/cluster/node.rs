@@ -74,23 +74,6 @@ pub struct Node {
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
-/// A node name: 1 to 64 letters, digits, `-` or `_` (it is part of a KV key).
-///
-/// # Errors
-/// Why it is not one.
-pub fn check_name(name: &str) -> anyhow::Result<()> {
-    let fine = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    anyhow::ensure!(
-        fine,
-        "--node {name:?}: a node name is 1 to 64 letters, digits, '-' or '_'"
-    );
-    Ok(())
-}
-
 impl Node {
     /// Joins the cluster: loads its settings (refusing an embedder other than `options`'),
     /// registers `peer` under this node's name, and starts a task per partition on `runtime`.
@@ -102,7 +85,7 @@ impl Node {
         options: &StoreOptions,
         peer: Peer,
     ) -> anyhow::Result<Arc<Node>> {
-        check_name(&config.name)?;
+        lease::check_name(&config.name)?;
         let js = jetstream::new(super::connect_nats(&config.nats).await?);
         let settings = settings::load(&js).await?;
         let dim = u32::try_from(options.embedder.dim())?;
@@ -209,6 +192,16 @@ impl Node {
                 .map(|l| l.as_ref().map(|l| l.position))
                 .collect();
             peer.running_crcs = logs.iter().map(|l| l.as_ref()?.running_crc).collect();
+            peer.checkpoints = (self.parts.iter())
+                .map(|p| {
+                    let halted = matches!(*p.role.lock(), Role::Halted(_));
+                    let store = p.store.read();
+                    store
+                        .as_ref()
+                        .filter(|_| !halted)
+                        .map(|s| s.stats().checkpoint_seq)
+                })
+                .collect();
             if let Err(e) = register(&kv, &self.name, &peer).await {
                 tracing::warn!(error = %e, "registering the node");
             }
@@ -398,6 +391,9 @@ enum Reopen {
     LeaseLost,
     /// Handed to the partition's preferred node (`placement`).
     HandedOver,
+    /// The stream was trimmed past the store's position: it starts again from the shipped
+    /// checkpoint (`open`).
+    Behind,
 }
 
 impl PartitionRun {
@@ -450,8 +446,41 @@ impl PartitionRun {
 
     async fn open(&self) -> anyhow::Result<Store> {
         let p = self.part.partition;
+        let stream = ensure_stream(&self.js, p, self.node.settings.replicas).await?;
+        let store = self.open_here().await?;
+        // A store the stream was trimmed past cannot follow it: it is moved aside, never
+        // removed, and the partition starts again from the shipped checkpoint.
+        let first = super::stream::first_position(&stream).await?;
+        let next = store.partition_log().position + 1;
+        if first <= next {
+            return Ok(store);
+        }
+        tokio::task::spawn_blocking(move || store.close()).await??;
+        let aside = self
+            .dir
+            .with_file_name(format!("p-{p}.behind-{}", now_ms()));
+        tracing::warn!(
+            partition = p,
+            needed = next,
+            first,
+            aside = %aside.display(),
+            "the stream was trimmed past this store: it is moved aside and made again from the shipped checkpoint"
+        );
+        std::fs::rename(&self.dir, &aside)?;
+        let store = self.open_here().await?;
+        let next = store.partition_log().position + 1;
+        anyhow::ensure!(
+            first <= next,
+            "partition {p}: no shipped checkpoint reaches the stream's first position {first} (the store made from it needs {next})"
+        );
+        Ok(store)
+    }
+
+    /// Opens the partition's store in this node's directory; one this node never had starts
+    /// from the newest shipped checkpoint, if any.
+    async fn open_here(&self) -> anyhow::Result<Store> {
+        let p = self.part.partition;
         let id = self.node.settings.store(p)?;
-        ensure_stream(&self.js, p, self.node.settings.replicas).await?;
         let options = self
             .options
             .clone()
@@ -498,7 +527,10 @@ impl PartitionRun {
             };
             let next = self.stand_by(store, &tail, started).await;
             tail.abort();
-            let _ = tail.await;
+            if let Ok(Err(e @ StreamError::Trimmed { .. })) = tail.await {
+                tracing::warn!(partition = p, error = %e, "the store is behind the stream");
+                return Reopen::Behind;
+            }
             match next {
                 Standby::Stop => return Reopen::Stop,
                 Standby::Tail => continue,
@@ -522,7 +554,7 @@ impl PartitionRun {
                     tracing::info!(partition = p, epoch = owned.epoch, "owning the partition");
                     self.set_role(Role::Owner { epoch: owned.epoch });
                     *self.part.lease.lock() = Some(owned.lease.clone());
-                    return self.own(store, owned).await;
+                    return self.own(store, &stream, owned).await;
                 }
                 Ok(None) => {}
                 Err(e) if store.is_poisoned() => return self.halt(e.to_string()).await,
@@ -574,16 +606,22 @@ impl PartitionRun {
 
     /// Owns the partition: renews the lease until the store is poisoned, the lease is lost, or
     /// the node stops (which releases it).
-    async fn own(&self, store: &Store, mut owned: lease::Owned) -> Reopen {
+    async fn own(
+        &self,
+        store: &Store,
+        stream: &async_nats::jetstream::stream::Stream,
+        mut owned: lease::Owned,
+    ) -> Reopen {
         let p = self.part.partition;
         let mut watch = super::placement::Handoff::new();
+        let node = Arc::clone(&self.node);
         let shipper = self.node.settings.store(p).ok().map(|id| {
             tokio::spawn(super::ship::keep_shipping(
                 self.shipped.clone(),
-                p,
-                id,
-                self.dir.clone(),
-                store.clone(),
+                stream.clone(),
+                (p, id),
+                (self.dir.clone(), store.clone()),
+                (self.node.name.clone(), move || node.peers.lock().clone()),
             ))
         });
         let why = self.owning(store, &mut owned, &mut watch).await;

@@ -13,7 +13,7 @@
 //! owned the partition for [`HOLD`], so nodes whose views differ for a moment do not pass a
 //! partition back and forth.
 
-use super::lease::{Peer, now_ms};
+use super::lease::Peer;
 use async_nats::jetstream::kv;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -125,73 +125,12 @@ pub async fn pins(kv: &kv::Store) -> BTreeMap<u32, String> {
         if let Some(p) = key.strip_prefix("pin.").and_then(|p| p.parse().ok())
             && let Ok(Some(bytes)) = kv.get(&key).await
             && let Ok(name) = String::from_utf8(bytes.to_vec())
-            && super::node::check_name(&name).is_ok()
+            && super::lease::check_name(&name).is_ok()
         {
             pins.insert(p, name);
         }
     }
     pins
-}
-
-/// `amberdb cluster move`: pins partition `p` to node `to` (`None`: unpins it) and, for a pin,
-/// waits at most `wait` until `to` owns it. Returns the report.
-///
-/// # Errors
-/// A partition out of range, a node that never registered (naming those that did), JetStream's
-/// refusal, or a move not done within `wait` (the pin stays: the owner hands over once `to`
-/// is live with the partition's store open).
-pub async fn move_partition(
-    js: &async_nats::jetstream::Context,
-    p: u32,
-    to: Option<&str>,
-    wait: Duration,
-) -> anyhow::Result<String> {
-    let settings = super::settings::load(js).await?;
-    anyhow::ensure!(
-        p < settings.partitions,
-        "partition {p}: the cluster has partitions 0 to {}",
-        settings.partitions - 1
-    );
-    let kv = js
-        .get_key_value(super::settings::BUCKET)
-        .await
-        .map_err(|e| anyhow::anyhow!("opening the cluster's KV bucket: {e}"))?;
-    let Some(to) = to else {
-        kv.delete(pin_key(p))
-            .await
-            .map_err(|e| anyhow::anyhow!("unpinning partition {p}: {e}"))?;
-        return Ok(format!(
-            "partition {p} unpinned: it belongs to the p mod n-th live node again, which its owner hands it to\n"
-        ));
-    };
-    super::node::check_name(to)?;
-    let peers = super::lease::registered(&kv).await;
-    anyhow::ensure!(
-        peers.contains_key(to),
-        "no node {to:?} ever registered in this cluster (registered: {})",
-        peers.keys().cloned().collect::<Vec<_>>().join(", ")
-    );
-    kv.put(pin_key(p), to.to_owned().into_bytes().into())
-        .await
-        .map_err(|e| anyhow::anyhow!("pinning partition {p}: {e}"))?;
-    let deadline = Instant::now() + wait;
-    loop {
-        if let Some((lease, _)) = super::lease::read(&kv, p).await?
-            && lease.node == to
-            && lease.expires_ms > now_ms()
-        {
-            return Ok(format!(
-                "partition {p} pinned to {to}, which owns it at epoch {}\n",
-                lease.epoch
-            ));
-        }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "partition {p} is pinned to {to}, which does not own it after {} s: its owner hands it over once {to} is live with the partition's store open (amberdb cluster status)",
-            wait.as_secs()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 #[cfg(test)]
@@ -205,6 +144,7 @@ mod tests {
             expires_ms: if live { u64::MAX } else { 0 },
             positions: vec![at; 4],
             running_crcs: Vec::new(),
+            checkpoints: Vec::new(),
         }
     }
 

@@ -1,6 +1,8 @@
 //! A cluster's settings in the JetStream KV bucket `amberdb_cluster` (`docs/cluster.md`,
 //! "Partitions, ids and stores"): the partition count, the embedder, the replica count, and
-//! every partition's store id, fixed by `amberdb cluster init`.
+//! every partition's store id, fixed by `amberdb cluster init`; and the commands that read or
+//! change the cluster's state in it, `amberdb cluster status` and `amberdb cluster move` (which
+//! pins a partition to a node, `placement`).
 //!
 //! Guarantees: `init` writes the settings once (a KV create, which fails if the key exists),
 //! so two racing inits agree on one set; an init that asks for other settings than those
@@ -13,6 +15,7 @@ use amberdb::StoreId;
 use amberdb::cluster::MAX_PARTITIONS;
 use async_nats::jetstream::{self, kv};
 use serde::{Deserialize, Serialize};
+use std::time::{Duration, Instant};
 
 /// The KV bucket of a cluster's settings (and, next, its leases).
 pub const BUCKET: &str = "amberdb_cluster";
@@ -279,8 +282,11 @@ pub async fn status(js: &jetstream::Context) -> Result<String, SettingsError> {
             Ok(stream) => match stream.get_info().await {
                 Ok(info) => (
                     format!(
-                        "{} messages, {} bytes, last position {}",
-                        info.state.messages, info.state.bytes, info.state.last_sequence
+                        "{} messages, {} bytes, first position {}, last position {}",
+                        info.state.messages,
+                        info.state.bytes,
+                        info.state.first_sequence,
+                        info.state.last_sequence
                     ),
                     Some(info.state.last_sequence),
                 ),
@@ -295,6 +301,70 @@ pub async fn status(js: &jetstream::Context) -> Result<String, SettingsError> {
         ));
     }
     Ok(out)
+}
+
+/// `amberdb cluster move`: pins partition `p` to node `to` (`None`: unpins it) and, for a pin,
+/// waits at most `wait` until `to` owns it. Returns the report.
+///
+/// # Errors
+/// A partition out of range, a node that never registered (naming those that did), JetStream's
+/// refusal, or a move not done within `wait` (the pin stays: the owner hands over once `to`
+/// is live with the partition's store open).
+pub async fn move_partition(
+    js: &async_nats::jetstream::Context,
+    p: u32,
+    to: Option<&str>,
+    wait: Duration,
+) -> anyhow::Result<String> {
+    let settings = load(js).await?;
+    anyhow::ensure!(
+        p < settings.partitions,
+        "partition {p}: the cluster has partitions 0 to {}",
+        settings.partitions - 1
+    );
+    let kv = js
+        .get_key_value(BUCKET)
+        .await
+        .map_err(|e| anyhow::anyhow!("opening the cluster's KV bucket: {e}"))?;
+    let Some(to) = to else {
+        kv.delete(super::placement::pin_key(p))
+            .await
+            .map_err(|e| anyhow::anyhow!("unpinning partition {p}: {e}"))?;
+        return Ok(format!(
+            "partition {p} unpinned: it belongs to the p mod n-th live node again, which its owner hands it to\n"
+        ));
+    };
+    super::lease::check_name(to)?;
+    let peers = super::lease::registered(&kv).await;
+    anyhow::ensure!(
+        peers.contains_key(to),
+        "no node {to:?} ever registered in this cluster (registered: {})",
+        peers.keys().cloned().collect::<Vec<_>>().join(", ")
+    );
+    kv.put(
+        super::placement::pin_key(p),
+        to.to_owned().into_bytes().into(),
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("pinning partition {p}: {e}"))?;
+    let deadline = Instant::now() + wait;
+    loop {
+        if let Some((lease, _)) = super::lease::read(&kv, p).await?
+            && lease.node == to
+            && lease.expires_ms > super::lease::now_ms()
+        {
+            return Ok(format!(
+                "partition {p} pinned to {to}, which owns it at epoch {}\n",
+                lease.epoch
+            ));
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "partition {p} is pinned to {to}, which does not own it after {} s: its owner hands it over once {to} is live with the partition's store open (amberdb cluster status)",
+            wait.as_secs()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// `replicas: n0 at 12 crc 0a1b2c3d (lag 0), n1 at 9 (lag 3, gone)`: where each registered
@@ -395,6 +465,7 @@ mod tests {
             expires_ms: u64::MAX,
             positions: vec![None, at],
             running_crcs: vec![None, crc],
+            checkpoints: Vec::new(),
         };
         let peers: std::collections::BTreeMap<String, _> = [
             ("a".to_owned(), peer(Some(12), Some(0xab))),

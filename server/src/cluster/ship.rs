@@ -11,11 +11,14 @@
 //! are immutable and uploaded once; objects no manifest names are removed after the manifest
 //! that stopped naming them. A bootstrap writes every file under a temporary name and renames
 //! it, then syncs the directory, and refuses a manifest of another store id; recovery checks
-//! every file as at any open (CRCs, owners). Only the owner ships.
+//! every file as at any open (CRCs, owners). Only the owner ships, and only it trims its
+//! partition's stream, below what it shipped and every live node's checkpoint (`trim_point`).
 
+use super::lease::{Peer, now_ms};
 use amberdb::{Store, StoreId};
 use async_nats::jetstream::{self, object_store};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
@@ -24,6 +27,9 @@ use tokio::io::AsyncReadExt;
 pub const BUCKET: &str = "amberdb_ckpt";
 /// How often an owner looks for a checkpoint newer than the one it shipped last.
 pub const SHIP_EVERY: Duration = Duration::from_secs(2);
+
+/// How long an owner waits after a trim that failed before it tries again.
+pub const TRIM_RETRY: Duration = Duration::from_secs(60);
 
 /// What one ship holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -220,28 +226,133 @@ async fn fetch_all(
     Ok(())
 }
 
+/// Where the stream of partition `p` may be trimmed once checkpoint `shipped` is shipped: below
+/// the oldest checkpoint any live node holds of it, and never above `shipped` (a node without
+/// the partition's store open, or one that registered no checkpoint, holds it back: `None`).
+/// A node whose registration lapsed is not waited for: back, it finds the stream trimmed past
+/// its store and starts again from the shipped checkpoint (`docs/cluster.md`, "Trimmed
+/// streams").
+#[must_use]
+pub fn trim_point(
+    shipped: u64,
+    p: u32,
+    me: &str,
+    peers: &BTreeMap<String, Peer>,
+    now_ms: u64,
+) -> Option<u64> {
+    let live = peers
+        .iter()
+        .filter(|(name, peer)| peer.expires_ms > now_ms || *name == me);
+    let mut floor = shipped;
+    let mut any = false;
+    for (_, peer) in live {
+        floor = floor.min(peer.checkpoints.get(p as usize).copied().flatten()?);
+        any = true;
+    }
+    (any && floor > 0).then_some(floor)
+}
+
 /// An owner's shipper: every [`SHIP_EVERY`], ships `store` once it has a newer checkpoint
-/// than the last shipped; runs until aborted (the owner stops owning).
+/// than the last shipped, then trims the partition's stream below [`trim_point`] (`peers`
+/// gives the nodes' registrations, `me` this node's name); runs until aborted (the owner stops
+/// owning).
 pub async fn keep_shipping(
     bucket: object_store::ObjectStore,
-    partition: u32,
-    store_id: StoreId,
-    dir: PathBuf,
-    store: Store,
+    stream: async_nats::jetstream::stream::Stream,
+    (partition, store_id): (u32, StoreId),
+    (dir, store): (PathBuf, Store),
+    (me, peers): (String, impl Fn() -> BTreeMap<String, Peer> + Send + 'static),
 ) {
     let mut shipped = 0;
+    // A trim that failed (a stream made with deny_purge refuses every one) waits a minute.
+    let mut retry_at = std::time::Instant::now();
     loop {
         tokio::time::sleep(SHIP_EVERY).await;
-        if store.stats().checkpoint_seq <= shipped {
-            continue;
-        }
-        match ship(&bucket, partition, store_id, &dir, shipped).await {
-            Ok(Some(seq)) => {
-                tracing::info!(partition, seq, "shipped a checkpoint");
-                shipped = seq;
+        if store.stats().checkpoint_seq > shipped {
+            match ship(&bucket, partition, store_id, &dir, shipped).await {
+                Ok(Some(seq)) => {
+                    tracing::info!(partition, seq, "shipped a checkpoint");
+                    shipped = seq;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(partition, error = %e, "shipping a checkpoint; trying again");
+                }
             }
-            Ok(None) => {}
-            Err(e) => tracing::warn!(partition, error = %e, "shipping a checkpoint; trying again"),
         }
+        let Some(point) = trim_point(shipped, partition, &me, &peers(), now_ms()) else {
+            continue;
+        };
+        let first = super::stream::first_position(&stream)
+            .await
+            .unwrap_or(u64::MAX);
+        if point + 1 > first && std::time::Instant::now() >= retry_at {
+            match super::stream::trim(&stream, point + 1).await {
+                Ok(n) => tracing::info!(
+                    partition,
+                    below = point + 1,
+                    messages = n,
+                    "trimmed the stream"
+                ),
+                Err(e) => {
+                    retry_at = std::time::Instant::now() + TRIM_RETRY;
+                    tracing::warn!(partition, error = %e, "trimming the stream; trying again in a minute");
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peer(live: bool, checkpoint: Option<u64>) -> Peer {
+        Peer {
+            address: String::new(),
+            http: None,
+            expires_ms: if live { u64::MAX } else { 0 },
+            positions: Vec::new(),
+            running_crcs: Vec::new(),
+            checkpoints: vec![None, checkpoint],
+        }
+    }
+
+    #[test]
+    fn a_stream_is_trimmed_below_every_live_nodes_checkpoint_and_the_shipped_one() {
+        let mut peers: BTreeMap<String, Peer> = [
+            ("a".to_owned(), peer(true, Some(40))),
+            ("b".to_owned(), peer(true, Some(25))),
+            ("c".to_owned(), peer(false, Some(3))),
+        ]
+        .into();
+        assert_eq!(
+            trim_point(30, 1, "a", &peers, 1),
+            Some(25),
+            "b's checkpoint"
+        );
+        assert_eq!(
+            trim_point(20, 1, "a", &peers, 1),
+            Some(20),
+            "never above the shipped one"
+        );
+        assert_eq!(trim_point(0, 1, "a", &peers, 1), None, "nothing shipped");
+        assert_eq!(
+            trim_point(30, 0, "a", &peers, 1),
+            None,
+            "no checkpoint registered"
+        );
+        peers.insert("b".into(), peer(true, None));
+        assert_eq!(
+            trim_point(30, 1, "a", &peers, 1),
+            None,
+            "b's store not open"
+        );
+        peers.clear();
+        assert_eq!(
+            trim_point(30, 1, "a", &peers, 1),
+            None,
+            "no registrations read"
+        );
     }
 }

@@ -58,6 +58,17 @@ pub enum StreamError {
     /// The store refused a message or an operation.
     #[error(transparent)]
     Store(#[from] amberdb::EngineError),
+    /// The stream no longer holds the position the store needs next: it was trimmed past it
+    /// (the store must start again from a shipped checkpoint).
+    #[error(
+        "the stream begins at position {first}, after {needed}, which this store needs next: it was trimmed below the shipped checkpoints"
+    )]
+    Trimmed {
+        /// The position the store needs next.
+        needed: u64,
+        /// The stream's first position.
+        first: u64,
+    },
     /// A claim lost: another message took its position.
     #[error(
         "the claim published for position {expected} landed at {landed}: another node wrote or claimed first"
@@ -92,7 +103,10 @@ pub async fn ensure_stream(
         duplicate_window: DUPLICATE_WINDOW,
         max_message_size: MAX_MESSAGE,
         deny_delete: true,
-        deny_purge: true,
+        // Trimmed below the shipped checkpoints (docs/cluster.md, "Trimmed streams"): a
+        // stream made with deny_purge can never be trimmed, so NATS permissions keep the
+        // purge API to the nodes instead.
+        deny_purge: false,
         allow_direct: true,
         ..Default::default()
     })
@@ -362,8 +376,15 @@ pub async fn follow(
         // An ordered consumer that resets itself (a missed heartbeat, a reconnect) may
         // deliver again from before where it began: a position the store holds is the same
         // message of the same stream, applied already.
-        if sequence <= store.partition_log().position {
+        let held = store.partition_log().position;
+        if sequence <= held {
             continue;
+        }
+        if sequence > held + 1 {
+            return Err(StreamError::Trimmed {
+                needed: held + 1,
+                first: sequence,
+            });
         }
         let m = judged_as(sequence, message.headers.as_ref(), &message.payload);
         let applied: Applied = store.apply_replicated(&m)?;
@@ -374,6 +395,32 @@ pub async fn follow(
         }
     }
     Ok(position)
+}
+
+/// The stream's first position (1 until it is trimmed; one past the last when empty).
+///
+/// # Errors
+/// JetStream's refusal.
+pub async fn first_position(stream: &stream::Stream) -> Result<u64, StreamError> {
+    Ok(stream
+        .get_info()
+        .await
+        .map_err(|e| nats("reading the stream's state")(e.to_string()))?
+        .state
+        .first_sequence)
+}
+
+/// Removes the stream's messages below position `keep_from`. Returns how many went.
+///
+/// # Errors
+/// JetStream's refusal (a stream made with `deny_purge`).
+pub async fn trim(stream: &stream::Stream, keep_from: u64) -> Result<u64, StreamError> {
+    let purged = stream
+        .purge()
+        .sequence(keep_from)
+        .await
+        .map_err(|e| nats("trimming the stream")(e.to_string()))?;
+    Ok(purged.purged)
 }
 
 /// The stream's last position.

@@ -98,7 +98,7 @@ fn answer(
     handler: impl FnOnce(&Ctx) -> Outcome,
 ) -> Outcome {
     match engine(ctx.store.begin_request(id, fingerprint))? {
-        Begun::Answered(kept) => restore(&kept),
+        Begun::Answered(kept) => restore(&kept).map(|reply| with_text(&ctx.store, reply)),
         Begun::AppliedUnanswered { seq } => Ok(json!({
             "success": true,
             "request_id": id.to_string(),
@@ -134,10 +134,57 @@ fn answer(
     }
 }
 
-/// The text a reply is kept as: `{"ok": reply}` or `{"fail": {"code", "body"}}`.
+/// The fields of a reply that quote the memory it names (`memory_id`): kept replies leave them
+/// out, so a deleted memory's text and tags leave every file with it (`docs/semantics.md`,
+/// "Retries and request ids"); a retry's reply takes them from the memory as it is then.
+const QUOTED: [&str; 2] = ["content_preview", "tags"];
+
+/// Where a kept reply lists the `QUOTED` fields it left out.
+const LEFT_OUT: &str = "~quoted";
+
+/// `reply` with the fields a kept reply left out (`LEFT_OUT`) filled from the memory it names
+/// as it is now: empty when that memory is gone.
+fn with_text(store: &amberdb::Store, mut reply: Value) -> Value {
+    let Some(o) = reply.as_object_mut() else {
+        return reply;
+    };
+    let Some(Value::Array(left_out)) = o.shift_remove(LEFT_OUT) else {
+        return reply;
+    };
+    let now = (o.get("memory_id").and_then(Value::as_u64))
+        .and_then(|id| store.get(amberdb::MemoryId(id)).ok());
+    for field in left_out.iter().filter_map(Value::as_str) {
+        let value = match field {
+            "content_preview" => json!(
+                now.as_ref()
+                    .map_or_else(String::new, |m| amberdb::preview(&m.content))
+            ),
+            _ => json!(now.as_ref().map_or_else(Vec::new, |m| m.tags.clone())),
+        };
+        o.insert(field.to_owned(), value);
+    }
+    reply
+}
+
+/// The text a reply is kept as: `{"ok": reply}` (without the fields that quote a memory,
+/// `QUOTED`) or `{"fail": {"code", "body"}}`.
 fn keep(result: &Outcome) -> String {
     match result {
-        Ok(v) => json!({ "ok": v }),
+        Ok(v) => {
+            let mut v = v.clone();
+            if let Some(o) = v.as_object_mut()
+                && o.contains_key("memory_id")
+            {
+                let left_out: Vec<&str> = QUOTED
+                    .into_iter()
+                    .filter(|f| o.shift_remove(*f).is_some())
+                    .collect();
+                if !left_out.is_empty() {
+                    o.insert(LEFT_OUT.into(), json!(left_out));
+                }
+            }
+            json!({ "ok": v })
+        }
         Err(f) => json!({ "fail": { "code": f.code.as_str(), "body": f.body } }),
     }
     .to_string()
@@ -203,5 +250,36 @@ mod tests {
         let fail: Outcome = Err(Fail::new(Code::NotFound, "no memory 9"));
         assert_eq!(restore(&keep(&fail)), fail);
         assert!(restore("not json").is_err());
+    }
+
+    #[test]
+    fn kept_replies_quote_no_memory_and_a_retry_takes_its_text_as_it_is_now() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = amberdb::Store::open(dir.path(), amberdb::StoreOptions::hashing()).unwrap();
+        let id = store
+            .store(amberdb::NewMemory::new("a secret about the launch").tags(["launch"]))
+            .unwrap()
+            .memory_id;
+        let first: Outcome = Ok(json!({
+            "memory_id": id.0, "outcome": "stored",
+            "content_preview": "a secret about the launch", "tags": ["launch"],
+        }));
+        let kept = keep(&first);
+        assert!(
+            !kept.contains("secret") && !kept.contains("launch"),
+            "{kept}"
+        );
+        let retried = restore(&kept).map(|r| with_text(&store, r));
+        assert_eq!(retried, first, "the same reply while the memory lives");
+        store.delete(id).unwrap();
+        let gone = with_text(&store, restore(&kept).unwrap());
+        assert_eq!(gone["content_preview"], "");
+        assert_eq!(gone["tags"], json!([]));
+        // A reply that quoted nothing comes back as it was.
+        let deleted: Outcome = Ok(json!({"memory_id": id.0, "success": true}));
+        assert_eq!(
+            restore(&keep(&deleted)).map(|r| with_text(&store, r)),
+            deleted
+        );
     }
 }

@@ -18,7 +18,14 @@ use std::time::{Duration, Instant};
 pub(crate) struct Nats {
     child: Child,
     pub(crate) url: String,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
+}
+
+impl Nats {
+    /// Where JetStream keeps its streams' files.
+    pub(crate) fn store_dir(&self) -> PathBuf {
+        self.dir.path().join("js")
+    }
 }
 
 impl Drop for Nats {
@@ -54,7 +61,7 @@ pub(crate) fn start_nats() -> Nats {
     Nats {
         child,
         url: format!("nats://127.0.0.1:{port}"),
-        _dir: dir,
+        dir,
     }
 }
 

@@ -734,36 +734,32 @@ fn a_new_node_starts_from_the_shipped_checkpoints_and_holds_everything() {
     let seeds: Vec<String> = nodes.iter().map(|s| s.addr.to_string()).collect();
     let mut client = Client::connect(&seeds, None, Some(Duration::from_secs(20))).unwrap();
     let mut acked = Vec::new();
-    let mut write = |client: &mut Client, p: u32, n: usize| {
-        acked.push(stored(
+    let write = |client: &mut Client, p: u32, n: usize| {
+        stored(
             client,
             &user_in(p, "boot"),
             format!("partition {p} write {n}"),
-        ));
+        )
     };
     for p in 0..PARTITIONS {
         for n in 0..3 {
-            write(&mut client, p, n);
+            acked.push(write(&mut client, p, n));
         }
     }
+    // A memory deleted before the checkpoints: once they are shipped and the streams trimmed,
+    // its text is in no file of any node or of NATS.
+    let secret = "the deleted memory's text, never to be found again";
+    let (id, _, _) = stored(&mut client, &user_in(0, "boot"), secret.to_owned());
+    client.call("DELETE", &json!({"memory_id": id})).unwrap();
     // A purge checkpoints every store; each owner ships its checkpoint.
     nodes[0].client().ok("PURGE", json!({}));
     nodes[1].client().ok("PURGE", json!({}));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (_, status, _) = cluster_command(&nats, &["status"]);
-        if status.matches("shipped checkpoint").count() == PARTITIONS as usize {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not every partition shipped: {status}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_for_status(&nats, "every partition shipped", |status| {
+        status.matches("shipped checkpoint").count() == PARTITIONS as usize
+    });
     // The stream's tail after the shipped checkpoints.
     for p in 0..PARTITIONS {
-        write(&mut client, p, 3);
+        acked.push(write(&mut client, p, 3));
     }
     let fresh = node(&dir.path().join("n2"), &nats, "n2");
     let stats = fresh.client().ok("STATS", json!({}));
@@ -775,4 +771,89 @@ fn a_new_node_starts_from_the_shipped_checkpoints_and_holds_everything() {
     }
     nodes.push(fresh);
     every_write_held_once(&nodes, &acked);
+    // Every stream is trimmed below the shipped checkpoints.
+    let trimmed = |status: &str| {
+        status
+            .lines()
+            .filter(|l| l.starts_with("partition "))
+            .all(|l| !l.contains("first position 1,") && !l.contains("first position 0,"))
+    };
+    wait_for_status(&nats, "every stream trimmed", trimmed);
+    let mut holding = Vec::new();
+    for root in [nats.store_dir(), dir.path().to_path_buf()] {
+        files_holding(&root, secret.as_bytes(), &mut holding);
+    }
+    assert!(
+        holding.is_empty(),
+        "the deleted text is still in {holding:?}"
+    );
+    // A node down while the others write and checkpoint again finds its streams trimmed past
+    // its stores: it moves them aside and starts from the shipped checkpoints.
+    let down = nodes.pop().unwrap();
+    down.kill9();
+    for p in 0..PARTITIONS {
+        acked.push(write(&mut client, p, 4));
+    }
+    nodes[0].client().ok("PURGE", json!({}));
+    nodes[1].client().ok("PURGE", json!({}));
+    let before = cluster_command(&nats, &["status"]).1;
+    let firsts = |status: &str| -> Vec<String> {
+        (status.lines())
+            .filter_map(|l| {
+                Some(
+                    l.split("first position ")
+                        .nth(1)?
+                        .split(',')
+                        .next()?
+                        .to_owned(),
+                )
+            })
+            .collect()
+    };
+    wait_for_status(&nats, "streams trimmed again", |status| {
+        firsts(status)
+            .iter()
+            .zip(firsts(&before))
+            .all(|(now, then)| *now != then)
+    });
+    let back = node(&dir.path().join("n2"), &nats, "n2");
+    let aside = std::fs::read_dir(dir.path().join("n2"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().contains(".behind-"))
+        .count();
+    assert!(
+        aside > 0,
+        "a store the stream was trimmed past is moved aside"
+    );
+    nodes.push(back);
+    every_write_held_once(&nodes, &acked);
+}
+
+/// Every file under `root` that holds `needle`.
+fn files_holding(root: &std::path::Path, needle: &[u8], out: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for e in entries.filter_map(Result::ok) {
+        let path = e.path();
+        if path.is_dir() {
+            files_holding(&path, needle, out);
+        } else if std::fs::read(&path).is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle)) {
+            out.push(path);
+        }
+    }
+}
+
+/// Waits (at most 60 s) until `cluster status` satisfies `done`.
+fn wait_for_status(nats: &Nats, what: &str, done: impl Fn(&str) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, status, _) = cluster_command(nats, &["status"]);
+        if done(&status) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: {status}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
 }
