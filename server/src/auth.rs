@@ -10,6 +10,27 @@
 use crate::commands::Session;
 use sha2::{Digest, Sha256};
 
+/// The shared token a token file holds (its first line that is one word; a user-bound token
+/// has a second word, the user, and may not run the commands that want this).
+///
+/// # Errors
+/// An unreadable file, or one that holds no shared token.
+pub fn shared_token(path: &std::path::Path) -> anyhow::Result<String> {
+    use anyhow::Context as _;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the token file {}", path.display()))?;
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#') && l.split_whitespace().count() == 1)
+        .map(str::to_owned)
+        .with_context(|| {
+            format!(
+                "{} holds no shared token (a user-bound one may not run this)",
+                path.display()
+            )
+        })
+}
+
 /// What a token allows.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Grant {

@@ -210,7 +210,7 @@ impl Client {
         }
         let to = route::route_of(found, &args, &Session::trusted());
         let partition = |c: &Client| match &to {
-            Route::Id(_) => route::partition_of(&to, u32::MAX),
+            Route::Id(_) | Route::Partition(_) => route::partition_of(&to, u32::MAX),
             _ => c.partitions.and_then(|n| route::partition_of(&to, n)),
         };
         if !writes
@@ -252,7 +252,7 @@ impl Client {
         } = request;
         let (line, writes, rereadable) = (line.as_str(), *writes, *rereadable);
         let partition = |c: &Client| match to {
-            Route::Id(_) => route::partition_of(to, u32::MAX),
+            Route::Id(_) | Route::Partition(_) => route::partition_of(to, u32::MAX),
             _ => c.partitions.and_then(|n| route::partition_of(to, n)),
         };
         let deadline = Instant::now() + self.failover_wait;

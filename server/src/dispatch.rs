@@ -424,18 +424,18 @@ fn routed(
         }
         (Home::Cluster(partitions), _) => {
             let route = route::route_of(command, &args, session);
+            if matches!(route, Route::Everywhere | Route::Partition(_)) {
+                return crate::everywhere::run(
+                    partitions.as_ref(),
+                    &shared.metrics,
+                    session,
+                    command,
+                    args,
+                    min_seq,
+                );
+            }
             let Some(p) = route::partition_of(&route, partitions.count()) else {
-                return match route {
-                    Route::Everywhere => crate::everywhere::run(
-                        partitions.as_ref(),
-                        &shared.metrics,
-                        session,
-                        command,
-                        args,
-                        min_seq,
-                    ),
-                    _ => node_wide(shared, partitions.as_ref(), session, command, args),
-                };
+                return node_wide(shared, partitions.as_ref(), session, command, args);
             };
             let ctx = Ctx {
                 store: partitions.route(p, command.class.writes(), min_seq)?,

@@ -97,6 +97,18 @@ pub fn is_header(line: &Map<String, Value>) -> bool {
     line.get("type").and_then(Value::as_str) == Some("export")
 }
 
+/// The user an export's entity or record line belongs to: a record's and a non-user entity's
+/// `user_id`, a user entity's `id`; `None` for a line of neither kind or without one.
+#[must_use]
+pub fn user_of_line(line: &Map<String, Value>) -> Option<&str> {
+    let field = match (line.get("type")?.as_str()?, line.get("kind")?.as_str()?) {
+        ("entity", "user") => "id",
+        ("entity" | "record", _) => "user_id",
+        _ => return None,
+    };
+    line.get(field)?.as_str()
+}
+
 /// Imports the lines after a version-2 header (`lines`: numbered from 2, each a parsed
 /// object or why not). Every record is checked before any is written; a line that is not a
 /// record or entity fails the import, naming it.

@@ -1,7 +1,9 @@
 //! Commands that span every partition, on a cluster node (`docs/cluster.md`, "Commands that
 //! span every partition"): LIST_USERS, LIST_ITEM_USERS, EXPORT, BACKUP, PURGE and MAINTENANCE
 //! run on every partition store this node holds (each node holds one of every partition), in
-//! partition order, and their replies are merged; IMPORT and REEMBED are refused, naming why.
+//! partition order, and their replies are merged; REEMBED is refused, naming why, and so is
+//! IMPORT unless it names the one partition its export belongs to (`amberdb cluster import`
+//! splits an export by partition and sends each part to its owner: `import_into`).
 //!
 //! What each is on a node: the listings and EXPORT read this node's replicas, each as of the
 //! position it has applied (no `min_seq`: a position names one partition); BACKUP writes one
@@ -35,6 +37,9 @@ pub fn run(
     mut args: Map<String, Value>,
     min_seq: Option<u64>,
 ) -> Outcome {
+    if command.name == "IMPORT" && args.contains_key("partition") {
+        return import_into(partitions, metrics, session, command, args, min_seq);
+    }
     refused(command.name)?;
     if min_seq.is_some() {
         return Err(Fail::invalid(
@@ -83,11 +88,104 @@ pub fn run(
     Ok(merge(replies, dest.as_deref()))
 }
 
+/// IMPORT of one partition's export (`docs/cluster.md`, "From one node to a cluster"): run
+/// by that partition's owner (elsewhere `moved`), once every line of the file is checked to
+/// belong to it: a line of another partition's user, or one that is not JSON, refuses the
+/// whole import before anything is written.
+///
+/// # Errors
+/// `invalid` for a bad `partition` or `source`, a `min_seq`, or a line of another partition;
+/// `moved` or `unavailable` from the partition's route; the import's own refusal.
+fn import_into(
+    partitions: &dyn Partitions,
+    metrics: &Arc<Metrics>,
+    session: &Session,
+    command: &Command,
+    mut args: Map<String, Value>,
+    min_seq: Option<u64>,
+) -> Outcome {
+    let count = partitions.count();
+    let p = args
+        .shift_remove("partition")
+        .and_then(|p| p.as_u64())
+        .and_then(|p| u32::try_from(p).ok())
+        .filter(|p| *p < count)
+        .ok_or_else(|| {
+            Fail::invalid(
+                "partition",
+                format!(
+                    "a partition of this cluster: an integer from 0 to {}",
+                    count - 1
+                ),
+            )
+        })?;
+    if min_seq.is_some() {
+        return Err(Fail::invalid(
+            crate::route::MIN_SEQ,
+            "IMPORT is a write: send it without min_seq",
+        ));
+    }
+    let source = match args.get("source") {
+        Some(Value::String(s)) if Path::new(s).is_absolute() => PathBuf::from(s),
+        _ => {
+            return Err(Fail::invalid(
+                "source",
+                "an absolute path of an export on the partition owner's machine",
+            ));
+        }
+    };
+    let store = partitions.route(p, true, None)?;
+    check_partition_of_lines(&source, p, count)?;
+    let ctx = Ctx {
+        store,
+        metrics: Arc::clone(metrics),
+    };
+    let mut reply = commands::run(&ctx, session, command, args)?;
+    if let Some(o) = reply.as_object_mut() {
+        o.insert("partition".into(), json!(p));
+    }
+    Ok(reply)
+}
+
+/// Checks that `source` is an export whose every line belongs to a user of partition `p`
+/// of `count`.
+fn check_partition_of_lines(source: &Path, p: u32, count: u32) -> Result<(), Fail> {
+    use std::io::BufRead;
+    let bad = |why: String| Fail::invalid("source", why);
+    let file = std::fs::File::open(source)
+        .map_err(|e| bad(format!("opening {}: {e}", source.display())))?;
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let n = i + 1;
+        let line = line.map_err(|e| bad(format!("{}: line {n}: {e}", source.display())))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let o: Map<String, Value> = serde_json::from_str(&line)
+            .map_err(|e| bad(format!("line {n} is not a JSON object: {e}")))?;
+        if n == 1 {
+            if !crate::dump::is_header(&o) {
+                return Err(bad(
+                    "an import that names its partition takes an amberdb export (amberdb cluster import makes them)".into(),
+                ));
+            }
+            continue;
+        }
+        let user = crate::dump::user_of_line(&o).unwrap_or(crate::route::DEFAULT_USER);
+        let of = amberdb::cluster::partition_of_user(user, count);
+        if of != p {
+            return Err(bad(format!(
+                "line {n}: user {user:?} belongs to partition {of}, not {p}: nothing was imported"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The commands a node does not run over every partition, and why.
 fn refused(name: &str) -> Result<(), Fail> {
     let why = match name {
         "IMPORT" => {
-            "IMPORT writes to every partition and a node owns only some: split an export by user with `amberdb cluster import` (docs/cluster.md, \"From one node to a cluster\"), not in cluster mode yet"
+            "IMPORT writes to every partition and a node owns only some: `amberdb cluster import` splits an export by partition and sends each part, with its partition, to its owner (docs/cluster.md, \"From one node to a cluster\")"
         }
         "REEMBED" => {
             "REEMBED is not in cluster mode yet: every owner would run it through its stream and the cluster's embedder switch once all have (docs/cluster.md, \"Refused in cluster mode\")"

@@ -207,7 +207,11 @@ fn open_home(
             let node = runtime
                 .block_on(cluster::node::Node::start(&node_config, &options, peer))
                 .context("joining the cluster")?;
-            tracing::info!(node = %cluster.node, nats = %cluster.nats, "cluster node started");
+            tracing::info!(
+                node = %cluster.node,
+                nats = %cluster::shown_nats_urls(&cluster.nats),
+                "cluster node started"
+            );
             let partitions: Arc<dyn route::Partitions> = node;
             return Ok(dispatch::Home::Cluster(partitions));
         }
@@ -687,22 +691,7 @@ fn ask_server(
     args: serde_json::Value,
 ) -> anyhow::Result<serde_json::Value> {
     use anyhow::Context as _;
-    let token = token_file
-        .map(|path| {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading the token file {}", path.display()))?;
-            text.lines()
-                .map(str::trim)
-                .find(|l| !l.is_empty() && !l.starts_with('#') && l.split_whitespace().count() == 1)
-                .map(str::to_owned)
-                .with_context(|| {
-                    format!(
-                        "{} holds no shared token (a user-bound one may not run this)",
-                        path.display()
-                    )
-                })
-        })
-        .transpose()?;
+    let token = token_file.map(auth::shared_token).transpose()?;
     let mut client = client::Client::connect(&[addr], token.as_deref(), None)
         .with_context(|| format!("connecting to the server at {addr}"))?;
     Ok(serde_json::Value::Object(client.call(command, &args)?))

@@ -33,6 +33,9 @@ pub enum Route {
     Id(u64),
     /// The partition of this user.
     User(String),
+    /// The partition a request names (IMPORT of one partition's export, `amberdb cluster
+    /// import`): run by its owner.
+    Partition(u32),
     /// The node itself: no store (PING, HELP, AUTH, QUIT) or the node's counters (STATS).
     Node,
     /// Every partition (PURGE, BACKUP, EXPORT, IMPORT, MAINTENANCE, REEMBED, LIST_USERS, ...).
@@ -46,6 +49,12 @@ pub fn route_of(command: &Command, args: &Map<String, Value>, session: &Session)
     if takes("memory_id") {
         // A malformed id routes nowhere in particular: the command's own check refuses it.
         return Route::Id(args.get("memory_id").and_then(Value::as_u64).unwrap_or(0));
+    }
+    if takes("partition")
+        && let Some(p) = args.get("partition").and_then(Value::as_u64)
+    {
+        // Beyond every partition: the owner's route refuses it, naming the range.
+        return Route::Partition(u32::try_from(p).unwrap_or(u32::MAX));
     }
     if takes("user_id") {
         let user = args
@@ -67,6 +76,7 @@ pub fn partition_of(route: &Route, partitions: u32) -> Option<u32> {
     match route {
         Route::Id(id) => u32::try_from(amberdb::cluster::partition_of_id(*id)).ok(),
         Route::User(user) => Some(amberdb::cluster::partition_of_user(user, partitions)),
+        Route::Partition(p) => Some(*p),
         Route::Node | Route::Everywhere => None,
     }
 }

@@ -118,6 +118,8 @@ export interface ExportReply {
 export interface ImportArgs {
   /** an absolute path of a file on the server's machine: an export (EXPORT, amberdb export), JSON Lines of memories, or mem0's / agent-memory-server's JSON */
   "source": string;
+  /** cluster mode only (amberdb cluster import sends it): the partition every user of the export belongs to; the partition's owner imports it, once every line is checked */
+  "partition"?: number;
   /** a UUID version 7 made when the request was first sent: a retry with it within 10 minutes is answered with the first attempt's reply and never applied twice */
   "request_id"?: string;
 }

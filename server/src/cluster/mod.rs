@@ -6,6 +6,7 @@
 //! (`placement`); the node that runs them for every partition (`node`), which the dispatch
 //! routes requests to (`crate::route`).
 
+pub mod import;
 pub mod lease;
 pub mod node;
 pub mod placement;
@@ -44,6 +45,23 @@ pub enum ClusterAction {
         /// A NATS server of the cluster.
         #[arg(long, env = "AMBERDB_NATS", default_value = "nats://127.0.0.1:4222")]
         nats: String,
+    },
+    /// Imports a single node's export: split by partition, each part imported by its owner,
+    /// every record's old and new id written to `<work>/ids.tsv` (docs/cluster.md, "From one
+    /// node to a cluster").
+    Import {
+        /// A NATS server of the cluster.
+        #[arg(long, env = "AMBERDB_NATS", default_value = "nats://127.0.0.1:4222")]
+        nats: String,
+        /// The export (EXPORT or `amberdb export` of the single node); only read.
+        #[arg(long)]
+        from: PathBuf,
+        /// A new directory, at a path every node can read, for the parts and `ids.tsv`.
+        #[arg(long)]
+        work: PathBuf,
+        /// A file holding the nodes' shared token, if they want one.
+        #[arg(long, env = "AMBERDB_TOKEN_FILE")]
+        token_file: Option<PathBuf>,
     },
     /// Pins a partition to a node, whose owner then hands it over (and waits until it has), or
     /// unpins it (docs/cluster.md, "Placement").
@@ -107,6 +125,19 @@ pub fn run(action: ClusterAction) -> anyhow::Result<String> {
                     held.replicas
                 ))
             }
+            ClusterAction::Import {
+                nats,
+                from,
+                work,
+                token_file,
+            } => {
+                let token = token_file
+                    .as_deref()
+                    .map(crate::auth::shared_token)
+                    .transpose()?;
+                let js = connect(&nats).await?;
+                import::run(&js, from, work, token).await
+            }
             ClusterAction::Status { nats } => {
                 let js = connect(&nats).await?;
                 Ok(settings::status(&js).await?)
@@ -136,22 +167,95 @@ async fn connect(urls: &str) -> anyhow::Result<async_nats::jetstream::Context> {
 }
 
 /// A connection to the cluster's NATS servers: `urls` is one `nats://host:port` or several,
-/// comma-separated (the client fails over between them).
+/// comma-separated (the client fails over between them). A user and password in a URL
+/// (`nats://node0:secret@host:port`, docs/cluster.md, "NATS users and permissions") are the
+/// connection's credentials; no message and no log line shows the password.
 ///
 /// # Errors
-/// A URL that does not parse (naming it), or no server reachable.
+/// A URL that does not parse (naming it, without its password), URLs naming two users, or no
+/// server reachable.
 pub async fn connect_nats(urls: &str) -> anyhow::Result<async_nats::Client> {
-    let servers = urls
-        .split(',')
-        .map(str::trim)
-        .filter(|u| !u.is_empty())
-        .map(|u| {
-            u.parse::<async_nats::ServerAddr>()
-                .map_err(|e| anyhow::anyhow!("the NATS URL {u:?}: {e}"))
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    anyhow::ensure!(!servers.is_empty(), "no NATS URL given");
-    async_nats::connect(servers)
+    let (servers, credentials) = parse_nats_urls(urls)?;
+    let options = match credentials {
+        Some((user, password)) => {
+            async_nats::ConnectOptions::new().user_and_password(user, password)
+        }
+        None => async_nats::ConnectOptions::new(),
+    };
+    options
+        .connect(servers)
         .await
-        .map_err(|e| anyhow::anyhow!("connecting to NATS at {urls}: {e}"))
+        .map_err(|e| anyhow::anyhow!("connecting to NATS at {}: {e}", shown_nats_urls(urls)))
+}
+
+/// A user and its password.
+type Credentials = (String, String);
+
+/// The servers `urls` name, and the one user and password they give, if any.
+fn parse_nats_urls(
+    urls: &str,
+) -> anyhow::Result<(Vec<async_nats::ServerAddr>, Option<Credentials>)> {
+    let mut servers = Vec::new();
+    let mut credentials: Option<Credentials> = None;
+    for u in urls.split(',').map(str::trim).filter(|u| !u.is_empty()) {
+        let shown = shown_nats_urls(u);
+        let server = u
+            .parse::<async_nats::ServerAddr>()
+            .map_err(|e| anyhow::anyhow!("the NATS URL {shown:?}: {e}"))?;
+        if let Some(user) = server.username() {
+            let given = (user.to_owned(), server.password().unwrap_or("").to_owned());
+            anyhow::ensure!(
+                !given.0.contains('%') && !given.1.contains('%'),
+                "the NATS URL {shown:?}: a user or password with a percent-escape is not \
+                 taken (use letters, digits, '-', '_' and '.')"
+            );
+            anyhow::ensure!(
+                credentials.as_ref().is_none_or(|held| *held == given),
+                "the NATS URLs name two users: one connection has one identity"
+            );
+            credentials = Some(given);
+        }
+        servers.push(server);
+    }
+    anyhow::ensure!(!servers.is_empty(), "no NATS URL given");
+    Ok((servers, credentials))
+}
+
+/// `urls` as messages and logs show them: every password replaced by `***`.
+#[must_use]
+pub fn shown_nats_urls(urls: &str) -> String {
+    urls.split(',')
+        .map(|u| match (u.find("://"), u.rfind('@')) {
+            (Some(scheme), Some(at)) if at > scheme => {
+                let userinfo = &u[scheme + 3..at];
+                let user = userinfo.split(':').next().unwrap_or("");
+                format!("{}{user}:***{}", &u[..scheme + 3], &u[at..])
+            }
+            _ => u.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_come_from_the_urls_and_no_password_is_shown() {
+        let (servers, credentials) =
+            parse_nats_urls("nats://node0:s3cret@127.0.0.1:4222, nats://127.0.0.1:4223").unwrap();
+        assert_eq!(servers.len(), 2);
+        assert_eq!(credentials, Some(("node0".into(), "s3cret".into())));
+        assert_eq!(parse_nats_urls("nats://127.0.0.1:4222").unwrap().1, None);
+        let shown = shown_nats_urls("nats://node0:s3cret@127.0.0.1:4222,nats://h:1");
+        assert_eq!(shown, "nats://node0:***@127.0.0.1:4222,nats://h:1");
+        let two = parse_nats_urls("nats://a:x@h:1,nats://b:y@h:2").unwrap_err();
+        assert!(two.to_string().contains("two users"), "{two}");
+        let bad = parse_nats_urls("nats://a:s3cret@h:notaport").unwrap_err();
+        assert!(!bad.to_string().contains("s3cret"), "{bad}");
+        let escaped = parse_nats_urls("nats://a:s%40cret@h:1").unwrap_err();
+        assert!(!escaped.to_string().contains("s%40cret"), "{escaped}");
+        assert!(parse_nats_urls(" , ").is_err());
+    }
 }

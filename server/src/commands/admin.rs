@@ -275,11 +275,24 @@ arguments! {
             Ty::Str,
             "an absolute path of a file on the server's machine: an export (EXPORT, amberdb export), JSON Lines of memories, or mem0's / agent-memory-server's JSON",
         ),
+        partition: Option<u64> = opt(
+            "partition",
+            Ty::Int,
+            "cluster mode only (amberdb cluster import sends it): the partition every user of the export belongs to; the partition's owner imports it, once every line is checked",
+        ),
     }
 }
 
 fn import(ctx: &Ctx, session: &Session, a: Import) -> Outcome {
     every_user(session, "IMPORT")?;
+    if a.partition.is_some() {
+        // A cluster node takes `partition` out before it runs the import
+        // (`crate::everywhere`): here it reached one node, which holds no partitions.
+        return Err(Fail::invalid(
+            "partition",
+            "partition is for a cluster node (amberdb cluster import): this server is one node, whose store holds every user",
+        ));
+    }
     let source = absolute("source", a.source)?;
     if !source.is_file() {
         return Err(Fail::invalid(

@@ -17,8 +17,11 @@ use std::time::{Duration, Instant};
 /// One nats-server with JetStream, killed when dropped.
 pub(crate) struct Nats {
     child: Child,
+    /// The server's URL, without credentials.
     pub(crate) url: String,
     dir: tempfile::TempDir,
+    /// Whether it runs with `scripts/nats-permissions.conf`'s users (`start_nats_with_users`).
+    users: bool,
 }
 
 impl Nats {
@@ -26,6 +29,54 @@ impl Nats {
     pub(crate) fn store_dir(&self) -> PathBuf {
         self.dir.path().join("js")
     }
+
+    /// The URL `user` connects with: with its password when the server has users.
+    pub(crate) fn as_user(&self, user: &str) -> String {
+        if self.users {
+            self.url
+                .replace("nats://", &format!("nats://{user}:{}@", password(user)))
+        } else {
+            self.url.clone()
+        }
+    }
+}
+
+/// The nodes `start_nats_with_users` has users for (role AMBERDB_NODE); `admin` has
+/// AMBERDB_ADMIN.
+pub(crate) const NODE_USERS: [&str; 4] = ["n0", "n1", "n2", "n3"];
+
+/// A test user's password.
+pub(crate) fn password(user: &str) -> String {
+    format!("pw-{user}-7f3a")
+}
+
+/// One nats-server as `scripts/cluster` runs it: with a user per node in `NODE_USERS` and
+/// `admin`, and the roles of `scripts/nats-permissions.conf`.
+pub(crate) fn start_nats_with_users() -> Nats {
+    let roles = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/nats-permissions.conf"),
+    )
+    .unwrap();
+    let mut users: Vec<String> = NODE_USERS
+        .iter()
+        .map(|n| {
+            format!(
+                "    {{user: \"{n}\", password: \"{}\", permissions: $AMBERDB_NODE}}",
+                password(n)
+            )
+        })
+        .collect();
+    users.push(format!(
+        "    {{user: \"admin\", password: \"{}\", permissions: $AMBERDB_ADMIN}}",
+        password("admin")
+    ));
+    let extra = format!(
+        "authorization {{\n{roles}\n  users: [\n{}\n  ]\n}}\n",
+        users.join("\n")
+    );
+    let mut nats = start(&extra);
+    nats.users = true;
+    nats
 }
 
 impl Drop for Nats {
@@ -54,14 +105,20 @@ pub(crate) fn free_port() -> u16 {
         .port()
 }
 
+/// One nats-server without users: anyone may do anything.
 pub(crate) fn start_nats() -> Nats {
+    start("")
+}
+
+fn start(extra: &str) -> Nats {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let child = spawn_nats(dir.path(), port, "");
+    let child = spawn_nats(dir.path(), port, extra);
     Nats {
         child,
         url: format!("nats://127.0.0.1:{port}"),
         dir,
+        users: false,
     }
 }
 

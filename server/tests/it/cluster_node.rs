@@ -5,7 +5,7 @@
 //! node that owns partitions is killed, the others take them over and every acknowledged write
 //! is on every live node, and on the killed one once it is back.
 
-use super::cluster::{Nats, start_nats};
+use super::cluster::{Nats, start_nats_with_users};
 use crate::http::Http;
 use crate::support::{Server, amberdb, text};
 use amberdb_server::client::Client;
@@ -13,11 +13,17 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-const PARTITIONS: u32 = 4;
+pub(crate) const PARTITIONS: u32 = 4;
 
-fn init(nats: &Nats) {
+pub(crate) fn init(nats: &Nats) {
     let out = amberdb()
-        .args(["cluster", "init", "--nats", &nats.url, "--partitions"])
+        .args([
+            "cluster",
+            "init",
+            "--nats",
+            &nats.as_user("admin"),
+            "--partitions",
+        ])
         .arg(PARTITIONS.to_string())
         .args(["--replicas", "1", "--embedder", "hashing"])
         .output()
@@ -25,13 +31,13 @@ fn init(nats: &Nats) {
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
 
-fn node(dir: &std::path::Path, nats: &Nats, name: &str) -> Server {
-    Server::start(dir, &["--cluster", &nats.url, "--node", name])
+pub(crate) fn node(dir: &std::path::Path, nats: &Nats, name: &str) -> Server {
+    Server::start(dir, &["--cluster", &nats.as_user(name), "--node", name])
 }
 
 /// NATS with the cluster initialised, and `n` nodes `n0`, `n1`, ... in a new directory.
-fn cluster_of(n: usize) -> (Nats, tempfile::TempDir, Vec<Server>) {
-    let nats = start_nats();
+pub(crate) fn cluster_of(n: usize) -> (Nats, tempfile::TempDir, Vec<Server>) {
+    let nats = start_nats_with_users();
     init(&nats);
     let dir = tempfile::tempdir().unwrap();
     let nodes = (0..n)
@@ -58,7 +64,7 @@ fn owners(node: &Server) -> BTreeMap<u64, String> {
 }
 
 /// Waits until every partition has an owner that `node` knows of.
-fn all_owned(node: &Server) -> BTreeMap<u64, String> {
+pub(crate) fn all_owned(node: &Server) -> BTreeMap<u64, String> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let o = owners(node);
@@ -85,7 +91,7 @@ fn owner_becomes(node: &Server, p: u64, name: &str) {
 }
 
 /// A user of partition `p`: the first `<prefix><p>-<i>` that hashes there.
-fn user_in(p: u32, prefix: &str) -> String {
+pub(crate) fn user_in(p: u32, prefix: &str) -> String {
     (0..)
         .map(|i| format!("{prefix}{p}-{i}"))
         .find(|u| amberdb::cluster::partition_of_user(u, PARTITIONS) == p)
@@ -102,7 +108,7 @@ fn holds(node: &Server, id: u64, seq: u64, content: &str) {
 
 #[test]
 fn three_nodes_route_writes_to_their_owners_and_lose_nothing_when_an_owner_dies() {
-    let nats = start_nats();
+    let nats = start_nats_with_users();
     init(&nats);
     let dir = tempfile::tempdir().unwrap();
     let mut nodes: Vec<Option<Server>> = (0..3)
@@ -182,7 +188,7 @@ fn three_nodes_route_writes_to_their_owners_and_lose_nothing_when_an_owner_dies(
     // `cluster status` shows, per partition, where every node's replica is and its lag.
     std::thread::sleep(Duration::from_millis(1500));
     let out = amberdb()
-        .args(["cluster", "status", "--nats", &nats.url])
+        .args(["cluster", "status", "--nats", &nats.as_user("admin")])
         .output()
         .unwrap();
     let status = text(&out.stdout);
@@ -434,9 +440,17 @@ fn a_node_that_cannot_join_says_why_and_touches_nothing() {
         &["--cluster", "nats://127.0.0.1:notaport", "--node", "n0"],
     );
     assert!(why.contains("the NATS URL"), "{why}");
-    let nats = start_nats();
+    let nats = start_nats_with_users();
+    // NATS has users: no credentials, a wrong password, refused; the password never shown.
     let why = refused_start(&data, &["--cluster", &nats.url, "--node", "n0"]);
+    assert!(why.contains("connecting to NATS"), "{why}");
+    let wrong = nats.url.replace("nats://", "nats://n0:not-the-password@");
+    let why = refused_start(&data, &["--cluster", &wrong, "--node", "n0"]);
+    assert!(why.contains("connecting to NATS"), "{why}");
+    assert!(!why.contains("not-the-password"), "{why}");
+    let why = refused_start(&data, &["--cluster", &nats.as_user("n0"), "--node", "n0"]);
     assert!(why.contains("cluster init"), "not initialised: {why}");
+    assert!(!why.contains(&super::cluster::password("n0")), "{why}");
     // None of the refused starts made a store.
     assert!(!data.exists() || std::fs::read_dir(&data).unwrap().next().is_none());
 }
@@ -544,7 +558,7 @@ fn owners_killed_in_a_row_lose_no_acknowledged_write() {
         "cluster kills: seed {seed} (AMBERDB_CLUSTER_SEED={seed} repeats it), {cycles} cycles"
     );
     let mut rng = crate::kill::Rng(seed);
-    let nats = start_nats();
+    let nats = start_nats_with_users();
     init(&nats);
     let dir = tempfile::tempdir().unwrap();
     let mut nodes: Vec<Server> = (0..3)
@@ -556,7 +570,7 @@ fn owners_killed_in_a_row_lose_no_acknowledged_write() {
             &dir.path().join(format!("n{i}")),
             &[
                 "--cluster",
-                &nats.url,
+                &nats.as_user(&format!("n{i}")),
                 "--node",
                 &format!("n{i}"),
                 "--port",
@@ -657,11 +671,11 @@ fn same_history(nodes: &[Server]) {
 }
 
 /// `amberdb cluster …` with `args`: its exit status, stdout and stderr.
-fn cluster_command(nats: &Nats, args: &[&str]) -> (bool, String, String) {
+pub(crate) fn cluster_command(nats: &Nats, args: &[&str]) -> (bool, String, String) {
     let out = amberdb()
         .arg("cluster")
         .args(args)
-        .args(["--nats", &nats.url])
+        .args(["--nats", &nats.as_user("admin")])
         .output()
         .unwrap();
     (out.status.success(), text(&out.stdout), text(&out.stderr))
@@ -856,4 +870,72 @@ fn wait_for_status(nats: &Nats, what: &str, done: impl Fn(&str) -> bool) {
         assert!(Instant::now() < deadline, "{what}: {status}");
         std::thread::sleep(Duration::from_millis(250));
     }
+}
+
+/// NATS as `scripts/cluster` runs it (`scripts/nats-permissions.conf`): the operator's
+/// `admin` makes the cluster, reads it and pins partitions, but a frame, a purge, a delete, a
+/// changed stream, a lease or a shipped checkpoint from it is refused, and the streams hold
+/// what they held; the nodes, each with its own user, run the cluster (every other test here
+/// runs on such a server, trims included).
+#[test]
+fn only_nodes_may_write_frames_leases_and_trims_into_nats() {
+    use amberdb_server::cluster::{connect_nats, stream};
+    let (nats, _dir, nodes) = cluster_of(1);
+    all_owned(&nodes[0]);
+    let mut c = nodes[0].client();
+    c.ok(
+        "STORE",
+        json!({"user_id": user_in(0, "u"), "content": "held through it all"}),
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut admin =
+            async_nats::jetstream::new(connect_nats(&nats.as_user("admin")).await.unwrap());
+        admin.set_timeout(Duration::from_secs(2));
+        let mut partition = admin.get_stream(stream::stream_name(0)).await.unwrap();
+        let held = partition.info().await.unwrap().state.messages;
+        assert!(held >= 2, "a claim and a write: {held}");
+        let frame = admin
+            .publish(stream::subject(0), "a forged frame".into())
+            .await;
+        let frame = match frame {
+            Ok(ack) => ack.await.map(|_| ()),
+            Err(e) => Err(e),
+        };
+        assert!(frame.is_err(), "admin published a frame");
+        assert!(partition.purge().await.is_err(), "admin purged a stream");
+        assert!(
+            admin.delete_stream(stream::stream_name(0)).await.is_err(),
+            "admin deleted a stream"
+        );
+        let mut changed = partition.info().await.unwrap().config.clone();
+        changed.deny_delete = false;
+        assert!(
+            admin.update_stream(changed).await.is_err(),
+            "admin changed a stream"
+        );
+        let kv = admin.get_key_value("amberdb_cluster").await.unwrap();
+        let lease = kv.put("lease.0", "admin owns it".into()).await;
+        assert!(lease.is_err(), "admin wrote a lease");
+        let shipped = admin.get_object_store("amberdb_ckpt").await.unwrap();
+        let forged = shipped.put("p-0/MANIFEST", &mut &b"{}"[..]).await;
+        assert!(forged.is_err(), "admin wrote a shipped checkpoint");
+        let after = partition.info().await.unwrap().state.messages;
+        assert_eq!(after, held, "the stream holds what it held");
+        // Without credentials nothing connects.
+        assert!(connect_nats(&nats.url).await.is_err());
+    });
+    // The node still owns and writes, and admin still reads the cluster.
+    let r = c.ok(
+        "STORE",
+        json!({"user_id": user_in(0, "u"), "content": "written after"}),
+    );
+    holds(
+        &nodes[0],
+        r["memory_id"].as_u64().unwrap(),
+        r["seq"].as_u64().unwrap(),
+        "written after",
+    );
+    let (ok, out, err) = cluster_command(&nats, &["status"]);
+    assert!(ok && out.contains("owner: n0"), "{out}{err}");
 }

@@ -6,6 +6,8 @@ mod client;
 #[cfg(feature = "cluster")]
 mod cluster;
 #[cfg(feature = "cluster")]
+mod cluster_import;
+#[cfg(feature = "cluster")]
 mod cluster_node;
 mod defects;
 mod faults;
