@@ -255,6 +255,41 @@ pub struct Peer {
     /// trimmed only below every live node's (`docs/cluster.md`, "Trimmed streams").
     #[serde(default)]
     pub checkpoints: Vec<Option<u64>>,
+    /// The formats it writes (`docs/cluster.md`, "Rolling upgrades"); a registration without
+    /// them is a build from before the field, which writes [`Formats::FIRST`].
+    #[serde(default = "Formats::first")]
+    pub formats: Formats,
+}
+
+/// The on-disk and on-stream formats a build writes: its log frames' version (what it
+/// publishes) and its checkpoints' (what it ships). Later builds read every earlier version,
+/// so the oldest formats among live nodes are the ones every live node reads: only nodes that
+/// write them may own a partition (`placement::may_own`). Ordered by log, then checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Formats {
+    /// `amberdb::log::format::VERSION` of the build.
+    pub log: u16,
+    /// `amberdb::checkpoint::format::VERSION` of the build.
+    pub checkpoint: u16,
+}
+
+impl Formats {
+    /// The formats of the first build with cluster mode (the frames `Claim` and `Skip`, log
+    /// v12; checkpoint v13), which registered none.
+    pub const FIRST: Formats = Formats {
+        log: 12,
+        checkpoint: 13,
+    };
+
+    /// The formats this build writes.
+    pub const THIS_BUILD: Formats = Formats {
+        log: amberdb::log::format::VERSION,
+        checkpoint: amberdb::checkpoint::format::VERSION,
+    };
+
+    fn first() -> Formats {
+        Formats::FIRST
+    }
 }
 
 /// Registers (or renews) node `name` as `peer` under `node.<name>`.

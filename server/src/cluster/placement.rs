@@ -6,6 +6,12 @@
 //! wait two leases, as for any lapsed lease); it catches up with the stream and claims, as any
 //! taker does, so a hand-over is a failover without the wait.
 //!
+//! Only a node that writes the oldest formats among the live nodes may own a partition
+//! ([`may_own`], `docs/cluster.md`, "Rolling upgrades"): during a rolling upgrade the nodes
+//! not yet upgraded own every partition and the upgraded ones follow them as replicas, since a
+//! newer build reads every older format and an older one may not read a newer; once the last
+//! old node is gone the upgraded ones own. A pin to a node that may not own is passed over.
+//!
 //! Guarantees: the decision is a pure function of the registrations, the pins and the clock
 //! (`preferred`, `Handoff::due`); an owner hands over only to a live node that has the
 //! partition's store open (it registers a position for it), only when that node has been the
@@ -13,7 +19,7 @@
 //! owned the partition for [`HOLD`], so nodes whose views differ for a moment do not pass a
 //! partition back and forth.
 
-use super::lease::Peer;
+use super::lease::{Formats, Peer};
 use async_nats::jetstream::kv;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -29,8 +35,18 @@ pub fn pin_key(partition: u32) -> String {
     format!("pin.{partition}")
 }
 
+/// Whether `me`, writing `mine`, may own a partition: no live node writes older formats.
+#[must_use]
+pub fn may_own(mine: Formats, me: &str, peers: &BTreeMap<String, Peer>, now_ms: u64) -> bool {
+    peers
+        .iter()
+        .filter(|(name, peer)| *name != me && peer.expires_ms > now_ms)
+        .all(|(_, peer)| peer.formats >= mine)
+}
+
 /// The node that should own partition `p`: its pinned node if that one is live, else the
-/// `p mod n`-th live node by name. `me` counts as live whatever its registration says.
+/// `p mod n`-th live node by name, among the live nodes that may own ([`may_own`]). `me`,
+/// which writes `Formats::THIS_BUILD`, counts as live whatever its registration says.
 #[must_use]
 pub fn preferred(
     p: u32,
@@ -39,7 +55,23 @@ pub fn preferred(
     pins: &BTreeMap<u32, String>,
     now_ms: u64,
 ) -> Option<String> {
-    let live = |name: &str| name == me || peers.get(name).is_some_and(|x| x.expires_ms > now_ms);
+    let formats = |name: &str| {
+        if name == me {
+            Formats::THIS_BUILD
+        } else {
+            peers.get(name).map_or(Formats::THIS_BUILD, |x| x.formats)
+        }
+    };
+    let alive = |name: &str| name == me || peers.get(name).is_some_and(|x| x.expires_ms > now_ms);
+    let oldest = peers
+        .keys()
+        .map(String::as_str)
+        .chain([me])
+        .filter(|n| alive(n))
+        .map(formats)
+        .min()
+        .unwrap_or(Formats::THIS_BUILD);
+    let live = |name: &str| alive(name) && formats(name) == oldest;
     if let Some(pinned) = pins.get(&p).filter(|n| live(n)) {
         return Some(pinned.clone());
     }
@@ -48,7 +80,7 @@ pub fn preferred(
         .map(String::as_str)
         .filter(|n| live(n))
         .collect();
-    if !names.contains(&me) {
+    if live(me) && !names.contains(&me) {
         names.push(me);
         names.sort_unstable();
     }
@@ -145,7 +177,43 @@ mod tests {
             positions: vec![at; 4],
             running_crcs: Vec::new(),
             checkpoints: Vec::new(),
+            formats: Formats::THIS_BUILD,
         }
+    }
+
+    #[test]
+    fn in_a_rolling_upgrade_only_the_nodes_of_the_oldest_formats_own() {
+        let older = Formats {
+            log: Formats::THIS_BUILD.log - 1,
+            checkpoint: Formats::THIS_BUILD.checkpoint,
+        };
+        let mut peers: BTreeMap<String, Peer> = [
+            ("a".to_owned(), peer(true, Some(1))),
+            ("b".to_owned(), peer(true, Some(1))),
+            ("c".to_owned(), peer(true, Some(1))),
+        ]
+        .into();
+        peers.get_mut("b").unwrap().formats = older;
+        let none = BTreeMap::new();
+        // b is not upgraded yet: it owns every partition, and a, upgraded, may not own.
+        for p in 0..4 {
+            assert_eq!(preferred(p, "a", &peers, &none, 1).as_deref(), Some("b"));
+        }
+        assert!(!may_own(Formats::THIS_BUILD, "a", &peers, 1));
+        assert!(may_own(older, "b", &peers, 1));
+        // A pin to an upgraded node waits for the upgrade to finish.
+        let pins: BTreeMap<u32, String> = [(0, "c".to_owned())].into();
+        assert_eq!(preferred(0, "a", &peers, &pins, 1).as_deref(), Some("b"));
+        // b's registration lapses (it is being replaced): the upgraded nodes own.
+        peers.get_mut("b").unwrap().expires_ms = 0;
+        assert!(may_own(Formats::THIS_BUILD, "a", &peers, 1));
+        assert_eq!(preferred(0, "a", &peers, &pins, 1).as_deref(), Some("c"));
+        assert_eq!(preferred(1, "a", &peers, &none, 1).as_deref(), Some("c"));
+        // A registration from before the field is the first cluster build's.
+        let old: Peer =
+            serde_json::from_str(r#"{"address": "x", "http": null, "expires_ms": 9}"#).unwrap();
+        assert_eq!(old.formats, Formats::FIRST);
+        assert!(Formats::FIRST <= Formats::THIS_BUILD);
     }
 
     #[test]

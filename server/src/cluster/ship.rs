@@ -315,6 +315,7 @@ mod tests {
             positions: Vec::new(),
             running_crcs: Vec::new(),
             checkpoints: vec![None, checkpoint],
+            formats: super::super::lease::Formats::THIS_BUILD,
         }
     }
 
