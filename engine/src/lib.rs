@@ -188,6 +188,13 @@ pub mod cluster {
         partition_of_id, partition_of_user,
     };
     pub use crate::kernel::shipping::{Shippable, holds_store, is_immutable, shippable_files};
+
+    /// The log format this build writes: its frames are what an owner publishes
+    /// (`docs/format/log.md`; a build reads every earlier version).
+    pub const LOG_VERSION: u16 = crate::kernel::log::format::VERSION;
+    /// The checkpoint format this build writes: what an owner ships
+    /// (`docs/format/checkpoint.md`; a build reads every earlier version).
+    pub const CHECKPOINT_VERSION: u16 = crate::kernel::checkpoint::format::VERSION;
 }
 
 /// Decoders of bytes from disk, exposed for the fuzz targets and their proptests (the

@@ -267,9 +267,9 @@ pub struct Peer {
 /// write them may own a partition (`placement::may_own`). Ordered by log, then checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Formats {
-    /// `amberdb::log::format::VERSION` of the build.
+    /// `amberdb::cluster::LOG_VERSION` of the build.
     pub log: u16,
-    /// `amberdb::checkpoint::format::VERSION` of the build.
+    /// `amberdb::cluster::CHECKPOINT_VERSION` of the build.
     pub checkpoint: u16,
 }
 
@@ -283,8 +283,8 @@ impl Formats {
 
     /// The formats this build writes.
     pub const THIS_BUILD: Formats = Formats {
-        log: amberdb::log::format::VERSION,
-        checkpoint: amberdb::checkpoint::format::VERSION,
+        log: amberdb::cluster::LOG_VERSION,
+        checkpoint: amberdb::cluster::CHECKPOINT_VERSION,
     };
 
     fn first() -> Formats {
