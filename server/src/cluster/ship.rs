@@ -67,18 +67,35 @@ pub async fn bucket(
     .map_err(|e| anyhow::anyhow!("creating the object store bucket {BUCKET}: {e}"))
 }
 
+/// How long reading a manifest waits out a bucket without a leader (just made, or electing
+/// one: JetStream answers "no responders" or times out meanwhile).
+const LEADERLESS_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The partition's last manifest, if any.
 ///
 /// # Errors
-/// JetStream's refusal or a manifest that does not decode.
+/// JetStream's refusal (after [`LEADERLESS_WAIT`] of a bucket without a leader) or a
+/// manifest that does not decode.
 pub async fn manifest(
     bucket: &object_store::ObjectStore,
     partition: u32,
 ) -> anyhow::Result<Option<Manifest>> {
-    let mut read = match bucket.get(object(partition, "MANIFEST")).await {
-        Ok(read) => read,
-        Err(e) if e.kind() == object_store::GetErrorKind::NotFound => return Ok(None),
-        Err(e) => anyhow::bail!("reading partition {partition}'s manifest: {e}"),
+    let deadline = tokio::time::Instant::now() + LEADERLESS_WAIT;
+    let mut read = loop {
+        match bucket.get(object(partition, "MANIFEST")).await {
+            Ok(read) => break read,
+            Err(e) if e.kind() == object_store::GetErrorKind::NotFound => return Ok(None),
+            // Found by scripts/cluster: a node that started just after `cluster init` made
+            // the R3 bucket met it before its stream had a leader, and refused to start.
+            Err(e)
+                if tokio::time::Instant::now() < deadline
+                    && (e.kind() == object_store::GetErrorKind::TimedOut
+                        || e.to_string().contains("no responders")) =>
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            }
+            Err(e) => anyhow::bail!("reading partition {partition}'s manifest: {e}"),
+        }
     };
     let mut bytes = Vec::new();
     read.read_to_end(&mut bytes).await?;
