@@ -74,7 +74,7 @@ const LEADERLESS_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 /// The partition's last manifest, if any.
 ///
 /// # Errors
-/// JetStream's refusal (after [`LEADERLESS_WAIT`] of a bucket without a leader) or a
+/// JetStream's refusal (after `LEADERLESS_WAIT` of a bucket without a leader) or a
 /// manifest that does not decode.
 pub async fn manifest(
     bucket: &object_store::ObjectStore,
