@@ -570,14 +570,15 @@ class Commands:
         import"). A file that exists is refused."""
         return self._run("EXPORT", _args(dest=dest), Exported.from_reply)
 
-    def import_file(self, source: str) -> Imported:
+    def import_file(self, source: str, partition: Optional[int] = None) -> Imported:
         """Reads the file ``source`` (absolute; for a :class:`Client`, on the server's
         machine): an export (:meth:`export`, ``amberdb export``), JSON Lines of memories, or
         mem0's / agent-memory-server's JSON. An export's ids are kept when this store never
         gave them out (a new store): ``history``, ``lineage`` and the ids you kept read as
         they did; otherwise each record gets a new id, lineage follows, and ``renumbered``
-        says which. A record already here is not stored twice."""
-        return self._run("IMPORT", _args(source=source), Imported.from_reply)
+        says which. A record already here is not stored twice. ``partition`` is for a
+        cluster node (``amberdb cluster import`` sends it); one node refuses it."""
+        return self._run("IMPORT", _args(source=source, partition=partition), Imported.from_reply)
 
     def all_memories(self, *, user_id: Optional[str] = None, page: int = 50) -> Iterable[Memory]:
         """Every live memory of a user, newest first, fetched ``page`` at a time with

@@ -108,7 +108,7 @@ class Client:
     def history(self, memory_id: int) -> History:
         """Every version of the fact a memory holds, the latest valid first (each a
         :class:`amberdb.Version` with its ``status``)."""
-    def import_file(self, source: str) -> Imported:
+    def import_file(self, source: str, partition: Optional[int] = None) -> Imported:
         """Reads the file ``source`` (absolute; for a :class:`Client`, on the server's
         machine): an export (:meth:`export`, ``amberdb export``), JSON Lines of memories, or
         mem0's / agent-memory-server's JSON. An export's ids are kept when this store never
@@ -245,7 +245,7 @@ class Pipeline:
         ...
     def history(self, memory_id: int) -> Pending:
         ...
-    def import_file(self, source: str) -> Pending:
+    def import_file(self, source: str, partition: Optional[int] = None) -> Pending:
         ...
     def item_users(self) -> Pending:
         ...
@@ -362,7 +362,7 @@ class AsyncClient:
         ...
     async def history(self, memory_id: int) -> History:
         ...
-    async def import_file(self, source: str) -> Imported:
+    async def import_file(self, source: str, partition: Optional[int] = None) -> Imported:
         ...
     async def item_users(self) -> Dict[str, int]:
         ...
