@@ -108,13 +108,14 @@ class Client:
     def history(self, memory_id: int) -> History:
         """Every version of the fact a memory holds, the latest valid first (each a
         :class:`amberdb.Version` with its ``status``)."""
-    def import_file(self, source: str, partition: Optional[int] = None) -> Imported:
+    def import_file(self, source: str, partition: Optional[int] = ...) -> Imported:
         """Reads the file ``source`` (absolute; for a :class:`Client`, on the server's
         machine): an export (:meth:`export`, ``amberdb export``), JSON Lines of memories, or
         mem0's / agent-memory-server's JSON. An export's ids are kept when this store never
         gave them out (a new store): ``history``, ``lineage`` and the ids you kept read as
         they did; otherwise each record gets a new id, lineage follows, and ``renumbered``
-        says which. A record already here is not stored twice."""
+        says which. A record already here is not stored twice. ``partition`` is for a
+        cluster node (``amberdb cluster import`` sends it); one node refuses it."""
     def item_users(self) -> Dict[str, int]:
         """Every user that holds items, with how many."""
     def lineage(self, memory_id: int) -> List[Memory]:
@@ -245,7 +246,7 @@ class Pipeline:
         ...
     def history(self, memory_id: int) -> Pending:
         ...
-    def import_file(self, source: str, partition: Optional[int] = None) -> Pending:
+    def import_file(self, source: str, partition: Optional[int] = ...) -> Pending:
         ...
     def item_users(self) -> Pending:
         ...
@@ -362,7 +363,7 @@ class AsyncClient:
         ...
     async def history(self, memory_id: int) -> History:
         ...
-    async def import_file(self, source: str, partition: Optional[int] = None) -> Imported:
+    async def import_file(self, source: str, partition: Optional[int] = ...) -> Imported:
         ...
     async def item_users(self) -> Dict[str, int]:
         ...
