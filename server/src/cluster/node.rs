@@ -60,6 +60,11 @@ struct Part {
     lease: Mutex<Option<Lease>>,
     /// The shipped checkpoint this node's store was made from, if it was (`ship::bootstrap`).
     bootstrapped: Mutex<Option<u64>>,
+    /// The position the last store this node closed for the partition had applied: a store
+    /// opened again starts from its checkpoint, behind it, and serves no read until it is
+    /// back there, so reads on one node never go back in time (`docs/cluster.md`, "Replicas,
+    /// reads and the client").
+    read_floor: std::sync::atomic::AtomicU64,
 }
 
 /// A running node: its partition stores and the tasks that keep them.
@@ -112,6 +117,7 @@ impl Node {
                     role: Mutex::new(Role::Opening),
                     lease: Mutex::new(None),
                     bootstrapped: Mutex::new(None),
+                    read_floor: std::sync::atomic::AtomicU64::new(0),
                 })
             })
             .collect();
@@ -318,7 +324,9 @@ impl Partitions for Node {
                 _ => Err(unavailable(p, "no node owns it right now (a lease lapsed)")),
             };
         }
-        if let Some(min) = min_seq {
+        let floor = part.read_floor.load(std::sync::atomic::Ordering::Acquire);
+        let min = min_seq.unwrap_or(0).max(floor);
+        if min > 0 {
             route::reach(&store, p, min)?;
         }
         Ok(store)
@@ -426,6 +434,14 @@ impl PartitionRun {
             let why = self.serve(&store, started).await;
             tracing::info!(partition = p, ?why, "closing the partition store");
             *self.part.store.write() = None;
+            // A poisoned owner applied a write the stream may not hold: its position is no
+            // floor for the reopened store, which follows the stream's history.
+            if !store.is_poisoned() {
+                let at = store.partition_log().position;
+                self.part
+                    .read_floor
+                    .fetch_max(at, std::sync::atomic::Ordering::AcqRel);
+            }
             self.set_role(Role::Opening);
             let closed = tokio::task::spawn_blocking(move || {
                 if matches!(why, Reopen::Stop) && !store.is_poisoned() {
@@ -533,7 +549,13 @@ impl PartitionRun {
             }
             match next {
                 Standby::Stop => return Reopen::Stop,
-                Standby::Tail => continue,
+                // The tail ended (a lost connection, a consumer JetStream would not make):
+                // a tick before the next, so a refusal is not retried in a busy loop (each
+                // attempt leaves an ephemeral consumer behind on the servers for a while).
+                Standby::Tail => {
+                    tokio::time::sleep(TICK).await;
+                    continue;
+                }
                 Standby::Take => {}
             }
             let Ok(store_id) = self.node.settings.store(p) else {
@@ -558,7 +580,10 @@ impl PartitionRun {
                 }
                 Ok(None) => {}
                 Err(e) if store.is_poisoned() => return self.halt(e.to_string()).await,
-                Err(e) => tracing::warn!(partition = p, error = %e, "taking the partition"),
+                Err(e) => {
+                    tracing::warn!(partition = p, error = %e, "taking the partition");
+                    tokio::time::sleep(TICK).await;
+                }
             }
         }
     }
