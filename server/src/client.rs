@@ -12,7 +12,8 @@
 //! `moved` (a cluster node that does not own the partition ran nothing: the request goes to
 //! the owner the reply names, and the client remembers it, so the next request of that
 //! partition goes there first), and a cluster's `unavailable` naming a partition (no node owns
-//! it while a lease lapses: nothing ran). Lost connections and `unavailable` are retried for
+//! it while a lease lapses: nothing ran; sent again to the next seed, since the node that
+//! answered may see the cluster through a cut-off NATS server). Lost connections and `unavailable` are retried for
 //! at most [`FAILOVER_WAIT`]; a write whose resend could not reach any server by then is
 //! [`ClientError::Unknown`]: it may or may not have run, and the error names its request id,
 //! with which a later retry learns which (within the server's 10-minute window). Reads carry
@@ -344,6 +345,15 @@ impl Client {
                         wait.map_or(RETRY_PAUSE, Duration::from_millis)
                             .clamp(Duration::from_millis(20), Duration::from_secs(1)),
                     );
+                    // The next attempt asks another node: this one may see the cluster
+                    // through a NATS server that is cut off (its leases stale), and only a
+                    // node that reads them can name the owner.
+                    if let Some(p) = reply.get("partition").and_then(Value::as_u64) {
+                        self.owners.remove(&u32::try_from(p).unwrap_or(u32::MAX));
+                    }
+                    if self.seeds.len() > 1 {
+                        let _ = self.reconnect(self.next_seed());
+                    }
                 }
                 _ => return Err(refused(reply)),
             }
