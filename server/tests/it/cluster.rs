@@ -53,6 +53,14 @@ pub(crate) fn password(user: &str) -> String {
 /// One nats-server as `scripts/cluster` runs it: with a user per node in `NODE_USERS` and
 /// `admin`, and the roles of `scripts/nats-permissions.conf`.
 pub(crate) fn start_nats_with_users() -> Nats {
+    let mut nats = start(&authorization());
+    nats.users = true;
+    nats
+}
+
+/// The `authorization` block of a NATS server's configuration with `scripts/cluster`'s roles:
+/// a user per node in `NODE_USERS` and `admin`.
+pub(crate) fn authorization() -> String {
     let roles = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/nats-permissions.conf"),
     )
@@ -70,13 +78,10 @@ pub(crate) fn start_nats_with_users() -> Nats {
         "    {{user: \"admin\", password: \"{}\", permissions: $AMBERDB_ADMIN}}",
         password("admin")
     ));
-    let extra = format!(
+    format!(
         "authorization {{\n{roles}\n  users: [\n{}\n  ]\n}}\n",
         users.join("\n")
-    );
-    let mut nats = start(&extra);
-    nats.users = true;
-    nats
+    )
 }
 
 impl Drop for Nats {
@@ -87,7 +92,7 @@ impl Drop for Nats {
 }
 
 /// The pinned nats-server binary (`scripts/nats-server` installs it, sha256-checked).
-fn nats_server_binary() -> PathBuf {
+pub(crate) fn nats_server_binary() -> PathBuf {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/nats-server");
     let out = Command::new(&script)
         .stderr(Stdio::inherit())

@@ -9,6 +9,8 @@ mod cluster;
 mod cluster_import;
 #[cfg(feature = "cluster")]
 mod cluster_node;
+#[cfg(feature = "cluster")]
+mod cluster_rig;
 mod defects;
 mod faults;
 mod foreign;
@@ -16,6 +18,8 @@ mod http;
 mod inspector;
 pub(crate) mod kill;
 mod mcp;
+#[cfg(feature = "cluster")]
+mod netns;
 mod reembed;
 mod requests;
 mod support;
