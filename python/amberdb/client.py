@@ -205,6 +205,13 @@ class _Routing:
             return min(max(seconds, 0.02), 1.0)
         return None
 
+    def rotates(self, reply: Dict[str, Any]) -> bool:
+        """Whether a refusal is sent again to the next address: ``unavailable`` naming a
+        partition, from a node that may see the cluster through a cut-off NATS server (its
+        leases stale), when there is another node to ask."""
+        return (reply.get("code") == "unavailable" and "partition" in reply
+                and len(self.addresses) > 1)
+
     def after(self, address: Tuple[str, int]) -> Tuple[str, int]:
         i = self.addresses.index(address) if address in self.addresses else -1
         return self.addresses[(i + 1) % len(self.addresses)]
@@ -227,8 +234,9 @@ class Client(Commands):
     tried in order after ``host``:``port`` when connecting and when a node is lost. A write
     sent to a node that does not own its partition is answered ``moved``: the call goes on to
     the owner it names (and stays connected there). ``unavailable`` naming a partition (no
-    node owns it while a dead owner's lease lapses) and a lost node are retried for up to
-    ``failover_wait`` seconds (15 by default), writes with their request id. Every read
+    node owns it while a dead owner's lease lapses) and a lost node are retried, at the next
+    address, for up to ``failover_wait`` seconds (15 by default), writes with their request
+    id. Every read
     carries the ``seq`` of this client's last write to its partition as ``min_seq``, so any
     node that answers has that write. A :meth:`pipeline` goes to one node and follows
     nothing."""
@@ -382,6 +390,10 @@ class Client(Commands):
                 pause = routing.wait(reply)
                 if pause is not None:
                     time.sleep(pause)
+                    if routing.rotates(reply):
+                        with self._lock:
+                            self._drop()
+                            self._address = routing.after(self._address)
                     continue
             routing.note(command, reply)
             return _outcome(reply, parse)
@@ -653,6 +665,8 @@ class AsyncClient(Commands):
                 pause = routing.wait(reply)
                 if pause is not None:
                     await asyncio.sleep(pause)
+                    if routing.rotates(reply):
+                        self._move_to(routing.after(self._address))
                     continue
             routing.note(command, reply)
             return _outcome(reply, parse)

@@ -221,6 +221,8 @@ export class AmberClient {
       }
       if (response.status === 503 && body.code === "unavailable" && "partition" in body && Date.now() < deadline) {
         await sleep(Math.min(Math.max(Number(body.retry_after_ms ?? 200), 20), 1000));
+        // The next node: this one may see the cluster through a cut-off NATS server.
+        this.current = this.urls[(this.urls.indexOf(this.current) + 1) % this.urls.length]!;
         continue;
       }
       const again = response.status === 429 || (response.status === 503 && body.code === "unavailable");
