@@ -36,7 +36,9 @@ pub use hashing::HashingEmbedder;
 #[cfg(feature = "onnx")]
 pub use onnx::{MINILM_DIM, MINILM_MODEL_ID, ModelFiles, OnnxConfig, OnnxEmbedder};
 #[cfg(feature = "onnx")]
-pub use rerank::{OnnxReranker, RERANKER_MODEL_ID, RerankerConfig, default_reranker_dir};
+pub use rerank::{
+    LazyReranker, OnnxReranker, RERANKER_MODEL_ID, RerankerConfig, default_reranker_dir,
+};
 
 /// Scores how well passages answer a query, reading each pair together (a cross-encoder,
 /// `docs/search.md`, "Reranking"): finer than comparing two vectors, and far slower, so it

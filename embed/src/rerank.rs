@@ -228,3 +228,51 @@ impl Reranker for OnnxReranker {
         Ok(scores)
     }
 }
+
+/// The shipped reranker, loaded from a directory at its first use (a process that never
+/// reranks pays nothing: about 0.4 s and 60 MB). A load that fails is tried again at the next
+/// use, so files fetched while a server runs are picked up; until then every use fails with
+/// the load's error, naming [`crate::RERANKER_FIX`].
+pub struct LazyReranker {
+    dir: PathBuf,
+    loaded: Mutex<Option<std::sync::Arc<OnnxReranker>>>,
+}
+
+impl std::fmt::Debug for LazyReranker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LazyReranker")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LazyReranker {
+    /// A reranker that loads from `dir` when first used.
+    #[must_use]
+    pub fn new(dir: PathBuf) -> LazyReranker {
+        LazyReranker {
+            dir,
+            loaded: Mutex::new(None),
+        }
+    }
+
+    fn get(&self) -> Result<std::sync::Arc<OnnxReranker>, EmbedError> {
+        let mut loaded = self.loaded.lock();
+        if let Some(r) = loaded.as_ref() {
+            return Ok(r.clone());
+        }
+        let r = std::sync::Arc::new(OnnxReranker::open(&self.dir, RerankerConfig::default())?);
+        *loaded = Some(r.clone());
+        Ok(r)
+    }
+}
+
+impl Reranker for LazyReranker {
+    fn model_id(&self) -> &str {
+        RERANKER_MODEL_ID
+    }
+
+    fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, EmbedError> {
+        self.get()?.score(query, passages)
+    }
+}

@@ -142,14 +142,15 @@ pub use kernel::verify;
 #[cfg(feature = "testing")]
 pub use kernel::{checkpoint, codec, identity, log, ownership, segment_file, storage};
 pub use memory::{
-    Cleared, Compacted, CompactionGroup, CompactionPreview, DedupDecision, EntityDeleted, Exported,
-    ExportedRecord, Feedback, FeedbackResult, Fusion, HeldBy, HeldTurn, HeldTurns, History, Hits,
-    ImportedRecords, ItemUser, ListFilter, Listed, MAX_NEIGHBOURS, MAX_OFFSET, MAX_PAGE,
-    MAX_QUERY_CHARS, MemoryStats, MendItem, MendPreview, Mended, Mode, Neighbour, Outcome,
-    Provenance, RRF_K, ReembedStatus, Reembedded, SEARCH_ACCESS_INTERVAL_US, ScanMode,
-    SearchRequest, SearchedHit, Shelf, SnapshotCreated, SnapshotRestored, Source, StoreRequest,
-    Stored, Strategy, TagChange, TagPreview, TagsApplied, TopAccessed, Turn, TurnsAdded, Unmerged,
-    UpdateRequest, Updated, Version, frequency, importance, preview, recency, strategy_score,
+    Also, Cleared, Compacted, CompactionGroup, CompactionPreview, DEFAULT_RERANK_CANDIDATES,
+    DedupDecision, EntityDeleted, Exported, ExportedRecord, Feedback, FeedbackResult, Fusion,
+    HeldBy, HeldTurn, HeldTurns, History, Hits, ImportedRecords, ItemUser, ListFilter, Listed,
+    MAX_NEIGHBOURS, MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS, MAX_RERANK_CANDIDATES, MemoryStats,
+    MendItem, MendPreview, Mended, Mode, Neighbour, Outcome, Provenance, RRF_K, ReembedStatus,
+    Reembedded, SEARCH_ACCESS_INTERVAL_US, ScanMode, ScoredBy, SearchRequest, SearchedHit, Shelf,
+    SnapshotCreated, SnapshotRestored, Source, StoreRequest, Stored, Strategy, TagChange,
+    TagPreview, TagsApplied, TopAccessed, Turn, TurnsAdded, Unmerged, UpdateRequest, Updated,
+    Version, frequency, importance, preview, recency, strategy_score,
 };
 /// The MemFuse query API (`docs/search.md`, "The MemFuse query").
 pub mod query {
@@ -158,7 +159,7 @@ pub mod query {
         GRAPH_SESSION_WINDOW, Query, QueryData, QueryResult, ResultMetadata, Retrieval, StoreType,
     };
 }
-pub use amberdb_embed::{Embedder, HashingEmbedder};
+pub use amberdb_embed::{Embedder, HashingEmbedder, Reranker};
 pub use amberdb_index::Probe;
 pub use kernel::backup::{Backup, Restored};
 pub use kernel::db::{IndexBuild, PendingDurable};

@@ -66,6 +66,10 @@ pub struct StoreOptions {
     /// local` (`docs/cluster.md`, "Partitions, ids and stores"). Default 0, a single node's
     /// ids.
     pub partition: u32,
+    /// The cross-encoder a search with `rerank` rescores its first candidates with
+    /// (`docs/search.md`, "Reranking"). Default `None`: such a search is refused, naming how
+    /// to get one; [`StoreOptions::minilm`] sets the shipped one, loaded at its first use.
+    pub reranker: Option<Arc<dyn amberdb_embed::Reranker>>,
 }
 
 impl std::fmt::Debug for StoreOptions {
@@ -88,6 +92,10 @@ impl std::fmt::Debug for StoreOptions {
             .field("store_id", &self.store_id)
             .field("tail_from_stream", &self.tail_from_stream)
             .field("partition", &self.partition)
+            .field(
+                "reranker",
+                &self.reranker.as_ref().map(|r| r.model_id().to_owned()),
+            )
             .finish()
     }
 }
@@ -127,6 +135,7 @@ impl StoreOptions {
             store_id: None,
             tail_from_stream: false,
             partition: 0,
+            reranker: None,
         }
     }
 
@@ -140,7 +149,15 @@ impl StoreOptions {
     /// fallback: a store remembers its embedder and refuses any other.
     #[cfg(feature = "onnx")]
     pub fn minilm() -> Result<StoreOptions, amberdb_embed::EmbedError> {
-        Ok(StoreOptions::new(amberdb_embed::default_embedder()?))
+        let reranker = amberdb_embed::LazyReranker::new(amberdb_embed::default_reranker_dir());
+        Ok(StoreOptions::new(amberdb_embed::default_embedder()?).reranker(Arc::new(reranker)))
+    }
+
+    /// Sets the reranker searches with `rerank` use.
+    #[must_use]
+    pub fn reranker(mut self, reranker: Arc<dyn amberdb_embed::Reranker>) -> StoreOptions {
+        self.reranker = Some(reranker);
+        self
     }
 
     /// Defaults with the no-model `HashingEmbedder` (384-d): the explicit zero-setup choice.

@@ -219,6 +219,8 @@ class Commands:
         nprobe: Optional[int] = None,
         recall: Optional[float] = None,
         neighbours: Optional[int] = None,
+        rerank: Optional[bool] = None,
+        rerank_candidates: Optional[int] = None,
         **more: Any,
     ) -> SearchResult:
         """Searches one user's memories by meaning and words (``mode``: ``hybrid`` by default,
@@ -226,8 +228,11 @@ class Commands:
         default), best first. ``valid_after`` / ``valid_before`` filter on when a memory is
         about (a chat turn's own ``time``), ``created_after`` / ``created_before`` on when it
         was stored. ``neighbours=1`` gives each hit in a session the turn before and the one
-        after it (``Hit.context``). ``more`` passes the rarer arguments (``fusion``, ``rrf_k``, ``fold``,
-        ``vector_weight``, ...; docs/protocol.md)."""
+        after it (``Hit.context``). ``rerank=True`` rescores the first ``rerank_candidates``
+        (20 by default) with the cross-encoder and orders the page by its score
+        (``SearchResult.scored_by``; slower: docs/search.md, "Reranking"). A result that says
+        the same as a higher one is folded into it: ``Hit.also``. ``more`` passes the rarer
+        arguments (``fusion``, ``rrf_k``, ``fold``, ``vector_weight``, ...; docs/protocol.md)."""
         return self._run(
             "SEARCH_MEMORIES",
             _args(query=query, limit=limit, user_id=user_id, mode=mode, strategy=strategy,
@@ -236,7 +241,8 @@ class Commands:
                   created_before=created_before, valid_after=valid_after,
                   valid_before=valid_before, as_of=as_of, offset=offset,
                   max_tokens=max_tokens, deduplicate=deduplicate, count_access=count_access,
-                  nprobe=nprobe, recall=recall, neighbours=neighbours, **more),
+                  nprobe=nprobe, recall=recall, neighbours=neighbours, rerank=rerank,
+                  rerank_candidates=rerank_candidates, **more),
             SearchResult.from_reply,
         )
 
@@ -460,14 +466,17 @@ class Commands:
         self, query: str, *, user_id: Optional[str] = None, session_id: Optional[str] = None,
         agent_id: Optional[str] = None, top_k: Optional[int] = None, store_type: Optional[str] = None,
         include_messages: Optional[bool] = None, include_knowledge: Optional[bool] = None,
-        max_tokens: Optional[int] = None,
+        max_tokens: Optional[int] = None, rerank: Optional[bool] = None,
+        rerank_candidates: Optional[int] = None,
     ) -> Dict[str, Any]:
-        """MemFuse's query over memories, messages and knowledge (its envelope as the reply)."""
+        """MemFuse's query over memories, messages and knowledge (its envelope as the reply);
+        ``rerank`` as :meth:`search`'s."""
         return self._run(
             "QUERY",
             _args(query=query, user_id=user_id, session_id=session_id, agent_id=agent_id,
                   top_k=top_k, store_type=store_type, include_messages=include_messages,
-                  include_knowledge=include_knowledge, max_tokens=max_tokens),
+                  include_knowledge=include_knowledge, max_tokens=max_tokens, rerank=rerank,
+                  rerank_candidates=rerank_candidates),
             _same,
         )
 

@@ -84,6 +84,11 @@ class Hit(Memory):
     keyword_score: Optional[float] = None
     source: Optional[str] = None
     folded: int = 0
+    #: The results folded into this one (each a dict: ``memory_id``, ``score``), best first:
+    #: they say the same thing, and are one :meth:`get` away.
+    also: List[Dict[str, Any]] = field(default_factory=list)
+    #: In a reranked search, the strategy's score before the reranker's (``score``).
+    first_score: Optional[float] = None
     #: With ``neighbours=n``: the records right before and after it in its session, each a
     #: dict (``memory_id``, ``position`` -1 before / 1 after, ``role``, ``content``,
     #: ``valid_from``), in session order.
@@ -105,6 +110,8 @@ class SearchResult:
     has_more: bool = False
     strategy: Optional[str] = None
     mode: Optional[str] = None
+    #: Which score orders the page: ``"strategy"`` or ``"reranker"``.
+    scored_by: Optional[str] = None
     fallback: Optional[str] = None
     tokens: Optional[int] = None
     over_budget: Optional[int] = None

@@ -146,8 +146,9 @@ class Client:
         the meaning of ``text``. A live item of the same key is replaced in the same commit
         (``replaced`` in the result); the key keeps its ``created_at``. No write hook
         (dedup, tags, category) touches an item."""
-    def query(self, query: str, *, user_id: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., top_k: Optional[int] = ..., store_type: Optional[str] = ..., include_messages: Optional[bool] = ..., include_knowledge: Optional[bool] = ..., max_tokens: Optional[int] = ...) -> Dict[str, Any]:
-        """MemFuse's query over memories, messages and knowledge (its envelope as the reply)."""
+    def query(self, query: str, *, user_id: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., top_k: Optional[int] = ..., store_type: Optional[str] = ..., include_messages: Optional[bool] = ..., include_knowledge: Optional[bool] = ..., max_tokens: Optional[int] = ..., rerank: Optional[bool] = ..., rerank_candidates: Optional[int] = ...) -> Dict[str, Any]:
+        """MemFuse's query over memories, messages and knowledge (its envelope as the reply);
+        ``rerank`` as :meth:`search`'s."""
     def recent(self, *, user_id: Optional[str] = ..., limit: Optional[int] = ..., offset: Optional[int] = ..., kind: Optional[str] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., session_id: Optional[str] = ..., valid: Optional[bool] = ..., archived: Optional[str] = ...) -> List[Memory]:
         """A user's live memories, newest first: ``limit`` of them (10 by default, at most
         50) after the first ``offset``. Page through all of them with ``offset += limit``
@@ -156,14 +157,17 @@ class Client:
         what holds now; ``False``: what no longer or not yet holds) and ``archived``
         (``"live"``, the default; ``"archived"``; ``"all"``: an archived record's
         ``raw["archived"]`` is true)."""
-    def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., valid_after: Optional[Time] = ..., valid_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., neighbours: Optional[int] = ..., **more: Any) -> SearchResult:
+    def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., valid_after: Optional[Time] = ..., valid_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., neighbours: Optional[int] = ..., rerank: Optional[bool] = ..., rerank_candidates: Optional[int] = ..., **more: Any) -> SearchResult:
         """Searches one user's memories by meaning and words (``mode``: ``hybrid`` by default,
         or ``vector``, ``keyword``, ``text``), filtered inside the scan; ``limit`` hits (10 by
         default), best first. ``valid_after`` / ``valid_before`` filter on when a memory is
         about (a chat turn's own ``time``), ``created_after`` / ``created_before`` on when it
         was stored. ``neighbours=1`` gives each hit in a session the turn before and the one
-        after it (``Hit.context``). ``more`` passes the rarer arguments (``fusion``, ``rrf_k``, ``fold``,
-        ``vector_weight``, ...; docs/protocol.md)."""
+        after it (``Hit.context``). ``rerank=True`` rescores the first ``rerank_candidates``
+        (20 by default) with the cross-encoder and orders the page by its score
+        (``SearchResult.scored_by``; slower: docs/search.md, "Reranking"). A result that says
+        the same as a higher one is folded into it: ``Hit.also``. ``more`` passes the rarer
+        arguments (``fusion``, ``rrf_k``, ``fold``, ``vector_weight``, ...; docs/protocol.md)."""
     def snapshot_create(self, *, user_id: Optional[str] = ..., description: Optional[str] = ...) -> Dict[str, Any]:
         """Snapshots a user's tags and categories (what tag normalization may change)."""
     def snapshot_restore(self, snapshot_id: str, *, user_id: Optional[str] = ...) -> Dict[str, Any]:
@@ -272,11 +276,11 @@ class Pipeline:
         ...
     def put_item(self, key: str, value: Mapping[str, Any], text: str, *, user_id: Optional[str] = ...) -> Pending:
         ...
-    def query(self, query: str, *, user_id: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., top_k: Optional[int] = ..., store_type: Optional[str] = ..., include_messages: Optional[bool] = ..., include_knowledge: Optional[bool] = ..., max_tokens: Optional[int] = ...) -> Pending:
+    def query(self, query: str, *, user_id: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., top_k: Optional[int] = ..., store_type: Optional[str] = ..., include_messages: Optional[bool] = ..., include_knowledge: Optional[bool] = ..., max_tokens: Optional[int] = ..., rerank: Optional[bool] = ..., rerank_candidates: Optional[int] = ...) -> Pending:
         ...
     def recent(self, *, user_id: Optional[str] = ..., limit: Optional[int] = ..., offset: Optional[int] = ..., kind: Optional[str] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., session_id: Optional[str] = ..., valid: Optional[bool] = ..., archived: Optional[str] = ...) -> Pending:
         ...
-    def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., valid_after: Optional[Time] = ..., valid_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., neighbours: Optional[int] = ..., **more: Any) -> Pending:
+    def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., valid_after: Optional[Time] = ..., valid_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., neighbours: Optional[int] = ..., rerank: Optional[bool] = ..., rerank_candidates: Optional[int] = ..., **more: Any) -> Pending:
         ...
     def snapshot_create(self, *, user_id: Optional[str] = ..., description: Optional[str] = ...) -> Pending:
         ...
@@ -389,11 +393,11 @@ class AsyncClient:
         ...
     async def put_item(self, key: str, value: Mapping[str, Any], text: str, *, user_id: Optional[str] = ...) -> StoreResult:
         ...
-    async def query(self, query: str, *, user_id: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., top_k: Optional[int] = ..., store_type: Optional[str] = ..., include_messages: Optional[bool] = ..., include_knowledge: Optional[bool] = ..., max_tokens: Optional[int] = ...) -> Dict[str, Any]:
+    async def query(self, query: str, *, user_id: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., top_k: Optional[int] = ..., store_type: Optional[str] = ..., include_messages: Optional[bool] = ..., include_knowledge: Optional[bool] = ..., max_tokens: Optional[int] = ..., rerank: Optional[bool] = ..., rerank_candidates: Optional[int] = ...) -> Dict[str, Any]:
         ...
     async def recent(self, *, user_id: Optional[str] = ..., limit: Optional[int] = ..., offset: Optional[int] = ..., kind: Optional[str] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., session_id: Optional[str] = ..., valid: Optional[bool] = ..., archived: Optional[str] = ...) -> List[Memory]:
         ...
-    async def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., valid_after: Optional[Time] = ..., valid_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., neighbours: Optional[int] = ..., **more: Any) -> SearchResult:
+    async def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., valid_after: Optional[Time] = ..., valid_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., neighbours: Optional[int] = ..., rerank: Optional[bool] = ..., rerank_candidates: Optional[int] = ..., **more: Any) -> SearchResult:
         ...
     async def snapshot_create(self, *, user_id: Optional[str] = ..., description: Optional[str] = ...) -> Dict[str, Any]:
         ...

@@ -101,7 +101,7 @@ impl NativeStore {
                 && fetch_model
                 && !amberdb_server::model_present(model_dir)
             {
-                amberdb_server::fetch_model(model_dir)
+                amberdb_server::fetch_model(model_dir, false)
                     .map_err(|e| PyOSError::new_err(format!("fetching MiniLM: {e:#}")))?;
             }
             let mut options = amberdb_server::open_options(choice, model_dir)

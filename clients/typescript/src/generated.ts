@@ -583,6 +583,10 @@ export interface SearchMemoriesArgs {
   "recall"?: number;
   /** count the returned memories as accessed; default on */
   "count_access"?: boolean;
+  /** rescore the first candidates with the cross-encoder and order the page by its score; default off (slower: docs/search.md, Reranking) */
+  "rerank"?: boolean;
+  /** how many first candidates the cross-encoder rescores (at least the page's end); default 20 */
+  "rerank_candidates"?: number;
 }
 
 /** The reply of SEARCH_MEMORIES. */
@@ -624,6 +628,10 @@ export interface QueryArgs {
   "include_messages"?: boolean;
   /** default true */
   "include_knowledge"?: boolean;
+  /** rescore the first candidates with the cross-encoder and order the page by its score; default off (slower: docs/search.md, Reranking) */
+  "rerank"?: boolean;
+  /** how many first candidates the cross-encoder rescores (at least the page's end); default 20 */
+  "rerank_candidates"?: number;
 }
 
 /** The reply of QUERY. */

@@ -211,14 +211,14 @@ fn close(a: &FoldItem<'_>, b: &FoldItem<'_>, min_sim: f32) -> bool {
 /// same order (the guard's `SameWords`: the same statement up to case, punctuation and stop
 /// words) folds into it. Nothing moves: the kept results stay in the order given, so a page ranked by
 /// score stays in score order, and a result that differs in one content word is never hidden.
-/// Returns the first `max_kept` kept hits, each with how many later hits were folded into it.
+/// Returns the first `max_kept` kept hits, each with the later hits folded into it.
 #[must_use]
 pub(crate) fn fold_duplicates(
     items: &[FoldItem<'_>],
     min_sim: f32,
     max_kept: usize,
-) -> Vec<(usize, usize)> {
-    let mut kept: Vec<(usize, usize)> = Vec::new();
+) -> Vec<(usize, Vec<usize>)> {
+    let mut kept: Vec<(usize, Vec<usize>)> = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let home = kept.iter_mut().find(|(k, _)| {
             items.get(*k).is_some_and(|kept_item| {
@@ -228,9 +228,9 @@ pub(crate) fn fold_duplicates(
             })
         });
         if let Some(slot) = home {
-            slot.1 += 1;
+            slot.1.push(i);
         } else if kept.len() < max_kept {
-            kept.push((i, 0));
+            kept.push((i, Vec::new()));
         } else {
             break;
         }
@@ -244,15 +244,14 @@ pub(crate) fn fold_duplicates(
 /// folded); anything else (another fact, a pair the guard is unsure of) is kept, so folding
 /// never drops a result that is not a duplicate or an outdated value. Then a newer statement
 /// the guard is unsure of is moved in front of the older one it sits near. Returns the first
-/// `max_kept` kept hits, each with how many later hits were folded into it:
-/// `O(hits · max_kept)` comparisons.
+/// `max_kept` kept hits, each with the hits folded into it: `O(hits · max_kept)` comparisons.
 #[must_use]
 pub(crate) fn fold_slots(
     items: &[FoldItem<'_>],
     min_sim: f32,
     max_kept: usize,
-) -> Vec<(usize, usize)> {
-    let mut kept: Vec<(usize, usize)> = Vec::new();
+) -> Vec<(usize, Vec<usize>)> {
+    let mut kept: Vec<(usize, Vec<usize>)> = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let mut newer_unsure = false;
         let mut home: Option<(usize, bool)> = None;
@@ -278,19 +277,21 @@ pub(crate) fn fold_slots(
         }
         if let Some((h, replaces)) = home {
             if let Some(slot) = kept.get_mut(h) {
-                slot.1 += 1;
                 if replaces {
-                    slot.0 = i;
+                    let older = std::mem::replace(&mut slot.0, i);
+                    slot.1.push(older);
+                } else {
+                    slot.1.push(i);
                 }
             }
         } else if kept.len() < max_kept || newer_unsure {
-            kept.push((i, 0));
+            kept.push((i, Vec::new()));
         }
     }
     // Newest value of a slot first: move each hit in front of the first older statement of
     // its slot kept before it.
     let mut j = 1;
-    while let Some(&(item_j, _)) = kept.get(j) {
+    while let Some(item_j) = kept.get(j).map(|k| k.0) {
         let slot_older = (0..j).find(|&i| {
             let (Some(a), Some(b)) = (kept.get(i).and_then(|k| items.get(k.0)), items.get(item_j))
             else {
@@ -333,14 +334,17 @@ mod tests {
         ];
         // The newer value takes the older's place and the older folds into it, with the
         // paraphrase of the newer; the other subject stays on the page.
-        assert_eq!(fold_slots(&items, 0.9, 10), vec![(1, 2), (3, 0)]);
-        assert_eq!(fold_slots(&items, 0.9, 1), vec![(1, 2)]);
+        assert_eq!(
+            fold_slots(&items, 0.9, 10),
+            vec![(1, vec![0, 2]), (3, vec![])]
+        );
+        assert_eq!(fold_slots(&items, 0.9, 1), vec![(1, vec![0, 2])]);
         // A pair the guard is unsure of stays on the page, the newer first.
         let unsure = [
             item(&v, "Nairobi is the capital of Kenya", 1),
             item(&v, "The capital of Kenya is Mombasa", 2),
         ];
-        assert_eq!(fold_slots(&unsure, 0.9, 10), vec![(1, 0), (0, 0)]);
+        assert_eq!(fold_slots(&unsure, 0.9, 10), vec![(1, vec![]), (0, vec![])]);
     }
 
     #[test]
@@ -358,8 +362,11 @@ mod tests {
         // the restatement in the same words folds, and only within the distance.
         assert_eq!(
             fold_duplicates(&items, 0.9, 10),
-            vec![(0, 1), (1, 1), (3, 0)]
+            vec![(0, vec![4]), (1, vec![2]), (3, vec![])]
         );
-        assert_eq!(fold_duplicates(&items, 0.9, 2), vec![(0, 0), (1, 1)]);
+        assert_eq!(
+            fold_duplicates(&items, 0.9, 2),
+            vec![(0, vec![]), (1, vec![2])]
+        );
     }
 }

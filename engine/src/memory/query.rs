@@ -91,6 +91,9 @@ pub struct Query {
     /// A prompt's token budget: the best results whose contents fit, in ranking order, at
     /// most `top_k` (`search.md`, "Packed for a prompt").
     pub max_tokens: Option<usize>,
+    /// Rescores the first this many results (at least `top_k`) with the store's cross-encoder
+    /// and orders them by its score (`search.md`, "Reranking"); `None`: the retrieval's order.
+    pub rerank: Option<usize>,
 }
 
 impl Query {
@@ -106,6 +109,7 @@ impl Query {
             include_messages: true,
             include_knowledge: true,
             max_tokens: None,
+            rerank: None,
         }
     }
 }
@@ -166,6 +170,8 @@ pub struct QueryData {
     pub results: Vec<QueryResult>,
     /// How many.
     pub total: usize,
+    /// Which score `score` is: the retrieval's, or the reranker's (`rerank`).
+    pub scored_by: super::search::ScoredBy,
 }
 
 impl Store {
@@ -212,6 +218,22 @@ impl Store {
         if let Some(n) = q.max_tokens {
             in_range("max_tokens", n, 1, super::search::MAX_TOKEN_BUDGET)?;
         }
+        // A reranked query retrieves its whole pool, rescores it outside the lock, then
+        // takes its best `top_k` within the budget.
+        let rerank = self.query_rerank(q)?;
+        let asked = q;
+        let pooled;
+        let q = match rerank {
+            Some(pool) => {
+                pooled = Query {
+                    top_k: pool,
+                    max_tokens: None,
+                    ..q.clone()
+                };
+                &pooled
+            }
+            None => q,
+        };
         let mut kinds = vec![Kind::Memory];
         if q.include_messages {
             kinds.push(Kind::Message);
@@ -244,6 +266,7 @@ impl Store {
                 return Ok(QueryData {
                     results: Vec::new(),
                     total: 0,
+                    scored_by: super::search::ScoredBy::Strategy,
                 });
             };
             let sel = select(&state, user_id, u, &filter);
@@ -270,13 +293,68 @@ impl Store {
             let ids = results.iter().map(|r| r.id).collect::<Vec<_>>();
             (results, ids)
         };
+        let (results, ids) = match (rerank, &self.inner.options.reranker) {
+            (Some(_), Some(reranker)) => {
+                let passages: Vec<&str> = results.iter().map(|r| r.content.as_str()).collect();
+                let scores = reranker.score(&asked.query, &passages)?;
+                let mut scored: Vec<(f32, QueryResult)> = scores.into_iter().zip(results).collect();
+                scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+                let mut room = asked.max_tokens;
+                let mut page = Vec::with_capacity(asked.top_k);
+                for (score, mut r) in scored {
+                    if page.len() == asked.top_k {
+                        break;
+                    }
+                    if let Some(left) = &mut room {
+                        let t = embedding.embedder.count_tokens(&r.content)?;
+                        if t > *left {
+                            continue;
+                        }
+                        *left -= t;
+                    }
+                    r.score = score;
+                    page.push(r);
+                }
+                let ids = page.iter().map(|r| r.id).collect::<Vec<_>>();
+                (page, ids)
+            }
+            _ => (results, ids),
+        };
         if !ids.is_empty() {
             self.touch(ids);
         }
         Ok(QueryData {
             total: results.len(),
             results,
+            scored_by: if rerank.is_some() {
+                super::search::ScoredBy::Reranker
+            } else {
+                super::search::ScoredBy::Strategy
+            },
         })
+    }
+
+    /// A reranked query's pool (at least `top_k`), checked as a search's is.
+    fn query_rerank(&self, q: &Query) -> Result<Option<usize>> {
+        let Some(n) = q.rerank else {
+            return Ok(None);
+        };
+        in_range(
+            "rerank_candidates",
+            n,
+            1,
+            super::search::MAX_RERANK_CANDIDATES,
+        )?;
+        if self.inner.options.reranker.is_none() {
+            return Err(EngineError::Invalid {
+                field: "rerank",
+                reason: format!(
+                    "this store has no reranker: {}",
+                    amberdb_embed::RERANKER_FIX
+                ),
+            });
+        }
+        Ok(Some(n.max(q.top_k)))
     }
 }
 

@@ -321,6 +321,20 @@ pub(super) const USER: Arg = opt("user_id", Ty::Str, "the user (tenant); default
 pub(super) const MEMORY_ID: Arg =
     req("memory_id", Ty::Int, "a memory's id (≥ 1)").within(1, u64::MAX);
 
+/// A search's reranking (`docs/search.md`, "Reranking"), shared by SEARCH and QUERY.
+pub(super) const RERANK: Arg = opt(
+    "rerank",
+    Ty::Bool,
+    "rescore the first candidates with the cross-encoder and order the page by its score; default off (slower: docs/search.md, Reranking)",
+);
+
+pub(super) const RERANK_CANDIDATES: Arg = opt(
+    "rerank_candidates",
+    Ty::Int,
+    "how many first candidates the cross-encoder rescores (at least the page's end); default 20",
+)
+.within(1, amberdb::MAX_RERANK_CANDIDATES as u64);
+
 /// The record filters that listing and search share.
 pub(super) const KIND_FILTER: Arg = opt("kind", Ty::Str, "only memory, message, knowledge or item");
 pub(super) const CATEGORY_FILTER: Arg = opt("category", Ty::Str, "only this category");

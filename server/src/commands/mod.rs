@@ -289,6 +289,7 @@ mod tests {
         let ok = search::envelope(&Ok(QueryData {
             results: Vec::new(),
             total: 0,
+            scored_by: amberdb::ScoredBy::Strategy,
         }));
         assert_eq!(
             (&ok["status"], &ok["code"]),

@@ -119,6 +119,23 @@ arguments! {
             Ty::Bool,
             "count the returned memories as accessed; default on",
         ),
+        rerank: Option<bool> = RERANK,
+        rerank_candidates: Option<usize> = RERANK_CANDIDATES,
+    }
+}
+
+/// `rerank` (the switch) and `rerank_candidates` (its pool): the number of candidates a
+/// search reranks, if it reranks.
+fn rerank_pool(rerank: Option<bool>, candidates: Option<usize>) -> Result<Option<usize>, Fail> {
+    match (rerank, candidates) {
+        (Some(false), Some(_)) => Err(Fail::invalid(
+            "rerank_candidates",
+            "only with rerank on (it is the number of candidates reranked)",
+        )),
+        (Some(true), n) | (None, n @ Some(_)) => {
+            Ok(Some(n.unwrap_or(amberdb::DEFAULT_RERANK_CANDIDATES)))
+        }
+        (Some(false) | None, None) => Ok(None),
     }
 }
 
@@ -212,6 +229,7 @@ fn search_memories(ctx: &Ctx, session: &Session, a: Search) -> Outcome {
         (None, Some(r)) => Probe::Recall(r),
         (None, None) => q.probe,
     };
+    q.rerank = rerank_pool(a.rerank, a.rerank_candidates)?;
     let hits = engine(ctx.store.search(&q))?;
     search_reply(&q, &hits, session)
 }
@@ -359,6 +377,8 @@ arguments! {
             ),
         include_messages: Option<bool> = opt("include_messages", Ty::Bool, "default true"),
         include_knowledge: Option<bool> = opt("include_knowledge", Ty::Bool, "default true"),
+        rerank: Option<bool> = RERANK,
+        rerank_candidates: Option<usize> = RERANK_CANDIDATES,
     }
 }
 
@@ -380,6 +400,7 @@ fn query(ctx: &Ctx, _session: &Session, a: QueryArgs) -> Outcome {
     if let Some(b) = a.include_knowledge {
         q.include_knowledge = b;
     }
+    q.rerank = rerank_pool(a.rerank, a.rerank_candidates)?;
     let result = ctx.store.query(&user, &q);
     // MemFuse's envelope, with its HTTP-style number in `status_code`: on this protocol
     // `code` is always the error code of `docs/protocol.md`.

@@ -43,6 +43,13 @@ pub const FREQUENCY_HALF: f64 = 5.0;
 /// Largest boost a matching rare tag adds to a ranking score.
 pub const TAG_BOOST: f32 = 0.1;
 
+/// Candidates a reranked search rescores when the request names no number
+/// (`docs/search.md`, "Reranking": chosen by measurement).
+pub const DEFAULT_RERANK_CANDIDATES: usize = 20;
+
+/// Most candidates a search may rerank (a reranked page ends within them).
+pub const MAX_RERANK_CANDIDATES: usize = 50;
+
 /// Rows above which the vector scan reads i8 codes and re-ranks exactly.
 pub(super) const COMPACT_SCAN_ROWS: usize = 4096;
 
@@ -206,6 +213,10 @@ pub struct SearchRequest {
     /// reply ("It's a mix of drama and romance!") is often answered by the turn before it
     /// (`docs/search.md`, "Session neighbours").
     pub neighbours: usize,
+    /// Rescores the first this many candidates (at least the page's end) with the store's
+    /// cross-encoder and orders them by its score (`docs/search.md`, "Reranking"), 1..=50;
+    /// `None` (the default): the strategy's order.
+    pub rerank: Option<usize>,
 }
 
 /// Most session neighbours a search result carries on each side.
@@ -253,6 +264,7 @@ impl SearchRequest {
             hooks: HookOverrides::default(),
             probe: Probe::Built,
             neighbours: 0,
+            rerank: None,
         }
     }
 
@@ -367,10 +379,37 @@ pub struct SearchedHit {
     pub source: Source,
     /// Results within the cluster distance of this one that load-time dedup folded into it.
     pub folded: usize,
+    /// Those results, best first: each one click away (`GET` its id), none lost from the
+    /// page (`docs/search.md`, "Pages without crowding").
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<Also>,
+    /// In a reranked search, the strategy's score the candidate had before the reranker
+    /// scored it (`score` is then the reranker's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_score: Option<f32>,
     /// With `neighbours`: the records of its session right before and after it, in session
     /// order, itself left out (whatever the search's filters; live records only).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub context: Vec<Neighbour>,
+}
+
+/// A result folded into a higher one: near enough to it to say the same thing.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Also {
+    /// Its id.
+    pub memory_id: MemoryId,
+    /// Its score, as the page's results are scored.
+    pub score: f32,
+}
+
+/// Which score orders a page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ScoredBy {
+    /// The strategy's formula (`docs/search.md`, "Strategies").
+    Strategy,
+    /// The cross-encoder's score of the query with the text (`rerank`).
+    Reranker,
 }
 
 /// A record next to a search result in its session.
@@ -410,6 +449,8 @@ pub struct Hits {
     pub strategy: Strategy,
     /// The mode used.
     pub mode: Mode,
+    /// Which score `score` is, and orders the page by.
+    pub scored_by: ScoredBy,
     /// Why the search did something other than the mode asked (text supplement, a keyword
     /// query with no terms, embeddings unavailable); `None` when it did not.
     pub fallback: Option<String>,

@@ -129,6 +129,9 @@ pub(super) struct Plan {
     needle: String,
     terms: Vec<String>,
     eff: Effective,
+    /// A reranked search's pool: how many candidates the reranker scores (at least the
+    /// page's end).
+    rerank: Option<usize>,
 }
 
 impl Store {
@@ -179,6 +182,7 @@ impl Store {
         }
         check_fusion(req.fusion)?;
         check_time_windows(req)?;
+        let rerank = self.rerank_pool(req)?;
         let user = self.user_for(req.user_id.as_deref())?;
         let category = req.category;
         Ok(Plan {
@@ -203,7 +207,42 @@ impl Store {
             needle: req.query.trim().to_lowercase(),
             terms: tokenize(&req.query),
             eff,
+            rerank,
         })
+    }
+
+    /// A reranked search's pool of candidates, checked: 1..=`MAX_RERANK_CANDIDATES`, at
+    /// least the page's end, a store with a reranker, a strategy other than `similarity`.
+    fn rerank_pool(&self, req: &SearchRequest) -> Result<Option<usize>> {
+        let Some(n) = req.rerank else {
+            return Ok(None);
+        };
+        in_range("rerank_candidates", n, 1, MAX_RERANK_CANDIDATES)?;
+        let page_end = req.offset + req.limit;
+        if page_end > MAX_RERANK_CANDIDATES {
+            return Err(EngineError::Invalid {
+                field: "rerank",
+                reason: format!(
+                    "a reranked page ends within the first {MAX_RERANK_CANDIDATES} results (offset + limit is {page_end})"
+                ),
+            });
+        }
+        if req.strategy == Strategy::Similarity {
+            return Err(EngineError::Invalid {
+                field: "rerank",
+                reason: "the similarity strategy ranks by exact cosine only; rerank another strategy's candidates".into(),
+            });
+        }
+        if self.inner.options.reranker.is_none() {
+            return Err(EngineError::Invalid {
+                field: "rerank",
+                reason: format!(
+                    "this store has no reranker: {}",
+                    amberdb_embed::RERANKER_FIX
+                ),
+            });
+        }
+        Ok(Some(n.max(page_end)))
     }
 
     /// Searches the user's memories (`docs/search.md`): candidates from the mode, filtered
@@ -239,15 +278,28 @@ impl Store {
     ) -> Result<Hits> {
         let plan = self.plan_search(req)?;
         let (mode, query, mut fallback) = query_of(req, &plan, embedding)?;
-        let page_end = req.offset + req.limit;
-        let mut fetch = first_fetch(req, &plan);
+        // A reranked search first pages its whole pool, then reorders and cuts it.
+        let window = match plan.rerank {
+            Some(pool) => Window {
+                offset: 0,
+                limit: pool,
+                budget: None,
+            },
+            None => Window {
+                offset: req.offset,
+                limit: req.limit,
+                budget: req.max_tokens,
+            },
+        };
+        let page_end = window.offset + window.limit;
+        let mut fetch = first_fetch(req.strategy, page_end, &plan);
         if matches!(mode, Mode::Keyword | Mode::Hybrid) {
             // Not under the state lock: the build installs under it (R9).
             self.inner.db.wait_lexical();
         }
         let now = self.now();
         let tokens: Option<(usize, usize)>;
-        let (mut hits, total, folded_total) = {
+        let (hits, total, folded_total) = {
             let state = self.read();
             check_scope(&state, &plan.user, plan.filter.session.as_deref(), None)?;
             check_scope(&state, &plan.user, None, plan.filter.agent.as_deref())?;
@@ -262,8 +314,8 @@ impl Store {
             query_tags.push(plan.needle.clone());
             let freq = state.tag_frequencies(&plan.user);
             // A token budget may skip long results: it chooses among three pages' worth.
-            let kept_wanted = if req.max_tokens.is_some() {
-                page_end + 2 * req.limit
+            let kept_wanted = if window.budget.is_some() {
+                page_end + 2 * window.limit
             } else {
                 page_end
             };
@@ -283,9 +335,9 @@ impl Store {
                 // What was folded into the results up to the end of this page: the
                 // candidates past the last kept result were never compared, so they count
                 // as not folded, whatever they are.
-                let folded_total = folds.iter().take(page_end).sum();
+                let folded_total = folds.iter().take(page_end).map(Vec::len).sum();
                 let hits;
-                (hits, tokens) = page(&state, u, req, embedding, &ranked, (kept, &folds))?;
+                (hits, tokens) = page(&state, u, req, window, embedding, &ranked, (kept, &folds))?;
                 let total = if plan.filter.as_of {
                     sel.len() + replaced_count(&state, &plan)
                 } else {
@@ -293,6 +345,20 @@ impl Store {
                 };
                 break (hits, total, folded_total);
             }
+        };
+        let (mut hits, tokens) = match (plan.rerank, &self.inner.options.reranker) {
+            (Some(_), Some(reranker)) => {
+                let pool = reranked(reranker.as_ref(), &req.query, hits)?;
+                let budget = req.max_tokens.map(|b| (b, 0, 0));
+                let (page, budget) = within_budget(
+                    pool.into_iter().skip(req.offset),
+                    req.limit,
+                    budget,
+                    embedding,
+                )?;
+                (page, budget.map(|b| (b.1, b.2)))
+            }
+            _ => (hits, tokens),
         };
         if plan.eff.access {
             self.count_accesses(&mut hits, now);
@@ -306,6 +372,11 @@ impl Store {
             over_budget: tokens.map(|t| t.1),
             strategy: req.strategy,
             mode,
+            scored_by: if plan.rerank.is_some() {
+                ScoredBy::Reranker
+            } else {
+                ScoredBy::Strategy
+            },
             fallback,
         })
     }
@@ -453,6 +524,11 @@ pub(super) fn empty_hits(req: &SearchRequest, fallback: Option<String>) -> Hits 
         over_budget: req.max_tokens.map(|_| 0),
         strategy: req.strategy,
         mode: req.mode,
+        scored_by: if req.rerank.is_some() {
+            ScoredBy::Reranker
+        } else {
+            ScoredBy::Strategy
+        },
         fallback,
     }
 }
@@ -505,14 +581,13 @@ fn query_of(
 /// least 60, as mem0) because their score reorders candidates; that also covers load-time
 /// dedup's 3× over-fetch. When folding leaves the page short, the search fetches 4× more
 /// until the page is full or the selection is exhausted.
-fn first_fetch(req: &SearchRequest, plan: &Plan) -> usize {
-    let page_end = req.offset + req.limit;
+fn first_fetch(strategy: Strategy, page_end: usize, plan: &Plan) -> usize {
     let dedup_fetch = if plan.eff.load_dedup {
         page_end * LOAD_DEDUP_OVERFETCH
     } else {
         page_end
     };
-    match req.strategy {
+    match strategy {
         Strategy::Similarity => dedup_fetch,
         _ => (4 * page_end).max(60).max(dedup_fetch),
     }
@@ -543,16 +618,16 @@ fn ranked<'s>(
     ranked
 }
 
-/// Load-time dedup (`plan.eff.fold`): the indexes of `ranked` kept, and how many each one
+/// Load-time dedup (`plan.eff.fold`): the indexes of `ranked` kept, and those each one
 /// folded; every one kept, none folded, without it.
 fn folded(
     state: &State,
     ranked: &[(Candidate, f32, &Memory)],
     plan: &Plan,
     kept_wanted: usize,
-) -> (Vec<usize>, Vec<usize>) {
+) -> (Vec<usize>, Vec<Vec<usize>>) {
     if !plan.eff.load_dedup {
-        return ((0..ranked.len()).collect(), vec![0; ranked.len()]);
+        return ((0..ranked.len()).collect(), vec![Vec::new(); ranked.len()]);
     }
     let items: Vec<FoldItem<'_>> = ranked
         .iter()
@@ -573,9 +648,39 @@ fn folded(
     .unzip()
 }
 
-/// The page: the kept results from `req.offset`, at most `req.limit`, within the token budget
-/// if one is set (a result that does not fit is skipped). Returns the hits and, with a
-/// budget, the tokens used and the results skipped.
+/// Where a page starts, how many results it holds, and the token budget it fits in.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    offset: usize,
+    limit: usize,
+    budget: Option<usize>,
+}
+
+/// Whether `content` fits in what is left of `budget` (`(limit, used, skipped)`), counting it
+/// in when it does and as skipped when it does not; always true without a budget.
+fn fits(
+    budget: &mut Option<(usize, usize, usize)>,
+    content: &str,
+    embedding: &crate::store::Embedding,
+) -> Result<bool> {
+    let Some((limit, used, skipped)) = budget else {
+        return Ok(true);
+    };
+    let t = embedding
+        .embedder
+        .count_tokens(content)
+        .map_err(EngineError::from)?;
+    if *used + t > *limit {
+        *skipped += 1;
+        return Ok(false);
+    }
+    *used += t;
+    Ok(true)
+}
+
+/// The page: the kept results of `window`, within its token budget if it has one (a result
+/// that does not fit is skipped). Returns the hits and, with a budget, the tokens used and the
+/// results skipped.
 #[expect(
     clippy::type_complexity,
     reason = "the page and its budget, as SEARCH reports them"
@@ -584,29 +689,22 @@ fn page(
     state: &State,
     u: &UserIndex,
     req: &SearchRequest,
+    window: Window,
     embedding: &crate::store::Embedding,
     ranked: &[(Candidate, f32, &Memory)],
-    (kept, folds): (Vec<usize>, &[usize]),
+    (kept, folds): (Vec<usize>, &[Vec<usize>]),
 ) -> Result<(Vec<SearchedHit>, Option<(usize, usize)>)> {
-    let mut budget = req.max_tokens.map(|b| (b, 0usize, 0usize));
-    let mut hits: Vec<SearchedHit> = Vec::with_capacity(req.limit);
-    for (i, folded) in kept.into_iter().zip(folds.iter().copied()).skip(req.offset) {
-        if hits.len() == req.limit {
+    let mut budget = window.budget.map(|b| (b, 0usize, 0usize));
+    let mut hits: Vec<SearchedHit> = Vec::with_capacity(window.limit);
+    for (i, folded) in kept.into_iter().zip(folds).skip(window.offset) {
+        if hits.len() == window.limit {
             break;
         }
         let Some((c, score, m)) = ranked.get(i) else {
             continue;
         };
-        if let Some((limit, used, skipped)) = &mut budget {
-            let t = embedding
-                .embedder
-                .count_tokens(&m.content)
-                .map_err(EngineError::from)?;
-            if *used + t > *limit {
-                *skipped += 1;
-                continue;
-            }
-            *used += t;
+        if !fits(&mut budget, &m.content, embedding)? {
+            continue;
         }
         hits.push(SearchedHit {
             memory: (*m).clone(),
@@ -615,7 +713,16 @@ fn page(
             distance: c.cosine.map(|s| 1.0 - s),
             keyword_score: c.bm25,
             source: c.source,
-            folded,
+            folded: folded.len(),
+            also: folded
+                .iter()
+                .filter_map(|&j| ranked.get(j))
+                .map(|(_, score, m)| Also {
+                    memory_id: m.id,
+                    score: *score,
+                })
+                .collect(),
+            first_score: None,
             context: if req.neighbours > 0 {
                 neighbours_of(state, u, m, req.neighbours)
             } else {
@@ -624,6 +731,47 @@ fn page(
         });
     }
     Ok((hits, budget.map(|b| (b.1, b.2))))
+}
+
+/// The first results of `hits`, in order, at most `limit`, within `budget`.
+#[expect(
+    clippy::type_complexity,
+    reason = "the page and its budget, as SEARCH reports them"
+)]
+fn within_budget(
+    hits: impl Iterator<Item = SearchedHit>,
+    limit: usize,
+    mut budget: Option<(usize, usize, usize)>,
+    embedding: &crate::store::Embedding,
+) -> Result<(Vec<SearchedHit>, Option<(usize, usize, usize)>)> {
+    let mut page = Vec::with_capacity(limit);
+    for hit in hits {
+        if page.len() == limit {
+            break;
+        }
+        if fits(&mut budget, &hit.memory.content, embedding)? {
+            page.push(hit);
+        }
+    }
+    Ok((page, budget))
+}
+
+/// `hits` rescored by `reranker` against `query` and ordered by its score, best first (ties
+/// in the order given); each keeps its strategy score as `first_score`. Runs outside every
+/// lock: a cross-encoder takes tens of milliseconds a pair.
+fn reranked(
+    reranker: &dyn amberdb_embed::Reranker,
+    query: &str,
+    mut hits: Vec<SearchedHit>,
+) -> Result<Vec<SearchedHit>> {
+    let passages: Vec<&str> = hits.iter().map(|h| h.memory.content.as_str()).collect();
+    let scores = reranker.score(query, &passages)?;
+    for (hit, score) in hits.iter_mut().zip(scores) {
+        hit.first_score = Some(hit.score);
+        hit.score = score;
+    }
+    hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+    Ok(hits)
 }
 
 /// `nprobe` and `recall` in range.
