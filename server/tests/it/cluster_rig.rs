@@ -8,12 +8,15 @@
 //!
 //! - `AMBERDB_RIG_FAULTS` (default 10: one of each kind) and `AMBERDB_RIG_SEED` (default: the
 //!   clock; printed) size and repeat a run.
+//! - `AMBERDB_RIG_KINDS=host-cut,rogue`: only these kinds of fault, in turn.
 //! - `AMBERDB_RIG_LEDGER=FILE`: every fault is appended to FILE as a JSON line as it ends, a
 //!   run goes on with the kind after the ledger's last, and the figures printed are the whole
 //!   ledger's (`scripts/cluster-faults` runs the long run this way, resuming across sessions).
 //! - `AMBERDB_OLD_BIN=PATH`: the run begins with a rolling upgrade: all three nodes start on
 //!   that (older) build, then are replaced by this one, one at a time, under the load, each
-//!   step checked as a fault is. Without it the run says it did no upgrade.
+//!   step checked as a fault is; NATS then runs without users, as a cluster of a build older
+//!   than them did (the rogue insider needs no credentials there). Without it the run says it
+//!   did no upgrade.
 
 mod check;
 mod faults;
@@ -205,7 +208,9 @@ fn faults_of_every_kind_lose_no_acknowledged_write() {
     let first_bin = old
         .clone()
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_amberdb")));
-    let mut world = World::start(PARTITIONS, &first_bin);
+    // The older build predates NATS users (it cannot authenticate): an upgrade runs on NATS
+    // without them, as such a cluster did.
+    let mut world = World::start(PARTITIONS, &first_bin, old.is_none());
     check::converge(&world).expect("a new cluster agrees");
     let load = Load::start(&world.seeds(), world::TOKEN, seed);
     let mut probe = Probe::new(&world);
@@ -214,8 +219,21 @@ fn faults_of_every_kind_lose_no_acknowledged_write() {
         failures.extend(upgrade(&mut world, &load, &probe, &mut ledger, seed));
     }
     let begun = ledger.faults().count();
+    // AMBERDB_RIG_KINDS=host-cut,rogue: only these kinds, in turn (to look into one).
+    let kinds: Vec<Kind> = match std::env::var("AMBERDB_RIG_KINDS") {
+        Ok(names) => names
+            .split(',')
+            .map(|n| {
+                *Kind::ALL
+                    .iter()
+                    .find(|k| k.name() == n.trim())
+                    .unwrap_or_else(|| panic!("AMBERDB_RIG_KINDS: no fault kind {n:?}"))
+            })
+            .collect(),
+        Err(_) => Kind::ALL.to_vec(),
+    };
     for n in 0..faults {
-        let kind = Kind::ALL[(begun + n) % Kind::ALL.len()];
+        let kind = kinds[(begun + n) % kinds.len()];
         std::thread::sleep(Duration::from_millis(2000 + rng.next() % 2000));
         let t = Instant::now();
         let done = faults::inject(kind, &mut world, &mut rng, &mut probe, &load);

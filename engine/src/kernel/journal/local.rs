@@ -138,12 +138,17 @@ impl Journal for LocalJournal {
             });
         }
         self.replayed_bytes = replay.log_bytes_after_checkpoint;
-        // R8: the active log file, where the valid frames of the newest end.
+        // R8: the active log file, where the valid frames of the newest end. When the newest
+        // is the checkpoint's own file (a cluster replica's open dropped the files after the
+        // checkpoint, `docs/cluster.md`, "Cutting a stale tail"), appends start a new file
+        // after it, as the checkpoint's rotation (C2) had: the next open finds the file R5
+        // requires, and drops it again instead of finding frames inside the checkpoint's file.
+        let checkpoints_own = after > 0 && files.last().is_some_and(|&first| first <= after);
         let log = match replay.last_file {
-            Some((path, len)) => {
+            Some((path, len)) if !checkpoints_own => {
                 LogWriter::open(&*storage, path.clone(), len).map_err(KernelError::io(&path))?
             }
-            None => LogWriter::create(&*storage, &self.dir, last_seq + 1, self.owner)
+            _ => LogWriter::create(&*storage, &self.dir, last_seq + 1, self.owner)
                 .map_err(KernelError::io(&self.dir))?,
         };
         *self.active.lock() = Some(log);
@@ -325,6 +330,39 @@ mod tests {
         assert_eq!(seen, vec![1, 2, 3, 4]);
         assert_eq!(j.active().first_seq, 4, "appends go on in the newest file");
         assert_eq!(j.durable(), 4);
+    }
+
+    #[test]
+    fn appends_after_a_dropped_tail_start_the_file_after_the_checkpoint() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (j, _) = replayed(dir.path());
+        for seq in 1..=3 {
+            j.append(seq, &touch(seq)).expect("append");
+            j.set_written(seq);
+        }
+        j.acknowledge(3).expect("acknowledge");
+        drop(j);
+        // A checkpoint at 3 whose rotated file (4) a replica's open removed: the newest file
+        // is the checkpoint's own.
+        let mut j = journal(dir.path());
+        let last = j
+            .replay(3, &mut |_, _, _| Ok(()), &mut ReplayReport::default())
+            .expect("replay");
+        assert_eq!(last, 3);
+        assert_eq!(j.active().first_seq, 4, "a new file after the checkpoint");
+        j.append(4, &touch(4)).expect("append");
+        j.set_written(4);
+        j.acknowledge(4).expect("acknowledge");
+        drop(j);
+        let names = FsStorage.list(dir.path()).expect("list");
+        assert!(
+            names
+                .iter()
+                .any(|n| log_writer::parse_file_name(n) == Some(4)),
+            "{names:?}"
+        );
+        let (_, seen) = replayed(dir.path());
+        assert_eq!(seen, vec![1, 2, 3, 4]);
     }
 
     #[test]

@@ -52,7 +52,10 @@ fn agreement(world: &World) -> Result<(), String> {
         if owners != 1 {
             return Err(format!("partition {p} has {owners} owners: {parts:?}"));
         }
-        if first.crc.is_none()
+        // A store made by a build before the running CRC never knows it (docs/cluster.md,
+        // "Running CRC"): its replicas agree on the position, and the model check on the rest.
+        let crc_due = !world.began_old();
+        if (crc_due && first.crc.is_none())
             || parts
                 .iter()
                 .any(|v| (v.position, &v.crc) != (first.position, &first.crc))

@@ -31,6 +31,9 @@ pub(crate) struct World {
     nodes: Vec<Option<Server>>,
     /// Which binary each node runs (a rolling upgrade changes them one by one).
     bins: Vec<PathBuf>,
+    /// Whether NATS has a user per node (`scripts/nats-permissions.conf`); a cluster of a
+    /// build older than NATS users runs without them.
+    users: bool,
     pub(crate) dir: tempfile::TempDir,
     rt: tokio::runtime::Runtime,
     /// JetStream as the operator sees it (`admin`), once the servers run.
@@ -50,9 +53,9 @@ pub(crate) struct PartView {
 }
 
 impl World {
-    /// Hosts, NATS, `amberdb cluster init` (R3, `partitions`, the hashing embedder) and a node
-    /// per host running `bin`.
-    pub(crate) fn start(partitions: u32, bin: &Path) -> World {
+    /// Hosts, NATS (with users, or without for a build older than them), `amberdb cluster
+    /// init` (R3, `partitions`, the hashing embedder) and a node per host running `bin`.
+    pub(crate) fn start(partitions: u32, bin: &Path, users: bool) -> World {
         let hosts = Hosts::new(3);
         let dir = tempfile::tempdir().unwrap();
         let routes: Vec<String> = (0..3)
@@ -72,7 +75,7 @@ impl World {
                          cluster {{\n  name: amberdb\n  listen: {ip}:{ROUTE_PORT}\n  routes: [{}]\n}}\n{}",
                         store.display(),
                         routes.join(", "),
-                        authorization(),
+                        if users { authorization() } else { String::new() },
                         ip = hosts.ip(i),
                     ),
                 )
@@ -90,6 +93,7 @@ impl World {
             nats,
             nodes: (0..3).map(|_| None).collect(),
             bins: vec![bin.to_owned(); 3],
+            users,
             dir,
             admin: None,
             rt,
@@ -112,16 +116,15 @@ impl World {
         world
     }
 
-    /// The three NATS servers' URLs, with `user`'s password.
+    /// The three NATS servers' URLs, with `user`'s password when NATS has users.
     pub(crate) fn nats_urls(&self, user: &str) -> String {
+        let credentials = if self.users {
+            format!("{user}:{}@", password(user))
+        } else {
+            String::new()
+        };
         (0..3)
-            .map(|i| {
-                format!(
-                    "nats://{user}:{}@{}:{NATS_PORT}",
-                    password(user),
-                    self.hosts.ip(i)
-                )
-            })
+            .map(|i| format!("nats://{credentials}{}:{NATS_PORT}", self.hosts.ip(i)))
             .collect::<Vec<_>>()
             .join(",")
     }
@@ -280,6 +283,11 @@ impl World {
     /// Host `i`'s nats-server's process id, if it runs.
     pub(crate) fn nats_pid(&self, i: usize) -> Option<u32> {
         self.nats[i].child.as_ref().map(Child::id)
+    }
+
+    /// Whether the cluster began on an older build (a rolling upgrade's).
+    pub(crate) fn began_old(&self) -> bool {
+        !self.users
     }
 
     /// Runs host `i`'s node on `bin` from its next start.
