@@ -1,6 +1,7 @@
 //! Shared setup of amberdb's benches: seeded data sets and prebuilt stores.
 
 pub mod load;
+pub mod locomo;
 pub mod plain;
 pub mod public;
 

@@ -584,6 +584,7 @@ named_value!(amberdb::Merge, amberdb::Merge::parse);
 named_value!(amberdb::Mode, amberdb::Mode::parse);
 named_value!(amberdb::Strategy, amberdb::Strategy::parse);
 named_value!(amberdb::Fold, amberdb::Fold::parse);
+named_value!(amberdb::Group, amberdb::Group::parse);
 named_value!(amberdb::Shelf, amberdb::Shelf::parse);
 named_value!(amberdb::query::StoreType, amberdb::query::StoreType::parse);
 named_value!(amberdb::Category, |s: &str| amberdb::Category::parse(

@@ -121,6 +121,21 @@ arguments! {
         ),
         rerank: Option<bool> = RERANK,
         rerank_candidates: Option<usize> = RERANK_CANDIDATES,
+        group: Option<amberdb::Group> = opt(
+            "group",
+            Ty::Str,
+            "records (default) or session: one result per session (its best record; its other records in session_turns), limit counts sessions",
+        ),
+        date_boost: Option<f32> = opt(
+            "date_boost",
+            Ty::Num,
+            "0..1 added to a record whose time falls in a date or relative time the query names (relative to as_of, else now); 0 turns it off (docs/search.md, Dates in questions)",
+        ),
+        session_lend: Option<f32> = opt(
+            "session_lend",
+            Ty::Num,
+            "0..1: each record gains this share of the best score of another record of its session (docs/search.md, Sessions)",
+        ),
     }
 }
 
@@ -230,6 +245,13 @@ fn search_memories(ctx: &Ctx, session: &Session, a: Search) -> Outcome {
         (None, None) => q.probe,
     };
     q.rerank = rerank_pool(a.rerank, a.rerank_candidates)?;
+    if let Some(g) = a.group {
+        q.group = g;
+    }
+    q.date_boost = a.date_boost;
+    if let Some(lend) = a.session_lend {
+        q.session_lend = lend;
+    }
     let hits = engine(ctx.store.search(&q))?;
     search_reply(&q, &hits, session)
 }

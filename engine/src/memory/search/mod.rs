@@ -7,6 +7,7 @@
 //! `Hits::fallback`; nothing outside the user is ever read.
 
 mod candidates;
+pub mod dates;
 mod rank;
 mod request;
 mod run;

@@ -47,6 +47,10 @@ pub const TAG_BOOST: f32 = 0.1;
 /// (`docs/search.md`, "Reranking": chosen by measurement).
 pub const DEFAULT_RERANK_CANDIDATES: usize = 20;
 
+/// What a search adds to the score of a record whose time (`valid_from`) falls in a window of
+/// time the query names (`docs/search.md`, "Dates in questions": chosen by measurement).
+pub const DEFAULT_DATE_BOOST: f32 = 0.0;
+
 /// Most candidates a search may rerank (a reranked page ends within them).
 pub const MAX_RERANK_CANDIDATES: usize = 50;
 
@@ -114,6 +118,19 @@ named_enum!(
         Hybrid = "hybrid",
         /// Case-insensitive substring.
         Text = "text",
+    }
+);
+
+named_enum!(
+    /// What a page lists (`docs/search.md`, "Sessions").
+    Group {
+        /// Records, each on its own (the default).
+        #[default]
+        Records = "records",
+        /// Sessions: each result is a session's best record, its other records among the
+        /// candidates in `session_turns`, ranked by that best record's score; a record without
+        /// a session stands alone.
+        Session = "session",
     }
 );
 
@@ -217,6 +234,16 @@ pub struct SearchRequest {
     /// cross-encoder and orders them by its score (`docs/search.md`, "Reranking"), 1..=50;
     /// `None` (the default): the strategy's order.
     pub rerank: Option<usize>,
+    /// Records, or sessions (`Group::Session`): `limit` then counts sessions.
+    pub group: Group,
+    /// Added to the score of a record whose `valid_from` falls in a window of time the query
+    /// names ("on 13 October, 2023", "last year", relative to `as_of` or now), 0..=1;
+    /// `None`: [`DEFAULT_DATE_BOOST`]. A boost, never a filter.
+    pub date_boost: Option<f32>,
+    /// Each turn's score gains this share of the best score of another candidate of its
+    /// session, 0..=1 (default 0): a session's turns lend each other score
+    /// (`docs/search.md`, "Sessions").
+    pub session_lend: f32,
 }
 
 /// Most session neighbours a search result carries on each side.
@@ -265,6 +292,9 @@ impl SearchRequest {
             probe: Probe::Built,
             neighbours: 0,
             rerank: None,
+            group: Group::Records,
+            date_boost: None,
+            session_lend: 0.0,
         }
     }
 
@@ -383,6 +413,10 @@ pub struct SearchedHit {
     /// page (`docs/search.md`, "Pages without crowding").
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub also: Vec<Also>,
+    /// With `group: session`: the session's other records among the candidates, best first
+    /// (this result is the session's best).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub session_turns: Vec<Also>,
     /// In a reranked search, the strategy's score the candidate had before the reranker
     /// scored it (`score` is then the reranker's).
     #[serde(skip_serializing_if = "Option::is_none")]

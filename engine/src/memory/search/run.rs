@@ -132,6 +132,16 @@ pub(super) struct Plan {
     /// A reranked search's pool: how many candidates the reranker scores (at least the
     /// page's end).
     rerank: Option<usize>,
+    /// What the ranking adds to the strategy's score: the query's windows of time and their
+    /// boost, and the session lend.
+    adjust: Adjust,
+}
+
+/// What the ranking adds to the strategy's score (not with `similarity`).
+struct Adjust {
+    windows: Vec<super::dates::Window>,
+    date_boost: f32,
+    session_lend: f32,
 }
 
 impl Store {
@@ -183,6 +193,31 @@ impl Store {
         check_fusion(req.fusion)?;
         check_time_windows(req)?;
         let rerank = self.rerank_pool(req)?;
+        let date_boost = req.date_boost.unwrap_or(DEFAULT_DATE_BOOST);
+        for (field, v) in [
+            ("date_boost", date_boost),
+            ("session_lend", req.session_lend),
+        ] {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(EngineError::Invalid {
+                    field,
+                    reason: format!("{v} is not in [0, 1]"),
+                });
+            }
+        }
+        let adjust = Adjust {
+            windows: if date_boost > 0.0 && req.strategy != Strategy::Similarity {
+                super::dates::windows(&req.query, req.as_of.unwrap_or_else(|| self.now()))
+            } else {
+                Vec::new()
+            },
+            date_boost,
+            session_lend: if req.strategy == Strategy::Similarity {
+                0.0
+            } else {
+                req.session_lend
+            },
+        };
         let user = self.user_for(req.user_id.as_deref())?;
         let category = req.category;
         Ok(Plan {
@@ -208,6 +243,7 @@ impl Store {
             terms: tokenize(&req.query),
             eff,
             rerank,
+            adjust,
         })
     }
 
@@ -323,8 +359,21 @@ impl Store {
                 let (candidates, supplement) =
                     self.candidates(&state, u, &sel, &plan, req, mode, query.as_deref(), fetch)?;
                 let exhausted = candidates.len() < fetch || fetch >= sel.len();
-                let ranked = ranked(&state, candidates, req.strategy, (&query_tags, freq), now);
+                let ranked = ranked(
+                    &state,
+                    candidates,
+                    req.strategy,
+                    (&query_tags, freq),
+                    (now, &plan.adjust),
+                );
                 let (kept, folds) = folded(&state, &ranked, &plan, kept_wanted);
+                // A reranked search groups after the reranker has ordered its pool.
+                let group = if plan.rerank.is_some() {
+                    Group::Records
+                } else {
+                    req.group
+                };
+                let (kept, folds, members) = grouped(&ranked, kept, folds, group);
                 if kept.len() < kept_wanted.min(page_end) && !exhausted {
                     fetch = fetch.saturating_mul(4).min(sel.len());
                     continue;
@@ -337,7 +386,15 @@ impl Store {
                 // as not folded, whatever they are.
                 let folded_total = folds.iter().take(page_end).map(Vec::len).sum();
                 let hits;
-                (hits, tokens) = page(&state, u, req, window, embedding, &ranked, (kept, &folds))?;
+                (hits, tokens) = page(
+                    &state,
+                    u,
+                    req,
+                    window,
+                    embedding,
+                    &ranked,
+                    (kept, &folds, &members),
+                )?;
                 let total = if plan.filter.as_of {
                     sel.len() + replaced_count(&state, &plan)
                 } else {
@@ -348,7 +405,10 @@ impl Store {
         };
         let (mut hits, tokens) = match (plan.rerank, &self.inner.options.reranker) {
             (Some(_), Some(reranker)) => {
-                let pool = reranked(reranker.as_ref(), &req.query, hits)?;
+                let mut pool = reranked(reranker.as_ref(), &req.query, hits)?;
+                if req.group == Group::Session {
+                    pool = grouped_hits(pool);
+                }
                 let budget = req.max_tokens.map(|b| (b, 0, 0));
                 let (page, budget) = within_budget(
                     pool.into_iter().skip(req.offset),
@@ -600,7 +660,7 @@ fn ranked<'s>(
     candidates: Vec<Candidate>,
     strategy: Strategy,
     tags: (&[String], Option<&std::collections::BTreeMap<String, u64>>),
-    now: Timestamp,
+    (now, adjust): (Timestamp, &Adjust),
 ) -> Vec<(Candidate, f32, &'s Memory)> {
     let mut ranked: Vec<(Candidate, f32, &Memory)> = candidates
         .into_iter()
@@ -611,11 +671,50 @@ fn ranked<'s>(
             } else {
                 tag_boost(m, tags.0, tags.1)
             };
-            Some((c, strategy_score(strategy, m, c.relevance, boost, now), m))
+            let dated = if adjust.windows.iter().any(|w| w.holds(m.valid_from)) {
+                adjust.date_boost
+            } else {
+                0.0
+            };
+            Some((
+                c,
+                strategy_score(strategy, m, c.relevance, boost, now) + dated,
+                m,
+            ))
         })
         .collect();
+    if adjust.session_lend > 0.0 {
+        lend_within_sessions(&mut ranked, adjust.session_lend);
+    }
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.key.cmp(&b.0.key)));
     ranked
+}
+
+/// Each record of a session gains `lend` times the best score of another record of its
+/// session among `ranked` (scores read before any is changed).
+fn lend_within_sessions(ranked: &mut [(Candidate, f32, &Memory)], lend: f32) {
+    let mut best: std::collections::HashMap<&str, (f32, f32)> = std::collections::HashMap::new();
+    for (_, score, m) in ranked.iter() {
+        if let Some(s) = m.session_id.as_deref() {
+            let top = best
+                .entry(s)
+                .or_insert((f32::NEG_INFINITY, f32::NEG_INFINITY));
+            if *score > top.0 {
+                *top = (*score, top.0);
+            } else if *score > top.1 {
+                top.1 = *score;
+            }
+        }
+    }
+    for (_, score, m) in ranked.iter_mut() {
+        let Some(&(first, second)) = m.session_id.as_deref().and_then(|s| best.get(s)) else {
+            continue;
+        };
+        let other = if *score >= first { second } else { first };
+        if other.is_finite() {
+            *score += lend * other;
+        }
+    }
 }
 
 /// Load-time dedup (`plan.eff.fold`): the indexes of `ranked` kept, and those each one
@@ -646,6 +745,76 @@ fn folded(
     }
     .into_iter()
     .unzip()
+}
+
+/// `items` grouped by `session_of`, in the order given: each session's first item with the
+/// items of its session after it; an item without a session alone.
+fn by_session<T>(items: Vec<T>, session_of: impl Fn(&T) -> Option<String>) -> Vec<(T, Vec<T>)> {
+    let mut groups: Vec<(T, Vec<T>)> = Vec::new();
+    let mut of_session: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for item in items {
+        match session_of(&item) {
+            Some(s) => match of_session.get(&s) {
+                Some(&g) => groups[g].1.push(item),
+                None => {
+                    of_session.insert(s, groups.len());
+                    groups.push((item, Vec::new()));
+                }
+            },
+            None => groups.push((item, Vec::new())),
+        }
+    }
+    groups
+}
+
+/// With `Group::Session`, the kept results regrouped by session (`by_session`): each
+/// session's best kept, its other kept results (and what they folded) its members. Returns
+/// the kept, their folds and their members (no members without grouping).
+fn grouped(
+    ranked: &[(Candidate, f32, &Memory)],
+    kept: Vec<usize>,
+    folds: Vec<Vec<usize>>,
+    group: Group,
+) -> (Vec<usize>, Vec<Vec<usize>>, Vec<Vec<usize>>) {
+    if group == Group::Records {
+        let members = vec![Vec::new(); kept.len()];
+        return (kept, folds, members);
+    }
+    let items: Vec<(usize, Vec<usize>)> = kept.into_iter().zip(folds).collect();
+    let groups = by_session(items, |(i, _)| {
+        ranked.get(*i).and_then(|r| r.2.session_id.clone())
+    });
+    let mut heads = Vec::with_capacity(groups.len());
+    let mut head_folds = Vec::with_capacity(groups.len());
+    let mut members = Vec::with_capacity(groups.len());
+    for ((head, fold), rest) in groups {
+        heads.push(head);
+        head_folds.push(fold);
+        members.push(
+            rest.into_iter()
+                .flat_map(|(i, f)| std::iter::once(i).chain(f))
+                .collect(),
+        );
+    }
+    (heads, head_folds, members)
+}
+
+/// A reranked pool grouped by session after the reranker's order (`by_session`): each
+/// session's best hit with its others in `session_turns`.
+fn grouped_hits(hits: Vec<SearchedHit>) -> Vec<SearchedHit> {
+    by_session(hits, |h| h.memory.session_id.clone())
+        .into_iter()
+        .map(|(mut head, rest)| {
+            for h in rest {
+                head.session_turns.push(Also {
+                    memory_id: h.memory.id,
+                    score: h.score,
+                });
+                head.session_turns.extend(h.also);
+            }
+            head
+        })
+        .collect()
 }
 
 /// Where a page starts, how many results it holds, and the token budget it fits in.
@@ -692,11 +861,22 @@ fn page(
     window: Window,
     embedding: &crate::store::Embedding,
     ranked: &[(Candidate, f32, &Memory)],
-    (kept, folds): (Vec<usize>, &[Vec<usize>]),
+    (kept, folds, members): (Vec<usize>, &[Vec<usize>], &[Vec<usize>]),
 ) -> Result<(Vec<SearchedHit>, Option<(usize, usize)>)> {
     let mut budget = window.budget.map(|b| (b, 0usize, 0usize));
     let mut hits: Vec<SearchedHit> = Vec::with_capacity(window.limit);
-    for (i, folded) in kept.into_iter().zip(folds).skip(window.offset) {
+    let listed = |indexes: &[usize]| -> Vec<Also> {
+        indexes
+            .iter()
+            .filter_map(|&j| ranked.get(j))
+            .map(|(_, score, m)| Also {
+                memory_id: m.id,
+                score: *score,
+            })
+            .collect()
+    };
+    let none: &[usize] = &[];
+    for (n, (i, folded)) in kept.into_iter().zip(folds).enumerate().skip(window.offset) {
         if hits.len() == window.limit {
             break;
         }
@@ -714,14 +894,8 @@ fn page(
             keyword_score: c.bm25,
             source: c.source,
             folded: folded.len(),
-            also: folded
-                .iter()
-                .filter_map(|&j| ranked.get(j))
-                .map(|(_, score, m)| Also {
-                    memory_id: m.id,
-                    score: *score,
-                })
-                .collect(),
+            also: listed(folded),
+            session_turns: listed(members.get(n).map_or(none, Vec::as_slice)),
             first_score: None,
             context: if req.neighbours > 0 {
                 neighbours_of(state, u, m, req.neighbours)
