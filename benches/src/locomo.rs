@@ -153,9 +153,7 @@ pub fn parse_date(text: &str) -> Option<i64> {
         "am" if h == 12 => h = 0,
         _ => {}
     }
-    let mut parts = date
-        .split([' ', ','])
-        .filter(|p| !p.is_empty());
+    let mut parts = date.split([' ', ',']).filter(|p| !p.is_empty());
     let day: i64 = parts.next()?.parse().ok()?;
     let month = month_number(parts.next()?)?;
     let year: i64 = parts.next()?.parse().ok()?;

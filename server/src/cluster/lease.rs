@@ -163,6 +163,28 @@ pub async fn take(
     }
     // 1: catch up.
     let end = last_position(p.stream).await?;
+    // A stream that ends before what a live replica applied lost acknowledged messages (a
+    // damaged leader): a claim on it would write over them. Its leadership is asked to move,
+    // and nothing is claimed until the stream holds them again.
+    let now = now_ms();
+    if let Some((other, held)) = registered(p.kv)
+        .await
+        .into_iter()
+        .filter(|(name, peer)| name != node && peer.expires_ms > now)
+        .filter_map(|(name, peer)| {
+            Some((name, peer.positions.get(p.partition as usize).copied()??))
+        })
+        .max_by_key(|(_, held)| *held)
+        && held > end
+    {
+        let e = StreamError::ShorterThanReplicas {
+            end,
+            held,
+            node: other,
+        };
+        super::stream::ask_leader_change(p.js, p.partition, &e.to_string()).await;
+        return Err(e);
+    }
     follow(store, p.stream, Some(end)).await?;
     let seen = held.as_ref().map_or(0, |(l, _)| l.epoch);
     let epoch = store.partition_log().claim.map_or(0, |c| c.epoch).max(seen) + 1;

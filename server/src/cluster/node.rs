@@ -471,6 +471,20 @@ impl PartitionRun {
         if first <= next {
             return Ok(store);
         }
+        // Trimmed only below a shipped checkpoint (`ship::trim_point`): a stream that begins
+        // past every shipped checkpoint lost its first messages (a damaged leader), and this
+        // store is kept as it is while another leader is asked for.
+        let shipped = super::ship::manifest(&self.shipped, p)
+            .await?
+            .map_or(0, |m| m.seq);
+        if shipped + 1 < first {
+            let why = format!(
+                "the stream begins at position {first}, past every shipped checkpoint ({shipped}), and this store needs {next}: its leader lost messages"
+            );
+            super::stream::ask_leader_change(&self.js, p, &why).await;
+            tokio::task::spawn_blocking(move || store.close()).await??;
+            anyhow::bail!("partition {p}: {why}");
+        }
         tokio::task::spawn_blocking(move || store.close()).await??;
         let aside = self
             .dir
@@ -541,7 +555,7 @@ impl PartitionRun {
                 let (store, stream) = (store.clone(), stream.clone());
                 tokio::spawn(async move { follow(&store, &stream, None).await })
             };
-            let next = self.stand_by(store, &tail, started).await;
+            let next = self.stand_by(store, &stream, &tail, started).await;
             tail.abort();
             if let Ok(Err(e @ StreamError::Trimmed { .. })) = tail.await {
                 tracing::warn!(partition = p, error = %e, "the store is behind the stream");
@@ -592,6 +606,7 @@ impl PartitionRun {
     async fn stand_by(
         &self,
         store: &Store,
+        stream: &async_nats::jetstream::stream::Stream,
         tail: &tokio::task::JoinHandle<Result<u64, StreamError>>,
         started: u64,
     ) -> Standby {
@@ -600,7 +615,22 @@ impl PartitionRun {
         // The lease is read at once (a store just reopened holds the lease it had), then
         // every tick.
         let mut first = true;
+        let mut ticks: u32 = 0;
         loop {
+            ticks = ticks.wrapping_add(1);
+            // Every two seconds: a stream that ends before what this replica applied lost
+            // acknowledged messages (a damaged leader); its leadership is asked to move
+            // (`docs/cluster.md`, "When the stream loses what it acknowledged").
+            if ticks % 8 == 0
+                && let Ok(end) = super::stream::last_position(stream).await
+                && end < store.partition_log().position
+            {
+                let why = format!(
+                    "the stream ends at position {end}, before position {} this replica applied",
+                    store.partition_log().position
+                );
+                super::stream::ask_leader_change(&self.js, p, &why).await;
+            }
             if !first {
                 tokio::select! {
                     () = tokio::time::sleep(TICK) => {}

@@ -69,6 +69,20 @@ pub enum StreamError {
         /// The stream's first position.
         first: u64,
     },
+    /// The stream ends before a position a live replica applied (`docs/cluster.md`, "When the
+    /// stream loses what it acknowledged"): its leader lost messages. Nothing is claimed on
+    /// such a stream; its leadership is asked to move.
+    #[error(
+        "the stream ends at position {end}, before position {held} that node {node} applied: its leader lost messages (nothing is claimed until a leader that holds them leads)"
+    )]
+    ShorterThanReplicas {
+        /// The stream's last position.
+        end: u64,
+        /// The position a live replica registered.
+        held: u64,
+        /// That replica's node.
+        node: String,
+    },
     /// A claim lost: another message took its position.
     #[error(
         "the claim published for position {expected} landed at {landed}: another node wrote or claimed first"
@@ -421,6 +435,42 @@ pub async fn trim(stream: &stream::Stream, keep_from: u64) -> Result<u64, Stream
         .await
         .map_err(|e| nats("trimming the stream")(e.to_string()))?;
     Ok(purged.purged)
+}
+
+/// How often at most a node asks for a stream's leadership to move.
+pub const LEADER_CHANGE_EVERY: Duration = Duration::from_secs(10);
+
+/// Asks JetStream to move partition `p`'s stream leadership to another server, at most once
+/// per [`LEADER_CHANGE_EVERY`] per partition in this process: the answer to a leader whose
+/// copy lacks what the others hold (Jepsen's minority `.blk` damage made leader;
+/// `docs/cluster.md`, "When the stream loses what it acknowledged").
+pub async fn ask_leader_change(js: &jetstream::Context, p: u32, why: &str) {
+    static ASKED: std::sync::Mutex<Vec<(u32, std::time::Instant)>> =
+        std::sync::Mutex::new(Vec::new());
+    {
+        let mut asked = ASKED
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        asked.retain(|(_, at)| at.elapsed() < LEADER_CHANGE_EVERY);
+        if asked.iter().any(|(q, _)| *q == p) {
+            return;
+        }
+        asked.push((p, std::time::Instant::now()));
+    }
+    tracing::warn!(
+        partition = p,
+        why,
+        "asking JetStream for another leader of the stream"
+    );
+    let subject = format!("$JS.API.STREAM.LEADER.STEPDOWN.{}", stream_name(p));
+    if let Err(e) = tokio::time::timeout(
+        Duration::from_secs(5),
+        js.client().request(subject, "".into()),
+    )
+    .await
+    {
+        tracing::warn!(partition = p, error = %e, "the stream's leader change went unanswered");
+    }
 }
 
 /// The stream's last position.

@@ -269,18 +269,25 @@ fn faults_of_every_kind_lose_no_acknowledged_write() {
         }));
         failures.extend(violations);
     }
-    let (acked, unknown, bad_refused, fault_refused) = {
+    let (acked, unknown, bad_refused, fault_refused, unquoted) = {
         let m = load.model();
-        (m.acked, m.unknown, m.bad_refused, m.fault_refused)
+        (
+            m.acked,
+            m.unknown,
+            m.bad_refused,
+            m.fault_refused,
+            m.applied_unquoted,
+        )
     };
     load.stop();
     let unclean = world.stop_and_check();
     ledger.append(json!({
         "run": seed, "faults": faults, "acked": acked, "unknown": unknown + fault_refused,
-        "bad_refused": bad_refused, "unclean_checks": unclean, "upgrade": old.is_some(),
+        "bad_refused": bad_refused, "applied_unquoted": unquoted, "unclean_checks": unclean,
+        "upgrade": old.is_some(),
     }));
     eprintln!(
-        "rig: {acked} acknowledged, {unknown} unknown, {fault_refused} refused by a fault, {bad_refused} bad requests refused; amberdb check: {} unclean",
+        "rig: {acked} acknowledged ({unquoted} by a retry that quoted no reply), {unknown} unknown, {fault_refused} refused by a fault, {bad_refused} bad requests refused; amberdb check: {} unclean",
         unclean.len()
     );
     eprint!("rig ledger:\n{}", ledger.summary());

@@ -45,6 +45,9 @@ pub(crate) struct Model {
     /// Writes refused by a fault (`unavailable` after the failover wait, `busy`): counted with
     /// the unknown ones, since an ambiguous publish may still have landed.
     pub(crate) fault_refused: u64,
+    /// Writes acknowledged by a retry that could quote no reply (`applied_at_seq`): applied,
+    /// held to agreement only.
+    pub(crate) applied_unquoted: u64,
     pub(crate) violations: Vec<String>,
 }
 
@@ -252,6 +255,16 @@ impl Writer {
         }
         let client = self.client.as_mut().unwrap();
         match client.call(command, args) {
+            // A retry of a write whose first attempt was applied but whose reply the server
+            // could not keep (it stopped in between): applied, with no id to check by
+            // (docs/semantics.md, "Retries and request ids").
+            Ok(reply) if reply.contains_key("applied_at_seq") => {
+                let mut m = shared.model.lock().unwrap();
+                m.acked += 1;
+                m.acked_at.push(Instant::now());
+                m.applied_unquoted += 1;
+                Ended::Uncertain
+            }
             Ok(reply) => {
                 let mut m = shared.model.lock().unwrap();
                 m.acked += 1;
