@@ -621,7 +621,7 @@ impl PartitionRun {
             // Every two seconds: a stream that ends before what this replica applied lost
             // acknowledged messages (a damaged leader); its leadership is asked to move
             // (`docs/cluster.md`, "When the stream loses what it acknowledged").
-            if ticks % 8 == 0
+            if ticks.is_multiple_of(8)
                 && let Ok(end) = super::stream::last_position(stream).await
                 && end < store.partition_log().position
             {
