@@ -1,5 +1,6 @@
 //! Shared setup of amberdb's benches: seeded data sets and prebuilt stores.
 
+pub mod facts;
 pub mod load;
 pub mod locomo;
 pub mod plain;

@@ -13,7 +13,9 @@
 //! the owner the reply names, and the client remembers it, so the next request of that
 //! partition goes there first), and a cluster's `unavailable` naming a partition (no node owns
 //! it while a lease lapses: nothing ran; sent again to the next seed, since the node that
-//! answered may see the cluster through a cut-off NATS server). Lost connections and `unavailable` are retried for
+//! answered may see the cluster through a cut-off NATS server). An address that accepted no
+//! connection is tried after the others for [`DOWN_FOR`], so a dead node's connect timeout is
+//! not paid at every retry. Lost connections and `unavailable` are retried for
 //! at most [`FAILOVER_WAIT`]; a write whose resend could not reach any server by then is
 //! [`ClientError::Unknown`]: it may or may not have run, and the error names its request id,
 //! with which a later retry learns which (within the server's 10-minute window). Reads carry
@@ -117,7 +119,13 @@ pub struct Client {
     /// The newest position of each partition this client wrote (read-your-writes).
     written: HashMap<u32, u64>,
     read_your_writes: bool,
+    /// Addresses that accepted no connection lately, and when: tried after the others for
+    /// [`DOWN_FOR`], so a dead node's connect timeout is not paid at every retry.
+    down: HashMap<String, Instant>,
 }
+
+/// How long an address that accepted no connection is tried after the others.
+pub const DOWN_FOR: Duration = Duration::from_secs(5);
 
 impl Client {
     /// A client of the first of `seeds` that accepts a connection (tried in order), which
@@ -145,6 +153,7 @@ impl Client {
             owners: HashMap::new(),
             written: HashMap::new(),
             read_your_writes: true,
+            down: HashMap::new(),
         };
         client.reconnect(0)?;
         Ok(client)
@@ -384,7 +393,17 @@ impl Client {
     fn connect_for(&mut self, owner: Option<&str>) -> Result<(), ClientError> {
         if let Some(addr) = owner {
             if !self.connections.contains_key(addr) {
-                let c = self.open_authed(addr)?;
+                if self.is_down(addr) {
+                    return Err(ClientError::Unreachable {
+                        tried: vec![(
+                            addr.to_owned(),
+                            "accepted no connection a moment ago".into(),
+                        )],
+                    });
+                }
+                let c = self
+                    .open_authed(addr)
+                    .inspect_err(|e| self.mark_down(addr, e))?;
                 self.connections.insert(addr.to_owned(), c);
             }
             self.current = Some(addr.to_owned());
@@ -418,19 +437,44 @@ impl Client {
     /// authenticates.
     fn reconnect(&mut self, first: usize) -> Result<(), ClientError> {
         let mut tried = Vec::new();
-        for i in 0..self.seeds.len() {
-            let addr = self.seeds[(first + i) % self.seeds.len()].clone();
+        let n = self.seeds.len();
+        // The addresses that lately accepted no connection come last.
+        let mut order: Vec<String> = (0..n)
+            .map(|i| self.seeds[(first + i) % n].clone())
+            .collect();
+        order.sort_by_key(|a| self.is_down(a));
+        for addr in order {
             match self.open_authed(&addr) {
                 Ok(c) => {
+                    self.down.remove(&addr);
                     self.connections.insert(addr.clone(), c);
                     self.current = Some(addr);
                     return Ok(());
                 }
-                Err(ClientError::Unreachable { tried: t }) => tried.extend(t),
+                Err(e @ ClientError::Unreachable { .. }) => {
+                    self.mark_down(&addr, &e);
+                    if let ClientError::Unreachable { tried: t } = e {
+                        tried.extend(t);
+                    }
+                }
                 Err(e) => return Err(e),
             }
         }
         Err(ClientError::Unreachable { tried })
+    }
+
+    /// Whether `addr` accepted no connection within [`DOWN_FOR`].
+    fn is_down(&self, addr: &str) -> bool {
+        self.down
+            .get(addr)
+            .is_some_and(|at| at.elapsed() < DOWN_FOR)
+    }
+
+    /// Notes that `addr` accepted no connection (`e` is `Unreachable`).
+    fn mark_down(&mut self, addr: &str, e: &ClientError) {
+        if matches!(e, ClientError::Unreachable { .. }) {
+            self.down.insert(addr.to_owned(), Instant::now());
+        }
     }
 
     /// A new connection to `addr`, authenticated when the client has a token.
