@@ -234,6 +234,48 @@ impl Retrieval {
     }
 }
 
+/// The meaning of each text of `pairs`: texts joined by a pair labelled the same meaning share
+/// one (connected components), every other text has its own. For "distinct meanings per
+/// page" (`docs/search.md`, "Pages without crowding").
+#[must_use]
+pub fn meanings(pairs: &[Pair]) -> HashMap<String, usize> {
+    let mut ids: HashMap<String, usize> = HashMap::new();
+    let mut parent: Vec<usize> = Vec::new();
+    let mut id = |t: &str, parent: &mut Vec<usize>| {
+        let n = ids.len();
+        *ids.entry(t.to_owned()).or_insert_with(|| {
+            parent.push(n);
+            n
+        })
+    };
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    let mut joins = Vec::new();
+    for p in pairs {
+        let (a, b) = (id(&p.a, &mut parent), id(&p.b, &mut parent));
+        if p.same {
+            joins.push((a, b));
+        }
+    }
+    for (a, b) in joins {
+        let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
+        if ra != rb {
+            parent[ra] = rb;
+        }
+    }
+    let mut out = HashMap::new();
+    let names: Vec<(String, usize)> = ids.iter().map(|(t, i)| (t.clone(), *i)).collect();
+    for (t, i) in names {
+        out.insert(t, root(&mut parent, i));
+    }
+    out
+}
+
 /// Vectors computed once and looked up by text: the committed slice's MiniLM vectors, so
 /// the CI check embeds nothing. Reports its model as MiniLM's (the vectors are MiniLM's);
 /// a text it does not hold is an error.

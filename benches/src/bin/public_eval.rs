@@ -392,6 +392,34 @@ fn retrieval(dir: &Path, vectors: &HashMap<String, Vec<f32>>, set: &PairSet) -> 
     let mut base = [Hits::default(); 3];
     let mut unordered = 0;
     let verbose = std::env::var_os("AMBERDB_EVAL_VERBOSE").is_some();
+    // Distinct meanings per page and meaning recall@10 (docs/search.md, "Pages without
+    // crowding"): the default's top-level results, and plain cosine's.
+    let meaning = amberdb_benches::public::meanings(&set.pairs);
+    let meaning_of_id: HashMap<MemoryId, usize> = ids
+        .iter()
+        .zip(&corpus)
+        .map(|(id, t)| (*id, meaning[*t]))
+        .collect();
+    let (mut distinct, mut distinct_cosine, mut found, mut found_cosine) = (0usize, 0usize, 0usize, 0usize);
+    for (q, target) in &queries {
+        let (page, _) = default_page(&store, user, q, Variant::Uncounted)?;
+        let on_page: HashSet<usize> = page.iter().filter_map(|r| meaning_of_id.get(&r[0]).copied()).collect();
+        distinct += on_page.len();
+        found += usize::from(on_page.contains(&meaning[corpus[*target]]));
+        let ranked: Ranked = plain.rank(q, &vectors[*q], 10);
+        let on_cosine: HashSet<usize> = ranked.cosine.iter().map(|&r| meaning[corpus[r]]).collect();
+        distinct_cosine += on_cosine.len();
+        found_cosine += usize::from(on_cosine.contains(&meaning[corpus[*target]]));
+    }
+    println!(
+        "| {} | {} | distinct meanings per page of ten: default {:.2}, plain cosine {:.2}; the query's meaning on the page: default {}, plain cosine {} | | | |",
+        set.name,
+        set.split,
+        distinct as f64 / queries.len().max(1) as f64,
+        distinct_cosine as f64 / queries.len().max(1) as f64,
+        ratio(found, queries.len()),
+        ratio(found_cosine, queries.len())
+    );
     for (q, target) in &queries {
         let wanted: HashSet<MemoryId> = std::iter::once(ids[*target]).collect();
         for (k, (_, variant)) in VARIANTS.iter().enumerate() {
