@@ -587,6 +587,12 @@ export interface SearchMemoriesArgs {
   "rerank"?: boolean;
   /** how many first candidates the cross-encoder rescores (at least the page's end); default 20 */
   "rerank_candidates"?: number;
+  /** records (default) or session: one result per session (its best record; its other records in session_turns), limit counts sessions */
+  "group"?: string;
+  /** 0..1 added to a record whose time falls in a date or relative time the query names (relative to as_of, else now); 0 turns it off (docs/search.md, Dates in questions) */
+  "date_boost"?: number;
+  /** 0..1: each record gains this share of the best score of another record of its session (docs/search.md, Sessions) */
+  "session_lend"?: number;
 }
 
 /** The reply of SEARCH_MEMORIES. */
