@@ -400,10 +400,14 @@ fn retrieval(dir: &Path, vectors: &HashMap<String, Vec<f32>>, set: &PairSet) -> 
         .zip(&corpus)
         .map(|(id, t)| (*id, meaning[*t]))
         .collect();
-    let (mut distinct, mut distinct_cosine, mut found, mut found_cosine) = (0usize, 0usize, 0usize, 0usize);
+    let (mut distinct, mut distinct_cosine, mut found, mut found_cosine) =
+        (0usize, 0usize, 0usize, 0usize);
     for (q, target) in &queries {
         let (page, _) = default_page(&store, user, q, Variant::Uncounted)?;
-        let on_page: HashSet<usize> = page.iter().filter_map(|r| meaning_of_id.get(&r[0]).copied()).collect();
+        let on_page: HashSet<usize> = page
+            .iter()
+            .filter_map(|r| meaning_of_id.get(&r[0]).copied())
+            .collect();
         distinct += on_page.len();
         found += usize::from(on_page.contains(&meaning[corpus[*target]]));
         let ranked: Ranked = plain.rank(q, &vectors[*q], 10);
