@@ -10,6 +10,7 @@ pub(crate) const GUARD_CANDIDATES: usize = 50;
 use super::facts::{Decision, Reading, Relation, reading, relation_of};
 use crate::kernel::record::{MemoryId, Timestamp};
 use amberdb_index::kernels;
+use std::collections::BTreeSet;
 
 /// What the dedup decision needs to see of a store: one user's live memories of one kind.
 pub(crate) trait Space {
@@ -238,6 +239,75 @@ pub(crate) fn fold_duplicates(
     kept
 }
 
+/// The newest value of a slot first, in the default fold (`docs/search.md`, "Changed facts"):
+/// a kept result moves right in front of a higher kept result, within `min_sim` of it, when it
+/// became valid later and the two are two values of one slot:
+/// - the fact guard reads them so with confidence (`Relation::Updates`: the same subject and
+///   relation with another value, or the opposite statement); or
+/// - they are two answers to the question (`two_answers`): each has words the other lacks,
+///   none of those words is in the question, and both hold the same words of the question
+///   (so a question that names a subject never has another subject's statement put first).
+///
+/// Never for a pair the guard is unsure of otherwise, and never by storage time alone (`at`
+/// is when each statement became valid). Nothing is folded or dropped. Returns, for each
+/// result moved, its index and the index of the result it moved in front of (whose score it
+/// carries on the page, so the page stays in score order).
+pub(crate) fn newest_of_slot_first(
+    items: &[FoldItem<'_>],
+    kept: &mut [(usize, Vec<usize>)],
+    min_sim: f32,
+    question: &BTreeSet<String>,
+) -> Vec<(usize, usize)> {
+    let mut moves = Vec::new();
+    let mut j = 1;
+    while j < kept.len() {
+        let newer = kept.get(j).and_then(|k| items.get(k.0));
+        let older_at = (0..j).find(|&i| {
+            let (Some(a), Some(b)) = (kept.get(i).and_then(|k| items.get(k.0)), newer) else {
+                return false;
+            };
+            b.at > a.at
+                && close(a, b, min_sim)
+                && (two_answers(a.read(), b.read(), question)
+                    || guard(a, b).0.relation == Relation::Updates)
+        });
+        if let Some(i) = older_at
+            && let (Some(&(moved, _)), Some(&(older, _))) = (kept.get(j), kept.get(i))
+        {
+            if let Some(span) = kept.get_mut(i..=j) {
+                span.rotate_right(1);
+            }
+            moves.push((moved, older));
+        }
+        j += 1;
+    }
+    moves
+}
+
+/// Most content words a statement may hold that the other lacks, for two statements to be
+/// read as two answers to one question: a value of a slot is a word or two ("Tamil",
+/// "Equatorial Guinea"), not a clause.
+const MAX_ANSWER_WORDS: usize = 2;
+
+/// Whether `a` (older) and `b` (newer) answer `question` (its content words) with different
+/// values: each holds one or two content words more often than the other (its value), the
+/// newer holds every word of the question the older holds, at least one, and no word only the
+/// older holds is in the question. "Tamil was the language of Thillu Mullu" and "Korean was
+/// the language of Thillu Mullu" answer "What is the original language of Thillu Mullu?";
+/// "Bob likes tea" is never put before "Alice likes tea" for "What does Alice like?".
+fn two_answers(a: &Reading, b: &Reading, question: &BTreeSet<String>) -> bool {
+    let (wa, wb) = (a.words(), b.words());
+    let in_question = |w: &&str| question.contains(*w);
+    let asked_a: BTreeSet<&str> = wa.iter().copied().filter(in_question).collect();
+    let asked_b: BTreeSet<&str> = wb.iter().copied().filter(in_question).collect();
+    let values = |n: usize| (1..=MAX_ANSWER_WORDS).contains(&n);
+    values(a.excess_over(b).len())
+        && values(b.excess_over(a).len())
+        && !wa.difference(&wb).any(in_question)
+        && !asked_a.is_empty()
+        && asked_a.is_subset(&asked_b)
+}
+
 /// The opt-in slot fold (`Fold::Slots`; `docs/semantics.md`, "Dedup at load time") over
 /// `items`, best first. Within `min_sim` of a kept hit, the fact guard decides: a duplicate folds into it; an older
 /// value of its slot folds into it too, and a newer value takes its place (the older one
@@ -368,5 +438,74 @@ mod tests {
             fold_duplicates(&items, 0.9, 2),
             vec![(0, vec![]), (1, vec![2])]
         );
+    }
+
+    fn question(q: &str) -> BTreeSet<String> {
+        super::super::facts::content_words(q)
+    }
+
+    fn moved(items: &[FoldItem<'_>], q: &str) -> (Vec<usize>, Vec<(usize, usize)>) {
+        let mut kept = fold_duplicates(items, 0.9, 10);
+        let moves = newest_of_slot_first(items, &mut kept, 0.9, &question(q));
+        (kept.into_iter().map(|k| k.0).collect(), moves)
+    }
+
+    #[test]
+    fn a_newer_value_of_a_slot_moves_in_front_of_the_older_and_nothing_else_does() {
+        let v = [1.0, 0.0];
+        let far = [0.0, 1.0];
+        // The guard's confident update: the newer value moves in front, carrying its score.
+        let items = [
+            item(&v, "The capital of Kenya is Mombasa", 1),
+            item(&v, "The capital of Spain is Madrid", 5),
+            item(&v, "The capital of Kenya is Nairobi", 2),
+        ];
+        assert_eq!(
+            moved(&items, "What is the capital of Kenya?"),
+            (vec![2, 0, 1], vec![(2, 0)])
+        );
+        // Two answers to the question, the value first in the sentence (the guard reads
+        // "Tamil" as the subject): the newer first.
+        let items = [
+            item(&v, "Tamil was the language of Thillu Mullu.", 1),
+            item(&v, "Korean was the language of Thillu Mullu.", 2),
+        ];
+        let q = "What is the original language of Thillu Mullu?";
+        assert_eq!(moved(&items, q), (vec![1, 0], vec![(1, 0)]));
+        // A value that repeats the subject's name is still a value.
+        let items = [
+            item(&v, "Mercury Montclair is created by Mercury.", 1),
+            item(&v, "Mercury Montclair is created by Toyota.", 2),
+        ];
+        let q = "Which company is Mercury Montclair produced by?";
+        assert_eq!(moved(&items, q), (vec![1, 0], vec![(1, 0)]));
+        // Never across the subject the question names, never by time when far apart, never
+        // the older in front of the newer.
+        let items = [
+            item(&v, "Alice likes green tea", 1),
+            item(&v, "Bob likes green tea", 2),
+        ];
+        assert_eq!(moved(&items, "What does Alice like?"), (vec![0, 1], vec![]));
+        let items = [
+            item(&v, "Tamil was the language of Thillu Mullu.", 1),
+            item(&far, "Korean was the language of Thillu Mullu.", 2),
+        ];
+        assert_eq!(moved(&items, q), (vec![0, 1], vec![]));
+        let items = [
+            item(&v, "Korean was the language of Thillu Mullu.", 2),
+            item(&v, "Tamil was the language of Thillu Mullu.", 1),
+        ];
+        let q = "What is the original language of Thillu Mullu?";
+        assert_eq!(moved(&items, q), (vec![0, 1], vec![]));
+        // A statement that differs by a clause, not a value, stays where its score put it.
+        let items = [
+            item(&v, "Tamil was the language of Thillu Mullu.", 1),
+            item(
+                &v,
+                "Korean dubbing of Thillu Mullu aired on a cable channel in Seoul.",
+                2,
+            ),
+        ];
+        assert_eq!(moved(&items, q), (vec![0, 1], vec![]));
     }
 }

@@ -608,6 +608,18 @@ impl Statement {
         self.content.iter().map(|w| w.text.as_str()).collect()
     }
 
+    /// Its content words that occur more often in it than in `other` (counted with their
+    /// repeats: "Leeds's capital is Leeds" holds "leeds" once more than "Leeds's capital is
+    /// Havana").
+    fn excess_over<'a>(&'a self, other: &Statement) -> BTreeSet<&'a str> {
+        let count = |s: &Statement, w: &str| s.content.iter().filter(|c| c.text == w).count();
+        self.content
+            .iter()
+            .map(|w| w.text.as_str())
+            .filter(|w| count(self, w) > count(other, w))
+            .collect()
+    }
+
     /// Its numbers, sorted, each as often as it occurs.
     fn numbers(&self) -> Vec<&str> {
         let mut n: Vec<&str> = self
@@ -742,6 +754,18 @@ fn decide_same_subject(relation: Relation, rule: Rule) -> Decision {
 /// of its candidates with several.
 pub(crate) struct Reading(Statement);
 
+impl Reading {
+    /// Its content words (`content_words`).
+    pub(crate) fn words(&self) -> BTreeSet<&str> {
+        self.0.words()
+    }
+
+    /// Its content words that occur more often in it than in `other`.
+    pub(crate) fn excess_over<'a>(&'a self, other: &Reading) -> BTreeSet<&'a str> {
+        self.0.excess_over(&other.0)
+    }
+}
+
 /// Reads `text` for the guard.
 pub(crate) fn reading(text: &str) -> Reading {
     Reading(read(text))
@@ -861,7 +885,19 @@ fn wording_rule(d: &Difference<'_>) -> Option<Decision> {
         return Some(decide(Relation::Distinct, Rule::OtherNumber));
     }
     if only_old.is_empty() || only_new.is_empty() {
-        return Some(decide(Relation::Duplicate, Rule::AddsDetail));
+        // A word the shorter side says more often than the longer one was replaced, not
+        // kept: "Mercury Montclair is created by Mercury" / "... by Toyota" (a value that
+        // repeats the subject's name) gives one slot two values, never one statement with
+        // detail added.
+        let shorter_keeps_its_words = if only_old.is_empty() {
+            o.excess_over(n).is_empty()
+        } else {
+            n.excess_over(o).is_empty()
+        };
+        if shorter_keeps_its_words {
+            return Some(decide(Relation::Duplicate, Rule::AddsDetail));
+        }
+        return Some(decide(Relation::Unsure, Rule::OneWordReplaced));
     }
     None
 }
@@ -1105,6 +1141,22 @@ mod tests {
         assert_eq!(
             rel("Alice lives in Paris", "Alice lives in Berlin"),
             Updates
+        );
+        // A value that repeats the subject's name, replaced: never detail added (a merge
+        // would hide the new value).
+        assert_eq!(
+            rel(
+                "Mercury Montclair is created by Mercury.",
+                "Mercury Montclair is created by Toyota."
+            ),
+            Unsure
+        );
+        assert_eq!(
+            rel(
+                "Leeds's capital city is Leeds.",
+                "Leeds's capital city is Havana."
+            ),
+            Unsure
         );
     }
 

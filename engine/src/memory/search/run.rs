@@ -6,7 +6,8 @@ use super::rank::*;
 use super::request::*;
 use crate::error::{EngineError, Result};
 use crate::hooks::Fold;
-use crate::hooks::dedup::{FoldItem, fold_duplicates, fold_slots};
+use crate::hooks::dedup::{FoldItem, fold_duplicates, fold_slots, newest_of_slot_first};
+use crate::hooks::facts::content_words;
 use crate::hooks::{Effective, LOAD_DEDUP_OVERFETCH};
 use crate::kernel::keyword::tokenize;
 use crate::kernel::record::{self, Kind, Memory, MemoryId, Timestamp};
@@ -16,6 +17,7 @@ use crate::memory::scope::check_scope;
 use crate::memory::{check_vector, in_range};
 use crate::store::Store;
 use amberdb_index::Probe;
+use std::collections::HashMap;
 
 /// The live records up to `n` before and after `m` in its session, in session order.
 pub(super) fn neighbours_of(state: &State, u: &UserIndex, m: &Memory, n: usize) -> Vec<Neighbour> {
@@ -366,7 +368,11 @@ impl Store {
                     (&query_tags, freq),
                     (now, &plan.adjust),
                 );
-                let (kept, folds) = folded(&state, &ranked, &plan, kept_wanted);
+                let Folded {
+                    kept,
+                    folds,
+                    carried,
+                } = folded(&state, &ranked, &plan, &req.query, kept_wanted);
                 // A reranked search groups after the reranker has ordered its pool.
                 let group = if plan.rerank.is_some() {
                     Group::Records
@@ -392,7 +398,7 @@ impl Store {
                     req,
                     window,
                     embedding,
-                    &ranked,
+                    (&ranked, &carried),
                     (kept, &folds, &members),
                 )?;
                 let total = if plan.filter.as_of {
@@ -693,7 +699,7 @@ fn ranked<'s>(
 /// Each record of a session gains `lend` times the best score of another record of its
 /// session among `ranked` (scores read before any is changed).
 fn lend_within_sessions(ranked: &mut [(Candidate, f32, &Memory)], lend: f32) {
-    let mut best: std::collections::HashMap<&str, (f32, f32)> = std::collections::HashMap::new();
+    let mut best: HashMap<&str, (f32, f32)> = HashMap::new();
     for (_, score, m) in ranked.iter() {
         if let Some(s) = m.session_id.as_deref() {
             let top = best
@@ -717,16 +723,29 @@ fn lend_within_sessions(ranked: &mut [(Candidate, f32, &Memory)], lend: f32) {
     }
 }
 
-/// Load-time dedup (`plan.eff.fold`): the indexes of `ranked` kept, and those each one
-/// folded; every one kept, none folded, without it.
+/// What load-time dedup made of the ranking: the indexes of `ranked` kept, in page order, the
+/// indexes each one folded, and the page score of each kept result moved in front of an older
+/// value of its slot (`newest_of_slot_first`: it carries that one's score).
+struct Folded {
+    kept: Vec<usize>,
+    folds: Vec<Vec<usize>>,
+    carried: HashMap<usize, f32>,
+}
+
+/// Load-time dedup (`plan.eff.fold`): every one kept, none folded, without it.
 fn folded(
     state: &State,
     ranked: &[(Candidate, f32, &Memory)],
     plan: &Plan,
+    query: &str,
     kept_wanted: usize,
-) -> (Vec<usize>, Vec<Vec<usize>>) {
+) -> Folded {
     if !plan.eff.load_dedup {
-        return ((0..ranked.len()).collect(), vec![Vec::new(); ranked.len()]);
+        return Folded {
+            kept: (0..ranked.len()).collect(),
+            folds: vec![Vec::new(); ranked.len()],
+            carried: HashMap::new(),
+        };
     }
     let items: Vec<FoldItem<'_>> = ranked
         .iter()
@@ -739,19 +758,37 @@ fn folded(
         })
         .collect();
     let min_sim = 1.0 - plan.eff.cluster_distance;
-    match plan.eff.fold {
-        Fold::Duplicates => fold_duplicates(&items, min_sim, kept_wanted),
+    let mut carried = HashMap::new();
+    let kept = match plan.eff.fold {
+        Fold::Duplicates => {
+            let mut kept = fold_duplicates(&items, min_sim, kept_wanted);
+            let question = content_words(query);
+            for (moved, older) in newest_of_slot_first(&items, &mut kept, min_sim, &question) {
+                let score = carried
+                    .get(&older)
+                    .copied()
+                    .or_else(|| ranked.get(older).map(|r| r.1));
+                if let Some(score) = score {
+                    carried.insert(moved, score);
+                }
+            }
+            kept
+        }
         Fold::Slots => fold_slots(&items, min_sim, kept_wanted),
+    };
+    let (kept, folds) = kept.into_iter().unzip();
+    Folded {
+        kept,
+        folds,
+        carried,
     }
-    .into_iter()
-    .unzip()
 }
 
 /// `items` grouped by `session_of`, in the order given: each session's first item with the
 /// items of its session after it; an item without a session alone.
 fn by_session<T>(items: Vec<T>, session_of: impl Fn(&T) -> Option<String>) -> Vec<(T, Vec<T>)> {
     let mut groups: Vec<(T, Vec<T>)> = Vec::new();
-    let mut of_session: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut of_session: HashMap<String, usize> = HashMap::new();
     for item in items {
         match session_of(&item) {
             Some(s) => match of_session.get(&s) {
@@ -860,7 +897,7 @@ fn page(
     req: &SearchRequest,
     window: Window,
     embedding: &crate::store::Embedding,
-    ranked: &[(Candidate, f32, &Memory)],
+    (ranked, carried): (&[(Candidate, f32, &Memory)], &HashMap<usize, f32>),
     (kept, folds, members): (Vec<usize>, &[Vec<usize>], &[Vec<usize>]),
 ) -> Result<(Vec<SearchedHit>, Option<(usize, usize)>)> {
     let mut budget = window.budget.map(|b| (b, 0usize, 0usize));
@@ -886,9 +923,10 @@ fn page(
         if !fits(&mut budget, &m.content, embedding)? {
             continue;
         }
+        let carries = carried.get(&i).copied();
         hits.push(SearchedHit {
             memory: (*m).clone(),
-            score: *score,
+            score: carries.unwrap_or(*score),
             similarity: c.cosine,
             distance: c.cosine.map(|s| 1.0 - s),
             keyword_score: c.bm25,
@@ -896,7 +934,7 @@ fn page(
             folded: folded.len(),
             also: listed(folded),
             session_turns: listed(members.get(n).map_or(none, Vec::as_slice)),
-            first_score: None,
+            first_score: carries.map(|_| *score),
             context: if req.neighbours > 0 {
                 neighbours_of(state, u, m, req.neighbours)
             } else {
@@ -941,7 +979,7 @@ fn reranked(
     let passages: Vec<&str> = hits.iter().map(|h| h.memory.content.as_str()).collect();
     let scores = reranker.score(query, &passages)?;
     for (hit, score) in hits.iter_mut().zip(scores) {
-        hit.first_score = Some(hit.score);
+        hit.first_score.get_or_insert(hit.score);
         hit.score = score;
     }
     hits.sort_by(|a, b| b.score.total_cmp(&a.score));
