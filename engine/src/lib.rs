@@ -143,14 +143,15 @@ pub use kernel::verify;
 pub use kernel::{checkpoint, codec, identity, log, ownership, segment_file, storage};
 pub use memory::{
     Also, Cleared, Compacted, CompactionGroup, CompactionPreview, DEFAULT_DATE_BOOST,
-    DEFAULT_RERANK_CANDIDATES, DedupDecision, EntityDeleted, Exported, ExportedRecord, Feedback,
-    FeedbackResult, Fusion, Group, HeldBy, HeldTurn, HeldTurns, History, Hits, ImportedRecords,
-    ItemUser, ListFilter, Listed, MAX_NEIGHBOURS, MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS,
-    MAX_RERANK_CANDIDATES, MemoryStats, MendItem, MendPreview, Mended, Mode, Neighbour, Outcome,
-    Provenance, RRF_K, ReembedStatus, Reembedded, SEARCH_ACCESS_INTERVAL_US, ScanMode, ScoredBy,
-    SearchRequest, SearchedHit, Shelf, SnapshotCreated, SnapshotRestored, Source, StoreRequest,
-    Stored, Strategy, TagChange, TagPreview, TagsApplied, TopAccessed, Turn, TurnsAdded, Unmerged,
-    UpdateRequest, Updated, Version, frequency, importance, preview, recency, strategy_score,
+    DEFAULT_RERANK_CANDIDATES, DEFAULT_SESSION_LEND, DedupDecision, EntityDeleted, Exported,
+    ExportedRecord, Feedback, FeedbackResult, Fusion, Group, HeldBy, HeldTurn, HeldTurns, History,
+    Hits, ImportedRecords, ItemUser, ListFilter, Listed, MAX_NEIGHBOURS, MAX_OFFSET, MAX_PAGE,
+    MAX_QUERY_CHARS, MAX_RERANK_CANDIDATES, MemoryStats, MendItem, MendPreview, Mended, Mode,
+    Neighbour, Outcome, Provenance, RRF_K, ReembedStatus, Reembedded, SEARCH_ACCESS_INTERVAL_US,
+    ScanMode, ScoredBy, SearchRequest, SearchedHit, Shelf, SnapshotCreated, SnapshotRestored,
+    Source, StoreRequest, Stored, Strategy, TagChange, TagPreview, TagsApplied, TopAccessed, Turn,
+    TurnsAdded, Unmerged, UpdateRequest, Updated, Version, frequency, importance, preview, recency,
+    strategy_score,
 };
 /// The MemFuse query API (`docs/search.md`, "The MemFuse query").
 pub mod query {

@@ -129,12 +129,12 @@ arguments! {
         date_boost: Option<f32> = opt(
             "date_boost",
             Ty::Num,
-            "0..1 added to a record whose time falls in a date or relative time the query names (relative to as_of, else now); 0 turns it off (docs/search.md, Dates in questions)",
+            "0..1 (default 0.1) added to a record whose time falls in a date or relative time the query names (relative to as_of, else now); 0 turns it off (docs/search.md, Dates in questions)",
         ),
         session_lend: Option<f32> = opt(
             "session_lend",
             Ty::Num,
-            "0..1: each record gains this share of the best score of another record of its session (docs/search.md, Sessions)",
+            "0..1 (default 0.1): each record gains this share of the best score of another record of its session; 0 turns it off (docs/search.md, Sessions)",
         ),
     }
 }

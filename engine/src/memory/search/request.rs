@@ -48,8 +48,14 @@ pub const TAG_BOOST: f32 = 0.1;
 pub const DEFAULT_RERANK_CANDIDATES: usize = 20;
 
 /// What a search adds to the score of a record whose time (`valid_from`) falls in a window of
-/// time the query names (`docs/search.md`, "Dates in questions": chosen by measurement).
-pub const DEFAULT_DATE_BOOST: f32 = 0.0;
+/// time the query names (`docs/search.md`, "Dates in questions": chosen on LoCoMo's tuning
+/// conversations, confirmed on the held-out ones).
+pub const DEFAULT_DATE_BOOST: f32 = 0.1;
+
+/// The share of the best score of another candidate of its session that a record gains
+/// (`docs/search.md`, "Sessions": chosen on LoCoMo's tuning conversations, confirmed on the
+/// held-out ones).
+pub const DEFAULT_SESSION_LEND: f32 = 0.1;
 
 /// Most candidates a search may rerank (a reranked page ends within them).
 pub const MAX_RERANK_CANDIDATES: usize = 50;
@@ -241,7 +247,8 @@ pub struct SearchRequest {
     /// `None`: [`DEFAULT_DATE_BOOST`]. A boost, never a filter.
     pub date_boost: Option<f32>,
     /// Each turn's score gains this share of the best score of another candidate of its
-    /// session, 0..=1 (default 0): a session's turns lend each other score
+    /// session, 0..=1 (default [`DEFAULT_SESSION_LEND`]; 0 turns it off): a session's turns
+    /// lend each other score
     /// (`docs/search.md`, "Sessions").
     pub session_lend: f32,
 }
@@ -294,7 +301,7 @@ impl SearchRequest {
             rerank: None,
             group: Group::Records,
             date_boost: None,
-            session_lend: 0.0,
+            session_lend: DEFAULT_SESSION_LEND,
         }
     }
 
@@ -417,8 +424,10 @@ pub struct SearchedHit {
     /// (this result is the session's best).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub session_turns: Vec<Also>,
-    /// In a reranked search, the strategy's score the candidate had before the reranker
-    /// scored it (`score` is then the reranker's).
+    /// The strategy's own score of this record, when `score` shows another: in a reranked
+    /// search (`score` is then the reranker's), and for a newer value of a slot moved in
+    /// front of the older one (`score` is then the older one's: `docs/search.md`, "Changed
+    /// facts").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_score: Option<f32>,
     /// With `neighbours`: the records of its session right before and after it, in session
