@@ -417,15 +417,26 @@ impl PartitionRun {
         let p = self.part.partition;
         let started = now_ms();
         let mut opened = Some(first);
+        // Failed opens in a row: the first retries come soon, since the usual cause is the
+        // store just closed, still held by a request in flight (its LOCK), and a partition
+        // reopening is a partition refusing requests.
+        let mut failed: u32 = 0;
         while !self.stopping() {
             let store = match opened.take() {
                 Some(store) => store,
                 None => match self.open().await {
-                    Ok(store) => store,
+                    Ok(store) => {
+                        failed = 0;
+                        store
+                    }
                     Err(e) => {
                         tracing::error!(partition = p, error = %e, "opening a partition store; retrying");
                         self.set_role(Role::Halted(e.to_string()));
-                        tokio::time::sleep(LEASE).await;
+                        let backoff = Duration::from_millis(100)
+                            .saturating_mul(1 << failed.min(6))
+                            .min(LEASE);
+                        failed = failed.saturating_add(1);
+                        tokio::time::sleep(backoff).await;
                         continue;
                     }
                 },

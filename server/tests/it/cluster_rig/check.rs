@@ -69,10 +69,19 @@ fn agreement(world: &World) -> Result<(), String> {
 /// Everything node `i` holds of `users` (read from its own stores).
 pub(crate) fn held(world: &World, i: usize, users: &[String]) -> Result<Held, String> {
     let mut client = world.client_of(i).ok_or(format!("n{i} does not answer"))?;
+    // A read refused as `unavailable` (a store reopening: "retry in a moment") changed
+    // nothing and is asked again for up to 30 s, as a client would; wrong data never is.
     let mut read = |command: &str, args: Value| {
-        client
-            .call(command, &args)
-            .map_err(|e| format!("n{i}: {command} {args}: {e}"))
+        let mut refused = 0;
+        loop {
+            match client.call(command, &args) {
+                Err(e) if e.to_string().contains("(unavailable)") && refused < 60 => {
+                    refused += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(500));
+                }
+                r => break r.map_err(|e| format!("n{i}: {command} {args}: {e}")),
+            }
+        }
     };
     let mut held = Held {
         memories: BTreeMap::new(),
