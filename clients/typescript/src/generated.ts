@@ -589,9 +589,9 @@ export interface SearchMemoriesArgs {
   "rerank_candidates"?: number;
   /** records (default) or session: one result per session (its best record; its other records in session_turns), limit counts sessions */
   "group"?: string;
-  /** 0..1 added to a record whose time falls in a date or relative time the query names (relative to as_of, else now); 0 turns it off (docs/search.md, Dates in questions) */
+  /** 0..1 (default 0.1) added to a record whose time falls in a date or relative time the query names (relative to as_of, else now); 0 turns it off (docs/search.md, Dates in questions) */
   "date_boost"?: number;
-  /** 0..1: each record gains this share of the best score of another record of its session (docs/search.md, Sessions) */
+  /** 0..1 (default 0.1): each record gains this share of the best score of another record of its session; 0 turns it off (docs/search.md, Sessions) */
   "session_lend"?: number;
 }
 
@@ -605,6 +605,7 @@ export interface SearchMemoriesReply {
   "over_budget"?: number;
   "strategy": string;
   "mode": string;
+  "scored_by": string;
   "fallback": string | null;
   "success": boolean;
   "message": string;

@@ -466,6 +466,7 @@ pub(super) static TABLE: &[Command] = &[
             field("over_budget", Int).maybe(),
             field("strategy", Str),
             field("mode", Str),
+            field("scored_by", Str),
             field("fallback", Str).or_null(),
             field("success", Bool),
             field("message", Str),
