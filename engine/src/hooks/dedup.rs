@@ -242,6 +242,7 @@ pub(crate) fn fold_duplicates(
 /// The newest value of a slot first, in the default fold (`docs/search.md`, "Changed facts"):
 /// a kept result moves right in front of a higher kept result, within `min_sim` of it, when it
 /// became valid later and the two are two values of one slot:
+/// and the question names no word only the older holds (`older_asked_for`), and
 /// - the fact guard reads them so with confidence (`Relation::Updates`: the same subject and
 ///   relation with another value, or the opposite statement); or
 /// - they are two answers to the question (`two_answers`): each has words the other lacks,
@@ -268,6 +269,7 @@ pub(crate) fn newest_of_slot_first(
             };
             b.at > a.at
                 && close(a, b, min_sim)
+                && !older_asked_for(a.read(), b.read(), question)
                 && (two_answers(a.read(), b.read(), question)
                     || guard(a, b).0.relation == Relation::Updates)
         });
@@ -284,15 +286,24 @@ pub(crate) fn newest_of_slot_first(
     moves
 }
 
+/// Whether the question names a word only the older statement holds: it asks for that
+/// statement ("A man plays the guitar" finds "A man is playing guitar", never the newer "A
+/// man is playing a piano" in front of it), or for that subject.
+fn older_asked_for(a: &Reading, b: &Reading, question: &BTreeSet<String>) -> bool {
+    a.words()
+        .difference(&b.words())
+        .any(|w| question.contains(*w))
+}
+
 /// Most content words a statement may hold that the other lacks, for two statements to be
 /// read as two answers to one question: a value of a slot is a word or two ("Tamil",
 /// "Equatorial Guinea"), not a clause.
 const MAX_ANSWER_WORDS: usize = 2;
 
 /// Whether `a` (older) and `b` (newer) answer `question` (its content words) with different
-/// values: each holds one or two content words more often than the other (its value), the
-/// newer holds every word of the question the older holds, at least one, and no word only the
-/// older holds is in the question. "Tamil was the language of Thillu Mullu" and "Korean was
+/// values: each holds one or two content words more often than the other (its value), and
+/// the newer holds every word of the question the older holds, at least one (the caller has
+/// checked that no word only the older holds is in the question: `older_asked_for`). "Tamil was the language of Thillu Mullu" and "Korean was
 /// the language of Thillu Mullu" answer "What is the original language of Thillu Mullu?";
 /// "Bob likes tea" is never put before "Alice likes tea" for "What does Alice like?".
 fn two_answers(a: &Reading, b: &Reading, question: &BTreeSet<String>) -> bool {
@@ -303,7 +314,6 @@ fn two_answers(a: &Reading, b: &Reading, question: &BTreeSet<String>) -> bool {
     let values = |n: usize| (1..=MAX_ANSWER_WORDS).contains(&n);
     values(a.excess_over(b).len())
         && values(b.excess_over(a).len())
-        && !wa.difference(&wb).any(in_question)
         && !asked_a.is_empty()
         && asked_a.is_subset(&asked_b)
 }
@@ -497,6 +507,16 @@ mod tests {
         ];
         let q = "What is the original language of Thillu Mullu?";
         assert_eq!(moved(&items, q), (vec![0, 1], vec![]));
+        // A question that names the older statement's own words asks for it.
+        let items = [
+            item(&v, "A man is playing the guitar", 1),
+            item(&v, "A man is playing the piano", 2),
+        ];
+        assert_eq!(moved(&items, "A man plays a guitar"), (vec![0, 1], vec![]));
+        assert_eq!(
+            moved(&items, "What does the man play?"),
+            (vec![1, 0], vec![(1, 0)])
+        );
         // A statement that differs by a clause, not a value, stays where its score put it.
         let items = [
             item(&v, "Tamil was the language of Thillu Mullu.", 1),

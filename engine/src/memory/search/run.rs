@@ -762,8 +762,15 @@ fn folded(
     let kept = match plan.eff.fold {
         Fold::Duplicates => {
             let mut kept = fold_duplicates(&items, min_sim, kept_wanted);
-            let question = content_words(query);
-            for (moved, older) in newest_of_slot_first(&items, &mut kept, min_sim, &question) {
+            // Only a question asks for a current value: a statement searched for its
+            // restatements keeps its page in score order (on SICK's paraphrases the move
+            // cost 12 points of R@1).
+            let moves = if is_question(query) {
+                newest_of_slot_first(&items, &mut kept, min_sim, &content_words(query))
+            } else {
+                Vec::new()
+            };
+            for (moved, older) in moves {
                 let score = carried
                     .get(&older)
                     .copied()
@@ -782,6 +789,21 @@ fn folded(
         folds,
         carried,
     }
+}
+
+/// Whether `query` asks a question: it ends with a question mark, or opens with a question
+/// word ("what", "who", "which", "where", "when", "how", "does", "is" ...).
+fn is_question(query: &str) -> bool {
+    const OPENERS: &[&str] = &[
+        "what", "which", "who", "whom", "whose", "where", "when", "why", "how", "is", "are", "was",
+        "were", "do", "does", "did", "can", "could", "has", "have", "had",
+    ];
+    let query = query.trim();
+    query.ends_with('?')
+        || query
+            .split(|c: char| !c.is_alphanumeric())
+            .next()
+            .is_some_and(|w| OPENERS.iter().any(|o| w.eq_ignore_ascii_case(o)))
 }
 
 /// `items` grouped by `session_of`, in the order given: each session's first item with the
@@ -1050,4 +1072,29 @@ fn check_time_windows(req: &SearchRequest) -> Result<()> {
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_question;
+
+    #[test]
+    fn questions_are_told_from_statements() {
+        for q in [
+            "What is the capital of Kenya?",
+            "which company makes it",
+            "Does Alice still live in Paris",
+            "the deploy port?",
+        ] {
+            assert!(is_question(q), "{q}");
+        }
+        for q in [
+            "A man is playing the guitar",
+            "user's favourite colour",
+            "Whatever works",
+            "",
+        ] {
+            assert!(!is_question(q), "{q}");
+        }
+    }
 }
