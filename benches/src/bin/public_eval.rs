@@ -41,6 +41,7 @@ use amberdb::{
     EntityKind, MemoryId, Mode, NewMemory, Outcome, Role, SearchRequest, Store, StoreOptions,
     StoreRequest, WriteHook,
 };
+use amberdb_benches::locomo::{Chat, turn_text};
 use amberdb_benches::plain::{Baselines, Ranked};
 use amberdb_benches::public::{PairSet, Retrieval, embed_texts, read_data, write_slice};
 use anyhow::Context;
@@ -480,81 +481,6 @@ fn retrieval(dir: &Path, vectors: &HashMap<String, Vec<f32>>, set: &PairSet) -> 
     Ok(())
 }
 
-/// One turn of a chat: its dialogue id (`D3:7`), speaker and text.
-type Turn = (String, String, String);
-
-/// One LoCoMo conversation: named sessions of turns and questions with evidence.
-struct Chat {
-    sessions: Vec<(String, Vec<Turn>)>,
-    speaker_a: String,
-    questions: Vec<(String, Vec<String>)>,
-}
-
-fn locomo(dir: &Path) -> anyhow::Result<Vec<Chat>> {
-    let text = read_data(&dir.join("locomo").join("locomo10.json"))?;
-    let data: serde_json::Value = serde_json::from_str(&text)?;
-    let mut chats = Vec::new();
-    for c in data.as_array().context("locomo10.json: not a list")? {
-        let conv = &c["conversation"];
-        let mut n = 1;
-        let mut sessions = Vec::new();
-        while let Some(turns) = conv.get(format!("session_{n}")).and_then(|s| s.as_array()) {
-            let turns = turns
-                .iter()
-                .filter_map(|t| {
-                    let mut text = t["text"].as_str()?.to_owned();
-                    if let Some(caption) = t.get("blip_caption").and_then(|c| c.as_str()) {
-                        text.push_str(&format!(" [shares a photo: {caption}]"));
-                    }
-                    Some((
-                        t["dia_id"].as_str()?.to_owned(),
-                        t["speaker"].as_str()?.to_owned(),
-                        text,
-                    ))
-                })
-                .collect();
-            sessions.push((format!("session_{n}"), turns));
-            n += 1;
-        }
-        let questions = c["qa"]
-            .as_array()
-            .map(|qs| {
-                qs.iter()
-                    .filter_map(|q| {
-                        let evidence: Vec<String> = q["evidence"]
-                            .as_array()?
-                            .iter()
-                            .filter_map(|e| e.as_str())
-                            .flat_map(|e| {
-                                e.split(|c: char| c == ';' || c == ',' || c.is_whitespace())
-                            })
-                            .filter(|e| e.starts_with('D'))
-                            .map(str::to_owned)
-                            .collect();
-                        (!evidence.is_empty()).then(|| {
-                            (
-                                q["question"].as_str().unwrap_or_default().to_owned(),
-                                evidence,
-                            )
-                        })
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        chats.push(Chat {
-            sessions,
-            speaker_a: conv["speaker_a"].as_str().unwrap_or_default().to_owned(),
-            questions,
-        });
-    }
-    Ok(chats)
-}
-
-/// A turn as stored: the speaker's name, then the text.
-fn turn_text(speaker: &str, text: &str) -> String {
-    format!("{speaker}: {text}")
-}
-
 fn chats(
     dir: &Path,
     embedder: &Arc<dyn amberdb::Embedder>,
@@ -573,24 +499,27 @@ fn chats(
         messages_store.create_entity(EntityKind::User, None, &user, None, None)?;
         let mut by_dia: HashMap<String, (MemoryId, MemoryId, usize)> = HashMap::new();
         let mut texts: Vec<String> = Vec::new();
-        for (session, turns) in &chat.sessions {
+        for session in &chat.sessions {
+            let turns = &session.turns;
             if turns.is_empty() {
                 continue;
             }
-            messages_store.create_entity(EntityKind::Session, Some(&user), session, None, None)?;
+            let name = session.name.as_str();
+            messages_store.create_entity(EntityKind::Session, Some(&user), name, None, None)?;
             let msgs: Vec<(Role, String)> = turns
                 .iter()
-                .map(|(_, speaker, text)| {
-                    let role = if *speaker == chat.speaker_a {
+                .map(|t| {
+                    let role = if t.speaker == chat.speaker_a {
                         Role::User
                     } else {
                         Role::Assistant
                     };
-                    (role, turn_text(speaker, text))
+                    (role, turn_text(&t.speaker, &t.text))
                 })
                 .collect();
-            let ids = messages_store.add_messages(Some(&user), session, &msgs)?;
-            for (((dia, _, _), (_, text)), id) in turns.iter().zip(&msgs).zip(ids) {
+            let ids = messages_store.add_messages(Some(&user), name, &msgs)?;
+            for ((turn, (_, text)), id) in turns.iter().zip(&msgs).zip(ids) {
+                let dia = &turn.dia;
                 let as_memory =
                     match memories_store.store(NewMemory::new(text.as_str()).user(&user)) {
                         Ok(s) => s.memory_id,
@@ -607,8 +536,8 @@ fn chats(
         // Evidence turns the memory store no longer holds live: archived by a merge or a
         // supersede.
         let mut evidence_all: HashSet<&str> = HashSet::new();
-        for (_, ev) in &chat.questions {
-            evidence_all.extend(ev.iter().map(String::as_str));
+        for question in &chat.questions {
+            evidence_all.extend(question.evidence.iter().map(String::as_str));
         }
         for dia in &evidence_all {
             if let Some((_, mid, _)) = by_dia.get(*dia) {
@@ -616,7 +545,8 @@ fn chats(
                 lost += usize::from(memories_store.get(*mid).is_err());
             }
         }
-        for (q, evidence) in &chat.questions {
+        for question in &chat.questions {
+            let (q, evidence) = (&question.text, &question.evidence);
             let found: Vec<&(MemoryId, MemoryId, usize)> =
                 evidence.iter().filter_map(|e| by_dia.get(e)).collect();
             if found.is_empty() {
@@ -773,7 +703,7 @@ fn main() -> anyhow::Result<()> {
         }
     }
     if wants("locomo") {
-        let list = locomo(&data)?;
+        let list = amberdb_benches::locomo::read(&data)?;
         let (tuning, held_out) = list.split_at(list.len() / 2);
         println!("\n## Long chats (LoCoMo)\n");
         println!("| set | split | questions | ranking | hit@1 | hit@5 | hit@10 |");

@@ -239,20 +239,13 @@ pub(crate) fn fold_duplicates(
     kept
 }
 
-/// The newest value of a slot first, in the default fold (`docs/search.md`, "Changed facts"):
-/// a kept result moves right in front of a higher kept result, within `min_sim` of it, when it
-/// became valid later and the two are two values of one slot:
-/// and the question names no word only the older holds (`older_asked_for`), and
-/// - the fact guard reads them so with confidence (`Relation::Updates`: the same subject and
-///   relation with another value, or the opposite statement); or
-/// - they are two answers to the question (`two_answers`): each has words the other lacks,
-///   none of those words is in the question, and both hold the same words of the question
-///   (so a question that names a subject never has another subject's statement put first).
-///
-/// Never for a pair the guard is unsure of otherwise, and never by storage time alone (`at`
-/// is when each statement became valid). Nothing is folded or dropped. Returns, for each
-/// result moved, its index and the index of the result it moved in front of (whose score it
-/// carries on the page, so the page stays in score order).
+/// The newest value of a slot first, for a question, in the default fold (`docs/search.md`,
+/// "Changed facts"): a kept result moves right in front of a higher kept result within
+/// `min_sim` of it when it became valid later and `newer_value_of` says it is a newer value of
+/// the same slot. Never by storage time alone (`at` is when each statement became valid).
+/// Nothing is folded or dropped. Returns, for each result moved, its index and the index of
+/// the result it moved in front of (whose score it carries on the page, so the page stays in
+/// score order).
 pub(crate) fn newest_of_slot_first(
     items: &[FoldItem<'_>],
     kept: &mut [(usize, Vec<usize>)],
@@ -267,11 +260,7 @@ pub(crate) fn newest_of_slot_first(
             let (Some(a), Some(b)) = (kept.get(i).and_then(|k| items.get(k.0)), newer) else {
                 return false;
             };
-            b.at > a.at
-                && close(a, b, min_sim)
-                && !older_asked_for(a.read(), b.read(), question)
-                && (two_answers(a.read(), b.read(), question)
-                    || guard(a, b).0.relation == Relation::Updates)
+            b.at > a.at && close(a, b, min_sim) && newer_value_of(a, b, question)
         });
         if let Some(i) = older_at
             && let (Some(&(moved, _)), Some(&(older, _))) = (kept.get(j), kept.get(i))
@@ -286,36 +275,34 @@ pub(crate) fn newest_of_slot_first(
     moves
 }
 
-/// Whether the question names a word only the older statement holds: it asks for that
-/// statement ("A man plays the guitar" finds "A man is playing guitar", never the newer "A
-/// man is playing a piano" in front of it), or for that subject.
-fn older_asked_for(a: &Reading, b: &Reading, question: &BTreeSet<String>) -> bool {
-    a.words()
-        .difference(&b.words())
-        .any(|w| question.contains(*w))
-}
-
 /// Most content words a statement may hold that the other lacks, for two statements to be
 /// read as two answers to one question: a value of a slot is a word or two ("Tamil",
 /// "Equatorial Guinea"), not a clause.
 const MAX_ANSWER_WORDS: usize = 2;
 
-/// Whether `a` (older) and `b` (newer) answer `question` (its content words) with different
-/// values: each holds one or two content words more often than the other (its value), and
-/// the newer holds every word of the question the older holds, at least one (the caller has
-/// checked that no word only the older holds is in the question: `older_asked_for`). "Tamil was the language of Thillu Mullu" and "Korean was
-/// the language of Thillu Mullu" answer "What is the original language of Thillu Mullu?";
-/// "Bob likes tea" is never put before "Alice likes tea" for "What does Alice like?".
-fn two_answers(a: &Reading, b: &Reading, question: &BTreeSet<String>) -> bool {
-    let (wa, wb) = (a.words(), b.words());
-    let in_question = |w: &&str| question.contains(*w);
-    let asked_a: BTreeSet<&str> = wa.iter().copied().filter(in_question).collect();
-    let asked_b: BTreeSet<&str> = wb.iter().copied().filter(in_question).collect();
-    let values = |n: usize| (1..=MAX_ANSWER_WORDS).contains(&n);
-    values(a.excess_over(b).len())
-        && values(b.excess_over(a).len())
-        && !asked_a.is_empty()
-        && asked_a.is_subset(&asked_b)
+/// Whether `b` states a newer value of `a`'s slot, for `question` (its content words). Never
+/// when the question names a word only `a` holds: it then asks for `a` ("A man plays the
+/// guitar" finds "A man is playing guitar", never the newer "A man is playing a piano" in
+/// front of it), or for `a`'s subject ("Bob likes tea" never goes before "Alice likes tea" for
+/// "What does Alice like?"). Otherwise when either
+/// - the fact guard reads the pair with confidence as the same slot with another value, or the
+///   opposite statement (`Relation::Updates`); or
+/// - the two answer the question with different values: each holds one or two content words
+///   more often than the other (its value), and `a` holds a word of the question (which `b`
+///   then holds too). "Tamil was the language of Thillu Mullu" and "Korean was the language of
+///   Thillu Mullu" answer "What is the original language of Thillu Mullu?", though the guard
+///   reads "Tamil" as the subject.
+fn newer_value_of(a: &FoldItem<'_>, b: &FoldItem<'_>, question: &BTreeSet<String>) -> bool {
+    let (ra, rb) = (a.read(), b.read());
+    let (wa, wb) = (ra.words(), rb.words());
+    if wa.difference(&wb).any(|w| question.contains(*w)) {
+        return false;
+    }
+    let value = |n: usize| (1..=MAX_ANSWER_WORDS).contains(&n);
+    let two_answers = value(ra.excess_over(rb).len())
+        && value(rb.excess_over(ra).len())
+        && wa.iter().any(|w| question.contains(*w));
+    two_answers || guard(a, b).0.relation == Relation::Updates
 }
 
 /// The opt-in slot fold (`Fold::Slots`; `docs/semantics.md`, "Dedup at load time") over

@@ -345,15 +345,7 @@ impl Store {
             1,
             super::search::MAX_RERANK_CANDIDATES,
         )?;
-        if self.inner.options.reranker.is_none() {
-            return Err(EngineError::Invalid {
-                field: "rerank",
-                reason: format!(
-                    "this store has no reranker: {}",
-                    amberdb_embed::RERANKER_FIX
-                ),
-            });
-        }
+        self.check_reranker()?;
         Ok(Some(n.max(q.top_k)))
     }
 }

@@ -271,6 +271,12 @@ impl Store {
                 reason: "the similarity strategy ranks by exact cosine only; rerank another strategy's candidates".into(),
             });
         }
+        self.check_reranker()?;
+        Ok(Some(n.max(page_end)))
+    }
+
+    /// An error unless the store was opened with a reranker (a reranked search or query).
+    pub(crate) fn check_reranker(&self) -> Result<()> {
         if self.inner.options.reranker.is_none() {
             return Err(EngineError::Invalid {
                 field: "rerank",
@@ -280,7 +286,7 @@ impl Store {
                 ),
             });
         }
-        Ok(Some(n.max(page_end)))
+        Ok(())
     }
 
     /// Searches the user's memories (`docs/search.md`): candidates from the mode, filtered
