@@ -316,6 +316,12 @@ fn split(dir: &Path, name: &str, chats: &[Chat], wanted: &[String]) -> anyhow::R
         .cloned()
         .chain(["plain cosine", "plain BM25", "plain mix"].map(str::to_owned))
         .collect();
+    print_split(name, &names, &scores, embed_micros);
+    Ok(())
+}
+
+/// The tables of one split: every variant's figures over all questions, then per category.
+fn print_split(name: &str, names: &[String], scores: &[Scores], mut embed_micros: Vec<u64>) {
     embed_micros.sort_unstable();
     println!(
         "\n### LoCoMo {name} ({} questions; MiniLM query embedding p50 {:.1} ms, not in the searches' p50)\n",
@@ -328,7 +334,7 @@ fn split(dir: &Path, name: &str, chats: &[Chat], wanted: &[String]) -> anyhow::R
     );
     println!("| variant | turn hit@5 | turn hit@10 | session R@5 | session R@10 | p50 ms |");
     println!("|---|---|---|---|---|---|");
-    for (n, s) in names.iter().zip(&scores) {
+    for (n, s) in names.iter().zip(scores) {
         println!("| {n} | {} | {} |", s.all.row(), s.p50_ms());
     }
     println!("\nPer category (turn hit@5 | hit@10 | session R@5 | R@10):\n");
@@ -343,7 +349,7 @@ fn split(dir: &Path, name: &str, chats: &[Chat], wanted: &[String]) -> anyhow::R
     }
     println!();
     println!("|---|{}", "---|".repeat(categories.len()));
-    for (n, s) in names.iter().zip(&scores) {
+    for (n, s) in names.iter().zip(scores) {
         print!("| {n} |");
         for c in &categories {
             print!(
@@ -353,7 +359,6 @@ fn split(dir: &Path, name: &str, chats: &[Chat], wanted: &[String]) -> anyhow::R
         }
         println!();
     }
-    Ok(())
 }
 
 /// `AMBERDB_EVAL_EVERY=k` asks every k-th question only (a quicker look; the figures in the

@@ -346,6 +346,54 @@ fn print_hits(set: &str, split: &str, queries: usize, rows: &[(&str, Hits)], uno
     );
 }
 
+/// With `AMBERDB_EVAL_VERBOSE`, a query the plain mix answers: when the default misses it,
+/// the query, its target and the default's first three results.
+fn show_miss(
+    store: &Store,
+    user: &str,
+    (q, target): (&str, &str),
+    wanted: &HashSet<MemoryId>,
+) -> anyhow::Result<()> {
+    let (page, _) = default_page(store, user, q, Variant::Uncounted)?;
+    if first_hit(&page, wanted).is_none() {
+        println!("  default misses, the plain mix finds: {q:?} -> {target:?}");
+        for ids in page.iter().take(3) {
+            println!(
+                "    default has {:?}",
+                store.get(ids[0]).map(|m| m.content).unwrap_or_default()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `corpus` stored for `user` in a new store at `dir` whose write hooks keep exact dedup but
+/// no semantic dedup, and the id of each text.
+fn unmerged_store(
+    dir: &Path,
+    corpus: &[&str],
+    vectors: &HashMap<String, Vec<f32>>,
+    user: &str,
+) -> anyhow::Result<(Store, Vec<MemoryId>)> {
+    let unmerged = Store::open(
+        dir,
+        StoreOptions::minilm()?
+            .memory_limit(10_000_000)
+            .hooks(amberdb::HookConfig {
+                write: vec![WriteHook::Tags, WriteHook::Category, WriteHook::ExactDedup],
+                ..amberdb::HookConfig::default()
+            }),
+    )?;
+    let mut ids = Vec::with_capacity(corpus.len());
+    for t in corpus {
+        let s = unmerged.store(
+            StoreRequest::new(NewMemory::new(*t).user(user)).with_vector(vectors[*t].clone()),
+        )?;
+        ids.push(s.memory_id);
+    }
+    Ok((unmerged, ids))
+}
+
 /// Paraphrase retrieval over the texts of a pair set: the second text of every paraphrase
 /// pair asks for the first, among every other text of the set.
 fn retrieval(dir: &Path, vectors: &HashMap<String, Vec<f32>>, set: &PairSet) -> anyhow::Result<()> {
@@ -370,22 +418,12 @@ fn retrieval(dir: &Path, vectors: &HashMap<String, Vec<f32>>, set: &PairSet) -> 
         });
     }
     // The same texts in a store without store-time semantic dedup: what the merges cost.
-    let unmerged = Store::open(
-        store_dir.with_extension("unmerged"),
-        StoreOptions::minilm()?
-            .memory_limit(10_000_000)
-            .hooks(amberdb::HookConfig {
-                write: vec![WriteHook::Tags, WriteHook::Category, WriteHook::ExactDedup],
-                ..amberdb::HookConfig::default()
-            }),
+    let (unmerged, unmerged_ids) = unmerged_store(
+        &store_dir.with_extension("unmerged"),
+        &corpus,
+        vectors,
+        user,
     )?;
-    let mut unmerged_ids = Vec::with_capacity(corpus.len());
-    for t in &corpus {
-        let s = unmerged.store(
-            StoreRequest::new(NewMemory::new(*t).user(user)).with_vector(vectors[*t].clone()),
-        )?;
-        unmerged_ids.push(s.memory_id);
-    }
     let mut unmerged_hits = Hits::default();
     let corpus_vectors: Vec<&[f32]> = corpus.iter().map(|t| vectors[*t].as_slice()).collect();
     let plain = Baselines::new(&corpus, &corpus_vectors);
@@ -439,19 +477,7 @@ fn retrieval(dir: &Path, vectors: &HashMap<String, Vec<f32>>, set: &PairSet) -> 
         unmerged_hits.add(first_hit(&page, &wanted_unmerged));
         let ranked: Ranked = plain.rank(q, &vectors[*q], 10);
         if verbose && ranked.mix.contains(target) {
-            let (page, _) = default_page(&store, user, q, Variant::Uncounted)?;
-            if first_hit(&page, &wanted).is_none() {
-                println!(
-                    "  default misses, the plain mix finds: {q:?} -> {:?}",
-                    corpus[*target]
-                );
-                for ids in page.iter().take(3) {
-                    println!(
-                        "    default has {:?}",
-                        store.get(ids[0]).map(|m| m.content).unwrap_or_default()
-                    );
-                }
-            }
+            show_miss(&store, user, (q, corpus[*target]), &wanted)?;
         }
         for (k, list) in [&ranked.cosine, &ranked.bm25, &ranked.mix]
             .into_iter()

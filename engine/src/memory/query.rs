@@ -202,22 +202,7 @@ impl Store {
         embedding: &crate::store::Embedding,
     ) -> Result<QueryData> {
         self.user_for(Some(user_id))?;
-        if q.query.trim().is_empty() {
-            return Err(EngineError::Invalid {
-                field: "query",
-                reason: "must not be empty".into(),
-            });
-        }
-        in_range(
-            "query length (characters)",
-            q.query.chars().count(),
-            1,
-            super::search::MAX_QUERY_CHARS,
-        )?;
-        in_range("top_k", q.top_k, 1, MAX_PAGE)?;
-        if let Some(n) = q.max_tokens {
-            in_range("max_tokens", n, 1, super::search::MAX_TOKEN_BUDGET)?;
-        }
+        check_query(q)?;
         // A reranked query retrieves its whole pool, rescores it outside the lock, then
         // takes its best `top_k` within the budget.
         let rerank = self.query_rerank(q)?;
@@ -295,26 +280,7 @@ impl Store {
         };
         let (results, ids) = match (rerank, &self.inner.options.reranker) {
             (Some(_), Some(reranker)) => {
-                let passages: Vec<&str> = results.iter().map(|r| r.content.as_str()).collect();
-                let scores = reranker.score(&asked.query, &passages)?;
-                let mut scored: Vec<(f32, QueryResult)> = scores.into_iter().zip(results).collect();
-                scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-                let mut room = asked.max_tokens;
-                let mut page = Vec::with_capacity(asked.top_k);
-                for (score, mut r) in scored {
-                    if page.len() == asked.top_k {
-                        break;
-                    }
-                    if let Some(left) = &mut room {
-                        let t = embedding.embedder.count_tokens(&r.content)?;
-                        if t > *left {
-                            continue;
-                        }
-                        *left -= t;
-                    }
-                    r.score = score;
-                    page.push(r);
-                }
+                let page = reranked_results(reranker.as_ref(), asked, results, embedding)?;
                 let ids = page.iter().map(|r| r.id).collect::<Vec<_>>();
                 (page, ids)
             }
@@ -527,4 +493,57 @@ fn result(
             retrieval: Retrieval { source, similarity },
         },
     }
+}
+
+/// The query's text, `top_k` and `max_tokens` in range.
+fn check_query(q: &Query) -> Result<()> {
+    if q.query.trim().is_empty() {
+        return Err(EngineError::Invalid {
+            field: "query",
+            reason: "must not be empty".into(),
+        });
+    }
+    in_range(
+        "query length (characters)",
+        q.query.chars().count(),
+        1,
+        super::search::MAX_QUERY_CHARS,
+    )?;
+    in_range("top_k", q.top_k, 1, MAX_PAGE)?;
+    if let Some(n) = q.max_tokens {
+        in_range("max_tokens", n, 1, super::search::MAX_TOKEN_BUDGET)?;
+    }
+    Ok(())
+}
+
+/// A reranked pool's page: `results` rescored by `reranker` against the question `asked`,
+/// best first, the first `top_k` that fit its token budget, each with the reranker's score.
+/// Runs outside every lock.
+fn reranked_results(
+    reranker: &dyn amberdb_embed::Reranker,
+    asked: &Query,
+    results: Vec<QueryResult>,
+    embedding: &crate::store::Embedding,
+) -> Result<Vec<QueryResult>> {
+    let passages: Vec<&str> = results.iter().map(|r| r.content.as_str()).collect();
+    let scores = reranker.score(&asked.query, &passages)?;
+    let mut scored: Vec<(f32, QueryResult)> = scores.into_iter().zip(results).collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let mut room = asked.max_tokens;
+    let mut page = Vec::with_capacity(asked.top_k);
+    for (score, mut r) in scored {
+        if page.len() == asked.top_k {
+            break;
+        }
+        if let Some(left) = &mut room {
+            let t = embedding.embedder.count_tokens(&r.content)?;
+            if t > *left {
+                continue;
+            }
+            *left -= t;
+        }
+        r.score = score;
+        page.push(r);
+    }
+    Ok(page)
 }

@@ -8,6 +8,7 @@
 
 mod candidates;
 pub mod dates;
+mod page;
 mod rank;
 mod request;
 mod run;
