@@ -65,6 +65,9 @@ struct Part {
     /// back there, so reads on one node never go back in time (`docs/cluster.md`, "Replicas,
     /// reads and the client").
     read_floor: std::sync::atomic::AtomicU64,
+    /// Why this node's last attempt to take the partition failed, until one succeeds or is
+    /// declined (another node holds the lease): shown in STATS and in a refused write.
+    not_taken: Mutex<Option<String>>,
 }
 
 /// A running node: its partition stores and the tasks that keep them.
@@ -118,6 +121,7 @@ impl Node {
                     lease: Mutex::new(None),
                     bootstrapped: Mutex::new(None),
                     read_floor: std::sync::atomic::AtomicU64::new(0),
+                    not_taken: Mutex::new(None),
                 })
             })
             .collect();
@@ -321,7 +325,13 @@ impl Partitions for Node {
             let lease = part.lease.lock().clone();
             return match lease {
                 Some(l) if l.expires_ms > now_ms() && l.node != self.name => Err(self.moved(p, &l)),
-                _ => Err(unavailable(p, "no node owns it right now (a lease lapsed)")),
+                _ => match part.not_taken.lock().clone() {
+                    Some(why) => Err(unavailable(
+                        p,
+                        &format!("no node owns it right now; taking it here failed: {why}"),
+                    )),
+                    None => Err(unavailable(p, "no node owns it right now (a lease lapsed)")),
+                },
             };
         }
         let floor = part.read_floor.load(std::sync::atomic::Ordering::Acquire);
@@ -350,6 +360,7 @@ impl Partitions for Node {
                         Role::Halted(_) => "halted",
                     },
                     "halted": match &role { Role::Halted(why) => json!(why), _ => Value::Null },
+                    "not_taken": part.not_taken.lock().clone(),
                     "epoch": log.as_ref().and_then(|l| l.claim.as_ref()).map(|c| c.epoch),
                     "owner": lease.as_ref().map(|l| l.node.clone()),
                     "position": log.as_ref().map(|l| l.position),
@@ -596,7 +607,18 @@ impl PartitionRun {
                 store_id,
             };
             let runtime = tokio::runtime::Handle::current();
-            match lease::take(&partition, store, &self.node.name, &runtime).await {
+            // A take waits on JetStream; a stop does not wait for it. Given up half way, it is
+            // what a crash at that point is: a lease that lapses, a claim no one serves.
+            let mut stop = self.node.stop.subscribe();
+            let taken = tokio::select! {
+                taken = lease::take(&partition, store, &self.node.name, &runtime) => taken,
+                _ = stop.wait_for(|stopping| *stopping) => return Reopen::Stop,
+            };
+            *self.part.not_taken.lock() = match &taken {
+                Err(e) => Some(e.to_string()),
+                Ok(_) => None,
+            };
+            match taken {
                 Ok(Some(owned)) => {
                     tracing::info!(partition = p, epoch = owned.epoch, "owning the partition");
                     self.set_role(Role::Owner { epoch: owned.epoch });

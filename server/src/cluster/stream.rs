@@ -83,6 +83,20 @@ pub enum StreamError {
         /// That replica's node.
         node: String,
     },
+    /// Followed to a position the stream reported, it delivered nothing for `FOLLOW_STALL`
+    /// (`docs/cluster.md`, "When the stream loses what it acknowledged"): it says it holds
+    /// what it cannot give, as a leader with a damaged replica's files does. Nothing is
+    /// claimed on it.
+    #[error(
+        "the stream reports messages up to position {until} but delivered nothing past {position} for {}s: it cannot give what it says it holds (nothing is claimed on it)",
+        FOLLOW_STALL.as_secs()
+    )]
+    Stalled {
+        /// The last position delivered.
+        position: u64,
+        /// The position it was followed to.
+        until: u64,
+    },
     /// A claim lost: another message took its position.
     #[error(
         "the claim published for position {expected} landed at {landed}: another node wrote or claimed first"
@@ -353,12 +367,18 @@ pub async fn publish_claim(
     }
 }
 
+/// How long `follow` waits for the next message of a stream followed to a position it
+/// reported before it gives up (`StreamError::Stalled`): a stream delivers a message it holds
+/// in milliseconds, so seconds without one mean it cannot.
+pub const FOLLOW_STALL: Duration = Duration::from_secs(5);
+
 /// Applies the stream to the store from its next position until the store has applied
 /// `until` (or, with `None`, for as long as the stream delivers). Returns the last position
 /// applied.
 ///
 /// # Errors
-/// The store's refusal (a halted partition: `Halted`) or JetStream's.
+/// The store's refusal (a halted partition: `Halted`) or JetStream's; `Stalled` when the
+/// stream stops delivering before `until`.
 pub async fn follow(
     store: &Store,
     stream: &stream::Stream,
@@ -381,7 +401,18 @@ pub async fn follow(
         .messages()
         .await
         .map_err(|e| nats("reading the stream")(e.to_string()))?;
-    while let Some(message) = messages.next().await {
+    loop {
+        // Followed to a known position, the stream must keep delivering; followed without
+        // one (a standby's tail), it may be quiet for as long as no one writes.
+        let next = match until {
+            Some(until) => tokio::time::timeout(FOLLOW_STALL, messages.next())
+                .await
+                .map_err(|_| StreamError::Stalled { position, until })?,
+            None => messages.next().await,
+        };
+        let Some(message) = next else {
+            break;
+        };
         let message = message.map_err(|e| nats("reading the stream")(e.to_string()))?;
         let sequence = message
             .info()

@@ -541,3 +541,66 @@ fn killing_the_stream_leader_loses_no_acknowledged_write() {
         assert!(held.len() <= acked.len() + unknown.len());
     });
 }
+
+#[test]
+fn following_to_a_position_the_stream_cannot_give_fails_instead_of_waiting() {
+    use amberdb_server::cluster::stream::{FOLLOW_STALL, StreamError};
+    let nats = start_nats();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let handle = rt.handle().clone();
+    rt.block_on(async {
+        let js = async_nats::jetstream::new(async_nats::connect(&nats.url).await.unwrap());
+        let stream = stream_allowing_deletes(&js, 0).await;
+        let id = StoreId::random().unwrap();
+        let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let a = Store::open(a_dir.path(), options(id)).unwrap();
+        let at = publish_claim(&js, 0, &a, 1, "node-a", id).await.unwrap();
+        follow(&a, &stream, Some(at)).await.unwrap();
+        a.own_partition(1, JetStreamPublisher::start(&handle, js.clone(), 0, id, at))
+            .unwrap();
+        for i in 0..3 {
+            a.store(NewMemory::new(format!("fact {i}"))).unwrap();
+        }
+        let end = last_position(&stream).await.unwrap();
+        assert_eq!(end, a.partition_log().position);
+
+        // The last message goes, as from a leader whose files lost it: the stream still
+        // reports `end` as its last position.
+        assert!(stream.delete_message(end).await.unwrap());
+        assert_eq!(last_position(&stream).await.unwrap(), end);
+
+        // A replica catching up to `end` gets everything before it, then gives up.
+        let b = Store::open(b_dir.path(), options(id)).unwrap();
+        let started = Instant::now();
+        let e = follow(&b, &stream, Some(end))
+            .await
+            .expect_err("the stream cannot give position end");
+        let waited = started.elapsed();
+        assert!(
+            matches!(e, StreamError::Stalled { position, until } if position == end - 1 && until == end),
+            "{e}"
+        );
+        assert!(
+            waited >= FOLLOW_STALL && waited < FOLLOW_STALL + Duration::from_secs(5),
+            "gave up after {waited:?}"
+        );
+        assert_eq!(b.partition_log().position, end - 1, "what it applied is kept");
+        assert_eq!(texts(&b), ["fact 0", "fact 1"]);
+    });
+}
+
+/// Partition `p`'s stream as `ensure_stream` makes it, except that its messages may be
+/// deleted: how a test makes a stream that reports a last position it cannot deliver, as a
+/// leader whose files lost messages does (JetStream refuses to lift `deny_delete` later).
+pub(crate) async fn stream_allowing_deletes(
+    js: &async_nats::jetstream::Context,
+    p: u32,
+) -> async_nats::jetstream::stream::Stream {
+    use amberdb_server::cluster::stream::stream_name;
+    let mut made = ensure_stream(js, p, 1).await.unwrap();
+    let mut config = made.info().await.unwrap().config.clone();
+    assert_eq!(made.info().await.unwrap().state.messages, 0, "a new stream");
+    js.delete_stream(stream_name(p)).await.unwrap();
+    config.deny_delete = false;
+    js.create_stream(config).await.unwrap()
+}

@@ -939,3 +939,76 @@ fn only_nodes_may_write_frames_leases_and_trims_into_nats() {
     let (ok, out, err) = cluster_command(&nats, &["status"]);
     assert!(ok && out.contains("owner: n0"), "{out}{err}");
 }
+
+#[test]
+fn a_node_that_cannot_take_a_partition_says_why_and_stops_at_once() {
+    use amberdb_server::cluster::stream;
+    let nats = super::cluster::start_nats();
+    init(&nats);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let js = rt.block_on(async {
+        let js = async_nats::jetstream::new(async_nats::connect(&nats.url).await.unwrap());
+        super::cluster::stream_allowing_deletes(&js, 0).await;
+        js
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let first = node(&dir.path().join("n0"), &nats, "n0");
+    all_owned(&first);
+    let user = user_in(0, "u");
+    let mut c = first.client();
+    for i in 0..3 {
+        c.ok(
+            "STORE",
+            json!({"user_id": user, "content": format!("fact {i}")}),
+        );
+    }
+    first.kill9();
+    // The last message of partition 0's stream goes, as from a leader whose files lost it:
+    // the stream still reports it as its last position.
+    rt.block_on(async {
+        let mut s = js.get_stream(stream::stream_name(0)).await.unwrap();
+        let end = s.info().await.unwrap().state.last_sequence;
+        assert!(s.delete_message(end).await.unwrap());
+        assert_eq!(stream::last_position(&s).await.unwrap(), end);
+    });
+    // A new node takes the other partitions and says why it cannot take partition 0.
+    let second = node(&dir.path().join("n1"), &nats, "n1");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let why = loop {
+        let stats = second.client().ok("STATS", json!({}));
+        let parts = stats["cluster"]["partitions"].as_array().unwrap().clone();
+        let owned = parts.iter().filter(|p| p["role"] == "owner").count();
+        if let Some(why) = parts[0]["not_taken"].as_str()
+            && owned == PARTITIONS as usize - 1
+        {
+            break why.to_owned();
+        }
+        assert!(Instant::now() < deadline, "{stats}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(why.contains("cannot give what it says it holds"), "{why}");
+    let refused = second.client().fails(
+        "STORE",
+        json!({"user_id": user, "content": "not while the stream cannot give its end"}),
+        "unavailable",
+    );
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("taking it here failed"),
+        "{refused}"
+    );
+    // SIGTERM in the middle of a take (each waits `FOLLOW_STALL`, 5 s, and the next begins a
+    // tick after one fails, which `not_taken` has just shown): out at once.
+    std::thread::sleep(Duration::from_secs(1));
+    let sent = Instant::now();
+    let (status, log) = second.terminate();
+    let took = sent.elapsed();
+    eprintln!("out {took:?} after SIGTERM");
+    assert!(status.success(), "{status}: {log}");
+    assert!(
+        took < Duration::from_secs(3),
+        "exited {took:?} after SIGTERM"
+    );
+}
