@@ -357,6 +357,19 @@ fn show_miss(
     let (page, _) = default_page(store, user, q, Variant::Uncounted)?;
     if first_hit(&page, wanted).is_none() {
         println!("  default misses, the plain mix finds: {q:?} -> {target:?}");
+        for id in wanted {
+            if let Err(amberdb::EngineError::Archived {
+                superseded_by: Some(by),
+                ..
+            }) = store.get(*id)
+            {
+                let by = store.get(by).map(|m| m.content).unwrap_or_default();
+                println!(
+                    "    superseded by {by:?}: {:?}",
+                    amberdb::hooks::facts::relation(target, &by)
+                );
+            }
+        }
         for ids in page.iter().take(3) {
             println!(
                 "    default has {:?}",

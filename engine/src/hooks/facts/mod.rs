@@ -403,6 +403,15 @@ impl Statement {
                 .is_some_and(|w| w.len() > 4 && w.ends_with("ing"))
     }
 
+    /// Whether the statement opens with an indefinite subject ("a dog", "an engineer", "two
+    /// men", "someone"): it introduces an entity of its own, which no earlier statement
+    /// named.
+    fn indefinite(&self) -> bool {
+        self.all
+            .first()
+            .is_some_and(|w| INDEFINITES.contains(&w.as_str()) || is_number(w))
+    }
+
     /// Whether `w` stands before the predicate: part of the subject.
     fn in_subject(&self, w: &Word) -> bool {
         self.predicate_at.is_some_and(|p| w.at < p)
@@ -476,7 +485,16 @@ pub(crate) fn relation_of(older: &Reading, newer: &Reading) -> Decision {
         wo: &wo,
         wn: &wn,
     };
-    wording_rule(&d).unwrap_or_else(|| value_rule(&d))
+    let decision = wording_rule(&d).unwrap_or_else(|| value_rule(&d));
+    // A newer statement of an indefinite subject is about an entity of its own ("A dog runs
+    // through the field" after "A dog runs through the woods": two dogs): it may say again
+    // what another said (a duplicate), never replace it, and a search does not order the two
+    // by time.
+    match decision.relation {
+        Relation::Updates if newer.0.indefinite() => decide(Relation::Distinct, Rule::OtherSubject),
+        Relation::Unsure if newer.0.indefinite() => decide(Relation::Unsure, decision.rule),
+        _ => decision,
+    }
 }
 
 /// Two statements side by side: each one, its content words, and the words only it has.
@@ -1048,6 +1066,43 @@ mod tests {
             Distinct
         );
         assert_eq!(rel("Alice is in Paris", "Alice is in Berlin"), Updates);
+    }
+
+    #[test]
+    fn a_newer_indefinite_subject_is_an_entity_of_its_own() {
+        // Two captions of two photos: two dogs, two dancers.
+        let d = relation(
+            "A black and white dog runs through the grass.",
+            "A black and white dog runs through the water.",
+        );
+        assert_eq!((d.relation, d.rule), (Distinct, Rule::OtherSubject));
+        // Unsure of it, the guard keeps both, and a search does not order them by time.
+        let d = relation("Two women dance on a stage", "Two women dance on a ship");
+        assert_ne!(d.relation, Updates);
+        assert!(!d.same_subject);
+        // It may still say what another said.
+        assert_eq!(
+            rel(
+                "A woman riding a brown horse.",
+                "A woman is riding the brown horse."
+            ),
+            Duplicate
+        );
+        // A definite subject may name what an indefinite one introduced: still an update.
+        assert_eq!(
+            rel(
+                "A dog runs through the grass.",
+                "The dog runs through the water."
+            ),
+            Updates
+        );
+        assert_eq!(
+            rel(
+                "The dog runs through the grass",
+                "The dog runs through the water"
+            ),
+            Updates
+        );
     }
 
     #[test]

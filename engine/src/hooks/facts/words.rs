@@ -321,3 +321,25 @@ pub(super) const RELATION_GROUPS: &[&[&str]] = &[
     &["home", "work", "office"],
     &["capital", "largest", "population"],
 ];
+
+/// Words that open an indefinite subject: the statement introduces an entity of its own.
+pub(super) const INDEFINITES: &[&str] = &[
+    "a",
+    "an",
+    "another",
+    "some",
+    "someone",
+    "somebody",
+    "something",
+    "several",
+    "many",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+];
