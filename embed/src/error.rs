@@ -66,6 +66,16 @@ pub enum EmbedError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A setting of the embedder from the environment is out of range or not a number.
+    #[error("{name}={value:?} is refused: {reason}")]
+    BadSetting {
+        /// The variable.
+        name: &'static str,
+        /// What it held.
+        value: String,
+        /// What it must be.
+        reason: &'static str,
+    },
     /// The embedder could not run (a runtime failure on valid files).
     #[error("embedder {model_id} failed: {reason}")]
     Failed {

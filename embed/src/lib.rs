@@ -120,13 +120,14 @@ pub fn default_embedder() -> Result<std::sync::Arc<dyn Embedder>, EmbedError> {
 }
 
 /// MiniLM from the model directory `dir` (the layout `scripts/fetch-model` writes), with the
-/// default [`OnnxConfig`], behind a query cache.
+/// default [`OnnxConfig`] and the environment's settings ([`OnnxConfig::from_env`]), behind a
+/// query cache.
 ///
 /// # Errors
 /// When the model files are missing or broken (see [`OnnxEmbedder::open`]).
 #[cfg(feature = "onnx")]
 pub fn minilm_embedder(dir: &std::path::Path) -> Result<std::sync::Arc<dyn Embedder>, EmbedError> {
-    let minilm = OnnxEmbedder::open(&ModelFiles::in_dir(dir), OnnxConfig::default())?;
+    let minilm = OnnxEmbedder::open(&ModelFiles::in_dir(dir), OnnxConfig::from_env()?)?;
     Ok(std::sync::Arc::new(CachedEmbedder::new(
         std::sync::Arc::new(minilm),
         DEFAULT_QUERY_CACHE,

@@ -147,6 +147,57 @@ impl Default for OnnxConfig {
     }
 }
 
+/// Most intra-op threads or sessions a setting may ask for.
+const MAX_SETTING: usize = 64;
+
+impl OnnxConfig {
+    /// The default configuration with the deployment's choices from the environment:
+    /// `AMBERDB_EMBED_THREADS` (intra-op threads per session) and `AMBERDB_EMBED_SESSIONS`
+    /// (sessions that run at once), each 1..=64 (`docs/benchmarks.md`, "Embedding": one
+    /// session of all cores answers a lone caller soonest; sessions of one thread use less
+    /// CPU a call and serve concurrent callers faster, about 100 MB each).
+    ///
+    /// # Errors
+    /// `EmbedError::BadSetting` for a value that is not a number in range.
+    pub fn from_env() -> Result<OnnxConfig, EmbedError> {
+        let var = |name| std::env::var(name).ok();
+        OnnxConfig::from_settings(
+            var("AMBERDB_EMBED_THREADS").as_deref(),
+            var("AMBERDB_EMBED_SESSIONS").as_deref(),
+        )
+    }
+
+    /// `from_env` on the values given.
+    ///
+    /// # Errors
+    /// `EmbedError::BadSetting` for a value that is not a number in range.
+    pub fn from_settings(
+        threads: Option<&str>,
+        sessions: Option<&str>,
+    ) -> Result<OnnxConfig, EmbedError> {
+        let parse = |name: &'static str, value: &str| {
+            value
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=MAX_SETTING).contains(n))
+                .ok_or_else(|| EmbedError::BadSetting {
+                    name,
+                    value: value.to_owned(),
+                    reason: "a whole number from 1 to 64",
+                })
+        };
+        let mut config = OnnxConfig::default();
+        if let Some(v) = threads {
+            config.intra_threads = parse("AMBERDB_EMBED_THREADS", v)?;
+        }
+        if let Some(v) = sessions {
+            config.sessions = parse("AMBERDB_EMBED_SESSIONS", v)?;
+        }
+        Ok(config)
+    }
+}
+
 /// A BERT sentence encoder run by ONNX Runtime. See the module documentation.
 pub struct OnnxEmbedder {
     config: OnnxConfig,

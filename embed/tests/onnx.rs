@@ -399,3 +399,25 @@ fn a_missing_or_wrong_reranker_is_a_typed_error_naming_the_fix() {
         .expect_err("not a cross-encoder");
     assert!(wrong.to_string().contains("not a cross-encoder"), "{wrong}");
 }
+
+#[test]
+fn thread_and_session_settings_are_checked() {
+    let c = OnnxConfig::from_settings(Some("1"), Some(" 2 ")).unwrap();
+    assert_eq!((c.intra_threads, c.sessions), (1, 2));
+    let default = OnnxConfig::from_settings(None, None).unwrap();
+    assert_eq!(default.sessions, OnnxConfig::default().sessions);
+    assert_eq!(default.intra_threads, OnnxConfig::default().intra_threads);
+    for (threads, sessions, named) in [
+        (Some("0"), None, "AMBERDB_EMBED_THREADS"),
+        (Some("two"), None, "AMBERDB_EMBED_THREADS"),
+        (None, Some("65"), "AMBERDB_EMBED_SESSIONS"),
+        (None, Some("-1"), "AMBERDB_EMBED_SESSIONS"),
+    ] {
+        let e = OnnxConfig::from_settings(threads, sessions).unwrap_err();
+        assert!(
+            matches!(&e, EmbedError::BadSetting { name, .. } if *name == named),
+            "{e}"
+        );
+        assert!(e.to_string().contains("1 to 64"), "{e}");
+    }
+}
