@@ -221,6 +221,9 @@ class Commands:
         neighbours: Optional[int] = None,
         rerank: Optional[bool] = None,
         rerank_candidates: Optional[int] = None,
+        group: Optional[str] = None,
+        session_lend: Optional[float] = None,
+        date_boost: Optional[float] = None,
         **more: Any,
     ) -> SearchResult:
         """Searches one user's memories by meaning and words (``mode``: ``hybrid`` by default,
@@ -230,9 +233,14 @@ class Commands:
         was stored. ``neighbours=1`` gives each hit in a session the turn before and the one
         after it (``Hit.context``). ``rerank=True`` rescores the first ``rerank_candidates``
         (20 by default) with the cross-encoder and orders the page by its score
-        (``SearchResult.scored_by``; slower: docs/search.md, "Reranking"). A result that says
-        the same as a higher one is folded into it: ``Hit.also``. ``more`` passes the rarer
-        arguments (``fusion``, ``rrf_k``, ``fold``, ``vector_weight``, ...; docs/protocol.md)."""
+        (``SearchResult.scored_by``; slower: docs/search.md, "Reranking"). ``group="session"``
+        lists sessions: each hit is its session's best record, the others in
+        ``Hit.session_turns``. ``session_lend`` (0.1 by default; 0 turns it off) lets a
+        session's records lend each other score, ``date_boost`` (0.1 by default) raises records
+        whose time falls in a date the query names ("last May", "on 13 October, 2023",
+        relative to ``as_of``). A result that says the same as a higher one is folded into it:
+        ``Hit.also``. ``more`` passes the rarer arguments (``fusion``, ``rrf_k``, ``fold``,
+        ``vector_weight``, ...; docs/protocol.md)."""
         return self._run(
             "SEARCH_MEMORIES",
             _args(query=query, limit=limit, user_id=user_id, mode=mode, strategy=strategy,
@@ -242,7 +250,8 @@ class Commands:
                   valid_before=valid_before, as_of=as_of, offset=offset,
                   max_tokens=max_tokens, deduplicate=deduplicate, count_access=count_access,
                   nprobe=nprobe, recall=recall, neighbours=neighbours, rerank=rerank,
-                  rerank_candidates=rerank_candidates, **more),
+                  rerank_candidates=rerank_candidates, group=group, session_lend=session_lend,
+                  date_boost=date_boost, **more),
             SearchResult.from_reply,
         )
 

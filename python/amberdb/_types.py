@@ -93,6 +93,9 @@ class Hit(Memory):
     #: dict (``memory_id``, ``position`` -1 before / 1 after, ``role``, ``content``,
     #: ``valid_from``), in session order.
     context: List[Dict[str, Any]] = field(default_factory=list)
+    #: With ``group="session"``: the session's other results (each a dict: ``memory_id``,
+    #: ``score``), best first.
+    session_turns: List[Dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def from_reply(cls, reply: Dict[str, Any]) -> "Hit":

@@ -157,7 +157,7 @@ class Client:
         what holds now; ``False``: what no longer or not yet holds) and ``archived``
         (``"live"``, the default; ``"archived"``; ``"all"``: an archived record's
         ``raw["archived"]`` is true)."""
-    def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., valid_after: Optional[Time] = ..., valid_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., neighbours: Optional[int] = ..., rerank: Optional[bool] = ..., rerank_candidates: Optional[int] = ..., **more: Any) -> SearchResult:
+    def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., valid_after: Optional[Time] = ..., valid_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., neighbours: Optional[int] = ..., rerank: Optional[bool] = ..., rerank_candidates: Optional[int] = ..., group: Optional[str] = ..., session_lend: Optional[float] = ..., date_boost: Optional[float] = ..., **more: Any) -> SearchResult:
         """Searches one user's memories by meaning and words (``mode``: ``hybrid`` by default,
         or ``vector``, ``keyword``, ``text``), filtered inside the scan; ``limit`` hits (10 by
         default), best first. ``valid_after`` / ``valid_before`` filter on when a memory is
@@ -165,9 +165,14 @@ class Client:
         was stored. ``neighbours=1`` gives each hit in a session the turn before and the one
         after it (``Hit.context``). ``rerank=True`` rescores the first ``rerank_candidates``
         (20 by default) with the cross-encoder and orders the page by its score
-        (``SearchResult.scored_by``; slower: docs/search.md, "Reranking"). A result that says
-        the same as a higher one is folded into it: ``Hit.also``. ``more`` passes the rarer
-        arguments (``fusion``, ``rrf_k``, ``fold``, ``vector_weight``, ...; docs/protocol.md)."""
+        (``SearchResult.scored_by``; slower: docs/search.md, "Reranking"). ``group="session"``
+        lists sessions: each hit is its session's best record, the others in
+        ``Hit.session_turns``. ``session_lend`` (0.1 by default; 0 turns it off) lets a
+        session's records lend each other score, ``date_boost`` (0.1 by default) raises records
+        whose time falls in a date the query names ("last May", "on 13 October, 2023",
+        relative to ``as_of``). A result that says the same as a higher one is folded into it:
+        ``Hit.also``. ``more`` passes the rarer arguments (``fusion``, ``rrf_k``, ``fold``,
+        ``vector_weight``, ...; docs/protocol.md)."""
     def snapshot_create(self, *, user_id: Optional[str] = ..., description: Optional[str] = ...) -> Dict[str, Any]:
         """Snapshots a user's tags and categories (what tag normalization may change)."""
     def snapshot_restore(self, snapshot_id: str, *, user_id: Optional[str] = ...) -> Dict[str, Any]:
@@ -280,7 +285,7 @@ class Pipeline:
         ...
     def recent(self, *, user_id: Optional[str] = ..., limit: Optional[int] = ..., offset: Optional[int] = ..., kind: Optional[str] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., session_id: Optional[str] = ..., valid: Optional[bool] = ..., archived: Optional[str] = ...) -> Pending:
         ...
-    def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., valid_after: Optional[Time] = ..., valid_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., neighbours: Optional[int] = ..., rerank: Optional[bool] = ..., rerank_candidates: Optional[int] = ..., **more: Any) -> Pending:
+    def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., valid_after: Optional[Time] = ..., valid_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., neighbours: Optional[int] = ..., rerank: Optional[bool] = ..., rerank_candidates: Optional[int] = ..., group: Optional[str] = ..., session_lend: Optional[float] = ..., date_boost: Optional[float] = ..., **more: Any) -> Pending:
         ...
     def snapshot_create(self, *, user_id: Optional[str] = ..., description: Optional[str] = ...) -> Pending:
         ...
@@ -397,7 +402,7 @@ class AsyncClient:
         ...
     async def recent(self, *, user_id: Optional[str] = ..., limit: Optional[int] = ..., offset: Optional[int] = ..., kind: Optional[str] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., session_id: Optional[str] = ..., valid: Optional[bool] = ..., archived: Optional[str] = ...) -> List[Memory]:
         ...
-    async def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., valid_after: Optional[Time] = ..., valid_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., neighbours: Optional[int] = ..., rerank: Optional[bool] = ..., rerank_candidates: Optional[int] = ..., **more: Any) -> SearchResult:
+    async def search(self, query: str, *, limit: Optional[int] = ..., user_id: Optional[str] = ..., mode: Optional[str] = ..., strategy: Optional[str] = ..., threshold: Optional[float] = ..., category: Optional[str] = ..., tags: Optional[Sequence[str]] = ..., kind: Optional[str] = ..., session_id: Optional[str] = ..., agent_id: Optional[str] = ..., created_after: Optional[Time] = ..., created_before: Optional[Time] = ..., valid_after: Optional[Time] = ..., valid_before: Optional[Time] = ..., as_of: Optional[Time] = ..., offset: Optional[int] = ..., max_tokens: Optional[int] = ..., deduplicate: Optional[bool] = ..., count_access: Optional[bool] = ..., nprobe: Optional[int] = ..., recall: Optional[float] = ..., neighbours: Optional[int] = ..., rerank: Optional[bool] = ..., rerank_candidates: Optional[int] = ..., group: Optional[str] = ..., session_lend: Optional[float] = ..., date_boost: Optional[float] = ..., **more: Any) -> SearchResult:
         ...
     async def snapshot_create(self, *, user_id: Optional[str] = ..., description: Optional[str] = ...) -> Dict[str, Any]:
         ...

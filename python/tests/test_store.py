@@ -220,6 +220,21 @@ def test_session_neighbours_and_mend(hashing_store):
     with pytest.raises(amberdb.LimitExceeded):
         db.search("romance", neighbours=6)
 
+    # Sessions instead of turns: one hit per session, its other turns beside it.
+    db.create_session("other")
+    other = db.add_messages("other", [{"role": "user", "content": "A romance set in Lisbon"}])
+    by_turn = db.search("romance novel genre", mode="keyword", group="records",
+                        session_lend=0, date_boost=0)
+    by_session = db.search("romance novel genre", mode="keyword", group="session",
+                           session_lend=0, date_boost=0)
+    assert len(by_session) < len(by_turn)
+    chat = next(h for h in by_session if h.session_id == "chat")
+    assert {t["memory_id"] for t in chat.session_turns} | {chat.id} <= set(ids)
+    assert chat.session_turns, "the chat's other matching turns are listed"
+    assert any(h.id == other[0] for h in by_session)
+    with pytest.raises(amberdb.InvalidArgument):
+        db.search("romance", group="sessions")
+
     # A looser merge than the default's, then mended: the merged text comes back, and goes
     # again on undo.
     db.store("The nightly backup runs at two in the morning")
