@@ -144,14 +144,14 @@ pub use kernel::{checkpoint, codec, identity, log, ownership, segment_file, stor
 pub use memory::{
     Also, Cleared, Compacted, CompactionGroup, CompactionPreview, DEFAULT_DATE_BOOST,
     DEFAULT_RERANK_CANDIDATES, DEFAULT_SESSION_LEND, DedupDecision, EntityDeleted, Exported,
-    ExportedRecord, Feedback, FeedbackResult, Fusion, Group, HeldBy, HeldTurn, HeldTurns, History,
-    Hits, ImportedRecords, ItemUser, ListFilter, Listed, MAX_NEIGHBOURS, MAX_OFFSET, MAX_PAGE,
-    MAX_QUERY_CHARS, MAX_RERANK_CANDIDATES, MemoryStats, MendItem, MendPreview, Mended, Mode,
-    Neighbour, Outcome, Provenance, RRF_K, ReembedStatus, Reembedded, SEARCH_ACCESS_INTERVAL_US,
-    ScanMode, ScoredBy, SearchRequest, SearchedHit, Shelf, SnapshotCreated, SnapshotRestored,
-    Source, StoreRequest, Stored, Strategy, TagChange, TagPreview, TagsApplied, TopAccessed, Turn,
-    TurnsAdded, Unmerged, UpdateRequest, Updated, Version, frequency, importance, preview, recency,
-    strategy_score,
+    ExportedRecord, Feedback, FeedbackResult, Fusion, Group, HYBRID_WEIGHTS, HeldBy, HeldTurn,
+    HeldTurns, History, Hits, ImportedRecords, ItemUser, ListFilter, Listed, MAX_NEIGHBOURS,
+    MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS, MAX_RERANK_CANDIDATES, MemoryStats, MendItem,
+    MendPreview, Mended, Mode, Neighbour, Outcome, Provenance, RRF_K, ReembedStatus, Reembedded,
+    SEARCH_ACCESS_INTERVAL_US, STATEMENT_MIN_WORDS, STATEMENT_WEIGHTS, ScanMode, ScoredBy,
+    SearchRequest, SearchedHit, Shelf, SnapshotCreated, SnapshotRestored, Source, StoreRequest,
+    Stored, Strategy, TagChange, TagPreview, TagsApplied, TopAccessed, Turn, TurnsAdded, Unmerged,
+    UpdateRequest, Updated, Version, frequency, importance, preview, recency, strategy_score,
 };
 /// The MemFuse query API (`docs/search.md`, "The MemFuse query").
 pub mod query {

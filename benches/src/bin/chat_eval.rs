@@ -118,7 +118,8 @@ const VARIANTS: &[&str] = &[
 ];
 
 /// A variant's request: the default with the changes its name lists (`rerank=N`,
-/// `group=session`, `lend=X`, `dates=X`, comma-separated; `default` changes nothing).
+/// `group=session`, `lend=X`, `dates=X`, `weights=V/K` for a weighted fusion of those weights
+/// whatever the query, comma-separated; `default` changes nothing).
 fn request_of(variant: &str, query: &str, user: &str) -> anyhow::Result<SearchRequest> {
     let mut req = SearchRequest::new(query).user(user).limit(10);
     req.hooks.count_access = Some(false);
@@ -131,6 +132,15 @@ fn request_of(variant: &str, query: &str, user: &str) -> anyhow::Result<SearchRe
             "group" => req.group = Group::parse(value)?,
             "lend" => req.session_lend = value.parse()?,
             "dates" => req.date_boost = Some(value.parse()?),
+            "weights" => {
+                let (vector, keyword) = value
+                    .split_once('/')
+                    .ok_or_else(|| anyhow::anyhow!("weights={value}: give VECTOR/KEYWORD"))?;
+                req.fusion = amberdb::Fusion::Weighted {
+                    vector: vector.parse()?,
+                    keyword: keyword.parse()?,
+                };
+            }
             _ => anyhow::bail!("variant {variant:?}: no change {key:?}"),
         }
     }

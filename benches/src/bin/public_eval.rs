@@ -288,6 +288,10 @@ const VARIANTS: &[(&str, Variant)] = &[
     ("default, not counted as access", Variant::Uncounted),
     ("hybrid 0.8/0.2", Variant::Weights(0.8, 0.2)),
     ("hybrid 0.6/0.4", Variant::Weights(0.6, 0.4)),
+    (
+        "hybrid 0.7/0.3 (the default before)",
+        Variant::Weights(0.7, 0.3),
+    ),
     ("default, limit 50", Variant::Fetch(50)),
 ];
 

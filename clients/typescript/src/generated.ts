@@ -541,9 +541,9 @@ export interface SearchMemoriesArgs {
   "threshold"?: number;
   /** hybrid's fusion: weighted (default) or rrf */
   "fusion"?: string;
-  /** weighted fusion's vector weight; default 0.7 */
+  /** weighted fusion's vector weight; default 0.9 for a statement of 5+ words that asks no question, else 0.7 */
   "vector_weight"?: number;
-  /** weighted fusion's keyword weight; default 0.3 */
+  /** weighted fusion's keyword weight; default 0.1 for a statement of 5+ words that asks no question, else 0.3 */
   "keyword_weight"?: number;
   /** rrf's rank offset; default 60 */
   "rrf_k"?: number;

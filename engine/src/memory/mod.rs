@@ -35,10 +35,11 @@ pub use query::{
 pub use read::{Cleared, Feedback, FeedbackResult, History, MemoryStats, TopAccessed, Version};
 pub use reembed::{ReembedStatus, Reembedded};
 pub use search::{
-    Also, DEFAULT_DATE_BOOST, DEFAULT_RERANK_CANDIDATES, DEFAULT_SESSION_LEND, Fusion, Group, Hits,
-    MAX_NEIGHBOURS, MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS, MAX_RERANK_CANDIDATES, Mode, Neighbour,
-    RRF_K, SEARCH_ACCESS_INTERVAL_US, ScanMode, ScoredBy, SearchRequest, SearchedHit, Source,
-    Strategy, frequency, importance, recency, strategy_score,
+    Also, DEFAULT_DATE_BOOST, DEFAULT_RERANK_CANDIDATES, DEFAULT_SESSION_LEND, Fusion, Group,
+    HYBRID_WEIGHTS, Hits, MAX_NEIGHBOURS, MAX_OFFSET, MAX_PAGE, MAX_QUERY_CHARS,
+    MAX_RERANK_CANDIDATES, Mode, Neighbour, RRF_K, SEARCH_ACCESS_INTERVAL_US, STATEMENT_MIN_WORDS,
+    STATEMENT_WEIGHTS, ScanMode, ScoredBy, SearchRequest, SearchedHit, Source, Strategy, frequency,
+    importance, recency, strategy_score,
 };
 pub use tags::{SnapshotCreated, SnapshotRestored, TagChange, TagPreview, TagsApplied};
 pub use transfer::{Exported, ExportedRecord, ImportedRecords};

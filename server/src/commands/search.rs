@@ -38,12 +38,12 @@ arguments! {
         vector_weight: Option<f32> = opt(
             "vector_weight",
             Ty::Num,
-            "weighted fusion's vector weight; default 0.7",
+            "weighted fusion's vector weight; default 0.9 for a statement of 5+ words that asks no question, else 0.7",
         ),
         keyword_weight: Option<f32> = opt(
             "keyword_weight",
             Ty::Num,
-            "weighted fusion's keyword weight; default 0.3",
+            "weighted fusion's keyword weight; default 0.1 for a statement of 5+ words that asks no question, else 0.3",
         ),
         rrf_k: Option<usize> = opt("rrf_k", Ty::Int, "rrf's rank offset; default 60")
             .within(1, 10_000),
@@ -256,8 +256,9 @@ fn search_memories(ctx: &Ctx, session: &Session, a: Search) -> Outcome {
     search_reply(&q, &hits, session)
 }
 
-/// Hybrid's fusion: weighted (the request's default, with the weights given) or RRF; each
-/// one's parameters refused with the other.
+/// Hybrid's fusion: weighted (by the query's kind unless named or weighted: `Fusion::ByQuery`;
+/// a weight given sets it and the other defaults to `HYBRID_WEIGHTS`') or RRF; each one's
+/// parameters refused with the other.
 fn fusion_of(
     fusion: Option<&str>,
     (vector, keyword): (Option<f32>, Option<f32>),
@@ -267,16 +268,18 @@ fn fusion_of(
     let mut chosen = default;
     match fusion {
         None | Some("weighted") => {
-            if let Fusion::Weighted {
-                vector: v,
-                keyword: k,
-            } = &mut chosen
-            {
-                *v = vector.unwrap_or(*v);
-                *k = keyword.unwrap_or(*k);
-            }
             if rrf_k.is_some() {
                 return Err(Fail::invalid("rrf_k", "only with fusion \"rrf\""));
+            }
+            if fusion.is_some() || vector.is_some() || keyword.is_some() {
+                let (v, k) = match chosen {
+                    Fusion::Weighted { vector, keyword } => (vector, keyword),
+                    _ => amberdb::HYBRID_WEIGHTS,
+                };
+                chosen = Fusion::Weighted {
+                    vector: vector.unwrap_or(v),
+                    keyword: keyword.unwrap_or(k),
+                };
             }
         }
         Some("rrf") => {
@@ -494,3 +497,40 @@ pub(super) static TABLE: &[Command] = &[
         run: Some(|c, s, a| query(c, s, QueryArgs::parse(a)?)),
     },
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::fusion_of;
+    use amberdb::{Fusion, HYBRID_WEIGHTS};
+
+    #[test]
+    fn the_fusion_goes_by_the_query_unless_named_or_weighted() {
+        let by_query = Fusion::default();
+        assert_eq!(
+            fusion_of(None, (None, None), None, by_query).ok(),
+            Some(Fusion::ByQuery)
+        );
+        // A weight given fixes both; the other is the question's default.
+        assert_eq!(
+            fusion_of(None, (Some(0.5), None), None, by_query).ok(),
+            Some(Fusion::Weighted {
+                vector: 0.5,
+                keyword: HYBRID_WEIGHTS.1
+            })
+        );
+        assert_eq!(
+            fusion_of(Some("weighted"), (None, None), None, by_query).ok(),
+            Some(Fusion::Weighted {
+                vector: HYBRID_WEIGHTS.0,
+                keyword: HYBRID_WEIGHTS.1
+            })
+        );
+        assert_eq!(
+            fusion_of(Some("rrf"), (None, None), Some(10), by_query).ok(),
+            Some(Fusion::Rrf { k: 10 })
+        );
+        assert!(fusion_of(None, (None, None), Some(10), by_query).is_err());
+        assert!(fusion_of(Some("rrf"), (Some(0.5), None), None, by_query).is_err());
+        assert!(fusion_of(Some("mixed"), (None, None), None, by_query).is_err());
+    }
+}

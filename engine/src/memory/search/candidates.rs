@@ -364,19 +364,14 @@ pub(crate) fn fuse(
         })
         .collect();
     let max_bm25 = raws.values().copied().fold(0.0f32, f32::max);
+    // What runs for this query (`Fusion::ByQuery` reads it).
+    let fusion = fusion.for_query(text);
     Ok(order
         .into_iter()
         .map(|key| {
             let cosine = cosine_of(state, query, key);
             let raw = raws.get(&key).copied();
             let relevance = match fusion {
-                Fusion::Weighted {
-                    vector: wv,
-                    keyword: wk,
-                } => {
-                    let norm = raw.map_or(0.0, |s| if max_bm25 > 0.0 { s / max_bm25 } else { 0.0 });
-                    wv * cosine.unwrap_or(0.0).max(0.0) + wk * norm
-                }
                 Fusion::Rrf { k } => {
                     let rr =
                         |r: Option<usize>| r.map_or(0.0, |r| 1.0 / (f64::from(k) + r as f64 + 1.0));
@@ -384,6 +379,11 @@ pub(crate) fn fuse(
                     let s = (rr(vector_rank.get(&key).copied())
                         + rr(keyword_rank.get(&key).copied())) as f32;
                     s
+                }
+                weighted => {
+                    let (wv, wk) = weighted.weights();
+                    let norm = raw.map_or(0.0, |s| if max_bm25 > 0.0 { s / max_bm25 } else { 0.0 });
+                    wv * cosine.unwrap_or(0.0).max(0.0) + wk * norm
                 }
             };
             let source = match (

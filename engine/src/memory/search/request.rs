@@ -28,8 +28,16 @@ pub(crate) const NO_THRESHOLD: f32 = f32::NEG_INFINITY;
 /// the `frequency` ranking by being returned (`docs/search.md`, "Access counting").
 pub const SEARCH_ACCESS_INTERVAL_US: i64 = 15 * 60 * 1_000_000;
 
-/// Default fusion weights of the `hybrid` mode.
+/// Default fusion weights of the `hybrid` mode for a question or a short query.
 pub const HYBRID_WEIGHTS: (f32, f32) = (0.7, 0.3);
+
+/// Default fusion weights of the `hybrid` mode for a statement (`is_statement`): a query that
+/// restates what it looks for is matched by meaning more than by its words (`docs/search.md`,
+/// "Fusion by query").
+pub const STATEMENT_WEIGHTS: (f32, f32) = (0.9, 0.1);
+
+/// Words from which a query that asks no question is read as a statement.
+pub const STATEMENT_MIN_WORDS: usize = 5;
 
 /// The k of reciprocal-rank fusion (as MemFuse and the RRF paper).
 pub const RRF_K: u32 = 60;
@@ -141,8 +149,12 @@ named_enum!(
 );
 
 /// How `hybrid` combines its two lists.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub enum Fusion {
+    /// The default: `Weighted` with `STATEMENT_WEIGHTS` for a statement (`is_statement`),
+    /// else with `HYBRID_WEIGHTS`.
+    #[default]
+    ByQuery,
     /// `vector·cos⁺ + keyword·bm25/max(bm25)` (each score normalized to 0..1).
     Weighted {
         /// Weight of the vector score.
@@ -163,15 +175,50 @@ impl Fusion {
     pub fn rrf() -> Fusion {
         Fusion::Rrf { k: RRF_K }
     }
-}
 
-impl Default for Fusion {
-    fn default() -> Fusion {
-        Fusion::Weighted {
-            vector: HYBRID_WEIGHTS.0,
-            keyword: HYBRID_WEIGHTS.1,
+    /// The fusion that runs for `query`: `ByQuery` resolved to its weights, any other as it
+    /// is.
+    #[must_use]
+    pub fn for_query(self, query: &str) -> Fusion {
+        let (vector, keyword) = match self {
+            Fusion::ByQuery if is_statement(query) => STATEMENT_WEIGHTS,
+            Fusion::ByQuery => HYBRID_WEIGHTS,
+            given => return given,
+        };
+        Fusion::Weighted { vector, keyword }
+    }
+
+    /// The weights of a weighted fusion as it runs (`ByQuery` as for a question); an RRF has
+    /// none, and gives `HYBRID_WEIGHTS`.
+    pub(crate) fn weights(self) -> (f32, f32) {
+        match self {
+            Fusion::Weighted { vector, keyword } => (vector, keyword),
+            Fusion::ByQuery | Fusion::Rrf { .. } => HYBRID_WEIGHTS,
         }
     }
+}
+
+/// Whether `query` asks a question: it ends with a question mark, or opens with a question
+/// word ("what", "who", "which", "where", "when", "how", "does", "is" ...).
+#[must_use]
+pub fn is_question(query: &str) -> bool {
+    const OPENERS: &[&str] = &[
+        "what", "which", "who", "whom", "whose", "where", "when", "why", "how", "is", "are", "was",
+        "were", "do", "does", "did", "can", "could", "has", "have", "had",
+    ];
+    let query = query.trim();
+    query.ends_with('?')
+        || query
+            .split(|c: char| !c.is_alphanumeric())
+            .next()
+            .is_some_and(|w| OPENERS.iter().any(|o| w.eq_ignore_ascii_case(o)))
+}
+
+/// Whether `query` is a statement: at least `STATEMENT_MIN_WORDS` words and no question
+/// (`is_question`). A shorter query is read as keywords.
+#[must_use]
+pub fn is_statement(query: &str) -> bool {
+    !is_question(query) && query.split_whitespace().count() >= STATEMENT_MIN_WORDS
 }
 
 /// A `search_memories` request.
@@ -497,4 +544,63 @@ pub struct Hits {
     /// Why the search did something other than the mode asked (text supplement, a keyword
     /// query with no terms, embeddings unavailable); `None` when it did not.
     pub fallback: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn questions_are_told_from_statements() {
+        for q in [
+            "What is the capital of Kenya?",
+            "which company makes it",
+            "Does Alice still live in Paris",
+            "the deploy port?",
+        ] {
+            assert!(is_question(q), "{q}");
+        }
+        for q in [
+            "A man is playing the guitar",
+            "user's favourite colour",
+            "Whatever works",
+            "",
+        ] {
+            assert!(!is_question(q), "{q}");
+        }
+    }
+
+    #[test]
+    fn the_default_fusion_weighs_a_statement_by_meaning_and_anything_else_as_before() {
+        let weighted = |(vector, keyword): (f32, f32)| Fusion::Weighted { vector, keyword };
+        let fusion = Fusion::default();
+        assert_eq!(fusion, Fusion::ByQuery);
+        assert_eq!(
+            fusion.for_query("A man is playing the guitar"),
+            weighted(STATEMENT_WEIGHTS)
+        );
+        assert_eq!(
+            fusion.for_query("Who is playing the guitar?"),
+            weighted(HYBRID_WEIGHTS)
+        );
+        assert_eq!(fusion.for_query("guitar lessons"), weighted(HYBRID_WEIGHTS));
+        // Given weights and RRF run as given.
+        let given = weighted((0.5, 0.5));
+        assert_eq!(given.for_query("A man is playing the guitar"), given);
+        assert_eq!(Fusion::rrf().for_query("a b c d e"), Fusion::rrf());
+    }
+
+    #[test]
+    fn statements_are_sentences_that_ask_nothing() {
+        assert!(is_statement("A man is playing the guitar"));
+        assert!(is_statement("The nightly backup runs at two"));
+        for q in [
+            "What does the nightly backup run at?",
+            "user's favourite colour",
+            "deploy port for staging",
+            "",
+        ] {
+            assert!(!is_statement(q), "{q}");
+        }
+    }
 }

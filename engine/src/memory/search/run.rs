@@ -746,21 +746,6 @@ fn folded(
     }
 }
 
-/// Whether `query` asks a question: it ends with a question mark, or opens with a question
-/// word ("what", "who", "which", "where", "when", "how", "does", "is" ...).
-fn is_question(query: &str) -> bool {
-    const OPENERS: &[&str] = &[
-        "what", "which", "who", "whom", "whose", "where", "when", "why", "how", "is", "are", "was",
-        "were", "do", "does", "did", "can", "could", "has", "have", "had",
-    ];
-    let query = query.trim();
-    query.ends_with('?')
-        || query
-            .split(|c: char| !c.is_alphanumeric())
-            .next()
-            .is_some_and(|w| OPENERS.iter().any(|o| w.eq_ignore_ascii_case(o)))
-}
-
 /// `nprobe` and `recall` in range.
 fn check_probe(probe: Probe) -> Result<()> {
     match probe {
@@ -825,29 +810,4 @@ fn check_time_windows(req: &SearchRequest) -> Result<()> {
         });
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::is_question;
-
-    #[test]
-    fn questions_are_told_from_statements() {
-        for q in [
-            "What is the capital of Kenya?",
-            "which company makes it",
-            "Does Alice still live in Paris",
-            "the deploy port?",
-        ] {
-            assert!(is_question(q), "{q}");
-        }
-        for q in [
-            "A man is playing the guitar",
-            "user's favourite colour",
-            "Whatever works",
-            "",
-        ] {
-            assert!(!is_question(q), "{q}");
-        }
-    }
 }
