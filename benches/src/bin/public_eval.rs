@@ -456,8 +456,8 @@ fn retrieval(dir: &Path, vectors: &HashMap<String, Vec<f32>>, set: &PairSet) -> 
         .zip(&corpus)
         .map(|(id, t)| (*id, meaning[*t]))
         .collect();
-    let (mut distinct, mut distinct_cosine, mut found, mut found_cosine) =
-        (0usize, 0usize, 0usize, 0usize);
+    let (mut distinct, mut distinct_cosine, mut found, mut found_cosine, mut found_with_also) =
+        (0usize, 0usize, 0usize, 0usize, 0usize);
     for (q, target) in &queries {
         let (page, _) = default_page(&store, user, q, Variant::Uncounted)?;
         let on_page: HashSet<usize> = page
@@ -466,18 +466,24 @@ fn retrieval(dir: &Path, vectors: &HashMap<String, Vec<f32>>, set: &PairSet) -> 
             .collect();
         distinct += on_page.len();
         found += usize::from(on_page.contains(&meaning[corpus[*target]]));
+        found_with_also += usize::from(
+            page.iter()
+                .flatten()
+                .any(|id| meaning_of_id.get(id) == Some(&meaning[corpus[*target]])),
+        );
         let ranked: Ranked = plain.rank(q, &vectors[*q], 10);
         let on_cosine: HashSet<usize> = ranked.cosine.iter().map(|&r| meaning[corpus[r]]).collect();
         distinct_cosine += on_cosine.len();
         found_cosine += usize::from(on_cosine.contains(&meaning[corpus[*target]]));
     }
     println!(
-        "| {} | {} | distinct meanings per page of ten: default {:.2}, plain cosine {:.2}; the query's meaning on the page: default {}, plain cosine {} | | | |",
+        "| {} | {} | distinct meanings per page of ten: default {:.2}, plain cosine {:.2}; the query's meaning on the page: default {} ({} with what is folded under its results), plain cosine {} | | | |",
         set.name,
         set.split,
         distinct as f64 / queries.len().max(1) as f64,
         distinct_cosine as f64 / queries.len().max(1) as f64,
         ratio(found, queries.len()),
+        ratio(found_with_also, queries.len()),
         ratio(found_cosine, queries.len())
     );
     for (q, target) in &queries {
