@@ -257,7 +257,7 @@ fn search_memories(ctx: &Ctx, session: &Session, a: Search) -> Outcome {
 }
 
 /// Hybrid's fusion: weighted (by the query's kind unless named or weighted: `Fusion::ByQuery`;
-/// a weight given sets it and the other defaults to `HYBRID_WEIGHTS`') or RRF; each one's
+/// a weight given sets it and the other defaults to `HYBRID_WEIGHTS`'s) or RRF; each one's
 /// parameters refused with the other.
 fn fusion_of(
     fusion: Option<&str>,
@@ -272,10 +272,7 @@ fn fusion_of(
                 return Err(Fail::invalid("rrf_k", "only with fusion \"rrf\""));
             }
             if fusion.is_some() || vector.is_some() || keyword.is_some() {
-                let (v, k) = match chosen {
-                    Fusion::Weighted { vector, keyword } => (vector, keyword),
-                    _ => amberdb::HYBRID_WEIGHTS,
-                };
+                let (v, k) = chosen.weights();
                 chosen = Fusion::Weighted {
                     vector: vector.unwrap_or(v),
                     keyword: keyword.unwrap_or(k),

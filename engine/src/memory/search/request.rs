@@ -188,9 +188,10 @@ impl Fusion {
         Fusion::Weighted { vector, keyword }
     }
 
-    /// The weights of a weighted fusion as it runs (`ByQuery` as for a question); an RRF has
-    /// none, and gives `HYBRID_WEIGHTS`.
-    pub(crate) fn weights(self) -> (f32, f32) {
+    /// The weights of a weighted fusion: its own, else (`ByQuery`, or an RRF, which has none)
+    /// `HYBRID_WEIGHTS`, a question's.
+    #[must_use]
+    pub fn weights(self) -> (f32, f32) {
         match self {
             Fusion::Weighted { vector, keyword } => (vector, keyword),
             Fusion::ByQuery | Fusion::Rrf { .. } => HYBRID_WEIGHTS,
