@@ -268,6 +268,9 @@ pub struct ClusterLog {
     claim: Option<Claim>,
     /// The chunks of the open group, in order: `chunks[i]` is chunk `i + 1` of `count`.
     pending: Vec<Chunk>,
+    /// A message that did not count landed after the last claim: no frame of its epoch
+    /// counts again (`docs/cluster.md`, "Fencing", rule 3).
+    interrupted: bool,
 }
 
 impl ClusterLog {
@@ -288,6 +291,13 @@ impl ClusterLog {
     #[must_use]
     pub fn epoch(&self) -> u64 {
         self.claim.as_ref().map_or(0, |c| c.epoch)
+    }
+
+    /// Whether a message that did not count landed after the last claim, which fences the
+    /// claim's epoch until the next one.
+    #[must_use]
+    pub fn is_interrupted(&self) -> bool {
+        self.interrupted
     }
 
     /// The open chunk group: chunks held, and chunks in all (`None`: no group open).
@@ -326,15 +336,16 @@ impl ClusterLog {
         }
     }
 
-    /// Applies a checked claim: the epoch rises, and an open group closes.
+    /// Applies a checked claim: the epoch rises, its run begins, and an open group closes.
     pub(crate) fn apply_claim(&mut self, claim: Claim) {
         self.replicated = true;
         self.claim = Some(claim);
         self.pending.clear();
+        self.interrupted = false;
     }
 
     /// Applies a checked skip: a pending chunk joins (or starts) the open group; any other
-    /// closes it.
+    /// (a message that did not count) closes it and interrupts the epoch.
     pub(crate) fn apply_skip(&mut self, skip: Skip) {
         self.replicated = true;
         match skip.chunk {
@@ -344,7 +355,10 @@ impl ClusterLog {
                 }
                 self.pending.push(c);
             }
-            None => self.pending.clear(),
+            None => {
+                self.pending.clear();
+                self.interrupted = true;
+            }
         }
     }
 
@@ -354,8 +368,9 @@ impl ClusterLog {
     }
 
     /// The frames a checkpoint holds of it (aux types 17 and 18, `docs/format/checkpoint.md`):
-    /// the claim, then the open group's chunks; a replica with neither, one `Skip` that says
-    /// it is one. Loading them in order gives this state again.
+    /// the claim, then the open group's chunks; after an interrupted claim (no group can be
+    /// open then), or on a replica with neither, one `Skip` that is no chunk. Loading them in
+    /// order gives this state again.
     pub(crate) fn frames(&self) -> (Option<Claim>, Vec<Skip>) {
         let mut skips: Vec<Skip> = self
             .pending
@@ -365,7 +380,7 @@ impl ClusterLog {
                 chunk: Some(c.clone()),
             })
             .collect();
-        if self.replicated && self.claim.is_none() && skips.is_empty() {
+        if self.replicated && skips.is_empty() && (self.claim.is_none() || self.interrupted) {
             skips.push(Skip {
                 reason: SkipReason::Epoch,
                 chunk: None,

@@ -28,6 +28,9 @@ pub struct PartitionLog {
     pub running_crc: Option<u32>,
     /// A frame split into chunks being assembled: chunks held, and chunks in all.
     pub open_group: Option<(u32, u32)>,
+    /// A message that did not count landed after the last claim: no frame of the claim's
+    /// epoch counts again, until the next claim (`docs/cluster.md`, "Fencing", rule 3).
+    pub interrupted: bool,
 }
 
 impl Store {
@@ -75,6 +78,7 @@ impl Store {
             position,
             running_crc,
             open_group: log.open_group(),
+            interrupted: log.is_interrupted(),
         }
     }
 }

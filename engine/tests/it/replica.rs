@@ -187,13 +187,22 @@ fn a_replica_applies_claims_frames_and_skips_and_reopens_to_the_same_state() {
     s.claim(id, 1, 1); // 2
     s.frame(1, 2, &store_op(2, "the owner's first write")); // 3
     s.frame(1, 2, &store_op(3, "pipelined behind an intruder")); // 4: wrong prev
-    s.frame(1, 4, &store_op(4, "the owner again in place")); // 5
-    s.claim(id, 1, 5); // 6: a claim that is not above the epoch
-    s.chunks(1, &store_op(5, "a frame in three chunks"), &[10, 40]); // 7, 8, 9
-    s.claim(id, 2, 9); // 10
-    s.frame(1, 10, &store_op(6, "the old owner, fenced")); // 11
+    // 5: in place, but the owner's frame for 4 did not land at 4: it builds on a frame the
+    // stream does not hold, and its epoch is fenced (rule 3).
+    s.frame(
+        1,
+        4,
+        &store_op(4, "the owner in place after a frame that missed its place"),
+    );
+    s.claim(id, 2, 5); // 6: the owner claims again
+    s.frame(2, 6, &store_op(5, "the next epoch's write")); // 7
+    s.claim(id, 2, 7); // 8: a claim that is not above the epoch
+    s.claim(id, 3, 8); // 9
+    s.chunks(3, &store_op(6, "a frame in three chunks"), &[10, 40]); // 10, 11, 12
+    s.claim(id, 4, 12); // 13
+    s.frame(3, 13, &store_op(7, "the old owner, fenced")); // 14
     let store = open(dir.path(), id);
-    let applied = apply(&store, &s, 1..=11);
+    let applied = apply(&store, &s, 1..=14);
     use Applied::{Claim as C, Frame as F, Skip as S};
     assert_eq!(
         applied,
@@ -202,40 +211,46 @@ fn a_replica_applies_claims_frames_and_skips_and_reopens_to_the_same_state() {
             C { epoch: 1 },
             F,
             S(SkipReason::Position),
+            S(SkipReason::Epoch),
+            C { epoch: 2 },
             F,
             S(SkipReason::LostClaim),
+            C { epoch: 3 },
             S(SkipReason::Pending),
             S(SkipReason::Pending),
             F,
-            C { epoch: 2 },
+            C { epoch: 4 },
             S(SkipReason::Epoch),
         ]
     );
     let expect = |store: &Store| {
-        let held: Vec<Option<String>> = (1..=6).map(|i| live(store, i)).collect();
+        let held: Vec<Option<String>> = (1..=7).map(|i| live(store, i)).collect();
         assert_eq!(
             held,
             [
                 None,
                 Some("the owner's first write".into()),
                 None,
-                Some("the owner again in place".into()),
+                None,
+                Some("the next epoch's write".into()),
                 Some("a frame in three chunks".into()),
                 None
             ]
         );
         let log = store.partition_log();
         assert!(log.replicated);
-        assert_eq!((log.position, log.open_group), (11, None));
+        assert_eq!((log.position, log.open_group), (14, None));
         assert_eq!(
             log.claim.map(|c| (c.epoch, c.node)),
-            Some((2, "node-2".into()))
+            Some((4, "node-4".into()))
         );
+        // The old owner's frame at 14 interrupted epoch 4.
+        assert!(log.interrupted);
     };
     expect(&store);
     // Out of order: refused, nothing changed.
     let e = store
-        .apply_replicated(&s.message(11))
+        .apply_replicated(&s.message(14))
         .expect_err("applied already");
     assert_eq!(e.kind(), ErrorKind::Caller, "{e}");
     // The replica's own writes are refused: its log grows only from the stream.
@@ -250,12 +265,20 @@ fn a_replica_applies_claims_frames_and_skips_and_reopens_to_the_same_state() {
     expect(&store);
     store.checkpoint().expect("checkpoint");
     store.close().expect("close");
+    // The interruption is in the checkpoint: the reopened replica judges as one that never
+    // stopped, and the owner of epoch 4 counts again only once it claims again.
     let store = open(dir.path(), id);
     expect(&store);
-    // The stream goes on after the reopen.
-    s.frame(2, 11, &store_op(7, "the new owner's write"));
-    assert_eq!(apply(&store, &s, 12..=12), [F]);
-    assert_eq!(live(&store, 7).as_deref(), Some("the new owner's write"));
+    s.frame(4, 14, &store_op(8, "epoch 4 in place, fenced"));
+    s.claim(id, 5, 15);
+    s.frame(5, 16, &store_op(9, "the new owner's write"));
+    assert_eq!(
+        apply(&store, &s, 15..=17),
+        [S(SkipReason::Epoch), C { epoch: 5 }, F]
+    );
+    assert_eq!(live(&store, 8), None);
+    assert_eq!(live(&store, 9).as_deref(), Some("the new owner's write"));
+    assert!(!store.partition_log().interrupted);
 }
 
 #[test]
@@ -518,7 +541,10 @@ fn replicas_of_one_random_stream_agree_however_often_they_stop() {
                     }
                 }
                 3 | 4 if rogue => {
-                    // An insider's lone last chunk, in place and in the newest epoch.
+                    // An insider claims above all, in place, and sends a lone last chunk in
+                    // its epoch, in place (right after the claim: its epoch not yet fenced).
+                    top_epoch += 1;
+                    s.claim(id, top_epoch, s.next() - 1);
                     s.0.push(Published {
                         epoch: top_epoch,
                         prev: s.next() - 1,

@@ -271,6 +271,7 @@ impl Db {
                     state.cluster.epoch(),
                     m.position - 1,
                     state.cluster.open_group(),
+                    state.cluster.is_interrupted(),
                 );
                 fence.judge(&Message {
                     position: m.position,
