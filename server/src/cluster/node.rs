@@ -303,6 +303,10 @@ impl Partitions for Node {
             if let Some(store) = part.store.read().clone() {
                 break store;
             }
+            // An open that failed says why at once (it is retried meanwhile).
+            if let Role::Halted(why) = part.role.lock().clone() {
+                return Err(unavailable(p, &format!("halted here: {why}")));
+            }
             if Instant::now() >= deadline {
                 return Err(unavailable(p, "its store is being reopened on this node"));
             }

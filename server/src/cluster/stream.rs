@@ -97,6 +97,22 @@ pub enum StreamError {
         /// The position it was followed to.
         until: u64,
     },
+    /// A partition's stream exists with a configuration that breaks a promise amberdb makes
+    /// on it (made by hand, by another program, or edited since): nothing is read from or
+    /// written to it until an operator makes it right.
+    #[error(
+        "stream {stream}: {field} is {found}, and amberdb needs {needed} (docs/cluster.md, \"On JetStream\"); nothing is read from or written to it until it is"
+    )]
+    Config {
+        /// The stream's name.
+        stream: String,
+        /// The field of its configuration.
+        field: &'static str,
+        /// What it holds.
+        found: String,
+        /// What amberdb makes and needs.
+        needed: String,
+    },
     /// A claim lost: another message took its position.
     #[error(
         "the claim published for position {expected} landed at {landed}: another node wrote or claimed first"
@@ -113,17 +129,11 @@ fn nats(context: &'static str) -> impl FnOnce(String) -> StreamError {
     move |reason| StreamError::Nats { context, reason }
 }
 
-/// Creates partition `p`'s stream, or checks the one there: file storage, `replicas` copies,
-/// the duplicate window, no deletes or purges by clients.
-///
-/// # Errors
-/// JetStream's refusal (a stream of the same name and another configuration among them).
-pub async fn ensure_stream(
-    js: &jetstream::Context,
-    partition: u32,
-    replicas: usize,
-) -> Result<stream::Stream, StreamError> {
-    js.get_or_create_stream(stream::Config {
+/// Partition `p`'s stream as amberdb makes it: file storage, `replicas` copies, the duplicate
+/// window, 8 MiB messages, no deletes by clients (purges stay possible: trimming below the
+/// shipped checkpoints, which NATS permissions keep to the nodes).
+fn stream_config(partition: u32, replicas: usize) -> stream::Config {
+    stream::Config {
         name: stream_name(partition),
         subjects: vec![subject(partition)],
         storage: stream::StorageType::File,
@@ -137,9 +147,134 @@ pub async fn ensure_stream(
         deny_purge: false,
         allow_direct: true,
         ..Default::default()
-    })
-    .await
-    .map_err(|e| nats("creating the partition stream")(e.to_string()))
+    }
+}
+
+/// Whether a partition stream's configuration keeps amberdb's promises: the first field that
+/// does not, as `(field, found, needed)`. Checked: what would lose or drop messages (memory
+/// storage, fewer copies, a retention other than limits, any message, byte or age limit,
+/// deletes, rollups), let a resend through twice (another duplicate window), refuse a
+/// chunk (smaller messages), or deliver another stream's messages (other subjects, a
+/// mirror or sources).
+fn unkept_promise(
+    config: &stream::Config,
+    partition: u32,
+    replicas: usize,
+) -> Option<(&'static str, String, String)> {
+    let unlimited = |v: i64| v <= 0;
+    let checks: [(&'static str, bool, String, String); 14] = [
+        (
+            "subjects",
+            config.subjects == [subject(partition)],
+            format!("{:?}", config.subjects),
+            format!("[{:?}]", subject(partition)),
+        ),
+        (
+            "storage",
+            config.storage == stream::StorageType::File,
+            format!("{:?}", config.storage),
+            "File".into(),
+        ),
+        (
+            "num_replicas",
+            config.num_replicas == replicas,
+            config.num_replicas.to_string(),
+            format!("{replicas} (the cluster's settings)"),
+        ),
+        (
+            "retention",
+            config.retention == stream::RetentionPolicy::Limits,
+            format!("{:?}", config.retention),
+            "Limits".into(),
+        ),
+        (
+            "max_messages",
+            unlimited(config.max_messages),
+            config.max_messages.to_string(),
+            "no limit".into(),
+        ),
+        (
+            "max_bytes",
+            unlimited(config.max_bytes),
+            config.max_bytes.to_string(),
+            "no limit".into(),
+        ),
+        (
+            "max_messages_per_subject",
+            unlimited(config.max_messages_per_subject),
+            config.max_messages_per_subject.to_string(),
+            "no limit".into(),
+        ),
+        (
+            "max_age",
+            config.max_age.is_zero(),
+            format!("{:?}", config.max_age),
+            "no limit".into(),
+        ),
+        (
+            "duplicate_window",
+            config.duplicate_window == DUPLICATE_WINDOW,
+            format!("{:?}", config.duplicate_window),
+            format!("{DUPLICATE_WINDOW:?}"),
+        ),
+        (
+            "max_message_size",
+            config.max_message_size == MAX_MESSAGE,
+            config.max_message_size.to_string(),
+            MAX_MESSAGE.to_string(),
+        ),
+        (
+            "deny_delete",
+            config.deny_delete,
+            "false".into(),
+            "true".into(),
+        ),
+        (
+            "allow_rollup",
+            !config.allow_rollup,
+            "true".into(),
+            "false".into(),
+        ),
+        ("no_ack", !config.no_ack, "true".into(), "false".into()),
+        (
+            "mirror or sources",
+            config.mirror.is_none() && config.sources.as_ref().is_none_or(Vec::is_empty),
+            "set".into(),
+            "none".into(),
+        ),
+    ];
+    checks
+        .into_iter()
+        .find(|(_, kept, _, _)| !kept)
+        .map(|(field, _, found, needed)| (field, found, needed))
+}
+
+/// Creates partition `p`'s stream, or checks the one there (`unkept_promise`).
+///
+/// # Errors
+/// `Config` for a stream there whose configuration breaks a promise; JetStream's refusal.
+pub async fn ensure_stream(
+    js: &jetstream::Context,
+    partition: u32,
+    replicas: usize,
+) -> Result<stream::Stream, StreamError> {
+    let mut made = js
+        .get_or_create_stream(stream_config(partition, replicas))
+        .await
+        .map_err(|e| nats("creating the partition stream")(e.to_string()))?;
+    let info = made
+        .info()
+        .await
+        .map_err(|e| nats("reading the partition stream's configuration")(e.to_string()))?;
+    if let Some((field, found, needed)) = unkept_promise(&info.config, partition, replicas) {
+        return Err(StreamError::Config {
+            stream: stream_name(partition),
+            field,
+            found,
+            needed,
+        });
+    }
+    Ok(made)
 }
 
 /// The headers of a message `m` of the store `store`.
@@ -520,6 +655,115 @@ pub async fn last_position(stream: &stream::Stream) -> Result<u64, StreamError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stream_made_otherwise_is_refused_naming_the_field() {
+        let ours = stream_config(3, 3);
+        assert_eq!(unkept_promise(&ours, 3, 3), None);
+        // As the server reports limits it was not given: -1.
+        let reported = stream::Config {
+            max_messages: -1,
+            max_bytes: -1,
+            max_messages_per_subject: -1,
+            ..ours.clone()
+        };
+        assert_eq!(unkept_promise(&reported, 3, 3), None);
+        let field = |c: stream::Config| unkept_promise(&c, 3, 3).map(|(f, _, _)| f);
+        let cases: Vec<(stream::Config, &str)> = vec![
+            (stream_config(4, 3), "subjects"),
+            (
+                stream::Config {
+                    storage: stream::StorageType::Memory,
+                    ..ours.clone()
+                },
+                "storage",
+            ),
+            (stream_config(3, 1), "num_replicas"),
+            (
+                stream::Config {
+                    retention: stream::RetentionPolicy::WorkQueue,
+                    ..ours.clone()
+                },
+                "retention",
+            ),
+            (
+                stream::Config {
+                    max_messages: 1000,
+                    ..ours.clone()
+                },
+                "max_messages",
+            ),
+            (
+                stream::Config {
+                    max_bytes: 1 << 30,
+                    ..ours.clone()
+                },
+                "max_bytes",
+            ),
+            (
+                stream::Config {
+                    max_messages_per_subject: 1,
+                    ..ours.clone()
+                },
+                "max_messages_per_subject",
+            ),
+            (
+                stream::Config {
+                    max_age: Duration::from_secs(3600),
+                    ..ours.clone()
+                },
+                "max_age",
+            ),
+            (
+                stream::Config {
+                    duplicate_window: Duration::from_secs(120),
+                    ..ours.clone()
+                },
+                "duplicate_window",
+            ),
+            (
+                stream::Config {
+                    max_message_size: 1 << 20,
+                    ..ours.clone()
+                },
+                "max_message_size",
+            ),
+            (
+                stream::Config {
+                    deny_delete: false,
+                    ..ours.clone()
+                },
+                "deny_delete",
+            ),
+            (
+                stream::Config {
+                    allow_rollup: true,
+                    ..ours.clone()
+                },
+                "allow_rollup",
+            ),
+            (
+                stream::Config {
+                    no_ack: true,
+                    ..ours.clone()
+                },
+                "no_ack",
+            ),
+            (
+                stream::Config {
+                    sources: Some(vec![stream::Source {
+                        name: "OTHER".into(),
+                        ..Default::default()
+                    }]),
+                    ..ours.clone()
+                },
+                "mirror or sources",
+            ),
+        ];
+        for (config, expected) in cases {
+            assert_eq!(field(config), Some(expected));
+        }
+    }
 
     #[test]
     fn a_message_without_amberdb_headers_is_judged_as_no_publishers_chunk() {

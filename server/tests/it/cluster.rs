@@ -604,3 +604,44 @@ pub(crate) async fn stream_allowing_deletes(
     config.deny_delete = false;
     js.create_stream(config).await.unwrap()
 }
+
+/// Makes partition `p`'s stream one that reports a last position it cannot deliver, as a
+/// leader whose files lost its last message does, and keeps its configuration as
+/// `ensure_stream` checks it: the stream is made again message for message (the same
+/// headers and bodies at the same positions) with deletes allowed, its last message deleted,
+/// and deletes denied again. Returns that last position.
+pub(crate) async fn lose_last_message(js: &async_nats::jetstream::Context, p: u32) -> u64 {
+    use amberdb_server::cluster::stream::{stream_name, subject};
+    let old = js.get_stream(stream_name(p)).await.unwrap();
+    let info = old.get_info().await.unwrap();
+    let end = info.state.last_sequence;
+    assert_eq!(info.state.first_sequence, 1, "a stream never trimmed");
+    let mut messages = Vec::new();
+    for seq in 1..=end {
+        let m = old.get_raw_message(seq).await.unwrap();
+        messages.push((m.headers, m.payload));
+    }
+    js.delete_stream(stream_name(p)).await.unwrap();
+    let mut config = info.config.clone();
+    config.deny_delete = false;
+    let again = js.create_stream(config.clone()).await.unwrap();
+    for (headers, payload) in messages {
+        let mut h = async_nats::HeaderMap::new();
+        for (name, values) in headers.iter() {
+            if AsRef::<str>::as_ref(name) != "Nats-Expected-Last-Sequence" {
+                for v in values {
+                    h.append(name.clone(), v.clone());
+                }
+            }
+        }
+        js.publish_with_headers(subject(p), h, payload)
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    assert!(again.delete_message(end).await.unwrap());
+    config.deny_delete = true;
+    js.update_stream(config).await.unwrap();
+    end
+}

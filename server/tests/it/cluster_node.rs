@@ -941,15 +941,57 @@ fn only_nodes_may_write_frames_leases_and_trims_into_nats() {
 }
 
 #[test]
+fn a_partition_stream_edited_to_break_a_promise_is_refused_naming_the_field() {
+    use amberdb_server::cluster::stream;
+    let nats = super::cluster::start_nats();
+    init(&nats);
+    // An operator (or another program) gives partition 1's stream an age limit: JetStream
+    // would drop messages the replicas and every acknowledged write need.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let js = async_nats::jetstream::new(async_nats::connect(&nats.url).await.unwrap());
+        let mut s = js.get_stream(stream::stream_name(1)).await.unwrap();
+        let mut config = s.info().await.unwrap().config.clone();
+        config.max_age = Duration::from_secs(3600);
+        js.update_stream(config).await.unwrap();
+    });
+    // `cluster init` again (it checks every stream) says which field and what it needs.
+    let out = amberdb()
+        .args([
+            "cluster",
+            "init",
+            "--nats",
+            &nats.as_user("admin"),
+            "--partitions",
+        ])
+        .arg(PARTITIONS.to_string())
+        .args(["--replicas", "1", "--embedder", "hashing"])
+        .output()
+        .unwrap();
+    let why = text(&out.stderr);
+    assert!(!out.status.success(), "init passed over the stream: {why}");
+    assert!(
+        why.contains("stream AMBERDB_P1: max_age is 3600s, and amberdb needs no limit"),
+        "{why}"
+    );
+    // A node refuses to start on it, with the same words.
+    let dir = tempfile::tempdir().unwrap();
+    let why = refused_start(
+        &dir.path().join("n0"),
+        &["--cluster", &nats.as_user("n0"), "--node", "n0"],
+    );
+    assert!(why.contains("opening partition 1"), "{why}");
+    assert!(why.contains("max_age is 3600s"), "{why}");
+}
+
+#[test]
 fn a_node_that_cannot_take_a_partition_says_why_and_stops_at_once() {
     use amberdb_server::cluster::stream;
     let nats = super::cluster::start_nats();
     init(&nats);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let js = rt.block_on(async {
-        let js = async_nats::jetstream::new(async_nats::connect(&nats.url).await.unwrap());
-        super::cluster::stream_allowing_deletes(&js, 0).await;
-        js
+        async_nats::jetstream::new(async_nats::connect(&nats.url).await.unwrap())
     });
     let dir = tempfile::tempdir().unwrap();
     let first = node(&dir.path().join("n0"), &nats, "n0");
@@ -966,9 +1008,8 @@ fn a_node_that_cannot_take_a_partition_says_why_and_stops_at_once() {
     // The last message of partition 0's stream goes, as from a leader whose files lost it:
     // the stream still reports it as its last position.
     rt.block_on(async {
-        let mut s = js.get_stream(stream::stream_name(0)).await.unwrap();
-        let end = s.info().await.unwrap().state.last_sequence;
-        assert!(s.delete_message(end).await.unwrap());
+        let end = super::cluster::lose_last_message(&js, 0).await;
+        let s = js.get_stream(stream::stream_name(0)).await.unwrap();
         assert_eq!(stream::last_position(&s).await.unwrap(), end);
     });
     // A new node takes the other partitions and says why it cannot take partition 0.
