@@ -198,6 +198,7 @@ fn open_home(
                 positions: Vec::new(),
                 running_crcs: Vec::new(),
                 checkpoints: Vec::new(),
+                acknowledged: Vec::new(),
                 formats: cluster::lease::Formats::THIS_BUILD,
             };
             let node_config = cluster::node::NodeConfig {

@@ -16,6 +16,7 @@ use super::stream::{JetStreamPublisher, StreamError, follow, last_position, publ
 use amberdb::{Store, StoreId};
 use async_nats::jetstream::{self, kv, stream};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// How long a lease lasts without renewal.
@@ -123,6 +124,8 @@ pub struct Owned {
     pub lease: Lease,
     /// The lease's revision.
     pub revision: u64,
+    /// The publisher the store publishes through, which says how far JetStream acknowledged.
+    pub publisher: Arc<JetStreamPublisher>,
 }
 
 /// What a node needs to take a partition.
@@ -138,6 +141,9 @@ pub struct Partition<'a> {
     pub partition: u32,
     /// Its store id (from the settings).
     pub store_id: StoreId,
+    /// The highest position JetStream acknowledged to this node for it (its publishers' and
+    /// claims', since the node started): nothing is claimed on a stream that ends before it.
+    pub acknowledged: u64,
 }
 
 /// The claim procedure (`docs/cluster.md`, "Ownership", steps 1–4): if the lease is free or
@@ -163,6 +169,16 @@ pub async fn take(
     }
     // 1: catch up.
     let end = last_position(p.stream).await?;
+    // A stream that ends before what it acknowledged to this node lost acknowledged messages
+    // (a damaged leader; this node, their publisher, knows it without asking anyone): as below.
+    if end < p.acknowledged {
+        let e = StreamError::LostAcknowledged {
+            end,
+            acknowledged: p.acknowledged,
+        };
+        super::stream::ask_leader_change(p.js, p.partition, &e.to_string()).await;
+        return Err(e);
+    }
     // A stream that ends before what a live replica applied lost acknowledged messages (a
     // damaged leader): a claim on it would write over them. Its leadership is asked to move,
     // and nothing is claimed until the stream holds them again.
@@ -172,7 +188,8 @@ pub async fn take(
         .into_iter()
         .filter(|(name, peer)| name != node && peer.expires_ms > now)
         .filter_map(|(name, peer)| {
-            Some((name, peer.positions.get(p.partition as usize).copied()??))
+            let at = |v: &Vec<Option<u64>>| v.get(p.partition as usize).copied().flatten();
+            Some((name, at(&peer.positions).max(at(&peer.acknowledged))?))
         })
         .max_by_key(|(_, held)| *held)
         && held > end
@@ -214,7 +231,7 @@ pub async fn take(
         return Ok(None);
     }
     let publisher = JetStreamPublisher::start(runtime, p.js.clone(), p.partition, p.store_id, at);
-    store.own_partition(epoch, publisher)?;
+    store.own_partition(epoch, publisher.clone())?;
     // The lease is renewed from here; a renewal right away covers the claim's time.
     let revision = renew(p.kv, p.partition, &mut lease, revision)
         .await?
@@ -223,6 +240,7 @@ pub async fn take(
         epoch,
         lease,
         revision,
+        publisher,
     }))
 }
 
@@ -277,6 +295,12 @@ pub struct Peer {
     /// trimmed only below every live node's (`docs/cluster.md`, "Trimmed streams").
     #[serde(default)]
     pub checkpoints: Vec<Option<u64>>,
+    /// Per partition, the highest position JetStream acknowledged to this node's publisher
+    /// since the node started (`None`: none): a stream that ends before it lost acknowledged
+    /// messages, whatever its stores now hold (`docs/cluster.md`, "When the stream loses what
+    /// it acknowledged").
+    #[serde(default)]
+    pub acknowledged: Vec<Option<u64>>,
     /// The formats it writes (`docs/cluster.md`, "Rolling upgrades"); a registration without
     /// them is a build from before the field, which writes [`Formats::FIRST`].
     #[serde(default = "Formats::first")]

@@ -68,6 +68,10 @@ struct Part {
     /// Why this node's last attempt to take the partition failed, until one succeeds or is
     /// declined (another node holds the lease): shown in STATS and in a refused write.
     not_taken: Mutex<Option<String>>,
+    /// The highest position JetStream acknowledged to this node's publishers for the
+    /// partition since the node started (read when an ownership ends): a claim by this node,
+    /// and by any node that reads its registration, waits for a stream that holds it.
+    acknowledged: std::sync::atomic::AtomicU64,
 }
 
 /// A running node: its partition stores and the tasks that keep them.
@@ -122,6 +126,7 @@ impl Node {
                     bootstrapped: Mutex::new(None),
                     read_floor: std::sync::atomic::AtomicU64::new(0),
                     not_taken: Mutex::new(None),
+                    acknowledged: std::sync::atomic::AtomicU64::new(0),
                 })
             })
             .collect();
@@ -202,6 +207,12 @@ impl Node {
                 .map(|l| l.as_ref().map(|l| l.position))
                 .collect();
             peer.running_crcs = logs.iter().map(|l| l.as_ref()?.running_crc).collect();
+            peer.acknowledged = (self.parts.iter())
+                .map(|p| {
+                    let at = p.acknowledged.load(std::sync::atomic::Ordering::Acquire);
+                    (at > 0).then_some(at)
+                })
+                .collect();
             peer.checkpoints = (self.parts.iter())
                 .map(|p| {
                     let halted = matches!(*p.role.lock(), Role::Halted(_));
@@ -609,6 +620,10 @@ impl PartitionRun {
                 stream: &stream,
                 partition: p,
                 store_id,
+                acknowledged: self
+                    .part
+                    .acknowledged
+                    .load(std::sync::atomic::Ordering::Acquire),
             };
             let runtime = tokio::runtime::Handle::current();
             // A take waits on JetStream; a stop does not wait for it. Given up half way, it is
@@ -720,6 +735,10 @@ impl PartitionRun {
         if let Some(shipper) = shipper {
             shipper.abort();
         }
+        self.part.acknowledged.fetch_max(
+            owned.publisher.acknowledged(),
+            std::sync::atomic::Ordering::AcqRel,
+        );
         why
     }
 

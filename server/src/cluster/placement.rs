@@ -177,6 +177,7 @@ mod tests {
             positions: vec![at; 4],
             running_crcs: Vec::new(),
             checkpoints: Vec::new(),
+            acknowledged: Vec::new(),
             formats: Formats::THIS_BUILD,
         }
     }

@@ -466,6 +466,7 @@ mod tests {
             positions: vec![None, at],
             running_crcs: vec![None, crc],
             checkpoints: Vec::new(),
+            acknowledged: Vec::new(),
             formats: super::super::lease::Formats::THIS_BUILD,
         };
         let peers: std::collections::BTreeMap<String, _> = [

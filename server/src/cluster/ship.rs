@@ -332,6 +332,7 @@ mod tests {
             positions: Vec::new(),
             running_crcs: Vec::new(),
             checkpoints: vec![None, checkpoint],
+            acknowledged: Vec::new(),
             formats: super::super::lease::Formats::THIS_BUILD,
         }
     }

@@ -83,6 +83,18 @@ pub enum StreamError {
         /// That replica's node.
         node: String,
     },
+    /// The stream ends before a position it acknowledged to this node's publisher (a damaged
+    /// leader lost acknowledged messages; `docs/cluster.md`, "When the stream loses what it
+    /// acknowledged"). Nothing is claimed on such a stream; its leadership is asked to move.
+    #[error(
+        "the stream ends at position {end}, before position {acknowledged}, which it acknowledged to this node: its leader lost acknowledged messages (nothing is claimed until a leader that holds them leads)"
+    )]
+    LostAcknowledged {
+        /// The stream's last position.
+        end: u64,
+        /// The highest position it acknowledged to this node.
+        acknowledged: u64,
+    },
     /// Followed to a position the stream reported, it delivered nothing for `FOLLOW_STALL`
     /// (`docs/cluster.md`, "When the stream loses what it acknowledged"): it says it holds
     /// what it cannot give, as a leader with a damaged replica's files does. Nothing is
@@ -386,6 +398,13 @@ impl JetStreamPublisher {
             }
         });
         Arc::new(JetStreamPublisher { queue, acks })
+    }
+
+    /// The highest position JetStream acknowledged at the position it was published for,
+    /// every one before it too (the claim's position at the start).
+    #[must_use]
+    pub fn acknowledged(&self) -> u64 {
+        self.acks.0.lock().held
     }
 }
 

@@ -392,6 +392,7 @@ fn a_standby_takes_a_dead_owners_partition_once_its_lease_lapses() {
             stream: &stream,
             partition: 0,
             store_id: settings.store(0).unwrap(),
+            acknowledged: 0,
         };
         let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let a = Store::open(a_dir.path(), options(p.store_id)).unwrap();
@@ -481,6 +482,7 @@ fn killing_the_stream_leader_loses_no_acknowledged_write() {
             stream: &stream,
             partition: 0,
             store_id: settings.store(0).unwrap(),
+            acknowledged: 0,
         };
         let dir = tempfile::tempdir().unwrap();
         let mut a = Store::open(dir.path(), options(p.store_id)).unwrap();
@@ -605,12 +607,17 @@ pub(crate) async fn stream_allowing_deletes(
     js.create_stream(config).await.unwrap()
 }
 
-/// Makes partition `p`'s stream one that reports a last position it cannot deliver, as a
-/// leader whose files lost its last message does, and keeps its configuration as
-/// `ensure_stream` checks it: the stream is made again message for message (the same
-/// headers and bodies at the same positions) with deletes allowed, its last message deleted,
-/// and deletes denied again. Returns that last position.
-pub(crate) async fn lose_last_message(js: &async_nats::jetstream::Context, p: u32) -> u64 {
+/// Makes partition `p`'s stream one that lost its last message as a leader whose files lost
+/// it does, and keeps its configuration as `ensure_stream` checks it: the stream is made again
+/// message for message (the same headers and bodies at the same positions). `Lost::Reported`:
+/// the last message is deleted and the stream still reports its position (made with deletes
+/// allowed, which are denied again after); `Lost::Cut`: it is not made again, so the stream
+/// ends before it. Returns the position the last message had.
+pub(crate) async fn lose_last_message(
+    js: &async_nats::jetstream::Context,
+    p: u32,
+    how: Lost,
+) -> u64 {
     use amberdb_server::cluster::stream::{stream_name, subject};
     let old = js.get_stream(stream_name(p)).await.unwrap();
     let info = old.get_info().await.unwrap();
@@ -621,9 +628,12 @@ pub(crate) async fn lose_last_message(js: &async_nats::jetstream::Context, p: u3
         let m = old.get_raw_message(seq).await.unwrap();
         messages.push((m.headers, m.payload));
     }
+    if how == Lost::Cut {
+        messages.pop();
+    }
     js.delete_stream(stream_name(p)).await.unwrap();
     let mut config = info.config.clone();
-    config.deny_delete = false;
+    config.deny_delete = how == Lost::Cut;
     let again = js.create_stream(config.clone()).await.unwrap();
     for (headers, payload) in messages {
         let mut h = async_nats::HeaderMap::new();
@@ -640,8 +650,127 @@ pub(crate) async fn lose_last_message(js: &async_nats::jetstream::Context, p: u3
             .await
             .unwrap();
     }
-    assert!(again.delete_message(end).await.unwrap());
-    config.deny_delete = true;
-    js.update_stream(config).await.unwrap();
+    if how == Lost::Reported {
+        assert!(again.delete_message(end).await.unwrap());
+        config.deny_delete = true;
+        js.update_stream(config).await.unwrap();
+    }
     end
+}
+
+/// How `lose_last_message` loses it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lost {
+    /// The stream still reports its position and cannot deliver it.
+    Reported,
+    /// The stream ends before it.
+    Cut,
+}
+
+/// The owner's publisher was told its last write was held; the stream's leader then loses it
+/// (the stream ends before it). Neither that node nor one that reads its registration claims
+/// the partition over the hole: each says why and asks for another leader. The build before
+/// claimed at the shorter end (the CI rig run of docs/reliability.md).
+#[test]
+fn no_node_claims_a_stream_that_ends_before_what_it_acknowledged() {
+    use amberdb_server::cluster::lease::{Partition, Peer, register, take};
+    use amberdb_server::cluster::settings::{BUCKET, Settings, init};
+    use amberdb_server::cluster::stream::StreamError;
+    let nats = start_nats();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let handle = rt.handle().clone();
+    rt.block_on(async {
+        let js = async_nats::jetstream::new(async_nats::connect(&nats.url).await.unwrap());
+        let (settings, _) = init(
+            &js,
+            &Settings::new(1, "amberdb-hashing-v1-8", 8, 1).unwrap(),
+        )
+        .await
+        .unwrap();
+        let kv = js.get_key_value(BUCKET).await.unwrap();
+        let store_id = settings.store(0).unwrap();
+        let stream = js.get_stream("AMBERDB_P0").await.unwrap();
+        let p = Partition {
+            js: &js,
+            kv: &kv,
+            stream: &stream,
+            partition: 0,
+            store_id,
+            acknowledged: 0,
+        };
+        let a_dir = tempfile::tempdir().unwrap();
+        let a = Store::open(a_dir.path(), options(store_id)).unwrap();
+        let owned = take(&p, &a, "node-a", &handle).await.unwrap().unwrap();
+        for i in 0..3 {
+            a.store(NewMemory::new(format!("acknowledged {i}")))
+                .unwrap();
+        }
+        let acknowledged = owned.publisher.acknowledged();
+        assert_eq!(acknowledged, a.partition_log().position);
+        drop(a);
+        // The lease lapses at once (as a poisoned owner's does within one).
+        let mut lease = owned.lease.clone();
+        lease.expires_ms = 0;
+        kv.put(
+            amberdb_server::cluster::lease::key(0),
+            serde_json::to_vec(&lease).unwrap().into(),
+        )
+        .await
+        .unwrap();
+        let end = lose_last_message(&js, 0, Lost::Cut).await;
+        assert_eq!(end, acknowledged);
+        let stream = js.get_stream("AMBERDB_P0").await.unwrap();
+        assert_eq!(last_position(&stream).await.unwrap(), end - 1);
+
+        // node-a, its store reopened from the stream as a poisoned owner's is, knows.
+        let again = tempfile::tempdir().unwrap();
+        let a = Store::open(again.path(), options(store_id)).unwrap();
+        let knows = Partition {
+            stream: &stream,
+            acknowledged,
+            ..p.clone()
+        };
+        match take(&knows, &a, "node-a", &handle).await {
+            Err(e @ StreamError::LostAcknowledged { .. }) => {
+                assert!(e.to_string().contains(&format!(
+                    "ends at position {}, before position {end}",
+                    end - 1
+                )));
+            }
+            other => panic!("claimed over the hole: {other:?}"),
+        }
+        // node-b learns it from node-a's registration.
+        let peer = Peer {
+            address: "127.0.0.1:1".into(),
+            http: None,
+            expires_ms: u64::try_from(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_millis(),
+            )
+            .unwrap()
+                + 60_000,
+            positions: vec![Some(end - 1)],
+            running_crcs: Vec::new(),
+            checkpoints: Vec::new(),
+            acknowledged: vec![Some(acknowledged)],
+            formats: amberdb_server::cluster::lease::Formats::THIS_BUILD,
+        };
+        register(&kv, "node-a", &peer).await.unwrap();
+        let b_dir = tempfile::tempdir().unwrap();
+        let b = Store::open(b_dir.path(), options(store_id)).unwrap();
+        let unaware = Partition {
+            stream: &stream,
+            ..p.clone()
+        };
+        match take(&unaware, &b, "node-b", &handle).await {
+            Err(StreamError::ShorterThanReplicas { end: e, held, node }) => {
+                assert_eq!((e, held, node.as_str()), (end - 1, end, "node-a"));
+            }
+            other => panic!("claimed over the hole: {other:?}"),
+        }
+        // Nothing was claimed: the stream still ends where it did.
+        assert_eq!(last_position(&stream).await.unwrap(), end - 1);
+    });
 }

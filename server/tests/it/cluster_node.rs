@@ -1008,7 +1008,7 @@ fn a_node_that_cannot_take_a_partition_says_why_and_stops_at_once() {
     // The last message of partition 0's stream goes, as from a leader whose files lost it:
     // the stream still reports it as its last position.
     rt.block_on(async {
-        let end = super::cluster::lose_last_message(&js, 0).await;
+        let end = super::cluster::lose_last_message(&js, 0, super::cluster::Lost::Reported).await;
         let s = js.get_stream(stream::stream_name(0)).await.unwrap();
         assert_eq!(stream::last_position(&s).await.unwrap(), end);
     });
