@@ -185,9 +185,9 @@ pub use store::{
 /// the frames they become.
 pub mod cluster {
     pub use crate::kernel::cluster::{
-        Applied, CHUNK_BYTES, Chunk, Claim, MAX_CHUNKS, MAX_NODE_NAME, MAX_PARTITIONS, Outgoing,
-        PARTITION_SHIFT, Publisher, Skip, SkipReason, StreamMessage, partition_base,
-        partition_of_id, partition_of_user,
+        Applied, CHUNK_BYTES, Chunk, Claim, HISTORY_DIFFERS, MAX_CHUNKS, MAX_NODE_NAME,
+        MAX_PARTITIONS, Outgoing, PARTITION_SHIFT, Publisher, Skip, SkipReason, StreamMessage,
+        partition_base, partition_of_id, partition_of_user,
     };
     pub use crate::kernel::shipping::{Shippable, holds_store, is_immutable, shippable_files};
 

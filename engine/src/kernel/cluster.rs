@@ -207,6 +207,10 @@ pub struct StreamMessage<'a> {
     pub body: &'a [u8],
 }
 
+/// Why a replica halts at a message that counts whose `Amberdb-Crc` is not its own running
+/// CRC (`docs/cluster.md`, "Running CRC"): the `reason` of that `KernelError::Halted`.
+pub const HISTORY_DIFFERS: &str = "the publisher's running CRC differs from this replica's: the stream's history is not the one this replica applied";
+
 /// What a stream message became in the local log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Applied {

@@ -685,3 +685,32 @@ fn a_power_cut_at_every_sync_point_leaves_a_prefix_the_stream_completes() {
     assert!(sync_points > 10, "{sync_points} sync points");
     eprintln!("{sync_points} sync points, {cuts} power cuts: every replica completed the stream");
 }
+
+/// `StreamMessage::claim_in_place`: what a replica past a position asks of the stream's message
+/// there when a frame of an epoch it never saw claimed arrives (`docs/cluster.md`, "A replica
+/// whose history is not the stream's").
+#[test]
+fn a_claim_in_place_is_told_from_a_late_claim_another_frame_and_a_forged_header() {
+    let id = StoreId::random().expect("random");
+    let mut s = Stream::default();
+    s.claim(id, 1, 0); // 1: in place
+    s.frame(1, 1, &store_op(1, "a write")); // 2: not a claim
+    s.claim(id, 2, 1); // 3: a late claim, published for position 2
+    s.claim(id, 2, 3); // 4: in place
+    s.chunks(2, &store_op(2, "in chunks"), &[10]); // 5, 6
+    let claims: Vec<Option<u64>> = (1..=6).map(|p| s.message(p).claim_in_place()).collect();
+    assert_eq!(claims, [Some(1), None, None, Some(2), None, None]);
+    // A header whose epoch is not the claim's own is no publisher's claim.
+    let mut forged = s.message(4);
+    forged.epoch = 7;
+    assert_eq!(forged.claim_in_place(), None);
+    // Damage is no claim.
+    let mut bytes = s.message(4).body.to_vec();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    let damaged = StreamMessage {
+        body: &bytes,
+        ..s.message(4)
+    };
+    assert_eq!(damaged.claim_in_place(), None);
+}

@@ -72,6 +72,12 @@ struct Part {
     /// partition since the node started (read when an ownership ends): a claim by this node,
     /// and by any node that reads its registration, waits for a stream that holds it.
     acknowledged: std::sync::atomic::AtomicU64,
+    /// The last store this node set aside for the partition (its directory now), and why:
+    /// shown in STATS.
+    set_aside: Mutex<Option<String>>,
+    /// The claim position of the last divergence this node set a store aside for: a store made
+    /// again that diverges there again is halted, not set aside in a loop.
+    diverged_at: Mutex<Option<u64>>,
 }
 
 /// A running node: its partition stores and the tasks that keep them.
@@ -127,6 +133,8 @@ impl Node {
                     read_floor: std::sync::atomic::AtomicU64::new(0),
                     not_taken: Mutex::new(None),
                     acknowledged: std::sync::atomic::AtomicU64::new(0),
+                    set_aside: Mutex::new(None),
+                    diverged_at: Mutex::new(None),
                 })
             })
             .collect();
@@ -382,6 +390,7 @@ impl Partitions for Node {
                     "running_crc": log.as_ref().and_then(|l| l.running_crc).map(|c| format!("{c:08x}")),
                     "memories": store.as_ref().map(|s| s.stats().memories),
                     "bootstrapped_from": *part.bootstrapped.lock(),
+                    "set_aside": part.set_aside.lock().clone(),
                 })
             })
             .collect();
@@ -418,7 +427,7 @@ struct PartitionRun {
 }
 
 /// Why a partition's store is closed and opened again.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Reopen {
     Stop,
     Poisoned,
@@ -428,6 +437,11 @@ enum Reopen {
     /// The stream was trimmed past the store's position: it starts again from the shipped
     /// checkpoint (`open`).
     Behind,
+    /// The store's history is not the stream's (`StreamError::Diverged`, at the claim's
+    /// position): it is set aside and made again from the shipped checkpoint and the stream.
+    Diverged {
+        at: u64,
+    },
 }
 
 impl PartitionRun {
@@ -494,7 +508,34 @@ impl PartitionRun {
             if let Ok(Err(e)) = closed {
                 tracing::warn!(partition = p, error = %e, "closing a partition store");
             }
+            if let Reopen::Diverged { at } = why {
+                let again = self.part.diverged_at.lock().replace(at) == Some(at);
+                let set_aside = if again {
+                    Err(format!(
+                        "a store made again from the shipped checkpoint and the stream diverged at position {at} again"
+                    ))
+                } else {
+                    self.set_aside("diverged").map_err(|e| e.to_string())
+                };
+                if let Err(why) = set_aside {
+                    self.halt(format!(
+                        "its history is not the stream's (a claim at position {at} it passed without) and it could not be made again: {why}"
+                    ))
+                    .await;
+                }
+            }
         }
+    }
+
+    /// Moves the partition's store directory aside (never removed: `p-<p>.<why>-<ms>`), so
+    /// the next open makes it again from the shipped checkpoint and the stream.
+    fn set_aside(&self, why: &str) -> std::io::Result<PathBuf> {
+        let p = self.part.partition;
+        let aside = self.dir.with_file_name(format!("p-{p}.{why}-{}", now_ms()));
+        std::fs::rename(&self.dir, &aside)?;
+        tracing::warn!(partition = p, aside = %aside.display(), "the store is set aside and made again from the shipped checkpoint and the stream");
+        *self.part.set_aside.lock() = Some(format!("{} ({why})", aside.display()));
+        Ok(aside)
     }
 
     async fn open(&self) -> anyhow::Result<Store> {
@@ -523,17 +564,13 @@ impl PartitionRun {
             anyhow::bail!("partition {p}: {why}");
         }
         tokio::task::spawn_blocking(move || store.close()).await??;
-        let aside = self
-            .dir
-            .with_file_name(format!("p-{p}.behind-{}", now_ms()));
         tracing::warn!(
             partition = p,
             needed = next,
             first,
-            aside = %aside.display(),
-            "the stream was trimmed past this store: it is moved aside and made again from the shipped checkpoint"
+            "the stream was trimmed past this store"
         );
-        std::fs::rename(&self.dir, &aside)?;
+        self.set_aside("behind")?;
         let store = self.open_here().await?;
         let next = store.partition_log().position + 1;
         anyhow::ensure!(
@@ -594,9 +631,24 @@ impl PartitionRun {
             };
             let next = self.stand_by(store, &stream, &tail, started).await;
             tail.abort();
-            if let Ok(Err(e @ StreamError::Trimmed { .. })) = tail.await {
-                tracing::warn!(partition = p, error = %e, "the store is behind the stream");
-                return Reopen::Behind;
+            match tail.await {
+                Ok(Err(e @ StreamError::Trimmed { .. })) => {
+                    tracing::warn!(partition = p, error = %e, "the store is behind the stream");
+                    return Reopen::Behind;
+                }
+                Ok(Err(e @ StreamError::Diverged { position, .. })) => {
+                    tracing::error!(partition = p, error = %e, "this replica's history is not the stream's");
+                    return Reopen::Diverged { at: position };
+                }
+                // The tail halted the store (a frame that fails its checks, or does not apply).
+                _ if store.is_poisoned() => {
+                    let why = store
+                        .stats()
+                        .poison_cause
+                        .map_or_else(String::new, |c| c.error);
+                    return self.halt(why).await;
+                }
+                _ => {}
             }
             match next {
                 Standby::Stop => return Reopen::Stop,
@@ -691,14 +743,6 @@ impl PartitionRun {
             }
             first = false;
             if self.stopping() {
-                return Standby::Stop;
-            }
-            if tail.is_finished() && store.is_poisoned() {
-                let why = store
-                    .stats()
-                    .poison_cause
-                    .map_or_else(String::new, |c| c.error);
-                self.halt(why).await;
                 return Standby::Stop;
             }
             if should_take(self, p, started).await {

@@ -95,6 +95,19 @@ pub enum StreamError {
         /// The highest position it acknowledged to this node.
         acknowledged: u64,
     },
+    /// The stream's history is not this replica's: it holds, at a position this replica
+    /// passed, a claim this replica did not apply there, or a message that counts whose
+    /// publisher's running CRC is not this replica's (the stream lost messages this replica
+    /// had applied, and the partition went on from the shorter end; `docs/cluster.md`, "A
+    /// replica whose history is not the stream's"). The store is set aside and made again from
+    /// the stream.
+    #[error("at position {position} (epoch {epoch}) the stream's history is not this replica's")]
+    Diverged {
+        /// The claim's position.
+        position: u64,
+        /// Its epoch.
+        epoch: u64,
+    },
     /// Followed to a position the stream reported, it delivered nothing for `FOLLOW_STALL`
     /// (`docs/cluster.md`, "When the stream loses what it acknowledged"): it says it holds
     /// what it cannot give, as a leader with a damaged replica's files does. Nothing is
@@ -586,14 +599,72 @@ pub async fn follow(
             });
         }
         let m = judged_as(sequence, message.headers.as_ref(), &message.payload);
-        let applied: Applied = store.apply_replicated(&m)?;
+        let applied: Applied = match store.apply_replicated(&m) {
+            Ok(applied) => applied,
+            // A message that counts, from a publisher whose history up to it is not this
+            // store's: the stream's history is the partition's, so this store is made again
+            // from it (the store halted before writing anything of the message).
+            Err(amberdb::EngineError::Kernel(amberdb::KernelError::Halted {
+                position,
+                reason,
+            })) if reason == amberdb::cluster::HISTORY_DIFFERS => {
+                return Err(StreamError::Diverged {
+                    position,
+                    epoch: m.epoch,
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
         tracing::trace!(position = sequence, ?applied, "applied");
+        if applied == Applied::Skip(amberdb::cluster::SkipReason::Epoch) {
+            diverged_before(store, stream, &m).await?;
+        }
         position = sequence;
         if until.is_some_and(|u| position >= u) {
             break;
         }
     }
     Ok(position)
+}
+
+/// How far back `diverged_before` walks an epoch's run to its claim.
+const DIVERGENCE_WALK: u64 = 4_096;
+
+/// A message of an epoch above every claim this store applied, after positions this store
+/// passed: the stream's messages before it are walked back while they are that epoch's run
+/// (its epoch, each in place), to its claim. A claim of that epoch in place there counts in
+/// the stream's history, and this store, which passed it with a lower epoch, did not apply
+/// it: its history is not the stream's (`StreamError::Diverged`). A rogue cannot make a
+/// healthy replica say so: a claim in place at a position it passed would have counted there.
+/// Costs one read for a message whose previous position is not of its epoch (a rogue's).
+async fn diverged_before(
+    store: &Store,
+    stream: &stream::Stream,
+    m: &StreamMessage<'_>,
+) -> Result<(), StreamError> {
+    let epoch = store.partition_log().claim.map_or(0, |c| c.epoch);
+    if m.epoch <= epoch || m.prev >= m.position {
+        return Ok(());
+    }
+    let mut q = m.prev;
+    while q > 0 && m.prev - q < DIVERGENCE_WALK {
+        // A position trimmed away or a refusal: nothing to compare with.
+        let Ok(there) = stream.get_raw_message(q).await else {
+            return Ok(());
+        };
+        let before = judged_as(q, Some(&there.headers), &there.payload);
+        if before.claim_in_place() == Some(m.epoch) {
+            return Err(StreamError::Diverged {
+                position: q,
+                epoch: m.epoch,
+            });
+        }
+        if before.epoch != m.epoch || before.prev + 1 != q {
+            return Ok(());
+        }
+        q -= 1;
+    }
+    Ok(())
 }
 
 /// The stream's first position (1 until it is trimmed; one past the last when empty).

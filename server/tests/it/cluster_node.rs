@@ -8,9 +8,11 @@
 use super::cluster::{Nats, start_nats_with_users};
 use crate::http::Http;
 use crate::support::{Server, amberdb, text};
+use amberdb::{HashingEmbedder, NewMemory, Store, StoreOptions};
 use amberdb_server::client::Client;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub(crate) const PARTITIONS: u32 = 4;
@@ -982,6 +984,131 @@ fn a_partition_stream_edited_to_break_a_promise_is_refused_naming_the_field() {
     );
     assert!(why.contains("opening partition 1"), "{why}");
     assert!(why.contains("max_age is 3600s"), "{why}");
+}
+
+/// The race the claim guard cannot always win (docs/cluster.md, "A replica whose history is
+/// not the stream's"): a standby applied a message the stream then lost, and a claim was made
+/// at the stream's shorter end before the guard saw the standby's position. The standby finds
+/// the claim it passed without, sets its store aside (kept on disk), makes it again from the
+/// stream, and ends at the stream's position with the same running CRC as the claimer.
+#[test]
+fn a_standby_whose_history_is_not_the_streams_sets_its_store_aside_and_follows_the_stream() {
+    use amberdb_server::cluster::lease::{Lease, key};
+    use amberdb_server::cluster::stream::{JetStreamPublisher, follow, publish_claim, stream_name};
+    let nats = super::cluster::start_nats();
+    init(&nats);
+    let dir = tempfile::tempdir().unwrap();
+    let n0 = node(&dir.path().join("n0"), &nats, "n0");
+    let n1 = node(&dir.path().join("n1"), &nats, "n1");
+    let (ok, out, err) = cluster_command(&nats, &["move", "--partition", "0", "--to", "n0"]);
+    assert!(ok, "{out}{err}");
+    owner_becomes(&n1, 0, "n0");
+    let user = user_in(0, "d");
+    let mut c = n0.client();
+    for i in 0..5 {
+        c.ok(
+            "STORE",
+            json!({"user_id": user, "content": format!("fact {i}")}),
+        );
+    }
+    let position = |n: &Server| {
+        let stats = n.client().ok("STATS", json!({}));
+        stats["cluster"]["partitions"][0].clone()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while position(&n1)["position"] != position(&n0)["position"] {
+        assert!(Instant::now() < deadline, "n1 never caught up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    n0.kill9();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let handle = rt.handle().clone();
+    let (intruder, crc) = rt.block_on(async {
+        let js = async_nats::jetstream::new(async_nats::connect(&nats.url).await.unwrap());
+        let end = super::cluster::lose_last_message(&js, 0, super::cluster::Lost::Cut).await;
+        let settings = amberdb_server::cluster::settings::load(&js).await.unwrap();
+        let id = settings.store(0).unwrap();
+        // A claimer that read the shorter end: its store follows the stream to it, takes the
+        // lease, claims there and writes once.
+        let stream = js.get_stream(stream_name(0)).await.unwrap();
+        let t_dir = tempfile::tempdir().unwrap();
+        let t = Store::open(
+            t_dir.path(),
+            StoreOptions::new(Arc::new(HashingEmbedder::with_dim(settings.dim as usize)))
+                .store_id(id)
+                .tail_from_stream(true),
+        )
+        .unwrap();
+        follow(&t, &stream, Some(end - 1)).await.unwrap();
+        let epoch = t.partition_log().claim.unwrap().epoch + 1;
+        let lease = Lease {
+            node: "intruder".into(),
+            epoch,
+            expires_ms: u64::try_from(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_millis(),
+            )
+            .unwrap()
+                + 60_000,
+            handoff: None,
+        };
+        let kv = js
+            .get_key_value(amberdb_server::cluster::settings::BUCKET)
+            .await
+            .unwrap();
+        kv.put(key(0), serde_json::to_vec(&lease).unwrap().into())
+            .await
+            .unwrap();
+        let at = publish_claim(&js, 0, &t, epoch, "intruder", id)
+            .await
+            .unwrap();
+        assert_eq!(at, end, "the claim takes the lost message's position");
+        follow(&t, &stream, Some(at)).await.unwrap();
+        t.own_partition(
+            epoch,
+            JetStreamPublisher::start(&handle, js.clone(), 0, id, at),
+        )
+        .unwrap();
+        let stored = t
+            .store(NewMemory::new("the intruder's write").user("d"))
+            .unwrap();
+        let log = t.partition_log();
+        assert_eq!(log.position, end + 1);
+        t.close().unwrap();
+        (
+            stored.memory_id.0,
+            log.running_crc.map(|c| format!("{c:08x}")),
+        )
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let view = loop {
+        let view = position(&n1);
+        if view["running_crc"].as_str() == crc.as_deref() {
+            break view;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "n1 never took the stream's history: {view}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let aside = view["set_aside"].as_str().expect("a store set aside");
+    assert!(aside.contains("p-0.diverged-"), "{view}");
+    let kept: Vec<_> = std::fs::read_dir(dir.path().join("n1"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("p-0.diverged-"))
+        .collect();
+    assert_eq!(kept.len(), 1, "the diverged store is kept: {kept:?}");
+    let got = n1.client().ok("GET", json!({"memory_id": intruder}));
+    assert_eq!(got["memory"]["content"], "the intruder's write");
+    assert_eq!(
+        memories_in(&n1, 0),
+        5,
+        "four of the five, and the intruder's"
+    );
 }
 
 #[test]

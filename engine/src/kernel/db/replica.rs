@@ -18,8 +18,8 @@
 
 use super::core::*;
 use crate::kernel::cluster::{
-    Applied, CHUNK_BYTES, Chunk, Claim, ClusterLog, MAX_CHUNKS, Outgoing, Publisher, Skip,
-    SkipReason, StreamMessage,
+    Applied, CHUNK_BYTES, Chunk, Claim, ClusterLog, HISTORY_DIFFERS, MAX_CHUNKS, Outgoing,
+    Publisher, Skip, SkipReason, StreamMessage,
 };
 use crate::kernel::commit::PoisonCause;
 use crate::kernel::error::{KernelError, Result};
@@ -29,6 +29,32 @@ use crate::kernel::log::format::{TYPE_CLAIM, check_frame, decode_op, encode_fram
 use crate::kernel::state::State;
 use std::borrow::Cow;
 use std::sync::Arc;
+
+impl StreamMessage<'_> {
+    /// The epoch of the claim this message is, if it is a whole, sound claim frame published
+    /// for its own position (`Amberdb-Prev` the position before it, its frame's sequence
+    /// number its position): a claim that counts in every history that reaches the position
+    /// before it with a lower epoch (`docs/cluster.md`, "Fencing", rule 2). A replica past
+    /// this position whose epoch is below it did not apply it there: its history is not the
+    /// stream's ("A replica whose history is not the stream's").
+    #[must_use]
+    pub fn claim_in_place(&self) -> Option<u64> {
+        if self.chunk.is_some() || self.prev + 1 != self.position {
+            return None;
+        }
+        let raw = check_frame(self.body).ok()?;
+        if raw.total_len != self.body.len()
+            || raw.seq != self.position
+            || raw.frame_type != TYPE_CLAIM
+        {
+            return None;
+        }
+        match decode_op(&raw).ok()? {
+            Op::Claim(c) if c.epoch == self.epoch => Some(c.epoch),
+            _ => None,
+        }
+    }
+}
 
 /// A message judged: what the local log gets at its position, and what it became.
 struct Judged<'m> {
@@ -289,9 +315,7 @@ impl Db {
             && let (Some(theirs), Some(ours)) = (m.crc, running_crc)
             && theirs != ours
         {
-            return Err(
-                "the publisher's running CRC differs from this replica's: the stream's history is not the one this replica applied",
-            );
+            return Err(HISTORY_DIFFERS);
         }
         let judged = match verdict {
             Verdict::Apply | Verdict::Claim { .. } => {
