@@ -720,6 +720,8 @@ impl PartitionRun {
         // every tick.
         let mut first = true;
         let mut ticks: u32 = 0;
+        // The position the tail last moved from, and since when, while the stream held more.
+        let mut stuck: Option<(u64, Instant)> = None;
         loop {
             ticks = ticks.wrapping_add(1);
             // Every two seconds: a stream that ends before what this replica applied lost
@@ -727,13 +729,34 @@ impl PartitionRun {
             // (`docs/cluster.md`, "When the stream loses what it acknowledged").
             if ticks.is_multiple_of(8)
                 && let Ok(end) = super::stream::last_position(stream).await
-                && end < store.partition_log().position
             {
-                let why = format!(
-                    "the stream ends at position {end}, before position {} this replica applied",
-                    store.partition_log().position
-                );
-                super::stream::ask_leader_change(&self.js, p, &why).await;
+                let at = store.partition_log().position;
+                if end < at {
+                    let why = format!(
+                        "the stream ends at position {end}, before position {at} this replica applied"
+                    );
+                    super::stream::ask_leader_change(&self.js, p, &why).await;
+                }
+                // A tail that delivers nothing while the stream holds more is tailed again:
+                // its consumer may sit on a leader that cannot give it (found by the fault
+                // rig: a standby stayed minutes behind after `.blk` damage while the others
+                // went on).
+                stuck = match stuck {
+                    Some((was, since)) if was == at && end > at => {
+                        if since.elapsed() >= super::stream::FOLLOW_STALL {
+                            tracing::warn!(
+                                partition = p,
+                                position = at,
+                                end,
+                                "the tail delivered nothing while the stream holds more: tailing again"
+                            );
+                            return Standby::Tail;
+                        }
+                        Some((was, since))
+                    }
+                    _ if end > at => Some((at, Instant::now())),
+                    _ => None,
+                };
             }
             if !first {
                 tokio::select! {
