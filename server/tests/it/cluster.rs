@@ -370,30 +370,14 @@ fn cluster_init_fixes_the_settings_once_and_status_shows_every_partition() {
 /// writes; the old owner, back, holds what the new one holds.
 #[test]
 fn a_standby_takes_a_dead_owners_partition_once_its_lease_lapses() {
-    use amberdb_server::cluster::lease::{LEASE, Partition, keep, take};
-    use amberdb_server::cluster::settings::{BUCKET, Settings, init};
+    use amberdb_server::cluster::lease::{LEASE, keep, take};
     let nats = start_nats();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let handle = rt.handle().clone();
     rt.block_on(async {
-        let client = async_nats::connect(&nats.url).await.unwrap();
-        let js = async_nats::jetstream::new(client);
-        let (settings, _) = init(
-            &js,
-            &Settings::new(1, "amberdb-hashing-v1-8", 8, 1).unwrap(),
-        )
-        .await
-        .unwrap();
-        let kv = js.get_key_value(BUCKET).await.unwrap();
-        let stream = js.get_stream("AMBERDB_P0").await.unwrap();
-        let p = Partition {
-            js: &js,
-            kv: &kv,
-            stream: &stream,
-            partition: 0,
-            store_id: settings.store(0).unwrap(),
-            acknowledged: 0,
-        };
+        let js = async_nats::jetstream::new(async_nats::connect(&nats.url).await.unwrap());
+        let (settings, kv, stream) = one_partition(&js).await;
+        let p = partition_0(&js, &kv, &stream, &settings);
         let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let a = Store::open(a_dir.path(), options(p.store_id)).unwrap();
         let b = Store::open(b_dir.path(), options(p.store_id)).unwrap();
@@ -454,7 +438,7 @@ fn a_standby_takes_a_dead_owners_partition_once_its_lease_lapses() {
 /// acknowledged write, and no write twice.
 #[test]
 fn killing_the_stream_leader_loses_no_acknowledged_write() {
-    use amberdb_server::cluster::lease::{Partition, take};
+    use amberdb_server::cluster::lease::take;
     use amberdb_server::cluster::settings::{BUCKET, Settings, init};
     let mut trio = Trio::start();
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -476,14 +460,7 @@ fn killing_the_stream_leader_loses_no_acknowledged_write() {
         };
         let kv = js.get_key_value(BUCKET).await.unwrap();
         let stream = js.get_stream("AMBERDB_P0").await.unwrap();
-        let p = Partition {
-            js: &js,
-            kv: &kv,
-            stream: &stream,
-            partition: 0,
-            store_id: settings.store(0).unwrap(),
-            acknowledged: 0,
-        };
+        let p = partition_0(&js, &kv, &stream, &settings);
         let dir = tempfile::tempdir().unwrap();
         let mut a = Store::open(dir.path(), options(p.store_id)).unwrap();
         take(&p, &a, "node-a", &handle).await.unwrap().expect("a free partition");
@@ -607,6 +584,49 @@ pub(crate) async fn stream_allowing_deletes(
     js.create_stream(config).await.unwrap()
 }
 
+/// A cluster of one partition and one replica on `js` (`cluster init`'s settings, with the
+/// hashing embedder): the settings, the KV bucket and partition 0's stream.
+async fn one_partition(
+    js: &async_nats::jetstream::Context,
+) -> (
+    amberdb_server::cluster::settings::Settings,
+    async_nats::jetstream::kv::Store,
+    async_nats::jetstream::stream::Stream,
+) {
+    use amberdb_server::cluster::settings::{BUCKET, Settings, init};
+    let (settings, _) = init(js, &Settings::new(1, "amberdb-hashing-v1-8", 8, 1).unwrap())
+        .await
+        .unwrap();
+    let kv = js.get_key_value(BUCKET).await.unwrap();
+    let stream = js.get_stream("AMBERDB_P0").await.unwrap();
+    (settings, kv, stream)
+}
+
+/// Partition 0 of `one_partition`'s cluster, as a node that was acknowledged nothing takes it.
+fn partition_0<'a>(
+    js: &'a async_nats::jetstream::Context,
+    kv: &'a async_nats::jetstream::kv::Store,
+    stream: &'a async_nats::jetstream::stream::Stream,
+    settings: &amberdb_server::cluster::settings::Settings,
+) -> amberdb_server::cluster::lease::Partition<'a> {
+    amberdb_server::cluster::lease::Partition {
+        js,
+        kv,
+        stream,
+        partition: 0,
+        store_id: settings.store(0).unwrap(),
+        acknowledged: 0,
+    }
+}
+
+/// Milliseconds since the Unix epoch a minute from now: a lease or registration that stays.
+pub(crate) fn a_minute_from_now_ms() -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    u64::try_from(now.as_millis()).unwrap() + 60_000
+}
+
 /// Makes partition `p`'s stream one that lost its last message as a leader whose files lost
 /// it does, and keeps its configuration as `ensure_stream` checks it: the stream is made again
 /// message for message (the same headers and bodies at the same positions). `Lost::Reported`:
@@ -674,30 +694,15 @@ pub(crate) enum Lost {
 #[test]
 fn no_node_claims_a_stream_that_ends_before_what_it_acknowledged() {
     use amberdb_server::cluster::lease::{Partition, Peer, register, take};
-    use amberdb_server::cluster::settings::{BUCKET, Settings, init};
     use amberdb_server::cluster::stream::StreamError;
     let nats = start_nats();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let handle = rt.handle().clone();
     rt.block_on(async {
         let js = async_nats::jetstream::new(async_nats::connect(&nats.url).await.unwrap());
-        let (settings, _) = init(
-            &js,
-            &Settings::new(1, "amberdb-hashing-v1-8", 8, 1).unwrap(),
-        )
-        .await
-        .unwrap();
-        let kv = js.get_key_value(BUCKET).await.unwrap();
-        let store_id = settings.store(0).unwrap();
-        let stream = js.get_stream("AMBERDB_P0").await.unwrap();
-        let p = Partition {
-            js: &js,
-            kv: &kv,
-            stream: &stream,
-            partition: 0,
-            store_id,
-            acknowledged: 0,
-        };
+        let (settings, kv, stream) = one_partition(&js).await;
+        let p = partition_0(&js, &kv, &stream, &settings);
+        let store_id = p.store_id;
         let a_dir = tempfile::tempdir().unwrap();
         let a = Store::open(a_dir.path(), options(store_id)).unwrap();
         let owned = take(&p, &a, "node-a", &handle).await.unwrap().unwrap();
@@ -743,14 +748,7 @@ fn no_node_claims_a_stream_that_ends_before_what_it_acknowledged() {
         let peer = Peer {
             address: "127.0.0.1:1".into(),
             http: None,
-            expires_ms: u64::try_from(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap()
-                    .as_millis(),
-            )
-            .unwrap()
-                + 60_000,
+            expires_ms: a_minute_from_now_ms(),
             positions: vec![Some(end - 1)],
             running_crcs: Vec::new(),
             checkpoints: Vec::new(),

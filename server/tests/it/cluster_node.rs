@@ -18,7 +18,13 @@ use std::time::{Duration, Instant};
 pub(crate) const PARTITIONS: u32 = 4;
 
 pub(crate) fn init(nats: &Nats) {
-    let out = amberdb()
+    let out = init_command(nats);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+/// `amberdb cluster init` of `PARTITIONS` partitions, one replica, the hashing embedder.
+fn init_command(nats: &Nats) -> std::process::Output {
+    amberdb()
         .args([
             "cluster",
             "init",
@@ -29,8 +35,7 @@ pub(crate) fn init(nats: &Nats) {
         .arg(PARTITIONS.to_string())
         .args(["--replicas", "1", "--embedder", "hashing"])
         .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
+        .unwrap()
 }
 
 pub(crate) fn node(dir: &std::path::Path, nats: &Nats, name: &str) -> Server {
@@ -958,18 +963,7 @@ fn a_partition_stream_edited_to_break_a_promise_is_refused_naming_the_field() {
         js.update_stream(config).await.unwrap();
     });
     // `cluster init` again (it checks every stream) says which field and what it needs.
-    let out = amberdb()
-        .args([
-            "cluster",
-            "init",
-            "--nats",
-            &nats.as_user("admin"),
-            "--partitions",
-        ])
-        .arg(PARTITIONS.to_string())
-        .args(["--replicas", "1", "--embedder", "hashing"])
-        .output()
-        .unwrap();
+    let out = init_command(&nats);
     let why = text(&out.stderr);
     assert!(!out.status.success(), "init passed over the stream: {why}");
     assert!(
@@ -1044,14 +1038,7 @@ fn a_standby_whose_history_is_not_the_streams_sets_its_store_aside_and_follows_t
         let lease = Lease {
             node: "intruder".into(),
             epoch,
-            expires_ms: u64::try_from(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap()
-                    .as_millis(),
-            )
-            .unwrap()
-                + 60_000,
+            expires_ms: super::cluster::a_minute_from_now_ms(),
             handoff: None,
         };
         let kv = js
