@@ -1,0 +1,312 @@
+//! The scans of a search, by chunk of rows: exact f32 scores, or i8 codes whose candidates
+//! the search re-ranks exactly; a row's place packed into a candidate; what a chunk's scan
+//! tells the probe of an IVF segment (`super::probe`).
+
+use super::super::params::{KeyFilter, Probe, RANGE_SLACK, SearchParams};
+use super::super::rows::{CHUNK_ROWS, Collection, Source};
+use crate::kernels::{each_dot_f32, each_dot_i8};
+use crate::quantize;
+use crate::topk::{Neighbour, TopK};
+
+/// The rows of one chunk: keys, f32 vectors, and i8 codes with scales when it has them (the
+/// growing rows always do; a sealed flat segment when written with them).
+type ChunkRows<'a> = (&'a [u64], &'a [f32], Option<(&'a [i8], &'a [f32])>);
+
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Chunk {
+    pub(super) source: Source,
+    pub(super) start: usize,
+    pub(super) end: usize,
+}
+
+/// A row's place, packed into the key field of an i8 scan's candidates: the segment in the top
+/// 24 bits (all ones for the growing rows), the row in the low 40 (a segment holds at most 2^40
+/// rows; a collection fewer than 2^24 - 1 segments).
+pub(super) struct Place;
+
+impl Place {
+    const ROW_BITS: u32 = 40;
+    const GROWING: u64 = (1 << (64 - Self::ROW_BITS)) - 1;
+
+    pub(super) fn pack(source: Source, row: usize) -> u64 {
+        let segment = match source {
+            Source::Sealed(s) => s as u64,
+            Source::Growing => Self::GROWING,
+        };
+        (segment << Self::ROW_BITS) | row as u64
+    }
+
+    pub(super) fn unpack(place: u64) -> (Source, usize) {
+        let segment = place >> Self::ROW_BITS;
+        let source = if segment == Self::GROWING {
+            Source::Growing
+        } else {
+            Source::Sealed(segment as usize)
+        };
+        (source, (place & ((1 << Self::ROW_BITS) - 1)) as usize)
+    }
+}
+
+/// Splits `rows` of `source` into chunks of at most `CHUNK_ROWS`.
+pub(super) fn push_chunks(out: &mut Vec<Chunk>, source: Source, rows: std::ops::Range<usize>) {
+    let mut start = rows.start;
+    while start < rows.end {
+        let end = (start + CHUNK_ROWS).min(rows.end);
+        out.push(Chunk { source, start, end });
+        start = end;
+    }
+}
+
+/// A query's i8 codes, and for a range query (`Probe::Range`) its floor in the scale of the
+/// scan's approximate scores (`dot_i8 × row scale`, which leave out the query's own scale).
+pub(super) struct QueryCodes {
+    pub(super) codes: Vec<i8>,
+    pub(super) range: bool,
+    /// Rows scoring below this are skipped whole: no filter call, no candidate, not counted.
+    /// A range query's floor less [`RANGE_SLACK`]; no floor for any other query.
+    pub(super) skip_below: f32,
+}
+
+impl QueryCodes {
+    pub(super) fn new(query: &[f32], p: &SearchParams<'_>) -> QueryCodes {
+        let (codes, scale) = quantize::encode(query);
+        let range = matches!(p.probe, Probe::Range(_));
+        let floor = p.min_score - RANGE_SLACK;
+        let skip_below = if !range || floor.is_nan() {
+            f32::NEG_INFINITY
+        } else if scale > 0.0 {
+            floor / scale
+        } else if floor <= 0.0 {
+            // A zero query scores 0 against every row.
+            f32::NEG_INFINITY
+        } else {
+            f32::INFINITY
+        };
+        QueryCodes {
+            codes,
+            range,
+            skip_below,
+        }
+    }
+}
+
+/// What a scan of one chunk tells the probe of its segment (`Collection::scan_i8_into`).
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Tally {
+    pub(super) accepted: usize,
+    pub(super) examined: usize,
+    pub(super) in_range: usize,
+}
+
+/// Where a scan puts its approximate candidates: the query's collector, or (in a range batch,
+/// which keeps every row it finds in range) a list merged into it afterwards.
+pub(super) trait Candidates {
+    /// The score a candidate must beat to be worth offering.
+    fn threshold(&self) -> f32;
+    fn push(&mut self, candidate: Neighbour);
+}
+
+impl Candidates for TopK {
+    fn threshold(&self) -> f32 {
+        TopK::threshold(self)
+    }
+    fn push(&mut self, candidate: Neighbour) {
+        TopK::push(self, candidate);
+    }
+}
+
+impl Candidates for Vec<Neighbour> {
+    fn threshold(&self) -> f32 {
+        f32::NEG_INFINITY
+    }
+    fn push(&mut self, candidate: Neighbour) {
+        Vec::push(self, candidate);
+    }
+}
+
+/// The i8 scan of one chunk for one query, a row at a time, fed by the one-query kernel
+/// (`Collection::scan_i8_into`) or the multi-query one (`Collection::search_range_batch`).
+/// What it decides for a row depends only on that row's score and the rows before it, so both
+/// scans decide alike.
+pub(super) struct CodeScan<'a> {
+    collection: &'a Collection,
+    source: Source,
+    start: usize,
+    keys: &'a [u64],
+    scales: &'a [f32],
+    pub(super) qcodes: &'a QueryCodes,
+    filter: Option<KeyFilter<'a>>,
+    /// A key this query never returns (a batch query's own row).
+    exclude: Option<u64>,
+    /// Rows that pass are counted up to this many (the probe goes on while it has too few).
+    count_to: usize,
+    pub(super) tally: Tally,
+}
+
+impl<'a> CodeScan<'a> {
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one chunk, one query, one filter"
+    )]
+    pub(super) fn new(
+        collection: &'a Collection,
+        c: Chunk,
+        keys: &'a [u64],
+        scales: &'a [f32],
+        qcodes: &'a QueryCodes,
+        filter: Option<KeyFilter<'a>>,
+        exclude: Option<u64>,
+        count_to: usize,
+    ) -> CodeScan<'a> {
+        let unfiltered = filter.is_none() && collection.deleted.is_empty() && exclude.is_none();
+        let accepted = if unfiltered { keys.len() } else { 0 };
+        CodeScan {
+            collection,
+            source: c.source,
+            start: c.start,
+            keys,
+            scales,
+            qcodes,
+            filter,
+            exclude,
+            count_to,
+            tally: Tally {
+                accepted,
+                examined: accepted,
+                in_range: 0,
+            },
+        }
+    }
+
+    #[inline]
+    fn passes(&self, key: u64) -> bool {
+        self.exclude != Some(key) && self.collection.accepts(key, self.filter)
+    }
+
+    /// Row `row` of the chunk scored `dot` against the query's codes.
+    #[inline]
+    pub(super) fn row(&mut self, row: usize, dot: i32, approx: &mut impl Candidates) {
+        #[expect(clippy::cast_precision_loss, reason = "approximate score")]
+        let score = dot as f32 * self.scales.get(row).copied().unwrap_or(0.0);
+        if score < self.qcodes.skip_below {
+            return;
+        }
+        let Some(&key) = self.keys.get(row) else {
+            return;
+        };
+        // Known for the rows counted; evaluated lazily for the rest.
+        let mut passes = None;
+        if self.tally.accepted < self.count_to {
+            let ok = self.passes(key);
+            self.tally.accepted += usize::from(ok);
+            self.tally.examined += 1;
+            passes = Some(ok);
+        }
+        if (self.qcodes.range || score > approx.threshold())
+            && passes.unwrap_or_else(|| self.passes(key))
+        {
+            self.tally.in_range += usize::from(self.qcodes.range);
+            // The candidate's place, not its key: the re-rank reads the row directly.
+            approx.push(Neighbour {
+                key: Place::pack(self.source, self.start + row),
+                score,
+            });
+        }
+    }
+}
+
+impl Collection {
+    /// Every row, in chunks: what an exact scan reads.
+    pub(super) fn chunks(&self) -> Vec<Chunk> {
+        let mut out = Vec::new();
+        for (i, s) in self.sealed.iter().enumerate() {
+            push_chunks(&mut out, Source::Sealed(i), 0..s.len());
+        }
+        push_chunks(&mut out, Source::Growing, 0..self.growing_keys.len());
+        out
+    }
+
+    pub(super) fn chunk_rows(&self, c: Chunk) -> ChunkRows<'_> {
+        match c.source {
+            Source::Growing => (
+                self.growing_keys.get(c.start..c.end).unwrap_or(&[]),
+                self.growing_vectors
+                    .get(c.start * self.dim..c.end * self.dim)
+                    .unwrap_or(&[]),
+                Some((
+                    self.growing_codes
+                        .get(c.start * self.dim..c.end * self.dim)
+                        .unwrap_or(&[]),
+                    self.growing_scales.get(c.start..c.end).unwrap_or(&[]),
+                )),
+            ),
+            Source::Sealed(s) => {
+                let Some(seg) = self.sealed.get(s) else {
+                    return (&[], &[], None);
+                };
+                let codes = seg.codes().map(|(codes, scales)| {
+                    (
+                        codes
+                            .get(c.start * self.dim..c.end * self.dim)
+                            .unwrap_or(&[]),
+                        scales.get(c.start..c.end).unwrap_or(&[]),
+                    )
+                });
+                (
+                    seg.keys().get(c.start..c.end).unwrap_or(&[]),
+                    seg.vectors()
+                        .get(c.start * self.dim..c.end * self.dim)
+                        .unwrap_or(&[]),
+                    codes,
+                )
+            }
+        }
+    }
+
+    #[inline]
+    pub(super) fn accepts(&self, key: u64, filter: Option<KeyFilter<'_>>) -> bool {
+        (self.deleted.is_empty() || !self.deleted.contains(key)) && filter.is_none_or(|f| f(key))
+    }
+
+    /// Scores one chunk exactly. The filter runs only for rows that would enter the top-k,
+    /// so an expensive filter costs little on an unselective scan.
+    pub(super) fn scan_f32(&self, c: Chunk, query: &[f32], p: &SearchParams<'_>) -> TopK {
+        let (keys, vectors, _) = self.chunk_rows(c);
+        let mut top = TopK::new(p.k);
+        each_dot_f32(query, vectors, |row, score| {
+            if score > top.threshold()
+                && score >= p.min_score
+                && let Some(&key) = keys.get(row)
+                && self.accepts(key, p.filter)
+            {
+                top.push(Neighbour { key, score });
+            }
+        });
+        top
+    }
+
+    /// Scans one chunk into the collectors: its i8 codes into `approx` when it has them, else
+    /// its f32 rows into `exact`. Returns what the probe of an IVF segment decides on: how many
+    /// of its rows pass the filter and the tombstones, counted up to `count_to`, how many rows
+    /// that count looked at (it goes on while it has found too few, and estimates the filter's
+    /// selectivity from the two), and how many that pass score at or near `min_score`.
+    pub(super) fn scan_i8_into(
+        &self,
+        c: Chunk,
+        query: &[f32],
+        qcodes: &QueryCodes,
+        count_to: usize,
+        p: &SearchParams<'_>,
+        (approx, exact): (&mut TopK, &mut TopK),
+    ) -> Tally {
+        let (keys, _, codes) = self.chunk_rows(c);
+        let Some((codes, scales)) = codes else {
+            let found = self.scan_f32(c, query, p);
+            *exact = std::mem::replace(exact, TopK::new(0)).merge(found);
+            return Tally::default();
+        };
+        let mut scan = CodeScan::new(self, c, keys, scales, qcodes, p.filter, None, count_to);
+        each_dot_i8(&qcodes.codes, codes, |row, dot| scan.row(row, dot, approx));
+        scan.tally
+    }
+}
