@@ -351,7 +351,7 @@ impl Db {
         let rewrite = seq == w.checkpoint_seq;
         let newest_is_delta = w.checkpoints.last().is_some_and(|c| c.delta_of.is_some());
         if rewrite
-            && w.segments_version == w.segments_checkpointed
+            && !w.segments.changed_since_checkpoint()
             && !(ask == CheckpointAsk::Full && newest_is_delta)
         {
             return Ok(None);
@@ -401,7 +401,7 @@ impl Db {
             log_crc: self.running_crc.lock().at(seq),
             rewrite,
             next_id: w.next_id,
-            segments: w.segments.iter().copied().chain(sealed).collect(),
+            segments: w.segments.entries().iter().copied().chain(sealed).collect(),
             growing,
             sealed,
             aux: checkpoint_aux(&state),
@@ -518,8 +518,7 @@ impl Db {
             .seal_growing_prefix(capture.growing.rows, segment)
             .map_err(|e| internal("replacing the growing rows by their segment", e))?;
         if let Some(entry) = capture.sealed {
-            w.segments.push(entry);
-            w.segments_version += 1;
+            w.segments.sealed(entry);
         }
         w.checkpoint_seq = capture.seq;
         self.checkpoint_seq.store(capture.seq, Ordering::Release);
@@ -542,7 +541,7 @@ impl Db {
                 delta_of,
             }),
         }
-        w.segments_checkpointed = w.segments_version;
+        w.segments.checkpointed();
         w.log_bytes_since_checkpoint = w
             .log_bytes_since_checkpoint
             .saturating_sub(capture.log_bytes);

@@ -11,12 +11,10 @@ use crate::kernel::lexical::LexicalBuild;
 use crate::kernel::maintenance::Maintenance;
 use crate::kernel::record::{MemoryId, Timestamp};
 use crate::kernel::recovery::{OpenReport, Retained};
-use crate::kernel::segment_file::SegmentEntry;
 use crate::kernel::state::State;
 use crate::kernel::storage::{Storage, StorageLock};
 use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard};
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Weak};
@@ -59,18 +57,8 @@ pub(crate) struct Writer {
     pub(in crate::kernel) log_bytes_since_checkpoint: u64,
     /// The checkpoint files kept, oldest first, with the segments each names.
     pub(in crate::kernel) checkpoints: Vec<Retained>,
-    /// The sealed segments, in key order (the collection's order).
-    pub(in crate::kernel) segments: Vec<SegmentEntry>,
-    /// Bumped at every change of `segments`; a checkpoint is written even at the same sequence
-    /// number while it differs from `segments_checkpointed` (`docs/durability.md`, B3).
-    pub(in crate::kernel) segments_version: u64,
-    /// `segments_version` as the newest checkpoint wrote it.
-    pub(in crate::kernel) segments_checkpointed: u64,
-    /// Segments an index build replaced whose files are still on disk (B4).
-    pub(in crate::kernel) replaced: Vec<SegmentEntry>,
-    /// For each segment a purge wrote, the id of the segment it descends from through purges:
-    /// what a build planned before those purges names it by (`docs/durability.md`, B3).
-    pub(in crate::kernel) purged_from: HashMap<u64, u64>,
+    /// The sealed segments (`Segments`: the one owner of the list).
+    pub(in crate::kernel) segments: super::segments::Segments,
     /// Automatic checkpoints wait until then after one failed for a full disk.
     pub(in crate::kernel) checkpoint_paused_until: Option<Instant>,
     /// A write's wait for a checkpoint at `log_tail_limit` timed out: writes go on without
@@ -102,35 +90,6 @@ impl Writer {
                     .is_none_or(|n| !retained.iter().any(|r| r == n))
             })
             .collect()
-    }
-
-    /// The segment `id` descends from through purges (itself when no purge wrote it).
-    pub(in crate::kernel) fn root_of(&self, id: u64) -> u64 {
-        self.purged_from.get(&id).copied().unwrap_or(id)
-    }
-
-    /// Where the segments descending from `roots` (a build's run, B1) are now: adjacent and in
-    /// the same order, or `None` when there are none or they are not (B3).
-    pub(in crate::kernel) fn descendants_of(
-        &self,
-        roots: &[u64],
-    ) -> Option<std::ops::Range<usize>> {
-        let found: Vec<(usize, usize)> = self
-            .segments
-            .iter()
-            .enumerate()
-            .filter_map(|(at, s)| {
-                let root = self.root_of(s.id);
-                roots
-                    .iter()
-                    .position(|&r| r == root)
-                    .map(|planned| (at, planned))
-            })
-            .collect();
-        let (first, last) = (found.first()?.0, found.last()?.0);
-        let adjacent = found.len() == last - first + 1;
-        let in_order = found.windows(2).all(|p| p[0].1 < p[1].1);
-        (adjacent && in_order).then_some(first..last + 1)
     }
 }
 

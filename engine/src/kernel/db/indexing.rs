@@ -16,7 +16,7 @@ pub(in crate::kernel) struct BuildPlan {
     /// The vectors' dimension.
     pub(super) dim: usize,
     pub(super) entries: Vec<SegmentEntry>,
-    /// Each entry's root (`Writer::purged_from`): a purge during the build rewrites the entry,
+    /// Each entry's root (`Segments::root_of`): a purge during the build rewrites the entry,
     /// and B3 finds the rewritten one by it.
     pub(super) roots: Vec<u64>,
     pub(super) segments: Vec<amberdb_index::Sealed>,
@@ -119,7 +119,8 @@ pub(in crate::kernel) fn background_build(weak: &Weak<Db>) -> bool {
     db.record_build(&result);
     // A build whose segments changed meanwhile (a purge rewrote them, a re-embedding replaced
     // them) built nothing: the segments there now may be due, as after a build.
-    let stale = result.is_err() && db.writer.lock().segments.get(run) != Some(&entries[..]);
+    let stale =
+        result.is_err() && db.writer.lock().segments.entries().get(run) != Some(&entries[..]);
     matches!(result, Ok(Some(_))) || stale
 }
 
@@ -132,7 +133,7 @@ impl Db {
         if min_rows == 0 || self.indexing.stop.load(Ordering::Acquire) {
             return;
         }
-        let due = build_run(&self.writer.lock().segments, min_rows as u64).is_some();
+        let due = build_run(self.writer.lock().segments.entries(), min_rows as u64).is_some();
         if !due || self.indexing.running.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -220,16 +221,16 @@ impl Db {
     /// B1: the run to index, its segments (shared maps) and a new segment id.
     pub(in crate::kernel) fn plan_build(&self, min_rows: u64) -> Option<BuildPlan> {
         let mut w = self.writer.lock();
-        let run = build_run(&w.segments, min_rows)?;
+        let run = build_run(w.segments.entries(), min_rows)?;
         let state = self.state.read();
         let segments = state.vectors.sealed();
-        if segments.len() != w.segments.len() {
+        if segments.len() != w.segments.entries().len() {
             return None;
         }
-        let entries = w.segments.get(run.clone())?.to_vec();
+        let entries = w.segments.entries().get(run.clone())?.to_vec();
         let plan = BuildPlan {
             dim: state.vectors.dim(),
-            roots: entries.iter().map(|e| w.root_of(e.id)).collect(),
+            roots: entries.iter().map(|e| w.segments.root_of(e.id)).collect(),
             entries,
             segments: segments.get(run.clone())?.to_vec(),
             run,
@@ -330,7 +331,7 @@ impl Db {
             return Err(discard(e));
         }
         // The run as it is now: the planned segments, or what purges rewrote them into.
-        let Some(run) = w.descendants_of(&plan.roots) else {
+        let Some(run) = w.segments.descendants_of(&plan.roots) else {
             return Err(discard(KernelError::Internal {
                 context: "swapping in an IVF segment",
                 reason: "the segments it replaces were replaced during the build".into(),
@@ -350,12 +351,7 @@ impl Db {
                 }));
             }
         };
-        let replaced: Vec<SegmentEntry> = w.segments.splice(run, [entry]).collect();
-        for r in &replaced {
-            w.purged_from.remove(&r.id);
-        }
-        w.replaced.extend(replaced);
-        w.segments_version += 1;
+        w.segments.built(run, entry);
         drop(w);
         if absorbed > 0 {
             // Rows a purge dropped during the build, back under tombstones: deleted at least a

@@ -20,6 +20,7 @@ mod indexing;
 mod purge;
 mod replica;
 mod retention;
+mod segments;
 mod write;
 
 use crate::kernel::config::{DbConfig, SyncPolicy};
@@ -34,7 +35,6 @@ pub use core::IndexBuild;
 use core::*;
 pub(crate) use core::{Counters, Db, IndexCounters, NextIds};
 use parking_lot::{Condvar, Mutex, RwLock};
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -98,11 +98,11 @@ impl Db {
                 checkpoints: r.checkpoints,
                 // Opened without a damaged segment (R4b): the next checkpoint names the
                 // segments as they are now, even at the same sequence number (B3).
-                segments_version: u64::from(!r.report.damaged_segments.is_empty()),
-                segments: r.segments,
-                segments_checkpointed: 0,
-                replaced: r.replaced,
-                purged_from: HashMap::new(),
+                segments: segments::Segments::opened(
+                    r.segments,
+                    r.replaced,
+                    !r.report.damaged_segments.is_empty(),
+                ),
                 checkpoint_paused_until: None,
                 tail_wait_timed_out: false,
                 delta_base: r.delta_base,
@@ -210,10 +210,7 @@ impl Db {
             if rebuilt {
                 // Every live vector is a growing row now; the segments are replaced (B4:
                 // their files go once no retained checkpoint names them).
-                let old = std::mem::take(&mut w.segments);
-                w.replaced.extend(old);
-                w.purged_from.clear();
-                w.segments_version += 1;
+                w.segments.all_replaced();
             }
             Ok((restored, rebuilt || state.unindexed.is_empty()))
         })?;
@@ -421,7 +418,7 @@ mod tests {
             .expect("the build lands on the rewritten segments");
         assert_eq!((build.rows, build.replaced), (400, 2));
         // The rows the purge dropped are back in the new segment, deleted; a purge is due.
-        assert_eq!(db.writer.lock().segments.len(), 1);
+        assert_eq!(db.writer.lock().segments.entries().len(), 1);
         assert_eq!(sealed_keys(&db), (1..401).collect::<Vec<_>>());
         let live = |db: &Db| {
             let state = db.read();
@@ -488,7 +485,7 @@ mod tests {
             !dir.path().join(name).exists(),
             "the stale build's file is removed"
         );
-        assert!(db.writer.lock().segments.is_empty());
+        assert!(db.writer.lock().segments.entries().is_empty());
     }
 
     #[test]

@@ -95,7 +95,7 @@ impl Db {
             .sealed_tombstones()
             .into_iter()
             .filter_map(|(i, dead)| {
-                let entry = *w.segments.get(i)?;
+                let entry = *w.segments.entries().get(i)?;
                 Some((i, entry, state.vectors.sealed().get(i)?.clone(), dead))
             })
             .collect();
@@ -184,7 +184,7 @@ impl Db {
         }
         if rewritten
             .iter()
-            .any(|(i, entry, _)| w.segments.get(*i) != Some(entry))
+            .any(|(i, entry, _)| w.segments.entries().get(*i) != Some(entry))
         {
             discard(written);
             return Err(internal(
@@ -193,7 +193,7 @@ impl Db {
             ));
         }
         let mut state = self.state.write();
-        for (i, entry, new) in rewritten.into_iter().rev() {
+        for (i, _, new) in rewritten.into_iter().rev() {
             let (new_entry, segment) = match new {
                 Some((e, s)) => (Some(e), Some(s)),
                 None => (None, None),
@@ -204,13 +204,7 @@ impl Db {
                     .poison(PoisonCause::new("purge", &self.dir, &e));
                 return Err(internal("swapping in a purged segment", e));
             }
-            let root = w.purged_from.remove(&entry.id).unwrap_or(entry.id);
-            if let Some(new) = new_entry {
-                w.purged_from.insert(new.id, root);
-            }
-            w.segments.splice(i..=i, new_entry);
-            w.replaced.push(entry);
-            w.segments_version += 1;
+            w.segments.purged(i, new_entry);
         }
         // A deleted memory's tags go with it: P4's checkpoint holds only the canonical
         // tags some record still carries, and P5 removes the files that named the others.
@@ -260,7 +254,8 @@ impl Db {
                     .map(|c| self.dir.join(ckpt_format::file_name(c.seq))),
             );
             retired.extend(self.retire_logs_before(newest));
-            let named: std::collections::HashSet<u64> = w.segments.iter().map(|s| s.id).collect();
+            let named: std::collections::HashSet<u64> =
+                w.segments.entries().iter().map(|s| s.id).collect();
             retired.extend(self.retire_replaced(&mut w, &named));
             retired
         };

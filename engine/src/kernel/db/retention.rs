@@ -140,7 +140,7 @@ impl Db {
                 .checkpoints
                 .iter()
                 .flat_map(|c| c.segments.iter().flatten().copied())
-                .chain(w.segments.iter().map(|s| s.id))
+                .chain(w.segments.entries().iter().map(|s| s.id))
                 .collect();
             retired.extend(self.retire_replaced(w, &named));
         }
@@ -153,15 +153,11 @@ impl Db {
         w: &mut Writer,
         named: &std::collections::HashSet<u64>,
     ) -> Vec<PathBuf> {
-        let mut retired = Vec::new();
-        w.replaced.retain(|entry| {
-            let keep = named.contains(&entry.id);
-            if !keep {
-                retired.push(self.dir.join(entry.file_name()));
-            }
-            keep
-        });
-        retired
+        w.segments
+            .retire_replaced(|entry| named.contains(&entry.id))
+            .iter()
+            .map(|entry| self.dir.join(entry.file_name()))
+            .collect()
     }
 
     /// The log files whose frames all precede the checkpoint at `seq`, oldest first: a file

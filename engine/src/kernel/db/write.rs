@@ -342,10 +342,7 @@ impl Db {
             // The new vectors are all growing; the old segments are replaced (B4: their files
             // go once no retained checkpoint names them), and a purge removes the old vectors
             // from every file (`docs/durability.md`, "Re-embedding").
-            let old = std::mem::take(&mut w.segments);
-            w.replaced.extend(old);
-            w.purged_from.clear();
-            w.segments_version += 1;
+            w.segments.all_replaced();
             self.unpurged_since.lock().get_or_insert_with(Instant::now);
         }
         if let Err(reason) = self.state.write().apply_checked(op) {
