@@ -283,15 +283,13 @@ pub async fn ensure_stream(
     partition: u32,
     replicas: usize,
 ) -> Result<stream::Stream, StreamError> {
-    let mut made = js
+    let made = js
         .get_or_create_stream(stream_config(partition, replicas))
         .await
         .map_err(|e| nats("creating the partition stream")(e.to_string()))?;
-    let info = made
-        .info()
-        .await
-        .map_err(|e| nats("reading the partition stream's configuration")(e.to_string()))?;
-    if let Some((field, found, needed)) = unkept_promise(&info.config, partition, replicas) {
+    // The configuration JetStream answered the get or the create with: no second request.
+    let config = &made.cached_info().config;
+    if let Some((field, found, needed)) = unkept_promise(config, partition, replicas) {
         return Err(StreamError::Config {
             stream: stream_name(partition),
             field,
