@@ -39,6 +39,7 @@ compile_error!(
     "amberdb-index reads little-endian files through casts; big-endian targets are not supported"
 );
 
+pub mod bitcodes;
 pub mod collection;
 pub mod error;
 pub mod ivf;
@@ -82,6 +83,36 @@ pub fn fuzz_ivf_open(data: &[u8]) -> bool {
         }
         Err(_) => false,
     }
+}
+
+/// Runs the IVF decoder on arbitrary bytes and, when it accepts them, searches the segment
+/// through its 1-bit codes (a version-3 file) and its i8 codes, every list probed: the
+/// `ivf_v3_open` fuzz target and a proptest call this. Returns whether the bytes were
+/// accepted. Never panics.
+#[must_use]
+pub fn fuzz_ivf_v3_open(data: &[u8]) -> bool {
+    let Ok(seg) = segment::ivf::IvfSegment::open("fuzz", SealedBytes::copy_from(data)) else {
+        return false;
+    };
+    let dim = seg.dim();
+    let nlist = seg.nlist();
+    let query: Vec<f32> = seg
+        .vector(0)
+        .map_or_else(|| vec![1.0; dim], <[f32]>::to_vec);
+    let mut index = Collection::new(dim);
+    if index.push_sealed(segment::Sealed::Ivf(seg)).is_err() {
+        return true;
+    }
+    for bits in [true, false] {
+        index.use_bit_codes(bits);
+        let p = SearchParams {
+            scan: Scan::i8_for(10),
+            probe: Probe::Lists(u32::try_from(nlist).unwrap_or(u32::MAX)),
+            ..SearchParams::top(10)
+        };
+        let _ = index.search(&query, &p);
+    }
+    true
 }
 
 /// Runs the segment decoder on arbitrary bytes; the fuzz target and a proptest call this.

@@ -25,6 +25,9 @@ pub struct Collection {
     pub(super) growing_scales: Vec<f32>,
     pub(super) deleted: KeySet,
     pub(super) live: usize,
+    /// Whether an i8 top-k search reads the 1-bit codes of IVF segments that have them
+    /// (`bitcodes`); on unless a comparison turns it off (`use_bit_codes`).
+    pub(super) bit_scan: bool,
 }
 
 /// Checks a vector's dimension and values.
@@ -85,7 +88,15 @@ impl Collection {
             growing_scales: Vec::new(),
             deleted: KeySet::new(),
             live: 0,
+            bit_scan: true,
         }
+    }
+
+    /// Whether top-k searches read the 1-bit codes of IVF segments that have them (the
+    /// default) or their i8 codes, as before version 3: what the benches and the recall tests
+    /// compare.
+    pub fn use_bit_codes(&mut self, on: bool) {
+        self.bit_scan = on;
     }
 
     /// Vector dimension.

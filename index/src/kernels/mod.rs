@@ -21,11 +21,18 @@
 //! around the block sizes (`tests` below). Tolerances: f32 dot within `1e-5 · (1 + Σ|aᵢbᵢ|)`
 //! of the f64 oracle; i8 dot exact.
 //!
+//! [`bit_dots`] (`bits.rs`) is the 1-bit codes' kernel (`crate::bitcodes`): a block of 32
+//! rows' bits against a query's four bit planes, exact, with AVX-512 VPOPCNTDQ, AVX2 or
+//! `popcnt`, tested against [`bit_dots_scalar`].
+//!
 //! Scores mean "higher is closer": simsimd's `cos` returns a *distance*, and
 //! [`cosine`] is the one function that turns it into a similarity.
 
+mod bits;
 pub mod scalar;
 mod x86;
+
+pub use bits::{bit_backend, bit_dots, bit_dots_scalar};
 
 pub use x86::backend;
 pub(crate) use x86::{

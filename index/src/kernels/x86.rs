@@ -8,17 +8,19 @@
 //! has a VNNI kernel too, but enables it only with the whole Ice Lake feature set
 //! (VBMI2, BITALG, ...), which this project's machines lack, so it falls back to AVX2 there;
 //! and it scores one pair per call, where the multi-query kernels here hold a tile of pairs in
-//! registers. This file and `mmap.rs` hold the crate's only `unsafe` (`docs/safety.md`).
+//! registers. This file, `bits.rs` and `mmap.rs` hold the crate's only `unsafe` (`docs/safety.md`).
 
 use simsimd::SpatialSimilarity;
 use std::sync::OnceLock;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Cpu {
+pub(super) struct Cpu {
     avx512: bool,
     vnni: bool,
     /// AVX2 and FMA.
-    avx2: bool,
+    pub(super) avx2: bool,
+    /// AVX-512 F and VPOPCNTDQ: the bit codes' kernel (`bits.rs`).
+    pub(super) vpopcntdq: bool,
 }
 
 /// No vector extension this file uses: simsimd for everything.
@@ -27,6 +29,7 @@ const PLAIN: Cpu = Cpu {
     avx512: false,
     vnni: false,
     avx2: false,
+    vpopcntdq: false,
 };
 
 fn detected() -> Cpu {
@@ -40,7 +43,13 @@ fn detected() -> Cpu {
                 && std::is_x86_feature_detected!("avx512vnni");
             let avx2 =
                 std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
-            Cpu { avx512, vnni, avx2 }
+            let vpopcntdq = avx512 && std::is_x86_feature_detected!("avx512vpopcntdq");
+            Cpu {
+                avx512,
+                vnni,
+                avx2,
+                vpopcntdq,
+            }
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
@@ -56,7 +65,7 @@ thread_local! {
 }
 
 #[inline]
-fn cpu() -> Cpu {
+pub(super) fn cpu() -> Cpu {
     #[cfg(test)]
     if let Some(forced) = FORCED.with(std::cell::Cell::get) {
         return forced;

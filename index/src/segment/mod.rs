@@ -15,7 +15,7 @@ pub mod ivf;
 pub mod reader;
 pub mod writer;
 
-pub use ivf::IvfSegment;
+pub use ivf::{BitCodes, IvfSegment};
 pub use reader::FlatSegment;
 
 /// A sealed segment of either kind, as a collection holds it. Both keep their rows in

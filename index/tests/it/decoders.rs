@@ -27,6 +27,7 @@ proptest! {
     #[test]
     fn ivf_random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..1024)) {
         let _ = amberdb_index::fuzz_ivf_open(&data);
+        let _ = amberdb_index::fuzz_ivf_v3_open(&data);
     }
 
     #[test]
@@ -36,7 +37,7 @@ proptest! {
         let i = at % b.len();
         b[i] = value;
         b.truncate(cut.max(1).min(b.len()));
-        let accepted = amberdb_index::fuzz_ivf_open(&b);
+        let accepted = amberdb_index::fuzz_ivf_v3_open(&b);
         prop_assert!(!accepted || b == bytes, "accepted damaged bytes");
     }
 }

@@ -231,23 +231,31 @@ pub fn small_segment() -> Vec<u8> {
     build(12, 4, 3, 5).3
 }
 
+/// The fuzz targets' seeds: `ivf_open` starts from the frozen version-2 file, `ivf_v3_open`
+/// from `small_segment()` at this build's version (with 1-bit codes).
 #[test]
-fn the_fuzz_seed_is_a_valid_segment() {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../fuzz/seeds/ivf_open/small.mnsi"
+fn the_fuzz_seeds_are_valid_segments() {
+    let seeds = concat!(env!("CARGO_MANIFEST_DIR"), "/../fuzz/seeds");
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+    let v2 = std::fs::read(format!("{seeds}/ivf_open/small.mnsi")).expect("the ivf_open seed");
+    assert_eq!(
+        v2,
+        std::fs::read(format!("{fixtures}/ivf-v2.mnsi")).unwrap()
     );
+    assert!(amberdb_index::fuzz_ivf_open(&v2));
+    let path = format!("{seeds}/ivf_v3_open/small.mnsi");
     // After a format change: AMBERDB_REGENERATE_SEEDS=1 rewrites the seed, then this checks it.
     if std::env::var_os("AMBERDB_REGENERATE_SEEDS").is_some() {
-        std::fs::write(path, small_segment()).expect("write the seed");
+        std::fs::write(&path, small_segment()).expect("write the seed");
     }
-    let seed = std::fs::read(path).expect("fuzz/seeds/ivf_open/small.mnsi");
+    let seed = std::fs::read(&path).expect("fuzz/seeds/ivf_v3_open/small.mnsi");
     assert_eq!(
         seed,
         small_segment(),
         "regenerate the seed: it is small_segment()'s bytes"
     );
-    assert!(amberdb_index::fuzz_ivf_open(&seed));
+    assert!(amberdb_index::fuzz_ivf_v3_open(&seed));
+    assert!(amberdb_index::fuzz_ivf_v3_open(&v2));
 }
 
 /// The pieces `kept` hands out, joined.
@@ -311,18 +319,39 @@ fn a_segment_without_some_rows_is_byte_for_byte_what_encode_writes_for_the_rest(
 }
 
 /// Frozen IVF segments of each version (never regenerated): v1 (written by `be275e8`, no
-/// owner) and v2 (an owner block), both open; v1 names no owner.
+/// owner), v2 (an owner block) and v3 (1-bit codes), all open; v1 names no owner; only v3 has
+/// bit codes, and searching through them finds what the i8 codes find.
 #[test]
 fn frozen_segments_of_every_version_open() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
     let v1 = std::fs::read(format!("{dir}/ivf-v1.mnsi")).unwrap();
     let v2 = std::fs::read(format!("{dir}/ivf-v2.mnsi")).unwrap();
+    let v3 = std::fs::read(format!("{dir}/ivf-v3.mnsi")).unwrap();
     let s1 = IvfSegment::open("v1", SealedBytes::copy_from(&v1)).unwrap();
     let s2 = IvfSegment::open("v2", SealedBytes::copy_from(&v2)).unwrap();
-    assert_eq!((s1.len(), s2.len()), (12, 12));
+    let s3 = IvfSegment::open("v3", SealedBytes::copy_from(&v3)).unwrap();
+    assert_eq!((s1.len(), s2.len(), s3.len()), (12, 12, 12));
     assert_eq!(s1.keys(), s2.keys());
+    assert_eq!(s2.keys(), s3.keys());
     assert_eq!(s1.owner(), Owner::NONE);
     assert_eq!(header_owner(&v1), HeaderOwner::Unmarked);
     assert_eq!(s2.owner(), OWNER);
     assert_eq!(header_owner(&v2), HeaderOwner::Owned(OWNER));
+    assert_eq!(s3.owner(), OWNER);
+    assert_eq!(header_owner(&v3), HeaderOwner::Owned(OWNER));
+    assert!(s1.bit_codes().is_none() && s2.bit_codes().is_none());
+    assert!(s3.bit_codes().is_some());
+    let query = s3.vector(5).unwrap().to_vec();
+    let mut found = Vec::new();
+    for seg in [s2, s3] {
+        let mut c = amberdb_index::Collection::new(4);
+        c.push_sealed(seg).unwrap();
+        let p = amberdb_index::SearchParams {
+            scan: amberdb_index::Scan::i8_for(3),
+            probe: amberdb_index::Probe::Lists(3),
+            ..amberdb_index::SearchParams::top(3)
+        };
+        found.push(c.search(&query, &p).unwrap());
+    }
+    assert_eq!(found[0], found[1]);
 }

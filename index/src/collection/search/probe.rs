@@ -280,17 +280,23 @@ impl Collection {
         let mut probes = Vec::new();
         for (i, s) in self.sealed.iter().enumerate() {
             match s.as_ivf() {
-                None => push_chunks(&mut chunks, Source::Sealed(i), 0..s.len()),
+                None => push_chunks(&mut chunks, Source::Sealed(i), 0..s.len(), None),
                 Some(ivf) => {
                     let probe = ListProbe::new(i, ivf, centroids(i, ivf), probe);
                     for &l in probe.order.get(..probe.probed).unwrap_or(&[]) {
-                        push_chunks(&mut chunks, Source::Sealed(i), ivf.list_rows(l as usize));
+                        let rows = ivf.list_rows(l as usize);
+                        push_chunks(&mut chunks, Source::Sealed(i), rows, Some(l));
                     }
                     probes.push(probe);
                 }
             }
         }
-        push_chunks(&mut chunks, Source::Growing, 0..self.growing_keys.len());
+        push_chunks(
+            &mut chunks,
+            Source::Growing,
+            0..self.growing_keys.len(),
+            None,
+        );
         (chunks, probes)
     }
 
@@ -309,6 +315,7 @@ impl Collection {
                         &mut chunks,
                         Source::Sealed(probe.segment),
                         ivf.list_rows(l as usize),
+                        Some(l),
                     );
                 }
             }

@@ -4,9 +4,12 @@
 
 use super::super::params::{KeyFilter, Probe, RANGE_SLACK, SearchParams};
 use super::super::rows::{CHUNK_ROWS, Collection, Source};
-use crate::kernels::{each_dot_f32, each_dot_i8};
+use crate::bitcodes::{self, BLOCK_ROWS, Factors, ListQuery};
+use crate::kernels::{bit_dots, each_dot_f32, each_dot_i8};
 use crate::quantize;
+use crate::segment::{BitCodes, IvfSegment, Sealed};
 use crate::topk::{Neighbour, TopK};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The rows of one chunk: keys, f32 vectors, and i8 codes with scales when it has them (the
 /// growing rows always do; a sealed flat segment when written with them).
@@ -17,6 +20,8 @@ pub(super) struct Chunk {
     pub(super) source: Source,
     pub(super) start: usize,
     pub(super) end: usize,
+    /// The IVF list the rows belong to, when they are a list's.
+    pub(super) list: Option<u32>,
 }
 
 /// A row's place, packed into the key field of an i8 scan's candidates: the segment in the top
@@ -47,24 +52,75 @@ impl Place {
     }
 }
 
-/// Splits `rows` of `source` into chunks of at most `CHUNK_ROWS`.
-pub(super) fn push_chunks(out: &mut Vec<Chunk>, source: Source, rows: std::ops::Range<usize>) {
+/// Splits `rows` of `source` (of IVF list `list`, when they are a list's) into chunks of at
+/// most `CHUNK_ROWS`.
+pub(super) fn push_chunks(
+    out: &mut Vec<Chunk>,
+    source: Source,
+    rows: std::ops::Range<usize>,
+    list: Option<u32>,
+) {
     let mut start = rows.start;
     while start < rows.end {
         let end = (start + CHUNK_ROWS).min(rows.end);
-        out.push(Chunk { source, start, end });
+        out.push(Chunk {
+            source,
+            start,
+            end,
+            list,
+        });
         start = end;
     }
 }
 
 /// A query's i8 codes, and for a range query (`Probe::Range`) its floor in the scale of the
-/// scan's approximate scores (`dot_i8 × row scale`, which leave out the query's own scale).
+/// scan's approximate scores (`dot_i8 × row scale`, which leave out the query's own scale);
+/// for a top-k query, its rotation by each IVF segment with 1-bit codes (`bitcodes`).
 pub(super) struct QueryCodes {
     pub(super) codes: Vec<i8>,
     pub(super) range: bool,
     /// Rows scoring below this are skipped whole: no filter call, no candidate, not counted.
     /// A range query's floor less [`RANGE_SLACK`]; no floor for any other query.
     pub(super) skip_below: f32,
+    /// By sealed segment: `R · q` for a segment with 1-bit codes, empty for any other (and
+    /// for every segment of a range query, which reads the i8 codes: `docs/ivf.md`).
+    pub(super) rotated: Vec<Vec<f32>>,
+    /// The best k-th exact score any piece of this query's scan has found so far.
+    pub(super) floor: SharedFloor,
+}
+
+/// A score that only rises, shared by the pieces of one query's scan that run in parallel:
+/// each piece's own top-k holds k results at or above its k-th score, so the query's k-th
+/// best is at least the highest of those, and every piece may rule out rows below it. Without
+/// it a piece rayon splits off starts from nothing and scored every row exactly until its
+/// own top-k filled (5,700 rows a query instead of 130 on 1-thread runs at 64 lists).
+pub(super) struct SharedFloor(AtomicU32);
+
+impl SharedFloor {
+    fn new() -> SharedFloor {
+        SharedFloor(AtomicU32::new(Self::order(f32::NEG_INFINITY)))
+    }
+
+    /// `x`'s bits mapped so that unsigned order is the floats' order.
+    fn order(x: f32) -> u32 {
+        let bits = x.to_bits();
+        if bits >> 31 == 1 {
+            !bits
+        } else {
+            bits | 1 << 31
+        }
+    }
+
+    pub(super) fn get(&self) -> f32 {
+        let u = self.0.load(Ordering::Relaxed);
+        f32::from_bits(if u >> 31 == 1 { u & !(1 << 31) } else { !u })
+    }
+
+    pub(super) fn raise(&self, x: f32) {
+        if !x.is_nan() {
+            self.0.fetch_max(Self::order(x), Ordering::Relaxed);
+        }
+    }
 }
 
 impl QueryCodes {
@@ -86,7 +142,32 @@ impl QueryCodes {
             codes,
             range,
             skip_below,
+            rotated: Vec::new(),
+            floor: SharedFloor::new(),
         }
+    }
+
+    /// The query rotated by each of `collection`'s segments with 1-bit codes (a top-k query
+    /// only): one `dim × dim` product a segment, shared by every list it probes there.
+    pub(super) fn rotated_for(mut self, collection: &Collection, query: &[f32]) -> QueryCodes {
+        if self.range || !collection.bit_scan {
+            return self;
+        }
+        self.rotated = collection
+            .sealed
+            .iter()
+            .map(|s| {
+                s.as_ivf()
+                    .and_then(IvfSegment::bit_codes)
+                    .map(|codes| {
+                        let mut out = vec![0.0; query.len()];
+                        bitcodes::rotate(codes.rotation, query, &mut out);
+                        out
+                    })
+                    .unwrap_or_default()
+            })
+            .collect();
+        self
     }
 }
 
@@ -220,9 +301,9 @@ impl Collection {
     pub(super) fn chunks(&self) -> Vec<Chunk> {
         let mut out = Vec::new();
         for (i, s) in self.sealed.iter().enumerate() {
-            push_chunks(&mut out, Source::Sealed(i), 0..s.len());
+            push_chunks(&mut out, Source::Sealed(i), 0..s.len(), None);
         }
-        push_chunks(&mut out, Source::Growing, 0..self.growing_keys.len());
+        push_chunks(&mut out, Source::Growing, 0..self.growing_keys.len(), None);
         out
     }
 
@@ -299,6 +380,15 @@ impl Collection {
         p: &SearchParams<'_>,
         (approx, exact): (&mut TopK, &mut TopK),
     ) -> Tally {
+        if let (Source::Sealed(s), Some(list)) = (c.source, c.list)
+            && let Some(rotated) = qcodes.rotated.get(s).filter(|r| !r.is_empty())
+            && let Some(ivf) = self.sealed.get(s).and_then(Sealed::as_ivf)
+            && let Some(codes) = ivf.bit_codes()
+        {
+            let list = (list as usize, ivf, codes);
+            let query = (query, rotated.as_slice(), &qcodes.floor);
+            return self.scan_bits_into(c, list, query, count_to, p, exact);
+        }
         let (keys, _, codes) = self.chunk_rows(c);
         let Some((codes, scales)) = codes else {
             let found = self.scan_f32(c, query, p);
@@ -308,5 +398,85 @@ impl Collection {
         let mut scan = CodeScan::new(self, c, keys, scales, qcodes, p.filter, None, count_to);
         each_dot_i8(&qcodes.codes, codes, |row, dot| scan.row(row, dot, approx));
         scan.tally
+    }
+
+    /// Scans one chunk of list `list` of an IVF segment with 1-bit codes (`docs/ivf.md`,
+    /// "1-bit codes with error bounds"): each row's estimated score and its bound from the
+    /// codes, and only the rows whose bound reaches the current k-th exact score (or
+    /// `min_score`) and that pass the filter scored exactly from their f32 vectors, straight
+    /// into `exact`, the query's `floor` raised as it fills. Counts for the probe as
+    /// `scan_i8_into` does.
+    fn scan_bits_into(
+        &self,
+        c: Chunk,
+        (list, ivf, codes): (usize, &IvfSegment, BitCodes<'_>),
+        (query, rotated, floor): (&[f32], &[f32], &SharedFloor),
+        count_to: usize,
+        p: &SearchParams<'_>,
+        exact: &mut TopK,
+    ) -> Tally {
+        let dim = self.dim;
+        let centroid = ivf.centroids().get(list * dim..(list + 1) * dim);
+        let rotated_centroid = codes.rotated_centroids.get(list * dim..(list + 1) * dim);
+        let (Some(centroid), Some(rotated_centroid)) = (centroid, rotated_centroid) else {
+            return Tally::default();
+        };
+        let mut centroid_score = 0.0;
+        each_dot_f32(query, centroid, |_, s| centroid_score = s);
+        let lq = ListQuery::new(rotated, rotated_centroid, centroid_score);
+        let (keys, vectors) = (ivf.keys(), ivf.vectors());
+        let unfiltered = p.filter.is_none() && self.deleted.is_empty();
+        let rows = c.end - c.start;
+        let mut tally = if unfiltered {
+            Tally {
+                accepted: rows,
+                examined: rows,
+                in_range: 0,
+            }
+        } else {
+            Tally::default()
+        };
+        let words = codes.words;
+        let mut dots = [0u32; BLOCK_ROWS];
+        let mut block = c.start / BLOCK_ROWS;
+        while block * BLOCK_ROWS < c.end {
+            let first = block * BLOCK_ROWS;
+            let at = first * words;
+            bit_dots(
+                codes.codes.get(at..at + words * BLOCK_ROWS).unwrap_or(&[]),
+                &lq.planes,
+                words,
+                &mut dots,
+            );
+            for row in first.max(c.start)..(first + BLOCK_ROWS).min(c.end) {
+                let Some(&key) = keys.get(row) else { continue };
+                // Known for the rows counted; evaluated lazily for the rest.
+                let mut passes = None;
+                if !unfiltered && tally.accepted < count_to {
+                    let ok = self.accepts(key, p.filter);
+                    tally.accepted += usize::from(ok);
+                    tally.examined += 1;
+                    passes = Some(ok);
+                }
+                let factors = Factors::of_row(codes.factors, row);
+                let dot = dots.get(row - first).copied().unwrap_or(0);
+                let upper = lq.estimate(&factors, dot) + lq.bound(&factors);
+                if upper < exact.threshold().max(p.min_score).max(floor.get())
+                    || !passes.unwrap_or_else(|| self.accepts(key, p.filter))
+                {
+                    continue;
+                }
+                if let Some(v) = vectors.get(row * dim..(row + 1) * dim) {
+                    each_dot_f32(query, v, |_, score| {
+                        if score >= p.min_score {
+                            exact.push(Neighbour { key, score });
+                            floor.raise(exact.threshold());
+                        }
+                    });
+                }
+            }
+            block += 1;
+        }
+        tally
     }
 }

@@ -8,23 +8,33 @@
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 
 use super::format::{
-    HEADER_LEN, MAX_DIM, METRIC_DOT, OWNER_LEN, Owner, align64, field, put, seal, seal_header,
-    seeded_crc,
+    HEADER_LEN, MAX_DIM, METRIC_DOT, OWNER_LEN, Owner, align64, field, put, seal, seeded_crc,
 };
+use crate::bitcodes::{self, BLOCK_ROWS, Factors};
 use crate::error::{IndexError, Result};
 use crate::mmap::SealedBytes;
 use crate::quantize;
+use rayon::prelude::*;
 use std::ops::{Range, RangeInclusive};
 use std::sync::Arc;
 
+mod kept;
+pub use kept::Kept;
+
 /// File magic.
 pub const MAGIC: [u8; 4] = *b"AMIV";
-/// Version this build writes (v2: an owner block ends the file, `Owner`).
-pub const VERSION: u16 = 2;
+/// Version this build writes (v2: an owner block ends the file, `Owner`; v3: 1-bit codes with
+/// error bounds follow it, `bitcodes`).
+pub const VERSION: u16 = 3;
 /// Versions this build reads.
 pub const SUPPORTED: RangeInclusive<u16> = 1..=VERSION;
 /// The first version with an owner block.
 pub const OWNER_VERSION: u16 = 2;
+/// The first version with 1-bit codes.
+pub const BITS_VERSION: u16 = 3;
+/// Seed of the rotation a build stores (`bitcodes::rotation`): any fixed seed serves, since
+/// the rotation is drawn independently of the rows and kept in the file.
+pub const ROTATION_SEED: u64 = 0x2024_0059;
 /// CRC seed of the owner block.
 pub const OWNER_SEED: u32 = 0x4f57_4e52;
 /// Most lists a segment may have.
@@ -55,8 +65,10 @@ pub struct IvfLayout {
     pub vectors: Range<u64>,
     /// `count` u32 row numbers in key order.
     pub by_key: Range<u64>,
-    /// v2: the owner (`OWNER_LEN` bytes) and its crc32 (seeded `OWNER_SEED`), the last block.
+    /// v2: the owner (`OWNER_LEN` bytes) and its crc32 (seeded `OWNER_SEED`).
     pub owner: Option<Range<u64>>,
+    /// v3: the 1-bit codes' blocks, the last ones.
+    pub bits: Option<BitsLayout>,
     /// Total file length.
     pub file_len: u64,
 }
@@ -87,6 +99,22 @@ impl IvfLayout {
         } else {
             None
         };
+        let bits = if version >= BITS_VERSION {
+            let words = bitcodes::words(usize::try_from(dim).ok()?) as u64;
+            let blocks = count.div_ceil(BLOCK_ROWS as u64);
+            Some(BitsLayout {
+                rotation: block(dim.checked_mul(dim)?.checked_mul(4)?)?,
+                rotated_centroids: block(nlist.checked_mul(dim)?.checked_mul(4)?)?,
+                factors: block(count.checked_mul(4 * Factors::WIDTH as u64)?)?,
+                codes: block(
+                    blocks
+                        .checked_mul(words)?
+                        .checked_mul(BLOCK_ROWS as u64 * 8)?,
+                )?,
+            })
+        } else {
+            None
+        };
         Some(IvfLayout {
             curve,
             centroids,
@@ -97,9 +125,38 @@ impl IvfLayout {
             vectors,
             by_key,
             owner,
+            bits,
             file_len: align64(at),
         })
     }
+}
+
+/// Where the 1-bit codes' blocks lie in a version-3 file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BitsLayout {
+    /// `dim × dim` f32: the rotation `R`, row-major.
+    pub rotation: Range<u64>,
+    /// `nlist × dim` f32: `R · c` for each centroid.
+    pub rotated_centroids: Range<u64>,
+    /// `count × 4` f32: each row's `Factors`, as keys.
+    pub factors: Range<u64>,
+    /// `ceil(count / 32) × words(dim) × 32` u64: the rows' bits in blocks of 32 rows.
+    pub codes: Range<u64>,
+}
+
+/// A version-3 segment's 1-bit codes (`bitcodes`), as a search reads them.
+#[derive(Debug, Clone, Copy)]
+pub struct BitCodes<'a> {
+    /// `R`, row-major `dim × dim`.
+    pub rotation: &'a [f32],
+    /// `R · c` for each list's centroid, row-major.
+    pub rotated_centroids: &'a [f32],
+    /// Each row's factors (`Factors::of_row`).
+    pub factors: &'a [f32],
+    /// The rows' bits in blocks of `BLOCK_ROWS` (`bitcodes::bit_index`).
+    pub codes: &'a [u64],
+    /// u64 words of a row's bits.
+    pub words: usize,
 }
 
 /// What a build hands to `encode`.
@@ -313,8 +370,81 @@ pub fn encode(b: &IvfBuild<'_>) -> Result<Vec<u8>> {
     if let Some(at) = &layout.owner {
         put(&mut out, at.start, &owner_block(b.owner));
     }
+    if let Some(at) = &layout.bits {
+        let rotation = bitcodes::rotation(b.dim, ROTATION_SEED);
+        let mut rotated_centroids = vec![0.0f32; b.centroids.len()];
+        for (c, out) in b
+            .centroids
+            .chunks_exact(b.dim)
+            .zip(rotated_centroids.chunks_exact_mut(b.dim))
+        {
+            bitcodes::rotate(&rotation, c, out);
+        }
+        let (factors, codes) = bit_blocks(b, &order, &rotation, &rotated_centroids);
+        put(&mut out, at.rotation.start, bytemuck::cast_slice(&rotation));
+        put(
+            &mut out,
+            at.rotated_centroids.start,
+            bytemuck::cast_slice(&rotated_centroids),
+        );
+        put(&mut out, at.factors.start, bytemuck::cast_slice(&factors));
+        put(&mut out, at.codes.start, bytemuck::cast_slice(&codes));
+    }
     seal(&mut out, BODY_SEED, HEADER_SEED);
     Ok(out)
+}
+
+/// The 1-bit codes of the rows in file order (`order`: file row → build row): each row's
+/// factors, and its bits in blocks of `BLOCK_ROWS` (`bitcodes::bit_index`). Blocks in
+/// parallel, rows rotated four at a time.
+fn bit_blocks(
+    b: &IvfBuild<'_>,
+    order: &[usize],
+    rotation: &[f32],
+    rotated_centroids: &[f32],
+) -> (Vec<f32>, Vec<u64>) {
+    let dim = b.dim;
+    let words = bitcodes::words(dim);
+    fn row(m: &[f32], dim: usize, i: usize) -> &[f32] {
+        m.get(i * dim..(i + 1) * dim).unwrap_or(&[])
+    }
+    let blocks: Vec<(Vec<f32>, Vec<u64>)> = order
+        .par_chunks(BLOCK_ROWS)
+        .map(|rows| {
+            let mut factors = Vec::with_capacity(rows.len() * Factors::WIDTH);
+            let mut block = vec![0u64; words * BLOCK_ROWS];
+            let mut rotated = vec![vec![0.0f32; dim]; 4];
+            let mut bits = vec![0u64; words];
+            for (q, four) in rows.chunks(4).enumerate() {
+                let xs: Vec<&[f32]> = four.iter().map(|&r| row(b.vectors, dim, r)).collect();
+                bitcodes::rotate_four(rotation, &xs, &mut rotated);
+                for (k, (&r, rv)) in four.iter().zip(&rotated).enumerate() {
+                    let l = b.assignment.get(r).copied().unwrap_or(0) as usize;
+                    let f = bitcodes::encode_row(
+                        row(b.vectors, dim, r),
+                        row(b.centroids, dim, l),
+                        rv,
+                        row(rotated_centroids, dim, l),
+                        &mut bits,
+                    );
+                    factors.extend(f.to_array());
+                    for (w, word) in bits.iter().enumerate() {
+                        if let Some(slot) = block.get_mut(w * BLOCK_ROWS + 4 * q + k) {
+                            *slot = *word;
+                        }
+                    }
+                }
+            }
+            (factors, block)
+        })
+        .collect();
+    let mut factors = Vec::with_capacity(order.len() * Factors::WIDTH);
+    let mut codes = Vec::with_capacity(blocks.len() * words * BLOCK_ROWS);
+    for (f, c) in blocks {
+        factors.extend(f);
+        codes.extend(c);
+    }
+    (factors, codes)
 }
 
 /// Sets the nprobe, its recall and the curve of an encoded segment (what a build measures on
@@ -569,6 +699,7 @@ impl IvfSegment {
                 ));
             }
         }
+        self.check_bits(corrupt)?;
         let key_at = |i: &u32| keys.get(*i as usize).copied();
         let mut seen = vec![false; count];
         for i in by_key {
@@ -592,6 +723,49 @@ impl IvfSegment {
             ));
         }
         Ok(())
+    }
+
+    /// A version-3 file's 1-bit codes: every block its size, every row's factors possible, the
+    /// rotated centroids finite, and the rotation orthogonal on four of its rows.
+    fn check_bits(&self, corrupt: &impl Fn(u64, &'static str) -> IndexError) -> Result<()> {
+        let (Some(at), Some(codes)) = (&self.layout.bits, self.bit_codes()) else {
+            return Ok(());
+        };
+        let dim = self.dim;
+        let sizes_ok = codes.rotation.len() == dim * dim
+            && codes.rotated_centroids.len() == self.nlist * dim
+            && codes.factors.len() == self.count * Factors::WIDTH
+            && codes.codes.len() == self.count.div_ceil(BLOCK_ROWS) * codes.words * BLOCK_ROWS;
+        if !sizes_ok {
+            return Err(corrupt(at.rotation.start, "misaligned block"));
+        }
+        let sample = [0, dim / 3, 2 * dim / 3, dim - 1];
+        if !bitcodes::is_orthogonal(codes.rotation, dim, &sample) {
+            return Err(corrupt(at.rotation.start, "rotation not orthogonal"));
+        }
+        if codes.rotated_centroids.iter().any(|x| !x.is_finite()) {
+            return Err(corrupt(
+                at.rotated_centroids.start,
+                "rotated centroid not finite",
+            ));
+        }
+        if (0..self.count).any(|r| !Factors::of_row(codes.factors, r).is_valid(dim)) {
+            return Err(corrupt(at.factors.start, "bit code factors out of range"));
+        }
+        Ok(())
+    }
+
+    /// The 1-bit codes of a version-3 file (`None` before it).
+    #[must_use]
+    pub fn bit_codes(&self) -> Option<BitCodes<'_>> {
+        let at = self.layout.bits.as_ref()?;
+        Some(BitCodes {
+            rotation: self.block(&at.rotation),
+            rotated_centroids: self.block(&at.rotated_centroids),
+            factors: self.block(&at.factors),
+            codes: self.block(&at.codes),
+            words: bitcodes::words(self.dim),
+        })
     }
 
     fn block<T: bytemuck::Pod>(&self, range: &Range<u64>) -> &[T] {
@@ -621,72 +795,6 @@ impl IvfSegment {
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.count == 0
-    }
-
-    /// This segment's file without the rows `keep` refuses, to write in pieces
-    /// (`Kept::write`): the same lists, centroids, nprobe and recall curve (measured at build;
-    /// dropping rows does not retrain), and each kept row's key, scale, codes and vector byte
-    /// for byte, nothing quantized again. Holds 12 bytes per row, never the file: at 1M rows
-    /// the file is 2 GB, and a purge that built it in memory took 5 GB. `None` when fewer rows
-    /// than lists are kept (a segment needs a row per list at least): the caller writes those
-    /// rows as a flat segment. The file is written at this build's version, as `owner`'s.
-    #[must_use]
-    pub fn kept(&self, keep: &dyn Fn(u64) -> bool, owner: Owner) -> Option<Kept<'_>> {
-        let keys = self.keys();
-        let mut rows = Vec::new();
-        let mut list_start = Vec::with_capacity(self.nlist + 1);
-        list_start.push(0u64);
-        for l in 0..self.nlist {
-            for row in self.list_rows(l) {
-                if keys.get(row).is_some_and(|&k| keep(k)) {
-                    rows.push(u32::try_from(row).ok()?);
-                }
-            }
-            list_start.push(rows.len() as u64);
-        }
-        if rows.len() < self.nlist {
-            return None;
-        }
-        // A kept row's new number is its place in `rows`; `by_key` keeps the old key order.
-        let mut renumber = vec![u32::MAX; self.count];
-        for (new, &old) in (0u32..).zip(&rows) {
-            if let Some(slot) = renumber.get_mut(old as usize) {
-                *slot = new;
-            }
-        }
-        let by_key = self
-            .by_key()
-            .iter()
-            .filter_map(|&old| renumber.get(old as usize).copied())
-            .filter(|&new| new != u32::MAX)
-            .collect();
-        let layout = IvfLayout::new(
-            rows.len() as u64,
-            u32::try_from(self.dim).ok()?,
-            u32::try_from(self.nlist).ok()?,
-            VERSION,
-        )?;
-        let mut kept = Kept {
-            segment: self,
-            owner,
-            rows,
-            list_start,
-            by_key,
-            layout,
-            header: [0; HEADER_LEN],
-        };
-        let mut body = crc32fast::Hasher::new_with_initial(BODY_SEED);
-        kept.write_body(&mut |piece| {
-            body.update(piece);
-            true
-        });
-        let header = &mut kept.header;
-        header.copy_from_slice(self.bytes.as_slice().get(..HEADER_LEN)?);
-        put(header, 4, &VERSION.to_le_bytes());
-        put(header, 16, &(kept.rows.len() as u64).to_le_bytes());
-        put(header, 24, &kept.layout.file_len.to_le_bytes());
-        seal_header(header, body.finalize(), HEADER_SEED);
-        Some(kept)
     }
 
     /// Lists.
@@ -809,108 +917,5 @@ impl IvfSegment {
             .binary_search_by_key(&key, |&r| keys.get(r as usize).copied().unwrap_or(0))
             .ok()?;
         by_key.get(i).map(|&r| r as usize)
-    }
-}
-
-/// An IVF segment without some of its rows, ready to write (`IvfSegment::kept`).
-#[derive(Debug)]
-pub struct Kept<'a> {
-    segment: &'a IvfSegment,
-    owner: Owner,
-    /// The kept rows of `segment`, in file order.
-    rows: Vec<u32>,
-    list_start: Vec<u64>,
-    by_key: Vec<u32>,
-    layout: IvfLayout,
-    header: [u8; HEADER_LEN],
-}
-
-impl Kept<'_> {
-    /// The file's length.
-    #[must_use]
-    pub fn file_len(&self) -> u64 {
-        self.layout.file_len
-    }
-
-    /// Hands the file to `out` in pieces, in order, until it answers `false`; returns whether
-    /// every piece was taken. The bytes are those `encode` writes for the kept rows.
-    pub fn write(&self, out: &mut dyn FnMut(&[u8]) -> bool) -> bool {
-        out(&self.header) && self.write_body(out)
-    }
-
-    fn write_body(&self, out: &mut dyn FnMut(&[u8]) -> bool) -> bool {
-        let seg = self.segment;
-        let src = seg.bytes.as_slice();
-        let from = &seg.layout;
-        let source = |range: &Range<u64>| -> &[u8] {
-            let (Ok(start), Ok(end)) = (usize::try_from(range.start), usize::try_from(range.end))
-            else {
-                return &[];
-            };
-            src.get(start..end).unwrap_or_default()
-        };
-        let rows_of = |p: &mut Pieces<'_>, block: &[u8], width: usize| {
-            for &r in &self.rows {
-                p.put(row_bytes(block, r, width));
-            }
-        };
-        let to = &self.layout;
-        let mut p = Pieces {
-            at: HEADER_LEN as u64,
-            out,
-            going: true,
-        };
-        p.pad_to(to.curve.start);
-        p.put(source(&from.curve));
-        p.pad_to(to.centroids.start);
-        p.put(source(&from.centroids));
-        p.pad_to(to.list_start.start);
-        p.put(bytemuck::cast_slice(&self.list_start));
-        p.pad_to(to.keys.start);
-        rows_of(&mut p, source(&from.keys), 8);
-        p.pad_to(to.scales.start);
-        rows_of(&mut p, source(&from.scales), 4);
-        p.pad_to(to.codes.start);
-        rows_of(&mut p, source(&from.codes), seg.dim);
-        p.pad_to(to.vectors.start);
-        rows_of(&mut p, source(&from.vectors), 4 * seg.dim);
-        p.pad_to(to.by_key.start);
-        p.put(bytemuck::cast_slice(&self.by_key));
-        if let Some(at) = &to.owner {
-            p.pad_to(at.start);
-            p.put(&owner_block(self.owner));
-        }
-        p.pad_to(to.file_len);
-        p.going && p.at == to.file_len
-    }
-}
-
-/// Row `row` of a block of rows `width` bytes wide.
-fn row_bytes(block: &[u8], row: u32, width: usize) -> &[u8] {
-    let at = row as usize * width;
-    block.get(at..at + width).unwrap_or_default()
-}
-
-/// A file handed out in pieces, in order, with zeros up to each block's start.
-struct Pieces<'o> {
-    at: u64,
-    out: &'o mut dyn FnMut(&[u8]) -> bool,
-    going: bool,
-}
-
-impl Pieces<'_> {
-    fn put(&mut self, piece: &[u8]) {
-        if self.going {
-            self.going = (self.out)(piece);
-            self.at += piece.len() as u64;
-        }
-    }
-
-    fn pad_to(&mut self, at: u64) {
-        const ZEROS: [u8; 64] = [0; 64];
-        while self.going && self.at < at {
-            let n = usize::try_from(at - self.at).map_or(ZEROS.len(), |n| n.min(ZEROS.len()));
-            self.put(ZEROS.get(..n).unwrap_or_default());
-        }
     }
 }

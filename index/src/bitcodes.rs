@@ -1,0 +1,426 @@
+//! 1-bit codes with error bounds (RaBitQ, Gao & Long, SIGMOD 2024), as `docs/ivf.md` designs
+//! them ("1-bit codes with error bounds"): what an IVF segment of version 3 stores per row, and
+//! what a query computes per probed list to estimate every row's score with a bound.
+//!
+//! Guarantees:
+//! - [`encode_row`] is deterministic; [`rotation`] is deterministic for a seed and stored in
+//!   the segment, so a file never depends on a generator's version.
+//! - [`ListQuery::estimate`] is the unbiased estimate of `⟨v, q⟩` and [`ListQuery::bound`] its
+//!   error bound: the paper's bound on the 1-bit estimate (`EPSILON` standard errors) plus the
+//!   same multiple of the 4-bit query's rounding error. It is a probabilistic bound: how
+//!   often a true neighbour falls outside it is measured (`docs/ivf.md`), not assumed.
+//! - The bit arithmetic ([`crate::kernels::bit_dots`]) is exact on every kernel path.
+//!
+//! The math, for a unit row `v` in the list of centroid `c`, with `d = v − c`, `r = |d|`,
+//! `o = d / r`, rotation `R` (orthogonal) and bits `b = [R·o ≥ 0]`:
+//! `⟨v, q⟩ = ⟨c, q⟩ + ⟨d, c⟩ + ⟨d, t⟩` with `t = q − c`, and
+//! `⟨d, t⟩ ≈ (r / w) · ⟨2b − 1, R·t⟩ / √D` where `w = |R·o|₁ / √D` is how well the bits stand
+//! for `o`. Per row three factors and the count of its ones are stored ([`Factors`]).
+
+use crate::synthetic::SeededRng;
+
+/// Rows of one block of codes: the bits of 32 rows, word by word (`words(dim) × 32` u64).
+pub const BLOCK_ROWS: usize = 32;
+/// Standard errors the bound spans (the paper's choice, 1.9; measured in `docs/ivf.md`).
+pub const EPSILON: f32 = 1.9;
+/// Bits of the query's quantized rotated residual: `QUERY_BITS` bit planes.
+pub const QUERY_BITS: usize = 4;
+/// Largest quantized value of the query, `2^QUERY_BITS − 1`.
+const QUERY_LEVELS: f32 = 15.0;
+/// `1 / √12`: the standard deviation of a rounding error, in steps.
+const ROUNDING_SD: f32 = 0.288_675_13;
+
+/// u64 words of one row's bits.
+#[must_use]
+pub fn words(dim: usize) -> usize {
+    dim.div_ceil(64)
+}
+
+/// u64 words of a block of `BLOCK_ROWS` rows.
+#[must_use]
+pub fn block_words(dim: usize) -> usize {
+    words(dim) * BLOCK_ROWS
+}
+
+/// A row's stored factors, four f32 (`docs/format/segment-ivf.md`, version 3).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Factors {
+    /// `⟨d, c⟩`: the residual against its centroid.
+    pub add: f32,
+    /// `r / w`: what scales the bits' inner product back to the residual's.
+    pub rescale: f32,
+    /// `r · √(1 − w²) / w`: the residual's spread the bits do not capture; times `|t|` and
+    /// `1 / √(D − 1)` it is one standard error of the estimate.
+    pub error: f32,
+    /// How many of the row's bits are one.
+    pub ones: f32,
+}
+
+impl Factors {
+    /// f32 values a row's factors take in a file.
+    pub const WIDTH: usize = 4;
+
+    /// Row `row`'s factors in a block of them (`WIDTH` f32 a row; zero past its end).
+    #[inline]
+    #[must_use]
+    pub fn of_row(block: &[f32], row: usize) -> Factors {
+        match block.get(row * Self::WIDTH..(row + 1) * Self::WIDTH) {
+            Some(&[add, rescale, error, ones]) => Factors {
+                add,
+                rescale,
+                error,
+                ones,
+            },
+            _ => Factors::default(),
+        }
+    }
+
+    /// The factors as a file stores them.
+    #[must_use]
+    pub fn to_array(self) -> [f32; Self::WIDTH] {
+        [self.add, self.rescale, self.error, self.ones]
+    }
+
+    /// Whether the factors could have come from `encode_row` at dimension `dim`.
+    #[must_use]
+    pub fn is_valid(&self, dim: usize) -> bool {
+        #[expect(clippy::cast_precision_loss, reason = "a dimension")]
+        let dim = dim as f32;
+        self.add.is_finite()
+            && self.rescale.is_finite()
+            && self.error.is_finite()
+            && self.rescale >= 0.0
+            && self.error >= 0.0
+            && self.ones >= 0.0
+            && self.ones <= dim
+            && self.ones.fract() == 0.0
+    }
+}
+
+/// A seeded random orthogonal `dim × dim` matrix, row-major: rows of Gaussian values made
+/// orthonormal by modified Gram–Schmidt in f64. A row that comes out degenerate (never, in
+/// practice) is drawn again.
+#[must_use]
+pub fn rotation(dim: usize, seed: u64) -> Vec<f32> {
+    let mut rng = SeededRng::new(seed ^ 0x5241_4249_5451);
+    let mut rows: Vec<Vec<f64>> = Vec::with_capacity(dim);
+    while rows.len() < dim {
+        let mut v: Vec<f64> = (0..dim).map(|_| f64::from(rng.gaussian())).collect();
+        for _ in 0..2 {
+            for u in &rows {
+                let along: f64 = v.iter().zip(u).map(|(a, b)| a * b).sum();
+                for (x, y) in v.iter_mut().zip(u) {
+                    *x -= along * y;
+                }
+            }
+        }
+        let norm = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+        if norm > 1e-6 {
+            for x in &mut v {
+                *x /= norm;
+            }
+            rows.push(v);
+        }
+    }
+    #[expect(clippy::cast_possible_truncation, reason = "f32 storage")]
+    rows.into_iter().flatten().map(|x| x as f32).collect()
+}
+
+/// `R · x` for the row-major square `rotation`, into `out` (`x.len()` values), with the
+/// scan kernel.
+pub fn rotate(rotation: &[f32], x: &[f32], out: &mut [f32]) {
+    crate::kernels::each_dot_f32(x, rotation, |i, s| {
+        if let Some(o) = out.get_mut(i) {
+            *o = s;
+        }
+    });
+}
+
+/// `R · x` for up to four rows `xs` at once, into `outs` (each `dim` values), with the
+/// multi-query kernel: how a build rotates every row.
+pub fn rotate_four(rotation: &[f32], xs: &[&[f32]], outs: &mut [Vec<f32>]) {
+    let dim = xs.first().map_or(0, |x| x.len());
+    crate::kernels::each_dot_f32_tile(xs, dim, rotation, |i, j, s| {
+        if let Some(o) = outs.get_mut(j).and_then(|o| o.get_mut(i)) {
+            *o = s;
+        }
+    });
+}
+
+/// Whether `rotation` (`dim × dim`, row-major) is orthogonal within `1e-4` on the rows
+/// `sample` picks: each against every row. What a segment's open checks of a stored rotation.
+#[must_use]
+pub fn is_orthogonal(rotation: &[f32], dim: usize, sample: &[usize]) -> bool {
+    if rotation.len() != dim * dim || rotation.iter().any(|x| !x.is_finite()) {
+        return false;
+    }
+    let row = |i: usize| rotation.get(i * dim..(i + 1) * dim).unwrap_or(&[]);
+    sample.iter().all(|&i| {
+        (0..dim).all(|j| {
+            let dot: f64 = row(i)
+                .iter()
+                .zip(row(j))
+                .map(|(a, b)| f64::from(*a) * f64::from(*b))
+                .sum();
+            let want = if i == j { 1.0 } else { 0.0 };
+            (dot - want).abs() < 1e-4
+        })
+    })
+}
+
+/// The code of unit row `v` (rotated: `rotated_v = R · v`) in the list whose centroid is
+/// `c` (rotated: `rotated_c`): its bits into `bits` (`words(dim)` words, bit `i % 64` of word
+/// `i / 64` for rotated dimension `i`, the rest zero) and its factors.
+pub fn encode_row(
+    v: &[f32],
+    c: &[f32],
+    rotated_v: &[f32],
+    rotated_c: &[f32],
+    bits: &mut [u64],
+) -> Factors {
+    let dim = v.len();
+    bits.fill(0);
+    let add: f32 = v.iter().zip(c).map(|(a, b)| (a - b) * b).sum();
+    // R·d = R·v − R·c.
+    let residual = || rotated_v.iter().zip(rotated_c).map(|(a, b)| a - b);
+    let r = residual().map(|x| x * x).sum::<f32>().sqrt();
+    if r <= f32::EPSILON {
+        // The row is its centroid: the estimate is exact without bits.
+        return Factors {
+            add,
+            ..Factors::default()
+        };
+    }
+    let mut ones = 0u32;
+    let mut l1 = 0.0f32;
+    for (i, x) in residual().enumerate() {
+        l1 += x.abs();
+        if x >= 0.0
+            && let Some(w) = bits.get_mut(i / 64)
+        {
+            *w |= 1 << (i % 64);
+            ones += 1;
+        }
+    }
+    #[expect(clippy::cast_precision_loss, reason = "a dimension")]
+    let sqrt_dim = (dim as f32).sqrt();
+    let w = (l1 / r / sqrt_dim).clamp(f32::EPSILON, 1.0);
+    #[expect(clippy::cast_precision_loss, reason = "at most the dimension")]
+    Factors {
+        add,
+        rescale: r / w,
+        error: r * (1.0 - w * w).max(0.0).sqrt() / w,
+        ones: ones as f32,
+    }
+}
+
+/// Where row `row`'s word `word` lies in the bits block of a segment (`words` per row).
+#[must_use]
+pub fn bit_index(row: usize, word: usize, words: usize) -> usize {
+    (row / BLOCK_ROWS) * words * BLOCK_ROWS + word * BLOCK_ROWS + row % BLOCK_ROWS
+}
+
+/// A query prepared for one list: its residual against the list's centroid, rotated and
+/// quantized to `QUERY_BITS` bit planes, and the constants of the estimate.
+#[derive(Debug, Clone)]
+pub struct ListQuery {
+    /// `QUERY_BITS` planes of `words` u64 each: plane `j` holds bit `j` of every quantized
+    /// value.
+    pub planes: Vec<u64>,
+    /// `⟨c, q⟩`.
+    centroid_score: f32,
+    /// The quantization: value `i` is `low + step · level_i`.
+    low: f32,
+    step: f32,
+    /// `Σ` of the quantized values, over the real dimensions.
+    sum: f32,
+    /// `1 / √D`, and `|t| / √(D − 1)`: the unit of the 1-bit error.
+    inv_sqrt_dim: f32,
+    error_unit: f32,
+}
+
+impl ListQuery {
+    /// The query whose rotation is `rotated_q` (`R · q`) for the list whose centroid scores
+    /// `centroid_score` against it and whose rotated centroid is `rotated_c`.
+    #[must_use]
+    pub fn new(rotated_q: &[f32], rotated_c: &[f32], centroid_score: f32) -> ListQuery {
+        let dim = rotated_q.len();
+        let words = words(dim);
+        let residual = || rotated_q.iter().zip(rotated_c).map(|(a, b)| a - b);
+        let (mut low, mut high, mut norm2) = (f32::INFINITY, f32::NEG_INFINITY, 0.0f32);
+        for x in residual() {
+            low = low.min(x);
+            high = high.max(x);
+            norm2 += x * x;
+        }
+        if !(low.is_finite() && high.is_finite()) {
+            (low, high) = (0.0, 0.0);
+        }
+        let step = if high > low {
+            (high - low) / QUERY_LEVELS
+        } else {
+            0.0
+        };
+        let inverse = if step > 0.0 { 1.0 / step } else { 0.0 };
+        let mut planes = vec![0u64; QUERY_BITS * words];
+        let mut levels = 0u32;
+        let mut at = residual();
+        for w in 0..words {
+            let mut word = [0u64; QUERY_BITS];
+            for (bit, x) in at.by_ref().take(64).enumerate() {
+                // Rounded to the nearest level: the cast truncates a non-negative value, and
+                // saturates anything out of range.
+                #[expect(
+                    clippy::cast_possible_truncation,
+                    clippy::cast_sign_loss,
+                    reason = "a level in 0..=15"
+                )]
+                let level = (((x - low) * inverse + 0.5) as u32).min(15);
+                levels += level;
+                for (j, plane) in word.iter_mut().enumerate() {
+                    *plane |= u64::from(level >> j & 1) << bit;
+                }
+            }
+            for (j, plane) in word.into_iter().enumerate() {
+                if let Some(p) = planes.get_mut(j * words + w) {
+                    *p = plane;
+                }
+            }
+        }
+        #[expect(clippy::cast_precision_loss, reason = "a dimension and a small sum")]
+        let (dim_f, levels) = (dim as f32, levels as f32);
+        ListQuery {
+            planes,
+            centroid_score,
+            low,
+            step,
+            sum: dim_f * low + step * levels,
+            inv_sqrt_dim: 1.0 / dim_f.sqrt(),
+            error_unit: norm2.sqrt() / (dim_f - 1.0).max(1.0).sqrt(),
+        }
+    }
+
+    /// The estimate of `⟨v, q⟩` for a row with `factors` whose bits weigh `dot` against the
+    /// planes (`Σ_j 2^j · popcount(b & plane_j)`, [`crate::kernels::bit_dots`]).
+    #[inline]
+    #[must_use]
+    pub fn estimate(&self, factors: &Factors, dot: u32) -> f32 {
+        #[expect(clippy::cast_precision_loss, reason = "at most 15 × 4096")]
+        let with_ones = self.low * factors.ones + self.step * dot as f32;
+        let signed = 2.0 * with_ones - self.sum;
+        self.centroid_score + factors.add + factors.rescale * signed * self.inv_sqrt_dim
+    }
+
+    /// How far the true score may lie from [`ListQuery::estimate`] (`EPSILON` standard
+    /// errors of the 1-bit estimate and of the query's rounding).
+    #[inline]
+    #[must_use]
+    pub fn bound(&self, factors: &Factors) -> f32 {
+        EPSILON * (factors.error * self.error_unit + factors.rescale * self.step * ROUNDING_SD)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::scalar;
+    use crate::synthetic::{SeededRng, seed_from_env};
+
+    fn unit(rng: &mut SeededRng, dim: usize) -> Vec<f32> {
+        rng.unit_vector(dim)
+    }
+
+    #[test]
+    fn the_rotation_is_orthogonal_and_the_same_for_a_seed() {
+        for dim in [1, 3, 64, 100, 384] {
+            let r = rotation(dim, 5);
+            let all: Vec<usize> = (0..dim).collect();
+            assert!(is_orthogonal(&r, dim, &all), "dim {dim}");
+            assert_eq!(r, rotation(dim, 5));
+            assert_ne!(r, rotation(dim, 6));
+        }
+        let mut bad = rotation(16, 1);
+        bad[17] += 0.01;
+        assert!(!is_orthogonal(&bad, 16, &[1]));
+    }
+
+    /// Each row's estimate lies within its bound for nearly every pair, the estimate is
+    /// unbiased, and the bound is tight enough to rule most rows out.
+    #[test]
+    fn estimates_fall_within_their_bounds_and_are_unbiased() {
+        let seed = seed_from_env("estimates_fall_within_their_bounds", 41);
+        eprintln!("seed {seed}");
+        let mut rng = SeededRng::new(seed);
+        for dim in [64, 100, 384] {
+            let rot = rotation(dim, seed);
+            let words = words(dim);
+            let mut c = unit(&mut rng, dim);
+            // A centroid is the mean of unit rows: shorter than one.
+            for x in &mut c {
+                *x *= 0.7;
+            }
+            let mut rc = vec![0.0; dim];
+            rotate(&rot, &c, &mut rc);
+            let (mut outside, mut pairs, mut bias, mut width) = (0usize, 0usize, 0.0f64, 0.0f64);
+            for _ in 0..40 {
+                let q = unit(&mut rng, dim);
+                let mut rq = vec![0.0; dim];
+                rotate(&rot, &q, &mut rq);
+                let lq = ListQuery::new(&rq, &rc, scalar::dot_f32(&c, &q) as f32);
+                for _ in 0..50 {
+                    // Rows near the centroid, as a list holds them.
+                    let mut v: Vec<f32> = c.iter().map(|x| x + 0.05 * rng.gaussian()).collect();
+                    crate::synthetic::normalize(&mut v);
+                    let mut bits = vec![0u64; words];
+                    let mut rv = vec![0.0; dim];
+                    rotate(&rot, &v, &mut rv);
+                    let f = encode_row(&v, &c, &rv, &rc, &mut bits);
+                    let mut dot = 0u32;
+                    for (j, plane) in lq.planes.chunks_exact(words).enumerate() {
+                        for (b, p) in bits.iter().zip(plane) {
+                            dot += (b & p).count_ones() << j;
+                        }
+                    }
+                    let est = lq.estimate(&f, dot);
+                    let exact = scalar::dot_f32(&v, &q) as f32;
+                    let bound = lq.bound(&f);
+                    pairs += 1;
+                    outside += usize::from((est - exact).abs() > bound);
+                    bias += f64::from(est - exact);
+                    width += f64::from(bound);
+                }
+            }
+            let bias = bias / pairs as f64;
+            let width = width / pairs as f64;
+            eprintln!("dim {dim}: {outside} of {pairs} outside, bias {bias:.5}, bound {width:.4}");
+            // EPSILON = 1.9 standard errors: about 5.7 % outside either side for a normal error.
+            assert!(
+                outside * 100 <= pairs * 6,
+                "dim {dim}: {outside} of {pairs} outside"
+            );
+            assert!(bias.abs() < 0.01, "dim {dim}: bias {bias}");
+            assert!(width < 0.25, "dim {dim}: mean bound {width}");
+        }
+    }
+
+    #[test]
+    fn a_row_at_its_centroid_scores_exactly() {
+        let dim = 64;
+        let rot = rotation(dim, 2);
+        let mut rng = SeededRng::new(2);
+        let c = unit(&mut rng, dim);
+        let mut rc = vec![0.0; dim];
+        rotate(&rot, &c, &mut rc);
+        let mut bits = vec![7u64; 1];
+        let f = encode_row(&c, &c, &rc, &rc, &mut bits);
+        assert_eq!(bits, [0]);
+        let q = unit(&mut rng, dim);
+        let mut rq = vec![0.0; dim];
+        rotate(&rot, &q, &mut rq);
+        let cq = scalar::dot_f32(&c, &q) as f32;
+        let lq = ListQuery::new(&rq, &rc, cq);
+        assert!((lq.estimate(&f, 0) - cq).abs() < 1e-5);
+        assert_eq!(lq.bound(&f), 0.0);
+        assert!(f.is_valid(dim));
+    }
+}
