@@ -1,14 +1,18 @@
 """The peers' half of the IVF comparison on the real-text set (run by benches/ivf/run.sh).
 
-Loads the first N passages and Q queries that `realtext bench` used (target/real-text/*.f32),
+Loads the first N passages and Q queries that `realtext bench` used (the set's *.f32, in the directory run.sh passes),
 its exact top-10 ground truth (truth-N-Q.u64) and its results (amberdb-N.json), then builds
 and sweeps, on the same vectors in the same run:
   FAISS IndexIVFFlat and IndexIVFScalarQuantizer (8-bit), inner product, amberdb's nlist;
+  FAISS IndexIVFRaBitQ (1-bit codes, its default 4-bit queries) alone and inside
+  IndexRefineFlat (k_factor 8: the best 80 by the codes re-ranked exactly), same nlist;
   hnswlib and usearch HNSW, M = 16, efConstruction = 128, inner product;
 timing the build on 2 threads and the search at 1 and 2 threads (all queries in one batch, the
 library spreading them over its threads, as amberdb's bench spreads them over its pool; the
 median of three passes, as amberdb's).
-Writes peers-N.json and prints the combined table.
+Writes peers-N.json after each peer and prints the combined table. The file is its ledger:
+a run resumes from it, skipping the peers it already holds (1M takes ~50 minutes of builds;
+delete the file to measure them all again).
 
 Usage: python peers.py <dir> <N> [Q]
 """
@@ -39,7 +43,20 @@ def main():
     truth = truth.astype(np.int64) - 1  # amberdb's keys are rows + 1
     ours = json.load(open(os.path.join(d, f"amberdb-{n}.json")))
     nlist = ours["nlist"]
+    out_path = os.path.join(d, f"peers-{n}.json")
     rows, builds = [], []
+    if os.path.exists(out_path):
+        done = json.load(open(out_path))
+        if (done.get("queries"), done.get("nlist")) == (q, nlist):
+            rows, builds = done["results"], done["builds"]
+            print(f"resuming: {', '.join(b['name'] for b in builds)} already measured", flush=True)
+
+    def have(name):
+        return any(b["name"] == name for b in builds)
+
+    def save():
+        out = {"rows": n, "queries": q, "nlist": nlist, "results": rows, "builds": builds}
+        json.dump(out, open(out_path, "w"), indent=1)
 
     def sweep(name, params, search, threads_setter):
         for threads in (1, 2):
@@ -69,6 +86,8 @@ def main():
                                                      faiss.ScalarQuantizer.QT_8bit,
                                                      faiss.METRIC_INNER_PRODUCT)),
     ]:
+        if have(name):
+            continue
         faiss.omp_set_num_threads(2)
         quant = faiss.IndexFlatIP(DIM)
         index = make(quant)
@@ -85,8 +104,64 @@ def main():
             return index.search(xq, K)[1]
 
         sweep(name, [p for p in nprobes if p <= nlist], search, faiss.omp_set_num_threads)
+        save()
         del index, quant
 
+    for refine in (False, True):
+        name = f"FAISS {faiss.__version__} IVF-RaBitQ" + (" + RefineFlat x8" if refine else "")
+        if have(name):
+            continue
+        faiss.omp_set_num_threads(2)
+        quant = faiss.IndexFlatIP(DIM)
+        base = faiss.IndexIVFRaBitQ(quant, DIM, nlist, faiss.METRIC_INNER_PRODUCT)
+        index = faiss.IndexRefineFlat(base) if refine else base
+        if refine:
+            index.k_factor = 8
+        start = time.perf_counter()
+        index.train(xb)
+        index.add(xb)
+        build = time.perf_counter() - start
+        size = len(faiss.serialize_index(index))
+        builds.append({"name": name, "build_seconds": build, "index_bytes": size})
+        print(f"{name}: build {build:.1f} s (2 threads), {size / 1e6:.1f} MB", flush=True)
+
+        def search(p, index=index, base=base):
+            base.nprobe = p
+            return index.search(xq, K)[1]
+
+        sweep(name, [p for p in nprobes if p <= nlist], search, faiss.omp_set_num_threads)
+        save()
+        del index, base, quant
+
+    threads = {"n": 1}
+    efs = [10, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512]
+    if not have("hnswlib 0.8.0 HNSW"):
+        hnsw(xb, xq, n, builds, sweep, threads, efs)
+        save()
+
+    import usearch
+    from usearch.index import Index
+
+    name = f"usearch {usearch.__version__} HNSW"
+    if not have(name):
+        index = Index(ndim=DIM, metric="ip", dtype="f32", connectivity=16, expansion_add=128)
+        start = time.perf_counter()
+        index.add(np.arange(n), xb, threads=2)
+        build = time.perf_counter() - start
+        size = len(index.save())
+        builds.append({"name": name, "build_seconds": build, "index_bytes": size})
+        print(f"usearch: build {build:.1f} s (2 threads), {size / 1e6:.1f} MB", flush=True)
+
+        def us_search(ef):
+            index.expansion_search = ef
+            return index.search(xq, K, threads=threads["n"]).keys
+
+        sweep(name, efs, us_search, lambda t: threads.update(n=t))
+        save()
+    print(f"wrote {out_path}")
+
+
+def hnsw(xb, xq, n, builds, sweep, threads, efs):
     import hnswlib
 
     index = hnswlib.Index(space="ip", dim=DIM)
@@ -99,37 +174,12 @@ def main():
         size = os.path.getsize(f.name)
     builds.append({"name": "hnswlib 0.8.0 HNSW", "build_seconds": build, "index_bytes": size})
     print(f"hnswlib: build {build:.1f} s (2 threads), {size / 1e6:.1f} MB", flush=True)
-    threads = {"n": 1}
 
     def hnsw_search(ef):
         index.set_ef(ef)
         return index.knn_query(xq, k=K, num_threads=threads["n"])[0]
 
-    efs = [10, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512]
     sweep("hnswlib 0.8.0 HNSW", efs, hnsw_search, lambda t: threads.update(n=t))
-    del index
-
-    import usearch
-    from usearch.index import Index
-
-    index = Index(ndim=DIM, metric="ip", dtype="f32", connectivity=16, expansion_add=128)
-    start = time.perf_counter()
-    index.add(np.arange(n), xb, threads=2)
-    build = time.perf_counter() - start
-    size = len(index.save())
-    name = f"usearch {usearch.__version__} HNSW"
-    builds.append({"name": name, "build_seconds": build, "index_bytes": size})
-    print(f"usearch: build {build:.1f} s (2 threads), {size / 1e6:.1f} MB", flush=True)
-
-    def us_search(ef):
-        index.expansion_search = ef
-        return index.search(xq, K, threads=threads["n"]).keys
-
-    sweep(name, efs, us_search, lambda t: threads.update(n=t))
-
-    out = {"rows": n, "queries": q, "nlist": nlist, "results": rows, "builds": builds}
-    json.dump(out, open(os.path.join(d, f"peers-{n}.json"), "w"), indent=1)
-    print(f"wrote {os.path.join(d, f'peers-{n}.json')}")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 //! The real-text side of docs/ivf.md ("Measured on real text"), on the set `scripts/real-text`
-//! builds under target/real-text/.
+//! builds in `$AMBERDB_REAL_TEXT_DIR` (default `~/.cache/amberdb/real-text`), or the DIR given.
 //!
 //! ```text
 //! realtext embed DIR          embed passages.tsv and queries.tsv with our MiniLM into
@@ -23,7 +23,7 @@
 //!                             profiling and for before/after figures of a change to the probe
 //! ```
 //!
-//! Usage: `cargo run --release -p amberdb-benches --bin realtext -- bench target/real-text 100000`
+//! Usage: `cargo run --release -p amberdb-benches --bin realtext -- bench ~/.cache/amberdb/real-text 100000`
 
 #![expect(clippy::print_stdout, reason = "a bench tool reports on stdout")]
 
@@ -42,7 +42,7 @@ const K: usize = 10;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let dir = PathBuf::from(args.get(2).map_or("target/real-text", String::as_str));
+    let dir = args.get(2).map_or_else(default_dir, PathBuf::from);
     match args.get(1).map(String::as_str) {
         Some("embed") => {
             embed(&dir.join("queries.tsv"), &dir.join("queries.f32"))?;
@@ -140,6 +140,19 @@ fn read_rows(path: &Path, n: usize) -> anyhow::Result<Vec<f32>> {
         .collect())
 }
 
+/// Where `scripts/real-text` keeps the set: `$AMBERDB_REAL_TEXT_DIR`, else
+/// `~/.cache/amberdb/real-text`.
+fn default_dir() -> PathBuf {
+    std::env::var_os("AMBERDB_REAL_TEXT_DIR").map_or_else(
+        || {
+            std::env::var_os("HOME")
+                .map_or_else(|| PathBuf::from("."), PathBuf::from)
+                .join(".cache/amberdb/real-text")
+        },
+        PathBuf::from,
+    )
+}
+
 fn pool(threads: usize) -> rayon::ThreadPool {
     rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
@@ -195,6 +208,21 @@ fn probe_at(
     run(threads, queries, truth, &|v| {
         keys_of(ivf.search(v, &p).unwrap_or_default())
     })
+}
+
+/// What the last `run` of an IVF probe read a query, from the scan's counts: the rows through
+/// their codes (1-bit: 48 bytes and 16 of factors; i8: 384 and a scale), the rows scored
+/// exactly (1,536 bytes of f32), and the centroids' i8 codes every query ranks the lists by.
+/// Returns (rows by code, rows scored exactly, bytes).
+fn read_per_query(queries: usize, nlist: usize) -> (f64, f64, f64) {
+    let c = Collection::scan_counts();
+    let per = |x: u64| x as f64 / (3 * queries) as f64;
+    let rows = per(c.bits_rows + c.i8_rows);
+    let bytes = per(c.bits_rows) * 64.0
+        + per(c.i8_rows) * (DIM as f64 + 4.0)
+        + per(c.rescored) * 4.0 * DIM as f64
+        + (nlist * (DIM + 4)) as f64;
+    (rows, per(c.rescored), bytes)
 }
 
 /// Exact top-10 of every query (cached in truth-N-Q.u64).
@@ -343,17 +371,39 @@ fn bench(dir: &Path, n: usize, q: usize) -> anyhow::Result<()> {
     println!("| index | parameter | threads | queries/s | recall@10 |\n|---|---|---|---|---|");
     // The segment's 1-bit codes (the default since version 3), then its i8 codes as every
     // search read them before: the same lists, the same data, the same run.
+    let mut read = Vec::new();
     for (name, bits) in [("amberdb IVF", true), ("amberdb IVF, i8 codes", false)] {
         ivf.use_bit_codes(bits);
         for threads in [1, 2] {
             for &nprobe in &nprobes {
+                let _ = Collection::scan_counts();
                 let (qps, r) = probe_at(&ivf, threads, nprobe, &queries, &truth);
+                let (rows, exact, bytes) = read_per_query(q, built.nlist);
                 line(name, format!("nprobe={nprobe}"), threads, qps, r);
+                if threads == 1 {
+                    read.push(serde_json::json!({
+                        "name": name, "nprobe": nprobe, "rows": rows, "rescored": exact,
+                        "bytes": bytes,
+                    }));
+                }
                 if r >= 0.995 {
                     break;
                 }
             }
         }
+    }
+    println!(
+        "\n| index | nprobe | rows read a query | scored exactly | bytes read a query |\n|---|---|---|---|---|"
+    );
+    for r in &read {
+        println!(
+            "| {} | {} | {:.0} | {:.0} | {:.2} MB |",
+            r["name"].as_str().unwrap_or(""),
+            r["nprobe"],
+            r["rows"].as_f64().unwrap_or(0.0),
+            r["rescored"].as_f64().unwrap_or(0.0),
+            r["bytes"].as_f64().unwrap_or(0.0) / 1e6
+        );
     }
     ivf.use_bit_codes(true);
     let filtered = filtered_table(&flat, &ivf, &queries[..q.min(200) * DIM], n);
@@ -361,7 +411,8 @@ fn bench(dir: &Path, n: usize, q: usize) -> anyhow::Result<()> {
         "rows": n, "queries": q, "nlist": built.nlist, "nprobe": built.nprobe,
         "built_recall": built.built_recall, "curve": built.curve,
         "build_seconds": build_secs, "kmeans_seconds": kmeans_secs, "open_seconds": open_secs, "index_bytes": file_bytes,
-        "results": results, "filtered": filtered,
+        "results": results, "filtered": filtered, "read_per_query": read,
+        "bit_kernel": amberdb_index::kernels::bit_backend(), "scan_kernels": amberdb_index::kernels::backend(),
     });
     let path = dir.join(format!("amberdb-{n}.json"));
     std::fs::write(&path, serde_json::to_string_pretty(&out)?)?;

@@ -22,5 +22,5 @@ mod search;
 
 pub use params::{KeyFilter, Probe, RANGE_SLACK, Scan, SearchParams};
 pub use rows::{Collection, GrowingRows, validate_vector};
-pub use search::RangeQuery;
 pub(crate) use search::centroid_scores;
+pub use search::{RangeQuery, ScanCounts};

@@ -6,6 +6,7 @@ mod probe;
 mod scan;
 
 pub(crate) use probe::centroid_scores;
+pub use scan::ScanCounts;
 
 use super::params::{Probe, Scan, SearchParams};
 use super::rows::{Collection, Source, validate_vector};
@@ -255,6 +256,14 @@ impl Collection {
             .zip(queries)
             .map(|(state, q)| self.rerank(q.vector, state.approx, state.exact, p.min_score))
             .collect())
+    }
+
+    /// The rows this process's top-k scans have read since the last call, by code, and how
+    /// many the 1-bit scan scored exactly: the benches' bytes a query reads. Process-wide (every
+    /// collection, every thread), counted once a chunk.
+    #[must_use]
+    pub fn scan_counts() -> ScanCounts {
+        scan::SCANNED.take()
     }
 
     /// The `k` nearest live rows to `query` that pass the filter, best first.

@@ -9,7 +9,7 @@ use crate::kernels::{bit_dots, each_dot_f32, each_dot_i8};
 use crate::quantize;
 use crate::segment::{BitCodes, IvfSegment, Sealed};
 use crate::topk::{Neighbour, TopK};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// The rows of one chunk: keys, f32 vectors, and i8 codes with scales when it has them (the
 /// growing rows always do; a sealed flat segment when written with them).
@@ -397,6 +397,9 @@ impl Collection {
         };
         let mut scan = CodeScan::new(self, c, keys, scales, qcodes, p.filter, None, count_to);
         each_dot_i8(&qcodes.codes, codes, |row, dot| scan.row(row, dot, approx));
+        SCANNED
+            .i8_rows
+            .fetch_add(keys.len() as u64, Ordering::Relaxed);
         scan.tally
     }
 
@@ -437,10 +440,13 @@ impl Collection {
             Tally::default()
         };
         let words = codes.words;
+        let mut rescored = 0u64;
         let mut dots = [0u32; BLOCK_ROWS];
+        let mut upper = [0.0f32; BLOCK_ROWS];
         let mut block = c.start / BLOCK_ROWS;
         while block * BLOCK_ROWS < c.end {
             let first = block * BLOCK_ROWS;
+            let rows = first.max(c.start)..(first + BLOCK_ROWS).min(c.end);
             let at = first * words;
             bit_dots(
                 codes.codes.get(at..at + words * BLOCK_ROWS).unwrap_or(&[]),
@@ -448,25 +454,53 @@ impl Collection {
                 words,
                 &mut dots,
             );
-            for row in first.max(c.start)..(first + BLOCK_ROWS).min(c.end) {
-                let Some(&key) = keys.get(row) else { continue };
-                // Known for the rows counted; evaluated lazily for the rest.
-                let mut passes = None;
-                if !unfiltered && tally.accepted < count_to {
-                    let ok = self.accepts(key, p.filter);
+            // Rows the probe counts are passed to the filter first, while too few have
+            // passed (bit `i` of `known`: row `first + i` was; of `passed`: it passed).
+            let (mut known, mut passed) = (0u32, 0u32);
+            if !unfiltered {
+                for row in rows.clone() {
+                    if tally.accepted >= count_to {
+                        break;
+                    }
+                    let ok = keys.get(row).is_some_and(|&k| self.accepts(k, p.filter));
                     tally.accepted += usize::from(ok);
                     tally.examined += 1;
-                    passes = Some(ok);
+                    known |= 1 << (row - first);
+                    passed |= u32::from(ok) << (row - first);
                 }
-                let factors = Factors::of_row(codes.factors, row);
-                let dot = dots.get(row - first).copied().unwrap_or(0);
-                let upper = lq.estimate(&factors, dot) + lq.bound(&factors);
-                if upper < exact.threshold().max(p.min_score).max(floor.get())
-                    || !passes.unwrap_or_else(|| self.accepts(key, p.filter))
-                {
+            }
+            // Every row's upper bound, in one tight pass.
+            let factors = codes
+                .factors
+                .get(rows.start * Factors::WIDTH..rows.end * Factors::WIDTH)
+                .unwrap_or(&[]);
+            let lane = rows.start - first;
+            for ((u, d), f) in upper
+                .iter_mut()
+                .skip(lane)
+                .zip(dots.iter().skip(lane))
+                .zip(factors.chunks_exact(Factors::WIDTH))
+            {
+                let f = Factors::of_row(f, 0);
+                *u = lq.estimate(&f, *d) + lq.bound(&f);
+            }
+            let mut floor_now = exact.threshold().max(p.min_score).max(floor.get());
+            for row in rows {
+                let i = row - first;
+                if upper.get(i).is_none_or(|&u| u < floor_now) {
+                    continue;
+                }
+                let Some(&key) = keys.get(row) else { continue };
+                let ok = if known >> i & 1 == 1 {
+                    passed >> i & 1 == 1
+                } else {
+                    self.accepts(key, p.filter)
+                };
+                if !ok {
                     continue;
                 }
                 if let Some(v) = vectors.get(row * dim..(row + 1) * dim) {
+                    rescored += 1;
                     each_dot_f32(query, v, |_, score| {
                         if score >= p.min_score {
                             exact.push(Neighbour { key, score });
@@ -474,9 +508,48 @@ impl Collection {
                         }
                     });
                 }
+                floor_now = exact.threshold().max(p.min_score).max(floor.get());
             }
             block += 1;
         }
+        SCANNED.bits_rows.fetch_add(rows as u64, Ordering::Relaxed);
+        SCANNED.rescored.fetch_add(rescored, Ordering::Relaxed);
         tally
+    }
+}
+
+/// Rows the top-k scans of this process have read, by code, and how many rows the bit scan
+/// scored exactly (`Collection::scan_counts`): what the benches report as the bytes a query
+/// reads. Counted once a chunk, so they cost nothing a row.
+pub(super) struct Scanned {
+    bits_rows: AtomicU64,
+    i8_rows: AtomicU64,
+    rescored: AtomicU64,
+}
+
+pub(super) static SCANNED: Scanned = Scanned {
+    bits_rows: AtomicU64::new(0),
+    i8_rows: AtomicU64::new(0),
+    rescored: AtomicU64::new(0),
+};
+
+/// What `Collection::scan_counts` reports, since the last reset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ScanCounts {
+    /// Rows read through their 1-bit codes (IVF segments of version 3).
+    pub bits_rows: u64,
+    /// Rows read through their i8 codes.
+    pub i8_rows: u64,
+    /// Rows of the bit scan scored exactly from their f32 vectors.
+    pub rescored: u64,
+}
+
+impl Scanned {
+    pub(super) fn take(&self) -> ScanCounts {
+        ScanCounts {
+            bits_rows: self.bits_rows.swap(0, Ordering::Relaxed),
+            i8_rows: self.i8_rows.swap(0, Ordering::Relaxed),
+            rescored: self.rescored.swap(0, Ordering::Relaxed),
+        }
     }
 }
