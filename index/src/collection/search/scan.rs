@@ -171,6 +171,24 @@ impl QueryCodes {
     }
 }
 
+/// How a one-query scan reads a chunk (`Collection::read_as`).
+enum ReadAs<'a> {
+    /// A list of an IVF segment with 1-bit codes, and the query rotated by its segment.
+    Bits {
+        list: (usize, &'a IvfSegment, BitCodes<'a>),
+        rotated: &'a [f32],
+    },
+    /// Rows with i8 codes: the growing rows, a flat segment written with them, a list of an
+    /// older IVF segment (or any list for a range query).
+    I8 {
+        keys: &'a [u64],
+        codes: &'a [i8],
+        scales: &'a [f32],
+    },
+    /// A flat segment written without codes: scored exactly.
+    F32,
+}
+
 /// What a scan of one chunk tells the probe of its segment (`Collection::scan_i8_into`).
 #[derive(Debug, Default, Clone, Copy)]
 pub(super) struct Tally {
@@ -366,11 +384,35 @@ impl Collection {
         top
     }
 
-    /// Scans one chunk into the collectors: its i8 codes into `approx` when it has them, else
-    /// its f32 rows into `exact`. Returns what the probe of an IVF segment decides on: how many
-    /// of its rows pass the filter and the tombstones, counted up to `count_to`, how many rows
-    /// that count looked at (it goes on while it has found too few, and estimates the filter's
-    /// selectivity from the two), and how many that pass score at or near `min_score`.
+    /// How a one-query scan reads chunk `c`: every kind of rows it can meet, so a new code is
+    /// a new arm here and in `scan_i8_into`, matched exhaustively.
+    fn read_as<'a>(&'a self, c: Chunk, qcodes: &'a QueryCodes) -> ReadAs<'a> {
+        if let (Source::Sealed(s), Some(list)) = (c.source, c.list)
+            && let Some(rotated) = qcodes.rotated.get(s).filter(|r| !r.is_empty())
+            && let Some(ivf) = self.sealed.get(s).and_then(Sealed::as_ivf)
+            && let Some(codes) = ivf.bit_codes()
+        {
+            return ReadAs::Bits {
+                list: (list as usize, ivf, codes),
+                rotated,
+            };
+        }
+        match self.chunk_rows(c) {
+            (keys, _, Some((codes, scales))) => ReadAs::I8 {
+                keys,
+                codes,
+                scales,
+            },
+            (_, _, None) => ReadAs::F32,
+        }
+    }
+
+    /// Scans one chunk into the collectors (`read_as`): a list with 1-bit codes straight into
+    /// `exact` (`scan_bits_into`), i8 codes into `approx`, f32 rows without codes into `exact`.
+    /// Returns what the probe of an IVF segment decides on: how many of its rows pass the
+    /// filter and the tombstones, counted up to `count_to`, how many rows that count looked at
+    /// (it goes on while it has found too few, and estimates the filter's selectivity from the
+    /// two), and how many that pass score at or near `min_score`.
     pub(super) fn scan_i8_into(
         &self,
         c: Chunk,
@@ -380,27 +422,30 @@ impl Collection {
         p: &SearchParams<'_>,
         (approx, exact): (&mut TopK, &mut TopK),
     ) -> Tally {
-        if let (Source::Sealed(s), Some(list)) = (c.source, c.list)
-            && let Some(rotated) = qcodes.rotated.get(s).filter(|r| !r.is_empty())
-            && let Some(ivf) = self.sealed.get(s).and_then(Sealed::as_ivf)
-            && let Some(codes) = ivf.bit_codes()
-        {
-            let list = (list as usize, ivf, codes);
-            let query = (query, rotated.as_slice(), &qcodes.floor);
-            return self.scan_bits_into(c, list, query, count_to, p, exact);
+        match self.read_as(c, qcodes) {
+            ReadAs::Bits { list, rotated } => {
+                let query = (query, rotated, &qcodes.floor);
+                self.scan_bits_into(c, list, query, count_to, p, exact)
+            }
+            ReadAs::I8 {
+                keys,
+                codes,
+                scales,
+            } => {
+                let mut scan =
+                    CodeScan::new(self, c, keys, scales, qcodes, p.filter, None, count_to);
+                each_dot_i8(&qcodes.codes, codes, |row, dot| scan.row(row, dot, approx));
+                SCANNED
+                    .i8_rows
+                    .fetch_add(keys.len() as u64, Ordering::Relaxed);
+                scan.tally
+            }
+            ReadAs::F32 => {
+                let found = self.scan_f32(c, query, p);
+                *exact = std::mem::replace(exact, TopK::new(0)).merge(found);
+                Tally::default()
+            }
         }
-        let (keys, _, codes) = self.chunk_rows(c);
-        let Some((codes, scales)) = codes else {
-            let found = self.scan_f32(c, query, p);
-            *exact = std::mem::replace(exact, TopK::new(0)).merge(found);
-            return Tally::default();
-        };
-        let mut scan = CodeScan::new(self, c, keys, scales, qcodes, p.filter, None, count_to);
-        each_dot_i8(&qcodes.codes, codes, |row, dot| scan.row(row, dot, approx));
-        SCANNED
-            .i8_rows
-            .fetch_add(keys.len() as u64, Ordering::Relaxed);
-        scan.tally
     }
 
     /// Scans one chunk of list `list` of an IVF segment with 1-bit codes (`docs/ivf.md`,
