@@ -262,31 +262,21 @@ impl ListQuery {
             0.0
         };
         let inverse = if step > 0.0 { 1.0 / step } else { 0.0 };
-        let mut planes = vec![0u64; QUERY_BITS * words];
-        let mut levels = 0u32;
-        let mut at = residual();
-        for w in 0..words {
-            let mut word = [0u64; QUERY_BITS];
-            for (bit, x) in at.by_ref().take(64).enumerate() {
-                // Rounded to the nearest level: the cast truncates a non-negative value, and
-                // saturates anything out of range.
-                #[expect(
-                    clippy::cast_possible_truncation,
-                    clippy::cast_sign_loss,
-                    reason = "a level in 0..=15"
-                )]
-                let level = (((x - low) * inverse + 0.5) as u32).min(15);
-                levels += level;
-                for (j, plane) in word.iter_mut().enumerate() {
-                    *plane |= u64::from(level >> j & 1) << bit;
-                }
-            }
-            for (j, plane) in word.into_iter().enumerate() {
-                if let Some(p) = planes.get_mut(j * words + w) {
-                    *p = plane;
-                }
-            }
+        // Each value's level, rounded to the nearest (the cast truncates a non-negative value
+        // and saturates anything out of range); zeros past `dim`.
+        let mut level_of = vec![0u8; words * 64];
+        for (l, x) in level_of.iter_mut().zip(residual()) {
+            #[expect(
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                reason = "a level in 0..=15"
+            )]
+            let level = ((x - low) * inverse + 0.5) as u8;
+            *l = level.min(15);
         }
+        let levels: u32 = level_of.iter().map(|&l| u32::from(l)).sum();
+        let mut planes = vec![0u64; QUERY_BITS * words];
+        crate::kernels::bit_planes(&level_of, words, &mut planes);
         #[expect(clippy::cast_precision_loss, reason = "a dimension and a small sum")]
         let (dim_f, levels) = (dim as f32, levels as f32);
         ListQuery {

@@ -140,6 +140,20 @@ fn read_rows(path: &Path, n: usize) -> anyhow::Result<Vec<f32>> {
         .collect())
 }
 
+/// `AMBERDB_IVF_NLIST`: a list count for the benches' builds instead of `nlist_for` the rows
+/// (to measure the trade between ranking lists and scanning them; not a product setting).
+fn nlist_override() -> Option<usize> {
+    std::env::var("AMBERDB_IVF_NLIST").ok()?.parse().ok()
+}
+
+/// Lists of the collection's one IVF segment.
+fn ivf_nlist(c: &Collection) -> usize {
+    c.sealed()
+        .iter()
+        .find_map(|s| s.as_ivf().map(IvfSegment::nlist))
+        .unwrap_or(0)
+}
+
 /// Where `scripts/real-text` keeps the set: `$AMBERDB_REAL_TEXT_DIR`, else
 /// `~/.cache/amberdb/real-text`.
 fn default_dir() -> PathBuf {
@@ -328,7 +342,7 @@ fn bench(dir: &Path, n: usize, q: usize) -> anyhow::Result<()> {
     // The IVF build, on both threads (its k-means alone first, to say where the time goes).
     let keys: Vec<u64> = (1..=n as u64).collect();
     let start = Instant::now();
-    let nlist = amberdb_index::ivf::nlist_for(n);
+    let nlist = nlist_override().unwrap_or_else(|| amberdb_index::ivf::nlist_for(n));
     pool(2).install(|| {
         amberdb_index::kmeans::train(
             &rows,
@@ -339,7 +353,11 @@ fn bench(dir: &Path, n: usize, q: usize) -> anyhow::Result<()> {
     let kmeans_secs = start.elapsed().as_secs_f64();
     println!("\nk-means alone: {kmeans_secs:.1} s (2 threads, {nlist} lists)");
     let start = Instant::now();
-    let built = pool(2).install(|| build(&keys, &rows, DIM, &IvfParams::new(7)))?;
+    let params = IvfParams {
+        nlist: nlist_override(),
+        ..IvfParams::new(7)
+    };
+    let built = pool(2).install(|| build(&keys, &rows, DIM, &params))?;
     let build_secs = start.elapsed().as_secs_f64();
     let file_bytes = built.bytes.len();
     println!(
@@ -493,7 +511,12 @@ fn filtered_table(
 /// in `DIR/ivf-N.seg`.
 fn probe(dir: &Path, n: usize, q: usize, nprobes: &[u32]) -> anyhow::Result<()> {
     let queries = read_rows(&dir.join("queries.f32"), q)?;
-    let path = dir.join(format!("ivf-{n}.seg"));
+    let nlist = nlist_override();
+    let path = dir.join(format!(
+        "ivf-{n}-v{}{}.seg",
+        amberdb_index::segment::ivf::VERSION,
+        nlist.map_or(String::new(), |l| format!("-nlist{l}"))
+    ));
     let opened = std::fs::read(&path)
         .ok()
         .and_then(|bytes| IvfSegment::open("ivf", SealedBytes::copy_from(&bytes)).ok());
@@ -509,7 +532,11 @@ fn probe(dir: &Path, n: usize, q: usize, nprobes: &[u32]) -> anyhow::Result<()> 
     } else {
         let keys: Vec<u64> = (1..=n as u64).collect();
         let start = Instant::now();
-        let built = pool(2).install(|| build(&keys, &rows, DIM, &IvfParams::new(7)))?;
+        let params = IvfParams {
+            nlist,
+            ..IvfParams::new(7)
+        };
+        let built = pool(2).install(|| build(&keys, &rows, DIM, &params))?;
         println!(
             "IVF build: {:.1} s, written to {}",
             start.elapsed().as_secs_f64(),
@@ -531,15 +558,27 @@ fn probe(dir: &Path, n: usize, q: usize, nprobes: &[u32]) -> anyhow::Result<()> 
     };
     let mut ivf = Collection::new(DIM);
     ivf.push_sealed(seg)?;
+    let nlist = ivf_nlist(&ivf);
     println!(
-        "{n} rows, built nprobe {built}; kernels: {}",
-        amberdb_index::kernels::backend()
+        "{n} rows, {nlist} lists, built nprobe {built}; kernels: {}, bits {}",
+        amberdb_index::kernels::backend(),
+        amberdb_index::kernels::bit_backend()
     );
-    println!("| nprobe | threads | queries/s | recall@10 |\n|---|---|---|---|");
-    for threads in [1, 2] {
-        for &nprobe in &nprobes {
-            let (qps, r) = probe_at(&ivf, threads, nprobe, &queries, &truth);
-            println!("| {nprobe} | {threads} | {qps:.0} | {r:.3} |");
+    println!(
+        "| codes | nprobe | threads | queries/s | recall@10 | rows read | scored exactly | MB read |\n|---|---|---|---|---|---|---|---|"
+    );
+    for (name, bits) in [("1-bit", true), ("i8", false)] {
+        ivf.use_bit_codes(bits);
+        for threads in [1, 2] {
+            for &nprobe in &nprobes {
+                let _ = Collection::scan_counts();
+                let (qps, r) = probe_at(&ivf, threads, nprobe, &queries, &truth);
+                let (rows, exact, bytes) = read_per_query(q, nlist);
+                println!(
+                    "| {name} | {nprobe} | {threads} | {qps:.0} | {r:.3} | {rows:.0} | {exact:.0} | {:.2} |",
+                    bytes / 1e6
+                );
+            }
         }
     }
     Ok(())

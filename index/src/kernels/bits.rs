@@ -73,6 +73,38 @@ pub fn bit_dots(block: &[u64], planes: &[u64], words: usize, out: &mut [u32; BLO
     bit_dots_scalar(block, planes, words, out);
 }
 
+/// The plain loop [`bit_planes`] is checked against: plane `j` of word `w` holds bit `j` of
+/// levels `64·w .. 64·w + 64` (`levels` is `64 × words` long; a shorter one counts as zeros).
+pub fn bit_planes_scalar(levels: &[u8], words: usize, planes: &mut [u64]) {
+    planes.fill(0);
+    for w in 0..words {
+        for b in 0..64 {
+            let level = levels.get(w * 64 + b).copied().unwrap_or(0);
+            for j in 0..QUERY_BITS {
+                if let Some(p) = planes.get_mut(j * words + w) {
+                    *p |= u64::from(level >> j & 1) << b;
+                }
+            }
+        }
+    }
+}
+
+/// A query's levels (0..=15 each, `64 × words` of them) as `QUERY_BITS` bit planes of
+/// `words` u64 each, with AVX2's `vpmovmskb` (32 levels a plane an instruction) where the CPU
+/// has it: a probe builds these once a list.
+pub fn bit_planes(levels: &[u8], words: usize, planes: &mut [u64]) {
+    #[cfg(target_arch = "x86_64")]
+    if super::x86::cpu().avx2 && levels.len() == words * 64 && planes.len() == QUERY_BITS * words {
+        #[expect(unsafe_code, reason = "calling a target_feature function")]
+        // SAFETY: `cpu()` confirmed AVX2.
+        unsafe {
+            avx2::bit_planes(levels, words, planes);
+        }
+        return;
+    }
+    bit_planes_scalar(levels, words, planes);
+}
+
 /// Which path `bit_dots` takes here, for benchmark reports.
 #[must_use]
 pub fn bit_backend() -> &'static str {
@@ -161,11 +193,51 @@ mod avx512 {
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::BLOCK_ROWS;
+    use super::QUERY_BITS;
     use std::arch::x86_64::{
         __m256i, _mm256_add_epi8, _mm256_add_epi64, _mm256_and_si256, _mm256_loadu_si256,
-        _mm256_sad_epu8, _mm256_set1_epi8, _mm256_set1_epi64x, _mm256_setr_epi8,
-        _mm256_setzero_si256, _mm256_shuffle_epi8, _mm256_srli_epi16, _mm256_storeu_si256,
+        _mm256_movemask_epi8, _mm256_sad_epu8, _mm256_set1_epi8, _mm256_set1_epi64x,
+        _mm256_setr_epi8, _mm256_setzero_si256, _mm256_shuffle_epi8, _mm256_slli_epi16,
+        _mm256_srli_epi16, _mm256_storeu_si256,
     };
+
+    /// 32 levels at a time: shifted so bit `j` of each byte is its top bit, then gathered.
+    /// (A 16-bit shift carries a low byte's bits into the high byte's low bits only, never
+    /// into its top bit, for shifts below 8.)
+    #[target_feature(enable = "avx2")]
+    pub(super) fn bit_planes(levels: &[u8], words: usize, planes: &mut [u64]) {
+        for w in 0..words {
+            let mut word = [0u64; QUERY_BITS];
+            for half in 0..2 {
+                let at = w * 64 + half * 32;
+                let Some(chunk) = levels
+                    .get(at..at + 32)
+                    .and_then(|c| <&[u8; 32]>::try_from(c).ok())
+                else {
+                    continue;
+                };
+                #[expect(unsafe_code, reason = "unaligned vector load")]
+                // SAFETY: `chunk` is 32 readable bytes; loadu has no alignment requirement.
+                let v = unsafe { _mm256_loadu_si256(chunk.as_ptr().cast()) };
+                let masks = [
+                    _mm256_movemask_epi8(_mm256_slli_epi16::<7>(v)),
+                    _mm256_movemask_epi8(_mm256_slli_epi16::<6>(v)),
+                    _mm256_movemask_epi8(_mm256_slli_epi16::<5>(v)),
+                    _mm256_movemask_epi8(_mm256_slli_epi16::<4>(v)),
+                ];
+                for (out, mask) in word.iter_mut().zip(masks) {
+                    #[expect(clippy::cast_sign_loss, reason = "a bit mask")]
+                    let mask = u64::from(mask as u32);
+                    *out |= mask << (32 * half);
+                }
+            }
+            for (j, plane) in word.into_iter().enumerate() {
+                if let Some(p) = planes.get_mut(j * words + w) {
+                    *p = plane;
+                }
+            }
+        }
+    }
 
     #[inline]
     #[target_feature(enable = "avx2")]
@@ -240,7 +312,7 @@ mod avx2 {
 
 #[cfg(test)]
 mod tests {
-    use super::{bit_backend, bit_dots, bit_dots_scalar};
+    use super::{bit_backend, bit_dots, bit_dots_scalar, bit_planes, bit_planes_scalar};
     use crate::bitcodes::{BLOCK_ROWS, QUERY_BITS};
     use crate::synthetic::{SeededRng, seed_from_env};
 
@@ -272,6 +344,32 @@ mod tests {
             let mut got = [7; BLOCK_ROWS];
             bit_dots(&[u64::MAX; 10], &[u64::MAX; 8], 2, &mut got);
             assert_eq!(got, [0; BLOCK_ROWS], "{name}");
+        });
+    }
+
+    #[test]
+    fn every_plane_builder_equals_the_plain_loop() {
+        let seed = seed_from_env("every_plane_builder_equals_the_plain_loop", 10);
+        eprintln!("seed {seed}");
+        let mut rng = SeededRng::new(seed);
+        super::super::x86::for_each_backend(|name| {
+            for words in 1..=8 {
+                let levels: Vec<u8> = (0..words * 64).map(|_| rng.below(16) as u8).collect();
+                let mut want = vec![0; QUERY_BITS * words];
+                let mut got = vec![7; QUERY_BITS * words];
+                bit_planes_scalar(&levels, words, &mut want);
+                bit_planes(&levels, words, &mut got);
+                assert_eq!(got, want, "{name}: {words} words");
+                // The planes weigh back to the levels.
+                for (i, &level) in levels.iter().enumerate() {
+                    let back: u8 = (0..QUERY_BITS)
+                        .map(|j| ((want[j * words + i / 64] >> (i % 64)) & 1) as u8)
+                        .enumerate()
+                        .map(|(j, bit)| bit << j)
+                        .sum();
+                    assert_eq!(back, level, "level {i}");
+                }
+            }
         });
     }
 

@@ -32,7 +32,7 @@ mod bits;
 pub mod scalar;
 mod x86;
 
-pub use bits::{bit_backend, bit_dots, bit_dots_scalar};
+pub use bits::{bit_backend, bit_dots, bit_dots_scalar, bit_planes, bit_planes_scalar};
 
 pub use x86::backend;
 pub(crate) use x86::{
