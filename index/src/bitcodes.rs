@@ -19,12 +19,16 @@
 
 use crate::synthetic::SeededRng;
 
-/// Rows of one block of codes: the bits of 32 rows, word by word (`words(dim) × 32` u64).
+/// Rows of one block of codes: the bits of 32 rows, byte by byte (`code_bytes(dim) × 32`
+/// bytes; row `r`'s byte `k` at `k · 32 + r`), so one 32-byte load holds the same byte of
+/// every row of the block, as the kernels' table lookups need.
 pub const BLOCK_ROWS: usize = 32;
 /// Standard errors the bound spans (the paper's choice, 1.9; measured in `docs/ivf.md`).
 pub const EPSILON: f32 = 1.9;
-/// Bits of the query's quantized rotated residual: `QUERY_BITS` bit planes.
+/// Bits of the query's quantized rotated residual: each dimension one of 16 levels.
 pub const QUERY_BITS: usize = 4;
+/// Entries of one nibble table (`ListQuery::tables`): one per value of 4 bits.
+pub const TABLE_LEN: usize = 16;
 /// Largest quantized value of the query, `2^QUERY_BITS − 1`.
 const QUERY_LEVELS: f32 = 15.0;
 /// `1 / √12`: the standard deviation of a rounding error, in steps.
@@ -36,10 +40,38 @@ pub fn words(dim: usize) -> usize {
     dim.div_ceil(64)
 }
 
-/// u64 words of a block of `BLOCK_ROWS` rows.
+/// Bytes of one row's bits (whole u64 words: `dim` rounded up to a multiple of 64, over 8).
 #[must_use]
-pub fn block_words(dim: usize) -> usize {
-    words(dim) * BLOCK_ROWS
+pub fn code_bytes(dim: usize) -> usize {
+    words(dim) * 8
+}
+
+/// Bytes of a block of `BLOCK_ROWS` rows' bits.
+#[must_use]
+pub fn block_bytes(dim: usize) -> usize {
+    code_bytes(dim) * BLOCK_ROWS
+}
+
+/// Puts one row's bits (`words(dim)` u64, as `encode_row` makes them) into lane `lane` of a
+/// block (`block_bytes(dim)` bytes): byte `k` of the row (bits `8k..8k + 8`, little-endian)
+/// at `k · 32 + lane`.
+pub fn put_row(block: &mut [u8], lane: usize, bits: &[u64]) {
+    for (k, byte) in bits.iter().flat_map(|w| w.to_le_bytes()).enumerate() {
+        if let Some(slot) = block.get_mut(k * BLOCK_ROWS + lane) {
+            *slot = byte;
+        }
+    }
+}
+
+/// Row `lane`'s bits in a block, as `put_row` took them.
+#[must_use]
+pub fn row_of(block: &[u8], lane: usize, words: usize) -> Vec<u64> {
+    (0..words)
+        .map(|w| {
+            let byte = |b: usize| block.get((w * 8 + b) * BLOCK_ROWS + lane).copied();
+            u64::from_le_bytes(std::array::from_fn(|b| byte(b).unwrap_or(0)))
+        })
+        .collect()
 }
 
 /// A row's stored factors, four f32 (`docs/format/segment-ivf.md`, version 3).
@@ -214,19 +246,14 @@ pub fn encode_row(
     }
 }
 
-/// Where row `row`'s word `word` lies in the bits block of a segment (`words` per row).
-#[must_use]
-pub fn bit_index(row: usize, word: usize, words: usize) -> usize {
-    (row / BLOCK_ROWS) * words * BLOCK_ROWS + word * BLOCK_ROWS + row % BLOCK_ROWS
-}
-
 /// A query prepared for one list: its residual against the list's centroid, rotated and
-/// quantized to `QUERY_BITS` bit planes, and the constants of the estimate.
+/// quantized to 16 levels a dimension, as nibble tables, and the constants of the estimate.
 #[derive(Debug, Clone)]
 pub struct ListQuery {
-    /// `QUERY_BITS` planes of `words` u64 each: plane `j` holds bit `j` of every quantized
-    /// value.
-    pub planes: Vec<u64>,
+    /// For each group of 4 dimensions (a nibble of a row's bits: dimensions `4m..4m + 4`),
+    /// `TABLE_LEN` bytes: entry `n` is the sum of the levels of the dimensions whose bit is
+    /// set in `n` (at most 60). `code_bytes(dim) × 2` tables.
+    pub tables: Vec<u8>,
     /// `⟨c, q⟩`.
     centroid_score: f32,
     /// The quantization: value `i` is `low + step · level_i`.
@@ -275,12 +302,25 @@ impl ListQuery {
             *l = level.min(15);
         }
         let levels: u32 = level_of.iter().map(|&l| u32::from(l)).sum();
-        let mut planes = vec![0u64; QUERY_BITS * words];
-        crate::kernels::bit_planes(&level_of, words, &mut planes);
+        // Each table from the ones before it: entry n is entry (n without its lowest bit)
+        // plus the level of that bit's dimension.
+        let mut tables = vec![0u8; level_of.len() / 4 * TABLE_LEN];
+        for (table, four) in tables
+            .chunks_exact_mut(TABLE_LEN)
+            .zip(level_of.chunks_exact(4))
+        {
+            for n in 1..TABLE_LEN {
+                let rest = table.get(n & (n - 1)).copied().unwrap_or(0);
+                let lowest = four.get(n.trailing_zeros() as usize).copied().unwrap_or(0);
+                if let Some(t) = table.get_mut(n) {
+                    *t = rest + lowest;
+                }
+            }
+        }
         #[expect(clippy::cast_precision_loss, reason = "a dimension and a small sum")]
         let (dim_f, levels) = (dim as f32, levels as f32);
         ListQuery {
-            planes,
+            tables,
             centroid_score,
             low,
             step,
@@ -291,7 +331,7 @@ impl ListQuery {
     }
 
     /// The estimate of `⟨v, q⟩` for a row with `factors` whose bits weigh `dot` against the
-    /// planes (`Σ_j 2^j · popcount(b & plane_j)`, [`crate::kernels::bit_dots`]).
+    /// query's levels (`Σ_i b_i · level_i`, [`crate::kernels::bit_dots`]).
     #[inline]
     #[must_use]
     pub fn estimate(&self, factors: &Factors, dot: u32) -> f32 {
@@ -365,12 +405,12 @@ mod tests {
                     let mut rv = vec![0.0; dim];
                     rotate(&rot, &v, &mut rv);
                     let f = encode_row(&v, &c, &rv, &rc, &mut bits);
-                    let mut dot = 0u32;
-                    for (j, plane) in lq.planes.chunks_exact(words).enumerate() {
-                        for (b, p) in bits.iter().zip(plane) {
-                            dot += (b & p).count_ones() << j;
-                        }
-                    }
+                    let mut block = vec![0u8; block_bytes(dim)];
+                    put_row(&mut block, 5, &bits);
+                    assert_eq!(row_of(&block, 5, words), bits);
+                    let mut dots = [0u32; BLOCK_ROWS];
+                    crate::kernels::bit_dots_scalar(&block, &lq.tables, &mut dots);
+                    let dot = dots[5];
                     let est = lq.estimate(&f, dot);
                     let exact = scalar::dot_f32(&v, &q) as f32;
                     let bound = lq.bound(&f);

@@ -22,8 +22,8 @@
 //! of the f64 oracle; i8 dot exact.
 //!
 //! [`bit_dots`] (`bits.rs`) is the 1-bit codes' kernel (`crate::bitcodes`): a block of 32
-//! rows' bits against a query's four bit planes, exact, with AVX-512 VPOPCNTDQ, AVX2 or
-//! `popcnt`, tested against [`bit_dots_scalar`].
+//! rows' bits against a query's nibble tables (`vpshufb` lookups, 32 rows at a time), exact,
+//! with AVX-512 BW or AVX2, tested against [`bit_dots_scalar`].
 //!
 //! Scores mean "higher is closer": simsimd's `cos` returns a *distance*, and
 //! [`cosine`] is the one function that turns it into a similarity.
@@ -32,7 +32,7 @@ mod bits;
 pub mod scalar;
 mod x86;
 
-pub use bits::{bit_backend, bit_dots, bit_dots_scalar, bit_planes, bit_planes_scalar};
+pub use bits::{bit_backend, bit_dots, bit_dots_scalar};
 
 pub use x86::backend;
 pub(crate) use x86::{

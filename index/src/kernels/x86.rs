@@ -19,8 +19,8 @@ pub(super) struct Cpu {
     vnni: bool,
     /// AVX2 and FMA.
     pub(super) avx2: bool,
-    /// AVX-512 F and VPOPCNTDQ: the bit codes' kernel (`bits.rs`).
-    pub(super) vpopcntdq: bool,
+    /// AVX-512 F and BW: the bit codes' 64-byte kernel (`bits.rs`).
+    pub(super) avx512bw: bool,
 }
 
 /// No vector extension this file uses: simsimd for everything.
@@ -29,7 +29,7 @@ const PLAIN: Cpu = Cpu {
     avx512: false,
     vnni: false,
     avx2: false,
-    vpopcntdq: false,
+    avx512bw: false,
 };
 
 fn detected() -> Cpu {
@@ -43,12 +43,12 @@ fn detected() -> Cpu {
                 && std::is_x86_feature_detected!("avx512vnni");
             let avx2 =
                 std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
-            let vpopcntdq = avx512 && std::is_x86_feature_detected!("avx512vpopcntdq");
+            let avx512bw = avx512 && std::is_x86_feature_detected!("avx512bw");
             Cpu {
                 avx512,
                 vnni,
                 avx2,
-                vpopcntdq,
+                avx512bw,
             }
         }
         #[cfg(not(target_arch = "x86_64"))]

@@ -484,7 +484,7 @@ impl Collection {
         } else {
             Tally::default()
         };
-        let words = codes.words;
+        let bytes = bitcodes::code_bytes(dim);
         let mut rescored = 0u64;
         let mut dots = [0u32; BLOCK_ROWS];
         let mut upper = [0.0f32; BLOCK_ROWS];
@@ -492,11 +492,10 @@ impl Collection {
         while block * BLOCK_ROWS < c.end {
             let first = block * BLOCK_ROWS;
             let rows = first.max(c.start)..(first + BLOCK_ROWS).min(c.end);
-            let at = first * words;
+            let at = first * bytes;
             bit_dots(
-                codes.codes.get(at..at + words * BLOCK_ROWS).unwrap_or(&[]),
-                &lq.planes,
-                words,
+                codes.codes.get(at..at + bytes * BLOCK_ROWS).unwrap_or(&[]),
+                &lq.tables,
                 &mut dots,
             );
             // Rows the probe counts are passed to the filter first, while too few have

@@ -160,23 +160,23 @@ impl Kept<'_> {
             rows_of(&mut p, source(&from_bits.factors), 4 * Factors::WIDTH);
             p.pad_to(to_bits.codes.start);
             // Kept rows move up: each block of 32 is gathered from their old blocks.
-            let words = codes.words;
-            let mut block = vec![0u64; words * BLOCK_ROWS];
+            let (words, width) = (bitcodes::words(seg.dim), bitcodes::block_bytes(seg.dim));
+            let mut block = vec![0u8; width];
             for rows in self.rows.chunks(BLOCK_ROWS) {
                 block.fill(0);
                 for (lane, &old) in rows.iter().enumerate() {
-                    for w in 0..words {
-                        let word = codes
-                            .codes
-                            .get(bitcodes::bit_index(old as usize, w, words))
-                            .copied()
-                            .unwrap_or(0);
-                        if let Some(slot) = block.get_mut(w * BLOCK_ROWS + lane) {
-                            *slot = word;
-                        }
-                    }
+                    let old = old as usize;
+                    let from = codes
+                        .codes
+                        .get(old / BLOCK_ROWS * width..(old / BLOCK_ROWS + 1) * width)
+                        .unwrap_or_default();
+                    bitcodes::put_row(
+                        &mut block,
+                        lane,
+                        &bitcodes::row_of(from, old % BLOCK_ROWS, words),
+                    );
                 }
-                p.put(bytemuck::cast_slice(&block));
+                p.put(&block);
             }
         }
         p.pad_to(to.file_len);

@@ -100,17 +100,13 @@ impl IvfLayout {
             None
         };
         let bits = if version >= BITS_VERSION {
-            let words = bitcodes::words(usize::try_from(dim).ok()?) as u64;
+            let block_len = bitcodes::block_bytes(usize::try_from(dim).ok()?) as u64;
             let blocks = count.div_ceil(BLOCK_ROWS as u64);
             Some(BitsLayout {
                 rotation: block(dim.checked_mul(dim)?.checked_mul(4)?)?,
                 rotated_centroids: block(nlist.checked_mul(dim)?.checked_mul(4)?)?,
                 factors: block(count.checked_mul(4 * Factors::WIDTH as u64)?)?,
-                codes: block(
-                    blocks
-                        .checked_mul(words)?
-                        .checked_mul(BLOCK_ROWS as u64 * 8)?,
-                )?,
+                codes: block(blocks.checked_mul(block_len)?)?,
             })
         } else {
             None
@@ -140,7 +136,7 @@ pub struct BitsLayout {
     pub rotated_centroids: Range<u64>,
     /// `count × 4` f32: each row's `Factors`, as keys.
     pub factors: Range<u64>,
-    /// `ceil(count / 32) × words(dim) × 32` u64: the rows' bits in blocks of 32 rows.
+    /// `ceil(count / 32) × code_bytes(dim) × 32` bytes: the rows' bits in blocks of 32 rows.
     pub codes: Range<u64>,
 }
 
@@ -153,10 +149,8 @@ pub struct BitCodes<'a> {
     pub rotated_centroids: &'a [f32],
     /// Each row's factors (`Factors::of_row`).
     pub factors: &'a [f32],
-    /// The rows' bits in blocks of `BLOCK_ROWS` (`bitcodes::bit_index`).
-    pub codes: &'a [u64],
-    /// u64 words of a row's bits.
-    pub words: usize,
+    /// The rows' bits in blocks of `BLOCK_ROWS`, byte-major (`bitcodes::put_row`).
+    pub codes: &'a [u8],
 }
 
 /// What a build hands to `encode`.
@@ -395,24 +389,24 @@ pub fn encode(b: &IvfBuild<'_>) -> Result<Vec<u8>> {
 }
 
 /// The 1-bit codes of the rows in file order (`order`: file row → build row): each row's
-/// factors, and its bits in blocks of `BLOCK_ROWS` (`bitcodes::bit_index`). Blocks in
+/// factors, and its bits in blocks of `BLOCK_ROWS` (`bitcodes::put_row`). Blocks in
 /// parallel, rows rotated four at a time.
 fn bit_blocks(
     b: &IvfBuild<'_>,
     order: &[usize],
     rotation: &[f32],
     rotated_centroids: &[f32],
-) -> (Vec<f32>, Vec<u64>) {
+) -> (Vec<f32>, Vec<u8>) {
     let dim = b.dim;
     let words = bitcodes::words(dim);
     fn row(m: &[f32], dim: usize, i: usize) -> &[f32] {
         m.get(i * dim..(i + 1) * dim).unwrap_or(&[])
     }
-    let blocks: Vec<(Vec<f32>, Vec<u64>)> = order
+    let blocks: Vec<(Vec<f32>, Vec<u8>)> = order
         .par_chunks(BLOCK_ROWS)
         .map(|rows| {
             let mut factors = Vec::with_capacity(rows.len() * Factors::WIDTH);
-            let mut block = vec![0u64; words * BLOCK_ROWS];
+            let mut block = vec![0u8; bitcodes::block_bytes(dim)];
             let mut rotated = vec![vec![0.0f32; dim]; 4];
             let mut bits = vec![0u64; words];
             for (q, four) in rows.chunks(4).enumerate() {
@@ -428,18 +422,14 @@ fn bit_blocks(
                         &mut bits,
                     );
                     factors.extend(f.to_array());
-                    for (w, word) in bits.iter().enumerate() {
-                        if let Some(slot) = block.get_mut(w * BLOCK_ROWS + 4 * q + k) {
-                            *slot = *word;
-                        }
-                    }
+                    bitcodes::put_row(&mut block, 4 * q + k, &bits);
                 }
             }
             (factors, block)
         })
         .collect();
     let mut factors = Vec::with_capacity(order.len() * Factors::WIDTH);
-    let mut codes = Vec::with_capacity(blocks.len() * words * BLOCK_ROWS);
+    let mut codes = Vec::with_capacity(blocks.len() * bitcodes::block_bytes(dim));
     for (f, c) in blocks {
         factors.extend(f);
         codes.extend(c);
@@ -735,7 +725,7 @@ impl IvfSegment {
         let sizes_ok = codes.rotation.len() == dim * dim
             && codes.rotated_centroids.len() == self.nlist * dim
             && codes.factors.len() == self.count * Factors::WIDTH
-            && codes.codes.len() == self.count.div_ceil(BLOCK_ROWS) * codes.words * BLOCK_ROWS;
+            && codes.codes.len() == self.count.div_ceil(BLOCK_ROWS) * bitcodes::block_bytes(dim);
         if !sizes_ok {
             return Err(corrupt(at.rotation.start, "misaligned block"));
         }
@@ -764,7 +754,6 @@ impl IvfSegment {
             rotated_centroids: self.block(&at.rotated_centroids),
             factors: self.block(&at.factors),
             codes: self.block(&at.codes),
-            words: bitcodes::words(self.dim),
         })
     }
 
