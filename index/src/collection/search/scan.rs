@@ -519,15 +519,11 @@ impl Collection {
                 .get(rows.start * Factors::WIDTH..rows.end * Factors::WIDTH)
                 .unwrap_or(&[]);
             let lane = rows.start - first;
-            for ((u, d), f) in upper
-                .iter_mut()
-                .skip(lane)
-                .zip(dots.iter().skip(lane))
-                .zip(factors.chunks_exact(Factors::WIDTH))
-            {
-                let f = Factors::of_row(f, 0);
-                *u = lq.estimate(&f, *d) + lq.bound(&f);
-            }
+            lq.upper_bounds(
+                factors,
+                dots.get(lane..).unwrap_or_default(),
+                upper.get_mut(lane..).unwrap_or_default(),
+            );
             let mut floor_now = exact.threshold().max(p.min_score).max(floor.get());
             for row in rows {
                 let i = row - first;
