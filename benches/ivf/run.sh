@@ -36,6 +36,8 @@ ledger="$dir/ledger-$rows-$queries.txt"
 commit="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- index benches || echo -dirty)"
 done_before() { [ -f "$ledger" ] && grep -qxF "$1" "$ledger"; }
 echo "$(date -u +%FT%TZ) run $rows × $queries at $commit"
+# The memory-bandwidth floor of this run, beside its curves.
+cargo run --release --locked -q -p amberdb-benches --bin membw | tee "$dir/membw-$rows.txt"
 if done_before "amberdb $commit"; then
   echo "amberdb's half done at $commit (ledger $ledger)"
 else
