@@ -464,14 +464,11 @@ impl Collection {
         exact: &mut TopK,
     ) -> Tally {
         let dim = self.dim;
-        let centroid = ivf.centroids().get(list * dim..(list + 1) * dim);
-        let rotated_centroid = codes.rotated_centroids.get(list * dim..(list + 1) * dim);
-        let (Some(centroid), Some(rotated_centroid)) = (centroid, rotated_centroid) else {
+        let Some(rotated_centroid) = codes.rotated_centroids.get(list * dim..(list + 1) * dim)
+        else {
             return Tally::default();
         };
-        let mut centroid_score = 0.0;
-        each_dot_f32(query, centroid, |_, s| centroid_score = s);
-        let lq = ListQuery::new(rotated, rotated_centroid, centroid_score);
+        let lq = ListQuery::new(rotated, rotated_centroid);
         let (keys, vectors) = (ivf.keys(), ivf.vectors());
         let unfiltered = p.filter.is_none() && self.deleted.is_empty();
         let rows = c.end - c.start;
