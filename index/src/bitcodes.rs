@@ -1,11 +1,12 @@
 //! 1-bit codes with error bounds (RaBitQ, Gao & Long, SIGMOD 2024), as `docs/ivf.md` designs
 //! them ("1-bit codes with error bounds"): what an IVF segment of version 3 stores per row, and
-//! what a query computes per probed list to estimate every row's score with a bound.
+//! what a query computes once a segment ([`SegmentQuery`]) and per probed list ([`ListTerms`])
+//! to estimate every row's score with a bound.
 //!
 //! Guarantees:
 //! - [`encode_row`] is deterministic; [`rotation`] is deterministic for a seed and stored in
 //!   the segment, so a file never depends on a generator's version.
-//! - [`ListQuery::estimate`] is the unbiased estimate of `⟨v, q⟩` and [`ListQuery::bound`] its
+//! - [`SegmentQuery::estimate`] is the unbiased estimate of `⟨v, q⟩` and [`SegmentQuery::bound`] its
 //!   error bound: the paper's bound on the 1-bit estimate (`EPSILON` standard errors) plus the
 //!   same multiple of the 4-bit query's rounding error. It is a probabilistic bound: how
 //!   often a true neighbour falls outside it is measured (`docs/ivf.md`), not assumed.
@@ -15,7 +16,10 @@
 //! `o = d / r`, rotation `R` (orthogonal) and bits `b = [R·o ≥ 0]`:
 //! `⟨v, q⟩ = ⟨c, q⟩ + ⟨d, c⟩ + ⟨d, t⟩` with `t = q − c`, and
 //! `⟨d, t⟩ ≈ (r / w) · ⟨2b − 1, R·t⟩ / √D` where `w = |R·o|₁ / √D` is how well the bits stand
-//! for `o`. Per row three factors and the count of its ones are stored ([`Factors`]).
+//! for `o`. `⟨2b − 1, R·t⟩ = ⟨2b − 1, R·q⟩ − ⟨2b − 1, R·c⟩`: the second term is the row's own
+//! and is folded into its stored `add` at build, so a query is rotated and quantized once a
+//! segment, and a list adds only `⟨c, q⟩` and `|t|`. Per row three factors and the count of
+//! its ones are stored ([`Factors`]).
 
 use crate::synthetic::SeededRng;
 
@@ -25,7 +29,7 @@ use crate::synthetic::SeededRng;
 pub const BLOCK_ROWS: usize = 32;
 /// Standard errors the bound spans (the paper's choice, 1.9; measured in `docs/ivf.md`).
 pub const EPSILON: f32 = 1.9;
-/// Entries of one nibble table (`ListQuery::tables`): one per value of 4 bits.
+/// Entries of one nibble table (`SegmentQuery::tables`): one per value of 4 bits.
 pub const TABLE_LEN: usize = 16;
 /// Largest level of the query's quantized rotated residual (16 levels a dimension, so a
 /// nibble's table entry, four levels summed, fits a byte).
@@ -201,7 +205,9 @@ pub fn is_orthogonal(rotation: &[f32], dim: usize, sample: &[usize]) -> bool {
 
 /// The code of unit row `v` (rotated: `rotated_v = R · v`) in the list whose centroid is
 /// `c` (rotated: `rotated_c`): its bits into `bits` (`words(dim)` words, bit `i % 64` of word
-/// `i / 64` for rotated dimension `i`, the rest zero) and its factors.
+/// `i / 64` for rotated dimension `i`, the rest zero) and its factors. `add` holds
+/// `⟨d, c⟩ − rescale · ⟨2b − 1, R·c⟩ / √dim`, so that a query quantized once for the whole
+/// segment (`SegmentQuery`) needs nothing of the list but `⟨c, q⟩` and `|q − c|`.
 pub fn encode_row(
     v: &[f32],
     c: &[f32],
@@ -223,97 +229,84 @@ pub fn encode_row(
         };
     }
     let mut ones = 0u32;
-    let mut l1 = 0.0f32;
-    for (i, x) in residual().enumerate() {
+    let (mut l1, mut signed_c) = (0.0f32, 0.0f32);
+    for ((i, x), rc) in residual().enumerate().zip(rotated_c) {
         l1 += x.abs();
         if x >= 0.0
             && let Some(w) = bits.get_mut(i / 64)
         {
             *w |= 1 << (i % 64);
             ones += 1;
+            signed_c += rc;
+        } else {
+            signed_c -= rc;
         }
     }
     #[expect(clippy::cast_precision_loss, reason = "a dimension")]
     let sqrt_dim = (dim as f32).sqrt();
     let w = (l1 / r / sqrt_dim).clamp(f32::EPSILON, 1.0);
+    let rescale = r / w;
     #[expect(clippy::cast_precision_loss, reason = "at most the dimension")]
     Factors {
-        add,
-        rescale: r / w,
+        add: add - rescale * signed_c / sqrt_dim,
+        rescale,
         error: r * (1.0 - w * w).max(0.0).sqrt() / w,
         ones: ones as f32,
     }
 }
 
-/// A query prepared for one list: its residual against the list's centroid, rotated and
-/// quantized to 16 levels a dimension, as nibble tables, and the constants of the estimate.
+/// A query prepared for one segment: `R · q` quantized to 16 levels a dimension (between its
+/// least and greatest value) as nibble tables, once for every list the probe reads there.
 #[derive(Debug, Clone)]
-pub struct ListQuery {
+pub struct SegmentQuery {
     /// For each group of 4 dimensions (a nibble of a row's bits: dimensions `4m..4m + 4`),
     /// `TABLE_LEN` bytes: entry `n` is the sum of the levels of the dimensions whose bit is
     /// set in `n` (at most 60). `code_bytes(dim) × 2` tables.
     pub tables: Vec<u8>,
-    /// `⟨c, q⟩`.
-    centroid_score: f32,
     /// The quantization: value `i` is `low + step · level_i`.
     low: f32,
     step: f32,
     /// `Σ` of the quantized values, over the real dimensions.
     sum: f32,
-    /// `1 / √D`, and `|t| / √(D − 1)`: the unit of the 1-bit error.
+    /// `1 / √D` and `1 / √(D − 1)`.
     inv_sqrt_dim: f32,
-    error_unit: f32,
+    inv_sqrt_dim_less_one: f32,
 }
 
-impl ListQuery {
-    /// The query whose rotation is `rotated_q` (`R · q`) for the list whose rotated centroid
-    /// is `rotated_c` (`R · c`). `⟨c, q⟩ = ⟨R·c, R·q⟩` (`R` is orthogonal): a probe reads
-    /// the rotated centroid only, not the centroid too.
+/// What a probed list adds to a segment's query: `⟨c, q⟩` and `|q − c|`.
+#[derive(Debug, Clone, Copy)]
+pub struct ListTerms {
+    /// `⟨c, q⟩`.
+    pub centroid_score: f32,
+    /// `|q − c|`.
+    pub residual_norm: f32,
+}
+
+impl ListTerms {
+    /// The terms of the list whose centroid `c` scores `centroid_score` against `q`, from
+    /// `|q|²` and `|c|²`: `|q − c|² = |q|² − 2⟨c, q⟩ + |c|²`.
     #[must_use]
-    pub fn new(rotated_q: &[f32], rotated_c: &[f32]) -> ListQuery {
+    pub fn new(centroid_score: f32, query_norm2: f32, centroid_norm2: f32) -> ListTerms {
+        ListTerms {
+            centroid_score,
+            residual_norm: (query_norm2 - 2.0 * centroid_score + centroid_norm2)
+                .max(0.0)
+                .sqrt(),
+        }
+    }
+}
+
+impl SegmentQuery {
+    /// The query whose rotation by the segment is `rotated_q` (`R · q`).
+    #[must_use]
+    pub fn new(rotated_q: &[f32]) -> SegmentQuery {
         let dim = rotated_q.len();
         let words = words(dim);
-        let residual = || rotated_q.iter().zip(rotated_c).map(|(a, b)| a - b);
-        // Least, greatest and squared length in eight independent lanes: one chain of
-        // `min` through 384 values was a fifth of a probe's time at 4,000 lists.
-        const LANES: usize = 8;
-        let (mut lows, mut highs, mut norms) = (
-            [f32::INFINITY; LANES],
-            [f32::NEG_INFINITY; LANES],
-            [0.0f32; LANES],
-        );
-        let mut centroid_scores = [0.0f32; LANES];
-        let (q_chunks, q_tail) = rotated_q.as_chunks::<LANES>();
-        let (c_chunks, c_tail) = rotated_c.as_chunks::<LANES>();
-        for (q, c) in q_chunks.iter().zip(c_chunks) {
-            for ((s, a), b) in centroid_scores.iter_mut().zip(q).zip(c) {
-                *s += a * b;
-            }
-        }
-        let centroid_score = centroid_scores.iter().sum::<f32>()
-            + q_tail.iter().zip(c_tail).map(|(a, b)| a * b).sum::<f32>();
-        let t: Vec<f32> = residual().collect();
-        let (chunks, tail) = t.as_chunks::<LANES>();
-        for chunk in chunks {
-            for (i, &x) in chunk.iter().enumerate() {
-                if let (Some(l), Some(h), Some(n)) =
-                    (lows.get_mut(i), highs.get_mut(i), norms.get_mut(i))
-                {
-                    *l = if x < *l { x } else { *l };
-                    *h = if x > *h { x } else { *h };
-                    *n += x * x;
-                }
-            }
-        }
-        let (mut low, mut high, norm2) = (
-            tail.iter()
-                .chain(&lows)
-                .fold(f32::INFINITY, |a, &b| a.min(b)),
-            tail.iter()
-                .chain(&highs)
-                .fold(f32::NEG_INFINITY, |a, &b| a.max(b)),
-            norms.iter().sum::<f32>() + tail.iter().map(|x| x * x).sum::<f32>(),
-        );
+        let (mut low, mut high) = rotated_q
+            .iter()
+            .fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), &x| {
+                (l.min(x), h.max(x))
+            });
         if !(low.is_finite() && high.is_finite()) {
             (low, high) = (0.0, 0.0);
         }
@@ -326,7 +319,7 @@ impl ListQuery {
         // Each value's level, rounded to the nearest (the cast truncates a non-negative value
         // and saturates anything out of range); zeros past `dim`.
         let mut level_of = vec![0u8; words * 64];
-        for (l, &x) in level_of.iter_mut().zip(&t) {
+        for (l, &x) in level_of.iter_mut().zip(rotated_q) {
             #[expect(
                 clippy::cast_possible_truncation,
                 clippy::cast_sign_loss,
@@ -336,8 +329,7 @@ impl ListQuery {
             *l = level.min(15);
         }
         let levels: u32 = level_of.iter().map(|&l| u32::from(l)).sum();
-        // Entry n of a table: the levels of the dimensions whose bit n has, summed (at most
-        // 60), sixteen fixed sums the compiler lays out without a branch or a bounds check.
+        // Entry n of a table: the levels of the dimensions whose bit n has, summed (≤ 60).
         let mut tables = vec![0u8; level_of.len() / 4 * TABLE_LEN];
         for (table, four) in tables
             .chunks_exact_mut(TABLE_LEN)
@@ -352,38 +344,47 @@ impl ListQuery {
         }
         #[expect(clippy::cast_precision_loss, reason = "a dimension and a small sum")]
         let (dim_f, levels) = (dim as f32, levels as f32);
-        ListQuery {
+        SegmentQuery {
             tables,
-            centroid_score,
             low,
             step,
             sum: dim_f * low + step * levels,
             inv_sqrt_dim: 1.0 / dim_f.sqrt(),
-            error_unit: norm2.sqrt() / (dim_f - 1.0).max(1.0).sqrt(),
+            inv_sqrt_dim_less_one: 1.0 / (dim_f - 1.0).max(1.0).sqrt(),
         }
     }
 
-    /// The estimate of `⟨v, q⟩` for a row with `factors` whose bits weigh `dot` against the
-    /// query's levels (`Σ_i b_i · level_i`, [`crate::kernels::bit_dots`]).
+    /// The estimate of `⟨v, q⟩` for a row of a list with `terms`, with `factors`, whose bits
+    /// weigh `dot` against the query's levels (`Σ_i b_i · level_i`,
+    /// [`crate::kernels::bit_dots`]).
     #[inline]
     #[must_use]
-    pub fn estimate(&self, factors: &Factors, dot: u32) -> f32 {
+    pub fn estimate(&self, terms: ListTerms, factors: &Factors, dot: u32) -> f32 {
         #[expect(clippy::cast_precision_loss, reason = "at most 15 × 4096")]
         let with_ones = self.low * factors.ones + self.step * dot as f32;
         let signed = 2.0 * with_ones - self.sum;
-        self.centroid_score + factors.add + factors.rescale * signed * self.inv_sqrt_dim
+        terms.centroid_score + factors.add + factors.rescale * signed * self.inv_sqrt_dim
     }
 
-    /// `estimate + bound` for a run of rows: `factors` (`Factors::WIDTH` f32 a row, as a
-    /// file holds them) and their `dots`, into `upper` (as many as there are rows in all three).
-    /// The same sum regrouped into per-list constants, one pass the compiler vectorizes: a
-    /// scan calls it for every row.
-    pub fn upper_bounds(&self, factors: &[f32], dots: &[u32], upper: &mut [f32]) {
+    /// How far the true score may lie from [`SegmentQuery::estimate`] (`EPSILON` standard
+    /// errors of the 1-bit estimate and of the query's rounding).
+    #[inline]
+    #[must_use]
+    pub fn bound(&self, terms: ListTerms, factors: &Factors) -> f32 {
+        let error_unit = terms.residual_norm * self.inv_sqrt_dim_less_one;
+        EPSILON * (factors.error * error_unit + factors.rescale * self.step * ROUNDING_SD)
+    }
+
+    /// `estimate + bound` for a run of rows of one list: `factors` (`Factors::WIDTH` f32 a
+    /// row, as a file holds them) and their `dots`, into `upper` (as many as there are rows in
+    /// all three). The same sum regrouped into per-list constants, one pass the compiler
+    /// vectorizes: a scan calls it for every row.
+    pub fn upper_bounds(&self, terms: ListTerms, factors: &[f32], dots: &[u32], upper: &mut [f32]) {
         // upper = cq + add + rescale · (base + per_one · ones + per_dot · dot) + per_error · error
         let base = -self.sum * self.inv_sqrt_dim + EPSILON * self.step * ROUNDING_SD;
         let per_one = 2.0 * self.low * self.inv_sqrt_dim;
         let per_dot = 2.0 * self.step * self.inv_sqrt_dim;
-        let per_error = EPSILON * self.error_unit;
+        let per_error = EPSILON * terms.residual_norm * self.inv_sqrt_dim_less_one;
         for ((u, f), &dot) in upper
             .iter_mut()
             .zip(factors.chunks_exact(Factors::WIDTH))
@@ -393,19 +394,11 @@ impl ListQuery {
                 [0, 1, 2, 3].map(|i| f.get(i).copied().unwrap_or(0.0));
             #[expect(clippy::cast_precision_loss, reason = "at most 15 × 4096")]
             let dot = dot as f32;
-            *u = self.centroid_score
+            *u = terms.centroid_score
                 + add
                 + rescale * (base + per_one * ones + per_dot * dot)
                 + per_error * error;
         }
-    }
-
-    /// How far the true score may lie from [`ListQuery::estimate`] (`EPSILON` standard
-    /// errors of the 1-bit estimate and of the query's rounding).
-    #[inline]
-    #[must_use]
-    pub fn bound(&self, factors: &Factors) -> f32 {
-        EPSILON * (factors.error * self.error_unit + factors.rescale * self.step * ROUNDING_SD)
     }
 }
 
@@ -455,7 +448,12 @@ mod tests {
                 let q = unit(&mut rng, dim);
                 let mut rq = vec![0.0; dim];
                 rotate(&rot, &q, &mut rq);
-                let lq = ListQuery::new(&rq, &rc);
+                let sq = SegmentQuery::new(&rq);
+                let terms = ListTerms::new(
+                    scalar::dot_f32(&c, &q) as f32,
+                    scalar::dot_f32(&q, &q) as f32,
+                    scalar::dot_f32(&c, &c) as f32,
+                );
                 for _ in 0..50 {
                     // Rows near the centroid, as a list holds them.
                     let mut v: Vec<f32> = c.iter().map(|x| x + 0.05 * rng.gaussian()).collect();
@@ -468,13 +466,13 @@ mod tests {
                     put_row(&mut block, 5, &bits);
                     assert_eq!(row_of(&block, 5, words), bits);
                     let mut dots = [0u32; BLOCK_ROWS];
-                    crate::kernels::bit_dots_scalar(&block, &lq.tables, &mut dots);
+                    crate::kernels::bit_dots_scalar(&block, &sq.tables, &mut dots);
                     let dot = dots[5];
-                    let est = lq.estimate(&f, dot);
+                    let est = sq.estimate(terms, &f, dot);
                     let exact = scalar::dot_f32(&v, &q) as f32;
-                    let bound = lq.bound(&f);
+                    let bound = sq.bound(terms, &f);
                     let mut upper = [0.0];
-                    lq.upper_bounds(&f.to_array(), &[dot], &mut upper);
+                    sq.upper_bounds(terms, &f.to_array(), &[dot], &mut upper);
                     assert!(
                         (upper[0] - (est + bound)).abs() < 1e-4,
                         "{} vs {}",
@@ -515,9 +513,10 @@ mod tests {
         let mut rq = vec![0.0; dim];
         rotate(&rot, &q, &mut rq);
         let cq = scalar::dot_f32(&c, &q) as f32;
-        let lq = ListQuery::new(&rq, &rc);
-        assert!((lq.estimate(&f, 0) - cq).abs() < 1e-5);
-        assert_eq!(lq.bound(&f), 0.0);
+        let sq = SegmentQuery::new(&rq);
+        let terms = ListTerms::new(cq, 1.0, scalar::dot_f32(&c, &c) as f32);
+        assert!((sq.estimate(terms, &f, 0) - cq).abs() < 1e-5);
+        assert_eq!(sq.bound(terms, &f), 0.0);
         assert!(f.is_valid(dim));
     }
 }

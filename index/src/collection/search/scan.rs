@@ -4,7 +4,7 @@
 
 use super::super::params::{KeyFilter, Probe, RANGE_SLACK, SearchParams};
 use super::super::rows::{CHUNK_ROWS, Collection, Source};
-use crate::bitcodes::{self, BLOCK_ROWS, Factors, ListQuery};
+use crate::bitcodes::{self, BLOCK_ROWS, Factors, ListTerms, SegmentQuery};
 use crate::kernels::{bit_dots, each_dot_f32, each_dot_i8};
 use crate::quantize;
 use crate::segment::{BitCodes, IvfSegment, Sealed};
@@ -82,9 +82,12 @@ pub(super) struct QueryCodes {
     /// Rows scoring below this are skipped whole: no filter call, no candidate, not counted.
     /// A range query's floor less [`RANGE_SLACK`]; no floor for any other query.
     pub(super) skip_below: f32,
-    /// By sealed segment: `R · q` for a segment with 1-bit codes, empty for any other (and
-    /// for every segment of a range query, which reads the i8 codes: `docs/ivf.md`).
-    pub(super) rotated: Vec<Vec<f32>>,
+    /// By sealed segment: the query rotated and quantized for a segment with 1-bit codes,
+    /// nothing for any other (and for every segment of a range query, which reads the i8
+    /// codes: `docs/ivf.md`).
+    pub(super) bits: Vec<Option<SegmentQuery>>,
+    /// `|q|²`.
+    pub(super) norm2: f32,
     /// The best k-th exact score any piece of this query's scan has found so far.
     pub(super) floor: SharedFloor,
 }
@@ -142,29 +145,27 @@ impl QueryCodes {
             codes,
             range,
             skip_below,
-            rotated: Vec::new(),
+            bits: Vec::new(),
+            norm2: query.iter().map(|x| x * x).sum(),
             floor: SharedFloor::new(),
         }
     }
 
-    /// The query rotated by each of `collection`'s segments with 1-bit codes (a top-k query
-    /// only): one `dim × dim` product a segment, shared by every list it probes there.
+    /// The query rotated and quantized by each of `collection`'s segments with 1-bit codes
+    /// (a top-k query only): one `dim × dim` product and one set of nibble tables a segment,
+    /// shared by every list the probe reads there.
     pub(super) fn rotated_for(mut self, collection: &Collection, query: &[f32]) -> QueryCodes {
         if self.range || !collection.bit_scan {
             return self;
         }
-        self.rotated = collection
+        self.bits = collection
             .sealed
             .iter()
             .map(|s| {
-                s.as_ivf()
-                    .and_then(IvfSegment::bit_codes)
-                    .map(|codes| {
-                        let mut out = vec![0.0; query.len()];
-                        bitcodes::rotate(codes.rotation, query, &mut out);
-                        out
-                    })
-                    .unwrap_or_default()
+                let codes = s.as_ivf().and_then(IvfSegment::bit_codes)?;
+                let mut rotated = vec![0.0; query.len()];
+                bitcodes::rotate(codes.rotation, query, &mut rotated);
+                Some(SegmentQuery::new(&rotated))
             })
             .collect();
         self
@@ -173,10 +174,10 @@ impl QueryCodes {
 
 /// How a one-query scan reads a chunk (`Collection::read_as`).
 enum ReadAs<'a> {
-    /// A list of an IVF segment with 1-bit codes, and the query rotated by its segment.
+    /// A list of an IVF segment with 1-bit codes, and the query prepared for its segment.
     Bits {
         list: (usize, &'a IvfSegment, BitCodes<'a>),
-        rotated: &'a [f32],
+        query: &'a SegmentQuery,
     },
     /// Rows with i8 codes: the growing rows, a flat segment written with them, a list of an
     /// older IVF segment (or any list for a range query).
@@ -388,13 +389,13 @@ impl Collection {
     /// a new arm here and in `scan_i8_into`, matched exhaustively.
     fn read_as<'a>(&'a self, c: Chunk, qcodes: &'a QueryCodes) -> ReadAs<'a> {
         if let (Source::Sealed(s), Some(list)) = (c.source, c.list)
-            && let Some(rotated) = qcodes.rotated.get(s).filter(|r| !r.is_empty())
+            && let Some(Some(query)) = qcodes.bits.get(s)
             && let Some(ivf) = self.sealed.get(s).and_then(Sealed::as_ivf)
             && let Some(codes) = ivf.bit_codes()
         {
             return ReadAs::Bits {
                 list: (list as usize, ivf, codes),
-                rotated,
+                query,
             };
         }
         match self.chunk_rows(c) {
@@ -423,8 +424,11 @@ impl Collection {
         (approx, exact): (&mut TopK, &mut TopK),
     ) -> Tally {
         match self.read_as(c, qcodes) {
-            ReadAs::Bits { list, rotated } => {
-                let query = (query, rotated, &qcodes.floor);
+            ReadAs::Bits {
+                list,
+                query: prepared,
+            } => {
+                let query = (query, prepared, qcodes.norm2, &qcodes.floor);
                 self.scan_bits_into(c, list, query, count_to, p, exact)
             }
             ReadAs::I8 {
@@ -458,17 +462,19 @@ impl Collection {
         &self,
         c: Chunk,
         (list, ivf, codes): (usize, &IvfSegment, BitCodes<'_>),
-        (query, rotated, floor): (&[f32], &[f32], &SharedFloor),
+        (query, prepared, norm2, floor): (&[f32], &SegmentQuery, f32, &SharedFloor),
         count_to: usize,
         p: &SearchParams<'_>,
         exact: &mut TopK,
     ) -> Tally {
         let dim = self.dim;
-        let Some(rotated_centroid) = codes.rotated_centroids.get(list * dim..(list + 1) * dim)
-        else {
+        let Some(centroid) = ivf.centroids().get(list * dim..(list + 1) * dim) else {
             return Tally::default();
         };
-        let lq = ListQuery::new(rotated, rotated_centroid);
+        let mut centroid_score = 0.0;
+        each_dot_f32(query, centroid, |_, s| centroid_score = s);
+        let centroid_norm2 = ivf.centroid_norms().get(list).copied().unwrap_or(0.0);
+        let terms = ListTerms::new(centroid_score, norm2, centroid_norm2);
         let (keys, vectors) = (ivf.keys(), ivf.vectors());
         let unfiltered = p.filter.is_none() && self.deleted.is_empty();
         let rows = c.end - c.start;
@@ -492,7 +498,7 @@ impl Collection {
             let at = first * bytes;
             bit_dots(
                 codes.codes.get(at..at + bytes * BLOCK_ROWS).unwrap_or(&[]),
-                &lq.tables,
+                &prepared.tables,
                 &mut dots,
             );
             // Rows the probe counts are passed to the filter first, while too few have
@@ -516,7 +522,8 @@ impl Collection {
                 .get(rows.start * Factors::WIDTH..rows.end * Factors::WIDTH)
                 .unwrap_or(&[]);
             let lane = rows.start - first;
-            lq.upper_bounds(
+            prepared.upper_bounds(
+                terms,
                 factors,
                 dots.get(lane..).unwrap_or_default(),
                 upper.get_mut(lane..).unwrap_or_default(),

@@ -154,8 +154,6 @@ impl Kept<'_> {
         {
             p.pad_to(to_bits.rotation.start);
             p.put(source(&from_bits.rotation));
-            p.pad_to(to_bits.rotated_centroids.start);
-            p.put(source(&from_bits.rotated_centroids));
             p.pad_to(to_bits.factors.start);
             rows_of(&mut p, source(&from_bits.factors), 4 * Factors::WIDTH);
             p.pad_to(to_bits.codes.start);

@@ -104,7 +104,6 @@ impl IvfLayout {
             let blocks = count.div_ceil(BLOCK_ROWS as u64);
             Some(BitsLayout {
                 rotation: block(dim.checked_mul(dim)?.checked_mul(4)?)?,
-                rotated_centroids: block(nlist.checked_mul(dim)?.checked_mul(4)?)?,
                 factors: block(count.checked_mul(4 * Factors::WIDTH as u64)?)?,
                 codes: block(blocks.checked_mul(block_len)?)?,
             })
@@ -132,8 +131,6 @@ impl IvfLayout {
 pub struct BitsLayout {
     /// `dim × dim` f32: the rotation `R`, row-major.
     pub rotation: Range<u64>,
-    /// `nlist × dim` f32: `R · c` for each centroid.
-    pub rotated_centroids: Range<u64>,
     /// `count × 4` f32: each row's `Factors`, as keys.
     pub factors: Range<u64>,
     /// `ceil(count / 32) × code_bytes(dim) × 32` bytes: the rows' bits in blocks of 32 rows.
@@ -145,8 +142,6 @@ pub struct BitsLayout {
 pub struct BitCodes<'a> {
     /// `R`, row-major `dim × dim`.
     pub rotation: &'a [f32],
-    /// `R · c` for each list's centroid, row-major.
-    pub rotated_centroids: &'a [f32],
     /// Each row's factors (`Factors::of_row`).
     pub factors: &'a [f32],
     /// The rows' bits in blocks of `BLOCK_ROWS`, byte-major (`bitcodes::put_row`).
@@ -376,11 +371,6 @@ pub fn encode(b: &IvfBuild<'_>) -> Result<Vec<u8>> {
         }
         let (factors, codes) = bit_blocks(b, &order, &rotation, &rotated_centroids);
         put(&mut out, at.rotation.start, bytemuck::cast_slice(&rotation));
-        put(
-            &mut out,
-            at.rotated_centroids.start,
-            bytemuck::cast_slice(&rotated_centroids),
-        );
         put(&mut out, at.factors.start, bytemuck::cast_slice(&factors));
         put(&mut out, at.codes.start, bytemuck::cast_slice(&codes));
     }
@@ -512,6 +502,8 @@ pub struct IvfSegment {
     /// a fixed 6 MB read a query) and re-scores the best in f32 (`Collection`'s probe).
     centroid_codes: Arc<[i8]>,
     centroid_scales: Arc<[f32]>,
+    /// `|c|²` of each centroid, made at open: a probe of the 1-bit codes needs `|q − c|`.
+    centroid_norms: Arc<[f32]>,
 }
 
 impl IvfSegment {
@@ -605,6 +597,7 @@ impl IvfSegment {
             bytes,
             centroid_codes: Arc::from([]),
             centroid_scales: Arc::from([]),
+            centroid_norms: Arc::from([]),
         };
         let mut segment = segment;
         segment.curve = segment.read_curve(&corrupt)?;
@@ -619,6 +612,11 @@ impl IvfSegment {
             .collect();
         segment.centroid_codes = codes.into();
         segment.centroid_scales = scales.into();
+        segment.centroid_norms = segment
+            .centroids()
+            .chunks_exact(dim)
+            .map(|c| c.iter().map(|x| x * x).sum())
+            .collect();
         Ok(segment)
     }
 
@@ -715,15 +713,14 @@ impl IvfSegment {
         Ok(())
     }
 
-    /// A version-3 file's 1-bit codes: every block its size, every row's factors possible, the
-    /// rotated centroids finite, and the rotation orthogonal on four of its rows.
+    /// A version-3 file's 1-bit codes: every block its size, every row's factors possible, and
+    /// the rotation orthogonal on four of its rows.
     fn check_bits(&self, corrupt: &impl Fn(u64, &'static str) -> IndexError) -> Result<()> {
         let (Some(at), Some(codes)) = (&self.layout.bits, self.bit_codes()) else {
             return Ok(());
         };
         let dim = self.dim;
         let sizes_ok = codes.rotation.len() == dim * dim
-            && codes.rotated_centroids.len() == self.nlist * dim
             && codes.factors.len() == self.count * Factors::WIDTH
             && codes.codes.len() == self.count.div_ceil(BLOCK_ROWS) * bitcodes::block_bytes(dim);
         if !sizes_ok {
@@ -732,12 +729,6 @@ impl IvfSegment {
         let sample = [0, dim / 3, 2 * dim / 3, dim - 1];
         if !bitcodes::is_orthogonal(codes.rotation, dim, &sample) {
             return Err(corrupt(at.rotation.start, "rotation not orthogonal"));
-        }
-        if codes.rotated_centroids.iter().any(|x| !x.is_finite()) {
-            return Err(corrupt(
-                at.rotated_centroids.start,
-                "rotated centroid not finite",
-            ));
         }
         if (0..self.count).any(|r| !Factors::of_row(codes.factors, r).is_valid(dim)) {
             return Err(corrupt(at.factors.start, "bit code factors out of range"));
@@ -751,7 +742,6 @@ impl IvfSegment {
         let at = self.layout.bits.as_ref()?;
         Some(BitCodes {
             rotation: self.block(&at.rotation),
-            rotated_centroids: self.block(&at.rotated_centroids),
             factors: self.block(&at.factors),
             codes: self.block(&at.codes),
         })
@@ -849,6 +839,12 @@ impl IvfSegment {
     #[must_use]
     pub fn centroids(&self) -> &[f32] {
         self.block(&self.layout.centroids)
+    }
+
+    /// `|c|²` of each centroid.
+    #[must_use]
+    pub fn centroid_norms(&self) -> &[f32] {
+        &self.centroid_norms
     }
 
     /// The centroids' i8 codes (row-major) and their scales.
