@@ -6,7 +6,8 @@
 # target/), then the curves as a PNG.
 #   benches/ivf/run.sh [rows=100000] [queries=1000]
 #   benches/ivf/run.sh --background 1000000 1000    the same, detached, logging to the set's
-#                                                   directory (run-N.log); safe to run again
+#                                                   directory (run-N.log), waiting for the set's
+#                                                   embedding to reach N rows; safe to run again
 # Resumes from a ledger (ledger-N-Q.txt in the set's directory): amberdb's half is done once per
 # commit, the peers' once (peers.py resumes peer by peer from peers-N.json), so a run cut by the
 # end of a session goes on where it stopped. Delete the ledger (and peers-N.json) to measure all
@@ -20,13 +21,19 @@ if [[ "${1:-}" == "--background" ]]; then
   shift
   log="$dir/run-${1:-100000}.log"
   mkdir -p "$dir"
-  nohup "$0" "$@" >>"$log" 2>&1 &
+  AMBERDB_WAIT_FOR_SET=1 nohup "$0" "$@" >>"$log" 2>&1 &
   echo "running in the background (pid $!): tail -f $log"
   exit 0
 fi
 rows="${1:-100000}"; queries="${2:-1000}"
 venv="target/peers-venv"
 [ -f "$dir/passages.f32" ] || { echo "no $dir/passages.f32: run scripts/real-text all" >&2; exit 1; }
+# A run started while the set is still being embedded (scripts/real-text embed, which resumes)
+# waits until it holds the rows asked for.
+while (( $(stat -c %s "$dir/passages.f32") / 1536 < rows )); do
+  [[ -n "${AMBERDB_WAIT_FOR_SET:-}" ]] || { echo "$dir/passages.f32 holds $(( $(stat -c %s "$dir/passages.f32") / 1536 )) rows, $rows asked: run scripts/real-text embed (or AMBERDB_WAIT_FOR_SET=1 to wait)" >&2; exit 1; }
+  sleep 60
+done
 command -v python3 >/dev/null || { echo "python3 not found: install Python 3.9+" >&2; exit 1; }
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv" || { echo "python3 -m venv failed: install the python3-venv package" >&2; exit 1; }
