@@ -757,3 +757,39 @@ fn bit_codes_find_what_the_i8_scan_finds_at_every_nprobe() {
         }
     }
 }
+
+/// A probe whose first lists hold fewer rows than the scan keeps candidates reads lists until
+/// they hold that many, through either code: the i8 scan used to count an unfiltered chunk's
+/// rows twice and stop at one list.
+#[test]
+fn a_small_nprobe_reads_lists_until_it_has_its_candidates() {
+    let seed = seed("small_nprobe_candidates", 29);
+    eprintln!("seed {seed}");
+    let (n, dim) = (12_000, 32);
+    let data = hard_data(n + 20, dim, seed);
+    let (rows, queries) = data.split_at(n * dim);
+    let keys: Vec<u64> = (1..=n as u64).collect();
+    let params = IvfParams {
+        nlist: Some(400),
+        ..IvfParams::new(seed)
+    };
+    let mut c = Collection::new(dim);
+    c.push_sealed(ivf(&keys, rows, dim, &params)).unwrap();
+    let p = i8_probe(10, Probe::Lists(1));
+    let Scan::I8 { candidates } = p.scan else {
+        unreachable!()
+    };
+    for bits in [false, true] {
+        c.use_bit_codes(bits);
+        for q in queries.chunks_exact(dim) {
+            let _ = Collection::scan_counts();
+            assert_eq!(c.search(q, &p).unwrap().len(), 10);
+            let read = Collection::scan_counts();
+            let rows = read.i8_rows + read.bits_rows;
+            assert!(
+                rows >= candidates as u64,
+                "bits {bits}: {rows} rows read, {candidates} candidates"
+            );
+        }
+    }
+}

@@ -269,7 +269,10 @@ impl<'a> CodeScan<'a> {
             qcodes,
             filter,
             exclude,
-            count_to,
+            // Every row of an unfiltered chunk is counted already: counting its rows again
+            // (as this did) let a list of 79 rows count 100 and stopped the probe of a small
+            // nprobe at one list, below the candidates it promises to gather.
+            count_to: if unfiltered { 0 } else { count_to },
             tally: Tally {
                 accepted,
                 examined: accepted,
