@@ -374,13 +374,7 @@ fn bench(dir: &Path, n: usize, q: usize) -> anyhow::Result<()> {
     let open_secs = start.elapsed().as_secs_f64();
     let mut ivf = Collection::new(DIM);
     ivf.push_sealed(seg)?;
-    let mut nprobes: Vec<u32> = vec![
-        1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768,
-    ];
-    nprobes.push(built.nprobe);
-    nprobes.sort_unstable();
-    nprobes.dedup();
-    nprobes.retain(|&p| p as usize <= built.nlist);
+    let nprobes = sweep_points(built.nprobe, built.nlist);
     println!(
         "bit kernel: {}; scan kernels: {}",
         amberdb_index::kernels::bit_backend(),
@@ -410,19 +404,7 @@ fn bench(dir: &Path, n: usize, q: usize) -> anyhow::Result<()> {
             }
         }
     }
-    println!(
-        "\n| index | nprobe | rows read a query | scored exactly | bytes read a query |\n|---|---|---|---|---|"
-    );
-    for r in &read {
-        println!(
-            "| {} | {} | {:.0} | {:.0} | {:.2} MB |",
-            r["name"].as_str().unwrap_or(""),
-            r["nprobe"],
-            r["rows"].as_f64().unwrap_or(0.0),
-            r["rescored"].as_f64().unwrap_or(0.0),
-            r["bytes"].as_f64().unwrap_or(0.0) / 1e6
-        );
-    }
+    print_reads(&read);
     ivf.use_bit_codes(true);
     let filtered = filtered_table(&flat, &ivf, &queries[..q.min(200) * DIM], n);
     let out = serde_json::json!({
@@ -436,6 +418,35 @@ fn bench(dir: &Path, n: usize, q: usize) -> anyhow::Result<()> {
     std::fs::write(&path, serde_json::to_string_pretty(&out)?)?;
     println!("\nwrote {}", path.display());
     Ok(())
+}
+
+/// The nprobes an IVF sweep measures: a fixed ladder and the build's own, up to `nlist`.
+fn sweep_points(built: u32, nlist: usize) -> Vec<u32> {
+    let mut nprobes: Vec<u32> = vec![
+        1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768,
+    ];
+    nprobes.push(built);
+    nprobes.sort_unstable();
+    nprobes.dedup();
+    nprobes.retain(|&p| p as usize <= nlist);
+    nprobes
+}
+
+/// The table of what each IVF probe read a query (`read_per_query`, one thread).
+fn print_reads(read: &[serde_json::Value]) {
+    println!(
+        "\n| index | nprobe | rows read a query | scored exactly | bytes read a query |\n|---|---|---|---|---|"
+    );
+    for r in read {
+        println!(
+            "| {} | {} | {:.0} | {:.0} | {:.2} MB |",
+            r["name"].as_str().unwrap_or(""),
+            r["nprobe"],
+            r["rows"].as_f64().unwrap_or(0.0),
+            r["rescored"].as_f64().unwrap_or(0.0),
+            r["bytes"].as_f64().unwrap_or(0.0) / 1e6
+        );
+    }
 }
 
 /// Filtered searches at four selectivities: the engine's rule, exact over the matching keys
