@@ -178,6 +178,13 @@ mod avx2 {
             high = _mm256_add_epi16(high, _mm256_unpackhi_epi8(sum, zero));
             k += 2;
         }
+        finish(low, high, out);
+    }
+
+    /// The 16-bit sums of `vpunpcklbw` (`low`) and `vpunpckhbw` (`high`) against zero, as
+    /// each row's sum (`unshuffle`); the AVX-512 kernel ends here too.
+    #[target_feature(enable = "avx2")]
+    pub(super) fn finish(low: __m256i, high: __m256i, out: &mut [u32; BLOCK_ROWS]) {
         let (mut l, mut h) = ([0u16; 16], [0u16; 16]);
         #[expect(unsafe_code, reason = "unaligned vector stores")]
         // SAFETY: `l` and `h` are 32 writable bytes each; storeu has no alignment requirement.
@@ -191,10 +198,10 @@ mod avx2 {
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::{BLOCK_ROWS, TABLE_LEN, unshuffle};
+    use super::{BLOCK_ROWS, TABLE_LEN};
     use std::arch::x86_64::{
-        __m512i, _mm_loadu_si128, _mm256_add_epi16, _mm256_storeu_si256, _mm512_add_epi8,
-        _mm512_add_epi16, _mm512_and_si512, _mm512_broadcast_i32x4, _mm512_castsi512_si256,
+        __m512i, _mm_loadu_si128, _mm256_add_epi16, _mm512_add_epi8, _mm512_add_epi16,
+        _mm512_and_si512, _mm512_broadcast_i32x4, _mm512_castsi512_si256,
         _mm512_extracti64x4_epi64, _mm512_inserti64x4, _mm512_loadu_si512, _mm512_set1_epi8,
         _mm512_setzero_si512, _mm512_shuffle_epi8, _mm512_srli_epi16, _mm512_unpackhi_epi8,
         _mm512_unpacklo_epi8,
@@ -271,14 +278,7 @@ mod avx512 {
             _mm512_castsi512_si256(high),
             _mm512_extracti64x4_epi64::<1>(high),
         );
-        let (mut l, mut h) = ([0u16; 16], [0u16; 16]);
-        #[expect(unsafe_code, reason = "unaligned vector stores")]
-        // SAFETY: `l` and `h` are 32 writable bytes each; storeu has no alignment requirement.
-        unsafe {
-            _mm256_storeu_si256(l.as_mut_ptr().cast(), low);
-            _mm256_storeu_si256(h.as_mut_ptr().cast(), high);
-        }
-        unshuffle(l, h, out);
+        super::avx2::finish(low, high, out);
     }
 }
 
