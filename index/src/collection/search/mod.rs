@@ -109,7 +109,7 @@ impl Collection {
     /// each IVF segment; then the best `candidates` re-ranked exactly.
     fn search_i8(&self, query: &[f32], candidates: usize, p: &SearchParams<'_>) -> Vec<Neighbour> {
         let candidates = candidates.max(p.k);
-        let qcodes = QueryCodes::new(query, p).rotated_for(self, query);
+        let qcodes = QueryCodes::new(query, p).with_bit_queries(self, query);
         let (mut chunks, mut probes) = self.first_chunks(p.probe, |_, ivf| {
             centroid_scores(&[query], ivf, p.probe.rescored(ivf))
                 .pop()

@@ -86,7 +86,7 @@ pub(super) struct QueryCodes {
     /// nothing for any other (and for every segment of a range query, which reads the i8
     /// codes: `docs/ivf.md`).
     pub(super) bits: Vec<Option<SegmentQuery>>,
-    /// `|q|²`.
+    /// `|q|²`, made with `bits` (only a query that reads bit codes needs it).
     pub(super) norm2: f32,
     /// The best k-th exact score any piece of this query's scan has found so far.
     pub(super) floor: SharedFloor,
@@ -146,7 +146,7 @@ impl QueryCodes {
             range,
             skip_below,
             bits: Vec::new(),
-            norm2: query.iter().map(|x| x * x).sum(),
+            norm2: 0.0,
             floor: SharedFloor::new(),
         }
     }
@@ -154,10 +154,11 @@ impl QueryCodes {
     /// The query rotated and quantized by each of `collection`'s segments with 1-bit codes
     /// (a top-k query only): one `dim × dim` product and one set of nibble tables a segment,
     /// shared by every list the probe reads there.
-    pub(super) fn rotated_for(mut self, collection: &Collection, query: &[f32]) -> QueryCodes {
+    pub(super) fn with_bit_queries(mut self, collection: &Collection, query: &[f32]) -> QueryCodes {
         if self.range || !collection.bit_scan {
             return self;
         }
+        self.norm2 = query.iter().map(|x| x * x).sum();
         self.bits = collection
             .sealed
             .iter()
