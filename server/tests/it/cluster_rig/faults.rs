@@ -331,11 +331,15 @@ fn rogue(world: &World, p: u32) -> String {
     world.block_on(async move {
         let client = amberdb_server::cluster::connect_nats(&url).await.unwrap();
         let js = async_nats::jetstream::new(client);
-        let stream = js.get_stream(format!("AMBERDB_P{p}")).await.unwrap();
-        let last = stream
-            .get_last_raw_message_by_subject(&format!("amberdb.p.{p}"))
-            .await
-            .unwrap();
+        let last = patiently("read the stream's last message", || async {
+            js.get_stream(format!("AMBERDB_P{p}"))
+                .await
+                .map_err(|e| e.to_string())?
+                .get_last_raw_message_by_subject(&format!("amberdb.p.{p}"))
+                .await
+                .map_err(|e| e.to_string())
+        })
+        .await;
         let header = |name: &str| last.headers.get(name).map(|v| v.as_str().to_owned());
         let epoch: u64 = header("Amberdb-Epoch")
             .and_then(|e| e.parse().ok())
@@ -359,17 +363,42 @@ fn rogue(world: &World, p: u32) -> String {
             if let Some(crc) = header("Amberdb-Crc") {
                 h.insert("Amberdb-Crc", crc);
             }
+            // The message id makes a retried publish a duplicate JetStream drops, so a retry
+            // after a lost acknowledgement sends the frame once.
             h.insert("Nats-Msg-Id", format!("rogue-{what}-{p}-{at}"));
-            let ack = js
-                .publish_with_headers(format!("amberdb.p.{p}"), h, last.payload.clone())
-                .await
-                .unwrap()
-                .await
-                .unwrap();
+            let ack = patiently("publish a rogue frame", || async {
+                js.publish_with_headers(format!("amberdb.p.{p}"), h.clone(), last.payload.clone())
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .await
+                    .map_err(|e| e.to_string())
+            })
+            .await;
             sent.push(format!("{what} at {}", ack.sequence));
         }
         sent.join(", ")
     })
+}
+
+/// Runs `attempt` until it succeeds, for up to 60 s. A fault just healed leaves JetStream
+/// answering "temporarily unavailable" (503) until its Raft groups have leaders again; the
+/// rig's own requests wait that out as a client would, and fail only past the deadline.
+async fn patiently<T, F, Fut>(what: &str, mut attempt: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match attempt().await {
+            Ok(value) => return value,
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("rig: {what}: {e}; retrying");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => panic!("rig: {what}: still failing after 60 s: {e}"),
+        }
+    }
 }
 
 /// The Raft group of `stream`, from `$JS.API.STREAM.INFO` as the operator reads it.
