@@ -21,6 +21,9 @@
 //!                             built one), 1 and 2 threads, against an index built once and
 //!                             kept in DIR/ivf-N.seg (rebuilt when it no longer opens): for
 //!                             profiling and for before/after figures of a change to the probe
+//!                             (AMBERDB_PROBE_CODES=1-bit|i8 and AMBERDB_PROBE_THREADS=1|2
+//!                             run one side alone; AMBERDB_IVF_NLIST sets the list count,
+//!                             AMBERDB_PROBE_PASSES the passes a figure is the median of)
 //! ```
 //!
 //! Usage: `cargo run --release -p amberdb-benches --bin realtext -- bench ~/.cache/amberdb/real-text 100000`
@@ -230,7 +233,7 @@ fn probe_at(
 /// Returns (rows by code, rows scored exactly, bytes).
 fn read_per_query(queries: usize, nlist: usize) -> (f64, f64, f64) {
     let c = Collection::scan_counts();
-    let per = |x: u64| x as f64 / (3 * queries) as f64;
+    let per = |x: u64| x as f64 / (passes() * queries) as f64;
     let rows = per(c.bits_rows + c.i8_rows);
     let bytes = per(c.bits_rows) * 64.0
         + per(c.i8_rows) * (DIM as f64 + 4.0)
@@ -272,8 +275,18 @@ fn ground_truth(
     Ok(truth)
 }
 
+/// Passes over the queries a figure is the median of: 3, or AMBERDB_PROBE_PASSES (more for a
+/// before/after comparison on a noisy host).
+fn passes() -> usize {
+    std::env::var("AMBERDB_PROBE_PASSES")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(3)
+        .max(1)
+}
+
 /// Throughput and recall@10 of `search` over the queries, on `threads` threads (queries spread
-/// over the threads, as a server's connections would): the median of three passes.
+/// over the threads, as a server's connections would): the median of `passes()` passes.
 fn run(
     threads: usize,
     queries: &[f32],
@@ -285,7 +298,7 @@ fn run(
     let p = pool(threads);
     let mut rates = Vec::new();
     let mut found: Vec<Vec<u64>> = Vec::new();
-    for _ in 0..3 {
+    for _ in 0..passes() {
         let start = Instant::now();
         found = p.install(|| qs.par_iter().map(|q| search(q)).collect());
         rates.push(qs.len() as f64 / start.elapsed().as_secs_f64());
@@ -296,7 +309,7 @@ fn run(
         .zip(truth)
         .map(|(f, t)| f.iter().filter(|k| t.contains(k)).count())
         .sum();
-    (rates[1], hits as f64 / (truth.len() * K) as f64)
+    (rates.get(rates.len() / 2).copied().unwrap_or(0.0), hits as f64 / (truth.len() * K) as f64)
 }
 
 fn keys_of(hits: Vec<amberdb_index::Neighbour>) -> Vec<u64> {
@@ -578,9 +591,20 @@ fn probe(dir: &Path, n: usize, q: usize, nprobes: &[u32]) -> anyhow::Result<()> 
     println!(
         "| codes | nprobe | threads | queries/s | recall@10 | rows read | scored exactly | MB read |\n|---|---|---|---|---|---|---|---|"
     );
+    // For profiling one side alone: AMBERDB_PROBE_CODES=1-bit or i8, AMBERDB_PROBE_THREADS=1.
+    let codes = std::env::var("AMBERDB_PROBE_CODES").unwrap_or_default();
+    let threads_only: Option<usize> = std::env::var("AMBERDB_PROBE_THREADS")
+        .ok()
+        .and_then(|t| t.parse().ok());
     for (name, bits) in [("1-bit", true), ("i8", false)] {
+        if !codes.is_empty() && codes != name {
+            continue;
+        }
         ivf.use_bit_codes(bits);
         for threads in [1, 2] {
+            if threads_only.is_some_and(|t| t != threads) {
+                continue;
+            }
             for &nprobe in &nprobes {
                 let _ = Collection::scan_counts();
                 let (qps, r) = probe_at(&ivf, threads, nprobe, &queries, &truth);

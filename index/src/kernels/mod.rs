@@ -36,7 +36,7 @@ pub use bits::{bit_backend, bit_dots, bit_dots_scalar};
 
 pub use x86::backend;
 pub(crate) use x86::{
-    each_dot_f32, each_dot_f32_batch, each_dot_f32_tile, each_dot_i8, each_dot_i8_tile,
+    each_dot_f32, each_dot_f32_batch, each_dot_f32_tile, each_dot_i8, each_dot_i8_tile, prefetch,
 };
 
 use crate::error::{IndexError, Result};

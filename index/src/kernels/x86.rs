@@ -762,6 +762,26 @@ fn simsimd_i8(a: &[i8], b: &[i8]) -> i32 {
     <i8 as SpatialSimilarity>::dot(a, b).map_or(0, |d| d as i32)
 }
 
+/// Asks the CPU to start loading `rows` into its caches, every 64-byte line of them, and
+/// returns at once: a hint that never faults. The bit scan asks for the few rows it will score
+/// exactly before it scores the first, so their reads from memory overlap instead of each
+/// waiting its turn (`docs/ivf.md`, "1-bit codes with error bounds").
+#[inline]
+pub(crate) fn prefetch(rows: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in rows.chunks(16) {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        #[expect(unsafe_code, reason = "a prefetch hint")]
+        // SAFETY: a prefetch reads nothing the program sees and never faults; the pointer is
+        // inside `rows` anyway. SSE is part of every x86-64 CPU.
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast());
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = rows;
+}
+
 /// Calls `on_row(i, dot(query, row_i))` for each `query.len()`-wide row of `rows`.
 #[inline]
 pub(crate) fn each_dot_f32(query: &[f32], rows: &[f32], mut on_row: impl FnMut(usize, f32)) {

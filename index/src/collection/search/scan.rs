@@ -5,7 +5,7 @@
 use super::super::params::{KeyFilter, Probe, RANGE_SLACK, SearchParams};
 use super::super::rows::{CHUNK_ROWS, Collection, Source};
 use crate::bitcodes::{self, BLOCK_ROWS, Factors, ListTerms, SegmentQuery};
-use crate::kernels::{bit_dots, each_dot_f32, each_dot_i8};
+use crate::kernels::{bit_dots, each_dot_f32, each_dot_i8, prefetch};
 use crate::quantize;
 use crate::segment::{BitCodes, IvfSegment, Sealed};
 use crate::topk::{Neighbour, TopK};
@@ -532,30 +532,48 @@ impl Collection {
                 dots.get(lane..).unwrap_or_default(),
                 upper.get_mut(lane..).unwrap_or_default(),
             );
+            // The rows whose bound reaches the floor and that pass the filter, their vectors
+            // asked for all at once (`prefetch`), then scored against the floor as it rises.
             let mut floor_now = exact.threshold().max(p.min_score).max(floor.get());
+            let mut candidates = [0u8; BLOCK_ROWS];
+            let mut count = 0;
             for row in rows {
                 let i = row - first;
                 if upper.get(i).is_none_or(|&u| u < floor_now) {
                     continue;
                 }
-                let Some(&key) = keys.get(row) else { continue };
                 let ok = if known >> i & 1 == 1 {
                     passed >> i & 1 == 1
                 } else {
-                    self.accepts(key, p.filter)
+                    keys.get(row).is_some_and(|&k| self.accepts(k, p.filter))
                 };
-                if !ok {
+                if let (true, Some(slot), Some(v)) = (
+                    ok,
+                    candidates.get_mut(count),
+                    vectors.get(row * dim..(row + 1) * dim),
+                ) {
+                    *slot = u8::try_from(i).unwrap_or(0);
+                    count += 1;
+                    prefetch(v);
+                }
+            }
+            for &i in candidates.get(..count).unwrap_or_default() {
+                let (i, row) = (usize::from(i), first + usize::from(i));
+                if upper.get(i).is_none_or(|&u| u < floor_now) {
                     continue;
                 }
-                if let Some(v) = vectors.get(row * dim..(row + 1) * dim) {
-                    rescored += 1;
-                    each_dot_f32(query, v, |_, score| {
-                        if score >= p.min_score {
-                            exact.push(Neighbour { key, score });
-                            floor.raise(exact.threshold());
-                        }
-                    });
-                }
+                let (Some(&key), Some(v)) =
+                    (keys.get(row), vectors.get(row * dim..(row + 1) * dim))
+                else {
+                    continue;
+                };
+                rescored += 1;
+                each_dot_f32(query, v, |_, score| {
+                    if score >= p.min_score {
+                        exact.push(Neighbour { key, score });
+                        floor.raise(exact.threshold());
+                    }
+                });
                 floor_now = exact.threshold().max(p.min_score).max(floor.get());
             }
             block += 1;
