@@ -110,8 +110,12 @@ impl Collection {
     fn search_i8(&self, query: &[f32], candidates: usize, p: &SearchParams<'_>) -> Vec<Neighbour> {
         let candidates = candidates.max(p.k);
         let qcodes = QueryCodes::new(query, p).with_bit_queries(self, query);
-        let (mut chunks, mut probes) = self.first_chunks(p.probe, |_, ivf| {
-            centroid_scores(&[query], ivf, p.probe.rescored(ivf))
+        let (mut chunks, mut probes) = self.first_chunks(p.probe, |i, ivf| {
+            // A list read through its bit codes scores its centroid exactly itself (the bound
+            // needs it): its rank needs no exact score first.
+            let reads_bits = qcodes.bits.get(i).is_some_and(Option::is_some);
+            let rescore = if reads_bits { 0 } else { p.probe.rescored(ivf) };
+            centroid_scores(&[query], ivf, rescore)
                 .pop()
                 .unwrap_or_default()
         });
