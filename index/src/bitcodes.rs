@@ -385,13 +385,11 @@ impl SegmentQuery {
         let per_one = 2.0 * self.low * self.inv_sqrt_dim;
         let per_dot = 2.0 * self.step * self.inv_sqrt_dim;
         let per_error = EPSILON * terms.residual_norm * self.inv_sqrt_dim_less_one;
-        for ((u, f), &dot) in upper
+        for ((u, &[add, rescale, error, ones]), &dot) in upper
             .iter_mut()
-            .zip(factors.chunks_exact(Factors::WIDTH))
+            .zip(factors.as_chunks::<{ Factors::WIDTH }>().0)
             .zip(dots)
         {
-            let [add, rescale, error, ones] =
-                [0, 1, 2, 3].map(|i| f.get(i).copied().unwrap_or(0.0));
             #[expect(clippy::cast_precision_loss, reason = "at most 15 × 4096")]
             let dot = dot as f32;
             *u = terms.centroid_score
