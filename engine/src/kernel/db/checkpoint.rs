@@ -512,14 +512,23 @@ impl Db {
         segment: Option<amberdb_index::FlatSegment>,
     ) -> Result<Vec<PathBuf>> {
         // C5
-        self.state
-            .write()
-            .vectors
-            .seal_growing_prefix(capture.growing.rows, segment)
+        let sealed = match (capture.sealed, segment) {
+            (Some(entry), Some(segment)) => Some((entry, segment)),
+            (None, None) => None,
+            _ => {
+                return Err(internal(
+                    "replacing the growing rows by their segment",
+                    "a segment without its file, or a file without its segment",
+                ));
+            }
+        };
+        w.segments
+            .sealed(
+                &mut self.state.write().vectors,
+                capture.growing.rows,
+                sealed,
+            )
             .map_err(|e| internal("replacing the growing rows by their segment", e))?;
-        if let Some(entry) = capture.sealed {
-            w.segments.sealed(entry);
-        }
         w.checkpoint_seq = capture.seq;
         self.checkpoint_seq.store(capture.seq, Ordering::Release);
         let named = Some(capture.segments.iter().map(|s| s.id).collect());

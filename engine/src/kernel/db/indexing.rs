@@ -337,13 +337,11 @@ impl Db {
                 reason: "the segments it replaces were replaced during the build".into(),
             }));
         };
-        let swapped = self
-            .state
-            .write()
-            .vectors
-            .absorb_run(run.clone(), ivf.into());
+        let swapped = w
+            .segments
+            .built(&mut self.state.write().vectors, run, (entry, ivf.into()));
         let absorbed = match swapped {
-            Ok((_, absorbed)) => absorbed,
+            Ok(absorbed) => absorbed,
             Err(e) => {
                 return Err(discard(KernelError::Internal {
                     context: "swapping in an IVF segment",
@@ -351,7 +349,6 @@ impl Db {
                 }));
             }
         };
-        w.segments.built(run, entry);
         drop(w);
         if absorbed > 0 {
             // Rows a purge dropped during the build, back under tombstones: deleted at least a

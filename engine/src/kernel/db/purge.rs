@@ -194,17 +194,12 @@ impl Db {
         }
         let mut state = self.state.write();
         for (i, _, new) in rewritten.into_iter().rev() {
-            let (new_entry, segment) = match new {
-                Some((e, s)) => (Some(e), Some(s)),
-                None => (None, None),
-            };
-            if let Err(e) = state.vectors.replace_run(i..i + 1, segment) {
+            if let Err(e) = w.segments.purged(&mut state.vectors, i, new) {
                 drop(state);
                 self.journal
                     .poison(PoisonCause::new("purge", &self.dir, &e));
                 return Err(internal("swapping in a purged segment", e));
             }
-            w.segments.purged(i, new_entry);
         }
         // A deleted memory's tags go with it: P4's checkpoint holds only the canonical
         // tags some record still carries, and P5 removes the files that named the others.

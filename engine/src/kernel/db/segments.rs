@@ -8,8 +8,16 @@
 //! at the same sequence number (B3); every segment taken out is kept in `replaced` until no
 //! retained checkpoint names it (B4); and a purge's rewrite remembers the segment it descends
 //! from, so a build planned before the purge still finds its run.
+//!
+//! The files' list and the collection's mapped segments change together: `sealed`, `built`
+//! and `purged` take the collection and change it first, and the files' list only when it
+//! took the change, so the two hold the same segments in the same order after every change
+//! (an error changes neither). `all_replaced` is the one change the collection makes itself:
+//! a restoration or a re-embedding's switch rebuilds the whole collection from the records
+//! (`State`), and the files' list is emptied beside it.
 
 use crate::kernel::segment_file::SegmentEntry;
+use amberdb_index::{Collection, FlatSegment, Sealed};
 use std::collections::HashMap;
 use std::ops::Range;
 
@@ -60,37 +68,72 @@ impl Segments {
         self.checkpointed = self.version;
     }
 
-    /// A checkpoint sealed the growing rows into `entry`, after every segment.
-    pub(in crate::kernel) fn sealed(&mut self, entry: SegmentEntry) {
-        self.entries.push(entry);
-        self.version += 1;
+    /// A checkpoint sealed the first `rows` growing rows of `vectors` into `segment` (C5), kept
+    /// in the file `entry` after every segment (`None` for both: none of those rows was live).
+    ///
+    /// # Errors
+    /// The collection's refusal (`Collection::seal_growing_prefix`); nothing changed.
+    pub(in crate::kernel) fn sealed(
+        &mut self,
+        vectors: &mut Collection,
+        rows: usize,
+        sealed: Option<(SegmentEntry, FlatSegment)>,
+    ) -> amberdb_index::Result<()> {
+        let (entry, segment) = sealed.unzip();
+        vectors.seal_growing_prefix(rows, segment)?;
+        if let Some(entry) = entry {
+            self.entries.push(entry);
+            self.version += 1;
+        }
+        Ok(())
     }
 
-    /// An index build's segment `entry` takes the place of the run `run` (B3), which is kept
-    /// until no checkpoint names it.
-    pub(in crate::kernel) fn built(&mut self, run: Range<usize>, entry: SegmentEntry) {
+    /// An index build's segment `built` (file `entry`) takes the place of the run `run` (B3),
+    /// which is kept until no checkpoint names it. Returns how many of its keys a purge had
+    /// dropped meanwhile (`Collection::absorb_run`: they enter under tombstones).
+    ///
+    /// # Errors
+    /// The collection's refusal; nothing changed.
+    pub(in crate::kernel) fn built(
+        &mut self,
+        vectors: &mut Collection,
+        run: Range<usize>,
+        (entry, built): (SegmentEntry, Sealed),
+    ) -> amberdb_index::Result<usize> {
+        let (_, absorbed) = vectors.absorb_run(run.clone(), built)?;
         let replaced: Vec<SegmentEntry> = self.entries.splice(run, [entry]).collect();
         for r in &replaced {
             self.purged_from.remove(&r.id);
         }
         self.replaced.extend(replaced);
         self.version += 1;
+        Ok(absorbed)
     }
 
     /// A purge rewrote segment `at` as `rewritten` (`None`: dropped it, nothing of it left);
-    /// the old one is kept until no checkpoint names it. A position past the list changes
-    /// nothing (the purge checked the list under the same writer lock).
-    pub(in crate::kernel) fn purged(&mut self, at: usize, rewritten: Option<SegmentEntry>) {
+    /// the old one is kept until no checkpoint names it.
+    ///
+    /// # Errors
+    /// The collection's refusal (a position past the list among them); nothing changed.
+    pub(in crate::kernel) fn purged(
+        &mut self,
+        vectors: &mut Collection,
+        at: usize,
+        rewritten: Option<(SegmentEntry, Sealed)>,
+    ) -> amberdb_index::Result<()> {
+        let (entry, segment) = rewritten.unzip();
+        vectors.replace_run(at..at + 1, segment)?;
         let Some(&old) = self.entries.get(at) else {
-            return;
+            return Ok(());
         };
         let root = self.purged_from.remove(&old.id).unwrap_or(old.id);
-        if let Some(new) = rewritten {
+        if let Some(new) = entry {
             self.purged_from.insert(new.id, root);
         }
-        self.entries.splice(at..=at, rewritten);
+        self.entries.splice(at..=at, entry);
         self.replaced.push(old);
         self.version += 1;
+        Ok(())
     }
 
     /// Every vector became a growing row (a restoration's rebuild, a re-embedding's switch):
@@ -144,6 +187,7 @@ impl Segments {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use amberdb_index::{Owner, SealedBytes};
 
     fn ids(s: &Segments) -> Vec<u64> {
         s.entries().iter().map(|e| e.id).collect()
@@ -152,29 +196,58 @@ mod tests {
     #[test]
     fn every_change_is_kept_until_checkpointed_and_a_build_finds_its_run_after_purges() {
         let mut s = Segments::opened(Vec::new(), Vec::new(), false);
+        let mut v = Collection::new(2);
         assert!(!s.changed_since_checkpoint());
         for id in 1..=3 {
-            s.sealed(SegmentEntry::flat(id, 10));
+            let keys = [10 * id, 10 * id + 1];
+            for &k in &keys {
+                v.insert(k, &[1.0, 0.0]).expect("insert");
+            }
+            s.sealed(&mut v, 2, Some((SegmentEntry::flat(id, 2), flat(&keys))))
+                .expect("sealed");
         }
+        in_step(&s, &v);
         assert!(s.changed_since_checkpoint());
         s.checkpointed();
         assert!(!s.changed_since_checkpoint());
         // A build planned over 2 and 3; a purge rewrites 2 as 4, then 4 as 5, meanwhile.
         let roots: Vec<u64> = [2, 3].iter().map(|&id| s.root_of(id)).collect();
-        s.purged(1, Some(SegmentEntry::flat(4, 8)));
-        s.purged(1, Some(SegmentEntry::flat(5, 7)));
+        assert!(v.delete(21));
+        s.purged(
+            &mut v,
+            1,
+            Some((SegmentEntry::flat(4, 1), flat(&[20]).into())),
+        )
+        .expect("purged");
+        s.purged(
+            &mut v,
+            1,
+            Some((SegmentEntry::flat(5, 1), flat(&[20]).into())),
+        )
+        .expect("purged");
         assert_eq!(ids(&s), [1, 5, 3]);
+        in_step(&s, &v);
         assert_eq!((s.root_of(5), s.root_of(3)), (2, 3));
         let run = s
             .descendants_of(&roots)
             .expect("the run, rewritten in place");
         assert_eq!(run, 1..3);
-        s.built(run, SegmentEntry::flat(6, 15));
+        let absorbed = s
+            .built(
+                &mut v,
+                run,
+                (SegmentEntry::flat(6, 3), flat(&[20, 30, 31]).into()),
+            )
+            .expect("built");
+        assert_eq!(absorbed, 0);
         assert_eq!(ids(&s), [1, 6]);
+        in_step(&s, &v);
         assert!(s.changed_since_checkpoint());
         // A purge that drops a segment whole leaves no descendant.
-        s.purged(0, None);
+        assert!(v.delete(10) && v.delete(11));
+        s.purged(&mut v, 0, None).expect("dropped");
         assert_eq!(ids(&s), [6]);
+        in_step(&s, &v);
         assert_eq!(s.descendants_of(&[1]), None);
         // Everything taken out waits until no checkpoint names it.
         let retired: Vec<u64> = s
@@ -188,5 +261,44 @@ mod tests {
         let rest: Vec<u64> = s.retire_replaced(|_| false).iter().map(|e| e.id).collect();
         assert_eq!(rest, [2, 6]);
         assert_eq!(s.root_of(5), 5, "lineage goes with a switch");
+    }
+
+    #[test]
+    fn a_change_the_collection_refuses_changes_neither_list() {
+        let mut s = Segments::opened(Vec::new(), Vec::new(), false);
+        let mut v = Collection::new(2);
+        v.insert(1, &[1.0, 0.0]).expect("insert");
+        // A segment that leaves out a live growing row.
+        let refused = s.sealed(&mut v, 1, Some((SegmentEntry::flat(1, 1), flat(&[2]))));
+        assert!(refused.is_err());
+        assert!(s.entries().is_empty() && !s.changed_since_checkpoint());
+        assert_eq!((v.sealed().len(), v.growing_len()), (0, 1));
+        s.sealed(&mut v, 1, Some((SegmentEntry::flat(1, 1), flat(&[1]))))
+            .expect("sealed");
+        s.checkpointed();
+        // A purge past the list, a rewrite that drops a live key, a build of another key.
+        assert!(s.purged(&mut v, 1, None).is_err());
+        assert!(s.purged(&mut v, 0, None).is_err());
+        let other = (SegmentEntry::flat(2, 1), flat(&[7]).into());
+        assert!(s.built(&mut v, 0..1, other).is_err());
+        assert_eq!(ids(&s), [1]);
+        assert!(!s.changed_since_checkpoint());
+        in_step(&s, &v);
+        assert!(v.contains(1));
+    }
+
+    /// A flat segment of `keys`, each the same unit vector.
+    fn flat(keys: &[u64]) -> FlatSegment {
+        let vectors: Vec<f32> = keys.iter().flat_map(|_| [1.0, 0.0]).collect();
+        let bytes = amberdb_index::segment::writer::encode(keys, &vectors, 2, false, Owner::NONE)
+            .expect("encode");
+        FlatSegment::open("test", SealedBytes::copy_from(&bytes)).expect("open")
+    }
+
+    /// The files' list and the collection hold as many segments, of as many rows.
+    fn in_step(s: &Segments, v: &Collection) {
+        let rows: Vec<u64> = s.entries().iter().map(|e| e.rows).collect();
+        let held: Vec<u64> = v.sealed().iter().map(|g| g.len() as u64).collect();
+        assert_eq!(rows, held, "the two lists in step");
     }
 }
