@@ -309,7 +309,10 @@ fn run(
         .zip(truth)
         .map(|(f, t)| f.iter().filter(|k| t.contains(k)).count())
         .sum();
-    (rates.get(rates.len() / 2).copied().unwrap_or(0.0), hits as f64 / (truth.len() * K) as f64)
+    (
+        rates.get(rates.len() / 2).copied().unwrap_or(0.0),
+        hits as f64 / (truth.len() * K) as f64,
+    )
 }
 
 fn keys_of(hits: Vec<amberdb_index::Neighbour>) -> Vec<u64> {
