@@ -24,6 +24,9 @@
 //!                             (AMBERDB_PROBE_CODES=1-bit|i8 and AMBERDB_PROBE_THREADS=1|2
 //!                             run one side alone; AMBERDB_IVF_NLIST sets the list count,
 //!                             AMBERDB_PROBE_PASSES the passes a figure is the median of)
+//! realtext open DIR FILE      the time to open an IVF segment file as a store opens it
+//!                             (mapped, `MAP_POPULATE`, every check of its open), the
+//!                             median of 5, the file in the page cache
 //! ```
 //!
 //! Usage: `cargo run --release -p amberdb-benches --bin realtext -- bench ~/.cache/amberdb/real-text 100000`
@@ -72,8 +75,14 @@ fn main() -> anyhow::Result<()> {
                 .collect::<Result<Vec<u32>, _>>()?;
             probe(&dir, n, q, &nprobes)
         }
+        Some("open") => {
+            let file = args.get(3).map(PathBuf::from).ok_or_else(|| {
+                anyhow::anyhow!("usage: realtext open DIR FILE (an IVF segment `probe` kept)")
+            })?;
+            open_segment(&dir.join(file))
+        }
         _ => anyhow::bail!(
-            "usage: realtext embed DIR | realtext bench DIR N [QUERIES] | realtext range DIR N [QUERIES] | realtext probe DIR N [QUERIES] [NPROBE...]"
+            "usage: realtext embed DIR | realtext bench DIR N [QUERIES] | realtext range DIR N [QUERIES] | realtext probe DIR N [QUERIES] [NPROBE...] | realtext open DIR FILE"
         ),
     }
 }
@@ -619,6 +628,30 @@ fn probe(dir: &Path, n: usize, q: usize, nprobes: &[u32]) -> anyhow::Result<()> 
             }
         }
     }
+    Ok(())
+}
+
+/// The time `IvfSegment::open` takes over a mapped file, as a store's open maps its segments.
+fn open_segment(path: &Path) -> anyhow::Result<()> {
+    let mut times = Vec::new();
+    let mut rows = 0;
+    for _ in 0..5 {
+        let start = Instant::now();
+        let file = std::fs::File::open(path)?;
+        let seg = IvfSegment::open("ivf", SealedBytes::map_file(&file, "ivf")?)?;
+        times.push(start.elapsed().as_secs_f64());
+        rows = seg.len();
+    }
+    times.sort_by(f64::total_cmp);
+    let bytes = std::fs::metadata(path)?.len();
+    println!(
+        "{}: {rows} rows, {:.1} MB, open {:.3} s (median of 5; {:.3}..{:.3})",
+        path.display(),
+        bytes as f64 / 1e6,
+        times.get(2).copied().unwrap_or(0.0),
+        times.first().copied().unwrap_or(0.0),
+        times.last().copied().unwrap_or(0.0),
+    );
     Ok(())
 }
 
