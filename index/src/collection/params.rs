@@ -62,14 +62,13 @@ impl Probe {
     }
 
     /// Lists of `seg` whose centroid scores this probe has exact (`centroid_scores`): enough
-    /// for the lists it reads first, and for a range probe, for the built nprobe it may go on
-    /// to.
+    /// for the lists it reads first. A range probe that goes on to the built nprobe orders
+    /// the lists past those by their i8 scores: re-scoring all of them up front cost every
+    /// STORE's dedup an f32 pass over two thirds of the centroids on data with little
+    /// structure (built nprobe 1,234 of 3,384 lists), though most probes stop at their first
+    /// lists.
     pub(super) fn rescored(self, seg: &IvfSegment) -> usize {
-        let lists = match self {
-            Probe::Range(_) => self.lists(seg).max(Probe::Built.lists(seg)),
-            _ => self.lists(seg),
-        };
-        rescored_lists(lists)
+        rescored_lists(self.lists(seg))
     }
 }
 
