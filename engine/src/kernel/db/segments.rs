@@ -17,7 +17,7 @@
 //! (`State`), and the files' list is emptied beside it.
 
 use crate::kernel::segment_file::SegmentEntry;
-use amberdb_index::{Collection, FlatSegment, Sealed};
+use amberdb_index::{Collection, FlatSegment, IndexError, Sealed};
 use std::collections::HashMap;
 use std::ops::Range;
 
@@ -93,13 +93,16 @@ impl Segments {
     /// dropped meanwhile (`Collection::absorb_run`: they enter under tombstones).
     ///
     /// # Errors
-    /// The collection's refusal; nothing changed.
+    /// A run past the files' list, or the collection's refusal; nothing changed.
     pub(in crate::kernel) fn built(
         &mut self,
         vectors: &mut Collection,
         run: Range<usize>,
         (entry, built): (SegmentEntry, Sealed),
     ) -> amberdb_index::Result<usize> {
+        if run.start > run.end || run.end > self.entries.len() {
+            return Err(IndexError::InvalidParameter("a run past the segment list"));
+        }
         let (_, absorbed) = vectors.absorb_run(run.clone(), built)?;
         let replaced: Vec<SegmentEntry> = self.entries.splice(run, [entry]).collect();
         for r in &replaced {
@@ -114,18 +117,18 @@ impl Segments {
     /// the old one is kept until no checkpoint names it.
     ///
     /// # Errors
-    /// The collection's refusal (a position past the list among them); nothing changed.
+    /// A position past the files' list, or the collection's refusal; nothing changed.
     pub(in crate::kernel) fn purged(
         &mut self,
         vectors: &mut Collection,
         at: usize,
         rewritten: Option<(SegmentEntry, Sealed)>,
     ) -> amberdb_index::Result<()> {
+        let Some(&old) = self.entries.get(at) else {
+            return Err(IndexError::InvalidParameter("a segment past the list"));
+        };
         let (entry, segment) = rewritten.unzip();
         vectors.replace_run(at..at + 1, segment)?;
-        let Some(&old) = self.entries.get(at) else {
-            return Ok(());
-        };
         let root = self.purged_from.remove(&old.id).unwrap_or(old.id);
         if let Some(new) = entry {
             self.purged_from.insert(new.id, root);
@@ -281,6 +284,8 @@ mod tests {
         assert!(s.purged(&mut v, 0, None).is_err());
         let other = (SegmentEntry::flat(2, 1), flat(&[7]).into());
         assert!(s.built(&mut v, 0..1, other).is_err());
+        let past = (SegmentEntry::flat(3, 1), flat(&[1]).into());
+        assert!(s.built(&mut v, 0..2, past).is_err());
         assert_eq!(ids(&s), [1]);
         assert!(!s.changed_since_checkpoint());
         in_step(&s, &v);

@@ -75,10 +75,7 @@ pub(crate) fn centroid_scores(
                 });
             }
         }
-        for (query, out) in task.iter().zip(&mut scores) {
-            if rescore == 0 {
-                break;
-            }
+        for (query, out) in task.iter().zip(&mut scores).filter(|_| rescore > 0) {
             let mut best: Vec<u32> = (0..u32::try_from(nlist).unwrap_or(0)).collect();
             let at = |l: &u32| out.get(*l as usize).copied().unwrap_or(f32::NEG_INFINITY);
             best.select_nth_unstable_by(rescore, |a, b| at(b).total_cmp(&at(a)).then(a.cmp(b)));
