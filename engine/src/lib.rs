@@ -189,6 +189,9 @@ pub mod cluster {
         MAX_PARTITIONS, Outgoing, PARTITION_SHIFT, Publisher, Skip, SkipReason, StreamMessage,
         partition_base, partition_of_id, partition_of_user,
     };
+    pub use crate::kernel::frames::{
+        Effect, LoggedFrame, frame_effects, logged_frames, store_id_of,
+    };
     pub use crate::kernel::shipping::{Shippable, holds_store, is_immutable, shippable_files};
 
     /// The log format this build writes: its frames are what an owner publishes

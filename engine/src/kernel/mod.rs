@@ -34,7 +34,8 @@
 //!   user, `table/archive.rs` the archive) and its indexes.
 //! - `record`, `ids`, `rule`, `codec`, `error`: the data model, its ids, the decision codes it
 //!   keeps, its byte encoding, and errors.
-//! - `verify`: the offline check of a store's files.
+//! - `verify`: the offline check of a store's files; `frames`: a store's log read without
+//!   opening it, and what each frame did (`amberdb cluster repair`).
 //! - `backup`: online backup (which files, under the writer mutex, then the copy) and offline
 //!   restore.
 
@@ -46,6 +47,7 @@ pub(crate) mod commit;
 pub(crate) mod config;
 pub(crate) mod db;
 pub mod error;
+pub mod frames;
 pub mod identity;
 pub mod ids;
 pub(crate) mod journal;
