@@ -20,8 +20,8 @@
 
 use crate::transfer::{Imported, text, time};
 use amberdb::{
-    Category, EngineError, ExportedRecord, ImportedRecords, Item, Kind, Memory, MemoryId, Role,
-    Store,
+    Category, EngineError, Entity, ExportedRecord, ImportedRecords, Item, Kind, Memory, MemoryId,
+    Role, Store,
 };
 use serde_json::{Map, Value, json};
 use std::io::Write;
@@ -44,16 +44,38 @@ pub struct ExportCounts {
 ///
 /// # Errors
 /// Writing failed.
-pub fn export(store: &Store, mut out: impl Write) -> anyhow::Result<ExportCounts> {
+pub fn export(store: &Store, out: impl Write) -> anyhow::Result<ExportCounts> {
     let all = store.export_all()?;
+    write_export(
+        out,
+        all.next_id,
+        &store.embedder_id(),
+        &all.entities,
+        &all.records,
+    )
+}
+
+/// Writes an export (module doc) of `entities` and `records` to `out`: the header (with
+/// `next_id`, the id the store would give next, and the `embedder` its vectors came from),
+/// then a line for each.
+///
+/// # Errors
+/// Writing failed.
+pub(crate) fn write_export(
+    mut out: impl Write,
+    next_id: MemoryId,
+    embedder: &str,
+    entities: &[Entity],
+    records: &[ExportedRecord],
+) -> anyhow::Result<ExportCounts> {
     let header = json!({
         "type": "export", "format": "amberdb", "version": VERSION,
-        "next_id": all.next_id, "entities": all.entities.len(), "records": all.records.len(),
-        "embedder": store.embedder_id(),
+        "next_id": next_id, "entities": entities.len(), "records": records.len(),
+        "embedder": embedder,
     });
     serde_json::to_writer(&mut out, &header)?;
     out.write_all(b"\n")?;
-    for e in &all.entities {
+    for e in entities {
         let mut v = serde_json::to_value(e)?;
         if let Value::Object(o) = &mut v {
             o.insert("type".into(), json!("entity"));
@@ -62,11 +84,11 @@ pub fn export(store: &Store, mut out: impl Write) -> anyhow::Result<ExportCounts
         out.write_all(b"\n")?;
     }
     let mut counts = ExportCounts {
-        entities: all.entities.len(),
+        entities: entities.len(),
         live: 0,
         archived: 0,
     };
-    for r in &all.records {
+    for r in records {
         serde_json::to_writer(&mut out, &record_line(r)?)?;
         out.write_all(b"\n")?;
         if r.archived {

@@ -65,8 +65,10 @@ pub async fn run(
         .await?
 }
 
-/// Splits `from` and imports each part through the nodes at `seeds`.
-fn import(
+/// Splits `from` and imports each part through the nodes at `seeds`; every record's old and
+/// new id go to `<work>/ids.tsv` (`old_id`, `new_id`, `partition`, `user_id`). Returns the
+/// report.
+pub(super) fn import(
     from: &Path,
     work: &Path,
     partitions: u32,

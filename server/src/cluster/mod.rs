@@ -1,8 +1,8 @@
 //! Cluster mode on NATS JetStream (`docs/cluster.md`), behind the `cluster` feature: a
 //! partition's stream, the publisher an owner's store hands its frames to, the claim, and the
 //! tail a replica applies (`stream`); the cluster's settings in its KV bucket and the
-//! `amberdb cluster init|status|move` commands (`settings`, here); a partition's
-//! lease and the claim procedure (`lease`); which node should own each partition
+//! `amberdb cluster init|status|move` commands (`settings`, here), `import` and `repair`; a
+//! partition's lease and the claim procedure (`lease`); which node should own each partition
 //! (`placement`); the node that runs them for every partition (`node`), which the dispatch
 //! routes requests to (`crate::route`).
 
@@ -10,6 +10,7 @@ pub mod import;
 pub mod lease;
 pub mod node;
 pub mod placement;
+pub mod repair;
 pub mod settings;
 pub mod ship;
 pub mod stream;
@@ -82,6 +83,33 @@ pub enum ClusterAction {
         #[arg(long, default_value_t = 30)]
         wait: u64,
     },
+    /// Lists what a store set aside (`p-<p>.diverged-<ms>`) holds that the partition's stream
+    /// lost, with a decision for each lost write, and with `--apply` writes the new records
+    /// and deletes back through the owner (docs/cluster.md, "`amberdb cluster repair`"). The
+    /// set-aside store is only read.
+    Repair {
+        /// A NATS server of the cluster.
+        #[arg(long, env = "AMBERDB_NATS", default_value = "nats://127.0.0.1:4222")]
+        nats: String,
+        /// The node's data directory, which holds the set-aside store.
+        #[arg(long)]
+        data: PathBuf,
+        /// The partition.
+        #[arg(long)]
+        partition: u32,
+        /// The set-aside store's directory name in --data (STATS' `set_aside`).
+        #[arg(long)]
+        from: String,
+        /// Writes the lost records and deletes back (without it: a report only).
+        #[arg(long, requires = "work")]
+        apply: bool,
+        /// With --apply: a new directory, at a path the owner can read, for the lost records.
+        #[arg(long, requires = "apply")]
+        work: Option<PathBuf>,
+        /// A file holding the nodes' shared token, if they want one.
+        #[arg(long, env = "AMBERDB_TOKEN_FILE")]
+        token_file: Option<PathBuf>,
+    },
 }
 
 /// Runs `amberdb cluster …`. Returns its report.
@@ -137,6 +165,29 @@ pub fn run(action: ClusterAction) -> anyhow::Result<String> {
                     .transpose()?;
                 let js = connect(&nats).await?;
                 import::run(&js, from, work, token).await
+            }
+            ClusterAction::Repair {
+                nats,
+                data,
+                partition,
+                from,
+                apply,
+                work,
+                token_file,
+            } => {
+                let token = token_file
+                    .as_deref()
+                    .map(crate::auth::shared_token)
+                    .transpose()?;
+                let js = connect(&nats).await?;
+                let request = repair::Request {
+                    data,
+                    partition,
+                    from,
+                    apply: work.filter(|_| apply),
+                    token,
+                };
+                repair::run(&js, request).await
             }
             ClusterAction::Status { nats } => {
                 let js = connect(&nats).await?;

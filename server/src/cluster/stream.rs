@@ -625,6 +625,102 @@ pub async fn follow(
     Ok(position)
 }
 
+/// The frames partition's stream holds from position `from` through `to`, each at the
+/// position of the message that completes it: a message that is one whole frame, or the last
+/// chunk of a group whose other chunks are the messages just before it (one epoch, in order).
+/// A message that completes no frame (a chunk of a group left incomplete, a message without
+/// amberdb headers) holds none. Whether a frame counted is not judged here: `amberdb cluster
+/// repair` compares these bytes with a set-aside store's log, where a frame that counted is
+/// the message's body.
+///
+/// # Errors
+/// JetStream's refusal, or `Stalled` when the stream stops delivering before `to`.
+pub async fn frames_between(
+    stream: &stream::Stream,
+    from: u64,
+    to: u64,
+) -> Result<std::collections::BTreeMap<u64, Vec<u8>>, StreamError> {
+    let mut frames = std::collections::BTreeMap::new();
+    if from > to {
+        return Ok(frames);
+    }
+    // A group that completes at `from` began up to `MAX_CHUNKS - 1` messages before it.
+    let start = from
+        .saturating_sub(u64::from(amberdb::cluster::MAX_CHUNKS) - 1)
+        .max(1);
+    let consumer = stream
+        .create_consumer(consumer::pull::OrderedConfig {
+            deliver_policy: consumer::DeliverPolicy::ByStartSequence {
+                start_sequence: start,
+            },
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| nats("creating a reader's consumer")(e.to_string()))?;
+    let mut messages = consumer
+        .messages()
+        .await
+        .map_err(|e| nats("reading the stream")(e.to_string()))?;
+    // The open group: (position, epoch, index, count) of each chunk held, and their bytes.
+    let mut group: Vec<(u64, u64, u32, u32)> = Vec::new();
+    let mut bytes: Vec<u8> = Vec::new();
+    let mut position = start.saturating_sub(1);
+    while position < to {
+        let next = tokio::time::timeout(FOLLOW_STALL, messages.next())
+            .await
+            .map_err(|_| StreamError::Stalled {
+                position,
+                until: to,
+            })?;
+        let Some(message) = next else {
+            break;
+        };
+        let message = message.map_err(|e| nats("reading the stream")(e.to_string()))?;
+        let sequence = message
+            .info()
+            .map_err(|e| nats("a message's position")(e.to_string()))?
+            .stream_sequence;
+        if sequence <= position {
+            continue;
+        }
+        position = sequence;
+        let m = judged_as(sequence, message.headers.as_ref(), &message.payload);
+        match m.chunk {
+            None => {
+                group.clear();
+                if sequence >= from {
+                    frames.insert(sequence, m.body.to_vec());
+                }
+            }
+            Some((i, n)) if i >= 1 && i <= n => {
+                let follows = group.last().is_some_and(|&(p, e, j, c)| {
+                    p + 1 == sequence && e == m.epoch && j + 1 == i && c == n
+                });
+                if i == 1 || !follows {
+                    group.clear();
+                    bytes.clear();
+                }
+                if i == 1 || follows {
+                    group.push((sequence, m.epoch, i, n));
+                    bytes.extend_from_slice(m.body);
+                }
+                if i == n && group.len() == n as usize {
+                    if sequence >= from {
+                        frames.insert(sequence, std::mem::take(&mut bytes));
+                    }
+                    group.clear();
+                    bytes.clear();
+                }
+            }
+            Some(_) => {
+                group.clear();
+                bytes.clear();
+            }
+        }
+    }
+    Ok(frames)
+}
+
 /// How far back `diverged_before` walks an epoch's run to its claim.
 const DIVERGENCE_WALK: u64 = 4_096;
 

@@ -627,16 +627,18 @@ pub(crate) fn a_minute_from_now_ms() -> u64 {
     u64::try_from(now.as_millis()).unwrap() + 60_000
 }
 
-/// Makes partition `p`'s stream one that lost its last message as a leader whose files lost
-/// it does, and keeps its configuration as `ensure_stream` checks it: the stream is made again
-/// message for message (the same headers and bodies at the same positions). `Lost::Reported`:
-/// the last message is deleted and the stream still reports its position (made with deletes
-/// allowed, which are denied again after); `Lost::Cut`: it is not made again, so the stream
-/// ends before it. Returns the position the last message had.
-pub(crate) async fn lose_last_message(
+/// Makes partition `p`'s stream one that lost its last `n` messages as a leader whose files
+/// lost them does, and keeps its configuration as `ensure_stream` checks it: the stream is
+/// made again message for message (the same headers and bodies at the same positions).
+/// `Lost::Reported`: the last messages are deleted and the stream still reports its last
+/// position (made with deletes allowed, which are denied again after); `Lost::Cut`: they are
+/// not made again, so the stream ends before them. Returns the position the first lost
+/// message had.
+pub(crate) async fn lose_last_messages(
     js: &async_nats::jetstream::Context,
     p: u32,
     how: Lost,
+    n: u64,
 ) -> u64 {
     use amberdb_server::cluster::stream::{stream_name, subject};
     let old = js.get_stream(stream_name(p)).await.unwrap();
@@ -648,8 +650,10 @@ pub(crate) async fn lose_last_message(
         let m = old.get_raw_message(seq).await.unwrap();
         messages.push((m.headers, m.payload));
     }
+    assert!(n >= 1 && n <= end, "{n} of {end} messages");
+    let lost = end - n + 1;
     if how == Lost::Cut {
-        messages.pop();
+        messages.truncate(usize::try_from(lost - 1).unwrap());
     }
     js.delete_stream(stream_name(p)).await.unwrap();
     let mut config = info.config.clone();
@@ -671,14 +675,16 @@ pub(crate) async fn lose_last_message(
             .unwrap();
     }
     if how == Lost::Reported {
-        assert!(again.delete_message(end).await.unwrap());
+        for seq in lost..=end {
+            assert!(again.delete_message(seq).await.unwrap());
+        }
         config.deny_delete = true;
         js.update_stream(config).await.unwrap();
     }
-    end
+    lost
 }
 
-/// How `lose_last_message` loses it.
+/// How `lose_last_messages` loses them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Lost {
     /// The stream still reports its position and cannot deliver it.
@@ -722,7 +728,7 @@ fn no_node_claims_a_stream_that_ends_before_what_it_acknowledged() {
         )
         .await
         .unwrap();
-        let end = lose_last_message(&js, 0, Lost::Cut).await;
+        let end = lose_last_messages(&js, 0, Lost::Cut, 1).await;
         assert_eq!(end, acknowledged);
         let stream = js.get_stream("AMBERDB_P0").await.unwrap();
         assert_eq!(last_position(&stream).await.unwrap(), end - 1);

@@ -980,13 +980,27 @@ fn a_partition_stream_edited_to_break_a_promise_is_refused_naming_the_field() {
     assert!(why.contains("max_age is 3600s"), "{why}");
 }
 
+/// A standby (`n1`) whose store holds what partition 0's stream lost, set aside.
+struct Diverged {
+    nats: Nats,
+    dir: tempfile::TempDir,
+    n1: Server,
+    /// The users' memories by content, as the owner acknowledged them.
+    ids: BTreeMap<String, u64>,
+    /// The intruder's first write at the shorter end, and the running CRC after its last.
+    intruder: (u64, Option<String>),
+    /// STATS' view of partition 0 on `n1` once it took the stream's history.
+    view: Value,
+}
+
 /// The race the claim guard cannot always win (docs/cluster.md, "A replica whose history is
-/// not the stream's"): a standby applied a message the stream then lost, and a claim was made
-/// at the stream's shorter end before the guard saw the standby's position. The standby finds
-/// the claim it passed without, sets its store aside (kept on disk), makes it again from the
-/// stream, and ends at the stream's position with the same running CRC as the claimer.
-#[test]
-fn a_standby_whose_history_is_not_the_streams_sets_its_store_aside_and_follows_the_stream() {
+/// not the stream's"), made by hand: `n0` owns partition 0 and `n1` stands by; five facts are
+/// stored (and with `delete`, the first deleted), and `n1` applies all of it; `n0` dies, the
+/// stream loses its last message (and with `delete`, the two last: the fifth fact and the
+/// delete), and an intruder claims at the shorter end and writes as many times as were lost
+/// (a standby notices only a message past its own end). Returns once `n1` has the claimer's
+/// position and running CRC.
+fn diverged_standby(delete: bool) -> Diverged {
     use amberdb_server::cluster::lease::{Lease, key};
     use amberdb_server::cluster::stream::{JetStreamPublisher, follow, publish_claim, stream_name};
     let nats = super::cluster::start_nats();
@@ -999,11 +1013,14 @@ fn a_standby_whose_history_is_not_the_streams_sets_its_store_aside_and_follows_t
     owner_becomes(&n1, 0, "n0");
     let user = user_in(0, "d");
     let mut c = n0.client();
+    let mut ids = BTreeMap::new();
     for i in 0..5 {
-        c.ok(
-            "STORE",
-            json!({"user_id": user, "content": format!("fact {i}")}),
-        );
+        let content = format!("fact {i}");
+        let stored = c.ok("STORE", json!({"user_id": user, "content": content}));
+        ids.insert(content, stored["memory_id"].as_u64().unwrap());
+    }
+    if delete {
+        c.ok("DELETE", json!({"memory_id": ids["fact 0"]}));
     }
     let position = |n: &Server| {
         let stats = n.client().ok("STATS", json!({}));
@@ -1017,9 +1034,10 @@ fn a_standby_whose_history_is_not_the_streams_sets_its_store_aside_and_follows_t
     n0.kill9();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let handle = rt.handle().clone();
-    let (intruder, crc) = rt.block_on(async {
+    let intruder = rt.block_on(async {
         let js = async_nats::jetstream::new(async_nats::connect(&nats.url).await.unwrap());
-        let end = super::cluster::lose_last_message(&js, 0, super::cluster::Lost::Cut).await;
+        let lost = if delete { 2 } else { 1 };
+        let end = super::cluster::lose_last_messages(&js, 0, super::cluster::Lost::Cut, lost).await;
         let settings = amberdb_server::cluster::settings::load(&js).await.unwrap();
         let id = settings.store(0).unwrap();
         // A claimer that read the shorter end: its store follows the stream to it, takes the
@@ -1051,7 +1069,7 @@ fn a_standby_whose_history_is_not_the_streams_sets_its_store_aside_and_follows_t
         let at = publish_claim(&js, 0, &t, epoch, "intruder", id)
             .await
             .unwrap();
-        assert_eq!(at, end, "the claim takes the lost message's position");
+        assert_eq!(at, end, "the claim takes the first lost message's position");
         follow(&t, &stream, Some(at)).await.unwrap();
         t.own_partition(
             epoch,
@@ -1061,8 +1079,13 @@ fn a_standby_whose_history_is_not_the_streams_sets_its_store_aside_and_follows_t
         let stored = t
             .store(NewMemory::new("the intruder's write").user("d"))
             .unwrap();
+        // The standby notices only a message past its own end: as many writes as were lost.
+        for i in 1..lost {
+            t.store(NewMemory::new(format!("the intruder's write {i}")).user("d"))
+                .unwrap();
+        }
         let log = t.partition_log();
-        assert_eq!(log.position, end + 1);
+        assert_eq!(log.position, end + lost);
         t.close().unwrap();
         (
             stored.memory_id.0,
@@ -1072,7 +1095,7 @@ fn a_standby_whose_history_is_not_the_streams_sets_its_store_aside_and_follows_t
     let deadline = Instant::now() + Duration::from_secs(30);
     let view = loop {
         let view = position(&n1);
-        if view["running_crc"].as_str() == crc.as_deref() {
+        if view["running_crc"].as_str() == intruder.1.as_deref() {
             break view;
         }
         assert!(
@@ -1081,21 +1104,193 @@ fn a_standby_whose_history_is_not_the_streams_sets_its_store_aside_and_follows_t
         );
         std::thread::sleep(Duration::from_millis(100));
     };
-    let aside = view["set_aside"].as_str().expect("a store set aside");
-    assert!(aside.contains("p-0.diverged-"), "{view}");
-    let kept: Vec<_> = std::fs::read_dir(dir.path().join("n1"))
+    Diverged {
+        nats,
+        dir,
+        n1,
+        ids,
+        intruder,
+        view,
+    }
+}
+
+/// The standby of `diverged_standby` finds the claim it passed without, sets its store aside
+/// (kept on disk), makes it again from the stream, and ends at the stream's position with the
+/// same running CRC as the claimer.
+#[test]
+fn a_standby_whose_history_is_not_the_streams_sets_its_store_aside_and_follows_the_stream() {
+    let d = diverged_standby(false);
+    let aside = d.view["set_aside"].as_str().expect("a store set aside");
+    assert!(aside.contains("p-0.diverged-"), "{}", d.view);
+    let kept: Vec<_> = std::fs::read_dir(d.dir.path().join("n1"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with("p-0.diverged-"))
         .collect();
     assert_eq!(kept.len(), 1, "the diverged store is kept: {kept:?}");
-    let got = n1.client().ok("GET", json!({"memory_id": intruder}));
+    let got = d.n1.client().ok("GET", json!({"memory_id": d.intruder.0}));
     assert_eq!(got["memory"]["content"], "the intruder's write");
     assert_eq!(
-        memories_in(&n1, 0),
+        memories_in(&d.n1, 0),
         5,
         "four of the five, and the intruder's"
     );
+}
+
+/// `amberdb cluster repair` on the store `diverged_standby` set aside, which holds a STORE and
+/// a DELETE the stream lost: the report lists both (the fifth fact to restore, the delete of
+/// the first to send again) and changes nothing; `--apply` brings the fifth fact back and
+/// deletes the first; a second `--apply` writes nothing. Wrong arguments are refused before
+/// anything is read.
+#[test]
+fn a_set_aside_stores_lost_writes_are_listed_then_written_back_once() {
+    let d = diverged_standby(true);
+    // The intruder is gone: its lease lapses now, so n1 takes the partition and the writes
+    // back have an owner.
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        use amberdb_server::cluster::lease::{Lease, key};
+        let js = async_nats::jetstream::new(async_nats::connect(&d.nats.url).await.unwrap());
+        let kv = js
+            .get_key_value(amberdb_server::cluster::settings::BUCKET)
+            .await
+            .unwrap();
+        let held = kv.get(key(0)).await.unwrap().unwrap();
+        let mut lease: Lease = serde_json::from_slice(&held).unwrap();
+        lease.expires_ms = 0;
+        kv.put(key(0), serde_json::to_vec(&lease).unwrap().into())
+            .await
+            .unwrap();
+    });
+    owner_becomes(&d.n1, 0, "n1");
+    let data = d.dir.path().join("n1");
+    let aside = std::fs::read_dir(&data)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .find(|n| n.starts_with("p-0.diverged-"))
+        .expect("a store set aside");
+    let data_arg = data.display().to_string();
+    let repair = |extra: &[&str]| {
+        let mut args = vec![
+            "repair",
+            "--data",
+            &data_arg,
+            "--partition",
+            "0",
+            "--from",
+            &aside,
+        ];
+        args.extend_from_slice(extra);
+        cluster_command(&d.nats, &args)
+    };
+    let (f0, f4) = (d.ids["fact 0"], d.ids["fact 4"]);
+    let before = memories_in(&d.n1, 0);
+    assert_eq!(
+        before, 6,
+        "facts 0 to 3 (its delete was lost) and the intruder's two: {}",
+        d.view
+    );
+    let (ok, out, err) = repair(&[]);
+    assert!(ok, "{out}{err}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["complete"], true, "{report}");
+    assert_eq!(report["applied"], false);
+    let entries = report["entries"].as_array().unwrap();
+    let decision_of = |id: u64| -> Vec<String> {
+        entries
+            .iter()
+            .filter(|e| e["memory_id"] == id)
+            .map(|e| e["decision"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(decision_of(f4), vec!["restore"], "{report}");
+    assert_eq!(decision_of(f0), vec!["apply"], "{report}");
+    assert_eq!(memories_in(&d.n1, 0), before, "a report changes nothing");
+    // Refused before anything is read: another partition's name, an unknown flag, --apply
+    // without --work, and a --work that is not absolute.
+    for (args, says) in [
+        (
+            vec!["--partition", "1"],
+            "not a set-aside store of partition 1",
+        ),
+        (vec!["--bogus"], "--bogus"),
+        (vec!["--apply"], "--work"),
+        (vec!["--apply", "--work", "relative"], "absolute"),
+    ] {
+        let mut all = vec!["repair", "--data", &data_arg, "--from", &aside];
+        if !args.contains(&"--partition") {
+            all.extend(["--partition", "0"]);
+        }
+        all.extend(args.iter().copied());
+        let (ok, out, err) = cluster_command(&d.nats, &all);
+        assert!(!ok && err.contains(says), "{all:?}: {out}{err}");
+    }
+    // A set-aside name over another partition's store is refused by its store id.
+    let other = data.join("p-0.diverged-1");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::copy(data.join("p-1").join("IDENTITY"), other.join("IDENTITY")).unwrap();
+    let (ok, out, err) = cluster_command(
+        &d.nats,
+        &[
+            "repair",
+            "--data",
+            &data_arg,
+            "--partition",
+            "0",
+            "--from",
+            "p-0.diverged-1",
+        ],
+    );
+    assert!(!ok && err.contains("not partition 0's"), "{out}{err}");
+    let work = d.dir.path().join("repair-1");
+    let (ok, out, err) = repair(&["--apply", "--work", &work.display().to_string()]);
+    assert!(ok, "{out}{err}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    let restored = report["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["memory_id"] == f4)
+        .unwrap()["id_now"]
+        .as_u64()
+        .expect("the restored fact's id now");
+    let mut c = d.n1.client();
+    let got = c.ok("GET", json!({"memory_id": restored}));
+    assert_eq!(got["memory"]["content"], "fact 4");
+    c.fails("GET", json!({"memory_id": f0}), "not_found");
+    assert_eq!(memories_in(&d.n1, 0), before, "fact 4 back, fact 0 gone");
+    // Again: nothing is stored twice, and the delete finds nothing to delete.
+    let work = d.dir.path().join("repair-2");
+    let (ok, out, err) = repair(&["--apply", "--work", &work.display().to_string()]);
+    assert!(ok, "{out}{err}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        report["import"]
+            .as_str()
+            .unwrap()
+            .contains("0 stored, 1 held already"),
+        "{report}"
+    );
+    assert_eq!(
+        decision_of_in(&report, f0),
+        vec!["already_gone"],
+        "{report}"
+    );
+    assert_eq!(memories_in(&d.n1, 0), before);
+    assert!(
+        data.join(&aside).join("IDENTITY").exists(),
+        "the set-aside store is kept"
+    );
+}
+
+/// The decisions `report` gives memory `id`'s entries.
+fn decision_of_in(report: &Value, id: u64) -> Vec<String> {
+    report["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["memory_id"] == id)
+        .map(|e| e["decision"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 #[test]
@@ -1122,7 +1317,8 @@ fn a_node_that_cannot_take_a_partition_says_why_and_stops_at_once() {
     // The last message of partition 0's stream goes, as from a leader whose files lost it:
     // the stream still reports it as its last position.
     rt.block_on(async {
-        let end = super::cluster::lose_last_message(&js, 0, super::cluster::Lost::Reported).await;
+        let end =
+            super::cluster::lose_last_messages(&js, 0, super::cluster::Lost::Reported, 1).await;
         let s = js.get_stream(stream::stream_name(0)).await.unwrap();
         assert_eq!(stream::last_position(&s).await.unwrap(), end);
     });
