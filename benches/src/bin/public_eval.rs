@@ -411,6 +411,128 @@ fn unmerged_store(
     Ok((unmerged, ids))
 }
 
+/// Distinct meanings per page, the query's meaning and its statement on the page
+/// (`docs/search.md`, "Pages without crowding"): the default's top-level results, and plain
+/// cosine's, over the paraphrase queries of `set`, whose `corpus` is stored in `store` as
+/// `ids`.
+fn pages_without_crowding(
+    set: &PairSet,
+    (store, user, ids): (&Store, &str, &[MemoryId]),
+    (corpus, queries): (&[&str], &[(&str, usize)]),
+    vectors: &HashMap<String, Vec<f32>>,
+    plain: &Baselines,
+) -> anyhow::Result<()> {
+    let verbose = std::env::var_os("AMBERDB_EVAL_VERBOSE").is_some();
+    // Distinct meanings per page and meaning recall@10 (docs/search.md, "Pages without
+    // crowding"): the default's top-level results, and plain cosine's.
+    let meaning = amberdb_benches::public::meanings(&set.pairs);
+    let meaning_of_id: HashMap<MemoryId, usize> = ids
+        .iter()
+        .zip(corpus)
+        .map(|(id, t)| (*id, meaning[*t]))
+        .collect();
+    let text_of_id: HashMap<MemoryId, &str> =
+        ids.iter().zip(corpus).map(|(id, t)| (*id, *t)).collect();
+    let (mut distinct, mut distinct_cosine, mut found, mut found_cosine, mut found_with_also) =
+        (0usize, 0usize, 0usize, 0usize, 0usize);
+    // The query's statement on the page: a result of its meaning, or one with the same content
+    // words in the same order as a text of it (the guard's `SameWords`: labels that put "A boy
+    // is playing guitar" and "The boy is playing a guitar" in two meanings do not count
+    // against a page that shows one of them), judged alike for the default and plain cosine.
+    let mut texts_of_meaning: HashMap<usize, Vec<&str>> = HashMap::new();
+    for t in corpus {
+        texts_of_meaning.entry(meaning[*t]).or_default().push(*t);
+    }
+    let states = |page: &[String], target: usize| {
+        let texts = texts_of_meaning.get(&target).map_or(&[][..], Vec::as_slice);
+        page.iter().any(|t| {
+            meaning.get(t.as_str()) == Some(&target)
+                || texts.iter().any(|s| {
+                    amberdb::hooks::facts::relation(s, t).rule
+                        == amberdb::hooks::facts::Rule::SameWords
+                })
+        })
+    };
+    let (mut stated, mut stated_cosine) = (0usize, 0usize);
+    for (q, target) in queries {
+        let (page, _) = default_page(store, user, q, Variant::Uncounted)?;
+        let page_texts: Vec<String> = page
+            .iter()
+            .map(|r| store.get(r[0]).map(|m| m.content))
+            .collect::<Result<_, _>>()?;
+        let page_states = states(&page_texts, meaning[corpus[*target]]);
+        stated += usize::from(page_states);
+        if verbose && !page_states {
+            println!(
+                "not stated: query {q:?}, a text of its meaning {:?}: page {page_texts:?}",
+                corpus[*target]
+            );
+        }
+        let on_page: HashSet<usize> = page
+            .iter()
+            .filter_map(|r| meaning_of_id.get(&r[0]).copied())
+            .collect();
+        distinct += on_page.len();
+        found += usize::from(on_page.contains(&meaning[corpus[*target]]));
+        let target_meaning = meaning[corpus[*target]];
+        found_with_also += usize::from(
+            page.iter()
+                .flatten()
+                .any(|id| meaning_of_id.get(id) == Some(&target_meaning)),
+        );
+        if verbose && !on_page.contains(&target_meaning) {
+            // What hid the query's meaning: a result that folded a text of it.
+            for r in page.iter().filter(|r| {
+                r[1..]
+                    .iter()
+                    .any(|id| meaning_of_id.get(id) == Some(&target_meaning))
+            }) {
+                let folded = r[1..]
+                    .iter()
+                    .find(|id| meaning_of_id.get(id) == Some(&target_meaning))
+                    .copied();
+                let content = |id: Option<MemoryId>| {
+                    id.and_then(|id| store.get(id).ok())
+                        .map(|m| m.content)
+                        .unwrap_or_default()
+                };
+                println!(
+                    "folded: query {q:?}: kept {:?} folded {:?} (stored as {:?})",
+                    content(Some(r[0])),
+                    content(folded),
+                    folded
+                        .and_then(|id| text_of_id.get(&id))
+                        .copied()
+                        .unwrap_or("")
+                );
+            }
+        }
+        let ranked: Ranked = plain.rank(q, &vectors[*q], 10);
+        let on_cosine: HashSet<usize> = ranked.cosine.iter().map(|&r| meaning[corpus[r]]).collect();
+        distinct_cosine += on_cosine.len();
+        found_cosine += usize::from(on_cosine.contains(&meaning[corpus[*target]]));
+        let cosine_texts: Vec<String> = ranked
+            .cosine
+            .iter()
+            .map(|&r| corpus[r].to_owned())
+            .collect();
+        stated_cosine += usize::from(states(&cosine_texts, meaning[corpus[*target]]));
+    }
+    println!(
+        "| {} | {} | distinct meanings per page of ten: default {:.2}, plain cosine {:.2}; the query's meaning on the page: default {} ({} with what is folded under its results), plain cosine {}; its statement on the page (a text of the same words counts): default {}, plain cosine {} | | | |",
+        set.name,
+        set.split,
+        distinct as f64 / queries.len().max(1) as f64,
+        distinct_cosine as f64 / queries.len().max(1) as f64,
+        ratio(found, queries.len()),
+        ratio(found_with_also, queries.len()),
+        ratio(found_cosine, queries.len()),
+        ratio(stated, queries.len()),
+        ratio(stated_cosine, queries.len())
+    );
+    Ok(())
+}
+
 /// Paraphrase retrieval over the texts of a pair set: the second text of every paraphrase
 /// pair asks for the first, among every other text of the set.
 fn retrieval(dir: &Path, vectors: &HashMap<String, Vec<f32>>, set: &PairSet) -> anyhow::Result<()> {
@@ -448,44 +570,13 @@ fn retrieval(dir: &Path, vectors: &HashMap<String, Vec<f32>>, set: &PairSet) -> 
     let mut base = [Hits::default(); 3];
     let mut unordered = 0;
     let verbose = std::env::var_os("AMBERDB_EVAL_VERBOSE").is_some();
-    // Distinct meanings per page and meaning recall@10 (docs/search.md, "Pages without
-    // crowding"): the default's top-level results, and plain cosine's.
-    let meaning = amberdb_benches::public::meanings(&set.pairs);
-    let meaning_of_id: HashMap<MemoryId, usize> = ids
-        .iter()
-        .zip(&corpus)
-        .map(|(id, t)| (*id, meaning[*t]))
-        .collect();
-    let (mut distinct, mut distinct_cosine, mut found, mut found_cosine, mut found_with_also) =
-        (0usize, 0usize, 0usize, 0usize, 0usize);
-    for (q, target) in &queries {
-        let (page, _) = default_page(&store, user, q, Variant::Uncounted)?;
-        let on_page: HashSet<usize> = page
-            .iter()
-            .filter_map(|r| meaning_of_id.get(&r[0]).copied())
-            .collect();
-        distinct += on_page.len();
-        found += usize::from(on_page.contains(&meaning[corpus[*target]]));
-        found_with_also += usize::from(
-            page.iter()
-                .flatten()
-                .any(|id| meaning_of_id.get(id) == Some(&meaning[corpus[*target]])),
-        );
-        let ranked: Ranked = plain.rank(q, &vectors[*q], 10);
-        let on_cosine: HashSet<usize> = ranked.cosine.iter().map(|&r| meaning[corpus[r]]).collect();
-        distinct_cosine += on_cosine.len();
-        found_cosine += usize::from(on_cosine.contains(&meaning[corpus[*target]]));
-    }
-    println!(
-        "| {} | {} | distinct meanings per page of ten: default {:.2}, plain cosine {:.2}; the query's meaning on the page: default {} ({} with what is folded under its results), plain cosine {} | | | |",
-        set.name,
-        set.split,
-        distinct as f64 / queries.len().max(1) as f64,
-        distinct_cosine as f64 / queries.len().max(1) as f64,
-        ratio(found, queries.len()),
-        ratio(found_with_also, queries.len()),
-        ratio(found_cosine, queries.len())
-    );
+    pages_without_crowding(
+        set,
+        (&store, user, &ids),
+        (&corpus, &queries),
+        vectors,
+        &plain,
+    )?;
     for (q, target) in &queries {
         let wanted: HashSet<MemoryId> = std::iter::once(ids[*target]).collect();
         for (k, (_, variant)) in VARIANTS.iter().enumerate() {
