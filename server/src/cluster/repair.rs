@@ -135,26 +135,31 @@ fn find_fork(frames: &[LoggedFrame], from: u64, stream_frames: &BTreeMap<u64, Ve
     Fork { agreed, at: None }
 }
 
-/// The memories the live history changed from position `from` on (updates, tags, archive,
-/// deletes, forgets): a lost change to one of them is a conflict.
-fn touched_since(stream_frames: &BTreeMap<u64, Vec<u8>>, from: u64) -> BTreeSet<u64> {
-    let mut touched = BTreeSet::new();
-    for bytes in stream_frames.range(from..).map(|(_, b)| b) {
-        // A message that is no sound frame counted for no replica.
-        for effect in frame_effects(bytes).unwrap_or_default() {
-            match effect {
-                Effect::Updated { record } => {
-                    touched.insert(record.id.0);
-                }
-                Effect::TagsSet { id, .. } | Effect::Archived { id } | Effect::Deleted { id } => {
-                    touched.insert(id.0);
-                }
-                Effect::Forgotten { ids } => touched.extend(ids.iter().map(|id| id.0)),
-                _ => {}
+/// The memories the frame `bytes` of the live history changes (updates, tags, archive,
+/// deletes, forgets): a lost change to one of them since the fork is a conflict. A message
+/// that is no sound frame counted for no replica: none.
+fn changed_ids(bytes: &[u8]) -> Vec<u64> {
+    let mut ids = Vec::new();
+    for effect in frame_effects(bytes).unwrap_or_default() {
+        match effect {
+            Effect::Updated { record } => ids.push(record.id.0),
+            Effect::TagsSet { id, .. } | Effect::Archived { id } | Effect::Deleted { id } => {
+                ids.push(id.0);
             }
+            Effect::Forgotten { ids: gone } => ids.extend(gone.iter().map(|id| id.0)),
+            _ => {}
         }
     }
-    touched
+    ids
+}
+
+/// Every memory the live history changed from position `from` on, of `changed` (the
+/// memories each position's frame changes).
+fn touched_since(changed: &BTreeMap<u64, Vec<u64>>, from: u64) -> BTreeSet<u64> {
+    changed
+        .range(from..)
+        .flat_map(|(_, ids)| ids.iter().copied())
+        .collect()
 }
 
 /// The lost frames' effects, each with its decision, and the records and entities to import.
@@ -417,12 +422,26 @@ pub async fn run(js: &async_nats::jetstream::Context, req: Request) -> anyhow::R
     let last = stream::last_position(&s).await?;
     let log_first = frames.first().map_or(0, |f| f.position);
     let from = first.max(log_first);
-    let stream_frames = stream::frames_between(&s, from, last).await?;
+    // The stream's frames where the log has some, to compare; past them, only what each
+    // frame changed (the live history can be far longer than the log).
+    let log_last = frames.last().map_or(0, |f| f.position);
+    let mut stream_frames: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+    let mut changed: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    stream::for_each_frame(&s, from, last, |position, bytes| {
+        if position <= log_last {
+            stream_frames.insert(position, bytes.to_vec());
+        }
+        let ids = changed_ids(bytes);
+        if !ids.is_empty() {
+            changed.insert(position, ids);
+        }
+    })
+    .await?;
     let fork = find_fork(&frames, from, &stream_frames);
     let mut report = json!({
         "partition": p,
         "set_aside": dir.display().to_string(),
-        "log": {"first": log_first, "last": frames.last().map_or(0, |f| f.position)},
+        "log": {"first": log_first, "last": log_last},
         "stream": {"first": first, "last": last},
         "agreed_through": fork.agreed,
         "fork": fork.at,
@@ -438,7 +457,7 @@ pub async fn run(js: &async_nats::jetstream::Context, req: Request) -> anyhow::R
     // The first frame compared differs: the fork may lie before what both can show.
     let whole = fork.agreed.is_some() || from == 1;
     let window = fork.agreed.map_or(from, |a| a + 1);
-    let touched = touched_since(&stream_frames, window);
+    let touched = touched_since(&changed, window);
     let lost: Vec<(u64, Vec<Effect>)> = frames
         .iter()
         .filter(|f| f.position >= at && !f.is_skip())
@@ -450,41 +469,8 @@ pub async fn run(js: &async_nats::jetstream::Context, req: Request) -> anyhow::R
                 })
         })
         .collect::<anyhow::Result<_>>()?;
-    let mut plan = plan(&lost, &touched);
-    let kv = js
-        .get_key_value(settings::BUCKET)
-        .await
-        .map_err(|e| anyhow::anyhow!("the KV bucket {}: {e}", settings::BUCKET))?;
-    let seeds: Vec<String> = lease::registered(&kv)
-        .await
-        .into_values()
-        .map(|peer| peer.address)
-        .collect();
-    anyhow::ensure!(
-        !seeds.is_empty(),
-        "no node is registered in the cluster: repair reads and writes through the partition's owner"
-    );
-    let apply = req.apply.clone();
-    let token = req.token.clone();
-    let partitions = held.partitions;
-    let model = held.model_id.clone();
-    let (plan, imported) = tokio::task::spawn_blocking(move || {
-        let mut client = Client::connect(&seeds, token.as_deref(), None)?;
-        client.set_failover_wait(Duration::from_secs(60));
-        check_deletes(&mut client, &mut plan, last)?;
-        let imported = match &apply {
-            Some(work) => Some(write_back(
-                &mut client,
-                &mut plan,
-                work,
-                (partitions, &model),
-                (&seeds, token.as_deref()),
-            )?),
-            None => None,
-        };
-        Ok::<_, anyhow::Error>((plan, imported))
-    })
-    .await??;
+    let plan = plan(&lost, &touched);
+    let (plan, imported) = through_owner(js, plan, last, &req, &held).await?;
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for e in &plan.entries {
         *counts
@@ -512,6 +498,52 @@ pub async fn run(js: &async_nats::jetstream::Context, req: Request) -> anyhow::R
          checkpoint or below the stream's beginning, and writes lost there are not listed"
     );
     Ok(text)
+}
+
+/// Reads what the lost deletes name, and with `--apply` writes back, through the partition's
+/// owner (a client of the nodes registered in the cluster). Returns the plan as decided then,
+/// and the import's report.
+async fn through_owner(
+    js: &async_nats::jetstream::Context,
+    mut plan: Plan,
+    last: u64,
+    req: &Request,
+    held: &settings::Settings,
+) -> anyhow::Result<(Plan, Option<String>)> {
+    let kv = js
+        .get_key_value(settings::BUCKET)
+        .await
+        .map_err(|e| anyhow::anyhow!("the KV bucket {}: {e}", settings::BUCKET))?;
+    let seeds: Vec<String> = lease::registered(&kv)
+        .await
+        .into_values()
+        .map(|peer| peer.address)
+        .collect();
+    anyhow::ensure!(
+        !seeds.is_empty(),
+        "no node is registered in the cluster: repair reads and writes through the partition's owner"
+    );
+    let apply = req.apply.clone();
+    let token = req.token.clone();
+    let partitions = held.partitions;
+    let model = held.model_id.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut client = Client::connect(&seeds, token.as_deref(), None)?;
+        client.set_failover_wait(Duration::from_secs(60));
+        check_deletes(&mut client, &mut plan, last)?;
+        let imported = match &apply {
+            Some(work) => Some(write_back(
+                &mut client,
+                &mut plan,
+                work,
+                (partitions, &model),
+                (&seeds, token.as_deref()),
+            )?),
+            None => None,
+        };
+        Ok((plan, imported))
+    })
+    .await?
 }
 
 /// Asks the partition for every memory a lost delete names (at the stream's end, `min_seq`):
@@ -709,19 +741,23 @@ mod tests {
     #[test]
     fn what_the_live_history_changed_since_the_fork_is_touched() {
         let (_dir, frames, memories) = a_log();
-        let all: BTreeMap<u64, Vec<u8>> = frames
+        let changed: BTreeMap<u64, Vec<u64>> = frames
             .iter()
-            .map(|f| (f.position, f.bytes.clone()))
+            .map(|f| (f.position, changed_ids(&f.bytes)))
+            .filter(|(_, ids)| !ids.is_empty())
             .collect();
         let last = frames.last().unwrap().position;
-        assert_eq!(touched_since(&all, 1), BTreeSet::from([memories[0].id.0]));
-        assert!(touched_since(&all, last + 1).is_empty());
-        let mut noise = all.clone();
-        noise.insert(last + 1, b"no frame".to_vec());
         assert_eq!(
-            touched_since(&noise, last),
+            changed.len(),
+            1,
+            "the delete alone changes a memory: {changed:?}"
+        );
+        assert_eq!(
+            touched_since(&changed, 1),
             BTreeSet::from([memories[0].id.0])
         );
+        assert!(touched_since(&changed, last + 1).is_empty());
+        assert!(changed_ids(b"no frame").is_empty());
     }
 
     #[test]

@@ -625,24 +625,25 @@ pub async fn follow(
     Ok(position)
 }
 
-/// The frames partition's stream holds from position `from` through `to`, each at the
-/// position of the message that completes it: a message that is one whole frame, or the last
-/// chunk of a group whose other chunks are the messages just before it (one epoch, in order).
-/// A message that completes no frame (a chunk of a group left incomplete, a message without
-/// amberdb headers) holds none. Whether a frame counted is not judged here: `amberdb cluster
-/// repair` compares these bytes with a set-aside store's log, where a frame that counted is
-/// the message's body.
+/// Calls `on_frame(position, frame)` for every frame partition's stream holds from position
+/// `from` through `to`, in order, each at the position of the message that completes it: a
+/// message that is one whole frame, or the last chunk of a group whose other chunks are the
+/// messages just before it (one epoch, in order). A message that completes no frame (a chunk
+/// of a group left incomplete, a message without amberdb headers) holds none. Whether a frame
+/// counted is not judged here: `amberdb cluster repair` compares these bytes with a set-aside
+/// store's log, where a frame that counted is the message's body. Streams: no more than one
+/// frame is held at a time.
 ///
 /// # Errors
 /// JetStream's refusal, or `Stalled` when the stream stops delivering before `to`.
-pub async fn frames_between(
+pub async fn for_each_frame(
     stream: &stream::Stream,
     from: u64,
     to: u64,
-) -> Result<std::collections::BTreeMap<u64, Vec<u8>>, StreamError> {
-    let mut frames = std::collections::BTreeMap::new();
+    mut on_frame: impl FnMut(u64, &[u8]),
+) -> Result<(), StreamError> {
     if from > to {
-        return Ok(frames);
+        return Ok(());
     }
     // A group that completes at `from` began up to `MAX_CHUNKS - 1` messages before it.
     let start = from
@@ -689,7 +690,7 @@ pub async fn frames_between(
             None => {
                 group.clear();
                 if sequence >= from {
-                    frames.insert(sequence, m.body.to_vec());
+                    on_frame(sequence, m.body);
                 }
             }
             Some((i, n)) if i >= 1 && i <= n => {
@@ -706,7 +707,7 @@ pub async fn frames_between(
                 }
                 if i == n && group.len() == n as usize {
                     if sequence >= from {
-                        frames.insert(sequence, std::mem::take(&mut bytes));
+                        on_frame(sequence, &bytes);
                     }
                     group.clear();
                     bytes.clear();
@@ -718,7 +719,7 @@ pub async fn frames_between(
             }
         }
     }
-    Ok(frames)
+    Ok(())
 }
 
 /// How far back `diverged_before` walks an epoch's run to its claim.
