@@ -269,8 +269,9 @@ pub fn trim_point(
     (any && floor > 0).then_some(floor)
 }
 
-/// An owner's shipper: every [`SHIP_EVERY`], ships `store` once it has a newer checkpoint
-/// than the last shipped, then trims the partition's stream below [`trim_point`] (`peers`
+/// An owner's shipper: every [`SHIP_EVERY`], checkpoints `store` when the stream begins past
+/// its newest checkpoint, ships it once it has a newer checkpoint than the last shipped, then
+/// trims the partition's stream below [`trim_point`] (`peers`
 /// gives the nodes' registrations, `me` this node's name); runs until aborted (the owner stops
 /// owning).
 pub async fn keep_shipping(
@@ -285,6 +286,29 @@ pub async fn keep_shipping(
     let mut retry_at = std::time::Instant::now();
     loop {
         tokio::time::sleep(SHIP_EVERY).await;
+        // A stream that begins past the store's newest checkpoint lost its first messages (a
+        // leader's damaged snapshot; our own trims stay below every live node's checkpoint),
+        // and a node that needs a store made from the shipped checkpoint cannot follow it.
+        // The owner holds that history: it checkpoints now, and the checkpoint is shipped
+        // below (docs/cluster.md, "When the stream loses what it acknowledged").
+        if let Ok(first) = super::stream::first_position(&stream).await
+            && store.stats().checkpoint_seq + 1 < first
+        {
+            let at = store.clone();
+            match tokio::task::spawn_blocking(move || at.checkpoint()).await {
+                Ok(Ok(())) => tracing::warn!(
+                    partition,
+                    first,
+                    "the stream begins past the newest checkpoint: checkpointed to ship it"
+                ),
+                Ok(Err(e)) => {
+                    tracing::warn!(partition, error = %e, "checkpointing for a stream that begins past it")
+                }
+                Err(e) => {
+                    tracing::warn!(partition, error = %e, "checkpointing for a stream that begins past it")
+                }
+            }
+        }
         if store.stats().checkpoint_seq > shipped {
             match ship(&bucket, partition, store_id, &dir, shipped).await {
                 Ok(Some(seq)) => {

@@ -879,6 +879,84 @@ fn wait_for_status(nats: &Nats, what: &str, done: impl Fn(&str) -> bool) {
     }
 }
 
+/// A stream that begins past the shipped checkpoint (fault 87 of the long rig run: a leader's
+/// damaged snapshot lost the stream's first messages, docs/reliability.md) leaves a new node
+/// unable to follow it from the shipped checkpoint. The owner, which holds that history,
+/// checkpoints and ships past the stream's beginning, and a new node starts from that and
+/// holds every write. On the build before, nothing newer was shipped until the owner's next
+/// checkpoint on its own schedule, and a new node refused to start ("its leader lost
+/// messages").
+#[test]
+fn a_stream_that_begins_past_the_shipped_checkpoint_is_shipped_past_again() {
+    use amberdb_server::cluster::{connect_nats, stream};
+    let (nats, dir, mut nodes) = cluster_of(1);
+    all_owned(&nodes[0]);
+    let seeds = vec![nodes[0].addr.to_string()];
+    let mut client = Client::connect(&seeds, None, Some(Duration::from_secs(20))).unwrap();
+    let user = user_in(0, "begin");
+    // Texts no hook relates to another (a number changed would supersede).
+    let mut texts = [
+        "owls hunt at night",
+        "copper conducts electricity well",
+        "the ferry leaves from pier nine",
+        "basil needs warm soil",
+        "the invoice is due in March",
+        "a violin has four strings",
+        "glaciers carve deep valleys",
+        "the router reboots every Sunday",
+    ]
+    .into_iter()
+    .map(str::to_owned);
+    let mut acked = Vec::new();
+    for _ in 0..3 {
+        acked.push(stored(&mut client, &user, texts.next().unwrap()));
+    }
+    // A purge checkpoints every store; the owner ships them.
+    nodes[0].client().ok("PURGE", json!({}));
+    wait_for_status(&nats, "every partition shipped", |status| {
+        status.matches("shipped checkpoint").count() == PARTITIONS as usize
+    });
+    for text in texts {
+        acked.push(stored(&mut client, &user, text));
+    }
+    // The stream loses every message but its last two, as from a leader whose snapshot was
+    // damaged: it begins past the shipped checkpoint.
+    let first = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let js = async_nats::jetstream::new(connect_nats(&nats.as_user("n0")).await.unwrap());
+        let s = js.get_stream(stream::stream_name(0)).await.unwrap();
+        let last = stream::last_position(&s).await.unwrap();
+        stream::trim(&s, last - 1).await.unwrap();
+        stream::first_position(&s).await.unwrap()
+    });
+    // The owner ships past the stream's beginning within a few of its shipping rounds (the
+    // build before shipped nothing new: its store had no newer checkpoint).
+    let shipped_past = |status: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with("partition 0"))
+            .and_then(|l| l.split("shipped checkpoint ").nth(1))
+            .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .is_some_and(|seq| seq + 1 >= first)
+    };
+    wait_for_status(
+        &nats,
+        "a checkpoint shipped past the stream's beginning",
+        shipped_past,
+    );
+    let fresh = node(&dir.path().join("n1"), &nats, "n1");
+    nodes.push(fresh);
+    every_write_held_once(&nodes, &acked);
+    let stats = nodes[1].client().ok("STATS", json!({}));
+    let from = stats["cluster"]["partitions"][0]["bootstrapped_from"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(
+        from + 1 >= first,
+        "partition 0 made from a checkpoint at {from}, the stream begins at {first}: {stats}"
+    );
+}
+
 /// NATS as `scripts/cluster` runs it (`scripts/nats-permissions.conf`): the operator's
 /// `admin` makes the cluster, reads it and pins partitions, but a frame, a purge, a delete, a
 /// changed stream, a lease or a shipped checkpoint from it is refused, and the streams hold
