@@ -64,48 +64,9 @@ fn damaged(file: &str, why: impl std::fmt::Display) -> io::Error {
 /// The directory or a log file cannot be read, a log file is damaged (its header, or a bad
 /// frame with a valid one after it), or two files' positions overlap.
 pub fn logged_frames(dir: &Path) -> io::Result<Vec<LoggedFrame>> {
-    let mut files: Vec<(u64, String)> = Vec::new();
-    for e in std::fs::read_dir(dir)? {
-        let name = e?.file_name();
-        let Some(name) = name.to_str() else {
-            continue;
-        };
-        if let Some(first) = parse_file_name(name) {
-            files.push((first, name.to_owned()));
-        }
-    }
-    files.sort();
-    // Each file's frames, oldest file first.
-    let mut runs: Vec<Vec<LoggedFrame>> = Vec::with_capacity(files.len());
-    for (first, name) in &files {
-        let bytes = std::fs::read(dir.join(name)).map_err(|e| damaged(name, e))?;
-        let mut frames = Vec::new();
-        let scanned = scan(&bytes, |seq, offset, _op| {
-            let at = usize::try_from(offset).unwrap_or(usize::MAX);
-            let rest = bytes.get(at..).unwrap_or(&[]);
-            let frame = check_frame(rest).map_err(|why| damaged(name, why))?;
-            frames.push(LoggedFrame {
-                position: seq,
-                bytes: rest.get(..frame.total_len).unwrap_or(&[]).to_vec(),
-            });
-            Ok::<(), io::Error>(())
-        });
-        match scanned {
-            Ok(s) => {
-                if let ScanEnd::Corrupted { offset, reason } = s.end {
-                    return Err(damaged(name, format!("damaged at byte {offset}: {reason}")));
-                }
-                if s.first_seq != *first {
-                    return Err(damaged(
-                        name,
-                        format!("its header starts at position {}", s.first_seq),
-                    ));
-                }
-            }
-            Err(Ok(header)) => return Err(damaged(name, format!("its header: {header:?}"))),
-            Err(Err(e)) => return Err(e),
-        }
-        runs.push(frames);
+    let mut runs: Vec<Vec<LoggedFrame>> = Vec::new();
+    for (first, name) in log_files(dir)? {
+        runs.push(frames_of(dir, first, &name)?);
     }
     // The run of consecutive positions that ends with the newest file.
     let mut kept: Vec<Vec<LoggedFrame>> = Vec::new();
@@ -131,6 +92,69 @@ pub fn logged_frames(dir: &Path) -> io::Result<Vec<LoggedFrame>> {
         }
     }
     Ok(kept.into_iter().rev().flatten().collect())
+}
+
+/// The log files of the store in `dir`: (first position, name), oldest first.
+fn log_files(dir: &Path) -> io::Result<Vec<(u64, String)>> {
+    let mut files: Vec<(u64, String)> = Vec::new();
+    for e in std::fs::read_dir(dir)? {
+        let name = e?.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        if let Some(first) = parse_file_name(name) {
+            files.push((first, name.to_owned()));
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// The frames of the log file `name` (whose name says it starts at `first`).
+fn frames_of(dir: &Path, first: u64, name: &str) -> io::Result<Vec<LoggedFrame>> {
+    let bytes = std::fs::read(dir.join(name)).map_err(|e| damaged(name, e))?;
+    let mut frames = Vec::new();
+    let scanned = scan(&bytes, |seq, offset, _op| {
+        let at = usize::try_from(offset).unwrap_or(usize::MAX);
+        let rest = bytes.get(at..).unwrap_or(&[]);
+        let frame = check_frame(rest).map_err(|why| damaged(name, why))?;
+        frames.push(LoggedFrame {
+            position: seq,
+            bytes: rest.get(..frame.total_len).unwrap_or(&[]).to_vec(),
+        });
+        Ok::<(), io::Error>(())
+    });
+    match scanned {
+        Ok(s) => {
+            if let ScanEnd::Corrupted { offset, reason } = s.end {
+                return Err(damaged(name, format!("damaged at byte {offset}: {reason}")));
+            }
+            if s.first_seq != first {
+                return Err(damaged(
+                    name,
+                    format!("its header starts at position {}", s.first_seq),
+                ));
+            }
+            Ok(frames)
+        }
+        Err(Ok(header)) => Err(damaged(name, format!("its header: {header:?}"))),
+        Err(Err(e)) => Err(e),
+    }
+}
+
+/// The last frame the log files of the store in `dir` hold (`None`: none holds one), read
+/// from the newest file back; the store may be open and appending (a frame being written is a
+/// torn tail, not read). What a standby compares with its stream's message at its position.
+///
+/// # Errors
+/// As [`logged_frames`], for the files it reads.
+pub fn last_logged_frame(dir: &Path) -> io::Result<Option<LoggedFrame>> {
+    for (first, name) in log_files(dir)?.into_iter().rev() {
+        if let Some(last) = frames_of(dir, first, &name)?.pop() {
+            return Ok(Some(last));
+        }
+    }
+    Ok(None)
 }
 
 /// What one operation of a frame did, as a client would name it.
@@ -287,6 +311,17 @@ mod tests {
         assert_eq!(
             frame_effects(&frames.first().unwrap().bytes).unwrap(),
             vec![Effect::Deleted { id: MemoryId(4) }]
+        );
+        assert_eq!(
+            last_logged_frame(dir.path()).unwrap().unwrap().bytes,
+            delete(7, 7)
+        );
+        // A newest file of its header alone (a rotation): the last frame is the one before.
+        write_log(dir.path(), 8, &[]);
+        assert_eq!(last_logged_frame(dir.path()).unwrap().unwrap().position, 7);
+        assert_eq!(
+            last_logged_frame(tempfile::tempdir().unwrap().path()).unwrap(),
+            None
         );
     }
 

@@ -660,6 +660,14 @@ impl PartitionRun {
                     continue;
                 }
                 Standby::Take => {}
+                Standby::Diverged { at } => {
+                    tracing::error!(
+                        partition = p,
+                        position = at,
+                        "this replica's last frame is not the stream's message at its position"
+                    );
+                    return Reopen::Diverged { at };
+                }
             }
             let Ok(store_id) = self.node.settings.store(p) else {
                 return self
@@ -722,6 +730,8 @@ impl PartitionRun {
         let mut ticks: u32 = 0;
         // The position the tail last moved from, and since when, while the stream held more.
         let mut stuck: Option<(u64, Instant)> = None;
+        // The last position at which this replica's last frame was compared with the stream.
+        let mut compared: Option<u64> = None;
         loop {
             ticks = ticks.wrapping_add(1);
             // Every two seconds: a stream that ends before what this replica applied lost
@@ -741,6 +751,24 @@ impl PartitionRun {
                 // its consumer may sit on a leader that cannot give it (found by the fault
                 // rig: a standby stayed minutes behind after `.blk` damage while the others
                 // went on).
+                // A replica as long as the stream notices a history that differs only at the
+                // next message past its end: one that never comes on an idle partition. Its last
+                // frame is compared with the stream's message there, once per position
+                // (docs/cluster.md, "A replica whose history is not the stream's").
+                if end == at && compared != Some(at) {
+                    compared = Some(at);
+                    let dir = self.dir.clone();
+                    let last = tokio::task::spawn_blocking(move || {
+                        amberdb::cluster::last_logged_frame(&dir)
+                    })
+                    .await;
+                    if let Ok(Ok(Some(frame))) = last
+                        && frame.position == at
+                        && super::stream::holds_frame(stream, &frame).await == Some(false)
+                    {
+                        return Standby::Diverged { at };
+                    }
+                }
                 stuck = match stuck {
                     Some((was, since)) if was == at && end > at => {
                         if since.elapsed() >= super::stream::FOLLOW_STALL {
@@ -898,6 +926,10 @@ enum Standby {
     Take,
     Tail,
     Stop,
+    /// The stream holds another message at the position this replica's log ends with.
+    Diverged {
+        at: u64,
+    },
 }
 
 /// Reads the lease into the partition's view and says whether this node should take it now:

@@ -1075,10 +1075,10 @@ struct Diverged {
 /// not the stream's"), made by hand: `n0` owns partition 0 and `n1` stands by; five facts are
 /// stored (and with `delete`, the first deleted), and `n1` applies all of it; `n0` dies, the
 /// stream loses its last message (and with `delete`, the two last: the fifth fact and the
-/// delete), and an intruder claims at the shorter end and writes as many times as were lost
-/// (a standby notices only a message past its own end). Returns once `n1` has the claimer's
+/// delete), and an intruder claims at the shorter end and writes `writes` times (as many as
+/// were lost: the stream ends where `n1`'s log does). Returns once `n1` has the claimer's
 /// position and running CRC.
-fn diverged_standby(delete: bool) -> Diverged {
+fn diverged_standby(delete: bool, writes: u64) -> Diverged {
     use amberdb_server::cluster::lease::{Lease, key};
     use amberdb_server::cluster::stream::{JetStreamPublisher, follow, publish_claim, stream_name};
     let nats = super::cluster::start_nats();
@@ -1157,13 +1157,12 @@ fn diverged_standby(delete: bool) -> Diverged {
         let stored = t
             .store(NewMemory::new("the intruder's write").user("d"))
             .unwrap();
-        // The standby notices only a message past its own end: as many writes as were lost.
-        for i in 1..lost {
+        for i in 1..writes {
             t.store(NewMemory::new(format!("the intruder's write {i}")).user("d"))
                 .unwrap();
         }
         let log = t.partition_log();
-        assert_eq!(log.position, end + lost);
+        assert_eq!(log.position, end + writes);
         t.close().unwrap();
         (
             stored.memory_id.0,
@@ -1197,7 +1196,7 @@ fn diverged_standby(delete: bool) -> Diverged {
 /// same running CRC as the claimer.
 #[test]
 fn a_standby_whose_history_is_not_the_streams_sets_its_store_aside_and_follows_the_stream() {
-    let d = diverged_standby(false);
+    let d = diverged_standby(false, 1);
     let aside = d.view["set_aside"].as_str().expect("a store set aside");
     assert!(aside.contains("p-0.diverged-"), "{}", d.view);
     let kept: Vec<_> = std::fs::read_dir(d.dir.path().join("n1"))
@@ -1215,6 +1214,25 @@ fn a_standby_whose_history_is_not_the_streams_sets_its_store_aside_and_follows_t
     );
 }
 
+/// The stream lost two messages and the claimer wrote one: the stream ends where the
+/// standby's log does, so no message past its end shows the standby its history is not the
+/// stream's. It compares its last frame with the stream's message at that position, sets its
+/// store aside and takes the stream's history. On the build before, it served its own history
+/// until the next write to the partition.
+#[test]
+fn a_standby_as_long_as_a_stream_of_another_history_still_takes_the_streams() {
+    let d = diverged_standby(true, 1);
+    assert!(
+        d.view["set_aside"]
+            .as_str()
+            .is_some_and(|a| a.contains("p-0.diverged-")),
+        "{}",
+        d.view
+    );
+    let got = d.n1.client().ok("GET", json!({"memory_id": d.intruder.0}));
+    assert_eq!(got["memory"]["content"], "the intruder's write");
+}
+
 /// `amberdb cluster repair` on the store `diverged_standby` set aside, which holds a STORE and
 /// a DELETE the stream lost: the report lists both (the fifth fact to restore, the delete of
 /// the first to send again) and changes nothing; `--apply` brings the fifth fact back and
@@ -1222,7 +1240,7 @@ fn a_standby_whose_history_is_not_the_streams_sets_its_store_aside_and_follows_t
 /// anything is read.
 #[test]
 fn a_set_aside_stores_lost_writes_are_listed_then_written_back_once() {
-    let d = diverged_standby(true);
+    let d = diverged_standby(true, 2);
     // The intruder is gone: its lease lapses now, so n1 takes the partition and the writes
     // back have an owner.
     tokio::runtime::Runtime::new().unwrap().block_on(async {
