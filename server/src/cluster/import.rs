@@ -47,19 +47,7 @@ pub async fn run(
         work.display()
     );
     let partitions = settings::load(js).await?.partitions;
-    let kv = js
-        .get_key_value(settings::BUCKET)
-        .await
-        .map_err(|e| anyhow::anyhow!("the KV bucket {}: {e}", settings::BUCKET))?;
-    let seeds: Vec<String> = lease::registered(&kv)
-        .await
-        .into_values()
-        .map(|peer| peer.address)
-        .collect();
-    anyhow::ensure!(
-        !seeds.is_empty(),
-        "no node is registered in the cluster: start one first"
-    );
+    let seeds = lease::seeds(js, "start one first").await?;
     // The client is blocking: it runs beside the runtime.
     tokio::task::spawn_blocking(move || import(&from, &work, partitions, &seeds, token.as_deref()))
         .await?

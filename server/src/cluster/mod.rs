@@ -159,10 +159,7 @@ pub fn run(action: ClusterAction) -> anyhow::Result<String> {
                 work,
                 token_file,
             } => {
-                let token = token_file
-                    .as_deref()
-                    .map(crate::auth::shared_token)
-                    .transpose()?;
+                let token = token_of(token_file.as_deref())?;
                 let js = connect(&nats).await?;
                 import::run(&js, from, work, token).await
             }
@@ -175,10 +172,7 @@ pub fn run(action: ClusterAction) -> anyhow::Result<String> {
                 work,
                 token_file,
             } => {
-                let token = token_file
-                    .as_deref()
-                    .map(crate::auth::shared_token)
-                    .transpose()?;
+                let token = token_of(token_file.as_deref())?;
                 let js = connect(&nats).await?;
                 let request = repair::Request {
                     data,
@@ -211,6 +205,11 @@ pub fn run(action: ClusterAction) -> anyhow::Result<String> {
             }
         }
     })
+}
+
+/// The nodes' shared token from `--token-file`, if given.
+fn token_of(file: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
+    file.map(crate::auth::shared_token).transpose()
 }
 
 async fn connect(urls: &str) -> anyhow::Result<async_nats::jetstream::Context> {

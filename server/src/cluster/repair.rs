@@ -510,19 +510,7 @@ async fn through_owner(
     req: &Request,
     held: &settings::Settings,
 ) -> anyhow::Result<(Plan, Option<String>)> {
-    let kv = js
-        .get_key_value(settings::BUCKET)
-        .await
-        .map_err(|e| anyhow::anyhow!("the KV bucket {}: {e}", settings::BUCKET))?;
-    let seeds: Vec<String> = lease::registered(&kv)
-        .await
-        .into_values()
-        .map(|peer| peer.address)
-        .collect();
-    anyhow::ensure!(
-        !seeds.is_empty(),
-        "no node is registered in the cluster: repair reads and writes through the partition's owner"
-    );
+    let seeds = lease::seeds(js, "repair reads and writes through the partition's owner").await?;
     let apply = req.apply.clone();
     let token = req.token.clone();
     let partitions = held.partitions;

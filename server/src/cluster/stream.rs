@@ -532,6 +532,38 @@ pub async fn publish_claim(
     }
 }
 
+/// The stream's messages from position `start` on, in order, through an ordered consumer
+/// (ephemeral, read only: what a replica's tail and `amberdb cluster repair` read).
+async fn messages_from(
+    stream: &stream::Stream,
+    start: u64,
+) -> Result<consumer::pull::Ordered, StreamError> {
+    stream
+        .create_consumer(consumer::pull::OrderedConfig {
+            deliver_policy: consumer::DeliverPolicy::ByStartSequence {
+                start_sequence: start,
+            },
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| nats("creating an ordered consumer")(e.to_string()))?
+        .messages()
+        .await
+        .map_err(|e| nats("reading the stream")(e.to_string()))
+}
+
+/// A message an ordered consumer delivered, and its position in the stream.
+fn positioned<E: std::fmt::Display>(
+    message: Result<jetstream::Message, E>,
+) -> Result<(jetstream::Message, u64), StreamError> {
+    let message = message.map_err(|e| nats("reading the stream")(e.to_string()))?;
+    let sequence = message
+        .info()
+        .map_err(|e| nats("a message's position")(e.to_string()))?
+        .stream_sequence;
+    Ok((message, sequence))
+}
+
 /// How long `follow` waits for the next message of a stream followed to a position it
 /// reported before it gives up (`StreamError::Stalled`): a stream delivers a message it holds
 /// in milliseconds, so seconds without one mean it cannot.
@@ -553,19 +585,7 @@ pub async fn follow(
     if until.is_some_and(|u| position >= u) {
         return Ok(position);
     }
-    let consumer = stream
-        .create_consumer(consumer::pull::OrderedConfig {
-            deliver_policy: consumer::DeliverPolicy::ByStartSequence {
-                start_sequence: position + 1,
-            },
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| nats("creating the tail's consumer")(e.to_string()))?;
-    let mut messages = consumer
-        .messages()
-        .await
-        .map_err(|e| nats("reading the stream")(e.to_string()))?;
+    let mut messages = messages_from(stream, position + 1).await?;
     loop {
         // Followed to a known position, the stream must keep delivering; followed without
         // one (a standby's tail), it may be quiet for as long as no one writes.
@@ -578,11 +598,7 @@ pub async fn follow(
         let Some(message) = next else {
             break;
         };
-        let message = message.map_err(|e| nats("reading the stream")(e.to_string()))?;
-        let sequence = message
-            .info()
-            .map_err(|e| nats("a message's position")(e.to_string()))?
-            .stream_sequence;
+        let (message, sequence) = positioned(message)?;
         // An ordered consumer that resets itself (a missed heartbeat, a reconnect) may
         // deliver again from before where it began: a position the store holds is the same
         // message of the same stream, applied already.
@@ -649,19 +665,7 @@ pub async fn for_each_frame(
     let start = from
         .saturating_sub(u64::from(amberdb::cluster::MAX_CHUNKS) - 1)
         .max(1);
-    let consumer = stream
-        .create_consumer(consumer::pull::OrderedConfig {
-            deliver_policy: consumer::DeliverPolicy::ByStartSequence {
-                start_sequence: start,
-            },
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| nats("creating a reader's consumer")(e.to_string()))?;
-    let mut messages = consumer
-        .messages()
-        .await
-        .map_err(|e| nats("reading the stream")(e.to_string()))?;
+    let mut messages = messages_from(stream, start).await?;
     // The open group: (position, epoch, index, count) of each chunk held, and their bytes.
     let mut group: Vec<(u64, u64, u32, u32)> = Vec::new();
     let mut bytes: Vec<u8> = Vec::new();
@@ -676,11 +680,7 @@ pub async fn for_each_frame(
         let Some(message) = next else {
             break;
         };
-        let message = message.map_err(|e| nats("reading the stream")(e.to_string()))?;
-        let sequence = message
-            .info()
-            .map_err(|e| nats("a message's position")(e.to_string()))?
-            .stream_sequence;
+        let (message, sequence) = positioned(message)?;
         if sequence <= position {
             continue;
         }

@@ -1265,7 +1265,7 @@ fn a_set_aside_stores_lost_writes_are_listed_then_written_back_once() {
         .find(|n| n.starts_with("p-0.diverged-"))
         .expect("a store set aside");
     let data_arg = data.display().to_string();
-    let repair = |extra: &[&str]| {
+    let repair_from = |from: &str, extra: &[&str]| {
         let mut args = vec![
             "repair",
             "--data",
@@ -1273,11 +1273,12 @@ fn a_set_aside_stores_lost_writes_are_listed_then_written_back_once() {
             "--partition",
             "0",
             "--from",
-            &aside,
+            from,
         ];
         args.extend_from_slice(extra);
         cluster_command(&d.nats, &args)
     };
+    let repair = |extra: &[&str]| repair_from(&aside, extra);
     let (f0, f4) = (d.ids["fact 0"], d.ids["fact 4"]);
     let before = memories_in(&d.n1, 0);
     assert_eq!(
@@ -1324,18 +1325,7 @@ fn a_set_aside_stores_lost_writes_are_listed_then_written_back_once() {
     let other = data.join("p-0.diverged-1");
     std::fs::create_dir(&other).unwrap();
     std::fs::copy(data.join("p-1").join("IDENTITY"), other.join("IDENTITY")).unwrap();
-    let (ok, out, err) = cluster_command(
-        &d.nats,
-        &[
-            "repair",
-            "--data",
-            &data_arg,
-            "--partition",
-            "0",
-            "--from",
-            "p-0.diverged-1",
-        ],
-    );
+    let (ok, out, err) = repair_from("p-0.diverged-1", &[]);
     assert!(!ok && err.contains("not partition 0's"), "{out}{err}");
     let work = d.dir.path().join("repair-1");
     let (ok, out, err) = repair(&["--apply", "--work", &work.display().to_string()]);
