@@ -447,8 +447,16 @@ pub async fn run(js: &async_nats::jetstream::Context, req: Request) -> anyhow::R
         "fork": fork.at,
     });
     let Some(at) = fork.at else {
-        report["complete"] = json!(true);
+        report["complete"] = json!(fork.agreed.is_some());
         report["entries"] = json!([]);
+        // Nothing compared: no frame of the log is one the stream can show.
+        anyhow::ensure!(
+            fork.agreed.is_some(),
+            "{}\nno frame of the set-aside store's log (positions {log_first} to {log_last}) is \
+             one the stream (positions {first} to {last}) can show: its log is empty (all of it \
+             in its checkpoint) or the stream begins past it, and nothing can be compared",
+            serde_json::to_string_pretty(&report)?
+        );
         report["summary"] = json!(
             "no fork: every frame of the set-aside store's log that the stream can show is the stream's; nothing to repair"
         );

@@ -1327,6 +1327,12 @@ fn a_set_aside_stores_lost_writes_are_listed_then_written_back_once() {
     std::fs::copy(data.join("p-1").join("IDENTITY"), other.join("IDENTITY")).unwrap();
     let (ok, out, err) = repair_from("p-0.diverged-1", &[]);
     assert!(!ok && err.contains("not partition 0's"), "{out}{err}");
+    // Partition 0's store id with no log to compare: said, not called clean.
+    let empty = data.join("p-0.diverged-2");
+    std::fs::create_dir(&empty).unwrap();
+    std::fs::copy(data.join("p-0").join("IDENTITY"), empty.join("IDENTITY")).unwrap();
+    let (ok, out, err) = repair_from("p-0.diverged-2", &[]);
+    assert!(!ok && err.contains("nothing can be compared"), "{out}{err}");
     let work = d.dir.path().join("repair-1");
     let (ok, out, err) = repair(&["--apply", "--work", &work.display().to_string()]);
     assert!(ok, "{out}{err}");
