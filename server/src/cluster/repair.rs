@@ -478,6 +478,13 @@ pub async fn run(js: &async_nats::jetstream::Context, req: Request) -> anyhow::R
         })
         .collect::<anyhow::Result<_>>()?;
     let plan = plan(&lost, &touched);
+    // Nothing is written from a report that may miss lost writes (an error changes nothing).
+    anyhow::ensure!(
+        whole || req.apply.is_none(),
+        "--apply refused: the first frame both the set-aside log (from position {log_first}) \
+         and the stream (from {first}) hold differs, so the fork may be earlier and writes lost \
+         there would not be listed; run without --apply to read what can be listed"
+    );
     let (plan, imported) = through_owner(js, plan, last, &req, &held).await?;
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for e in &plan.entries {

@@ -1372,6 +1372,22 @@ fn a_set_aside_stores_lost_writes_are_listed_then_written_back_once() {
         data.join(&aside).join("IDENTITY").exists(),
         "the set-aside store is kept"
     );
+    // The stream trimmed past the fork: the first frame both hold differs, so the fork may be
+    // earlier. The report says it is incomplete (exit 1), and --apply writes nothing.
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        use amberdb_server::cluster::stream;
+        let js = async_nats::jetstream::new(async_nats::connect(&d.nats.url).await.unwrap());
+        let s = js.get_stream(stream::stream_name(0)).await.unwrap();
+        let fork = report["fork"].as_u64().unwrap();
+        stream::trim(&s, fork + 1).await.unwrap();
+    });
+    let (ok, out, err) = repair(&[]);
+    assert!(!ok && err.contains("\"complete\": false"), "{out}{err}");
+    let work = d.dir.path().join("repair-3");
+    let (ok, out, err) = repair(&["--apply", "--work", &work.display().to_string()]);
+    assert!(!ok && err.contains("--apply refused"), "{out}{err}");
+    assert!(!work.exists(), "nothing written");
+    assert_eq!(memories_in(&d.n1, 0), before);
 }
 
 /// The decisions `report` gives memory `id`'s entries.
