@@ -10,7 +10,7 @@
 //! work directory; an export that does not decode, or a line without a user, changes nothing
 //! anywhere.
 
-use super::{lease, settings};
+use super::settings;
 use crate::client::Client;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -47,7 +47,7 @@ pub async fn run(
         work.display()
     );
     let partitions = settings::load(js).await?.partitions;
-    let seeds = lease::seeds(js, "start one first").await?;
+    let seeds = settings::seeds(js, "start one first").await?;
     // The client is blocking: it runs beside the runtime.
     tokio::task::spawn_blocking(move || import(&from, &work, partitions, &seeds, token.as_deref()))
         .await?

@@ -350,31 +350,6 @@ pub async fn register(kv: &kv::Store, name: &str, peer: &Peer) -> anyhow::Result
     Ok(())
 }
 
-/// The address of every registered node: the seeds a command's client of the cluster
-/// connects to.
-///
-/// # Errors
-/// The KV bucket cannot be read, or no node is registered (`needs` says what wanted one).
-pub async fn seeds(
-    js: &async_nats::jetstream::Context,
-    needs: &str,
-) -> anyhow::Result<Vec<String>> {
-    let kv = js
-        .get_key_value(super::settings::BUCKET)
-        .await
-        .map_err(|e| anyhow::anyhow!("the KV bucket {}: {e}", super::settings::BUCKET))?;
-    let seeds: Vec<String> = registered(&kv)
-        .await
-        .into_values()
-        .map(|peer| peer.address)
-        .collect();
-    anyhow::ensure!(
-        !seeds.is_empty(),
-        "no node is registered in the cluster: {needs}"
-    );
-    Ok(seeds)
-}
-
 /// Every node's registration, by name (one that does not decode is left out).
 pub async fn registered(kv: &kv::Store) -> std::collections::BTreeMap<String, Peer> {
     use futures_util::StreamExt;

@@ -10,7 +10,7 @@
 //! nothing the partition holds already, then DELETE), so a run stopped part way and run
 //! again restores nothing twice.
 
-use super::{lease, settings, stream};
+use super::{settings, stream};
 use crate::client::{Client, ClientError};
 use amberdb::cluster::{Effect, LoggedFrame, frame_effects, logged_frames, store_id_of};
 use amberdb::{Entity, ExportedRecord, Memory, MemoryId};
@@ -525,7 +525,8 @@ async fn through_owner(
     req: &Request,
     held: &settings::Settings,
 ) -> anyhow::Result<(Plan, Option<String>)> {
-    let seeds = lease::seeds(js, "repair reads and writes through the partition's owner").await?;
+    let seeds =
+        settings::seeds(js, "repair reads and writes through the partition's owner").await?;
     let apply = req.apply.clone();
     let token = req.token.clone();
     let partitions = held.partitions;

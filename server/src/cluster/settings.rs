@@ -426,6 +426,31 @@ fn replicas(
     format!("replicas: {}", each.join(", "))
 }
 
+/// The address of every registered node: the seeds a command's client of the cluster
+/// connects to.
+///
+/// # Errors
+/// The KV bucket cannot be read, or no node is registered (`needs` says what wanted one).
+pub async fn seeds(
+    js: &async_nats::jetstream::Context,
+    needs: &str,
+) -> anyhow::Result<Vec<String>> {
+    let kv = js
+        .get_key_value(BUCKET)
+        .await
+        .map_err(|e| anyhow::anyhow!("the KV bucket {}: {e}", BUCKET))?;
+    let seeds: Vec<String> = super::lease::registered(&kv)
+        .await
+        .into_values()
+        .map(|peer| peer.address)
+        .collect();
+    anyhow::ensure!(
+        !seeds.is_empty(),
+        "no node is registered in the cluster: {needs}"
+    );
+    Ok(seeds)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
