@@ -190,7 +190,7 @@ pub mod cluster {
         partition_base, partition_of_id, partition_of_user,
     };
     pub use crate::kernel::frames::{
-        Effect, LoggedFrame, frame_effects, last_logged_frame, logged_frames, store_id_of,
+        Effect, LoggedFrame, frame_crc, frame_effects, logged_frames, store_id_of,
     };
     pub use crate::kernel::shipping::{Shippable, holds_store, is_immutable, shippable_files};
 

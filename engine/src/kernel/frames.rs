@@ -13,7 +13,7 @@
 
 use crate::kernel::identity::StoreId;
 use crate::kernel::ids::MemoryId;
-use crate::kernel::log::format::{Op, check_frame, decode_op};
+use crate::kernel::log::format::{Op, check_frame, decode_op, stored_crc};
 use crate::kernel::log::reader::{ScanEnd, scan};
 use crate::kernel::log::writer::parse_file_name;
 use crate::kernel::record::{Entity, EntityKind, Memory};
@@ -142,19 +142,14 @@ fn frames_of(dir: &Path, first: u64, name: &str) -> io::Result<Vec<LoggedFrame>>
     }
 }
 
-/// The last frame the log files of the store in `dir` hold (`None`: none holds one), read
-/// from the newest file back; the store may be open and appending (a frame being written is a
-/// torn tail, not read). What a standby compares with its stream's message at its position.
-///
-/// # Errors
-/// As [`logged_frames`], for the files it reads.
-pub fn last_logged_frame(dir: &Path) -> io::Result<Option<LoggedFrame>> {
-    for (first, name) in log_files(dir)?.into_iter().rev() {
-        if let Some(last) = frames_of(dir, first, &name)?.pop() {
-            return Ok(Some(last));
-        }
-    }
-    Ok(None)
+/// The stored checksum of `bytes` when they are one sound frame (a stream message's body):
+/// what a replica compares with `Store::last_frame_crc`.
+#[must_use]
+pub fn frame_crc(bytes: &[u8]) -> Option<u32> {
+    check_frame(bytes)
+        .ok()
+        .filter(|f| f.total_len == bytes.len())
+        .map(|_| stored_crc(bytes))
 }
 
 /// What one operation of a frame did, as a client would name it.
@@ -312,16 +307,11 @@ mod tests {
             frame_effects(&frames.first().unwrap().bytes).unwrap(),
             vec![Effect::Deleted { id: MemoryId(4) }]
         );
-        assert_eq!(
-            last_logged_frame(dir.path()).unwrap().unwrap().bytes,
-            delete(7, 7)
-        );
-        // A newest file of its header alone (a rotation): the last frame is the one before.
+        // A newest file of its header alone (a rotation): the frames end where they did.
         write_log(dir.path(), 8, &[]);
-        assert_eq!(last_logged_frame(dir.path()).unwrap().unwrap().position, 7);
         assert_eq!(
-            last_logged_frame(tempfile::tempdir().unwrap().path()).unwrap(),
-            None
+            logged_frames(dir.path()).unwrap().last().unwrap().position,
+            7
         );
     }
 

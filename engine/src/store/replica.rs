@@ -68,6 +68,17 @@ impl Store {
         Ok(self.inner.db.own(epoch, publisher)?)
     }
 
+    /// The position of the local log's last frame and its stored checksum, when a stream
+    /// message carries that frame whole (anything but a `Skip`, which the replica writes
+    /// itself): another message at that position is another history
+    /// (`amberdb::cluster::frame_crc` gives a message's). `None` for a `Skip`, and after an
+    /// open that replayed no frame. Not part of `PartitionLog`, which replicas of one history
+    /// hold alike whatever their opens replayed.
+    #[must_use]
+    pub fn last_frame_crc(&self) -> Option<(u64, u32)> {
+        self.inner.db.last_frame_crc()
+    }
+
     /// What this store holds of its partition's log.
     #[must_use]
     pub fn partition_log(&self) -> PartitionLog {

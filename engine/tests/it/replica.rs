@@ -281,6 +281,32 @@ fn a_replica_applies_claims_frames_and_skips_and_reopens_to_the_same_state() {
     assert!(!store.partition_log().interrupted);
 }
 
+/// `Store::last_frame_crc`: the stored checksum of the last frame, when a message carries it
+/// whole (the message body's own), none after a `Skip` the replica wrote itself, and the same
+/// again after a reopen that replays the log.
+#[test]
+fn the_last_frame_checksum_is_the_messages_and_none_after_a_skip() {
+    use amberdb::cluster::frame_crc;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let id = StoreId::random().expect("random");
+    let mut s = Stream::default();
+    s.claim(id, 1, 0); // 1
+    s.frame(1, 1, &store_op(1, "a write")); // 2
+    s.frame(1, 1, &store_op(2, "not in place")); // 3: wrong prev, a Skip
+    let store = open(dir.path(), id);
+    apply(&store, &s, 1..=2);
+    let write = frame_crc(s.message(2).body).expect("a whole frame");
+    assert_eq!(store.last_frame_crc(), Some((2, write)));
+    store.close().expect("close");
+    let store = open(dir.path(), id);
+    assert_eq!(store.last_frame_crc(), Some((2, write)), "replayed");
+    assert_eq!(
+        apply(&store, &s, 3..=3),
+        [Applied::Skip(SkipReason::Position)]
+    );
+    assert_eq!(store.last_frame_crc(), None);
+}
+
 #[test]
 fn a_chunk_group_open_across_a_checkpoint_and_a_reopen_completes_as_on_a_replica_that_never_stopped()
  {

@@ -747,28 +747,23 @@ impl PartitionRun {
                     );
                     super::stream::ask_leader_change(&self.js, p, &why).await;
                 }
-                // A tail that delivers nothing while the stream holds more is tailed again:
-                // its consumer may sit on a leader that cannot give it (found by the fault
-                // rig: a standby stayed minutes behind after `.blk` damage while the others
-                // went on).
                 // A replica as long as the stream notices a history that differs only at the
                 // next message past its end: one that never comes on an idle partition. Its last
                 // frame is compared with the stream's message there, once per position
                 // (docs/cluster.md, "A replica whose history is not the stream's").
                 if end == at && compared != Some(at) {
                     compared = Some(at);
-                    let dir = self.dir.clone();
-                    let last = tokio::task::spawn_blocking(move || {
-                        amberdb::cluster::last_logged_frame(&dir)
-                    })
-                    .await;
-                    if let Ok(Ok(Some(frame))) = last
-                        && frame.position == at
-                        && super::stream::holds_frame(stream, &frame).await == Some(false)
+                    if let Some((last, crc)) = store.last_frame_crc()
+                        && last == at
+                        && super::stream::holds_frame(stream, at, crc).await == Some(false)
                     {
                         return Standby::Diverged { at };
                     }
                 }
+                // A tail that delivers nothing while the stream holds more is tailed again:
+                // its consumer may sit on a leader that cannot give it (found by the fault
+                // rig: a standby stayed minutes behind after `.blk` damage while the others
+                // went on).
                 stuck = match stuck {
                     Some((was, since)) if was == at && end > at => {
                         if since.elapsed() >= super::stream::FOLLOW_STALL {

@@ -722,23 +722,17 @@ pub async fn for_each_frame(
     Ok(())
 }
 
-/// Whether the stream's message at the position of `frame`, a replica's last logged frame, is
-/// that frame: `Some(false)` when the stream holds another message there (the replica's
-/// history is not the stream's), `None` when it cannot say (the frame is a `Skip`, which the
-/// replica wrote itself; the message is a chunk; the stream cannot give it).
-pub async fn holds_frame(
-    stream: &stream::Stream,
-    frame: &amberdb::cluster::LoggedFrame,
-) -> Option<bool> {
-    if frame.is_skip() {
-        return None;
-    }
-    let there = stream.get_raw_message(frame.position).await.ok()?;
-    let m = judged_as(frame.position, Some(&there.headers), &there.payload);
+/// Whether the stream's message at `position` carries whole the frame whose stored checksum
+/// is `crc` (a replica's last frame, `Store::last_frame_crc`): `Some(false)` when the
+/// stream holds another message there (the replica's history is not the stream's), `None` when
+/// it cannot say (the message is a chunk, or the stream cannot give it).
+pub async fn holds_frame(stream: &stream::Stream, position: u64, crc: u32) -> Option<bool> {
+    let there = stream.get_raw_message(position).await.ok()?;
+    let m = judged_as(position, Some(&there.headers), &there.payload);
     if m.chunk.is_some() {
         return None;
     }
-    Some(m.body == frame.bytes.as_slice())
+    Some(amberdb::cluster::frame_crc(m.body) == Some(crc))
 }
 
 /// How far back `diverged_before` walks an epoch's run to its claim.

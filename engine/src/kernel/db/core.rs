@@ -134,6 +134,10 @@ pub(crate) struct RunningCrc {
     pub(crate) position: u64,
     /// `None` when the store was opened from a checkpoint that did not hold it.
     pub(crate) crc: Option<u32>,
+    /// The stored checksum of the frame at `position` when it is a frame a stream message
+    /// carries whole (anything but a `Skip`, which a replica writes itself); `None` for a
+    /// `Skip`, and after an open that replayed no frame.
+    pub(crate) last_frame: Option<u32>,
 }
 
 impl RunningCrc {

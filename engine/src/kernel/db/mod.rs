@@ -87,6 +87,7 @@ impl Db {
             running_crc: Mutex::new(RunningCrc {
                 position: r.last_seq,
                 crc: r.running_crc,
+                last_frame: r.last_frame,
             }),
             writer: Mutex::new(Writer {
                 log_bytes_since_checkpoint: r.log_bytes_after_checkpoint,

@@ -231,6 +231,13 @@ impl Db {
         (self.state.read().cluster.clone(), position, crc)
     }
 
+    /// The last frame's position and stored checksum, when it is known and a stream message
+    /// carries it whole (`RunningCrc::last_frame`).
+    pub(crate) fn last_frame_crc(&self) -> Option<(u64, u32)> {
+        let running = *self.running_crc.lock();
+        running.last_frame.map(|crc| (running.position, crc))
+    }
+
     /// The `Claim` a node publishes to take the partition at epoch `epoch` (`docs/cluster.md`,
     /// "Ownership", step 3): the message for the local log's next position, with the running
     /// CRC before it. Nothing changes here: the claim counts once the stream holds it and it is

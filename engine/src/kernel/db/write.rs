@@ -9,7 +9,7 @@ use crate::kernel::config::SyncPolicy;
 use crate::kernel::error::{KernelError, Result};
 use crate::kernel::log::Op;
 use crate::kernel::log::format::{
-    FRAME_PREFIX, MAX_FRAME_LEN, encode_frame, fold_running_crc, stored_crc,
+    FRAME_PREFIX, MAX_FRAME_LEN, TYPE_SKIP, encode_frame, fold_running_crc, stored_crc,
 };
 use crate::kernel::record::{MemoryId, Timestamp};
 use crate::kernel::request::{RequestId, RequestRecord};
@@ -321,6 +321,7 @@ impl Db {
         *running = RunningCrc {
             position: seq,
             crc: running.crc.map(|r| fold_running_crc(r, stored_crc(frame))),
+            last_frame: (frame.get(FRAME_PREFIX) != Some(&TYPE_SKIP)).then(|| stored_crc(frame)),
         };
         Ok(seq)
     }

@@ -60,6 +60,9 @@ pub(crate) struct Recovered {
     /// The log's running CRC through `last_seq` (`docs/cluster.md`, "Running CRC"): `None`
     /// when the checkpoint loaded did not hold it.
     pub(crate) running_crc: Option<u32>,
+    /// The stored checksum of the last frame replayed unless it is a `Skip` (`None` too when
+    /// none was replayed): `RunningCrc::last_frame`.
+    pub(crate) last_frame: Option<u32>,
     pub(crate) next_id: u64,
     pub(crate) next_segment_id: u64,
     pub(crate) checkpoint_seq: u64,

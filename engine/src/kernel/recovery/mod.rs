@@ -9,7 +9,7 @@ use crate::kernel::error::{KernelError, Result};
 use crate::kernel::identity::{self, Identity, IdentityError, StoreId};
 use crate::kernel::journal::local::LocalJournal;
 use crate::kernel::journal::{Journal, ReplayReport};
-use crate::kernel::log::format::fold_running_crc;
+use crate::kernel::log::format::{Op, fold_running_crc};
 use crate::kernel::log::writer::{self as log_writer, LogWriter};
 use crate::kernel::segment_file::{self, SegmentEntry, SegmentKind};
 use crate::kernel::state::Model;
@@ -116,6 +116,7 @@ pub(crate) fn recover(
         state,
         next_id,
         running_crc,
+        last_frame,
         mut replayed_deletes,
         replayed,
     } = replay_tail(
@@ -144,6 +145,7 @@ pub(crate) fn recover(
         journal,
         last_seq,
         running_crc,
+        last_frame,
         next_id,
         next_segment_id,
         checkpoint_seq: ckpt_seq,
@@ -164,6 +166,7 @@ struct Tail {
     state: State,
     next_id: u64,
     running_crc: Option<u32>,
+    last_frame: Option<u32>,
     replayed_deletes: bool,
     replayed: ReplayReport,
 }
@@ -179,6 +182,7 @@ fn replay_tail(
 ) -> Result<Tail> {
     let (ckpt_seq, mut state, mut next_id, mut running_crc) = base;
     let mut replayed_deletes = false;
+    let mut last_frame = None;
     // A STORE frame carries its vector: at most this many rows can come from the files.
     let replayed_len: u64 = (journal.files_after(ckpt_seq).iter())
         .map(|first| {
@@ -204,6 +208,7 @@ fn replay_tail(
             }
             replayed_deletes |= op.deletes_records();
             running_crc = running_crc.map(|r| fold_running_crc(r, stored));
+            last_frame = (!matches!(op, Op::Skip(_))).then_some(stored);
             state.apply(op)
         },
         &mut replayed,
@@ -213,6 +218,7 @@ fn replay_tail(
         state,
         next_id,
         running_crc,
+        last_frame,
         replayed_deletes,
         replayed,
     })
