@@ -286,24 +286,26 @@ pub async fn keep_shipping(
     let mut retry_at = std::time::Instant::now();
     loop {
         tokio::time::sleep(SHIP_EVERY).await;
+        // One read of where the stream begins serves the round.
+        let first = super::stream::first_position(&stream).await;
         // A stream that begins past the store's newest checkpoint lost its first messages (a
         // leader's damaged snapshot; our own trims stay below every live node's checkpoint),
         // and a node that needs a store made from the shipped checkpoint cannot follow it.
         // The owner holds that history: it checkpoints now, and the checkpoint is shipped
         // below (docs/cluster.md, "When the stream loses what it acknowledged").
-        if let Ok(first) = super::stream::first_position(&stream).await
+        if let Ok(first) = first
             && store.stats().checkpoint_seq + 1 < first
         {
             let at = store.clone();
-            match tokio::task::spawn_blocking(move || at.checkpoint()).await {
-                Ok(Ok(())) => tracing::warn!(
+            match tokio::task::spawn_blocking(move || at.checkpoint().map_err(|e| e.to_string()))
+                .await
+                .unwrap_or_else(|e| Err(e.to_string()))
+            {
+                Ok(()) => tracing::warn!(
                     partition,
                     first,
                     "the stream begins past the newest checkpoint: checkpointed to ship it"
                 ),
-                Ok(Err(e)) => {
-                    tracing::warn!(partition, error = %e, "checkpointing for a stream that begins past it")
-                }
                 Err(e) => {
                     tracing::warn!(partition, error = %e, "checkpointing for a stream that begins past it")
                 }
@@ -324,9 +326,7 @@ pub async fn keep_shipping(
         let Some(point) = trim_point(shipped, partition, &me, &peers(), now_ms()) else {
             continue;
         };
-        let first = super::stream::first_position(&stream)
-            .await
-            .unwrap_or(u64::MAX);
+        let first = first.unwrap_or(u64::MAX);
         if point + 1 > first && std::time::Instant::now() >= retry_at {
             match super::stream::trim(&stream, point + 1).await {
                 Ok(n) => tracing::info!(
