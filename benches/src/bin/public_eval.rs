@@ -455,12 +455,13 @@ fn pages_without_crowding(
     };
     let (mut stated, mut stated_cosine) = (0usize, 0usize);
     for (q, target) in queries {
+        let target_meaning = meaning[corpus[*target]];
         let (page, _) = default_page(store, user, q, Variant::Uncounted)?;
         let page_texts: Vec<String> = page
             .iter()
             .map(|r| store.get(r[0]).map(|m| m.content))
             .collect::<Result<_, _>>()?;
-        let page_states = states(&page_texts, meaning[corpus[*target]]);
+        let page_states = states(&page_texts, target_meaning);
         stated += usize::from(page_states);
         if verbose && !page_states {
             println!(
@@ -473,8 +474,7 @@ fn pages_without_crowding(
             .filter_map(|r| meaning_of_id.get(&r[0]).copied())
             .collect();
         distinct += on_page.len();
-        found += usize::from(on_page.contains(&meaning[corpus[*target]]));
-        let target_meaning = meaning[corpus[*target]];
+        found += usize::from(on_page.contains(&target_meaning));
         found_with_also += usize::from(
             page.iter()
                 .flatten()
@@ -482,41 +482,31 @@ fn pages_without_crowding(
         );
         if verbose && !on_page.contains(&target_meaning) {
             // What hid the query's meaning: a result that folded a text of it.
-            for r in page.iter().filter(|r| {
-                r[1..]
-                    .iter()
-                    .any(|id| meaning_of_id.get(id) == Some(&target_meaning))
-            }) {
-                let folded = r[1..]
+            let content = |id: MemoryId| store.get(id).map(|m| m.content).unwrap_or_default();
+            for r in &page {
+                if let Some(&folded) = r[1..]
                     .iter()
                     .find(|id| meaning_of_id.get(id) == Some(&target_meaning))
-                    .copied();
-                let content = |id: Option<MemoryId>| {
-                    id.and_then(|id| store.get(id).ok())
-                        .map(|m| m.content)
-                        .unwrap_or_default()
-                };
-                println!(
-                    "folded: query {q:?}: kept {:?} folded {:?} (stored as {:?})",
-                    content(Some(r[0])),
-                    content(folded),
-                    folded
-                        .and_then(|id| text_of_id.get(&id))
-                        .copied()
-                        .unwrap_or("")
-                );
+                {
+                    println!(
+                        "folded: query {q:?}: kept {:?} folded {:?} (stored as {:?})",
+                        content(r[0]),
+                        content(folded),
+                        text_of_id.get(&folded).copied().unwrap_or("")
+                    );
+                }
             }
         }
         let ranked: Ranked = plain.rank(q, &vectors[*q], 10);
         let on_cosine: HashSet<usize> = ranked.cosine.iter().map(|&r| meaning[corpus[r]]).collect();
         distinct_cosine += on_cosine.len();
-        found_cosine += usize::from(on_cosine.contains(&meaning[corpus[*target]]));
+        found_cosine += usize::from(on_cosine.contains(&target_meaning));
         let cosine_texts: Vec<String> = ranked
             .cosine
             .iter()
             .map(|&r| corpus[r].to_owned())
             .collect();
-        stated_cosine += usize::from(states(&cosine_texts, meaning[corpus[*target]]));
+        stated_cosine += usize::from(states(&cosine_texts, target_meaning));
     }
     println!(
         "| {} | {} | distinct meanings per page of ten: default {:.2}, plain cosine {:.2}; the query's meaning on the page: default {} ({} with what is folded under its results), plain cosine {}; its statement on the page (a text of the same words counts): default {}, plain cosine {} | | | |",

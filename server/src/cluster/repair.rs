@@ -48,7 +48,7 @@ enum Decision {
     AlreadyGone,
     /// A change to a memory the live history changed since the fork: left to the operator.
     Conflict,
-    /// A change repair does not send (module doc of `docs/cluster.md`'s section): listed.
+    /// A change repair does not send (docs/cluster.md, "`amberdb cluster repair`"): listed.
     Review,
     /// No client's write, or one undone by a later lost frame.
     NotApplicable,
