@@ -386,7 +386,8 @@ mod tests {
         Claim { who: usize },
         /// Publisher `who` publishes a frame with its epoch, at the position it believes next.
         Frame { who: usize },
-        /// Publisher `who` catches up with the stream (sees every verdict so far).
+        /// Publisher `who` catches up with the stream (sees every verdict so far, and so which
+        /// of the positions it believed it wrote the stream never held).
         CatchUp { who: usize },
         /// Publisher `who` publishes a frame that JetStream refuses (its expected last
         /// sequence was taken): nothing lands, and its next frames are already on their way,
@@ -435,6 +436,9 @@ mod tests {
                     Step::CatchUp { who } => {
                         views[who].1 = fence.last();
                         seen_epoch[who] = fence.epoch();
+                        // It now knows its refused frames never landed: it believes it
+                        // wrote only positions the stream holds.
+                        written[who].retain(|&q| q <= fence.last());
                         continue;
                     }
                     Step::Refused { who } => {
