@@ -179,9 +179,21 @@ pub async fn take(
         super::stream::ask_leader_change(p.js, p.partition, &e.to_string()).await;
         return Err(e);
     }
-    // A stream that ends before what a live replica applied lost acknowledged messages (a
-    // damaged leader): a claim on it would write over them. Its leadership is asked to move,
-    // and nothing is claimed until the stream holds them again.
+    // A stream that ends before what this node's store or a live replica applied lost
+    // acknowledged messages (a damaged leader): a claim on it would write over them. Its
+    // leadership is asked to move, and nothing is claimed until the stream holds them again
+    // (or an operator sets the store that holds them aside: docs/cluster.md, "A partition no
+    // leader can serve").
+    let applied = store.partition_log().position;
+    if end < applied {
+        let e = StreamError::ShorterThanReplicas {
+            end,
+            held: applied,
+            node: node.to_owned(),
+        };
+        super::stream::ask_leader_change(p.js, p.partition, &e.to_string()).await;
+        return Err(e);
+    }
     let now = now_ms();
     if let Some((other, held)) = registered(p.kv)
         .await

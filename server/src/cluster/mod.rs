@@ -1,10 +1,10 @@
 //! Cluster mode on NATS JetStream (`docs/cluster.md`), behind the `cluster` feature: a
 //! partition's stream, the publisher an owner's store hands its frames to, the claim, and the
 //! tail a replica applies (`stream`); the cluster's settings in its KV bucket and the
-//! `amberdb cluster init|status|move` commands (`settings`, here), `import` and `repair`; a
-//! partition's lease and the claim procedure (`lease`); which node should own each partition
-//! (`placement`); the node that runs them for every partition (`node`), which the dispatch
-//! routes requests to (`crate::route`).
+//! `amberdb cluster init|status|move` commands (`settings`, here), `import`, `repair` and
+//! `set-aside` (`repair`); a partition's lease and the claim procedure (`lease`); which node
+//! should own each partition (`placement`); the node that runs them for every partition
+//! (`node`), which the dispatch routes requests to (`crate::route`).
 
 pub mod import;
 pub mod lease;
@@ -40,6 +40,22 @@ pub enum ClusterAction {
         /// MiniLM's files [default: ~/.cache/amberdb/all-MiniLM-L6-v2].
         #[arg(long, env = "AMBERDB_MODEL_DIR")]
         model_dir: Option<PathBuf>,
+    },
+    /// Moves a partition's store aside on a stopped node (`p-<p>.aside-<ms>` in --data), so the
+    /// node makes it again from the shipped checkpoint and the stream when it starts: the way
+    /// out when the node's store holds what no copy of the stream does and nothing is claimed
+    /// (docs/cluster.md, "A partition no leader can serve"). Then `cluster repair` lists and
+    /// writes back what only the set-aside store held. A running node's store is refused.
+    SetAside {
+        /// A NATS server of the cluster.
+        #[arg(long, env = "AMBERDB_NATS", default_value = "nats://127.0.0.1:4222")]
+        nats: String,
+        /// The stopped node's data directory.
+        #[arg(long)]
+        data: PathBuf,
+        /// The partition.
+        #[arg(long)]
+        partition: u32,
     },
     /// Prints the cluster's settings and every partition's store and stream.
     Status {
@@ -182,6 +198,14 @@ pub fn run(action: ClusterAction) -> anyhow::Result<String> {
                     token,
                 };
                 repair::run(&js, request).await
+            }
+            ClusterAction::SetAside {
+                nats,
+                data,
+                partition,
+            } => {
+                let js = connect(&nats).await?;
+                repair::set_aside(&js, &data, partition).await
             }
             ClusterAction::Status { nats } => {
                 let js = connect(&nats).await?;

@@ -27,7 +27,8 @@ pub struct Request {
     pub data: PathBuf,
     /// The partition.
     pub partition: u32,
-    /// The set-aside store's directory name, `p-<partition>.diverged-<ms>` (or `.behind-`).
+    /// The set-aside store's directory name, `p-<partition>.diverged-<ms>` (or `.behind-`,
+    /// `.aside-`).
     pub from: String,
     /// `--apply`'s work directory (new, absolute: the owner reads the lost records from it);
     /// `None`: a report only.
@@ -106,15 +107,91 @@ struct Fork {
 }
 
 /// The name of a set-aside store of partition `p`: `p-<p>.diverged-<ms>` or `p-<p>.behind-<ms>`
-/// (what a node names it, `node::Runner::set_aside`).
+/// (what a node names it, `node::Runner::set_aside`), or `p-<p>.aside-<ms>` (what
+/// `amberdb cluster set-aside` names it, [`set_aside`]).
 fn is_set_aside_name(name: &str, p: u32) -> bool {
     let Some(rest) = name.strip_prefix(&format!("p-{p}.")) else {
         return false;
     };
-    let ms = rest
-        .strip_prefix("diverged-")
-        .or_else(|| rest.strip_prefix("behind-"));
+    let ms = ["diverged-", "behind-", "aside-"]
+        .iter()
+        .find_map(|why| rest.strip_prefix(why));
     ms.is_some_and(|ms| !ms.is_empty() && ms.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// `amberdb cluster set-aside` (`docs/cluster.md`, "A partition no leader can serve"): moves
+/// partition `partition`'s store in the stopped node's `data` aside as `p-<p>.aside-<ms>`, so
+/// the node makes it again from the shipped checkpoint and the stream when it starts, and
+/// `amberdb cluster repair` can write back what only it held. Checked first: the partition is
+/// the cluster's, the directory holds its store (by store id), and no process holds the store
+/// (a running node is refused). The store is renamed, never changed, and the rename is synced.
+/// Returns the report (JSON).
+///
+/// # Errors
+/// A refused argument or directory, a store a process holds, or the rename's failure (then the
+/// store is where it was).
+pub async fn set_aside(
+    js: &async_nats::jetstream::Context,
+    data: &Path,
+    partition: u32,
+) -> anyhow::Result<String> {
+    let p = partition;
+    let held = settings::load(js).await?;
+    anyhow::ensure!(
+        p < held.partitions,
+        "--partition {p}: the cluster has {} partitions",
+        held.partitions
+    );
+    let store_id = held.store(p)?;
+    let dir = data.join(format!("p-{p}"));
+    anyhow::ensure!(
+        dir.is_dir(),
+        "{}: no store of partition {p} here (a node's --data holds p-<partition> directories)",
+        dir.display()
+    );
+    let theirs = store_id_of(&dir)?;
+    anyhow::ensure!(
+        theirs == store_id,
+        "{} is store {theirs}, not partition {p}'s ({store_id}): another partition's or cluster's",
+        dir.display()
+    );
+    // The store's own lock (`LOCK`, R1): a running node holds it, and keeps holding it while
+    // the directory is renamed here, so no node opens the store half moved.
+    let lock_path = dir.join("LOCK");
+    let lock = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", lock_path.display()))?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "{}: a running process holds the store (stop the node first; nothing was moved)",
+            dir.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => {
+            anyhow::bail!("{}: {e}", lock_path.display())
+        }
+    }
+    let name = format!("p-{p}.aside-{}", super::lease::now_ms());
+    let aside = data.join(&name);
+    anyhow::ensure!(!aside.exists(), "{}: it exists", aside.display());
+    std::fs::rename(&dir, &aside)
+        .map_err(|e| anyhow::anyhow!("moving {} aside: {e}", dir.display()))?;
+    std::fs::File::open(data)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| anyhow::anyhow!("syncing {} after the rename: {e}", data.display()))?;
+    drop(lock);
+    tracing::warn!(partition = p, aside = %aside.display(), "a store set aside by the operator");
+    Ok(serde_json::to_string_pretty(&json!({
+        "partition": p,
+        "set_aside": name,
+        "next": format!(
+            "start the node: it makes partition {p}'s store again from the shipped checkpoint \
+             and the stream; then `amberdb cluster repair --data {} --partition {p} --from {name}` \
+             lists what only this store held",
+            data.display()
+        ),
+    }))? + "\n")
 }
 
 /// Compares the set-aside store's frames with the stream's (`stream_frames`, from position
@@ -367,7 +444,8 @@ async fn checked(
     anyhow::ensure!(
         is_set_aside_name(&req.from, p),
         "--from {:?} is not a set-aside store of partition {p} (a directory named \
-         p-{p}.diverged-<ms> or p-{p}.behind-<ms> in --data, as STATS' set_aside shows)",
+         p-{p}.diverged-<ms>, p-{p}.behind-<ms> or p-{p}.aside-<ms> in --data, as STATS' \
+         set_aside or `amberdb cluster set-aside` shows)",
         req.from
     );
     if let Some(work) = &req.apply {
@@ -768,6 +846,8 @@ mod tests {
     fn only_a_set_aside_store_of_the_partition_is_taken() {
         assert!(is_set_aside_name("p-3.diverged-1765000000000", 3));
         assert!(is_set_aside_name("p-3.behind-17", 3));
+        assert!(is_set_aside_name("p-3.aside-17", 3));
+        assert!(!is_set_aside_name("p-3.aside-", 3));
         for name in [
             "p-3",
             "p-4.diverged-17",

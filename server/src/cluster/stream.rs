@@ -69,16 +69,16 @@ pub enum StreamError {
         /// The stream's first position.
         first: u64,
     },
-    /// The stream ends before a position a live replica applied (`docs/cluster.md`, "When the
-    /// stream loses what it acknowledged"): its leader lost messages. Nothing is claimed on
-    /// such a stream; its leadership is asked to move.
+    /// The stream ends before a position a live replica (or the claimer's own store) applied
+    /// (`docs/cluster.md`, "When the stream loses what it acknowledged"): its leader lost
+    /// messages. Nothing is claimed on such a stream; its leadership is asked to move.
     #[error(
-        "the stream ends at position {end}, before position {held} that node {node} applied: its leader lost messages (nothing is claimed until a leader that holds them leads)"
+        "the stream ends at position {end}, before position {held} that node {node} applied: its leader lost messages (nothing is claimed until a leader that holds them leads, or until an operator stops {node} and sets its store aside with `amberdb cluster set-aside`)"
     )]
     ShorterThanReplicas {
         /// The stream's last position.
         end: u64,
-        /// The position a live replica registered.
+        /// The position a live replica registered (or the claimer's own store applied).
         held: u64,
         /// That replica's node.
         node: String,

@@ -1471,3 +1471,164 @@ fn a_node_that_cannot_take_a_partition_says_why_and_stops_at_once() {
         "exited {took:?} after SIGTERM"
     );
 }
+
+/// Fault 97 of the long rig run, made by hand: the owner dies and the stream loses its last
+/// message, which the one standby applied. Nothing is claimed over the shorter stream: the
+/// standby's own store holds more, so the partition has no owner, and STATS and a refused
+/// write say why and what the way out is. The operator's way out (docs/cluster.md, "A
+/// partition no leader can serve"): `amberdb cluster set-aside` is refused while the node
+/// runs; on the stopped node it moves the store aside; started again, the node makes the
+/// store from the stream, owns the partition and takes writes; `amberdb cluster repair
+/// --apply` brings back the write only the set-aside store held.
+#[test]
+fn a_partition_whose_stream_lost_what_its_only_standby_holds_waits_for_the_operators_set_aside() {
+    let nats = super::cluster::start_nats();
+    init(&nats);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("n1");
+    let n0 = node(&dir.path().join("n0"), &nats, "n0");
+    let n1 = node(&data, &nats, "n1");
+    let (ok, out, err) = cluster_command(&nats, &["move", "--partition", "0", "--to", "n0"]);
+    assert!(ok, "{out}{err}");
+    owner_becomes(&n1, 0, "n0");
+    let user = user_in(0, "f");
+    let mut c = n0.client();
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let stored = c.ok(
+            "STORE",
+            json!({"user_id": user, "content": format!("fact {i}")}),
+        );
+        ids.push(stored["memory_id"].as_u64().unwrap());
+    }
+    let partition =
+        |n: &Server| n.client().ok("STATS", json!({}))["cluster"]["partitions"][0].clone();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while partition(&n1)["position"] != partition(&n0)["position"] {
+        assert!(Instant::now() < deadline, "n1 never caught up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The stream loses the last message while n0's lease still holds (so no node takes the
+    // partition before it is lost), then n0 dies.
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let js = async_nats::jetstream::new(async_nats::connect(&nats.url).await.unwrap());
+        super::cluster::lose_last_messages(&js, 0, super::cluster::Lost::Cut, 1).await;
+    });
+    n0.kill9();
+    // n0's lease lapses within 5 s; n1 then tries to take the partition every tick, and may not.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let why = loop {
+        let view = partition(&n1);
+        if let Some(why) = view["not_taken"].as_str()
+            && why.contains("applied")
+        {
+            break why.to_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "n1 never said why it does not own it: {view}\n{}",
+            n1.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        why.contains("node n1 applied") && why.contains("amberdb cluster set-aside"),
+        "{why}"
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let view = partition(&n1);
+    assert_eq!(
+        view["role"], "standby",
+        "nothing claimed over the shorter stream: {view}"
+    );
+    let refused = n1.client().fails(
+        "STORE",
+        json!({"user_id": user, "content": "while nobody owns it"}),
+        "unavailable",
+    );
+    assert!(
+        refused["message"].as_str().unwrap().contains("set-aside"),
+        "{refused}"
+    );
+    let data_arg = data.display().to_string();
+    let set_aside = || {
+        cluster_command(
+            &nats,
+            &["set-aside", "--data", &data_arg, "--partition", "0"],
+        )
+    };
+    let (ok, out, err) = set_aside();
+    assert!(
+        !ok && err.contains("a running process holds the store"),
+        "{out}{err}"
+    );
+    assert!(
+        data.join("p-0").is_dir(),
+        "a refused set-aside moves nothing"
+    );
+    for (args, says) in [
+        (vec!["--partition", "9"], "the cluster has 4 partitions"),
+        (vec!["--partition", "0", "--bogus"], "--bogus"),
+    ] {
+        let mut all = vec!["set-aside", "--data", &data_arg];
+        all.extend(args);
+        let (ok, out, err) = cluster_command(&nats, &all);
+        assert!(!ok && err.contains(says), "{all:?}: {out}{err}");
+    }
+    let (status, _) = n1.terminate();
+    assert!(status.success(), "n1 stops on SIGTERM: {status}");
+    let (ok, out, err) = set_aside();
+    assert!(ok, "{out}{err}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    let aside = report["set_aside"].as_str().unwrap().to_owned();
+    assert!(
+        aside.starts_with("p-0.aside-") && data.join(&aside).is_dir(),
+        "{report}"
+    );
+    assert!(!data.join("p-0").exists(), "{report}");
+    let n1 = node(&data, &nats, "n1");
+    owner_becomes(&n1, 0, "n1");
+    let mut c = n1.client();
+    let after = c.ok(
+        "STORE",
+        json!({"user_id": user, "content": "after the set-aside"}),
+    );
+    assert!(after["memory_id"].as_u64().is_some(), "{after}");
+    let work = dir.path().join("repair-work").display().to_string();
+    let (ok, out, err) = cluster_command(
+        &nats,
+        &[
+            "repair",
+            "--data",
+            &data_arg,
+            "--partition",
+            "0",
+            "--from",
+            &aside,
+            "--apply",
+            "--work",
+            &work,
+        ],
+    );
+    assert!(ok, "{out}{err}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["complete"], true, "{report}");
+    // The lost write's id may have been given out again by the write after the set-aside: the
+    // report says where it is now.
+    let restored: Vec<&Value> = report["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["decision"] == "restore")
+        .collect();
+    assert_eq!(restored.len(), 1, "{report}");
+    assert_eq!(restored[0]["memory_id"], ids[2], "{report}");
+    let now = restored[0]["id_now"].as_u64().expect("restored with an id");
+    let got = c.ok("GET", json!({"memory_id": now}));
+    assert_eq!(got["memory"]["content"], "fact 2", "{report}");
+    let got = c.ok("GET", json!({"memory_id": after["memory_id"]}));
+    assert_eq!(got["memory"]["content"], "after the set-aside");
+    for id in &ids[..2] {
+        c.ok("GET", json!({"memory_id": id}));
+    }
+}
