@@ -136,25 +136,8 @@ pub async fn set_aside(
     partition: u32,
 ) -> anyhow::Result<String> {
     let p = partition;
-    let held = settings::load(js).await?;
-    anyhow::ensure!(
-        p < held.partitions,
-        "--partition {p}: the cluster has {} partitions",
-        held.partitions
-    );
-    let store_id = held.store(p)?;
     let dir = data.join(format!("p-{p}"));
-    anyhow::ensure!(
-        dir.is_dir(),
-        "{}: no store of partition {p} here (a node's --data holds p-<partition> directories)",
-        dir.display()
-    );
-    let theirs = store_id_of(&dir)?;
-    anyhow::ensure!(
-        theirs == store_id,
-        "{} is store {theirs}, not partition {p}'s ({store_id}): another partition's or cluster's",
-        dir.display()
-    );
+    partitions_store(js, p, &dir).await?;
     // The store's own lock (`LOCK`, R1): a running node holds it, and keeps holding it while
     // the directory is renamed here, so no node opens the store half moved.
     let lock_path = dir.join("LOCK");
@@ -460,6 +443,19 @@ async fn checked(
             work.display()
         );
     }
+    let dir = req.data.join(&req.from);
+    let held = partitions_store(js, p, &dir).await?;
+    Ok((held, dir))
+}
+
+/// The cluster's settings, once `p` is one of its partitions and `dir` holds partition `p`'s
+/// store (by the store id the KV bucket keeps for it; another partition's or cluster's store
+/// is refused).
+async fn partitions_store(
+    js: &async_nats::jetstream::Context,
+    p: u32,
+    dir: &Path,
+) -> anyhow::Result<settings::Settings> {
     let held = settings::load(js).await?;
     anyhow::ensure!(
         p < held.partitions,
@@ -467,15 +463,14 @@ async fn checked(
         held.partitions
     );
     let store_id = held.store(p)?;
-    let dir = req.data.join(&req.from);
     anyhow::ensure!(dir.is_dir(), "{}: no such directory", dir.display());
-    let theirs = store_id_of(&dir)?;
+    let theirs = store_id_of(dir)?;
     anyhow::ensure!(
         theirs == store_id,
         "{} is store {theirs}, not partition {p}'s ({store_id}): another partition's or cluster's",
         dir.display()
     );
-    Ok((held, dir))
+    Ok(held)
 }
 
 /// Runs `amberdb cluster repair` for `req` on the cluster of `js`. Returns the report (JSON).
