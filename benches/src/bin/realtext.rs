@@ -10,7 +10,8 @@
 //!                             IVF build (time, bytes) and its nprobe sweep at 1 and 2
 //!                             threads, filtered search at 0.1 / 1 / 10 / 50 % selectivity;
 //!                             writes amberdb-N.json for `benches/ivf/peers.py` and prints
-//!                             the tables
+//!                             the tables (with AMBERDB_KERNELS=avx2, the AVX2 kernels on an
+//!                             AVX-512 host: amberdb-N-avx2.json, beside the default's)
 //! realtext range DIR N [Q]    store-time dedup's range query (every row at or above a
 //!                             similarity, at most 50) on the first N passages: for each
 //!                             floor, the rows in range brute force finds, and the share of
@@ -329,6 +330,10 @@ fn keys_of(hits: Vec<amberdb_index::Neighbour>) -> Vec<u64> {
 }
 
 fn bench(dir: &Path, n: usize, q: usize) -> anyhow::Result<()> {
+    use amberdb_index::kernels::{KernelsAsked, kernels_asked, kernels_env_error};
+    if let Some(e) = kernels_env_error() {
+        anyhow::bail!(e);
+    }
     let rows = read_rows(&dir.join("passages.f32"), n)?;
     let queries = read_rows(&dir.join("queries.f32"), q)?;
     let flat = flat_collection(&rows)?;
@@ -439,7 +444,12 @@ fn bench(dir: &Path, n: usize, q: usize) -> anyhow::Result<()> {
         "results": results, "filtered": filtered, "read_per_query": read,
         "bit_kernel": amberdb_index::kernels::bit_backend(), "scan_kernels": amberdb_index::kernels::backend(),
     });
-    let path = dir.join(format!("amberdb-{n}.json"));
+    // A run capped to the AVX2 kernels (`AMBERDB_KERNELS=avx2`) is kept beside the default's.
+    let path = if kernels_asked() == Some(KernelsAsked::Avx2) {
+        dir.join(format!("amberdb-{n}-avx2.json"))
+    } else {
+        dir.join(format!("amberdb-{n}.json"))
+    };
     std::fs::write(&path, serde_json::to_string_pretty(&out)?)?;
     println!("\nwrote {}", path.display());
     Ok(())

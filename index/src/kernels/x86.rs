@@ -44,18 +44,67 @@ fn detected() -> Cpu {
             let avx2 =
                 std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
             let avx512bw = avx512 && std::is_x86_feature_detected!("avx512bw");
-            Cpu {
+            let cpu = Cpu {
                 avx512,
                 vnni,
                 avx2,
                 avx512bw,
-            }
+            };
+            capped(cpu, kernels_asked())
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
             PLAIN
         }
     })
+}
+
+/// The environment variable that caps the kernels a process picks, for benchmarks that
+/// measure the AVX2 path on a host with AVX-512 in the same run (docs/benchmarks.md): `avx2`
+/// uses no AVX-512 instruction; unset, the best this CPU has. Read once, before the first scan.
+pub const KERNELS_ENV: &str = "AMBERDB_KERNELS";
+
+/// What `AMBERDB_KERNELS` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelsAsked {
+    /// The best this CPU has (`auto`).
+    Best,
+    /// AVX2 and FMA at most (`avx2`).
+    Avx2,
+}
+
+/// `cpu` with what `asked` leaves of it.
+fn capped(cpu: Cpu, asked: Option<KernelsAsked>) -> Cpu {
+    match asked {
+        Some(KernelsAsked::Avx2) => Cpu {
+            avx512: false,
+            vnni: false,
+            avx512bw: false,
+            ..cpu
+        },
+        Some(KernelsAsked::Best) | None => cpu,
+    }
+}
+
+/// `AMBERDB_KERNELS` read: `None` unset, `Some` a value it knows. A value it does not know is
+/// treated as unset here; `kernels_env_error` names it, for a caller that can refuse it.
+#[must_use]
+pub fn kernels_asked() -> Option<KernelsAsked> {
+    match std::env::var(KERNELS_ENV).ok()?.as_str() {
+        "avx2" => Some(KernelsAsked::Avx2),
+        "auto" => Some(KernelsAsked::Best),
+        _ => None,
+    }
+}
+
+/// The error a caller should refuse to run with: `AMBERDB_KERNELS` set to a value other than
+/// `auto` or `avx2`.
+#[must_use]
+pub fn kernels_env_error() -> Option<String> {
+    let value = std::env::var(KERNELS_ENV).ok()?;
+    kernels_asked()
+        .is_none()
+        .then(|| format!("{KERNELS_ENV}={value:?}: the values are \"auto\" and \"avx2\""))
 }
 
 #[cfg(test)]
@@ -80,10 +129,8 @@ pub(crate) fn for_each_backend(mut check: impl FnMut(&'static str)) {
     let host = detected();
     let mut sets = vec![host];
     if host.avx2 {
-        sets.push(Cpu {
-            avx2: true,
-            ..PLAIN
-        });
+        // What `AMBERDB_KERNELS=avx2` runs.
+        sets.push(capped(host, Some(KernelsAsked::Avx2)));
     }
     sets.push(PLAIN);
     sets.dedup();
