@@ -329,11 +329,23 @@ fn keys_of(hits: Vec<amberdb_index::Neighbour>) -> Vec<u64> {
     hits.into_iter().map(|h| h.key).collect()
 }
 
-fn bench(dir: &Path, n: usize, q: usize) -> anyhow::Result<()> {
+/// Where `bench` writes its results: `amberdb-N.json`, or `amberdb-N-avx2.json` for a run
+/// capped to the AVX2 kernels (`AMBERDB_KERNELS=avx2`), kept beside the default's. A value of
+/// `AMBERDB_KERNELS` the kernels do not know is refused before anything runs.
+fn results_path(dir: &Path, n: usize) -> anyhow::Result<PathBuf> {
     use amberdb_index::kernels::{KernelsAsked, kernels_asked, kernels_env_error};
     if let Some(e) = kernels_env_error() {
         anyhow::bail!(e);
     }
+    Ok(if kernels_asked() == Some(KernelsAsked::Avx2) {
+        dir.join(format!("amberdb-{n}-avx2.json"))
+    } else {
+        dir.join(format!("amberdb-{n}.json"))
+    })
+}
+
+fn bench(dir: &Path, n: usize, q: usize) -> anyhow::Result<()> {
+    let path = results_path(dir, n)?;
     let rows = read_rows(&dir.join("passages.f32"), n)?;
     let queries = read_rows(&dir.join("queries.f32"), q)?;
     let flat = flat_collection(&rows)?;
@@ -444,12 +456,6 @@ fn bench(dir: &Path, n: usize, q: usize) -> anyhow::Result<()> {
         "results": results, "filtered": filtered, "read_per_query": read,
         "bit_kernel": amberdb_index::kernels::bit_backend(), "scan_kernels": amberdb_index::kernels::backend(),
     });
-    // A run capped to the AVX2 kernels (`AMBERDB_KERNELS=avx2`) is kept beside the default's.
-    let path = if kernels_asked() == Some(KernelsAsked::Avx2) {
-        dir.join(format!("amberdb-{n}-avx2.json"))
-    } else {
-        dir.join(format!("amberdb-{n}.json"))
-    };
     std::fs::write(&path, serde_json::to_string_pretty(&out)?)?;
     println!("\nwrote {}", path.display());
     Ok(())
