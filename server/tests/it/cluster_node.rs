@@ -1586,6 +1586,20 @@ fn a_partition_whose_stream_lost_what_its_only_standby_holds_waits_for_the_opera
         "{report}"
     );
     assert!(!data.join("p-0").exists(), "{report}");
+    // Run again, nothing is left to move; a directory holding another partition's store under
+    // p-0's name is refused by its store id, and stays.
+    let (ok, out, err) = set_aside();
+    assert!(!ok && err.contains("no such directory"), "{out}{err}");
+    std::fs::create_dir(data.join("p-0")).unwrap();
+    std::fs::copy(data.join("p-1/IDENTITY"), data.join("p-0/IDENTITY")).unwrap();
+    std::fs::write(data.join("p-0/LOCK"), b"").unwrap();
+    let (ok, out, err) = set_aside();
+    assert!(!ok && err.contains("not partition 0's"), "{out}{err}");
+    assert!(
+        data.join("p-0/IDENTITY").is_file(),
+        "a refused set-aside moves nothing"
+    );
+    std::fs::remove_dir_all(data.join("p-0")).unwrap();
     let n1 = node(&data, &nats, "n1");
     owner_becomes(&n1, 0, "n1");
     let mut c = n1.client();
