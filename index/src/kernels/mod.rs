@@ -34,7 +34,7 @@ mod x86;
 
 pub use bits::{bit_backend, bit_dots, bit_dots_scalar};
 
-pub use x86::{KERNELS_ENV, KernelsAsked, backend, kernels_asked, kernels_env_error};
+pub use x86::{KernelsAsked, backend, kernels_asked, kernels_env_error};
 pub(crate) use x86::{
     each_dot_f32, each_dot_f32_batch, each_dot_f32_tile, each_dot_i8, each_dot_i8_tile, prefetch,
 };

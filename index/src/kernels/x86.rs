@@ -62,7 +62,7 @@ fn detected() -> Cpu {
 /// The environment variable that caps the kernels a process picks, for benchmarks that
 /// measure the AVX2 path on a host with AVX-512 in the same run (docs/benchmarks.md): `avx2`
 /// uses no AVX-512 instruction; unset, the best this CPU has. Read once, before the first scan.
-pub const KERNELS_ENV: &str = "AMBERDB_KERNELS";
+const KERNELS_ENV: &str = "AMBERDB_KERNELS";
 
 /// What `AMBERDB_KERNELS` asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,7 +90,11 @@ fn capped(cpu: Cpu, asked: Option<KernelsAsked>) -> Cpu {
 /// treated as unset here; `kernels_env_error` names it, for a caller that can refuse it.
 #[must_use]
 pub fn kernels_asked() -> Option<KernelsAsked> {
-    match std::env::var(KERNELS_ENV).ok()?.as_str() {
+    asked_by(&std::env::var(KERNELS_ENV).ok()?)
+}
+
+fn asked_by(value: &str) -> Option<KernelsAsked> {
+    match value {
         "avx2" => Some(KernelsAsked::Avx2),
         "auto" => Some(KernelsAsked::Best),
         _ => None,
@@ -102,7 +106,7 @@ pub fn kernels_asked() -> Option<KernelsAsked> {
 #[must_use]
 pub fn kernels_env_error() -> Option<String> {
     let value = std::env::var(KERNELS_ENV).ok()?;
-    kernels_asked()
+    asked_by(&value)
         .is_none()
         .then(|| format!("{KERNELS_ENV}={value:?}: the values are \"auto\" and \"avx2\""))
 }

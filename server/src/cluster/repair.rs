@@ -129,7 +129,7 @@ fn is_set_aside_name(name: &str, p: u32) -> bool {
 ///
 /// # Errors
 /// A refused argument or directory, a store a process holds, or the rename's failure (then the
-/// store is where it was).
+/// store is where it was); a failed sync of the rename says the store was moved.
 pub async fn set_aside(
     js: &async_nats::jetstream::Context,
     data: &Path,
@@ -160,9 +160,17 @@ pub async fn set_aside(
     anyhow::ensure!(!aside.exists(), "{}: it exists", aside.display());
     std::fs::rename(&dir, &aside)
         .map_err(|e| anyhow::anyhow!("moving {} aside: {e}", dir.display()))?;
+    // The store is moved already: a failed sync says so, never that nothing changed.
     std::fs::File::open(data)
         .and_then(|d| d.sync_all())
-        .map_err(|e| anyhow::anyhow!("syncing {} after the rename: {e}", data.display()))?;
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "{} was moved to {name}, but syncing {} failed ({e}): the move may not survive a \
+                 power cut; check the directory before starting the node",
+                dir.display(),
+                data.display()
+            )
+        })?;
     drop(lock);
     tracing::warn!(partition = p, aside = %aside.display(), "a store set aside by the operator");
     Ok(serde_json::to_string_pretty(&json!({

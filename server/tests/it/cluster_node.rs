@@ -1071,6 +1071,34 @@ struct Diverged {
     view: Value,
 }
 
+/// NATS with the cluster initialised and two nodes, `n0` and `n1` (in `<dir>/n0`, `<dir>/n1`),
+/// partition 0 pinned to `n0` and owned by it.
+fn partition_zero_on_n0() -> (Nats, tempfile::TempDir, Server, Server) {
+    let nats = super::cluster::start_nats();
+    init(&nats);
+    let dir = tempfile::tempdir().unwrap();
+    let n0 = node(&dir.path().join("n0"), &nats, "n0");
+    let n1 = node(&dir.path().join("n1"), &nats, "n1");
+    let (ok, out, err) = cluster_command(&nats, &["move", "--partition", "0", "--to", "n0"]);
+    assert!(ok, "{out}{err}");
+    owner_becomes(&n1, 0, "n0");
+    (nats, dir, n0, n1)
+}
+
+/// Partition 0 as `n`'s STATS shows it.
+fn partition_zero(n: &Server) -> Value {
+    n.client().ok("STATS", json!({}))["cluster"]["partitions"][0].clone()
+}
+
+/// Waits (30 s at most) until `standby` has applied partition 0 as far as `owner`.
+fn caught_up(standby: &Server, owner: &Server) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while partition_zero(standby)["position"] != partition_zero(owner)["position"] {
+        assert!(Instant::now() < deadline, "the standby never caught up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// The race the claim guard cannot always win (docs/cluster.md, "A replica whose history is
 /// not the stream's"), made by hand: `n0` owns partition 0 and `n1` stands by; five facts are
 /// stored (and with `delete`, the first deleted), and `n1` applies all of it; `n0` dies, the
@@ -1081,14 +1109,7 @@ struct Diverged {
 fn diverged_standby(delete: bool, writes: u64) -> Diverged {
     use amberdb_server::cluster::lease::{Lease, key};
     use amberdb_server::cluster::stream::{JetStreamPublisher, follow, publish_claim, stream_name};
-    let nats = super::cluster::start_nats();
-    init(&nats);
-    let dir = tempfile::tempdir().unwrap();
-    let n0 = node(&dir.path().join("n0"), &nats, "n0");
-    let n1 = node(&dir.path().join("n1"), &nats, "n1");
-    let (ok, out, err) = cluster_command(&nats, &["move", "--partition", "0", "--to", "n0"]);
-    assert!(ok, "{out}{err}");
-    owner_becomes(&n1, 0, "n0");
+    let (nats, dir, n0, n1) = partition_zero_on_n0();
     let user = user_in(0, "d");
     let mut c = n0.client();
     let mut ids = BTreeMap::new();
@@ -1100,15 +1121,7 @@ fn diverged_standby(delete: bool, writes: u64) -> Diverged {
     if delete {
         c.ok("DELETE", json!({"memory_id": ids["fact 0"]}));
     }
-    let position = |n: &Server| {
-        let stats = n.client().ok("STATS", json!({}));
-        stats["cluster"]["partitions"][0].clone()
-    };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while position(&n1)["position"] != position(&n0)["position"] {
-        assert!(Instant::now() < deadline, "n1 never caught up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    caught_up(&n1, &n0);
     n0.kill9();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let handle = rt.handle().clone();
@@ -1171,7 +1184,7 @@ fn diverged_standby(delete: bool, writes: u64) -> Diverged {
     });
     let deadline = Instant::now() + Duration::from_secs(30);
     let view = loop {
-        let view = position(&n1);
+        let view = partition_zero(&n1);
         if view["running_crc"].as_str() == intruder.1.as_deref() {
             break view;
         }
@@ -1482,15 +1495,8 @@ fn a_node_that_cannot_take_a_partition_says_why_and_stops_at_once() {
 /// --apply` brings back the write only the set-aside store held.
 #[test]
 fn a_partition_whose_stream_lost_what_its_only_standby_holds_waits_for_the_operators_set_aside() {
-    let nats = super::cluster::start_nats();
-    init(&nats);
-    let dir = tempfile::tempdir().unwrap();
+    let (nats, dir, n0, n1) = partition_zero_on_n0();
     let data = dir.path().join("n1");
-    let n0 = node(&dir.path().join("n0"), &nats, "n0");
-    let n1 = node(&data, &nats, "n1");
-    let (ok, out, err) = cluster_command(&nats, &["move", "--partition", "0", "--to", "n0"]);
-    assert!(ok, "{out}{err}");
-    owner_becomes(&n1, 0, "n0");
     let user = user_in(0, "f");
     let mut c = n0.client();
     let mut ids = Vec::new();
@@ -1501,13 +1507,7 @@ fn a_partition_whose_stream_lost_what_its_only_standby_holds_waits_for_the_opera
         );
         ids.push(stored["memory_id"].as_u64().unwrap());
     }
-    let partition =
-        |n: &Server| n.client().ok("STATS", json!({}))["cluster"]["partitions"][0].clone();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while partition(&n1)["position"] != partition(&n0)["position"] {
-        assert!(Instant::now() < deadline, "n1 never caught up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    caught_up(&n1, &n0);
     // The stream loses the last message while n0's lease still holds (so no node takes the
     // partition before it is lost), then n0 dies.
     tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -1518,7 +1518,7 @@ fn a_partition_whose_stream_lost_what_its_only_standby_holds_waits_for_the_opera
     // n0's lease lapses within 5 s; n1 then tries to take the partition every tick, and may not.
     let deadline = Instant::now() + Duration::from_secs(30);
     let why = loop {
-        let view = partition(&n1);
+        let view = partition_zero(&n1);
         if let Some(why) = view["not_taken"].as_str()
             && why.contains("applied")
         {
@@ -1536,7 +1536,7 @@ fn a_partition_whose_stream_lost_what_its_only_standby_holds_waits_for_the_opera
         "{why}"
     );
     std::thread::sleep(Duration::from_secs(3));
-    let view = partition(&n1);
+    let view = partition_zero(&n1);
     assert_eq!(
         view["role"], "standby",
         "nothing claimed over the shorter stream: {view}"
