@@ -68,6 +68,38 @@ fn scan(c: &mut Criterion) {
     g.finish();
 }
 
+/// The 1-bit codes' kernel over 64 blocks of 32 rows (2,048 rows of 384 dimensions, 96 KiB of
+/// codes: in L2), against one query's tables: the work of a probe's list scan without its
+/// memory traffic.
+fn bit_codes(c: &mut Criterion) {
+    use amberdb_index::bitcodes::{BLOCK_ROWS, SegmentQuery, block_bytes};
+    let query = vectors(1, SEED + 5);
+    let prepared = SegmentQuery::new(&query);
+    let mut state = SEED;
+    let codes: Vec<u8> = (0..64 * block_bytes(DIM))
+        .map(|_| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            (state >> 56) as u8
+        })
+        .collect();
+    let mut g = c.benchmark_group("bit_dots_2048_rows_384");
+    g.throughput(Throughput::Elements(2048));
+    g.bench_function(kernels::bit_backend(), |x| {
+        x.iter(|| {
+            let mut total = 0u32;
+            let mut out = [0u32; BLOCK_ROWS];
+            for block in codes.chunks_exact(block_bytes(DIM)) {
+                kernels::bit_dots(black_box(block), &prepared.tables, &mut out);
+                total = total.wrapping_add(out[0]);
+            }
+            total
+        })
+    });
+    g.finish();
+}
+
 fn kmeans(c: &mut Criterion) {
     let rows = vectors(20_000, SEED + 4);
     let params = amberdb_index::kmeans::KMeansParams::new(566, SEED);
@@ -86,5 +118,5 @@ fn kmeans(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, pairs, scan, kmeans);
+criterion_group!(benches, pairs, scan, bit_codes, kmeans);
 criterion_main!(benches);

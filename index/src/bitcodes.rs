@@ -23,14 +23,10 @@
 
 use crate::synthetic::SeededRng;
 
-/// Rows of one block of codes: the bits of 32 rows, byte by byte (`code_bytes(dim) × 32`
-/// bytes; row `r`'s byte `k` at `k · 32 + r`), so one 32-byte load holds the same byte of
-/// every row of the block, as the kernels' table lookups need.
-pub const BLOCK_ROWS: usize = 32;
+/// The block and table shapes the kernel reads (`crate::kernels`, where they are defined).
+pub use crate::kernels::{BLOCK_ROWS, TABLE_LEN};
 /// Standard errors the bound spans (the paper's choice, 1.9; measured in `docs/ivf.md`).
 pub const EPSILON: f32 = 1.9;
-/// Entries of one nibble table (`SegmentQuery::tables`): one per value of 4 bits.
-pub const TABLE_LEN: usize = 16;
 /// Largest level of the query's quantized rotated residual (16 levels a dimension, so a
 /// nibble's table entry, four levels summed, fits a byte).
 const QUERY_LEVELS: f32 = 15.0;
@@ -262,7 +258,7 @@ pub struct SegmentQuery {
     /// For each group of 4 dimensions (a nibble of a row's bits: dimensions `4m..4m + 4`),
     /// `TABLE_LEN` bytes: entry `n` is the sum of the levels of the dimensions whose bit is
     /// set in `n` (at most 60). `code_bytes(dim) × 2` tables.
-    pub tables: Vec<u8>,
+    pub tables: crate::kernels::BitTables,
     /// The quantization: value `i` is `low + step · level_i`.
     low: f32,
     step: f32,
@@ -345,7 +341,7 @@ impl SegmentQuery {
         #[expect(clippy::cast_precision_loss, reason = "a dimension and a small sum")]
         let (dim_f, levels) = (dim as f32, levels as f32);
         SegmentQuery {
-            tables,
+            tables: crate::kernels::BitTables::new(tables),
             low,
             step,
             sum: dim_f * low + step * levels,
@@ -464,7 +460,7 @@ mod tests {
                     put_row(&mut block, 5, &bits);
                     assert_eq!(row_of(&block, 5, words), bits);
                     let mut dots = [0u32; BLOCK_ROWS];
-                    crate::kernels::bit_dots_scalar(&block, &sq.tables, &mut dots);
+                    crate::kernels::bit_dots_scalar(&block, sq.tables.plain(), &mut dots);
                     let dot = dots[5];
                     let est = sq.estimate(terms, &f, dot);
                     let exact = scalar::dot_f32(&v, &q) as f32;

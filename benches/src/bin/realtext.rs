@@ -10,8 +10,9 @@
 //!                             IVF build (time, bytes) and its nprobe sweep at 1 and 2
 //!                             threads, filtered search at 0.1 / 1 / 10 / 50 % selectivity;
 //!                             writes amberdb-N.json for `benches/ivf/peers.py` and prints
-//!                             the tables (with AMBERDB_KERNELS=avx2, the AVX2 kernels on an
-//!                             AVX-512 host: amberdb-N-avx2.json, beside the default's)
+//!                             the tables (with AMBERDB_KERNELS=avx2 or avx512bw, those
+//!                             kernels on a host with more: amberdb-N-avx2.json or
+//!                             amberdb-N-avx512bw.json, beside the default's)
 //! realtext range DIR N [Q]    store-time dedup's range query (every row at or above a
 //!                             similarity, at most 50) on the first N passages: for each
 //!                             floor, the rows in range brute force finds, and the share of
@@ -329,18 +330,19 @@ fn keys_of(hits: Vec<amberdb_index::Neighbour>) -> Vec<u64> {
     hits.into_iter().map(|h| h.key).collect()
 }
 
-/// Where `bench` writes its results: `amberdb-N.json`, or `amberdb-N-avx2.json` for a run
-/// capped to the AVX2 kernels (`AMBERDB_KERNELS=avx2`), kept beside the default's. A value of
-/// `AMBERDB_KERNELS` the kernels do not know is refused before anything runs.
+/// Where `bench` writes its results: `amberdb-N.json`, or `amberdb-N-avx2.json` /
+/// `amberdb-N-avx512bw.json` for a run capped to those kernels (`AMBERDB_KERNELS`), kept
+/// beside the default's. A value of `AMBERDB_KERNELS` the kernels do not know is refused
+/// before anything runs.
 fn results_path(dir: &Path, n: usize) -> anyhow::Result<PathBuf> {
     use amberdb_index::kernels::{KernelsAsked, kernels_asked, kernels_env_error};
     if let Some(e) = kernels_env_error() {
         anyhow::bail!(e);
     }
-    Ok(if kernels_asked() == Some(KernelsAsked::Avx2) {
-        dir.join(format!("amberdb-{n}-avx2.json"))
-    } else {
-        dir.join(format!("amberdb-{n}.json"))
+    Ok(match kernels_asked() {
+        Some(KernelsAsked::Avx2) => dir.join(format!("amberdb-{n}-avx2.json")),
+        Some(KernelsAsked::Avx512Bw) => dir.join(format!("amberdb-{n}-avx512bw.json")),
+        Some(KernelsAsked::Best) | None => dir.join(format!("amberdb-{n}.json")),
     })
 }
 

@@ -22,8 +22,8 @@
 //! of the f64 oracle; i8 dot exact.
 //!
 //! [`bit_dots`] (`bits.rs`) is the 1-bit codes' kernel (`crate::bitcodes`): a block of 32
-//! rows' bits against a query's nibble tables (`vpshufb` lookups, 32 rows at a time), exact,
-//! with AVX-512 BW or AVX2, tested against [`bit_dots_scalar`].
+//! rows' bits against a query's nibble tables (`vpermb` or `vpshufb` lookups, 32 rows at a
+//! time), exact, with AVX-512 VBMI, AVX-512 BW or AVX2, tested against [`bit_dots_scalar`].
 //!
 //! Scores mean "higher is closer": simsimd's `cos` returns a *distance*, and
 //! [`cosine`] is the one function that turns it into a similarity.
@@ -32,7 +32,7 @@ mod bits;
 pub mod scalar;
 mod x86;
 
-pub use bits::{bit_backend, bit_dots, bit_dots_scalar};
+pub use bits::{BLOCK_ROWS, BitTables, TABLE_LEN, bit_backend, bit_dots, bit_dots_scalar};
 
 pub use x86::{KernelsAsked, backend, kernels_asked, kernels_env_error};
 pub(crate) use x86::{

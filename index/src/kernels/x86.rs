@@ -21,6 +21,8 @@ pub(super) struct Cpu {
     pub(super) avx2: bool,
     /// AVX-512 F and BW: the bit codes' 64-byte kernel (`bits.rs`).
     pub(super) avx512bw: bool,
+    /// AVX-512 F, BW and VBMI: the bit codes' `vpermb` kernel (`bits.rs`).
+    pub(super) avx512vbmi: bool,
 }
 
 /// No vector extension this file uses: simsimd for everything.
@@ -30,6 +32,7 @@ const PLAIN: Cpu = Cpu {
     vnni: false,
     avx2: false,
     avx512bw: false,
+    avx512vbmi: false,
 };
 
 fn detected() -> Cpu {
@@ -44,11 +47,13 @@ fn detected() -> Cpu {
             let avx2 =
                 std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
             let avx512bw = avx512 && std::is_x86_feature_detected!("avx512bw");
+            let avx512vbmi = avx512bw && std::is_x86_feature_detected!("avx512vbmi");
             let cpu = Cpu {
                 avx512,
                 vnni,
                 avx2,
                 avx512bw,
+                avx512vbmi,
             };
             capped(cpu, kernels_asked())
         }
@@ -60,8 +65,9 @@ fn detected() -> Cpu {
 }
 
 /// The environment variable that caps the kernels a process picks, for benchmarks that
-/// measure the AVX2 path on a host with AVX-512 in the same run (docs/benchmarks.md): `avx2`
-/// uses no AVX-512 instruction; unset, the best this CPU has. Read once, before the first scan.
+/// measure a lesser path on a host with AVX-512 in the same run (docs/benchmarks.md): `avx2`
+/// uses no AVX-512 instruction, `avx512bw` no VBMI (the AVX-512 path of a Skylake-X); unset,
+/// the best this CPU has. Read once, before the first scan.
 const KERNELS_ENV: &str = "AMBERDB_KERNELS";
 
 /// What `AMBERDB_KERNELS` asks for.
@@ -71,6 +77,8 @@ pub enum KernelsAsked {
     Best,
     /// AVX2 and FMA at most (`avx2`).
     Avx2,
+    /// AVX-512 without VBMI at most (`avx512bw`).
+    Avx512Bw,
 }
 
 /// `cpu` with what `asked` leaves of it.
@@ -80,6 +88,11 @@ fn capped(cpu: Cpu, asked: Option<KernelsAsked>) -> Cpu {
             avx512: false,
             vnni: false,
             avx512bw: false,
+            avx512vbmi: false,
+            ..cpu
+        },
+        Some(KernelsAsked::Avx512Bw) => Cpu {
+            avx512vbmi: false,
             ..cpu
         },
         Some(KernelsAsked::Best) | None => cpu,
@@ -96,19 +109,20 @@ pub fn kernels_asked() -> Option<KernelsAsked> {
 fn asked_by(value: &str) -> Option<KernelsAsked> {
     match value {
         "avx2" => Some(KernelsAsked::Avx2),
+        "avx512bw" => Some(KernelsAsked::Avx512Bw),
         "auto" => Some(KernelsAsked::Best),
         _ => None,
     }
 }
 
 /// The error a caller should refuse to run with: `AMBERDB_KERNELS` set to a value other than
-/// `auto` or `avx2`.
+/// `auto`, `avx512bw` or `avx2`.
 #[must_use]
 pub fn kernels_env_error() -> Option<String> {
     let value = std::env::var(KERNELS_ENV).ok()?;
-    asked_by(&value)
-        .is_none()
-        .then(|| format!("{KERNELS_ENV}={value:?}: the values are \"auto\" and \"avx2\""))
+    asked_by(&value).is_none().then(|| {
+        format!("{KERNELS_ENV}={value:?}: the values are \"auto\", \"avx512bw\" and \"avx2\"")
+    })
 }
 
 #[cfg(test)]
@@ -132,6 +146,10 @@ pub(super) fn cpu() -> Cpu {
 pub(crate) fn for_each_backend(mut check: impl FnMut(&'static str)) {
     let host = detected();
     let mut sets = vec![host];
+    if host.avx512vbmi {
+        // What `AMBERDB_KERNELS=avx512bw` runs.
+        sets.push(capped(host, Some(KernelsAsked::Avx512Bw)));
+    }
     if host.avx2 {
         // What `AMBERDB_KERNELS=avx2` runs.
         sets.push(capped(host, Some(KernelsAsked::Avx2)));
@@ -986,5 +1004,34 @@ pub(crate) fn each_dot_f32_batch(
         for (q, query) in queries.iter().enumerate() {
             on_row(i, q, simsimd_f32(query, row));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Cpu, KernelsAsked, asked_by, capped};
+
+    const EVERYTHING: Cpu = Cpu {
+        avx512: true,
+        vnni: true,
+        avx2: true,
+        avx512bw: true,
+        avx512vbmi: true,
+    };
+
+    #[test]
+    fn amberdb_kernels_takes_three_values_and_caps_what_it_names() {
+        assert_eq!(asked_by("auto"), Some(KernelsAsked::Best));
+        assert_eq!(asked_by("avx2"), Some(KernelsAsked::Avx2));
+        assert_eq!(asked_by("avx512bw"), Some(KernelsAsked::Avx512Bw));
+        for unknown in ["", "AVX2", "avx512", "sse4", " avx2"] {
+            assert_eq!(asked_by(unknown), None, "{unknown:?}");
+        }
+        assert_eq!(capped(EVERYTHING, None), EVERYTHING);
+        assert_eq!(capped(EVERYTHING, Some(KernelsAsked::Best)), EVERYTHING);
+        let avx512bw = capped(EVERYTHING, Some(KernelsAsked::Avx512Bw));
+        assert!(avx512bw.avx512bw && avx512bw.vnni && !avx512bw.avx512vbmi);
+        let avx2 = capped(EVERYTHING, Some(KernelsAsked::Avx2));
+        assert!(avx2.avx2 && !avx2.avx512 && !avx2.vnni && !avx2.avx512bw && !avx2.avx512vbmi);
     }
 }
