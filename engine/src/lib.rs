@@ -162,6 +162,9 @@ pub mod query {
 }
 pub use amberdb_embed::{Embedder, HashingEmbedder, Reranker};
 pub use amberdb_index::Probe;
+/// The error for a value of `AMBERDB_KERNELS` (the cap on the scan kernels) it does not know
+/// (`docs/ivf.md`, "Kernels"): a program refuses to start on the error.
+pub use amberdb_index::kernels::kernels_env_error;
 pub use kernel::backup::{Backup, Restored};
 pub use kernel::db::{IndexBuild, PendingDurable};
 pub use kernel::identity::{StoreId, recorded_model};

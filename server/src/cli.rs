@@ -379,6 +379,11 @@ impl EmbedderArgs {
 }
 
 fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
+    // `AMBERDB_KERNELS` caps the scan kernels of this process (docs/ivf.md, "Kernels"): a
+    // value the index does not know is refused before any command runs, not ignored.
+    if let Some(e) = amberdb::kernels_env_error() {
+        anyhow::bail!(e);
+    }
     match cli.command {
         Command::Serve {
             flags,

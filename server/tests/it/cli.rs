@@ -709,3 +709,35 @@ fn mcp_refuses_a_memory_limit_out_of_range_instead_of_clamping_it() {
     // Refused before anything was created.
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+#[test]
+fn an_unknown_kernels_cap_is_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_amberdb"))
+        .args(["mcp", "--embedder", "hashing", "--data-dir"])
+        .arg(dir.path())
+        .env("AMBERDB_KERNELS", "avx-512")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr
+            .contains(r#"AMBERDB_KERNELS="avx-512": the values are "auto", "avx512bw" and "avx2""#),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    // A value it knows runs: `check` of the empty directory answers as it does without it.
+    for value in ["auto", "avx512bw", "avx2"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_amberdb"))
+            .args(["--version"])
+            .env("AMBERDB_KERNELS", value)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{value}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
