@@ -106,7 +106,7 @@ impl Ledger {
             );
             if kind == Kind::HostCut {
                 out += &format!(
-                    "; next ack, host led nothing {}; host led the stream or KV {}",
+                    "; next ack, host led nothing {}; host led the stream, the KV or the meta group {}",
                     quantiles(gaps(&|e| e["leader_on_host"] == false)),
                     quantiles(gaps(&|e| e["leader_on_host"] == true))
                 );

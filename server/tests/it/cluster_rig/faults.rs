@@ -80,7 +80,8 @@ pub(crate) struct Done {
     /// Fault to the partition's next acknowledged write, when the fault took its owner or
     /// its stream's leader away.
     pub(crate) gap: Option<Duration>,
-    /// Whether the host that died also led the partition's stream or the KV bucket.
+    /// Whether the host that died also led the partition's stream, the KV bucket or
+    /// JetStream's meta group.
     pub(crate) leader_on_host: Option<bool>,
     /// Writes acknowledged while they must not have been (two NATS servers down).
     pub(crate) acked_in_outage: Option<u64>,
@@ -194,15 +195,23 @@ pub(crate) fn inject(
         }
         Kind::HostCut => {
             let stream = format!("AMBERDB_P{p}");
-            let (led_stream, led_kv) = (
+            let (led_stream, led_kv, led_meta) = (
                 world.leader_of(&stream),
                 world.leader_of("KV_amberdb_cluster"),
+                world.meta_leader(),
             );
-            done.leader_on_host = Some(led_stream == Some(owner) || led_kv == Some(owner));
-            done.note = format!("stream leader {led_stream:?}, KV leader {led_kv:?}");
+            done.leader_on_host =
+                Some(led_stream == Some(owner) || led_kv == Some(owner) || led_meta == Some(owner));
+            done.note = format!(
+                "stream leader {led_stream:?}, KV leader {led_kv:?}, meta leader {led_meta:?}"
+            );
             world.hosts.cut(owner);
             let t0 = Instant::now();
+            // Wall-clock times, to read a cut step by step against the nodes' and the NATS
+            // servers' logs (kept with AMBERDB_RIG_KEEP=1).
+            eprintln!("rig: host n{owner} cut at {}", wall_clock());
             done.gap = Some(probe.next_ack(p, t0, load));
+            eprintln!("rig: next acknowledged write of p{p} at {}", wall_clock());
             sleep_until(t0 + Duration::from_secs(10));
             world.hosts.heal(owner);
         }
@@ -291,6 +300,21 @@ pub(crate) fn inject(
         }
     }
     done
+}
+
+/// Now as UTC `HH:MM:SS.mmm`, the form the nodes' logs use.
+fn wall_clock() -> String {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let s = ms / 1000;
+    format!(
+        "{:02}:{:02}:{:02}.{:03}",
+        s / 3600 % 24,
+        s / 60 % 60,
+        s % 60,
+        ms % 1000
+    )
 }
 
 fn sleep_until(t: Instant) {

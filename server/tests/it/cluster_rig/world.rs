@@ -71,6 +71,7 @@ impl World {
                     &config,
                     format!(
                         "server_name: nats{i}\nlisten: {ip}:{NATS_PORT}\nmax_payload: 8MB\n\
+                         ping_interval: \"1s\"\nping_max: 3\n\
                          jetstream {{\n  store_dir: \"{}\"\n  sync_interval: always\n}}\n\
                          cluster {{\n  name: amberdb\n  listen: {ip}:{ROUTE_PORT}\n  routes: [{}]\n}}\n{}",
                         store.display(),
@@ -345,6 +346,34 @@ impl World {
             let leader = info.cluster.as_ref()?.leader.clone()?;
             leader.strip_prefix("nats")?.parse().ok()
         })
+    }
+
+    /// The host whose NATS server leads JetStream's meta group (which creates and removes
+    /// consumers, every node's catch-up and tail among them), from the servers' own logs: the
+    /// latest "metadata leader" line of any of them. None before the first election.
+    pub(crate) fn meta_leader(&self) -> Option<usize> {
+        let mut latest: Option<(String, usize)> = None;
+        for i in 0..3 {
+            let log = std::fs::read_to_string(self.dir.path().join(format!("nats{i}.log")))
+                .unwrap_or_default();
+            for line in log.lines() {
+                let leader = if line.contains("Self is new JetStream cluster metadata leader") {
+                    Some(i)
+                } else if let Some((_, rest)) = line.split_once("new metadata leader: nats") {
+                    rest.split('/').next().and_then(|n| n.parse().ok())
+                } else {
+                    None
+                };
+                // "[pid] 2026/12/07 14:25:24.661587 [INF] ...": the date and time sort.
+                let when: String = line.split_whitespace().skip(1).take(2).collect();
+                if let Some(l) = leader
+                    && latest.as_ref().is_none_or(|(t, _)| when > *t)
+                {
+                    latest = Some((when, l));
+                }
+            }
+        }
+        latest.map(|(_, l)| l)
     }
 
     /// Asks JetStream to move the leadership of `stream` to host `i` (a step-down naming it as
