@@ -38,7 +38,8 @@ fn code_bytes_of(tables: &[u8]) -> usize {
 #[derive(Debug, Clone)]
 pub struct BitTables {
     plain: Vec<u8>,
-    /// Empty unless the code has an even number of bytes (what the AVX-512 kernels take).
+    /// Empty unless this CPU runs the VBMI kernel and the code has an even number of bytes
+    /// (what the AVX-512 kernels take): `bit_dots` takes that path only when it is laid out.
     vbmi: Vec<u8>,
 }
 
@@ -49,7 +50,7 @@ impl BitTables {
     pub fn new(plain: Vec<u8>) -> BitTables {
         let bytes = code_bytes_of(&plain);
         let mut vbmi = Vec::new();
-        if bytes.is_multiple_of(2) {
+        if vbmi_kernel() && bytes.is_multiple_of(2) {
             vbmi.reserve(bytes * 2 * TABLE_LEN);
             for k in (0..bytes).step_by(2) {
                 for t in [2 * k, 2 * k + 2, 2 * k + 1, 2 * k + 3] {
@@ -66,6 +67,18 @@ impl BitTables {
     #[must_use]
     pub fn plain(&self) -> &[u8] {
         &self.plain
+    }
+}
+
+/// Whether this process runs the VBMI kernel (what `BitTables::new` lays the tables out for).
+fn vbmi_kernel() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        super::x86::cpu().avx512vbmi
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
     }
 }
 
@@ -103,8 +116,7 @@ pub fn bit_dots(block: &[u8], tables: &BitTables, out: &mut [u32; BLOCK_ROWS]) {
     #[cfg(target_arch = "x86_64")]
     {
         let cpu = super::x86::cpu();
-        let even = bytes.is_multiple_of(2);
-        if cpu.avx512vbmi && even {
+        if cpu.avx512vbmi && !tables.vbmi.is_empty() {
             #[expect(unsafe_code, reason = "calling a target_feature function")]
             // SAFETY: `cpu()` confirmed AVX-512 F, BW and VBMI (`x86::detected`).
             unsafe {
@@ -112,7 +124,7 @@ pub fn bit_dots(block: &[u8], tables: &BitTables, out: &mut [u32; BLOCK_ROWS]) {
             }
             return;
         }
-        if cpu.avx512bw && even {
+        if cpu.avx512bw && bytes.is_multiple_of(2) {
             #[expect(unsafe_code, reason = "calling a target_feature function")]
             // SAFETY: `cpu()` confirmed AVX-512 F and BW (`x86::detected`).
             unsafe {

@@ -207,11 +207,12 @@ pub(crate) fn inject(
             );
             world.hosts.cut(owner);
             let t0 = Instant::now();
-            // Wall-clock times, to read a cut step by step against the nodes' and the NATS
-            // servers' logs (kept with AMBERDB_RIG_KEEP=1).
-            eprintln!("rig: host n{owner} cut at {}", wall_clock());
+            // Wall-clock times in the nodes' log format, to read a cut step by step against
+            // their logs and the NATS servers' (kept with AMBERDB_RIG_KEEP=1).
+            let now = || amberdb::Timestamp::now().to_rfc3339();
+            eprintln!("rig: host n{owner} cut at {}", now());
             done.gap = Some(probe.next_ack(p, t0, load));
-            eprintln!("rig: next acknowledged write of p{p} at {}", wall_clock());
+            eprintln!("rig: next acknowledged write of p{p} at {}", now());
             sleep_until(t0 + Duration::from_secs(10));
             world.hosts.heal(owner);
         }
@@ -300,21 +301,6 @@ pub(crate) fn inject(
         }
     }
     done
-}
-
-/// Now as UTC `HH:MM:SS.mmm`, the form the nodes' logs use.
-fn wall_clock() -> String {
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis());
-    let s = ms / 1000;
-    format!(
-        "{:02}:{:02}:{:02}.{:03}",
-        s / 3600 % 24,
-        s / 60 % 60,
-        s % 60,
-        ms % 1000
-    )
 }
 
 fn sleep_until(t: Instant) {
