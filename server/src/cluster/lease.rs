@@ -12,7 +12,9 @@
 //! the stream to its end, with an epoch above every epoch it has seen in the log or the lease;
 //! it owns the partition only once its own claim is applied and counted.
 
-use super::stream::{JetStreamPublisher, StreamError, follow, last_position, publish_claim};
+use super::stream::{
+    JetStreamPublisher, StreamError, bounded, follow, last_position, publish_claim,
+};
 use amberdb::{Store, StoreId};
 use async_nats::jetstream::{self, kv, stream};
 use serde::{Deserialize, Serialize};
@@ -23,7 +25,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub const LEASE: Duration = Duration::from_secs(5);
 /// How often an owner renews it.
 pub const RENEW_EVERY: Duration = Duration::from_secs(1);
-
 /// A partition's lease, as the KV bucket holds it under `lease.<partition>`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lease {
@@ -61,11 +62,7 @@ fn nats(context: &'static str) -> impl FnOnce(String) -> StreamError {
 /// # Errors
 /// JetStream's refusal, or a lease that does not decode.
 pub async fn read(kv: &kv::Store, partition: u32) -> Result<Option<(Lease, u64)>, StreamError> {
-    let Some(entry) = kv
-        .entry(key(partition))
-        .await
-        .map_err(|e| nats("reading a lease")(e.to_string()))?
-    else {
+    let Some(entry) = bounded("reading a lease", kv.entry(key(partition))).await? else {
         return Ok(None);
     };
     if entry.value.is_empty() {
@@ -135,6 +132,9 @@ pub struct Partition<'a> {
     pub js: &'a jetstream::Context,
     /// The cluster's KV bucket.
     pub kv: &'a kv::Store,
+    /// The name of every node that registered in the cluster (a node's `Directory`): their
+    /// registrations are read afresh before a claim.
+    pub nodes: &'a [String],
     /// The partition's stream.
     pub stream: &'a stream::Stream,
     /// Its number.
@@ -195,8 +195,9 @@ pub async fn take(
         return Err(e);
     }
     let now = now_ms();
-    if let Some((other, held)) = registered(p.kv)
-        .await
+    // Every registration, or no claim: one left unread could be the replica that holds more.
+    if let Some((other, held)) = registrations(p.kv, p.nodes)
+        .await?
         .into_iter()
         .filter(|(name, peer)| name != node && peer.expires_ms > now)
         .filter_map(|(name, peer)| {
@@ -230,7 +231,16 @@ pub async fn take(
     // 3: the claim.
     let at = match publish_claim(p.js, p.partition, store, epoch, node, p.store_id).await {
         Ok(at) => at,
-        Err(StreamError::ClaimLost { .. } | StreamError::Nats { .. }) => return Ok(None),
+        // Another claim came first (or the leader refused this one's position): a lost race.
+        Err(
+            StreamError::ClaimLost { .. }
+            | StreamError::Nats {
+                context: super::stream::CLAIM_REFUSED,
+                ..
+            },
+        ) => return Ok(None),
+        // Not published (no stream leader answers at once): the caller says why and tries
+        // again.
         Err(e) => return Err(e),
     };
     // 4: apply the stream to it; own the partition if it counted.
@@ -362,20 +372,66 @@ pub async fn register(kv: &kv::Store, name: &str, peer: &Peer) -> anyhow::Result
     Ok(())
 }
 
-/// Every node's registration, by name (one that does not decode is left out).
-pub async fn registered(kv: &kv::Store) -> std::collections::BTreeMap<String, Peer> {
-    use futures_util::StreamExt;
+/// The registrations of the nodes `names`, read now (direct gets, answered by any replica of
+/// the bucket: no consumer), by name; one missing or that does not decode is left out.
+///
+/// # Errors
+/// A read JetStream refused or did not answer within
+/// [`READ_LIMIT`](super::stream::READ_LIMIT).
+async fn registrations(
+    kv: &kv::Store,
+    names: &[String],
+) -> Result<std::collections::BTreeMap<String, Peer>, StreamError> {
     let mut peers = std::collections::BTreeMap::new();
-    let Ok(mut keys) = kv.keys().await else {
-        return peers;
-    };
-    while let Some(Ok(key)) = keys.next().await {
-        if let Some(name) = key.strip_prefix("node.")
-            && let Ok(Some(bytes)) = kv.get(&key).await
+    for name in names {
+        if let Some(bytes) =
+            bounded("reading a registration", kv.get(format!("node.{name}"))).await?
             && let Ok(peer) = serde_json::from_slice::<Peer>(&bytes)
         {
-            peers.insert(name.to_owned(), peer);
+            peers.insert(name.clone(), peer);
         }
     }
-    peers
+    Ok(peers)
+}
+
+/// Every node's registration, by name (one that does not decode is left out).
+///
+/// # Errors
+/// A read JetStream refused or did not answer within
+/// [`READ_LIMIT`](super::stream::READ_LIMIT): never a partial list.
+pub async fn registered(
+    kv: &kv::Store,
+) -> Result<std::collections::BTreeMap<String, Peer>, StreamError> {
+    let mut peers = std::collections::BTreeMap::new();
+    for (name, bytes) in entries(kv, "node.").await? {
+        if let Ok(peer) = serde_json::from_slice::<Peer>(&bytes) {
+            peers.insert(name, peer);
+        }
+    }
+    Ok(peers)
+}
+
+/// Every key of the bucket that begins with `prefix`, without it, and its value (deleted keys
+/// left out).
+///
+/// # Errors
+/// A read JetStream refused or did not answer within
+/// [`READ_LIMIT`](super::stream::READ_LIMIT): never a partial list.
+pub(crate) async fn entries(
+    kv: &kv::Store,
+    prefix: &str,
+) -> Result<Vec<(String, Vec<u8>)>, StreamError> {
+    use futures_util::StreamExt;
+    const CONTEXT: &str = "listing the cluster's KV bucket";
+    let mut keys = bounded(CONTEXT, kv.keys()).await?;
+    let mut out = Vec::new();
+    while let Some(key) = bounded(CONTEXT, async { Ok::<_, String>(keys.next().await) }).await? {
+        let key = key.map_err(|e| nats(CONTEXT)(e.to_string()))?;
+        if let Some(rest) = key.strip_prefix(prefix)
+            && let Some(bytes) = bounded(CONTEXT, kv.get(&key)).await?
+        {
+            out.push((rest.to_owned(), bytes.to_vec()));
+        }
+    }
+    Ok(out)
 }

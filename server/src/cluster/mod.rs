@@ -6,6 +6,7 @@
 //! should own each partition (`placement`); the node that runs them for every partition
 //! (`node`), which the dispatch routes requests to (`crate::route`).
 
+pub mod directory;
 pub mod import;
 pub mod lease;
 pub mod node;

@@ -12,6 +12,7 @@
 //! a state the stream does not hold; reads go to whatever store is open, and wait for the
 //! `min_seq` they ask for.
 
+use super::directory::Directory;
 use super::lease::{self, LEASE, Lease, Partition, Peer, RENEW_EVERY, now_ms, register};
 use super::settings::{self, Settings};
 use super::stream::{StreamError, ensure_stream, follow, stream_name};
@@ -21,7 +22,6 @@ use amberdb::{Store, StoreOptions};
 use async_nats::jetstream::{self, kv};
 use parking_lot::{Mutex, RwLock};
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -85,9 +85,9 @@ pub struct Node {
     name: String,
     settings: Settings,
     parts: Vec<Arc<Part>>,
-    peers: Mutex<BTreeMap<String, Peer>>,
-    /// The partitions `amberdb cluster move` pinned, and to whom (`placement`).
-    pins: Mutex<BTreeMap<u32, String>>,
+    /// Every node's registration and the partitions `amberdb cluster move` pinned
+    /// (`placement`), kept by one watch of the KV bucket.
+    directory: Arc<Directory>,
     stop: tokio::sync::watch::Sender<bool>,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
@@ -142,12 +142,19 @@ impl Node {
             name: config.name.clone(),
             settings,
             parts,
-            peers: Mutex::new(BTreeMap::new()),
-            pins: Mutex::new(BTreeMap::new()),
+            directory: Arc::new(Directory::default()),
             stop,
             tasks: Mutex::new(Vec::new()),
         });
-        node.refresh_peers(&kv).await;
+        let mut tasks = vec![tokio::spawn({
+            let (directory, kv, stop) = (
+                Arc::clone(&node.directory),
+                kv.clone(),
+                node.stop.subscribe(),
+            );
+            async move { directory.keep(kv, stop).await }
+        })];
+        node.directory.wait_whole(SETTLE).await;
         let shipped = super::ship::bucket(&js, node.settings.replicas).await?;
         let mut runs = Vec::new();
         for part in &node.parts {
@@ -169,7 +176,7 @@ impl Node {
             *part.store.write() = Some(store.clone());
             runs.push((run, store));
         }
-        let mut tasks = vec![tokio::spawn(Arc::clone(&node).heartbeat(kv.clone(), peer))];
+        tasks.push(tokio::spawn(Arc::clone(&node).heartbeat(kv.clone(), peer)));
         for (run, store) in runs {
             tasks.push(tokio::spawn(run.run(store)));
         }
@@ -187,7 +194,7 @@ impl Node {
         }
     }
 
-    /// Re-registers this node every `RENEW_EVERY` and re-reads every node's registration.
+    /// Re-registers this node every `RENEW_EVERY`.
     async fn heartbeat(self: Arc<Node>, kv: kv::Store, mut peer: Peer) {
         let mut stop = self.stop.subscribe();
         loop {
@@ -234,34 +241,25 @@ impl Node {
             if let Err(e) = register(&kv, &self.name, &peer).await {
                 tracing::warn!(error = %e, "registering the node");
             }
-            self.refresh_peers(&kv).await;
         }
-    }
-
-    async fn refresh_peers(&self, kv: &kv::Store) {
-        let peers = lease::registered(kv).await;
-        // Empty only when the bucket could not be read (this node registered itself): the
-        // last view stands.
-        if !peers.is_empty() {
-            *self.peers.lock() = peers;
-        }
-        *self.pins.lock() = super::placement::pins(kv).await;
     }
 
     /// The node that should own partition `p` (`placement::preferred`).
     fn preferred(&self, p: u32) -> Option<String> {
-        let (peers, pins) = (self.peers.lock(), self.pins.lock());
-        super::placement::preferred(p, &self.name, &peers, &pins, now_ms())
+        self.directory
+            .with(|peers, pins| super::placement::preferred(p, &self.name, peers, pins, now_ms()))
     }
 
     /// The node this owner should hand partition `p` to now (`placement::Handoff`).
     fn handoff_due(&self, p: u32, watch: &mut super::placement::Handoff) -> Option<String> {
-        let (peers, pins) = (self.peers.lock(), self.pins.lock());
-        watch.due(p, &self.name, &peers, &pins, (Instant::now(), now_ms()))
+        self.directory
+            .with(|peers, pins| watch.due(p, &self.name, peers, pins, (Instant::now(), now_ms())))
     }
 
     fn moved(&self, p: u32, lease: &Lease) -> Fail {
-        let peer = self.peers.lock().get(&lease.node).cloned();
+        let peer = self
+            .directory
+            .with(|peers, _| peers.get(&lease.node).cloned());
         let mut f = Fail::new(
             Code::Moved,
             format!(
@@ -674,24 +672,8 @@ impl PartitionRun {
                     .halt("the settings hold no valid store id for it".into())
                     .await;
             };
-            let partition = Partition {
-                js: &self.js,
-                kv: &self.kv,
-                stream: &stream,
-                partition: p,
-                store_id,
-                acknowledged: self
-                    .part
-                    .acknowledged
-                    .load(std::sync::atomic::Ordering::Acquire),
-            };
-            let runtime = tokio::runtime::Handle::current();
-            // A take waits on JetStream; a stop does not wait for it. Given up half way, it is
-            // what a crash at that point is: a lease that lapses, a claim no one serves.
-            let mut stop = self.node.stop.subscribe();
-            let taken = tokio::select! {
-                taken = lease::take(&partition, store, &self.node.name, &runtime) => taken,
-                _ = stop.wait_for(|stopping| *stopping) => return Reopen::Stop,
+            let Some(taken) = self.try_take(store, &stream, store_id).await else {
+                return Reopen::Stop;
             };
             *self.part.not_taken.lock() = match &taken {
                 Err(e) => Some(e.to_string()),
@@ -704,13 +686,52 @@ impl PartitionRun {
                     *self.part.lease.lock() = Some(owned.lease.clone());
                     return self.own(store, &stream, owned).await;
                 }
-                Ok(None) => {}
+                // Another node holds the lease or won the race, or the claim was not published
+                // (a stream without a leader answers at once): a tick before the next try, as
+                // after an error, or the loop makes a tail and a KV listing, each an ephemeral
+                // consumer, as fast as the servers answer (found by the fault rig: hundreds a
+                // second, until JetStream refused more consumers).
+                Ok(None) => tokio::time::sleep(TICK).await,
                 Err(e) if store.is_poisoned() => return self.halt(e.to_string()).await,
                 Err(e) => {
                     tracing::warn!(partition = p, error = %e, "taking the partition");
                     tokio::time::sleep(TICK).await;
                 }
             }
+        }
+    }
+
+    /// One try at the claim procedure (`lease::take`), which reads the registration of every
+    /// node in this node's view afresh (nothing is claimed before a watch delivered the view
+    /// whole). `None` if the node stops meanwhile: a take given up half way is what a crash at
+    /// that point is, a lease that lapses, a claim no one serves.
+    async fn try_take(
+        &self,
+        store: &Store,
+        stream: &async_nats::jetstream::stream::Stream,
+        store_id: amberdb::StoreId,
+    ) -> Option<Result<Option<lease::Owned>, StreamError>> {
+        let nodes = match self.node.directory.names() {
+            Ok(nodes) => nodes,
+            Err(e) => return Some(Err(e)),
+        };
+        let partition = Partition {
+            js: &self.js,
+            kv: &self.kv,
+            nodes: &nodes,
+            stream,
+            partition: self.part.partition,
+            store_id,
+            acknowledged: self
+                .part
+                .acknowledged
+                .load(std::sync::atomic::Ordering::Acquire),
+        };
+        let runtime = tokio::runtime::Handle::current();
+        let mut stop = self.node.stop.subscribe();
+        tokio::select! {
+            taken = lease::take(&partition, store, &self.node.name, &runtime) => Some(taken),
+            _ = stop.wait_for(|stopping| *stopping) => None,
         }
     }
 
@@ -818,7 +839,7 @@ impl PartitionRun {
                 stream.clone(),
                 (p, id),
                 (self.dir.clone(), store.clone()),
-                (self.node.name.clone(), move || node.peers.lock().clone()),
+                (self.node.name.clone(), move || node.directory.peers()),
             ))
         });
         let why = self.owning(store, &mut owned, &mut watch).await;

@@ -147,22 +147,20 @@ impl Default for Handoff {
 }
 
 /// Every pin in the bucket (a value that is not a node name is left out).
-pub async fn pins(kv: &kv::Store) -> BTreeMap<u32, String> {
-    use futures_util::StreamExt;
+///
+/// # Errors
+/// A read JetStream refused or did not answer in time (`lease::entries`).
+pub async fn pins(kv: &kv::Store) -> Result<BTreeMap<u32, String>, super::stream::StreamError> {
     let mut pins = BTreeMap::new();
-    let Ok(mut keys) = kv.keys().await else {
-        return pins;
-    };
-    while let Some(Ok(key)) = keys.next().await {
-        if let Some(p) = key.strip_prefix("pin.").and_then(|p| p.parse().ok())
-            && let Ok(Some(bytes)) = kv.get(&key).await
-            && let Ok(name) = String::from_utf8(bytes.to_vec())
+    for (p, bytes) in super::lease::entries(kv, "pin.").await? {
+        if let Ok(p) = p.parse()
+            && let Ok(name) = String::from_utf8(bytes)
             && super::lease::check_name(&name).is_ok()
         {
             pins.insert(p, name);
         }
     }
-    pins
+    Ok(pins)
 }
 
 #[cfg(test)]

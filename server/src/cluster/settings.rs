@@ -252,8 +252,12 @@ pub async fn status(js: &jetstream::Context) -> Result<String, SettingsError> {
         .get_key_value(BUCKET)
         .await
         .map_err(|e| nats("opening the cluster's KV bucket")(e.to_string()))?;
-    let peers = super::lease::registered(&kv).await;
-    let pins = super::placement::pins(&kv).await;
+    let peers = super::lease::registered(&kv)
+        .await
+        .map_err(|e| nats("reading the nodes' registrations")(e.to_string()))?;
+    let pins = super::placement::pins(&kv)
+        .await
+        .map_err(|e| nats("reading the partitions' pins")(e.to_string()))?;
     let shipped = js.get_object_store(super::ship::BUCKET).await.ok();
     for p in 0..settings.partitions {
         let mut lease = match super::lease::read(&kv, p).await? {
@@ -335,7 +339,7 @@ pub async fn move_partition(
         ));
     };
     super::lease::check_name(to)?;
-    let peers = super::lease::registered(&kv).await;
+    let peers = super::lease::registered(&kv).await?;
     anyhow::ensure!(
         peers.contains_key(to),
         "no node {to:?} ever registered in this cluster (registered: {})",
@@ -440,7 +444,7 @@ pub async fn seeds(
         .await
         .map_err(|e| anyhow::anyhow!("the KV bucket {}: {e}", BUCKET))?;
     let seeds: Vec<String> = super::lease::registered(&kv)
-        .await
+        .await?
         .into_values()
         .map(|peer| peer.address)
         .collect();

@@ -154,6 +154,27 @@ fn nats(context: &'static str) -> impl FnOnce(String) -> StreamError {
     move |reason| StreamError::Nats { context, reason }
 }
 
+/// How long one read of JetStream's state (a lease, the KV bucket's keys, a registration, a
+/// stream's last position) may wait for its answer before it is given up, to be tried again.
+/// A request that went to a server just cut off without a word is never answered, and the
+/// client's own limit is seconds long: a standby stuck on one saw no lease lapse and took
+/// nothing (docs/cluster.md, "What a host cut waits for").
+pub const READ_LIMIT: Duration = Duration::from_secs(1);
+
+/// `read`, given up after [`READ_LIMIT`].
+pub(crate) async fn bounded<T, E: std::fmt::Display>(
+    context: &'static str,
+    read: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, StreamError> {
+    match tokio::time::timeout(READ_LIMIT, read).await {
+        Ok(done) => done.map_err(|e| nats(context)(e.to_string())),
+        Err(_) => Err(nats(context)(format!(
+            "no answer within {} ms",
+            READ_LIMIT.as_millis()
+        ))),
+    }
+}
+
 /// Partition `p`'s stream as amberdb makes it: file storage, `replicas` copies, the duplicate
 /// window, 8 MiB messages, no deletes by clients (purges stay possible: trimming below the
 /// shipped checkpoints, which NATS permissions keep to the nodes).
@@ -496,6 +517,10 @@ fn judged_as<'b>(position: u64, headers: Option<&HeaderMap>, body: &'b [u8]) -> 
     }
 }
 
+/// The context of the error [`publish_claim`] returns when the stream's leader refused the
+/// claim (its last position was not the one this node saw: another publish came first).
+pub const CLAIM_REFUSED: &str = "a claim refused";
+
 /// Publishes the claim of `epoch` by `node` for the position after the store's last
 /// (`docs/cluster.md`, "Ownership", step 3). Returns its position once JetStream holds it
 /// there; the claim counts once the tail applies it.
@@ -528,7 +553,7 @@ pub async fn publish_claim(
             landed: ack.sequence,
         }),
         // The leader refused it: the stream's last position is not the one this node saw.
-        Err(e) => Err(nats("a claim refused")(e.to_string())),
+        Err(e) => Err(nats(CLAIM_REFUSED)(e.to_string())),
     }
 }
 
@@ -842,10 +867,8 @@ pub async fn ask_leader_change(js: &jetstream::Context, p: u32, why: &str) {
 /// # Errors
 /// JetStream's refusal.
 pub async fn last_position(stream: &stream::Stream) -> Result<u64, StreamError> {
-    Ok(stream
-        .get_info()
-        .await
-        .map_err(|e| nats("reading the stream's state")(e.to_string()))?
+    Ok(bounded("reading the stream's state", stream.get_info())
+        .await?
         .state
         .last_sequence)
 }

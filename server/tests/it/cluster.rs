@@ -612,6 +612,7 @@ fn partition_0<'a>(
     amberdb_server::cluster::lease::Partition {
         js,
         kv,
+        nodes: &[],
         stream,
         partition: 0,
         store_id: settings.store(0).unwrap(),
@@ -764,8 +765,10 @@ fn no_node_claims_a_stream_that_ends_before_what_it_acknowledged() {
         register(&kv, "node-a", &peer).await.unwrap();
         let b_dir = tempfile::tempdir().unwrap();
         let b = Store::open(b_dir.path(), options(store_id)).unwrap();
+        let nodes = ["node-a".to_owned()];
         let unaware = Partition {
             stream: &stream,
+            nodes: &nodes,
             ..p.clone()
         };
         match take(&unaware, &b, "node-b", &handle).await {
