@@ -161,16 +161,31 @@ fn nats(context: &'static str) -> impl FnOnce(String) -> StreamError {
 /// nothing (docs/cluster.md, "What a host cut waits for").
 pub const READ_LIMIT: Duration = Duration::from_secs(1);
 
+/// How long the making of an ordered consumer (a replica's tail, a catch-up) may wait. It goes
+/// through JetStream's meta group and the server placed to serve it: one placed on a server
+/// just cut off is never made, and the client's own limit is 10 s (seen: a claim retried four
+/// times over 40 s). Made again at the next tick, it is placed again.
+pub const CONSUMER_LIMIT: Duration = Duration::from_secs(2);
+
 /// `read`, given up after [`READ_LIMIT`].
 pub(crate) async fn bounded<T, E: std::fmt::Display>(
     context: &'static str,
     read: impl std::future::Future<Output = Result<T, E>>,
 ) -> Result<T, StreamError> {
-    match tokio::time::timeout(READ_LIMIT, read).await {
+    within(READ_LIMIT, context, read).await
+}
+
+/// `request`, given up after `limit`.
+async fn within<T, E: std::fmt::Display>(
+    limit: Duration,
+    context: &'static str,
+    request: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, StreamError> {
+    match tokio::time::timeout(limit, request).await {
         Ok(done) => done.map_err(|e| nats(context)(e.to_string())),
         Err(_) => Err(nats(context)(format!(
             "no answer within {} ms",
-            READ_LIMIT.as_millis()
+            limit.as_millis()
         ))),
     }
 }
@@ -559,22 +574,25 @@ pub async fn publish_claim(
 
 /// The stream's messages from position `start` on, in order, through an ordered consumer
 /// (ephemeral, read only: what a replica's tail and `amberdb cluster repair` read).
+/// Its making is given up after [`CONSUMER_LIMIT`].
 async fn messages_from(
     stream: &stream::Stream,
     start: u64,
 ) -> Result<consumer::pull::Ordered, StreamError> {
-    stream
-        .create_consumer(consumer::pull::OrderedConfig {
+    within(
+        CONSUMER_LIMIT,
+        "creating an ordered consumer",
+        stream.create_consumer(consumer::pull::OrderedConfig {
             deliver_policy: consumer::DeliverPolicy::ByStartSequence {
                 start_sequence: start,
             },
             ..Default::default()
-        })
-        .await
-        .map_err(|e| nats("creating an ordered consumer")(e.to_string()))?
-        .messages()
-        .await
-        .map_err(|e| nats("reading the stream")(e.to_string()))
+        }),
+    )
+    .await?
+    .messages()
+    .await
+    .map_err(|e| nats("reading the stream")(e.to_string()))
 }
 
 /// A message an ordered consumer delivered, and its position in the stream.
@@ -610,6 +628,30 @@ pub async fn follow(
     if until.is_some_and(|u| position >= u) {
         return Ok(position);
     }
+    // A few messages behind (a standby's catch-up before its claim, the claim itself): read
+    // one by one from the stream's leader, which needs no consumer (docs/cluster.md, "What a
+    // host cut waits for"). Anything the reads cannot give is left to the consumer below.
+    if let Some(until) = until.filter(|u| u - position <= GET_AT_MOST) {
+        while position < until {
+            let Ok(there) =
+                bounded("reading a message", stream.get_raw_message(position + 1)).await
+            else {
+                break;
+            };
+            apply_one(
+                store,
+                stream,
+                position + 1,
+                Some(&there.headers),
+                &there.payload,
+            )
+            .await?;
+            position += 1;
+        }
+        if position >= until {
+            return Ok(position);
+        }
+    }
     let mut messages = messages_from(stream, position + 1).await?;
     loop {
         // Followed to a known position, the stream must keep delivering; followed without
@@ -637,33 +679,54 @@ pub async fn follow(
                 first: sequence,
             });
         }
-        let m = judged_as(sequence, message.headers.as_ref(), &message.payload);
-        let applied: Applied = match store.apply_replicated(&m) {
-            Ok(applied) => applied,
-            // A message that counts, from a publisher whose history up to it is not this
-            // store's: the stream's history is the partition's, so this store is made again
-            // from it (the store halted before writing anything of the message).
-            Err(amberdb::EngineError::Kernel(amberdb::KernelError::Halted {
-                position,
-                reason,
-            })) if reason == amberdb::cluster::HISTORY_DIFFERS => {
-                return Err(StreamError::Diverged {
-                    position,
-                    epoch: m.epoch,
-                });
-            }
-            Err(e) => return Err(e.into()),
-        };
-        tracing::trace!(position = sequence, ?applied, "applied");
-        if applied == Applied::Skip(amberdb::cluster::SkipReason::Epoch) {
-            diverged_before(store, stream, &m).await?;
-        }
+        apply_one(
+            store,
+            stream,
+            sequence,
+            message.headers.as_ref(),
+            &message.payload,
+        )
+        .await?;
         position = sequence;
         if until.is_some_and(|u| position >= u) {
             break;
         }
     }
     Ok(position)
+}
+
+/// How many messages behind `follow` reads one by one instead of through a consumer.
+const GET_AT_MOST: u64 = 64;
+
+/// Applies the stream's message at `sequence`, the store's next position.
+async fn apply_one(
+    store: &Store,
+    stream: &stream::Stream,
+    sequence: u64,
+    headers: Option<&HeaderMap>,
+    payload: &[u8],
+) -> Result<(), StreamError> {
+    let m = judged_as(sequence, headers, payload);
+    let applied: Applied = match store.apply_replicated(&m) {
+        Ok(applied) => applied,
+        // A message that counts, from a publisher whose history up to it is not this
+        // store's: the stream's history is the partition's, so this store is made again
+        // from it (the store halted before writing anything of the message).
+        Err(amberdb::EngineError::Kernel(amberdb::KernelError::Halted { position, reason }))
+            if reason == amberdb::cluster::HISTORY_DIFFERS =>
+        {
+            return Err(StreamError::Diverged {
+                position,
+                epoch: m.epoch,
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
+    tracing::trace!(position = sequence, ?applied, "applied");
+    if applied == Applied::Skip(amberdb::cluster::SkipReason::Epoch) {
+        diverged_before(store, stream, &m).await?;
+    }
+    Ok(())
 }
 
 /// Calls `on_frame(position, frame)` for every frame partition's stream holds from position
