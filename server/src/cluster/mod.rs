@@ -12,6 +12,7 @@ pub mod lease;
 pub mod node;
 pub mod placement;
 pub mod repair;
+pub mod servers;
 pub mod settings;
 pub mod ship;
 pub mod stream;
@@ -41,6 +42,16 @@ pub enum ClusterAction {
         /// MiniLM's files [default: ~/.cache/amberdb/all-MiniLM-L6-v2].
         #[arg(long, env = "AMBERDB_MODEL_DIR")]
         model_dir: Option<PathBuf>,
+        /// Every NATS server's monitoring URL (`http://host:port`, the servers' `http:`
+        /// setting), comma-separated: init reads each one's settings first and refuses a server
+        /// that does not fsync before each acknowledgement or, in a cluster, pings its peers
+        /// less often than every second (docs/cluster.md).
+        #[arg(long, env = "AMBERDB_NATS_MONITOR", value_delimiter = ',')]
+        monitor: Vec<String>,
+        /// Skips that check, for servers whose monitoring cannot be reached: you vouch for
+        /// their `sync_interval: always`, `ping_interval: "1s"` and `ping_max: 3`.
+        #[arg(long, conflicts_with = "monitor")]
+        unchecked_servers: bool,
     },
     /// Moves a partition's store aside on a stopped node (`p-<p>.aside-<ms>` in --data), so the
     /// node makes it again from the shipped checkpoint and the stream when it starts: the way
@@ -143,7 +154,13 @@ pub fn run(action: ClusterAction) -> anyhow::Result<String> {
                 replicas,
                 embedder,
                 model_dir,
+                monitor,
+                unchecked_servers,
             } => {
+                anyhow::ensure!(
+                    unchecked_servers || !monitor.is_empty(),
+                    "cluster init checks the NATS servers' settings first: give every server's monitoring URL with --monitor http://host:port,... (the servers' `http:` setting), or --unchecked-servers to vouch for them yourself (docs/cluster.md)"
+                );
                 let options = crate::open_options(
                     embedder.unwrap_or(EmbedderChoice::Minilm),
                     model_dir.as_deref(),
@@ -155,10 +172,15 @@ pub fn run(action: ClusterAction) -> anyhow::Result<String> {
                     dim,
                     replicas,
                 )?;
+                let checked = if unchecked_servers {
+                    "NATS servers not checked (--unchecked-servers)\n".to_owned()
+                } else {
+                    servers::check(&monitor).await?
+                };
                 let js = connect(&nats).await?;
                 let (held, created) = settings::init(&js, &wanted).await?;
                 Ok(format!(
-                    "{} cluster: {} partitions, embedder {} ({}-d), {} replicas\n",
+                    "{checked}{} cluster: {} partitions, embedder {} ({}-d), {} replicas\n",
                     if created {
                         "initialised the"
                     } else {

@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 /// Every host runs its processes on these ports of its own address.
 const NATS_PORT: u16 = 4222;
+/// Each NATS server's monitoring port, which `cluster init` reads (`cluster/servers.rs`).
+const MONITOR_PORT: u16 = 8222;
 const ROUTE_PORT: u16 = 6222;
 const NODE_PORT: u16 = 7733;
 /// The token every node takes and every client sends (nodes listen beyond loopback).
@@ -71,6 +73,7 @@ impl World {
                     &config,
                     format!(
                         "server_name: nats{i}\nlisten: {ip}:{NATS_PORT}\nmax_payload: 8MB\n\
+                         http: {ip}:{MONITOR_PORT}\n\
                          ping_interval: \"1s\"\nping_max: 3\n\
                          jetstream {{\n  store_dir: \"{}\"\n  sync_interval: always\n}}\n\
                          cluster {{\n  name: amberdb\n  listen: {ip}:{ROUTE_PORT}\n  routes: [{}]\n}}\n{}",
@@ -130,6 +133,14 @@ impl World {
             .join(",")
     }
 
+    /// The three NATS servers' monitoring URLs.
+    fn monitor_urls(&self) -> String {
+        (0..3)
+            .map(|i| format!("http://{}:{MONITOR_PORT}", self.hosts.ip(i)))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     /// `amberdb cluster init`, retried while JetStream elects its first leader.
     fn init(&self, partitions: u32) {
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -145,6 +156,7 @@ impl World {
                 ])
                 .args(["--partitions", &partitions.to_string()])
                 .args(["--nats", &self.nats_urls("admin")])
+                .args(["--monitor", &self.monitor_urls()])
                 .output()
                 .unwrap();
             if out.status.success() {
