@@ -72,7 +72,7 @@ impl Directory {
     }
 
     /// Keeps the view: one watch of the bucket's registrations and pins, made again
-    /// [`AGAIN`] after it is lost, until `stop` says so.
+    /// a quarter of a second after it is lost, until `stop` says so.
     pub async fn keep(&self, kv: kv::Store, mut stop: tokio::sync::watch::Receiver<bool>) {
         use futures_util::StreamExt;
         loop {

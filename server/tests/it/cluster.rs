@@ -315,36 +315,38 @@ fn a_partition_fails_over_on_jetstream_and_no_replica_holds_an_unacknowledged_wr
     });
 }
 
+/// The arguments of `amberdb cluster init` these tests share: one replica, the hashing embedder.
+const INIT: [&str; 5] = ["init", "--embedder", "hashing", "--replicas", "1"];
+
+/// `amberdb cluster <args> --nats <url>`: whether it succeeded, its stdout and its stderr.
+fn cluster_command(url: &str, args: &[&str]) -> (bool, String, String) {
+    let out = super::support::amberdb()
+        .arg("cluster")
+        .args(args)
+        .args(["--nats", url])
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 #[test]
 fn cluster_init_fixes_the_settings_once_and_status_shows_every_partition() {
     let monitor_port = free_port();
     let nats = start(&format!("http: 127.0.0.1:{monitor_port}\n"));
     let monitor = format!("http://127.0.0.1:{monitor_port}");
-    let cluster = |args: &[&str]| {
-        let out = super::support::amberdb()
-            .arg("cluster")
-            .args(args)
-            .args(["--nats", &nats.url])
-            .output()
-            .unwrap();
-        let (stdout, stderr) = (
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        );
-        (out.status.success(), stdout, stderr)
-    };
+    let cluster = |args: &[&str]| cluster_command(&nats.url, args);
     let init = |partitions: &str| {
-        cluster(&[
-            "init",
-            "--embedder",
-            "hashing",
-            "--replicas",
-            "1",
-            "--partitions",
-            partitions,
-            "--monitor",
-            &monitor,
-        ])
+        cluster(
+            &[
+                &INIT[..],
+                &["--partitions", partitions, "--monitor", &monitor],
+            ]
+            .concat(),
+        )
     };
     let (ok, _, err) = cluster(&["status"]);
     assert!(
@@ -354,7 +356,7 @@ fn cluster_init_fixes_the_settings_once_and_status_shows_every_partition() {
     let (ok, _, err) = init("0");
     assert!(!ok && err.contains("invalid partitions"), "{err}");
     // Without the servers' monitoring, init is refused, and names the way out.
-    let (ok, _, err) = cluster(&["init", "--embedder", "hashing", "--replicas", "1"]);
+    let (ok, _, err) = cluster(&INIT);
     assert!(
         !ok && err.contains("--monitor") && err.contains("--unchecked-servers"),
         "{err}"
@@ -402,28 +404,10 @@ fn cluster_init_refuses_a_server_that_acknowledges_before_its_fsync() {
     );
     let url = format!("nats://127.0.0.1:{port}");
     let cluster = |args: &[&str]| {
-        let out = super::support::amberdb()
-            .arg("cluster")
-            .args(args)
-            .args(["--nats", &url])
-            .output()
-            .unwrap();
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        let (ok, _, stderr) = cluster_command(&url, args);
+        (ok, stderr)
     };
-    let init = |monitor: &str| {
-        cluster(&[
-            "init",
-            "--embedder",
-            "hashing",
-            "--replicas",
-            "1",
-            "--monitor",
-            monitor,
-        ])
-    };
+    let init = |monitor: &str| cluster(&[&INIT[..], &["--monitor", monitor]].concat());
     let (ok, err) = init(&format!("http://127.0.0.1:{monitor_port}"));
     assert!(
         !ok && err.contains("sync_interval: always") && err.contains("every 120 s"),
