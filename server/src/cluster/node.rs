@@ -15,7 +15,7 @@
 use super::directory::Directory;
 use super::lease::{self, LEASE, Lease, Partition, Peer, RENEW_EVERY, now_ms, register};
 use super::settings::{self, Settings};
-use super::stream::{StreamError, ensure_stream, follow, stream_name};
+use super::stream::{StreamError, existing_stream, follow, stream_name};
 use crate::args::{Code, Fail};
 use crate::route::{self, Partitions};
 use amberdb::{Store, StoreOptions};
@@ -538,7 +538,7 @@ impl PartitionRun {
 
     async fn open(&self) -> anyhow::Result<Store> {
         let p = self.part.partition;
-        let stream = ensure_stream(&self.js, p, self.node.settings.replicas).await?;
+        let stream = existing_stream(&self.js, p, self.node.settings.replicas).await?;
         let store = self.open_here().await?;
         // A store the stream was trimmed past cannot follow it: it is moved aside, never
         // removed, and the partition starts again from the shipped checkpoint.

@@ -323,6 +323,46 @@ pub async fn ensure_stream(
         .get_or_create_stream(stream_config(partition, replicas))
         .await
         .map_err(|e| nats("creating the partition stream")(e.to_string()))?;
+    checked(made, partition, replicas)
+}
+
+/// Partition `partition`'s stream as it is, checked as [`ensure_stream`] checks it, and never
+/// made: what a node opens. A stream that vanished (JetStream's snapshot corruption can delete
+/// one) made again empty by a node would let a node without the partition's history claim it
+/// while the replicas that hold it are down; `amberdb cluster init` makes it again, an
+/// operator's command (docs/cluster.md, "Why JetStream, and what it must not do").
+///
+/// # Errors
+/// The stream missing (naming the command that makes it), JetStream's refusal, or a
+/// configuration that breaks a promise.
+pub async fn existing_stream(
+    js: &jetstream::Context,
+    partition: u32,
+    replicas: usize,
+) -> Result<stream::Stream, StreamError> {
+    let name = stream_name(partition);
+    let found = js.get_stream(&name).await.map_err(|e| {
+        let missing = matches!(
+            e.kind(),
+            jetstream::context::GetStreamErrorKind::JetStream(j)
+                if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
+        );
+        let reason = if missing {
+            format!("{name} is missing (a node never makes it: `amberdb cluster init` does, once an operator decides to)")
+        } else {
+            e.to_string()
+        };
+        nats("opening the partition stream")(reason)
+    })?;
+    checked(found, partition, replicas)
+}
+
+/// `stream` if its configuration keeps every promise of [`stream_config`].
+fn checked(
+    made: stream::Stream,
+    partition: u32,
+    replicas: usize,
+) -> Result<stream::Stream, StreamError> {
     // The configuration JetStream answered the get or the create with: no second request.
     let config = &made.cached_info().config;
     if let Some((field, found, needed)) = unkept_promise(config, partition, replicas) {

@@ -1065,6 +1065,45 @@ fn a_partition_stream_edited_to_break_a_promise_is_refused_naming_the_field() {
     assert!(why.contains("max_age is 3600s"), "{why}");
 }
 
+/// A partition stream that vanished (JetStream's snapshot corruption can delete one) is not
+/// made again by a node: the node refuses to start naming the command that makes it, the
+/// stream stays missing, and `cluster init` makes it again. The build before made it again,
+/// empty, at every node's open.
+#[test]
+fn a_node_never_makes_a_missing_partition_stream_again() {
+    use amberdb_server::cluster::stream;
+    let nats = super::cluster::start_nats();
+    init(&nats);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let js = rt.block_on(async {
+        async_nats::jetstream::new(async_nats::connect(&nats.url).await.unwrap())
+    });
+    let exists =
+        |p: u32| rt.block_on(async { js.get_stream(stream::stream_name(p)).await.is_ok() });
+    assert!(
+        rt.block_on(js.delete_stream(stream::stream_name(2)))
+            .unwrap()
+            .success
+    );
+    assert!(!exists(2));
+    let dir = tempfile::tempdir().unwrap();
+    let why = refused_start(
+        &dir.path().join("n0"),
+        &["--cluster", &nats.as_user("n0"), "--node", "n0"],
+    );
+    assert!(why.contains("opening partition 2"), "{why}");
+    assert!(
+        why.contains("AMBERDB_P2 is missing") && why.contains("amberdb cluster init"),
+        "{why}"
+    );
+    assert!(!exists(2), "the node made the stream again");
+    // The operator's command makes it again; the node starts.
+    init(&nats);
+    assert!(exists(2));
+    let n0 = node(&dir.path().join("n0"), &nats, "n0");
+    drop(n0);
+}
+
 /// A standby (`n1`) whose store holds what partition 0's stream lost, set aside.
 struct Diverged {
     nats: Nats,
