@@ -103,16 +103,13 @@ fn run(dir: &Path, source: &Source, size: usize) -> anyhow::Result<()> {
         };
         match hits.results.first() {
             Some(top) if holds_new(top) => s.default += 1,
-            top => {
-                if s.wrong.len() < 8 {
-                    s.wrong.push(format!(
-                        "{:?} -> {:?} (new: {:?})",
-                        c.question,
-                        top.map(|t| t.memory.content.clone()),
-                        c.new.1
-                    ));
-                }
-            }
+            top => s.wrong.push(format!(
+                "{:?} -> {:?} (old: {:?}, new: {:?})",
+                c.question,
+                top.map(|t| t.memory.content.clone()),
+                c.old.1,
+                c.new.1
+            )),
         }
         let mut slots = req.clone();
         slots.hooks.fold = Some(amberdb::Fold::Slots);

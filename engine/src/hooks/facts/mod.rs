@@ -65,6 +65,26 @@ struct Statement {
     content: Vec<Word>,
     /// Index of the first predicate marker, if any.
     predicate_at: Option<usize>,
+    /// How a copula's relational noun phrase reads the sentence (`Statement::noun_reading`).
+    noun: NounReading,
+}
+
+/// How a copula followed by a relational noun reads a statement: "Spanish is the language of
+/// Ecuador" and "Islam is Ibn Saud's official religion" state the slot of the thing after
+/// `of` / `by` or before `'s` (Ecuador's language), and the words before the copula are its
+/// value; the grammatical subject is not the slot's subject.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NounReading {
+    /// No relational noun after a copula: the words before the predicate are the subject.
+    Plain,
+    /// `the N of X`, `the N used by X`, `X's N`: one value per subject (the definite
+    /// article); the subject is the words at `subject.0..subject.1` of the statement.
+    Definite { subject: (usize, usize) },
+    /// `a N of X`: one of many, and which of the two is the slot's subject the words do not
+    /// say (`Russian was a language used by Leskov`: Leskov's; `Ines is a citizen of
+    /// Spain`: Ines's). The subject is read as for `Plain`; a new value never replaces
+    /// another at write time.
+    Indefinite,
 }
 
 /// Word tokens of `text`: `(lowercased, capitalized_mid_sentence)`. A contraction ending in
@@ -206,11 +226,14 @@ fn read(text: &str) -> Statement {
         }
         all.push(w);
     }
-    Statement {
+    let mut statement = Statement {
         all,
         content,
         predicate_at,
-    }
+        noun: NounReading::Plain,
+    };
+    statement.noun = statement.noun_reading();
+    statement
 }
 
 /// Content words: tokens minus stop words, possessive `'s` removed.
@@ -348,6 +371,23 @@ impl Statement {
     /// before the first name or number (at most six words on), articles left out; `None`
     /// when no content word stands between them (the usual `predicate`).
     fn copula_phrase<'a>(&'a self, p: usize, verb: &'a str) -> Option<Vec<&'a str>> {
+        let last = self.copula_end(p, verb)?;
+        let phrase: Vec<&str> = std::iter::once(verb)
+            .chain(
+                self.all
+                    .get(p + 1..=last)?
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|w| !matches!(*w, "a" | "an" | "the")),
+            )
+            .collect();
+        let has_content = phrase.iter().skip(1).any(|w| !STOP_WORDS.contains(w));
+        has_content.then_some(phrase)
+    }
+
+    /// Where a copula's predicate ends: the last preposition before the first name or number
+    /// within six words of the copula at `p`.
+    fn copula_end(&self, p: usize, verb: &str) -> Option<usize> {
         if !COPULAS.contains(&verb) {
             return None;
         }
@@ -371,18 +411,67 @@ impl Statement {
                 last_preposition = Some(at);
             }
         }
-        let last = last_preposition?;
-        let phrase: Vec<&str> = std::iter::once(verb)
-            .chain(
-                self.all
-                    .get(p + 1..=last)?
-                    .iter()
-                    .map(String::as_str)
-                    .filter(|w| !matches!(*w, "a" | "an" | "the")),
-            )
-            .collect();
-        let has_content = phrase.iter().skip(1).any(|w| !STOP_WORDS.contains(w));
-        has_content.then_some(phrase)
+        last_preposition
+    }
+
+    /// The reading of a copula followed by an article or a possessive and a relational noun
+    /// (`NounReading`): `VALUE is the N of SUBJECT`, `VALUE is the N used by SUBJECT`,
+    /// `VALUE is SUBJECT's N`; `a` / `an` for one of many. Only when a content word names the
+    /// relation and the subject holds a content word.
+    fn noun_reading(&self) -> NounReading {
+        let Some(p) = self.predicate_at else {
+            return NounReading::Plain;
+        };
+        let Some(verb) = self.all.get(p).map(String::as_str) else {
+            return NounReading::Plain;
+        };
+        if !COPULAS.contains(&verb) || p == 0 {
+            return NounReading::Plain;
+        }
+        let content_in =
+            |from: usize, to: usize| self.content.iter().any(|w| (from..to).contains(&w.at));
+        let article = self.all.get(p + 1).map(String::as_str);
+        if matches!(article, Some("the" | "a" | "an")) {
+            let Some(last) = self.copula_end(p, verb) else {
+                return NounReading::Plain;
+            };
+            let ends_with_of_or_by = self
+                .all
+                .get(last)
+                .is_some_and(|w| matches!(w.as_str(), "of" | "by"));
+            let subject = (last + 1, self.all.len());
+            if !ends_with_of_or_by || !content_in(p + 2, last) || !content_in(subject.0, subject.1)
+            {
+                return NounReading::Plain;
+            }
+            return if article == Some("the") {
+                NounReading::Definite { subject }
+            } else {
+                NounReading::Indefinite
+            };
+        }
+        // `X's N`: a possessive within five words of the copula, a content word after it; no
+        // preposition between but the `of` inside a name (`Stephen I of Hungary's`).
+        let name_or_number = |at: usize| {
+            self.content
+                .iter()
+                .any(|w| w.at == at && (w.name || is_number(&w.text)))
+        };
+        let inside_a_name =
+            |at: usize| self.all[at] == "of" && name_or_number(at - 1) && name_or_number(at + 1);
+        let possessive = (p + 1..(p + 6).min(self.all.len())).find(|&at| {
+            self.all[at].ends_with("'s")
+                && (p + 1..at)
+                    .all(|k| !PREPOSITIONS.contains(&self.all[k].as_str()) || inside_a_name(k))
+        });
+        match possessive {
+            Some(at) if content_in(p + 1, at + 1) && content_in(at + 1, self.all.len()) => {
+                NounReading::Definite {
+                    subject: (p + 1, at + 1),
+                }
+            }
+            _ => NounReading::Plain,
+        }
     }
 
     /// Whether the predicate is a copula and a present participle ("is playing", "are
@@ -414,11 +503,20 @@ impl Statement {
 
     /// Whether `w` stands before the predicate: part of the subject.
     fn in_subject(&self, w: &Word) -> bool {
-        self.predicate_at.is_some_and(|p| w.at < p)
+        match self.noun {
+            NounReading::Plain | NounReading::Indefinite => {
+                self.predicate_at.is_some_and(|p| w.at < p)
+            }
+            NounReading::Definite { subject } => (subject.0..subject.1).contains(&w.at),
+        }
     }
 
     /// Whether `w` comes after every content word the two statements share: the value.
     fn in_tail(&self, w: &Word, shared: &BTreeSet<&str>) -> bool {
+        if matches!(self.noun, NounReading::Definite { .. }) {
+            // `VALUE is the N of SUBJECT`: the value stands before the copula.
+            return self.predicate_at.is_some_and(|p| w.at < p);
+        }
         self.content
             .iter()
             .filter(|c| shared.contains(c.text.as_str()))
@@ -617,9 +715,10 @@ fn value_rule(d: &Difference<'_>) -> Decision {
     if subject_old > 0 && subject_new > 0 {
         return decide(Relation::Distinct, Rule::OtherSubject);
     }
-    if subject_old + subject_new > 0 {
+    if subject_old + subject_new > 0 || swapped_roles(d, &shared) {
         // One side's subject holds what the other says after its predicate: an inversion
-        // ("Nairobi is the capital of Kenya") or another fact; nothing lexical tells which.
+        // ("Nairobi is the capital of Kenya", "Boeing owns Google Alerts" / "Google owns
+        // Boeing Phantom Works") or another fact; nothing lexical tells which.
         return decide(Relation::Unsure, Rule::Inversion);
     }
     // After a known predicate, the tail, a name and a number are values wherever they stand
@@ -639,8 +738,16 @@ fn value_rule(d: &Difference<'_>) -> Decision {
             }
         })
     };
-    // The relation both share holds many values ("likes", "speaks"): a new value adds one.
-    let multi = shared.iter().any(|w| MULTI_VALUED.contains(w));
+    // The relation both share holds many values ("likes", "speaks"): a new value adds one. A
+    // name in the subject is never the relation's word ("Wilkie Collins is the author of Our
+    // Mutual Friend").
+    let multi = o.content.iter().any(|w| {
+        !(w.name && o.in_subject(w))
+            && shared.contains(w.text.as_str())
+            && MULTI_VALUED.contains(&w.text.as_str())
+    });
+    // `a N of X` on either side: one of many values, of one subject or the other.
+    let indefinite = o.noun == NounReading::Indefinite || n.noun == NounReading::Indefinite;
     // A value is only new if the relation is the same: both predicates say it in the same
     // words ("lives in" is not "works in").
     let same_predicate = o.predicate() == n.predicate();
@@ -651,6 +758,9 @@ fn value_rule(d: &Difference<'_>) -> Decision {
     if same_predicate && value_like(o, only_old) && value_like(n, only_new) {
         if multi || event {
             return decide_same_subject(Relation::Distinct, Rule::ManyValued);
+        }
+        if indefinite {
+            return decide(Relation::Unsure, Rule::ManyValued);
         }
         if o.predicate_at.is_none() {
             // No verb says what the last words are ("Note about apples" / "... pears"): a
@@ -669,7 +779,7 @@ fn value_rule(d: &Difference<'_>) -> Decision {
             .any(|w| w.name || (is_number(&w.text) && !is_identifier(s, w)))
     };
     if valued(o, only_old) && valued(n, only_new) && o.predicate_at.is_some() {
-        if same_predicate && !multi && !event && short_values {
+        if same_predicate && !multi && !event && !indefinite && short_values {
             return decide_same_subject(Relation::Updates, Rule::NewValueReworded);
         }
         // The same verb with other function words ("works at" / "works for ... now") is
@@ -698,6 +808,23 @@ fn value_rule(d: &Difference<'_>) -> Decision {
         return decide_same_subject(Relation::Duplicate, Rule::Paraphrase);
     }
     decide(Relation::Unsure, Rule::TooDifferent)
+}
+
+/// Whether a word both statements share is the subject of one and not of the other, both
+/// having a predicate: the two say who relates to whom the other way round.
+fn swapped_roles(d: &Difference<'_>, shared: &BTreeSet<&str>) -> bool {
+    if d.o.predicate_at.is_none() || d.n.predicate_at.is_none() {
+        return false;
+    }
+    fn subject_words(s: &Statement) -> BTreeSet<&str> {
+        s.content
+            .iter()
+            .filter(|w| s.in_subject(w))
+            .map(|w| w.text.as_str())
+            .collect()
+    }
+    let (so, sn) = (subject_words(d.o), subject_words(d.n));
+    shared.iter().any(|w| so.contains(w) != sn.contains(w))
 }
 
 /// What the learned judge (`super::judge`) reads of two statements besides their cosine: the
@@ -978,6 +1105,12 @@ mod tests {
             rel("Carol has visited Lisbon", "Carol has visited Oslo"),
             Distinct
         );
+        // An owner owns many things: `BBC owns Broadcasting House` is Broadcasting House's
+        // owner, not the BBC's only property.
+        assert_eq!(
+            rel("BBC owns Broadcasting House.", "BBC owns BBC Music."),
+            Distinct
+        );
     }
 
     #[test]
@@ -1133,12 +1266,110 @@ mod tests {
             ),
             Duplicate
         );
+        // `a N of X` is one of many, of Ines or of Spain: the words do not say whose, so
+        // neither replaces the other at write time.
         assert_eq!(
             rel(
                 "Ines is a citizen of Spain",
                 "Ines is a citizen of Portugal"
             ),
+            Unsure
+        );
+        assert_eq!(
+            rel(
+                "Russian was a language used by Nikolai Leskov.",
+                "Russian was a language used by Glamourina."
+            ),
+            Unsure
+        );
+    }
+
+    #[test]
+    fn the_noun_of_a_copula_names_the_slot() {
+        // `VALUE is the N of SUBJECT`: the slot is the subject's, the value stands first.
+        assert_eq!(
+            rel(
+                "French was the language of L'Hebdo.",
+                "French was the language of Le Devoir."
+            ),
+            Distinct
+        );
+        assert_eq!(
+            rel(
+                "Spanish is the official language of Ecuador.",
+                "English is the official language of Ecuador."
+            ),
             Updates
+        );
+        assert_eq!(
+            rel(
+                "Hebrew is the language typically used by Marcus Licinius Crassus.",
+                "Hebrew is the language typically used by Henry Clay Frick."
+            ),
+            Distinct
+        );
+        assert_eq!(
+            rel(
+                "Bob is the manager of the billing team",
+                "Carol is the manager of the billing team"
+            ),
+            Updates
+        );
+        // `VALUE is SUBJECT's N`.
+        assert_eq!(
+            rel(
+                "Islam is Ibn Saud's official religion.",
+                "Islam is Uthman ibn Affan's official religion."
+            ),
+            Distinct
+        );
+        assert_eq!(
+            rel(
+                "Islam is Ibn Saud's official religion.",
+                "Christianity is Ibn Saud's official religion."
+            ),
+            Updates
+        );
+        assert_eq!(
+            rel(
+                "Christianity is Conrad I of Germany's official religion.",
+                "Christianity is Stephen I of Hungary's official religion."
+            ),
+            Distinct
+        );
+        assert_eq!(
+            rel(
+                "Charles Dickens is the author of Bleak House",
+                "Charles Dickens is the author of Our Mutual Friend"
+            ),
+            Distinct
+        );
+        // A title that ends in a word of the many-valued list is a name, not the relation.
+        assert_eq!(
+            rel(
+                "Charles Dickens is the author of Our Mutual Friend",
+                "Wilkie Collins is the author of Our Mutual Friend"
+            ),
+            Updates
+        );
+        // A many-valued word of the predicate still counts when capitalized.
+        assert_eq!(
+            rel(
+                "The Note's Must-Reads for Monday, November 25, 2013",
+                "The Note's Must-Reads for Tuesday, October 8, 2013"
+            ),
+            Distinct
+        );
+    }
+
+    #[test]
+    fn a_shared_word_in_another_role_is_an_inversion() {
+        assert_eq!(
+            rel(
+                "Google owns Boeing Phantom Works.",
+                "Boeing owns Google Alerts."
+            ),
+            Unsure
         );
     }
 

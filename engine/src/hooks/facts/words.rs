@@ -245,6 +245,8 @@ pub(super) const MULTI_VALUED: &[&str] = &[
     "reads",
     "collect",
     "collects",
+    "own",
+    "owns",
     "hobby",
     "hobbies",
     "interest",
