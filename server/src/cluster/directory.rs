@@ -12,7 +12,7 @@
 //! once there is one, and a claim reads the registrations of those names afresh
 //! (`lease::take`). Between watches the last whole view stands.
 
-use super::lease::{Peer, check_name};
+use super::lease::Peer;
 use super::stream::StreamError;
 use async_nats::jetstream::kv;
 use parking_lot::Mutex;
@@ -140,11 +140,11 @@ impl View {
                 }
             }
         } else if let Some(p) = key.strip_prefix("pin.").and_then(|p| p.parse().ok()) {
-            match value.map(|v| String::from_utf8(v.to_vec())) {
-                Some(Ok(name)) if check_name(&name).is_ok() => {
+            match value.and_then(super::placement::pinned_node) {
+                Some(name) => {
                     self.pins.insert(p, name);
                 }
-                _ => {
+                None => {
                     self.pins.remove(&p);
                 }
             }

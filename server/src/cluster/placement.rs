@@ -146,6 +146,15 @@ impl Default for Handoff {
     }
 }
 
+/// The node a pin's value names, if it names one: the one reading of a `pin.<p>` value, for
+/// `pins` and the node's directory alike.
+#[must_use]
+pub fn pinned_node(value: &[u8]) -> Option<String> {
+    String::from_utf8(value.to_vec())
+        .ok()
+        .filter(|name| super::lease::check_name(name).is_ok())
+}
+
 /// Every pin in the bucket (a value that is not a node name is left out).
 ///
 /// # Errors
@@ -154,8 +163,7 @@ pub async fn pins(kv: &kv::Store) -> Result<BTreeMap<u32, String>, super::stream
     let mut pins = BTreeMap::new();
     for (p, bytes) in super::lease::entries(kv, "pin.").await? {
         if let Ok(p) = p.parse()
-            && let Ok(name) = String::from_utf8(bytes)
-            && super::lease::check_name(&name).is_ok()
+            && let Some(name) = pinned_node(&bytes)
         {
             pins.insert(p, name);
         }
