@@ -570,8 +570,23 @@ fn killing_the_stream_leader_loses_no_acknowledged_write() {
         // A replica built from the stream alone.
         let c_dir = tempfile::tempdir().unwrap();
         let c = Store::open(c_dir.path(), options(p.store_id)).unwrap();
-        let last = last_position(&stream).await.unwrap();
-        follow(&c, &stream, Some(last)).await.unwrap();
+        // The restarted server rejoins while the replica reads: a read may find no answer for a
+        // while, as a node's standby does, and goes on from where it stopped.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let read = match last_position(&stream).await {
+                Ok(last) => follow(&c, &stream, Some(last)).await.map(|_| ()),
+                Err(e) => Err(e),
+            };
+            match read {
+                Ok(()) => break,
+                Err(e) => {
+                    assert!(Instant::now() < deadline, "the stream never answered: {e}");
+                    eprintln!("reading the stream after the restart: {e}; again");
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+            }
+        }
         let held = texts(&c);
         for t in &acked {
             assert!(held.contains(t), "{t} was acknowledged and is not on the stream");
