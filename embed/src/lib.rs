@@ -34,7 +34,9 @@ pub use cache::{CacheStats, CachedEmbedder, DEFAULT_QUERY_CACHE};
 pub use error::{EmbedError, MODEL_FIX, RERANKER_FIX};
 pub use hashing::HashingEmbedder;
 #[cfg(feature = "onnx")]
-pub use onnx::{MINILM_DIM, MINILM_MODEL_ID, ModelFiles, OnnxConfig, OnnxEmbedder};
+pub use onnx::{
+    BGE_SMALL_MODEL_ID, MINILM_DIM, MINILM_MODEL_ID, ModelFiles, OnnxConfig, OnnxEmbedder, Pooling,
+};
 #[cfg(feature = "onnx")]
 pub use rerank::{
     LazyReranker, OnnxReranker, RERANKER_MODEL_ID, RerankerConfig, default_reranker_dir,

