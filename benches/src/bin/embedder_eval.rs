@@ -146,7 +146,15 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
-fn pairs(models: &[Model], set: &PairSet) -> anyhow::Result<()> {
+/// Each labelled pair's cosine and whether it is labelled the same meaning, in pair order.
+type PairCosines = Vec<(f32, bool)>;
+
+/// `PairCosines` borrowed.
+type Labelled<'a> = &'a [(f32, bool)];
+
+/// Prints the set's rows and returns each model's `PairCosines`.
+fn pairs(models: &[Model], set: &PairSet) -> anyhow::Result<Vec<PairCosines>> {
+    let mut cosines = Vec::new();
     let task = Retrieval::of(&set.pairs);
     let corpus: Vec<&str> = task.corpus.iter().map(String::as_str).collect();
     let split = if set.held_out && !set.split.contains("held out") {
@@ -170,11 +178,13 @@ fn pairs(models: &[Model], set: &PairSet) -> anyhow::Result<()> {
         }
         // Where the labelled pairs lie.
         let (mut same, mut different) = (Vec::new(), Vec::new());
+        let mut labelled = Vec::new();
         for p in &set.pairs {
             // Both sides as stored texts (a query asked with the instruction is embedded
             // plainly here; the cache holds every text once).
             let v = m.embed(&[p.a.as_str(), p.b.as_str()], false)?;
             let c = dot(&v[0], &v[1]);
+            labelled.push((c, p.same));
             if p.same {
                 same.push(c)
             } else {
@@ -198,8 +208,58 @@ fn pairs(models: &[Model], set: &PairSet) -> anyhow::Result<()> {
             quantile(&different, 0.5),
             quantile(&different, 0.99),
         );
+        cosines.push(labelled);
     }
-    Ok(())
+    Ok(cosines)
+}
+
+/// MiniLM's thresholds carried to another model by matching quantiles on the tuning splits'
+/// labelled pairs: the threshold `t'` above which the other model puts as many of those pairs
+/// as MiniLM puts above `t`. With each, the pairs labelled different in meaning at or above
+/// it, on the tuning and on the held-out splits: what a bare threshold would join.
+fn mapped_thresholds(
+    names: (&str, &str),
+    tuning: (Labelled<'_>, Labelled<'_>),
+    held_out: (Labelled<'_>, Labelled<'_>),
+) {
+    let sorted = |v: &[(f32, bool)]| {
+        let mut c: Vec<f32> = v.iter().map(|p| p.0).collect();
+        c.sort_by(f32::total_cmp);
+        c
+    };
+    let (from, to) = (sorted(tuning.0), sorted(tuning.1));
+    let above = |v: &[f32], t: f32| v.iter().filter(|c| **c >= t).count();
+    let different_above = |v: &[(f32, bool)], t: f32| {
+        let different = v.iter().filter(|p| !p.1).count().max(1);
+        let n = v.iter().filter(|p| !p.1 && p.0 >= t).count();
+        format!("{:.1} %", 100.0 * n as f64 / different as f64)
+    };
+    println!(
+        "\n## {} thresholds carried to {} (quantiles of the tuning pairs)\n",
+        names.0, names.1
+    );
+    println!(
+        "| {0} threshold | pairs above it (tuning) | {1} threshold | different meanings above, tuning: {0} / {1} | held out: {0} / {1} |",
+        names.0, names.1
+    );
+    println!("|---|---|---|---|---|");
+    for t in [0.30f32, 0.50, 0.60, 0.65, 0.80, 0.85, 0.90, 0.95] {
+        let n = above(&from, t);
+        // The other model's value with as many pairs at or above it.
+        let t2 = if n == 0 {
+            f32::INFINITY
+        } else {
+            to[to.len() - n]
+        };
+        println!(
+            "| {t:.2} | {n} of {} | {t2:.3} | {} / {} | {} / {} |",
+            from.len(),
+            different_above(tuning.0, t),
+            different_above(tuning.1, t2),
+            different_above(held_out.0, t),
+            different_above(held_out.1, t2),
+        );
+    }
 }
 
 fn chats(models: &[Model], split: &str, list: &[Chat]) -> anyhow::Result<()> {
@@ -287,8 +347,27 @@ fn main() -> anyhow::Result<()> {
             "| set | split | model | queries | cosine R@1 / R@5 / R@10 | mix R@1 / R@5 / R@10 | same-meaning median cosine | different-meaning median / p99 cosine |"
         );
         println!("|---|---|---|---|---|---|---|---|");
+        let (mut tuning, mut held_out) = (
+            vec![Vec::new(); models.len()],
+            vec![Vec::new(); models.len()],
+        );
         for set in &pair_sets {
-            pairs(&models, set)?;
+            let by_model = pairs(&models, set)?;
+            let pool = if set.held_out {
+                &mut held_out
+            } else {
+                &mut tuning
+            };
+            for (all, these) in pool.iter_mut().zip(by_model) {
+                all.extend(these);
+            }
+        }
+        if let (Some(t), Some(h)) = (tuning.get(..2), held_out.get(..2)) {
+            mapped_thresholds(
+                (models[0].name, models[1].name),
+                (&t[0], &t[1]),
+                (&h[0], &h[1]),
+            );
         }
     }
     if wants("locomo") {

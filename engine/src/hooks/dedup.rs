@@ -3,6 +3,7 @@
 //! cohesion check, complete linkage over lineage, and the fact guard. Pure over a `Space`, so
 //! the false-positive scenarios run with controlled vectors.
 
+use super::judge::JudgeWeights;
 use super::{MAX_MERGE_GROUP, Merge};
 
 /// Most neighbours the fact guard judges for one memory: the limit of a plan's range query.
@@ -93,12 +94,20 @@ pub(crate) fn plan(
     text: &str,
     min_sim: f32,
     anchor: Option<MemoryId>,
-    merge: Merge,
+    (merge, judge): (Merge, &JudgeWeights),
 ) -> Plan {
     // The fact guard reads more neighbours than a merge may join: in a store of many similar
     // statements the older value of the same slot is often not among the nearest ten.
     let candidates = space.within(vector, min_sim, GUARD_CANDIDATES, anchor);
-    plan_among(space, candidates, vector, text, min_sim, anchor, merge)
+    plan_among(
+        space,
+        candidates,
+        vector,
+        text,
+        min_sim,
+        anchor,
+        (merge, judge),
+    )
 }
 
 /// `plan` with its range query already answered: `candidates` is what
@@ -111,7 +120,7 @@ pub(crate) fn plan_among(
     text: &str,
     min_sim: f32,
     anchor: Option<MemoryId>,
-    merge: Merge,
+    (merge, judge): (Merge, &JudgeWeights),
 ) -> Plan {
     candidates.truncate(GUARD_CANDIDATES);
     let mut plan = Plan {
@@ -140,7 +149,7 @@ pub(crate) fn plan_among(
                 .vector(c)
                 .and_then(|v| kernels::dot(&v, vector).ok())
                 .unwrap_or(0.0);
-            if !super::judge::merges(&older, &new, &decision, cosine) {
+            if !judge.merges(&older, &new, &decision, cosine) {
                 decision.relation = Relation::Unsure;
             }
         }

@@ -14,6 +14,9 @@ use super::facts::{Decision, Reading, Relation, reading, signals_of};
 mod weights {
     include!("judge_weights.rs");
 }
+mod bge_small_weights {
+    include!("judge_weights_bge_small.rs");
+}
 
 /// The names of the judge's features, in the order of its weights.
 pub const FEATURES: [&str; 12] = [
@@ -74,24 +77,48 @@ pub fn consulted(decision: &Decision) -> bool {
     decision.relation == Relation::Duplicate
 }
 
-/// The probability that two statements say the same, from their features.
-#[must_use]
-pub fn probability(features: &[f32; 12]) -> f32 {
-    let z: f32 = features
-        .iter()
-        .zip(weights::WEIGHTS)
-        .map(|(x, w)| x * w)
-        .sum();
-    1.0 / (1.0 + (-z).exp())
+/// A judge's weights: one per feature, in `FEATURES` order, and the probability at or above
+/// which it merges (the lowest at which its merges on the training pairs were at least 99 %
+/// right). Each model has its own (`Calibration::judge`): the cosine is one of the features.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct JudgeWeights {
+    /// One weight per feature.
+    pub weights: [f32; 12],
+    /// The probability at or above which it merges.
+    pub threshold: f32,
 }
 
-/// The probability at or above which the judge merges: the lowest at which its merges on the
-/// training pairs were at least 99 % right.
-pub const THRESHOLD: f32 = weights::THRESHOLD;
+/// The judge trained on MiniLM's cosines (`judge_weights.rs`).
+pub const MINILM: JudgeWeights = JudgeWeights {
+    weights: weights::WEIGHTS,
+    threshold: weights::THRESHOLD,
+};
 
-/// Whether the judge merges a pair the guard left to it.
-pub(crate) fn merges(older: &Reading, newer: &Reading, decision: &Decision, cosine: f32) -> bool {
-    consulted(decision) && probability(&features_of(older, newer, cosine)) >= THRESHOLD
+/// The judge trained on bge-small's cosines (`judge_weights_bge_small.rs`).
+pub const BGE_SMALL: JudgeWeights = JudgeWeights {
+    weights: bge_small_weights::WEIGHTS,
+    threshold: bge_small_weights::THRESHOLD,
+};
+
+impl JudgeWeights {
+    /// The probability that two statements say the same, from their features.
+    #[must_use]
+    pub fn probability(&self, features: &[f32; 12]) -> f32 {
+        let z: f32 = features.iter().zip(self.weights).map(|(x, w)| x * w).sum();
+        1.0 / (1.0 + (-z).exp())
+    }
+
+    /// Whether this judge merges a pair the guard left to it.
+    pub(crate) fn merges(
+        &self,
+        older: &Reading,
+        newer: &Reading,
+        decision: &Decision,
+        cosine: f32,
+    ) -> bool {
+        consulted(decision)
+            && self.probability(&features_of(older, newer, cosine)) >= self.threshold
+    }
 }
 
 #[cfg(test)]
@@ -99,7 +126,7 @@ mod tests {
     use super::*;
 
     fn p(older: &str, newer: &str, cosine: f32) -> f32 {
-        probability(&features(older, newer, cosine))
+        MINILM.probability(&features(older, newer, cosine))
     }
 
     #[test]
@@ -115,7 +142,7 @@ mod tests {
             0.80,
         );
         assert!(same > other, "{same} <= {other}");
-        assert!(other < THRESHOLD, "a near miss merges: {other}");
+        assert!(other < MINILM.threshold, "a near miss merges: {other}");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! engine's limits checked, exact duplicates stored. Not here: the pipeline that runs them
 //! (`crate::memory`).
 
+pub mod calibration;
 pub mod category;
 pub mod dedup;
 pub mod facts;
@@ -16,13 +17,15 @@ pub(crate) mod numbers;
 pub mod tags;
 
 use crate::error::{EngineError, Result};
+pub use calibration::Calibration;
 
-/// Default store-time dedup distance (cosine distance; similarity >= 0.65).
-pub const DEDUP_DISTANCE: f32 = 0.35;
-/// Default load-time cluster distance.
-pub const CLUSTER_DISTANCE: f32 = 0.40;
-/// Default compaction distance.
-pub const COMPACTION_DISTANCE: f32 = 0.20;
+/// MiniLM's store-time dedup distance (cosine distance; similarity >= 0.65): the default with
+/// MiniLM (`Calibration::dedup_distance` for other models).
+pub const DEDUP_DISTANCE: f32 = Calibration::MINILM.dedup_distance;
+/// MiniLM's load-time cluster distance.
+pub const CLUSTER_DISTANCE: f32 = Calibration::MINILM.cluster_distance;
+/// MiniLM's compaction distance.
+pub const COMPACTION_DISTANCE: f32 = Calibration::MINILM.compaction_distance;
 /// Most candidates one semantic merge considers.
 pub const MAX_MERGE_GROUP: usize = 10;
 /// How many times the page a deduplicating search over-fetches.
@@ -133,12 +136,13 @@ pub struct HookConfig {
     pub write: Vec<WriteHook>,
     /// Read hooks that run.
     pub read: Vec<ReadHook>,
-    /// Store-time semantic dedup distance, in (0, 2).
-    pub dedup_distance: f32,
-    /// Load-time cluster distance, in (0, 2).
-    pub cluster_distance: f32,
-    /// Compaction distance, in (0, 2).
-    pub compaction_distance: f32,
+    /// Store-time semantic dedup distance, in (0, 2); `None`: the current embedder's
+    /// (`Calibration::dedup_distance`; MiniLM's 0.35).
+    pub dedup_distance: Option<f32>,
+    /// Load-time cluster distance, in (0, 2); `None`: the current embedder's (MiniLM's 0.40).
+    pub cluster_distance: Option<f32>,
+    /// Compaction distance, in (0, 2); `None`: the current embedder's (MiniLM's 0.20).
+    pub compaction_distance: Option<f32>,
     /// What load-time dedup folds when it is on.
     pub fold: Fold,
     /// Which near duplicates store-time dedup merges.
@@ -150,9 +154,9 @@ impl Default for HookConfig {
         HookConfig {
             write: WriteHook::ALL.to_vec(),
             read: ReadHook::ALL.to_vec(),
-            dedup_distance: DEDUP_DISTANCE,
-            cluster_distance: CLUSTER_DISTANCE,
-            compaction_distance: COMPACTION_DISTANCE,
+            dedup_distance: None,
+            cluster_distance: None,
+            compaction_distance: None,
             fold: Fold::Duplicates,
             merge: Merge::Sure,
         }
@@ -175,9 +179,16 @@ impl HookConfig {
     /// # Errors
     /// `Invalid` naming the setting.
     pub fn validate(&self) -> Result<()> {
-        check_distance("dedup_distance", self.dedup_distance)?;
-        check_distance("cluster_distance", self.cluster_distance)?;
-        check_distance("compaction_distance", self.compaction_distance)
+        for (field, d) in [
+            ("dedup_distance", self.dedup_distance),
+            ("cluster_distance", self.cluster_distance),
+            ("compaction_distance", self.compaction_distance),
+        ] {
+            if let Some(d) = d {
+                check_distance(field, d)?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -240,19 +251,32 @@ pub struct Effective {
     pub fold: Fold,
     /// Which near duplicates store-time dedup merges.
     pub merge: Merge,
+    /// The current embedder's thresholds: what every other cosine is read against.
+    pub calibration: &'static Calibration,
 }
 
 impl Effective {
-    /// The store's config with `o` applied.
+    /// The store's config with `o` applied, distances not set by either from `calibration`
+    /// (the current embedder's).
     ///
     /// # Errors
     /// `Invalid` for a distance out of range.
-    pub fn of(config: &HookConfig, o: &HookOverrides) -> Result<Effective> {
+    pub fn of(
+        config: &HookConfig,
+        o: &HookOverrides,
+        calibration: &'static Calibration,
+    ) -> Result<Effective> {
         let write = |h: WriteHook| {
             o.force.contains(&h) || (config.write.contains(&h) && !o.skip.contains(&h))
         };
-        let dedup_distance = o.dedup_distance.unwrap_or(config.dedup_distance);
-        let cluster_distance = o.dedup_threshold.unwrap_or(config.cluster_distance);
+        let dedup_distance = o
+            .dedup_distance
+            .or(config.dedup_distance)
+            .unwrap_or(calibration.dedup_distance);
+        let cluster_distance = o
+            .dedup_threshold
+            .or(config.cluster_distance)
+            .unwrap_or(calibration.cluster_distance);
         check_distance("dedup_distance", dedup_distance)?;
         check_distance("dedup_threshold", cluster_distance)?;
         Ok(Effective {
@@ -270,6 +294,7 @@ impl Effective {
             cluster_distance,
             fold: o.fold.unwrap_or(config.fold),
             merge: o.merge.unwrap_or(config.merge),
+            calibration,
         })
     }
 }
@@ -281,7 +306,7 @@ mod tests {
     #[test]
     fn overrides_switch_hooks_and_thresholds_for_one_request() {
         let store = HookConfig::default();
-        let e = Effective::of(&store, &HookOverrides::default()).unwrap();
+        let e = Effective::of(&store, &HookOverrides::default(), &Calibration::MINILM).unwrap();
         assert!(e.tags && e.category && e.exact_dedup && e.semantic_dedup && e.load_dedup);
         assert!((e.dedup_distance - 0.35).abs() < 1e-6);
         let o = HookOverrides {
@@ -290,27 +315,54 @@ mod tests {
             deduplicate: Some(false),
             ..HookOverrides::default()
         };
-        let e = Effective::of(&store, &o).unwrap();
+        let e = Effective::of(&store, &o, &Calibration::MINILM).unwrap();
         assert!(!e.semantic_dedup && e.exact_dedup && !e.load_dedup);
         assert!((e.cluster_distance - 0.2).abs() < 1e-6);
         let forced = HookOverrides {
             force: vec![WriteHook::Tags],
             ..HookOverrides::default()
         };
-        let e = Effective::of(&HookConfig::none(), &forced).unwrap();
+        let e = Effective::of(&HookConfig::none(), &forced, &Calibration::MINILM).unwrap();
         assert!(e.tags && !e.category && !e.semantic_dedup && !e.access);
         let bad = HookOverrides {
             dedup_distance: Some(f32::NAN),
             ..HookOverrides::default()
         };
-        assert!(Effective::of(&store, &bad).is_err());
+        assert!(Effective::of(&store, &bad, &Calibration::MINILM).is_err());
         assert!(
             HookConfig {
-                cluster_distance: 2.0,
+                cluster_distance: Some(2.0),
                 ..HookConfig::default()
             }
             .validate()
             .is_err()
         );
+    }
+
+    /// A distance the store or the request does not set is the embedder's; one it sets is
+    /// used as given, whatever the embedder.
+    #[test]
+    fn unset_distances_are_the_embedders_and_set_ones_are_kept() {
+        const OTHER: Calibration = Calibration {
+            dedup_distance: 0.2,
+            cluster_distance: 0.25,
+            ..Calibration::MINILM
+        };
+        let unset = HookConfig::default();
+        let e = Effective::of(&unset, &HookOverrides::default(), &OTHER).unwrap();
+        assert!((e.dedup_distance - 0.2).abs() < 1e-6 && (e.cluster_distance - 0.25).abs() < 1e-6);
+        assert_eq!(e.calibration, &OTHER);
+        let set = HookConfig {
+            dedup_distance: Some(0.3),
+            ..HookConfig::default()
+        };
+        let e = Effective::of(&set, &HookOverrides::default(), &OTHER).unwrap();
+        assert!((e.dedup_distance - 0.3).abs() < 1e-6);
+        let asked = HookOverrides {
+            dedup_distance: Some(0.1),
+            ..HookOverrides::default()
+        };
+        let e = Effective::of(&set, &asked, &OTHER).unwrap();
+        assert!((e.dedup_distance - 0.1).abs() < 1e-6);
     }
 }

@@ -1,16 +1,15 @@
 //! Tag validation and semantic normalization (`docs/semantics.md`, "Tags"): pure functions of
 //! the tag text and similarities, so the guard table can be tested with similarities fed in.
 
+use super::Calibration;
 use crate::error::{EngineError, Result};
 use crate::kernel::record::MAX_TAG_CHARS;
 use std::collections::BTreeSet;
 
-/// Similarity at or above which a new tag joins a canonical tag.
-pub const TAG_SIMILARITY_THRESHOLD: f32 = 0.90;
-/// The threshold when both tags carry the same version.
-pub const TAG_RELATED_THRESHOLD: f32 = 0.85;
-/// Added to the similarity when one tag's words are a strict subset of the other's.
-pub const TAG_SUBSTRING_BOOST: f32 = 0.03;
+// The similarities a merge needs are the embedder's (`Calibration::tag_similarity`,
+// `tag_related`, `tag_substring_boost`, `number_guard_override`; MiniLM's 0.90, 0.85, 0.03
+// and 0.95).
+
 /// Shortest word the substring boost accepts.
 pub const TAG_SUBSTRING_MIN_LENGTH: usize = 4;
 /// Words the substring boost never accepts.
@@ -18,8 +17,6 @@ pub const TAG_SUBSTRING_STOP_WORDS: &[&str] = &[
     "api", "ui", "db", "test", "auth", "infra", "ci", "cd", "app", "lib", "sdk", "cli", "gui",
     "web", "sql", "orm", "log", "cfg", "env", "dev", "prod", "stg",
 ];
-/// Similarity at which two tags with different numbers still merge.
-pub const NUMBER_GUARD_OVERRIDE: f32 = 0.95;
 /// Prefixes a `prefix:value` tag may have.
 pub const COLON_PREFIXES: &[&str] = &[
     "type",
@@ -262,7 +259,7 @@ pub enum TagDecision {
 
 /// The similarity after the substring boost, if it applies.
 #[must_use]
-pub fn boosted(a: &TagForm, b: &TagForm, sim: f32) -> f32 {
+pub fn boosted(a: &TagForm, b: &TagForm, sim: f32, boost: f32) -> f32 {
     let plain = |t: &TagForm| t.version.is_none() && t.prefix.is_none() && t.numbers.is_empty();
     if !(plain(a) && plain(b)) {
         return sim;
@@ -283,7 +280,7 @@ pub fn boosted(a: &TagForm, b: &TagForm, sim: f32) -> f32 {
         .fold("", |best, w| if w.len() > best.len() { w } else { best });
     if word.chars().count() >= TAG_SUBSTRING_MIN_LENGTH && !TAG_SUBSTRING_STOP_WORDS.contains(&word)
     {
-        (sim + TAG_SUBSTRING_BOOST).min(1.0)
+        (sim + boost).min(1.0)
     } else {
         sim
     }
@@ -291,7 +288,7 @@ pub fn boosted(a: &TagForm, b: &TagForm, sim: f32) -> f32 {
 
 /// The merge decision (`docs/semantics.md`, "Tags") for tags `a` and `b` at similarity `sim`.
 #[must_use]
-pub fn decide(a: &TagForm, b: &TagForm, sim: f32) -> TagDecision {
+pub fn decide(a: &TagForm, b: &TagForm, sim: f32, c: &Calibration) -> TagDecision {
     if let (Some(va), Some(vb)) = (&a.version, &b.version)
         && va != vb
     {
@@ -304,12 +301,12 @@ pub fn decide(a: &TagForm, b: &TagForm, sim: f32) -> TagDecision {
         (Some(_), None) | (None, Some(_)) => return TagDecision::AsymmetryGuard,
         _ => {}
     }
-    let sim = boosted(a, b, sim);
+    let sim = boosted(a, b, sim, c.tag_substring_boost);
     let same_version = a.version.is_some() && a.version == b.version;
     let threshold = if same_version {
-        TAG_RELATED_THRESHOLD
+        c.tag_related
     } else {
-        TAG_SIMILARITY_THRESHOLD
+        c.tag_similarity
     };
     if sim < threshold {
         return TagDecision::BelowThreshold;
@@ -319,7 +316,7 @@ pub fn decide(a: &TagForm, b: &TagForm, sim: f32) -> TagDecision {
         && !a.numbers.is_empty()
         && !b.numbers.is_empty()
         && a.numbers != b.numbers
-        && sim < NUMBER_GUARD_OVERRIDE
+        && sim < c.number_guard_override
     {
         return TagDecision::NumberGuard;
     }
@@ -331,7 +328,7 @@ mod tests {
     use super::*;
 
     fn d(a: &str, b: &str, sim: f32) -> TagDecision {
-        decide(&TagForm::of(a), &TagForm::of(b), sim)
+        decide(&TagForm::of(a), &TagForm::of(b), sim, &Calibration::MINILM)
     }
 
     #[test]
@@ -386,7 +383,13 @@ mod tests {
         assert_eq!(d("laravel", "laravel", 0.89), BelowThreshold);
         // Boost is capped at 1.
         assert!(
-            (boosted(&TagForm::of("kafka"), &TagForm::of("kafka streams"), 0.99) - 1.0).abs()
+            (boosted(
+                &TagForm::of("kafka"),
+                &TagForm::of("kafka streams"),
+                0.99,
+                0.03
+            ) - 1.0)
+                .abs()
                 < 1e-6
         );
     }

@@ -6,6 +6,7 @@ use super::short_id;
 use super::space::{RangeView, UserSpace};
 use super::write::merge;
 use crate::error::{EngineError, Result};
+use crate::hooks::judge::JudgeWeights;
 use crate::hooks::{check_distance, dedup};
 use crate::kernel::log::Op;
 use crate::kernel::record::{self, Kind, Memory, MemoryId, Timestamp};
@@ -95,6 +96,7 @@ impl Store {
             kind,
         };
         let min_sim = 1.0 - distance;
+        let judge = &self.calibration().judge;
         let mut grouped: HashSet<MemoryId> = HashSet::new();
         let mut groups = Vec::new();
         for block in order.chunks(NEIGHBOURS_BATCH) {
@@ -132,7 +134,7 @@ impl Store {
                     let now = space.view();
                     candidates.retain(|c| now.holds(c.0));
                 }
-                if let Some(group) = group_of(&space, m, min_sim, &mut near, &grouped) {
+                if let Some(group) = group_of(&space, m, (min_sim, judge), &mut near, &grouped) {
                     grouped.extend(group.members.iter().copied());
                     groups.push(group);
                 }
@@ -152,7 +154,9 @@ impl Store {
         let user = self.user_for(user_id)?;
         let user = user.as_str();
         record::validate_id("user_id", user)?;
-        let distance = distance.unwrap_or(self.inner.options.hooks.compaction_distance);
+        let distance = distance
+            .or(self.inner.options.hooks.compaction_distance)
+            .unwrap_or(self.calibration().compaction_distance);
         check_distance("distance", distance)?;
         let (groups, live) = self.compaction_groups(user, distance);
         let id = groups_id(&groups);
@@ -314,7 +318,7 @@ impl Store {
 fn group_of(
     space: &UserSpace<'_>,
     m: &Memory,
-    min_sim: f32,
+    (min_sim, judge): (f32, &JudgeWeights),
     near: &mut HashMap<MemoryId, Vec<MemoryId>>,
     grouped: &HashSet<MemoryId>,
 ) -> Option<CompactionGroup> {
@@ -333,7 +337,7 @@ fn group_of(
         &m.content,
         min_sim,
         Some(m.id),
-        crate::hooks::Merge::Paraphrases,
+        (crate::hooks::Merge::Paraphrases, judge),
     );
     let dups: Vec<MemoryId> = plan
         .duplicates
@@ -387,7 +391,8 @@ mod tests {
             };
             let near = space.within(v, 1.0 - distance, dedup::GUARD_CANDIDATES, Some(m.id));
             let mut only = HashMap::from([(m.id, near)]);
-            if let Some(g) = group_of(&space, m, 1.0 - distance, &mut only, &grouped) {
+            let judge = &store.calibration().judge;
+            if let Some(g) = group_of(&space, m, (1.0 - distance, judge), &mut only, &grouped) {
                 grouped.extend(g.members.iter().copied());
                 groups.push(g);
             }

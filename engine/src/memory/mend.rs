@@ -16,7 +16,7 @@
 use super::short_id;
 use crate::error::{EngineError, Result};
 use crate::hooks::facts::{Relation, Rule, reading, relation_of};
-use crate::hooks::judge;
+use crate::hooks::judge::JudgeWeights;
 use crate::kernel::log::Op;
 use crate::kernel::record::{self, Kind, Memory, MemoryId};
 use crate::kernel::state::State;
@@ -60,7 +60,7 @@ pub struct Mended {
 /// How the rules of this build read two texts of one lineage: whether they would keep them
 /// as one (the same statement, as sure as a default merge is, or two values of one slot),
 /// and the reason.
-fn joined(a: &Memory, b: &Memory, cosine: f32) -> (bool, &'static str) {
+fn joined(a: &Memory, b: &Memory, cosine: f32, judge: &JudgeWeights) -> (bool, &'static str) {
     if a.kind == Kind::Message || b.kind == Kind::Message {
         return (false, "a chat turn is an event: never merged or superseded");
     }
@@ -73,7 +73,7 @@ fn joined(a: &Memory, b: &Memory, cosine: f32) -> (bool, &'static str) {
     let keep = match d.relation {
         Relation::Updates => true,
         Relation::Duplicate => {
-            d.rule == Rule::SameWords || judge::merges(&older, &newer, &d, cosine)
+            d.rule == Rule::SameWords || judge.merges(&older, &newer, &d, cosine)
         }
         Relation::Distinct | Relation::Unsure => false,
     };
@@ -99,6 +99,7 @@ impl Store {
         let mut restore = Vec::new();
         let mut kept = 0;
         let mut texts: HashSet<[u8; 32]> = HashSet::new();
+        let judge = &self.calibration().judge;
         let mut live: Vec<&Memory> = state.iter().filter(|m| m.user_id == user).collect();
         live.sort_unstable_by_key(|m| m.id);
         for m in live {
@@ -143,7 +144,7 @@ impl Store {
                 for j in others {
                     let (a, b) = (nodes[i], nodes[j]);
                     let cosine = kernels::dot(a.1, b.1).unwrap_or(0.0);
-                    let (one, reason) = joined(a.0, b.0, cosine);
+                    let (one, reason) = joined(a.0, b.0, cosine, judge);
                     if j == 0 {
                         why[i] = reason;
                     }

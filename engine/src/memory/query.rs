@@ -21,11 +21,6 @@ use crate::store::Store;
 use amberdb_index::Probe;
 use std::collections::HashMap;
 
-/// Minimum cosine of the query's vector candidates and graph seeds (MemFuse's 0.3): the query
-/// returns what is related, and graph retrieval needs seeds that are (`search.md`, "The
-/// MemFuse query"). `search_memories` has no default threshold.
-pub const QUERY_THRESHOLD: f32 = 0.3;
-
 /// Results of a query when the caller gives no `top_k`.
 pub const DEFAULT_TOP_K: usize = 5;
 /// Tags on more memories than this are not graph edges (they connect too much to mean much).
@@ -255,7 +250,13 @@ impl Store {
                 });
             };
             let sel = select(&state, user_id, u, &filter);
-            let found = retrieve(&state, u, &sel, q, embedded.as_deref())?;
+            let found = retrieve(
+                &state,
+                u,
+                &sel,
+                q,
+                (embedded.as_deref(), self.calibration().query_threshold),
+            )?;
             let mut room = q.max_tokens;
             let mut results: Vec<QueryResult> = Vec::with_capacity(found.len());
             for (key, score, source) in found {
@@ -316,13 +317,16 @@ impl Store {
     }
 }
 
-/// `(key, score, source)`, best first, at most `top_k`.
+/// `(key, score, source)`, best first, at most `top_k`. `query_threshold`: the least cosine
+/// of the query's vector candidates and graph seeds (`Calibration::query_threshold`, MemFuse's
+/// 0.3 with MiniLM): the query returns what is related, and graph retrieval needs seeds that
+/// are (`search.md`, "The MemFuse query"). `search_memories` has no default threshold.
 fn retrieve(
     state: &State,
     u: &UserIndex,
     sel: &Selection<'_>,
     q: &Query,
-    embedded: Option<&[f32]>,
+    (embedded, query_threshold): (Option<&[f32]>, f32),
 ) -> Result<Vec<(u64, f32, Source)>> {
     // A token budget may skip long results: it chooses among three times as many.
     let k = if q.max_tokens.is_some() {
@@ -337,7 +341,7 @@ fn retrieve(
             sel,
             e,
             k,
-            QUERY_THRESHOLD,
+            query_threshold,
             ScanMode::Auto,
             Probe::Built,
         )

@@ -141,6 +141,7 @@ impl Store {
 
     /// The mapping of non-canonical tags in use to canonical tags (embedding outside locks).
     fn tag_plan(&self, user: &str, threshold: f32, max_changes: usize) -> Result<Plan> {
+        let calibration = self.calibration();
         let (tag_use, scanned, unknown) = {
             let state = self.read();
             let mut tag_use: BTreeMap<String, usize> = BTreeMap::new();
@@ -192,7 +193,8 @@ impl Store {
                     .zip(sims)
                     .filter(|(_, sim)| *sim >= threshold)
                     .filter(|(name, sim)| {
-                        tag_rules::decide(&form, &TagForm::of(name), *sim) == TagDecision::Merge
+                        tag_rules::decide(&form, &TagForm::of(name), *sim, calibration)
+                            == TagDecision::Merge
                     })
                     .max_by(|a, b| a.1.total_cmp(&b.1));
                 if let Some((name, sim)) = best {

@@ -198,6 +198,12 @@ impl Store {
         self.inner.options.partition
     }
 
+    /// The thresholds that read the cosines of the store's current embedder
+    /// (`hooks::Calibration`): they switch with a re-embedding's switch.
+    pub(crate) fn calibration(&self) -> &'static crate::hooks::Calibration {
+        crate::hooks::Calibration::of_model(self.embedding().embedder.model_id())
+    }
+
     /// The embedder the store's vectors come from now, and its epoch.
     pub(crate) fn embedding(&self) -> Embedding {
         self.inner.embedding.read().clone()

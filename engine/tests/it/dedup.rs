@@ -73,7 +73,7 @@ fn a_bridge_memory_is_refused_by_the_cohesion_check() {
 fn the_threshold_decides_around_the_bridge_distance() {
     // The bridge is at distance 0.2929 from its one neighbour.
     let strict_hooks = HookConfig {
-        dedup_distance: 0.29,
+        dedup_distance: Some(0.29),
         ..HookConfig::default()
     };
     let (_d1, strict) = open_with(strict_hooks);
@@ -157,5 +157,58 @@ fn a_chain_of_near_neighbours_does_not_snowball() {
                 assert!(sim >= 0.65 - 1e-6, "memory {} spans {sim}", m.id);
             }
         }
+    }
+}
+
+/// The hashing embedder under another model's name: what a store sees of its embedder is the
+/// id (which picks the calibration) and the vectors, which these tests choose.
+struct Named(&'static str, HashingEmbedder);
+
+impl amberdb::Embedder for Named {
+    fn model_id(&self) -> &str {
+        self.0
+    }
+    fn dim(&self) -> usize {
+        self.1.dim()
+    }
+    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, amberdb_embed::EmbedError> {
+        self.1.embed_batch(texts)
+    }
+}
+
+/// Every threshold is the embedder's (`hooks::Calibration`): two restatements at a cosine of
+/// 0.70 (distance 0.30) merge in a MiniLM store (its dedup distance 0.35) and stay apart in a
+/// store whose embedder is bge-small (0.241: bge-small's cosines run higher, and 0.70 is
+/// below the median of its different-meaning pairs); a distance the store sets is used as
+/// given whatever the embedder.
+#[test]
+fn the_dedup_distance_is_the_embedders_unless_the_store_sets_one() {
+    let open_named = |id: &'static str, hooks: HookConfig| {
+        let dir = tempfile::tempdir().unwrap();
+        let embedder = Arc::new(Named(id, HashingEmbedder::with_dim(DIM)));
+        let store = Store::open(dir.path(), StoreOptions::new(embedder).hooks(hooks)).unwrap();
+        (dir, store)
+    };
+    let seventy = 0.70f32.acos().to_degrees();
+    for (id, hooks, live_after) in [
+        (
+            "sentence-transformers/all-MiniLM-L6-v2",
+            HookConfig::default(),
+            1,
+        ),
+        ("BAAI/bge-small-en-v1.5", HookConfig::default(), 2),
+        (
+            "BAAI/bge-small-en-v1.5",
+            HookConfig {
+                dedup_distance: Some(0.35),
+                ..HookConfig::default()
+            },
+            1,
+        ),
+    ] {
+        let (_d, s) = open_named(id, hooks.clone());
+        store(&s, 0, at(0.0));
+        store(&s, 1, at(seventy));
+        assert_eq!(live(&s).len(), live_after, "{id} with {hooks:?}");
     }
 }

@@ -355,7 +355,7 @@ pub(super) const FORCE_HOOKS: Arg = opt(
 pub(super) const DEDUP_DISTANCE: Arg = opt(
     "dedup_distance",
     Ty::Num,
-    "store-time semantic dedup cosine distance, (0, 2); default 0.35",
+    "store-time semantic dedup cosine distance, (0, 2); default the embedder's (MiniLM: 0.35)",
 );
 
 pub(super) const MERGE: Arg = opt(

@@ -122,7 +122,7 @@ struct Adjust {
 
 impl Store {
     fn plan_search(&self, req: &SearchRequest) -> Result<Plan> {
-        let mut eff = Effective::of(&self.inner.options.hooks, &req.hooks)?;
+        let mut eff = Effective::of(&self.inner.options.hooks, &req.hooks, self.calibration())?;
         // Items are the caller's values under the caller's keys: a search of items returns
         // each one, never folded into another (`docs/semantics.md`, "Items").
         eff.load_dedup &= req.kind != Some(Kind::Item);

@@ -4,9 +4,9 @@
 use super::plan::*;
 use super::request::*;
 use crate::error::{EngineError, KernelError, Result};
-use crate::hooks::dedup;
 use crate::hooks::facts::content_words;
 use crate::hooks::tags::{self as tag_rules, TagDecision, TagForm};
+use crate::hooks::{Effective, dedup};
 use crate::kernel::log::Op;
 use crate::kernel::record::{self, MAX_TAGS, Memory, MemoryId, Timestamp};
 use crate::kernel::state::State;
@@ -65,11 +65,6 @@ pub(super) fn archive_decided(
     }
 }
 
-/// Lowest raw similarity that can still merge (the related threshold minus the boost): the
-/// merge decision is skipped below it.
-pub(super) const TAG_PREFILTER: f32 =
-    tag_rules::TAG_RELATED_THRESHOLD - tag_rules::TAG_SUBSTRING_BOOST;
-
 /// The decide phase of the tags hook: each tag → an exact canonical tag, the best canonical
 /// tag the merge decision accepts, or a new canonical tag (one `CanonicalTag` op each).
 /// Returns the stored tags (unique, in input order), the ops and the new canonical names.
@@ -78,11 +73,15 @@ pub(crate) fn resolve_tags(
     user: &str,
     tags: &[String],
     vectors: &[Option<Vec<f32>>],
-    on: bool,
+    eff: &Effective,
 ) -> (Vec<String>, Vec<Op>, Vec<String>) {
-    if !on {
+    let calibration = eff.calibration;
+    if !eff.tags {
         return (tags.to_vec(), Vec::new(), Vec::new());
     }
+    // Lowest raw similarity that can still merge (the related threshold less the boost): the
+    // merge decision is skipped below it.
+    let prefilter = calibration.tag_related - calibration.tag_substring_boost;
     let canonical = state.canonical(user);
     let mut added: Vec<(String, TagForm, Vec<f32>)> = Vec::new();
     let mut out: Vec<String> = Vec::with_capacity(tags.len());
@@ -95,9 +94,9 @@ pub(crate) fn resolve_tags(
             let form = TagForm::of(tag);
             let mut best: Option<(f32, String)> = None;
             let mut consider = |name: &str, cform: &TagForm, sim: f32| {
-                if sim >= TAG_PREFILTER
+                if sim >= prefilter
                     && best.as_ref().is_none_or(|(b, _)| sim > *b)
-                    && tag_rules::decide(&form, cform, sim) == TagDecision::Merge
+                    && tag_rules::decide(&form, cform, sim, calibration) == TagDecision::Merge
                 {
                     best = Some((sim, name.to_owned()));
                 }
@@ -107,7 +106,7 @@ pub(crate) fn resolve_tags(
                 // for the few that can pass.
                 let sims = kernels::dot_rows(v, c.vectors()).unwrap_or_default();
                 for (name, sim) in c.names().iter().zip(sims) {
-                    if sim >= TAG_PREFILTER {
+                    if sim >= prefilter {
                         consider(name, &TagForm::of(name), sim);
                     }
                 }
@@ -338,7 +337,7 @@ impl Store {
         let now = self.now();
         self.commit_embedded(e.epoch, |ids, state| {
             let (tags, mut ops, new_canonical) =
-                resolve_tags(state, &p.user, &p.tags, &e.tags, p.eff.tags);
+                resolve_tags(state, &p.user, &p.tags, &e.tags, &p.eff);
             let m = &p.m;
             let agent_id = crate::memory::scope::check_scope(
                 state,
@@ -462,7 +461,7 @@ fn semantic_plan(state: &State, p: &Planned, e: &Embedded) -> dedup::Plan {
         &p.m.content,
         1.0 - p.eff.dedup_distance,
         None,
-        p.eff.merge,
+        (p.eff.merge, &p.eff.calibration.judge),
     )
 }
 

@@ -161,7 +161,7 @@ impl Store {
 
     /// Step 1: validates the request (and an import's provenance) before anything happens.
     pub(super) fn plan_kept(&self, req: StoreRequest, kept: Option<Provenance>) -> Result<Planned> {
-        let mut eff = Effective::of(&self.inner.options.hooks, &req.hooks)?;
+        let mut eff = Effective::of(&self.inner.options.hooks, &req.hooks, self.calibration())?;
         let m = req.memory;
         if m.kind == record::Kind::Item {
             // An item is the caller's value under the caller's key: no write hook changes,
@@ -353,7 +353,7 @@ impl Store {
                             .collect()
                     })
                     .unwrap_or_default();
-                let (c, reason) = category::by_similarity(&sims);
+                let (c, reason) = category::by_similarity(&sims, self.calibration());
                 (c, reason.as_str())
             }
         }
