@@ -76,16 +76,10 @@ impl NativeStore {
             Some(json) => serde_json::from_str(json)
                 .map_err(|e| PyValueError::new_err(format!("hook settings: {e}")))?,
         };
-        let given = match embedder {
-            None => None,
-            Some("minilm") => Some(EmbedderChoice::Minilm),
-            Some("hashing") => Some(EmbedderChoice::Hashing),
-            Some(other) => {
-                return Err(PyValueError::new_err(format!(
-                    "embedder {other:?} is not one of minilm, hashing"
-                )));
-            }
-        };
+        let given = embedder
+            .map(EmbedderChoice::named)
+            .transpose()
+            .map_err(PyValueError::new_err)?;
         let choice = amberdb_server::embedder_for(given, &path);
         if let Some(limit) = memory_limit
             && !(1..=amberdb::MAX_MEMORY_LIMIT).contains(&limit)
@@ -97,12 +91,10 @@ impl NativeStore {
         }
         py.detach(|| {
             let model_dir = model_dir.as_deref();
-            if choice == EmbedderChoice::Minilm
-                && fetch_model
-                && !amberdb_server::model_present(model_dir)
-            {
-                amberdb_server::fetch_model(model_dir, false)
-                    .map_err(|e| PyOSError::new_err(format!("fetching MiniLM: {e:#}")))?;
+            if fetch_model {
+                amberdb_server::ensure_model(choice, model_dir).map_err(|e| {
+                    PyOSError::new_err(format!("fetching {}: {e:#}", choice.name()))
+                })?;
             }
             let mut options = amberdb_server::open_options(choice, model_dir)
                 .map_err(|e| PyOSError::new_err(e.to_string()))?;
@@ -124,8 +116,7 @@ impl NativeStore {
                 // Said in this API's words: the names `embedder=` takes.
                 amberdb::EngineError::EmbedderMismatch { stored_model, .. } => {
                     let made_with = match amberdb_server::embedder_of_model(stored_model) {
-                        Some(EmbedderChoice::Hashing) => "embedder=\"hashing\"".to_owned(),
-                        Some(EmbedderChoice::Minilm) => "embedder=\"minilm\"".to_owned(),
+                        Some(c) => format!("embedder=\"{}\"", c.name()),
                         None => format!("the embedder of {stored_model}"),
                     };
                     PyValueError::new_err(format!(

@@ -254,3 +254,19 @@ def test_session_neighbours_and_mend(hashing_store):
     assert db.mend_undo(copy)["original"] == archived
     with pytest.raises(amberdb.NotFound):
         db.get(copy)
+
+
+def test_bge_small_is_named_like_the_other_embedders(store_dir):
+    # The second embedder (issue #58 item 2), fetched by scripts/test like MiniLM.
+    with amberdb.Store(store_dir, embedder="bge-small") as db:
+        db.store("the deploy key rotates every ninety days")
+        db.store("lunch is at noon on fridays")
+        assert db.stats()["store"]["embedder"] == "BAAI/bge-small-en-v1.5"
+        hits = db.search("how often do we change credentials", limit=1)
+        assert hits[0].content.startswith("the deploy key")
+    with pytest.raises(ValueError, match='made with embedder="bge-small"'):
+        amberdb.Store(store_dir, embedder="minilm", fetch_model=False)
+    with pytest.raises(ValueError, match="is not one of minilm, bge-small, hashing"):
+        amberdb.Store(store_dir, embedder="bge-large")
+    with amberdb.Store(store_dir, fetch_model=False) as db:
+        assert db.stats()["store"]["memories"] == 2

