@@ -412,3 +412,46 @@ fn a_partitions_owner_assigns_ids_above_its_base_and_its_replicas_keep_them() {
     .expect_err("8,192 partitions at most");
     assert_eq!(e.kind(), ErrorKind::Caller, "{e}");
 }
+
+/// A replica's open drops every log file after its checkpoint and starts a new one there
+/// (`docs/cluster.md`, "Cutting a stale tail"): that new file's header is not yet whole when a
+/// kill lands in its creation, or it is gone. Either way the stream holds everything after the
+/// checkpoint, so the next replica open starts a new file again instead of refusing the
+/// partition as a lost log (the cluster fault rig's torn-log fault on a header-only log, seed
+/// 1796691212694473172). A single store's open still refuses a missing log (R5).
+#[test]
+fn a_replica_whose_log_after_the_checkpoint_is_torn_or_gone_opens_from_the_stream() {
+    let id = StoreId::random().expect("random");
+    for damage in ["torn header end", "torn header", "gone"] {
+        let dir = tempfile::tempdir().unwrap();
+        drop(Store::open(dir.path(), options(id).tail_from_stream(true)).expect("created"));
+        let wal = dir.path().join("wal-00000000000000000001.log");
+        let len = std::fs::metadata(&wal).unwrap().len();
+        match damage {
+            "torn header" | "torn header end" => std::fs::OpenOptions::new()
+                .write(true)
+                .open(&wal)
+                .unwrap()
+                .set_len(if damage == "torn header" {
+                    len / 2
+                } else {
+                    len - 5
+                })
+                .unwrap(),
+            _ => std::fs::remove_file(&wal).unwrap(),
+        }
+        if damage == "gone" {
+            let e = Store::open(dir.path(), options(id)).expect_err("a single store refuses");
+            assert!(e.to_string().contains("log file missing"), "{e}");
+        }
+        let store = Store::open(dir.path(), options(id).tail_from_stream(true))
+            .unwrap_or_else(|e| panic!("{damage}: {e}"));
+        assert_eq!(store.partition_log().position, 0, "{damage}");
+        drop(store);
+        assert_eq!(
+            std::fs::metadata(&wal).unwrap().len(),
+            len,
+            "{damage}: a new whole file"
+        );
+    }
+}

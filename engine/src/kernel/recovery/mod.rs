@@ -97,10 +97,13 @@ pub(crate) fn recover(
         &seg_files,
         &mut report,
     )?;
-    log_follows(dir, &logs, ckpt_seq, misnamed_checkpoint)?;
+    // R5, but not for a replica that reads its tail from the stream: the open below drops
+    // every log file after the checkpoint anyway and starts a new one there (R8), and a kill
+    // inside that start leaves the file torn or gone; the stream holds what it held.
     let logs = if tail_from_stream {
         drop_log_tail(storage, dir, logs, ckpt_seq, &mut report)?
     } else {
+        log_follows(dir, &logs, ckpt_seq, misnamed_checkpoint)?;
         logs
     };
     // R6–R8: the journal replays the log after the checkpoint and opens the active file.
