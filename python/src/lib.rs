@@ -92,9 +92,12 @@ impl NativeStore {
         py.detach(|| {
             let model_dir = model_dir.as_deref();
             if fetch_model {
-                amberdb_server::ensure_model(choice, model_dir).map_err(|e| {
-                    PyOSError::new_err(format!("fetching {}: {e:#}", choice.name()))
-                })?;
+                let model = match choice {
+                    EmbedderChoice::BgeSmall => "bge-small",
+                    EmbedderChoice::Minilm | EmbedderChoice::Hashing => "MiniLM",
+                };
+                amberdb_server::ensure_model(choice, model_dir)
+                    .map_err(|e| PyOSError::new_err(format!("fetching {model}: {e:#}")))?;
             }
             let mut options = amberdb_server::open_options(choice, model_dir)
                 .map_err(|e| PyOSError::new_err(e.to_string()))?;
