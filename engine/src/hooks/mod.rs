@@ -243,15 +243,15 @@ pub struct Effective {
     pub load_dedup: bool,
     /// Access counting on.
     pub access: bool,
-    /// Store-time dedup distance.
-    pub dedup_distance: f32,
-    /// Load-time cluster distance.
-    pub cluster_distance: f32,
+    /// Store-time dedup distance the store or the request set (`None`: the calibration's).
+    dedup_set: Option<f32>,
+    /// Load-time cluster distance the store or the request set (`None`: the calibration's).
+    cluster_set: Option<f32>,
     /// What load-time dedup folds.
     pub fold: Fold,
     /// Which near duplicates store-time dedup merges.
     pub merge: Merge,
-    /// The current embedder's thresholds: what every other cosine is read against.
+    /// The thresholds of the embedder whose cosines are read (`with_calibration`).
     pub calibration: &'static Calibration,
 }
 
@@ -269,16 +269,14 @@ impl Effective {
         let write = |h: WriteHook| {
             o.force.contains(&h) || (config.write.contains(&h) && !o.skip.contains(&h))
         };
-        let dedup_distance = o
-            .dedup_distance
-            .or(config.dedup_distance)
-            .unwrap_or(calibration.dedup_distance);
-        let cluster_distance = o
-            .dedup_threshold
-            .or(config.cluster_distance)
-            .unwrap_or(calibration.cluster_distance);
-        check_distance("dedup_distance", dedup_distance)?;
-        check_distance("dedup_threshold", cluster_distance)?;
+        let dedup_set = o.dedup_distance.or(config.dedup_distance);
+        let cluster_set = o.dedup_threshold.or(config.cluster_distance);
+        if let Some(d) = dedup_set {
+            check_distance("dedup_distance", d)?;
+        }
+        if let Some(d) = cluster_set {
+            check_distance("dedup_threshold", d)?;
+        }
         Ok(Effective {
             tags: write(WriteHook::Tags),
             category: write(WriteHook::Category),
@@ -290,12 +288,36 @@ impl Effective {
             access: o
                 .count_access
                 .unwrap_or(config.read.contains(&ReadHook::Access)),
-            dedup_distance,
-            cluster_distance,
+            dedup_set,
+            cluster_set,
             fold: o.fold.unwrap_or(config.fold),
             merge: o.merge.unwrap_or(config.merge),
             calibration,
         })
+    }
+
+    /// Store-time dedup distance: the one set, else the calibration's.
+    #[must_use]
+    pub fn dedup_distance(&self) -> f32 {
+        self.dedup_set.unwrap_or(self.calibration.dedup_distance)
+    }
+
+    /// Load-time cluster distance: the one set, else the calibration's.
+    #[must_use]
+    pub fn cluster_distance(&self) -> f32 {
+        self.cluster_set
+            .unwrap_or(self.calibration.cluster_distance)
+    }
+
+    /// The same settings read against `calibration`: a write's vectors are read with the
+    /// thresholds of the embedder that computed them, which a re-embedding's switch between
+    /// the plan and the embedding makes another than the plan's.
+    #[must_use]
+    pub fn with_calibration(&self, calibration: &'static Calibration) -> Effective {
+        Effective {
+            calibration,
+            ..self.clone()
+        }
     }
 }
 
@@ -308,7 +330,7 @@ mod tests {
         let store = HookConfig::default();
         let e = Effective::of(&store, &HookOverrides::default(), &Calibration::MINILM).unwrap();
         assert!(e.tags && e.category && e.exact_dedup && e.semantic_dedup && e.load_dedup);
-        assert!((e.dedup_distance - 0.35).abs() < 1e-6);
+        assert!((e.dedup_distance() - 0.35).abs() < 1e-6);
         let o = HookOverrides {
             skip: vec![WriteHook::SemanticDedup],
             dedup_threshold: Some(0.2),
@@ -317,7 +339,7 @@ mod tests {
         };
         let e = Effective::of(&store, &o, &Calibration::MINILM).unwrap();
         assert!(!e.semantic_dedup && e.exact_dedup && !e.load_dedup);
-        assert!((e.cluster_distance - 0.2).abs() < 1e-6);
+        assert!((e.cluster_distance() - 0.2).abs() < 1e-6);
         let forced = HookOverrides {
             force: vec![WriteHook::Tags],
             ..HookOverrides::default()
@@ -350,19 +372,31 @@ mod tests {
         };
         let unset = HookConfig::default();
         let e = Effective::of(&unset, &HookOverrides::default(), &OTHER).unwrap();
-        assert!((e.dedup_distance - 0.2).abs() < 1e-6 && (e.cluster_distance - 0.25).abs() < 1e-6);
+        assert!(
+            (e.dedup_distance() - 0.2).abs() < 1e-6 && (e.cluster_distance() - 0.25).abs() < 1e-6
+        );
         assert_eq!(e.calibration, &OTHER);
+        // Read against another embedder's calibration (a write whose vectors a re-embedding's
+        // new embedder computed), an unset distance is that embedder's.
+        let moved = e.with_calibration(&Calibration::MINILM);
+        assert!((moved.dedup_distance() - 0.35).abs() < 1e-6);
+        assert!((moved.cluster_distance() - 0.40).abs() < 1e-6);
         let set = HookConfig {
             dedup_distance: Some(0.3),
             ..HookConfig::default()
         };
         let e = Effective::of(&set, &HookOverrides::default(), &OTHER).unwrap();
-        assert!((e.dedup_distance - 0.3).abs() < 1e-6);
+        assert!((e.dedup_distance() - 0.3).abs() < 1e-6);
+        let moved = e.with_calibration(&Calibration::MINILM);
+        assert!(
+            (moved.dedup_distance() - 0.3).abs() < 1e-6,
+            "a set distance stays"
+        );
         let asked = HookOverrides {
             dedup_distance: Some(0.1),
             ..HookOverrides::default()
         };
         let e = Effective::of(&set, &asked, &OTHER).unwrap();
-        assert!((e.dedup_distance - 0.1).abs() < 1e-6);
+        assert!((e.dedup_distance() - 0.1).abs() < 1e-6);
     }
 }

@@ -712,7 +712,7 @@ fn folded(
             )
         })
         .collect();
-    let min_sim = 1.0 - plan.eff.cluster_distance;
+    let min_sim = 1.0 - plan.eff.cluster_distance();
     let mut carried = HashMap::new();
     let kept = match plan.eff.fold {
         Fold::Duplicates => {

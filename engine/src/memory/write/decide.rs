@@ -335,9 +335,10 @@ impl Store {
         let limit = self.inner.options.memory_limit;
         let content_hash = p.content_hash;
         let now = self.now();
+        let eff = p.eff.with_calibration(e.calibration);
         self.commit_embedded(e.epoch, |ids, state| {
             let (tags, mut ops, new_canonical) =
-                resolve_tags(state, &p.user, &p.tags, &e.tags, &p.eff);
+                resolve_tags(state, &p.user, &p.tags, &e.tags, &eff);
             let m = &p.m;
             let agent_id = crate::memory::scope::check_scope(
                 state,
@@ -447,7 +448,8 @@ impl Store {
 
 /// Semantic dedup's plan for a new statement (none for a message, or with the hook off).
 fn semantic_plan(state: &State, p: &Planned, e: &Embedded) -> dedup::Plan {
-    if !p.eff.semantic_dedup || p.m.kind == record::Kind::Message {
+    let eff = p.eff.with_calibration(e.calibration);
+    if !eff.semantic_dedup || p.m.kind == record::Kind::Message {
         return dedup::Plan::default();
     }
     let space = UserSpace {
@@ -459,9 +461,9 @@ fn semantic_plan(state: &State, p: &Planned, e: &Embedded) -> dedup::Plan {
         &space,
         &e.content,
         &p.m.content,
-        1.0 - p.eff.dedup_distance,
+        1.0 - eff.dedup_distance(),
         None,
-        (p.eff.merge, &p.eff.calibration.judge),
+        (eff.merge, &eff.calibration.judge),
     )
 }
 

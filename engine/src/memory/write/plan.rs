@@ -80,6 +80,8 @@ pub(super) struct Embedded {
     pub(super) category: Option<Vec<f32>>,
     /// The model epoch of the embedder that computed them (`Store::commit_embedded`).
     pub(super) epoch: u64,
+    /// That embedder's thresholds: what these vectors are read against.
+    pub(super) calibration: &'static crate::hooks::Calibration,
     /// Its dimension.
     pub(super) dim: usize,
     /// Whether `content` is the caller's own vector.
@@ -308,6 +310,7 @@ impl Store {
                 tags,
                 category,
                 epoch: embedding.epoch,
+                calibration: crate::hooks::Calibration::of_model(embedder.model_id()),
                 dim: embedder.dim(),
                 given,
                 labels: if embeds_category {
@@ -353,7 +356,7 @@ impl Store {
                             .collect()
                     })
                     .unwrap_or_default();
-                let (c, reason) = category::by_similarity(&sims, self.calibration());
+                let (c, reason) = category::by_similarity(&sims, e.calibration);
                 (c, reason.as_str())
             }
         }

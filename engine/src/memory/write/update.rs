@@ -74,7 +74,13 @@ impl Store {
             let current = state
                 .get(id)
                 .ok_or_else(|| crate::memory::missing(state, id))?;
-            let (tags, mut ops, _) = resolve_tags(state, &p.user, &p.tags, &e.tags, &p.eff);
+            let (tags, mut ops, _) = resolve_tags(
+                state,
+                &p.user,
+                &p.tags,
+                &e.tags,
+                &p.eff.with_calibration(e.calibration),
+            );
             let mut record = current.clone();
             record.tags.clone_from(&tags);
             record.category = category;
